@@ -1,0 +1,170 @@
+"""The ``agentic-iqa`` command line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from iqa_tools import ToolError, ToolRegistry
+from iqa_tools import weights as weight_files
+
+from .config import load_tool_settings
+
+app = typer.Typer(
+    help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
+    no_args_is_help=True,
+)
+tools_app = typer.Typer(help="The IQA tools (pyiqa): list, run, install weights.",
+                        no_args_is_help=True)
+app.add_typer(tools_app, name="tools")
+
+out = Console()
+err = Console(stderr=True)
+
+DeviceOption = Annotated[
+    Optional[str], typer.Option("--device", help="auto, cpu or cuda (default from config)")
+]
+
+
+def _registry(device: str | None = None) -> ToolRegistry:
+    overrides = {"device": device} if device else {}
+    try:
+        return ToolRegistry(load_tool_settings(**overrides))
+    except (ToolError, ValueError) as exc:
+        _fail(str(exc))
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@tools_app.command("list")
+def tools_list(
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    kind: Annotated[Optional[str], typer.Option("--type", help="FR or NR only")] = None,
+) -> None:
+    """List every tool, whether it can run on this machine, and what is missing if not."""
+    registry = _registry()
+    rows = []
+    for spec in registry.catalog:
+        if kind and spec.type != kind.upper():
+            continue
+        availability = registry.availability(spec.name)
+        rows.append((spec, availability))
+    if as_json:
+        print(json.dumps([
+            {
+                "name": spec.name,
+                "type": spec.type,
+                "pyiqa_name": spec.pyiqa_name,
+                "lower_is_better": spec.lower_is_better,
+                "available": availability.ok,
+                "status": availability.status,
+                "detail": availability.detail,
+                "missing": [w.file for w in availability.missing],
+                "normalization_warnings": spec.normalization_warnings(),
+            }
+            for spec, availability in rows
+        ], indent=2))
+        return
+    table = Table(title="IQA tools (pyiqa)")
+    for column in ("name", "type", "pyiqa", "lower better", "available here"):
+        table.add_column(column)
+    for spec, availability in rows:
+        status = "[green]yes[/]" if availability.ok else "[red]no[/]"
+        table.add_row(spec.name, spec.type, spec.pyiqa_name or spec.factory or "",
+                      "yes" if spec.lower_is_better else "",
+                      f"{status} {availability.detail}" if not availability.ok or
+                      availability.status != "ready" else f"{status}")
+    out.print(table)
+    ready = sum(1 for _, a in rows if a.ok)
+    out.print(f"{ready} of {len(rows)} tools can run here. pyiqa weight cache: "
+              f"{weight_files.location_dir('pyiqa')}", highlight=False)
+    for spec, _ in rows:
+        for warning in spec.normalization_warnings():
+            out.print(f"[yellow]note:[/] {warning}", highlight=False)
+
+
+@tools_app.command("run")
+def tools_run(
+    tool: Annotated[str, typer.Argument(help="tool name, e.g. SSIM, BRISQUE or a pyiqa name")],
+    image: Annotated[Path, typer.Argument(help="image to assess")],
+    reference: Annotated[
+        Optional[Path], typer.Option("--reference", "-r", help="reference image (FR tools)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="recompute, ignore cache")] = False,
+    no_fallback: Annotated[
+        bool, typer.Option("--no-fallback", help="fail instead of using a fallback tool")
+    ] = False,
+    device: DeviceOption = None,
+) -> None:
+    """Run one tool on an image: raw score, score on the 1-5 scale, time, cache hit."""
+    registry = _registry(device)
+    try:
+        # Model code prints progress to stdout; keep stdout for the answer.
+        with contextlib.redirect_stdout(sys.stderr):
+            result = registry.execute_tool(
+                tool, image, reference, use_cache=not no_cache, allow_fallback=not no_fallback
+            )
+    except ToolError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    direction = "lower is better" if result.lower_is_better else "higher is better"
+    out.print(f"[bold]{result.tool}[/] on {image}", highlight=False)
+    if result.fallback:
+        out.print(f"[yellow]fell back from {result.requested_tool}:[/] {result.error}",
+                  highlight=False)
+    out.print(f"  raw score        {result.raw_score:.4f} ({direction})", highlight=False)
+    out.print(f"  quality (1-5)    {result.normalized_score:.3f}", highlight=False)
+    out.print(f"  time             {result.execution_time * 1000:.1f} ms"
+              f"{' (cache hit)' if result.cached else ''}", highlight=False)
+
+
+@tools_app.command("info")
+def tools_info(tool: Annotated[str, typer.Argument(help="tool name")]) -> None:
+    """Everything the metadata says about one tool, and whether it can run here."""
+    registry = _registry()
+    try:
+        spec = registry.get(tool)
+    except ToolError as exc:
+        _fail(str(exc))
+    availability = registry.availability(spec.name)
+    document = spec.model_dump(mode="json")
+    document["availability"] = {"status": availability.status, "detail": availability.detail}
+    document["normalization_warnings"] = spec.normalization_warnings()
+    print(json.dumps(document, indent=2))
+
+
+@tools_app.command("install-weights")
+def tools_install_weights(
+    folder: Annotated[Path, typer.Argument(help="folder holding downloaded weight files")],
+) -> None:
+    """Copy weight files from FOLDER to where pyiqa loads them (for machines without network)."""
+    registry = _registry()
+    try:
+        installed, unknown = weight_files.install_weights(folder, registry.catalog)
+    except NotADirectoryError as exc:
+        _fail(str(exc))
+    for item in installed:
+        verb = "copied" if item.copied else "already there"
+        out.print(f"{item.file}: {verb} -> {item.destination}", highlight=False)
+    for name in unknown:
+        err.print(f"[yellow]skipped[/] {name}: no tool needs a file of that name", highlight=False)
+    if not installed:
+        _fail(f"no known weight file in {folder}")
+    out.print(f"{len(installed)} weight file(s) in place.")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()

@@ -1,0 +1,189 @@
+"""Caching raw tool scores: an in-process LRU in front of a store shared by processes and runs.
+
+The key is ``tool | sha256(image bytes) | sha256(reference bytes)``: tools are deterministic, so
+the same bytes always give the same raw score and nothing needs invalidating.  Only *raw* scores
+are stored; normalization is applied on read, so recalibrating a tool never serves stale values.
+Non-finite scores and failures are never cached.
+
+Stores are chosen by URL:
+
+* ``sqlite:///path/to/file.sqlite3``: the default, a file shared by every process on a machine
+  (WAL mode, busy timeout, so concurrent workers do not trip over each other);
+* ``redis://host:port/db``: shared by every machine of a cluster;
+* ``memory``: this process only; ``none``: no persistence at all.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Literal, Protocol
+
+CacheSource = Literal["memory", "store"]
+
+
+def cache_key(tool: str, image_digest: str, reference_digest: str | None = None) -> str:
+    return f"{tool}|{image_digest}|{reference_digest or '-'}"
+
+
+class ScoreStore(Protocol):
+    """Where raw scores persist.  Implementations must be safe to share between threads."""
+
+    def get(self, key: str) -> float | None: ...
+
+    def set(self, key: str, value: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullStore:
+    """Remembers nothing (``cache: none``)."""
+
+    def get(self, key: str) -> float | None:
+        return None
+
+    def set(self, key: str, value: float) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class MemoryStore:
+    """A bounded LRU map, thread-safe."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> float | None:
+        with self._lock:
+            if key not in self._data:
+                return None
+            self._data.move_to_end(key)
+            return self._data[key]
+
+    def set(self, key: str, value: float) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def close(self) -> None:
+        return None
+
+
+class SQLiteStore:
+    """A SQLite file shared by processes; one connection per thread."""
+
+    def __init__(self, path: str | Path, timeout_s: float = 30.0) -> None:
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        with self._connection() as connection:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS tool_scores ("
+                " key TEXT PRIMARY KEY, raw_score REAL NOT NULL, created_at REAL NOT NULL)"
+            )
+
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            self._local.connection = connection
+        return connection
+
+    def get(self, key: str) -> float | None:
+        row = self._connection().execute(
+            "SELECT raw_score FROM tool_scores WHERE key = ?", (key,)
+        ).fetchone()
+        return None if row is None else float(row[0])
+
+    def set(self, key: str, value: float) -> None:
+        self._connection().execute(
+            "INSERT OR REPLACE INTO tool_scores (key, raw_score, created_at) VALUES (?, ?, ?)",
+            (key, value, time.time()),
+        )
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
+
+
+class RedisStore:
+    """Raw scores as plain Redis strings under a key prefix."""
+
+    def __init__(self, url: str, prefix: str = "agentic-iqa:tool-score:") -> None:
+        import redis
+
+        self.prefix = prefix
+        self._client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+
+    def get(self, key: str) -> float | None:
+        value = self._client.get(self.prefix + key)
+        return None if value is None else float(value)
+
+    def set(self, key: str, value: float) -> None:
+        self._client.set(self.prefix + key, repr(value))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def open_store(url: str) -> ScoreStore:
+    """Open the persistent store a cache URL names (see the module docstring)."""
+    if url in {"", "none"}:
+        return NullStore()
+    if url == "memory":
+        return MemoryStore()
+    if url.startswith("sqlite:///"):
+        return SQLiteStore(url.removeprefix("sqlite:///"))
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return RedisStore(url)
+    raise ValueError(
+        f"unsupported tool cache URL {url!r}: use sqlite:///PATH, redis://HOST:PORT/DB, "
+        "memory or none"
+    )
+
+
+class ScoreCache:
+    """The in-process LRU in front of a persistent store."""
+
+    def __init__(self, store: ScoreStore, memory_entries: int = 4096) -> None:
+        self.store = store
+        self.memory = MemoryStore(memory_entries)
+
+    def get(self, key: str) -> tuple[float, CacheSource] | None:
+        value = self.memory.get(key)
+        if value is not None:
+            return value, "memory"
+        value = self.store.get(key)
+        if value is None:
+            return None
+        self.memory.set(key, value)
+        return value, "store"
+
+    def set(self, key: str, value: float) -> None:
+        if not math.isfinite(value):
+            return
+        self.memory.set(key, value)
+        self.store.set(key, value)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,259 @@
+"""The tool metadata: what each tool is, what it is good at, how its scores are normalized.
+
+``metadata/tools.json`` is the single source of truth.  It is validated when loaded, and a bad
+entry is a :class:`MetadataError` naming the entry and the field, so a typo in a hand-edited
+override fails loudly at start-up instead of mid-job.  Override files (for instance the logistic
+parameters ``agentic-iqa calibrate`` fits on a user's own data) are merged over it, tool by tool.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import MetadataError, UnknownToolError
+from .normalize import FORMS, monotonicity_violations, normalize
+
+#: The seven distortion categories of the paper; tools' strengths use the same words.
+DISTORTION_CATEGORIES: tuple[str, ...] = (
+    "Blurs",
+    "Color distortions",
+    "Compression",
+    "Noise",
+    "Brightness change",
+    "Sharpness",
+    "Contrast",
+)
+
+Category = Literal[
+    "Blurs", "Color distortions", "Compression", "Noise", "Brightness change", "Sharpness",
+    "Contrast",
+]
+WeightLocation = Literal["pyiqa", "torch_hub", "clip", "hf_hub"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Normalization(_Strict):
+    """How raw scores become [1, 5]; ``source`` says where the parameters come from."""
+
+    form: Literal["logistic5", "logistic4", "linear"]
+    params: dict[str, float]
+    source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _params_match_form(self) -> Normalization:
+        expected = set(FORMS[self.form])
+        if set(self.params) != expected:
+            missing = sorted(expected - set(self.params))
+            extra = sorted(set(self.params) - expected)
+            raise ValueError(
+                f"{self.form} needs params {sorted(expected)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unexpected {extra}" if extra else "")
+            )
+        return self
+
+
+class WeightFile(_Strict):
+    """One file (or Hugging Face repository) a tool needs, and where its loader looks for it."""
+
+    file: str = Field(min_length=1, description="file name, or repo id for hf_hub")
+    location: WeightLocation
+    url: str | None = None
+    note: str | None = None
+
+
+class ToolSpec(_Strict):
+    """One IQA tool."""
+
+    name: str
+    display_name: str = Field(min_length=1)
+    pyiqa_name: str | None = None
+    factory: str | None = Field(
+        default=None,
+        description="import string 'module:callable' building a non-pyiqa tool",
+    )
+    type: Literal["FR", "NR"]
+    lower_is_better: bool
+    score_range: tuple[float, float]
+    description: str = Field(min_length=1)
+    strengths: list[Category] = Field(default_factory=list)
+    normalization: Normalization
+    weights: list[WeightFile] = Field(default_factory=list)
+    weight_kwarg: str | None = Field(
+        default=None,
+        description="create_metric keyword taking the path of the single pyiqa weight file",
+    )
+    from_paper: bool = True
+    default: bool = Field(default=True, description="offered to automatic tool selection")
+    notes: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ToolSpec:
+        if (self.pyiqa_name is None) == (self.factory is None):
+            raise ValueError("give exactly one of pyiqa_name or factory")
+        if self.factory is not None and not re.fullmatch(r"[\w.]+:[\w.]+", self.factory):
+            raise ValueError(f"factory must be 'module:callable', got {self.factory!r}")
+        low, high = self.score_range
+        if not low < high:
+            raise ValueError(f"score_range must be increasing, got {self.score_range}")
+        if self.weight_kwarg is not None and len(self.pyiqa_weight_files) != 1:
+            raise ValueError("weight_kwarg needs exactly one weight file in the pyiqa cache")
+        return self
+
+    @property
+    def is_full_reference(self) -> bool:
+        return self.type == "FR"
+
+    @property
+    def weight_free(self) -> bool:
+        return not self.weights
+
+    @property
+    def pyiqa_weight_files(self) -> list[WeightFile]:
+        return [w for w in self.weights if w.location == "pyiqa"]
+
+    def normalize(self, raw: float) -> float:
+        return normalize(raw, self.normalization.form, self.normalization.params)
+
+    def normalization_warnings(self) -> list[str]:
+        """Where the mapping is not monotone over the documented raw range."""
+        low, high = self.score_range
+        bad = monotonicity_violations(
+            self.normalization.form, self.normalization.params, low, high,
+            lower_is_better=self.lower_is_better,
+        )
+        if not bad:
+            return []
+        direction = "decreasing" if self.lower_is_better else "increasing"
+        spans = ", ".join(f"{a:.4g}..{b:.4g}" for a, b in _merge_spans(bad))
+        return [
+            f"{self.name}: normalization is not {direction} over the documented raw range "
+            f"[{low:g}, {high:g}]: wrong way on raw {spans} ({self.normalization.source})"
+        ]
+
+
+def _merge_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _lookup_key(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name).lower()
+
+
+class Catalog:
+    """All tools by name; look-ups ignore case, '-' and '_' and accept pyiqa names."""
+
+    def __init__(self, tools: Iterable[ToolSpec]) -> None:
+        self.tools: dict[str, ToolSpec] = {tool.name: tool for tool in tools}
+        self._index: dict[str, str] = {}
+        for tool in self.tools.values():
+            self._index.setdefault(_lookup_key(tool.name), tool.name)
+        for tool in self.tools.values():
+            if tool.pyiqa_name:
+                self._index.setdefault(_lookup_key(tool.pyiqa_name), tool.name)
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self.tools.values())
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and _lookup_key(name) in self._index
+
+    def get(self, name: str) -> ToolSpec:
+        try:
+            return self.tools[self._index[_lookup_key(name)]]
+        except KeyError:
+            raise UnknownToolError(
+                f"unknown tool {name!r}; known tools: {', '.join(self.tools)}"
+            ) from None
+
+    def resolve(self, name: str) -> str:
+        """The canonical name for ``name`` (e.g. 'ms_ssim' -> 'MS-SSIM')."""
+        return self.get(name).name
+
+    def of_type(self, kind: Literal["FR", "NR"]) -> list[ToolSpec]:
+        return [tool for tool in self if tool.type == kind]
+
+
+DEFAULT_METADATA = "metadata/tools.json"
+
+
+def default_metadata_text() -> str:
+    return resources.files("iqa_tools").joinpath(DEFAULT_METADATA).read_text(encoding="utf-8")
+
+
+def load_catalog(path: str | Path | None = None,
+                 overrides: Iterable[str | Path] = ()) -> Catalog:
+    """Load and validate the metadata, then merge each override file over it, in order."""
+    if path is None:
+        source, text = "iqa_tools/" + DEFAULT_METADATA, default_metadata_text()
+    else:
+        source, text = str(path), _read(path)
+    entries = _tool_entries(_parse(text, source), source)
+    for override in overrides:
+        patch = _tool_entries(_parse(_read(override), str(override)), str(override))
+        for name, fields in patch.items():
+            entries[name] = _deep_merge(entries.get(name, {}), fields)
+    return Catalog(_validate(name, fields, source) for name, fields in entries.items())
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MetadataError(f"cannot read tool metadata {str(path)!r}: {exc}") from None
+
+
+def _parse(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MetadataError(f"{source}: not valid JSON ({exc})") from None
+
+
+def _tool_entries(document: Any, source: str) -> dict[str, dict[str, Any]]:
+    if not isinstance(document, dict) or not isinstance(document.get("tools"), dict):
+        raise MetadataError(f"{source}: expected an object with a 'tools' object")
+    for name, fields in document["tools"].items():
+        if not isinstance(fields, dict):
+            raise MetadataError(f"{source}: entry {name!r} must be an object")
+    return {name: dict(fields) for name, fields in document["tools"].items()}
+
+
+def _validate(name: str, fields: dict[str, Any], source: str) -> ToolSpec:
+    try:
+        return ToolSpec.model_validate({**fields, "name": name})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or '(entry)'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise MetadataError(f"{source}: entry {name!r} is invalid: {problems}") from None
+
+
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "params":
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

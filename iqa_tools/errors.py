@@ -1,0 +1,50 @@
+"""Errors raised by the tool layer.
+
+Every failure a caller can meet is a :class:`ToolError`, so one ``except ToolError`` keeps a bad
+image or a broken model from crashing an agent run or a dataset job.  Subclasses say *what kind*
+of failure it was, because that decides whether a fallback tool can help: a broken input image
+cannot be rescued by another metric, a missing weight file can.
+"""
+
+from __future__ import annotations
+
+
+class ToolError(Exception):
+    """Base class: anything that stops a tool from producing a score."""
+
+
+class MetadataError(ToolError):
+    """``tools.json`` (or an override file) is malformed; the message names the bad entry."""
+
+
+class UnknownToolError(ToolError):
+    """The name matches no tool in the metadata."""
+
+
+class ImageLoadError(ToolError):
+    """An input image is missing, unreadable or not an image; the message names the path."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot load image {path!r}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class InputError(ToolError):
+    """The inputs do not suit the tool (FR tool without reference, size mismatch)."""
+
+
+class ToolFailure(ToolError):
+    """The tool itself could not produce a usable score; a fallback tool may still help."""
+
+
+class ToolUnavailableError(ToolFailure):
+    """The tool cannot run on this machine (missing weights, no network to fetch them)."""
+
+
+class NonFiniteScoreError(ToolFailure):
+    """The tool ran but returned NaN or infinity."""
+
+
+class ToolRuntimeError(ToolFailure):
+    """The metric raised while being created or run."""

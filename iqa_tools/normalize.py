@@ -1,0 +1,118 @@
+"""Mapping raw tool scores onto the common [1, 5] quality scale.
+
+Three forms, chosen per tool in the metadata:
+
+``logistic5``  f(x) = β1·(½ − 1/(1 + exp(β2·(x − β3)))) + β4·x + β5
+    The standard five-parameter logistic (Sheikh et al. 2006) with the paper's Table 5 values.
+    The paper prints the denominator without "1 +": that is a typo (it yields −3e8 for FSIM).
+``logistic4``  f(x) = (β1 − β2) / (1 + exp(−(x − β3)/|β4|)) + β2
+    The four-parameter form of the design notes.
+``linear``     f(x) maps ``x_at_1`` to 1 and ``x_at_5`` to 5 (either order: lower-is-better
+    tools put the larger raw value at 1).
+
+All forms are evaluated with an overflow-free sigmoid (TReS has β2 = 6559, so a naive
+``exp`` overflows for ordinary inputs) and clipped to [1, 5].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+SCALE_MIN = 1.0
+SCALE_MAX = 5.0
+
+FORMS: dict[str, tuple[str, ...]] = {
+    "logistic5": ("beta1", "beta2", "beta3", "beta4", "beta5"),
+    "logistic4": ("beta1", "beta2", "beta3", "beta4"),
+    "linear": ("x_at_1", "x_at_5"),
+}
+
+
+def sigmoid(z: float) -> float:
+    """1 / (1 + exp(−z)) without overflow for any finite or infinite z."""
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def logistic5(x: float, beta1: float, beta2: float, beta3: float, beta4: float,
+              beta5: float) -> float:
+    # 1/(1+exp(β2(x−β3))) is sigmoid(−β2(x−β3)).
+    return beta1 * (0.5 - sigmoid(-beta2 * (x - beta3))) + beta4 * x + beta5
+
+
+def logistic4(x: float, beta1: float, beta2: float, beta3: float, beta4: float) -> float:
+    if beta4 == 0:
+        raise ValueError("logistic4 needs a non-zero beta4")
+    return (beta1 - beta2) * sigmoid((x - beta3) / abs(beta4)) + beta2
+
+
+def linear(x: float, x_at_1: float, x_at_5: float) -> float:
+    if x_at_1 == x_at_5:
+        raise ValueError("linear mapping needs x_at_1 != x_at_5")
+    return SCALE_MIN + (x - x_at_1) * (SCALE_MAX - SCALE_MIN) / (x_at_5 - x_at_1)
+
+
+_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "logistic5": logistic5,
+    "logistic4": logistic4,
+    "linear": linear,
+}
+
+
+def clip_to_scale(value: float) -> float:
+    return min(SCALE_MAX, max(SCALE_MIN, value))
+
+
+def normalize(raw: float, form: str, params: Mapping[str, float]) -> float:
+    """Map one raw score onto [1, 5]. Raises ``ValueError`` for a non-finite raw score."""
+    if not math.isfinite(raw):
+        raise ValueError(f"cannot normalize a non-finite score ({raw})")
+    try:
+        function = _FUNCTIONS[form]
+    except KeyError:
+        raise ValueError(f"unknown normalization form {form!r}; known: {sorted(FORMS)}") from None
+    value = function(raw, **{name: float(params[name]) for name in FORMS[form]})
+    return clip_to_scale(value)
+
+
+def monotonicity_violations(form: str, params: Mapping[str, float], low: float, high: float,
+                            *, lower_is_better: bool, samples: int = 2001,
+                            tolerance: float = 1e-9) -> list[tuple[float, float]]:
+    """Sub-intervals of ``[low, high]`` where the *unclipped* curve runs the wrong way.
+
+    Higher-is-better tools must map to a non-decreasing curve, lower-is-better ones to a
+    non-increasing curve.  Published fits are not always monotone (CKDN near 1.0, TReS's
+    near-step at β3): we report that rather than hide it.
+    """
+    function = _FUNCTIONS[form]
+    args = {name: float(params[name]) for name in FORMS[form]}
+    xs = np.linspace(low, high, samples)
+    ys = np.array([function(float(x), **args) for x in xs])
+    steps = np.diff(ys)
+    wrong = steps > tolerance if lower_is_better else steps < -tolerance
+    return [(float(xs[i]), float(xs[i + 1])) for i in np.flatnonzero(wrong)]
+
+
+def fit_logistic5(raw: Sequence[float], target: Sequence[float]) -> dict[str, float]:
+    """Least-squares fit of the five-parameter logistic mapping ``raw`` onto ``target``.
+
+    Used to recalibrate a tool on data with known quality (MOS rescaled to [1, 5], or the
+    normalized scores of a tool whose published parameters we trust).
+    """
+    from scipy.optimize import curve_fit
+
+    x = np.asarray(raw, dtype=float)
+    y = np.asarray(target, dtype=float)
+    if x.size < 5 or x.size != y.size:
+        raise ValueError("fit_logistic5 needs at least five (raw, target) pairs of equal length")
+    spread = float(np.std(x)) or 1.0
+    slope = float(np.sign(np.corrcoef(x, y)[0, 1]) or 1.0)
+    start = [float(np.ptp(y)) or 1.0, slope / spread, float(np.median(x)), 0.0, float(np.mean(y))]
+    vectorised = np.vectorize(logistic5)
+    params, _ = curve_fit(vectorised, x, y, p0=start, maxfev=20000)
+    return dict(zip(FORMS["logistic5"], (float(p) for p in params), strict=True))

@@ -1,0 +1,302 @@
+"""The tool registry: metadata, availability, lazily created metrics, cached and fallback runs.
+
+A metric is created on first use, once per process (a module-level pool shared by every
+registry), never at import: a process that never runs a tool never imports torch or pyiqa, and a
+Celery worker never builds models in the parent before it forks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from . import weights as weight_files
+from .cache import ScoreCache, cache_key, open_store
+from .catalog import Catalog, ToolSpec, load_catalog
+from .errors import (
+    InputError,
+    NonFiniteScoreError,
+    ToolError,
+    ToolFailure,
+    ToolRuntimeError,
+    ToolUnavailableError,
+)
+from .images import LoadedImage, load_image
+from .settings import ToolSettings
+
+log = logging.getLogger(__name__)
+
+ImageInput = str | Path | LoadedImage
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool's verdict on one image."""
+
+    tool: str
+    requested_tool: str
+    raw_score: float
+    normalized_score: float
+    execution_time: float
+    cached: bool
+    fallback: bool = False
+    error: str | None = None
+    lower_is_better: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _MetricPool:
+    """Metrics of this process, keyed by what determines them; each is built exactly once."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[tuple[Any, ...], Any] = {}
+        self._locks: dict[tuple[Any, ...], threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.creations: Counter[str] = Counter()
+
+    def lock_for(self, key: tuple[Any, ...]) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def get_or_create(self, key: tuple[Any, ...], label: str, build: Callable[[], Any]) -> Any:
+        with self.lock_for(key):
+            if key not in self._metrics:
+                self._metrics[key] = build()
+                self.creations[label] += 1
+            return self._metrics[key]
+
+
+_POOL = _MetricPool()
+
+
+def metric_creations() -> Counter[str]:
+    """How many times each tool's model was built in this process (for tests and diagnostics)."""
+    return Counter(_POOL.creations)
+
+
+class ToolRegistry:
+    """Runs IQA tools by name and maps their scores onto [1, 5]."""
+
+    def __init__(self, settings: ToolSettings | None = None, catalog: Catalog | None = None,
+                 cache: ScoreCache | None = None) -> None:
+        self.settings = settings or ToolSettings()
+        self.catalog = catalog or load_catalog(
+            self.settings.metadata_path, self.settings.metadata_overrides
+        )
+        self.cache = cache or ScoreCache(
+            open_store(self.settings.tool_cache), self.settings.memory_cache_entries
+        )
+        for name in self.settings.fallback_chain:
+            self.catalog.get(name)  # an unknown fallback name is a configuration error: fail now
+
+    # -- what is here ---------------------------------------------------------------------------
+
+    def get(self, name: str) -> ToolSpec:
+        return self.catalog.get(name)
+
+    def availability(self, name: str) -> weight_files.Availability:
+        spec = self.get(name)
+        return weight_files.check(spec, self.settings.weights_dir, self.settings.allow_downloads)
+
+    def available_tools(self, kind: str | None = None) -> list[ToolSpec]:
+        return [
+            spec for spec in self.catalog
+            if (kind is None or spec.type == kind) and self.availability(spec.name).ok
+        ]
+
+    def device(self) -> str:
+        if self.settings.device != "auto":
+            return self.settings.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    # -- models ---------------------------------------------------------------------------------
+
+    def metric(self, name: str) -> Any:
+        """The model for ``name``, built on first use in this process."""
+        spec = self.get(name)
+        availability = self.availability(spec.name)
+        if not availability.ok:
+            raise ToolUnavailableError(f"{spec.name} cannot run here: {availability.detail}")
+        device = self.device()
+        found = tuple(sorted((k, str(v)) for k, v in availability.found.items()))
+        key = (spec.name, spec.pyiqa_name, spec.factory, device, found)
+        return _POOL.get_or_create(key, spec.name, lambda: self._build(spec, availability, device))
+
+    def _build(self, spec: ToolSpec, availability: weight_files.Availability, device: str) -> Any:
+        started = time.perf_counter()
+        try:
+            if spec.factory is not None:
+                module_name, _, attribute = spec.factory.partition(":")
+                factory = importlib.import_module(module_name)
+                for part in attribute.split("."):
+                    factory = getattr(factory, part)
+                metric = factory(device=device)
+            else:
+                metric = self._build_pyiqa(spec, availability, device)
+        except ToolError:
+            raise
+        except Exception as exc:  # model code raises anything; report it as this tool's failure
+            raise ToolRuntimeError(
+                f"{spec.name}: creating pyiqa metric {spec.pyiqa_name!r} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        log.info("created %s on %s in %.2fs", spec.name, device, time.perf_counter() - started)
+        return metric
+
+    def _build_pyiqa(self, spec: ToolSpec, availability: weight_files.Availability,
+                     device: str) -> Any:
+        if not self.settings.allow_downloads:
+            # Without this, Hugging Face look-ups retry for minutes before failing.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import pyiqa
+        import torch
+
+        kwargs: dict[str, Any] = {}
+        if spec.weight_kwarg is not None and availability.found:
+            (path,) = (availability.found[w.file] for w in spec.pyiqa_weight_files)
+            kwargs[spec.weight_kwarg] = str(path)
+        else:
+            weight_files.stage(availability, spec)
+        return pyiqa.create_metric(spec.pyiqa_name, device=torch.device(device), **kwargs)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def execute_tool(self, tool: str, image: ImageInput, reference: ImageInput | None = None, *,
+                     use_cache: bool = True, allow_fallback: bool = True) -> ToolResult:
+        """Score ``image`` with ``tool``; on a tool failure, fall back to another NR tool.
+
+        Input problems (unreadable image, FR tool without a reference, sizes that differ) raise
+        at once: no other tool could do better with the same inputs.
+        """
+        spec = self.get(tool)
+        target = image if isinstance(image, LoadedImage) else load_image(image)
+        ref: LoadedImage | None = None
+        if spec.is_full_reference:
+            if reference is None:
+                raise InputError(f"{spec.name} is a full-reference tool and needs a reference image")
+            ref = reference if isinstance(reference, LoadedImage) else load_image(reference)
+            check_same_size(spec.name, target, ref)
+        try:
+            return self._run(spec, target, ref, use_cache)
+        except ToolFailure as failure:
+            if not allow_fallback:
+                raise
+            log.warning("%s failed, trying fallbacks: %s", spec.name, failure)
+            return self._fall_back(spec, target, failure, use_cache)
+
+    def fallback_candidates(self, failed: ToolSpec) -> list[ToolSpec]:
+        """The configured chain first, then every other available default NR tool."""
+        chain = [self.get(name) for name in self.settings.fallback_chain]
+        rest = [spec for spec in self.catalog if spec.type == "NR" and spec.default]
+        ordered: list[ToolSpec] = []
+        for spec in chain + rest:
+            if spec.type == "NR" and spec.name != failed.name and spec not in ordered:
+                ordered.append(spec)
+        return [spec for spec in ordered if self.availability(spec.name).ok]
+
+    def _fall_back(self, failed: ToolSpec, target: LoadedImage, failure: ToolFailure,
+                   use_cache: bool) -> ToolResult:
+        original = str(failure)
+        attempts: list[str] = []
+        for spec in self.fallback_candidates(failed):
+            try:
+                result = self._run(spec, target, None, use_cache)
+            except ToolFailure as exc:
+                attempts.append(f"{spec.name}: {exc}")
+                continue
+            return ToolResult(
+                **{**result.to_dict(), "requested_tool": failed.name, "fallback": True,
+                   "error": original},
+            )
+        tried = "; ".join(attempts) if attempts else "no fallback tool can run here"
+        raise ToolFailure(f"{original} (fallbacks: {tried})") from failure
+
+    def _run(self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None,
+             use_cache: bool) -> ToolResult:
+        started = time.perf_counter()
+        key = cache_key(spec.name, target.digest, ref.digest if ref is not None else None)
+        hit = self.cache.get(key) if use_cache else None
+        if hit is not None:
+            raw, cached = hit[0], True
+        else:
+            raw, cached = self._score(spec, target, ref), False
+            self.cache.set(key, raw)
+        return ToolResult(
+            tool=spec.name,
+            requested_tool=spec.name,
+            raw_score=raw,
+            normalized_score=spec.normalize(raw),
+            execution_time=time.perf_counter() - started,
+            cached=cached,
+            lower_is_better=spec.lower_is_better,
+        )
+
+    def _score(self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None) -> float:
+        metric = self.metric(spec.name)
+        import torch
+
+        device = self.device()
+        key = (spec.name, "run")
+        try:
+            with _POOL.lock_for(key), torch.inference_mode():
+                x = _to_tensor(target, device)
+                output = metric(x, _to_tensor(ref, device)) if ref is not None else metric(x)
+            raw = float(output.detach().reshape(-1)[0].cpu()) if torch.is_tensor(output) \
+                else float(output)
+        except Exception as exc:  # a metric can raise anything on odd input; keep the reason
+            raise ToolRuntimeError(
+                f"{spec.name} failed on {target.path}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not math.isfinite(raw):
+            raise NonFiniteScoreError(f"{spec.name} returned {raw} for {target.path}")
+        return raw
+
+
+def check_same_size(tool: str, target: LoadedImage, ref: LoadedImage) -> None:
+    if target.pixels.shape != ref.pixels.shape:
+        (tw, th), (rw, rh) = target.size, ref.size
+        raise InputError(
+            f"{tool} compares pixel by pixel, but {target.path} is {tw}x{th} and the reference "
+            f"{ref.path} is {rw}x{rh}; images are never resized silently, resize one first"
+        )
+
+
+def _to_tensor(image: LoadedImage | None, device: str) -> Any:
+    import torch
+
+    if image is None:
+        return None
+    return torch.from_numpy(image.pixels).permute(2, 0, 1).unsqueeze(0).contiguous().to(device)
+
+
+_DEFAULT: ToolRegistry | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def get_registry(settings: ToolSettings | None = None) -> ToolRegistry:
+    """The process-wide registry (created on first call; ``settings`` only count then)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = ToolRegistry(settings)
+        return _DEFAULT
+
+
+def execute_tool(tool: str, image: ImageInput, reference: ImageInput | None = None,
+                 **options: Any) -> ToolResult:
+    """Run one tool with the process-wide registry."""
+    return get_registry().execute_tool(tool, image, reference, **options)

@@ -1,0 +1,62 @@
+"""Settings of the tool layer, from the environment (prefix ``AGENTIC_IQA_``) or a YAML file.
+
+The product's ``configs/tools.yaml`` holds the defaults a user edits; the environment overrides
+it (``AGENTIC_IQA_DEVICE=cuda``, ``AGENTIC_IQA_WEIGHTS_DIR=/models/pyiqa``,
+``AGENTIC_IQA_TOOL_CACHE=redis://cache:6379/2``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_cache_url() -> str:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return f"sqlite:///{base / 'agentic-iqa' / 'tool-scores.sqlite3'}"
+
+
+class ToolSettings(BaseSettings):
+    """Where tools run, where their weights are, where scores are cached, what replaces a failure."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTIC_IQA_", extra="ignore")
+
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    weights_dir: Path | None = Field(
+        default=None,
+        description="extra folder searched for weight files before pyiqa's own cache",
+    )
+    allow_downloads: bool = Field(
+        default=False,
+        description="let pyiqa fetch missing weights from the network; off, a missing file is "
+        "reported at once and Hugging Face look-ups run offline",
+    )
+    tool_cache: str = Field(default_factory=default_cache_url)
+    memory_cache_entries: int = Field(default=4096, ge=1)
+    fallback_chain: list[str] = Field(default_factory=lambda: ["BRISQUE", "NIQE"])
+    metadata_path: Path | None = None
+    metadata_overrides: list[Path] = Field(default_factory=list)
+
+    @field_validator("weights_dir", "metadata_path", mode="after")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
+    @classmethod
+    def from_yaml(cls, path: str | Path | None, **overrides: Any) -> ToolSettings:
+        """Settings from a YAML file's ``tools`` section; environment variables still win."""
+        values: dict[str, Any] = {}
+        if path is not None and Path(path).exists():
+            document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            values = dict(document.get("tools", document))
+        env_set = {
+            name for name in cls.model_fields if f"AGENTIC_IQA_{name.upper()}" in os.environ
+        }
+        values = {k: v for k, v in values.items() if k not in env_set}
+        values.update(overrides)
+        return cls(**values)

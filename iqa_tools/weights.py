@@ -1,0 +1,187 @@
+"""Where weight files live, whether a tool can run here, and how to put weights in place.
+
+pyiqa fetches weights on first use into ``torch.hub.get_dir()/pyiqa`` (torchvision backbones into
+``torch.hub.get_dir()/checkpoints``, OpenAI CLIP into ``~/.cache/clip``, some models from the
+Hugging Face hub).  On an air-gapped GPU cluster that first use fails, often after long retries.
+We answer "can this tool run here?" from the file system alone, without importing torch, and say
+exactly which file is missing and where it goes.  Users either copy weights once with
+``agentic-iqa tools install-weights DIR`` or point ``AGENTIC_IQA_WEIGHTS_DIR`` at a folder of them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .catalog import Catalog, ToolSpec, WeightFile
+
+
+def torch_hub_dir() -> Path:
+    """What ``torch.hub.get_dir()`` returns, computed without importing torch."""
+    if os.environ.get("TORCH_HOME"):
+        return Path(os.environ["TORCH_HOME"]).expanduser() / "hub"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "torch" / "hub"
+
+
+def hf_hub_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def location_dir(location: str) -> Path:
+    """The folder the loader for ``location`` reads from."""
+    if location == "pyiqa":
+        return torch_hub_dir() / "pyiqa"
+    if location == "torch_hub":
+        return torch_hub_dir() / "checkpoints"
+    if location == "clip":
+        return Path.home() / ".cache" / "clip"
+    if location == "hf_hub":
+        return hf_hub_cache()
+    raise ValueError(f"unknown weight location {location!r}")
+
+
+def expected_path(weight: WeightFile) -> Path:
+    if weight.location == "hf_hub":
+        return hf_hub_cache() / ("models--" + weight.file.replace("/", "--"))
+    return location_dir(weight.location) / weight.file
+
+
+def _present(path: Path, weight: WeightFile) -> bool:
+    if weight.location == "hf_hub":
+        snapshots = path / "snapshots"
+        return snapshots.is_dir() and any(snapshots.iterdir())
+    return path.is_file() and path.stat().st_size > 0
+
+
+Status = Literal["weight-free", "ready", "downloadable", "missing"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a tool can run on this machine, and if not, what to do about it."""
+
+    tool: str
+    status: Status
+    found: dict[str, Path] = field(default_factory=dict)
+    missing: tuple[WeightFile, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "missing"
+
+    @property
+    def detail(self) -> str:
+        if self.status == "weight-free":
+            return "available (weight-free)"
+        if self.status == "ready":
+            return "available (weights found)"
+        if self.status == "downloadable":
+            return "weights will be downloaded on first use: " + ", ".join(
+                w.file for w in self.missing
+            )
+        return "; ".join(missing_message(w) for w in self.missing)
+
+
+def missing_message(weight: WeightFile) -> str:
+    where = expected_path(weight)
+    if weight.location == "hf_hub":
+        return (
+            f"needs Hugging Face model {weight.file} in {hf_hub_cache()} "
+            f"(run `huggingface-cli download {weight.file}` where there is network, "
+            "then copy the hub cache folder)"
+        )
+    source = f" from {weight.url}" if weight.url else ""
+    return (
+        f"missing {weight.file}{source}: put it in {where.parent} "
+        "(`agentic-iqa tools install-weights DIR`) or in AGENTIC_IQA_WEIGHTS_DIR"
+    )
+
+
+def find_weight(weight: WeightFile, weights_dir: Path | None) -> Path | None:
+    """The weights folder first (it is the user's explicit choice), then the loader's cache."""
+    if weights_dir is not None and weight.location != "hf_hub":
+        candidate = weights_dir / weight.file
+        if _present(candidate, weight):
+            return candidate
+    path = expected_path(weight)
+    return path if _present(path, weight) else None
+
+
+def check(spec: ToolSpec, weights_dir: Path | None, allow_downloads: bool) -> Availability:
+    if spec.weight_free:
+        return Availability(spec.name, "weight-free")
+    found: dict[str, Path] = {}
+    missing: list[WeightFile] = []
+    for weight in spec.weights:
+        path = find_weight(weight, weights_dir)
+        if path is None:
+            missing.append(weight)
+        else:
+            found[weight.file] = path
+    if not missing:
+        return Availability(spec.name, "ready", found)
+    status: Status = "downloadable" if allow_downloads else "missing"
+    return Availability(spec.name, status, found, tuple(missing))
+
+
+def stage(availability: Availability, spec: ToolSpec) -> None:
+    """Link files found in the weights folder to where their loader reads them.
+
+    pyiqa loads backbones and auxiliary files from fixed folders, so a file that only sits in
+    ``AGENTIC_IQA_WEIGHTS_DIR`` is linked (or copied, where links are refused) into place.
+    """
+    for weight in spec.weights:
+        source = availability.found.get(weight.file)
+        if source is None or weight.location == "hf_hub":
+            continue
+        target = expected_path(weight)
+        if target.exists() or source == target:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.symlink_to(source.resolve())
+        except OSError:
+            shutil.copy2(source, target)
+
+
+@dataclass(frozen=True)
+class InstalledFile:
+    file: str
+    destination: Path
+    copied: bool  # False when an identical file was already there
+
+
+def install_weights(source_dir: Path, catalog: Catalog) -> tuple[list[InstalledFile], list[str]]:
+    """Copy every known weight file found in ``source_dir`` to where pyiqa loads it.
+
+    Returns the files installed and the names in ``source_dir`` that no tool needs.
+    """
+    if not source_dir.is_dir():
+        raise NotADirectoryError(f"{source_dir} is not a folder")
+    known: dict[str, WeightFile] = {
+        weight.file: weight
+        for spec in catalog
+        for weight in spec.weights
+        if weight.location != "hf_hub"
+    }
+    installed: list[InstalledFile] = []
+    unknown: list[str] = []
+    for entry in sorted(source_dir.iterdir()):
+        weight = known.get(entry.name)
+        if weight is None or not entry.is_file():
+            unknown.append(entry.name)
+            continue
+        destination = expected_path(weight)
+        same = destination.is_file() and destination.stat().st_size == entry.stat().st_size
+        if not same:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(entry, destination)
+        installed.append(InstalledFile(entry.name, destination, copied=not same))
+    return installed, unknown

@@ -1,0 +1,104 @@
+"""Shared fixtures.
+
+Tests never touch the user's caches: TORCH_HOME, HF_HOME and XDG_CACHE_HOME point into a
+temporary folder before anything imports torch, so "weights missing" is deterministic.
+
+The shared data folder (real images with human scores, TID2013 pairs, NIQE/BRISQUE parameter
+files) is found through ``AGENTIC_IQA_DATA_DIR``; if unset, ``../shared/data`` beside the
+checkout is used when present.  Tests that need it are skipped, with the reason, without it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+_SANDBOX = Path(tempfile.mkdtemp(prefix="agentic-iqa-tests-"))
+for _variable, _sub in (("TORCH_HOME", "torch"), ("HF_HOME", "hf"), ("XDG_CACHE_HOME", "cache")):
+    os.environ[_variable] = str(_SANDBOX / _sub)
+os.environ["HF_HUB_OFFLINE"] = "1"
+for _variable in [v for v in os.environ if v.startswith("AGENTIC_IQA_") and v != "AGENTIC_IQA_DATA_DIR"
+                  and not v.startswith("AGENTIC_IQA_TEST_")]:
+    del os.environ[_variable]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _data_dir() -> Path | None:
+    configured = os.environ.get("AGENTIC_IQA_DATA_DIR")
+    if configured:
+        return Path(configured)
+    default = REPO.parent / "shared" / "data"
+    return default if default.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = _data_dir()
+    if path is None or not path.is_dir():
+        pytest.skip("shared data folder not found: set AGENTIC_IQA_DATA_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def weights_dir(data_dir: Path) -> Path:
+    path = data_dir / "pyiqa-weights"
+    if not (path / "niqe_modelparameters.mat").is_file():
+        pytest.skip(f"NIQE/BRISQUE parameter files not in {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tid_dir(data_dir: Path) -> Path:
+    return data_dir / "tid2013-calibration"
+
+
+@pytest.fixture(scope="session")
+def livec_dir(data_dir: Path) -> Path:
+    return data_dir / "livec-dev"
+
+
+def natural_image(seed: int = 0, size: tuple[int, int] = (256, 192)) -> np.ndarray:
+    """A smooth, textured, photo-like RGB image (uint8) that every NR metric can digest."""
+    rng = np.random.default_rng(seed)
+    width, height = size
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    base = np.stack([
+        0.5 + 0.35 * np.sin(x / 23.0 + seed) * np.cos(y / 31.0),
+        0.5 + 0.3 * np.cos((x + y) / 37.0),
+        0.45 + 0.3 * np.sin(y / 19.0 - seed),
+    ], axis=2)
+    edges = ((x // 32 + y // 32) % 2).astype(np.float32)[:, :, None] * 0.15
+    texture = rng.normal(0, 0.02, size=(height, width, 3)).astype(np.float32)
+    return (np.clip(base + edges + texture, 0, 1) * 255).round().astype(np.uint8)
+
+
+@pytest.fixture
+def photo(tmp_path: Path) -> Path:
+    path = tmp_path / "photo.png"
+    Image.fromarray(natural_image()).save(path)
+    return path
+
+
+def _services_required() -> bool:
+    return os.environ.get("AGENTIC_IQA_TEST_REQUIRE_SERVICES", "") not in {"", "0", "false"}
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A Redis database for tests; skipped if none answers, unless services are required (CI)."""
+    import redis
+
+    url = os.environ.get("AGENTIC_IQA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        if _services_required():
+            pytest.fail(f"Redis required but not reachable at {url}: {exc}")
+        pytest.skip(f"no Redis at {url}: {exc}")
+    return url
