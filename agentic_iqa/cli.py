@@ -6,7 +6,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -29,7 +29,7 @@ out = Console()
 err = Console(stderr=True)
 
 DeviceOption = Annotated[
-    Optional[str], typer.Option("--device", help="auto, cpu or cuda (default from config)")
+    str | None, typer.Option("--device", help="auto, cpu or cuda (default from config)")
 ]
 
 
@@ -42,14 +42,14 @@ def _registry(device: str | None = None) -> ToolRegistry:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 @tools_app.command("list")
 def tools_list(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
-    kind: Annotated[Optional[str], typer.Option("--type", help="FR or NR only")] = None,
+    kind: Annotated[str | None, typer.Option("--type", help="FR or NR only")] = None,
 ) -> None:
     """List every tool, whether it can run on this machine, and what is missing if not."""
     registry = _registry()
@@ -79,15 +79,23 @@ def tools_list(
     for column in ("name", "type", "pyiqa", "lower better", "available here"):
         table.add_column(column)
     for spec, availability in rows:
-        status = "[green]yes[/]" if availability.ok else "[red]no[/]"
+        colour = "green" if availability.ok else "red"
         table.add_row(spec.name, spec.type, spec.pyiqa_name or spec.factory or "",
                       "yes" if spec.lower_is_better else "",
-                      f"{status} {availability.detail}" if not availability.ok or
-                      availability.status != "ready" else f"{status}")
+                      f"[{colour}]{availability.summary}[/]")
     out.print(table)
     ready = sum(1 for _, a in rows if a.ok)
-    out.print(f"{ready} of {len(rows)} tools can run here. pyiqa weight cache: "
-              f"{weight_files.location_dir('pyiqa')}", highlight=False)
+    out.print(f"{ready} of {len(rows)} tools can run here.", highlight=False)
+    if ready < len(rows):
+        out.print(
+            "Missing weight files go in "
+            f"{weight_files.location_dir('pyiqa')} (pyiqa), "
+            f"{weight_files.location_dir('torch_hub')} (torchvision backbones) and "
+            f"{weight_files.location_dir('clip')} (CLIP); `agentic-iqa tools install-weights DIR` "
+            "copies them there, or set AGENTIC_IQA_WEIGHTS_DIR. HF models go in the Hugging Face "
+            f"cache ({weight_files.hf_hub_cache()}). `agentic-iqa tools info TOOL` lists the URLs.",
+            highlight=False,
+        )
     for spec, _ in rows:
         for warning in spec.normalization_warnings():
             out.print(f"[yellow]note:[/] {warning}", highlight=False)
@@ -98,7 +106,7 @@ def tools_run(
     tool: Annotated[str, typer.Argument(help="tool name, e.g. SSIM, BRISQUE or a pyiqa name")],
     image: Annotated[Path, typer.Argument(help="image to assess")],
     reference: Annotated[
-        Optional[Path], typer.Option("--reference", "-r", help="reference image (FR tools)")
+        Path | None, typer.Option("--reference", "-r", help="reference image (FR tools)")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="recompute, ignore cache")] = False,
@@ -141,7 +149,11 @@ def tools_info(tool: Annotated[str, typer.Argument(help="tool name")]) -> None:
         _fail(str(exc))
     availability = registry.availability(spec.name)
     document = spec.model_dump(mode="json")
-    document["availability"] = {"status": availability.status, "detail": availability.detail}
+    document["availability"] = {
+        "status": availability.status,
+        "detail": availability.detail,
+        "expected_paths": {w.file: str(weight_files.expected_path(w)) for w in spec.weights},
+    }
     document["normalization_warnings"] = spec.normalization_warnings()
     print(json.dumps(document, indent=2))
 

@@ -17,7 +17,7 @@ from .errors import (
     ToolUnavailableError,
     UnknownToolError,
 )
-from .images import LoadedImage, load_image
+from .images import LoadedImage, load_image, read_image
 from .registry import ToolRegistry, ToolResult, execute_tool, get_registry, metric_creations
 from .settings import ToolSettings
 
@@ -46,4 +46,5 @@ __all__ = [
     "load_image",
     "metric_creations",
     "open_store",
+    "read_image",
 ]

@@ -93,6 +93,9 @@ class ToolSpec(_Strict):
         default=None,
         description="create_metric keyword taking the path of the single pyiqa weight file",
     )
+    python_packages: list[str] = Field(
+        default_factory=list, description="import names the tool needs beyond pyiqa's own"
+    )
     from_paper: bool = True
     default: bool = Field(default=True, description="offered to automatic tool selection")
     notes: str | None = None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +26,19 @@ _SIXTEEN_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
 
 @dataclass(frozen=True)
 class LoadedImage:
-    """Pixels plus what identifies them."""
+    """An image file's bytes, their sha256, and its pixels, decoded on first use.
+
+    Decoding lazily lets a cache hit skip the decode entirely: the digest alone finds the score.
+    """
 
     path: str
     digest: str
-    pixels: np.ndarray  # H x W x 3, float32, [0, 1]
+    data: bytes = field(repr=False)
+
+    @cached_property
+    def pixels(self) -> np.ndarray:
+        """H x W x 3, float32, [0, 1]; raises :class:`ImageLoadError` if the data is corrupt."""
+        return decode(self.data, self.path)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -71,9 +80,17 @@ def decode(data: bytes, path: str = "<bytes>") -> np.ndarray:
         raise ImageLoadError(path, f"corrupt or truncated image data ({exc})") from None
 
 
-def load_image(path: str | Path) -> LoadedImage:
+def read_image(path: str | Path) -> LoadedImage:
+    """Read and hash the file now; decode its pixels when first needed."""
     data = read_bytes(path)
-    return LoadedImage(path=str(path), digest=digest_bytes(data), pixels=decode(data, str(path)))
+    return LoadedImage(path=str(path), digest=digest_bytes(data), data=data)
+
+
+def load_image(path: str | Path) -> LoadedImage:
+    """Read, hash and decode now, so any problem with the file surfaces here."""
+    image = read_image(path)
+    _ = image.pixels
+    return image
 
 
 def _to_rgb_float(image: Image.Image) -> np.ndarray:

@@ -30,7 +30,7 @@ from .errors import (
     ToolRuntimeError,
     ToolUnavailableError,
 )
-from .images import LoadedImage, load_image
+from .images import LoadedImage, read_image
 from .settings import ToolSettings
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,8 @@ class ToolRegistry:
         import pyiqa
         import torch
 
+        # Some models write derived files there (LIQE's text features) and fail if it is absent.
+        weight_files.location_dir("pyiqa").mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {}
         if spec.weight_kwarg is not None and availability.found:
             (path,) = (availability.found[w.file] for w in spec.pyiqa_weight_files)
@@ -183,13 +185,14 @@ class ToolRegistry:
         at once: no other tool could do better with the same inputs.
         """
         spec = self.get(tool)
-        target = image if isinstance(image, LoadedImage) else load_image(image)
+        target = image if isinstance(image, LoadedImage) else read_image(image)
         ref: LoadedImage | None = None
         if spec.is_full_reference:
             if reference is None:
-                raise InputError(f"{spec.name} is a full-reference tool and needs a reference image")
-            ref = reference if isinstance(reference, LoadedImage) else load_image(reference)
-            check_same_size(spec.name, target, ref)
+                raise InputError(
+                    f"{spec.name} is a full-reference tool and needs a reference image"
+                )
+            ref = reference if isinstance(reference, LoadedImage) else read_image(reference)
         try:
             return self._run(spec, target, ref, use_cache)
         except ToolFailure as failure:
@@ -233,6 +236,11 @@ class ToolRegistry:
         if hit is not None:
             raw, cached = hit[0], True
         else:
+            # Decode (and compare sizes) outside the tool's own error handling: a bad input
+            # image is the caller's problem, not a tool failure that a fallback could fix.
+            _ = target.pixels
+            if ref is not None:
+                check_same_size(spec.name, target, ref)
             raw, cached = self._score(spec, target, ref), False
             self.cache.set(key, raw)
         return ToolResult(

@@ -22,7 +22,7 @@ def default_cache_url() -> str:
 
 
 class ToolSettings(BaseSettings):
-    """Where tools run, where their weights are, where scores are cached, what replaces a failure."""
+    """Where tools run, where weights are, where scores are cached, what replaces a failure."""
 
     model_config = SettingsConfigDict(env_prefix="AGENTIC_IQA_", extra="ignore")
 

@@ -1,8 +1,9 @@
 """Where weight files live, whether a tool can run here, and how to put weights in place.
 
-pyiqa fetches weights on first use into ``torch.hub.get_dir()/pyiqa`` (torchvision backbones into
-``torch.hub.get_dir()/checkpoints``, OpenAI CLIP into ``~/.cache/clip``, some models from the
-Hugging Face hub).  On an air-gapped GPU cluster that first use fails, often after long retries.
+pyiqa fetches weights on first use into ``torch.hub.get_dir()/pyiqa`` (torchvision backbones
+into ``torch.hub.get_dir()/checkpoints``, CLIP into ``torch.hub.get_dir()/clip``, timm backbones
+and Q-Align from the Hugging Face hub).  On an air-gapped GPU cluster that first use fails,
+often after long retries.
 We answer "can this tool run here?" from the file system alone, without importing torch, and say
 exactly which file is missing and where it goes.  Users either copy weights once with
 ``agentic-iqa tools install-weights DIR`` or point ``AGENTIC_IQA_WEIGHTS_DIR`` at a folder of them.
@@ -10,6 +11,7 @@ exactly which file is missing and where it goes.  Users either copy weights once
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -41,7 +43,8 @@ def location_dir(location: str) -> Path:
     if location == "torch_hub":
         return torch_hub_dir() / "checkpoints"
     if location == "clip":
-        return Path.home() / ".cache" / "clip"
+        # pyiqa ships its own CLIP loader, which caches here (not in ~/.cache/clip).
+        return torch_hub_dir() / "clip"
     if location == "hf_hub":
         return hf_hub_cache()
     raise ValueError(f"unknown weight location {location!r}")
@@ -71,13 +74,33 @@ class Availability:
     status: Status
     found: dict[str, Path] = field(default_factory=dict)
     missing: tuple[WeightFile, ...] = ()
+    missing_packages: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.status != "missing"
 
     @property
+    def summary(self) -> str:
+        """One short line for tables: what is there, or the names of what is missing."""
+        if self.status == "weight-free":
+            return "yes (weight-free)"
+        if self.status == "ready":
+            return "yes"
+        names = [f"pip {p}" for p in self.missing_packages] + [
+            f"HF {w.file}" if w.location == "hf_hub" else w.file for w in self.missing
+        ]
+        prefix = "downloads on first use" if self.status == "downloadable" else "no, needs"
+        return f"{prefix}: {', '.join(names)}"
+
+    @property
     def detail(self) -> str:
+        if self.missing_packages:
+            packages = " ".join(self.missing_packages)
+            needs = f"needs Python package(s) {packages} (pip install {packages})"
+            if not self.missing:
+                return needs
+            return needs + "; " + "; ".join(missing_message(w) for w in self.missing)
         if self.status == "weight-free":
             return "available (weight-free)"
         if self.status == "ready":
@@ -115,6 +138,11 @@ def find_weight(weight: WeightFile, weights_dir: Path | None) -> Path | None:
 
 
 def check(spec: ToolSpec, weights_dir: Path | None, allow_downloads: bool) -> Availability:
+    absent = tuple(p for p in spec.python_packages if importlib.util.find_spec(p) is None)
+    if absent:
+        return Availability(spec.name, "missing", missing_packages=absent, missing=tuple(
+            w for w in spec.weights if find_weight(w, weights_dir) is None
+        ))
     if spec.weight_free:
         return Availability(spec.name, "weight-free")
     found: dict[str, Path] = {}

@@ -22,8 +22,10 @@ _SANDBOX = Path(tempfile.mkdtemp(prefix="agentic-iqa-tests-"))
 for _variable, _sub in (("TORCH_HOME", "torch"), ("HF_HOME", "hf"), ("XDG_CACHE_HOME", "cache")):
     os.environ[_variable] = str(_SANDBOX / _sub)
 os.environ["HF_HUB_OFFLINE"] = "1"
-for _variable in [v for v in os.environ if v.startswith("AGENTIC_IQA_") and v != "AGENTIC_IQA_DATA_DIR"
-                  and not v.startswith("AGENTIC_IQA_TEST_")]:
+# Settings from the developer's shell must not leak into tests; test knobs and the data dir stay.
+for _variable in [v for v in os.environ if v.startswith("AGENTIC_IQA_")]:
+    if _variable == "AGENTIC_IQA_DATA_DIR" or _variable.startswith("AGENTIC_IQA_TEST_"):
+        continue
     del os.environ[_variable]
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ def test_rgb_float32_in_unit_range_and_digest_of_file_bytes(tmp_path):
     assert loaded.pixels.dtype == np.float32
     assert loaded.pixels.shape == (192, 256, 3)
     assert loaded.size == (256, 192)
-    assert 0.0 <= loaded.pixels.min() and loaded.pixels.max() <= 1.0
+    assert loaded.pixels.min() >= 0.0 and loaded.pixels.max() <= 1.0
     assert loaded.digest == hashlib.sha256(path.read_bytes()).hexdigest()
 
 

@@ -1,0 +1,81 @@
+import json
+import re
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from agentic_iqa.cli import app
+from tests.conftest import REPO
+
+runner = CliRunner()
+
+
+def test_tools_list_json_reports_availability():
+    result = runner.invoke(app, ["tools", "list", "--json"])
+    assert result.exit_code == 0
+    tools = {row["name"]: row for row in json.loads(result.stdout)}
+    assert len(tools) == 29
+    assert tools["SSIM"]["available"] is True
+    assert tools["LPIPS"]["available"] is False
+    assert "LPIPS_v0.1_alex-df73285e.pth" in tools["LPIPS"]["missing"]
+    assert tools["CKDN"]["normalization_warnings"]
+
+
+def test_tools_list_table():
+    result = runner.invoke(app, ["tools", "list", "--type", "NR"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "PIQE" in result.stdout and "SSIM" not in result.stdout
+    assert "no, needs: niqe_modelparameters.mat" in result.stdout
+
+
+def test_tools_run_json_on_the_example(tmp_path):
+    env = {"AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{tmp_path}/c.sqlite3", "AGENTIC_IQA_DEVICE": "cpu"}
+    args = ["tools", "run", "SSIM", str(REPO / "examples/i03_blurred.png"),
+            "--reference", str(REPO / "examples/i03_reference.png"), "--json"]
+    first = runner.invoke(app, args, env=env)
+    assert first.exit_code == 0, first.output
+    result = json.loads(first.stdout)
+    assert result["tool"] == "SSIM" and result["cached"] is False
+    assert result["raw_score"] == __import__("pytest").approx(0.6997, abs=1e-3)
+    assert 2.3 < result["normalized_score"] < 2.7
+    second = json.loads(runner.invoke(app, args, env=env).stdout)
+    assert second["cached"] is True
+
+
+def test_tools_run_human_output_and_errors(tmp_path):
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu"}
+    ok = runner.invoke(app, ["tools", "run", "PIQE", str(REPO / "examples/i03_blurred.png")],
+                       env=env)
+    assert ok.exit_code == 0
+    assert re.search(r"quality \(1-5\)\s+1\.000", ok.stdout)
+    missing = runner.invoke(app, ["tools", "run", "PIQE", str(tmp_path / "gone.jpg")], env=env)
+    assert missing.exit_code == 1
+    assert "gone.jpg" in missing.output and "file not found" in missing.output
+    unknown = runner.invoke(app, ["tools", "run", "FOO", str(REPO / "examples/i03_blurred.png")],
+                            env=env)
+    assert unknown.exit_code == 1 and "unknown tool 'FOO'" in unknown.output
+
+
+def test_tools_info_lists_urls_and_paths():
+    result = runner.invoke(app, ["tools", "info", "lpips"])
+    assert result.exit_code == 0
+    info = json.loads(result.stdout)
+    assert info["name"] == "LPIPS"
+    assert any(w["url"].endswith("LPIPS_v0.1_alex-df73285e.pth") for w in info["weights"])
+    assert info["availability"]["status"] == "missing"
+
+
+def test_console_script_entry_point():
+    result = subprocess.run([sys.executable, "-m", "agentic_iqa", "--help"], capture_output=True,
+                            text=True, check=True)
+    assert "tools" in result.stdout
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci/run").read_text()
+    commands = re.findall(r"```(?:bash|sh)\n(.+?)\n```", readme)
+    test_commands = [c for c in commands if "pytest" in c]
+    assert len(test_commands) == 1, "README must show exactly one test command"
+    assert test_commands[0].strip() in ci
