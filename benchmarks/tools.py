@@ -64,18 +64,17 @@ def main() -> None:
         registry.execute_tool(name, *pairs[0], allow_fallback=False)
         cold = time.perf_counter() - started
 
-        warm = []
-        for target, ref in pairs[1:]:
-            t = time.perf_counter()
-            registry.execute_tool(name, target, ref, allow_fallback=False)
-            warm.append(time.perf_counter() - t)
-
         kwargs = {}
         if spec.weight_kwarg and args.weights_dir:
             kwargs[spec.weight_kwarg] = str(args.weights_dir / spec.pyiqa_weight_files[0].file)
         bare_metric = pyiqa.create_metric(spec.pyiqa_name, device=torch.device("cpu"), **kwargs)
-        bare = []
+
+        # Interleave ours and bare image by image, so both see the same machine load.
+        warm, bare = [], []
         for target, ref in pairs[1:]:
+            t = time.perf_counter()
+            registry.execute_tool(name, target, ref, allow_fallback=False)
+            warm.append(time.perf_counter() - t)
             t = time.perf_counter()
             with torch.inference_mode():
                 float(bare_metric(str(target), str(ref)) if fr else bare_metric(str(target)))
