@@ -1,0 +1,229 @@
+"""The Executor: four subtasks gated by the plan's flags, each allowed to fail on its own.
+
+Detection, analysis and selection ask the VLM with the specification's prompt templates;
+execution runs the selected tools through :mod:`iqa_tools` and logs every call.  A subtask that
+fails (no valid JSON after three attempts, an exception) leaves its field ``None`` and the next
+subtask works with what there is; only tool selection has a defined fallback (the generic tools
+of the spec: QAlign for NR, TOPIQ_FR for FR), and tool failures fall back inside the registry.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iqa_tools import DISTORTION_CATEGORIES, ToolError, ToolRegistry
+from iqa_tools.images import LoadedImage, read_image
+
+from ..prompts import (
+    DISTORTION_ANALYSIS_SYSTEM,
+    DISTORTION_ANALYSIS_USER,
+    DISTORTION_DETECTION_SYSTEM,
+    DISTORTION_DETECTION_USER,
+    TOOL_SELECTION_SYSTEM,
+    TOOL_SELECTION_USER,
+    render,
+)
+from ..state import DistortionAnalysis, ExecutorOutput, PlannerOutput, ToolExecutionLog
+from ..vlm.base import VLMClient, VLMError, VLMRequest
+from .jsonreply import ask_json
+
+log = logging.getLogger(__name__)
+
+GENERIC_TOOLS = {"NR": "QAlign", "FR": "TOPIQ_FR"}
+
+
+def scope_keys(plan: PlannerOutput) -> list[str]:
+    return list(plan.query_scope) if isinstance(plan.query_scope, list) else ["Global"]
+
+
+def _images(image_path: str, reference_path: str | None) -> tuple[Path, ...]:
+    return tuple(Path(p) for p in (image_path, reference_path) if p)
+
+
+def _safely(name: str, call: Any) -> Any:
+    """Run one subtask; an exception is logged and becomes ``None`` (the spec's rule)."""
+    try:
+        return call()
+    except VLMError as exc:
+        log.error("%s failed: VLM error: %s", name, exc)
+    except Exception:  # a subtask must never fail the executor node
+        log.exception("%s failed", name)
+    return None
+
+
+# -- the four subtasks ------------------------------------------------------------------------
+
+def detect_distortions(client: VLMClient, query: str, image_path: str,
+                       reference_path: str | None, plan: PlannerOutput
+                       ) -> dict[str, list[str]] | None:
+    keys = scope_keys(plan)
+
+    def parse(reply: Mapping[str, Any]) -> dict[str, list[str]]:
+        raw = reply["distortion_set"]
+        if not isinstance(raw, dict):
+            raise TypeError("distortion_set must be an object")
+        # Object names must follow the plan's scope; unknown names fall back to "Global".
+        aligned: dict[str, list[str]] = {}
+        for name, distortions in raw.items():
+            key = name if name in keys else ("Global" if "Global" in keys else keys[0])
+            aligned.setdefault(key, [])
+            for distortion in distortions:
+                if distortion not in aligned[key]:
+                    aligned[key].append(distortion)
+        return ExecutorOutput(distortion_set=aligned).distortion_set or {}
+
+    request = VLMRequest(
+        task="distortion_detection", system=DISTORTION_DETECTION_SYSTEM,
+        user=render(DISTORTION_DETECTION_USER, query=query),
+        images=_images(image_path, reference_path),
+        context={"query": query, "image_path": image_path, "query_scope": plan.query_scope},
+    )
+    return ask_json(client, request, parse).value
+
+
+def analyse_distortions(client: VLMClient, query: str, image_path: str,
+                        reference_path: str | None, distortion_set: dict[str, list[str]]
+                        ) -> dict[str, list[DistortionAnalysis]] | None:
+    def parse(reply: Mapping[str, Any]) -> dict[str, list[DistortionAnalysis]]:
+        analysis = ExecutorOutput(distortion_analysis=reply["distortion_analysis"])
+        result = analysis.distortion_analysis or {}
+        for key, items in result.items():
+            expected = set(distortion_set.get(key, ()))
+            stray = [item.type for item in items if expected and item.type not in expected]
+            if stray:
+                raise ValueError(f"analysis of {key!r} has types not in the distortion set: "
+                                 f"{stray}")
+        return result
+
+    request = VLMRequest(
+        task="distortion_analysis",
+        system=render(DISTORTION_ANALYSIS_SYSTEM, distortion_set=distortion_set),
+        user=render(DISTORTION_ANALYSIS_USER, query=query),
+        images=_images(image_path, reference_path),
+        context={"query": query, "image_path": image_path, "distortion_set": distortion_set},
+    )
+    return ask_json(client, request, parse).value
+
+
+def tool_descriptions(registry: ToolRegistry, reference_mode: str) -> list[dict[str, Any]]:
+    """The tools the VLM may choose from: those that can run here, FR ones only with a reference."""
+    tools = []
+    for spec in registry.catalog:
+        if spec.is_full_reference and reference_mode != "Full-Reference":
+            continue
+        if not registry.availability(spec.name).ok:
+            continue
+        tools.append({"name": spec.name, "type": spec.type, "description": spec.description,
+                      "strengths": list(spec.strengths), "available": True})
+    return tools
+
+
+def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
+                 distortion_set: dict[str, list[str]], reference_mode: str
+                 ) -> dict[str, dict[str, str]] | None:
+    tools = tool_descriptions(registry, reference_mode)
+    allowed = {tool["name"] for tool in tools}
+
+    def parse(reply: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+        selected = ExecutorOutput(selected_tools=reply["selected_tools"]).selected_tools or {}
+        unusable = sorted({name for per in selected.values() for name in per.values()} - allowed)
+        if unusable:
+            raise ValueError(f"selected tools not offered: {unusable}")
+        return selected
+
+    description = "; ".join(
+        f"{t['name']} ({t['type']}): {t['description']}"
+        + (f" Strong on: {', '.join(t['strengths'])}." if t["strengths"] else "")
+        for t in tools
+    )
+    request = VLMRequest(
+        task="tool_selection",
+        system=render(TOOL_SELECTION_SYSTEM, distortion_set=distortion_set,
+                      tool_description=description),
+        user=render(TOOL_SELECTION_USER, query=query),
+        context={"query": query, "distortion_set": distortion_set, "tools": tools,
+                 "reference_mode": reference_mode},
+    )
+    return ask_json(client, request, parse).value
+
+
+def generic_selection(distortion_set: dict[str, list[str]], reference_mode: str
+                      ) -> dict[str, dict[str, str]]:
+    tool = GENERIC_TOOLS["FR" if reference_mode == "Full-Reference" else "NR"]
+    return {key: {d: tool for d in distortions} for key, distortions in distortion_set.items()}
+
+
+def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
+                  selected: dict[str, dict[str, str]]
+                  ) -> tuple[dict[str, dict[str, tuple[str, float]]], list[ToolExecutionLog]]:
+    """Run every selected tool (the registry's cache makes repeats free) and log each call."""
+    scores: dict[str, dict[str, tuple[str, float]]] = {}
+    logs: list[ToolExecutionLog] = []
+    for key, per_distortion in selected.items():
+        for distortion, tool in per_distortion.items():
+            entry = _run_one(registry, image, reference, key, distortion, tool)
+            logs.append(entry)
+            if math.isfinite(entry.normalized_score):
+                scores.setdefault(key, {})[distortion] = (entry.tool_name, entry.normalized_score)
+    return scores, logs
+
+
+def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
+             key: str, distortion: str, tool: str) -> ToolExecutionLog:
+    try:
+        spec = registry.get(tool)
+        note = None
+        if spec.is_full_reference and reference is None:
+            # An FR tool without a reference: use the first runnable NR fallback instead.
+            candidates = registry.fallback_candidates(spec)
+            if not candidates:
+                raise ToolError(f"{spec.name} needs a reference and no NR fallback can run")
+            note = f"{spec.name} is full-reference and no reference image was given"
+            spec = candidates[0]
+        result = registry.execute_tool(spec.name, image,
+                                       reference if spec.is_full_reference else None)
+        fallback = result.fallback or note is not None
+        return ToolExecutionLog(
+            tool_name=result.tool, requested_tool=tool if fallback else None,
+            object_name=key, distortion=distortion, raw_score=result.raw_score,
+            normalized_score=result.normalized_score, execution_time=result.execution_time,
+            fallback=fallback, error=note or result.error, cached=result.cached,
+        )
+    except ToolError as exc:
+        log.error("tool %s failed for %s/%s: %s", tool, key, distortion, exc)
+        return ToolExecutionLog(
+            tool_name=tool, object_name=key, distortion=distortion, raw_score=math.nan,
+            normalized_score=math.nan, execution_time=0.0, error=str(exc),
+        )
+
+
+# -- planning the subtasks' inputs ------------------------------------------------------------
+
+def distortion_set_for(plan: PlannerOutput, detected: dict[str, list[str]] | None
+                       ) -> dict[str, list[str]]:
+    """What analysis and selection work on: detected, else the plan's, else every category."""
+    if detected:
+        return detected
+    if plan.distortions:
+        return {key: list(values) for key, values in plan.distortions.items()}
+    return {key: list(DISTORTION_CATEGORIES) for key in scope_keys(plan)}
+
+
+def selection_for(plan: PlannerOutput, distortion_set: dict[str, list[str]],
+                  selected: dict[str, dict[str, str]] | None) -> dict[str, dict[str, str]]:
+    """The tools to run: the plan's required tool, the selection, or the spec's generic ones."""
+    if plan.required_tool:
+        return {key: {d: plan.required_tool for d in values}
+                for key, values in distortion_set.items()}
+    if selected:
+        return selected
+    return generic_selection(distortion_set, plan.reference_mode)
+
+
+def load_inputs(image_path: str, reference_path: str | None
+                ) -> tuple[LoadedImage, LoadedImage | None]:
+    return read_image(image_path), read_image(reference_path) if reference_path else None

@@ -1,0 +1,173 @@
+"""One run of the agent as a sequence of steps, decided from the state alone.
+
+:func:`next_step` is pure: from the plan's flags, the steps already done in this iteration and
+the replan counters it names what runs next.  :func:`run_step` runs one step and returns the
+state update.  The in-process runner loops over both; the Celery pipeline (workers/) persists the
+state between the same steps, so both paths produce the same answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from iqa_tools import ToolRegistry
+
+from .agents import executor, summarizer
+from .agents.planner import PlanningFailed, make_plan
+from .state import (
+    DEFAULT_MAX_REPLAN_ITERATIONS,
+    AgenticIQAState,
+    ExecutorOutput,
+    initial_state,
+    merge_state,
+    record_replan,
+)
+from .vlm.base import VLMClient
+
+log = logging.getLogger(__name__)
+
+PLAN = "plan"
+DETECT = "distortion_detection"
+ANALYSE = "distortion_analysis"
+SELECT = "tool_selection"
+EXECUTE = "tool_execution"
+SUMMARIZE = "summarize"
+REPLAN = "replan"
+STEPS = (PLAN, DETECT, ANALYSE, SELECT, EXECUTE, SUMMARIZE, REPLAN)
+#: Steps that run IQA tools, and so belong on the tool (GPU) queue.
+TOOL_STEPS = frozenset({EXECUTE})
+
+
+@dataclass
+class Agents:
+    """What the steps need: one VLM client per role and the tool registry."""
+
+    planner: VLMClient
+    executor: VLMClient
+    summarizer: VLMClient
+    registry: ToolRegistry
+
+
+def default_agents(registry: ToolRegistry | None = None) -> Agents:
+    """Clients from ``configs/model_backends.yaml`` (builtin by default) and the tools config."""
+    from iqa_tools import get_registry
+
+    from .config import load_tool_settings
+    from .vlm import create_client
+
+    return Agents(
+        planner=create_client("planner"),
+        executor=create_client("executor"),
+        summarizer=create_client("summarizer"),
+        registry=registry or get_registry(load_tool_settings()),
+    )
+
+
+def next_step(state: AgenticIQAState) -> str | None:
+    """The step to run next, or None when the run is finished (answered or failed)."""
+    if "plan" not in state:
+        return None if state.get("error") else PLAN
+    done = state.get("steps_done", [])
+    plan = state["plan"]
+    flags = plan.plan
+    wanted = (
+        (DETECT, flags.distortion_detection),
+        (ANALYSE, flags.distortion_analysis),
+        (SELECT, flags.tool_selection and not plan.required_tool),
+        (EXECUTE, flags.tool_execution),
+    )
+    for step, on in wanted:
+        if on and step not in done:
+            return step
+    if SUMMARIZE not in done:
+        return SUMMARIZE
+    result = state.get("summarizer_result")
+    limit = state.get("max_replan_iterations", DEFAULT_MAX_REPLAN_ITERATIONS)
+    if result is not None and result.need_replan and state.get("iteration_count", 0) < limit:
+        return REPLAN
+    return None
+
+
+def _evidence(state: AgenticIQAState) -> ExecutorOutput:
+    return state.get("executor_evidence") or ExecutorOutput()
+
+
+def _done(state: AgenticIQAState, step: str) -> list[str]:
+    return [*state.get("steps_done", []), step]
+
+
+def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any]:
+    """Run one step on ``state`` and return its update (merge it with ``merge_state``)."""
+    query, image = state["query"], state["image_path"]
+    reference = state.get("reference_path")
+    if step == PLAN:
+        history = state.get("replan_history", [])
+        reason = history[-1].reason if history else None
+        tool_names = [spec.name for spec in agents.registry.catalog]
+        try:
+            plan = make_plan(agents.planner, query, image, reference, tool_names, reason)
+        except PlanningFailed as failed:
+            return {"error": failed.error.model_dump_json()}
+        return {"plan": plan, "error": None, "steps_done": [PLAN],
+                "executor_evidence": ExecutorOutput()}
+    if step == REPLAN:
+        reason = state["summarizer_result"].replan_reason or "No reason provided"
+        replanned = record_replan(state, reason)
+        return {"iteration_count": replanned["iteration_count"],
+                "replan_history": replanned["replan_history"], "plan": None,
+                "executor_evidence": None, "summarizer_result": None, "steps_done": []}
+
+    plan = state["plan"]
+    evidence = _evidence(state)
+    distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
+    update: dict[str, Any] = {"steps_done": _done(state, step)}
+    if step == DETECT:
+        found = executor._safely(step, lambda: executor.detect_distortions(
+            agents.executor, query, image, reference, plan))
+        update["executor_evidence"] = ExecutorOutput(distortion_set=found)
+    elif step == ANALYSE:
+        found = executor._safely(step, lambda: executor.analyse_distortions(
+            agents.executor, query, image, reference, distortion_set))
+        update["executor_evidence"] = ExecutorOutput(distortion_analysis=found)
+    elif step == SELECT:
+        found = executor._safely(step, lambda: executor.select_tools(
+            agents.executor, agents.registry, query, distortion_set, plan.reference_mode))
+        update["executor_evidence"] = ExecutorOutput(selected_tools=found)
+    elif step == EXECUTE:
+        selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
+        image_data, reference_data = executor.load_inputs(image, reference)
+        outcome = executor._safely(step, lambda: executor.execute_tools(
+            agents.registry, image_data, reference_data, selected))
+        scores, logs = outcome if outcome is not None else ({}, [])
+        update["executor_evidence"] = ExecutorOutput(quality_scores=scores or None,
+                                                     tool_logs=logs)
+    elif step == SUMMARIZE:
+        update["summarizer_result"] = summarizer.summarize(
+            agents.summarizer, query, image, reference, plan, evidence)
+    else:
+        raise ValueError(f"unknown step {step!r}; steps: {STEPS}")
+    return update
+
+
+def run_inprocess(query: str, image_path: str, reference_path: str | None = None, *,
+                  agents: Agents | None = None,
+                  max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
+                  on_step: Callable[[str, float], None] | None = None) -> AgenticIQAState:
+    """Run the whole agent in this process and return the final state."""
+    agents = agents or default_agents()
+    state = initial_state(query, str(image_path), str(reference_path) if reference_path else None,
+                          max_replan_iterations=max_replan_iterations)
+    timings: dict[str, float] = {}
+    while (step := next_step(state)) is not None:
+        started = time.perf_counter()
+        state = merge_state(state, run_step(step, state, agents))
+        elapsed = time.perf_counter() - started
+        key = f"{step}#{state.get('iteration_count', 0)}" if step != REPLAN else step
+        timings[key] = timings.get(key, 0.0) + elapsed
+        if on_step is not None:
+            on_step(step, elapsed)
+    return merge_state(state, {"step_seconds": timings})

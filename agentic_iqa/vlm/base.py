@@ -1,0 +1,67 @@
+"""The one small interface every VLM backend implements, for all three roles.
+
+A request carries both the prompt text (what a remote model reads) and the structured context it
+was rendered from (what the offline ``builtin`` backend reasons over), so every backend answers the
+same question and downstream code never knows which one ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["planner", "executor", "summarizer"]
+
+#: What the request asks for; remote backends ignore it, the builtin backend dispatches on it.
+Task = Literal[
+    "plan",                  # planner: query -> PlannerOutput JSON
+    "distortion_detection",  # executor subtask
+    "distortion_analysis",   # executor subtask
+    "tool_selection",        # executor subtask
+    "answer",                # summarizer, explanation mode: final answer + reasoning JSON
+    "quality_levels",        # summarizer, scoring mode: pick one of five levels (logprobs)
+]
+
+
+class VLMError(Exception):
+    """A backend could not produce an answer (after its own retries)."""
+
+
+class VLMConfigurationError(VLMError):
+    """The backend is misconfigured (unknown backend, missing API key variable, bad base_url)."""
+
+
+@dataclass(frozen=True)
+class VLMRequest:
+    task: Task
+    system: str
+    user: str
+    images: tuple[Path, ...] = ()
+    #: The structured inputs the prompt was rendered from (query, distortion_set, tools ...).
+    context: Mapping[str, Any] = field(default_factory=dict)
+    #: Ask for a JSON object as the answer.
+    json_output: bool = True
+    #: Answer letters whose log-probabilities the caller wants (e.g. ("A", "B", "C", "D", "E")).
+    answer_options: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class VLMResponse:
+    text: str
+    model: str
+    #: Log-probability of each requested answer option, when the backend can give them.
+    option_logprobs: dict[str, float] | None = None
+    #: Where ``option_logprobs`` came from: "logprobs", or a named substitute.
+    probability_source: str | None = None
+
+
+@runtime_checkable
+class VLMClient(Protocol):
+    """Anything that answers a :class:`VLMRequest`."""
+
+    backend: str
+    model: str
+
+    def complete(self, request: VLMRequest) -> VLMResponse: ...

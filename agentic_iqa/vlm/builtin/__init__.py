@@ -1,0 +1,67 @@
+"""The offline, deterministic backend: a real (small) agent, no network, no key.
+
+It answers the same requests as a remote VLM, in the same JSON, from the structured context of
+each request: the planner parses the query (:mod:`.query`), the executor measures the image
+(:mod:`.measure`, :mod:`.severity`) and picks tools from the registry's metadata and
+availability (:mod:`.selection`), and the summarizer reasons over the evidence (:mod:`.answer`).
+Because it returns what a VLM would, every downstream path is the one a VLM run takes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..base import VLMRequest, VLMResponse
+from . import answer, selection
+from .planner import plan
+from .vision import analyse, detect
+
+MODEL_NAME = "builtin-v1"
+
+
+class BuiltinClient:
+    """Implements :class:`~agentic_iqa.vlm.base.VLMClient` without any model."""
+
+    backend = "builtin"
+
+    def __init__(self, config: Any = None) -> None:
+        self.model = MODEL_NAME
+        self.config = config
+
+    def complete(self, request: VLMRequest) -> VLMResponse:
+        context = request.context
+        if request.task == "plan":
+            result: dict[str, Any] = plan(
+                context["query"], bool(context.get("has_reference")),
+                context.get("tool_names", ()), context.get("replan_reason"),
+            )
+        elif request.task == "distortion_detection":
+            result = {"distortion_set": detect(
+                context["image_path"], context.get("query_scope", "Global"),
+                context.get("query", ""),
+            )}
+        elif request.task == "distortion_analysis":
+            result = {"distortion_analysis": analyse(
+                context["image_path"], context["distortion_set"],
+            )}
+        elif request.task == "tool_selection":
+            result = {"selected_tools": selection.select(
+                context["distortion_set"], context["tools"], context.get("reference_mode"),
+            )}
+        elif request.task == "answer":
+            result = answer.explain(context)
+        elif request.task == "quality_levels":
+            probabilities = answer.level_probabilities(context)
+            letter = max(probabilities, key=probabilities.__getitem__)
+            return VLMResponse(
+                text=letter, model=self.model,
+                option_logprobs=answer.as_logprobs(probabilities),
+                probability_source="builtin-measurements",
+            )
+        else:
+            raise ValueError(f"builtin backend cannot answer task {request.task!r}")
+        return VLMResponse(text=json.dumps(result), model=self.model)
+
+
+__all__ = ["BuiltinClient", "MODEL_NAME"]
