@@ -1,0 +1,207 @@
+"""Anthropic Messages API backend.
+
+Anthropic returns no token log-probabilities. When a request has ``answer_options``, the
+documented substitute is used instead, in the same call: the system prompt asks the model to
+reply with a JSON object holding its ``answer`` and an ``option_probabilities`` mapping (one
+probability per option). These are clipped at 0, normalised to sum 1 and turned into
+log-probabilities (a zero gives ``-inf``), with ``probability_source="self-reported"``. If that
+JSON cannot be parsed, probability 1 goes to the letter the model answered
+(``probability_source="argmax"``); if no letter can be found either, ``option_logprobs`` is None.
+Self-reported probabilities are a model's statement, not a measured distribution: they are
+coarser (often round numbers) than real log-probabilities.
+
+When the caller did not ask for JSON, the returned text is the answered letter (as the other
+backends return it); otherwise it is the model's JSON as is.
+
+Sampling parameters are not sent: SDK 2.x talks API version 2026-10-21, which rejects
+``temperature``/``top_p``/``top_k``, so ``temperature`` in the settings does not apply here.
+SDK errors (after its own retries) become :class:`VLMError` without a chained cause, because the
+SDK exception holds the request, whose headers carry the key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, cast
+
+import anthropic
+from anthropic.types import TextBlock, UserMessageParam
+
+from .base import VLMConfigurationError, VLMError, VLMRequest, VLMResponse
+from .images import encode_image
+from .settings import BackendConfig
+
+_JSON_INSTRUCTION = "Reply with a single JSON object and nothing else."
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+class AnthropicClient:
+    """A :class:`VLMClient` over the official ``anthropic`` SDK; thread-safe, one per role."""
+
+    backend = "anthropic"
+
+    def __init__(self, config: BackendConfig) -> None:
+        if config.backend != "anthropic" or not config.model:
+            raise VLMConfigurationError(f"AnthropicClient needs an anthropic config: {config}")
+        self.config = config
+        self.model = config.model
+        self._api_key = config.read_api_key()
+        try:
+            # An explicit api_key also stops the SDK from looking for profiles or other env keys.
+            self._client = anthropic.Anthropic(
+                api_key=self._api_key,
+                base_url=config.base_url,
+                timeout=config.timeout,
+                max_retries=config.max_retries,
+            )
+        except (anthropic.AnthropicError, ValueError, TypeError) as exc:
+            raise VLMError(self._scrub(f"cannot create the Anthropic client: {exc}")) from None
+
+    def __repr__(self) -> str:
+        return f"AnthropicClient(model={self.model!r}, base_url={self.config.base_url!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def complete(self, request: VLMRequest) -> VLMResponse:
+        user = cast(UserMessageParam, {"role": "user", "content": self._user_content(request)})
+        try:
+            message = self._client.messages.create(
+                model=self.model,
+                max_tokens=self.config.max_tokens,
+                system=self._system(request) or anthropic.omit,
+                messages=[user],
+            )
+        except (anthropic.AnthropicError, ValueError) as exc:
+            raise VLMError(self._scrub(self._describe(exc))) from None
+        text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
+        model = message.model or self.model
+        if not request.answer_options:
+            return VLMResponse(text=text, model=model)
+        option_logprobs, source, answer = options_from_reply(text, request.answer_options)
+        if not request.json_output and answer is not None:
+            text = answer
+        return VLMResponse(
+            text=text, model=model, option_logprobs=option_logprobs, probability_source=source
+        )
+
+    def _system(self, request: VLMRequest) -> str:
+        parts = [request.system.strip()]
+        if request.answer_options:
+            listed = ", ".join(request.answer_options)
+            parts.append(
+                "Also state how likely you consider each option. Reply with a single JSON object"
+                f' containing "answer" (the option letter you choose, one of {listed}) and'
+                ' "option_probabilities" (an object mapping every option letter to a'
+                " probability between 0 and 1; together they sum to 1)."
+            )
+            if request.json_output:
+                parts[-1] += " Put these keys in the JSON object you were asked for."
+        elif request.json_output:
+            parts.append(_JSON_INSTRUCTION)
+        return "\n\n".join(part for part in parts if part)
+
+    def _user_content(self, request: VLMRequest) -> list[dict[str, Any]]:
+        content: list[dict[str, Any]] = []
+        for path in request.images:
+            media_type, data = encode_image(path, self.config.max_image_side)
+            source = {"type": "base64", "media_type": media_type, "data": data}
+            content.append({"type": "image", "source": source})
+        content.append({"type": "text", "text": request.user})
+        return content
+
+    def _describe(self, exc: Exception) -> str:
+        where = self.config.base_url or "api.anthropic.com"
+        prefix = f"Anthropic request to model {self.model!r} at {where} failed"
+        if isinstance(exc, anthropic.APIStatusError):
+            request_id = f", request id {exc.request_id}" if exc.request_id else ""
+            detail = exc.api_message or exc.message
+            return f"{prefix}: HTTP {exc.status_code}{request_id}: {detail}"
+        if isinstance(exc, anthropic.APITimeoutError):
+            return f"{prefix}: timed out after {self.config.timeout} s"
+        return f"{prefix}: {type(exc).__name__}: {exc}"
+
+    def _scrub(self, message: str) -> str:
+        """Servers may quote the key in errors: remove it."""
+        return message.replace(self._api_key, "***") if self._api_key else message
+
+
+def options_from_reply(
+    text: str, options: Sequence[str]
+) -> tuple[dict[str, float] | None, str | None, str | None]:
+    """``(option_logprobs, probability_source, answered letter)`` from the model's reply."""
+    document = _json_object(text)
+    answer = _answer_letter(document, text, options)
+    probabilities = _probabilities(document, options)
+    if probabilities is not None:
+        logprobs = {o: math.log(p) if p > 0 else -math.inf for o, p in probabilities.items()}
+        if answer is None:
+            answer = max(probabilities, key=probabilities.__getitem__)
+        return logprobs, "self-reported", answer
+    if answer is None:
+        return None, None, None
+    return {o: 0.0 if o == answer else -math.inf for o in options}, "argmax", answer
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    match = _OBJECT.search(text)
+    if match is None:
+        return None
+    try:
+        document = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _probabilities(
+    document: dict[str, Any] | None, options: Sequence[str]
+) -> dict[str, float] | None:
+    reported = document.get("option_probabilities") if document else None
+    if not isinstance(reported, dict):
+        return None
+    by_letter = {str(key).strip().casefold(): value for key, value in reported.items()}
+    values: dict[str, float] = {}
+    for option in options:
+        value = by_letter.get(option.casefold(), 0.0)
+        if not _is_number(value):
+            return None
+        values[option] = max(float(value), 0.0)
+    total = sum(values.values())
+    if total <= 0:
+        return None
+    return {option: value / total for option, value in values.items()}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _answer_letter(
+    document: dict[str, Any] | None, text: str, options: Sequence[str]
+) -> str | None:
+    """The letter the model chose, found conservatively (a stray "A" may just be an article).
+
+    In order: the JSON ``answer``; the whole reply being a letter; "answer: X" / "answer is X";
+    the only option letter standing alone in the text.
+    """
+    by_fold = {option.casefold(): option for option in options}
+    if document is not None and isinstance(document.get("answer"), str):
+        letter = by_fold.get(_bare(document["answer"]))
+        if letter is not None:
+            return letter
+    if _bare(text) in by_fold:
+        return by_fold[_bare(text)]
+    alternatives = "|".join(re.escape(option) for option in options)
+    stated = re.search(rf"(?i:answer)\W{{0,4}}(?:is\W{{0,3}})?\(?({alternatives})\b", text)
+    if stated is not None:
+        return by_fold[stated.group(1).casefold()]
+    standalone = set(re.findall(rf"\b({alternatives})\b", text))
+    return standalone.pop() if len(standalone) == 1 else None
+
+
+def _bare(text: str) -> str:
+    return text.strip().strip("().:\"'*").strip().casefold()

@@ -1,0 +1,169 @@
+"""OpenAI (and OpenAI-compatible: vLLM, Ollama, LM Studio) chat-completions backend.
+
+Answer options are scored with real token log-probabilities: the request asks for
+``logprobs=True, top_logprobs=20`` and each option's log-probability is read at the first
+generated token that is an option letter (the first token when none is). Tokens count as the
+letter after stripping whitespace, punctuation and tokenizer space markers and case-folding
+(``"A"``, ``" A"``, ``"a"``, ``"(A"``), taking the best of them. An option absent from the top
+list gets ``-inf`` (probability 0); when no option is there at all, or the server returns no
+log-probabilities (several compatible servers do not), ``option_logprobs`` is None.
+
+SDK errors (after the SDK's own retries on 408/409/429/5xx) become :class:`VLMError` without a
+chained cause: the SDK exception holds the request, whose headers carry the key.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import openai
+
+from .base import VLMConfigurationError, VLMError, VLMRequest, VLMResponse
+from .images import encode_image
+from .settings import BackendConfig
+
+TOP_LOGPROBS = 20
+#: Reply budget when only an option letter is wanted: enough for "(A)" or "Answer: A".
+ANSWER_MAX_TOKENS = 16
+#: OpenAI marks tokens outside the top list with this log-probability.
+_OUTSIDE_TOP = -9999.0
+_STRIP = string.whitespace + string.punctuation + "\u2581\u0120"
+_JSON_HINT = "Answer with a single JSON object."
+
+
+class OpenAIClient:
+    """A :class:`VLMClient` over the official ``openai`` SDK; thread-safe, one per role."""
+
+    backend = "openai"
+
+    def __init__(self, config: BackendConfig) -> None:
+        if config.backend != "openai" or not config.model:
+            raise VLMConfigurationError(f"OpenAIClient needs an openai config: {config}")
+        self.config = config
+        self.model = config.model
+        self._api_key = config.read_api_key()
+        kwargs: dict[str, Any] = {}
+        if config.base_url:
+            kwargs["base_url"] = config.base_url
+        try:
+            self._client = openai.OpenAI(
+                api_key=self._api_key,
+                timeout=config.timeout,
+                max_retries=config.max_retries,
+                **kwargs,
+            )
+        except openai.OpenAIError as exc:
+            raise VLMError(self._scrub(f"cannot create the OpenAI client: {exc}")) from None
+
+    def __repr__(self) -> str:
+        return f"OpenAIClient(model={self.model!r}, base_url={self.config.base_url!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def complete(self, request: VLMRequest) -> VLMResponse:
+        parameters = self._parameters(request)
+        try:
+            completion = self._client.chat.completions.create(**parameters)
+        except openai.OpenAIError as exc:
+            raise VLMError(self._scrub(self._describe(exc))) from None
+        if not completion.choices:
+            raise VLMError(f"OpenAI model {self.model!r} returned no choices")
+        choice = completion.choices[0]
+        text = choice.message.content or getattr(choice.message, "refusal", None) or ""
+        option_logprobs = None
+        if request.answer_options:
+            content = choice.logprobs.content if choice.logprobs is not None else None
+            option_logprobs = option_logprobs_from_tokens(content or [], request.answer_options)
+        return VLMResponse(
+            text=text,
+            model=completion.model or self.model,
+            option_logprobs=option_logprobs,
+            probability_source="logprobs" if option_logprobs is not None else None,
+        )
+
+    def _parameters(self, request: VLMRequest) -> dict[str, Any]:
+        system = request.system
+        if request.json_output and "json" not in f"{system} {request.user}".lower():
+            # JSON mode is refused unless the word "JSON" appears in the messages.
+            system = f"{system}\n\n{_JSON_HINT}".strip()
+        messages: list[dict[str, Any]] = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": self._user_content(request)})
+        parameters: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.config.temperature is not None:
+            parameters["temperature"] = self.config.temperature
+        if request.json_output:
+            parameters["response_format"] = {"type": "json_object"}
+        if request.answer_options:
+            parameters["logprobs"] = True
+            parameters["top_logprobs"] = TOP_LOGPROBS
+        limit = self.config.max_tokens
+        if request.answer_options and not request.json_output:
+            limit = min(limit, ANSWER_MAX_TOKENS)
+        # OpenAI deprecated max_tokens (reasoning models refuse it); compatible servers may only
+        # know max_tokens.
+        parameters["max_tokens" if self.config.base_url else "max_completion_tokens"] = limit
+        return parameters
+
+    def _user_content(self, request: VLMRequest) -> list[dict[str, Any]]:
+        content: list[dict[str, Any]] = []
+        for path in request.images:
+            media_type, data = encode_image(path, self.config.max_image_side)
+            url = f"data:{media_type};base64,{data}"
+            content.append({"type": "image_url", "image_url": {"url": url}})
+        content.append({"type": "text", "text": request.user})
+        return content
+
+    def _describe(self, exc: openai.OpenAIError) -> str:
+        where = self.config.base_url or "api.openai.com"
+        prefix = f"OpenAI request to model {self.model!r} at {where} failed"
+        if isinstance(exc, openai.APIStatusError):
+            request_id = f", request id {exc.request_id}" if exc.request_id else ""
+            return f"{prefix}: HTTP {exc.status_code}{request_id}: {exc.message}"
+        if isinstance(exc, openai.APITimeoutError):
+            return f"{prefix}: timed out after {self.config.timeout} s"
+        return f"{prefix}: {type(exc).__name__}: {exc}"
+
+    def _scrub(self, message: str) -> str:
+        """Servers quote the key in errors ("Incorrect API key provided: ..."): remove it."""
+        return message.replace(self._api_key, "***") if self._api_key else message
+
+
+def option_logprobs_from_tokens(
+    tokens: Sequence[Any], options: Iterable[str]
+) -> dict[str, float] | None:
+    """Option log-probabilities from chat-completion ``logprobs.content`` entries.
+
+    Each entry has ``token``, ``logprob`` and ``top_logprobs`` (objects or dicts).
+    """
+    options = tuple(options)
+    if not tokens:
+        return None
+    wanted = {_normalise(option): option for option in options}
+    position = next(
+        (entry for entry in tokens if _normalise(_field(entry, "token")) in wanted), tokens[0]
+    )
+    candidates = [position, *(_field(position, "top_logprobs") or [])]
+    best: dict[str, float] = {}
+    for candidate in candidates:
+        option = wanted.get(_normalise(_field(candidate, "token")))
+        logprob = _field(candidate, "logprob")
+        if option is None or logprob is None or logprob <= _OUTSIDE_TOP:
+            continue
+        best[option] = max(best.get(option, -math.inf), float(logprob))
+    if not best:
+        return None
+    return {option: best.get(option, -math.inf) for option in options}
+
+
+def _normalise(token: str | None) -> str:
+    return (token or "").strip(_STRIP).casefold()
+
+
+def _field(entry: Any, name: str) -> Any:
+    return entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)

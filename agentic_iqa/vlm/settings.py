@@ -1,0 +1,162 @@
+"""Which VLM backend each role uses, from ``configs/model_backends.yaml`` and the environment.
+
+Precedence, lowest first: the file's ``defaults`` section, the role's own section,
+``AGENTIC_IQA_VLM_{BACKEND,MODEL,BASE_URL}`` (all roles), then ``AGENTIC_IQA_<ROLE>_<FIELD>`` for
+any field (e.g. ``AGENTIC_IQA_SUMMARIZER_TEMPERATURE``). An empty variable sets the field to null.
+
+The settings never hold an API key, only the *name* of the variable that holds it
+(``api_key_env``); the key is read when a client is created, so settings can be logged, pickled
+into Celery tasks and shown in errors without leaking it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agentic_iqa.config import config_file
+
+from .base import Role, VLMConfigurationError
+
+Backend = Literal["builtin", "openai", "anthropic"]
+
+ROLES: tuple[Role, ...] = get_args(Role)
+
+#: Key variable used when ``api_key_env`` is null.
+DEFAULT_API_KEY_ENV: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+
+#: Sent as the key to OpenAI-compatible local servers (vLLM, Ollama, LM Studio) that need none;
+#: the SDK refuses to start without some key.
+NO_KEY_PLACEHOLDER = "not-needed"
+
+GLOBAL_ENV_FIELDS = ("backend", "model", "base_url")
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class BackendConfig(BaseModel):
+    """How one role (planner, executor or summarizer) reaches its model."""
+
+    # hide_input_in_errors: a key pasted into api_key_env by mistake must not be echoed back.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    backend: Backend = "builtin"
+    model: str | None = Field(default=None, description="model name; required for remote backends")
+    temperature: float | None = Field(
+        default=0.0, ge=0.0, le=2.0, description="null: the server's default (not sent)"
+    )
+    base_url: str | None = Field(default=None, description="null: the vendor's public endpoint")
+    api_key_env: str | None = Field(
+        default=None, description="name of the variable holding the key; null: vendor default"
+    )
+    timeout: float = Field(default=120.0, gt=0, description="seconds per HTTP attempt")
+    max_retries: int = Field(default=2, ge=0, description="SDK retries on 408/409/429/5xx")
+    max_image_side: int = Field(default=1024, ge=16, description="longest side sent, in pixels")
+    max_tokens: int = Field(default=4096, ge=1, description="upper bound on the reply's length")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(
+                "must be the NAME of an environment variable (letters, digits, _), not a key"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _remote_needs_model(self) -> BackendConfig:
+        if self.backend != "builtin" and not self.model:
+            raise ValueError(f"backend {self.backend!r} needs a model name")
+        return self
+
+    @property
+    def key_variable(self) -> str | None:
+        """The variable the key is read from (None for ``builtin``)."""
+        return self.api_key_env or DEFAULT_API_KEY_ENV.get(self.backend)
+
+    def read_api_key(self) -> str:
+        """The key from the environment, read now so it is never stored in the settings.
+
+        OpenAI with a ``base_url`` (a local OpenAI-compatible server) may go without one.
+        """
+        variable = self.key_variable
+        key = os.environ.get(variable, "") if variable else ""
+        if key:
+            return key
+        if self.backend == "openai" and self.base_url:
+            return NO_KEY_PLACEHOLDER
+        raise VLMConfigurationError(
+            f"{self.backend} backend: the API key variable {variable} is not set (or empty)"
+        )
+
+
+def load_backend_configs(path: str | Path | None = None) -> dict[Role, BackendConfig]:
+    """One :class:`BackendConfig` per role; without a file every role uses ``builtin``."""
+    explicit = path is not None
+    source = Path(path) if path is not None else config_file("model_backends.yaml")
+    document = _read_yaml(source, required=explicit)
+    unknown = set(document) - {"defaults", *ROLES}
+    if unknown:
+        raise VLMConfigurationError(f"{source}: unknown sections {sorted(unknown)}")
+    defaults = _section(document, "defaults", source)
+    configs: dict[Role, BackendConfig] = {}
+    for role in ROLES:
+        values = {**defaults, **_section(document, role, source), **_env_overrides(role)}
+        try:
+            configs[role] = BackendConfig(**values)
+        except ValidationError as exc:
+            raise VLMConfigurationError(
+                f"{role} backend settings ({source} and AGENTIC_IQA_* variables): "
+                + _describe(exc)
+            ) from None
+    return configs
+
+
+def _read_yaml(source: Path, *, required: bool) -> dict[str, Any]:
+    if not source.is_file():
+        if required:
+            raise VLMConfigurationError(f"backend configuration file not found: {source}")
+        return {}
+    try:
+        document = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise VLMConfigurationError(f"cannot read {source}: {exc}") from None
+    if not isinstance(document, dict):
+        raise VLMConfigurationError(f"{source}: expected a mapping of sections")
+    return document
+
+
+def _section(document: Mapping[str, Any], name: str, source: Path) -> dict[str, Any]:
+    section = document.get(name) or {}
+    if not isinstance(section, dict):
+        raise VLMConfigurationError(f"{source}: section {name!r} must be a mapping")
+    return dict(section)
+
+
+def _env_overrides(role: Role) -> dict[str, Any]:
+    """Global variables first, so the role's own variables win over them."""
+    overrides: dict[str, Any] = {}
+    names = [(f"AGENTIC_IQA_VLM_{field.upper()}", field) for field in GLOBAL_ENV_FIELDS]
+    names += [(f"AGENTIC_IQA_{role.upper()}_{f.upper()}", f) for f in BackendConfig.model_fields]
+    for variable, field in names:
+        if variable in os.environ:
+            value = os.environ[variable].strip()
+            overrides[field] = value if value else None
+    return overrides
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors without the offending values (one might be a key)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'settings'}: {error['msg']}"
+        for error in exc.errors(include_input=False, include_url=False)
+    )
