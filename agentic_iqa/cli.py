@@ -178,5 +178,39 @@ def tools_install_weights(
     out.print(f"{len(installed)} weight file(s) in place.")
 
 
+@app.command("assess")
+def assess(
+    image: Annotated[Path, typer.Argument(help="image to assess")],
+    query: Annotated[str, typer.Option("--query", "-q", help="question about the image")] = (
+        "Rate the quality of this image."
+    ),
+    reference: Annotated[
+        Path | None, typer.Option("--reference", "-r", help="reference image (full-reference)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the final state as JSON")] = False,
+    max_replans: Annotated[
+        int, typer.Option("--max-replans", min=0, help="bound on replanning rounds")
+    ] = 2,
+    device: DeviceOption = None,
+) -> None:
+    """Ask the agent a question about an image: plan, evidence, answer and why."""
+    from .pipeline import default_agents, run_inprocess
+    from .report import render_state, state_document
+
+    for path in (image, reference):
+        if path is not None and not path.is_file():
+            _fail(f"image not found: {path}")
+    agents = default_agents(_registry(device))
+    with contextlib.redirect_stdout(sys.stderr):
+        state = run_inprocess(query, str(image), str(reference) if reference else None,
+                              agents=agents, max_replan_iterations=max_replans)
+    if as_json:
+        print(json.dumps(state_document(state), indent=2))
+    else:
+        render_state(state, out)
+    if "summarizer_result" not in state:
+        raise typer.Exit(1)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()

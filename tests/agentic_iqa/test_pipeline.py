@@ -1,0 +1,170 @@
+"""The whole agent in one process with the builtin backend, on a real photo."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from agentic_iqa.pipeline import (
+    ANALYSE,
+    DETECT,
+    EXECUTE,
+    PLAN,
+    REPLAN,
+    SELECT,
+    SUMMARIZE,
+    Agents,
+    next_step,
+    run_inprocess,
+)
+from agentic_iqa.state import (
+    PlannerOutput,
+    SummarizerOutput,
+    initial_state,
+    merge_state,
+    state_from_json,
+    state_to_json,
+)
+from agentic_iqa.vlm.builtin import BuiltinClient
+from iqa_tools import ToolRegistry, ToolSettings
+from iqa_tools.catalog import Catalog, load_catalog
+
+SEVERITY = ["none", "slight", "moderate", "severe", "extreme"]
+
+
+def severity_of(state, distortion: str) -> int:
+    items = state["executor_evidence"].distortion_analysis
+    return max(SEVERITY.index(i.severity) for per in items.values() for i in per
+               if i.type == distortion)
+
+
+def test_blurred_copy_is_detected_as_blur_more_severe_than_the_original(builtin_agents,
+                                                                        example_images):
+    query = "What distortions affect this image?"
+    blurred = run_inprocess(query, str(example_images["blur3"]), agents=builtin_agents)
+    original = run_inprocess(query, str(example_images["original"]), agents=builtin_agents)
+    assert blurred["plan"].plan.distortion_detection
+    assert "Blurs" in blurred["executor_evidence"].distortion_set["Global"]
+    assert blurred["executor_evidence"].distortion_set["Global"][0] == "Blurs"
+    original_blur = (severity_of(original, "Blurs")
+                     if "Blurs" in original["executor_evidence"].distortion_set["Global"] else 0)
+    assert severity_of(blurred, "Blurs") > original_blur
+
+
+def test_full_reference_query_selects_full_reference_tools(builtin_agents, example_images):
+    state = run_inprocess("How good is the quality compared with the reference?",
+                          str(example_images["blur3"]), str(example_images["original"]),
+                          agents=builtin_agents)
+    assert state["plan"].reference_mode == "Full-Reference"
+    selected = state["executor_evidence"].selected_tools
+    catalog = load_catalog()
+    tools = {tool for per in selected.values() for tool in per.values()}
+    assert tools and all(catalog.get(tool).type == "FR" for tool in tools)
+    logs = state["executor_evidence"].tool_logs
+    assert logs and all(not log.fallback for log in logs)
+
+
+def test_aesthetic_question_is_other_with_every_flag_off(builtin_agents, example_images):
+    state = run_inprocess("Is this photo aesthetically pleasing?",
+                          str(example_images["original"]), agents=builtin_agents)
+    plan = state["plan"]
+    assert plan.query_type == "Other"
+    assert not any(plan.plan.model_dump().values())
+    assert state["steps_done"] == [PLAN, SUMMARIZE]
+    assert state["executor_evidence"].tool_logs == []
+    assert "taste" in state["summarizer_result"].final_answer
+
+
+def test_named_tool_is_used_without_selection(builtin_agents, example_images):
+    state = run_inprocess("Use SSIM to judge this image against the reference.",
+                          str(example_images["jpeg4"]), str(example_images["original"]),
+                          agents=builtin_agents)
+    plan = state["plan"]
+    assert plan.required_tool == "SSIM"
+    assert plan.plan.tool_selection is False and plan.plan.tool_execution is True
+    assert SELECT not in state["steps_done"]
+    assert state["executor_evidence"].selected_tools is None
+    assert {log.tool_name for log in state["executor_evidence"].tool_logs} == {"SSIM"}
+
+
+def test_scoring_mode_ranks_a_heavily_degraded_copy_below_the_original(builtin_agents,
+                                                                       example_images):
+    scores = {}
+    for name in ("original", "blur4", "noise3"):
+        state = run_inprocess("Rate the quality of this image.", str(example_images[name]),
+                              agents=builtin_agents)
+        result = state["summarizer_result"]
+        assert 1.0 <= result.quality_score <= 5.0
+        assert sum(result.level_distribution.values()) == pytest.approx(1.0)
+        assert result.probability_source == "builtin-measurements"
+        assert result.final_answer in {"Bad", "Poor", "Fair", "Good", "Excellent"}
+        scores[name] = result.quality_score
+    assert scores["blur4"] < scores["original"]
+    assert scores["noise3"] < scores["original"]
+
+
+def test_multiple_choice_about_the_distortion_type(builtin_agents, example_images):
+    query = "Which distortion is most severe? A. Noise B. Blur C. JPEG compression D. Darkness"
+    answers = {name: run_inprocess(query, str(example_images[name]), agents=builtin_agents)[
+        "summarizer_result"].final_answer for name in ("blur3", "noise3", "jpeg4")}
+    assert answers == {"blur3": "B", "noise3": "A", "jpeg4": "C"}
+
+
+def test_final_state_crosses_a_process_boundary_as_json(builtin_agents, example_images):
+    state = run_inprocess("Rate this image.", str(example_images["noise3"]),
+                          agents=builtin_agents)
+    again = state_from_json(state_to_json(state))
+    assert again == state
+    assert json.loads(state_to_json(state))["summarizer_result"]["quality_score"] == \
+        pytest.approx(state["summarizer_result"].quality_score)
+
+
+def test_next_step_follows_the_plan_flags():
+    state = initial_state("q", "x.png")
+    assert next_step(state) == PLAN
+    plan = PlannerOutput.model_validate({
+        "query_type": "IQA", "query_scope": ["car"], "distortion_source": "Explicit",
+        "distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference",
+        "required_tool": None, "plan": {"distortion_detection": False,
+                                        "distortion_analysis": True, "tool_selection": False,
+                                        "tool_execution": False}})
+    state = merge_state(state, {"plan": plan, "steps_done": [PLAN]})
+    assert next_step(state) == ANALYSE
+    state = merge_state(state, {"steps_done": [PLAN, ANALYSE]})
+    assert next_step(state) == SUMMARIZE
+    replan = SummarizerOutput(final_answer="?", quality_reasoning="x", need_replan=True,
+                              replan_reason="Missing tool scores for car")
+    state = merge_state(state, {"steps_done": [PLAN, ANALYSE, SUMMARIZE],
+                                "summarizer_result": replan})
+    assert next_step(state) == REPLAN
+    assert next_step(merge_state(state, {"iteration_count": 2})) is None
+    assert DETECT not in state["steps_done"] and EXECUTE not in state["steps_done"]
+
+
+def always_nan_catalog() -> Catalog:
+    catalog = load_catalog()
+    broken = catalog.get("PIQE").model_copy(update={
+        "name": "Broken", "pyiqa_name": None,
+        "factory": "tests.iqa_tools.factories:always_nan"})
+    return Catalog([catalog.get("SSIM"), broken])
+
+
+@pytest.mark.parametrize("bound", [0, 1, 2])
+def test_missing_evidence_replans_exactly_the_bounded_number_of_times(bound, example_images):
+    """The only NR tool returns NaN and nothing can replace it: every round lacks scores."""
+    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
+                            catalog=always_nan_catalog())
+    client = BuiltinClient()
+    agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
+    state = run_inprocess("Rate this image using Broken.", str(example_images["original"]),
+                          agents=agents, max_replan_iterations=bound)
+    assert state["iteration_count"] == bound
+    history = state["replan_history"]
+    assert [entry.iteration for entry in history] == list(range(1, bound + 1))
+    assert all(entry.reason == "Missing tool scores for Global" for entry in history)
+    result = state["summarizer_result"]
+    assert result.need_replan and result.final_answer == "Unable to determine"
+    logs = state["executor_evidence"].tool_logs
+    assert logs and all(math.isnan(log.normalized_score) and log.error for log in logs)
