@@ -79,3 +79,31 @@ def test_ci_runs_the_readme_test_command():
     test_commands = [c for c in commands if "pytest" in c]
     assert len(test_commands) == 1, "README must show exactly one test command"
     assert test_commands[0].strip() in ci
+
+
+def test_assess_json_on_the_example():
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu"}
+    result = runner.invoke(app, ["assess", str(REPO / "examples/i03_blurred.png"),
+                                 "-q", "Rate the quality of this image.", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["final_answer"] in {"Bad", "Poor"}
+    assert 1.0 <= document["quality_score"] <= 2.5
+    assert set(document["level_distribution"]) == {"Bad", "Poor", "Fair", "Good", "Excellent"}
+    assert document["plan"]["query_type"] == "IQA"
+    assert document["executor_evidence"]["tool_logs"]
+
+
+def test_assess_human_output_shows_plan_evidence_answer_and_timing():
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu", "COLUMNS": "200"}
+    result = runner.invoke(app, ["assess", str(REPO / "examples/i03_blurred.png"),
+                                 "-q", "Is the image blurry?"], env=env)
+    assert result.exit_code == 0, result.output
+    for expected in ("Plan: IQA", "Distortions:", "Blurs", "Answer: Yes", "Why:", "Time:"):
+        assert expected in result.stdout
+
+
+def test_assess_missing_image_is_a_clear_error(tmp_path):
+    result = runner.invoke(app, ["assess", str(tmp_path / "none.png"), "-q", "Rate it"])
+    assert result.exit_code == 1
+    assert "image not found" in result.output

@@ -36,6 +36,7 @@ def test_table5_parameters_and_fallback_mappings():
     assert catalog.get("TReS").normalization.params["beta2"] == 6559.4161
     for name in ("PSNR", "MS-SSIM", "PieAPP", "VSI"):
         assert catalog.get(name).normalization.source.startswith("ours"), name
+    assert catalog.get("PSNR").normalization.form == "logistic5"
 
 
 def test_lookup_is_forgiving_about_case_dashes_and_pyiqa_names():

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..base import VLMRequest, VLMResponse
 from . import answer, selection
+from .opinion import OpinionModel
 from .planner import plan
 from .vision import analyse, detect
 
@@ -25,9 +26,11 @@ class BuiltinClient:
 
     backend = "builtin"
 
-    def __init__(self, config: Any = None) -> None:
+    def __init__(self, config: Any = None, opinion: OpinionModel | None = None) -> None:
         self.model = MODEL_NAME
         self.config = config
+        #: The overall-quality opinion model; None means the shipped one.
+        self.opinion = opinion
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         context = request.context
@@ -50,9 +53,9 @@ class BuiltinClient:
                 context["distortion_set"], context["tools"], context.get("reference_mode"),
             )}
         elif request.task == "answer":
-            result = answer.explain(context)
+            result = answer.explain(context, self.opinion)
         elif request.task == "quality_levels":
-            probabilities = answer.level_probabilities(context)
+            probabilities = answer.level_probabilities(context, self.opinion)
             letter = max(probabilities, key=probabilities.__getitem__)
             return VLMResponse(
                 text=letter, model=self.model,

@@ -14,7 +14,9 @@ from typing import Any
 
 from ...agents.summarizer import missing_evidence
 from ...query import categories_in, options_in
+from .opinion import OpinionModel, default_model
 from .severity import SEVERITIES
+from .vision import features as image_features
 from .vision import scores as measured_scores
 
 LEVEL_WORDS = {"excellent": 5, "good": 4, "fair": 3, "poor": 2, "bad": 1,
@@ -49,16 +51,15 @@ def tool_mean(context: Mapping[str, Any]) -> float | None:
     return sum(scores) / len(scores) if scores else None
 
 
-def quality_estimate(context: Mapping[str, Any]) -> float:
-    measured = sorted(measured_scores(context["image_path"]).values(), reverse=True)
-    top, second = (measured + [0.0, 0.0])[:2]
-    from_image = min(5.0, max(1.0, 5.0 - 0.9 * top - 0.3 * second))
-    tools = tool_mean(context)
-    return from_image if tools is None else 0.5 * from_image + 0.5 * tools
+def quality_estimate(context: Mapping[str, Any], model: OpinionModel | None = None) -> float:
+    """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores."""
+    model = model or default_model()
+    return model.predict(image_features(context["image_path"]), tool_mean(context))
 
 
-def level_probabilities(context: Mapping[str, Any]) -> dict[str, float]:
-    estimate = quality_estimate(context)
+def level_probabilities(context: Mapping[str, Any], model: OpinionModel | None = None
+                        ) -> dict[str, float]:
+    estimate = quality_estimate(context, model)
     weights = {LETTER_OF_LEVEL[c]: math.exp(-((c - estimate) ** 2) / (2 * OPINION_SIGMA ** 2))
                for c in range(1, 6)}
     total = sum(weights.values())
@@ -69,7 +70,7 @@ def as_logprobs(probabilities: Mapping[str, float]) -> dict[str, float]:
     return {k: math.log(v) if v > 0 else -math.inf for k, v in probabilities.items()}
 
 
-def explain(context: Mapping[str, Any]) -> dict[str, Any]:
+def explain(context: Mapping[str, Any], model: OpinionModel | None = None) -> dict[str, Any]:
     query = context["query"]
     evidence = _evidence_text(context)
     missing = missing_evidence(context.get("plan") or {}, context.get("quality_scores"),
@@ -80,7 +81,7 @@ def explain(context: Mapping[str, Any]) -> dict[str, Any]:
                 "quality_reasoning": f"{missing}. Evidence so far: {evidence}"}
     options = options_in(query)
     severity = category_severity(context)
-    estimate = quality_estimate(context)
+    estimate = quality_estimate(context, model)
     if options:
         letter, why = _choose_option(query, options, severity, estimate)
         return {"final_answer": letter, "need_replan": False,

@@ -10,7 +10,11 @@ weights and is fast on a CPU (a 500x500 photo takes a few milliseconds):
 * blockiness: how much stronger luminance steps are across 8x8 JPEG block edges than inside blocks;
 * exposure: mean luminance and the fractions of clipped shadows and highlights;
 * contrast: RMS contrast and the 1-99 percentile luminance spread;
-* colourfulness: Hasler and Suesstrunk's (2003) metric, and the strength of a colour cast.
+* colourfulness: Hasler and Suesstrunk's (2003) metric, and the strength of a colour cast;
+* natural-scene statistics (:func:`nss_features`): moments of the mean-subtracted
+  contrast-normalised (MSCN) luminance and of its products with its four neighbours, as in BRISQUE
+  but from moments instead of distribution fits, plus gradient and histogram statistics, at two
+  scales.  They feed the builtin's overall opinion, not the per-distortion severities.
 """
 
 from __future__ import annotations
@@ -88,6 +92,52 @@ def colourfulness(pixels: np.ndarray) -> tuple[float, float]:
     spread = np.hypot(rg.std(), yb.std())
     mean = np.hypot(rg.mean(), yb.mean())
     return float(spread + 0.3 * mean), float(mean)
+
+
+_SHIFTS = ((0, 1), (1, 0), (1, 1), (1, -1))
+
+
+def _neighbour_products(m: np.ndarray, dy: int, dx: int) -> np.ndarray:
+    h, w = m.shape
+    if dx >= 0:
+        return m[: h - dy, : w - dx] * m[dy:, dx:]
+    return m[: h - dy, -dx:] * m[dy:, : w + dx]
+
+
+def nss_features(y: np.ndarray) -> dict[str, float]:
+    """Natural-scene statistics of a luminance image, at full and half resolution."""
+    features: dict[str, float] = {}
+    y = y.astype(np.float64)
+    for scale in (1, 2):
+        mu = ndimage.gaussian_filter(y, 7 / 6)
+        sigma = np.sqrt(np.maximum(ndimage.gaussian_filter(y * y, 7 / 6) - mu * mu, 0.0))
+        mscn = (y - mu) / (sigma + 1 / 255)
+        magnitude = np.abs(mscn)
+        features[f"s{scale}_mscn_var"] = float(np.mean(mscn * mscn))
+        features[f"s{scale}_mscn_shape"] = float(np.mean(mscn * mscn) /
+                                                 max(np.mean(magnitude) ** 2, 1e-12))
+        for dy, dx in _SHIFTS:
+            product = _neighbour_products(mscn, dy, dx)
+            left, right = product[product < 0], product[product >= 0]
+            name = f"s{scale}_pair{dy}{dx + 1}"
+            features[f"{name}_mean"] = float(product.mean())
+            features[f"{name}_left"] = float(np.sqrt(np.mean(left ** 2))) if left.size else 0.0
+            features[f"{name}_right"] = float(np.sqrt(np.mean(right ** 2))) if right.size else 0.0
+        gradient = np.hypot(ndimage.sobel(y, axis=0), ndimage.sobel(y, axis=1))
+        features[f"s{scale}_gradient_mean"] = float(gradient.mean())
+        features[f"s{scale}_gradient_std"] = float(gradient.std())
+        histogram = np.histogram(y, bins=64, range=(0.0, 1.0))[0] / y.size
+        histogram = histogram[histogram > 0]
+        features[f"s{scale}_entropy"] = float(-(histogram * np.log2(histogram)).sum())
+        y = ndimage.zoom(ndimage.gaussian_filter(y, 1.0), 0.5, order=1)
+    return features
+
+
+def feature_vector(pixels: np.ndarray) -> dict[str, float]:
+    """Every number the builtin opinion model may use: measurements and NSS statistics."""
+    values = {f"m_{k}": v for k, v in measure(pixels).as_dict().items()}
+    values.update(nss_features(luminance(pixels)))
+    return values
 
 
 def measure(pixels: np.ndarray) -> Measurements:

@@ -13,7 +13,7 @@ from typing import Any
 from iqa_tools import load_image
 
 from ...query import categories_in
-from .measure import Measurements, measure
+from .measure import Measurements, feature_vector, measure
 from .severity import category_scores, explain, severity_word
 
 #: Reported by detection when the query names none: every category at least slight.
@@ -28,6 +28,17 @@ def _measure_cached(path: str, mtime_ns: int, size: int) -> Measurements:
 def measurements(path: str | Path) -> Measurements:
     stat = Path(path).stat()
     return _measure_cached(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _features_cached(path: str, mtime_ns: int, size: int) -> dict[str, float]:
+    return feature_vector(load_image(path).pixels)
+
+
+def features(path: str | Path) -> dict[str, float]:
+    """Measurements and NSS statistics of the image (cached per file version)."""
+    stat = Path(path).stat()
+    return dict(_features_cached(str(path), stat.st_mtime_ns, stat.st_size))
 
 
 def scores(path: str | Path) -> dict[str, float]:
