@@ -191,6 +191,15 @@ def assess(
     max_replans: Annotated[
         int, typer.Option("--max-replans", min=0, help="bound on replanning rounds")
     ] = 2,
+    distributed: Annotated[
+        bool, typer.Option("--distributed", help="run the steps on Celery workers")
+    ] = False,
+    store: Annotated[
+        bool, typer.Option("--store/--no-store", help="persist the run in the database")
+    ] = True,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="seconds to wait for a distributed run")
+    ] = 600.0,
     device: DeviceOption = None,
 ) -> None:
     """Ask the agent a question about an image: plan, evidence, answer and why."""
@@ -200,16 +209,117 @@ def assess(
     for path in (image, reference):
         if path is not None and not path.is_file():
             _fail(f"image not found: {path}")
-    agents = default_agents(_registry(device))
-    with contextlib.redirect_stdout(sys.stderr):
-        state = run_inprocess(query, str(image), str(reference) if reference else None,
-                              agents=agents, max_replan_iterations=max_replans)
+    image_path = str(image.resolve())
+    reference_path = str(reference.resolve()) if reference else None
+    if distributed:
+        state = _assess_distributed(query, image_path, reference_path, max_replans, timeout)
+    elif store:
+        from . import service
+
+        engine = _engine()
+        run_id = service.create_run(engine, query, image_path, reference_path,
+                                    max_replan_iterations=max_replans)
+        agents = default_agents(_registry(device))
+        with contextlib.redirect_stdout(sys.stderr):
+            state = service.run_embedded(engine, agents, run_id)
+        err.print(f"run {run_id} stored in {_safe_url(engine)}", highlight=False)
+    else:
+        agents = default_agents(_registry(device))
+        with contextlib.redirect_stdout(sys.stderr):
+            state = run_inprocess(query, image_path, reference_path, agents=agents,
+                                  max_replan_iterations=max_replans)
     if as_json:
         print(json.dumps(state_document(state), indent=2))
     else:
         render_state(state, out)
     if "summarizer_result" not in state:
         raise typer.Exit(1)
+
+
+def _engine():  # noqa: ANN202 - sqlalchemy Engine, imported lazily
+    from .config import PipelineSettings
+    from .db.engine import ensure_schema, make_engine
+
+    engine = make_engine(PipelineSettings.load().database_url)
+    ensure_schema(engine)
+    return engine
+
+
+def _safe_url(engine) -> str:  # noqa: ANN001
+    return engine.url.render_as_string(hide_password=True)
+
+
+def _assess_distributed(query: str, image_path: str, reference_path: str | None,
+                        max_replans: int, timeout: float):  # noqa: ANN202
+    import time
+
+    from . import service
+    from .config import PipelineSettings
+
+    settings = PipelineSettings.load()
+    if not settings.broker_url:
+        _fail("--distributed needs a broker: set AGENTIC_IQA_BROKER_URL (e.g. redis://host:6379/0)")
+    from workers.tasks import submit
+
+    engine = _engine()
+    run_id = service.create_run(engine, query, image_path, reference_path,
+                                max_replan_iterations=max_replans)
+    submit(run_id)
+    deadline = time.monotonic() + timeout
+    with err.status(f"run {run_id}: queued") as status:
+        while True:
+            from .db import repository
+            from .db.engine import session_scope
+
+            with session_scope(engine) as session:
+                run = repository.get_run(session, run_id)
+                done = run.status in {"succeeded", "failed"}
+                current = repository.current_step(session, run_id)
+            status.update(f"run {run_id}: {run.status}" + (f", {current}" if current else ""))
+            if done:
+                break
+            if time.monotonic() > deadline:
+                _fail(f"run {run_id} did not finish in {timeout:.0f}s (still {run.status}); "
+                      "are workers consuming both queues?")
+            time.sleep(0.2)
+    return service.load(engine, run_id)
+
+
+@app.command("worker")
+def worker(
+    queues: Annotated[str, typer.Option("--queues", "-Q", help="comma-separated queues")] = (
+        "default,gpu"
+    ),
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
+    pool: Annotated[str, typer.Option("--pool", help="prefork, solo or threads")] = "prefork",
+    hostname: Annotated[str | None, typer.Option("--hostname", "-n")] = None,
+) -> None:
+    """Start a Celery worker (same as `celery -A workers.celery_app:app worker`)."""
+    from workers.celery_app import app as celery_app
+
+    argv = ["worker", f"--queues={queues}", f"--concurrency={concurrency}",
+            f"--loglevel={loglevel}", f"--pool={pool}"]
+    if hostname:
+        argv.append(f"--hostname={hostname}")
+    celery_app.worker_main(argv)
+
+
+db_app = typer.Typer(help="The results database.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    url: Annotated[str | None, typer.Option("--url", help="database URL (default: config)")] = None,
+) -> None:
+    """Create or migrate the database schema to the latest version (alembic upgrade head)."""
+    from .config import PipelineSettings
+    from .db.engine import upgrade
+
+    target = url or PipelineSettings.load().database_url
+    upgrade(target)
+    out.print("database schema is up to date", highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry point

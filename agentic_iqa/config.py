@@ -10,6 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from iqa_tools.settings import ToolSettings
 
 
@@ -28,3 +32,44 @@ def config_file(name: str) -> Path:
 
 def load_tool_settings(**overrides: object) -> ToolSettings:
     return ToolSettings.from_yaml(config_file("tools.yaml"), **overrides)
+
+
+class PipelineSettings(BaseSettings):
+    """Where runs are stored and how the distributed pipeline talks (``configs/pipeline.yaml``).
+
+    Without a broker URL everything runs in the calling process against the database, so the
+    embedded default needs no server at all.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AGENTIC_IQA_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default sqlite:///./agentic-iqa.sqlite3"
+    )
+    broker_url: str | None = Field(default=None, description="redis://...; unset = in-process")
+    result_backend: str | None = None
+    default_queue: str = "default"
+    tool_queue: str = Field(default="gpu", description="queue of the IQA tool steps")
+    #: Seconds before Redis hands an unacknowledged task to another worker; must exceed the
+    #: longest task, or a slow task runs twice.
+    visibility_timeout: int = Field(default=3600, ge=1)
+    #: How often workers look for tasks whose visibility timeout has passed (seconds).
+    unacked_restore_interval: int = Field(default=10, ge=1)
+    vlm_soft_time_limit: int = Field(default=300, ge=1)
+    tool_soft_time_limit: int = Field(default=900, ge=1)
+    hard_time_limit_margin: int = Field(default=60, ge=1)
+    vlm_max_retries: int = Field(default=4, ge=0)
+    retry_backoff_max: int = Field(default=120, ge=1)
+    max_replan_iterations: int = Field(default=2, ge=0)
+
+    @classmethod
+    def load(cls, **overrides: object) -> PipelineSettings:
+        path = config_file("pipeline.yaml")
+        values: dict[str, object] = {}
+        if path.is_file():
+            document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            values = dict(document.get("pipeline", document))
+        env_set = {n for n in cls.model_fields if f"AGENTIC_IQA_{n.upper()}" in os.environ}
+        values = {k: v for k, v in values.items() if k not in env_set and v is not None}
+        values.update(overrides)
+        return cls(**values)

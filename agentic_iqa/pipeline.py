@@ -26,7 +26,7 @@ from .state import (
     merge_state,
     record_replan,
 )
-from .vlm.base import VLMClient
+from .vlm.base import VLMClient, VLMError
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,10 @@ def default_agents(registry: ToolRegistry | None = None) -> Agents:
 
 def next_step(state: AgenticIQAState) -> str | None:
     """The step to run next, or None when the run is finished (answered or failed)."""
+    if state.get("error"):
+        return None  # planning failed, or a step failed for good
     if "plan" not in state:
-        return None if state.get("error") else PLAN
+        return PLAN
     done = state.get("steps_done", [])
     plan = state["plan"]
     flags = plan.plan
@@ -164,7 +166,12 @@ def run_inprocess(query: str, image_path: str, reference_path: str | None = None
     timings: dict[str, float] = {}
     while (step := next_step(state)) is not None:
         started = time.perf_counter()
-        state = merge_state(state, run_step(step, state, agents))
+        try:
+            update = run_step(step, state, agents)
+        except VLMError as exc:  # the SDK already retried; in one process the run ends here
+            log.error("run failed at %s: %s", step, exc)
+            return merge_state(state, {"error": f"{step} failed: {exc}", "step_seconds": timings})
+        state = merge_state(state, update)
         elapsed = time.perf_counter() - started
         key = f"{step}#{state.get('iteration_count', 0)}" if step != REPLAN else step
         timings[key] = timings.get(key, 0.0) + elapsed

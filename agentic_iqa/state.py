@@ -30,6 +30,7 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
     with_config,
@@ -56,9 +57,17 @@ PROBABILITY_SUM_TOLERANCE = 1e-3
 Severity = Literal["none", "slight", "moderate", "severe", "extreme"]
 
 
-@functools.lru_cache(maxsize=1)
 def _catalog() -> Catalog:
-    return load_catalog()
+    """The tool catalogue as configured here, overrides included (user-added tools are valid)."""
+    from .config import load_tool_settings
+
+    settings = load_tool_settings()
+    return _load_catalog(settings.metadata_path, tuple(settings.metadata_overrides))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_catalog(path: Path | None, overrides: tuple[Path, ...]) -> Catalog:
+    return load_catalog(path, overrides)
 
 
 def canonical_distortion(name: str) -> str:
@@ -81,7 +90,15 @@ def _canonical_if_category(name: str) -> str:
         return name
 
 
-def _canonical_tool(name: str) -> str:
+#: Validation context of data this package wrote itself (see :func:`state_from_json`).
+STORED = {"stored": True}
+
+
+def _canonical_tool(name: str, info: ValidationInfo) -> str:
+    if isinstance(info.context, dict) and info.context.get("stored"):
+        # Checked when it was written; a tool since removed from the catalogue must not make
+        # a stored run unreadable.
+        return name
     try:
         return _catalog().resolve(name)
     except UnknownToolError as exc:
@@ -610,4 +627,4 @@ def state_to_json(state: AgenticIQAState) -> str:
 
 def state_from_json(text: str | bytes) -> AgenticIQAState:
     """The state written by :func:`state_to_json`, with its nested models revived."""
-    return _STATE.validate_json(text)
+    return _STATE.validate_json(text, context=STORED)

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 _SANDBOX = Path(tempfile.mkdtemp(prefix="agentic-iqa-tests-"))
 for _variable, _sub in (("TORCH_HOME", "torch"), ("HF_HOME", "hf"), ("XDG_CACHE_HOME", "cache")):
@@ -104,3 +110,55 @@ def redis_url() -> str:
             pytest.fail(f"Redis required but not reachable at {url}: {exc}")
         pytest.skip(f"no Redis at {url}: {exc}")
     return url
+
+
+# -- PostgreSQL: AGENTIC_IQA_TEST_POSTGRES_URL (default: database "test" on 127.0.0.1) ----------
+# Each test session creates its own uniquely named databases there and drops them at the end.
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    """A PostgreSQL database to create scratch databases from."""
+    url = os.environ.get("AGENTIC_IQA_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    engine = create_engine(url, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except OperationalError as exc:
+        if _services_required():
+            pytest.fail(f"PostgreSQL required but not reachable at {url}: {exc}")
+        pytest.skip(f"no PostgreSQL at {url}: {exc.orig}")
+    finally:
+        engine.dispose()
+    return url
+
+
+@contextmanager
+def scratch_postgres(admin_url: str) -> Iterator[str]:
+    """A new, empty database on the server (dropped afterwards); yields its URL."""
+    from agentic_iqa.db import dispose_engines
+
+    name = f"agentic_iqa_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        yield url
+    finally:
+        dispose_engines(url)
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_admin_url: str) -> Iterator[str]:
+    """This session's migrated PostgreSQL database."""
+    from agentic_iqa.db import upgrade
+
+    with scratch_postgres(postgres_admin_url) as url:
+        upgrade(url)
+        yield url

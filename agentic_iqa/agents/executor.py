@@ -28,7 +28,7 @@ from ..prompts import (
     render,
 )
 from ..state import DistortionAnalysis, ExecutorOutput, PlannerOutput, ToolExecutionLog
-from ..vlm.base import VLMClient, VLMError, VLMRequest
+from ..vlm.base import TransientVLMError, VLMClient, VLMError, VLMRequest
 from .jsonreply import ask_json
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ def _safely(name: str, call: Any) -> Any:
     """Run one subtask; an exception is logged and becomes ``None`` (the spec's rule)."""
     try:
         return call()
+    except TransientVLMError:
+        raise  # worth retrying the whole step later (the distributed pipeline does)
     except VLMError as exc:
         log.error("%s failed: VLM error: %s", name, exc)
     except Exception:  # a subtask must never fail the executor node
@@ -110,10 +112,13 @@ def analyse_distortions(client: VLMClient, query: str, image_path: str,
 
 
 def tool_descriptions(registry: ToolRegistry, reference_mode: str) -> list[dict[str, Any]]:
-    """The tools the VLM may choose from: those that can run here, FR ones only with a reference."""
+    """The tools offered for selection: default ones that can run here (FR only with a reference).
+
+    Tools marked ``default: false`` stay usable when a query names them.
+    """
     tools = []
     for spec in registry.catalog:
-        if spec.is_full_reference and reference_mode != "Full-Reference":
+        if not spec.default or (spec.is_full_reference and reference_mode != "Full-Reference"):
             continue
         if not registry.availability(spec.name).ok:
             continue

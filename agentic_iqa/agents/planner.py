@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
 from ..state import PlannerError, PlannerOutput
-from ..vlm.base import VLMClient, VLMError, VLMRequest
+from ..vlm.base import TransientVLMError, VLMClient, VLMError, VLMRequest
 from .jsonreply import ask_json
 
 
@@ -34,6 +34,8 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
     )
     try:
         outcome = ask_json(client, request, PlannerOutput.model_validate)
+    except TransientVLMError:
+        raise  # the caller may retry later; a permanent error fails planning below
     except VLMError as exc:
         raise PlanningFailed(PlannerError.from_exception(
             exc, backend=getattr(client, "backend", None))) from exc

@@ -30,7 +30,14 @@ from typing import Any, cast
 import anthropic
 from anthropic.types import TextBlock, UserMessageParam
 
-from .base import VLMConfigurationError, VLMError, VLMRequest, VLMResponse
+from .base import (
+    TransientVLMError,
+    VLMConfigurationError,
+    VLMError,
+    VLMRequest,
+    VLMResponse,
+    is_transient_status,
+)
 from .images import encode_image
 from .settings import BackendConfig
 
@@ -76,7 +83,7 @@ class AnthropicClient:
                 messages=[user],
             )
         except (anthropic.AnthropicError, ValueError) as exc:
-            raise VLMError(self._scrub(self._describe(exc))) from None
+            raise _classify(exc, self._scrub(self._describe(exc))) from None
         text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
         model = message.model or self.model
         if not request.answer_options:
@@ -205,3 +212,12 @@ def _answer_letter(
 
 def _bare(text: str) -> str:
     return text.strip().strip("().:\"'*").strip().casefold()
+
+
+def _classify(exc: Exception, message: str) -> VLMError:
+    """Timeouts, lost connections and 408/409/429/5xx are worth retrying later; the rest not."""
+    if isinstance(exc, anthropic.APIConnectionError):  # includes timeouts
+        return TransientVLMError(message)
+    if isinstance(exc, anthropic.APIStatusError) and is_transient_status(exc.status_code):
+        return TransientVLMError(message)
+    return VLMError(message)

@@ -29,6 +29,17 @@ class VLMError(Exception):
     """A backend could not produce an answer (after its own retries)."""
 
 
+class TransientVLMError(VLMError):
+    """A failure worth retrying later: timeout, connection error, HTTP 408/409/429/5xx."""
+
+
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+
+
+def is_transient_status(status: int | None) -> bool:
+    return status is not None and (status in TRANSIENT_STATUS or status >= 500)
+
+
 class VLMConfigurationError(VLMError):
     """The backend is misconfigured (unknown backend, missing API key variable, bad base_url)."""
 

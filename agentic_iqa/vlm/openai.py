@@ -21,7 +21,14 @@ from typing import Any
 
 import openai
 
-from .base import VLMConfigurationError, VLMError, VLMRequest, VLMResponse
+from .base import (
+    TransientVLMError,
+    VLMConfigurationError,
+    VLMError,
+    VLMRequest,
+    VLMResponse,
+    is_transient_status,
+)
 from .images import encode_image
 from .settings import BackendConfig
 
@@ -69,7 +76,7 @@ class OpenAIClient:
         try:
             completion = self._client.chat.completions.create(**parameters)
         except openai.OpenAIError as exc:
-            raise VLMError(self._scrub(self._describe(exc))) from None
+            raise _classify(exc, self._scrub(self._describe(exc))) from None
         if not completion.choices:
             raise VLMError(f"OpenAI model {self.model!r} returned no choices")
         choice = completion.choices[0]
@@ -167,3 +174,12 @@ def _normalise(token: str | None) -> str:
 
 def _field(entry: Any, name: str) -> Any:
     return entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
+
+
+def _classify(exc: Exception, message: str) -> VLMError:
+    """Timeouts, lost connections and 408/409/429/5xx are worth retrying later; the rest not."""
+    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+        return TransientVLMError(message)
+    if isinstance(exc, openai.APIStatusError) and is_transient_status(exc.status_code):
+        return TransientVLMError(message)
+    return VLMError(message)

@@ -17,3 +17,17 @@ def mean_brightness(device: str) -> Any:
 
 def always_nan(device: str) -> Any:
     return lambda image: torch.tensor(float("nan"))
+
+
+def slow_mean(device: str) -> Any:
+    """Mean brightness after a pause: long enough to kill a worker in the middle of it."""
+    import os
+    import time
+
+    pause = float(os.environ.get("AGENTIC_IQA_TEST_SLOW_SECONDS", "4"))
+
+    def run(image: Any) -> Any:
+        time.sleep(pause)
+        return image.mean()
+
+    return run

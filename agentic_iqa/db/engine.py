@@ -1,0 +1,193 @@
+"""Where the database is, and how to connect to it safely from many processes.
+
+SQLite is the zero-setup default (a file in the working directory); PostgreSQL is for many
+workers on many machines.  Both are configured here so the rest of the code never branches on
+the dialect:
+
+- SQLite runs in WAL mode (readers do not block the writer), waits up to 30 s for a lock instead
+  of failing, enforces foreign keys (for ON DELETE CASCADE), and starts every transaction with
+  ``BEGIN IMMEDIATE``: a transaction that reads and then writes (``begin_step``) takes the write
+  lock first, so two workers never both read "not started" and then fight over the upgrade to a
+  write lock, which SQLite would refuse at once, without waiting.
+- PostgreSQL connections are pinged before use, so a restarted server costs no failed task.
+
+Engines are cached per URL and process.  Celery's prefork workers inherit the parent's engine
+after ``fork()``; sharing a socket between processes corrupts both sides, so every cached engine
+drops (without closing) its inherited connections in the child.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
+
+import agentic_iqa
+
+from .models import Base
+
+#: Environment variable naming the database (any SQLAlchemy URL).
+DATABASE_URL_ENV = "AGENTIC_IQA_DATABASE_URL"
+#: The SQLite file used when nothing is configured, in the working directory.
+DEFAULT_SQLITE_FILE = "agentic-iqa.sqlite3"
+#: Seconds (SQLite) a connection waits for another one's lock before giving up.
+LOCK_TIMEOUT_S = 30
+
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def database_url() -> str:
+    """The configured database: ``AGENTIC_IQA_DATABASE_URL``, else a SQLite file in the cwd."""
+    configured = os.environ.get(DATABASE_URL_ENV, "").strip()
+    if configured:
+        return configured
+    return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
+
+
+def _normalise(url: str | URL) -> URL:
+    """``postgres://`` and ``postgresql://`` mean psycopg 3, the driver this project installs."""
+    parsed = make_url(url)
+    if parsed.drivername in {"postgres", "postgresql"}:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def build_engine(url: str | URL, *, foreign_keys: bool = True, pooled: bool = True) -> Engine:
+    """A new, uncached engine with this project's connection settings.
+
+    Migrations use ``foreign_keys=False, pooled=False``: SQLite's batch migrations copy and drop
+    tables, and with foreign keys on, dropping ``runs`` would cascade into every child row.
+    """
+    parsed = _normalise(url)
+    options: dict[str, Any] = {}
+    if not pooled:
+        options["poolclass"] = NullPool
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, connect_args={"timeout": LOCK_TIMEOUT_S}, **options)
+        _configure_sqlite(engine, foreign_keys=foreign_keys)
+        return engine
+    return create_engine(parsed, pool_pre_ping=True, **options)
+
+
+def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
+    """PRAGMAs on every new connection, and SQLAlchemy (not sqlite3) in charge of BEGIN."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # sqlite3's own transaction handling skips BEGIN before SELECTs and SAVEPOINTs; turn it
+        # off and let the "begin" hook below start every transaction.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={LOCK_TIMEOUT_S * 1000}")
+        cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """The engine for ``url`` (default: :func:`database_url`), one per URL and process."""
+    key = _normalise(url or database_url()).render_as_string(hide_password=False)
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _engines[key] = build_engine(key)
+        return engine
+
+
+def dispose_engines(url: str | None = None) -> None:
+    """Close the pooled connections of one cached engine (or all) and forget it."""
+    key = None if url is None else _normalise(url).render_as_string(hide_password=False)
+    with _engines_lock:
+        for cached in [k for k in _engines if key is None or k == key]:
+            _engines.pop(cached).dispose()
+
+
+def _after_fork_in_child() -> None:
+    # A fresh lock: another thread of the parent may have held it at the fork, and would never
+    # release it here.  close=False: the connections belong to the parent, which keeps them.
+    global _engines_lock
+    _engines_lock = threading.Lock()
+    for engine in list(_engines.values()):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@contextmanager
+def session_scope(engine: Engine | None = None) -> Iterator[Session]:
+    """A session in one transaction: committed when the block ends, rolled back if it raises.
+
+    Objects stay usable after the commit (``expire_on_commit=False``), so a task can return
+    what it read without another round trip.
+    """
+    with Session(engine or make_engine(), expire_on_commit=False) as session, session.begin():
+        yield session
+
+
+def migrations_dir() -> Path:
+    """The Alembic scripts: ``migrations/`` beside the package, or inside it in a wheel."""
+    package = Path(agentic_iqa.__file__).resolve().parent
+    for candidate in (package.parent / "migrations", package / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"Alembic migrations not found in {package.parent / 'migrations'} or "
+        f"{package / 'migrations'}"
+    )
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic ``Config`` for ``url`` (default: :func:`database_url`), without alembic.ini."""
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    # The value goes through configparser interpolation: a literal % must be doubled.
+    rendered = _normalise(url or database_url()).render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str | None = None, revision: str = "head") -> None:
+    """Bring the database at ``url`` to ``revision`` (``alembic upgrade head`` from Python)."""
+    command.upgrade(alembic_config(url), revision)
+
+
+def check_schema(engine: Engine | None = None) -> list[Any]:
+    """Differences between the models and the database's schema; empty when they agree.
+
+    Run on a database built by the migrations, this checks that models and migrations agree.
+    """
+    with (engine or make_engine()).connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        return list(compare_metadata(context, Base.metadata))
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create or update an embedded SQLite database on first use; servers are migrated on purpose.
+
+    The README's first command must work on a fresh machine with no setup, so the embedded
+    default migrates itself.  A PostgreSQL schema changes only by ``agentic-iqa db upgrade``
+    (the one-shot ``migrate`` service of docker-compose): several workers racing to migrate a
+    shared database is how schemas break.
+    """
+    if engine.dialect.name == "sqlite":
+        upgrade(engine.url.render_as_string(hide_password=False))

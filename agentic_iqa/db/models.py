@@ -1,0 +1,241 @@
+"""The tables of the distributed pipeline: runs, their steps, tool calls and replans.
+
+Names are plain words and values plain columns (no JSON to unpack for the common questions), so
+"which runs fell back from BRISQUE" or "mean score per tool" is a short SQL query on SQLite and
+PostgreSQL alike.  Every timestamp is stored in UTC and read back timezone-aware, on both.
+Constraint names follow one convention, so migrations can name what they alter.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from ..state import ToolExecutionLog
+
+RUN_STATUSES = ("pending", "running", "succeeded", "failed")
+STEP_STATUSES = ("running", "succeeded", "failed")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every dialect.
+
+    SQLite has no timezone type and returns naive values; PostgreSQL returns values in the
+    session's time zone.  Naive input is refused rather than guessed.
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def __init__(self) -> None:
+        super().__init__(timezone=True)
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware one (UTC)")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class NanAsNullFloat(TypeDecorator[float]):
+    """A float where NaN (a failed tool's score) is stored as NULL, so AVG() skips it."""
+
+    impl = Float
+    cache_ok = True
+
+    def process_bind_param(self, value: float | None, dialect: Dialect) -> float | None:
+        return None if value is None or math.isnan(value) else float(value)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_run_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UtcDateTime()}
+
+
+def _status_check(statuses: tuple[str, ...]) -> CheckConstraint:
+    allowed = ", ".join(f"'{status}'" for status in statuses)
+    return CheckConstraint(f"status IN ({allowed})", name="status")
+
+
+class Run(Base):
+    """One query on one image, from submission to answer (or failure)."""
+
+    __tablename__ = "runs"
+    __table_args__ = (_status_check(RUN_STATUSES),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
+    query: Mapped[str] = mapped_column(Text)
+    image_path: Mapped[str] = mapped_column(Text)
+    reference_path: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    state_json: Mapped[str] = mapped_column(Text)
+    final_answer: Mapped[str | None] = mapped_column(Text)
+    quality_score: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    iteration_count: Mapped[int] = mapped_column(Integer, default=0)
+    max_replan_iterations: Mapped[int] = mapped_column(Integer)
+    backend: Mapped[str | None] = mapped_column(String(64))
+    job_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    steps: Mapped[list[StepRecord]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
+        order_by=lambda: (StepRecord.iteration, StepRecord.id),
+    )
+    tool_logs: Mapped[list[ToolLog]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
+        order_by=lambda: (ToolLog.iteration, ToolLog.id),
+    )
+    replans: Mapped[list[ReplanRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
+        order_by=lambda: ReplanRow.iteration,
+    )
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, status={self.status!r})"
+
+
+def _run_fk() -> ForeignKey:
+    return ForeignKey("runs.id", ondelete="CASCADE")
+
+
+class StepRecord(Base):
+    """One step of one iteration of a run; a redelivered task finds it and skips or retries."""
+
+    __tablename__ = "step_records"
+    __table_args__ = (
+        UniqueConstraint("run_id", "step", "iteration"),
+        _status_check(STEP_STATUSES),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), _run_fk())
+    step: Mapped[str] = mapped_column(String(32))
+    iteration: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    output_json: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    queue: Mapped[str | None] = mapped_column(String(64))
+    started_at: Mapped[datetime] = mapped_column(default=utc_now)
+    finished_at: Mapped[datetime | None]
+
+    run: Mapped[Run] = relationship(back_populates="steps")
+
+    def __repr__(self) -> str:
+        return (f"StepRecord(run_id={self.run_id!r}, step={self.step!r}, "
+                f"iteration={self.iteration}, status={self.status!r})")
+
+
+class ToolLog(Base):
+    """One tool call (a :class:`ToolExecutionLog`), fallbacks and failures included."""
+
+    __tablename__ = "tool_logs"
+    __table_args__ = (UniqueConstraint("run_id", "iteration", "object_name", "distortion"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), _run_fk())
+    iteration: Mapped[int] = mapped_column(Integer)
+    tool_name: Mapped[str] = mapped_column(Text, index=True)
+    requested_tool: Mapped[str | None] = mapped_column(Text)
+    object_name: Mapped[str] = mapped_column(Text)
+    distortion: Mapped[str] = mapped_column(Text)
+    raw_score: Mapped[float | None] = mapped_column(NanAsNullFloat)
+    normalized_score: Mapped[float | None] = mapped_column(NanAsNullFloat)
+    execution_time: Mapped[float] = mapped_column(Float)
+    fallback: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    cached: Mapped[bool] = mapped_column(Boolean, default=False)
+    timestamp: Mapped[datetime]
+
+    run: Mapped[Run] = relationship(back_populates="tool_logs")
+
+    @classmethod
+    def columns_from(cls, entry: ToolExecutionLog, *, run_id: str, iteration: int
+                     ) -> dict[str, Any]:
+        """The row for one logged tool call, as column values."""
+        return {
+            "run_id": run_id, "iteration": iteration, "tool_name": entry.tool_name,
+            "requested_tool": entry.requested_tool, "object_name": entry.object_name,
+            "distortion": entry.distortion, "raw_score": entry.raw_score,
+            "normalized_score": entry.normalized_score, "execution_time": entry.execution_time,
+            "fallback": entry.fallback, "error": entry.error, "cached": entry.cached,
+            "timestamp": entry.timestamp,
+        }
+
+    def to_execution_log(self) -> ToolExecutionLog:
+        """The logged call as the state's model again (a NULL score is NaN there)."""
+        return ToolExecutionLog(
+            tool_name=self.tool_name, requested_tool=self.requested_tool,
+            object_name=self.object_name, distortion=self.distortion,
+            raw_score=math.nan if self.raw_score is None else self.raw_score,
+            normalized_score=math.nan if self.normalized_score is None else self.normalized_score,
+            execution_time=self.execution_time, fallback=self.fallback, error=self.error,
+            cached=self.cached, timestamp=self.timestamp,
+        )
+
+    def __repr__(self) -> str:
+        return (f"ToolLog(run_id={self.run_id!r}, iteration={self.iteration}, "
+                f"tool_name={self.tool_name!r}, normalized_score={self.normalized_score})")
+
+
+class ReplanRow(Base):
+    """One replanning round of a run, kept in full (the state keeps only the latest ten)."""
+
+    __tablename__ = "replan_history"
+    __table_args__ = (UniqueConstraint("run_id", "iteration"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), _run_fk())
+    iteration: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+    run: Mapped[Run] = relationship(back_populates="replans")
+
+    def __repr__(self) -> str:
+        return f"ReplanRow(run_id={self.run_id!r}, iteration={self.iteration})"

@@ -1,0 +1,291 @@
+"""Reading and writing runs, one function per thing a pipeline task does.
+
+Every function takes an open :class:`~sqlalchemy.orm.Session` and leaves the commit to the
+caller (:func:`~agentic_iqa.db.engine.session_scope`), so a task's bookkeeping and its result
+land in one transaction.  Celery delivers a task at least once, so the writes are idempotent:
+a step that already succeeded is reported as such (:func:`begin_step` returns None), and tool
+logs and replans are keyed by what they describe, never inserted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter
+from sqlalchemy import Row, bindparam, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..state import (
+    DEFAULT_MAX_REPLAN_ITERATIONS,
+    AgenticIQAState,
+    ExecutorOutput,
+    initial_state,
+    state_from_json,
+    state_to_json,
+)
+from .models import ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, utc_now
+
+# NaN as "NaN", like the state's own models, so a failed tool's score survives in step outputs.
+_UPDATE = TypeAdapter(dict[str, Any], config=ConfigDict(ser_json_inf_nan="strings"))
+
+#: Questions a user asks of the database, as SQL that runs unchanged on SQLite and PostgreSQL.
+#: Parameters (``:since``) are bound by :func:`run_example_query`, or by your SQL client.
+EXAMPLE_QUERIES: dict[str, str] = {
+    "runs_where_brisque_fell_back": """
+        SELECT r.id AS run_id, r.image_path, t.iteration, t.object_name, t.distortion,
+               t.tool_name AS used_instead, t.error
+        FROM runs AS r
+        JOIN tool_logs AS t ON t.run_id = r.id
+        WHERE t.requested_tool = 'BRISQUE' AND t.fallback
+        ORDER BY r.created_at, r.id, t.iteration, t.id
+    """,
+    "mean_normalized_score_per_tool": """
+        SELECT tool_name, COUNT(*) AS calls, COUNT(normalized_score) AS scored,
+               AVG(normalized_score) AS mean_normalized_score
+        FROM tool_logs
+        GROUP BY tool_name
+        ORDER BY tool_name
+    """,
+    "failed_runs_since": """
+        SELECT id AS run_id, query, image_path, error, finished_at
+        FROM runs
+        WHERE status = 'failed' AND finished_at >= :since
+        ORDER BY finished_at DESC, id
+    """,
+}
+
+
+class RunNotFound(KeyError):
+    """No run with this id (a task for a deleted run, or an id from another database)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+    def __str__(self) -> str:
+        return f"no run with id {self.run_id!r} in the database"
+
+
+def create_run(session: Session, *, query: str, image_path: str,
+               reference_path: str | None = None,
+               max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
+               backend: str | None = None, job_id: str | None = None) -> str:
+    """A new 'pending' run with its initial state; returns its id."""
+    state = initial_state(query, image_path, reference_path,
+                          max_replan_iterations=max_replan_iterations)
+    run = Run(query=query, image_path=image_path, reference_path=reference_path,
+              status="pending", state_json=state_to_json(state), iteration_count=0,
+              max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,
+              created_at=utc_now())
+    session.add(run)
+    session.flush()
+    return run.id
+
+
+def get_run(session: Session, run_id: str) -> Run:
+    """The run, or :class:`RunNotFound`."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise RunNotFound(run_id)
+    return run
+
+
+def load_state(session: Session, run_id: str) -> AgenticIQAState:
+    """The run's latest state, as the pipeline's models."""
+    return state_from_json(get_run(session, run_id).state_json)
+
+
+def _find_step(session: Session, run_id: str, step: str, iteration: int) -> StepRecord | None:
+    # FOR UPDATE (PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers): a second
+    # delivery waits for the first one's commit and then sees its attempts, not a stale count.
+    statement = (
+        select(StepRecord)
+        .where(StepRecord.run_id == run_id, StepRecord.step == step,
+               StepRecord.iteration == iteration)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    return session.scalars(statement).one_or_none()
+
+
+def _step_record(session: Session, run_id: str, step: str, iteration: int) -> StepRecord:
+    """The record of this step, created ('running', no attempts yet) if there is none.
+
+    Two deliveries of one task may both find none; the unique constraint lets one insert win
+    and the other, rolled back to its savepoint, reads the winner's row.
+    """
+    record = _find_step(session, run_id, step, iteration)
+    if record is not None:
+        return record
+    try:
+        with session.begin_nested():
+            record = StepRecord(run_id=run_id, step=step, iteration=iteration, status="running",
+                                attempts=0, started_at=utc_now())
+            session.add(record)
+    except IntegrityError:
+        record = _find_step(session, run_id, step, iteration)
+        if record is None:
+            raise
+    return record
+
+
+def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
+               worker: str | None = None, queue: str | None = None) -> StepRecord | None:
+    """Mark a step as running (one more attempt); None when it already succeeded.
+
+    A caller that gets None skips the work: this is a redelivery of a finished task.
+    """
+    run = get_run(session, run_id)
+    record = _step_record(session, run_id, step, iteration)
+    if record.status == "succeeded":
+        return None
+    now = utc_now()
+    record.status = "running"
+    record.attempts += 1
+    record.started_at = now
+    record.finished_at = None
+    record.error = None
+    record.worker = worker
+    record.queue = queue
+    run.status = "running"
+    if run.started_at is None:
+        run.started_at = now
+    session.flush()
+    return record
+
+
+def _update_json(update: Mapping[str, Any]) -> str:
+    return _UPDATE.dump_json(dict(update)).decode()
+
+
+def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
+                  state: AgenticIQAState, update: Mapping[str, Any]) -> None:
+    """Record a step's success: its update, the run's new state, its tool calls and replans.
+
+    ``state`` is the run's state with ``update`` merged.  Repeating the call changes nothing.
+    """
+    run = get_run(session, run_id)
+    record = _step_record(session, run_id, step, iteration)
+    record.status = "succeeded"
+    record.attempts = max(record.attempts, 1)
+    record.output_json = _update_json(update)
+    record.error = None
+    record.finished_at = utc_now()
+    run.state_json = state_to_json(state)
+    run.iteration_count = state.get("iteration_count", 0)
+    evidence = update.get("executor_evidence")
+    if evidence is not None:
+        logs = ExecutorOutput.model_validate(evidence).tool_logs
+        _insert_missing(session, ToolLog, ("run_id", "iteration", "object_name", "distortion"),
+                        [ToolLog.columns_from(entry, run_id=run_id, iteration=iteration)
+                         for entry in logs])
+    _insert_missing(session, ReplanRow, ("run_id", "iteration"), [
+        {"run_id": run_id, "iteration": entry.iteration, "reason": entry.reason,
+         "created_at": entry.timestamp}
+        for entry in state.get("replan_history", [])
+    ])
+    session.flush()
+
+
+def _insert_missing(session: Session, model: type[ToolLog] | type[ReplanRow],
+                    keys: Iterable[str], rows: list[dict[str, Any]]) -> None:
+    """INSERT ... ON CONFLICT (keys) DO NOTHING: rows already stored are left as they are."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        statement = postgresql.insert(model).values(rows)
+    elif dialect == "sqlite":
+        statement = sqlite.insert(model).values(rows)
+    else:
+        raise NotImplementedError(f"database dialect {dialect!r}: use SQLite or PostgreSQL")
+    session.execute(statement.on_conflict_do_nothing(index_elements=list(keys)))
+
+
+def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error: str) -> None:
+    """Record that an attempt of this step failed (the task may still be retried)."""
+    get_run(session, run_id)
+    record = _step_record(session, run_id, step, iteration)
+    record.status = "failed"
+    record.attempts = max(record.attempts, 1)
+    record.error = error
+    record.finished_at = utc_now()
+    session.flush()
+
+
+def finish_run(session: Session, run_id: str, *, state: AgenticIQAState) -> None:
+    """Close the run with its final state: succeeded when the Summarizer answered."""
+    run = get_run(session, run_id)
+    result = state.get("summarizer_result")
+    run.status = "succeeded" if result is not None else "failed"
+    run.final_answer = result.final_answer if result is not None else None
+    run.quality_score = result.quality_score if result is not None else None
+    run.error = state.get("error")
+    run.iteration_count = state.get("iteration_count", 0)
+    run.state_json = state_to_json(state)
+    run.finished_at = utc_now()
+    session.flush()
+
+
+def fail_run(session: Session, run_id: str, *, error: str) -> None:
+    """Close the run as failed (a step gave up for good)."""
+    run = get_run(session, run_id)
+    run.status = "failed"
+    run.error = error
+    run.finished_at = utc_now()
+    session.flush()
+
+
+def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:
+    """'running', 'succeeded' or 'failed'; None when the step never began."""
+    return session.scalar(
+        select(StepRecord.status).where(StepRecord.run_id == run_id, StepRecord.step == step,
+                                        StepRecord.iteration == iteration)
+    )
+
+
+def current_step(session: Session, run_id: str) -> str | None:
+    """The step the run is busy with ("tool_execution#0"), for progress displays."""
+    record = session.scalars(
+        select(StepRecord).where(StepRecord.run_id == run_id, StepRecord.status == "running")
+        .order_by(StepRecord.id.desc()).limit(1)
+    ).first()
+    return None if record is None else f"{record.step}#{record.iteration}"
+
+
+def steps_for(session: Session, run_id: str) -> list[StepRecord]:
+    """Every step record of the run, in the order the steps first began."""
+    return list(session.scalars(
+        select(StepRecord).where(StepRecord.run_id == run_id)
+        .order_by(StepRecord.iteration, StepRecord.id)
+    ))
+
+
+def tool_logs_for(session: Session, run_id: str) -> list[ToolLog]:
+    """Every tool call of the run, in order."""
+    return list(session.scalars(
+        select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
+    ))
+
+
+def replans_for(session: Session, run_id: str) -> list[ReplanRow]:
+    """Every replanning round of the run, in order."""
+    return list(session.scalars(
+        select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
+    ))
+
+
+def run_example_query(session: Session, name: str, **params: Any) -> list[Row[Any]]:
+    """Run one of :data:`EXAMPLE_QUERIES`; a ``since`` datetime is bound as UTC on both dialects.
+
+    (SQLite stores timestamps as text; an unbound Python datetime would be compared as a
+    differently formatted string.)
+    """
+    statement = text(EXAMPLE_QUERIES[name])
+    if isinstance(params.get("since"), datetime):
+        statement = statement.bindparams(bindparam("since", type_=UtcDateTime()))
+    return list(session.execute(statement, params))

@@ -1,0 +1,117 @@
+"""Per-run overhead of the distributed pipeline against the in-process agent.
+
+The same photos go through three paths: in-process (``run_inprocess``, nothing stored), embedded
+(every step persisted to SQLite, still one process) and distributed (every step a Celery task on
+real Redis, one default-queue and one gpu-queue worker, results in SQLite).  Each path first runs
+once over all photos to warm caches (tool scores in a shared SQLite cache, image features in each
+process), then the timed pass; the figures are median milliseconds per run and ratios against
+the in-process path measured in the same process.
+
+    python benchmarks/pipeline_overhead.py ../shared/data/livec-dev/images --limit 50 \
+        [--broker redis://127.0.0.1:6379/12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+QUERY = "Rate the quality of this image."
+
+
+def start_worker(name: str, queue: str, env: dict[str, str], logs: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker", "-Q",
+               queue, "-n", f"{name}@bench", "-c", "1", "--without-gossip", "--without-mingle",
+               "-l", "WARNING"]
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=(logs / f"{name}.log").open("wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("images", type=Path)
+    parser.add_argument("--limit", type=int, default=50)
+    parser.add_argument("--broker", default="redis://127.0.0.1:6379/12")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="iqa-overhead-"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_DEVICE": "cpu",
+           "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{workdir / 'tool-cache.sqlite3'}",
+           "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{workdir / 'runs.sqlite3'}",
+           "AGENTIC_IQA_BROKER_URL": args.broker}
+    os.environ.update({k: v for k, v in env.items() if k.startswith("AGENTIC_IQA_")})
+
+    import redis
+    from celery import Celery
+
+    from agentic_iqa import service
+    from agentic_iqa.db import repository
+    from agentic_iqa.db.engine import make_engine, session_scope, upgrade
+    from agentic_iqa.pipeline import default_agents, run_inprocess
+
+    redis.Redis.from_url(args.broker).flushdb()
+    images = sorted(p for p in args.images.iterdir() if p.is_file())[: args.limit]
+    upgrade(env["AGENTIC_IQA_DATABASE_URL"])
+    engine = make_engine(env["AGENTIC_IQA_DATABASE_URL"])
+    agents = default_agents()
+
+    def in_process(path: Path) -> None:
+        run_inprocess(QUERY, str(path), agents=agents)
+
+    def embedded(path: Path) -> None:
+        run_id = service.create_run(engine, QUERY, str(path))
+        service.run_embedded(engine, agents, run_id)
+
+    client = Celery(broker=args.broker)
+    workers = [start_worker("default", "default", env, workdir),
+               start_worker("gpu", "gpu", env, workdir)]
+    try:
+        deadline = time.monotonic() + 60
+        while len(client.control.ping(timeout=0.5)) < 2:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workers did not start; logs in {workdir}")
+
+        def distributed(path: Path) -> None:
+            run_id = service.create_run(engine, QUERY, str(path))
+            client.send_task("agentic_iqa.coordinate", args=(run_id,), queue="default")
+            while True:
+                with session_scope(engine) as session:
+                    if repository.get_run(session, run_id).status in {"succeeded", "failed"}:
+                        return
+                time.sleep(0.005)
+
+        paths = {"in-process": in_process, "embedded (SQLite)": embedded,
+                 "distributed (Celery)": distributed}
+        medians: dict[str, float] = {}
+        for label, run in paths.items():
+            for path in images:  # warm-up pass
+                run(path)
+            times = []
+            for path in images:
+                started = time.perf_counter()
+                run(path)
+                times.append(time.perf_counter() - started)
+            medians[label] = statistics.median(times) * 1000
+        base = medians["in-process"]
+        print(f"{len(images)} photos, '{QUERY}', builtin backend, tool scores cached")
+        print(f"{'path':<22}{'median ms/run':>14}{'ratio':>8}")
+        for label, value in medians.items():
+            print(f"{label:<22}{value:>14.1f}{value / base:>8.2f}")
+    finally:
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            worker.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The migrations build the schema the models describe, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import Engine, inspect, text
+
+import agentic_iqa
+from agentic_iqa.db import (
+    DATABASE_URL_ENV,
+    alembic_config,
+    build_engine,
+    check_schema,
+    dispose_engines,
+    make_engine,
+    migrations_dir,
+    upgrade,
+)
+from tests.conftest import REPO
+
+TABLES = {"runs", "step_records", "tool_logs", "replan_history"}
+
+
+def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None:
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    schema = inspect(engine)
+    assert set(schema.get_table_names()) == TABLES | {"alembic_version"}
+    assert [c["name"] for c in schema.get_columns("tool_logs")] == [
+        "id", "run_id", "iteration", "tool_name", "requested_tool", "object_name", "distortion",
+        "raw_score", "normalized_score", "execution_time", "fallback", "error", "cached",
+        "timestamp"]
+    assert {c["name"] for c in schema.get_columns("runs")} >= {
+        "query", "image_path", "status", "state_json", "final_answer", "quality_score",
+        "error", "iteration_count", "job_id", "created_at", "started_at", "finished_at"}
+    uniques = {table: {(u["name"], tuple(u["column_names"]))
+                       for u in schema.get_unique_constraints(table)}
+               for table in ("step_records", "tool_logs", "replan_history")}
+    assert uniques == {
+        "step_records": {("uq_step_records_run_id_step_iteration",
+                          ("run_id", "step", "iteration"))},
+        "tool_logs": {("uq_tool_logs_run_id_iteration_object_name_distortion",
+                       ("run_id", "iteration", "object_name", "distortion"))},
+        "replan_history": {("uq_replan_history_run_id_iteration", ("run_id", "iteration"))},
+    }
+    for table in ("step_records", "tool_logs", "replan_history"):
+        (foreign_key,) = schema.get_foreign_keys(table)
+        assert foreign_key["referred_table"] == "runs"
+        assert foreign_key["options"]["ondelete"] == "CASCADE"
+    indexes = {i["name"]: i["column_names"] for t in ("runs", "tool_logs")
+               for i in schema.get_indexes(t)}
+    assert indexes["ix_runs_job_id"] == ["job_id"]
+    assert indexes["ix_tool_logs_tool_name"] == ["tool_name"]
+    timestamp = {c["name"]: c["type"] for c in schema.get_columns("runs")}["created_at"]
+    if engine.dialect.name == "postgresql":
+        assert timestamp.timezone is True
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
+            ("0001",)]
+
+
+def test_models_and_migrations_agree(engine: Engine) -> None:
+    assert check_schema(engine) == []
+
+
+def test_check_schema_reports_drift(engine: Engine) -> None:
+    with engine.begin() as connection:
+        connection.execute(text("DROP INDEX ix_tool_logs_tool_name"))
+    differences = check_schema(engine)
+    assert [(kind, index.name) for kind, index in differences] == [
+        ("add_index", "ix_tool_logs_tool_name")]
+
+
+def test_downgrade_removes_every_table(empty_url: str) -> None:
+    upgrade(empty_url)
+    command.downgrade(alembic_config(empty_url), "base")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        assert set(inspect(engine).get_table_names()) == {"alembic_version"}
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_without_a_url_uses_the_configured_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/configured.sqlite3"
+    monkeypatch.setenv(DATABASE_URL_ENV, url)
+    upgrade()
+    try:
+        assert check_schema(make_engine()) == []
+    finally:
+        dispose_engines(url)
+
+
+def test_the_alembic_command_line_takes_the_url_from_x_or_the_environment(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, DATABASE_URL_ENV: f"sqlite:///{tmp_path}/from-env.sqlite3"}
+    alembic = [sys.executable, "-m", "alembic", "-c", str(REPO / "alembic.ini")]
+    x_url = f"sqlite:///{tmp_path}/from-x.sqlite3"
+    for extra in ([], ["-x", f"url={x_url}"]):
+        subprocess.run([*alembic, *extra, "upgrade", "head"], env=env, cwd=tmp_path,
+                       check=True, capture_output=True, timeout=60)
+    for name in ("from-env", "from-x"):
+        engine = build_engine(f"sqlite:///{tmp_path}/{name}.sqlite3", pooled=False)
+        try:
+            assert check_schema(engine) == []
+        finally:
+            engine.dispose()
+
+
+def test_offline_mode_writes_the_sql(capsys: pytest.CaptureFixture[str]) -> None:
+    command.upgrade(alembic_config("postgresql://u@db.example/iqa"), "head", sql=True)
+    sql = capsys.readouterr().out
+    assert "CREATE TABLE tool_logs" in sql
+    assert "CONSTRAINT fk_tool_logs_run_id_runs FOREIGN KEY(run_id) REFERENCES runs (id) " \
+           "ON DELETE CASCADE" in sql
+
+
+def test_alembic_config_keeps_percent_signs_in_the_url() -> None:
+    config = alembic_config("postgresql+psycopg://u:p%40ss@db.example/iqa")
+    assert config.get_main_option("sqlalchemy.url") == (
+        "postgresql+psycopg://u:p%40ss@db.example/iqa")
+
+
+def test_migrations_are_found_beside_the_package_or_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert migrations_dir() == REPO / "migrations"
+    installed = tmp_path / "site-packages" / "agentic_iqa"
+    (installed / "migrations").mkdir(parents=True)
+    (installed / "migrations" / "env.py").touch()
+    monkeypatch.setattr(agentic_iqa, "__file__", str(installed / "__init__.py"))
+    assert migrations_dir() == installed / "migrations"
+    (installed / "migrations" / "env.py").unlink()
+    with pytest.raises(FileNotFoundError, match="Alembic migrations not found"):
+        migrations_dir()

@@ -1,0 +1,76 @@
+"""Real Celery workers in subprocesses, on real Redis, for the pipeline tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from celery import Celery
+
+from tests.conftest import REPO
+
+
+class Cluster:
+    """Workers of one test: a Redis database as broker, one results database, shared env."""
+
+    def __init__(self, broker_url: str, database_url: str, logs: Path,
+                 env: dict[str, str] | None = None) -> None:
+        self.broker_url = broker_url
+        self.database_url = database_url
+        self.logs = logs
+        self.tag = uuid.uuid4().hex[:8]
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "AGENTIC_IQA_BROKER_URL": broker_url,
+            "AGENTIC_IQA_DATABASE_URL": database_url,
+            "AGENTIC_IQA_TOOL_CACHE": "memory",
+            "AGENTIC_IQA_DEVICE": "cpu",
+            "AGENTIC_IQA_VISIBILITY_TIMEOUT": "6",
+            "AGENTIC_IQA_UNACKED_RESTORE_INTERVAL": "1",
+            **(env or {}),
+        }
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.client = Celery(broker=broker_url)
+
+    def start(self, name: str, queues: str, concurrency: int = 1) -> str:
+        """Start a worker and wait until it answers a ping; returns its hostname."""
+        hostname = f"{name}-{self.tag}@localhost"
+        log = (self.logs / f"{name}-{len(self.processes)}.log").open("wb")
+        command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker",
+                   "-Q", queues, "-n", hostname, "-c", str(concurrency), "--pool=prefork",
+                   "--without-gossip", "--without-mingle", "-l", "INFO"]
+        self.processes[hostname] = subprocess.Popen(
+            command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.processes[hostname].poll() is not None:
+                raise RuntimeError(f"worker {hostname} exited; see {log.name}")
+            if self.client.control.ping(destination=[hostname], timeout=0.5):
+                return hostname
+        raise TimeoutError(f"worker {hostname} did not answer within 60 s; see {log.name}")
+
+    def kill(self, hostname: str) -> None:
+        """SIGKILL the worker and its pool processes: no goodbye, no ack."""
+        process = self.processes.pop(hostname)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        self.processes.clear()
+        self.client.close()

@@ -1,0 +1,167 @@
+"""The agent on real Celery workers and real Redis, results in SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from agentic_iqa import service
+from agentic_iqa.db import repository
+from agentic_iqa.db.engine import make_engine, session_scope, upgrade
+from tests.agentic_iqa.conftest import EXAMPLE
+from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_completion
+from tests.workers.cluster import Cluster
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+def submit(cluster: Cluster, query: str, image=EXAMPLE, max_replans: int = 2) -> str:
+    upgrade(cluster.database_url)
+    engine = make_engine(cluster.database_url)
+    run_id = service.create_run(engine, query, str(image), max_replan_iterations=max_replans)
+    cluster.client.send_task("agentic_iqa.coordinate", args=(run_id,), queue="default")
+    return run_id
+
+
+def wait_for(cluster: Cluster, run_id: str, timeout: float = 120.0, status=None):
+    engine = make_engine(cluster.database_url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with session_scope(engine) as session:
+            run = repository.get_run(session, run_id)
+            if status is None and run.status in {"succeeded", "failed"}:
+                return run.status
+        time.sleep(0.25)
+    raise TimeoutError(f"run {run_id} not finished after {timeout} s")
+
+
+def step_rows(cluster: Cluster, run_id: str) -> list:
+    engine = make_engine(cluster.database_url)
+    with session_scope(engine) as session:
+        rows = repository.steps_for(session, run_id)
+        return [(r.step, r.iteration, r.status, r.worker, r.queue, r.attempts) for r in rows]
+
+
+def test_each_step_is_its_own_task_and_tools_run_on_the_gpu_queue(make_cluster, sqlite_url):
+    cluster = make_cluster(sqlite_url)
+    default = cluster.start("default", "default")
+    gpu = cluster.start("gpu", "gpu")
+    run_id = submit(cluster, "Rate the quality of this image.")
+    assert wait_for(cluster, run_id) == "succeeded"
+    rows = step_rows(cluster, run_id)
+    steps = [row[0] for row in rows]
+    assert steps == ["plan", "distortion_detection", "distortion_analysis", "tool_selection",
+                     "tool_execution", "summarize"]
+    for step, _iteration, status, worker, queue, attempts in rows:
+        assert status == "succeeded" and attempts == 1
+        if step == "tool_execution":
+            assert (worker, queue) == (gpu, "gpu")
+        else:
+            assert (worker, queue) == (default, "default")
+    state = service.load(make_engine(sqlite_url), run_id)
+    assert 1.0 <= state["summarizer_result"].quality_score <= 5.0
+
+
+def test_steps_the_plan_turns_off_are_never_enqueued(make_cluster, sqlite_url):
+    cluster = make_cluster(sqlite_url)
+    cluster.start("default", "default")
+    # No worker on the gpu queue: if a tool step were enqueued, the run would never finish.
+    run_id = submit(cluster, "Is the car in this photo blurry?")
+    assert wait_for(cluster, run_id, timeout=60) == "succeeded"
+    assert [row[0] for row in step_rows(cluster, run_id)] == [
+        "plan", "distortion_analysis", "summarize"]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_replan_loop_stops_at_the_bound_and_persists_history_and_tool_logs(
+        database, make_cluster, sqlite_url, no_piqe_fallback, request):
+    url = sqlite_url if database == "sqlite" else request.getfixturevalue("postgres_url")
+    cluster = make_cluster(url, extra_overrides=(no_piqe_fallback,))
+    cluster.start("default", "default")
+    cluster.start("gpu", "gpu")
+    run_id = submit(cluster, "Rate this image using Broken.", max_replans=2)
+    assert wait_for(cluster, run_id) == "succeeded"
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        replans = repository.replans_for(session, run_id)
+        logs = repository.tool_logs_for(session, run_id)
+        run = repository.get_run(session, run_id)
+        assert [(r.iteration, r.reason) for r in replans] == [
+            (1, "Missing tool scores for Global"), (2, "Missing tool scores for Global")]
+        assert run.iteration_count == 2
+        assert run.final_answer == "Unable to determine"
+        assert {log.iteration for log in logs} == {0, 1, 2}
+        assert all(log.tool_name == "Broken" and log.normalized_score is None and log.error
+                   for log in logs)
+    plans = [row for row in step_rows(cluster, run_id) if row[0] == "plan"]
+    assert [row[1] for row in plans] == [0, 1, 2]
+
+
+def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_cluster,
+                                                                      sqlite_url):
+    cluster = make_cluster(sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="5")
+    cluster.start("default", "default")
+    doomed = cluster.start("gpu", "gpu")
+    run_id = submit(cluster, "Rate this image using Slow.")
+    engine = make_engine(sqlite_url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with session_scope(engine) as session:
+            if repository.step_status(session, run_id, "tool_execution", 0) == "running":
+                break
+        time.sleep(0.1)
+    else:
+        pytest.fail("tool_execution never started")
+    time.sleep(1.0)  # inside the slow tool now
+    cluster.kill(doomed)
+    survivor = cluster.start("gpu2", "gpu")
+    assert wait_for(cluster, run_id, timeout=120) == "succeeded"
+    with session_scope(engine) as session:
+        logs = repository.tool_logs_for(session, run_id)
+        state = repository.load_state(session, run_id)
+    expected_calls = {(key, distortion)
+                      for key, names in (state["executor_evidence"].distortion_set or {}).items()
+                      for distortion in names}
+    keys = [(log.object_name, log.distortion) for log in logs]
+    assert keys and len(keys) == len(set(keys))  # exactly one row per tool call
+    assert set(keys) == expected_calls
+    assert all(log.tool_name == "Slow" and log.normalized_score is not None for log in logs)
+    tool_rows = [row for row in step_rows(cluster, run_id) if row[0] == "tool_execution"]
+    assert len(tool_rows) == 1
+    _step, _iteration, status, worker, _queue, attempts = tool_rows[0]
+    assert status == "succeeded" and worker == survivor and attempts == 2
+
+
+def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
+        make_cluster, sqlite_url):
+    plan = {"query_type": "IQA", "query_scope": ["car"], "distortion_source": "Explicit",
+            "distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference",
+            "required_tool": None, "plan": {"distortion_detection": False,
+                                            "distortion_analysis": True,
+                                            "tool_selection": False, "tool_execution": False}}
+    with FakeAPIServer(lambda _r: Reply(200, openai_completion(json.dumps(plan)))) as server:
+        server.enqueue(Reply(503, {"error": {"message": "overloaded", "type": "server_error"}}))
+        cluster = make_cluster(
+            sqlite_url, AGENTIC_IQA_PLANNER_BACKEND="openai",
+            AGENTIC_IQA_PLANNER_BASE_URL=f"{server.url}/v1", AGENTIC_IQA_PLANNER_MODEL="m",
+            AGENTIC_IQA_PLANNER_MAX_RETRIES="0", AGENTIC_IQA_VLM_MAX_RETRIES="2",
+            OPENAI_API_KEY="sk-test-transient")
+        cluster.start("default", "default")
+        run_id = submit(cluster, "Is the car blurry?")
+        assert wait_for(cluster, run_id, timeout=90) == "succeeded"
+        plan_row = next(row for row in step_rows(cluster, run_id) if row[0] == "plan")
+        assert plan_row[2] == "succeeded" and plan_row[5] == 2  # one retry
+        assert len(server.requests) >= 2
+
+        server.enqueue(*[Reply(503, {"error": {"message": "still down",
+                                               "type": "server_error"}})] * 5)
+        failing = submit(cluster, "Is the sky blurry?")
+        assert wait_for(cluster, failing, timeout=90) == "failed"
+    engine = make_engine(sqlite_url)
+    with session_scope(engine) as session:
+        run = repository.get_run(session, failing)
+        assert "plan failed after 2 retries" in run.error
+        assert "503" in run.error
+        assert "sk-test-transient" not in run.error

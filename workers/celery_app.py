@@ -1,0 +1,69 @@
+"""The Celery app, configured from :class:`agentic_iqa.config.PipelineSettings`.
+
+Reliability choices, deliberately:
+
+* ``task_acks_late`` + ``task_reject_on_worker_lost``: a task is acknowledged only after it
+  finished, so a worker killed mid-task (OOM, SIGKILL, a lost GPU node) gives the message back;
+* ``worker_prefetch_multiplier = 1``: a worker holds one message per process, so a long tool run
+  does not sit on messages other workers could take;
+* every step is idempotent by (run, step, iteration) in the database, which makes redelivery
+  safe: a finished step is skipped, tool-log rows are unique;
+* the broker's ``visibility_timeout`` is above the longest task's hard time limit, so Redis never
+  hands a task that is still running to a second worker;
+* soft/hard time limits per kind of step: VLM steps short, tool steps long;
+* task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
+  step with its queue and state.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from agentic_iqa.config import PipelineSettings
+
+COORDINATE = "agentic_iqa.coordinate"
+STEP_TASK_PREFIX = "agentic_iqa.step."
+
+
+def make_app(settings: PipelineSettings | None = None) -> Celery:
+    settings = settings or PipelineSettings.load()
+    app = Celery("agentic_iqa")
+    tool_task = STEP_TASK_PREFIX + "tool_execution"
+    app.conf.update(
+        broker_url=settings.broker_url or "redis://127.0.0.1:6379/0",
+        result_backend=settings.result_backend,
+        task_ignore_result=settings.result_backend is None,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=settings.default_queue,
+        task_queues=[Queue(settings.default_queue), Queue(settings.tool_queue)],
+        task_routes={tool_task: {"queue": settings.tool_queue}},
+        task_soft_time_limit=settings.vlm_soft_time_limit,
+        task_time_limit=settings.vlm_soft_time_limit + settings.hard_time_limit_margin,
+        task_annotations={tool_task: {
+            "soft_time_limit": settings.tool_soft_time_limit,
+            "time_limit": settings.tool_soft_time_limit + settings.hard_time_limit_margin,
+        }},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout,
+            "unacked_restore_interval": settings.unacked_restore_interval,
+            "unacked_restore_throttle": 1,
+        },
+        broker_connection_retry_on_startup=True,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_track_started=True,
+        worker_hijack_root_logger=False,
+        # The task module is imported by workers at start, not here (it imports this module).
+        imports=["workers.tasks"],
+    )
+    app.conf.agentic_iqa = settings
+    return app
+
+
+app = make_app()
