@@ -31,12 +31,11 @@ import anthropic
 from anthropic.types import TextBlock, UserMessageParam
 
 from .base import (
-    TransientVLMError,
     VLMConfigurationError,
     VLMError,
     VLMRequest,
     VLMResponse,
-    is_transient_status,
+    classify_sdk_error,
 )
 from .images import encode_image
 from .settings import BackendConfig
@@ -214,10 +213,7 @@ def _bare(text: str) -> str:
     return text.strip().strip("().:\"'*").strip().casefold()
 
 
+
 def _classify(exc: Exception, message: str) -> VLMError:
-    """Timeouts, lost connections and 408/409/429/5xx are worth retrying later; the rest not."""
-    if isinstance(exc, anthropic.APIConnectionError):  # includes timeouts
-        return TransientVLMError(message)
-    if isinstance(exc, anthropic.APIStatusError) and is_transient_status(exc.status_code):
-        return TransientVLMError(message)
-    return VLMError(message)
+    return classify_sdk_error(exc, message, connection_error=anthropic.APIConnectionError,
+                              status_error=anthropic.APIStatusError)

@@ -40,6 +40,19 @@ def is_transient_status(status: int | None) -> bool:
     return status is not None and (status in TRANSIENT_STATUS or status >= 500)
 
 
+def classify_sdk_error(exc: Exception, message: str, *, connection_error: type[Exception],
+                       status_error: type[Exception]) -> VLMError:
+    """Timeouts, lost connections and 408/409/429/5xx are worth retrying later; the rest not.
+
+    ``message`` must already be free of secrets: the SDK exception is never chained.
+    """
+    if isinstance(exc, connection_error):  # the SDKs' timeout errors subclass it
+        return TransientVLMError(message)
+    if isinstance(exc, status_error) and is_transient_status(getattr(exc, "status_code", None)):
+        return TransientVLMError(message)
+    return VLMError(message)
+
+
 class VLMConfigurationError(VLMError):
     """The backend is misconfigured (unknown backend, missing API key variable, bad base_url)."""
 

@@ -22,12 +22,11 @@ from typing import Any
 import openai
 
 from .base import (
-    TransientVLMError,
     VLMConfigurationError,
     VLMError,
     VLMRequest,
     VLMResponse,
-    is_transient_status,
+    classify_sdk_error,
 )
 from .images import encode_image
 from .settings import BackendConfig
@@ -176,10 +175,7 @@ def _field(entry: Any, name: str) -> Any:
     return entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
 
 
+
 def _classify(exc: Exception, message: str) -> VLMError:
-    """Timeouts, lost connections and 408/409/429/5xx are worth retrying later; the rest not."""
-    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
-        return TransientVLMError(message)
-    if isinstance(exc, openai.APIStatusError) and is_transient_status(exc.status_code):
-        return TransientVLMError(message)
-    return VLMError(message)
+    return classify_sdk_error(exc, message, connection_error=openai.APIConnectionError,
+                              status_error=openai.APIStatusError)

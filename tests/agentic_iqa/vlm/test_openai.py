@@ -298,3 +298,16 @@ def test_unreadable_image_fails_before_any_request(
         make_client().complete(request(images=(missing,)))
 
     assert server.requests == []
+
+
+@pytest.mark.parametrize("status, transient", [(429, True), (503, True), (408, True),
+                                               (401, False), (400, False), (404, False)])
+def test_errors_say_whether_a_later_retry_can_help(server, make_client, status, transient):
+    from agentic_iqa.vlm.base import TransientVLMError
+
+    server.enqueue(Reply(status, openai_error(f"status {status}")))
+    client = make_client(max_retries=0)
+    with pytest.raises(VLMError) as failure:
+        client.complete(request())
+    assert isinstance(failure.value, TransientVLMError) is transient
+    assert str(status) in str(failure.value)
