@@ -107,3 +107,40 @@ def test_assess_missing_image_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["assess", str(tmp_path / "none.png"), "-q", "Rate it"])
     assert result.exit_code == 1
     assert "image not found" in result.output
+
+
+def test_db_upgrade_creates_the_schema(tmp_path):
+    import sqlalchemy
+
+    url = f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
+    result = runner.invoke(app, ["db", "upgrade", "--url", url])
+    assert result.exit_code == 0, result.output
+    assert "up to date" in result.stdout
+    tables = set(sqlalchemy.inspect(sqlalchemy.create_engine(url)).get_table_names())
+    assert {"runs", "step_records", "tool_logs", "replan_history"} <= tables
+
+
+def test_assess_stores_the_run_in_the_configured_database(tmp_path):
+    import sqlalchemy
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DATABASE_URL": url}
+    result = runner.invoke(app, ["assess", str(REPO / "examples/i03_reference.png"),
+                                 "-q", "Is this image noisy?", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as connection:
+        runs = connection.execute(sqlalchemy.text(
+            "SELECT status, final_answer FROM runs")).all()
+        steps = connection.execute(sqlalchemy.text(
+            "SELECT step FROM step_records ORDER BY id")).scalars().all()
+    assert runs == [("succeeded", json.loads(result.stdout)["final_answer"])]
+    assert steps == ["plan", "distortion_analysis", "tool_selection", "tool_execution",
+                     "summarize"]
+
+
+def test_distributed_without_a_broker_is_a_clear_error():
+    result = runner.invoke(app, ["assess", str(REPO / "examples/i03_reference.png"),
+                                 "--distributed"], env={"AGENTIC_IQA_BROKER_URL": ""})
+    assert result.exit_code == 1
+    assert "AGENTIC_IQA_BROKER_URL" in result.output

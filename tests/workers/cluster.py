@@ -38,13 +38,20 @@ class Cluster:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.client = Celery(broker=broker_url)
 
-    def start(self, name: str, queues: str, concurrency: int = 1) -> str:
-        """Start a worker and wait until it answers a ping; returns its hostname."""
+    def start(self, name: str, queues: str, concurrency: int = 1, *, cli: bool = False) -> str:
+        """Start a worker and wait until it answers a ping; returns its hostname.
+
+        ``cli=True`` starts it with ``agentic-iqa worker`` instead of the ``celery`` command.
+        """
         hostname = f"{name}-{self.tag}@localhost"
         log = (self.logs / f"{name}-{len(self.processes)}.log").open("wb")
-        command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker",
-                   "-Q", queues, "-n", hostname, "-c", str(concurrency), "--pool=prefork",
-                   "--without-gossip", "--without-mingle", "-l", "INFO"]
+        if cli:
+            command = [sys.executable, "-m", "agentic_iqa", "worker", "--queues", queues,
+                       "--concurrency", str(concurrency), "--hostname", hostname]
+        else:
+            command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app",
+                       "worker", "-Q", queues, "-n", hostname, "-c", str(concurrency),
+                       "--pool=prefork", "--without-gossip", "--without-mingle", "-l", "INFO"]
         self.processes[hostname] = subprocess.Popen(
             command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,

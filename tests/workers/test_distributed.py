@@ -165,3 +165,26 @@ def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
         assert "plan failed after 2 retries" in run.error
         assert "503" in run.error
         assert "sk-test-transient" not in run.error
+
+
+def test_cli_assess_distributed_prints_the_same_answer_as_in_process(make_cluster, sqlite_url):
+    import os
+    import subprocess
+    import sys
+
+    cluster = make_cluster(sqlite_url)
+    cluster.start("both", "default,gpu", concurrency=2, cli=True)
+    query = "Which distortion is most severe? A. Noise B. Blur C. JPEG compression"
+    blurred = str(EXAMPLE.parent / "i03_blurred.png")
+    command = [sys.executable, "-m", "agentic_iqa", "assess", blurred, "-q", query, "--json"]
+    distributed = subprocess.run([*command, "--distributed", "--timeout", "120"],
+                                 env=cluster.env, capture_output=True, text=True, timeout=180)
+    assert distributed.returncode == 0, distributed.stderr[-2000:]
+    local_env = {k: v for k, v in cluster.env.items() if k != "AGENTIC_IQA_BROKER_URL"}
+    local = subprocess.run([*command, "--no-store"], env={**os.environ, **local_env},
+                           capture_output=True, text=True, timeout=180)
+    assert local.returncode == 0, local.stderr[-2000:]
+    remote_doc, local_doc = json.loads(distributed.stdout), json.loads(local.stdout)
+    assert remote_doc["final_answer"] == local_doc["final_answer"] == "B"
+    assert remote_doc["plan"] == local_doc["plan"]
+    assert remote_doc["steps_done"] == local_doc["steps_done"]
