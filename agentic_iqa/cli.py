@@ -322,5 +322,15 @@ def db_upgrade(
     out.print("database schema is up to date", highlight=False)
 
 
+def _register_eval() -> None:
+    from .cli_eval import calibrate, eval_app
+
+    app.add_typer(eval_app, name="eval")
+    app.command("calibrate")(calibrate)
+
+
+_register_eval()
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()

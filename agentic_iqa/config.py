@@ -61,6 +61,10 @@ class PipelineSettings(BaseSettings):
     vlm_max_retries: int = Field(default=4, ge=0)
     retry_backoff_max: int = Field(default=120, ge=1)
     max_replan_iterations: int = Field(default=2, ge=0)
+    #: Items of a dataset job in flight at once on the workers (the feeder tops up to this).
+    job_window: int = Field(default=200, ge=1)
+    #: Seconds between two top-ups of a job's window.
+    feed_interval: float = Field(default=2.0, gt=0)
 
     @classmethod
     def load(cls, **overrides: object) -> PipelineSettings:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
 
-from .db import repository
+from .db import jobs, repository
 from .db.engine import session_scope
 from .pipeline import TOOL_STEPS, Agents, next_step, run_step
 from .state import AgenticIQAState, merge_state
@@ -53,6 +53,9 @@ def advance(engine: Engine, run_id: str) -> NextStep | None:
     with session_scope(engine) as session:
         run = repository.get_run(session, run_id)
         if run.status in {"succeeded", "failed"}:
+            return None
+        if run.job_id is not None and jobs.get_job(session, run.job_id).status == "cancelled":
+            repository.fail_run(session, run_id, error="cancelled with its job")
             return None
         state = repository.load_state(session, run_id)
         step = next_step(state)

@@ -23,6 +23,7 @@ from kombu import Queue
 from agentic_iqa.config import PipelineSettings
 
 COORDINATE = "agentic_iqa.coordinate"
+FEED_JOB = "agentic_iqa.feed_job"
 STEP_TASK_PREFIX = "agentic_iqa.step."
 
 

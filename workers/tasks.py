@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -21,10 +22,11 @@ from sqlalchemy.engine import Engine
 from agentic_iqa import service
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db.engine import make_engine
+from agentic_iqa.jobs import lifecycle
 from agentic_iqa.pipeline import STEPS, Agents, default_agents
 from agentic_iqa.vlm.base import TransientVLMError
 
-from .celery_app import COORDINATE, STEP_TASK_PREFIX, app
+from .celery_app import COORDINATE, FEED_JOB, STEP_TASK_PREFIX, app
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +97,25 @@ STEP_TASKS: dict[str, Any] = {step: _make_step_task(step) for step in STEPS}
 def submit(run_id: str) -> None:
     """Start a stored run on the workers."""
     coordinate.apply_async((run_id,), queue=settings().default_queue)
+
+
+@app.task(name=FEED_JOB, acks_late=True)
+def feed_job(job_id: str) -> int:
+    """Keep a dataset job's window of items in flight; re-schedules itself while items wait.
+
+    Bounded batches instead of one chord over the dataset: the broker never holds more than
+    ``job_window`` of a job's runs, and a resumed job just starts feeding again.
+    """
+    sent = lifecycle.feed(engine(), job_id, settings().job_window, submit)
+    current = lifecycle.progress(engine(), job_id)
+    if current.status == "running" and current.counts.get("pending", 0):
+        feed_job.apply_async((job_id,), countdown=settings().feed_interval,
+                             queue=settings().default_queue)
+    return sent
+
+
+def start_job(job_id: str, restart_runs: Sequence[str] = ()) -> None:
+    """Hand a submitted (or resumed) job to the workers."""
+    for run_id in restart_runs:
+        submit(run_id)
+    feed_job.apply_async((job_id,), queue=settings().default_queue)

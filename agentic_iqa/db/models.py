@@ -20,6 +20,7 @@ from sqlalchemy import (
     Dialect,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -239,3 +240,60 @@ class ReplanRow(Base):
 
     def __repr__(self) -> str:
         return f"ReplanRow(run_id={self.run_id!r}, iteration={self.iteration})"
+
+
+JOB_STATUSES = ("running", "done", "cancelled")
+ITEM_STATUSES = ("pending", "queued", "done", "failed", "cancelled")
+
+
+class Job(Base):
+    """A dataset evaluation: one manifest, many items, each answered by one run."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (_status_check(JOB_STATUSES),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
+    name: Mapped[str] = mapped_column(Text)
+    manifest: Mapped[str] = mapped_column(Text)
+    default_query: Mapped[str] = mapped_column(Text)
+    root: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    max_replan_iterations: Mapped[int] = mapped_column(Integer, default=2)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    finished_at: Mapped[datetime | None]
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, name={self.name!r}, status={self.status!r})"
+
+
+class JobItem(Base):
+    """One manifest row: its inputs and ground truth, its state, and the run that answers it.
+
+    A bad row (missing file, unreadable image, bad MOS) is an item too, 'failed' with the reason
+    and its line number, so nothing in the manifest is silently dropped.
+    """
+
+    __tablename__ = "job_items"
+    __table_args__ = (
+        UniqueConstraint("job_id", "item_key"),
+        _status_check(ITEM_STATUSES),
+        Index("ix_job_items_job_id_status", "job_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id", ondelete="CASCADE"))
+    line: Mapped[int] = mapped_column(Integer)
+    item_key: Mapped[str] = mapped_column(Text)
+    image: Mapped[str | None] = mapped_column(Text)
+    reference: Mapped[str | None] = mapped_column(Text)
+    query: Mapped[str | None] = mapped_column(Text)
+    mos: Mapped[float | None] = mapped_column(Float)
+    answer_truth: Mapped[str | None] = mapped_column(String(8))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    error: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    queued_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    def __repr__(self) -> str:
+        return f"JobItem(job_id={self.job_id!r}, line={self.line}, status={self.status!r})"

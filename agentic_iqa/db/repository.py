@@ -229,6 +229,14 @@ def finish_run(session: Session, run_id: str, *, state: AgenticIQAState) -> None
     run.state_json = state_to_json(state)
     run.finished_at = utc_now()
     session.flush()
+    _close_job_item(session, run)
+
+
+def _close_job_item(session: Session, run: Run) -> None:
+    if run.job_id is not None:
+        from .jobs import close_item_for_run  # jobs builds on this module
+
+        close_item_for_run(session, run)
 
 
 def fail_run(session: Session, run_id: str, *, error: str) -> None:
@@ -238,6 +246,7 @@ def fail_run(session: Session, run_id: str, *, error: str) -> None:
     run.error = error
     run.finished_at = utc_now()
     session.flush()
+    _close_job_item(session, run)
 
 
 def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:

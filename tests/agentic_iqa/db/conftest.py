@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 from agentic_iqa.db import dispose_engines, make_engine, upgrade
 from tests.conftest import scratch_postgres
 
-TABLES = ("runs", "step_records", "tool_logs", "replan_history")
+TABLES = ("runs", "step_records", "tool_logs", "replan_history", "jobs", "job_items")
 
 
 def sqlite_url(folder: Path) -> str:

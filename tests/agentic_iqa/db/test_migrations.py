@@ -24,7 +24,7 @@ from agentic_iqa.db import (
 )
 from tests.conftest import REPO
 
-TABLES = {"runs", "step_records", "tool_logs", "replan_history"}
+TABLES = {"runs", "step_records", "tool_logs", "replan_history", "jobs", "job_items"}
 
 
 def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None:
@@ -62,7 +62,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0001",)]
+            ("0002",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:

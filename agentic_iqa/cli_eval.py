@@ -1,0 +1,293 @@
+"""``agentic-iqa eval ...`` and ``agentic-iqa calibrate``: dataset jobs from the command line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, export, report.",
+                       no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+BASE_COLUMNS = ["item_id", "line", "image", "reference", "query", "status", "error", "run_id",
+                "final_answer", "quality_score", "mos", "answer_truth", "correct", "severities",
+                "fallbacks", "tools"]
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def _engine() -> Any:
+    from .cli import _engine as engine
+
+    return engine()
+
+
+def _broker() -> str | None:
+    from .config import PipelineSettings
+
+    return PipelineSettings.load().broker_url or None
+
+
+def _progress_bar(engine: Any, job_id: str) -> None:
+    from .jobs import lifecycle
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err) as bar:
+        task = bar.add_task(f"job {job_id[:8]}", total=None, rate="")
+
+        def show(current: lifecycle.Progress) -> None:
+            eta = current.eta_seconds
+            bar.update(task, total=current.total, completed=current.finished,
+                       rate=f"{current.throughput:.2f} items/s"
+                       + (f", ETA {eta:.0f}s" if eta else ""))
+
+        lifecycle.wait(engine, job_id, on_progress=show)
+
+
+def _agents() -> Any:
+    from .pipeline import default_agents
+
+    return default_agents()
+
+
+@eval_app.command("submit")
+def submit(
+    manifest: Annotated[Path, typer.Argument(help="CSV or JSONL manifest, or a folder of images")],
+    name: Annotated[str | None, typer.Option("--name")] = None,
+    query: Annotated[str, typer.Option("--query", "-q", help="query for rows without one")] = (
+        "Rate the quality of this image."
+    ),
+    root: Annotated[Path | None, typer.Option("--root", help="confine every path here")] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="VLM backend for all roles (builtin, openai, "
+                                                   "anthropic); default from config")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="with workers: block until the job "
+                                                  "ends (without a broker it always runs here)")
+                    ] = False,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="local threads (no broker)")] = 2,
+    no_check_images: Annotated[
+        bool, typer.Option("--no-check-images", help="skip opening each image at submit")
+    ] = False,
+) -> None:
+    """Create a job from a manifest and start it (Celery workers, or locally without a broker)."""
+    import os
+
+    from .jobs import lifecycle
+    from .jobs.manifest import ManifestFormatError
+
+    if backend:
+        os.environ["AGENTIC_IQA_VLM_BACKEND"] = backend
+    engine = _engine()
+    try:
+        job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
+                                  check_images=not no_check_images)
+    except (ManifestFormatError, OSError) as exc:
+        _fail(str(exc))
+    current = lifecycle.progress(engine, job_id)
+    bad = current.counts.get("failed", 0)
+    print(job_id)
+    err.print(f"job {job_id}: {current.total} items ({bad} bad rows recorded as failed)",
+              highlight=False)
+    if _broker():
+        from workers.tasks import start_job
+
+        start_job(job_id)
+        if wait:
+            _progress_bar(engine, job_id)
+        return
+    # No broker: the job runs here, with the same steps, in a pool of threads.
+    agents = _agents()
+    with contextlib.redirect_stdout(sys.stderr):
+        _run_local(engine, job_id, agents, workers)
+
+
+def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
+    from .jobs import lifecycle
+
+    current = lifecycle.progress(engine, job_id)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err) as bar:
+        task = bar.add_task(f"job {job_id[:8]} (local, {workers} threads)",
+                            total=current.total, completed=current.finished)
+        lifecycle.run_local(engine, job_id, agents, workers=workers,
+                            on_progress=lambda: bar.advance(task))
+
+
+@eval_app.command("status")
+def status(
+    job: Annotated[str | None, typer.Argument(help="job id (default: the latest)")] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="follow until the job ends")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Counts by state, throughput and ETA."""
+    from .db.jobs import JobNotFound
+    from .jobs import lifecycle
+
+    engine = _engine()
+    try:
+        current = lifecycle.progress(engine, job)
+    except JobNotFound as exc:
+        _fail(str(exc))
+    if watch and current.status == "running":
+        _progress_bar(engine, current.job_id)
+        current = lifecycle.progress(engine, current.job_id)
+    document = {"job_id": current.job_id, "name": current.name, "status": current.status,
+                "total": current.total, "finished": current.finished, "counts": current.counts,
+                "items_per_second": current.throughput, "eta_seconds": current.eta_seconds}
+    if as_json:
+        print(json.dumps(document, indent=2))
+        return
+    out.print(f"job {current.job_id} ({current.name}): {current.status}", highlight=False)
+    out.print("  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
+              highlight=False)
+    eta = current.eta_seconds
+    out.print(f"  {current.finished}/{current.total} finished, "
+              f"{current.throughput:.2f} items/s" + (f", ETA {eta:.0f}s" if eta else ""),
+              highlight=False)
+
+
+@eval_app.command("resume")
+def resume(
+    job: Annotated[str, typer.Argument(help="job id")],
+    workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
+    wait: Annotated[bool, typer.Option("--wait")] = False,
+) -> None:
+    """Re-queue only unfinished or failed items; finished items are never recomputed."""
+    from .db.jobs import JobNotFound
+    from .jobs import lifecycle
+
+    engine = _engine()
+    try:
+        reopened, unfinished = lifecycle.resume(engine, job)
+    except JobNotFound as exc:
+        _fail(str(exc))
+    err.print(f"job {job}: {reopened} items reopened, {len(unfinished)} unfinished runs "
+              "restarted", highlight=False)
+    if _broker():
+        from workers.tasks import start_job
+
+        start_job(job, unfinished)
+        if wait:
+            _progress_bar(engine, job)
+        return
+    from . import service
+
+    agents = _agents()
+    with contextlib.redirect_stdout(sys.stderr):
+        for run_id in unfinished:
+            service.run_embedded(engine, agents, run_id)
+        _run_local(engine, job, agents, workers)
+
+
+@eval_app.command("cancel")
+def cancel(job: Annotated[str, typer.Argument(help="job id")]) -> None:
+    """Stop a job: waiting items are cancelled, running ones end as cancelled."""
+    from .db.jobs import JobNotFound
+    from .jobs import lifecycle
+
+    try:
+        cancelled = lifecycle.cancel(_engine(), job)
+    except JobNotFound as exc:
+        _fail(str(exc))
+    out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False)
+
+
+def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
+    """Columns and streamed rows, one per item, with a ``tool:<NAME>`` column per tool."""
+    from .db import jobs as store
+    from .db.engine import session_scope
+
+    with session_scope(engine) as session:
+        store.get_job(session, job_id)
+        tools = store.tool_names(session, job_id)
+    columns = BASE_COLUMNS + [f"tool:{name}" for name in tools]
+
+    def rows() -> Iterator[dict[str, Any]]:
+        with session_scope(engine) as session:
+            for row in store.export_rows(session, job_id):
+                scores = row.pop("tool_scores")
+                yield {**row, **{f"tool:{name}": scores.get(name) for name in tools}}
+
+    return columns, rows()
+
+
+@eval_app.command("export")
+def export(
+    job: Annotated[str, typer.Argument(help="job id")],
+    fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet")] = "csv",
+    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+) -> None:
+    """One row per item: answer, score, per-tool normalized scores, severities, errors."""
+    from .db.jobs import JobNotFound
+    from .jobs.export import write_rows
+
+    if fmt not in {"csv", "jsonl", "parquet"}:
+        _fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
+    engine = _engine()
+    try:
+        columns, rows = export_rows(engine, job)
+    except JobNotFound as exc:
+        _fail(str(exc))
+    path = output or Path(f"job-{job[:8]}.{fmt}")
+    write_rows(rows, path, fmt, columns)
+    err.print(f"wrote {path}", highlight=False)
+
+
+@eval_app.command("report")
+def report(
+    job: Annotated[str, typer.Argument(help="job id")],
+    html: Annotated[Path | None, typer.Option("--html", help="write an HTML report here")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
+) -> None:
+    """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table."""
+    from .db.jobs import JobNotFound
+    from .jobs.report import build_report, render_html, render_text
+
+    engine = _engine()
+    try:
+        _columns, rows = export_rows(engine, job)
+    except JobNotFound as exc:
+        _fail(str(exc))
+    materialised = list(rows)  # a report needs every score at once
+    document = build_report(materialised, bootstrap=bootstrap)
+    if html is not None:
+        render_html(document, materialised, html)
+        err.print(f"wrote {html}", highlight=False)
+    if as_json:
+        print(json.dumps(document, indent=2, default=str))
+    else:
+        out.print(render_text(document), highlight=False)
+
+
+def calibrate(
+    job: Annotated[str, typer.Argument(help="job id (items with MOS)")],
+    tool: Annotated[str, typer.Option("--tool", "-t", help="tool to recalibrate")],
+    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    mos_range: Annotated[
+        tuple[float, float] | None,
+        typer.Option("--mos-range", help="MOS scale LOW HIGH mapped onto 1-5 (default: the "
+                                         "job's min and max MOS)"),
+    ] = None,
+) -> None:
+    """Fit a tool's logistic to this job's MOS; write it as a metadata override."""
+    from .calibration import calibrate_tool
+
+    try:
+        result = calibrate_tool(_engine(), job, tool, output=output, mos_range=mos_range)
+    except (KeyError, ValueError) as exc:
+        _fail(str(exc))
+    out.print(result.summary(), highlight=False)

@@ -1,0 +1,220 @@
+"""Repository functions of dataset jobs: items in, progress counts out, items closed by runs.
+
+Everything here works in batches and by SQL counts, so a job of 10,000 items never needs them
+all in memory: items are inserted in chunks as the manifest streams, claimed a window at a time,
+and exported with ``yield_per``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.orm import Session
+
+from .models import Job, JobItem, Run, ToolLog, utc_now
+from .repository import create_run
+
+INSERT_BATCH = 500
+TERMINAL_ITEM = ("done", "failed", "cancelled")
+
+
+class JobNotFound(KeyError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"no job with id {self.job_id!r} in the database"
+
+
+def create_job(session: Session, *, name: str, manifest: str, default_query: str,
+               root: str | None = None, max_replan_iterations: int = 2) -> str:
+    job = Job(name=name, manifest=manifest, default_query=default_query, root=root,
+              max_replan_iterations=max_replan_iterations, status="running")
+    session.add(job)
+    session.flush()
+    return job.id
+
+
+def get_job(session: Session, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def latest_job(session: Session) -> Job | None:
+    return session.scalars(select(Job).order_by(Job.created_at.desc()).limit(1)).first()
+
+
+def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> int:
+    """Insert item rows (column dicts) in batches; returns how many."""
+    batch: list[dict[str, Any]] = []
+    total = 0
+    for row in rows:
+        batch.append({"job_id": job_id, **row})
+        if len(batch) >= INSERT_BATCH:
+            session.execute(insert(JobItem), batch)
+            total += len(batch)
+            batch.clear()
+    if batch:
+        session.execute(insert(JobItem), batch)
+        total += len(batch)
+    return total
+
+
+def counts(session: Session, job_id: str) -> dict[str, int]:
+    rows = session.execute(
+        select(JobItem.status, func.count()).where(JobItem.job_id == job_id)
+        .group_by(JobItem.status)
+    ).all()
+    return {status: int(count) for status, count in rows}
+
+
+def claim(session: Session, job: Job, limit: int) -> list[str]:
+    """Give up to ``limit`` pending items a run each and mark them queued; returns run ids."""
+    if limit <= 0 or job.status != "running":
+        return []
+    items = session.scalars(
+        select(JobItem).where(JobItem.job_id == job.id, JobItem.status == "pending")
+        .order_by(JobItem.id).limit(limit).with_for_update(skip_locked=True)
+    ).all()
+    run_ids = []
+    for item in items:
+        run_id = create_run(session, query=item.query or job.default_query,
+                            image_path=str(item.image), reference_path=item.reference,
+                            max_replan_iterations=job.max_replan_iterations, job_id=job.id)
+        item.run_id, item.status, item.queued_at = run_id, "queued", utc_now()
+        run_ids.append(run_id)
+    return run_ids
+
+
+def close_item_for_run(session: Session, run: Run) -> None:
+    """A run of a job ended: its item is done or failed (cancelled if the job was)."""
+    if run.job_id is None:
+        return
+    job = session.get(Job, run.job_id)
+    status = "done" if run.status == "succeeded" else "failed"
+    if job is not None and job.status == "cancelled" and status == "failed":
+        status = "cancelled"
+    session.execute(
+        update(JobItem).where(JobItem.run_id == run.id, JobItem.status == "queued")
+        .values(status=status, error=None if status == "done" else run.error,
+                finished_at=utc_now())
+    )
+    if job is not None:
+        finish_if_complete(session, job)
+
+
+def finish_if_complete(session: Session, job: Job) -> None:
+    open_items = session.scalar(
+        select(func.count()).where(JobItem.job_id == job.id,
+                                   JobItem.status.in_(("pending", "queued")))
+    )
+    if job.status == "running" and not open_items:
+        job.status, job.finished_at = "done", utc_now()
+
+
+def cancel(session: Session, job_id: str) -> int:
+    """Stop a job: waiting items are cancelled; runs already on workers end as cancelled."""
+    job = get_job(session, job_id)
+    if job.status != "running":
+        return 0
+    job.status, job.finished_at = "cancelled", utc_now()
+    result = session.execute(
+        update(JobItem).where(JobItem.job_id == job_id, JobItem.status == "pending")
+        .values(status="cancelled", finished_at=utc_now())
+    )
+    return int(result.rowcount or 0)
+
+
+def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:
+    """Resume: failed and cancelled items that did run go back to pending (a new run each);
+    queued items keep their run, which is handed back for re-coordination.  Items that never
+    ran because the row itself is bad stay failed: rerunning cannot fix a missing file.
+    Returns (items reopened, run ids to re-coordinate)."""
+    job = get_job(session, job_id)
+    job.status, job.finished_at = "running", None
+    reopened = session.execute(
+        update(JobItem).where(
+            JobItem.job_id == job_id,
+            ((JobItem.status == "failed") & JobItem.run_id.is_not(None))
+            | (JobItem.status == "cancelled"),
+        ).values(status="pending", run_id=None, error=None, queued_at=None, finished_at=None)
+    )
+    queued = session.scalars(
+        select(JobItem.run_id).join(Run, Run.id == JobItem.run_id)
+        .where(JobItem.job_id == job_id, JobItem.status == "queued",
+               Run.status.in_(("pending", "running")))
+    ).all()
+    # A queued item whose run already ended (its closing was lost) is closed now.
+    for run in session.scalars(
+        select(Run).join(JobItem, JobItem.run_id == Run.id)
+        .where(JobItem.job_id == job_id, JobItem.status == "queued",
+               Run.status.in_(("succeeded", "failed")))
+    ):
+        close_item_for_run(session, run)
+    finish_if_complete(session, job)
+    return int(reopened.rowcount or 0), [r for r in queued if r]
+
+
+def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dict[str, Any]]:
+    """Items with their run's answer and the tool logs' per-tool means, streamed in batches."""
+    import json
+
+    last_id = 0
+    while True:
+        page = session.execute(
+            select(JobItem, Run).outerjoin(Run, Run.id == JobItem.run_id)
+            .where(JobItem.job_id == job_id, JobItem.id > last_id)
+            .order_by(JobItem.id).limit(batch)
+        ).all()
+        if not page:
+            return
+        last_id = page[-1][0].id
+        run_ids = [run.id for _item, run in page if run is not None]
+        logs: dict[str, list[ToolLog]] = {}
+        if run_ids:
+            for log in session.scalars(select(ToolLog).where(ToolLog.run_id.in_(run_ids))):
+                logs.setdefault(log.run_id, []).append(log)
+        for item, run in page:
+            row: dict[str, Any] = {
+                "item_id": item.item_key, "line": item.line, "image": item.image,
+                "reference": item.reference, "query": item.query, "status": item.status,
+                "error": item.error, "run_id": item.run_id, "mos": item.mos,
+                "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
+                "correct": None, "severities": None, "fallbacks": 0, "tools": None,
+                "tool_scores": {},
+            }
+            if run is not None:
+                row["final_answer"], row["quality_score"] = run.final_answer, run.quality_score
+                if item.answer_truth and run.final_answer:
+                    row["correct"] = run.final_answer.strip().upper() == item.answer_truth
+                row["severities"] = _severities(json.loads(run.state_json))
+                run_logs = logs.get(run.id, [])
+                row["fallbacks"] = sum(1 for log in run_logs if log.fallback)
+                per_tool: dict[str, list[float]] = {}
+                for log in run_logs:
+                    if log.normalized_score is not None:
+                        per_tool.setdefault(log.tool_name, []).append(log.normalized_score)
+                row["tool_scores"] = {t: sum(v) / len(v) for t, v in per_tool.items()}
+                row["tools"] = ";".join(sorted(per_tool)) or None
+            yield row
+
+
+def tool_names(session: Session, job_id: str) -> list[str]:
+    """Every tool that scored an item of the job (the export's per-tool columns)."""
+    return list(session.scalars(
+        select(ToolLog.tool_name).distinct()
+        .join(JobItem, JobItem.run_id == ToolLog.run_id)
+        .where(JobItem.job_id == job_id, ToolLog.normalized_score.is_not(None))
+        .order_by(ToolLog.tool_name)
+    ))
+
+
+def _severities(state: dict[str, Any]) -> str | None:
+    analysis = (state.get("executor_evidence") or {}).get("distortion_analysis") or {}
+    parts = [f"{item['type']}={item['severity']}" for items in analysis.values() for item in items]
+    return ";".join(parts) or None

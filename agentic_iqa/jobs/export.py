@@ -1,0 +1,160 @@
+"""Writing a job's per-item rows to CSV, JSONL or Parquet without holding them all in memory.
+
+Rows arrive as an iterable (typically a database cursor over thousands of items) and are written
+as they come: line by line for CSV and JSONL, in row groups of ``batch_size`` for Parquet. The
+output appears under its final name only once complete, so a crash never leaves a file that
+looks whole. A missing value is an empty CSV cell and a null in JSONL and Parquet.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal
+
+ExportFormat = Literal["csv", "jsonl", "parquet"]
+FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
+
+#: The exported row format, in column order; one ``tool:<NAME>`` column per tool follows.
+ROW_COLUMNS: tuple[str, ...] = (
+    "item_id", "line", "image", "reference", "query", "status", "error", "run_id",
+    "final_answer", "quality_score", "mos", "answer_truth", "correct", "severities",
+    "fallbacks", "tools",
+)
+TOOL_PREFIX = "tool:"
+#: Parquet types of the known columns; ``tool:`` columns are floats, any other column text.
+COLUMN_TYPES: dict[str, str] = {
+    "line": "int64", "quality_score": "float64", "mos": "float64", "correct": "bool",
+    "fallbacks": "int64",
+}
+
+
+def tool_column(name: str) -> str:
+    """The column holding a tool's mean normalized score for an item."""
+    return f"{TOOL_PREFIX}{name}"
+
+
+def export_columns(tool_names: Iterable[str]) -> list[str]:
+    """The row format's columns followed by one column per tool, tools sorted by name."""
+    return [*ROW_COLUMNS, *(tool_column(name) for name in sorted(set(tool_names)))]
+
+
+def column_type(name: str) -> str:
+    """The Parquet type of a column: known columns typed, tool scores float64, else string."""
+    if name.startswith(TOOL_PREFIX):
+        return "float64"
+    return COLUMN_TYPES.get(name, "string")
+
+
+def write_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str],
+               fmt: ExportFormat, columns: list[str], *, batch_size: int = 1000) -> int:
+    """Write exactly ``columns`` of each row (missing keys are empty) and return the row count.
+
+    Keys not in ``columns`` are not written: the caller decides the columns up front, because
+    a streamed CSV header and a Parquet schema cannot grow afterwards.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if not columns:
+        raise ValueError("no columns to export")
+    if len(set(columns)) != len(columns):
+        raise ValueError("columns must not repeat")
+    target = Path(path)
+    with _staged(target) as partial:
+        if fmt == "csv":
+            return _write_csv(rows, partial, columns)
+        if fmt == "jsonl":
+            return _write_jsonl(rows, partial, columns)
+        return _write_parquet(rows, partial, columns, batch_size)
+
+
+@contextmanager
+def _staged(target: Path) -> Iterator[Path]:
+    """A temporary name beside ``target``, renamed onto it only when writing succeeded."""
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        yield partial
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe value: non-finite floats become None, paths become text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def _cell(value: Any) -> str:
+    value = _plain(value)
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str]) -> int:
+    count = 0
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_cell(row.get(name)) for name in columns])
+            count += 1
+    return count
+
+
+def _write_jsonl(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str]) -> int:
+    count = 0
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            record = {name: _plain(row.get(name)) for name in columns}
+            handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False, default=str))
+            handle.write("\n")
+            count += 1
+    return count
+
+
+def _parquet_value(value: Any, kind: str) -> Any:
+    value = _plain(value)
+    if value is None or kind != "string":
+        return value
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _write_parquet(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str],
+                   batch_size: int) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    kinds = [column_type(name) for name in columns]
+    schema = pa.schema([pa.field(name, pa.type_for_alias(kind)) for name, kind in
+                        zip(columns, kinds, strict=True)])
+    count = 0
+    iterator = iter(rows)
+    with pq.ParquetWriter(path, schema) as writer:
+        while batch := list(islice(iterator, batch_size)):
+            arrays = {name: [_parquet_value(row.get(name), kind) for row in batch]
+                      for name, kind in zip(columns, kinds, strict=True)}
+            try:
+                table = pa.Table.from_pydict(arrays, schema=schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise ValueError(f"rows {count + 1}-{count + len(batch)} do not fit the "
+                                 f"Parquet schema: {exc}") from exc
+            writer.write_table(table)
+            count += len(batch)
+    return count

@@ -1,0 +1,157 @@
+"""A dataset job from manifest to finished items: submit, feed, run locally, resume, cancel.
+
+The same code path serves both transports: items are claimed a window at a time (each gets a
+stored run), and each run is walked by :func:`agentic_iqa.service.run_embedded` in a local
+thread pool, or by the Celery coordinator on the workers.  Never one chord over the dataset:
+at most ``window`` items are in flight, so a 10,000-item job keeps memory flat everywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from .. import service
+from ..db import jobs as store
+from ..db.engine import session_scope
+from ..pipeline import Agents
+from .manifest import ManifestEntry, ManifestError, read_manifest
+
+DEFAULT_QUERY = "Rate the quality of this image."
+
+
+def _item_row(entry: ManifestEntry) -> dict[str, Any]:
+    if isinstance(entry, ManifestError):
+        return {"line": entry.line, "item_key": entry.item_id or f"line-{entry.line}",
+                "status": "failed", "error": f"line {entry.line}: {entry.message}",
+                "finished_at": datetime.now(UTC)}
+    return {"line": entry.line, "item_key": entry.item_id, "image": str(entry.image),
+            "reference": str(entry.reference) if entry.reference else None,
+            "query": entry.query, "mos": entry.mos, "answer_truth": entry.answer,
+            "status": "pending"}
+
+
+def submit(engine: Engine, manifest: Path, *, name: str | None = None,
+           query: str = DEFAULT_QUERY, root: Path | None = None, max_replan_iterations: int = 2,
+           check_images: bool = True) -> str:
+    """Create the job and all its items (bad rows as failed items); returns the job id."""
+    entries: Iterator[ManifestEntry] = read_manifest(manifest, root=root,
+                                                     check_images=check_images)
+    with session_scope(engine) as session:
+        job_id = store.create_job(
+            session, name=name or manifest.name, manifest=str(manifest.resolve()),
+            default_query=query, root=str(root.resolve()) if root else None,
+            max_replan_iterations=max_replan_iterations,
+        )
+        store.add_items(session, job_id, (_item_row(entry) for entry in entries))
+        store.finish_if_complete(session, store.get_job(session, job_id))
+    return job_id
+
+
+def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], None]) -> int:
+    """Top the job up to ``window`` items in flight; returns how many runs were dispatched."""
+    with session_scope(engine) as session:
+        job = store.get_job(session, job_id)
+        in_flight = store.counts(session, job_id).get("queued", 0)
+        run_ids = store.claim(session, job, window - in_flight)
+    for run_id in run_ids:  # after the commit, so a worker always finds its run
+        dispatch(run_id)
+    return len(run_ids)
+
+
+def run_local(engine: Engine, job_id: str, agents: Agents, *, workers: int = 2,
+              window: int | None = None,
+              on_progress: Callable[[], None] | None = None) -> None:
+    """Work the job in this process with a pool of ``workers`` threads until nothing is left."""
+    window = window or max(8, 4 * workers)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool:
+        while True:
+            batch: list[str] = []
+            feed(engine, job_id, window, batch.append)
+            if not batch:
+                break
+            for _ in pool.map(lambda run_id: service.run_embedded(engine, agents, run_id),
+                              batch):
+                if on_progress is not None:
+                    on_progress()
+
+
+def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
+    """Reopen failed and cancelled items; returns (reopened, unfinished run ids to restart).
+
+    Items already done are never recomputed.
+    """
+    with session_scope(engine) as session:
+        return store.reopen(session, job_id)
+
+
+def cancel(engine: Engine, job_id: str) -> int:
+    with session_scope(engine) as session:
+        return store.cancel(session, job_id)
+
+
+@dataclass(frozen=True)
+class Progress:
+    job_id: str
+    name: str
+    status: str
+    counts: dict[str, int]
+    created_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def finished(self) -> int:
+        return sum(self.counts.get(s, 0) for s in ("done", "failed", "cancelled"))
+
+    @property
+    def elapsed(self) -> float:
+        end = self.finished_at or datetime.now(UTC)
+        return max(1e-9, (end - self.created_at).total_seconds())
+
+    @property
+    def throughput(self) -> float:
+        """Items finished per second since the job was submitted."""
+        return self.finished / self.elapsed
+
+    @property
+    def eta_seconds(self) -> float | None:
+        remaining = self.total - self.finished
+        if remaining == 0:
+            return 0.0
+        return remaining / self.throughput if self.throughput > 0 else None
+
+
+def progress(engine: Engine, job_id: str | None = None) -> Progress:
+    """Counts by state from SQL; the latest job when ``job_id`` is None."""
+    with session_scope(engine) as session:
+        job = store.get_job(session, job_id) if job_id else store.latest_job(session)
+        if job is None:
+            raise store.JobNotFound("(latest)")
+        return Progress(job.id, job.name, job.status, store.counts(session, job.id),
+                        job.created_at, job.finished_at)
+
+
+def wait(engine: Engine, job_id: str, *, poll: float = 1.0, timeout: float | None = None,
+         on_progress: Callable[[Progress], None] | None = None) -> Progress:
+    """Block until the job is no longer running (or ``timeout`` passes)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        current = progress(engine, job_id)
+        if on_progress is not None:
+            on_progress(current)
+        if current.status != "running":
+            return current
+        if deadline is not None and time.monotonic() > deadline:
+            return current
+        time.sleep(poll)

@@ -1,0 +1,382 @@
+"""Reading a dataset manifest as a stream of items to assess, one bad row at a time.
+
+A job may cover tens of thousands of images, so the manifest is never loaded whole: rows are
+parsed, checked and yielded one by one. A bad row (missing image, unreadable file, MOS that is
+not a number...) becomes a :class:`ManifestError` in the stream instead of an exception, so one
+typo does not sink a 10,000-image job; only a file that cannot be a manifest at all (wrong
+extension, unreadable, no ``image`` column) raises :class:`ManifestFormatError`, and it does so
+when :func:`read_manifest` is called, before the first item, so a job can refuse it up front.
+
+The one thing kept per row is the set of ids already seen (duplicate detection needs it): a few
+hundred bytes per row, nothing of the rows themselves.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import math
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from PIL import Image
+
+#: File extensions taken as images when a plain folder is given as the manifest.
+IMAGE_EXTENSIONS = frozenset({".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp"})
+CSV_EXTENSIONS = frozenset({".csv"})
+JSONL_EXTENSIONS = frozenset({".jsonl", ".json-lines"})
+#: Columns (CSV) or keys (JSONL) with a meaning; any other one is kept in ``extra``.
+KNOWN_COLUMNS = ("image", "reference", "query", "mos", "answer", "id")
+ANSWER_LETTERS = frozenset("ABCDEFGH")
+
+
+class ManifestFormatError(ValueError):
+    """The file as a whole cannot be read as a manifest (not one bad row: those are yielded)."""
+
+
+@dataclass(frozen=True)
+class ManifestItem:
+    """One row that passed every check: what to assess and what it will be compared with.
+
+    ``image`` and ``reference`` are absolute with symlinks resolved, so the file that was
+    checked (and confined to ``root``) is the file that will be opened.
+    """
+
+    line: int
+    item_id: str
+    image: Path
+    reference: Path | None = None
+    query: str | None = None
+    mos: float | None = None
+    answer: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ManifestError:
+    """One row that cannot be assessed, with a message that names the line and the problem."""
+
+    line: int
+    item_id: str | None
+    message: str
+
+
+ManifestEntry = ManifestItem | ManifestError
+#: A raw row from a reader: its line and either its cells or why it could not be parsed.
+_RawRow = tuple[int, Mapping[str, Any] | str]
+
+
+class _BadRow(Exception):
+    """Internal: the current row is bad; turned into a ManifestError by the reader."""
+
+
+def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None,
+                  check_images: bool = True) -> Iterator[ManifestEntry]:
+    """Items and bad rows of a CSV, JSONL or image-folder manifest, in file order.
+
+    Image and reference paths are relative to the manifest's folder (the folder itself for a
+    folder manifest) unless absolute. With ``root`` every path must resolve, after symlinks and
+    ``..``, to somewhere inside ``root``. ``check_images`` opens each image with Pillow and
+    ``verify()``s it (header and structure, no full decode) so unreadable files fail here and
+    not in the middle of a run.
+
+    Every ``item_id`` in the stream is unique: ids are claimed by the first row that has them,
+    good or bad, and a later row with the same id is an error whose ``item_id`` is None.
+
+    Raises ManifestFormatError now (not on first iteration) when the file cannot be a manifest.
+    """
+    source = Path(path)
+    confine = Path(root).resolve() if root is not None else None
+    if confine is not None and not confine.is_dir():
+        raise ManifestFormatError(f"--root {root} is not a folder")
+    kind = _kind(source)
+    if kind == "folder":
+        rows: Iterator[_RawRow] = _folder_rows(source)
+        base = source
+    else:
+        _check_readable(source)
+        if kind == "csv":
+            _csv_header(source)
+            rows = _csv_rows(source)
+        else:
+            rows = _jsonl_rows(source)
+        base = source.parent
+    return _entries(rows, base=base, root=confine, check_images=check_images)
+
+
+def count_rows(path: str | os.PathLike[str]) -> int:
+    """How many rows (data lines, objects or images) the manifest has, for a progress bar.
+
+    Counts without checking anything, so it may include rows that turn out bad.
+    """
+    source = Path(path)
+    kind = _kind(source)
+    if kind == "folder":
+        return sum(1 for _ in _image_names(source))
+    _check_readable(source)
+    if kind == "jsonl":
+        with source.open("rb") as handle:
+            return sum(1 for raw in handle if raw.strip())
+    _csv_header(source)
+    with _open_text(source) as handle:
+        reader = csv.reader(handle)
+        next(reader, None)
+        try:
+            return sum(1 for record in reader if record)
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise ManifestFormatError(f"{source}: {exc}") from exc
+
+
+# -- file kinds -----------------------------------------------------------------------------------
+
+
+def _kind(source: Path) -> str:
+    if source.is_dir():
+        return "folder"
+    suffix = source.suffix.lower()
+    if suffix in CSV_EXTENSIONS:
+        return "csv"
+    if suffix in JSONL_EXTENSIONS:
+        return "jsonl"
+    if not source.exists():
+        raise ManifestFormatError(f"manifest {source} not found")
+    raise ManifestFormatError(
+        f"manifest {source}: unsupported extension {source.suffix!r} "
+        "(use .csv, .jsonl or .json-lines, or a folder of images)")
+
+
+def _check_readable(source: Path) -> None:
+    try:
+        with source.open("rb") as handle:
+            handle.read(1)
+    except FileNotFoundError as exc:
+        raise ManifestFormatError(f"manifest {source} not found") from exc
+    except OSError as exc:
+        raise ManifestFormatError(f"manifest {source} cannot be read: {exc}") from exc
+
+
+def _open_text(source: Path) -> TextIO:
+    """CSV text, tolerating the byte-order mark spreadsheet programs write."""
+    return source.open("r", encoding="utf-8-sig", newline="")
+
+
+def _csv_header(source: Path) -> list[str]:
+    with _open_text(source) as handle:
+        try:
+            header = next(csv.reader(handle), None)
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise ManifestFormatError(f"manifest {source}: unreadable header: {exc}") from exc
+    if not header:
+        raise ManifestFormatError(f"manifest {source} is empty: expected a header row "
+                                  "naming at least an 'image' column")
+    names = [name.strip() for name in header]
+    known = [name.lower() for name in names if name.lower() in KNOWN_COLUMNS]
+    if "image" not in known:
+        raise ManifestFormatError(
+            f"manifest {source}: the header ({', '.join(names)}) has no 'image' column")
+    repeated = sorted({name for name in names if names.count(name) > 1}
+                      | {name for name in known if known.count(name) > 1})
+    if repeated:
+        raise ManifestFormatError(
+            f"manifest {source}: column(s) {', '.join(repeated)} appear more than once")
+    return names
+
+
+# -- raw rows: (line, mapping of column -> value) -------------------------------------------------
+
+
+def _csv_rows(source: Path) -> Iterator[_RawRow]:
+    with _open_text(source) as handle:
+        reader = csv.reader(handle)
+        header = [name.strip() for name in next(reader)]
+        keys = [name.lower() if name.lower() in KNOWN_COLUMNS else name for name in header]
+        end_of_previous = reader.line_num
+        while True:
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, UnicodeDecodeError) as exc:
+                raise ManifestFormatError(
+                    f"manifest {source}: unreadable after line {end_of_previous}: {exc}"
+                ) from exc
+            # A quoted field may span lines: the row starts right after the previous one ended.
+            line = end_of_previous + 1
+            end_of_previous = reader.line_num
+            if not record or (len(record) == 1 and not record[0].strip()):
+                continue
+            if len(record) > len(keys):
+                yield line, f"line {line} has {len(record)} fields but the header has {len(keys)}"
+                continue
+            yield line, dict(zip(keys, record, strict=False))
+
+
+def _jsonl_rows(source: Path) -> Iterator[_RawRow]:
+    with source.open("rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            if line == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                yield line, f"line {line} is not UTF-8 text"
+                continue
+            except json.JSONDecodeError as exc:
+                yield line, f"line {line} is not valid JSON: {exc.msg} (column {exc.colno})"
+                continue
+            if not isinstance(value, dict):
+                yield line, f"line {line} is a JSON {type(value).__name__}, not an object"
+                continue
+            yield line, {(key.lower() if key.lower() in KNOWN_COLUMNS else key): item
+                         for key, item in value.items()}
+
+
+def _image_names(folder: Path) -> list[str]:
+    """Names only (not rows): sorting needs them all, and a name is far smaller than a row."""
+    with os.scandir(folder) as entries:
+        return sorted(entry.name for entry in entries
+                      if Path(entry.name).suffix.lower() in IMAGE_EXTENSIONS
+                      and entry.is_file())
+
+
+def _folder_rows(folder: Path) -> Iterator[_RawRow]:
+    try:
+        names = _image_names(folder)
+    except OSError as exc:
+        raise ManifestFormatError(f"folder {folder} cannot be listed: {exc}") from exc
+    for index, name in enumerate(names, start=1):
+        yield index, {"image": name}
+
+
+# -- checking a row -------------------------------------------------------------------------------
+
+
+def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None,
+             check_images: bool) -> Iterator[ManifestEntry]:
+    seen: dict[str, int] = {}
+    for line, row in rows:
+        if isinstance(row, str):
+            yield ManifestError(line, None, row)
+            continue
+        item_id: str | None = None
+        try:
+            item_id = _text(row.get("id"), "id", line)
+            image_text = _text(row.get("image"), "image", line)
+            if item_id is None and image_text is not None:
+                item_id = _derived_id(image_text, base)
+            if item_id is not None and seen.setdefault(item_id, line) != line:
+                duplicate, item_id = item_id, None
+                raise _BadRow(f"duplicate id {duplicate!r} on line {line}: "
+                              f"first used on line {seen[duplicate]}")
+            if image_text is None:
+                raise _BadRow(f"line {line} has no image")
+            yield _item(row, line, item_id, image_text, base=base, root=root,
+                        check_images=check_images)
+        except _BadRow as bad:
+            yield ManifestError(line, item_id, str(bad))
+
+
+def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, base: Path,
+          root: Path | None, check_images: bool) -> ManifestItem:
+    mos = _mos(row.get("mos"), line)
+    answer = _answer(row.get("answer"), line)
+    query = _text(row.get("query"), "query", line)
+    reference_text = _text(row.get("reference"), "reference", line)
+    image = _located(image_text, "image", line, base, root)
+    reference = (_located(reference_text, "reference", line, base, root)
+                 if reference_text is not None else None)
+    if check_images:
+        _check_image(image, image_text, "image", line)
+        if reference is not None and reference_text is not None:
+            _check_image(reference, reference_text, "reference", line)
+    extra = {key: value for key, value in row.items() if key not in KNOWN_COLUMNS}
+    return ManifestItem(line=line, item_id=item_id, image=image, reference=reference,
+                        query=query, mos=mos, answer=answer, extra=extra)
+
+
+def _text(value: Any, name: str, line: int) -> str | None:
+    """A string cell, or None when empty or absent (so an empty cell means "not given")."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise _BadRow(f"{name} on line {line} must be text, not {type(value).__name__}")
+    text = str(value).strip()
+    return text or None
+
+
+def _mos(value: Any, line: int) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    shown = value.strip() if isinstance(value, str) else value
+    if isinstance(value, bool):
+        raise _BadRow(f"mos {shown!r} on line {line} is not a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise _BadRow(f"mos {shown!r} on line {line} is not a number") from None
+    if not math.isfinite(number):
+        raise _BadRow(f"mos {shown!r} on line {line} is not a finite number")
+    return number
+
+
+def _answer(value: Any, line: int) -> str | None:
+    text = _text(value, "answer", line)
+    if text is None:
+        return None
+    letter = text.upper()
+    if letter not in ANSWER_LETTERS:
+        raise _BadRow(f"answer {text!r} on line {line} is not a letter A-H")
+    return letter
+
+
+def _derived_id(image_text: str, base: Path) -> str:
+    """The image path relative to the manifest folder, normalised so ./a.jpg and a.jpg agree."""
+    absolute = os.path.normpath(os.path.join(os.path.abspath(base), image_text))
+    relative = os.path.relpath(absolute, os.path.abspath(base))
+    chosen = absolute if relative.startswith(os.pardir) else relative
+    return Path(chosen).as_posix()
+
+
+def _located(text: str, name: str, line: int, base: Path, root: Path | None) -> Path:
+    """The resolved path of a cell, confined to ``root`` and required to be an existing file.
+
+    os.path rather than pathlib: this runs once or twice per row, and pathlib's resolve() and
+    repeated stat() calls cost several times more.
+    """
+    try:
+        resolved = os.path.realpath(os.path.join(base, text))
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise _BadRow(f"{name} {text!r} on line {line} cannot be resolved: {exc}") from None
+    if root is not None and not _inside(resolved, os.fspath(root)):
+        raise _BadRow(f"{name} {text!r} on line {line}: path escapes --root {root}")
+    try:
+        mode = os.stat(resolved).st_mode
+    except FileNotFoundError:
+        raise _BadRow(f"{name} {text!r} on line {line} not found") from None
+    except OSError as exc:
+        raise _BadRow(f"{name} {text!r} on line {line} cannot be read: {exc}") from None
+    if not stat.S_ISREG(mode):
+        raise _BadRow(f"{name} {text!r} on line {line} is not a file")
+    return Path(resolved)
+
+
+def _inside(resolved: str, root: str) -> bool:
+    """Whether a resolved path is ``root`` or below it (a plain prefix would let /data2 pass)."""
+    return resolved == root or resolved.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _check_image(path: Path, text: str, name: str, line: int) -> None:
+    try:
+        with Image.open(path) as image:
+            image.verify()
+    except Exception as exc:  # Pillow raises many kinds of exception for a broken file
+        reason = str(exc) or type(exc).__name__
+        raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {reason}"
+                      ) from None

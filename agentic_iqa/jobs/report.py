@@ -1,0 +1,387 @@
+"""A job's report from its exported rows: what finished, what failed and why, how well it agrees.
+
+Works on plain row dicts (the export format, see :mod:`agentic_iqa.jobs.export`) rather than on
+the database, so the same report comes from a live job or from a CSV someone sent; values read
+back from a CSV as text are accepted. The report is JSON-able (it can be stored with the job);
+:func:`render_text` shows it in a terminal and :func:`render_html` writes one self-contained
+page, plot included, that can be mailed around.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .export import TOOL_PREFIX
+from .metrics import correlation_report, mcq_accuracy, plcc_after_logistic, srcc
+
+#: How many failure reasons the report lists (the rest are only counted).
+TOP_FAILURES = 10
+CONFIDENCE = 0.95
+
+
+def _number(value: Any) -> float | None:
+    """A finite float from a typed or text cell, else None."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
+
+
+def failure_reason(error: str | None) -> str:
+    """An error message with its item-specific parts (quoted paths, numbers) blanked out.
+
+    "image 'a.jpg' on line 7 not found" and "image 'b.jpg' on line 9 not found" are the same
+    reason; the report counts reasons and keeps one full message as an example.
+    """
+    text = _text(error)
+    if text is None:
+        return "(no error message)"
+    first = text.splitlines()[0].strip()
+    return _NUMBER.sub("N", _QUOTED.sub("'…'", first))[:200]
+
+
+@dataclass
+class _Pairs:
+    """Scores and MOS collected in one pass over the rows (floats only, no rows kept)."""
+
+    pred: list[float] = field(default_factory=list)
+    mos: list[float] = field(default_factory=list)
+    agent: list[float | None] = field(default_factory=list)
+
+
+def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
+                 seed: int = 0) -> dict[str, Any]:
+    """Counts, failures by reason, agent and per-tool correlation with MOS, and MCQ accuracy.
+
+    The agent's correlation uses done items with a quality score and a MOS; each tool's uses
+    the items where it has a score and a MOS (whatever the run's outcome, since the tool ran),
+    with the agent's SRCC on those same items beside it for a fair comparison. MCQ accuracy is
+    over done items whose true answer is known.
+    """
+    statuses: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    examples: dict[str, tuple[str | None, str | None]] = {}
+    agent = _Pairs()
+    tools: dict[str, _Pairs] = {}
+    tool_scores: dict[str, list[float]] = {}
+    tool_usage: Counter[str] = Counter()
+    answers: list[str | None] = []
+    truths: list[str | None] = []
+    unanswered = fallbacks = items_with_fallbacks = mos_known = 0
+    scores: list[float] = []
+    for row in rows:
+        status = _text(row.get("status")) or "unknown"
+        statuses[status] += 1
+        done = status == "done"
+        if status == "failed":
+            reason = failure_reason(row.get("error"))
+            failures[reason] += 1
+            examples.setdefault(reason, (_text(row.get("item_id")), _text(row.get("error"))))
+        mos = _number(row.get("mos"))
+        score = _number(row.get("quality_score")) if done else None
+        mos_known += mos is not None
+        if score is not None:
+            scores.append(score)
+            if mos is not None:
+                agent.pred.append(score)
+                agent.mos.append(mos)
+        truth = _text(row.get("answer_truth"))
+        if truth is not None:
+            if done:
+                answers.append(_text(row.get("final_answer")))
+                truths.append(truth)
+            else:
+                unanswered += 1
+        count = int(_number(row.get("fallbacks")) or 0)
+        fallbacks += count
+        items_with_fallbacks += count > 0
+        tool_usage.update(name for name in (_text(row.get("tools")) or "").split(";")
+                          if name.strip())
+        for key, value in row.items():
+            if not key.startswith(TOOL_PREFIX):
+                continue
+            name = key[len(TOOL_PREFIX):]
+            pairs = tools.setdefault(name, _Pairs())
+            tool_scores.setdefault(name, [])
+            tool_score = _number(value)
+            if tool_score is None:
+                continue
+            tool_scores[name].append(tool_score)
+            if mos is not None:
+                pairs.pred.append(tool_score)
+                pairs.mos.append(mos)
+                pairs.agent.append(score)
+    total = sum(statuses.values())
+    accuracy, answered = mcq_accuracy(answers, truths)
+    agent_report = correlation_report(agent.pred, agent.mos, bootstrap=bootstrap, seed=seed)
+    if not mos_known:
+        agent_report["reason"] = "no item has a MOS: nothing to correlate with"
+    return {
+        "counts": {"total": total, "done": statuses.get("done", 0),
+                   "failed": statuses.get("failed", 0), "by_status": dict(sorted(
+                       statuses.items()))},
+        "failures": {
+            "total": statuses.get("failed", 0), "distinct_reasons": len(failures),
+            "top": [{"reason": reason, "count": count, "example_item": examples[reason][0],
+                     "example_error": examples[reason][1]}
+                    for reason, count in failures.most_common(TOP_FAILURES)],
+        },
+        "items_with_mos": mos_known,
+        "quality_score_mean": float(np.mean(scores)) if scores else None,
+        "agent": agent_report,
+        "tools": [_tool_entry(name, tools[name], tool_scores[name], bootstrap, seed)
+                  for name in sorted(tools)],
+        "mcq": (None if not truths and not unanswered else {
+            "accuracy": accuracy, "n": answered,
+            "correct": round(accuracy * answered) if accuracy is not None else 0,
+            "not_answered": unanswered}),
+        "tool_usage": dict(sorted(tool_usage.items())),
+        "fallbacks": {"total": fallbacks, "items": items_with_fallbacks},
+        "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
+    }
+
+
+def _tool_entry(name: str, pairs: _Pairs, scores: list[float], bootstrap: int,
+                seed: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"tool": name, "scored": len(scores),
+                             "mean_score": float(np.mean(scores)) if scores else None}
+    entry.update(correlation_report(pairs.pred, pairs.mos, bootstrap=bootstrap, seed=seed))
+    both = [(a, m) for a, m in zip(pairs.agent, pairs.mos, strict=True) if a is not None]
+    agent_value = None
+    if len(both) >= 3:
+        value = srcc([a for a, _ in both], [m for _, m in both])
+        agent_value = value if math.isfinite(value) else None
+    entry["agent_srcc_same_items"] = agent_value
+    entry["agent_n_same_items"] = len(both)
+    return entry
+
+
+# -- text -----------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _ci(interval: list[float] | None) -> str:
+    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-"
+
+
+def render_text(report: Mapping[str, Any]) -> str:
+    """The report as plain text for a terminal."""
+    counts = report["counts"]
+    by_status = ", ".join(f"{status} {n}" for status, n in counts["by_status"].items())
+    lines = [f"Items: {counts['total']} ({by_status or 'none'})"]
+    if report.get("quality_score_mean") is not None:
+        lines.append(f"Mean quality score: {report['quality_score_mean']:.3f}")
+    agent = report["agent"]
+    lines.append(f"Agent vs MOS (n={agent['n']}):")
+    if agent["reason"]:
+        lines.append(f"  {agent['reason']}")
+    else:
+        for name in ("srcc", "plcc", "krcc"):
+            lines.append(f"  {name.upper():<14} {_fmt(agent[name])}  "
+                         f"{CONFIDENCE:.0%} CI {_ci(agent[f'{name}_ci'])}")
+        lines.append(f"  {'PLCC logistic':<14} {_fmt(agent['plcc_logistic'])}"
+                     + (f"  ({agent['logistic_note']})" if agent["logistic_note"] else ""))
+    if report["tools"]:
+        lines.append("Tools vs MOS:")
+        lines.append(f"  {'tool':<16} {'scored':>6} {'n':>5} {'SRCC':>7} {'PLCC':>7} "
+                     f"{'PLCC-log':>8} {'KRCC':>7} {'agent SRCC':>10}")
+        for tool in report["tools"]:
+            lines.append(
+                f"  {tool['tool']:<16} {tool['scored']:>6} {tool['n']:>5} "
+                f"{_fmt(tool['srcc']):>7} {_fmt(tool['plcc']):>7} "
+                f"{_fmt(tool['plcc_logistic']):>8} {_fmt(tool['krcc']):>7} "
+                f"{_fmt(tool['agent_srcc_same_items']):>10}")
+    mcq = report.get("mcq")
+    if mcq:
+        unanswered = f", {mcq['not_answered']} not answered" if mcq["not_answered"] else ""
+        lines.append(f"MCQ accuracy: {_fmt(mcq['accuracy'])} "
+                     f"({mcq['correct']}/{mcq['n']} correct{unanswered})")
+    failures = report["failures"]
+    if failures["total"]:
+        lines.append(f"Failures: {failures['total']} ({failures['distinct_reasons']} reasons)")
+        for entry in failures["top"]:
+            lines.append(f"  {entry['count']:>5}  {entry['reason']}")
+    if report["tool_usage"]:
+        lines.append("Tools used: " + ", ".join(f"{name} {n}" for name, n in
+                                                report["tool_usage"].items()))
+    fallbacks = report["fallbacks"]
+    if fallbacks["total"]:
+        lines.append(f"Tool fallbacks: {fallbacks['total']} on {fallbacks['items']} item(s)")
+    return "\n".join(lines) + "\n"
+
+
+# -- HTML -----------------------------------------------------------------------------------------
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 960px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f2f2f2; } td.text, th.text { text-align: left; }
+tr.agent td { font-weight: bold; background: #f8f8ff; }
+.note { color: #666; font-size: 0.9em; }
+"""
+
+
+def _cell(value: Any, digits: int = 3, *, text: bool = False) -> str:
+    css = ' class="text"' if text else ""
+    return f"<td{css}>{html.escape(_fmt(value, digits))}</td>"
+
+
+def _header(*names: str) -> str:
+    first, *rest = names
+    cells = f'<th class="text">{html.escape(first)}</th>' + "".join(
+        f"<th>{html.escape(name)}</th>" for name in rest)
+    return f"<tr>{cells}</tr>"
+
+
+def _scatter_png(pred: list[float], mos: list[float]) -> str:
+    """Predicted score against MOS, with the fitted logistic when it fits, as base64 PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.0, 4.5), dpi=100)
+    FigureCanvasAgg(figure)  # Agg directly: no pyplot, no global backend switch
+    axes = figure.add_subplot()
+    axes.scatter(pred, mos, s=12, alpha=0.6, edgecolors="none")
+    fit = plcc_after_logistic(pred, mos) if len(pred) >= 3 and np.ptp(pred) > 0 else None
+    if fit is not None and fit.fitted:
+        grid = np.linspace(min(pred), max(pred), 200)
+        axes.plot(grid, fit.curve(grid), color="#d62728", label="logistic fit")
+        axes.legend(loc="lower right")
+    axes.set_xlabel("predicted quality score")
+    axes.set_ylabel("MOS")
+    axes.set_title(f"Agent score vs MOS (n={len(pred)})")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _correlation_rows(label: str, entry: Mapping[str, Any], css: str = "") -> str:
+    return (f'<tr class="{css}">{_cell(label, text=True)}{_cell(entry["n"])}'
+            f'{_cell(entry["srcc"])}{_cell(_ci(entry["srcc_ci"]), text=True)}'
+            f'{_cell(entry["plcc"])}{_cell(_ci(entry["plcc_ci"]), text=True)}'
+            f'{_cell(entry["plcc_logistic"])}'
+            f'{_cell(entry["krcc"])}{_cell(_ci(entry["krcc_ci"]), text=True)}</tr>')
+
+
+def _interval_note(report: Mapping[str, Any]) -> str:
+    settings = report["bootstrap"]
+    return (f"{settings['confidence']:.0%} intervals: percentile bootstrap over "
+            f"{settings['resamples']} resamples of the pairs (seed {settings['seed']}); "
+            "PLCC logistic: PLCC after a 5-parameter logistic fit of scores to MOS.")
+
+
+def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
+                path: str | os.PathLike[str], *, title: str = "Evaluation job report") -> Path:
+    """Write one self-contained HTML page (inline CSS, plot as inline PNG) and return its path.
+
+    ``rows`` supply the scatter plot's points (done items with a score and a MOS); everything
+    else comes from ``report``.
+    """
+    pred: list[float] = []
+    mos: list[float] = []
+    for row in rows:
+        score, truth = _number(row.get("quality_score")), _number(row.get("mos"))
+        if _text(row.get("status")) == "done" and score is not None and truth is not None:
+            pred.append(score)
+            mos.append(truth)
+    counts = report["counts"]
+    parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>", "<h2>Items</h2><table>",
+             _header("status", "items")]
+    for status, n in counts["by_status"].items():
+        parts.append(f"<tr>{_cell(status, text=True)}{_cell(n)}</tr>")
+    parts.append(f"<tr>{_cell('total', text=True)}{_cell(counts['total'])}</tr></table>")
+
+    agent = report["agent"]
+    parts.append("<h2>Agreement with human opinion (MOS)</h2>")
+    if agent["reason"]:
+        parts.append(f'<p class="note">{html.escape(agent["reason"])}</p>')
+    parts.append('<table id="correlations">')
+    parts.append(_header("scores", "n", "SRCC", "95% CI", "PLCC", "95% CI", "PLCC logistic",
+                         "KRCC", "95% CI"))
+    parts.append(_correlation_rows("agent", agent, "agent"))
+    parts.append("</table>")
+    if agent.get("logistic_note"):
+        parts.append(f'<p class="note">{html.escape(agent["logistic_note"])}</p>')
+    parts.append(f'<p class="note">{_interval_note(report)}</p>')
+    if pred:
+        parts.append(f'<p><img alt="agent score vs MOS" '
+                     f'src="data:image/png;base64,{_scatter_png(pred, mos)}"></p>')
+    else:
+        parts.append('<p class="note">No done item has both a predicted score and a MOS.</p>')
+
+    if report["tools"]:
+        parts.append("<h2>Per tool</h2><p class=\"note\">Each tool's mean normalized score "
+                     "per item against MOS, on the items where the tool gave a score; the "
+                     "agent's SRCC on the same items is beside it.</p>")
+        parts.append('<table id="tools">')
+        parts.append(_header("tool", "scored", "n with MOS", "SRCC", "95% CI", "PLCC",
+                             "PLCC logistic", "KRCC", "agent SRCC, same items"))
+        for tool in report["tools"]:
+            parts.append(
+                f'<tr class="tool">{_cell(tool["tool"], text=True)}{_cell(tool["scored"])}'
+                f'{_cell(tool["n"])}{_cell(tool["srcc"])}{_cell(_ci(tool["srcc_ci"]), text=True)}'
+                f'{_cell(tool["plcc"])}{_cell(tool["plcc_logistic"])}{_cell(tool["krcc"])}'
+                f'{_cell(tool["agent_srcc_same_items"])}</tr>')
+        parts.append("</table>")
+
+    mcq = report.get("mcq")
+    if mcq:
+        parts.append("<h2>Multiple choice</h2><table>")
+        parts.append(_header("accuracy", "correct", "answered", "not answered"))
+        parts.append(f"<tr>{_cell(mcq['accuracy'])}{_cell(mcq['correct'])}{_cell(mcq['n'])}"
+                     f"{_cell(mcq['not_answered'])}</tr></table>")
+
+    failures = report["failures"]
+    if failures["total"]:
+        parts.append(f"<h2>Failures</h2><p class=\"note\">{failures['total']} failed item(s), "
+                     f"{failures['distinct_reasons']} distinct reason(s); the most common:</p>")
+        parts.append('<table id="failures">')
+        parts.append(_header("reason", "items", "example item", "example error"))
+        for entry in failures["top"]:
+            parts.append(f"<tr>{_cell(entry['reason'], text=True)}{_cell(entry['count'])}"
+                         f"{_cell(entry['example_item'], text=True)}"
+                         f"{_cell(entry['example_error'], text=True)}</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>\n")
+    target = Path(path)
+    target.write_text("\n".join(parts), encoding="utf-8")
+    return target

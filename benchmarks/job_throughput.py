@@ -1,0 +1,220 @@
+"""Items per second of a dataset job, by execution path, against a bare pyiqa loop.
+
+Paths, each on a fresh results database and a fresh tool-score cache, over the same photos
+with the builtin backend and the offline tools:
+
+* bare loop: the pyiqa metrics the job used, called on every photo in one process (baseline);
+* local: ``eval submit`` without a broker (thread pool, same steps, SQLite);
+* distributed with 1 and with 2 Celery workers (each consuming both queues) on real Redis;
+* second run: the local job again with the first run's tool-score cache (recomputes nothing).
+
+Each path runs in its own process; peak resident memory is reported per process (submitter
+and workers).  Ratios are against the bare loop measured in the same invocation.
+
+    python benchmarks/job_throughput.py ../shared/data/livec-dev \
+        --weights-dir ../shared/data/pyiqa-weights [--limit 250] [--broker redis://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_manifest(livec: Path, folder: Path, limit: int) -> Path:
+    with (livec / "mos.csv").open() as handle:
+        rows = list(csv.DictReader(handle))[:limit]
+    path = folder / "manifest.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "mos"])
+        for row in rows:
+            writer.writerow([str(livec / "images" / row["image"]), row["mos"]])
+    return path
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# -- the paths, each run as `--mode NAME` in a subprocess --------------------------------------
+
+def mode_bare(args: argparse.Namespace) -> dict:
+    import pyiqa
+    import torch
+
+    with args.manifest.open() as handle:
+        images = [row["image"] for row in csv.DictReader(handle)]
+    tools = [t for t in args.tools.split(",") if t]
+    metrics = {}
+    for tool in tools:
+        kwargs = {}
+        weight = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameters.mat"}
+        if tool in weight and args.weights_dir:
+            kwargs["pretrained_model_path"] = str(args.weights_dir / weight[tool])
+        metrics[tool] = pyiqa.create_metric(tool, device=torch.device("cpu"), **kwargs)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        for image in images:
+            for metric in metrics.values():
+                float(metric(image))
+    seconds = time.perf_counter() - started
+    return {"items": len(images), "seconds": seconds, "peak_mb": peak_mb()}
+
+
+def mode_local(args: argparse.Namespace) -> dict:
+    from agentic_iqa.cli import _engine
+    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.pipeline import default_agents
+
+    engine = _engine()
+    agents = default_agents()
+    started = time.perf_counter()
+    job_id = lifecycle.submit(engine, args.manifest)
+    lifecycle.run_local(engine, job_id, agents, workers=args.threads)
+    seconds = time.perf_counter() - started
+    final = lifecycle.progress(engine, job_id)
+    return {"items": final.total, "done": final.counts.get("done", 0), "seconds": seconds,
+            "peak_mb": peak_mb(), "job_id": job_id}
+
+
+def mode_distributed(args: argparse.Namespace) -> dict:
+    import psutil
+    import redis
+    from celery import Celery
+
+    from agentic_iqa.cli import _engine
+    from agentic_iqa.jobs import lifecycle
+
+    redis.Redis.from_url(args.broker).flushdb()
+    engine = _engine()
+    workers = []
+    for index in range(args.workers):
+        command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker",
+                   "-Q", "default,gpu", "-n", f"w{index}@bench", "-c", "1",
+                   "--without-gossip", "--without-mingle", "-l", "WARNING"]
+        log = (args.workdir / f"worker{index}.log").open("wb")
+        workers.append(subprocess.Popen(command, cwd=REPO, env=os.environ.copy(), stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True))
+    client = Celery(broker=args.broker)
+    try:
+        deadline = time.monotonic() + 90
+        while len(client.control.ping(timeout=0.5)) < args.workers:
+            if time.monotonic() > deadline:
+                raise TimeoutError("workers did not start")
+        started = time.perf_counter()
+        job_id = lifecycle.submit(engine, args.manifest)
+        client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
+        peaks: dict[int, float] = {}
+        while lifecycle.progress(engine, job_id).status == "running":
+            for worker in workers:
+                for process in [psutil.Process(worker.pid),
+                                *psutil.Process(worker.pid).children(recursive=True)]:
+                    try:
+                        rss = process.memory_info().rss / 2**20
+                    except psutil.Error:
+                        continue
+                    peaks[process.pid] = max(peaks.get(process.pid, 0.0), rss)
+            time.sleep(0.5)
+        seconds = time.perf_counter() - started
+        final = lifecycle.progress(engine, job_id)
+    finally:
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            worker.wait(timeout=60)
+    return {"items": final.total, "done": final.counts.get("done", 0), "seconds": seconds,
+            "peak_mb": peak_mb(), "worker_peak_mb": max(peaks.values(), default=0.0)}
+
+
+MODES = {"bare": mode_bare, "local": mode_local, "distributed": mode_distributed}
+
+
+def run_mode(mode: str, args: argparse.Namespace, env: dict[str, str], **extra: str) -> dict:
+    command = [sys.executable, __file__, str(args.livec), "--mode", mode,
+               "--manifest", str(args.manifest), "--workdir", str(args.workdir),
+               "--broker", args.broker, "--threads", str(args.threads)]
+    for key, value in extra.items():
+        command += [f"--{key}", value]
+    if args.weights_dir:
+        command += ["--weights-dir", str(args.weights_dir)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{mode} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("livec", type=Path)
+    parser.add_argument("--weights-dir", type=Path, default=None)
+    parser.add_argument("--limit", type=int, default=250)
+    parser.add_argument("--broker", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--mode", choices=sorted(MODES), default=None)
+    parser.add_argument("--manifest", type=Path, default=None)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--tools", default="")
+    args = parser.parse_args()
+    if args.mode:
+        print(json.dumps(MODES[args.mode](args)))
+        return
+
+    args.workdir = Path(tempfile.mkdtemp(prefix="iqa-jobs-"))
+    args.manifest = write_manifest(args.livec, args.workdir, args.limit)
+    base_env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_DEVICE": "cpu",
+                "AGENTIC_IQA_BROKER_URL": args.broker}
+    if args.weights_dir:
+        base_env["AGENTIC_IQA_WEIGHTS_DIR"] = str(args.weights_dir)
+
+    def fresh(name: str) -> dict[str, str]:
+        return {**base_env,
+                "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{args.workdir / (name + '.sqlite3')}",
+                "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / (name + '-cache.sqlite3')}"}
+
+    local_env = {k: v for k, v in fresh("local").items() if k != "AGENTIC_IQA_BROKER_URL"}
+    results = {"local (2 threads)": run_mode("local", args, local_env)}
+    tools = _tools_used(local_env["AGENTIC_IQA_DATABASE_URL"])
+    results["bare pyiqa loop"] = run_mode("bare", args, base_env, tools=",".join(tools))
+    results["second run (cache)"] = run_mode("local", args, local_env)
+    for count in (1, 2):
+        results[f"distributed, {count} worker(s)"] = run_mode(
+            "distributed", args, fresh(f"dist{count}"), workers=str(count))
+
+    base = results["bare pyiqa loop"]
+    base_rate = base["items"] / base["seconds"]
+    print(f"{args.limit} LIVE-C photos, builtin backend, tools used: {', '.join(tools)}; "
+          f"{os.cpu_count()} CPU cores")
+    print(f"{'path':<26}{'items/s':>9}{'ratio':>8}{'peak MB':>10}{'worker MB':>11}")
+    for label, result in results.items():
+        rate = result["items"] / result["seconds"]
+        print(f"{label:<26}{rate:>9.2f}{rate / base_rate:>8.2f}{result['peak_mb']:>10.0f}"
+              f"{result.get('worker_peak_mb', 0):>11.0f}")
+
+
+def _tools_used(database_url: str) -> list[str]:
+    from sqlalchemy import create_engine, text
+
+    from iqa_tools import load_catalog
+
+    catalog = load_catalog()
+    with create_engine(database_url).connect() as connection:
+        names = connection.execute(text("SELECT DISTINCT tool_name FROM tool_logs")).scalars()
+        return sorted(catalog.get(name).pyiqa_name for name in names)
+
+
+if __name__ == "__main__":
+    main()

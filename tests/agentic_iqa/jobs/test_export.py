@@ -1,0 +1,118 @@
+"""Exporting rows: CSV, JSONL and Parquet, streamed, with missing values as empty or null."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from agentic_iqa.jobs.export import ROW_COLUMNS, export_columns, tool_column, write_rows
+
+COLUMNS = export_columns(["NIQE", "BRISQUE"])
+ROWS: list[dict[str, Any]] = [
+    {"item_id": "a.jpg", "line": 2, "image": Path("/data/a.jpg"), "status": "done",
+     "quality_score": 3.25, "mos": 61.5, "correct": True, "fallbacks": 0,
+     "tools": "BRISQUE;NIQE", "tool:BRISQUE": 3.5, "tool:NIQE": 2.75, "not_exported": 1},
+    {"item_id": "b.jpg", "line": 3, "image": "/data/b.jpg", "status": "failed",
+     "error": "tool \"NIQE\" failed,\nbadly", "quality_score": math.nan, "mos": None,
+     "correct": None, "fallbacks": 2, "tool:BRISQUE": None},
+]
+
+
+def test_columns_are_the_row_format_then_sorted_tools() -> None:
+    expected = [*ROW_COLUMNS, "tool:BRISQUE", "tool:NIQE"]
+    assert export_columns(["NIQE", "BRISQUE", "NIQE"]) == expected
+    assert tool_column("NIQE") == "tool:NIQE"
+
+
+def test_csv_has_the_header_and_empty_cells_for_missing_values(tmp_path: Path) -> None:
+    path = tmp_path / "out.csv"
+    assert write_rows(iter(ROWS), path, "csv", COLUMNS) == 2
+    with path.open(newline="", encoding="utf-8") as handle:
+        first, second = csv.DictReader(handle)
+    assert list(first) == COLUMNS
+    assert first["image"] == "/data/a.jpg" and first["quality_score"] == "3.25"
+    assert first["correct"] == "True" and first["reference"] == ""
+    assert second["error"] == 'tool "NIQE" failed,\nbadly'
+    assert second["quality_score"] == "" and second["mos"] == "" and second["tool:NIQE"] == ""
+    assert not list(tmp_path.glob(".*partial"))
+
+
+def test_jsonl_has_nulls_for_missing_values(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    write_rows(ROWS, path, "jsonl", COLUMNS)
+    first, second = (json.loads(line) for line in path.read_text("utf-8").splitlines())
+    assert list(first) == COLUMNS and "not_exported" not in first
+    assert first["correct"] is True and first["tool:NIQE"] == 2.75 and first["line"] == 2
+    assert second["quality_score"] is None and second["correct"] is None
+    assert second["tool:NIQE"] is None
+
+
+def test_parquet_is_typed_with_nulls(tmp_path: Path) -> None:
+    path = tmp_path / "out.parquet"
+    write_rows(ROWS, path, "parquet", COLUMNS)
+    table = pq.read_table(path)
+    assert table.column_names == COLUMNS
+    types = {field.name: str(field.type) for field in table.schema}
+    assert types["line"] == "int64" and types["mos"] == "double" and types["correct"] == "bool"
+    assert types["tool:BRISQUE"] == "double" and types["item_id"] == "string"
+    rows = table.to_pylist()
+    assert rows[0]["image"] == "/data/a.jpg" and rows[0]["tool:BRISQUE"] == 3.5
+    assert rows[1]["quality_score"] is None and rows[1]["mos"] is None
+    assert rows[1]["reference"] is None and rows[1]["fallbacks"] == 2
+
+
+def generated(n: int) -> Iterator[dict[str, Any]]:
+    for i in range(n):
+        yield {"item_id": f"item-{i:05d}", "line": i + 2, "image": f"/data/{i:05d}.jpg",
+               "status": "done", "quality_score": 1 + (i % 400) / 100, "mos": float(i % 100),
+               "tools": "BRISQUE", "tool:BRISQUE": 2.5, "final_answer": "Good " * 20}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_writing_streams_in_flat_memory(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / f"big.{fmt}"
+    tracemalloc.start()
+    try:
+        written = write_rows(generated(5000), path, fmt, COLUMNS, batch_size=500)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert written == 5000
+    # Holding all 5,000 rows would take about 2.4 MB; a 500-row Parquet batch takes about 0.6.
+    assert peak < 1024 * 1024, f"peak {peak / 1e6:.2f} MB"
+    if fmt == "parquet":
+        metadata = pq.ParquetFile(path).metadata
+        assert (metadata.num_rows, metadata.num_row_groups) == (5000, 10)
+    else:
+        assert path.read_text("utf-8").count("\n") >= 5000
+
+
+def test_a_failed_export_leaves_no_file(tmp_path: Path) -> None:
+    def broken() -> Iterator[dict[str, Any]]:
+        yield ROWS[0]
+        raise RuntimeError("database went away")
+
+    path = tmp_path / "out.csv"
+    with pytest.raises(RuntimeError, match="went away"):
+        write_rows(broken(), path, "csv", COLUMNS)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_value_that_does_not_fit_the_parquet_type_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="rows 1-1 do not fit"):
+        write_rows([{"mos": "high"}], tmp_path / "x.parquet", "parquet", COLUMNS)
+
+
+def test_bad_arguments_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown export format"):
+        write_rows(ROWS, tmp_path / "x.xlsx", "xlsx", COLUMNS)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="repeat"):
+        write_rows(ROWS, tmp_path / "x.csv", "csv", ["item_id", "item_id"])

@@ -1,0 +1,210 @@
+"""Dataset jobs in one process (no broker): submit, run, cancel, resume, export, report."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from scipy.stats import spearmanr
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from agentic_iqa.cli import app
+from agentic_iqa.cli_eval import export_rows
+from agentic_iqa.db import upgrade
+from agentic_iqa.db.engine import make_engine, session_scope
+from agentic_iqa.db.models import JobItem, Run, StepRecord
+from agentic_iqa.jobs import lifecycle
+from agentic_iqa.pipeline import Agents
+from agentic_iqa.vlm.builtin import BuiltinClient
+
+pytestmark = pytest.mark.data
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def manifest(livec_dir: Path, tmp_path: Path) -> Path:
+    """16 LIVE-C photos with MOS, then two bad rows (a missing file, a bad MOS)."""
+    with (livec_dir / "mos.csv").open() as handle:
+        rows = list(csv.DictReader(handle))[:16]
+    path = tmp_path / "manifest.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "mos"])
+        for row in rows:
+            writer.writerow([str(livec_dir / "images" / row["image"]), row["mos"]])
+        writer.writerow([str(livec_dir / "images" / "no-such-photo.jpg"), "50"])
+        writer.writerow([str(livec_dir / "images" / rows[1]["image"]) + "?", "high"])
+    return path
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
+    upgrade(url)
+    return make_engine(url)
+
+
+@pytest.fixture(scope="module")
+def agents(registry) -> Agents:
+    client = BuiltinClient()
+    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    from iqa_tools import ToolRegistry, ToolSettings
+
+    return ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
+
+
+def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
+    job_id = lifecycle.submit(engine, manifest)
+    with session_scope(engine) as session:
+        failed = session.execute(
+            select(JobItem.line, JobItem.error).where(JobItem.job_id == job_id,
+                                                      JobItem.status == "failed")
+            .order_by(JobItem.line)).all()
+    assert [line for line, _ in failed] == [18, 19]
+    assert "line 18" in failed[0][1] and "not found" in failed[0][1]
+    assert "line 19" in failed[1][1] and "'high'" in failed[1][1]
+    assert lifecycle.progress(engine, job_id).counts == {"pending": 16, "failed": 2}
+
+
+def test_local_job_exports_and_reports_correlations_that_match_scipy(engine, manifest, agents,
+                                                                     tmp_path, monkeypatch):
+    job_id = lifecycle.submit(engine, manifest)
+    lifecycle.run_local(engine, job_id, agents, workers=2)
+    final = lifecycle.progress(engine, job_id)
+    assert final.status == "done"
+    assert final.counts == {"done": 16, "failed": 2}
+
+    columns, rows = export_rows(engine, job_id)
+    rows = list(rows)
+    assert len(rows) == 18 and "tool:PIQE" in columns
+    done = [r for r in rows if r["status"] == "done"]
+    assert all(1 <= r["quality_score"] <= 5 and r["severities"] for r in done)
+    expected = spearmanr([r["quality_score"] for r in done], [r["mos"] for r in done]).statistic
+
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
+    csv_path = tmp_path / "export.csv"
+    exported = runner.invoke(app, ["eval", "export", job_id, "--format", "csv", "-o",
+                                   str(csv_path)])
+    assert exported.exit_code == 0, exported.output
+    with csv_path.open() as handle:
+        table = [row for row in csv.DictReader(handle) if row["status"] == "done"]
+    from_file = spearmanr([float(r["quality_score"]) for r in table],
+                          [float(r["mos"]) for r in table]).statistic
+    assert from_file == pytest.approx(expected)
+
+    html = tmp_path / "report.html"
+    reported = runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "200",
+                                   "--html", str(html)])
+    assert reported.exit_code == 0, reported.output
+    document = json.loads(reported.stdout)
+    assert document["agent"]["srcc"] == pytest.approx(expected)
+    assert document["counts"]["failed"] == 2
+    assert document["tools"][0]["tool"] == "PIQE"
+    assert html.is_file() and "data:image/png;base64," in html.read_text()
+
+
+def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
+    job_id = lifecycle.submit(engine, manifest)
+    first: list[str] = []
+    lifecycle.feed(engine, job_id, 5, first.append)
+    from agentic_iqa import service
+
+    for run_id in first:
+        service.run_embedded(engine, agents, run_id)
+    assert lifecycle.cancel(engine, job_id) == 11
+    assert lifecycle.progress(engine, job_id).counts == {"done": 5, "cancelled": 11,
+                                                         "failed": 2}
+    with session_scope(engine) as session:
+        steps_before = session.scalar(select(func.count()).select_from(StepRecord))
+
+    reopened, unfinished = lifecycle.resume(engine, job_id)
+    assert (reopened, unfinished) == (11, [])
+    lifecycle.run_local(engine, job_id, agents, workers=2)
+    assert lifecycle.progress(engine, job_id).counts == {"done": 16, "failed": 2}
+    with session_scope(engine) as session:
+        runs = session.execute(select(Run.id, Run.status).where(Run.job_id == job_id)).all()
+        first_steps = session.scalar(select(func.count()).select_from(StepRecord)
+                                     .where(StepRecord.run_id.in_(first)))
+        steps_after = session.scalar(select(func.count()).select_from(StepRecord))
+    assert len(runs) == 16 and all(status == "succeeded" for _, status in runs)
+    assert set(first) <= {run_id for run_id, _ in runs}  # the done items kept their runs
+    assert first_steps == steps_before  # and not one of their steps ran again
+    assert steps_after > steps_before
+
+
+def test_calibrate_fits_a_tool_to_the_jobs_mos_as_a_metadata_override(engine, manifest,
+                                                                     tmp_path, monkeypatch):
+    from iqa_tools import load_catalog
+
+    job_id = lifecycle.submit(engine, manifest)
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
+    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
+    output = tmp_path / "piqe.json"
+    result = runner.invoke(app, ["calibrate", job_id, "--tool", "piqe", "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    assert "PIQE: logistic fitted on 16 items" in result.stdout
+    before, after = (float(x) for x in
+                     result.stdout.split("RMSE on the 1-5 scale ")[1].split(" fitted")[0]
+                     .replace("with the current mapping -> ", "").split())
+    assert after <= before
+    override = json.loads(output.read_text())["tools"]["PIQE"]["normalization"]
+    assert override["form"] == "logistic5" and job_id in override["source"]
+    recalibrated = load_catalog(overrides=[output]).get("PIQE")
+    assert recalibrated.normalization.params == override["params"]
+    assert load_catalog().get("PIQE").normalization.form == "linear"
+
+
+def test_calibrate_needs_mos(engine, tmp_path, monkeypatch):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    from PIL import Image
+
+    from tests.conftest import natural_image
+
+    for index in range(3):
+        Image.fromarray(natural_image(index)).save(folder / f"{index}.png")
+    job_id = lifecycle.submit(engine, folder)
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
+    result = runner.invoke(app, ["calibrate", job_id, "--tool", "PIQE"])
+    assert result.exit_code == 1
+    assert "only 0 items with MOS" in result.output
+
+
+def test_cli_submit_a_folder_runs_locally_and_reports_status(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from agentic_iqa.synthetic import degrade
+    from tests.conftest import natural_image
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    clean = Image.fromarray(natural_image(1, size=(320, 240)))
+    clean.save(folder / "a_clean.png")
+    degrade(clean, "blur", 4).save(folder / "b_blurred.png")
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
+    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
+    monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
+    submitted = runner.invoke(app, ["eval", "submit", str(folder), "--name", "two photos"])
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip().splitlines()[-1]
+    status = runner.invoke(app, ["eval", "status", "--json"])
+    document = json.loads(status.stdout)
+    assert document["job_id"] == job_id and document["status"] == "done"
+    assert document["counts"] == {"done": 2} and document["eta_seconds"] == 0.0
+    cancelled = runner.invoke(app, ["eval", "cancel", job_id])
+    assert "0 waiting items" in cancelled.stdout
+    exported = tmp_path / "rows.jsonl"
+    runner.invoke(app, ["eval", "export", job_id, "--format", "jsonl", "-o", str(exported)])
+    rows = {json.loads(line)["item_id"]: json.loads(line) for line in exported.open()}
+    assert rows["b_blurred.png"]["quality_score"] < rows["a_clean.png"]["quality_score"]
+    assert "Blurs=" in rows["b_blurred.png"]["severities"]
+    missing = runner.invoke(app, ["eval", "status", "no-such-job"])
+    assert missing.exit_code == 1 and "no job with id" in missing.output

@@ -1,0 +1,275 @@
+"""Manifests: CSV, JSONL and folders streamed as checked items, bad rows as errors in the stream."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from agentic_iqa.jobs.manifest import (
+    ManifestError,
+    ManifestFormatError,
+    ManifestItem,
+    count_rows,
+    read_manifest,
+)
+
+
+def make_image(path: Path, color: tuple[int, int, int] = (120, 80, 40)) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (16, 12), color).save(path)
+    return path
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def errors(entries: list) -> dict[int, str]:
+    return {e.line: e.message for e in entries if isinstance(e, ManifestError)}
+
+
+def test_csv_rows_become_items_with_resolved_paths_and_typed_fields(tmp_path: Path) -> None:
+    make_image(tmp_path / "imgs" / "a.png")
+    make_image(tmp_path / "imgs" / "b.jpg")
+    make_image(tmp_path / "refs" / "a.png")
+    manifest = write_csv(tmp_path / "m.csv",
+                         ["image", "reference", "query", "mos", "answer", "id", "camera"], [
+                             ["imgs/a.png", "refs/a.png", "Is it blurry?", "3.25", "b", "", "x"],
+                             ["./imgs/b.jpg", "", "", "", "", "second", "y"],
+                         ])
+    items = list(read_manifest(manifest))
+    assert all(isinstance(i, ManifestItem) for i in items)
+    first, second = items
+    assert first.line == 2 and first.item_id == "imgs/a.png"
+    assert first.image == (tmp_path / "imgs" / "a.png").resolve()
+    assert first.reference == (tmp_path / "refs" / "a.png").resolve()
+    assert (first.query, first.mos, first.answer) == ("Is it blurry?", 3.25, "B")
+    assert first.extra == {"camera": "x"}
+    assert second.line == 3 and second.item_id == "second"
+    assert (second.reference, second.query, second.mos, second.answer) == (None,) * 4
+
+
+def test_csv_header_is_case_insensitive_and_tolerates_a_byte_order_mark(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("\ufeffImage, MOS\na.png,4\n", encoding="utf-8")
+    (item,) = read_manifest(tmp_path / "m.csv")
+    assert isinstance(item, ManifestItem) and item.mos == 4.0 and item.item_id == "a.png"
+
+
+def test_derived_ids_normalise_the_path_so_duplicates_are_caught(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    manifest = write_csv(tmp_path / "m.csv", ["image"], [["a.png"], ["./a.png"]])
+    first, second = read_manifest(manifest)
+    assert isinstance(first, ManifestItem)
+    assert second == ManifestError(3, None, "duplicate id 'a.png' on line 3: first used on line 2")
+
+
+def test_a_quoted_field_over_two_lines_keeps_later_line_numbers_right(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    make_image(tmp_path / "b.png")
+    (tmp_path / "m.csv").write_text('image,query\na.png,"Rate\nthis"\nb.png,\n\nmissing.png,\n',
+                                    encoding="utf-8")
+    entries = list(read_manifest(tmp_path / "m.csv"))
+    assert [e.line for e in entries] == [2, 4, 6]
+    assert entries[0].query == "Rate\nthis"
+    assert errors(entries) == {6: "image 'missing.png' on line 6 not found"}
+    assert count_rows(tmp_path / "m.csv") == 3
+
+
+def test_every_kind_of_bad_csv_row_is_an_error_with_its_line(tmp_path: Path) -> None:
+    make_image(tmp_path / "ok.png")
+    make_image(tmp_path / "ok2.png")
+    (tmp_path / "broken.png").write_bytes(b"this is not a PNG")
+    (tmp_path / "folder.png").mkdir()
+    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "answer", "id"], [
+        ["", "1", "", "no-image"],                  # 2
+        ["gone.png", "", "", ""],                   # 3
+        ["broken.png", "", "", ""],                 # 4
+        ["ok.png", "abc", "", "m1"],                # 5
+        ["ok.png", "nan", "", "m2"],                # 6
+        ["ok.png", "inf", "", "m3"],                # 7
+        ["ok.png", "", "Z", "m4"],                  # 8
+        ["ok.png", "2", "A", "dup"],                # 9
+        ["ok2.png", "", "", "dup"],                 # 10
+        ["ok.png", "", "", "m5", "surplus"],        # 11
+        ["folder.png", "", "", ""],                 # 12
+    ])
+    entries = list(read_manifest(manifest))
+    assert errors(entries) == {
+        2: "line 2 has no image",
+        3: "image 'gone.png' on line 3 not found",
+        4: errors(entries)[4],
+        5: "mos 'abc' on line 5 is not a number",
+        6: "mos 'nan' on line 6 is not a finite number",
+        7: "mos 'inf' on line 7 is not a finite number",
+        8: "answer 'Z' on line 8 is not a letter A-H",
+        10: "duplicate id 'dup' on line 10: first used on line 9",
+        11: "line 11 has 5 fields but the header has 4",
+        12: "image 'folder.png' on line 12 is not a file",
+    }
+    assert errors(entries)[4].startswith("image 'broken.png' on line 4 is not a readable image")
+    (good,) = [e for e in entries if isinstance(e, ManifestItem)]
+    assert (good.line, good.item_id, good.mos, good.answer) == (9, "dup", 2.0, "A")
+    ids = {e.line: e.item_id for e in entries if isinstance(e, ManifestError)}
+    assert ids[2] == "no-image" and ids[5] == "m1" and ids[10] is None
+
+
+def test_check_images_false_skips_decoding(tmp_path: Path) -> None:
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    manifest = write_csv(tmp_path / "m.csv", ["image"], [["broken.png"]])
+    assert isinstance(next(read_manifest(manifest, check_images=False)), ManifestItem)
+    assert isinstance(next(read_manifest(manifest)), ManifestError)
+
+
+def test_jsonl_items_and_bad_lines(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    make_image(tmp_path / "b.png")
+    lines = [
+        json.dumps({"image": "a.png", "mos": 3.5, "id": 7, "query": None, "source": {"k": 1}}),
+        "",
+        "{not json",
+        json.dumps([1, 2]),
+        json.dumps({"image": "b.png", "mos": True, "id": "bad-mos"}),
+        json.dumps({"image": "b.png", "answer": "c", "query": "Which? A. x B. y C. z"}),
+        json.dumps({"mos": 2}),
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    entries = list(read_manifest(path))
+    first = entries[0]
+    assert isinstance(first, ManifestItem)
+    assert (first.line, first.item_id, first.mos, first.query) == (1, "7", 3.5, None)
+    assert first.extra == {"source": {"k": 1}}
+    found = errors(entries)
+    assert found[3].startswith("line 3 is not valid JSON")
+    assert found[4] == "line 4 is a JSON list, not an object"
+    assert found[5] == "mos True on line 5 is not a number"
+    assert found[7] == "line 7 has no image"
+    last = [e for e in entries if isinstance(e, ManifestItem)][-1]
+    assert (last.line, last.answer, last.item_id) == (6, "C", "b.png")
+    assert count_rows(path) == 6
+
+
+def test_json_lines_extension_is_accepted(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    (tmp_path / "m.json-lines").write_text('{"image": "a.png"}\n', encoding="utf-8")
+    assert [e.item_id for e in read_manifest(tmp_path / "m.json-lines")] == ["a.png"]
+
+
+def test_a_folder_lists_top_level_images_sorted(tmp_path: Path) -> None:
+    for name in ("b.JPG", "a.png", "c.webp"):
+        make_image(tmp_path / name)
+    make_image(tmp_path / "nested" / "d.png")
+    (tmp_path / "notes.txt").write_text("not an image")
+    (tmp_path / "e.png").write_bytes(b"broken")
+    entries = list(read_manifest(tmp_path))
+    assert [e.line for e in entries] == [1, 2, 3, 4]
+    assert [e.item_id for e in entries] == ["a.png", "b.JPG", "c.webp", "e.png"]
+    assert all(isinstance(e, ManifestItem) for e in entries[:3])
+    assert isinstance(entries[3], ManifestError)
+    assert all(e.query is None and e.mos is None for e in entries[:3])
+    assert count_rows(tmp_path) == 4
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("m.txt", "image\n", "unsupported extension '.txt'"),
+    ("m.csv", "", "is empty"),
+    ("m.csv", "path,mos\na.png,1\n", "has no 'image' column"),
+    ("m.csv", "image,mos,MOS\n", "appear more than once"),
+])
+def test_a_malformed_file_raises_when_opened(tmp_path: Path, name: str, content: str,
+                                             message: str) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ManifestFormatError, match=message):
+        read_manifest(path)  # no iteration needed: the whole file is refused up front
+
+
+def test_a_missing_manifest_raises(tmp_path: Path) -> None:
+    with pytest.raises(ManifestFormatError, match="not found"):
+        read_manifest(tmp_path / "absent.csv")
+    with pytest.raises(ManifestFormatError, match="not found"):
+        count_rows(tmp_path / "absent.jsonl")
+
+
+def test_root_confines_images_and_references(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    outside = make_image(tmp_path / "outside.png")
+    make_image(root / "in.png")
+    (root / "escape.png").symlink_to(outside)
+    (root / "inner-link.png").symlink_to(root / "in.png")
+    manifest = write_csv(root / "m.csv", ["image", "reference", "id"], [
+        ["../outside.png", "", "parent"],                 # 2
+        [str(outside), "", "absolute"],                   # 3
+        ["escape.png", "", "symlink"],                    # 4
+        ["in.png", "../outside.png", "reference"],        # 5
+        ["inner-link.png", "", "fine-link"],              # 6
+        ["../root/in.png", "", "fine-dots"],              # 7
+    ])
+    entries = list(read_manifest(manifest, root=root))
+    found = errors(entries)
+    assert set(found) == {2, 3, 4, 5}
+    assert all("path escapes --root" in message for message in found.values())
+    assert found[5].startswith("reference '../outside.png' on line 5")
+    good = [e for e in entries if isinstance(e, ManifestItem)]
+    assert [(e.item_id, e.image) for e in good] == [
+        ("fine-link", (root / "in.png").resolve()), ("fine-dots", (root / "in.png").resolve())]
+    assert len([e for e in read_manifest(manifest) if isinstance(e, ManifestItem)]) == 6
+
+
+def test_a_folder_manifest_is_confined_too(tmp_path: Path) -> None:
+    outside = make_image(tmp_path / "outside.png")
+    folder = tmp_path / "folder"
+    make_image(folder / "a.png")
+    (folder / "b.png").symlink_to(outside)
+    entries = list(read_manifest(folder, root=folder))
+    assert isinstance(entries[0], ManifestItem)
+    assert "path escapes --root" in entries[1].message
+
+
+def test_ten_thousand_rows_stream_in_flat_memory(tmp_path: Path) -> None:
+    images = [make_image(tmp_path / f"{i}.png", (i * 40, 0, 0)) for i in range(3)]
+    path = tmp_path / "big.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "mos", "id", "query"])
+        for row in range(10_000):
+            writer.writerow([images[row % 3].name, f"{row % 100 / 20:.2f}", f"item-{row:05d}",
+                             "Rate the quality of this image."])
+    assert count_rows(path) == 10_000
+    tracemalloc.start()
+    try:
+        count = 0
+        for entry in read_manifest(path, check_images=False):
+            assert isinstance(entry, ManifestItem)
+            count += 1
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 10_000
+    # Only the seen-id index grows (about 150 bytes an id); 10,000 whole rows would be several MB.
+    assert peak < 3 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+
+
+@pytest.mark.data
+def test_the_livec_dev_set_parses_with_its_mos(livec_dir: Path, tmp_path: Path) -> None:
+    with (livec_dir / "mos.csv").open(newline="", encoding="utf-8") as handle:
+        expected = {row["image"]: float(row["mos"]) for row in csv.DictReader(handle)}
+    manifest = write_csv(tmp_path / "livec.csv", ["image", "mos", "mos_std"], [
+        [os.fspath(livec_dir / "images" / name), str(mos), "1"]
+        for name, mos in expected.items()])
+    entries = list(read_manifest(manifest, root=livec_dir))
+    assert errors(entries) == {}
+    assert len(entries) == len(expected) == 250
+    assert {e.image.name: e.mos for e in entries} == expected
+    assert all(e.extra == {"mos_std": "1"} for e in entries)

@@ -1,0 +1,149 @@
+"""Job reports from exported rows: counts, failures by reason, correlations, MCQ, text and HTML."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agentic_iqa.jobs.export import export_columns, write_rows
+from agentic_iqa.jobs.metrics import srcc
+from agentic_iqa.jobs.report import build_report, failure_reason, render_html, render_text
+
+
+def job_rows(n: int = 60, seed: int = 0) -> list[dict[str, Any]]:
+    """Rows as the export command produces them: a scoring job with MOS, some failures."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        mos = float(rng.uniform(0, 100))
+        status = "failed" if i % 10 == 9 else "done"
+        agent = 1 + 4 * mos / 100 + float(rng.normal(0, 0.4)) if status == "done" else None
+        row: dict[str, Any] = {
+            "item_id": f"img{i:03d}.jpg", "line": i + 2, "image": f"/data/img{i:03d}.jpg",
+            "reference": None, "query": "Rate the quality of this image.", "status": status,
+            "error": f"tool 'NIQE' timed out after {30 + i} s" if status == "failed" else None,
+            "run_id": f"run-{i}", "final_answer": "Good" if agent else None,
+            "quality_score": agent, "mos": mos, "answer_truth": None, "correct": None,
+            "severities": "Blurs=none", "fallbacks": 1 if i % 7 == 0 else 0,
+            "tools": "BRISQUE;NIQE" if i % 2 else "BRISQUE",
+            "tool:BRISQUE": 1 + 4 * mos / 100 + float(rng.normal(0, 1.0)),
+            "tool:NIQE": (1 + 4 * mos / 100 + float(rng.normal(0, 0.8))) if i % 2 else None,
+        }
+        rows.append(row)
+    rows.append({**rows[0], "item_id": "queued", "status": "queued", "quality_score": None,
+                 "mos": None, "tool:BRISQUE": None, "tool:NIQE": None, "fallbacks": 0})
+    rows.append({**rows[0], "item_id": "missing", "status": "failed", "quality_score": None,
+                 "error": "image 'x.jpg' on line 12 not found", "mos": None,
+                 "tool:BRISQUE": None, "tool:NIQE": None, "fallbacks": 0})
+    return rows
+
+
+def test_counts_failures_and_tool_usage() -> None:
+    report = build_report(job_rows(), bootstrap=100)
+    assert report["counts"] == {"total": 62, "done": 54, "failed": 7,
+                                "by_status": {"done": 54, "failed": 7, "queued": 1}}
+    failures = report["failures"]
+    assert failures["total"] == 7 and failures["distinct_reasons"] == 2
+    top = failures["top"][0]
+    assert top["reason"] == "tool '…' timed out after N s" and top["count"] == 6
+    assert top["example_item"] == "img009.jpg" and top["example_error"].endswith("39 s")
+    assert report["tool_usage"] == {"BRISQUE": 62, "NIQE": 30}
+    assert report["fallbacks"]["items"] == 9
+    assert json.loads(json.dumps(report)) == report  # JSON-able, to store with the job
+
+
+def test_agent_and_tool_correlations_use_the_right_items() -> None:
+    rows = job_rows()
+    report = build_report(rows, bootstrap=200)
+    done = [r for r in rows if r["status"] == "done" and r["mos"] is not None]
+    agent = report["agent"]
+    assert agent["n"] == len(done) == 54
+    assert agent["srcc"] == pytest.approx(srcc([r["quality_score"] for r in done],
+                                               [r["mos"] for r in done]))
+    assert agent["srcc_ci"][0] <= agent["srcc"] <= agent["srcc_ci"][1]
+    tools = {t["tool"]: t for t in report["tools"]}
+    assert list(tools) == ["BRISQUE", "NIQE"]
+    niqe_rows = [r for r in rows if r["tool:NIQE"] is not None and r["mos"] is not None]
+    assert tools["NIQE"]["n"] == len(niqe_rows) == 30 and tools["NIQE"]["scored"] == 30
+    assert tools["NIQE"]["srcc"] == pytest.approx(srcc([r["tool:NIQE"] for r in niqe_rows],
+                                                       [r["mos"] for r in niqe_rows]))
+    same = [r for r in niqe_rows if r["quality_score"] is not None]
+    assert tools["NIQE"]["agent_n_same_items"] == len(same)
+    assert tools["NIQE"]["agent_srcc_same_items"] == pytest.approx(
+        srcc([r["quality_score"] for r in same], [r["mos"] for r in same]))
+    assert tools["BRISQUE"]["n"] == 60
+
+
+def test_without_enough_mos_the_correlation_says_why() -> None:
+    rows = [{**row, "mos": None} for row in job_rows(10)]
+    rows[0]["mos"] = 50.0
+    report = build_report(rows, bootstrap=50)
+    assert report["agent"]["srcc"] is None and "at least 3" in report["agent"]["reason"]
+    assert report["items_with_mos"] == 1
+    assert "at least 3" in render_text(report)
+
+
+def test_mcq_accuracy_over_done_items_with_known_truth() -> None:
+    base = {"status": "done", "quality_score": None, "mos": None}
+    rows = [
+        {**base, "final_answer": "B", "answer_truth": "B"},
+        {**base, "final_answer": "C. Noise", "answer_truth": "B"},
+        {**base, "final_answer": "A", "answer_truth": "A"},
+        {**base, "final_answer": "A", "answer_truth": None},
+        {**base, "status": "failed", "final_answer": None, "answer_truth": "D", "error": "x"},
+    ]
+    mcq = build_report(rows, bootstrap=0)["mcq"]
+    assert mcq == {"accuracy": pytest.approx(2 / 3), "n": 3, "correct": 2, "not_answered": 1}
+    assert build_report(rows[3:4])["mcq"] is None
+
+
+def test_rows_read_back_from_a_csv_export_give_the_same_report(tmp_path: Path) -> None:
+    rows = job_rows()
+    path = tmp_path / "rows.csv"
+    write_rows(rows, path, "csv", export_columns(["BRISQUE", "NIQE"]))
+    with path.open(newline="", encoding="utf-8") as handle:
+        again = build_report(csv.DictReader(handle), bootstrap=100)
+    assert again == build_report(rows, bootstrap=100)
+
+
+def test_text_rendering_lists_the_essentials() -> None:
+    text = render_text(build_report(job_rows(), bootstrap=100))
+    assert "Items: 62 (done 54, failed 7, queued 1)" in text
+    assert "SRCC" in text and "95% CI" in text and "PLCC logistic" in text
+    assert re.search(r"BRISQUE\s+60\s+60\s+0\.\d{3}", text) and "NIQE" in text
+    assert "Tools used: BRISQUE 62, NIQE 30" in text
+    assert "6  tool '…' timed out after N s" in text
+
+
+def test_html_report_is_self_contained_with_plot_and_tables(tmp_path: Path) -> None:
+    rows = job_rows()
+    report = build_report(rows, bootstrap=100)
+    path = render_html(report, rows, tmp_path / "report.html", title="LIVE-C <dev>")
+    page = path.read_text(encoding="utf-8")
+    assert "<title>LIVE-C &lt;dev&gt;</title>" in page
+    match = re.search(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert match and base64.b64decode(match.group(1)).startswith(b"\x89PNG")
+    assert page.count('<tr class="tool">') == 2
+    assert "<td class=\"text\">BRISQUE</td>" in page and "<td class=\"text\">NIQE</td>" in page
+    assert 'id="failures"' in page and "timed out after N s" in page
+    assert "http://" not in page and "https://" not in page and "<link" not in page
+
+
+def test_html_report_without_scores_has_no_plot(tmp_path: Path) -> None:
+    rows = [{"item_id": "a", "status": "failed", "error": "boom"}]
+    page = render_html(build_report(rows), rows, tmp_path / "r.html").read_text()
+    assert "data:image/png" not in page and "No done item" in page
+    assert "no item has a MOS" in page
+
+
+def test_failure_reason_blanks_item_specific_parts() -> None:
+    assert failure_reason("image '/a/b.jpg' on line 7 not found\ntraceback") == \
+        "image '…' on line N not found"
+    assert failure_reason(None) == failure_reason("  ") == "(no error message)"
