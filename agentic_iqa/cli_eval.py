@@ -18,11 +18,6 @@ eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, exp
 out = Console()
 err = Console(stderr=True)
 
-BASE_COLUMNS = ["item_id", "line", "image", "reference", "query", "status", "error", "run_id",
-                "final_answer", "quality_score", "mos", "answer_truth", "correct", "severities",
-                "fallbacks", "tools"]
-
-
 def _fail(message: str) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
@@ -209,17 +204,18 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     """Columns and streamed rows, one per item, with a ``tool:<NAME>`` column per tool."""
     from .db import jobs as store
     from .db.engine import session_scope
+    from .jobs.export import export_columns, tool_column
 
     with session_scope(engine) as session:
         store.get_job(session, job_id)
         tools = store.tool_names(session, job_id)
-    columns = BASE_COLUMNS + [f"tool:{name}" for name in tools]
+    columns = export_columns(tools)
 
     def rows() -> Iterator[dict[str, Any]]:
         with session_scope(engine) as session:
             for row in store.export_rows(session, job_id):
                 scores = row.pop("tool_scores")
-                yield {**row, **{f"tool:{name}": scores.get(name) for name in tools}}
+                yield {**row, **{tool_column(name): scores.get(name) for name in tools}}
 
     return columns, rows()
 

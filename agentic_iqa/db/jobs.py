@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
+from ..jobs.metrics import answer_letter
 from .models import Job, JobItem, Run, ToolLog, utc_now
 from .repository import create_run
 
@@ -191,7 +192,7 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
             if run is not None:
                 row["final_answer"], row["quality_score"] = run.final_answer, run.quality_score
                 if item.answer_truth and run.final_answer:
-                    row["correct"] = run.final_answer.strip().upper() == item.answer_truth
+                    row["correct"] = answer_letter(run.final_answer) == item.answer_truth
                 row["severities"] = _severities(json.loads(run.state_json))
                 run_logs = logs.get(run.id, [])
                 row["fallbacks"] = sum(1 for log in run_logs if log.fallback)

@@ -208,3 +208,29 @@ def test_cli_submit_a_folder_runs_locally_and_reports_status(tmp_path, monkeypat
     assert "Blurs=" in rows["b_blurred.png"]["severities"]
     missing = runner.invoke(app, ["eval", "status", "no-such-job"])
     assert missing.exit_code == 1 and "no job with id" in missing.output
+
+
+def test_submitting_ten_thousand_items_keeps_memory_flat(engine, tmp_path):
+    import tracemalloc
+
+    from PIL import Image
+
+    from tests.conftest import natural_image
+
+    Image.fromarray(natural_image(size=(64, 48))).save(tmp_path / "one.png")
+    manifest = tmp_path / "big.csv"
+    with manifest.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "image", "mos"])
+        for index in range(10_000):
+            writer.writerow([f"item-{index}", "one.png", index % 100])
+    tracemalloc.start()
+    job_id = lifecycle.submit(engine, manifest, check_images=False)
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert lifecycle.progress(engine, job_id).counts == {"pending": 10_000}
+    assert peak < 16 * 2**20, f"peak {peak / 2**20:.1f} MiB while submitting 10,000 items"
+    claimed: list[str] = []
+    lifecycle.feed(engine, job_id, 50, claimed.append)
+    assert len(claimed) == 50  # a window, not the dataset
+    assert lifecycle.progress(engine, job_id).counts == {"pending": 9_950, "queued": 50}
