@@ -162,3 +162,19 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     with scratch_postgres(postgres_admin_url) as url:
         upgrade(url)
         yield url
+
+
+def livec_manifest(livec_dir: Path, path: Path, count: int,
+                   extra_rows: tuple[tuple[str, str], ...] = ()) -> Path:
+    """A CSV manifest (image, mos) of the first ``count`` LIVE-C photos, plus ``extra_rows``."""
+    import csv
+
+    with (livec_dir / "mos.csv").open() as handle:
+        rows = list(csv.DictReader(handle))[:count]
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "mos"])
+        for row in rows:
+            writer.writerow([str(livec_dir / "images" / row["image"]), row["mos"]])
+        writer.writerows(extra_rows)
+    return path

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import time
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -13,20 +11,9 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
 from agentic_iqa.jobs import lifecycle
+from tests.conftest import livec_manifest
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.data]
-
-
-def write_manifest(livec_dir: Path, folder: Path, count: int) -> Path:
-    with (livec_dir / "mos.csv").open() as handle:
-        rows = list(csv.DictReader(handle))[:count]
-    path = folder / "manifest.csv"
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["image", "mos"])
-        for row in rows:
-            writer.writerow([str(livec_dir / "images" / row["image"]), row["mos"]])
-    return path
 
 
 def counts(engine, job_id: str) -> dict[str, int]:
@@ -40,7 +27,7 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
     cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="4",
                            AGENTIC_IQA_FEED_INTERVAL="0.5")
     workers = [cluster.start("default", "default"), cluster.start("gpu", "gpu")]
-    job_id = lifecycle.submit(engine, write_manifest(livec_dir, tmp_path, 24))
+    job_id = lifecycle.submit(engine, livec_manifest(livec_dir, tmp_path / 'manifest.csv', 24))
     cluster.client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
 
     deadline = time.monotonic() + 120

@@ -19,6 +19,7 @@ from agentic_iqa.db.models import JobItem, Run, StepRecord
 from agentic_iqa.jobs import lifecycle
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.vlm.builtin import BuiltinClient
+from tests.conftest import livec_manifest
 
 pytestmark = pytest.mark.data
 
@@ -29,16 +30,11 @@ runner = CliRunner()
 def manifest(livec_dir: Path, tmp_path: Path) -> Path:
     """16 LIVE-C photos with MOS, then two bad rows (a missing file, a bad MOS)."""
     with (livec_dir / "mos.csv").open() as handle:
-        rows = list(csv.DictReader(handle))[:16]
-    path = tmp_path / "manifest.csv"
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["image", "mos"])
-        for row in rows:
-            writer.writerow([str(livec_dir / "images" / row["image"]), row["mos"]])
-        writer.writerow([str(livec_dir / "images" / "no-such-photo.jpg"), "50"])
-        writer.writerow([str(livec_dir / "images" / rows[1]["image"]) + "?", "high"])
-    return path
+        second = list(csv.DictReader(handle))[1]["image"]
+    return livec_manifest(livec_dir, tmp_path / "manifest.csv", 16, (
+        (str(livec_dir / "images" / "no-such-photo.jpg"), "50"),
+        (str(livec_dir / "images" / second) + "?", "high"),
+    ))
 
 
 @pytest.fixture
