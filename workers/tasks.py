@@ -23,7 +23,7 @@ from agentic_iqa import service
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db.engine import make_engine
 from agentic_iqa.jobs import lifecycle
-from agentic_iqa.pipeline import STEPS, Agents, default_agents
+from agentic_iqa.pipeline import STEPS, TOOL_STEPS, Agents, default_agents
 from agentic_iqa.vlm.base import TransientVLMError
 
 from .celery_app import COORDINATE, FEED_JOB, STEP_TASK_PREFIX, app
@@ -50,7 +50,7 @@ def engine() -> Engine:
 
 
 def queue_for(step: str) -> str:
-    return settings().tool_queue if step == "tool_execution" else settings().default_queue
+    return settings().tool_queue if step in TOOL_STEPS else settings().default_queue
 
 
 @app.task(name=COORDINATE, acks_late=True)
