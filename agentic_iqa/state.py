@@ -57,17 +57,24 @@ PROBABILITY_SUM_TOLERANCE = 1e-3
 Severity = Literal["none", "slight", "moderate", "severe", "extreme"]
 
 
-def _catalog() -> Catalog:
-    """The tool catalogue as configured here, overrides included (user-added tools are valid)."""
-    from .config import load_tool_settings
+_CATALOG_ENV = ("AGENTIC_IQA_CONFIG_DIR", "AGENTIC_IQA_METADATA_PATH",
+                "AGENTIC_IQA_METADATA_OVERRIDES")
 
-    settings = load_tool_settings()
-    return _load_catalog(settings.metadata_path, tuple(settings.metadata_overrides))
+
+def _catalog() -> Catalog:
+    """The tool catalogue as configured here, overrides included (user-added tools are valid).
+
+    Cached per configuration, so validating a state does not re-read the YAML every time.
+    """
+    return _configured_catalog(tuple(os.environ.get(name) for name in _CATALOG_ENV))
 
 
 @functools.lru_cache(maxsize=8)
-def _load_catalog(path: Path | None, overrides: tuple[Path, ...]) -> Catalog:
-    return load_catalog(path, overrides)
+def _configured_catalog(_environment: tuple[str | None, ...]) -> Catalog:
+    from .config import load_tool_settings
+
+    settings = load_tool_settings()
+    return load_catalog(settings.metadata_path, settings.metadata_overrides)
 
 
 def canonical_distortion(name: str) -> str:
