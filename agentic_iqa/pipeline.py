@@ -128,21 +128,21 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
     update: dict[str, Any] = {"steps_done": _done(state, step)}
     if step == DETECT:
-        found = executor._safely(step, lambda: executor.detect_distortions(
+        found = executor.run_subtask(step, lambda: executor.detect_distortions(
             agents.executor, query, image, reference, plan))
         update["executor_evidence"] = ExecutorOutput(distortion_set=found)
     elif step == ANALYSE:
-        found = executor._safely(step, lambda: executor.analyse_distortions(
+        found = executor.run_subtask(step, lambda: executor.analyse_distortions(
             agents.executor, query, image, reference, distortion_set))
         update["executor_evidence"] = ExecutorOutput(distortion_analysis=found)
     elif step == SELECT:
-        found = executor._safely(step, lambda: executor.select_tools(
+        found = executor.run_subtask(step, lambda: executor.select_tools(
             agents.executor, agents.registry, query, distortion_set, plan.reference_mode))
         update["executor_evidence"] = ExecutorOutput(selected_tools=found)
     elif step == EXECUTE:
         selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
         image_data, reference_data = executor.load_inputs(image, reference)
-        outcome = executor._safely(step, lambda: executor.execute_tools(
+        outcome = executor.run_subtask(step, lambda: executor.execute_tools(
             agents.registry, image_data, reference_data, selected))
         scores, logs = outcome if outcome is not None else ({}, [])
         update["executor_evidence"] = ExecutorOutput(quality_scores=scores or None,

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from .db import jobs, repository
 from .db.engine import session_scope
-from .pipeline import TOOL_STEPS, Agents, next_step, run_step
+from .pipeline import Agents, next_step, run_step
 from .state import AgenticIQAState, merge_state
 from .vlm.base import TransientVLMError
 
@@ -27,10 +27,6 @@ log = logging.getLogger(__name__)
 class NextStep:
     step: str
     iteration: int
-
-    @property
-    def uses_tools(self) -> bool:
-        return self.step in TOOL_STEPS
 
 
 def create_run(engine: Engine, query: str, image_path: str, reference_path: str | None = None,

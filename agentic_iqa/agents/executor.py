@@ -44,7 +44,7 @@ def _images(image_path: str, reference_path: str | None) -> tuple[Path, ...]:
     return tuple(Path(p) for p in (image_path, reference_path) if p)
 
 
-def _safely(name: str, call: Any) -> Any:
+def run_subtask(name: str, call: Any) -> Any:
     """Run one subtask; an exception is logged and becomes ``None`` (the spec's rule)."""
     try:
         return call()
