@@ -63,8 +63,16 @@ class PipelineSettings(BaseSettings):
     max_replan_iterations: int = Field(default=2, ge=0)
     #: Items of a dataset job in flight at once on the workers (the feeder tops up to this).
     job_window: int = Field(default=200, ge=1)
-    #: Seconds between two top-ups of a job's window.
+    #: Seconds between two top-ups of a job's window (also the supervisor's tick).
     feed_interval: float = Field(default=2.0, gt=0)
+    #: Seconds a run may go without progress (a step beginning, beating or ending) before the
+    #: supervisor re-sends it.  Far below ``visibility_timeout``: this, not Redis, is what heals
+    #: a lost message.  Keep it above the longest wait in a queue (job_window x seconds per
+    #: item / workers), or waiting runs get a harmless extra message each lease.
+    lease_seconds: float = Field(default=120.0, gt=0)
+    #: Run the supervisor (feeding jobs, re-sending stalled runs) in workers of the default
+    #: queue.  Several supervisors are safe: the database decides who re-sends what.
+    supervisor: bool = True
 
     @classmethod
     def load(cls, **overrides: object) -> PipelineSettings:

@@ -9,8 +9,12 @@ succeeded is skipped, so a redelivered message neither duplicates rows nor recom
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlalchemy.engine import Engine
 
@@ -29,13 +33,21 @@ class NextStep:
     iteration: int
 
 
+#: What :func:`execute_step` did: ran the step, or skipped a duplicate or stale delivery.
+StepOutcome = Literal["ran", "skipped"]
+RAN: StepOutcome = "ran"
+SKIPPED: StepOutcome = "skipped"
+
+
 def create_run(engine: Engine, query: str, image_path: str, reference_path: str | None = None,
                *, max_replan_iterations: int = 2, backend: str | None = None,
-               job_id: str | None = None) -> str:
+               job_id: str | None = None, lease_seconds: float | None = None) -> str:
+    """A stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
     with session_scope(engine) as session:
         return repository.create_run(
             session, query=query, image_path=image_path, reference_path=reference_path,
             max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,
+            lease_seconds=lease_seconds,
         )
 
 
@@ -44,8 +56,12 @@ def load(engine: Engine, run_id: str) -> AgenticIQAState:
         return repository.load_state(session, run_id)
 
 
-def advance(engine: Engine, run_id: str) -> NextStep | None:
-    """The step to run next for ``run_id``; when there is none, the run is closed."""
+def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None
+            ) -> NextStep | None:
+    """The step to run next for ``run_id``; when there is none, the run is closed.
+
+    With ``lease_seconds`` the run's lease is renewed: its next step is about to be sent.
+    """
     with session_scope(engine) as session:
         run = repository.get_run(session, run_id)
         if run.status in {"succeeded", "failed"}:
@@ -58,27 +74,66 @@ def advance(engine: Engine, run_id: str) -> NextStep | None:
         if step is None:
             repository.finish_run(session, run_id, state=state)
             return None
+        if lease_seconds is not None:
+            repository.extend_lease(session, run_id, lease_seconds)
         return NextStep(step, state.get("iteration_count", 0))
 
 
-def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iteration: int, *,
-                 worker: str | None = None, queue: str | None = None) -> bool:
-    """Run one step of one run and persist it; False when there was nothing to do.
+@contextmanager
+def _heartbeat(engine: Engine, run_id: str, step: str, iteration: int,
+               lease_seconds: float | None) -> Iterator[None]:
+    """Renew the step's lease every quarter lease while the block runs (workers only).
 
-    A :class:`TransientVLMError` is re-raised after the attempt is recorded, for the caller to
+    A beat that fails (database briefly away) is logged and tried again next time: a missed
+    beat costs at worst a duplicate delivery, which waits or takes over, never double work.
+    """
+    if lease_seconds is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(lease_seconds / 4):
+            try:
+                with session_scope(engine) as session:
+                    repository.extend_lease(session, run_id, lease_seconds,
+                                            step=(step, iteration))
+            except Exception as exc:  # keep beating; the next one may get through
+                log.warning("run %s: heartbeat of %s#%d failed: %s", run_id, step, iteration,
+                            exc)
+
+    thread = threading.Thread(target=beat, name=f"beat-{run_id[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iteration: int, *,
+                 worker: str | None = None, queue: str | None = None,
+                 lease_seconds: float | None = None) -> StepOutcome:
+    """Run one step of one run and persist it; :data:`RAN`, or :data:`SKIPPED` when the step
+    was already done or is no longer the run's next step (a duplicate or stale delivery).
+
+    With ``lease_seconds`` (workers) the step holds a lease renewed by a heartbeat; a step
+    still running elsewhere under a live lease raises :class:`repository.StepBusy`.  A
+    :class:`TransientVLMError` is re-raised after the attempt is recorded, for the caller to
     retry; any other error fails the step and the run, with the reason.
     """
     with session_scope(engine) as session:
         state = repository.load_state(session, run_id)
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
-            return False
+            return SKIPPED
         if repository.begin_step(session, run_id, step, iteration, worker=worker,
-                                 queue=queue) is None:
-            return False
+                                 queue=queue, lease_seconds=lease_seconds) is None:
+            return SKIPPED
     started = time.perf_counter()
     try:
-        update = run_step(step, state, agents)
+        with _heartbeat(engine, run_id, step, iteration, lease_seconds):
+            update = run_step(step, state, agents)
     except TransientVLMError as exc:
         with session_scope(engine) as session:
             repository.fail_step(session, run_id, step, iteration, error=f"transient: {exc}")
@@ -89,7 +144,7 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
         with session_scope(engine) as session:
             repository.fail_step(session, run_id, step, iteration, error=reason)
             repository.fail_run(session, run_id, error=reason)
-        return True
+        return RAN
     key = step if step == "replan" else f"{step}#{iteration}"
     update = {**update, "step_seconds": {**state.get("step_seconds", {}),
                                          key: time.perf_counter() - started}}
@@ -97,7 +152,9 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     with session_scope(engine) as session:
         repository.complete_step(session, run_id, step, iteration, state=new_state,
                                  update=update)
-    return True
+        if lease_seconds is not None:
+            repository.extend_lease(session, run_id, lease_seconds)
+    return RAN
 
 
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:

@@ -5,6 +5,12 @@ database, calls :mod:`agentic_iqa.service`, and hands control back to the coordi
 the pure ``next_step`` what runs next and sends it to its queue.  Steps the plan turns off are
 never enqueued.  Heavy objects (VLM clients, the tool registry and its pyiqa models) are created
 lazily, once per worker process, after the fork.
+
+Only the delivery that ran a step hands over to the coordinator: a duplicate (a redelivery, a
+supervisor's re-send) that finds the step done skips silently, and one that finds it running
+under a live lease comes back later.  So duplicates never multiply along a run.  Every worker of
+the default queue also runs the supervisor (:mod:`agentic_iqa.supervisor`), which feeds jobs
+and re-sends runs whose lease passed: lost messages heal without anyone running ``resume``.
 """
 
 from __future__ import annotations
@@ -16,14 +22,19 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from celery import Task
+from celery import Task, signals
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 
 from agentic_iqa import service
 from agentic_iqa.config import PipelineSettings
-from agentic_iqa.db.engine import make_engine
+from agentic_iqa.db import jobs as job_store
+from agentic_iqa.db import repository
+from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.jobs import lifecycle
 from agentic_iqa.pipeline import STEPS, TOOL_STEPS, Agents, default_agents
+from agentic_iqa.redact import install_log_redaction
+from agentic_iqa.supervisor import SupervisorThread
 from agentic_iqa.vlm.base import TransientVLMError
 
 from .celery_app import COORDINATE, FEED_JOB, STEP_TASK_PREFIX, app
@@ -53,10 +64,16 @@ def queue_for(step: str) -> str:
     return settings().tool_queue if step in TOOL_STEPS else settings().default_queue
 
 
-@app.task(name=COORDINATE, acks_late=True)
+#: The database dropped a connection (a restarted server, a failover): try the task again.
+#: Steps are idempotent, so a retry after a half-done attempt is safe.
+DB_RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True,
+            "retry_backoff_max": 30, "max_retries": 8}
+
+
+@app.task(name=COORDINATE, acks_late=True, **DB_RETRY)
 def coordinate(run_id: str) -> str | None:
     """Send the run's next step to its queue, or close the run when nothing is left."""
-    upcoming = service.advance(engine(), run_id)
+    upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds)
     if upcoming is None:
         return None
     STEP_TASKS[upcoming.step].apply_async(
@@ -67,18 +84,31 @@ def coordinate(run_id: str) -> str | None:
 def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
     delivery = task.request.delivery_info or {}
     queue = delivery.get("routing_key") or queue_for(step)
+    lease = settings().lease_seconds
     try:
-        service.execute_step(engine(), agents(), run_id, step, iteration,
-                             worker=task.request.hostname or socket.gethostname(), queue=queue)
+        outcome = service.execute_step(
+            engine(), agents(), run_id, step, iteration, lease_seconds=lease,
+            worker=task.request.hostname or socket.gethostname(), queue=queue)
+    except repository.StepBusy as busy:
+        # Another delivery owns the step and is alive: come back when its lease would end.
+        STEP_TASKS[step].apply_async((run_id, iteration), queue=queue,
+                                     countdown=min(lease, busy.retry_after + 0.5))
+        return
     except TransientVLMError as exc:
         retries = task.request.retries
         if retries < settings().vlm_max_retries:
-            # Exponential backoff: 1, 2, 4 ... seconds, capped.
+            # Exponential backoff: 1, 2, 4 ... seconds, capped; the lease covers the wait, so
+            # the supervisor does not re-send a run that is only backing off.
             countdown = min(settings().retry_backoff_max, 2 ** retries)
+            with session_scope(engine()) as session:
+                repository.extend_lease(session, run_id, countdown + lease)
             raise task.retry(exc=exc, countdown=countdown,
                              max_retries=settings().vlm_max_retries) from exc
         service.fail(engine(), run_id, step, iteration,
                      f"{step} failed after {retries} retries: {exc}")
+        outcome = service.RAN
+    if outcome == service.SKIPPED:
+        return  # a duplicate delivery: whoever ran the step has handed over already
     coordinate.apply_async((run_id,), queue=settings().default_queue)
 
 
@@ -88,7 +118,7 @@ def _make_step_task(step: str) -> Any:
 
     run.__name__ = run.__qualname__ = f"step_{step}"
     run.__doc__ = f"Run the {step!r} step of one run."
-    return app.task(name=STEP_TASK_PREFIX + step, bind=True, acks_late=True)(run)
+    return app.task(name=STEP_TASK_PREFIX + step, bind=True, acks_late=True, **DB_RETRY)(run)
 
 
 STEP_TASKS: dict[str, Any] = {step: _make_step_task(step) for step in STEPS}
@@ -99,23 +129,62 @@ def submit(run_id: str) -> None:
     coordinate.apply_async((run_id,), queue=settings().default_queue)
 
 
-@app.task(name=FEED_JOB, acks_late=True)
+@app.task(name=FEED_JOB, acks_late=True, **DB_RETRY)
 def feed_job(job_id: str) -> int:
-    """Keep a dataset job's window of items in flight; re-schedules itself while items wait.
+    """Fill a dataset job's window of items in flight now.
 
     Bounded batches instead of one chord over the dataset: the broker never holds more than
-    ``job_window`` of a job's runs, and a resumed job just starts feeding again.
+    ``job_window`` of a job's runs.  This message only makes the start immediate; from then on
+    the supervisor tops the job up every ``feed_interval``, from the database, so the job goes
+    on if this message, the submitter or the broker's contents are lost.
     """
-    sent = lifecycle.feed(engine(), job_id, settings().job_window, submit)
-    current = lifecycle.progress(engine(), job_id)
-    if current.status == "running" and current.counts.get("pending", 0):
-        feed_job.apply_async((job_id,), countdown=settings().feed_interval,
-                             queue=settings().default_queue)
-    return sent
+    return lifecycle.feed(engine(), job_id, settings().job_window, submit,
+                          lease_seconds=settings().lease_seconds)
 
 
 def start_job(job_id: str, restart_runs: Sequence[str] = ()) -> None:
-    """Hand a submitted (or resumed) job to the workers."""
+    """Hand a submitted (or resumed) job to the workers.
+
+    The job is marked as fed by the workers first: from that commit on, any supervisor feeds
+    it, whether or not the messages below ever arrive.
+    """
+    with session_scope(engine()) as session:
+        job_store.set_dispatch(session, job_id, "workers")
+        for run_id in restart_runs:
+            repository.extend_lease(session, run_id, settings().lease_seconds)
     for run_id in restart_runs:
         submit(run_id)
     feed_job.apply_async((job_id,), queue=settings().default_queue)
+
+
+_supervisor: SupervisorThread | None = None
+
+
+def _consumes_default_queue(consumer: Any) -> bool:
+    queues = getattr(getattr(consumer, "app", app).amqp.queues, "consume_from", None) or {}
+    return settings().default_queue in queues
+
+
+@signals.worker_ready.connect
+def _start_supervisor(sender: Any = None, **_: Any) -> None:
+    """Every worker of the default queue supervises (several are safe; see the module)."""
+    global _supervisor
+    if not settings().supervisor or not _consumes_default_queue(sender):
+        return
+    _supervisor = SupervisorThread(
+        engine, window=settings().job_window, lease_seconds=settings().lease_seconds,
+        interval=settings().feed_interval, dispatch=submit)
+    _supervisor.start()
+
+
+@signals.worker_shutdown.connect
+def _stop_supervisor(**_: Any) -> None:
+    if _supervisor is not None:
+        _supervisor.stop()
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _redact_logs(logger: logging.Logger | None = None, **_: Any) -> None:
+    """Worker logs (task errors quote SDK messages and URLs) go out with credentials masked."""
+    install_log_redaction(logger)

@@ -39,11 +39,49 @@ def create_job(session: Session, *, name: str, manifest: str, default_query: str
     return job.id
 
 
-def get_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id)
+def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
+    """The job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
+    job = session.get(Job, job_id, with_for_update=lock or None,
+                      populate_existing=lock)
     if job is None:
         raise JobNotFound(job_id)
     return job
+
+
+def set_dispatch(session: Session, job_id: str, dispatch: str) -> None:
+    """Who feeds the job from now on: ``workers`` (the supervisor) or ``local``."""
+    get_job(session, job_id).dispatch = dispatch
+
+
+def jobs_to_feed(session: Session) -> list[str]:
+    """Running jobs that the workers feed and that still have items waiting."""
+    return list(session.scalars(
+        select(Job.id).where(Job.status == "running", Job.dispatch == "workers")
+        .where(select(JobItem.id).where(JobItem.job_id == Job.id, JobItem.status == "pending")
+               .exists())
+    ))
+
+
+def stalled_count(session: Session, job_id: str) -> int:
+    """Items in flight whose run's lease has passed: nothing has happened to them lately."""
+    return int(session.scalar(
+        select(func.count()).select_from(JobItem).join(Run, Run.id == JobItem.run_id)
+        .where(JobItem.job_id == job_id, JobItem.status == "queued",
+               Run.status.in_(("pending", "running")), Run.lease_until.is_not(None),
+               Run.lease_until < utc_now())
+    ) or 0)
+
+
+def close_orphaned_items(session: Session) -> int:
+    """Items still 'queued' whose run already ended (its closing was lost): close them now."""
+    runs = session.scalars(
+        select(Run).join(JobItem, JobItem.run_id == Run.id)
+        .where(JobItem.status == "queued", Run.status.in_(("succeeded", "failed")))
+        .limit(500)
+    ).all()
+    for run in runs:
+        close_item_for_run(session, run)
+    return len(runs)
 
 
 def latest_job(session: Session) -> Job | None:
@@ -74,8 +112,12 @@ def counts(session: Session, job_id: str) -> dict[str, int]:
     return {status: int(count) for status, count in rows}
 
 
-def claim(session: Session, job: Job, limit: int) -> list[str]:
-    """Give up to ``limit`` pending items a run each and mark them queued; returns run ids."""
+def claim(session: Session, job: Job, limit: int, *, lease_seconds: float | None = None
+          ) -> list[str]:
+    """Give up to ``limit`` pending items a run each and mark them queued; returns run ids.
+
+    ``lease_seconds``: the runs go to workers and are supervised from now on.
+    """
     if limit <= 0 or job.status != "running":
         return []
     items = session.scalars(
@@ -86,7 +128,8 @@ def claim(session: Session, job: Job, limit: int) -> list[str]:
     for item in items:
         run_id = create_run(session, query=item.query or job.default_query,
                             image_path=str(item.image), reference_path=item.reference,
-                            max_replan_iterations=job.max_replan_iterations, job_id=job.id)
+                            max_replan_iterations=job.max_replan_iterations, job_id=job.id,
+                            lease_seconds=lease_seconds)
         item.run_id, item.status, item.queued_at = run_id, "queued", utc_now()
         run_ids.append(run_id)
     return run_ids

@@ -100,10 +100,17 @@ def _status_check(statuses: tuple[str, ...]) -> CheckConstraint:
 
 
 class Run(Base):
-    """One query on one image, from submission to answer (or failure)."""
+    """One query on one image, from submission to answer (or failure).
+
+    ``lease_until``: the run is expected to make progress (a step beginning, beating or ending)
+    before then; past it, the supervisor re-sends it (``resends`` counts how often).
+    """
 
     __tablename__ = "runs"
-    __table_args__ = (_status_check(RUN_STATUSES),)
+    __table_args__ = (
+        _status_check(RUN_STATUSES),
+        Index("ix_runs_status_lease_until", "status", "lease_until"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
     query: Mapped[str] = mapped_column(Text)
@@ -121,6 +128,8 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    lease_until: Mapped[datetime | None]
+    resends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     steps: Mapped[list[StepRecord]] = relationship(
         back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
@@ -164,6 +173,8 @@ class StepRecord(Base):
     queue: Mapped[str | None] = mapped_column(String(64))
     started_at: Mapped[datetime] = mapped_column(default=utc_now)
     finished_at: Mapped[datetime | None]
+    #: While running: its owner beats before then; a second delivery after it takes over.
+    lease_until: Mapped[datetime | None]
 
     run: Mapped[Run] = relationship(back_populates="steps")
 
@@ -243,6 +254,8 @@ class ReplanRow(Base):
 
 
 JOB_STATUSES = ("running", "done", "cancelled")
+#: Who feeds a job's items: the workers' supervisor, or the submitting process (no broker).
+JOB_DISPATCH = ("workers", "local")
 ITEM_STATUSES = ("pending", "queued", "done", "failed", "cancelled")
 
 
@@ -259,6 +272,8 @@ class Job(Base):
     root: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="running")
     max_replan_iterations: Mapped[int] = mapped_column(Integer, default=2)
+    dispatch: Mapped[str] = mapped_column(String(16), default="workers",
+                                          server_default="workers")
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     finished_at: Mapped[datetime | None]
 

@@ -10,15 +10,16 @@ logs and replans are keyed by what they describe, never inserted twice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import Row, bindparam, select, text
+from sqlalchemy import Row, bindparam, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from ..redact import redact
 from ..state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     AgenticIQAState,
@@ -70,17 +71,35 @@ class RunNotFound(KeyError):
         return f"no run with id {self.run_id!r} in the database"
 
 
+class StepBusy(Exception):
+    """Another delivery of this step is running and its lease is alive: try again later."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"step is running elsewhere; retry in {retry_after:.1f}s")
+        self.retry_after = retry_after
+
+
+def lease_deadline(seconds: float | None) -> datetime | None:
+    """When a lease of ``seconds`` taken now runs out (None: not supervised)."""
+    return None if seconds is None else utc_now() + timedelta(seconds=seconds)
+
+
 def create_run(session: Session, *, query: str, image_path: str,
                reference_path: str | None = None,
                max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
-               backend: str | None = None, job_id: str | None = None) -> str:
-    """A new 'pending' run with its initial state; returns its id."""
+               backend: str | None = None, job_id: str | None = None,
+               lease_seconds: float | None = None) -> str:
+    """A new 'pending' run with its initial state; returns its id.
+
+    With ``lease_seconds`` the run is handed to workers and supervised from now on: if nothing
+    happens to it within the lease (the message was lost), it is re-sent.
+    """
     state = initial_state(query, image_path, reference_path,
                           max_replan_iterations=max_replan_iterations)
     run = Run(query=query, image_path=image_path, reference_path=reference_path,
               status="pending", state_json=state_to_json(state), iteration_count=0,
               max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,
-              created_at=utc_now())
+              created_at=utc_now(), lease_until=lease_deadline(lease_seconds))
     session.add(run)
     session.flush()
     return run.id
@@ -134,16 +153,26 @@ def _step_record(session: Session, run_id: str, step: str, iteration: int) -> St
 
 
 def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
-               worker: str | None = None, queue: str | None = None) -> StepRecord | None:
+               worker: str | None = None, queue: str | None = None,
+               lease_seconds: float | None = None) -> StepRecord | None:
     """Mark a step as running (one more attempt); None when it already succeeded.
 
-    A caller that gets None skips the work: this is a redelivery of a finished task.
+    A caller that gets None skips the work: this is a redelivery of a finished task.  With
+    ``lease_seconds`` (workers), a step still running under a live lease raises
+    :class:`StepBusy`: its owner is alive, so this delivery is a duplicate and must wait; once
+    the lease has passed (the owner died), this delivery takes the step over.
     """
     run = get_run(session, run_id)
     record = _step_record(session, run_id, step, iteration)
     if record.status == "succeeded":
         return None
     now = utc_now()
+    if (lease_seconds is not None and record.status == "running" and record.attempts > 0
+            and record.lease_until is not None and record.lease_until > now):
+        raise StepBusy((record.lease_until - now).total_seconds())
+    record.lease_until = lease_deadline(lease_seconds)
+    if lease_seconds is not None:
+        run.lease_until = record.lease_until
     record.status = "running"
     record.attempts += 1
     record.started_at = now
@@ -172,10 +201,11 @@ def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
     record = _step_record(session, run_id, step, iteration)
     record.status = "succeeded"
     record.attempts = max(record.attempts, 1)
-    record.output_json = _update_json(update)
+    record.output_json = redact(_update_json(update))
     record.error = None
     record.finished_at = utc_now()
-    run.state_json = state_to_json(state)
+    record.lease_until = None
+    run.state_json = redact(state_to_json(state))
     run.iteration_count = state.get("iteration_count", 0)
     evidence = update.get("executor_evidence")
     if evidence is not None:
@@ -212,8 +242,9 @@ def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error
     record = _step_record(session, run_id, step, iteration)
     record.status = "failed"
     record.attempts = max(record.attempts, 1)
-    record.error = error
+    record.error = redact(error)
     record.finished_at = utc_now()
+    record.lease_until = None
     session.flush()
 
 
@@ -224,10 +255,11 @@ def finish_run(session: Session, run_id: str, *, state: AgenticIQAState) -> None
     run.status = "succeeded" if result is not None else "failed"
     run.final_answer = result.final_answer if result is not None else None
     run.quality_score = result.quality_score if result is not None else None
-    run.error = state.get("error")
+    run.error = redact(state.get("error"))
     run.iteration_count = state.get("iteration_count", 0)
-    run.state_json = state_to_json(state)
+    run.state_json = redact(state_to_json(state))
     run.finished_at = utc_now()
+    run.lease_until = None
     session.flush()
     _close_job_item(session, run)
 
@@ -243,10 +275,53 @@ def fail_run(session: Session, run_id: str, *, error: str) -> None:
     """Close the run as failed (a step gave up for good)."""
     run = get_run(session, run_id)
     run.status = "failed"
-    run.error = error
+    run.error = redact(error)
     run.finished_at = utc_now()
+    run.lease_until = None
     session.flush()
     _close_job_item(session, run)
+
+
+def extend_lease(session: Session, run_id: str, seconds: float, *,
+                 step: tuple[str, int] | None = None) -> bool:
+    """Push the run's lease (and a running step's) ``seconds`` ahead; False if it has ended.
+
+    Called when a run is dispatched, by a running step's heartbeat, and before a delayed retry.
+    """
+    deadline = lease_deadline(seconds)
+    moved = session.execute(
+        update(Run).where(Run.id == run_id, Run.status.in_(("pending", "running")))
+        .values(lease_until=deadline)
+    ).rowcount
+    if step is not None:
+        name, iteration = step
+        session.execute(
+            update(StepRecord).where(StepRecord.run_id == run_id, StepRecord.step == name,
+                                     StepRecord.iteration == iteration,
+                                     StepRecord.status == "running")
+            .values(lease_until=deadline)
+        )
+    return bool(moved)
+
+
+def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> list[str]:
+    """Runs whose lease has passed, re-leased now so that one supervisor re-sends each.
+
+    Several supervisors may call this at once: PostgreSQL skips rows another one has locked,
+    SQLite's BEGIN IMMEDIATE lets one writer in at a time.
+    """
+    now = utc_now()
+    runs = session.scalars(
+        select(Run).where(Run.status.in_(("pending", "running")), Run.lease_until.is_not(None),
+                          Run.lease_until < now)
+        .order_by(Run.lease_until).limit(limit).with_for_update(skip_locked=True)
+    ).all()
+    deadline = lease_deadline(lease_seconds)
+    for run in runs:
+        run.lease_until = deadline
+        run.resends += 1
+    session.flush()
+    return [run.id for run in runs]
 
 
 def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:

@@ -55,12 +55,17 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
     return job_id
 
 
-def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], None]) -> int:
-    """Top the job up to ``window`` items in flight; returns how many runs were dispatched."""
+def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], None], *,
+         lease_seconds: float | None = None) -> int:
+    """Top the job up to ``window`` items in flight; returns how many runs were dispatched.
+
+    The job's row is locked while counting and claiming, so two feeders (two supervisors) never
+    both fill the same gap.  ``lease_seconds``: the runs are supervised (workers).
+    """
     with session_scope(engine) as session:
-        job = store.get_job(session, job_id)
+        job = store.get_job(session, job_id, lock=True)
         in_flight = store.counts(session, job_id).get("queued", 0)
-        run_ids = store.claim(session, job, window - in_flight)
+        run_ids = store.claim(session, job, window - in_flight, lease_seconds=lease_seconds)
     for run_id in run_ids:  # after the commit, so a worker always finds its run
         dispatch(run_id)
     return len(run_ids)
@@ -71,6 +76,8 @@ def run_local(engine: Engine, job_id: str, agents: Agents, *, workers: int = 2,
               on_progress: Callable[[], None] | None = None) -> None:
     """Work the job in this process with a pool of ``workers`` threads until nothing is left."""
     window = window or max(8, 4 * workers)
+    with session_scope(engine) as session:
+        store.set_dispatch(session, job_id, "local")
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool:
         while True:
             batch: list[str] = []
@@ -105,6 +112,9 @@ class Progress:
     counts: dict[str, int]
     created_at: datetime
     finished_at: datetime | None
+    #: Items in flight with no progress for longer than their lease (about to be re-sent, or
+    #: no worker is running): an ETA would be a lie while there are any.
+    stalled: int = 0
 
     @property
     def total(self) -> int:
@@ -126,6 +136,8 @@ class Progress:
 
     @property
     def eta_seconds(self) -> float | None:
+        if self.stalled:
+            return None
         remaining = self.total - self.finished
         if remaining == 0:
             return 0.0
@@ -138,8 +150,9 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         job = store.get_job(session, job_id) if job_id else store.latest_job(session)
         if job is None:
             raise store.JobNotFound("(latest)")
+        stalled = store.stalled_count(session, job.id) if job.status == "running" else 0
         return Progress(job.id, job.name, job.status, store.counts(session, job.id),
-                        job.created_at, job.finished_at)
+                        job.created_at, job.finished_at, stalled)
 
 
 def wait(engine: Engine, job_id: str, *, poll: float = 1.0, timeout: float | None = None,

@@ -62,7 +62,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0002",)]
+            ("0003",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:

@@ -1,0 +1,86 @@
+"""Credentials never leave the process: redaction of URLs and key values in any text.
+
+Errors, logs, stored rows and reports may quote a URL the user configured
+(``http://user:KEY@host/v1``, ``redis://:password@host``) or an SDK message that echoes a key.
+:func:`redact` is applied wherever text leaves (the database's error columns, log records, CLI
+output, reports), so a credential never needs to be remembered as "sensitive" at the source.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+MASK = "***"
+
+#: ``scheme://user:password@`` or ``scheme://token@``: everything between ``//`` and ``@``.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
+#: ``?api_key=...``, ``&token=...``, ``password=...`` in query strings and DSNs.
+_SECRET_PARAM = re.compile(
+    r"(?P<name>\b(?:api[_-]?key|access[_-]?token|token|password|passwd|secret|sig|signature)=)"
+    r"(?P<value>[^&\s'\"<>]+)",
+    re.IGNORECASE,
+)
+#: ``Authorization: Bearer xyz`` / ``x-api-key: xyz`` as SDKs sometimes print them.
+_AUTH_HEADER = re.compile(r"(?P<name>\b(?:bearer|x-api-key:?)\s+)(?P<value>[A-Za-z0-9._\-]{8,})",
+                          re.IGNORECASE)
+#: Environment variables whose values are secrets wherever they appear.
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+#: Values shorter than this are not searched for (a 3-letter "key" would mask common words).
+_MIN_SECRET_LENGTH = 6
+
+
+def secret_values() -> list[str]:
+    """Values of configured key variables (``OPENAI_API_KEY``, ``AGENTIC_IQA_*_API_KEY``, ...).
+
+    Read at call time: a key set after import (tests, a worker's environment) is covered too.
+    """
+    values = {value for name, value in os.environ.items()
+              if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET_LENGTH}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str | None) -> str | None:
+    """``text`` with URL credentials, secret query parameters and key values masked."""
+    if not text:
+        return text
+    result = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    result = _SECRET_PARAM.sub(lambda m: f"{m['name']}{MASK}", result)
+    result = _AUTH_HEADER.sub(lambda m: f"{m['name']}{MASK}", result)
+    for value in secret_values():
+        result = result.replace(value, MASK)
+    return result
+
+
+def redact_url(url: str | None) -> str | None:
+    """A URL safe to print: its password (and any token user part) masked."""
+    return redact(url)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts the formatted message (and the traceback) of every record.
+
+    Attached to handlers (not loggers), so records from any library pass through it.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is left for the handler to report
+            return True
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and record.exc_info[1] is not None:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = redact(text)
+        return True
+
+
+def install_log_redaction(logger: logging.Logger | None = None) -> None:
+    """Add :class:`RedactingFilter` to every handler of ``logger`` (default: the root logger)."""
+    target = logger or logging.getLogger()
+    for handler in target.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

@@ -1,0 +1,120 @@
+"""Jobs that heal themselves: feed every worker-fed job and re-send runs that went quiet.
+
+A message can be lost in many ways: Redis restarted without persistence, a worker SIGKILLed
+holding an unacknowledged task (Redis gives it back only after the visibility timeout, an hour),
+a submitter that died between storing a job and handing it over.  None of these needs a person
+to run ``eval resume``: the database knows every run that should be moving, and each run carries
+a lease that every sign of life pushes forward (dispatch, a step beginning, its heartbeat, its
+end).  The supervisor, a loop in every worker of the default queue, periodically
+
+1. closes items whose run ended but whose closing was lost,
+2. tops up every running job that the workers feed (so a job needs no live submitter), and
+3. re-sends each run whose lease has passed, exactly once per lease: the database decides which
+   supervisor re-sends which run, so running several is safe.
+
+Re-sending is idempotent by construction: a step already done is skipped, a step still running
+under a live lease makes the duplicate wait, a step whose owner died is taken over.  This module
+knows no Celery: it is handed a ``dispatch`` callable that sends a run on its way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Engine
+
+from .db import jobs as store
+from .db import repository
+from .db.engine import session_scope
+from .jobs import lifecycle
+from .redact import redact
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Tick:
+    """What one round of supervision did, for logs and tests."""
+
+    closed: int = 0
+    fed: dict[str, int] = field(default_factory=dict)
+    resent: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.closed or any(self.fed.values()) or self.resent or self.errors)
+
+
+def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
+                   dispatch: Callable[[str], None]) -> Tick:
+    """One round: close orphans, feed jobs, re-send stalled runs.  Never raises.
+
+    A failure of one part (the broker away while re-sending) is recorded and the rest goes on;
+    whatever could not be sent keeps its fresh lease and is re-sent a lease later.
+    """
+    tick = Tick()
+    try:
+        with session_scope(engine) as session:
+            tick.closed = store.close_orphaned_items(session)
+            job_ids = store.jobs_to_feed(session)
+    except Exception as exc:
+        tick.errors.append(f"reading jobs: {redact(str(exc))}")
+        return tick
+    for job_id in job_ids:
+        try:
+            tick.fed[job_id] = lifecycle.feed(engine, job_id, window, dispatch,
+                                              lease_seconds=lease_seconds)
+        except Exception as exc:
+            tick.errors.append(f"feeding job {job_id}: {redact(str(exc))}")
+    try:
+        with session_scope(engine) as session:
+            stalled = repository.claim_stalled(session, lease_seconds)
+    except Exception as exc:
+        tick.errors.append(f"finding stalled runs: {redact(str(exc))}")
+        return tick
+    for run_id in stalled:
+        try:
+            dispatch(run_id)
+            tick.resent.append(run_id)
+        except Exception as exc:
+            tick.errors.append(f"re-sending run {run_id}: {redact(str(exc))}")
+    return tick
+
+
+class SupervisorThread(threading.Thread):
+    """:func:`supervise_once` every ``interval`` seconds until :meth:`stop`."""
+
+    def __init__(self, engine_factory: Callable[[], Engine], *, window: int,
+                 lease_seconds: float, interval: float,
+                 dispatch: Callable[[str], None]) -> None:
+        super().__init__(name="agentic-iqa-supervisor", daemon=True)
+        self._engine_factory = engine_factory
+        self._window = window
+        self._lease = lease_seconds
+        self._interval = interval
+        self._dispatch = dispatch
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        log.info("supervisor started: lease %.1fs, every %.1fs", self._lease, self._interval)
+        while not self._stopped.wait(self._interval):
+            try:
+                tick = supervise_once(self._engine_factory(), window=self._window,
+                                      lease_seconds=self._lease, dispatch=self._dispatch)
+            except Exception as exc:  # the engine itself could not be made; try next time
+                log.warning("supervisor: %s", redact(str(exc)))
+                continue
+            if tick.resent:
+                log.warning("supervisor: re-sent %d stalled run(s): %s", len(tick.resent),
+                            ", ".join(tick.resent[:10]))
+            for error in tick.errors:
+                log.warning("supervisor: %s", error)
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self._stopped.set()
+        if self.is_alive():
+            self.join(timeout)

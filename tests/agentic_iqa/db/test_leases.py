@@ -1,0 +1,105 @@
+"""Leases: a running step's owner is waited for while alive and replaced once gone; runs that
+went quiet are claimed for a re-send exactly once per lease (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine, update
+
+from agentic_iqa.db import Run, StepRecord, begin_step, create_run, get_run, session_scope
+from agentic_iqa.db import repository
+from agentic_iqa.db.models import utc_now
+from tests.agentic_iqa.db import IMAGE, QUERY
+
+
+def _run(engine: Engine, lease: float | None = 60.0) -> str:
+    with session_scope(engine) as session:
+        return create_run(session, query=QUERY, image_path=IMAGE, lease_seconds=lease)
+
+
+def _expire(engine: Engine, run_id: str) -> None:
+    """Move the run's and its steps' leases into the past, as if their owner had died."""
+    past = utc_now() - timedelta(seconds=1)
+    with session_scope(engine) as session:
+        session.execute(update(Run).where(Run.id == run_id).values(lease_until=past))
+        session.execute(update(StepRecord).where(StepRecord.run_id == run_id)
+                        .values(lease_until=past))
+
+
+def test_a_step_running_under_a_live_lease_makes_a_second_delivery_wait(engine: Engine) -> None:
+    run_id = _run(engine)
+    with session_scope(engine) as session:
+        begin_step(session, run_id, "plan", 0, worker="w1", lease_seconds=30)
+    with session_scope(engine) as session, pytest.raises(repository.StepBusy) as busy:
+        begin_step(session, run_id, "plan", 0, worker="w2", lease_seconds=30)
+    assert 25 < busy.value.retry_after <= 30
+    with session_scope(engine) as session:
+        record = repository.steps_for(session, run_id)[0]
+        assert (record.worker, record.attempts) == ("w1", 1)
+
+
+def test_a_step_whose_lease_passed_is_taken_over(engine: Engine) -> None:
+    run_id = _run(engine)
+    with session_scope(engine) as session:
+        begin_step(session, run_id, "tool_execution", 0, worker="dead", lease_seconds=30)
+    _expire(engine, run_id)
+    with session_scope(engine) as session:
+        record = begin_step(session, run_id, "tool_execution", 0, worker="heir",
+                            lease_seconds=30)
+        assert record is not None
+        assert (record.worker, record.attempts) == ("heir", 2)
+        assert record.lease_until > utc_now() + timedelta(seconds=25)
+
+
+def test_without_leases_a_redelivery_runs_the_step_again(engine: Engine) -> None:
+    """The embedded path (one process) has no leases: a repeat begins the step again."""
+    run_id = _run(engine, lease=None)
+    with session_scope(engine) as session:
+        begin_step(session, run_id, "plan", 0)
+        assert begin_step(session, run_id, "plan", 0).attempts == 2
+
+
+def test_stalled_runs_are_claimed_once_per_lease(engine: Engine) -> None:
+    quiet, busy, unsupervised = _run(engine), _run(engine), _run(engine, lease=None)
+    _expire(engine, quiet)
+    with session_scope(engine) as session:
+        assert repository.claim_stalled(session, lease_seconds=30) == [quiet]
+    with session_scope(engine) as session:  # re-leased: a second supervisor finds nothing
+        assert repository.claim_stalled(session, lease_seconds=30) == []
+        assert get_run(session, quiet).resends == 1
+        assert get_run(session, busy).resends == 0
+        assert get_run(session, unsupervised).lease_until is None
+
+
+def test_finished_runs_are_never_claimed_and_heartbeats_move_the_lease(engine: Engine) -> None:
+    run_id = _run(engine, lease=1)
+    with session_scope(engine) as session:
+        begin_step(session, run_id, "plan", 0, lease_seconds=1)
+        assert repository.extend_lease(session, run_id, 90, step=("plan", 0))
+    with session_scope(engine) as session:
+        step = repository.steps_for(session, run_id)[0]
+        assert step.lease_until > utc_now() + timedelta(seconds=80)
+        assert get_run(session, run_id).lease_until > utc_now() + timedelta(seconds=80)
+        repository.fail_run(session, run_id, error="gave up")
+    _expire(engine, run_id)
+    with session_scope(engine) as session:
+        assert repository.claim_stalled(session, lease_seconds=30) == []
+        assert not repository.extend_lease(session, run_id, 30)
+
+
+def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789")
+    run_id = _run(engine)
+    reason = ("plan failed: APIConnectionError: Connection error at "
+              "http://alice:s3cret-token@vlm.internal:8000/v1 (key sk-live-0123456789)")
+    with session_scope(engine) as session:
+        repository.fail_step(session, run_id, "plan", 0, error=reason)
+        repository.fail_run(session, run_id, error=reason)
+    with session_scope(engine) as session:
+        run = get_run(session, run_id)
+        step = repository.steps_for(session, run_id)[0]
+    for stored in (run.error, step.error):
+        assert "s3cret-token" not in stored and "sk-live-0123456789" not in stored
+        assert "http://***@vlm.internal:8000/v1" in stored
