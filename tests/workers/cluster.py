@@ -33,6 +33,9 @@ class Cluster:
             "AGENTIC_IQA_DEVICE": "cpu",
             "AGENTIC_IQA_VISIBILITY_TIMEOUT": "6",
             "AGENTIC_IQA_UNACKED_RESTORE_INTERVAL": "1",
+            # Short leases and a fast supervisor tick, so self-healing shows within a test.
+            "AGENTIC_IQA_LEASE_SECONDS": "3",
+            "AGENTIC_IQA_FEED_INTERVAL": "0.5",
             **(env or {}),
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -81,3 +84,53 @@ class Cluster:
                 os.killpg(process.pid, signal.SIGKILL)
         self.processes.clear()
         self.client.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class RedisServer:
+    """A Redis of the test's own on a spare port, without persistence: killing it loses every
+    queued message, as a restarted production broker without AOF would."""
+
+    def __init__(self, logs: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.logs = logs
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        log = (self.logs / f"redis-{self.port}.log").open("ab")
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.logs)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        client = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if client.ping():
+                    client.close()
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        raise TimeoutError(f"redis-server on port {self.port} did not start")
+
+    def kill(self) -> None:
+        """SIGKILL: no save, no goodbye to the clients."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        self.kill()

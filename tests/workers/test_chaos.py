@@ -1,0 +1,121 @@
+"""Faults with nobody at the keyboard: a tool worker SIGKILLed mid-step and the broker killed
+and restarted empty, mid-job.  No ``eval resume``, no manual message: the supervisor in the
+default-queue worker re-sends what went quiet, and every item still ends done exactly once.
+
+Redis's visibility timeout is left at its production value (an hour), so it is the supervisor,
+not Redis handing back an unacknowledged task, that heals these jobs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from sqlalchemy import func, select
+
+from agentic_iqa.db import upgrade
+from agentic_iqa.db.engine import make_engine, session_scope
+from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
+from agentic_iqa.jobs import lifecycle
+from tests.conftest import natural_image
+from tests.workers.cluster import Cluster, RedisServer
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+QUERY = "Rate this image using Slow."
+NO_REDIS_HEALING = {"AGENTIC_IQA_VISIBILITY_TIMEOUT": "3600", "AGENTIC_IQA_JOB_WINDOW": "4",
+                    "AGENTIC_IQA_TEST_SLOW_SECONDS": "0.6"}
+
+
+def _images(folder: Path, count: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        Image.fromarray(natural_image(index, (160, 128))).save(folder / f"img{index:02d}.png")
+    return folder
+
+
+def _wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _assert_each_item_done_exactly_once(engine, job_id: str, count: int) -> None:
+    final = lifecycle.wait(engine, job_id, poll=0.5, timeout=180)
+    assert final.status == "done" and final.counts == {"done": count}, final
+    with session_scope(engine) as session:
+        runs = session.execute(select(Run.id, Run.status).where(Run.job_id == job_id)).all()
+        item_runs = session.scalars(select(JobItem.run_id).where(JobItem.job_id == job_id)).all()
+        steps = session.execute(
+            select(StepRecord.run_id, StepRecord.step, StepRecord.iteration, func.count())
+            .group_by(StepRecord.run_id, StepRecord.step, StepRecord.iteration)).all()
+        tool_rows = session.execute(select(ToolLog.run_id, ToolLog.tool_name, ToolLog.iteration,
+                                           ToolLog.object_name, ToolLog.distortion)).all()
+    assert len(runs) == count and {status for _, status in runs} == {"succeeded"}
+    assert len(set(item_runs)) == count  # one run per item: nothing was assessed twice
+    assert steps and all(n == 1 for *_key, n in steps)
+    # Every run called the Slow tool, and no call was logged twice.
+    assert {row[0] for row in tool_rows} == {run for run, _ in runs}
+    assert len({(row[0], *row[2:]) for row in tool_rows}) == len(tool_rows)
+    assert {row[1] for row in tool_rows} == {"Slow"}
+
+
+def test_tool_worker_sigkilled_mid_step_heals_without_resume(make_cluster, sqlite_url,
+                                                             tmp_path):
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    cluster = make_cluster(sqlite_url, **NO_REDIS_HEALING)
+    cluster.start("default", "default")
+    doomed = cluster.start("gpu", "gpu")
+    job_id = lifecycle.submit(engine, _images(tmp_path / "images", 8), query=QUERY)
+    # Nothing is sent by hand: the supervisor finds the stored job and feeds it.
+
+    def tool_step_running() -> bool:
+        with session_scope(engine) as session:
+            return bool(session.scalar(select(func.count()).select_from(StepRecord).where(
+                StepRecord.step == "tool_execution", StepRecord.status == "running")))
+
+    _wait_until(tool_step_running, 60, "a tool step to start")
+    time.sleep(0.2)
+    cluster.kill(doomed)
+    cluster.start("gpu2", "gpu")
+    _assert_each_item_done_exactly_once(engine, job_id, 8)
+    with session_scope(engine) as session:
+        taken_over = session.scalars(select(StepRecord).where(
+            StepRecord.step == "tool_execution", StepRecord.attempts > 1)).all()
+        resent = session.scalar(select(func.sum(Run.resends)).where(Run.job_id == job_id))
+    assert len(taken_over) == 1 and taken_over[0].worker.startswith("gpu2-")
+    assert resent >= 1
+
+
+def test_broker_killed_and_restarted_empty_mid_job_heals_without_resume(
+        tmp_path, sqlite_url, tool_overrides, redis_url):
+    import json
+
+    broker = RedisServer(tmp_path)
+    broker.start()
+    cluster = Cluster(broker.url, sqlite_url, tmp_path, {
+        "AGENTIC_IQA_METADATA_OVERRIDES": json.dumps([str(tool_overrides)]),
+        **NO_REDIS_HEALING})
+    try:
+        upgrade(sqlite_url)
+        engine = make_engine(sqlite_url)
+        cluster.start("default", "default")
+        cluster.start("gpu", "gpu")
+        job_id = lifecycle.submit(engine, _images(tmp_path / "images", 12), query=QUERY)
+        _wait_until(lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 2, 90,
+                    "the first items")
+        broker.kill()  # every queued and unacknowledged message is gone
+        time.sleep(1.0)
+        broker.start()
+        lost = lifecycle.progress(engine, job_id)
+        assert lost.counts.get("done", 0) < 12
+        _assert_each_item_done_exactly_once(engine, job_id, 12)
+        with session_scope(engine) as session:  # healed by re-sending what the broker lost
+            assert session.scalar(select(func.sum(Run.resends)).where(Run.job_id == job_id))
+    finally:
+        cluster.stop()
+        broker.stop()
