@@ -125,6 +125,12 @@ def test_redis_is_7_alpine_with_a_ping_healthcheck(services: dict[str, Any]) -> 
     assert "ports" not in redis, "the broker must not be published on the host"
 
 
+def test_redis_persists_queued_messages_in_an_append_only_file(services: dict[str, Any]) -> None:
+    command = " ".join(services["redis"]["command"])
+    assert "--appendonly yes" in command and "--appendfsync everysec" in command
+    assert any(volume.endswith(":/data") for volume in services["redis"]["volumes"])
+
+
 def test_postgres_is_16_alpine_with_named_volume_and_pg_isready(
     compose: dict[str, Any], services: dict[str, Any]
 ) -> None:

@@ -14,6 +14,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..jobs.metrics import answer_letter
+from ..redact import redact
 from .models import Job, JobItem, Run, ToolLog, utc_now
 from .repository import create_run
 
@@ -227,7 +228,7 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
             row: dict[str, Any] = {
                 "item_id": item.item_key, "line": item.line, "image": item.image,
                 "reference": item.reference, "query": item.query, "status": item.status,
-                "error": item.error, "run_id": item.run_id, "mos": item.mos,
+                "error": redact(item.error), "run_id": item.run_id, "mos": item.mos,
                 "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
                 "correct": None, "severities": None, "fallbacks": 0, "tools": None,
                 "tool_scores": {},

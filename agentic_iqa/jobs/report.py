@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..redact import redact
 from .export import TOOL_PREFIX
 from .metrics import correlation_report, mcq_accuracy, plcc_after_logistic, srcc
 
@@ -59,7 +60,7 @@ def failure_reason(error: str | None) -> str:
     "image 'a.jpg' on line 7 not found" and "image 'b.jpg' on line 9 not found" are the same
     reason; the report counts reasons and keeps one full message as an example.
     """
-    text = _text(error)
+    text = redact(_text(error))
     if text is None:
         return "(no error message)"
     first = text.splitlines()[0].strip()
@@ -102,7 +103,8 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
         if status == "failed":
             reason = failure_reason(row.get("error"))
             failures[reason] += 1
-            examples.setdefault(reason, (_text(row.get("item_id")), _text(row.get("error"))))
+            examples.setdefault(reason, (_text(row.get("item_id")),
+                                         redact(_text(row.get("error")))))
         mos = _number(row.get("mos"))
         score = _number(row.get("quality_score")) if done else None
         mos_known += mos is not None

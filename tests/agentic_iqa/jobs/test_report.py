@@ -147,3 +147,12 @@ def test_failure_reason_blanks_item_specific_parts() -> None:
     assert failure_reason("image '/a/b.jpg' on line 7 not found\ntraceback") == \
         "image '…' on line N not found"
     assert failure_reason(None) == failure_reason("  ") == "(no error message)"
+
+
+def test_credentials_in_stored_errors_never_reach_the_report() -> None:
+    rows = [{"item_id": "a", "status": "failed", "mos": None, "quality_score": None,
+             "error": "plan failed: APIConnectionError at http://bob:hunter2-key@vlm:8000/v1"}]
+    document = build_report(rows, bootstrap=0)
+    text = json.dumps(document) + render_text(document)
+    assert "hunter2-key" not in text
+    assert "http://***@vlm:8000/v1" in text

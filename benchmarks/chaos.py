@@ -1,0 +1,215 @@
+"""A dataset job under scheduled faults, with nobody at the keyboard: does it heal, and how fast?
+
+A job of ``--items`` generated photos (builtin backend, the offline tools) runs on real Celery
+workers (one default-queue worker, one tool-queue worker), a Redis of its own on a spare port
+without persistence, and a scratch PostgreSQL database.  Faults are injected on a schedule:
+
+* ``kill-tool-worker``: SIGKILL the tool worker mid-job, start a new one;
+* ``kill-default-worker``: SIGKILL the default worker (and its supervisor), start a new one;
+* ``restart-broker``: SIGKILL Redis and start it again empty (every queued message is lost);
+* ``drop-db-connections``: ``pg_terminate_backend`` every connection of the job's database.
+
+No ``eval resume`` and no manual message: the supervisor re-sends what went quiet.  Printed:
+items done / failed / duplicated (runs beyond one per item), steps taken over, runs re-sent, and
+for each fault the seconds until the next item finished and until every item that was in flight
+at the fault had finished (time to heal: the lost ones had to be re-sent), next to the median
+gap between finishes before any fault (the baseline, same process).
+
+    python benchmarks/chaos.py [--items 200] [--lease 5] [--postgres-url postgresql+psycopg://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+FAULTS = ("kill-tool-worker", "kill-default-worker", "restart-broker", "drop-db-connections")
+
+
+def make_images(folder: Path, count: int) -> Path:
+    from PIL import Image
+
+    from tests.conftest import natural_image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        Image.fromarray(natural_image(index, (192, 144))).save(folder / f"img{index:04d}.png")
+    return folder
+
+
+def finished(engine, job_id: str) -> int:
+    from agentic_iqa.jobs import lifecycle
+
+    return lifecycle.progress(engine, job_id).finished
+
+
+def in_flight(engine, job_id: str) -> set[int]:
+    from sqlalchemy import select
+
+    from agentic_iqa.db.engine import session_scope
+    from agentic_iqa.db.models import JobItem
+
+    with session_scope(engine) as session:
+        return set(session.scalars(select(JobItem.id).where(
+            JobItem.job_id == job_id, JobItem.status == "queued")))
+
+
+def drop_connections(admin_url: str, database: str) -> int:
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            return len(connection.execute(text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": database}).all())
+    finally:
+        admin.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--items", type=int, default=200)
+    parser.add_argument("--lease", type=float, default=5.0, help="AGENTIC_IQA_LEASE_SECONDS")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
+                        help="a database to create the scratch database from")
+    parser.add_argument("--fault-every", type=float, default=9.0,
+                        help="seconds between faults (the first after one interval)")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    args = parser.parse_args()
+
+    from sqlalchemy import create_engine, func, select, text
+    from sqlalchemy.engine import make_url
+
+    from agentic_iqa.db.engine import dispose_engines, make_engine, session_scope, upgrade
+    from agentic_iqa.db.models import JobItem, Run, StepRecord
+    from agentic_iqa.jobs import lifecycle
+    from tests.workers.cluster import Cluster, RedisServer
+
+    scratch = f"agentic_iqa_chaos_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(args.postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{scratch}"'))
+    database_url = make_url(args.postgres_url).set(database=scratch).render_as_string(
+        hide_password=False)
+    work = Path(tempfile.mkdtemp(prefix="agentic-iqa-chaos-"))
+    broker = RedisServer(work)
+    broker.start()
+    cluster = Cluster(broker.url, database_url, work, {
+        "AGENTIC_IQA_VISIBILITY_TIMEOUT": "3600",  # Redis does not heal anything here
+        "AGENTIC_IQA_LEASE_SECONDS": str(args.lease),
+        "AGENTIC_IQA_FEED_INTERVAL": "1",
+        "AGENTIC_IQA_JOB_WINDOW": "20",
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+    })
+    report: dict = {"items": args.items, "lease_seconds": args.lease, "faults": []}
+    try:
+        upgrade(database_url)
+        engine = make_engine(database_url)
+        images = make_images(work / "images", args.items)
+        workers = {"default": cluster.start("default", "default"),
+                   "gpu": cluster.start("gpu", "gpu")}
+        started = time.monotonic()
+        job_id = lifecycle.submit(engine, images)  # stored only: the supervisor feeds it
+        finishes: list[float] = []
+        last = 0
+        schedule = list(FAULTS)
+        next_fault = started + args.fault_every
+        pending_recovery: list[tuple[str, float, int, frozenset[int]]] = []
+        recovery: dict[str, dict] = {}
+        while time.monotonic() - started < args.timeout:
+            try:
+                current = lifecycle.progress(engine, job_id)
+            except Exception:  # the database connection was just dropped: look again
+                time.sleep(0.2)
+                continue
+            now = time.monotonic()
+            if current.finished > last:
+                finishes.extend([now] * (current.finished - last))
+                last = current.finished
+                still = in_flight(engine, job_id) if pending_recovery else set()
+                for entry in list(pending_recovery):
+                    fault, at, before, flying = entry
+                    record = recovery.setdefault(fault, {"fault": fault,
+                                                         "at_s": round(at - started, 1)})
+                    if last > before and "next_item_s" not in record:
+                        record["next_item_s"] = round(now - at, 2)
+                    if not flying & still:
+                        record["healed_s"] = round(now - at, 2)
+                        pending_recovery.remove(entry)
+            if current.status != "running":
+                break
+            if schedule and now >= next_fault:
+                fault, at = schedule.pop(0), time.monotonic()
+                flying = frozenset(in_flight(engine, job_id))
+                if fault == "kill-tool-worker":
+                    cluster.kill(workers["gpu"])
+                    workers["gpu"] = cluster.start(f"gpu{len(schedule)}", "gpu")
+                elif fault == "kill-default-worker":
+                    cluster.kill(workers["default"])
+                    workers["default"] = cluster.start(f"default{len(schedule)}", "default")
+                elif fault == "restart-broker":
+                    broker.kill()
+                    time.sleep(1.0)
+                    broker.start()
+                else:
+                    drop_connections(args.postgres_url, scratch)
+                pending_recovery.append((fault, at, last, flying))
+                next_fault = time.monotonic() + args.fault_every
+            time.sleep(0.1)
+        elapsed = time.monotonic() - started
+        report["faults"] = list(recovery.values())
+        with session_scope(engine) as session:
+            counts = lifecycle.progress(engine, job_id).counts
+            runs = session.scalar(select(func.count()).select_from(Run)
+                                  .where(Run.job_id == job_id))
+            items = session.scalar(select(func.count()).select_from(JobItem)
+                                   .where(JobItem.job_id == job_id))
+            taken_over = session.scalar(select(func.count()).select_from(StepRecord)
+                                        .where(StepRecord.attempts > 1))
+            resends = session.scalar(select(func.sum(Run.resends))
+                                     .where(Run.job_id == job_id)) or 0
+        first_fault = started + args.fault_every
+        calm = [b - a for a, b in zip(finishes, finishes[1:], strict=False) if b < first_fault]
+        report.update({
+            "status": lifecycle.progress(engine, job_id).status, "seconds": round(elapsed, 1),
+            "done": counts.get("done", 0), "failed": counts.get("failed", 0),
+            "duplicated": runs - items, "steps_taken_over": taken_over, "runs_resent": resends,
+            "items_per_s": round(last / elapsed, 2),
+            "baseline_gap_s": round(statistics.median(calm), 3) if calm else None,
+        })
+    finally:
+        cluster.stop()
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        dispose_engines(database_url)
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
+        admin.dispose()
+    print(json.dumps(report, indent=2))
+    print(f"\n{report['done']} done, {report['failed']} failed, {report['duplicated']} duplicated"
+          f" of {report['items']} items in {report['seconds']} s ({report['status']}); "
+          f"{report['steps_taken_over']} steps taken over, {report['runs_resent']} runs re-sent")
+    gap = report["baseline_gap_s"]
+    print(f"  calm gap between finished items: {gap} s (baseline)")
+    for fault in report["faults"]:
+        after, healed = fault.get("next_item_s"), fault.get("healed_s")
+        ratio = f" ({after / gap:.0f}x the calm gap)" if after and gap else ""
+        print(f"  {fault['fault']:<22} at {fault['at_s']:>6.1f} s: next item after "
+              f"{after if after is not None else 'never'} s{ratio}; every item in flight "
+              f"at the fault finished after {healed if healed is not None else 'never'} s")
+
+
+if __name__ == "__main__":
+    main()
