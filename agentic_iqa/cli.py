@@ -10,12 +10,15 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from iqa_tools import ToolError, ToolRegistry
 from iqa_tools import weights as weight_files
+from iqa_tools.images import load_image
 
 from .config import load_tool_settings
+from .redact import redact
 
 app = typer.Typer(
     help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
@@ -42,7 +45,9 @@ def _registry(device: str | None = None) -> ToolRegistry:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one redacted error line and exit: what a user can act on, never a traceback."""
+    err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -118,10 +123,19 @@ def tools_run(
     """Run one tool on an image: raw score, score on the 1-5 scale, time, cache hit."""
     registry = _registry(device)
     try:
+        spec = registry.get(tool)
+        # Decoded and size-checked before any model is built: a thumbnail fails in
+        # milliseconds with the size the tool needs, not after every fallback has tried it.
+        target = load_image(image)
+        target.check_size(spec.name)
+        ref = load_image(reference) if reference is not None and spec.is_full_reference \
+            else None
+        if ref is not None:
+            ref.check_size(spec.name)
         # Model code prints progress to stdout; keep stdout for the answer.
         with contextlib.redirect_stdout(sys.stderr):
             result = registry.execute_tool(
-                tool, image, reference, use_cache=not no_cache, allow_fallback=not no_fallback
+                spec.name, target, ref, use_cache=not no_cache, allow_fallback=not no_fallback
             )
     except ToolError as exc:
         _fail(str(exc))
@@ -203,7 +217,7 @@ def assess(
     device: DeviceOption = None,
 ) -> None:
     """Ask the agent a question about an image: plan, evidence, answer and why."""
-    from .pipeline import default_agents, run_inprocess
+    from .pipeline import default_agents, run_inprocess, validate_inputs
     from .report import render_state, state_document
 
     for path in (image, reference):
@@ -211,6 +225,10 @@ def assess(
             _fail(f"image not found: {path}")
     image_path = str(image.resolve())
     reference_path = str(reference.resolve()) if reference else None
+    try:  # the plan step checks this too; here it costs no stored run and no model
+        validate_inputs(image_path, reference_path)
+    except ToolError as exc:
+        _fail(str(exc))
     if distributed:
         state = _assess_distributed(query, image_path, reference_path, max_replans, timeout)
     elif store:
@@ -221,7 +239,8 @@ def assess(
                                     max_replan_iterations=max_replans)
         agents = default_agents(_registry(device))
         with contextlib.redirect_stdout(sys.stderr):
-            state = service.run_embedded(engine, agents, run_id)
+            service.run_embedded(engine, agents, run_id)
+        state = _stored_state(engine, run_id)
         err.print(f"run {run_id} stored in {_safe_url(engine)}", highlight=False)
     else:
         agents = default_agents(_registry(device))
@@ -247,6 +266,24 @@ def _engine():  # noqa: ANN202 - sqlalchemy Engine, imported lazily
 
 def _safe_url(engine) -> str:  # noqa: ANN001
     return engine.url.render_as_string(hide_password=True)
+
+
+def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and state, lazily
+    """The run's final state, with the run's error in it when a step gave up.
+
+    A step that fails for good (a VLM server that cannot be reached) records its reason on the
+    run row only; without this the state says neither why nor that anything failed.
+    """
+    from .db import repository
+    from .db.engine import session_scope
+    from .state import merge_state
+
+    with session_scope(engine) as session:
+        run = repository.get_run(session, run_id)
+        state = repository.load_state(session, run_id)
+        if run.status == "failed" and run.error and not state.get("error"):
+            state = merge_state(state, {"error": run.error})
+    return state
 
 
 def _assess_distributed(query: str, image_path: str, reference_path: str | None,
@@ -282,7 +319,7 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
                 _fail(f"run {run_id} did not finish in {timeout:.0f}s (still {run.status}); "
                       "are workers consuming both queues?")
             time.sleep(0.2)
-    return service.load(engine, run_id)
+    return _stored_state(engine, run_id)
 
 
 @app.command("worker")

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, export, report.",
@@ -18,8 +19,13 @@ eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, exp
 out = Console()
 err = Console(stderr=True)
 
+
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one redacted error line and exit 1."""
+    from .redact import redact
+
+    err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -76,8 +82,16 @@ def submit(
     no_check_images: Annotated[
         bool, typer.Option("--no-check-images", help="skip opening each image at submit")
     ] = False,
+    mos_range: Annotated[
+        tuple[float, float] | None,
+        typer.Option("--mos-range", help="the MOS scale LOW HIGH: a MOS outside it is a bad "
+                                         "row (default: any finite number)"),
+    ] = None,
 ) -> None:
-    """Create a job from a manifest and start it (Celery workers, or locally without a broker)."""
+    """Create a job from a manifest and start it (Celery workers, or locally without a broker).
+
+    Exits 1 if the job is cancelled while this command waits for it (``--wait``, or a local run).
+    """
     import os
 
     from .jobs import lifecycle
@@ -88,7 +102,7 @@ def submit(
     engine = _engine()
     try:
         job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
-                                  check_images=not no_check_images)
+                                  check_images=not no_check_images, mos_range=mos_range)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
     current = lifecycle.progress(engine, job_id)
@@ -96,17 +110,45 @@ def submit(
     print(job_id)
     err.print(f"job {job_id}: {current.total} items ({bad} bad rows recorded as failed)",
               highlight=False)
+    if mos_range is None and (negative := _negative_mos_count(engine, job_id)):
+        err.print(f"[yellow]warning:[/] {negative} items have a negative MOS; if the scale has "
+                  "no negative scores, declare it with --mos-range LOW HIGH so such rows are "
+                  "reported as bad", highlight=False)
     if _broker():
         from workers.tasks import start_job
 
         start_job(job_id)
         if wait:
             _progress_bar(engine, job_id)
+            _end_of_wait(engine, job_id)
         return
     # No broker: the job runs here, with the same steps, in a pool of threads.
     agents = _agents()
     with contextlib.redirect_stdout(sys.stderr):
         _run_local(engine, job_id, agents, workers)
+    _end_of_wait(engine, job_id)
+
+
+def _negative_mos_count(engine: Any, job_id: str) -> int:
+    """Items with a MOS below zero: legal without --mos-range, but often a sign of a typo."""
+    from sqlalchemy import func, select
+
+    from .db.engine import session_scope
+    from .db.models import JobItem
+
+    with session_scope(engine) as session:
+        return int(session.scalar(select(func.count()).where(JobItem.job_id == job_id,
+                                                             JobItem.mos < 0)) or 0)
+
+
+def _end_of_wait(engine: Any, job_id: str) -> None:
+    """After waiting for a job: a cancelled job is said so, with exit code 1."""
+    from .jobs import lifecycle
+
+    current = lifecycle.progress(engine, job_id)
+    if current.status == "cancelled":
+        _fail(f"job {job_id} was cancelled: {current.finished} of {current.total} items "
+              "finished; `agentic-iqa eval resume` continues it")
 
 
 def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
@@ -177,6 +219,7 @@ def resume(
         start_job(job, unfinished)
         if wait:
             _progress_bar(engine, job)
+            _end_of_wait(engine, job)
         return
     from . import service
 
@@ -185,18 +228,27 @@ def resume(
         for run_id in unfinished:
             service.run_embedded(engine, agents, run_id)
         _run_local(engine, job, agents, workers)
+    _end_of_wait(engine, job)
 
 
 @eval_app.command("cancel")
 def cancel(job: Annotated[str, typer.Argument(help="job id")]) -> None:
-    """Stop a job: waiting items are cancelled, running ones end as cancelled."""
-    from .db.jobs import JobNotFound
-    from .jobs import lifecycle
+    """Stop a job: waiting items are cancelled, running ones end as cancelled.
+
+    A job that already ended (done or cancelled) is left alone and the command exits 1, so a
+    script that expects its cancel to have stopped something learns that it did not.
+    """
+    from .db import jobs as store
+    from .db.engine import session_scope
 
     try:
-        cancelled = lifecycle.cancel(_engine(), job)
-    except JobNotFound as exc:
+        with session_scope(_engine()) as session:  # status read and cancel in one transaction
+            status = store.get_job(session, job).status
+            cancelled = store.cancel(session, job) if status == "running" else None
+    except store.JobNotFound as exc:
         _fail(str(exc))
+    if cancelled is None:
+        _fail(f"job {job} already finished ({status}); nothing to cancel")
     out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False)
 
 

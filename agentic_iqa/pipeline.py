@@ -4,6 +4,9 @@
 the replan counters it names what runs next.  :func:`run_step` runs one step and returns the
 state update.  The in-process runner loops over both; the Celery pipeline (workers/) persists the
 state between the same steps, so both paths produce the same answer.
+
+The plan step first checks the inputs (:func:`validate_inputs`): an image no tool can read ends
+the run as failed, with the reason, before any model is asked anything and without replans.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from iqa_tools import ToolRegistry
+from iqa_tools.errors import InputError, ToolError
+from iqa_tools.images import check_min_size, probe_image
 
 from .agents import executor, summarizer
 from .agents.planner import PlanningFailed, make_plan
@@ -94,6 +99,26 @@ def next_step(state: AgenticIQAState) -> str | None:
     return None
 
 
+def validate_inputs(image_path: str, reference_path: str | None = None) -> None:
+    """Raise a :class:`ToolError` saying why, when the tools could not measure these inputs.
+
+    Both files are decoded in full (a truncated file fails here, not as "Unable to determine"
+    after every step), must be at least :data:`iqa_tools.images.MIN_IMAGE_SIDE` pixels a side,
+    and a reference must have the image's size: full-reference tools never resize.
+    """
+    size = probe_image(image_path)
+    check_min_size(image_path, size)
+    if reference_path is None:
+        return
+    reference_size = probe_image(reference_path)
+    check_min_size(reference_path, reference_size)
+    if reference_size != size:
+        raise InputError(
+            f"the reference {reference_path!r} is {reference_size[0]}x{reference_size[1]} "
+            f"pixels but the image {image_path!r} is {size[0]}x{size[1]}; full-reference tools "
+            "compare pixel by pixel and never resize: give a reference of the same size")
+
+
 def _evidence(state: AgenticIQAState) -> ExecutorOutput:
     return state.get("executor_evidence") or ExecutorOutput()
 
@@ -108,6 +133,11 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     reference = state.get("reference_path")
     if step == PLAN:
         history = state.get("replan_history", [])
+        if not history:  # a replan sees the same files: checked once, on the first plan
+            try:
+                validate_inputs(image, reference)
+            except ToolError as bad:
+                return {"error": str(bad)}
         reason = history[-1].reason if history else None
         tool_names = [spec.name for spec in agents.registry.catalog]
         try:

@@ -1,4 +1,8 @@
-"""Showing a finished run to a person (rich) or a script (JSON)."""
+"""Showing a finished run to a person (rich) or a script (JSON).
+
+A failed run shows its reason in both: the state's ``error`` (a plain message, or a planner
+error stored as JSON) is reduced to one readable line and passed through :func:`redact`.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,41 @@ import math
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from .redact import redact
 from .state import AgenticIQAState, state_to_json
+
+
+def error_details(state: AgenticIQAState) -> dict[str, Any] | None:
+    """The structured error, redacted, when the state holds one (a planner failure's JSON)."""
+    error = redact(state.get("error"))
+    if not error:
+        return None
+    try:
+        parsed = json.loads(error)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) and isinstance(parsed.get("message"), str) \
+        else None
+
+
+def error_message(state: AgenticIQAState) -> str | None:
+    """Why the run failed, as one redacted line; None when it did not fail.
+
+    The plan step stores a planner failure as a JSON ``PlannerError``; its ``message`` is what a
+    person can act on, the rest is for debugging.
+    """
+    details = error_details(state)
+    return details["message"] if details else redact(state.get("error")) or None
 
 
 def state_document(state: AgenticIQAState) -> dict[str, Any]:
     """The final state as JSON-able data, with the answer fields repeated at the top level."""
     document: dict[str, Any] = json.loads(state_to_json(state))
+    document["error"] = error_message(state)
+    document["error_details"] = error_details(state)
     result = state.get("summarizer_result")
     document["final_answer"] = result.final_answer if result else None
     document["quality_reasoning"] = result.quality_reasoning if result else None
@@ -25,8 +56,10 @@ def state_document(state: AgenticIQAState) -> dict[str, Any]:
 
 def render_state(state: AgenticIQAState, console: Console) -> None:
     console.print(f"[bold]Query:[/] {state['query']}", highlight=False)
+    failure = error_message(state)
     if "plan" not in state:
-        console.print(f"[bold red]Planning failed:[/] {state.get('error')}", highlight=False)
+        reason = failure or "no plan, and no reason was recorded"
+        console.print(f"[bold red]Planning failed:[/] {escape(reason)}", highlight=False)
         return
     plan = state["plan"]
     flags = plan.plan
@@ -63,6 +96,8 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
         console.print(f"[yellow]Replan {entry.iteration}:[/] {entry.reason}", highlight=False)
     result = state.get("summarizer_result")
     if result is None:
+        if failure:
+            console.print(f"[bold red]Failed:[/] {escape(failure)}", highlight=False)
         return
     console.print(f"[bold green]Answer:[/] {result.final_answer}", highlight=False)
     if result.quality_score is not None:

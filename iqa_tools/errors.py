@@ -34,6 +34,24 @@ class InputError(ToolError):
     """The inputs do not suit the tool (FR tool without reference, size mismatch)."""
 
 
+class ImageTooSmallError(InputError):
+    """The image is smaller than a tool can measure; says the size found and the one needed.
+
+    Kept apart from :class:`ImageLoadError` because the file is fine: a bigger image would do.
+    """
+
+    def __init__(self, path: str, size: tuple[int, int], minimum: int,
+                 tool: str | None = None) -> None:
+        width, height = size
+        who = f"{tool} needs" if tool else "the IQA tools need"
+        super().__init__(f"image {path!r} is {width}x{height} pixels; {who} at least "
+                         f"{minimum}x{minimum}")
+        self.path = path
+        self.size = size
+        self.minimum = minimum
+        self.tool = tool
+
+
 class ToolFailure(ToolError):
     """The tool itself could not produce a usable score; a fallback tool may still help."""
 

@@ -144,3 +144,117 @@ def test_distributed_without_a_broker_is_a_clear_error():
                                  "--distributed"], env={"AGENTIC_IQA_BROKER_URL": ""})
     assert result.exit_code == 1
     assert "AGENTIC_IQA_BROKER_URL" in result.output
+
+
+def _tiny_and_truncated(folder):
+    import io
+
+    from PIL import Image
+
+    from tests.conftest import natural_image
+
+    tiny = folder / "tiny.png"
+    Image.new("RGB", (1, 1), (128, 128, 128)).save(tiny)
+    buffer = io.BytesIO()
+    Image.fromarray(natural_image()).save(buffer, format="JPEG", quality=90)
+    cut = folder / "cut.jpg"
+    cut.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    small = folder / "small.png"
+    Image.fromarray(natural_image(size=(64, 64))).save(small)
+    return tiny, cut, small
+
+
+def test_tools_run_on_a_too_small_image_gives_the_tools_minimum_fast(tmp_path, weights_dir):
+    import time
+
+    from iqa_tools.images import MIN_IMAGE_SIDE
+
+    tiny, _cut, small = _tiny_and_truncated(tmp_path)
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu",
+           "AGENTIC_IQA_WEIGHTS_DIR": str(weights_dir)}
+    started = time.perf_counter()
+    result = runner.invoke(app, ["tools", "run", "BRISQUE", str(tiny)], env=env)
+    assert time.perf_counter() - started < 5
+    assert result.exit_code == 1
+    message = " ".join(result.output.split())
+    assert (f"error: image {str(tiny)!r} is 1x1 pixels; BRISQUE needs at least "
+            f"{MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}") in message
+    assert "IndexError" not in message
+    niqe = runner.invoke(app, ["tools", "run", "niqe", str(small), "--no-fallback"], env=env)
+    assert niqe.exit_code == 1
+    assert "is 64x64 pixels; NIQE needs at least 96x96" in " ".join(niqe.output.split())
+    brisque = runner.invoke(app, ["tools", "run", "BRISQUE", str(small), "--json"], env=env)
+    assert brisque.exit_code == 0, brisque.output
+    assert json.loads(brisque.stdout)["tool"] == "BRISQUE"
+
+
+def test_assess_on_an_image_no_tool_can_read_is_one_clear_error(tmp_path):
+    tiny, cut, small = _tiny_and_truncated(tmp_path)
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu",
+           "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'runs.sqlite3'}"}
+    reference = str(REPO / "examples/i03_reference.png")
+    cases = [
+        ([str(cut)], "corrupt or truncated image data"),
+        ([str(tiny), "--json"], "is 1x1 pixels; the IQA tools need at least"),
+        ([str(small), "--reference", reference], "full-reference tools compare pixel by pixel"),
+    ]
+    for arguments, expected in cases:
+        result = runner.invoke(app, ["assess", *arguments, "-q", "Rate this image."], env=env)
+        assert result.exit_code == 1, result.output
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith("error: ")
+        assert expected in " ".join(result.output.split())
+        assert "Traceback" not in result.output and "Unable to determine" not in result.output
+        assert result.stdout == ""
+
+
+def test_assess_with_an_unreachable_server_shows_the_reason_redacted(tmp_path):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again when the block ends: nothing listens
+    env = {"AGENTIC_IQA_VLM_BACKEND": "openai", "AGENTIC_IQA_VLM_MODEL": "test-model",
+           "AGENTIC_IQA_VLM_BASE_URL": f"http://iqa:s3cr3t-pass@127.0.0.1:{port}/v1",
+           "OPENAI_API_KEY": "sk-test-0123456789", "AGENTIC_IQA_PLANNER_MAX_RETRIES": "0",
+           "AGENTIC_IQA_PLANNER_TIMEOUT": "5", "AGENTIC_IQA_TOOL_CACHE": "memory",
+           "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'runs.sqlite3'}",
+           "COLUMNS": "300"}
+    image = str(REPO / "examples/i03_blurred.png")
+    human = runner.invoke(app, ["assess", image, "-q", "Rate this image."], env=env)
+    assert human.exit_code == 1, human.output
+    assert "Planning failed: None" not in human.stdout
+    shown = " ".join(human.stdout.split())
+    assert "Planning failed:" in shown and "APIConnectionError" in shown
+    assert f"127.0.0.1:{port}/v1" in shown
+    as_json = runner.invoke(app, ["assess", image, "-q", "Rate this image.", "--json",
+                                  "--no-store"], env=env)
+    assert as_json.exit_code == 1, as_json.output
+    error = json.loads(as_json.stdout)["error"]
+    assert "APIConnectionError" in error and f"127.0.0.1:{port}/v1" in error
+    stored = runner.invoke(app, ["assess", image, "-q", "Rate this image.", "--json"], env=env)
+    assert "APIConnectionError" in json.loads(stored.stdout)["error"]
+    for output in (human.output, as_json.output, stored.output):
+        assert "s3cr3t-pass" not in output and "sk-test-0123456789" not in output
+
+
+def test_report_shows_a_planner_errors_message_redacted_in_both_outputs():
+    from rich.console import Console
+
+    from agentic_iqa.report import render_state, state_document
+    from agentic_iqa.state import PlannerError, initial_state, merge_state
+
+    failure = PlannerError(error_type="api_error", backend="openai",
+                           message="HTTP 401 from https://bob:hunter2-secret@llm.example/v1 "
+                                   "[Errno 111]")
+    state = merge_state(initial_state("Rate it.", "x.png"),
+                        {"error": failure.model_dump_json()})
+    console = Console(record=True, width=300)
+    render_state(state, console)
+    text = console.export_text()
+    assert "Planning failed: HTTP 401 from https://***@llm.example/v1 [Errno 111]" in text
+    document = state_document(state)
+    assert document["error"] == "HTTP 401 from https://***@llm.example/v1 [Errno 111]"
+    assert document["error_details"]["error_type"] == "api_error"
+    assert "hunter2" not in json.dumps(document)
+    assert state_document(initial_state("Rate it.", "x.png"))["error"] is None

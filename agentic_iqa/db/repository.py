@@ -25,6 +25,7 @@ from ..state import (
     AgenticIQAState,
     ExecutorOutput,
     initial_state,
+    merge_state,
     state_from_json,
     state_to_json,
 )
@@ -278,6 +279,9 @@ def fail_run(session: Session, run_id: str, *, error: str) -> None:
     run.error = redact(error)
     run.finished_at = utc_now()
     run.lease_until = None
+    state = state_from_json(run.state_json)
+    if not state.get("error"):  # every reader of the state sees why, not only of the row
+        run.state_json = redact(state_to_json(merge_state(state, {"error": error})))
     session.flush()
     _close_job_item(session, run)
 

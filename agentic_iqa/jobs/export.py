@@ -4,6 +4,13 @@ Rows arrive as an iterable (typically a database cursor over thousands of items)
 as they come: line by line for CSV and JSONL, in row groups of ``batch_size`` for Parquet. The
 output appears under its final name only once complete, so a crash never leaves a file that
 looks whole. A missing value is an empty CSV cell and a null in JSONL and Parquet.
+
+CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, ``-``, ``@``, a tab
+or a carriage return as a formula; ids, paths and queries come from the manifest, so anyone who
+writes one could plant ``=HYPERLINK(...)`` there.  Such text cells are written with a leading
+single quote (OWASP's advice for CSV injection); numbers (a negative score or MOS) stay plain
+numbers.  JSONL and Parquet are data formats, not opened as spreadsheets: they keep the raw
+values, and a program that copies them into a spreadsheet must neutralise them itself.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import numbers
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -94,13 +102,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(text: str) -> str:
+    """``text`` as a spreadsheet shows it, never as a formula: a quote before a risky start."""
+    return f"'{text}" if text.startswith(FORMULA_PREFIXES) else text
+
+
 def _cell(value: Any) -> str:
     value = _plain(value)
     if value is None:
         return ""
+    if isinstance(value, numbers.Real):  # numbers (and bools) are never formulas
+        return str(value)
     if isinstance(value, dict | list | tuple):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
+        return neutralise(json.dumps(value, ensure_ascii=False))
+    return neutralise(str(value))
 
 
 def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str]) -> int:

@@ -22,15 +22,21 @@ from .. import service
 from ..db import jobs as store
 from ..db.engine import session_scope
 from ..pipeline import Agents
-from .manifest import ManifestEntry, ManifestError, read_manifest
+from .manifest import ManifestEntry, ManifestError, bad_row_key, read_manifest
 
 DEFAULT_QUERY = "Rate the quality of this image."
 
 
 def _item_row(entry: ManifestEntry) -> dict[str, Any]:
+    """The item's columns; a bad row is keyed by its line, in a form no manifest id can take.
+
+    A bad row never keeps its own id as the key: a later good row may claim that id, and two
+    items of a job cannot share a key. The id it gave stays in the error text.
+    """
     if isinstance(entry, ManifestError):
-        return {"line": entry.line, "item_key": entry.item_id or f"line-{entry.line}",
-                "status": "failed", "error": f"line {entry.line}: {entry.message}",
+        given = f" (id {entry.item_id!r})" if entry.item_id else ""
+        return {"line": entry.line, "item_key": bad_row_key(entry.line),
+                "status": "failed", "error": f"line {entry.line}{given}: {entry.message}",
                 "finished_at": datetime.now(UTC)}
     return {"line": entry.line, "item_key": entry.item_id, "image": str(entry.image),
             "reference": str(entry.reference) if entry.reference else None,
@@ -40,10 +46,14 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
 
 def submit(engine: Engine, manifest: Path, *, name: str | None = None,
            query: str = DEFAULT_QUERY, root: Path | None = None, max_replan_iterations: int = 2,
-           check_images: bool = True) -> str:
-    """Create the job and all its items (bad rows as failed items); returns the job id."""
+           check_images: bool = True, mos_range: tuple[float, float] | None = None) -> str:
+    """Create the job and all its items (bad rows as failed items); returns the job id.
+
+    ``mos_range`` (low, high): a MOS outside it makes its row a bad row.
+    """
     entries: Iterator[ManifestEntry] = read_manifest(manifest, root=root,
-                                                     check_images=check_images)
+                                                     check_images=check_images,
+                                                     mos_range=mos_range)
     with session_scope(engine) as session:
         job_id = store.create_job(
             session, name=name or manifest.name, manifest=str(manifest.resolve()),

@@ -8,7 +8,10 @@ extension, unreadable, no ``image`` column) raises :class:`ManifestFormatError`,
 when :func:`read_manifest` is called, before the first item, so a job can refuse it up front.
 
 The one thing kept per row is the set of ids already seen (duplicate detection needs it): a few
-hundred bytes per row, nothing of the rows themselves.
+hundred bytes per row, nothing of the rows themselves.  Only good rows claim an id: a row that
+turns out bad never makes a later, valid row with the same id a "duplicate".  A bad row is
+stored under :func:`bad_row_key`, a key in a form no row's id may take, so the keys of bad and
+good rows can never collide.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ import csv
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from PIL import Image
+from iqa_tools.errors import ImageLoadError, ImageTooSmallError
+from iqa_tools.images import check_min_size, probe_image
 
 #: File extensions taken as images when a plain folder is given as the manifest.
 IMAGE_EXTENSIONS = frozenset({".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp"})
@@ -33,6 +38,13 @@ JSONL_EXTENSIONS = frozenset({".jsonl", ".json-lines"})
 #: Columns (CSV) or keys (JSONL) with a meaning; any other one is kept in ``extra``.
 KNOWN_COLUMNS = ("image", "reference", "query", "mos", "answer", "id")
 ANSWER_LETTERS = frozenset("ABCDEFGH")
+#: The form of :func:`bad_row_key`; an id of this form is refused, so the two never meet.
+_BAD_ROW_KEY = re.compile(r"<line \d+>")
+
+
+def bad_row_key(line: int) -> str:
+    """The item key of the bad row on ``line``: unique per line, and never a row's id."""
+    return f"<line {line}>"
 
 
 class ManifestFormatError(ValueError):
@@ -76,17 +88,20 @@ class _BadRow(Exception):
 
 
 def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None,
-                  check_images: bool = True) -> Iterator[ManifestEntry]:
+                  check_images: bool = True,
+                  mos_range: tuple[float, float] | None = None) -> Iterator[ManifestEntry]:
     """Items and bad rows of a CSV, JSONL or image-folder manifest, in file order.
 
     Image and reference paths are relative to the manifest's folder (the folder itself for a
     folder manifest) unless absolute. With ``root`` every path must resolve, after symlinks and
-    ``..``, to somewhere inside ``root``. ``check_images`` opens each image with Pillow and
-    ``verify()``s it (header and structure, no full decode) so unreadable files fail here and
-    not in the middle of a run.
+    ``..``, to somewhere inside ``root``. ``check_images`` decodes each image in full (Pillow's
+    ``verify()`` passes truncated files) and checks it is at least
+    :data:`iqa_tools.images.MIN_IMAGE_SIDE` pixels a side, so files no tool can read fail here
+    and not in the middle of a run. With ``mos_range`` (low, high) a MOS outside it is a bad row.
 
-    Every ``item_id`` in the stream is unique: ids are claimed by the first row that has them,
-    good or bad, and a later row with the same id is an error whose ``item_id`` is None.
+    The ``item_id`` of every :class:`ManifestItem` is unique: an id is claimed by the first good
+    row that has it, and a later row with the same id is an error whose ``item_id`` is None. A
+    bad row claims nothing; its error keeps the id it gave, for the message.
 
     Raises ManifestFormatError now (not on first iteration) when the file cannot be a manifest.
     """
@@ -94,6 +109,8 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
     confine = Path(root).resolve() if root is not None else None
     if confine is not None and not confine.is_dir():
         raise ManifestFormatError(f"--root {root} is not a folder")
+    if mos_range is not None:
+        _check_mos_range(mos_range)
     kind = _kind(source)
     if kind == "folder":
         rows: Iterator[_RawRow] = _folder_rows(source)
@@ -106,7 +123,15 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
         else:
             rows = _jsonl_rows(source)
         base = source.parent
-    return _entries(rows, base=base, root=confine, check_images=check_images)
+    return _entries(rows, base=base, root=confine, check_images=check_images,
+                    mos_range=mos_range)
+
+
+def _check_mos_range(mos_range: tuple[float, float]) -> None:
+    low, high = mos_range
+    if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
+        raise ManifestFormatError(
+            f"MOS range {low:g} {high:g} is not a range: give two finite numbers, LOW < HIGH")
 
 
 def count_rows(path: str | os.PathLike[str]) -> int:
@@ -258,8 +283,8 @@ def _folder_rows(folder: Path) -> Iterator[_RawRow]:
 # -- checking a row -------------------------------------------------------------------------------
 
 
-def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None,
-             check_images: bool) -> Iterator[ManifestEntry]:
+def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None, check_images: bool,
+             mos_range: tuple[float, float] | None) -> Iterator[ManifestEntry]:
     seen: dict[str, int] = {}
     for line, row in rows:
         if isinstance(row, str):
@@ -269,33 +294,41 @@ def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None,
         try:
             item_id = _text(row.get("id"), "id", line)
             image_text = _text(row.get("image"), "image", line)
-            if item_id is None and image_text is not None:
+            if image_text is None:
+                raise _BadRow(f"line {line} has no image")
+            if item_id is None:
                 item_id = _derived_id(image_text, base)
-            if item_id is not None and seen.setdefault(item_id, line) != line:
+            if _BAD_ROW_KEY.fullmatch(item_id):
+                raise _BadRow(f"id {item_id!r} on line {line} is reserved for rows that "
+                              "cannot be assessed: choose another id")
+            # Cheap checks (paths, --root) before the duplicate check, so an escaping path is
+            # reported as an escape; the costly image decode after it.
+            item = _item(row, line, item_id, image_text, base=base, root=root,
+                         mos_range=mos_range)
+            if item_id in seen:
                 duplicate, item_id = item_id, None
                 raise _BadRow(f"duplicate id {duplicate!r} on line {line}: "
                               f"first used on line {seen[duplicate]}")
-            if image_text is None:
-                raise _BadRow(f"line {line} has no image")
-            yield _item(row, line, item_id, image_text, base=base, root=root,
-                        check_images=check_images)
+            if check_images:
+                size = _check_image(item.image, image_text, "image", line)
+                if item.reference is not None:
+                    _check_reference(item.reference, row, size, line)
         except _BadRow as bad:
             yield ManifestError(line, item_id, str(bad))
+            continue
+        seen[item.item_id] = line
+        yield item
 
 
 def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, base: Path,
-          root: Path | None, check_images: bool) -> ManifestItem:
-    mos = _mos(row.get("mos"), line)
+          root: Path | None, mos_range: tuple[float, float] | None) -> ManifestItem:
+    mos = _mos(row.get("mos"), line, mos_range)
     answer = _answer(row.get("answer"), line)
     query = _text(row.get("query"), "query", line)
     reference_text = _text(row.get("reference"), "reference", line)
     image = _located(image_text, "image", line, base, root)
     reference = (_located(reference_text, "reference", line, base, root)
                  if reference_text is not None else None)
-    if check_images:
-        _check_image(image, image_text, "image", line)
-        if reference is not None and reference_text is not None:
-            _check_image(reference, reference_text, "reference", line)
     extra = {key: value for key, value in row.items() if key not in KNOWN_COLUMNS}
     return ManifestItem(line=line, item_id=item_id, image=image, reference=reference,
                         query=query, mos=mos, answer=answer, extra=extra)
@@ -311,7 +344,7 @@ def _text(value: Any, name: str, line: int) -> str | None:
     return text or None
 
 
-def _mos(value: Any, line: int) -> float | None:
+def _mos(value: Any, line: int, mos_range: tuple[float, float] | None) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     shown = value.strip() if isinstance(value, str) else value
@@ -323,6 +356,9 @@ def _mos(value: Any, line: int) -> float | None:
         raise _BadRow(f"mos {shown!r} on line {line} is not a number") from None
     if not math.isfinite(number):
         raise _BadRow(f"mos {shown!r} on line {line} is not a finite number")
+    if mos_range is not None and not mos_range[0] <= number <= mos_range[1]:
+        raise _BadRow(f"mos {shown!r} on line {line} is outside the declared range "
+                      f"{mos_range[0]:g} to {mos_range[1]:g} (--mos-range)")
     return number
 
 
@@ -372,11 +408,32 @@ def _inside(resolved: str, root: str) -> bool:
     return resolved == root or resolved.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _check_image(path: Path, text: str, name: str, line: int) -> None:
+def _check_image(path: Path, text: str, name: str, line: int) -> tuple[int, int]:
+    """Decode the whole file and check its size, as the tools will; returns (width, height)."""
     try:
-        with Image.open(path) as image:
-            image.verify()
-    except Exception as exc:  # Pillow raises many kinds of exception for a broken file
+        size = probe_image(path)
+        check_min_size(path, size)
+    except ImageTooSmallError as small:
+        width, height = small.size
+        raise _BadRow(f"{name} {text!r} on line {line} is {width}x{height} pixels; the IQA "
+                      f"tools need at least {small.minimum}x{small.minimum}") from None
+    except ImageLoadError as exc:
+        raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {exc.reason}"
+                      ) from None
+    except Exception as exc:  # a decoder bug on an odd file: still only this row is bad
         reason = str(exc) or type(exc).__name__
         raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {reason}"
                       ) from None
+    return size
+
+
+def _check_reference(reference: Path, row: Mapping[str, Any], image_size: tuple[int, int],
+                     line: int) -> None:
+    """A reference must be readable and the image's size: FR tools compare pixel by pixel."""
+    text = _text(row.get("reference"), "reference", line) or str(reference)
+    reference_size = _check_image(reference, text, "reference", line)
+    if reference_size != image_size:
+        raise _BadRow(f"reference {text!r} on line {line} is "
+                      f"{reference_size[0]}x{reference_size[1]} but the image is "
+                      f"{image_size[0]}x{image_size[1]}; full-reference tools need the same "
+                      "size")

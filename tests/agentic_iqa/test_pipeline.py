@@ -168,3 +168,65 @@ def test_missing_evidence_replans_exactly_the_bounded_number_of_times(bound, exa
     assert result.need_replan and result.final_answer == "Unable to determine"
     logs = state["executor_evidence"].tool_logs
     assert logs and all(math.isnan(log.normalized_score) and log.error for log in logs)
+
+
+@pytest.fixture
+def unreadable(tmp_path):
+    """A truncated JPEG, a 1x1 PNG, and a good photo with a reference of another size."""
+    import io
+
+    from PIL import Image
+
+    from tests.conftest import natural_image
+
+    buffer = io.BytesIO()
+    Image.fromarray(natural_image()).save(buffer, format="JPEG", quality=90)
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    tiny = tmp_path / "tiny.png"
+    Image.new("RGB", (1, 1), (90, 90, 90)).save(tiny)
+    small_reference = tmp_path / "ref.png"
+    Image.fromarray(natural_image(size=(128, 96))).save(small_reference)
+    return {"cut": cut, "tiny": tiny, "ref": small_reference}
+
+
+def test_inputs_no_tool_can_read_fail_the_run_before_planning(builtin_agents, unreadable,
+                                                               example_images):
+    from iqa_tools.images import MIN_IMAGE_SIDE
+
+    cases = {
+        "cut": (str(unreadable["cut"]), None, "corrupt or truncated image data"),
+        "tiny": (str(unreadable["tiny"]), None,
+                 f"is 1x1 pixels; the IQA tools need at least {MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}"),
+        "tiny reference": (str(example_images["original"]), str(unreadable["tiny"]),
+                           "is 1x1 pixels"),
+        "other size": (str(example_images["original"]), str(unreadable["ref"]),
+                       "is 128x96 pixels but the image"),
+    }
+    for name, (image, reference, expected) in cases.items():
+        state = run_inprocess("Rate the quality of this image.", image, reference,
+                              agents=builtin_agents)
+        assert expected in state["error"], name
+        assert "plan" not in state and "summarizer_result" not in state, name
+        assert state.get("replan_history", []) == [] and state.get("steps_done", []) == []
+
+
+def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(builtin_agents, unreadable,
+                                                                    tmp_path):
+    from agentic_iqa import service
+    from agentic_iqa.db import upgrade
+    from agentic_iqa.db.engine import make_engine, session_scope
+    from agentic_iqa.db.repository import get_run
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    upgrade(url)
+    engine = make_engine(url)
+    run_id = service.create_run(engine, "Rate the quality of this image.",
+                                str(unreadable["tiny"]))
+    state = service.run_embedded(engine, builtin_agents, run_id)
+    with session_scope(engine) as session:
+        run = get_run(session, run_id)
+        status, error, answer = run.status, run.error, run.final_answer
+    assert (status, answer) == ("failed", None)
+    assert "tiny.png" in error and "is 1x1 pixels" in error
+    assert state["error"] == error and "plan" not in state

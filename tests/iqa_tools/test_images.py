@@ -107,3 +107,42 @@ def test_empty_file_and_directory(tmp_path):
 
 def test_image_errors_are_tool_errors():
     assert issubclass(ImageLoadError, ToolError)
+
+
+def test_minimum_size_is_checked_with_the_size_found_and_the_size_needed(tmp_path):
+    from iqa_tools.errors import ImageTooSmallError, InputError
+    from iqa_tools.images import MIN_IMAGE_SIDE, check_min_size, min_side
+
+    tiny = load_image(save(tmp_path / "tiny.png", natural_image(size=(1, 1))))
+    with pytest.raises(ImageTooSmallError) as caught:
+        tiny.check_size()
+    assert str(caught.value) == (f"image {str(tmp_path / 'tiny.png')!r} is 1x1 pixels; the IQA "
+                                 f"tools need at least {MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}")
+    assert isinstance(caught.value, InputError) and caught.value.minimum == MIN_IMAGE_SIDE
+    check_min_size("x.png", (MIN_IMAGE_SIDE, 500))
+    with pytest.raises(ImageTooSmallError, match="is 500x31 pixels"):
+        check_min_size("x.png", (500, MIN_IMAGE_SIDE - 1))
+    # NIQE cuts 96x96 patches: its own minimum is above the common one.
+    assert min_side("NIQE") == 96 and min_side("BRISQUE") == MIN_IMAGE_SIDE
+    with pytest.raises(ImageTooSmallError, match="is 64x64 pixels; NIQE needs at least 96x96"):
+        check_min_size("x.png", (64, 64), "NIQE")
+
+
+def test_probe_decodes_the_whole_file_and_reports_the_displayed_size(tmp_path):
+    from iqa_tools.images import probe_image
+
+    buffer = io.BytesIO()
+    Image.fromarray(natural_image()).save(buffer, format="JPEG", quality=90)
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    with Image.open(cut) as image:
+        image.verify()  # passes: only a full decode finds the missing half
+    with pytest.raises(ImageLoadError, match="cut.jpg.*truncated"):
+        probe_image(cut)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    rotated = tmp_path / "rotated.jpg"
+    Image.fromarray(natural_image(size=(64, 32))).save(rotated, exif=exif)
+    assert probe_image(rotated) == (32, 64) == load_image(rotated).size
+    with pytest.raises(ImageLoadError, match="file not found"):
+        probe_image(tmp_path / "gone.png")

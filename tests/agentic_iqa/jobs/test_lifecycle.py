@@ -196,7 +196,7 @@ def test_cli_submit_a_folder_runs_locally_and_reports_status(tmp_path, monkeypat
     assert document["job_id"] == job_id and document["status"] == "done"
     assert document["counts"] == {"done": 2} and document["eta_seconds"] == 0.0
     cancelled = runner.invoke(app, ["eval", "cancel", job_id])
-    assert "0 waiting items" in cancelled.stdout
+    assert cancelled.exit_code == 1 and "already finished (done)" in cancelled.output
     exported = tmp_path / "rows.jsonl"
     runner.invoke(app, ["eval", "export", job_id, "--format", "jsonl", "-o", str(exported)])
     rows = {json.loads(line)["item_id"]: json.loads(line) for line in exported.open()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import tracemalloc
 from pathlib import Path
@@ -15,14 +16,17 @@ from agentic_iqa.jobs.manifest import (
     ManifestError,
     ManifestFormatError,
     ManifestItem,
+    bad_row_key,
     count_rows,
     read_manifest,
 )
+from iqa_tools.images import MIN_IMAGE_SIDE
 
 
-def make_image(path: Path, color: tuple[int, int, int] = (120, 80, 40)) -> Path:
+def make_image(path: Path, color: tuple[int, int, int] = (120, 80, 40),
+               size: tuple[int, int] = (MIN_IMAGE_SIDE, MIN_IMAGE_SIDE + 8)) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", (16, 12), color).save(path)
+    Image.new("RGB", size, color).save(path)
     return path
 
 
@@ -273,3 +277,97 @@ def test_the_livec_dev_set_parses_with_its_mos(livec_dir: Path, tmp_path: Path) 
     assert len(entries) == len(expected) == 250
     assert {e.image.name: e.mos for e in entries} == expected
     assert all(e.extra == {"mos_std": "1"} for e in entries)
+
+
+def truncated_jpeg(path: Path) -> Path:
+    """A JPEG cut in half: Pillow's verify() passes it, a full decode does not."""
+    import io
+
+    from tests.conftest import natural_image
+
+    buffer = io.BytesIO()
+    Image.fromarray(natural_image()).save(buffer, format="JPEG", quality=90)
+    path.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    return path
+
+
+def test_images_no_tool_can_read_are_bad_rows_with_the_reason(tmp_path: Path) -> None:
+    cut = truncated_jpeg(tmp_path / "cut.jpg")
+    with Image.open(cut) as opened:
+        opened.verify()  # the old check's verdict: fine
+    make_image(tmp_path / "dot.png", size=(1, 1))
+    make_image(tmp_path / "thin.png", size=(400, MIN_IMAGE_SIDE - 1))
+    make_image(tmp_path / "ok.png")
+    make_image(tmp_path / "big-ref.png", size=(64, 64))
+    manifest = write_csv(tmp_path / "m.csv", ["image", "reference"], [
+        ["cut.jpg", ""], ["dot.png", ""], ["thin.png", ""], ["ok.png", "dot.png"],
+        ["ok.png", "big-ref.png"], ["ok.png", "ok.png"]])
+    entries = list(read_manifest(manifest))
+    found = errors(entries)
+    assert found[2].startswith("image 'cut.jpg' on line 2 is not a readable image: corrupt or "
+                               "truncated image data")
+    assert found[3] == ("image 'dot.png' on line 3 is 1x1 pixels; the IQA tools need at least "
+                        f"{MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}")
+    assert found[4].startswith(f"image 'thin.png' on line 4 is 400x{MIN_IMAGE_SIDE - 1} pixels")
+    assert found[5].startswith("reference 'dot.png' on line 5 is 1x1 pixels")
+    assert found[6] == (f"reference 'big-ref.png' on line 6 is 64x64 but the image is "
+                        f"{MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE + 8}; full-reference tools need the "
+                        "same size")
+    assert [e.line for e in entries if isinstance(e, ManifestItem)] == [7]
+
+
+def test_a_bad_row_does_not_claim_its_id(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    make_image(tmp_path / "b.png")
+    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "id"], [
+        ["a.png", "high", "x"],     # 2: bad MOS, gives id x
+        ["gone.png", "", ""],       # 3: bad, its derived id is gone.png
+        ["b.png", "3", "x"],        # 4: good, x is free
+        ["a.png", "", "gone.png"],  # 5: good, gone.png is free
+        ["b.png", "", "x"],         # 6: a real duplicate of line 4
+    ])
+    entries = list(read_manifest(manifest))
+    good = [(e.line, e.item_id) for e in entries if isinstance(e, ManifestItem)]
+    assert good == [(4, "x"), (5, "gone.png")]
+    assert errors(entries)[6] == "duplicate id 'x' on line 6: first used on line 4"
+    assert errors(entries)[2] == "mos 'high' on line 2 is not a number"
+
+
+def test_an_escaping_path_is_an_escape_not_a_duplicate(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    make_image(tmp_path / "outside.png")
+    make_image(root / "in.png")
+    manifest = write_csv(root / "m.csv", ["image", "id"], [
+        ["../outside.png", ""],     # 2
+        ["../outside.png", ""],     # 3: same derived id as line 2, which was bad
+        ["in.png", "a"],            # 4
+        ["../outside.png", "a"],    # 5: id a is taken, but the path is the problem
+    ])
+    found = errors(list(read_manifest(manifest, root=root)))
+    assert set(found) == {2, 3, 5}
+    assert all("path escapes --root" in message for message in found.values()), found
+
+
+def test_an_id_in_the_bad_row_key_form_is_refused(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    manifest = write_csv(tmp_path / "m.csv", ["image", "id"], [["a.png", "<line 9>"],
+                                                                ["a.png", "line-2"]])
+    first, second = read_manifest(manifest)
+    assert isinstance(first, ManifestError) and "reserved" in first.message
+    assert bad_row_key(9) == "<line 9>"
+    assert isinstance(second, ManifestItem) and second.item_id == "line-2"
+
+
+def test_a_mos_outside_the_declared_range_is_a_bad_row(tmp_path: Path) -> None:
+    make_image(tmp_path / "a.png")
+    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "id"], [
+        ["a.png", "0", "low"], ["a.png", "100", "high"], ["a.png", "-3", "negative"],
+        ["a.png", "100.5", "above"]])
+    entries = list(read_manifest(manifest, mos_range=(0, 100)))
+    assert errors(entries) == {
+        4: "mos '-3' on line 4 is outside the declared range 0 to 100 (--mos-range)",
+        5: "mos '100.5' on line 5 is outside the declared range 0 to 100 (--mos-range)"}
+    assert [e.mos for e in read_manifest(manifest)] == [0.0, 100.0, -3.0, 100.5]
+    for bad in ((5, 1), (1, 1), (0, math.inf)):
+        with pytest.raises(ManifestFormatError, match="is not a range"):
+            read_manifest(manifest, mos_range=bad)
