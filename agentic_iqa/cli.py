@@ -20,7 +20,20 @@ from iqa_tools.images import load_image
 from .config import load_tool_settings
 from .redact import redact
 
+
+def _redacted_logging() -> None:
+    """Log records of this process (SDK retries quote URLs) go out with credentials masked."""
+    import logging
+
+    from .redact import install_log_redaction
+
+    if not logging.getLogger().handlers:  # what Python's last-resort handler would print
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    install_log_redaction()
+
+
 app = typer.Typer(
+    callback=_redacted_logging,
     help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
     no_args_is_help=True,
 )
@@ -247,8 +260,8 @@ def assess(
         with contextlib.redirect_stdout(sys.stderr):
             state = run_inprocess(query, image_path, reference_path, agents=agents,
                                   max_replan_iterations=max_replans)
-    if as_json:
-        print(json.dumps(state_document(state), indent=2))
+    if as_json:  # paths, answers and tool errors may quote a URL: the whole document is redacted
+        print(redact(json.dumps(state_document(state), indent=2)))
     else:
         render_state(state, out)
     if "summarizer_result" not in state:
@@ -299,8 +312,10 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
     from workers.tasks import submit
 
     engine = _engine()
+    # Leased: if the message is lost (a broker restart), the workers' supervisor re-sends it.
     run_id = service.create_run(engine, query, image_path, reference_path,
-                                max_replan_iterations=max_replans)
+                                max_replan_iterations=max_replans,
+                                lease_seconds=settings.lease_seconds)
     submit(run_id)
     deadline = time.monotonic() + timeout
     with err.status(f"run {run_id}: queued") as status:

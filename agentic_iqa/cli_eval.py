@@ -41,6 +41,16 @@ def _broker() -> str | None:
     return PipelineSettings.load().broker_url or None
 
 
+def _pace(current: Any) -> str:
+    """Throughput and ETA, or the stalled count instead of an ETA that would be a lie."""
+    text = f"{current.throughput:.2f} items/s"
+    if current.stalled:
+        return text + (f", {current.stalled} stalled (no progress for a lease: being re-sent, "
+                       "or no worker is running)")
+    eta = current.eta_seconds
+    return text + (f", ETA {eta:.0f}s" if eta else "")
+
+
 def _progress_bar(engine: Any, job_id: str) -> None:
     from .jobs import lifecycle
 
@@ -49,10 +59,8 @@ def _progress_bar(engine: Any, job_id: str) -> None:
         task = bar.add_task(f"job {job_id[:8]}", total=None, rate="")
 
         def show(current: lifecycle.Progress) -> None:
-            eta = current.eta_seconds
             bar.update(task, total=current.total, completed=current.finished,
-                       rate=f"{current.throughput:.2f} items/s"
-                       + (f", ETA {eta:.0f}s" if eta else ""))
+                       rate=_pace(current))
 
         lifecycle.wait(engine, job_id, on_progress=show)
 
@@ -169,7 +177,7 @@ def status(
     watch: Annotated[bool, typer.Option("--watch", help="follow until the job ends")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Counts by state, throughput and ETA."""
+    """Counts by state, throughput and ETA (or how many items are stalled)."""
     from .db.jobs import JobNotFound
     from .jobs import lifecycle
 
@@ -183,16 +191,15 @@ def status(
         current = lifecycle.progress(engine, current.job_id)
     document = {"job_id": current.job_id, "name": current.name, "status": current.status,
                 "total": current.total, "finished": current.finished, "counts": current.counts,
-                "items_per_second": current.throughput, "eta_seconds": current.eta_seconds}
+                "items_per_second": current.throughput, "eta_seconds": current.eta_seconds,
+                "stalled": current.stalled}
     if as_json:
         print(json.dumps(document, indent=2))
         return
     out.print(f"job {current.job_id} ({current.name}): {current.status}", highlight=False)
     out.print("  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
               highlight=False)
-    eta = current.eta_seconds
-    out.print(f"  {current.finished}/{current.total} finished, "
-              f"{current.throughput:.2f} items/s" + (f", ETA {eta:.0f}s" if eta else ""),
+    out.print(f"  {current.finished}/{current.total} finished, {_pace(current)}",
               highlight=False)
 
 

@@ -84,8 +84,10 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=5.0, help="AGENTIC_IQA_LEASE_SECONDS")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
                         help="a database to create the scratch database from")
-    parser.add_argument("--fault-every", type=float, default=9.0,
-                        help="seconds between faults (the first after one interval)")
+    parser.add_argument("--fault-every", type=float, default=10.0,
+                        help="seconds between faults")
+    parser.add_argument("--warmup", type=int, default=30,
+                        help="items finished before the first fault (the calm baseline)")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args()
 
@@ -125,7 +127,9 @@ def main() -> None:
         finishes: list[float] = []
         last = 0
         schedule = list(FAULTS)
-        next_fault = started + args.fault_every
+        # Faults start once --warmup items have finished: their pace is the calm baseline.
+        next_fault = float("inf")
+        first_fault = float("inf")
         pending_recovery: list[tuple[str, float, int, frozenset[int]]] = []
         recovery: dict[str, dict] = {}
         while time.monotonic() - started < args.timeout:
@@ -150,6 +154,8 @@ def main() -> None:
                         pending_recovery.remove(entry)
             if current.status != "running":
                 break
+            if next_fault == float("inf") and last >= args.warmup:
+                next_fault = first_fault = now
             if schedule and now >= next_fault:
                 fault, at = schedule.pop(0), time.monotonic()
                 flying = frozenset(in_flight(engine, job_id))
@@ -180,7 +186,6 @@ def main() -> None:
                                         .where(StepRecord.attempts > 1))
             resends = session.scalar(select(func.sum(Run.resends))
                                      .where(Run.job_id == job_id)) or 0
-        first_fault = started + args.fault_every
         calm = [b - a for a, b in zip(finishes, finishes[1:], strict=False) if b < first_fault]
         report.update({
             "status": lifecycle.progress(engine, job_id).status, "seconds": round(elapsed, 1),

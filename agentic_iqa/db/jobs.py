@@ -75,9 +75,11 @@ def stalled_count(session: Session, job_id: str) -> int:
 
 def close_orphaned_items(session: Session) -> int:
     """Items still 'queued' whose run already ended (its closing was lost): close them now."""
-    runs = session.scalars(
+    running_jobs = select(Job.id).where(Job.status == "running")
+    runs = session.scalars(  # by (job, status): the index, not a scan of every item ever
         select(Run).join(JobItem, JobItem.run_id == Run.id)
-        .where(JobItem.status == "queued", Run.status.in_(("succeeded", "failed")))
+        .where(JobItem.job_id.in_(running_jobs), JobItem.status == "queued",
+               Run.status.in_(("succeeded", "failed")))
         .limit(500)
     ).all()
     for run in runs:

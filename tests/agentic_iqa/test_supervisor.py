@@ -101,3 +101,23 @@ def test_an_item_whose_run_ended_without_closing_it_is_closed(engine, tmp_path):
     assert tick.closed == 1
     final = lifecycle.progress(engine, job_id)
     assert final.counts == {"failed": 1} and final.status == "done"
+
+
+def test_status_shows_stalled_items_instead_of_an_eta(engine, tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from agentic_iqa.cli import app
+
+    job_id = _job(engine, tmp_path, 3)
+    supervise_once(engine, window=2, lease_seconds=60, dispatch=lambda _r: None)
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
+    runner = CliRunner()
+    healthy = json.loads(runner.invoke(app, ["eval", "status", job_id, "--json"]).stdout)
+    assert healthy["stalled"] == 0
+    _expire_all(engine)  # no worker has touched the two runs for a whole lease
+    text = runner.invoke(app, ["eval", "status", job_id]).stdout
+    assert "2 stalled" in text and "ETA" not in text
+    document = json.loads(runner.invoke(app, ["eval", "status", job_id, "--json"]).stdout)
+    assert document["stalled"] == 2 and document["eta_seconds"] is None
