@@ -13,8 +13,7 @@ from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
 from agentic_iqa.cli_eval import export_rows
-from agentic_iqa.db import upgrade
-from agentic_iqa.db.engine import make_engine, session_scope
+from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord
 from agentic_iqa.jobs import lifecycle
 from agentic_iqa.pipeline import Agents
@@ -35,13 +34,6 @@ def manifest(livec_dir: Path, tmp_path: Path) -> Path:
         (str(livec_dir / "images" / "no-such-photo.jpg"), "50"),
         (str(livec_dir / "images" / second) + "?", "high"),
     ))
-
-
-@pytest.fixture
-def engine(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
-    upgrade(url)
-    return make_engine(url)
 
 
 @pytest.fixture(scope="module")

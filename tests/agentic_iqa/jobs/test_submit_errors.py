@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import threading
@@ -24,16 +23,10 @@ from agentic_iqa.jobs.report import build_report
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
+from tests.agentic_iqa.jobs.test_manifest import write_csv
 from tests.conftest import natural_image
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def engine(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
-    upgrade(url)
-    return make_engine(url)
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +38,6 @@ def agents() -> Agents:
 
 def photo(path: Path, seed: int = 0, size: tuple[int, int] = (96, 72)) -> Path:
     Image.fromarray(natural_image(seed, size=size)).save(path)
-    return path
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
     return path
 
 
