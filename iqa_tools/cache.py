@@ -1,9 +1,21 @@
 """Caching raw tool scores: an in-process LRU in front of a store shared by processes and runs.
 
-The key is ``tool | sha256(image bytes) | sha256(reference bytes)``: tools are deterministic, so
-the same bytes always give the same raw score and nothing needs invalidating.  Only *raw* scores
-are stored; normalization is applied on read, so recalibrating a tool never serves stale values.
-Non-finite scores and failures are never cached.
+The key is ``tool | numerics | sha256(image bytes) | sha256(reference bytes)``, where
+``numerics`` is the tool's precision (``float32`` or ``float64``, see ``ToolSpec.precision``):
+everything that determines the raw score.  Keys written before precision was part of them had
+three fields, so they can never be read back as a float64 score.  Only *raw* scores are stored;
+normalization is applied on read, so recalibrating a tool never serves stale values.  Non-finite
+scores and failures are never cached.
+
+The device is not in the key on purpose: a score must not depend on which worker computed it,
+and the tolerance is what makes that true.  float64 tools agree between CPU and CUDA to
+1e-6 raw points for BRISQUE and 1e-13 for PIQE, and NIQE to 6e-4 (H200, 40 LIVE-C photos and
+10 burnt-out copies, docs/measurements/device_consistency_h200.txt; in float32 BRISQUE differed
+by up to 7.8 and PIQE by 2.4).  float32 tools differ by float32 rounding: on the CPU about 1e-5 for the weight-free
+full-reference metrics (|float32 - float64| on the TID2013 pairs); on CUDA pyiqa allows TF32
+convolutions (10 mantissa bits) inside every forward, so conv-based float32 tools, deep networks
+included, can differ by about 1e-3 relative there (not measured per tool).
+``benchmarks/device_consistency.py`` measures the gaps.
 
 Stores are chosen by URL:
 
@@ -26,8 +38,12 @@ from typing import Literal, Protocol
 CacheSource = Literal["memory", "store"]
 
 
-def cache_key(tool: str, image_digest: str, reference_digest: str | None = None) -> str:
-    return f"{tool}|{image_digest}|{reference_digest or '-'}"
+def cache_key(tool: str, image_digest: str, reference_digest: str | None = None, *,
+              numerics: str) -> str:
+    """The store key; ``numerics`` (required, so no caller forgets it) is the tool's precision."""
+    if not numerics or "|" in numerics:
+        raise ValueError(f"numerics must be a non-empty tag without '|', got {numerics!r}")
+    return f"{tool}|{numerics}|{image_digest}|{reference_digest or '-'}"
 
 
 class ScoreStore(Protocol):

@@ -36,6 +36,11 @@ Category = Literal[
     "Contrast",
 ]
 WeightLocation = Literal["pyiqa", "torch_hub", "clip", "hf_hub"]
+#: The floating-point type a tool's input tensor (and model) is given.  Hand-crafted
+#: natural-scene-statistics metrics need float64: in float32 their local variances
+#: (E[x^2] - E[x]^2 on 0-255 values) lose most of their digits, and the thresholds and
+#: look-up tables after them turn that noise into raw-score jumps that differ by device.
+Precision = Literal["float32", "float64"]
 
 
 class _Strict(BaseModel):
@@ -96,6 +101,15 @@ class ToolSpec(_Strict):
     python_packages: list[str] = Field(
         default_factory=list, description="import names the tool needs beyond pyiqa's own"
     )
+    precision: Precision = Field(
+        default="float32",
+        description="dtype of the input tensor and model; float64 where float32 is unstable",
+    )
+    requires_texture: bool = Field(
+        default=False,
+        description="undefined on a one-colour image (the metric would score rounding noise): "
+        "such an image is a tool failure, so a fallback tool answers",
+    )
     from_paper: bool = True
     default: bool = Field(default=True, description="offered to automatic tool selection")
     notes: str | None = None
@@ -120,6 +134,11 @@ class ToolSpec(_Strict):
     @property
     def weight_free(self) -> bool:
         return not self.weights
+
+    @property
+    def numerics(self) -> str:
+        """What, besides the inputs, fixes this tool's raw score; part of the cache key."""
+        return self.precision
 
     @property
     def pyiqa_weight_files(self) -> list[WeightFile]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import weights as weight_files
 from .cache import ScoreCache, cache_key, open_store
-from .catalog import Catalog, ToolSpec, load_catalog
+from .catalog import Catalog, Precision, ToolSpec, load_catalog
 from .errors import (
     InputError,
     NonFiniteScoreError,
@@ -132,7 +132,7 @@ class ToolRegistry:
             raise ToolUnavailableError(f"{spec.name} cannot run here: {availability.detail}")
         device = self.device()
         found = tuple(sorted((k, str(v)) for k, v in availability.found.items()))
-        key = (spec.name, spec.pyiqa_name, spec.factory, device, found)
+        key = (spec.name, spec.pyiqa_name, spec.factory, device, spec.precision, found)
         return _POOL.get_or_create(key, spec.name, lambda: self._build(spec, availability, device))
 
     def _build(self, spec: ToolSpec, availability: weight_files.Availability, device: str) -> Any:
@@ -146,6 +146,7 @@ class ToolRegistry:
                 metric = factory(device=device)
             else:
                 metric = self._build_pyiqa(spec, availability, device)
+            metric = _cast_model(metric, spec.precision)
         except ToolError:
             raise
         except Exception as exc:  # model code raises anything; report it as this tool's failure
@@ -153,7 +154,8 @@ class ToolRegistry:
                 f"{spec.name}: creating pyiqa metric {spec.pyiqa_name!r} failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        log.info("created %s on %s in %.2fs", spec.name, device, time.perf_counter() - started)
+        log.info("created %s on %s (%s) in %.2fs", spec.name, device, spec.precision,
+                 time.perf_counter() - started)
         return metric
 
     def _build_pyiqa(self, spec: ToolSpec, availability: weight_files.Availability,
@@ -231,7 +233,8 @@ class ToolRegistry:
     def _run(self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None,
              use_cache: bool) -> ToolResult:
         started = time.perf_counter()
-        key = cache_key(spec.name, target.digest, ref.digest if ref is not None else None)
+        key = cache_key(spec.name, target.digest, ref.digest if ref is not None else None,
+                        numerics=spec.numerics)
         hit = self.cache.get(key) if use_cache else None
         if hit is not None:
             raw, cached = hit[0], True
@@ -241,6 +244,11 @@ class ToolRegistry:
             _ = target.pixels
             if ref is not None:
                 check_same_size(spec.name, target, ref)
+            if spec.requires_texture and is_one_colour(target):
+                raise ToolRuntimeError(
+                    f"{spec.name} is undefined on {target.path}: every pixel has the same colour, "
+                    "so its natural-scene statistics would be rounding noise"
+                )
             raw, cached = self._score(spec, target, ref), False
             self.cache.set(key, raw)
         return ToolResult(
@@ -258,11 +266,12 @@ class ToolRegistry:
         import torch
 
         device = self.device()
-        key = (spec.name, "run")
+        key = (spec.name, spec.precision, "run")
         try:
             with _POOL.lock_for(key), torch.inference_mode():
-                x = _to_tensor(target, device)
-                output = metric(x, _to_tensor(ref, device)) if ref is not None else metric(x)
+                x = _to_tensor(target, device, spec.precision)
+                output = metric(x, _to_tensor(ref, device, spec.precision)) \
+                    if ref is not None else metric(x)
             raw = float(output.detach().reshape(-1)[0].cpu()) if torch.is_tensor(output) \
                 else float(output)
         except Exception as exc:  # a metric can raise anything on odd input; keep the reason
@@ -283,12 +292,36 @@ def check_same_size(tool: str, target: LoadedImage, ref: LoadedImage) -> None:
         )
 
 
-def _to_tensor(image: LoadedImage | None, device: str) -> Any:
+def is_one_colour(image: LoadedImage) -> bool:
+    """Every pixel equal: no texture for natural-scene statistics to describe."""
+    pixels = image.pixels
+    return bool((pixels == pixels[:1, :1]).all())
+
+
+def _to_tensor(image: LoadedImage | None, device: str, precision: Precision) -> Any:
+    """1 x 3 x H x W on ``device`` in ``precision``: the dtype the metric then computes in.
+
+    pyiqa never casts its input, and its hand-crafted metrics move their constants to the input's
+    dtype, so a float64 tensor is all BRISQUE, NIQE and PIQE need to compute in float64.
+    """
     import torch
 
     if image is None:
         return None
-    return torch.from_numpy(image.pixels).permute(2, 0, 1).unsqueeze(0).contiguous().to(device)
+    pixels = torch.from_numpy(image.pixels).permute(2, 0, 1).unsqueeze(0).contiguous()
+    return pixels.to(device=device, dtype=getattr(torch, precision))
+
+
+def _cast_model(metric: Any, precision: Precision) -> Any:
+    """A torch module's floating parameters and buffers in ``precision``; other callables as-is.
+
+    Only float64 tools are cast: a float32 model stays exactly as pyiqa built it.
+    """
+    import torch
+
+    if precision == "float32" or not isinstance(metric, torch.nn.Module):
+        return metric
+    return metric.to(dtype=getattr(torch, precision))
 
 
 _DEFAULT: ToolRegistry | None = None

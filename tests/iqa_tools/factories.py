@@ -15,6 +15,27 @@ def mean_brightness(device: str) -> Any:
     return lambda image: image.mean()
 
 
+#: (input dtype, model parameter dtype) for each call of a ``dtype_recorder`` tool.
+SEEN_DTYPES: list[tuple[str, str]] = []
+
+
+class DtypeRecorder(torch.nn.Module):
+    """The mean pixel value times a parameter of 1, noting the dtypes it computed in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(()), requires_grad=False)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        SEEN_DTYPES.append((str(image.dtype), str(self.scale.dtype)))
+        return image.mean() * self.scale
+
+
+def dtype_recorder(device: str) -> Any:
+    """A toy NR tool that is a torch module, so the registry may cast it."""
+    return DtypeRecorder().to(device)
+
+
 def always_nan(device: str) -> Any:
     return lambda image: torch.tensor(float("nan"))
 

@@ -16,10 +16,17 @@ from iqa_tools.cache import (
 )
 
 
-def test_key_has_tool_image_and_reference_digests():
-    assert cache_key("SSIM", "aa", "bb") == "SSIM|aa|bb"
-    assert cache_key("NIQE", "aa") == "NIQE|aa|-"
-    assert cache_key("SSIM", "aa", "bb") != cache_key("SSIM", "aa", "cc")
+def test_key_has_tool_numerics_image_and_reference_digests():
+    assert cache_key("SSIM", "aa", "bb", numerics="float32") == "SSIM|float32|aa|bb"
+    assert cache_key("NIQE", "aa", numerics="float64") == "NIQE|float64|aa|-"
+    assert cache_key("SSIM", "aa", "bb", numerics="float32") != \
+        cache_key("SSIM", "aa", "cc", numerics="float32")
+    assert cache_key("NIQE", "aa", numerics="float64") != \
+        cache_key("NIQE", "aa", numerics="float32")
+    with pytest.raises(ValueError, match="numerics"):
+        cache_key("NIQE", "aa", numerics="")
+    with pytest.raises(TypeError):
+        cache_key("NIQE", "aa")  # type: ignore[call-arg]
 
 
 def test_memory_store_evicts_least_recently_used():

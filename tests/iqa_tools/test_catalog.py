@@ -49,6 +49,13 @@ def test_lookup_is_forgiving_about_case_dashes_and_pyiqa_names():
         catalog.get("SSIMM")
 
 
+def test_hand_crafted_nss_metrics_run_in_float64_and_networks_in_float32():
+    catalog = load_catalog()
+    assert {s.name for s in catalog if s.precision == "float64"} == {"BRISQUE", "NIQE", "PIQE"}
+    assert catalog.get("NIQE").numerics == "float64"
+    assert catalog.get("TOPIQ_FR").numerics == "float32"
+
+
 def test_strengths_use_the_seven_categories():
     for spec in load_catalog():
         assert set(spec.strengths) <= set(DISTORTION_CATEGORIES)
@@ -71,6 +78,7 @@ def write_metadata(tmp_path, mutate):
     (lambda t: t["PSNR"].update(score_range=[5, 1]), r"entry 'PSNR' is invalid: .*increasing"),
     (lambda t: t["GMSD"].update(colour="blue"), r"entry 'GMSD' is invalid: colour"),
     (lambda t: t["LPIPS"].pop("pyiqa_name"), r"entry 'LPIPS' is invalid: .*exactly one"),
+    (lambda t: t["BRISQUE"].update(precision="float16"), r"entry 'BRISQUE' is invalid: precision"),
 ])
 def test_a_bad_entry_is_named_in_the_error(tmp_path, mutate, message):
     with pytest.raises(MetadataError, match=message):
