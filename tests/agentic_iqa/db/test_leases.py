@@ -8,8 +8,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, update
 
-from agentic_iqa.db import Run, StepRecord, begin_step, create_run, get_run, session_scope
-from agentic_iqa.db import repository
+from agentic_iqa.db import (
+    Run,
+    StepRecord,
+    begin_step,
+    create_run,
+    get_run,
+    repository,
+    session_scope,
+)
 from agentic_iqa.db.models import utc_now
 from tests.agentic_iqa.db import IMAGE, QUERY
 
