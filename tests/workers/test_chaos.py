@@ -19,7 +19,7 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
 from agentic_iqa.jobs import lifecycle
-from tests.conftest import natural_image
+from tests.conftest import natural_image, scratch_postgres
 from tests.workers.cluster import Cluster, RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -27,6 +27,16 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 QUERY = "Rate this image using Slow."
 NO_REDIS_HEALING = {"AGENTIC_IQA_VISIBILITY_TIMEOUT": "3600", "AGENTIC_IQA_JOB_WINDOW": "4",
                     "AGENTIC_IQA_TEST_SLOW_SECONDS": "0.6"}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, sqlite_url):
+    """Each fault on both results databases; PostgreSQL gets a scratch database of its own."""
+    if request.param == "sqlite":
+        yield sqlite_url
+        return
+    with scratch_postgres(request.getfixturevalue("postgres_admin_url")) as url:
+        yield url
 
 
 def _images(folder: Path, count: int) -> Path:
@@ -63,11 +73,11 @@ def _assert_each_item_done_exactly_once(engine, job_id: str, count: int) -> None
     assert {row[1] for row in tool_rows} == {"Slow"}
 
 
-def test_tool_worker_sigkilled_mid_step_heals_without_resume(make_cluster, sqlite_url,
+def test_tool_worker_sigkilled_mid_step_heals_without_resume(make_cluster, database_url,
                                                              tmp_path):
-    upgrade(sqlite_url)
-    engine = make_engine(sqlite_url)
-    cluster = make_cluster(sqlite_url, **NO_REDIS_HEALING)
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    cluster = make_cluster(database_url, **NO_REDIS_HEALING)
     cluster.start("default", "default")
     doomed = cluster.start("gpu", "gpu")
     job_id = lifecycle.submit(engine, _images(tmp_path / "images", 8), query=QUERY)
@@ -92,17 +102,17 @@ def test_tool_worker_sigkilled_mid_step_heals_without_resume(make_cluster, sqlit
 
 
 def test_broker_killed_and_restarted_empty_mid_job_heals_without_resume(
-        tmp_path, sqlite_url, tool_overrides, redis_url):
+        tmp_path, database_url, tool_overrides, redis_url):
     import json
 
     broker = RedisServer(tmp_path)
     broker.start()
-    cluster = Cluster(broker.url, sqlite_url, tmp_path, {
+    cluster = Cluster(broker.url, database_url, tmp_path, {
         "AGENTIC_IQA_METADATA_OVERRIDES": json.dumps([str(tool_overrides)]),
         **NO_REDIS_HEALING})
     try:
-        upgrade(sqlite_url)
-        engine = make_engine(sqlite_url)
+        upgrade(database_url)
+        engine = make_engine(database_url)
         cluster.start("default", "default")
         cluster.start("gpu", "gpu")
         job_id = lifecycle.submit(engine, _images(tmp_path / "images", 12), query=QUERY)
