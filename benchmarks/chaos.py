@@ -12,8 +12,9 @@ without persistence, and a scratch PostgreSQL database.  Faults are injected on 
 No ``eval resume`` and no manual message: the supervisor re-sends what went quiet.  Printed:
 items done / failed / duplicated (runs beyond one per item), steps taken over, runs re-sent, and
 for each fault the seconds until the next item finished and until every item that was in flight
-at the fault had finished (time to heal: the lost ones had to be re-sent), next to the median
-gap between finishes before any fault (the baseline, same process).
+at the fault had finished (time to heal: the lost ones had to be re-sent), as a ratio to the
+time a window of items takes to drain in the baseline: the same job on other photos, without
+faults, run first on the same workers in the same process.
 
     python benchmarks/chaos.py [--items 200] [--lease 5] [--postgres-url postgresql+psycopg://...]
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -34,17 +34,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+WINDOW = 20
 FAULTS = ("kill-tool-worker", "kill-default-worker", "restart-broker", "drop-db-connections")
 
 
-def make_images(folder: Path, count: int) -> Path:
+def make_images(folder: Path, count: int, seed: int = 0) -> Path:
     from PIL import Image
 
     from tests.conftest import natural_image
 
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(count):
-        Image.fromarray(natural_image(index, (192, 144))).save(folder / f"img{index:04d}.png")
+        Image.fromarray(natural_image(seed + index, (192, 144))).save(
+            folder / f"img{index:04d}.png")
     return folder
 
 
@@ -84,10 +86,8 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=5.0, help="AGENTIC_IQA_LEASE_SECONDS")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
                         help="a database to create the scratch database from")
-    parser.add_argument("--fault-every", type=float, default=10.0,
+    parser.add_argument("--fault-every", type=float, default=6.0,
                         help="seconds between faults")
-    parser.add_argument("--warmup", type=int, default=30,
-                        help="items finished before the first fault (the calm baseline)")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args()
 
@@ -112,87 +112,92 @@ def main() -> None:
         "AGENTIC_IQA_VISIBILITY_TIMEOUT": "3600",  # Redis does not heal anything here
         "AGENTIC_IQA_LEASE_SECONDS": str(args.lease),
         "AGENTIC_IQA_FEED_INTERVAL": "1",
-        "AGENTIC_IQA_JOB_WINDOW": "20",
+        "AGENTIC_IQA_JOB_WINDOW": str(WINDOW),
         "AGENTIC_IQA_TOOL_CACHE": "memory",
     })
-    report: dict = {"items": args.items, "lease_seconds": args.lease, "faults": []}
+    report: dict = {"items": args.items, "lease_seconds": args.lease, "window": WINDOW}
     try:
         upgrade(database_url)
         engine = make_engine(database_url)
-        images = make_images(work / "images", args.items)
         workers = {"default": cluster.start("default", "default"),
                    "gpu": cluster.start("gpu", "gpu")}
+        # Baseline: the same job on other photos (no cache hits), no faults, same workers.
+        calm_job = lifecycle.submit(engine, make_images(work / "calm", args.items, seed=10**6))
+        calm_started = time.monotonic()
+        lifecycle.wait(engine, calm_job, poll=0.2, timeout=args.timeout)
+        calm_s = time.monotonic() - calm_started
+        report["calm"] = {"seconds": round(calm_s, 1),
+                          "items_per_s": round(args.items / calm_s, 2)}
+        drain = WINDOW * calm_s / args.items  # how long a full window takes, calmly
+
+        def fault_now(fault: str) -> None:
+            if fault == "kill-tool-worker":
+                cluster.kill(workers["gpu"])
+                workers["gpu"] = cluster.start(f"gpu-{fault}", "gpu")
+            elif fault == "kill-default-worker":
+                cluster.kill(workers["default"])
+                workers["default"] = cluster.start(f"default-{fault}", "default")
+            elif fault == "restart-broker":
+                broker.kill()
+                time.sleep(1.0)
+                broker.start()
+            else:
+                drop_connections(args.postgres_url, scratch)
+
         started = time.monotonic()
-        job_id = lifecycle.submit(engine, images)  # stored only: the supervisor feeds it
-        finishes: list[float] = []
+        job_id = lifecycle.submit(engine, make_images(work / "faulty", args.items))
         last = 0
         schedule = list(FAULTS)
-        # Faults start once --warmup items have finished: their pace is the calm baseline.
-        next_fault = float("inf")
-        first_fault = float("inf")
-        pending_recovery: list[tuple[str, float, int, frozenset[int]]] = []
+        next_fault = started + args.fault_every
+        pending: list[tuple[str, float, int, frozenset[int]]] = []
         recovery: dict[str, dict] = {}
         while time.monotonic() - started < args.timeout:
             try:
                 current = lifecycle.progress(engine, job_id)
+                still = in_flight(engine, job_id) if pending else set()
             except Exception:  # the database connection was just dropped: look again
                 time.sleep(0.2)
                 continue
             now = time.monotonic()
-            if current.finished > last:
-                finishes.extend([now] * (current.finished - last))
-                last = current.finished
-                still = in_flight(engine, job_id) if pending_recovery else set()
-                for entry in list(pending_recovery):
-                    fault, at, before, flying = entry
-                    record = recovery.setdefault(fault, {"fault": fault,
-                                                         "at_s": round(at - started, 1)})
-                    if last > before and "next_item_s" not in record:
-                        record["next_item_s"] = round(now - at, 2)
-                    if not flying & still:
-                        record["healed_s"] = round(now - at, 2)
-                        pending_recovery.remove(entry)
+            for entry in list(pending):
+                fault, at, before, flying = entry
+                record = recovery[fault]
+                if current.finished > before and "next_item_s" not in record:
+                    record["next_item_s"] = round(now - at, 2)
+                if not flying & still:
+                    record["healed_s"] = round(now - at, 2)
+                    record["healed_vs_calm_drain"] = round((now - at) / drain, 1)
+                    pending.remove(entry)
+            last = current.finished
             if current.status != "running":
                 break
-            if next_fault == float("inf") and last >= args.warmup:
-                next_fault = first_fault = now
             if schedule and now >= next_fault:
                 fault, at = schedule.pop(0), time.monotonic()
                 flying = frozenset(in_flight(engine, job_id))
-                if fault == "kill-tool-worker":
-                    cluster.kill(workers["gpu"])
-                    workers["gpu"] = cluster.start(f"gpu{len(schedule)}", "gpu")
-                elif fault == "kill-default-worker":
-                    cluster.kill(workers["default"])
-                    workers["default"] = cluster.start(f"default{len(schedule)}", "default")
-                elif fault == "restart-broker":
-                    broker.kill()
-                    time.sleep(1.0)
-                    broker.start()
-                else:
-                    drop_connections(args.postgres_url, scratch)
-                pending_recovery.append((fault, at, last, flying))
+                recovery[fault] = {"fault": fault, "at_s": round(at - started, 1)}
+                fault_now(fault)
+                pending.append((fault, at, last, flying))
                 next_fault = time.monotonic() + args.fault_every
             time.sleep(0.1)
         elapsed = time.monotonic() - started
         report["faults"] = list(recovery.values())
         with session_scope(engine) as session:
             counts = lifecycle.progress(engine, job_id).counts
-            runs = session.scalar(select(func.count()).select_from(Run)
-                                  .where(Run.job_id == job_id))
+            run_ids = select(Run.id).where(Run.job_id == job_id)
+            runs = session.scalar(select(func.count()).select_from(run_ids.subquery()))
             items = session.scalar(select(func.count()).select_from(JobItem)
                                    .where(JobItem.job_id == job_id))
-            taken_over = session.scalar(select(func.count()).select_from(StepRecord)
-                                        .where(StepRecord.attempts > 1))
+            taken_over = session.scalar(select(func.count()).select_from(StepRecord).where(
+                StepRecord.run_id.in_(run_ids), StepRecord.attempts > 1))
             resends = session.scalar(select(func.sum(Run.resends))
                                      .where(Run.job_id == job_id)) or 0
-        calm = [b - a for a, b in zip(finishes, finishes[1:], strict=False) if b < first_fault]
         report.update({
             "status": lifecycle.progress(engine, job_id).status, "seconds": round(elapsed, 1),
             "done": counts.get("done", 0), "failed": counts.get("failed", 0),
             "duplicated": runs - items, "steps_taken_over": taken_over, "runs_resent": resends,
             "items_per_s": round(last / elapsed, 2),
-            "baseline_gap_s": round(statistics.median(calm), 3) if calm else None,
+            "slowdown_vs_calm": round(elapsed / calm_s, 2),
+            "calm_window_drain_s": round(drain, 2),
         })
     finally:
         cluster.stop()
@@ -206,15 +211,17 @@ def main() -> None:
     print(f"\n{report['done']} done, {report['failed']} failed, {report['duplicated']} duplicated"
           f" of {report['items']} items in {report['seconds']} s ({report['status']}); "
           f"{report['steps_taken_over']} steps taken over, {report['runs_resent']} runs re-sent")
-    gap = report["baseline_gap_s"]
-    print(f"  calm gap between finished items: {gap} s (baseline)")
+    calm = report["calm"]
+    print(f"  baseline, the same job without faults: {calm['seconds']} s "
+          f"({calm['items_per_s']} items/s); with faults {report['seconds']} s "
+          f"({report['slowdown_vs_calm']}x); a calm window of {WINDOW} items drains in "
+          f"{report['calm_window_drain_s']} s")
     for fault in report["faults"]:
         after, healed = fault.get("next_item_s"), fault.get("healed_s")
-        ratio = f" ({after / gap:.0f}x the calm gap)" if after and gap else ""
+        ratio = f" ({fault['healed_vs_calm_drain']}x a calm drain)" if healed else ""
         print(f"  {fault['fault']:<22} at {fault['at_s']:>6.1f} s: next item after "
-              f"{after if after is not None else 'never'} s{ratio}; every item in flight "
-              f"at the fault finished after {healed if healed is not None else 'never'} s")
-
+              f"{after if after is not None else 'never'} s; every item in flight at the fault "
+              f"finished after {healed if healed is not None else 'never'} s{ratio}")
 
 if __name__ == "__main__":
     main()
