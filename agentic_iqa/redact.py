@@ -53,11 +53,6 @@ def redact(text: str | None) -> str | None:
     return result
 
 
-def redact_url(url: str | None) -> str | None:
-    """A URL safe to print: its password (and any token user part) masked."""
-    return redact(url)
-
-
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts the formatted message (and the traceback) of every record.
 

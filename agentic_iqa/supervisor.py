@@ -44,10 +44,6 @@ class Tick:
     resent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    @property
-    def busy(self) -> bool:
-        return bool(self.closed or any(self.fed.values()) or self.resent or self.errors)
-
 
 def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
                    dispatch: Callable[[str], None]) -> Tick:

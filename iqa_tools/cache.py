@@ -8,13 +8,13 @@ normalization is applied on read, so recalibrating a tool never serves stale val
 scores and failures are never cached.
 
 The device is not in the key on purpose: a score must not depend on which worker computed it,
-and the tolerance is what makes that true.  float64 tools agree between CPU and CUDA to
-1e-6 raw points for BRISQUE and 1e-13 for PIQE, and NIQE to 6e-4 (H200, 40 LIVE-C photos and
-10 burnt-out copies, docs/measurements/device_consistency_h200.txt; in float32 BRISQUE differed
-by up to 7.8 and PIQE by 2.4).  float32 tools differ by float32 rounding: on the CPU about 1e-5 for the weight-free
-full-reference metrics (|float32 - float64| on the TID2013 pairs); on CUDA pyiqa allows TF32
-convolutions (10 mantissa bits) inside every forward, so conv-based float32 tools, deep networks
-included, can differ by about 1e-3 relative there (not measured per tool).
+and the tolerance is what makes that true.  float64 tools agree between CPU and CUDA to 1e-6
+raw points for BRISQUE and 1e-13 for PIQE, and NIQE to 6e-4 (H200, 40 LIVE-C photos and 10
+burnt-out copies, docs/measurements/device_consistency_h200.txt; in float32 BRISQUE differed by
+up to 7.8 and PIQE by 2.4).  float32 tools differ by float32 rounding: on the CPU about 1e-5
+for the weight-free full-reference metrics (|float32 - float64| on the TID2013 pairs); on CUDA
+pyiqa allows TF32 convolutions (10 mantissa bits) inside every forward, so conv-based float32
+tools, deep networks included, can differ by about 1e-3 relative there (not measured per tool).
 ``benchmarks/device_consistency.py`` measures the gaps.
 
 Stores are chosen by URL:
