@@ -26,7 +26,17 @@ Task = Literal[
 
 
 class VLMError(Exception):
-    """A backend could not produce an answer (after its own retries)."""
+    """A backend could not produce an answer (after its own retries).
+
+    ``status`` is the HTTP status when the server answered; ``retry_after`` the seconds it
+    asked us to wait (a 429's ``Retry-After``), so a limiter can pause the model fleet-wide.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
 
 
 class TransientVLMError(VLMError):
@@ -40,17 +50,44 @@ def is_transient_status(status: int | None) -> bool:
     return status is not None and (status in TRANSIENT_STATUS or status >= 500)
 
 
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds a server asked us to wait: ``retry-after-ms``, ``retry-after`` (seconds or an
+    HTTP date); None when absent or unreadable."""
+    if not headers:
+        return None
+    lowered = {key.lower(): value for key, value in headers.items()}
+    try:
+        if "retry-after-ms" in lowered:
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+        if "retry-after" in lowered:
+            value = lowered["retry-after"]
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                from datetime import UTC, datetime
+                from email.utils import parsedate_to_datetime
+
+                when = parsedate_to_datetime(value)
+                return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None
+
+
 def classify_sdk_error(exc: Exception, message: str, *, connection_error: type[Exception],
                        status_error: type[Exception]) -> VLMError:
     """Timeouts, lost connections and 408/409/429/5xx are worth retrying later; the rest not.
 
-    ``message`` must already be free of secrets: the SDK exception is never chained.
+    ``message`` must already be free of secrets: the SDK exception is never chained.  The HTTP
+    status and a ``Retry-After`` travel on the error.
     """
     if isinstance(exc, connection_error):  # the SDKs' timeout errors subclass it
         return TransientVLMError(message)
-    if isinstance(exc, status_error) and is_transient_status(getattr(exc, "status_code", None)):
-        return TransientVLMError(message)
-    return VLMError(message)
+    status = getattr(exc, "status_code", None) if isinstance(exc, status_error) else None
+    response = getattr(exc, "response", None)
+    retry_after = retry_after_seconds(getattr(response, "headers", None))
+    kind = TransientVLMError if is_transient_status(status) else VLMError
+    return kind(message, status=status, retry_after=retry_after)
 
 
 class VLMConfigurationError(VLMError):
@@ -72,6 +109,16 @@ class VLMRequest:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Tokens of one call as the SDK reports them (None: the server did not say)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    #: Input tokens served from the provider's prompt cache (billed at a discount).
+    cached_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class VLMResponse:
     text: str
     model: str
@@ -79,6 +126,10 @@ class VLMResponse:
     option_logprobs: dict[str, float] | None = None
     #: Where ``option_logprobs`` came from: "logprobs", or a named substitute.
     probability_source: str | None = None
+    #: Tokens this call cost, when the backend reports them.
+    usage: Usage | None = None
+    #: True when the answer came from our response cache (no call was made).
+    cached: bool = False
 
 
 @runtime_checkable
