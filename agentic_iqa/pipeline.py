@@ -5,8 +5,15 @@ the replan counters it names what runs next.  :func:`run_step` runs one step and
 state update.  The in-process runner loops over both; the Celery pipeline (workers/) persists the
 state between the same steps, so both paths produce the same answer.
 
-The plan step first checks the inputs (:func:`validate_inputs`): an image no tool can read ends
-the run as failed, with the reason, before any model is asked anything and without replans.
+The plan step first checks the inputs: :class:`~agentic_iqa.state.PlannerInput` (a non-empty
+query, existing image files with image extensions) on every plan, then :func:`validate_inputs`
+(the tools can read them) on the first; bad inputs end the run as failed, with the reason,
+before any model is asked anything and without replans.  Both runners (in-process here, stored
+in :mod:`.service`) go through the same plan step.
+
+In one process a :class:`~agentic_iqa.vlm.base.TransientVLMError` (timeout, 429, 5xx outlasting
+the SDK's own retries) is retried with exponential backoff and jitter (:data:`TRANSIENT_RETRY`)
+before it fails the run; the distributed pipeline has Celery's retries instead.
 """
 
 from __future__ import annotations
@@ -15,7 +22,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
 
 from iqa_tools import ToolRegistry
 from iqa_tools.errors import InputError, ToolError
@@ -27,13 +45,16 @@ from .state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     AgenticIQAState,
     ExecutorOutput,
+    PlannerInput,
     initial_state,
     merge_state,
     record_replan,
 )
-from .vlm.base import VLMClient, VLMError
+from .vlm.base import TransientVLMError, VLMClient, VLMError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 PLAN = "plan"
 DETECT = "distortion_detection"
@@ -99,6 +120,60 @@ def next_step(state: AgenticIQAState) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class TransientRetry:
+    """How one process retries a step after a transient VLM error: ``attempts`` in all, waits
+    growing from ``initial`` seconds (doubling, at most ``maximum``) plus up to ``jitter``
+    random seconds, so runs sharing a rate-limited server do not retry in step.  A server's
+    ``Retry-After`` is honoured when longer (still capped at ``maximum``)."""
+
+    attempts: int = 4
+    initial: float = 0.5
+    maximum: float = 8.0
+    jitter: float = 0.5
+
+    def call(self, what: str, function: Callable[[], T]) -> T:
+        """``function()``, retried on :class:`TransientVLMError`; the last error propagates."""
+        backoff = (wait_exponential(multiplier=self.initial, max=self.maximum)
+                   + wait_random(0, self.jitter))
+
+        def wait(state: RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome is not None else None
+            asked = getattr(error, "retry_after", None) or 0.0
+            return min(self.maximum, max(backoff(state), asked))
+
+        def before_sleep(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome is not None else None
+            log.warning("%s: transient VLM error (attempt %d of %d), retrying: %s", what,
+                        state.attempt_number, self.attempts, error)
+
+        retrying = Retrying(retry=retry_if_exception_type(TransientVLMError),
+                            stop=stop_after_attempt(self.attempts), wait=wait,
+                            before_sleep=before_sleep, reraise=True)
+        return retrying(function)
+
+
+#: The default: 4 attempts, waits of about 0.5, 1 and 2 s (+ jitter): a few seconds in all.
+TRANSIENT_RETRY = TransientRetry()
+
+
+def check_planner_input(query: str, image_path: str, reference_path: str | None,
+                        replan_reason: str | None = None) -> PlannerInput:
+    """The run's inputs as the spec's :class:`PlannerInput`; a :class:`ValueError` saying what
+    is wrong (empty query, missing file, not an image) when they are not valid."""
+    try:
+        return PlannerInput(
+            query=query, image_path=image_path, reference_path=reference_path,
+            prior_context={"replan_reason": replan_reason} if replan_reason else None,
+        )
+    except ValidationError as invalid:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: "
+            f"{str(error['msg']).removeprefix('Value error, ')}"
+            for error in invalid.errors())
+        raise ValueError(f"invalid input: {problems}") from None
+
+
 def validate_inputs(image_path: str, reference_path: str | None = None) -> None:
     """Raise a :class:`ToolError` saying why, when the tools could not measure these inputs.
 
@@ -133,12 +208,16 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     reference = state.get("reference_path")
     if step == PLAN:
         history = state.get("replan_history", [])
-        if not history:  # a replan sees the same files: checked once, on the first plan
+        reason = history[-1].reason if history else None
+        try:
+            check_planner_input(query, image, reference, reason)
+        except ValueError as bad:
+            return {"error": str(bad)}
+        if not history:  # a replan sees the same files: decoded once, on the first plan
             try:
                 validate_inputs(image, reference)
             except ToolError as bad:
                 return {"error": str(bad)}
-        reason = history[-1].reason if history else None
         tool_names = [spec.name for spec in agents.registry.catalog]
         try:
             plan = make_plan(agents.planner, query, image, reference, tool_names, reason)
@@ -178,8 +257,10 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
         update["executor_evidence"] = ExecutorOutput(quality_scores=scores or None,
                                                      tool_logs=logs)
     elif step == SUMMARIZE:
+        limit = state.get("max_replan_iterations", DEFAULT_MAX_REPLAN_ITERATIONS)
         update["summarizer_result"] = summarizer.summarize(
-            agents.summarizer, query, image, reference, plan, evidence)
+            agents.summarizer, query, image, reference, plan, evidence,
+            can_replan=state.get("iteration_count", 0) < limit)
     else:
         raise ValueError(f"unknown step {step!r}; steps: {STEPS}")
     return update
@@ -188,8 +269,13 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
 def run_inprocess(query: str, image_path: str, reference_path: str | None = None, *,
                   agents: Agents | None = None,
                   max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
-                  on_step: Callable[[str, float], None] | None = None) -> AgenticIQAState:
-    """Run the whole agent in this process and return the final state."""
+                  on_step: Callable[[str, float], None] | None = None,
+                  retry: TransientRetry = TRANSIENT_RETRY) -> AgenticIQAState:
+    """Run the whole agent in this process and return the final state.
+
+    A step failing with a transient VLM error is retried per ``retry``; a VLM error that
+    persists ends the run with ``error`` set.
+    """
     agents = agents or default_agents()
     state = initial_state(query, str(image_path), str(reference_path) if reference_path else None,
                           max_replan_iterations=max_replan_iterations)
@@ -197,8 +283,8 @@ def run_inprocess(query: str, image_path: str, reference_path: str | None = None
     while (step := next_step(state)) is not None:
         started = time.perf_counter()
         try:
-            update = run_step(step, state, agents)
-        except VLMError as exc:  # the SDK already retried; in one process the run ends here
+            update = retry.call(step, partial(run_step, step, state, agents))
+        except VLMError as exc:  # permanent, or transient after every retry: the run ends
             log.error("run failed at %s: %s", step, exc)
             return merge_state(state, {"error": f"{step} failed: {exc}", "step_seconds": timings})
         state = merge_state(state, update)

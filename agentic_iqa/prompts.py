@@ -132,6 +132,42 @@ The image: <image>"""
 #: Answer letters of the five-level question and the level (5 = Excellent ... 1 = Bad).
 QUALITY_LEVEL_OPTIONS: dict[str, int] = {"A": 5, "B": 4, "C": 3, "D": 2, "E": 1}
 QUALITY_LEVEL_NAMES: dict[int, str] = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
+#: The five-level question's options as a reader sees them: letter -> level name.
+QUALITY_LEVEL_CHOICES: dict[str, str] = {
+    letter: QUALITY_LEVEL_NAMES[level] for letter, level in QUALITY_LEVEL_OPTIONS.items()
+}
+
+#: Added to the system prompt on a retry after an answer with no readable option letter.
+STRICT_OPTION_SUFFIX = (
+    "\n\nAnswer with exactly one option letter ({letters}) and nothing else: no words, no "
+    "explanation."
+)
+
+#: Added to the summarizer's system prompt on a retry when a multiple-choice answer named no
+#: option.
+STRICT_MCQ_SUFFIX = (
+    "\n\nThe query is multiple choice: final_answer must be exactly one option letter "
+    "({letters}), nothing else. Return ONLY valid JSON."
+)
+
+#: The second request of scoring mode, for servers that return no log-probabilities: the
+#: model states a probability per level (the same substitute the Anthropic backend uses).
+QUALITY_PROBABILITIES_SYSTEM = """You are an image quality expert. Considering the evidence, how
+likely is each overall quality level of the image?
+A. Excellent
+B. Good
+C. Fair
+D. Poor
+E. Bad
+Return JSON: {"option_probabilities": {"A": <p>, "B": <p>, "C": <p>, "D": <p>, "E": <p>}}, one
+probability between 0 and 1 per option letter, together summing to 1."""
+
+#: Added to the tool-selection system prompt when a reference image is given (the spec's
+#: "prioritize FR tools"; the template itself stays verbatim).
+FR_PREFERENCE_INSTRUCTION = (
+    "\nA reference image is given: prefer full-reference (FR) tools, and choose a "
+    "no-reference (NR) tool only when no FR tool suits the distortion."
+)
 
 
 def render(template: str, **values: Any) -> str:

@@ -454,7 +454,18 @@ class SummarizerOutput(_StateModel):
     )
     probability_source: Text | None = Field(
         default=None,
-        description='where level_distribution comes from: "logprobs" or the substitute used',
+        description='where level_distribution comes from: "logprobs" (token log-probabilities),'
+        ' "stated" (probabilities the model stated when asked), "argmax" (probability 1 on the'
+        " level answered: the fused score is then that level and tool scores do not move it),"
+        " or a backend's own substitute",
+    )
+    answer_unparseable: bool = Field(
+        default=False,
+        description="no option could be read from the model's answers, retries included; "
+        "final_answer then says so instead of a guessed letter",
+    )
+    unparseable_reason: str | None = Field(
+        default=None, description="what the model answered instead of an option"
     )
 
     @field_validator("replan_reason", mode="before")
@@ -499,6 +510,8 @@ class SummarizerOutput(_StateModel):
             raise ValueError(
                 "level_distribution needs probability_source (\"logprobs\" or the substitute)"
             )
+        if self.answer_unparseable and not self.unparseable_reason:
+            raise ValueError("answer_unparseable needs unparseable_reason (what was answered)")
         if self.need_replan and self.replan_reason is None:
             log.warning("summarizer asked to replan without a reason; recording 'No reason "
                         "provided'")

@@ -23,12 +23,14 @@ from ..prompts import (
     DISTORTION_ANALYSIS_USER,
     DISTORTION_DETECTION_SYSTEM,
     DISTORTION_DETECTION_USER,
+    FR_PREFERENCE_INSTRUCTION,
     TOOL_SELECTION_SYSTEM,
     TOOL_SELECTION_USER,
     render,
 )
 from ..state import DistortionAnalysis, ExecutorOutput, PlannerOutput, ToolExecutionLog
 from ..vlm.base import TransientVLMError, VLMClient, VLMError, VLMRequest
+from ..vlm.builtin import selection as builtin_selection
 from .jsonreply import ask_json
 
 log = logging.getLogger(__name__)
@@ -68,10 +70,12 @@ def detect_distortions(client: VLMClient, query: str, image_path: str,
         raw = reply["distortion_set"]
         if not isinstance(raw, dict):
             raise TypeError("distortion_set must be an object")
-        # Object names must follow the plan's scope; unknown names fall back to "Global".
+        # Object names must follow the plan's scope (spelling as the plan has it); objects
+        # outside it go under "Global" (executor-core.md), never under a scoped object.
+        by_fold = {key.casefold(): key for key in keys}
         aligned: dict[str, list[str]] = {}
         for name, distortions in raw.items():
-            key = name if name in keys else ("Global" if "Global" in keys else keys[0])
+            key = by_fold.get(str(name).strip().casefold(), "Global")
             aligned.setdefault(key, [])
             for distortion in distortions:
                 if distortion not in aligned[key]:
@@ -145,15 +149,47 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
         + (f" Strong on: {', '.join(t['strengths'])}." if t["strengths"] else "")
         for t in tools
     )
+    system = render(TOOL_SELECTION_SYSTEM, distortion_set=distortion_set,
+                    tool_description=description)
+    if reference_mode == "Full-Reference":
+        system += FR_PREFERENCE_INSTRUCTION
     request = VLMRequest(
         task="tool_selection",
-        system=render(TOOL_SELECTION_SYSTEM, distortion_set=distortion_set,
-                      tool_description=description),
+        system=system,
         user=render(TOOL_SELECTION_USER, query=query),
         context={"query": query, "distortion_set": distortion_set, "tools": tools,
                  "reference_mode": reference_mode},
     )
-    return ask_json(client, request, parse).value
+    selected = ask_json(client, request, parse).value
+    if selected is None or reference_mode != "Full-Reference":
+        return selected
+    return prefer_full_reference(selected, tools)
+
+
+def prefer_full_reference(selected: dict[str, dict[str, str]], tools: list[dict[str, Any]]
+                          ) -> dict[str, dict[str, str]]:
+    """Replace each NR choice with the best offered FR tool for its distortion.
+
+    The spec's rule (FR tools over NR when a reference exists; NR only when no FR tool suits)
+    holds whatever the model chose; the replacement is the builtin backend's choice among the
+    offered FR tools, by metadata strengths then preference order.
+    """
+    kinds = {tool["name"]: tool["type"] for tool in tools}
+    full_reference = [tool for tool in tools if tool["type"] == "FR"]
+    if not full_reference:
+        return selected
+    result: dict[str, dict[str, str]] = {}
+    for key, per_distortion in selected.items():
+        result[key] = dict(per_distortion)
+        for distortion, tool in per_distortion.items():
+            if kinds.get(tool) == "FR":
+                continue
+            best = builtin_selection.select({key: [distortion]}, full_reference,
+                                            "Full-Reference")[key][distortion]
+            log.info("tool selection: the model chose NR tool %s for %s/%s although a "
+                     "reference is given; using FR tool %s", tool, key, distortion, best)
+            result[key][distortion] = best
+    return result
 
 
 def generic_selection(distortion_set: dict[str, list[str]], reference_mode: str

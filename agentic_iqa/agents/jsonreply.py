@@ -55,9 +55,11 @@ class Outcome(Generic[T]):
 
 
 def ask_json(client: VLMClient, request: VLMRequest, parse: Callable[[dict[str, Any]], T],
-             attempts: int = MAX_ATTEMPTS) -> Outcome[T]:
+             attempts: int = MAX_ATTEMPTS, stricter: str = STRICT_JSON_SUFFIX) -> Outcome[T]:
     """Ask, parse and validate; retry with a stricter prompt on a malformed reply.
 
+    ``stricter`` is appended to the system prompt of the retries (a caller whose ``parse``
+    also rejects valid JSON, e.g. an answer that names no option, says what it wants).
     Transport errors (:class:`VLMError`) are not retried here: the SDKs already retried them.
     """
     errors: list[str] = []
@@ -70,7 +72,7 @@ def ask_json(client: VLMClient, request: VLMRequest, parse: Callable[[dict[str, 
             message = f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:300]}"
             errors.append(message)
             log.warning("%s reply rejected (%s)", request.task, message)
-            current = replace(request, system=request.system + STRICT_JSON_SUFFIX)
+            current = replace(request, system=request.system + stricter)
     log.error("%s: no valid reply after %d attempts", request.task, attempts)
     return Outcome(None, attempts, errors)
 

@@ -1,33 +1,58 @@
 """The Summarizer: an answer with reasoning (explanation mode) or a fused score (scoring mode).
 
-Explanation mode asks the VLM for ``SummarizerOutput`` JSON.  Scoring mode asks the five-level
-question (A Excellent .. E Bad), turns the answer letters' log-probabilities into p_c and fuses
-them with the tool scores (:mod:`.fusion`).  Backends without log-probabilities provide a
-substitute and say which in ``probability_source``; when even that is missing, the letter
-answered gets probability 1 ("argmax").
+When the evidence the plan asked for is missing the VLM is not asked at all: the result asks
+for a replan with the reason, or, once the replans are used up, says the evidence is missing.
+
+Explanation mode asks the VLM for ``SummarizerOutput`` JSON; for a multiple-choice query the
+``final_answer`` must name an option (:func:`.answers.parse_option`), else the question is asked
+again with a stricter prompt, three attempts in all, then the result is marked
+``answer_unparseable`` with the reason.  No letter is ever guessed.
+
+Scoring mode asks the five-level question (A Excellent .. E Bad) and turns p_c into a fused score
+with the tool scores (:mod:`.fusion`).  p_c comes, in order of preference, from the answer
+letters' token log-probabilities ("logprobs", or a backend's own substitute such as the Anthropic
+backend's self-reported probabilities); for a server that returns none, from a second request in
+which the model states a probability per level ("stated"); and only when that fails from the
+answered letter alone ("argmax").  With argmax the fused score is exactly the answered level and
+the tool scores do not count, so ``probability_source`` always says which was used.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..prompts import (
+    QUALITY_LEVEL_CHOICES,
     QUALITY_LEVEL_NAMES,
     QUALITY_LEVEL_OPTIONS,
     QUALITY_LEVELS_SYSTEM,
     QUALITY_LEVELS_USER,
+    QUALITY_PROBABILITIES_SYSTEM,
+    STRICT_JSON_SUFFIX,
+    STRICT_MCQ_SUFFIX,
+    STRICT_OPTION_SUFFIX,
     SUMMARIZER_SYSTEM,
     SUMMARIZER_USER,
     render,
 )
 from ..query import options_in, parse_query
 from ..state import ExecutorOutput, PlannerOutput, SummarizerOutput
-from ..vlm.base import VLMClient, VLMRequest
-from .fusion import fuse, probabilities_from_logprobs
-from .jsonreply import ask_json
+from ..vlm.base import VLMClient, VLMRequest, VLMResponse
+from .answers import parse_option
+from .fusion import fuse, probabilities_from_logprobs, probabilities_from_statement
+from .jsonreply import MAX_ATTEMPTS, ask_json
+
+log = logging.getLogger(__name__)
+
+#: What ``final_answer`` says when no answer could be given; never an option letter.
+UNABLE = "Unable to determine"
+#: Attempts at an answer naming an option, the retries with a stricter prompt (the executor's
+#: policy for invalid JSON).
+ANSWER_ATTEMPTS = MAX_ATTEMPTS
 
 
 def scoring_mode(query: str, plan: PlannerOutput) -> bool:
@@ -67,35 +92,72 @@ def evidence_context(query: str, image_path: str, plan: PlannerOutput,
 
 
 def summarize(client: VLMClient, query: str, image_path: str, reference_path: str | None,
-              plan: PlannerOutput, evidence: ExecutorOutput | None) -> SummarizerOutput:
+              plan: PlannerOutput, evidence: ExecutorOutput | None, *,
+              can_replan: bool = True) -> SummarizerOutput:
+    """The answer to ``query`` from the evidence; ``can_replan`` is False once replans are used
+    up, so missing evidence then ends the run with an answer saying so."""
     context = evidence_context(query, image_path, plan, evidence)
+    missing = missing_evidence(context["plan"], context["quality_scores"],
+                               context["distortion_analysis"])
+    if missing:
+        return evidence_missing(missing, can_replan)
     images = tuple(Path(p) for p in (image_path, reference_path) if p)
     if scoring_mode(query, plan):
         return _score(client, context, images)
+    return _explain(client, context, images)
+
+
+def evidence_missing(missing: str, can_replan: bool) -> SummarizerOutput:
+    """The result when the plan's evidence is missing, without asking the VLM (it would answer
+    without the evidence): a replan request with the reason; at the bound the same, which ends
+    the run, with reasoning that says the evidence is missing and no replan is left."""
+    reasoning = (f"{missing}; cannot answer without it." if can_replan else
+                 f"Evidence missing: {missing}. The replanning rounds are used up, so no answer "
+                 "is given without the evidence the plan asked for.")
+    return SummarizerOutput(final_answer=UNABLE, need_replan=True, replan_reason=missing,
+                            quality_reasoning=reasoning)
+
+
+def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
+             ) -> SummarizerOutput:
+    options: dict[str, str] = context["options"]
+    multiple_choice = len(options) >= 2
     request = VLMRequest(
         task="answer", system=SUMMARIZER_SYSTEM,
-        user=render(SUMMARIZER_USER, query=query, plan=context["plan"],
+        user=render(SUMMARIZER_USER, query=context["query"], plan=context["plan"],
                     distortion_analysis=context["distortion_analysis"],
                     quality_scores=context["quality_scores"]),
         images=images, context=context,
     )
-    outcome = ask_json(client, request, SummarizerOutput.model_validate)
+
+    def parse(reply: dict[str, Any]) -> SummarizerOutput:
+        answer = SummarizerOutput.model_validate(reply)
+        if not multiple_choice or answer.need_replan:
+            return answer
+        letter = parse_option(answer.final_answer, options)
+        if letter is None:
+            raise ValueError(f"final_answer {answer.final_answer!r} names none of the options "
+                             f"{', '.join(options)}")
+        return answer.model_copy(update={"final_answer": letter})
+
+    stricter = (render(STRICT_MCQ_SUFFIX, letters=_listed(options)) if multiple_choice
+                else STRICT_JSON_SUFFIX)
+    outcome = ask_json(client, request, parse, ANSWER_ATTEMPTS, stricter)
     if outcome.value is None:
+        reason = "; ".join(outcome.errors)
         return SummarizerOutput(
-            final_answer="Unable to determine",
-            quality_reasoning="The summarizer gave no valid answer: " + "; ".join(outcome.errors),
+            final_answer=UNABLE, answer_unparseable=True, unparseable_reason=reason,
+            quality_reasoning=f"No usable answer after {outcome.attempts} attempts: {reason}",
         )
     return outcome.value
 
 
+def _listed(options: Mapping[str, str]) -> str:
+    return ", ".join(options)
+
+
 def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
            ) -> SummarizerOutput:
-    missing = missing_evidence(context["plan"], context["quality_scores"],
-                               context["distortion_analysis"])
-    if missing:
-        return SummarizerOutput(final_answer="Unable to determine", need_replan=True,
-                                replan_reason=missing,
-                                quality_reasoning=f"{missing}; cannot score without it.")
     request = VLMRequest(
         task="quality_levels", system=QUALITY_LEVELS_SYSTEM,
         user=render(QUALITY_LEVELS_USER, query=context["query"],
@@ -104,18 +166,24 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
         images=images, context=context, json_output=False,
         answer_options=tuple(QUALITY_LEVEL_OPTIONS),
     )
-    response = client.complete(request)
-    if response.option_logprobs:
-        by_level = {QUALITY_LEVEL_OPTIONS[letter]: value
-                    for letter, value in response.option_logprobs.items()
-                    if letter in QUALITY_LEVEL_OPTIONS}
-        probabilities = probabilities_from_logprobs(by_level)
-        source = response.probability_source or "logprobs"
+    measured, letter, errors = _level_answer(client, request)
+    if measured is not None:
+        probabilities, source = measured
+    elif letter is None:
+        reason = "; ".join(errors)
+        return SummarizerOutput(
+            final_answer=UNABLE, answer_unparseable=True, unparseable_reason=reason,
+            quality_reasoning=f"No quality level could be read after {ANSWER_ATTEMPTS} "
+                              f"attempts: {reason}",
+        )
     else:
-        letter = _first_letter(response.text)
-        probabilities = {c: 1.0 if c == QUALITY_LEVEL_OPTIONS[letter] else 0.0
-                         for c in range(1, 6)}
-        source = "argmax"
+        stated = _stated_probabilities(client, request)
+        if stated is not None:
+            probabilities, source = stated, "stated"
+        else:
+            probabilities = {c: 1.0 if c == QUALITY_LEVEL_OPTIONS[letter] else 0.0
+                             for c in range(1, 6)}
+            source = "argmax"
     tool_scores = [float(pair[1]) for per in (context["quality_scores"] or {}).values()
                    for pair in per.values()]
     quality = fuse(tool_scores, probabilities)
@@ -136,14 +204,68 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
     )
 
 
-def _first_letter(text: str) -> str:
-    match = re.search(r"\b([A-E])\b", text.upper())
-    if match:
-        return match.group(1)
-    for letter, level in QUALITY_LEVEL_OPTIONS.items():
-        if QUALITY_LEVEL_NAMES[level].lower() in text.lower():
-            return letter
-    return "C"
+def _level_answer(client: VLMClient, request: VLMRequest
+                  ) -> tuple[tuple[dict[int, float], str] | None, str | None, list[str]]:
+    """Ask the five-level question: ``(p_c and its source, or None; the letter answered, or
+    None; why replies were rejected)``.
+
+    A reply with log-probabilities (or a backend's substitute for them) settles it.  Otherwise
+    the answered letter is read strictly; a reply naming no level is asked again with a
+    stricter prompt, :data:`ANSWER_ATTEMPTS` times in all.  A backend's own "argmax" is only a
+    letter, so the caller still asks for stated probabilities.
+    """
+    errors: list[str] = []
+    current = request
+    stricter = render(STRICT_OPTION_SUFFIX, letters=_listed(QUALITY_LEVEL_CHOICES))
+    for attempt in range(1, ANSWER_ATTEMPTS + 1):
+        response = client.complete(current)
+        measured = _measured(response)
+        if measured is not None:
+            return measured, None, errors
+        letter = parse_option(response.text, QUALITY_LEVEL_CHOICES) or _argmax_letter(response)
+        if letter is not None:
+            return None, letter, errors
+        errors.append(f"attempt {attempt}: no quality level in {response.text[:200]!r}")
+        log.warning("quality_levels reply names no level (%s)", errors[-1])
+        current = replace(request, system=request.system + stricter)
+    log.error("quality_levels: no readable level after %d attempts", ANSWER_ATTEMPTS)
+    return None, None, errors
+
+
+def _measured(response: VLMResponse) -> tuple[dict[int, float], str] | None:
+    if not response.option_logprobs or response.probability_source == "argmax":
+        return None
+    by_level = {QUALITY_LEVEL_OPTIONS[letter]: value
+                for letter, value in response.option_logprobs.items()
+                if letter in QUALITY_LEVEL_OPTIONS}
+    try:
+        probabilities = probabilities_from_logprobs(by_level)
+    except ValueError:
+        return None
+    return probabilities, response.probability_source or "logprobs"
+
+
+def _argmax_letter(response: VLMResponse) -> str | None:
+    """The letter a backend put all its probability on ("argmax"), if it did."""
+    if response.probability_source != "argmax" or not response.option_logprobs:
+        return None
+    letter = max(response.option_logprobs, key=response.option_logprobs.__getitem__)
+    return letter if letter in QUALITY_LEVEL_OPTIONS else None
+
+
+def _stated_probabilities(client: VLMClient, question: VLMRequest) -> dict[int, float] | None:
+    """p_c stated by the model in a second request (no log-probabilities asked for), or None
+    when no readable statement came back."""
+    request = replace(question, system=QUALITY_PROBABILITIES_SYSTEM, json_output=True,
+                      answer_options=None)
+
+    def parse(reply: dict[str, Any]) -> dict[int, float]:
+        stated = reply["option_probabilities"]
+        if not isinstance(stated, Mapping):
+            raise TypeError("option_probabilities must be an object")
+        return probabilities_from_statement(stated, QUALITY_LEVEL_OPTIONS)
+
+    return ask_json(client, request, parse).value
 
 
 def _analysis_text(analysis: Mapping[str, Any] | None) -> str:
@@ -152,4 +274,4 @@ def _analysis_text(analysis: Mapping[str, Any] | None) -> str:
     return (" " + " ".join(notes)) if notes else ""
 
 
-__all__ = ["missing_evidence", "scoring_mode", "summarize"]
+__all__ = ["UNABLE", "evidence_missing", "missing_evidence", "scoring_mode", "summarize"]

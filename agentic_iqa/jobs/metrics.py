@@ -10,7 +10,6 @@ the fit, the resampling and the bookkeeping for inputs too small or too flat to 
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -246,20 +245,19 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
     return report
 
 
-_BARE_LETTER = re.compile(r"\(?([A-Ha-h])\)?")
-_LEADING_LETTER = re.compile(r"\(?([A-H])[.):,]")
+#: The letters a manifest's ``answer`` may hold, without option texts.
+_ANY_LETTER = {letter: "" for letter in "ABCDEFGH"}
 
 
 def answer_letter(text: str | None) -> str | None:
-    """The option letter an answer gives ("B", "b", "(B)", "B. Blurry"), else None.
+    """The option letter an answer gives ("B", "b", "(B)", "B. Blurry", "Answer: B"), else None.
 
-    An answer that merely starts with a capital word ("A blurry photo") is not a letter.
+    The agent's own parser decides (:func:`agentic_iqa.agents.answers.parse_option`), so the
+    report reads answers exactly as the summarizer does: "A blurry photo" is not a letter.
     """
-    if text is None:
-        return None
-    stripped = text.strip()
-    match = _BARE_LETTER.fullmatch(stripped) or _LEADING_LETTER.match(stripped)
-    return match.group(1).upper() if match else None
+    from ..agents.answers import parse_option
+
+    return parse_option(text, _ANY_LETTER)
 
 
 def mcq_accuracy(predicted: Sequence[str | None], truth: Sequence[str | None]
