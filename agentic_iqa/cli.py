@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -228,10 +229,15 @@ def assess(
         float, typer.Option("--timeout", help="seconds to wait for a distributed run")
     ] = 600.0,
     device: DeviceOption = None,
+    vlm_cache: Annotated[
+        bool, typer.Option("--vlm-cache/--no-vlm-cache",
+                           help="answer deterministic VLM requests from the response cache")
+    ] = True,
 ) -> None:
     """Ask the agent a question about an image: plan, evidence, answer and why."""
     from .pipeline import default_agents, run_inprocess, validate_inputs
-    from .report import render_state, state_document
+    from .report import render_state, render_vlm_usage, state_document
+    from .vlm.usage import PriceTable, collect_calls, group_records, summarize
 
     for path in (image, reference):
         if path is not None and not path.is_file():
@@ -242,30 +248,62 @@ def assess(
         validate_inputs(image_path, reference_path)
     except ToolError as exc:
         _fail(str(exc))
+    if not vlm_cache:  # clients built in this process get no cache; stored runs say so too
+        os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
     if distributed:
-        state = _assess_distributed(query, image_path, reference_path, max_replans, timeout)
+        state, run_id = _assess_distributed(query, image_path, reference_path, max_replans,
+                                            timeout, vlm_cache=vlm_cache)
+        usage = _run_vlm_usage(_engine(), run_id)
     elif store:
         from . import service
 
         engine = _engine()
         run_id = service.create_run(engine, query, image_path, reference_path,
                                     max_replan_iterations=max_replans)
+        if not vlm_cache:
+            _disable_run_vlm_cache(engine, run_id)
         agents = default_agents(_registry(device))
         with contextlib.redirect_stdout(sys.stderr):
             service.run_embedded(engine, agents, run_id)
         state = _stored_state(engine, run_id)
+        usage = _run_vlm_usage(engine, run_id)
         err.print(f"run {run_id} stored in {_safe_url(engine)}", highlight=False)
     else:
         agents = default_agents(_registry(device))
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), collect_calls() as calls:
             state = run_inprocess(query, image_path, reference_path, agents=agents,
                                   max_replan_iterations=max_replans)
+        usage = summarize(group_records(calls.records), PriceTable.load())
     if as_json:  # paths, answers and tool errors may quote a URL: the whole document is redacted
-        print(redact(json.dumps(state_document(state), indent=2)))
+        print(redact(json.dumps(state_document(state, vlm_usage=usage), indent=2)))
     else:
         render_state(state, out)
+        render_vlm_usage(usage, out)
     if "summarizer_result" not in state:
         raise typer.Exit(1)
+
+
+def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engine, lazily
+    from .db import repository
+    from .db.engine import session_scope
+
+    with session_scope(engine) as session:
+        repository.set_run_vlm_cache(session, run_id, False)
+
+
+def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
+    """The run's VLM calls, tokens and cost, and per step its calls and cache hits."""
+    from .db import repository
+    from .db.engine import session_scope
+    from .vlm.usage import PriceTable, summarize
+
+    with session_scope(engine) as session:
+        usage = summarize(repository.vlm_usage(session, run_id=run_id), PriceTable.load())
+        steps = repository.vlm_steps(session, run_id)
+    usage["steps"] = {f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
+                      for (step, iteration), (calls, hits) in sorted(
+                          steps.items(), key=lambda entry: (entry[0][1], entry[0][0]))}
+    return usage
 
 
 def _engine():  # noqa: ANN202 - sqlalchemy Engine, imported lazily
@@ -300,7 +338,8 @@ def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and sta
 
 
 def _assess_distributed(query: str, image_path: str, reference_path: str | None,
-                        max_replans: int, timeout: float):  # noqa: ANN202
+                        max_replans: int, timeout: float, *,
+                        vlm_cache: bool = True):  # noqa: ANN202
     import time
 
     from . import service
@@ -316,6 +355,8 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
     run_id = service.create_run(engine, query, image_path, reference_path,
                                 max_replan_iterations=max_replans,
                                 lease_seconds=settings.lease_seconds)
+    if not vlm_cache:  # the workers read it from the run
+        _disable_run_vlm_cache(engine, run_id)
     submit(run_id)
     deadline = time.monotonic() + timeout
     with err.status(f"run {run_id}: queued") as status:
@@ -334,22 +375,30 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
                 _fail(f"run {run_id} did not finish in {timeout:.0f}s (still {run.status}); "
                       "are workers consuming both queues?")
             time.sleep(0.2)
-    return _stored_state(engine, run_id)
+    return _stored_state(engine, run_id), run_id
 
 
 @app.command("worker")
 def worker(
-    queues: Annotated[str, typer.Option("--queues", "-Q", help="comma-separated queues")] = (
-        "default,gpu"
-    ),
+    queues: Annotated[str | None, typer.Option(
+        "--queues", "-Q", help="comma-separated queues (default: every configured queue)")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
-    pool: Annotated[str, typer.Option("--pool", help="prefork, solo or threads")] = "prefork",
+    pool: Annotated[str, typer.Option(
+        "--pool", help="prefork, solo or threads (VLM queue: threads with -c 64)")] = "prefork",
     hostname: Annotated[str | None, typer.Option("--hostname", "-n")] = None,
 ) -> None:
-    """Start a Celery worker (same as `celery -A workers.celery_app:app worker`)."""
+    """Start a Celery worker (same as `celery -A workers.celery_app:app worker`).
+
+    VLM steps wait on the network: a worker of the VLM queue (``vlm_queue``) holds 64 calls in
+    flight with ``--queues vlm --pool threads --concurrency 64``.
+    """
     from workers.celery_app import app as celery_app
 
+    if queues is None:
+        settings = celery_app.conf.agentic_iqa
+        queues = ",".join(dict.fromkeys(
+            [settings.default_queue, settings.vlm_steps_queue, settings.tool_queue]))
     argv = ["worker", f"--queues={queues}", f"--concurrency={concurrency}",
             f"--loglevel={loglevel}", f"--pool={pool}"]
     if hostname:

@@ -95,6 +95,10 @@ def submit(
         typer.Option("--mos-range", help="the MOS scale LOW HIGH: a MOS outside it is a bad "
                                          "row (default: any finite number)"),
     ] = None,
+    vlm_cache: Annotated[
+        bool, typer.Option("--vlm-cache/--no-vlm-cache",
+                           help="answer deterministic VLM requests from the response cache")
+    ] = True,
 ) -> None:
     """Create a job from a manifest and start it (Celery workers, or locally without a broker).
 
@@ -107,10 +111,13 @@ def submit(
 
     if backend:
         os.environ["AGENTIC_IQA_VLM_BACKEND"] = backend
+    if not vlm_cache:  # local runs: clients without a cache; workers: read from the job
+        os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
     engine = _engine()
     try:
         job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
-                                  check_images=not no_check_images, mos_range=mos_range)
+                                  check_images=not no_check_images, mos_range=mos_range,
+                                  vlm_cache=vlm_cache)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
     current = lifecycle.progress(engine, job_id)
@@ -135,6 +142,97 @@ def submit(
     with contextlib.redirect_stdout(sys.stderr):
         _run_local(engine, job_id, agents, workers)
     _end_of_wait(engine, job_id)
+
+
+def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
+    from .db import jobs as store
+    from .db.engine import session_scope
+
+    with session_scope(engine) as session:
+        return store.vlm_summary(session, job_id)
+
+
+@eval_app.command("estimate")
+def estimate(
+    manifest: Annotated[Path, typer.Argument(help="CSV or JSONL manifest, or a folder of images")],
+    sample: Annotated[int, typer.Option("--sample", min=1, help="items to run for real")] = 5,
+    query: Annotated[str, typer.Option("--query", "-q", help="query for rows without one")] = (
+        "Rate the quality of this image."
+    ),
+    root: Annotated[Path | None, typer.Option("--root", help="confine every path here")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=1, help="items in flight at once in the real job (capped by "
+                                 "job_window)")] = 2,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run the first SAMPLE good items for real and extrapolate calls, tokens, cost and time.
+
+    The sample runs here, one item at a time, in a scratch SQLite database that is deleted
+    afterwards (the results database is not touched), with the VLM response cache off so the
+    figures are those of a cold run.
+    """
+    import itertools
+    import os
+    import tempfile
+    import time
+
+    from .config import PipelineSettings
+    from .db import dispose_engines, make_engine, upgrade
+    from .db import jobs as store
+    from .db.engine import session_scope
+    from .jobs import lifecycle
+    from .jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
+    from .jobs.report import extrapolate
+
+    try:
+        total = count_rows(manifest)
+        good = (entry for entry in read_manifest(manifest, root=root)
+                if isinstance(entry, ManifestItem))
+        chosen = list(itertools.islice(good, sample))
+    except (ManifestFormatError, OSError) as exc:
+        _fail(str(exc))
+    if not chosen:
+        _fail(f"{manifest}: no readable item to run")
+    concurrency = min(workers, PipelineSettings.load().job_window)
+    previous = os.environ.get("AGENTIC_IQA_VLM_CACHE")
+    os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
+    try:
+        with tempfile.TemporaryDirectory(prefix="agentic-iqa-estimate-") as scratch:
+            lines = [json.dumps({"image": str(item.image), "id": item.item_id,
+                                 "reference": str(item.reference) if item.reference else None,
+                                 "query": item.query}) for item in chosen]
+            sample_manifest = Path(scratch) / "sample.jsonl"
+            sample_manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            url = f"sqlite:///{Path(scratch) / 'estimate.sqlite3'}"
+            upgrade(url)
+            engine = make_engine(url)
+            job_id = lifecycle.submit(engine, sample_manifest, name=f"estimate {manifest.name}",
+                                      query=query, check_images=False)
+            started = time.perf_counter()
+            with contextlib.redirect_stdout(sys.stderr):
+                lifecycle.run_local(engine, job_id, _agents(), workers=1)
+            seconds = time.perf_counter() - started
+            with session_scope(engine) as session:
+                measured = store.vlm_summary(session, job_id)
+            dispose_engines(url)
+    finally:
+        if previous is None:
+            os.environ.pop("AGENTIC_IQA_VLM_CACHE", None)
+        else:
+            os.environ["AGENTIC_IQA_VLM_CACHE"] = previous
+    result = extrapolate(measured, sample_items=len(chosen), sample_seconds=seconds,
+                         total_items=total, concurrency=concurrency)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    from .vlm.usage import format_cost
+
+    out.print(f"sample: {len(chosen)} items in {seconds:.1f} s; manifest: {total} rows, "
+              f"{concurrency} at once", highlight=False)
+    out.print(f"estimate: {result['calls']:.0f} VLM calls, {result['input_tokens']:.0f} input "
+              f"tokens, {result['output_tokens']:.0f} output tokens, cost "
+              f"{format_cost(result['cost_usd'])} ({format_cost(result['cost_per_item_usd'])} "
+              f"per item), about {result['wall_seconds']:.0f} s", highlight=False)
 
 
 def _negative_mos_count(engine: Any, job_id: str) -> int:
@@ -192,15 +290,18 @@ def status(
     document = {"job_id": current.job_id, "name": current.name, "status": current.status,
                 "total": current.total, "finished": current.finished, "counts": current.counts,
                 "items_per_second": current.throughput, "eta_seconds": current.eta_seconds,
-                "stalled": current.stalled}
+                "stalled": current.stalled, "vlm": _vlm_summary(engine, current.job_id)}
     if as_json:
         print(json.dumps(document, indent=2))
         return
+    from .jobs.report import vlm_line
+
     out.print(f"job {current.job_id} ({current.name}): {current.status}", highlight=False)
     out.print("  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
               highlight=False)
     out.print(f"  {current.finished}/{current.total} finished, {_pace(current)}",
               highlight=False)
+    out.print(f"  VLM: {vlm_line(document['vlm'])}", highlight=False)
 
 
 @eval_app.command("resume")
@@ -319,6 +420,7 @@ def report(
         _fail(str(exc))
     materialised = list(rows)  # a report needs every score at once
     document = build_report(materialised, bootstrap=bootstrap)
+    document["vlm"] = _vlm_summary(engine, job)
     if html is not None:
         render_html(document, materialised, html)
         err.print(f"wrote {html}", highlight=False)

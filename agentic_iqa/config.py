@@ -50,6 +50,9 @@ class PipelineSettings(BaseSettings):
     result_backend: str | None = None
     default_queue: str = "default"
     tool_queue: str = Field(default="gpu", description="queue of the IQA tool steps")
+    #: Queue of the VLM steps (plan ... summarize, replan): network-bound, so a worker with a
+    #: thread pool can hold many calls in flight.  Unset: the default queue.
+    vlm_queue: str | None = Field(default=None, description="queue of the VLM steps")
     #: Seconds before Redis hands an unacknowledged task to another worker; must exceed the
     #: longest task, or a slow task runs twice.
     visibility_timeout: int = Field(default=3600, ge=1)
@@ -73,6 +76,16 @@ class PipelineSettings(BaseSettings):
     #: Run the supervisor (feeding jobs, re-sending stalled runs) in workers of the default
     #: queue.  Several supervisors are safe: the database decides who re-sends what.
     supervisor: bool = True
+    #: Answer deterministic VLM requests from the response cache (same store as tool scores:
+    #: ``tool_cache`` in configs/tools.yaml); ``AGENTIC_IQA_VLM_CACHE=false`` turns it off.
+    vlm_cache: bool = True
+    #: The price table (USD per million tokens per model); unset: configs/prices.yaml.
+    prices_file: Path | None = None
+
+    @property
+    def vlm_steps_queue(self) -> str:
+        """Where VLM steps go: ``vlm_queue``, else the default queue."""
+        return self.vlm_queue or self.default_queue
 
     @classmethod
     def load(cls, **overrides: object) -> PipelineSettings:

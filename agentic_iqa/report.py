@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -41,8 +42,10 @@ def error_message(state: AgenticIQAState) -> str | None:
     return details["message"] if details else redact(state.get("error")) or None
 
 
-def state_document(state: AgenticIQAState) -> dict[str, Any]:
-    """The final state as JSON-able data, with the answer fields repeated at the top level."""
+def state_document(state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The final state as JSON-able data, with the answer fields repeated at the top level,
+    and the run's VLM calls, tokens and cost under ``vlm_usage`` when given."""
     document: dict[str, Any] = json.loads(state_to_json(state))
     document["error"] = error_message(state)
     document["error_details"] = error_details(state)
@@ -51,7 +54,31 @@ def state_document(state: AgenticIQAState) -> dict[str, Any]:
     document["quality_reasoning"] = result.quality_reasoning if result else None
     document["quality_score"] = result.quality_score if result else None
     document["level_distribution"] = result.level_distribution if result else None
+    if vlm_usage is not None:
+        document["vlm_usage"] = dict(vlm_usage)
     return document
+
+
+def render_vlm_usage(usage: Mapping[str, Any], console: Console) -> None:
+    """Per step whether its VLM answers came from the response cache; the run's calls,
+    tokens and cost (nothing for a run that asked no remote model)."""
+    from .vlm.usage import describe
+
+    if not usage.get("calls") and not usage.get("cache_hits"):
+        return
+    steps = usage.get("steps") or {}
+    if steps:
+        console.print("[bold]VLM answers:[/] " + ", ".join(
+            f"{step} " + _answers(entry["calls"], entry["cache_hits"])
+            for step, entry in steps.items()), highlight=False)
+    console.print(f"[bold]VLM usage:[/] {describe(usage)}", highlight=False)
+
+
+def _answers(calls: int, hits: int) -> str:
+    if not calls:
+        return f"from cache ({hits})"
+    text = f"{calls} call{'s' if calls != 1 else ''}"
+    return text + (f" + {hits} from cache" if hits else "")
 
 
 def render_state(state: AgenticIQAState, console: Console) -> None:

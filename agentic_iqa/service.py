@@ -14,15 +14,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from sqlalchemy.engine import Engine
 
 from .db import jobs, repository
 from .db.engine import session_scope
-from .pipeline import Agents, next_step, run_step
+from .pipeline import TRANSIENT_RETRY, Agents, TransientRetry, next_step, run_step
 from .state import AgenticIQAState, merge_state
 from .vlm.base import TransientVLMError
+from .vlm.usage import CallCollector, collecting
 
 log = logging.getLogger(__name__)
 
@@ -127,22 +129,33 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
             return SKIPPED
-        if repository.begin_step(session, run_id, step, iteration, worker=worker,
-                                 queue=queue, lease_seconds=lease_seconds) is None:
+        record = repository.begin_step(session, run_id, step, iteration, worker=worker,
+                                       queue=queue, lease_seconds=lease_seconds)
+        if record is None:
             return SKIPPED
+        attempt = record.attempts
+        use_vlm_cache = repository.vlm_cache_allowed(session, run_id)
+        asked = repository.vlm_keys_asked(session, run_id)
     started = time.perf_counter()
+    # The step's VLM calls (tokens, latency, cache hits) are stored with its outcome, failed
+    # attempts included: their calls were paid for.
+    collector = CallCollector(use_cache=use_vlm_cache, seen=asked)
     try:
-        with _heartbeat(engine, run_id, step, iteration, lease_seconds):
+        with _heartbeat(engine, run_id, step, iteration, lease_seconds), collecting(collector):
             update = run_step(step, state, agents)
     except TransientVLMError as exc:
         with session_scope(engine) as session:
             repository.fail_step(session, run_id, step, iteration, error=f"transient: {exc}")
+            repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                                       collector.records)
         raise
     except Exception as exc:  # a step that cannot finish ends the run, with the reason
         log.exception("run %s: %s#%d failed", run_id, step, iteration)
         reason = f"{step} failed: {type(exc).__name__}: {exc}"
         with session_scope(engine) as session:
             repository.fail_step(session, run_id, step, iteration, error=reason)
+            repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                                       collector.records)
             repository.fail_run(session, run_id, error=reason)
         return RAN
     key = step if step == "replan" else f"{step}#{iteration}"
@@ -152,6 +165,8 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     with session_scope(engine) as session:
         repository.complete_step(session, run_id, step, iteration, state=new_state,
                                  update=update)
+        repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                                   collector.records)
         if lease_seconds is not None:
             repository.extend_lease(session, run_id, lease_seconds)
     return RAN
@@ -164,12 +179,18 @@ def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) ->
         repository.fail_run(session, run_id, error=reason)
 
 
-def run_embedded(engine: Engine, agents: Agents, run_id: str) -> AgenticIQAState:
-    """Walk a stored run to its end in this process (the embedded default: no broker)."""
+def run_embedded(engine: Engine, agents: Agents, run_id: str, *,
+                 retry: TransientRetry = TRANSIENT_RETRY) -> AgenticIQAState:
+    """Walk a stored run to its end in this process (the embedded default: no broker).
+
+    A step failing with a transient VLM error is run again per ``retry`` (each attempt is
+    recorded on the step); when the error outlasts every attempt, the run fails with it.
+    """
     while (upcoming := advance(engine, run_id)) is not None:
         try:
-            execute_step(engine, agents, run_id, upcoming.step, upcoming.iteration,
-                         worker="embedded", queue="in-process")
+            retry.call(upcoming.step, partial(
+                execute_step, engine, agents, run_id, upcoming.step, upcoming.iteration,
+                worker="embedded", queue="in-process"))
         except TransientVLMError as exc:
             fail(engine, run_id, upcoming.step, upcoming.iteration,
                  f"{upcoming.step} failed: {exc}")

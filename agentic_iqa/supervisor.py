@@ -7,7 +7,7 @@ to run ``eval resume``: the database knows every run that should be moving, and 
 a lease that every sign of life pushes forward (dispatch, a step beginning, its heartbeat, its
 end).  The supervisor, a loop in every worker of the default queue, periodically
 
-1. closes items whose run ended but whose closing was lost,
+1. closes items whose run ended but whose closing was lost, and jobs left with no open item,
 2. tops up every running job that the workers feed (so a job needs no live submitter), and
 3. re-sends each run whose lease has passed, exactly once per lease: the database decides which
    supervisor re-sends which run, so running several is safe.
@@ -40,6 +40,7 @@ class Tick:
     """What one round of supervision did, for logs and tests."""
 
     closed: int = 0
+    finished: int = 0
     fed: dict[str, int] = field(default_factory=dict)
     resent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -56,6 +57,7 @@ def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
     try:
         with session_scope(engine) as session:
             tick.closed = store.close_orphaned_items(session)
+            tick.finished = store.finish_complete_jobs(session)
             job_ids = store.jobs_to_feed(session)
     except Exception as exc:
         tick.errors.append(f"reading jobs: {redact(str(exc))}")

@@ -203,3 +203,117 @@ class ScoreCache:
 
     def close(self) -> None:
         self.store.close()
+
+
+class TextStore(Protocol):
+    """Where text values (JSON documents) persist; safe to share between threads."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullTextStore:
+    """Remembers nothing (``none``)."""
+
+    def get(self, key: str) -> str | None:
+        return None
+
+    def set(self, key: str, value: str) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class MemoryTextStore:
+    """A bounded, thread-safe LRU map of text values (``memory``: this process only)."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            if key not in self._data:
+                return None
+            self._data.move_to_end(key)
+            return self._data[key]
+
+    def set(self, key: str, value: str) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def close(self) -> None:
+        return None
+
+
+class SQLiteTextStore(SQLiteStore):
+    """Text values in their own table of the same SQLite file as the tool scores."""
+
+    def __init__(self, path: str | Path, table: str, timeout_s: float = 30.0) -> None:
+        if not table.isidentifier():
+            raise ValueError(f"table must be a plain identifier, got {table!r}")
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout_s = timeout_s
+        self.table = table
+        self._local = threading.local()
+        self._connection().execute(
+            f"CREATE TABLE IF NOT EXISTS {table} ("
+            " key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL)"
+        )
+
+    def get(self, key: str) -> str | None:  # type: ignore[override]
+        row = self._connection().execute(
+            f"SELECT value FROM {self.table} WHERE key = ?", (key,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set(self, key: str, value: str) -> None:  # type: ignore[override]
+        self._connection().execute(
+            f"INSERT OR REPLACE INTO {self.table} (key, value, created_at) VALUES (?, ?, ?)",
+            (key, value, time.time()),
+        )
+
+
+class RedisTextStore:
+    """Text values as Redis strings under their own key prefix."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        import redis
+
+        self.prefix = prefix
+        self._client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+
+    def get(self, key: str) -> str | None:
+        value = self._client.get(self.prefix + key)
+        return None if value is None else value.decode("utf-8")
+
+    def set(self, key: str, value: str) -> None:
+        self._client.set(self.prefix + key, value.encode("utf-8"))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def open_text_store(url: str, namespace: str) -> TextStore:
+    """A text store at the same place a tool cache URL names, kept apart by ``namespace``
+    (a table in the SQLite file, a key prefix in Redis), e.g. ``vlm_responses``."""
+    if url in {"", "none"}:
+        return NullTextStore()
+    if url == "memory":
+        return MemoryTextStore()
+    if url.startswith("sqlite:///"):
+        return SQLiteTextStore(url.removeprefix("sqlite:///"), table=namespace)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return RedisTextStore(url, prefix=f"agentic-iqa:{namespace}:")
+    raise ValueError(
+        f"unsupported cache URL {url!r}: use sqlite:///PATH, redis://HOST:PORT/DB, memory or none"
+    )

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from ..jobs.metrics import answer_letter
 from ..redact import redact
+from ..vlm.usage import PriceTable, summarize
 from .models import Job, JobItem, Run, ToolLog, utc_now
 from .repository import create_run
 
@@ -32,9 +33,11 @@ class JobNotFound(KeyError):
 
 
 def create_job(session: Session, *, name: str, manifest: str, default_query: str,
-               root: str | None = None, max_replan_iterations: int = 2) -> str:
+               root: str | None = None, max_replan_iterations: int = 2,
+               vlm_cache: bool = True) -> str:
     job = Job(name=name, manifest=manifest, default_query=default_query, root=root,
-              max_replan_iterations=max_replan_iterations, status="running")
+              max_replan_iterations=max_replan_iterations, status="running",
+              vlm_cache=vlm_cache)
     session.add(job)
     session.flush()
     return job.id
@@ -54,6 +57,24 @@ def set_dispatch(session: Session, job_id: str, dispatch: str) -> None:
     get_job(session, job_id).dispatch = dispatch
 
 
+def items_run(session: Session, job_id: str) -> int:
+    """Items whose run has ended (done or failed after running): the divisor of cost per
+    item. Bad rows never ran and cost nothing."""
+    return int(session.scalar(select(func.count()).where(
+        JobItem.job_id == job_id, JobItem.run_id.is_not(None),
+        JobItem.status.in_(("done", "failed")))) or 0)
+
+
+def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
+                ) -> dict[str, Any]:
+    """The job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
+    from .repository import vlm_usage
+
+    get_job(session, job_id)
+    return summarize(vlm_usage(session, job_id=job_id), prices or PriceTable.load(),
+                     items=items_run(session, job_id))
+
+
 def jobs_to_feed(session: Session) -> list[str]:
     """Running jobs that the workers feed and that still have items waiting."""
     return list(session.scalars(
@@ -71,6 +92,17 @@ def stalled_count(session: Session, job_id: str) -> int:
                Run.status.in_(("pending", "running")), Run.lease_until.is_not(None),
                Run.lease_until < utc_now())
     ) or 0)
+
+
+def finish_complete_jobs(session: Session) -> int:
+    """Running jobs with nothing pending or queued are done (a lost or raced closing)."""
+    open_items = select(JobItem.id).where(JobItem.job_id == Job.id,
+                                          JobItem.status.in_(("pending", "queued")))
+    jobs = session.scalars(select(Job).where(Job.status == "running", ~open_items.exists())
+                           .with_for_update(skip_locked=True)).all()
+    for job in jobs:
+        job.status, job.finished_at = "done", utc_now()
+    return len(jobs)
 
 
 def close_orphaned_items(session: Session) -> int:
@@ -142,7 +174,9 @@ def close_item_for_run(session: Session, run: Run) -> None:
     """A run of a job ended: its item is done or failed (cancelled if the job was)."""
     if run.job_id is None:
         return
-    job = session.get(Job, run.job_id)
+    # The job's row is locked first: two runs closing the last two items at once would each
+    # count the other's item as still open, and the job would never be marked done.
+    job = session.get(Job, run.job_id, with_for_update=True, populate_existing=True)
     status = "done" if run.status == "succeeded" else "failed"
     if job is not None and job.status == "cancelled" and status == "failed":
         status = "cancelled"

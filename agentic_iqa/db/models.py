@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -130,6 +131,8 @@ class Run(Base):
     finished_at: Mapped[datetime | None]
     lease_until: Mapped[datetime | None]
     resends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: False: this run's VLM requests bypass the response cache (``--no-vlm-cache``).
+    vlm_cache: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
     steps: Mapped[list[StepRecord]] = relationship(
         back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
@@ -235,6 +238,43 @@ class ToolLog(Base):
                 f"tool_name={self.tool_name!r}, normalized_score={self.normalized_score})")
 
 
+class VlmCall(Base):
+    """One VLM answer a step got: a call to the model, or a hit in our response cache.
+
+    Keyed by (run, step, iteration, attempt, seq): storing a step's calls again (a redelivered
+    task) changes nothing, and each attempt of a retried step keeps its own calls, which were
+    paid for.  Tokens are the SDK's (``input_tokens`` includes ``cached_tokens``); a cache hit
+    keeps the tokens of the call it replays, and totals count only real calls.  Whether a step's
+    answers came from the cache is derived from here (``cache_hit``), not stored on the step.
+    """
+
+    __tablename__ = "vlm_calls"
+    __table_args__ = (UniqueConstraint("run_id", "step", "iteration", "attempt", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), _run_fk())
+    step: Mapped[str] = mapped_column(String(32))
+    iteration: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    task: Mapped[str] = mapped_column(String(32))
+    backend: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(Text, index=True)
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    cached_tokens: Mapped[int | None] = mapped_column(Integer)
+    latency_s: Mapped[float] = mapped_column(Float)
+    cache_hit: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: SHA-256 cache key of the request (no prompt text), when it was cacheable.
+    request_key: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+    def __repr__(self) -> str:
+        return (f"VlmCall(run_id={self.run_id!r}, step={self.step!r}, seq={self.seq}, "
+                f"model={self.model!r}, cache_hit={self.cache_hit})")
+
+
 class ReplanRow(Base):
     """One replanning round of a run, kept in full (the state keeps only the latest ten)."""
 
@@ -274,6 +314,8 @@ class Job(Base):
     max_replan_iterations: Mapped[int] = mapped_column(Integer, default=2)
     dispatch: Mapped[str] = mapped_column(String(16), default="workers",
                                           server_default="workers")
+    #: False: the job's VLM requests bypass the response cache (``eval submit --no-vlm-cache``).
+    vlm_cache: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     finished_at: Mapped[datetime | None]
 

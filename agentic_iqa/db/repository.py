@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import Row, bindparam, select, text, update
+from sqlalchemy import Row, bindparam, case, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -29,7 +29,8 @@ from ..state import (
     state_from_json,
     state_to_json,
 )
-from .models import ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, utc_now
+from ..vlm.usage import CallRecord, ModelUsage
+from .models import Job, ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, VlmCall, utc_now
 
 # NaN as "NaN", like the state's own models, so a failed tool's score survives in step outputs.
 _UPDATE = TypeAdapter(dict[str, Any], config=ConfigDict(ser_json_inf_nan="strings"))
@@ -222,7 +223,7 @@ def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
     session.flush()
 
 
-def _insert_missing(session: Session, model: type[ToolLog] | type[ReplanRow],
+def _insert_missing(session: Session, model: type[ToolLog] | type[ReplanRow] | type[VlmCall],
                     keys: Iterable[str], rows: list[dict[str, Any]]) -> None:
     """INSERT ... ON CONFLICT (keys) DO NOTHING: rows already stored are left as they are."""
     if not rows:
@@ -377,3 +378,79 @@ def run_example_query(session: Session, name: str, **params: Any) -> list[Row[An
     if isinstance(params.get("since"), datetime):
         statement = statement.bindparams(bindparam("since", type_=UtcDateTime()))
     return list(session.execute(statement, params))
+
+
+# -- VLM calls -------------------------------------------------------------------------------
+
+
+def vlm_cache_allowed(session: Session, run_id: str) -> bool:
+    """False when the run, or the job it belongs to, was started with ``--no-vlm-cache``."""
+    run = get_run(session, run_id)
+    if not run.vlm_cache:
+        return False
+    if run.job_id is None:
+        return True
+    return bool(session.scalar(select(Job.vlm_cache).where(Job.id == run.job_id)) is not False)
+
+
+def vlm_keys_asked(session: Session, run_id: str) -> set[str]:
+    """The response-cache keys this run has asked already (in any step)."""
+    return set(session.scalars(select(VlmCall.request_key).where(
+        VlmCall.run_id == run_id, VlmCall.request_key.is_not(None))))
+
+
+def set_run_vlm_cache(session: Session, run_id: str, enabled: bool) -> None:
+    get_run(session, run_id).vlm_cache = enabled
+    session.flush()
+
+
+def store_vlm_calls(session: Session, run_id: str, step: str, iteration: int, attempt: int,
+                    records: Iterable[CallRecord]) -> None:
+    """The calls one attempt of a step made, in order; storing them again changes nothing."""
+    _insert_missing(session, VlmCall, ("run_id", "step", "iteration", "attempt", "seq"), [
+        {"run_id": run_id, "step": step, "iteration": iteration, "attempt": attempt,
+         "seq": seq, "role": record.role, "task": record.task, "backend": record.backend,
+         "model": record.model, "input_tokens": record.input_tokens,
+         "output_tokens": record.output_tokens, "cached_tokens": record.cached_tokens,
+         "latency_s": record.latency_s, "cache_hit": record.cache_hit,
+         "request_key": record.request_key, "created_at": utc_now()}
+        for seq, record in enumerate(records)
+    ])
+    session.flush()
+
+
+def _real(column: Any) -> Any:
+    """``column`` on real calls, 0 on cache hits (which cost nothing)."""
+    return func.coalesce(func.sum(case((VlmCall.cache_hit, 0), else_=column)), 0)
+
+
+def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None = None
+              ) -> list[ModelUsage]:
+    """Calls, cache hits and tokens per (backend, model), for a run or every run of a job."""
+    statement = select(
+        VlmCall.backend, VlmCall.model,
+        _real(1), func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
+        _real(VlmCall.input_tokens), _real(VlmCall.output_tokens), _real(VlmCall.cached_tokens),
+        func.coalesce(func.sum(case(
+            (VlmCall.cache_hit, 0),
+            ((VlmCall.input_tokens.is_(None)) | (VlmCall.output_tokens.is_(None)), 1),
+            else_=0)), 0),
+    ).group_by(VlmCall.backend, VlmCall.model).order_by(VlmCall.backend, VlmCall.model)
+    if run_id is not None:
+        statement = statement.where(VlmCall.run_id == run_id)
+    if job_id is not None:
+        statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
+    return [ModelUsage(backend, model, *(int(value) for value in values))
+            for backend, model, *values in session.execute(statement).all()]
+
+
+def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(real calls, cache hits) per (step, iteration) of a run: whether its answers came from
+    the response cache is derived from the calls, not stored on the step."""
+    rows = session.execute(
+        select(VlmCall.step, VlmCall.iteration, _real(1),
+               func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0))
+        .where(VlmCall.run_id == run_id).group_by(VlmCall.step, VlmCall.iteration)
+    ).all()
+    return {(step, int(iteration)): (int(calls), int(hits))
+            for step, iteration, calls, hits in rows}

@@ -46,10 +46,12 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
 
 def submit(engine: Engine, manifest: Path, *, name: str | None = None,
            query: str = DEFAULT_QUERY, root: Path | None = None, max_replan_iterations: int = 2,
-           check_images: bool = True, mos_range: tuple[float, float] | None = None) -> str:
+           check_images: bool = True, mos_range: tuple[float, float] | None = None,
+           vlm_cache: bool = True) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
 
-    ``mos_range`` (low, high): a MOS outside it makes its row a bad row.
+    ``mos_range`` (low, high): a MOS outside it makes its row a bad row.  ``vlm_cache=False``
+    is stored with the job in the same transaction, so no worker can start an item with it on.
     """
     entries: Iterator[ManifestEntry] = read_manifest(manifest, root=root,
                                                      check_images=check_images,
@@ -58,7 +60,7 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
         job_id = store.create_job(
             session, name=name or manifest.name, manifest=str(manifest.resolve()),
             default_query=query, root=str(root.resolve()) if root else None,
-            max_replan_iterations=max_replan_iterations,
+            max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
         )
         store.add_items(session, job_id, (_item_row(entry) for entry in entries))
         store.finish_if_complete(session, store.get_job(session, job_id))

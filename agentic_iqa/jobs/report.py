@@ -242,7 +242,16 @@ def render_text(report: Mapping[str, Any]) -> str:
     fallbacks = report["fallbacks"]
     if fallbacks["total"]:
         lines.append(f"Tool fallbacks: {fallbacks['total']} on {fallbacks['items']} item(s)")
+    if report.get("vlm"):
+        lines.append(f"VLM: {vlm_line(report['vlm'])}")
     return "\n".join(lines) + "\n"
+
+
+def vlm_line(vlm: Mapping[str, Any]) -> str:
+    """Calls, cache hits, tokens, cost and cost per item, in one line."""
+    from ..vlm.usage import describe
+
+    return describe(vlm)
 
 
 # -- HTML -----------------------------------------------------------------------------------------
@@ -307,6 +316,21 @@ def _interval_note(report: Mapping[str, Any]) -> str:
     return (f"{settings['confidence']:.0%} intervals: percentile bootstrap over "
             f"{settings['resamples']} resamples of the pairs (seed {settings['seed']}); "
             "PLCC logistic: PLCC after a 5-parameter logistic fit of scores to MOS.")
+
+
+def _vlm_html(vlm: Mapping[str, Any]) -> str:
+    from ..vlm.usage import format_cost
+
+    unpriced = (f'<p class="note">No price for {html.escape(", ".join(vlm["unpriced_models"]))}'
+                " in the price table: cost unknown.</p>" if vlm.get("unpriced_models") else "")
+    return ("<h2>VLM usage</h2><table id=\"vlm\">"
+            + _header("calls", "cache hits", "input tokens", "cached input tokens",
+                      "output tokens", "cost (USD)", "cost per item")
+            + f"<tr>{_cell(vlm['calls'])}{_cell(vlm['cache_hits'])}{_cell(vlm['input_tokens'])}"
+            f"{_cell(vlm['cached_tokens'])}{_cell(vlm['output_tokens'])}"
+            f"{_cell(format_cost(vlm['cost_usd']), text=True)}"
+            f"{_cell(format_cost(vlm.get('cost_per_item_usd')), text=True)}</tr></table>"
+            + unpriced)
 
 
 def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
@@ -383,7 +407,40 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
                          f"{_cell(entry['example_item'], text=True)}"
                          f"{_cell(entry['example_error'], text=True)}</tr>")
         parts.append("</table>")
+    if report.get("vlm"):
+        parts.append(_vlm_html(report["vlm"]))
     parts.append("</body></html>\n")
     target = Path(path)
     target.write_text("\n".join(parts), encoding="utf-8")
     return target
+
+
+# -- cost estimate --------------------------------------------------------------------------------
+
+
+def extrapolate(sample: Mapping[str, Any], *, sample_items: int, sample_seconds: float,
+                total_items: int, concurrency: int) -> dict[str, Any]:
+    """The whole manifest's calls, tokens, cost and wall time, from a sample run.
+
+    The model is linear: each per-item mean of the sample (calls, tokens, cost) times
+    ``total_items``; wall time = seconds per item in the sample (run one at a time) x
+    ``total_items`` / ``concurrency`` (items in flight at once), so it assumes throughput grows
+    with concurrency and ignores rate limits and the warm-up the sample paid. A cost that is
+    unknown for the sample is unknown for the whole.
+    """
+    if sample_items < 1:
+        raise ValueError("the sample ran no item: nothing to extrapolate from")
+    scale = total_items / sample_items
+    cost = sample.get("cost_usd")
+    return {
+        "sample_items": sample_items, "total_items": total_items, "concurrency": concurrency,
+        "sample_seconds": sample_seconds,
+        "calls": sample["calls"] * scale,
+        "input_tokens": sample["input_tokens"] * scale,
+        "cached_tokens": sample["cached_tokens"] * scale,
+        "output_tokens": sample["output_tokens"] * scale,
+        "cost_usd": None if cost is None else cost * scale,
+        "cost_per_item_usd": None if cost is None else cost / sample_items,
+        "unpriced_models": list(sample.get("unpriced_models", [])),
+        "wall_seconds": sample_seconds / sample_items * total_items / max(concurrency, 1),
+    }

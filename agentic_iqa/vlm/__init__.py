@@ -2,14 +2,26 @@
 
 SDKs are imported only when their backend is chosen, so a worker running the ``builtin`` backend
 never loads ``openai`` or ``anthropic``.
+
+A remote backend's client comes wrapped: a :class:`~.usage.RecordingClient` (usage and latency
+of each call, for the step's collector) around a :class:`~.cache.CachingClient` when its
+requests are deterministic and the response cache is on, around a
+:class:`~.ratelimit.RateLimitedClient` (the fleet-wide limits of its backend and model). All
+are transparent proxies, so ``isinstance(client, OpenAIClient)`` and ``client.config`` still
+work. The builtin backend is
+neither cached nor recorded: it is local, deterministic and free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from .base import Role, Task, VLMClient, VLMConfigurationError, VLMError, VLMRequest, VLMResponse
+from .cache import CachingClient, ResponseCache, default_cache, is_deterministic
+from .ratelimit import rate_limited
 from .settings import ROLES, BackendConfig, load_backend_configs
+from .usage import RecordingClient
 
 __all__ = [
     "BackendConfig",
@@ -25,8 +37,30 @@ __all__ = [
 ]
 
 
-def create_client(role: Role, configs: Mapping[Role, BackendConfig] | None = None) -> VLMClient:
-    """The client for ``role``, from ``configs`` or else ``configs/model_backends.yaml`` + env."""
+#: ``response_cache`` default: the configured cache (``vlm_cache``, ``tool_cache``).
+CONFIGURED: Any = object()
+
+
+def create_client(role: Role, configs: Mapping[Role, BackendConfig] | None = None, *,
+                  response_cache: ResponseCache | None = CONFIGURED) -> VLMClient:
+    """The client for ``role``, from ``configs`` or else ``configs/model_backends.yaml`` + env.
+
+    ``response_cache``: None turns the response cache off for this client.
+    """
+    client = _backend_client(role, configs)
+    if client.backend == "builtin":
+        return client
+    # Innermost, so that a cache hit takes no turn of the fleet's rate limit.
+    client = rate_limited(client)
+    config: BackendConfig = client.config  # type: ignore[attr-defined]
+    if is_deterministic(config):
+        cache = default_cache() if response_cache is CONFIGURED else response_cache
+        if cache is not None:
+            client = CachingClient(client, cache, config)
+    return RecordingClient(client, role)
+
+
+def _backend_client(role: Role, configs: Mapping[Role, BackendConfig] | None) -> VLMClient:
     if role not in ROLES:
         raise VLMConfigurationError(f"unknown role {role!r}; expected one of {list(ROLES)}")
     if configs is None:

@@ -140,3 +140,32 @@ class VLMClient(Protocol):
     model: str
 
     def complete(self, request: VLMRequest) -> VLMResponse: ...
+
+
+class ClientProxy:
+    """A transparent wrapper around a backend client, like ``wrapt.ObjectProxy``.
+
+    Attributes the wrapper does not define (``config``, ``close`` ...) come from the wrapped
+    client, and ``isinstance(proxy, OpenAIClient)`` stays true, so callers that inspect the
+    backend keep working whatever wraps it.
+    """
+
+    def __init__(self, inner: VLMClient) -> None:
+        self.inner = inner
+        self.backend = inner.backend
+        self.model = inner.model
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # noqa: D105
+        return self.inner.__class__
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    def complete(self, request: VLMRequest) -> VLMResponse:
+        return self.inner.complete(request)

@@ -24,6 +24,8 @@ PLAN = {
 
 def remote(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, role: str):
     monkeypatch.setenv("TEST_VLM_KEY", "sk-test-remote")
+    # Every request must reach the server: identical replan prompts would come from the cache.
+    monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
     config = BackendConfig(backend="openai", model="qwen2.5-vl", base_url=f"{server.url}/v1",
                            api_key_env="TEST_VLM_KEY", timeout=5, max_retries=1)
     return create_client(role, {role: config})

@@ -121,3 +121,18 @@ def test_status_shows_stalled_items_instead_of_an_eta(engine, tmp_path, monkeypa
     assert "2 stalled" in text and "ETA" not in text
     document = json.loads(runner.invoke(app, ["eval", "status", job_id, "--json"]).stdout)
     assert document["stalled"] == 2 and document["eta_seconds"] is None
+
+
+def test_a_job_whose_last_closings_raced_is_finished_by_the_supervisor(engine, tmp_path):
+    from agentic_iqa.db.models import Job
+
+    job_id = _job(engine, tmp_path, 2)
+    with session_scope(engine) as session:  # both items done, but nobody saw the job complete
+        session.execute(update(JobItem).where(JobItem.job_id == job_id)
+                        .values(status="done", finished_at=utc_now()))
+    assert lifecycle.progress(engine, job_id).status == "running"
+    tick = supervise_once(engine, window=5, lease_seconds=60, dispatch=lambda _r: None)
+    assert tick.finished == 1
+    with session_scope(engine) as session:
+        job = session.get(Job, job_id)
+        assert job.status == "done" and job.finished_at is not None

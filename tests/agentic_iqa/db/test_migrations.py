@@ -24,7 +24,8 @@ from agentic_iqa.db import (
 )
 from tests.conftest import REPO
 
-TABLES = {"runs", "step_records", "tool_logs", "replan_history", "jobs", "job_items"}
+TABLES = {"runs", "step_records", "tool_logs", "replan_history", "jobs", "job_items",
+          "vlm_calls"}
 
 
 def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None:
@@ -62,7 +63,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0003",)]
+            ("0004",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -142,3 +143,37 @@ def test_migrations_are_found_beside_the_package_or_inside_it(
     (installed / "migrations" / "env.py").unlink()
     with pytest.raises(FileNotFoundError, match="Alembic migrations not found"):
         migrations_dir()
+
+
+def test_0004_adds_vlm_calls_and_downgrades_to_0003(empty_url: str) -> None:
+    """Upgrade keeps existing runs (the cache on by default); downgrade removes only 0004."""
+    command.upgrade(alembic_config(empty_url), "0003")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO runs (id, query, image_path, status, state_json, iteration_count,"
+                " max_replan_iterations, created_at, resends) VALUES ('r1', 'q', 'i.png',"
+                " 'pending', '{}', 0, 2, CURRENT_TIMESTAMP, 0)"))
+        command.upgrade(alembic_config(empty_url), "0004")
+        schema = inspect(engine)
+        assert [c["name"] for c in schema.get_columns("vlm_calls")] == [
+            "id", "run_id", "step", "iteration", "attempt", "seq", "role", "task", "backend",
+            "model", "input_tokens", "output_tokens", "cached_tokens", "latency_s", "cache_hit",
+            "request_key", "created_at"]
+        assert {(u["name"], tuple(u["column_names"]))
+                for u in schema.get_unique_constraints("vlm_calls")} == {
+            ("uq_vlm_calls_run_id_step_iteration_attempt_seq",
+             ("run_id", "step", "iteration", "attempt", "seq"))}
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT vlm_cache FROM runs")).scalar() in (True, 1)
+        assert check_schema(engine) == []
+        command.downgrade(alembic_config(empty_url), "0003")
+        schema = inspect(engine)
+        assert "vlm_calls" not in schema.get_table_names()
+        assert "vlm_cache" not in {c["name"] for c in schema.get_columns("runs")}
+        assert "vlm_cache" not in {c["name"] for c in schema.get_columns("jobs")}
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT id FROM runs")).all() == [("r1",)]
+    finally:
+        engine.dispose()

@@ -1,0 +1,225 @@
+"""Answers to deterministic VLM requests, cached so a re-run costs no model calls.
+
+Only requests whose answer is fixed by their inputs are cached: the ``openai`` backend at
+temperature 0 (or, where a seed is configured, temperature null with that seed). Anthropic's
+current API version rejects sampling parameters, so its answers are sampled at the server's
+default temperature and never cached; the ``builtin`` backend is local, deterministic and free,
+so caching would only add a store lookup.
+
+The key is a SHA-256 over everything that shapes the answer: project version,
+:data:`PROMPT_VERSION` and a digest of every template in :mod:`agentic_iqa.prompts` (a changed
+prompt can never serve a stale answer), backend, model, endpoint host and port (never the full
+URL, which may hold credentials), task, the full system and user text, the SHA-256 of each
+image's bytes, the answer options, JSON mode, token limits, image size limit, temperature/seed
+and the log-probability settings. The value is the whole response as JSON (text, model,
+option log-probabilities, probability source, usage); a hit comes back with ``cached=True``.
+
+Answers live in the tool-score store (``tool_cache``): the ``vlm_responses`` table of the SQLite
+file, or the ``agentic-iqa:vlm_responses:`` key prefix in Redis.
+
+A request asked again within one run is a retry: the caller rejected the first answer
+(invalid JSON, see ``agents/jsonreply.py``) or replanned with the same prompt, and replaying the
+same answer would lead to the same dead end; it goes to the model and its answer replaces the
+cached one. Within a stored run "asked already" is known from the run's stored calls (their
+``request_key``, via the step's collector); outside one, from the last
+:data:`RECENT_KEYS` requests of this client in this thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import deque
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from iqa_tools.cache import TextStore, open_text_store
+
+from .base import ClientProxy, Usage, VLMClient, VLMRequest, VLMResponse
+from .settings import BackendConfig
+from .usage import current_collector
+
+#: Bump when the way prompts are built or answers are read changes outside
+#: :mod:`agentic_iqa.prompts` (whose templates are hashed into the key anyway).
+PROMPT_VERSION = "1"
+
+NAMESPACE = "vlm_responses"
+
+#: Without a step collector, a key among this client's last this-many requests (per thread)
+#: counts as asked already.
+RECENT_KEYS = 64
+
+_VENDOR_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+
+
+def is_deterministic(config: BackendConfig) -> bool:
+    """Whether this backend's answers are fixed by the request (see the module docstring)."""
+    if config.backend != "openai":
+        return False
+    if config.temperature == 0:
+        return True
+    return config.temperature is None and getattr(config, "seed", None) is not None
+
+
+def endpoint_host(config: BackendConfig) -> str:
+    """``host[:port]`` of the endpoint: no scheme, path, user or password."""
+    if not config.base_url:
+        return _VENDOR_HOSTS.get(config.backend, config.backend)
+    parts = urlsplit(config.base_url)
+    host = (parts.hostname or "").lower()
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+@cache
+def prompts_digest() -> str:
+    """SHA-256 of every template and table in :mod:`agentic_iqa.prompts`."""
+    from .. import prompts
+
+    values = {name: value for name, value in vars(prompts).items()
+              if name.isupper() and isinstance(value, str | dict | tuple | list)}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def project_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def request_key(config: BackendConfig, request: VLMRequest) -> str:
+    """The cache key of ``request`` sent with ``config``; reads each image to hash it."""
+    options: dict[str, Any] = {}
+    if config.backend == "openai":
+        from .openai import ANSWER_MAX_TOKENS, TOP_LOGPROBS
+
+        options = {"top_logprobs": TOP_LOGPROBS if request.answer_options else None,
+                   "answer_max_tokens": ANSWER_MAX_TOKENS}
+    document = {
+        "versions": [project_version(), PROMPT_VERSION, prompts_digest()],
+        "backend": config.backend, "model": config.model, "endpoint": endpoint_host(config),
+        "task": request.task, "system": request.system, "user": request.user,
+        "images": [file_digest(Path(path)) for path in request.images],
+        "json_output": request.json_output,
+        "answer_options": list(request.answer_options) if request.answer_options else None,
+        "max_tokens": config.max_tokens, "max_image_side": config.max_image_side,
+        "temperature": config.temperature, "seed": getattr(config, "seed", None),
+        **options,
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def response_to_json(response: VLMResponse) -> str:
+    usage = response.usage
+    return json.dumps({
+        "text": response.text, "model": response.model,
+        "option_logprobs": response.option_logprobs,
+        "probability_source": response.probability_source,
+        "usage": None if usage is None else [usage.input_tokens, usage.output_tokens,
+                                             usage.cached_tokens],
+    })
+
+
+def response_from_json(text: str) -> VLMResponse:
+    document = json.loads(text)
+    usage = document.get("usage")
+    return VLMResponse(
+        text=document["text"], model=document["model"],
+        option_logprobs=document.get("option_logprobs"),
+        probability_source=document.get("probability_source"),
+        usage=None if usage is None else Usage(*usage), cached=True,
+    )
+
+
+class ResponseCache:
+    """Responses by key in a :class:`~iqa_tools.cache.TextStore`."""
+
+    def __init__(self, store: TextStore) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, url: str) -> ResponseCache:
+        return cls(open_text_store(url, NAMESPACE))
+
+    def get(self, key: str) -> VLMResponse | None:
+        text = self.store.get(key)
+        if text is None:
+            return None
+        try:
+            return response_from_json(text)
+        except (ValueError, KeyError, TypeError):
+            return None  # an unreadable entry is a miss; the fresh answer overwrites it
+
+    def put(self, key: str, response: VLMResponse) -> None:
+        self.store.set(key, response_to_json(response))
+
+    def close(self) -> None:
+        self.store.close()
+
+
+_shared: dict[str, ResponseCache] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_cache(url: str) -> ResponseCache:
+    """One cache per store URL per process (the SQLite store keeps a connection per thread)."""
+    with _shared_lock:
+        if url not in _shared:
+            _shared[url] = ResponseCache.open(url)
+        return _shared[url]
+
+
+def default_cache() -> ResponseCache | None:
+    """The configured cache: None when ``vlm_cache`` is off (``AGENTIC_IQA_VLM_CACHE=false``)."""
+    from ..config import PipelineSettings, load_tool_settings
+
+    if not PipelineSettings.load().vlm_cache:
+        return None
+    return shared_cache(load_tool_settings().tool_cache)
+
+
+class CachingClient(ClientProxy):
+    """Answers deterministic requests from a :class:`ResponseCache`, else asks ``inner`` and
+    stores its answer. A step whose collector says ``use_cache=False`` bypasses it."""
+
+    def __init__(self, inner: VLMClient, cache: ResponseCache, config: BackendConfig) -> None:
+        super().__init__(inner)
+        self.cache = cache
+        self.backend_config = config
+        self._local = threading.local()
+
+    def complete(self, request: VLMRequest) -> VLMResponse:
+        collector = current_collector()
+        if collector is not None and not collector.use_cache:
+            return self.inner.complete(request)
+        try:
+            key = request_key(self.backend_config, request)
+        except OSError:
+            return self.inner.complete(request)  # an unreadable image: the backend says why
+        if collector is not None:
+            retry = key in collector.seen
+            collector.seen.add(key)
+            collector.pending_key = key
+        else:
+            recent = getattr(self._local, "recent", None)
+            if recent is None:
+                recent = self._local.recent = deque(maxlen=RECENT_KEYS)
+            retry = key in recent
+            recent.append(key)
+        if not retry:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+        response = self.inner.complete(request)
+        self.cache.put(key, response)
+        return response

@@ -1,0 +1,265 @@
+"""What VLM calls cost: a per-step collector of call records, and a price table.
+
+A :class:`RecordingClient` (applied by :func:`agentic_iqa.vlm.create_client`) appends one
+:class:`CallRecord` per answer to the collector bound to the current context, if any.  The
+persisted pipeline opens one around each step (:func:`collect_calls`) and stores the records;
+code that opens none (plain ``run_inprocess``) records nothing and pays nothing for it.  A
+:mod:`contextvars` variable keeps concurrent steps (a job's thread pool) apart with no locking
+by the caller.
+
+Token counts, as the SDKs report them, on one convention: ``input_tokens`` counts *every*
+prompt token, including ``cached_tokens`` (the ones served from the provider's prompt cache at
+a discount). OpenAI's ``prompt_tokens`` already includes its cached tokens; Anthropic reports
+``input_tokens`` without ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, so
+those are added.
+
+Cost of a call = (input - cached) x input price + cached x cached-input price + output x output
+price, in USD per million tokens from ``configs/prices.yaml``. A model missing from the table,
+or a call whose server reported no tokens, has an *unknown* cost (None), never 0; an answer
+from our response cache made no call and costs 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .base import ClientProxy, VLMClient, VLMError, VLMRequest, VLMResponse
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One answer a role got: from the model (a call) or from the response cache (a hit)."""
+
+    role: str
+    task: str
+    backend: str
+    model: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    latency_s: float
+    cache_hit: bool
+    #: The response-cache key of the request (a SHA-256), when the request was cacheable.
+    request_key: str | None = None
+
+
+@dataclass
+class CallCollector:
+    """The calls of one scope (a step); ``use_cache`` False makes every call go to the model.
+
+    ``seen``: cache keys already answered in this run (earlier steps and this one); asking one
+    again means the earlier answer led nowhere (a rejected reply, a replan), so it goes to the
+    model instead of replaying the same answer.
+    """
+
+    use_cache: bool = True
+    records: list[CallRecord] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    #: Set by the caching layer for the record being made (one thread per collector).
+    pending_key: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, record: CallRecord) -> None:
+        with self._lock:
+            self.records.append(record)
+
+
+_current: ContextVar[CallCollector | None] = ContextVar("agentic_iqa_vlm_calls", default=None)
+
+
+def current_collector() -> CallCollector | None:
+    return _current.get()
+
+
+@contextmanager
+def collecting(collector: CallCollector) -> Iterator[CallCollector]:
+    """Record the VLM calls made in this context (this thread) in ``collector``."""
+    token = _current.set(collector)
+    try:
+        yield collector
+    finally:
+        _current.reset(token)
+
+
+def collect_calls(*, use_cache: bool = True, seen: Iterable[str] = ()
+                  ) -> contextlib.AbstractContextManager[CallCollector]:
+    """Collect the VLM calls made in this context in a new collector until the block ends."""
+    return collecting(CallCollector(use_cache=use_cache, seen=set(seen)))
+
+
+class RecordingClient(ClientProxy):
+    """Records every answer (call or cache hit) to the current :class:`CallCollector`."""
+
+    def __init__(self, inner: VLMClient, role: str) -> None:
+        super().__init__(inner)
+        self.role = role
+
+    def complete(self, request: VLMRequest) -> VLMResponse:
+        started = time.perf_counter()
+        response = self.inner.complete(request)
+        collector = current_collector()
+        if collector is not None:
+            key, collector.pending_key = collector.pending_key, None
+            usage = response.usage
+            collector.add(CallRecord(
+                role=self.role, task=request.task, backend=self.backend,
+                model=response.model or self.model,
+                input_tokens=usage.input_tokens if usage else None,
+                output_tokens=usage.output_tokens if usage else None,
+                cached_tokens=usage.cached_tokens if usage else None,
+                latency_s=time.perf_counter() - started, cache_hit=response.cached,
+                request_key=key,
+            ))
+        return response
+
+
+# -- prices ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cached_input: float
+
+    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int) -> float:
+        uncached = max(input_tokens - cached_tokens, 0)
+        return (uncached * self.input + cached_tokens * self.cached_input
+                + output_tokens * self.output) / 1_000_000
+
+
+class PriceTable:
+    """Prices per model name; a dated snapshot such as ``gpt-4o-2024-08-06`` takes the price
+    of the longest listed name it starts with followed by ``-`` (``gpt-4o``)."""
+
+    def __init__(self, prices: Mapping[str, Price]) -> None:
+        self.prices = dict(prices)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> PriceTable:
+        """From ``path``, else ``prices_file`` in the pipeline settings, else
+        ``configs/prices.yaml``; no file means no known prices."""
+        from ..config import PipelineSettings, config_file
+
+        if path is None:
+            path = PipelineSettings.load().prices_file or config_file("prices.yaml")
+        source = Path(path).expanduser()
+        if not source.is_file():
+            return cls({})
+        try:
+            document = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+            models = document.get("models") or {}
+            prices = {str(name): Price(input=float(entry["input"]),
+                                       output=float(entry["output"]),
+                                       cached_input=float(entry.get("cached_input",
+                                                                    entry["input"])))
+                      for name, entry in models.items()}
+        except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise VLMError(f"cannot read the price table {source}: {exc}") from None
+        return cls(prices)
+
+    def price_for(self, model: str | None) -> Price | None:
+        if not model:
+            return None
+        if model in self.prices:
+            return self.prices[model]
+        matches = [name for name in self.prices if model.startswith(f"{name}-")]
+        return self.prices[max(matches, key=len)] if matches else None
+
+
+# -- totals ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """Sums over the calls to one (backend, model); tokens count real calls only, not hits.
+
+    ``unmetered`` counts real calls whose server reported no tokens (their cost is unknown).
+    """
+
+    backend: str
+    model: str
+    calls: int
+    cache_hits: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    unmetered: int = 0
+
+
+def group_records(records: Iterable[CallRecord]) -> list[ModelUsage]:
+    """The per-model sums of in-memory records (the database computes the same by SQL)."""
+    sums: dict[tuple[str, str], list[int]] = {}
+    for record in records:
+        entry = sums.setdefault((record.backend, record.model), [0] * 6)
+        if record.cache_hit:
+            entry[1] += 1
+            continue
+        entry[0] += 1
+        entry[2] += record.input_tokens or 0
+        entry[3] += record.output_tokens or 0
+        entry[4] += record.cached_tokens or 0
+        entry[5] += record.input_tokens is None or record.output_tokens is None
+    return [ModelUsage(backend, model, *values)
+            for (backend, model), values in sorted(sums.items())]
+
+
+def summarize(usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | None = None
+              ) -> dict[str, Any]:
+    """Calls, cache hits, tokens and cost (None when any call's price is unknown), and the cost
+    per item when ``items`` is given."""
+    usages = list(usages)
+    cost: float | None = 0.0
+    unpriced: list[str] = []
+    for usage in usages:
+        if usage.calls == 0:
+            continue
+        price = prices.price_for(usage.model)
+        if price is None or usage.unmetered:
+            unpriced.append(usage.model)
+            cost = None
+        elif cost is not None:
+            cost += price.cost(usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+    summary: dict[str, Any] = {
+        "calls": sum(u.calls for u in usages),
+        "cache_hits": sum(u.cache_hits for u in usages),
+        "input_tokens": sum(u.input_tokens for u in usages),
+        "output_tokens": sum(u.output_tokens for u in usages),
+        "cached_tokens": sum(u.cached_tokens for u in usages),
+        "cost_usd": cost,
+        "unpriced_models": sorted(set(unpriced)),
+        "models": sorted({u.model for u in usages}),
+    }
+    if items is not None:
+        summary["items"] = items
+        summary["cost_per_item_usd"] = (cost / items if cost is not None and items else None)
+        summary["calls_per_item"] = summary["calls"] / items if items else None
+    return summary
+
+
+def format_cost(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"
+
+
+def describe(summary: Mapping[str, Any]) -> str:
+    """One line: calls, cache hits, tokens and cost."""
+    text = (f"{summary['calls']} VLM calls, {summary['cache_hits']} cache hits, "
+            f"{summary['input_tokens']} input tokens ({summary['cached_tokens']} cached), "
+            f"{summary['output_tokens']} output tokens, cost {format_cost(summary['cost_usd'])}")
+    if summary.get("unpriced_models"):
+        text += f" (no price for {', '.join(summary['unpriced_models'])})"
+    if summary.get("cost_per_item_usd") is not None:
+        text += f", {format_cost(summary['cost_per_item_usd'])} per item"
+    return text

@@ -1,0 +1,262 @@
+"""VLM usage, cost and the response cache end to end: jobs and `assess` with the openai
+backend (the real SDK) against a local server speaking its protocol."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from agentic_iqa.cli import app
+from agentic_iqa.db import dispose_engines, make_engine, repository, upgrade
+from agentic_iqa.db import jobs as store
+from agentic_iqa.db.engine import session_scope
+from agentic_iqa.db.models import VlmCall
+from agentic_iqa.jobs import lifecycle
+from agentic_iqa.pipeline import default_agents
+from agentic_iqa.synthetic import degrade
+from agentic_iqa.vlm.usage import Price
+from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_completion
+from tests.conftest import REPO
+
+PLAN = {
+    "query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+    "distortions": None, "reference_mode": "No-Reference", "required_tool": "PIQE",
+    "plan": {"distortion_detection": False, "distortion_analysis": False,
+             "tool_selection": False, "tool_execution": True},
+}
+LEVELS = [("B", -0.4), ("A", -2.0), ("C", -1.5), ("D", -3.0), ("E", -5.0)]
+#: What the server reports for every call: 1000 prompt tokens of which 400 cached, 50 out.
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050,
+         "prompt_tokens_details": {"cached_tokens": 400}}
+GPT_4O = Price(input=2.50, output=10.00, cached_input=1.25)  # configs/prices.yaml
+CALL_COST = (600 * 2.50 + 400 * 1.25 + 50 * 10.00) / 1_000_000
+
+runner = CliRunner()
+
+
+def answer(request: Recorded) -> Reply:
+    """Planner: a plan that runs PIQE; summarizer: a level letter with log-probabilities,
+    or a JSON answer."""
+    system = next((m["content"] for m in request.body["messages"] if m["role"] == "system"), "")
+    model = request.body["model"]
+    if "planner" in system:
+        return Reply(200, openai_completion(json.dumps(PLAN), model=model, usage=USAGE))
+    if request.body.get("logprobs"):
+        return Reply(200, openai_completion("B", model=model, top_logprobs=LEVELS, usage=USAGE))
+    body = {"final_answer": "Good", "quality_reasoning": "sharp and clean",
+            "need_replan": False}
+    return Reply(200, openai_completion(json.dumps(body), model=model, usage=USAGE))
+
+
+@dataclass
+class Remote:
+    server: FakeAPIServer
+    cache_url: str
+
+
+@pytest.fixture
+def remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
+    """Every role on the openai backend at the fake server; the response cache in a SQLite
+    file of this test; tool scores in memory."""
+    cache_url = f"sqlite:///{tmp_path / 'cache' / 'scores.sqlite3'}"
+    with FakeAPIServer(answer) as server:
+        for name, value in {"VLM_BACKEND": "openai", "VLM_MODEL": "gpt-4o",
+                            "VLM_BASE_URL": f"{server.url}/v1", "TOOL_CACHE": cache_url,
+                            "DEVICE": "cpu", "VLM_CACHE": "true"}.items():
+            monkeypatch.setenv(f"AGENTIC_IQA_{name}", value)
+        monkeypatch.setenv("AGENTIC_IQA_PLANNER_MAX_RETRIES", "0")
+        yield Remote(server, cache_url)
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    """Three images (the example photo and two degraded copies) with MOS."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    original = Image.open(REPO / "examples" / "i03_reference.png").convert("RGB")
+    rows = []
+    for index, (kind, level) in enumerate((("blur", 1), ("noise", 2), ("jpeg", 3))):
+        degrade(original, kind, level).save(folder / f"{kind}.png")
+        rows.append({"image": f"images/{kind}.png", "mos": 4.0 - index})
+    path = tmp_path / "manifest.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def database(folder: Path, name: str) -> str:
+    url = f"sqlite:///{folder / name}"
+    upgrade(url)
+    return url
+
+
+def run_job(url: str, manifest: Path) -> str:
+    engine = make_engine(url)
+    job_id = lifecycle.submit(engine, manifest, query="Rate the quality of this image.")
+    lifecycle.run_local(engine, job_id, default_agents(), workers=2)
+    return job_id
+
+
+def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
+        remote: Remote, manifest: Path, tmp_path: Path) -> None:
+    first_url = database(tmp_path, "first.sqlite3")
+    first_job = run_job(first_url, manifest)
+    calls = len(remote.server.requests)
+    assert calls == 3 * 2  # per item: one plan, one five-level answer
+
+    second_url = database(tmp_path, "second.sqlite3")
+    second_job = run_job(second_url, manifest)
+    assert len(remote.server.requests) == calls  # not one more request
+
+    with session_scope(make_engine(first_url)) as session:
+        first = store.vlm_summary(session, first_job)
+        per_run = [repository.vlm_usage(session, run_id=run.run_id)
+                   for run in session.query(store.JobItem).filter_by(job_id=first_job)]
+    with session_scope(make_engine(second_url)) as session:
+        second = store.vlm_summary(session, second_job)
+        rows = session.query(VlmCall).all()
+        items = session.query(store.JobItem).filter_by(job_id=second_job).all()
+        steps = [repository.vlm_steps(session, item.run_id) for item in items]
+        answers = [item.status for item in items]
+    assert answers == ["done"] * 3
+    assert first["calls"] == 6 and first["cache_hits"] == 0
+    assert (first["input_tokens"], first["cached_tokens"], first["output_tokens"]) == (
+        6000, 2400, 300)
+    assert first["cost_usd"] == pytest.approx(6 * CALL_COST)
+    assert first["cost_per_item_usd"] == pytest.approx(2 * CALL_COST)
+    assert first["models"] == ["gpt-4o"]
+    for usage in per_run:  # each run: its plan and its answer
+        ((model_usage),) = usage
+        assert (model_usage.calls, model_usage.input_tokens) == (2, 2000)
+    # The re-run: every answer from the cache, stored as hits, costing nothing.
+    assert len(rows) == 6 and all(row.cache_hit for row in rows)
+    assert {(row.role, row.task) for row in rows} == {("planner", "plan"),
+                                                      ("summarizer", "quality_levels")}
+    assert second["calls"] == 0 and second["cache_hits"] == 6
+    assert second["cost_usd"] == 0.0 and second["input_tokens"] == 0
+    for by_step in steps:
+        assert by_step == {("plan", 0): (0, 1), ("summarize", 0): (0, 1)}
+    for url in (first_url, second_url):
+        dispose_engines(url)
+
+
+def test_no_vlm_cache_on_eval_submit_asks_the_model_again(
+        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first_url = database(tmp_path, "first.sqlite3")
+    run_job(first_url, manifest)
+    before = len(remote.server.requests)
+    second_url = database(tmp_path, "second.sqlite3")
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", second_url)
+    result = runner.invoke(app, ["eval", "submit", str(manifest), "--no-vlm-cache",
+                                 "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert len(remote.server.requests) == before + 6
+    job_id = result.stdout.strip().splitlines()[-1]
+    with session_scope(make_engine(second_url)) as session:
+        assert store.get_job(session, job_id).vlm_cache is False
+        assert store.vlm_summary(session, job_id)["calls"] == 6
+    for url in (first_url, second_url):
+        dispose_engines(url)
+
+
+def test_eval_status_and_report_show_calls_tokens_and_cost(
+        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = database(tmp_path, "results.sqlite3")
+    job_id = run_job(url, manifest)
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
+
+    status = json.loads(runner.invoke(app, ["eval", "status", job_id, "--json"]).stdout)
+    assert status["vlm"]["calls"] == 6
+    assert status["vlm"]["cost_usd"] == pytest.approx(6 * CALL_COST)
+    assert status["vlm"]["cost_per_item_usd"] == pytest.approx(2 * CALL_COST)
+    text = runner.invoke(app, ["eval", "status", job_id], env={"COLUMNS": "250"}).stdout
+    assert (f"VLM: 6 VLM calls, 0 cache hits, 6000 input tokens (2400 cached), 300 output "
+            f"tokens, cost ${6 * CALL_COST:.4f}, ${2 * CALL_COST:.4f} per item") in text
+
+    report = json.loads(runner.invoke(app, ["eval", "report", job_id, "--json",
+                                            "--bootstrap", "0"]).stdout)
+    assert report["vlm"]["calls"] == 6 and report["vlm"]["items"] == 3
+    page = tmp_path / "report.html"
+    result = runner.invoke(app, ["eval", "report", job_id, "--html", str(page),
+                                 "--bootstrap", "0"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "VLM: 6 VLM calls" in result.stdout
+    html = page.read_text(encoding="utf-8")
+    assert '<table id="vlm">' in html and f"${6 * CALL_COST:.4f}" in html
+    dispose_engines(url)
+
+
+def test_a_model_without_a_price_has_an_unknown_cost(
+        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTIC_IQA_VLM_MODEL", "mystery-vl-7b")
+    url = database(tmp_path, "results.sqlite3")
+    job_id = run_job(url, manifest)
+    with session_scope(make_engine(url)) as session:
+        summary = store.vlm_summary(session, job_id)
+    assert summary["calls"] == 6 and summary["input_tokens"] == 6000
+    assert summary["cost_usd"] is None and summary["cost_per_item_usd"] is None
+    assert summary["unpriced_models"] == ["mystery-vl-7b"]
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
+    text = runner.invoke(app, ["eval", "status", job_id], env={"COLUMNS": "250"}).stdout
+    assert "cost unknown (no price for mystery-vl-7b)" in text
+    dispose_engines(url)
+
+
+def test_assess_shows_cached_steps_and_the_runs_cost(
+        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'runs.sqlite3'}")
+    image = str(REPO / "examples" / "i03_blurred.png")
+    first = runner.invoke(app, ["assess", image, "--json"])
+    assert first.exit_code == 0, first.output
+    usage = json.loads(first.stdout)["vlm_usage"]
+    assert (usage["calls"], usage["cache_hits"]) == (2, 0)
+    assert usage["cost_usd"] == pytest.approx(2 * CALL_COST)
+    assert usage["steps"] == {"plan#0": {"calls": 1, "cache_hits": 0},
+                              "summarize#0": {"calls": 1, "cache_hits": 0}}
+
+    second = runner.invoke(app, ["assess", image], env={"COLUMNS": "250"})
+    assert second.exit_code == 0, second.output
+    assert "VLM answers: plan#0 from cache (1), summarize#0 from cache (1)" in second.stdout
+    assert "VLM usage: 0 VLM calls, 2 cache hits" in second.stdout
+    assert "cost $0.0000" in second.stdout
+    assert len(remote.server.requests) == 2
+
+    third = runner.invoke(app, ["assess", image, "--no-vlm-cache", "--no-store", "--json"])
+    assert third.exit_code == 0, third.output
+    assert len(remote.server.requests) == 4
+    assert json.loads(third.stdout)["vlm_usage"]["calls"] == 2
+
+
+def test_estimate_runs_a_sample_and_extrapolates(
+        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    original = Image.open(REPO / "examples" / "i03_reference.png").convert("RGB")
+    rows = []
+    for index in range(10):
+        degrade(original, "blur", 1 + index % 4).save(folder / f"{index}.png")
+        rows.append({"image": f"data/{index}.png", "id": f"i{index}"})
+    big = tmp_path / "big.jsonl"
+    big.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    results = tmp_path / "results.sqlite3"
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{results}")
+    monkeypatch.setenv("AGENTIC_IQA_JOB_WINDOW", "3")
+
+    result = runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2",
+                                 "--workers", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    estimate = json.loads(result.stdout)
+    assert len(remote.server.requests) == 4  # two items, two calls each, nothing cached
+    assert (estimate["sample_items"], estimate["total_items"]) == (2, 10)
+    assert estimate["concurrency"] == 3  # --workers 4, capped by job_window
+    assert estimate["calls"] == pytest.approx(20)
+    assert estimate["input_tokens"] == pytest.approx(20 * 1000)
+    assert estimate["cost_usd"] == pytest.approx(20 * CALL_COST)
+    assert estimate["cost_per_item_usd"] == pytest.approx(2 * CALL_COST)
+    assert estimate["wall_seconds"] == pytest.approx(estimate["sample_seconds"] / 2 * 10 / 3)
+    assert not results.exists()  # the results database was never touched
