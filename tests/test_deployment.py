@@ -25,8 +25,8 @@ ENV_EXAMPLE = REPO / ".env.example"
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 
-APP_SERVICES = ("migrate", "worker", "cpu-tool-worker", "gpu-worker", "flower")
-WORKERS = ("worker", "cpu-tool-worker", "gpu-worker")
+APP_SERVICES = ("migrate", "worker", "vlm-worker", "cpu-tool-worker", "gpu-worker", "flower")
+WORKERS = ("worker", "vlm-worker", "cpu-tool-worker", "gpu-worker")
 SENSITIVE = re.compile(r"PASSWORD|SECRET|TOKEN|KEY", re.IGNORECASE)
 #: A value made only of ${...} references (compose interpolation), e.g. ${A:?message}.
 REFERENCES_ONLY = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*(?:(?::?[-?+])[^}]*)?\})+$")
@@ -113,7 +113,8 @@ def walk(node: Any, path: str = "") -> list[tuple[str, Any]]:
 
 
 def test_every_service_the_deployment_doc_names_is_there(services: dict[str, Any]) -> None:
-    expected = {"redis", "postgres", "migrate", "worker", "cpu-tool-worker", "gpu-worker", "flower"}
+    expected = {"redis", "postgres", "migrate", "worker", "vlm-worker", "cpu-tool-worker",
+                "gpu-worker", "flower"}
     assert expected <= set(services)
 
 
@@ -196,6 +197,21 @@ def test_default_worker_consumes_the_default_queue_on_cpu(services: dict[str, An
     assert option(command(worker), "--concurrency") is not None
     assert environment(worker)["AGENTIC_IQA_DEVICE"] == "cpu"
     assert not worker.get("profiles")
+
+
+def test_vlm_worker_holds_64_calls_in_flight_on_the_vlm_queue(services: dict[str, Any]) -> None:
+    vlm = services["vlm-worker"]
+    assert not vlm.get("profiles"), "the VLM queue needs a consumer in the default stack"
+    cmd = command(vlm)
+    assert option(cmd, "--queues") == "${AGENTIC_IQA_VLM_QUEUE:-vlm}"
+    assert option(cmd, "--pool") == "threads"
+    assert option(cmd, "--concurrency") == "${VLM_WORKER_CONCURRENCY:-64}"
+    for name in APP_SERVICES:  # every service routes VLM steps to the same queue
+        env = environment(services[name])
+        assert env["AGENTIC_IQA_VLM_QUEUE"] == "${AGENTIC_IQA_VLM_QUEUE:-vlm}", name
+        assert env["AGENTIC_IQA_RATE_LIMIT_URL"] == "${AGENTIC_IQA_RATE_LIMIT_URL:-}", name
+    # The default worker still consumes the default queue: coordination and the supervisor.
+    assert option(command(services["worker"]), "--queues") == "default"
 
 
 def test_default_stack_has_a_cpu_consumer_of_the_tool_queue(services: dict[str, Any]) -> None:
@@ -411,7 +427,8 @@ def test_docker_compose_config_accepts_the_file(profile: list[str]) -> None:
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)  # JSON is YAML
     services = set(config["services"])
-    assert {"redis", "postgres", "migrate", "worker", "cpu-tool-worker", "flower"} <= services
+    assert {"redis", "postgres", "migrate", "worker", "vlm-worker", "cpu-tool-worker",
+            "flower"} <= services
     assert ("gpu-worker" in services) == bool(profile)
     worker_env = config["services"]["worker"]["environment"]
     assert worker_env["AGENTIC_IQA_DATABASE_URL"] == (

@@ -11,6 +11,10 @@ Reliability choices, deliberately:
 * the broker's ``visibility_timeout`` is above the longest task's hard time limit, so Redis never
   hands a task that is still running to a second worker;
 * soft/hard time limits per kind of step: VLM steps short, tool steps long;
+* VLM steps may have a queue of their own (``vlm_queue``) for workers with a thread pool
+  (``--pool threads --concurrency 64``): they wait on the network, not the CPU, and their
+  fleet-wide rate limits live in Redis (:mod:`agentic_iqa.vlm.ratelimit`).  A thread pool has
+  no time limits; the SDK timeout and the limiter's ``max_wait`` bound a VLM step there;
 * task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
   step with its queue and state.
 """
@@ -21,6 +25,7 @@ from celery import Celery
 from kombu import Queue
 
 from agentic_iqa.config import PipelineSettings
+from agentic_iqa.pipeline import STEPS, TOOL_STEPS
 
 COORDINATE = "agentic_iqa.coordinate"
 FEED_JOB = "agentic_iqa.feed_job"
@@ -31,6 +36,11 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
     settings = settings or PipelineSettings.load()
     app = Celery("agentic_iqa")
     tool_task = STEP_TASK_PREFIX + "tool_execution"
+    vlm_queue = settings.vlm_steps_queue
+    routes = {STEP_TASK_PREFIX + step: {"queue": vlm_queue}
+              for step in STEPS if step not in TOOL_STEPS}
+    routes[tool_task] = {"queue": settings.tool_queue}
+    queues = list(dict.fromkeys([settings.default_queue, vlm_queue, settings.tool_queue]))
     app.conf.update(
         broker_url=settings.broker_url or "redis://127.0.0.1:6379/0",
         result_backend=settings.result_backend,
@@ -42,8 +52,8 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue=settings.default_queue,
-        task_queues=[Queue(settings.default_queue), Queue(settings.tool_queue)],
-        task_routes={tool_task: {"queue": settings.tool_queue}},
+        task_queues=[Queue(name) for name in queues],
+        task_routes=routes,
         task_soft_time_limit=settings.vlm_soft_time_limit,
         task_time_limit=settings.vlm_soft_time_limit + settings.hard_time_limit_margin,
         task_annotations={tool_task: {

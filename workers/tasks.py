@@ -61,7 +61,8 @@ def engine() -> Engine:
 
 
 def queue_for(step: str) -> str:
-    return settings().tool_queue if step in TOOL_STEPS else settings().default_queue
+    """Tool steps to the tool queue; every other step calls a VLM: the VLM queue."""
+    return settings().tool_queue if step in TOOL_STEPS else settings().vlm_steps_queue
 
 
 #: The database dropped a connection (a restarted server, a failover): try the task again.
@@ -99,7 +100,8 @@ def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
         if retries < settings().vlm_max_retries:
             # Exponential backoff: 1, 2, 4 ... seconds, capped; the lease covers the wait, so
             # the supervisor does not re-send a run that is only backing off.
-            countdown = min(settings().retry_backoff_max, 2 ** retries)
+            countdown = max(min(settings().retry_backoff_max, 2 ** retries),
+                            exc.retry_after or 0)  # never sooner than the server asked
             with session_scope(engine()) as session:
                 repository.extend_lease(session, run_id, countdown + lease)
             raise task.retry(exc=exc, countdown=countdown,

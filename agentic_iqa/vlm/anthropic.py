@@ -15,8 +15,9 @@ backends return it); otherwise it is the model's JSON as is.
 
 Sampling parameters are not sent: SDK 2.x talks API version 2026-10-21, which rejects
 ``temperature``/``top_p``/``top_k``, so ``temperature`` in the settings does not apply here.
-SDK errors (after its own retries) become :class:`VLMError` without a chained cause, because the
-SDK exception holds the request, whose headers carry the key.
+SDK errors (after its own retries; behind the rate limiter a 429 comes at once) become
+:class:`VLMError` without a chained cause, because the SDK exception holds the request, whose
+headers carry the key.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import anthropic
 from anthropic.types import TextBlock, UserMessageParam
 
 from .base import (
+    Usage,
     VLMConfigurationError,
     VLMError,
     VLMRequest,
@@ -38,6 +40,7 @@ from .base import (
     classify_sdk_error,
 )
 from .images import encode_image
+from .ratelimit import Handover429
 from .settings import BackendConfig
 
 _JSON_INSTRUCTION = "Reply with a single JSON object and nothing else."
@@ -55,6 +58,8 @@ class AnthropicClient:
         self.config = config
         self.model = config.model
         self._api_key = config.read_api_key()
+        # Behind the rate limiter a 429 skips the SDK's retries and pauses the fleet instead.
+        self.handover_429 = Handover429()
         try:
             # An explicit api_key also stops the SDK from looking for profiles or other env keys.
             self._client = anthropic.Anthropic(
@@ -62,6 +67,8 @@ class AnthropicClient:
                 base_url=config.base_url,
                 timeout=config.timeout,
                 max_retries=config.max_retries,
+                http_client=anthropic.DefaultHttpxClient(
+                    event_hooks={"response": [self.handover_429]}),
             )
         except (anthropic.AnthropicError, ValueError, TypeError) as exc:
             raise VLMError(self._scrub(f"cannot create the Anthropic client: {exc}")) from None
@@ -85,13 +92,15 @@ class AnthropicClient:
             raise _classify(exc, self._scrub(self._describe(exc))) from None
         text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
         model = message.model or self.model
+        usage = usage_of(message)
         if not request.answer_options:
-            return VLMResponse(text=text, model=model)
+            return VLMResponse(text=text, model=model, usage=usage)
         option_logprobs, source, answer = options_from_reply(text, request.answer_options)
         if not request.json_output and answer is not None:
             text = answer
         return VLMResponse(
-            text=text, model=model, option_logprobs=option_logprobs, probability_source=source
+            text=text, model=model, option_logprobs=option_logprobs, probability_source=source,
+            usage=usage,
         )
 
     def _system(self, request: VLMRequest) -> str:
@@ -133,6 +142,21 @@ class AnthropicClient:
     def _scrub(self, message: str) -> str:
         """Servers may quote the key in errors: remove it."""
         return message.replace(self._api_key, "***") if self._api_key else message
+
+
+def usage_of(message: Any) -> Usage | None:
+    """Tokens as the server reported them. ``input_tokens`` here counts every prompt token:
+    Anthropic's ``input_tokens`` plus ``cache_read_input_tokens`` (also ``cached_tokens``) and
+    ``cache_creation_input_tokens``, so both backends count input the same way."""
+    usage = getattr(message, "usage", None)
+    if usage is None:
+        return None
+    read = getattr(usage, "cache_read_input_tokens", None)
+    written = getattr(usage, "cache_creation_input_tokens", None)
+    uncached = getattr(usage, "input_tokens", None)
+    total = None if uncached is None else uncached + (read or 0) + (written or 0)
+    return Usage(input_tokens=total, output_tokens=getattr(usage, "output_tokens", None),
+                 cached_tokens=read)
 
 
 def options_from_reply(

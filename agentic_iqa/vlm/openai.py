@@ -8,7 +8,8 @@ letter after stripping whitespace, punctuation and tokenizer space markers and c
 list gets ``-inf`` (probability 0); when no option is there at all, or the server returns no
 log-probabilities (several compatible servers do not), ``option_logprobs`` is None.
 
-SDK errors (after the SDK's own retries on 408/409/429/5xx) become :class:`VLMError` without a
+SDK errors (after the SDK's own retries on 408/409/429/5xx; behind the rate limiter of
+:mod:`.ratelimit` a 429 comes at once) become :class:`VLMError` without a
 chained cause: the SDK exception holds the request, whose headers carry the key.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 import openai
 
 from .base import (
+    Usage,
     VLMConfigurationError,
     VLMError,
     VLMRequest,
@@ -29,6 +31,7 @@ from .base import (
     classify_sdk_error,
 )
 from .images import encode_image
+from .ratelimit import Handover429
 from .settings import BackendConfig
 
 TOP_LOGPROBS = 20
@@ -51,6 +54,8 @@ class OpenAIClient:
         self.config = config
         self.model = config.model
         self._api_key = config.read_api_key()
+        # Behind the rate limiter a 429 skips the SDK's retries and pauses the fleet instead.
+        self.handover_429 = Handover429()
         kwargs: dict[str, Any] = {}
         if config.base_url:
             kwargs["base_url"] = config.base_url
@@ -59,6 +64,8 @@ class OpenAIClient:
                 api_key=self._api_key,
                 timeout=config.timeout,
                 max_retries=config.max_retries,
+                http_client=openai.DefaultHttpxClient(
+                    event_hooks={"response": [self.handover_429]}),
                 **kwargs,
             )
         except openai.OpenAIError as exc:
@@ -89,6 +96,7 @@ class OpenAIClient:
             model=completion.model or self.model,
             option_logprobs=option_logprobs,
             probability_source="logprobs" if option_logprobs is not None else None,
+            usage=usage_of(completion),
         )
 
     def _parameters(self, request: VLMRequest) -> dict[str, Any]:
@@ -165,6 +173,18 @@ def option_logprobs_from_tokens(
     if not best:
         return None
     return {option: best.get(option, -math.inf) for option in options}
+
+
+def usage_of(completion: Any) -> Usage | None:
+    """Tokens as the server reported them: ``prompt_tokens`` (cached ones included),
+    ``completion_tokens`` and ``prompt_tokens_details.cached_tokens``; None without ``usage``."""
+    usage = getattr(completion, "usage", None)
+    if usage is None:
+        return None
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(input_tokens=getattr(usage, "prompt_tokens", None),
+                 output_tokens=getattr(usage, "completion_tokens", None),
+                 cached_tokens=getattr(details, "cached_tokens", None) if details else None)
 
 
 def _normalise(token: str | None) -> str:

@@ -4,6 +4,9 @@ Precedence, lowest first: the file's ``defaults`` section, the role's own sectio
 ``AGENTIC_IQA_VLM_{BACKEND,MODEL,BASE_URL}`` (all roles), then ``AGENTIC_IQA_<ROLE>_<FIELD>`` for
 any field (e.g. ``AGENTIC_IQA_SUMMARIZER_TEMPERATURE``). An empty variable sets the field to null.
 
+Rate limits per backend+model (the ``limits`` section, :func:`load_rate_limits`) are read from
+the same file, with ``AGENTIC_IQA_RATE_LIMIT_<FIELD>`` overriding every model's value.
+
 The settings never hold an API key, only the *name* of the variable that holds it
 (``api_key_env``); the key is read when a client is created, so settings can be logged, pickled
 into Celery tasks and shown in errors without leaking it.
@@ -59,7 +62,9 @@ class BackendConfig(BaseModel):
         default=None, description="name of the variable holding the key; null: vendor default"
     )
     timeout: float = Field(default=120.0, gt=0, description="seconds per HTTP attempt")
-    max_retries: int = Field(default=2, ge=0, description="SDK retries on 408/409/429/5xx")
+    max_retries: int = Field(
+        default=2, ge=0, description="SDK retries on 408/409/429/5xx (429: the limiter's)"
+    )
     max_image_side: int = Field(default=1024, ge=16, description="longest side sent, in pixels")
     max_tokens: int = Field(default=4096, ge=1, description="upper bound on the reply's length")
 
@@ -104,7 +109,7 @@ def load_backend_configs(path: str | Path | None = None) -> dict[Role, BackendCo
     explicit = path is not None
     source = Path(path) if path is not None else config_file("model_backends.yaml")
     document = _read_yaml(source, required=explicit)
-    unknown = set(document) - {"defaults", *ROLES}
+    unknown = set(document) - {"defaults", "limits", *ROLES}
     if unknown:
         raise VLMConfigurationError(f"{source}: unknown sections {sorted(unknown)}")
     defaults = _section(document, "defaults", source)
@@ -160,3 +165,103 @@ def _describe(exc: ValidationError) -> str:
         f"{'.'.join(str(part) for part in error['loc']) or 'settings'}: {error['msg']}"
         for error in exc.errors(include_input=False, include_url=False)
     )
+
+
+class RateLimitConfig(BaseModel):
+    """What one backend+model may be sent, by the whole fleet together (``limits`` section).
+
+    The per-minute figures are enforced over windows of ``window_seconds``, scaled: 600
+    requests/min with ``window_seconds: 10`` allows 100 per 10 s, which smooths bursts.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requests_per_minute: int | None = Field(default=None, ge=1, description="null: no limit")
+    tokens_per_minute: int | None = Field(
+        default=None, ge=1, description="estimated tokens (prompt chars / 4 + images + max_tokens)"
+    )
+    max_concurrent: int | None = Field(default=None, ge=1, description="calls in flight at once")
+    window_seconds: int = Field(default=60, ge=1, le=3600)
+    tokens_per_image: int = Field(default=1000, ge=0, description="token estimate of one image")
+    max_attempts: int = Field(default=5, ge=1, description="calls per request, 429 retries in")
+    backoff_base: float = Field(default=1.0, gt=0, description="seconds; doubles per attempt")
+    backoff_max: float = Field(default=60.0, gt=0, description="cap of one backoff, in seconds")
+    max_wait: float = Field(
+        default=120.0, gt=0, description="seconds a call may wait for its turn before failing"
+    )
+    slot_seconds: float | None = Field(
+        default=None, gt=0,
+        description="a concurrency slot expires after this (a killed process frees it); "
+        "null: timeout x (max_retries + 1) + 30",
+    )
+
+    def per_window(self, per_minute: int) -> int:
+        """The per-minute figure scaled to one window (at least 1)."""
+        return max(1, per_minute * self.window_seconds // 60)
+
+
+class RateLimits(BaseModel):
+    """Rate limits of every backend+model, and where the fleet shares them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    defaults: RateLimitConfig = RateLimitConfig()
+    #: Keyed ``backend/model``, e.g. ``openai/gpt-4o``; merged over ``defaults``.
+    models: dict[str, RateLimitConfig] = Field(default_factory=dict)
+    #: Environment overrides (``AGENTIC_IQA_RATE_LIMIT_<FIELD>``), applied to every model.
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    #: ``redis://...`` shared by every process, or ``memory://`` (this process only).
+    storage_url: str = "memory://"
+    key_prefix: str = "agentic_iqa:vlm"
+
+    def for_model(self, backend: str, model: str | None) -> RateLimitConfig:
+        values = self.defaults.model_dump(exclude_unset=True)
+        specific = self.models.get(f"{backend}/{model}")
+        if specific is not None:
+            values.update(specific.model_dump(exclude_unset=True))
+        values.update(self.overrides)
+        return RateLimitConfig(**values)
+
+    @property
+    def shared(self) -> bool:
+        return self.storage_url.startswith(("redis://", "rediss://", "unix://"))
+
+
+def load_rate_limits(path: str | Path | None = None) -> RateLimits:
+    """The ``limits`` section of ``model_backends.yaml`` plus environment overrides.
+
+    Storage: ``AGENTIC_IQA_RATE_LIMIT_URL``, else the Celery broker when it is Redis (so every
+    worker shares the limits), else in-process.
+    """
+    source = Path(path) if path is not None else config_file("model_backends.yaml")
+    section = _section(_read_yaml(source, required=path is not None), "limits", source)
+    defaults = section.pop("defaults", None) or {}
+    prefix = "AGENTIC_IQA_RATE_LIMIT_"
+    overrides: dict[str, Any] = {}
+    for name in RateLimitConfig.model_fields:
+        value = os.environ.get(prefix + name.upper())
+        if value is not None:
+            overrides[name] = value.strip() or None
+    try:
+        limits = RateLimits(
+            defaults=RateLimitConfig(**defaults),
+            models={key: RateLimitConfig(**(value or {})) for key, value in section.items()},
+            overrides=RateLimitConfig(**overrides).model_dump(include=set(overrides)),
+            storage_url=_rate_limit_storage(),
+        )
+    except (ValidationError, TypeError) as exc:
+        detail = _describe(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise VLMConfigurationError(
+            f"rate limits ({source} and {prefix}* variables): {detail}"
+        ) from None
+    return limits
+
+
+def _rate_limit_storage() -> str:
+    explicit = os.environ.get("AGENTIC_IQA_RATE_LIMIT_URL", "").strip()
+    if explicit:
+        return explicit
+    from agentic_iqa.config import PipelineSettings
+
+    broker = PipelineSettings.load().broker_url or ""
+    return broker if broker.startswith(("redis://", "rediss://", "unix://")) else "memory://"

@@ -106,9 +106,11 @@ class FakeAPIServer:
 
 
 def openai_completion(
-    content: str, *, model: str = "gpt-test", top_logprobs: list[tuple[str, float]] | None = None
+    content: str, *, model: str = "gpt-test", top_logprobs: list[tuple[str, float]] | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A chat.completion body; with ``top_logprobs``, logprobs for one generated token."""
+    """A chat.completion body; with ``top_logprobs``, logprobs for one generated token;
+    ``usage`` replaces the default usage object."""
     choice: dict[str, Any] = {
         "index": 0,
         "message": {"role": "assistant", "content": content, "refusal": None},
@@ -137,7 +139,8 @@ def openai_completion(
         "created": 1_700_000_000,
         "model": model,
         "choices": [choice],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+        "usage": usage if usage is not None else {
+            "prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
     }
 
 
@@ -145,7 +148,8 @@ def openai_error(message: str, kind: str = "server_error") -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-def anthropic_message(text: str, *, model: str = "claude-test") -> dict[str, Any]:
+def anthropic_message(text: str, *, model: str = "claude-test",
+                      usage: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "id": "msg_test",
         "type": "message",
@@ -154,9 +158,83 @@ def anthropic_message(text: str, *, model: str = "claude-test") -> dict[str, Any
         "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5},
+        "usage": usage if usage is not None else {"input_tokens": 10, "output_tokens": 5},
     }
 
 
 def anthropic_error(message: str, kind: str = "api_error") -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+class RateLimitedResponder:
+    """A default responder that behaves like a rate-limited provider, and keeps the evidence.
+
+    Requests are counted per fixed window of ``window`` seconds (aligned to the epoch, as
+    providers count per minute); above ``limit`` in a window the answer is 429 with
+    ``Retry-After`` (seconds until the window ends, rounded up, at least ``retry_after``).
+    :meth:`throttle_next` makes the next request a 429 whatever the counts.  Every request is
+    logged as ``(arrival time, status, authorization header)``, and the most requests in
+    flight at once is kept.  ``reply`` builds a 200 answer; ``latency`` (+ uniform ``jitter``)
+    is slept before answering.
+    """
+
+    def __init__(self, reply: Callable[[Recorded], Reply], *, limit: int | None = None,
+                 window: float = 60.0, retry_after: float = 1.0, latency: float = 0.0,
+                 jitter: float = 0.0) -> None:
+        self.reply = reply
+        self.limit = limit
+        self.window = window
+        self.retry_after = retry_after
+        self.latency = latency
+        self.jitter = jitter
+        self.log: list[tuple[float, int, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._counts: dict[int, int] = {}
+        self._throttle: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def throttle_next(self, retry_after: float) -> None:
+        with self._lock:
+            self._throttle.append(retry_after)
+
+    def __call__(self, request: Recorded) -> Reply:
+        import math
+        import random
+        import time
+
+        now = time.time()
+        who = request.headers.get("authorization", "")
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            window = int(now // self.window)
+            wait: float | None = None
+            if self._throttle:
+                wait = self._throttle.popleft()
+            elif self.limit is not None and self._counts.get(window, 0) >= self.limit:
+                wait = max(self.retry_after, math.ceil((window + 1) * self.window - now))
+            else:
+                self._counts[window] = self._counts.get(window, 0) + 1
+            self.log.append((now, 200 if wait is None else 429, who))
+        try:
+            if wait is not None:
+                return Reply(429, openai_error("Rate limit reached", "rate_limit_error"),
+                             {"retry-after": f"{wait:g}"})
+            if self.latency or self.jitter:
+                time.sleep(max(0.0, self.latency + random.uniform(-self.jitter, self.jitter)))
+            return self.reply(request)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def accepted(self) -> list[tuple[float, int, str]]:
+        return [entry for entry in self.log if entry[1] == 200]
+
+    def rejected(self) -> int:
+        return sum(1 for entry in self.log if entry[1] == 429)
+
+    def max_per_window(self) -> int:
+        """The most requests answered 200 in one window (what the provider would bill)."""
+        with self._lock:
+            return max(self._counts.values(), default=0)
