@@ -18,6 +18,7 @@ from functools import partial
 from typing import Literal
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 from .db import jobs, repository
 from .db.engine import session_scope
@@ -39,6 +40,14 @@ class NextStep:
 StepOutcome = Literal["ran", "skipped"]
 RAN: StepOutcome = "ran"
 SKIPPED: StepOutcome = "skipped"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    outcome: StepOutcome
+    #: When the step ran: what runs next, decided in the step's own transaction from the state
+    #: it just wrote (no second transaction, no reload); None when the run is over.
+    upcoming: NextStep | None = None
 
 
 def create_run(engine: Engine, query: str, image_path: str, reference_path: str | None = None,
@@ -68,17 +77,23 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None
         run = repository.get_run(session, run_id)
         if run.status in {"succeeded", "failed"}:
             return None
-        if run.job_id is not None and jobs.get_job(session, run.job_id).status == "cancelled":
-            repository.fail_run(session, run_id, error="cancelled with its job")
-            return None
-        state = repository.load_state(session, run_id)
-        step = next_step(state)
-        if step is None:
-            repository.finish_run(session, run_id, state=state)
-            return None
-        if lease_seconds is not None:
-            repository.extend_lease(session, run_id, lease_seconds)
-        return NextStep(step, state.get("iteration_count", 0))
+        return _decide(session, run_id, repository.load_state(session, run_id), lease_seconds)
+
+
+def _decide(session: Session, run_id: str, state: AgenticIQAState,
+            lease_seconds: float | None) -> NextStep | None:
+    """The next step of a running run whose current ``state`` is known; closes it when none."""
+    job_id = repository.get_run(session, run_id).job_id
+    if job_id is not None and jobs.get_job(session, job_id).status == "cancelled":
+        repository.fail_run(session, run_id, error="cancelled with its job")
+        return None
+    step = next_step(state)
+    if step is None:
+        repository.finish_run(session, run_id, state=state)
+        return None
+    if lease_seconds is not None:
+        repository.extend_lease(session, run_id, lease_seconds)
+    return NextStep(step, state.get("iteration_count", 0))
 
 
 @contextmanager
@@ -115,9 +130,10 @@ def _heartbeat(engine: Engine, run_id: str, step: str, iteration: int,
 
 def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iteration: int, *,
                  worker: str | None = None, queue: str | None = None,
-                 lease_seconds: float | None = None) -> StepOutcome:
-    """Run one step of one run and persist it; :data:`RAN`, or :data:`SKIPPED` when the step
-    was already done or is no longer the run's next step (a duplicate or stale delivery).
+                 lease_seconds: float | None = None) -> StepResult:
+    """Run one step of one run, persist it and decide the next one (:class:`StepResult`);
+    :data:`SKIPPED` when the step was already done or is no longer the run's next step (a
+    duplicate or stale delivery).
 
     With ``lease_seconds`` (workers) the step holds a lease renewed by a heartbeat; a step
     still running elsewhere under a live lease raises :class:`repository.StepBusy`.  A
@@ -128,11 +144,11 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
         state = repository.load_state(session, run_id)
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
-            return SKIPPED
+            return StepResult(SKIPPED)
         record = repository.begin_step(session, run_id, step, iteration, worker=worker,
                                        queue=queue, lease_seconds=lease_seconds)
         if record is None:
-            return SKIPPED
+            return StepResult(SKIPPED)
         attempt = record.attempts
         use_vlm_cache = repository.vlm_cache_allowed(session, run_id)
         asked = repository.vlm_keys_asked(session, run_id)
@@ -157,7 +173,7 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
             repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                        collector.records)
             repository.fail_run(session, run_id, error=reason)
-        return RAN
+        return StepResult(RAN)
     key = step if step == "replan" else f"{step}#{iteration}"
     update = {**update, "step_seconds": {**state.get("step_seconds", {}),
                                          key: time.perf_counter() - started}}
@@ -167,9 +183,8 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
                                  update=update)
         repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                    collector.records)
-        if lease_seconds is not None:
-            repository.extend_lease(session, run_id, lease_seconds)
-    return RAN
+        upcoming = _decide(session, run_id, new_state, lease_seconds)
+    return StepResult(RAN, upcoming)
 
 
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:
@@ -186,12 +201,15 @@ def run_embedded(engine: Engine, agents: Agents, run_id: str, *,
     A step failing with a transient VLM error is run again per ``retry`` (each attempt is
     recorded on the step); when the error outlasts every attempt, the run fails with it.
     """
-    while (upcoming := advance(engine, run_id)) is not None:
+    upcoming = advance(engine, run_id)
+    while upcoming is not None:
         try:
-            retry.call(upcoming.step, partial(
+            result = retry.call(upcoming.step, partial(
                 execute_step, engine, agents, run_id, upcoming.step, upcoming.iteration,
                 worker="embedded", queue="in-process"))
         except TransientVLMError as exc:
             fail(engine, run_id, upcoming.step, upcoming.iteration,
                  f"{upcoming.step} failed: {exc}")
+            break
+        upcoming = result.upcoming if result.outcome == RAN else advance(engine, run_id)
     return load(engine, run_id)

@@ -1,13 +1,13 @@
 """One Celery task per step, and the coordinator that chains them by the plan's flags.
 
 Tasks carry ids (run id, iteration), never images or state: each loads what it needs from the
-database, calls :mod:`agentic_iqa.service`, and hands control back to the coordinator, which asks
-the pure ``next_step`` what runs next and sends it to its queue.  Steps the plan turns off are
-never enqueued.  Heavy objects (VLM clients, the tool registry and its pyiqa models) are created
-lazily, once per worker process, after the fork.
+database, calls :mod:`agentic_iqa.service`, and then asks the pure ``next_step`` what runs next
+and sends it to its queue (the ``coordinate`` task does the same to start a run or re-send one).
+Steps the plan turns off are never enqueued.  Heavy objects (VLM clients, the tool registry and
+its pyiqa models) are created lazily, once per worker process, after the fork.
 
-Only the delivery that ran a step hands over to the coordinator: a duplicate (a redelivery, a
-supervisor's re-send) that finds the step done skips silently, and one that finds it running
+Only the delivery that ran a step hands over, one message per step: a duplicate (a redelivery,
+a supervisor's re-send) that finds the step done skips silently, and one that finds it running
 under a live lease comes back later.  So duplicates never multiply along a run.  Every worker of
 the default queue also runs the supervisor (:mod:`agentic_iqa.supervisor`), which feeds jobs
 and re-sends runs whose lease passed: lost messages heal without anyone running ``resume``.
@@ -73,7 +73,15 @@ DB_RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True,
 
 @app.task(name=COORDINATE, acks_late=True, **DB_RETRY)
 def coordinate(run_id: str) -> str | None:
-    """Send the run's next step to its queue, or close the run when nothing is left."""
+    """Send the run's next step to its queue, or close the run when nothing is left.
+
+    Used to start a run and by the supervisor's re-sends; a step that ran hands over itself
+    (:func:`_send`), which saves a message, a worker round trip and a transaction per step.
+    """
+    return _send_next(run_id)
+
+
+def _send_next(run_id: str) -> str | None:
     upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds)
     if upcoming is None:
         return None
@@ -82,12 +90,19 @@ def coordinate(run_id: str) -> str | None:
     return upcoming.step
 
 
+def _send(run_id: str, upcoming: service.NextStep) -> None:
+    """Send the step the finished one decided on.  If the broker refuses it, the run's lease
+    runs out and the supervisor re-sends it: nothing is lost, only a lease of time."""
+    STEP_TASKS[upcoming.step].apply_async(
+        (run_id, upcoming.iteration), queue=queue_for(upcoming.step))
+
+
 def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
     delivery = task.request.delivery_info or {}
     queue = delivery.get("routing_key") or queue_for(step)
     lease = settings().lease_seconds
     try:
-        outcome = service.execute_step(
+        result = service.execute_step(
             engine(), agents(), run_id, step, iteration, lease_seconds=lease,
             worker=task.request.hostname or socket.gethostname(), queue=queue)
     except repository.StepBusy as busy:
@@ -108,10 +123,11 @@ def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
                              max_retries=settings().vlm_max_retries) from exc
         service.fail(engine(), run_id, step, iteration,
                      f"{step} failed after {retries} retries: {exc}")
-        outcome = service.RAN
-    if outcome == service.SKIPPED:
+        return  # the run is closed: nothing follows
+    if result.outcome == service.SKIPPED:
         return  # a duplicate delivery: whoever ran the step has handed over already
-    coordinate.apply_async((run_id,), queue=settings().default_queue)
+    if result.upcoming is not None:
+        _send(run_id, result.upcoming)
 
 
 def _make_step_task(step: str) -> Any:
