@@ -7,19 +7,23 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from iqa_tools import ToolError, ToolRegistry
-from iqa_tools import weights as weight_files
-from iqa_tools.images import load_image
+from iqa_tools.errors import ToolError
 
-from .config import load_tool_settings
 from .redact import redact
+
+# Start-up is part of every command (``--help`` included), so this module imports only typer,
+# rich's console and light modules of this project; each command imports what it uses (the
+# tool catalog and settings, SQLAlchemy, the agent, Celery) in its body.  Heavy modules (torch,
+# pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
+# ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
+if TYPE_CHECKING:
+    from iqa_tools import ToolRegistry
 
 
 def _redacted_logging() -> None:
@@ -51,6 +55,10 @@ DeviceOption = Annotated[
 
 
 def _registry(device: str | None = None) -> ToolRegistry:
+    from iqa_tools import ToolRegistry
+
+    from .config import load_tool_settings
+
     overrides = {"device": device} if device else {}
     try:
         return ToolRegistry(load_tool_settings(**overrides))
@@ -71,6 +79,10 @@ def tools_list(
     kind: Annotated[str | None, typer.Option("--type", help="FR or NR only")] = None,
 ) -> None:
     """List every tool, whether it can run on this machine, and what is missing if not."""
+    from rich.table import Table
+
+    from iqa_tools import weights as weight_files
+
     registry = _registry()
     rows = []
     for spec in registry.catalog:
@@ -135,6 +147,8 @@ def tools_run(
     device: DeviceOption = None,
 ) -> None:
     """Run one tool on an image: raw score, score on the 1-5 scale, time, cache hit."""
+    from iqa_tools.images import load_image
+
     registry = _registry(device)
     try:
         spec = registry.get(tool)
@@ -170,6 +184,8 @@ def tools_run(
 @tools_app.command("info")
 def tools_info(tool: Annotated[str, typer.Argument(help="tool name")]) -> None:
     """Everything the metadata says about one tool, and whether it can run here."""
+    from iqa_tools import weights as weight_files
+
     registry = _registry()
     try:
         spec = registry.get(tool)
@@ -191,6 +207,8 @@ def tools_install_weights(
     folder: Annotated[Path, typer.Argument(help="folder holding downloaded weight files")],
 ) -> None:
     """Copy weight files from FOLDER to where pyiqa loads them (for machines without network)."""
+    from iqa_tools import weights as weight_files
+
     registry = _registry()
     try:
         installed, unknown = weight_files.install_weights(folder, registry.catalog)

@@ -4,22 +4,73 @@
 >>> execute_tool("PIQE", "examples/parrots.png").normalized_score   # doctest: +SKIP
 """
 
-from .cache import ScoreCache, cache_key, open_store
-from .catalog import DISTORTION_CATEGORIES, Catalog, ToolSpec, load_catalog
-from .errors import (
-    ImageLoadError,
-    InputError,
-    MetadataError,
-    NonFiniteScoreError,
-    ToolError,
-    ToolFailure,
-    ToolRuntimeError,
-    ToolUnavailableError,
-    UnknownToolError,
-)
-from .images import LoadedImage, load_image, read_image
-from .registry import ToolRegistry, ToolResult, execute_tool, get_registry, metric_creations
-from .settings import ToolSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The re-exports load on first use (PEP 562), so ``from iqa_tools import ToolError`` does not
+# import the registry, the score cache, Pillow and numpy with it: the command line's start-up
+# (``agentic-iqa --help``) pays only for what it touches.
+_EXPORTS = {
+    "ScoreCache": "cache",
+    "cache_key": "cache",
+    "open_store": "cache",
+    "DISTORTION_CATEGORIES": "catalog",
+    "Catalog": "catalog",
+    "ToolSpec": "catalog",
+    "load_catalog": "catalog",
+    "ImageLoadError": "errors",
+    "InputError": "errors",
+    "MetadataError": "errors",
+    "NonFiniteScoreError": "errors",
+    "ToolError": "errors",
+    "ToolFailure": "errors",
+    "ToolRuntimeError": "errors",
+    "ToolUnavailableError": "errors",
+    "UnknownToolError": "errors",
+    "LoadedImage": "images",
+    "load_image": "images",
+    "read_image": "images",
+    "ToolRegistry": "registry",
+    "ToolResult": "registry",
+    "execute_tool": "registry",
+    "get_registry": "registry",
+    "metric_creations": "registry",
+    "ToolSettings": "settings",
+}
+
+if TYPE_CHECKING:
+    from .cache import ScoreCache, cache_key, open_store
+    from .catalog import DISTORTION_CATEGORIES, Catalog, ToolSpec, load_catalog
+    from .errors import (
+        ImageLoadError,
+        InputError,
+        MetadataError,
+        NonFiniteScoreError,
+        ToolError,
+        ToolFailure,
+        ToolRuntimeError,
+        ToolUnavailableError,
+        UnknownToolError,
+    )
+    from .images import LoadedImage, load_image, read_image
+    from .registry import ToolRegistry, ToolResult, execute_tool, get_registry, metric_creations
+    from .settings import ToolSettings
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "DISTORTION_CATEGORIES",

@@ -17,11 +17,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-
-import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from typing import TYPE_CHECKING
 
 from .errors import ImageLoadError, ImageTooSmallError
+
+if TYPE_CHECKING:  # numpy and Pillow load on the first decode: the size rules need neither
+    import numpy as np
+    from PIL import Image
 
 #: Colour behind transparent pixels.  White, as the image is shown on a page or viewer.
 ALPHA_BACKGROUND = (255, 255, 255)
@@ -107,6 +109,8 @@ def read_bytes(path: str | Path) -> bytes:
 @contextmanager
 def _decoded(data: bytes, path: str) -> Iterator[Image.Image]:
     """The fully decoded image, Pillow's many errors turned into one :class:`ImageLoadError`."""
+    from PIL import Image, UnidentifiedImageError
+
     if not data:
         raise ImageLoadError(path, "file is empty")
     try:
@@ -124,6 +128,8 @@ def _decoded(data: bytes, path: str) -> Iterator[Image.Image]:
 
 def decode(data: bytes, path: str = "<bytes>") -> np.ndarray:
     """Decode image bytes into an H x W x 3 float32 array in [0, 1]."""
+    from PIL import ImageOps
+
     with _decoded(data, path) as image:
         return _to_rgb_float(ImageOps.exif_transpose(image))
 
@@ -155,6 +161,9 @@ def load_image(path: str | Path) -> LoadedImage:
 
 
 def _to_rgb_float(image: Image.Image) -> np.ndarray:
+    import numpy as np
+    from PIL import Image
+
     if image.mode in _SIXTEEN_BIT_MODES:
         grey = np.asarray(image, dtype=np.float32) / 65535.0
         grey = np.clip(grey, 0.0, 1.0)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
+# No numpy at import time: the catalog checks every curve when it loads (``tools list``,
+# ``--help`` of commands that name tools), and that check is plain Python.
 
 SCALE_MIN = 1.0
 SCALE_MAX = 5.0
@@ -91,11 +92,16 @@ def monotonicity_violations(form: str, params: Mapping[str, float], low: float, 
     """
     function = _FUNCTIONS[form]
     args = {name: float(params[name]) for name in FORMS[form]}
-    xs = np.linspace(low, high, samples)
-    ys = np.array([function(float(x), **args) for x in xs])
-    steps = np.diff(ys)
-    wrong = steps > tolerance if lower_is_better else steps < -tolerance
-    return [(float(xs[i]), float(xs[i + 1])) for i in np.flatnonzero(wrong)]
+    # The points of numpy.linspace(low, high, samples), computed the same way (i * step + low,
+    # the last one exactly ``high``), so the intervals reported are the same to the bit.
+    step = (high - low) / (samples - 1) if samples > 1 else 0.0
+    xs = [i * step + low for i in range(samples)]
+    if samples > 1:
+        xs[-1] = float(high)
+    ys = [function(x, **args) for x in xs]
+    return [(xs[i], xs[i + 1]) for i in range(len(ys) - 1)
+            if (ys[i + 1] - ys[i] > tolerance if lower_is_better
+                else ys[i + 1] - ys[i] < -tolerance)]
 
 
 def fit_logistic5(raw: Sequence[float], target: Sequence[float]) -> dict[str, float]:
@@ -104,6 +110,7 @@ def fit_logistic5(raw: Sequence[float], target: Sequence[float]) -> dict[str, fl
     Used to recalibrate a tool on data with known quality (MOS rescaled to [1, 5], or the
     normalized scores of a tool whose published parameters we trust).
     """
+    import numpy as np
     from scipy.optimize import curve_fit
 
     x = np.asarray(raw, dtype=float)

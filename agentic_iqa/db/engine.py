@@ -18,17 +18,14 @@ drops (without closing) its inherited connections in the child.
 
 from __future__ import annotations
 
+import ast
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session
@@ -37,6 +34,9 @@ from sqlalchemy.pool import NullPool
 import agentic_iqa
 
 from .models import Base
+
+if TYPE_CHECKING:  # Alembic (its autogenerate and DDL machinery) is imported where it is used
+    from alembic.config import Config
 
 #: Environment variable naming the database (any SQLAlchemy URL).
 DATABASE_URL_ENV = "AGENTIC_IQA_DATABASE_URL"
@@ -158,6 +158,8 @@ def migrations_dir() -> Path:
 
 def alembic_config(url: str | None = None) -> Config:
     """An Alembic ``Config`` for ``url`` (default: :func:`database_url`), without alembic.ini."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     # The value goes through configparser interpolation: a literal % must be doubled.
@@ -168,6 +170,8 @@ def alembic_config(url: str | None = None) -> Config:
 
 def upgrade(url: str | None = None, revision: str = "head") -> None:
     """Bring the database at ``url`` to ``revision`` (``alembic upgrade head`` from Python)."""
+    from alembic import command
+
     command.upgrade(alembic_config(url), revision)
 
 
@@ -176,6 +180,9 @@ def check_schema(engine: Engine | None = None) -> list[Any]:
 
     Run on a database built by the migrations, this checks that models and migrations agree.
     """
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
     with (engine or make_engine()).connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         return list(compare_metadata(context, Base.metadata))
@@ -188,6 +195,72 @@ def ensure_schema(engine: Engine) -> None:
     default migrates itself.  A PostgreSQL schema changes only by ``agentic-iqa db upgrade``
     (the one-shot ``migrate`` service of docker-compose): several workers racing to migrate a
     shared database is how schemas break.
+
+    Every command that opens the database calls this, so a database already at the head
+    revision must cost no more than one small query: importing Alembic's migration machinery
+    (its DDL implementations for every dialect, autogenerate) and running ``alembic upgrade``
+    takes several tenths of a second, longer than the rest of ``agentic-iqa eval status``.  The
+    revision stored in ``alembic_version`` is compared with the heads of the scripts in
+    :func:`migrations_dir`, read as text (:func:`script_heads`); anything else (no table yet,
+    an older revision, a script that cannot be read) goes through ``alembic upgrade`` as before,
+    which remains the only code that changes the schema.
     """
     if engine.dialect.name == "sqlite":
+        if _at_head(engine):
+            return
         upgrade(engine.url.render_as_string(hide_password=False))
+
+
+def script_heads(directory: Path | None = None) -> set[str]:
+    """The head revisions of the migration scripts, read without importing Alembic or them.
+
+    Each ``versions/*.py`` declares ``revision`` and ``down_revision`` as module-level literals
+    (Alembic's template); a head is a revision that no script names as its ``down_revision``.
+    Raises ``ValueError`` when a script does not declare them that way.
+    """
+    versions = (directory or migrations_dir()) / "versions"
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in sorted(versions.glob("*.py")):
+        found: dict[str, Any] = {}
+        for node in ast.parse(script.read_text(encoding="utf-8"), str(script)).body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                name, value = node.target.id, node.value
+            elif (isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name)):
+                name, value = node.targets[0].id, node.value
+            else:
+                continue
+            if name in {"revision", "down_revision"} and value is not None:
+                found[name] = ast.literal_eval(value)
+        revision = found.get("revision")
+        if not isinstance(revision, str):
+            raise ValueError(f"{script}: no literal 'revision'")
+        revisions.add(revision)
+        down = found.get("down_revision")
+        parents.update([down] if isinstance(down, str) else (down or ()))
+    if not revisions:
+        raise ValueError(f"no migration scripts in {versions}")
+    return revisions - parents
+
+
+def _at_head(engine: Engine) -> bool:
+    """Whether the database's stored revisions are exactly the scripts' heads.
+
+    Read on a raw DBAPI connection, outside any transaction: the engine begins every
+    transaction with ``BEGIN IMMEDIATE`` (a write lock), and this read must not queue behind a
+    worker's writes.  Any failure (a new file without ``alembic_version``) means "not at head".
+    """
+    try:
+        heads = script_heads()
+        connection = engine.raw_connection()
+        try:
+            cursor = connection.cursor()
+            cursor.execute("SELECT version_num FROM alembic_version")
+            stored = {row[0] for row in cursor.fetchall()}
+            cursor.close()
+        finally:
+            connection.close()
+    except Exception:  # noqa: BLE001 - the full upgrade below reports any real problem
+        return False
+    return stored == heads

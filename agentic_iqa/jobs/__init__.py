@@ -11,32 +11,75 @@ it can be tested on plain files and reused by the CLI, the workers and offline a
 - :mod:`.export` writes those rows to CSV, JSONL or Parquet as a stream.
 """
 
-from .export import (
-    ROW_COLUMNS,
-    TOOL_PREFIX,
-    export_columns,
-    tool_column,
-    write_rows,
-)
-from .manifest import (
-    ManifestError,
-    ManifestFormatError,
-    ManifestItem,
-    count_rows,
-    read_manifest,
-)
-from .metrics import (
-    LogisticFit,
-    answer_letter,
-    bootstrap_ci,
-    correlation_report,
-    krcc,
-    mcq_accuracy,
-    plcc,
-    plcc_after_logistic,
-    srcc,
-)
-from .report import build_report, failure_reason, render_html, render_text
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The re-exports load on first use (PEP 562): ``from agentic_iqa.jobs import srcc`` still works,
+# but importing a submodule (``agentic_iqa.jobs.lifecycle`` for ``eval status``) no longer drags
+# in scipy and numpy through ``.metrics``, nor ``.report`` and ``.export``.
+_EXPORTS = {
+    "ROW_COLUMNS": "export",
+    "TOOL_PREFIX": "export",
+    "export_columns": "export",
+    "tool_column": "export",
+    "write_rows": "export",
+    "ManifestError": "manifest",
+    "ManifestFormatError": "manifest",
+    "ManifestItem": "manifest",
+    "count_rows": "manifest",
+    "read_manifest": "manifest",
+    "LogisticFit": "metrics",
+    "answer_letter": "metrics",
+    "bootstrap_ci": "metrics",
+    "correlation_report": "metrics",
+    "krcc": "metrics",
+    "mcq_accuracy": "metrics",
+    "plcc": "metrics",
+    "plcc_after_logistic": "metrics",
+    "srcc": "metrics",
+    "build_report": "report",
+    "failure_reason": "report",
+    "render_html": "report",
+    "render_text": "report",
+}
+
+if TYPE_CHECKING:
+    from .export import ROW_COLUMNS, TOOL_PREFIX, export_columns, tool_column, write_rows
+    from .manifest import (
+        ManifestError,
+        ManifestFormatError,
+        ManifestItem,
+        count_rows,
+        read_manifest,
+    )
+    from .metrics import (
+        LogisticFit,
+        answer_letter,
+        bootstrap_ci,
+        correlation_report,
+        krcc,
+        mcq_accuracy,
+        plcc,
+        plcc_after_logistic,
+        srcc,
+    )
+    from .report import build_report, failure_reason, render_html, render_text
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "ROW_COLUMNS",

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
+
+# scipy (about half a second to import) is imported in the functions that use it: the package
+# is imported by commands that never correlate anything (``eval status`` reads answer letters).
 
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
@@ -40,18 +42,24 @@ def _quiet(fn: Callable[[], Any]) -> Any:
 
 def srcc(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray) -> float:
     """Spearman rank correlation (NaN when either side is constant)."""
+    from scipy import stats
+
     x, y = _arrays(pred, mos)
     return float(_quiet(lambda: stats.spearmanr(x, y).statistic))
 
 
 def plcc(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray) -> float:
     """Pearson linear correlation of the raw predictions (NaN when either side is constant)."""
+    from scipy import stats
+
     x, y = _arrays(pred, mos)
     return float(_quiet(lambda: stats.pearsonr(x, y).statistic))
 
 
 def krcc(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray) -> float:
     """Kendall rank correlation, tau-b (NaN when either side is constant)."""
+    from scipy import stats
+
     x, y = _arrays(pred, mos)
     return float(_quiet(lambda: stats.kendalltau(x, y).statistic))
 
@@ -125,6 +133,8 @@ def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float]
         model = _logistic4
         high, low = float(np.max(y)), float(np.min(y))
         start = [high, low, 0.0, 1.0] if direction > 0 else [low, high, 0.0, 1.0]
+    from scipy import optimize
+
     try:
         with warnings.catch_warnings():
             # Only the fit is used, so "covariance could not be estimated" does not matter.
@@ -155,6 +165,8 @@ def _rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman per row: Pearson of the (tie-averaged) ranks, as scipy defines it."""
+    from scipy import stats
+
     return _rowwise_pearson(stats.rankdata(x, axis=1), stats.rankdata(y, axis=1))
 
 

@@ -19,7 +19,6 @@ from typing import Any
 
 from .base import Role, Task, VLMClient, VLMConfigurationError, VLMError, VLMRequest, VLMResponse
 from .cache import CachingClient, ResponseCache, default_cache, is_deterministic
-from .ratelimit import rate_limited
 from .settings import ROLES, BackendConfig, load_backend_configs
 from .usage import RecordingClient
 
@@ -50,6 +49,10 @@ def create_client(role: Role, configs: Mapping[Role, BackendConfig] | None = Non
     client = _backend_client(role, configs)
     if client.backend == "builtin":
         return client
+    # ``limits`` (and its storage backends) load only for a remote backend: ``eval status``
+    # imports this package for the usage tables and sends no request.
+    from .ratelimit import rate_limited
+
     # Innermost, so that a cache hit takes no turn of the fleet's rate limit.
     client = rate_limited(client)
     config: BackendConfig = client.config  # type: ignore[attr-defined]
