@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, export, report.",
                        no_args_is_help=True)
@@ -52,6 +51,14 @@ def _pace(current: Any) -> str:
 
 
 def _progress_bar(engine: Any, job_id: str) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     from .jobs import lifecycle
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -71,14 +78,24 @@ def _agents() -> Any:
     return default_agents()
 
 
+def _metric_agents() -> Any:
+    from .pipeline import metric_agents
+
+    return metric_agents()
+
+
 @eval_app.command("submit")
 def submit(
     manifest: Annotated[Path, typer.Argument(help="CSV or JSONL manifest, or a folder of images")],
     name: Annotated[str | None, typer.Option("--name")] = None,
-    query: Annotated[str, typer.Option("--query", "-q", help="query for rows without one")] = (
-        "Rate the quality of this image."
-    ),
+    query: Annotated[str | None, typer.Option(
+        "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
+                              "image.'; a metric job: 'metrics: TOOLS')")] = None,
     root: Annotated[Path | None, typer.Option("--root", help="confine every path here")] = None,
+    tools: Annotated[str | None, typer.Option(
+        "--tools", help="a metric job: only these tools (comma-separated, e.g. BRISQUE,NIQE,"
+                        "SSIM) on every image, raw and normalized scores, no agent and no VLM")
+    ] = None,
     backend: Annotated[
         str | None, typer.Option("--backend", help="VLM backend for all roles (builtin, openai, "
                                                    "anthropic); default from config")
@@ -108,6 +125,7 @@ def submit(
 
     from .jobs import lifecycle
     from .jobs.manifest import ManifestFormatError
+    from .jobs.tools import MetricToolsError, parse_tools
 
     if backend:
         os.environ["AGENTIC_IQA_VLM_BACKEND"] = backend
@@ -115,10 +133,11 @@ def submit(
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
     engine = _engine()
     try:
+        metric_tools = parse_tools(tools) if tools is not None else None
         job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
                                   check_images=not no_check_images, mos_range=mos_range,
-                                  vlm_cache=vlm_cache)
-    except (ManifestFormatError, OSError) as exc:
+                                  vlm_cache=vlm_cache, tools=metric_tools)
+    except (ManifestFormatError, MetricToolsError, OSError) as exc:
         _fail(str(exc))
     current = lifecycle.progress(engine, job_id)
     bad = current.counts.get("failed", 0)
@@ -138,7 +157,7 @@ def submit(
             _end_of_wait(engine, job_id)
         return
     # No broker: the job runs here, with the same steps, in a pool of threads.
-    agents = _agents()
+    agents = _metric_agents() if tools is not None else _agents()
     with contextlib.redirect_stdout(sys.stderr):
         _run_local(engine, job_id, agents, workers)
     _end_of_wait(engine, job_id)
@@ -258,6 +277,14 @@ def _end_of_wait(engine: Any, job_id: str) -> None:
 
 
 def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     from .jobs import lifecycle
 
     current = lifecycle.progress(engine, job_id)
@@ -290,13 +317,17 @@ def status(
     document = {"job_id": current.job_id, "name": current.name, "status": current.status,
                 "total": current.total, "finished": current.finished, "counts": current.counts,
                 "items_per_second": current.throughput, "eta_seconds": current.eta_seconds,
-                "stalled": current.stalled, "vlm": _vlm_summary(engine, current.job_id)}
+                "stalled": current.stalled, "kind": "metric" if current.tools else "agent",
+                "tools": list(current.tools) if current.tools else None,
+                "vlm": _vlm_summary(engine, current.job_id)}
     if as_json:
         print(json.dumps(document, indent=2))
         return
     from .jobs.report import vlm_line
 
     out.print(f"job {current.job_id} ({current.name}): {current.status}", highlight=False)
+    if current.tools:
+        out.print(f"  metric job (no agent): {', '.join(current.tools)}", highlight=False)
     out.print("  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
               highlight=False)
     out.print(f"  {current.finished}/{current.total} finished, {_pace(current)}",
@@ -331,7 +362,7 @@ def resume(
         return
     from . import service
 
-    agents = _agents()
+    agents = _metric_agents() if lifecycle.progress(engine, job).tools else _agents()
     with contextlib.redirect_stdout(sys.stderr):
         for run_id in unfinished:
             service.run_embedded(engine, agents, run_id)
@@ -361,21 +392,24 @@ def cancel(job: Annotated[str, typer.Argument(help="job id")]) -> None:
 
 
 def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
-    """Columns and streamed rows, one per item, with a ``tool:<NAME>`` column per tool."""
+    """Columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
+    ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
+    that scored nothing."""
     from .db import jobs as store
     from .db.engine import session_scope
-    from .jobs.export import export_columns, tool_column
+    from .jobs.export import export_columns, raw_column, tool_column
 
     with session_scope(engine) as session:
-        store.get_job(session, job_id)
-        tools = store.tool_names(session, job_id)
-    columns = export_columns(tools)
+        job = store.get_job(session, job_id)
+        tools = sorted({*store.tool_names(session, job_id), *(job.metric_tools or ())})
+    columns = export_columns(tools, raw=True)
 
     def rows() -> Iterator[dict[str, Any]]:
         with session_scope(engine) as session:
             for row in store.export_rows(session, job_id):
-                scores = row.pop("tool_scores")
-                yield {**row, **{tool_column(name): scores.get(name) for name in tools}}
+                scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
+                yield {**row, **{tool_column(name): scores.get(name) for name in tools},
+                       **{raw_column(name): raw.get(name) for name in tools}}
 
     return columns, rows()
 
@@ -411,15 +445,17 @@ def report(
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table."""
     from .db.jobs import JobNotFound
+    from .jobs import lifecycle
     from .jobs.report import build_report, render_html, render_text
 
     engine = _engine()
     try:
         _columns, rows = export_rows(engine, job)
+        metric_job = lifecycle.progress(engine, job).tools is not None
     except JobNotFound as exc:
         _fail(str(exc))
     materialised = list(rows)  # a report needs every score at once
-    document = build_report(materialised, bootstrap=bootstrap)
+    document = build_report(materialised, bootstrap=bootstrap, metric_job=metric_job)
     document["vlm"] = _vlm_summary(engine, job)
     if html is not None:
         render_html(document, materialised, html)

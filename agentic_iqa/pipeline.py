@@ -93,10 +93,25 @@ def default_agents(registry: ToolRegistry | None = None) -> Agents:
     )
 
 
+def metric_agents(registry: ToolRegistry | None = None) -> Agents:
+    """Agents for a metric job, which never asks a VLM: builtin clients fill the roles, so no
+    backend (key, server) needs configuring just to run tools."""
+    from iqa_tools import get_registry
+
+    from .config import load_tool_settings
+    from .vlm.builtin import BuiltinClient
+
+    client = BuiltinClient()
+    return Agents(planner=client, executor=client, summarizer=client,
+                  registry=registry or get_registry(load_tool_settings()))
+
+
 def next_step(state: AgenticIQAState) -> str | None:
     """The step to run next, or None when the run is finished (answered or failed)."""
     if state.get("error"):
         return None  # planning failed, or a step failed for good
+    if state.get("metric_tools"):  # a metric job's run: its tools, then done; no VLM at all
+        return None if EXECUTE in state.get("steps_done", []) else EXECUTE
     if "plan" not in state:
         return PLAN
     done = state.get("steps_done", [])
@@ -206,6 +221,8 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     """Run one step on ``state`` and return its update (merge it with ``merge_state``)."""
     query, image = state["query"], state["image_path"]
     reference = state.get("reference_path")
+    if state.get("metric_tools"):
+        return _run_metrics(step, state, agents)
     if step == PLAN:
         history = state.get("replan_history", [])
         reason = history[-1].reason if history else None
@@ -263,6 +280,39 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
             can_replan=state.get("iteration_count", 0) < limit)
     else:
         raise ValueError(f"unknown step {step!r}; steps: {STEPS}")
+    return update
+
+
+def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any]:
+    """A metric job's one step: its inputs checked (no plan step does it here), then each named
+    tool on the whole image.  The run fails only when every tool failed, with each one's reason:
+    a tool that fails on some images still leaves the others' scores usable."""
+    if step != EXECUTE:
+        raise ValueError(f"a metric run has only the {EXECUTE!r} step, not {step!r}")
+    tools = list(state["metric_tools"])
+    image, reference = state["image_path"], state.get("reference_path")
+    if not any(agents.registry.get(tool).is_full_reference for tool in tools):
+        reference = None  # only full-reference tools read it: not decoded for nothing
+    done = _done(state, step)
+    try:  # decoded once here, and the tools reuse these pixels
+        image_data, reference_data = executor.load_inputs(image, reference)
+        image_data.check_size()
+        if reference_data is not None:
+            reference_data.check_size()
+            if reference_data.size != image_data.size:
+                raise InputError(
+                    f"the reference {reference!r} is {reference_data.size[0]}x"
+                    f"{reference_data.size[1]} pixels but the image {image!r} is "
+                    f"{image_data.size[0]}x{image_data.size[1]}; full-reference tools never "
+                    "resize: give a reference of the same size")
+    except ToolError as bad:
+        return {"error": str(bad), "steps_done": done}
+    scores, logs = executor.run_metrics(agents.registry, image_data, reference_data, tools)
+    update: dict[str, Any] = {"steps_done": done, "executor_evidence": ExecutorOutput(
+        quality_scores=scores or None, tool_logs=logs)}
+    if logs and all(entry.error is not None for entry in logs):
+        update["error"] = "every tool failed: " + "; ".join(
+            f"{entry.tool_name}: {entry.error}" for entry in logs)
     return update
 
 

@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, Self, cast
@@ -557,6 +557,8 @@ class AgenticIQAState(TypedDict):
     # Progress of the current iteration, so the next step follows from the state alone
     steps_done: NotRequired[list[str]]
     step_seconds: NotRequired[dict[str, float]]
+    # A metric job's run: only these tools, on the whole image, with no plan and no VLM
+    metric_tools: NotRequired[list[ToolName]]
 
 
 _STATE_KEYS = AgenticIQAState.__required_keys__ | AgenticIQAState.__optional_keys__
@@ -569,8 +571,12 @@ def initial_state(
     reference_path: str | None = None,
     *,
     max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
+    metric_tools: Sequence[str] | None = None,
 ) -> AgenticIQAState:
-    """A run's starting state, with the replanning counters set."""
+    """A run's starting state, with the replanning counters set.
+
+    ``metric_tools``: a metric job's run, which only scores the image with these tools.
+    """
     if max_replan_iterations < 0:
         raise ValueError(f"max_replan_iterations must be >= 0, got {max_replan_iterations}")
     state = AgenticIQAState(
@@ -582,6 +588,8 @@ def initial_state(
     )
     if reference_path is not None:
         state["reference_path"] = reference_path
+    if metric_tools:
+        state["metric_tools"] = list(metric_tools)
     return state
 
 

@@ -11,13 +11,21 @@ with the builtin backend and the offline tools:
 Each path runs in its own process; peak resident memory is reported per process (submitter
 and workers).  Ratios are against the bare loop measured in the same invocation.
 
+``--metric-job``: a metric job (``eval submit --tools``, default BRISQUE,NIQE,PIQE: no agent, no
+VLM) instead, locally (SQLite) and with 1 and 2 workers on a scratch PostgreSQL database
+(``--postgres-url``, created and dropped here), against the bare pyiqa loop over the same tools
+and photos: the price of the database, the queue, leases and the score cache per image.
+
     python benchmarks/job_throughput.py ../shared/data/livec-dev \
         --weights-dir ../shared/data/pyiqa-weights [--limit 250] [--broker redis://...]
+    python benchmarks/job_throughput.py ../shared/data/livec-dev \
+        --weights-dir ../shared/data/pyiqa-weights --metric-job --limit 60
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -27,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -76,12 +85,12 @@ def mode_bare(args: argparse.Namespace) -> dict:
 def mode_local(args: argparse.Namespace) -> dict:
     from agentic_iqa.cli import _engine
     from agentic_iqa.jobs import lifecycle
-    from agentic_iqa.pipeline import default_agents
+    from agentic_iqa.pipeline import default_agents, metric_agents
 
     engine = _engine()
-    agents = default_agents()
+    agents = metric_agents() if args.job_tools else default_agents()
     started = time.perf_counter()
-    job_id = lifecycle.submit(engine, args.manifest)
+    job_id = lifecycle.submit(engine, args.manifest, tools=_job_tools(args))
     lifecycle.run_local(engine, job_id, agents, workers=args.threads)
     seconds = time.perf_counter() - started
     final = lifecycle.progress(engine, job_id)
@@ -114,7 +123,7 @@ def mode_distributed(args: argparse.Namespace) -> dict:
             if time.monotonic() > deadline:
                 raise TimeoutError("workers did not start")
         started = time.perf_counter()
-        job_id = lifecycle.submit(engine, args.manifest)
+        job_id = lifecycle.submit(engine, args.manifest, tools=_job_tools(args))
         client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
         peaks: dict[int, float] = {}
         while lifecycle.progress(engine, job_id).status == "running":
@@ -138,6 +147,11 @@ def mode_distributed(args: argparse.Namespace) -> dict:
             "peak_mb": peak_mb(), "worker_peak_mb": max(peaks.values(), default=0.0)}
 
 
+def _job_tools(args: argparse.Namespace) -> list[str] | None:
+    """A metric job's tools (``--job-tools``), or None for an agent job."""
+    return [t for t in args.job_tools.split(",") if t] or None
+
+
 MODES = {"bare": mode_bare, "local": mode_local, "distributed": mode_distributed}
 
 
@@ -146,7 +160,7 @@ def run_mode(mode: str, args: argparse.Namespace, env: dict[str, str], **extra: 
                "--manifest", str(args.manifest), "--workdir", str(args.workdir),
                "--broker", args.broker, "--threads", str(args.threads)]
     for key, value in extra.items():
-        command += [f"--{key}", value]
+        command += [f"--{key.replace('_', '-')}", value]
     if args.weights_dir:
         command += ["--weights-dir", str(args.weights_dir)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -168,9 +182,18 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--tools", default="")
+    parser.add_argument("--job-tools", default="")
+    parser.add_argument("--metric-job", action="store_true",
+                        help="a metric job (--metric-tools) instead of the agent")
+    parser.add_argument("--metric-tools", default="BRISQUE,NIQE,PIQE")
+    parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
+                        help="server to create the metric job's scratch databases on")
     args = parser.parse_args()
     if args.mode:
         print(json.dumps(MODES[args.mode](args)))
+        return
+    if args.metric_job:
+        metric_main(args)
         return
 
     args.workdir = Path(tempfile.mkdtemp(prefix="iqa-jobs-"))
@@ -203,6 +226,78 @@ def main() -> None:
         rate = result["items"] / result["seconds"]
         print(f"{label:<26}{rate:>9.2f}{rate / base_rate:>8.2f}{result['peak_mb']:>10.0f}"
               f"{result.get('worker_peak_mb', 0):>11.0f}")
+
+
+def metric_main(args: argparse.Namespace) -> None:
+    """A metric job locally and on 1 and 2 workers (PostgreSQL), against the bare loop."""
+    from iqa_tools import load_catalog
+
+    args.workdir = Path(tempfile.mkdtemp(prefix="iqa-metric-jobs-"))
+    args.manifest = write_manifest(args.livec, args.workdir, args.limit)
+    tools = [t.strip() for t in args.metric_tools.split(",") if t.strip()]
+    catalog = load_catalog()
+    pyiqa_names = [catalog.get(name).pyiqa_name for name in tools]
+    base_env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_DEVICE": "cpu",
+                "AGENTIC_IQA_BROKER_URL": args.broker}
+    if args.weights_dir:
+        base_env["AGENTIC_IQA_WEIGHTS_DIR"] = str(args.weights_dir)
+
+    def fresh(name: str, database_url: str) -> dict[str, str]:
+        return {**base_env, "AGENTIC_IQA_DATABASE_URL": database_url,
+                "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / (name + '-cache.sqlite3')}"}
+
+    job_tools = ",".join(tools)
+    results = {"bare pyiqa loop": run_mode("bare", args, base_env, tools=",".join(pyiqa_names))}
+    local_env = {k: v for k, v in fresh(
+        "local", f"sqlite:///{args.workdir / 'local.sqlite3'}").items()
+        if k != "AGENTIC_IQA_BROKER_URL"}
+    results["metric job, local (SQLite)"] = run_mode("local", args, local_env,
+                                                     job_tools=job_tools)
+    for count in (1, 2):
+        with _scratch_postgres(args.postgres_url) as url:
+            results[f"metric job, {count} worker(s) (PG)"] = run_mode(
+                "distributed", args, fresh(f"dist{count}", url), workers=str(count),
+                job_tools=job_tools)
+
+    base = results["bare pyiqa loop"]
+    base_rate = base["items"] / base["seconds"]
+    print(f"{args.limit} LIVE-C photos, metric job {', '.join(tools)} (pyiqa "
+          f"{', '.join(pyiqa_names)}), CPU, {os.cpu_count()} cores, {args.threads} local "
+          "threads, workers -c 1 on queues default,gpu")
+    print(f"{'path':<34}{'items':>6}{'done':>6}{'items/s':>9}{'ratio':>8}{'peak MB':>10}"
+          f"{'worker MB':>11}")
+    for label, result in results.items():
+        rate = result["items"] / result["seconds"]
+        print(f"{label:<34}{result['items']:>6}{result.get('done', result['items']):>6}"
+              f"{rate:>9.2f}{rate / base_rate:>8.2f}{result['peak_mb']:>10.0f}"
+              f"{result.get('worker_peak_mb', 0):>11.0f}")
+
+
+@contextlib.contextmanager
+def _scratch_postgres(admin_url: str) -> Iterator[str]:
+    """A new migrated database on the server, dropped afterwards."""
+    import uuid
+
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from agentic_iqa.db import upgrade
+
+    name = f"agentic_iqa_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        from agentic_iqa.db import dispose_engines
+
+        dispose_engines(url)
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def _tools_used(database_url: str) -> list[str]:

@@ -242,6 +242,46 @@ def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage 
         )
 
 
+#: The object of a metric job's tool calls: the whole image, as in the agent's global scope.
+METRIC_OBJECT = "Global"
+
+
+def metric_distortion(tool: str) -> str:
+    """The distortion key of a metric call: one per tool, so each tool has its own log row."""
+    return f"metric:{tool}"
+
+
+def run_metrics(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
+                tools: list[str]) -> tuple[dict[str, dict[str, tuple[str, float]]],
+                                           list[ToolExecutionLog]]:
+    """Run exactly ``tools`` on the whole image (a metric job): no fallback to another tool,
+    since a metric job asks for these scores; a tool that fails is logged with its error and
+    NaN scores, and the others still run."""
+    scores: dict[str, dict[str, tuple[str, float]]] = {}
+    logs: list[ToolExecutionLog] = []
+    for tool in tools:
+        distortion = metric_distortion(tool)
+        try:
+            spec = registry.get(tool)
+            result = registry.execute_tool(
+                spec.name, image, reference if spec.is_full_reference else None,
+                allow_fallback=False)
+            entry = ToolExecutionLog(
+                tool_name=result.tool, object_name=METRIC_OBJECT, distortion=distortion,
+                raw_score=result.raw_score, normalized_score=result.normalized_score,
+                execution_time=result.execution_time, cached=result.cached)
+            scores.setdefault(METRIC_OBJECT, {})[distortion] = (result.tool,
+                                                                result.normalized_score)
+        except ToolError as exc:
+            log.error("metric %s failed on %s: %s", tool, image.path, exc)
+            entry = ToolExecutionLog(
+                tool_name=tool, object_name=METRIC_OBJECT, distortion=distortion,
+                raw_score=math.nan, normalized_score=math.nan, execution_time=0.0,
+                error=str(exc))
+        logs.append(entry)
+    return scores, logs
+
+
 # -- planning the subtasks' inputs ------------------------------------------------------------
 
 def distortion_set_for(plan: PlannerOutput, detected: dict[str, list[str]] | None

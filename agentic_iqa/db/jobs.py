@@ -7,13 +7,12 @@ and exported with ``yield_per``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
-from ..jobs.metrics import answer_letter
 from ..redact import redact
 from ..vlm.usage import PriceTable, summarize
 from .models import Job, JobItem, Run, ToolLog, utc_now
@@ -34,10 +33,11 @@ class JobNotFound(KeyError):
 
 def create_job(session: Session, *, name: str, manifest: str, default_query: str,
                root: str | None = None, max_replan_iterations: int = 2,
-               vlm_cache: bool = True) -> str:
+               vlm_cache: bool = True, tools: Sequence[str] | None = None) -> str:
+    """A running job; ``tools``: a metric job, whose runs only run these tools."""
     job = Job(name=name, manifest=manifest, default_query=default_query, root=root,
               max_replan_iterations=max_replan_iterations, status="running",
-              vlm_cache=vlm_cache)
+              vlm_cache=vlm_cache, tools=",".join(tools) if tools else None)
     session.add(job)
     session.flush()
     return job.id
@@ -164,7 +164,7 @@ def claim(session: Session, job: Job, limit: int, *, lease_seconds: float | None
         run_id = create_run(session, query=item.query or job.default_query,
                             image_path=str(item.image), reference_path=item.reference,
                             max_replan_iterations=job.max_replan_iterations, job_id=job.id,
-                            lease_seconds=lease_seconds)
+                            lease_seconds=lease_seconds, metric_tools=job.metric_tools)
         item.run_id, item.status, item.queued_at = run_id, "queued", utc_now()
         run_ids.append(run_id)
     return run_ids
@@ -242,8 +242,11 @@ def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:
 
 
 def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dict[str, Any]]:
-    """Items with their run's answer and the tool logs' per-tool means, streamed in batches."""
+    """Items with their run's answer and the tool logs' per-tool means (normalized in
+    ``tool_scores``, raw in ``raw_scores``), streamed in batches."""
     import json
+
+    from ..jobs.metrics import answer_letter  # numpy: only exports and reports need it
 
     last_id = 0
     while True:
@@ -267,7 +270,7 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 "error": redact(item.error), "run_id": item.run_id, "mos": item.mos,
                 "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
                 "correct": None, "severities": None, "fallbacks": 0, "tools": None,
-                "tool_scores": {},
+                "tool_scores": {}, "raw_scores": {},
             }
             if run is not None:
                 row["final_answer"], row["quality_score"] = run.final_answer, run.quality_score
@@ -277,10 +280,14 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 run_logs = logs.get(run.id, [])
                 row["fallbacks"] = sum(1 for log in run_logs if log.fallback)
                 per_tool: dict[str, list[float]] = {}
+                per_tool_raw: dict[str, list[float]] = {}
                 for log in run_logs:
                     if log.normalized_score is not None:
                         per_tool.setdefault(log.tool_name, []).append(log.normalized_score)
+                    if log.raw_score is not None:
+                        per_tool_raw.setdefault(log.tool_name, []).append(log.raw_score)
                 row["tool_scores"] = {t: sum(v) / len(v) for t, v in per_tool.items()}
+                row["raw_scores"] = {t: sum(v) / len(v) for t, v in per_tool_raw.items()}
                 row["tools"] = ";".join(sorted(per_tool)) or None
             yield row
 

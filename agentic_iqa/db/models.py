@@ -318,6 +318,13 @@ class Job(Base):
     vlm_cache: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     finished_at: Mapped[datetime | None]
+    #: A metric job (``eval submit --tools``): its tools, comma-separated; None for the agent.
+    tools: Mapped[str | None] = mapped_column(Text)
+
+    @property
+    def metric_tools(self) -> list[str] | None:
+        """The tools of a metric job, in the order given; None for an agent job."""
+        return self.tools.split(",") if self.tools else None
 
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, name={self.name!r}, status={self.status!r})"

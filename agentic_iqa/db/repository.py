@@ -9,7 +9,7 @@ logs and replans are keyed by what they describe, never inserted twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -90,14 +90,17 @@ def create_run(session: Session, *, query: str, image_path: str,
                reference_path: str | None = None,
                max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
                backend: str | None = None, job_id: str | None = None,
-               lease_seconds: float | None = None) -> str:
+               lease_seconds: float | None = None,
+               metric_tools: Sequence[str] | None = None) -> str:
     """A new 'pending' run with its initial state; returns its id.
 
     With ``lease_seconds`` the run is handed to workers and supervised from now on: if nothing
-    happens to it within the lease (the message was lost), it is re-sent.
+    happens to it within the lease (the message was lost), it is re-sent.  ``metric_tools``:
+    a metric job's run, which only runs these tools (no plan, no VLM).
     """
     state = initial_state(query, image_path, reference_path,
-                          max_replan_iterations=max_replan_iterations)
+                          max_replan_iterations=max_replan_iterations,
+                          metric_tools=metric_tools)
     run = Run(query=query, image_path=image_path, reference_path=reference_path,
               status="pending", state_json=state_to_json(state), iteration_count=0,
               max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,
@@ -251,10 +254,12 @@ def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error
 
 
 def finish_run(session: Session, run_id: str, *, state: AgenticIQAState) -> None:
-    """Close the run with its final state: succeeded when the Summarizer answered."""
+    """Close the run with its final state: succeeded when the Summarizer answered, or, for a
+    metric job's run (which has no Summarizer), when its tools ran without a run error."""
     run = get_run(session, run_id)
     result = state.get("summarizer_result")
-    run.status = "succeeded" if result is not None else "failed"
+    metric_done = bool(state.get("metric_tools")) and not state.get("error")
+    run.status = "succeeded" if result is not None or metric_done else "failed"
     run.final_answer = result.final_answer if result is not None else None
     run.quality_score = result.quality_score if result is not None else None
     run.error = redact(state.get("error"))

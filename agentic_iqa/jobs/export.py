@@ -29,14 +29,16 @@ from typing import Any, Literal
 ExportFormat = Literal["csv", "jsonl", "parquet"]
 FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
 
-#: The exported row format, in column order; one ``tool:<NAME>`` column per tool follows.
+#: The exported row format, in column order; one ``tool:<NAME>`` column (mean normalized
+#: score) per tool follows, then, where asked for, one ``raw:<NAME>`` column (mean raw score).
 ROW_COLUMNS: tuple[str, ...] = (
     "item_id", "line", "image", "reference", "query", "status", "error", "run_id",
     "final_answer", "quality_score", "mos", "answer_truth", "correct", "severities",
     "fallbacks", "tools",
 )
 TOOL_PREFIX = "tool:"
-#: Parquet types of the known columns; ``tool:`` columns are floats, any other column text.
+RAW_PREFIX = "raw:"
+#: Parquet types of the known columns; score columns are floats, any other column text.
 COLUMN_TYPES: dict[str, str] = {
     "line": "int64", "quality_score": "float64", "mos": "float64", "correct": "bool",
     "fallbacks": "int64",
@@ -48,14 +50,22 @@ def tool_column(name: str) -> str:
     return f"{TOOL_PREFIX}{name}"
 
 
-def export_columns(tool_names: Iterable[str]) -> list[str]:
-    """The row format's columns followed by one column per tool, tools sorted by name."""
-    return [*ROW_COLUMNS, *(tool_column(name) for name in sorted(set(tool_names)))]
+def raw_column(name: str) -> str:
+    """The column holding a tool's mean raw score (on the tool's own scale) for an item."""
+    return f"{RAW_PREFIX}{name}"
+
+
+def export_columns(tool_names: Iterable[str], *, raw: bool = False) -> list[str]:
+    """The row format's columns followed by one column per tool, tools sorted by name; with
+    ``raw``, one raw-score column per tool after them."""
+    tools = sorted(set(tool_names))
+    return [*ROW_COLUMNS, *(tool_column(name) for name in tools),
+            *(raw_column(name) for name in tools if raw)]
 
 
 def column_type(name: str) -> str:
     """The Parquet type of a column: known columns typed, tool scores float64, else string."""
-    if name.startswith(TOOL_PREFIX):
+    if name.startswith((TOOL_PREFIX, RAW_PREFIX)):
         return "float64"
     return COLUMN_TYPES.get(name, "string")
 

@@ -9,20 +9,24 @@ at most ``window`` items are in flight, so a 10,000-item job keeps memory flat e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
-from .. import service
+from iqa_tools.settings import ToolSettings
+
 from ..db import jobs as store
 from ..db.engine import session_scope
-from ..pipeline import Agents
-from .manifest import ManifestEntry, ManifestError, bad_row_key, read_manifest
+from .manifest import ManifestEntry, ManifestError, ManifestItem, bad_row_key, read_manifest
+from .tools import MetricToolsError, check_tools, full_reference, metric_query
+
+if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: not for status
+    from ..pipeline import Agents
 
 DEFAULT_QUERY = "Rate the quality of this image."
 
@@ -45,26 +49,51 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
 
 
 def submit(engine: Engine, manifest: Path, *, name: str | None = None,
-           query: str = DEFAULT_QUERY, root: Path | None = None, max_replan_iterations: int = 2,
+           query: str | None = None, root: Path | None = None, max_replan_iterations: int = 2,
            check_images: bool = True, mos_range: tuple[float, float] | None = None,
-           vlm_cache: bool = True) -> str:
+           vlm_cache: bool = True, tools: Sequence[str] | None = None,
+           tool_settings: ToolSettings | None = None) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
 
     ``mos_range`` (low, high): a MOS outside it makes its row a bad row.  ``vlm_cache=False``
     is stored with the job in the same transaction, so no worker can start an item with it on.
+    ``tools``: a metric job, which runs these tools on every item instead of the agent; they are
+    checked first (:class:`~.tools.MetricToolsError`), and a full-reference tool on a row without
+    a reference refuses the whole job, rolled back before anything is committed.
     """
+    metric_tools = check_tools(tools, tool_settings) if tools else None
+    if query is None:
+        query = metric_query(metric_tools) if metric_tools else DEFAULT_QUERY
     entries: Iterator[ManifestEntry] = read_manifest(manifest, root=root,
                                                      check_images=check_images,
                                                      mos_range=mos_range)
+    if metric_tools:
+        entries = _with_references(entries, full_reference(metric_tools, tool_settings))
     with session_scope(engine) as session:
         job_id = store.create_job(
             session, name=name or manifest.name, manifest=str(manifest.resolve()),
             default_query=query, root=str(root.resolve()) if root else None,
             max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
+            tools=metric_tools,
         )
         store.add_items(session, job_id, (_item_row(entry) for entry in entries))
         store.finish_if_complete(session, store.get_job(session, job_id))
     return job_id
+
+
+def _with_references(entries: Iterator[ManifestEntry], fr_tools: list[str]
+                     ) -> Iterator[ManifestEntry]:
+    """``entries`` unchanged; a good row without a reference stops the submit when a tool
+    needs one (it could never be scored, and the job would be half a job)."""
+    for entry in entries:
+        if fr_tools and isinstance(entry, ManifestItem) and entry.reference is None:
+            kind = "is a full-reference tool" if len(fr_tools) == 1 else \
+                "are full-reference tools"
+            raise MetricToolsError(
+                f"line {entry.line} ({entry.item_id!r}): {', '.join(fr_tools)} {kind} and this "
+                "row has no reference: give a `reference` for every row, or leave out the "
+                "full-reference tools")
+        yield entry
 
 
 def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], None], *,
@@ -87,6 +116,8 @@ def run_local(engine: Engine, job_id: str, agents: Agents, *, workers: int = 2,
               window: int | None = None,
               on_progress: Callable[[], None] | None = None) -> None:
     """Work the job in this process with a pool of ``workers`` threads until nothing is left."""
+    from .. import service
+
     window = window or max(8, 4 * workers)
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local")
@@ -127,6 +158,8 @@ class Progress:
     #: Items in flight with no progress for longer than their lease (about to be re-sent, or
     #: no worker is running): an ETA would be a lie while there are any.
     stalled: int = 0
+    #: A metric job's tools (``eval submit --tools``); None for an agent job.
+    tools: tuple[str, ...] | None = None
 
     @property
     def total(self) -> int:
@@ -163,8 +196,10 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         if job is None:
             raise store.JobNotFound("(latest)")
         stalled = store.stalled_count(session, job.id) if job.status == "running" else 0
+        tools = job.metric_tools
         return Progress(job.id, job.name, job.status, store.counts(session, job.id),
-                        job.created_at, job.finished_at, stalled)
+                        job.created_at, job.finished_at, stalled,
+                        tuple(tools) if tools else None)
 
 
 def wait(engine: Engine, job_id: str, *, poll: float = 1.0, timeout: float | None = None,

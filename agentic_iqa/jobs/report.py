@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..redact import redact
-from .export import TOOL_PREFIX
-from .metrics import correlation_report, mcq_accuracy, plcc_after_logistic, srcc
+from .export import RAW_PREFIX, TOOL_PREFIX
+
+# numpy and .metrics (scipy) are imported by the functions that compute: ``eval status``
+# imports this module only for :func:`vlm_line`.
 
 #: How many failure reasons the report lists (the rest are only counted).
 TOP_FAILURES = 10
@@ -74,17 +74,25 @@ class _Pairs:
     pred: list[float] = field(default_factory=list)
     mos: list[float] = field(default_factory=list)
     agent: list[float | None] = field(default_factory=list)
+    raw: list[float] = field(default_factory=list)
+    raw_mos: list[float] = field(default_factory=list)
 
 
 def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
-                 seed: int = 0) -> dict[str, Any]:
+                 seed: int = 0, metric_job: bool = False) -> dict[str, Any]:
     """Counts, failures by reason, agent and per-tool correlation with MOS, and MCQ accuracy.
 
     The agent's correlation uses done items with a quality score and a MOS; each tool's uses
     the items where it has a score and a MOS (whatever the run's outcome, since the tool ran),
     with the agent's SRCC on those same items beside it for a fair comparison. MCQ accuracy is
-    over done items whose true answer is known.
+    over done items whose true answer is known.  Each tool also gets SRCC and PLCC of its raw
+    scores (``raw:`` columns), the figures papers quote.  ``metric_job``: no agent ran, so the
+    per-tool table is the whole story and ``agent`` is None.
     """
+    import numpy as np
+
+    from .metrics import correlation_report, mcq_accuracy
+
     statuses: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     examples: dict[str, tuple[str | None, str | None]] = {}
@@ -126,6 +134,13 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
         tool_usage.update(name for name in (_text(row.get("tools")) or "").split(";")
                           if name.strip())
         for key, value in row.items():
+            if key.startswith(RAW_PREFIX):
+                raw_score = _number(value)
+                if raw_score is not None and mos is not None:
+                    pairs = tools.setdefault(key[len(RAW_PREFIX):], _Pairs())
+                    pairs.raw.append(raw_score)
+                    pairs.raw_mos.append(mos)
+                continue
             if not key.startswith(TOOL_PREFIX):
                 continue
             name = key[len(TOOL_PREFIX):]
@@ -145,6 +160,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
     if not mos_known:
         agent_report["reason"] = "no item has a MOS: nothing to correlate with"
     return {
+        "kind": "metric" if metric_job else "agent",
         "counts": {"total": total, "done": statuses.get("done", 0),
                    "failed": statuses.get("failed", 0), "by_status": dict(sorted(
                        statuses.items()))},
@@ -156,8 +172,8 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
         },
         "items_with_mos": mos_known,
         "quality_score_mean": float(np.mean(scores)) if scores else None,
-        "agent": agent_report,
-        "tools": [_tool_entry(name, tools[name], tool_scores[name], bootstrap, seed)
+        "agent": None if metric_job else agent_report,
+        "tools": [_tool_entry(name, tools[name], tool_scores.get(name, []), bootstrap, seed)
                   for name in sorted(tools)],
         "mcq": (None if not truths and not unanswered else {
             "accuracy": accuracy, "n": answered,
@@ -171,6 +187,10 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
 
 def _tool_entry(name: str, pairs: _Pairs, scores: list[float], bootstrap: int,
                 seed: int) -> dict[str, Any]:
+    import numpy as np
+
+    from .metrics import correlation_report, plcc, srcc
+
     entry: dict[str, Any] = {"tool": name, "scored": len(scores),
                              "mean_score": float(np.mean(scores)) if scores else None}
     entry.update(correlation_report(pairs.pred, pairs.mos, bootstrap=bootstrap, seed=seed))
@@ -181,7 +201,14 @@ def _tool_entry(name: str, pairs: _Pairs, scores: list[float], bootstrap: int,
         agent_value = value if math.isfinite(value) else None
     entry["agent_srcc_same_items"] = agent_value
     entry["agent_n_same_items"] = len(both)
+    raw_ok = len(pairs.raw) >= 3 and np.ptp(pairs.raw) > 0 and np.ptp(pairs.raw_mos) > 0
+    entry["srcc_raw"] = _finite(srcc(pairs.raw, pairs.raw_mos)) if raw_ok else None
+    entry["plcc_raw"] = _finite(plcc(pairs.raw, pairs.raw_mos)) if raw_ok else None
     return entry
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -206,17 +233,21 @@ def render_text(report: Mapping[str, Any]) -> str:
     lines = [f"Items: {counts['total']} ({by_status or 'none'})"]
     if report.get("quality_score_mean") is not None:
         lines.append(f"Mean quality score: {report['quality_score_mean']:.3f}")
-    agent = report["agent"]
-    lines.append(f"Agent vs MOS (n={agent['n']}):")
-    if agent["reason"]:
-        lines.append(f"  {agent['reason']}")
+    agent = report.get("agent")
+    if agent is None:
+        lines.append(f"Metric job (no agent), {report['items_with_mos']} items with MOS")
+        lines.extend(_metric_lines(report))
     else:
-        for name in ("srcc", "plcc", "krcc"):
-            lines.append(f"  {name.upper():<14} {_fmt(agent[name])}  "
-                         f"{CONFIDENCE:.0%} CI {_ci(agent[f'{name}_ci'])}")
-        lines.append(f"  {'PLCC logistic':<14} {_fmt(agent['plcc_logistic'])}"
-                     + (f"  ({agent['logistic_note']})" if agent["logistic_note"] else ""))
-    if report["tools"]:
+        lines.append(f"Agent vs MOS (n={agent['n']}):")
+        if agent["reason"]:
+            lines.append(f"  {agent['reason']}")
+        else:
+            for name in ("srcc", "plcc", "krcc"):
+                lines.append(f"  {name.upper():<14} {_fmt(agent[name])}  "
+                             f"{CONFIDENCE:.0%} CI {_ci(agent[f'{name}_ci'])}")
+            lines.append(f"  {'PLCC logistic':<14} {_fmt(agent['plcc_logistic'])}"
+                         + (f"  ({agent['logistic_note']})" if agent["logistic_note"] else ""))
+    if report["tools"] and agent is not None:
         lines.append("Tools vs MOS:")
         lines.append(f"  {'tool':<16} {'scored':>6} {'n':>5} {'SRCC':>7} {'PLCC':>7} "
                      f"{'PLCC-log':>8} {'KRCC':>7} {'agent SRCC':>10}")
@@ -245,6 +276,20 @@ def render_text(report: Mapping[str, Any]) -> str:
     if report.get("vlm"):
         lines.append(f"VLM: {vlm_line(report['vlm'])}")
     return "\n".join(lines) + "\n"
+
+
+def _metric_lines(report: Mapping[str, Any]) -> list[str]:
+    """A metric job's table: each tool against MOS, normalized (higher is better) and raw."""
+    lines = ["Tools vs MOS (normalized scores, higher is better; raw: the tool's own scale):",
+             f"  {'tool':<16} {'scored':>6} {'n':>5} {'SRCC':>7} {'95% CI':>16} {'PLCC':>7} "
+             f"{'PLCC-log':>8} {'KRCC':>7} {'SRCC raw':>8} {'PLCC raw':>8}"]
+    for tool in report["tools"]:
+        lines.append(
+            f"  {tool['tool']:<16} {tool['scored']:>6} {tool['n']:>5} {_fmt(tool['srcc']):>7} "
+            f"{_ci(tool['srcc_ci']):>16} {_fmt(tool['plcc']):>7} "
+            f"{_fmt(tool['plcc_logistic']):>8} {_fmt(tool['krcc']):>7} "
+            f"{_fmt(tool.get('srcc_raw')):>8} {_fmt(tool.get('plcc_raw')):>8}")
+    return lines
 
 
 def vlm_line(vlm: Mapping[str, Any]) -> str:
@@ -281,8 +326,11 @@ def _header(*names: str) -> str:
 
 def _scatter_png(pred: list[float], mos: list[float]) -> str:
     """Predicted score against MOS, with the fitted logistic when it fits, as base64 PNG."""
+    import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from .metrics import plcc_after_logistic
 
     figure = Figure(figsize=(6.0, 4.5), dpi=100)
     FigureCanvasAgg(figure)  # Agg directly: no pyplot, no global backend switch
@@ -356,25 +404,42 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
         parts.append(f"<tr>{_cell(status, text=True)}{_cell(n)}</tr>")
     parts.append(f"<tr>{_cell('total', text=True)}{_cell(counts['total'])}</tr></table>")
 
-    agent = report["agent"]
+    agent = report.get("agent")
     parts.append("<h2>Agreement with human opinion (MOS)</h2>")
-    if agent["reason"]:
-        parts.append(f'<p class="note">{html.escape(agent["reason"])}</p>')
-    parts.append('<table id="correlations">')
-    parts.append(_header("scores", "n", "SRCC", "95% CI", "PLCC", "95% CI", "PLCC logistic",
-                         "KRCC", "95% CI"))
-    parts.append(_correlation_rows("agent", agent, "agent"))
-    parts.append("</table>")
-    if agent.get("logistic_note"):
-        parts.append(f'<p class="note">{html.escape(agent["logistic_note"])}</p>')
-    parts.append(f'<p class="note">{_interval_note(report)}</p>')
-    if pred:
-        parts.append(f'<p><img alt="agent score vs MOS" '
-                     f'src="data:image/png;base64,{_scatter_png(pred, mos)}"></p>')
+    if agent is None:
+        parts.append('<p class="note">A metric job: no agent ran. Each tool\'s normalized '
+                     'score (higher is better) per item against MOS; raw: its own scale.</p>')
+        parts.append('<table id="correlations">')
+        parts.append(_header("tool", "n", "SRCC", "95% CI", "PLCC", "95% CI", "PLCC logistic",
+                             "KRCC", "95% CI"))
+        for tool in report["tools"]:
+            parts.append(_correlation_rows(tool["tool"], tool, "tool"))
+        parts.append("</table>")
+        parts.append(f'<p class="note">{_interval_note(report)}</p>')
+        parts.append('<table id="raw">' + _header("tool", "scored", "SRCC raw", "PLCC raw"))
+        for tool in report["tools"]:
+            parts.append(f'<tr>{_cell(tool["tool"], text=True)}{_cell(tool["scored"])}'
+                         f'{_cell(tool.get("srcc_raw"))}{_cell(tool.get("plcc_raw"))}</tr>')
+        parts.append("</table>")
     else:
-        parts.append('<p class="note">No done item has both a predicted score and a MOS.</p>')
+        if agent["reason"]:
+            parts.append(f'<p class="note">{html.escape(agent["reason"])}</p>')
+        parts.append('<table id="correlations">')
+        parts.append(_header("scores", "n", "SRCC", "95% CI", "PLCC", "95% CI",
+                             "PLCC logistic", "KRCC", "95% CI"))
+        parts.append(_correlation_rows("agent", agent, "agent"))
+        parts.append("</table>")
+        if agent.get("logistic_note"):
+            parts.append(f'<p class="note">{html.escape(agent["logistic_note"])}</p>')
+        parts.append(f'<p class="note">{_interval_note(report)}</p>')
+        if pred:
+            parts.append(f'<p><img alt="agent score vs MOS" '
+                         f'src="data:image/png;base64,{_scatter_png(pred, mos)}"></p>')
+        else:
+            parts.append('<p class="note">No done item has both a predicted score and a '
+                         'MOS.</p>')
 
-    if report["tools"]:
+    if report["tools"] and agent is not None:
         parts.append("<h2>Per tool</h2><p class=\"note\">Each tool's mean normalized score "
                      "per item against MOS, on the items where the tool gave a score; the "
                      "agent's SRCC on the same items is beside it.</p>")

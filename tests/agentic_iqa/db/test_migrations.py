@@ -63,7 +63,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0004",)]
+            ("0005",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -167,6 +167,7 @@ def test_0004_adds_vlm_calls_and_downgrades_to_0003(empty_url: str) -> None:
              ("run_id", "step", "iteration", "attempt", "seq"))}
         with engine.connect() as connection:
             assert connection.execute(text("SELECT vlm_cache FROM runs")).scalar() in (True, 1)
+        command.upgrade(alembic_config(empty_url), "head")
         assert check_schema(engine) == []
         command.downgrade(alembic_config(empty_url), "0003")
         schema = inspect(engine)
@@ -175,5 +176,28 @@ def test_0004_adds_vlm_calls_and_downgrades_to_0003(empty_url: str) -> None:
         assert "vlm_cache" not in {c["name"] for c in schema.get_columns("jobs")}
         with engine.connect() as connection:
             assert connection.execute(text("SELECT id FROM runs")).all() == [("r1",)]
+    finally:
+        engine.dispose()
+
+
+def test_0005_adds_job_tools_and_downgrades_to_0004(empty_url: str) -> None:
+    """Jobs stored before metric jobs existed stay agent jobs (tools NULL); downgrade keeps them."""
+    command.upgrade(alembic_config(empty_url), "0004")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO jobs (id, name, manifest, default_query, status,"
+                " max_replan_iterations, dispatch, vlm_cache, created_at) VALUES ('j1', 'n',"
+                " 'm.csv', 'q', 'running', 2, 'workers', true, CURRENT_TIMESTAMP)"))
+        command.upgrade(alembic_config(empty_url), "0005")
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT tools FROM jobs")).all() == [(None,)]
+            connection.execute(text("UPDATE jobs SET tools = 'PIQE,SSIM'"))
+        assert check_schema(engine) == []
+        command.downgrade(alembic_config(empty_url), "0004")
+        assert "tools" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
     finally:
         engine.dispose()
