@@ -66,18 +66,23 @@ def mode_bare(args: argparse.Namespace) -> dict:
     with args.manifest.open() as handle:
         images = [row["image"] for row in csv.DictReader(handle)]
     tools = [t for t in args.tools.split(",") if t]
+    # "name" or "name:float64": the dtype the loop feeds the metric (pyiqa's own is float32).
     metrics = {}
-    for tool in tools:
+    for entry in tools:
+        tool, _, dtype_name = entry.partition(":")
+        dtype = getattr(torch, dtype_name or "float32")
         kwargs = {}
         weight = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameters.mat"}
         if tool in weight and args.weights_dir:
             kwargs["pretrained_model_path"] = str(args.weights_dir / weight[tool])
-        metrics[tool] = pyiqa.create_metric(tool, device=torch.device("cpu"), **kwargs)
+        metric = pyiqa.create_metric(tool, device=torch.device("cpu"), **kwargs)
+        metrics[entry] = (metric.to(dtype) if dtype != torch.float32 else metric, dtype)
     started = time.perf_counter()
     with torch.inference_mode():
         for image in images:
-            for metric in metrics.values():
-                float(metric(image))
+            pixels = pyiqa.utils.imread2tensor(image).unsqueeze(0)
+            for metric, dtype in metrics.values():
+                float(metric(pixels.to(dtype)))
     seconds = time.perf_counter() - started
     return {"items": len(images), "seconds": seconds, "peak_mb": peak_mb()}
 
@@ -247,7 +252,14 @@ def metric_main(args: argparse.Namespace) -> None:
                 "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / (name + '-cache.sqlite3')}"}
 
     job_tools = ",".join(tools)
-    results = {"bare pyiqa loop": run_mode("bare", args, base_env, tools=",".join(pyiqa_names))}
+    # Two yardsticks: pyiqa as it comes (float32), and the same loop in each tool's catalog
+    # precision (BRISQUE, NIQE, PIQE run in float64 for CPU/GPU agreement): the fair one.
+    same_numerics = ",".join(f"{name}:{catalog.get(tool).precision}"
+                             for name, tool in zip(pyiqa_names, tools, strict=True))
+    results = {"bare pyiqa loop (float32)": run_mode("bare", args, base_env,
+                                                     tools=",".join(pyiqa_names)),
+               "bare loop, catalog precision": run_mode("bare", args, base_env,
+                                                        tools=same_numerics)}
     local_env = {k: v for k, v in fresh(
         "local", f"sqlite:///{args.workdir / 'local.sqlite3'}").items()
         if k != "AGENTIC_IQA_BROKER_URL"}
@@ -259,8 +271,9 @@ def metric_main(args: argparse.Namespace) -> None:
                 "distributed", args, fresh(f"dist{count}", url), workers=str(count),
                 job_tools=job_tools)
 
-    base = results["bare pyiqa loop"]
+    base = results["bare loop, catalog precision"]
     base_rate = base["items"] / base["seconds"]
+    print("ratios against the bare loop in the catalog's precision (same numerics as the job)")
     print(f"{args.limit} LIVE-C photos, metric job {', '.join(tools)} (pyiqa "
           f"{', '.join(pyiqa_names)}), CPU, {os.cpu_count()} cores, {args.threads} local "
           "threads, workers -c 1 on queues default,gpu")

@@ -137,6 +137,10 @@ class ToolRegistry:
 
     def _build(self, spec: ToolSpec, availability: weight_files.Availability, device: str) -> Any:
         started = time.perf_counter()
+        if self.settings.torch_threads is not None:
+            import torch
+
+            torch.set_num_threads(self.settings.torch_threads)
         try:
             if spec.factory is not None:
                 module_name, _, attribute = spec.factory.partition(":")

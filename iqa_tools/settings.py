@@ -41,6 +41,12 @@ class ToolSettings(BaseSettings):
     fallback_chain: list[str] = Field(default_factory=lambda: ["BRISQUE", "NIQE"])
     metadata_path: Path | None = None
     metadata_overrides: list[Path] = Field(default_factory=list)
+    torch_threads: int | None = Field(
+        default=None, ge=1,
+        description="CPU threads torch may use in this process (None: torch's default, one per "
+        "core). Several tool processes on one machine each default to every core, and their "
+        "OpenMP threads then spin against each other: give each cores / processes",
+    )
 
     @field_validator("weights_dir", "metadata_path", mode="after")
     @classmethod

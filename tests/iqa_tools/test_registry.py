@@ -332,3 +332,27 @@ def test_cache_key_has_the_precision_and_old_keys_are_never_served(tmp_path, pho
     assert other.raw_score != 42.0
     assert single.execute_tool("Toy", photo).cached
     assert double.execute_tool("Toy", photo).raw_score == other.raw_score
+
+
+def test_torch_threads_caps_the_threads_of_a_tool_process(tmp_path) -> None:
+    """Several tool processes on one machine must not each spin a thread per core."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    script = (
+        "import json, torch\n"
+        "from iqa_tools import ToolRegistry, ToolSettings\n"
+        "before = torch.get_num_threads()\n"
+        "registry = ToolRegistry(ToolSettings(device='cpu', tool_cache='memory', "
+        "torch_threads=1))\n"
+        "registry.metric('PSNR')\n"
+        "print(json.dumps([before, torch.get_num_threads()]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (before, after) == (2, 1)
