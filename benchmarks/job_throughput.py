@@ -75,14 +75,14 @@ def mode_bare(args: argparse.Namespace) -> dict:
         weight = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameters.mat"}
         if tool in weight and args.weights_dir:
             kwargs["pretrained_model_path"] = str(args.weights_dir / weight[tool])
-        metric = pyiqa.create_metric(tool, device=torch.device("cpu"), **kwargs)
+        metric = pyiqa.create_metric(tool, device=torch.device(args.device), **kwargs)
         metrics[entry] = (metric.to(dtype) if dtype != torch.float32 else metric, dtype)
     started = time.perf_counter()
     with torch.inference_mode():
         for image in images:
             pixels = pyiqa.utils.imread2tensor(image).unsqueeze(0)
             for metric, dtype in metrics.values():
-                float(metric(pixels.to(dtype)))
+                float(metric(pixels.to(device=args.device, dtype=dtype)))
     seconds = time.perf_counter() - started
     return {"items": len(images), "seconds": seconds, "peak_mb": peak_mb()}
 
@@ -163,7 +163,7 @@ MODES = {"bare": mode_bare, "local": mode_local, "distributed": mode_distributed
 def run_mode(mode: str, args: argparse.Namespace, env: dict[str, str], **extra: str) -> dict:
     command = [sys.executable, __file__, str(args.livec), "--mode", mode,
                "--manifest", str(args.manifest), "--workdir", str(args.workdir),
-               "--broker", args.broker, "--threads", str(args.threads)]
+               "--broker", args.broker, "--threads", str(args.threads), "--device", args.device]
     for key, value in extra.items():
         command += [f"--{key.replace('_', '-')}", value]
     if args.weights_dir:
@@ -191,9 +191,15 @@ def main() -> None:
     parser.add_argument("--metric-job", action="store_true",
                         help="a metric job (--metric-tools) instead of the agent")
     parser.add_argument("--metric-tools", default="BRISQUE,NIQE,PIQE")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (bare loop and tools)")
+    parser.add_argument("--local-only", action="store_true",
+                        help="metric job: no distributed rows (no broker or PostgreSQL needed)")
     parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
                         help="server to create the metric job's scratch databases on")
     args = parser.parse_args()
+    # The manifest lives in a temporary folder: its paths must not be relative to ours.
+    args.livec = args.livec.resolve()
+    args.weights_dir = args.weights_dir.resolve() if args.weights_dir else None
     if args.mode:
         print(json.dumps(MODES[args.mode](args)))
         return
@@ -242,8 +248,9 @@ def metric_main(args: argparse.Namespace) -> None:
     tools = [t.strip() for t in args.metric_tools.split(",") if t.strip()]
     catalog = load_catalog()
     pyiqa_names = [catalog.get(name).pyiqa_name for name in tools]
-    base_env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_DEVICE": "cpu",
-                "AGENTIC_IQA_BROKER_URL": args.broker}
+    base_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+                "AGENTIC_IQA_DEVICE": args.device, "AGENTIC_IQA_BROKER_URL": args.broker}
     if args.weights_dir:
         base_env["AGENTIC_IQA_WEIGHTS_DIR"] = str(args.weights_dir)
 
@@ -265,7 +272,7 @@ def metric_main(args: argparse.Namespace) -> None:
         if k != "AGENTIC_IQA_BROKER_URL"}
     results["metric job, local (SQLite)"] = run_mode("local", args, local_env,
                                                      job_tools=job_tools)
-    for count in (1, 2):
+    for count in () if args.local_only else (1, 2):
         with _scratch_postgres(args.postgres_url) as url:
             results[f"metric job, {count} worker(s) (PG)"] = run_mode(
                 "distributed", args, fresh(f"dist{count}", url), workers=str(count),
@@ -275,7 +282,7 @@ def metric_main(args: argparse.Namespace) -> None:
     base_rate = base["items"] / base["seconds"]
     print("ratios against the bare loop in the catalog's precision (same numerics as the job)")
     print(f"{args.limit} LIVE-C photos, metric job {', '.join(tools)} (pyiqa "
-          f"{', '.join(pyiqa_names)}), CPU, {os.cpu_count()} cores, {args.threads} local "
+          f"{', '.join(pyiqa_names)}), {args.device}, {os.cpu_count()} cores, {args.threads} local "
           "threads, workers -c 1 on queues default,gpu")
     print(f"{'path':<34}{'items':>6}{'done':>6}{'items/s':>9}{'ratio':>8}{'peak MB':>10}"
           f"{'worker MB':>11}")
