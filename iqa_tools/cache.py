@@ -119,6 +119,9 @@ class SQLiteStore:
         if connection is None:
             connection = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
+            # A cache: losing the last scores to a power cut costs a recomputation, while an
+            # fsync per stored score costs more than a fast tool on a GPU.
+            connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
             self._local.connection = connection
         return connection

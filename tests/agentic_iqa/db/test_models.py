@@ -54,8 +54,9 @@ def test_sqlite_connections_use_wal_a_busy_timeout_and_foreign_keys(tmp_path: Pa
     try:
         with make_engine(url).connect() as connection:
             pragma = {name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
-                      for name in ("journal_mode", "busy_timeout", "foreign_keys")}
-        assert pragma == {"journal_mode": "wal", "busy_timeout": 30000, "foreign_keys": 1}
+                      for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")}
+        assert pragma == {"journal_mode": "wal", "busy_timeout": 30000, "foreign_keys": 1,
+                          "synchronous": 1}  # NORMAL: no fsync per commit in WAL mode
         assert (tmp_path / "nested" / "folder" / "db.sqlite3").is_file()
     finally:
         dispose_engines(url)
