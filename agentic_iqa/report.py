@@ -54,6 +54,7 @@ def state_document(state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | Non
     document["quality_reasoning"] = result.quality_reasoning if result else None
     document["quality_score"] = result.quality_score if result else None
     document["level_distribution"] = result.level_distribution if result else None
+    document["answer_unparseable"] = result.answer_unparseable if result else None
     if vlm_usage is not None:
         document["vlm_usage"] = dict(vlm_usage)
     return document
@@ -127,6 +128,9 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
             console.print(f"[bold red]Failed:[/] {escape(failure)}", highlight=False)
         return
     console.print(f"[bold green]Answer:[/] {result.final_answer}", highlight=False)
+    if result.answer_unparseable:
+        console.print(f"[bold yellow]No option could be read from the model's answers:[/] "
+                      f"{escape(result.unparseable_reason or '')}", highlight=False)
     if result.quality_score is not None:
         distribution = ", ".join(f"{k} {v:.2f}" for k, v in (result.level_distribution or {}
                                                              ).items())

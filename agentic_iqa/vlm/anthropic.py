@@ -213,24 +213,19 @@ def _is_number(value: object) -> bool:
 def _answer_letter(
     document: dict[str, Any] | None, text: str, options: Sequence[str]
 ) -> str | None:
-    """The letter the model chose, found conservatively (a stray "A" may just be an article).
-
-    In order: the JSON ``answer``; the whole reply being a letter; "answer: X" / "answer is X";
-    the only option letter standing alone in the text.
+    """The letter the model chose: the JSON ``answer``, else the reply read by the agent's own
+    parser (:func:`agentic_iqa.agents.answers.parse_option`), which takes a letter only where
+    it stands as an option: the article in "A good image" is not option A.
     """
+    from agentic_iqa.agents.answers import parse_option
+
     by_fold = {option.casefold(): option for option in options}
     if document is not None and isinstance(document.get("answer"), str):
         letter = by_fold.get(_bare(document["answer"]))
         if letter is not None:
             return letter
-    if _bare(text) in by_fold:
-        return by_fold[_bare(text)]
-    alternatives = "|".join(re.escape(option) for option in options)
-    stated = re.search(rf"(?i:answer)\W{{0,4}}(?:is\W{{0,3}})?\(?({alternatives})\b", text)
-    if stated is not None:
-        return by_fold[stated.group(1).casefold()]
-    standalone = set(re.findall(rf"\b({alternatives})\b", text))
-    return standalone.pop() if len(standalone) == 1 else None
+    found = parse_option(text, {option: "" for option in options})
+    return None if found is None else by_fold.get(found.casefold())
 
 
 def _bare(text: str) -> str:

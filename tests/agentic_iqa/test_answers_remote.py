@@ -99,6 +99,21 @@ def test_a_good_image_in_prose_is_not_option_a_and_no_letter_is_retried_then_unp
     assert "This is a good image" in result.unparseable_reason
     assert result.quality_score is None and result.level_distribution is None
     assert result.probability_source is None
+    # Both outputs of `assess` say so, with what the model answered.
+    from io import StringIO
+
+    from rich.console import Console
+
+    from agentic_iqa.report import render_state, state_document
+    from agentic_iqa.state import initial_state, merge_state
+
+    state = merge_state(initial_state(SCORING, str(example_images["original"])), {
+        "plan": plan_for(), "executor_evidence": EVIDENCE, "summarizer_result": result})
+    assert state_document(state)["answer_unparseable"] is True
+    shown = StringIO()
+    render_state(state, Console(file=shown, width=200))
+    assert "No option could be read" in shown.getvalue()
+    assert "This is a good image" in shown.getvalue()
 
 
 def test_without_logprobs_stated_probabilities_are_asked_for_and_fused(

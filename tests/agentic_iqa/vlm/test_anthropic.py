@@ -182,6 +182,14 @@ def test_unparseable_probabilities_fall_back_to_the_answered_letter(
 def test_no_letter_at_all_gives_none() -> None:
     assert options_from_reply("A hard call: B or C.", OPTIONS) == (None, None, None)
     assert options_from_reply("I cannot tell.", OPTIONS) == (None, None, None)
+    # The article is not option A, however the reply is worded.
+    assert options_from_reply("A good image overall.", OPTIONS) == (None, None, None)
+    assert options_from_reply("This is a sharp photo.", OPTIONS) == (None, None, None)
+
+
+def test_options_standing_as_options_are_read() -> None:
+    for reply in ("Answer: C", "(C)", "C.", "**C**", "The answer is C."):
+        assert options_from_reply(reply, OPTIONS)[1:] == ("argmax", "C"), reply
 
 
 def test_invalid_probability_values_fall_back() -> None:
