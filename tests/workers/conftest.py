@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,7 +47,7 @@ def no_piqe_fallback(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def broker_url(redis_url: str) -> Iterator[str]:
     """A Redis database of its own for each test's broker, emptied before and after."""
     base = redis_url.rsplit("/", 1)[0]
-    url = f"{base}/13"
+    url = f"{base}/{os.environ.get('AGENTIC_IQA_TEST_BROKER_DB', '13')}"
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url
