@@ -50,6 +50,13 @@ class PipelineSettings(BaseSettings):
     result_backend: str | None = None
     default_queue: str = "default"
     tool_queue: str = Field(default="gpu", description="queue of the IQA tool steps")
+    #: Tool steps scored together in one forward pass per tool (same-sized inputs); 1 = off.
+    #: Worth it on a GPU; a tool worker that consumes only the tool queue then prefetches this
+    #: many messages (``worker_init`` in workers/tasks.py).  Every process of the fleet (those
+    #: that send tool steps too) must agree: they pick the task by it.
+    tool_batch_size: int = Field(default=1, ge=1)
+    #: Longest wait (seconds) for a batch to fill: a lone item is delayed at most this.
+    tool_batch_wait: float = Field(default=0.05, gt=0)
     #: Queue of the VLM steps (plan ... summarize, replan): network-bound, so a worker with a
     #: thread pool can hold many calls in flight.  Unset: the default queue.
     vlm_queue: str | None = Field(default=None, description="queue of the VLM steps")

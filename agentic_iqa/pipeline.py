@@ -283,6 +283,34 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     return update
 
 
+def planned_tool_calls(state: AgenticIQAState, registry: ToolRegistry
+                       ) -> list[tuple[str, str, str | None]]:
+    """The (tool, image, reference) calls the run's next step will make, when it is the tool
+    step: what a tool worker can score ahead for several runs in one batch.  Fallbacks are not
+    foreseen (they run one by one when needed)."""
+    if next_step(state) != EXECUTE:
+        return []
+    image, reference = state["image_path"], state.get("reference_path")
+    if state.get("metric_tools"):
+        tools: list[str] = list(state["metric_tools"])
+    else:
+        plan = state["plan"]
+        evidence = _evidence(state)
+        distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
+        selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
+        tools = list(dict.fromkeys(tool for per in selected.values() for tool in per.values()))
+    calls = []
+    for tool in tools:
+        try:
+            full_reference = registry.get(tool).is_full_reference
+        except ToolError:
+            continue  # an unknown tool: the step itself reports it
+        if full_reference and reference is None:
+            continue
+        calls.append((tool, image, reference if full_reference else None))
+    return calls
+
+
 def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any]:
     """A metric job's one step: its inputs checked (no plan step does it here), then each named
     tool on the whole image.  The run fails only when every tool failed, with each one's reason:

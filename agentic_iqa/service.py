@@ -22,7 +22,14 @@ from sqlalchemy.orm import Session
 
 from .db import jobs, repository
 from .db.engine import session_scope
-from .pipeline import TRANSIENT_RETRY, Agents, TransientRetry, next_step, run_step
+from .pipeline import (
+    TRANSIENT_RETRY,
+    Agents,
+    TransientRetry,
+    next_step,
+    planned_tool_calls,
+    run_step,
+)
 from .state import AgenticIQAState, merge_state
 from .vlm.base import TransientVLMError
 from .vlm.usage import CallCollector, collecting
@@ -81,9 +88,14 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None
 
 
 def _decide(session: Session, run_id: str, state: AgenticIQAState,
-            lease_seconds: float | None) -> NextStep | None:
-    """The next step of a running run whose current ``state`` is known; closes it when none."""
-    job_id = repository.get_run(session, run_id).job_id
+            lease_seconds: float | None, job_id: str | None | Literal[False] = False
+            ) -> NextStep | None:
+    """The next step of a running run whose current ``state`` is known; closes it when none.
+
+    ``job_id``: the run's job when the caller knows it (None: no job), else it is read here.
+    """
+    if job_id is False:
+        job_id = repository.get_run(session, run_id).job_id
     if job_id is not None and jobs.get_job(session, job_id).status == "cancelled":
         repository.fail_run(session, run_id, error="cancelled with its job")
         return None
@@ -141,6 +153,10 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     retry; any other error fails the step and the run, with the reason.
     """
     with session_scope(engine) as session:
+        # Held for the whole block: the session's identity map is weak, and every helper below
+        # looks the run up again (one SELECT instead of four).
+        held = repository.get_run(session, run_id)
+        job_id = held.job_id
         state = repository.load_state(session, run_id)
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
@@ -183,8 +199,49 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
                                  update=update)
         repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                    collector.records)
-        upcoming = _decide(session, run_id, new_state, lease_seconds)
+        upcoming = _decide(session, run_id, new_state, lease_seconds, job_id)
     return StepResult(RAN, upcoming)
+
+
+def score_tools_ahead(engine: Engine, agents: Agents, items: list[tuple[str, int]], *,
+                      max_batch: int) -> int:
+    """Batch the tool calls that several runs' tool steps are about to make (one read of their
+    states, same-sized inputs of a tool in one forward pass); returns the calls computed.
+
+    Nothing is written here but the score cache: each run's step then runs as usual through
+    :func:`execute_step` (lease, idempotency, logs) and takes its own score from the batch.
+    A run whose state does not load or whose step is stale is simply left out.
+    """
+    from iqa_tools.images import read_image
+
+    calls: list[tuple[str, object, object]] = []
+    images: dict[str, object] = {}
+
+    def image(path: str) -> object:
+        if path not in images:
+            images[path] = read_image(path)
+        return images[path]
+
+    with session_scope(engine) as session:
+        states = []
+        for run_id, iteration in items:
+            try:
+                state = repository.load_state(session, run_id)
+            except Exception as exc:  # the step itself reports a missing or broken run
+                log.info("run %s: not batched: %s", run_id, exc)
+                continue
+            if state.get("iteration_count", 0) == iteration:
+                states.append(state)
+    for state in states:
+        for tool, image_path, reference_path in planned_tool_calls(state, agents.registry):
+            try:
+                calls.append((tool, image(image_path),
+                              image(reference_path) if reference_path else None))
+            except Exception as exc:  # unreadable input: its step reports it
+                log.info("%s: not batched: %s", image_path, exc)
+    if len(calls) < 2:
+        return 0
+    return agents.registry.score_batches(calls, max_batch=max_batch)  # type: ignore[arg-type]
 
 
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:

@@ -358,6 +358,11 @@ class ToolExecutionLog(_StateModel):
         default=None, description="the tool asked for, when a fallback ran instead"
     )
     cached: bool = Field(default=False, description="the raw score came from the score cache")
+    load_time: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="seconds of one-time model creation included in execution_time "
+                    "(0: the model was loaded already; None: not recorded)",
+    )
 
     @model_validator(mode="after")
     def _scores(self) -> Self:

@@ -114,9 +114,13 @@ def mode_distributed(args: argparse.Namespace) -> dict:
     redis.Redis.from_url(args.broker).flushdb()
     engine = _engine()
     workers = []
-    for index in range(args.workers):
+    # --workers N: N workers on both queues; --tool-workers T: T on the tool queue alone and
+    # N on the default queue (a GPU box: one CUDA tool worker, CPU workers for the rest).
+    queues = ["default,gpu"] * args.workers if not args.tool_workers else \
+        ["default"] * args.workers + ["gpu"] * args.tool_workers
+    for index, queue in enumerate(queues):
         command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker",
-                   "-Q", "default,gpu", "-n", f"w{index}@bench", "-c", "1",
+                   "-Q", queue, "-n", f"w{index}@bench", "-c", "1",
                    "--without-gossip", "--without-mingle", "-l", "WARNING"]
         log = (args.workdir / f"worker{index}.log").open("wb")
         workers.append(subprocess.Popen(command, cwd=REPO, env=os.environ.copy(), stdout=log,
@@ -124,9 +128,15 @@ def mode_distributed(args: argparse.Namespace) -> dict:
     client = Celery(broker=args.broker)
     try:
         deadline = time.monotonic() + 90
-        while len(client.control.ping(timeout=0.5)) < args.workers:
+        while len(client.control.ping(timeout=0.5)) < len(queues):
             if time.monotonic() > deadline:
                 raise TimeoutError("workers did not start")
+        # Warm-up (not timed): every worker process imports torch and builds its models, as
+        # the bare loop's metrics are built before its clock starts.
+        warm = lifecycle.submit(engine, _warmup_manifest(args.workdir, 2 * len(queues)),
+                                tools=_job_tools(args))
+        client.send_task("agentic_iqa.feed_job", args=(warm,), queue="default")
+        lifecycle.wait(engine, warm, poll=0.2, timeout=300)
         started = time.perf_counter()
         job_id = lifecycle.submit(engine, args.manifest, tools=_job_tools(args))
         client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
@@ -152,6 +162,22 @@ def mode_distributed(args: argparse.Namespace) -> dict:
             "peak_mb": peak_mb(), "worker_peak_mb": max(peaks.values(), default=0.0)}
 
 
+def _warmup_manifest(folder: Path, count: int) -> Path:
+    """Photo-sized noise images (not in the timed set, so its cache stays cold)."""
+    import numpy as np
+    from PIL import Image
+
+    path = folder / "warmup.csv"
+    rows = []
+    for index in range(count):
+        image = folder / f"warmup-{index}.png"
+        pixels = np.random.default_rng(index).integers(0, 256, (500, 500, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(image)
+        rows.append(str(image))
+    path.write_text("image\n" + "\n".join(rows) + "\n")
+    return path
+
+
 def _job_tools(args: argparse.Namespace) -> list[str] | None:
     """A metric job's tools (``--job-tools``), or None for an agent job."""
     return [t for t in args.job_tools.split(",") if t] or None
@@ -163,7 +189,8 @@ MODES = {"bare": mode_bare, "local": mode_local, "distributed": mode_distributed
 def run_mode(mode: str, args: argparse.Namespace, env: dict[str, str], **extra: str) -> dict:
     command = [sys.executable, __file__, str(args.livec), "--mode", mode,
                "--manifest", str(args.manifest), "--workdir", str(args.workdir),
-               "--broker", args.broker, "--threads", str(args.threads), "--device", args.device]
+               "--broker", args.broker, "--threads", str(args.threads), "--device", args.device,
+               "--tool-workers", str(args.tool_workers)]
     for key, value in extra.items():
         command += [f"--{key.replace('_', '-')}", value]
     if args.weights_dir:
@@ -186,6 +213,13 @@ def main() -> None:
     parser.add_argument("--manifest", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--tool-workers", type=int, default=0,
+                        help="distributed: this many tool-queue-only workers, and --workers "
+                        "default-queue workers (0: --workers workers on both queues)")
+    parser.add_argument("--scaling", default="1,2",
+                        help="metric job: worker counts to run distributed")
+    parser.add_argument("--batch-size", type=int, default=1,
+                        help="AGENTIC_IQA_TOOL_BATCH_SIZE for the workers (needs --tool-workers)")
     parser.add_argument("--tools", default="")
     parser.add_argument("--job-tools", default="")
     parser.add_argument("--metric-job", action="store_true",
@@ -195,7 +229,8 @@ def main() -> None:
     parser.add_argument("--local-only", action="store_true",
                         help="metric job: no distributed rows (no broker or PostgreSQL needed)")
     parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
-                        help="server to create the metric job's scratch databases on")
+                        help="server to create the metric job's scratch databases on ('': "
+                        "SQLite files instead)")
     args = parser.parse_args()
     # The manifest lives in a temporary folder: its paths must not be relative to ours.
     args.livec = args.livec.resolve()
@@ -250,7 +285,8 @@ def metric_main(args: argparse.Namespace) -> None:
     pyiqa_names = [catalog.get(name).pyiqa_name for name in tools]
     base_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
                     filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-                "AGENTIC_IQA_DEVICE": args.device, "AGENTIC_IQA_BROKER_URL": args.broker}
+                "AGENTIC_IQA_DEVICE": args.device, "AGENTIC_IQA_BROKER_URL": args.broker,
+                "AGENTIC_IQA_TOOL_BATCH_SIZE": str(args.batch_size)}
     if args.weights_dir:
         base_env["AGENTIC_IQA_WEIGHTS_DIR"] = str(args.weights_dir)
 
@@ -272,9 +308,11 @@ def metric_main(args: argparse.Namespace) -> None:
         if k != "AGENTIC_IQA_BROKER_URL"}
     results["metric job, local (SQLite)"] = run_mode("local", args, local_env,
                                                      job_tools=job_tools)
-    for count in () if args.local_only else (1, 2):
-        with _scratch_postgres(args.postgres_url) as url:
-            results[f"metric job, {count} worker(s) (PG)"] = run_mode(
+    shape = f"+{args.tool_workers} tool, batch {args.batch_size}" if args.tool_workers else ""
+    for count in () if args.local_only else [int(n) for n in args.scaling.split(",")]:
+        with _scratch_database(args, count) as url:
+            kind = "PG" if url.startswith("postgresql") else "SQLite"
+            results[f"metric job, {count}{shape} worker(s) ({kind})"] = run_mode(
                 "distributed", args, fresh(f"dist{count}", url), workers=str(count),
                 job_tools=job_tools)
 
@@ -283,14 +321,30 @@ def metric_main(args: argparse.Namespace) -> None:
     print("ratios against the bare loop in the catalog's precision (same numerics as the job)")
     print(f"{args.limit} LIVE-C photos, metric job {', '.join(tools)} (pyiqa "
           f"{', '.join(pyiqa_names)}), {args.device}, {os.cpu_count()} cores, {args.threads} local "
-          "threads, workers -c 1 on queues default,gpu")
-    print(f"{'path':<34}{'items':>6}{'done':>6}{'items/s':>9}{'ratio':>8}{'peak MB':>10}"
+          "threads, workers -c 1 (" + ("default + gpu queues apart" if args.tool_workers else
+                                       "each on queues default,gpu") + "), warmed up")
+    print(f"{'path':<48}{'items':>6}{'done':>6}{'items/s':>9}{'ratio':>8}{'peak MB':>10}"
           f"{'worker MB':>11}")
     for label, result in results.items():
         rate = result["items"] / result["seconds"]
-        print(f"{label:<34}{result['items']:>6}{result.get('done', result['items']):>6}"
+        print(f"{label:<48}{result['items']:>6}{result.get('done', result['items']):>6}"
               f"{rate:>9.2f}{rate / base_rate:>8.2f}{result['peak_mb']:>10.0f}"
               f"{result.get('worker_peak_mb', 0):>11.0f}")
+
+
+@contextlib.contextmanager
+def _scratch_database(args: argparse.Namespace, count: int) -> Iterator[str]:
+    """PostgreSQL (``--postgres-url``), or with ``--postgres-url ''`` a migrated SQLite file
+    (a machine without PostgreSQL, such as a lent GPU box)."""
+    if args.postgres_url:
+        with _scratch_postgres(args.postgres_url) as url:
+            yield url
+        return
+    from agentic_iqa.db import upgrade
+
+    url = f"sqlite:///{args.workdir / f'dist{count}-{time.time_ns()}.sqlite3'}"
+    upgrade(url)
+    yield url
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,9 @@ class ToolResult:
     fallback: bool = False
     error: str | None = None
     lower_is_better: bool = False
+    #: Seconds of one-time model creation included in ``execution_time`` (0: the model was
+    #: already built in this process).
+    load_time: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +81,12 @@ class _MetricPool:
 
 
 _POOL = _MetricPool()
+#: Seconds this thread has spent building models (``ToolResult.load_time`` is the difference).
+_LOADS = threading.local()
+
+
+def _load_seconds() -> float:
+    return getattr(_LOADS, "seconds", 0.0)
 
 
 def metric_creations() -> Counter[str]:
@@ -99,6 +108,8 @@ class ToolRegistry:
         )
         for name in self.settings.fallback_chain:
             self.catalog.get(name)  # an unknown fallback name is a configuration error: fail now
+        #: Scores computed ahead by :meth:`score_batches`, per thread: cache key -> (raw, s).
+        self._batched = threading.local()
 
     # -- what is here ---------------------------------------------------------------------------
 
@@ -160,6 +171,7 @@ class ToolRegistry:
             ) from exc
         log.info("created %s on %s (%s) in %.2fs", spec.name, device, spec.precision,
                  time.perf_counter() - started)
+        _LOADS.seconds = _load_seconds() + time.perf_counter() - started
         return metric
 
     def _build_pyiqa(self, spec: ToolSpec, availability: weight_files.Availability,
@@ -237,9 +249,17 @@ class ToolRegistry:
     def _run(self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None,
              use_cache: bool) -> ToolResult:
         started = time.perf_counter()
+        loads_before = _load_seconds()
         key = cache_key(spec.name, target.digest, ref.digest if ref is not None else None,
                         numerics=spec.numerics)
-        hit = self.cache.get(key) if use_cache else None
+        ahead = self._batch_memo().pop(key, None)
+        hit = self.cache.get(key) if use_cache and ahead is None else None
+        if ahead is not None:  # this call's share of a batched forward pass: computed, not cached
+            raw, share = ahead
+            return ToolResult(tool=spec.name, requested_tool=spec.name, raw_score=raw,
+                              normalized_score=spec.normalize(raw),
+                              execution_time=share + time.perf_counter() - started, cached=False,
+                              lower_is_better=spec.lower_is_better)
         if hit is not None:
             raw, cached = hit[0], True
         else:
@@ -263,6 +283,7 @@ class ToolRegistry:
             execution_time=time.perf_counter() - started,
             cached=cached,
             lower_is_better=spec.lower_is_better,
+            load_time=_load_seconds() - loads_before,
         )
 
     def _score(self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None) -> float:
@@ -285,6 +306,92 @@ class ToolRegistry:
         if not math.isfinite(raw):
             raise NonFiniteScoreError(f"{spec.name} returned {raw} for {target.path}")
         return raw
+
+
+    # -- batches ---------------------------------------------------------------------------------
+
+    def _batch_memo(self) -> dict[str, tuple[float, float]]:
+        memo = getattr(self._batched, "scores", None)
+        if memo is None:
+            memo = self._batched.scores = {}
+        return memo
+
+    def score_batches(self, calls: Sequence[tuple[str, LoadedImage, LoadedImage | None]], *,
+                      max_batch: int = 16) -> int:
+        """Score many (tool, image, reference) calls ahead, same-sized inputs of one tool in one
+        forward pass of at most ``max_batch`` images; returns how many were computed.
+
+        The scores go to the cache and to a memo of this thread that the next
+        :meth:`execute_tool` of the same call takes (logged as computed, with its share of the
+        batch's time): results stay per call.  Anything this cannot batch (a cache hit, an input
+        that does not decode or has no texture, a batch whose forward pass fails, a non-finite
+        score) is left to the per-call path, which reports it as it always does.
+        """
+        groups: dict[tuple[Any, ...], list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
+        seen: set[str] = set()
+        for tool, target, ref in calls:
+            spec = self.get(tool)
+            if (ref is None) == spec.is_full_reference or not self.availability(spec.name).ok:
+                continue
+            key = cache_key(spec.name, target.digest, ref.digest if ref is not None else None,
+                            numerics=spec.numerics)
+            if key in seen or self.cache.get(key) is not None:
+                continue
+            try:
+                shape = target.pixels.shape
+                if ref is not None and ref.pixels.shape != shape:
+                    continue
+                if spec.requires_texture and is_one_colour(target):
+                    continue
+            except ToolError:
+                continue
+            seen.add(key)
+            groups.setdefault((spec.name, shape), []).append((key, target, ref))
+        computed = 0
+        for (name, _shape), members in groups.items():
+            for start in range(0, len(members), max_batch):
+                computed += self._score_group(self.get(name), members[start:start + max_batch])
+        return computed
+
+    def _score_group(self, spec: ToolSpec,
+                     members: Sequence[tuple[str, LoadedImage, LoadedImage | None]]) -> int:
+        import torch
+
+        started = time.perf_counter()
+        try:
+            metric = self.metric(spec.name)
+            device = self.device()
+            with _POOL.lock_for((spec.name, spec.precision, "run")), torch.inference_mode():
+                x = torch.cat([_to_tensor(target, device, spec.precision)
+                               for _, target, _ in members])
+                if spec.is_full_reference:
+                    output = metric(x, torch.cat([_to_tensor(ref, device, spec.precision)
+                                                  for _, _, ref in members]))
+                else:
+                    output = metric(x)
+            raws = output.detach().reshape(-1).cpu().tolist() if torch.is_tensor(output) \
+                else [float(output)]
+        except Exception as exc:  # the per-call path runs these again and keeps each reason
+            log.warning("batch of %d %s calls failed, running them one by one: %s",
+                        len(members), spec.name, exc)
+            return 0
+        if len(raws) != len(members):
+            log.warning("%s returned %d scores for a batch of %d: running them one by one",
+                        spec.name, len(raws), len(members))
+            return 0
+        share = (time.perf_counter() - started) / len(members)
+        memo = self._batch_memo()
+        stored = 0
+        for (key, _, _), raw in zip(members, raws, strict=True):
+            if math.isfinite(raw):
+                memo[key] = (float(raw), share)
+                self.cache.set(key, float(raw))
+                stored += 1
+        return stored
+
+    def clear_batch(self) -> None:
+        """Forget scores computed ahead that no call took (they stay in the cache)."""
+        self._batch_memo().clear()
 
 
 def check_same_size(tool: str, target: LoadedImage, ref: LoadedImage) -> None:

@@ -30,6 +30,8 @@ from agentic_iqa.pipeline import STEPS, TOOL_STEPS
 COORDINATE = "agentic_iqa.coordinate"
 FEED_JOB = "agentic_iqa.feed_job"
 STEP_TASK_PREFIX = "agentic_iqa.step."
+#: The tool step's batched form (``tool_batch_size`` > 1): same arguments, grouped by the worker.
+TOOL_BATCH_TASK = STEP_TASK_PREFIX + "tool_execution.batch"
 
 
 def make_app(settings: PipelineSettings | None = None) -> Celery:
@@ -40,6 +42,9 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
     routes = {STEP_TASK_PREFIX + step: {"queue": vlm_queue}
               for step in STEPS if step not in TOOL_STEPS}
     routes[tool_task] = {"queue": settings.tool_queue}
+    routes[TOOL_BATCH_TASK] = {"queue": settings.tool_queue}
+    tool_limits = {"soft_time_limit": settings.tool_soft_time_limit,
+                   "time_limit": settings.tool_soft_time_limit + settings.hard_time_limit_margin}
     queues = list(dict.fromkeys([settings.default_queue, vlm_queue, settings.tool_queue]))
     app.conf.update(
         broker_url=settings.broker_url or "redis://127.0.0.1:6379/0",
@@ -56,10 +61,8 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
         task_routes=routes,
         task_soft_time_limit=settings.vlm_soft_time_limit,
         task_time_limit=settings.vlm_soft_time_limit + settings.hard_time_limit_margin,
-        task_annotations={tool_task: {
-            "soft_time_limit": settings.tool_soft_time_limit,
-            "time_limit": settings.tool_soft_time_limit + settings.hard_time_limit_margin,
-        }},
+        # A batch's limit is one tool step's: size batches so that a batch fits in it.
+        task_annotations={tool_task: tool_limits, TOOL_BATCH_TASK: tool_limits},
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout,
             "unacked_restore_interval": settings.unacked_restore_interval,

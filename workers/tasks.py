@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from celery import Task, signals
+from celery_batches import Batches, SimpleRequest
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
@@ -32,12 +33,12 @@ from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import repository
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.jobs import lifecycle
-from agentic_iqa.pipeline import STEPS, TOOL_STEPS, Agents, default_agents
+from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, Agents, default_agents
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.supervisor import SupervisorThread
 from agentic_iqa.vlm.base import TransientVLMError
 
-from .celery_app import COORDINATE, FEED_JOB, STEP_TASK_PREFIX, app
+from .celery_app import COORDINATE, FEED_JOB, STEP_TASK_PREFIX, TOOL_BATCH_TASK, app
 
 log = logging.getLogger(__name__)
 
@@ -81,35 +82,52 @@ def coordinate(run_id: str) -> str | None:
     return _send_next(run_id)
 
 
+def _task_for(step: str) -> Any:
+    """The task that runs ``step``: tool steps in their batched form when batching is on."""
+    if step in TOOL_STEPS and settings().tool_batch_size > 1:
+        return tool_batch
+    return STEP_TASKS[step]
+
+
 def _send_next(run_id: str) -> str | None:
     upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds)
     if upcoming is None:
         return None
-    STEP_TASKS[upcoming.step].apply_async(
-        (run_id, upcoming.iteration), queue=queue_for(upcoming.step))
+    _send(run_id, upcoming)
     return upcoming.step
 
 
 def _send(run_id: str, upcoming: service.NextStep) -> None:
     """Send the step the finished one decided on.  If the broker refuses it, the run's lease
     runs out and the supervisor re-sends it: nothing is lost, only a lease of time."""
-    STEP_TASKS[upcoming.step].apply_async(
+    _task_for(upcoming.step).apply_async(
         (run_id, upcoming.iteration), queue=queue_for(upcoming.step))
 
 
-def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
-    delivery = task.request.delivery_info or {}
-    queue = delivery.get("routing_key") or queue_for(step)
+def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
+             delivery: dict[str, Any] | None) -> None:
+    """Run one delivered step and hand over; :class:`TransientVLMError` is the caller's."""
+    queue = (delivery or {}).get("routing_key") or queue_for(step)
     lease = settings().lease_seconds
     try:
         result = service.execute_step(
             engine(), agents(), run_id, step, iteration, lease_seconds=lease,
-            worker=task.request.hostname or socket.gethostname(), queue=queue)
+            worker=hostname or socket.gethostname(), queue=queue)
     except repository.StepBusy as busy:
         # Another delivery owns the step and is alive: come back when its lease would end.
-        STEP_TASKS[step].apply_async((run_id, iteration), queue=queue,
-                                     countdown=min(lease, busy.retry_after + 0.5))
+        _task_for(step).apply_async((run_id, iteration), queue=queue,
+                                    countdown=min(lease, busy.retry_after + 0.5))
         return
+    if result.outcome == service.SKIPPED:
+        return  # a duplicate delivery: whoever ran the step has handed over already
+    if result.upcoming is not None:
+        _send(run_id, result.upcoming)
+
+
+def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
+    lease = settings().lease_seconds
+    try:
+        _execute(step, run_id, iteration, task.request.hostname, task.request.delivery_info)
     except TransientVLMError as exc:
         retries = task.request.retries
         if retries < settings().vlm_max_retries:
@@ -123,11 +141,6 @@ def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
                              max_retries=settings().vlm_max_retries) from exc
         service.fail(engine(), run_id, step, iteration,
                      f"{step} failed after {retries} retries: {exc}")
-        return  # the run is closed: nothing follows
-    if result.outcome == service.SKIPPED:
-        return  # a duplicate delivery: whoever ran the step has handed over already
-    if result.upcoming is not None:
-        _send(run_id, result.upcoming)
 
 
 def _make_step_task(step: str) -> Any:
@@ -140,6 +153,36 @@ def _make_step_task(step: str) -> Any:
 
 
 STEP_TASKS: dict[str, Any] = {step: _make_step_task(step) for step in STEPS}
+
+
+@app.task(name=TOOL_BATCH_TASK, base=Batches, acks_late=True,
+          flush_every=settings().tool_batch_size, flush_interval=settings().tool_batch_wait)
+def tool_batch(requests: Sequence[SimpleRequest]) -> None:
+    """Several runs' tool steps, their tool calls scored together (one forward pass per tool
+    and image size), then each step run, stored and handed over on its own as usual.
+
+    One item's failure is its own: it is recorded on its run (or, for a database error, left
+    to the supervisor, whose lease-based re-send heals it), and the other items go on.
+    """
+    items = [(str(request.args[0]), int(request.args[1])) for request in requests]
+    registry = agents().registry
+    try:
+        service.score_tools_ahead(engine(), agents(), items,
+                                  max_batch=settings().tool_batch_size)
+    except Exception:  # batching is an optimisation: each step still runs on its own
+        log.exception("scoring a batch of %d tool steps ahead failed", len(items))
+    step = EXECUTE
+    try:
+        for request, (run_id, iteration) in zip(requests, items, strict=True):
+            try:
+                _execute(step, run_id, iteration, request.hostname, request.delivery_info)
+            except TransientVLMError as exc:
+                service.fail(engine(), run_id, step, iteration, f"{step} failed: {exc}")
+            except Exception:
+                log.exception("run %s: %s#%d failed in a batch; the supervisor re-sends it",
+                              run_id, step, iteration)
+    finally:
+        registry.clear_batch()
 
 
 def submit(run_id: str) -> None:
@@ -181,6 +224,16 @@ _supervisor: SupervisorThread | None = None
 def _consumes_default_queue(consumer: Any) -> bool:
     queues = getattr(getattr(consumer, "app", app).amqp.queues, "consume_from", None) or {}
     return settings().default_queue in queues
+
+
+@signals.worker_init.connect
+def _prefetch_a_batch(sender: Any = None, **_: Any) -> None:
+    """A worker of the tool queue alone holds a batch's worth of messages per process, so the
+    batched task can group them (prefetch 1 would make every batch a batch of one)."""
+    size = settings().tool_batch_size
+    queues = set(getattr(sender.app.amqp.queues, "consume_from", None) or {})
+    if size > 1 and queues == {settings().tool_queue}:
+        sender.prefetch_multiplier = max(int(sender.prefetch_multiplier or 1), size)
 
 
 @signals.worker_ready.connect

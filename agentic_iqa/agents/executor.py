@@ -233,6 +233,7 @@ def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage 
             object_name=key, distortion=distortion, raw_score=result.raw_score,
             normalized_score=result.normalized_score, execution_time=result.execution_time,
             fallback=fallback, error=note or result.error, cached=result.cached,
+            load_time=result.load_time,
         )
     except ToolError as exc:
         log.error("tool %s failed for %s/%s: %s", tool, key, distortion, exc)
@@ -269,7 +270,8 @@ def run_metrics(registry: ToolRegistry, image: LoadedImage, reference: LoadedIma
             entry = ToolExecutionLog(
                 tool_name=result.tool, object_name=METRIC_OBJECT, distortion=distortion,
                 raw_score=result.raw_score, normalized_score=result.normalized_score,
-                execution_time=result.execution_time, cached=result.cached)
+                execution_time=result.execution_time, cached=result.cached,
+                load_time=result.load_time)
             scores.setdefault(METRIC_OBJECT, {})[distortion] = (result.tool,
                                                                 result.normalized_score)
         except ToolError as exc:

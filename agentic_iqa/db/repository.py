@@ -136,8 +136,10 @@ def _find_step(session: Session, run_id: str, step: str, iteration: int) -> Step
     return session.scalars(statement).one_or_none()
 
 
-def _step_record(session: Session, run_id: str, step: str, iteration: int) -> StepRecord:
-    """The record of this step, created ('running', no attempts yet) if there is none.
+def _step_record(session: Session, run_id: str, step: str, iteration: int,
+                 **initial: Any) -> StepRecord:
+    """The record of this step, created ('running', no attempts yet, or ``initial``'s values)
+    if there is none.
 
     Two deliveries of one task may both find none; the unique constraint lets one insert win
     and the other, rolled back to its savepoint, reads the winner's row.
@@ -147,8 +149,9 @@ def _step_record(session: Session, run_id: str, step: str, iteration: int) -> St
         return record
     try:
         with session.begin_nested():
-            record = StepRecord(run_id=run_id, step=step, iteration=iteration, status="running",
-                                attempts=0, started_at=utc_now())
+            record = StepRecord(run_id=run_id, step=step, iteration=iteration,
+                                **{"status": "running", "attempts": 0, "started_at": utc_now(),
+                                   **initial})
             session.add(record)
     except IntegrityError:
         record = _find_step(session, run_id, step, iteration)
@@ -168,10 +171,17 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
     the lease has passed (the owner died), this delivery takes the step over.
     """
     run = get_run(session, run_id)
-    record = _step_record(session, run_id, step, iteration)
+    now = utc_now()
+    # A first delivery (the usual case) inserts its row as it should end up: no UPDATE after.
+    first = {"status": "running", "attempts": 1, "started_at": now, "worker": worker,
+             "queue": queue, "lease_until": lease_deadline(lease_seconds)}
+    record = _step_record(session, run_id, step, iteration, **first)
     if record.status == "succeeded":
         return None
-    now = utc_now()
+    if record.started_at is now:  # inserted just now with ``first`` (a found row has its own)
+        _mark_running(run, now, record.lease_until if lease_seconds is not None else None)
+        session.flush()
+        return record
     if (lease_seconds is not None and record.status == "running" and record.attempts > 0
             and record.lease_until is not None and record.lease_until > now):
         raise StepBusy((record.lease_until - now).total_seconds())
@@ -185,11 +195,21 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
     record.error = None
     record.worker = worker
     record.queue = queue
+    _mark_running(run, now, None)
+    session.flush()
+    return record
+
+
+def _mark_running(run: Run, now: datetime, lease_until: datetime | None) -> None:
+    if lease_until is not None:
+        run.lease_until = lease_until
     run.status = "running"
     if run.started_at is None:
         run.started_at = now
-    session.flush()
-    return record
+
+
+#: ``update`` is also the name of a step's state update: complete_step's argument.
+_sql_update = update
 
 
 def _update_json(update: Mapping[str, Any]) -> str:
@@ -202,16 +222,27 @@ def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
 
     ``state`` is the run's state with ``update`` merged.  Repeating the call changes nothing.
     """
-    run = get_run(session, run_id)
-    record = _step_record(session, run_id, step, iteration)
-    record.status = "succeeded"
-    record.attempts = max(record.attempts, 1)
-    record.output_json = redact(_update_json(update))
-    record.error = None
-    record.finished_at = utc_now()
-    record.lease_until = None
-    run.state_json = redact(state_to_json(state))
-    run.iteration_count = state.get("iteration_count", 0)
+    # Plain UPDATEs by key: a step that just ran need not be read back first (two round trips
+    # fewer per step); a step never begun (a direct call) gets its row the ORM way.
+    values = {"status": "succeeded", "output_json": redact(_update_json(update)), "error": None,
+              "finished_at": utc_now(), "lease_until": None,
+              "attempts": case((StepRecord.attempts < 1, 1), else_=StepRecord.attempts)}
+    found = session.execute(
+        _sql_update(StepRecord).where(StepRecord.run_id == run_id, StepRecord.step == step,
+                                 StepRecord.iteration == iteration)
+        .values(**values).execution_options(synchronize_session="fetch")).rowcount
+    if not found:
+        get_run(session, run_id)
+        record = _step_record(session, run_id, step, iteration)
+        for name, value in values.items():
+            setattr(record, name, 1 if name == "attempts" else value)
+    moved = session.execute(
+        _sql_update(Run).where(Run.id == run_id)
+        .values(state_json=redact(state_to_json(state)),
+                iteration_count=state.get("iteration_count", 0))
+        .execution_options(synchronize_session="fetch")).rowcount
+    if not moved:
+        raise RunNotFound(run_id)
     evidence = update.get("executor_evidence")
     if evidence is not None:
         logs = ExecutorOutput.model_validate(evidence).tool_logs

@@ -52,3 +52,18 @@ def slow_mean(device: str) -> Any:
         return image.mean()
 
     return run
+
+
+def batch_recorder(device: str) -> Any:
+    """Mean brightness per image of a batch, appending each call's batch size to the file named
+    by ``AGENTIC_IQA_TEST_BATCH_LOG`` (read by tests from outside a worker process)."""
+    import os
+
+    def run(image: Any) -> Any:
+        log = os.environ.get("AGENTIC_IQA_TEST_BATCH_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(f"{image.shape[0]}\n")
+        return image.mean(dim=(1, 2, 3))
+
+    return run
