@@ -74,6 +74,14 @@ class WeightFile(_Strict):
     file: str = Field(min_length=1, description="file name, or repo id for hf_hub")
     location: WeightLocation
     url: str | None = None
+    sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$",
+        description="hex digest a download must match; null: unknown, the file is unverified",
+    )
+    licence: str | None = Field(
+        default=None, min_length=1,
+        description="the file's licence, or 'unknown, see URL' where it is not known",
+    )
     note: str | None = None
 
 

@@ -5,8 +5,9 @@ into ``torch.hub.get_dir()/checkpoints``, CLIP into ``torch.hub.get_dir()/clip``
 and Q-Align from the Hugging Face hub).  On an air-gapped GPU cluster that first use fails,
 often after long retries.
 We answer "can this tool run here?" from the file system alone, without importing torch, and say
-exactly which file is missing and where it goes.  Users either copy weights once with
-``agentic-iqa tools install-weights DIR`` or point ``AGENTIC_IQA_WEIGHTS_DIR`` at a folder of them.
+exactly which file is missing and where it goes.  Users fetch them on demand with
+``agentic-iqa tools download TOOL`` (:mod:`iqa_tools.download`), copy a folder of them once with
+``agentic-iqa tools install-weights DIR``, or point ``AGENTIC_IQA_WEIGHTS_DIR`` at a folder of them.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class Availability:
     found: dict[str, Path] = field(default_factory=dict)
     missing: tuple[WeightFile, ...] = ()
     missing_packages: tuple[str, ...] = ()
+    #: The weights folder setting the check ran with (where ``tools download`` puts files).
+    weights_dir: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,7 +103,7 @@ class Availability:
             needs = f"needs Python package(s) {packages} (pip install {packages})"
             if not self.missing:
                 return needs
-            return needs + "; " + "; ".join(missing_message(w) for w in self.missing)
+            return needs + "; " + missing_files_message(self.tool, self.missing, self.weights_dir)
         if self.status == "weight-free":
             return "available (weight-free)"
         if self.status == "ready":
@@ -109,7 +112,33 @@ class Availability:
             return "weights will be downloaded on first use: " + ", ".join(
                 w.file for w in self.missing
             )
-        return "; ".join(missing_message(w) for w in self.missing)
+        return missing_files_message(self.tool, self.missing, self.weights_dir)
+
+
+def download_dir(weight: WeightFile, weights_dir: Path | None) -> Path:
+    """Where a fetched file goes: the weights folder when one is set, else its loader's cache."""
+    if weights_dir is not None and weight.location != "hf_hub":
+        return weights_dir
+    return expected_path(weight).parent
+
+
+def missing_files_message(tool: str, missing: tuple[WeightFile, ...],
+                          weights_dir: Path | None = None) -> str:
+    """One line: the missing files, the command that fetches them and the folder they go in."""
+    files = [w for w in missing if w.location != "hf_hub"]
+    parts: list[str] = []
+    if files:
+        names = " and ".join(w.file for w in files)
+        folders = " and ".join(dict.fromkeys(str(download_dir(w, weights_dir)) for w in files))
+        them = "it" if len(files) == 1 else "them"
+        alternatives = f"copy {them} there" if weights_dir is not None else (
+            f"copy {them} there, e.g. with `agentic-iqa tools install-weights DIR`, or set "
+            f"AGENTIC_IQA_WEIGHTS_DIR to a folder holding {them}"
+        )
+        parts.append(f"missing {names}: run `agentic-iqa tools download {tool}` to fetch {them} "
+                     f"into {folders} (or {alternatives})")
+    parts += [missing_message(w) for w in missing if w.location == "hf_hub"]
+    return "; ".join(parts)
 
 
 def missing_message(weight: WeightFile) -> str:
@@ -123,7 +152,8 @@ def missing_message(weight: WeightFile) -> str:
     source = f" from {weight.url}" if weight.url else ""
     return (
         f"missing {weight.file}{source}: put it in {where.parent} "
-        "(`agentic-iqa tools install-weights DIR`) or in AGENTIC_IQA_WEIGHTS_DIR"
+        "(`agentic-iqa tools download`, `agentic-iqa tools install-weights DIR`) "
+        "or in AGENTIC_IQA_WEIGHTS_DIR"
     )
 
 
@@ -142,7 +172,7 @@ def check(spec: ToolSpec, weights_dir: Path | None, allow_downloads: bool) -> Av
     if absent:
         return Availability(spec.name, "missing", missing_packages=absent, missing=tuple(
             w for w in spec.weights if find_weight(w, weights_dir) is None
-        ))
+        ), weights_dir=weights_dir)
     if spec.weight_free:
         return Availability(spec.name, "weight-free")
     found: dict[str, Path] = {}
@@ -156,7 +186,7 @@ def check(spec: ToolSpec, weights_dir: Path | None, allow_downloads: bool) -> Av
     if not missing:
         return Availability(spec.name, "ready", found)
     status: Status = "downloadable" if allow_downloads else "missing"
-    return Availability(spec.name, status, found, tuple(missing))
+    return Availability(spec.name, status, found, tuple(missing), weights_dir=weights_dir)
 
 
 def stage(availability: Availability, spec: ToolSpec) -> None:

@@ -79,6 +79,8 @@ def write_metadata(tmp_path, mutate):
     (lambda t: t["GMSD"].update(colour="blue"), r"entry 'GMSD' is invalid: colour"),
     (lambda t: t["LPIPS"].pop("pyiqa_name"), r"entry 'LPIPS' is invalid: .*exactly one"),
     (lambda t: t["BRISQUE"].update(precision="float16"), r"entry 'BRISQUE' is invalid: precision"),
+    (lambda t: t["NIQE"]["weights"][0].update(sha256="2c4cc61d"),
+     r"entry 'NIQE' is invalid: weights\.0\.sha256"),
 ])
 def test_a_bad_entry_is_named_in_the_error(tmp_path, mutate, message):
     with pytest.raises(MetadataError, match=message):

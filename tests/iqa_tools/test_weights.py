@@ -26,6 +26,7 @@ def test_weight_free_tools_are_available_and_weighted_ones_name_their_files(tmp_
     assert "niqe_modelparameters.mat" in niqe.detail
     assert str(weight_files.location_dir("pyiqa")) in niqe.detail
     assert "install-weights" in niqe.detail
+    assert "run `agentic-iqa tools download NIQE` to fetch it into" in niqe.detail
     lpips = registry.availability("LPIPS")
     assert {w.file for w in lpips.missing} == {"LPIPS_v0.1_alex-df73285e.pth",
                                                "alexnet-owt-7be5be79.pth"}
