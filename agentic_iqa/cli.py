@@ -42,7 +42,7 @@ app = typer.Typer(
     help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
     no_args_is_help=True,
 )
-tools_app = typer.Typer(help="The IQA tools (pyiqa): list, run, install weights.",
+tools_app = typer.Typer(help="The IQA tools (pyiqa): list, run, download or install weights.",
                         no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 
@@ -81,8 +81,6 @@ def tools_list(
     """List every tool, whether it can run on this machine, and what is missing if not."""
     from rich.table import Table
 
-    from iqa_tools import weights as weight_files
-
     registry = _registry()
     rows = []
     for spec in registry.catalog:
@@ -107,29 +105,58 @@ def tools_list(
         ], indent=2))
         return
     table = Table(title="IQA tools (pyiqa)")
-    for column in ("name", "type", "pyiqa", "lower better", "available here"):
-        table.add_column(column)
+    for column in ("name", "type", "pyiqa", "lower better"):
+        table.add_column(column, no_wrap=True)
+    # File names are what a user copies: on a terminal they fold at the edge, never an ellipsis.
+    table.add_column("available here", overflow="fold")
     for spec, availability in rows:
         colour = "green" if availability.ok else "red"
         table.add_row(spec.name, spec.type, spec.pyiqa_name or spec.factory or "",
                       "yes" if spec.lower_is_better else "",
-                      f"[{colour}]{availability.summary}[/]")
-    out.print(table)
+                      f"[{colour}]{escape(availability.summary)}[/]")
+    _print_unwrapped(table)
     ready = sum(1 for _, a in rows if a.ok)
     out.print(f"{ready} of {len(rows)} tools can run here.", highlight=False)
-    if ready < len(rows):
-        out.print(
-            "Missing weight files go in "
-            f"{weight_files.location_dir('pyiqa')} (pyiqa), "
-            f"{weight_files.location_dir('torch_hub')} (torchvision backbones) and "
-            f"{weight_files.location_dir('clip')} (CLIP); `agentic-iqa tools install-weights DIR` "
-            "copies them there, or set AGENTIC_IQA_WEIGHTS_DIR. HF models go in the Hugging Face "
-            f"cache ({weight_files.hf_hub_cache()}). `agentic-iqa tools info TOOL` lists the URLs.",
-            highlight=False,
+    for line in _tools_list_notes(registry.catalog, rows):
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
+def _print_unwrapped(renderable: Any) -> None:
+    """On a terminal, fit the screen; into a pipe or file, print at full width (no cuts)."""
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    from rich.measure import Measurement
+
+    wide = Console(file=out.file, width=100_000)
+    width = Measurement.get(wide, wide.options, renderable).maximum
+    Console(file=out.file, width=max(width, 20)).print(renderable)
+
+
+def _tools_list_notes(catalog: Any, rows: list[tuple[Any, Any]]) -> list[str]:
+    """At most one line per kind of note, and only about the tools listed."""
+    notes = []
+    needy = [spec for spec, availability in rows if availability.missing]
+    fetchable = [spec.name for spec, availability in rows
+                 if any(w.location != "hf_hub" for w in availability.missing)]
+    if needy:
+        # --paper when it is exactly what is missing; else the names, so nothing extra is fetched
+        paper = {spec.name for spec in catalog if spec.from_paper
+                 and any(w.location != "hf_hub" for w in spec.weights)}
+        command = "agentic-iqa tools download " + (
+            "--paper" if set(fetchable) == paper else " ".join(fetchable)
         )
-    for spec, _ in rows:
-        for warning in spec.normalization_warnings():
-            out.print(f"[yellow]note:[/] {warning}", highlight=False)
+        hub_only = [spec.name for spec in needy if spec.name not in fetchable]
+        hub_note = (f"; {', '.join(hub_only)} need{'s' if len(hub_only) == 1 else ''} Hugging "
+                    "Face models, see `agentic-iqa tools info TOOL`") if hub_only else ""
+        count = "1 tool needs" if len(needy) == 1 else f"{len(needy)} tools need"
+        notes.append(f"{count} weights: {command}{hub_note}" if fetchable
+                     else f"{count} weights{hub_note}")
+    bent = [spec.name for spec, _ in rows if spec.normalization_warnings()]
+    if bent:
+        notes.append(f"note: the normalization of {', '.join(bent)} is not monotone over part "
+                     "of the documented raw range (`agentic-iqa tools info TOOL` says where)")
+    return notes
 
 
 @tools_app.command("run")
@@ -141,12 +168,20 @@ def tools_run(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="recompute, ignore cache")] = False,
-    no_fallback: Annotated[
-        bool, typer.Option("--no-fallback", help="fail instead of using a fallback tool")
+    fallback: Annotated[
+        bool, typer.Option("--fallback/--no-fallback",
+                           help="if TOOL cannot run, let another NR tool answer (and say so) "
+                                "instead of failing")
     ] = False,
     device: DeviceOption = None,
 ) -> None:
-    """Run one tool on an image: raw score, score on the 1-5 scale, time, cache hit."""
+    """Run one tool on an image: raw score, score on the 1-5 scale, time, cache hit.
+
+    A tool that cannot run (missing weights) is an error naming the file and the command that
+    fetches it; another tool answers only with --fallback.
+    """
+    import logging
+
     from iqa_tools.images import load_image
 
     registry = _registry(device)
@@ -160,11 +195,18 @@ def tools_run(
             else None
         if ref is not None:
             ref.check_size(spec.name)
-        # Model code prints progress to stdout; keep stdout for the answer.
-        with contextlib.redirect_stdout(sys.stderr):
-            result = registry.execute_tool(
-                spec.name, target, ref, use_cache=not no_cache, allow_fallback=not no_fallback
-            )
+        # Model code prints progress to stdout; keep stdout for the answer.  A fallback is said
+        # once, below, so the registry's own warning about it is not printed too.
+        registry_log = logging.getLogger("iqa_tools.registry")
+        level = registry_log.level
+        registry_log.setLevel(logging.ERROR)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                result = registry.execute_tool(
+                    spec.name, target, ref, use_cache=not no_cache, allow_fallback=fallback
+                )
+        finally:
+            registry_log.setLevel(level)
     except ToolError as exc:
         _fail(str(exc))
     if as_json:
@@ -173,8 +215,8 @@ def tools_run(
     direction = "lower is better" if result.lower_is_better else "higher is better"
     out.print(f"[bold]{result.tool}[/] on {image}", highlight=False)
     if result.fallback:
-        out.print(f"[yellow]fell back from {result.requested_tool}:[/] {result.error}",
-                  highlight=False)
+        out.print(f"[yellow]fell back from {result.requested_tool}:[/] "
+                  f"{escape(result.error or '')}", highlight=False, soft_wrap=True)
     out.print(f"  raw score        {result.raw_score:.4f} ({direction})", highlight=False)
     out.print(f"  quality (1-5)    {result.normalized_score:.3f}", highlight=False)
     out.print(f"  time             {result.execution_time * 1000:.1f} ms"
@@ -224,6 +266,114 @@ def tools_install_weights(
     out.print(f"{len(installed)} weight file(s) in place.")
 
 
+@tools_app.command("download")
+def tools_download(
+    tools: Annotated[list[str] | None, typer.Argument(
+        help="tools whose weight files to fetch, e.g. NIQE BRISQUE", metavar="TOOL...",
+        show_default=False)] = None,
+    paper: Annotated[bool, typer.Option(
+        "--paper", help="every tool of the AgenticIQA paper's toolbox (several GB)")] = False,
+    directory: Annotated[Path | None, typer.Option(
+        "--dir", help="put the files here, flat (default: AGENTIC_IQA_WEIGHTS_DIR when set, "
+                      "else where pyiqa, torchvision and CLIP load them)")] = None,
+) -> None:
+    """Fetch the weight files tools need, from the URLs in the tool metadata.
+
+    Shows each file's licence, resumes partial downloads and checks sha256 hashes.
+    Hugging Face models are not fetched: the command that fetches them is printed.
+    """
+    from iqa_tools import download
+
+    from .config import load_tool_settings
+
+    try:
+        settings = load_tool_settings()
+        from iqa_tools.catalog import load_catalog
+
+        catalog = load_catalog(settings.metadata_path, settings.metadata_overrides)
+        specs = download.select_tools(catalog, tools or [], paper)
+        target = directory.expanduser().resolve() if directory is not None \
+            else settings.weights_dir
+        plan = download.plan(specs, target)
+    except (ToolError, ValueError) as exc:
+        _fail(str(exc))
+    failures = 0
+    verified = unverified = 0
+    for task in plan.files:
+        weight = task.weight
+        out.print(f"{weight.file} ({', '.join(task.tools)})", highlight=False, soft_wrap=True,
+                  markup=False)
+        out.print(f"  licence  {download.licence_of(weight)}", highlight=False, soft_wrap=True,
+                  markup=False)
+        try:
+            with _download_progress(weight.file) as progress:
+                fetched = download.ensure(task, progress=progress)
+        except ToolError as exc:
+            failures += 1
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            continue
+        if fetched.verified:
+            verified += 1
+            check = "sha256 verified"
+        else:
+            unverified += 1
+            check = (f"UNVERIFIED (no sha256 recorded in the tool metadata), "
+                     f"sha256 {fetched.sha256}")
+        what = {"downloaded": "downloaded", "resumed": "resumed and completed",
+                "present": "already there"}[fetched.action]
+        if fetched.replaced:
+            what += " (replaced a copy whose sha256 did not match)"
+        out.print(f"  {what}, {_size(fetched.size)}, {check} -> {fetched.path}",
+                  highlight=False, soft_wrap=True, markup=False)
+    for model in plan.hub_models:
+        out.print(f"not fetched: Hugging Face model {model.repo} ({', '.join(model.tools)}): "
+                  f"run `huggingface-cli download {model.repo}` (it goes in the Hugging Face "
+                  "cache, HF_HOME)", highlight=False, soft_wrap=True, markup=False)
+    placed = len(plan.files) - failures
+    out.print(f"{placed} of {len(plan.files)} file(s) in place: {verified} verified, "
+              f"{unverified} unverified.", highlight=False, soft_wrap=True)
+    if directory is not None and placed and target != settings.weights_dir:
+        out.print(f"The tools look in AGENTIC_IQA_WEIGHTS_DIR and pyiqa's cache: set "
+                  f"AGENTIC_IQA_WEIGHTS_DIR={target}, or run `agentic-iqa tools install-weights "
+                  f"{target}`.", highlight=False, soft_wrap=True, markup=False)
+    if failures:
+        raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _download_progress(label: str):  # noqa: ANN202 - yields the download's progress callback
+    """A progress bar on stderr while a file downloads (a terminal only: logs stay clean)."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    with Progress(TextColumn("  {task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _size(size: int) -> str:
+    if size < 1000:
+        return f"{size} bytes"
+    scaled = size / 1000
+    for unit in ("kB", "MB"):
+        if scaled < 1000:
+            return f"{scaled:.1f} {unit}"
+        scaled /= 1000
+    return f"{scaled:.1f} GB"
+
+
 @app.command("assess")
 def assess(
     image: Annotated[Path, typer.Argument(help="image to assess")],
@@ -254,7 +404,7 @@ def assess(
 ) -> None:
     """Ask the agent a question about an image: plan, evidence, answer and why."""
     from .pipeline import default_agents, run_inprocess, validate_inputs
-    from .report import render_state, render_vlm_usage, state_document
+    from .report import output_console, render_state, render_vlm_usage, state_document
     from .vlm.usage import PriceTable, collect_calls, group_records, summarize
 
     for path in (image, reference):
@@ -285,7 +435,8 @@ def assess(
             service.run_embedded(engine, agents, run_id)
         state = _stored_state(engine, run_id)
         usage = _run_vlm_usage(engine, run_id)
-        err.print(f"run {run_id} stored in {_safe_url(engine)}", highlight=False)
+        err.print(f"run {run_id} stored in {redact(_safe_url(engine))}; `agentic-iqa runs show "
+                  f"{run_id[:8]}` shows it again", highlight=False, soft_wrap=True)
     else:
         agents = default_agents(_registry(device))
         with contextlib.redirect_stdout(sys.stderr), collect_calls() as calls:
@@ -294,9 +445,10 @@ def assess(
         usage = summarize(group_records(calls.records), PriceTable.load())
     if as_json:  # paths, answers and tool errors may quote a URL: the whole document is redacted
         print(redact(json.dumps(state_document(state, vlm_usage=usage), indent=2)))
-    else:
-        render_state(state, out)
-        render_vlm_usage(usage, out)
+    else:  # wrapped to a terminal's width; in a pipe or a file, lines stay whole
+        console = output_console()
+        render_state(state, console)
+        render_vlm_usage(usage, console)
     if "summarizer_result" not in state:
         raise typer.Exit(1)
 
@@ -449,6 +601,15 @@ def _register_eval() -> None:
 
 
 _register_eval()
+
+
+def _register_runs() -> None:
+    from .cli_runs import runs_app
+
+    app.add_typer(runs_app, name="runs")
+
+
+_register_runs()
 
 
 def main() -> None:  # pragma: no cover - console entry point

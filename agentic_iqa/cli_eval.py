@@ -34,6 +34,58 @@ def _engine() -> Any:
     return engine()
 
 
+def _job_id(engine: Any, reference: str | None) -> str:
+    """The job a full id, a unique prefix (the 8 characters the progress bar shows) or None
+    (the latest job) means; one clear error line otherwise (unknown, or which jobs an
+    ambiguous prefix matches)."""
+    from .db import queries
+    from .db.engine import session_scope
+    from .db.jobs import JobNotFound
+
+    try:
+        with session_scope(engine) as session:
+            return queries.resolve_job_id(session, reference)
+    except (JobNotFound, queries.AmbiguousId) as exc:
+        _fail(str(exc))
+
+
+def _safe_url(engine: Any) -> str:
+    """The results database's URL with any password or token masked."""
+    from .redact import redact
+
+    return redact(engine.url.render_as_string(hide_password=True)) or ""
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(seconds, 60)
+    return f"{seconds:.1f} s" if seconds < 60 else f"{int(minutes)} min {rest:.0f} s"
+
+
+def _summary(engine: Any, job_id: str) -> None:
+    """After waiting for a job: counts, elapsed time, where the results are, what to run next
+    (on stderr: stdout holds only the job id, for scripts)."""
+    from .jobs import lifecycle
+
+    current = lifecycle.progress(engine, job_id)
+    counts = current.counts
+    short = job_id[:8]
+    tally = ", ".join(f"{counts.get(state, 0)} {state}" for state in ("done", "failed")) + \
+        "".join(f", {counts[state]} {state}" for state in ("cancelled", "queued", "pending")
+                if counts.get(state))
+    lines = [
+        f"job {short} ({current.name}) {current.status} after {_duration(current.elapsed)}: "
+        f"{tally} of {current.total} items",
+        f"results: job {job_id} in {_safe_url(engine)}",
+        "next:",
+        f"  agentic-iqa eval status {short}",
+        f"  agentic-iqa eval report {short} [--html report.html]",
+        f"  agentic-iqa eval export {short} --format csv -o results.csv",
+        f"  agentic-iqa runs list --job {short}",
+    ]
+    for text in lines:
+        err.print(escape(text), highlight=False, soft_wrap=True)
+
+
 def _broker() -> str | None:
     from .config import PipelineSettings
 
@@ -100,8 +152,10 @@ def submit(
         str | None, typer.Option("--backend", help="VLM backend for all roles (builtin, openai, "
                                                    "anthropic); default from config")
     ] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="with workers: block until the job "
-                                                  "ends (without a broker it always runs here)")
+    wait: Annotated[bool, typer.Option("--wait", help="with workers: block until the job ends, "
+                                                  "then print a summary; without a broker the "
+                                                  "job runs here and the command always waits "
+                                                  "(--wait is then a no-op, with a note)")
                     ] = False,
     workers: Annotated[int, typer.Option("--workers", min=1, help="local threads (no broker)")] = 2,
     no_check_images: Annotated[
@@ -143,23 +197,32 @@ def submit(
     bad = current.counts.get("failed", 0)
     print(job_id)
     err.print(f"job {job_id}: {current.total} items ({bad} bad rows recorded as failed)",
-              highlight=False)
+              highlight=False, soft_wrap=True)
     if mos_range is None and (negative := _negative_mos_count(engine, job_id)):
         err.print(f"[yellow]warning:[/] {negative} items have a negative MOS; if the scale has "
                   "no negative scores, declare it with --mos-range LOW HIGH so such rows are "
-                  "reported as bad", highlight=False)
+                  "reported as bad", highlight=False, soft_wrap=True)
     if _broker():
         from workers.tasks import start_job
 
         start_job(job_id)
         if wait:
             _progress_bar(engine, job_id)
+            _summary(engine, job_id)
             _end_of_wait(engine, job_id)
+        else:
+            err.print(f"handed to the workers; follow it with `agentic-iqa eval status "
+                      f"{job_id[:8]} --watch`", highlight=False, soft_wrap=True)
         return
     # No broker: the job runs here, with the same steps, in a pool of threads.
+    if wait:
+        err.print("note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in this "
+                  "process and the command waits for it anyway: --wait changes nothing",
+                  highlight=False, soft_wrap=True)
     agents = _metric_agents() if tools is not None else _agents()
     with contextlib.redirect_stdout(sys.stderr):
         _run_local(engine, job_id, agents, workers)
+    _summary(engine, job_id)
     _end_of_wait(engine, job_id)
 
 
@@ -247,11 +310,11 @@ def estimate(
     from .vlm.usage import format_cost
 
     out.print(f"sample: {len(chosen)} items in {seconds:.1f} s; manifest: {total} rows, "
-              f"{concurrency} at once", highlight=False)
+              f"{concurrency} at once", highlight=False, soft_wrap=True)
     out.print(f"estimate: {result['calls']:.0f} VLM calls, {result['input_tokens']:.0f} input "
               f"tokens, {result['output_tokens']:.0f} output tokens, cost "
               f"{format_cost(result['cost_usd'])} ({format_cost(result['cost_per_item_usd'])} "
-              f"per item), about {result['wall_seconds']:.0f} s", highlight=False)
+              f"per item), about {result['wall_seconds']:.0f} s", highlight=False, soft_wrap=True)
 
 
 def _negative_mos_count(engine: Any, job_id: str) -> int:
@@ -298,7 +361,8 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
 
 @eval_app.command("status")
 def status(
-    job: Annotated[str | None, typer.Argument(help="job id (default: the latest)")] = None,
+    job: Annotated[str | None, typer.Argument(
+        help="job id or a unique prefix of one (default: the latest)")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="follow until the job ends")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -308,7 +372,7 @@ def status(
 
     engine = _engine()
     try:
-        current = lifecycle.progress(engine, job)
+        current = lifecycle.progress(engine, _job_id(engine, job))
     except JobNotFound as exc:
         _fail(str(exc))
     if watch and current.status == "running":
@@ -325,19 +389,21 @@ def status(
         return
     from .jobs.report import vlm_line
 
-    out.print(f"job {current.job_id} ({current.name}): {current.status}", highlight=False)
+    out.print(f"job {current.job_id} ({escape(current.name)}): {current.status}",
+              highlight=False, soft_wrap=True)
     if current.tools:
-        out.print(f"  metric job (no agent): {', '.join(current.tools)}", highlight=False)
+        out.print(f"  metric job (no agent): {', '.join(current.tools)}", highlight=False,
+                  soft_wrap=True)
     out.print("  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
-              highlight=False)
+              highlight=False, soft_wrap=True)
     out.print(f"  {current.finished}/{current.total} finished, {_pace(current)}",
-              highlight=False)
-    out.print(f"  VLM: {vlm_line(document['vlm'])}", highlight=False)
+              highlight=False, soft_wrap=True)
+    out.print(f"  VLM: {vlm_line(document['vlm'])}", highlight=False, soft_wrap=True)
 
 
 @eval_app.command("resume")
 def resume(
-    job: Annotated[str, typer.Argument(help="job id")],
+    job: Annotated[str, typer.Argument(help="job id or a unique prefix of one")],
     workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
     wait: Annotated[bool, typer.Option("--wait")] = False,
 ) -> None:
@@ -346,18 +412,20 @@ def resume(
     from .jobs import lifecycle
 
     engine = _engine()
+    job = _job_id(engine, job)
     try:
         reopened, unfinished = lifecycle.resume(engine, job)
     except JobNotFound as exc:
         _fail(str(exc))
     err.print(f"job {job}: {reopened} items reopened, {len(unfinished)} unfinished runs "
-              "restarted", highlight=False)
+              "restarted", highlight=False, soft_wrap=True)
     if _broker():
         from workers.tasks import start_job
 
         start_job(job, unfinished)
         if wait:
             _progress_bar(engine, job)
+            _summary(engine, job)
             _end_of_wait(engine, job)
         return
     from . import service
@@ -367,11 +435,13 @@ def resume(
         for run_id in unfinished:
             service.run_embedded(engine, agents, run_id)
         _run_local(engine, job, agents, workers)
+    _summary(engine, job)
     _end_of_wait(engine, job)
 
 
 @eval_app.command("cancel")
-def cancel(job: Annotated[str, typer.Argument(help="job id")]) -> None:
+def cancel(job: Annotated[str, typer.Argument(
+        help="job id or a unique prefix of one")]) -> None:
     """Stop a job: waiting items are cancelled, running ones end as cancelled.
 
     A job that already ended (done or cancelled) is left alone and the command exits 1, so a
@@ -380,21 +450,23 @@ def cancel(job: Annotated[str, typer.Argument(help="job id")]) -> None:
     from .db import jobs as store
     from .db.engine import session_scope
 
+    engine = _engine()
+    job = _job_id(engine, job)
     try:
-        with session_scope(_engine()) as session:  # status read and cancel in one transaction
+        with session_scope(engine) as session:  # status read and cancel in one transaction
             status = store.get_job(session, job).status
             cancelled = store.cancel(session, job) if status == "running" else None
     except store.JobNotFound as exc:
         _fail(str(exc))
     if cancelled is None:
         _fail(f"job {job} already finished ({status}); nothing to cancel")
-    out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False)
+    out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False, soft_wrap=True)
 
 
 def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
     """Columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
     ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
-    that scored nothing."""
+    that scored nothing.  ``query`` is the query the item was asked: its own, or the job's."""
     from .db import jobs as store
     from .db.engine import session_scope
     from .jobs.export import export_columns, raw_column, tool_column
@@ -402,12 +474,15 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     with session_scope(engine) as session:
         job = store.get_job(session, job_id)
         tools = sorted({*store.tool_names(session, job_id), *(job.metric_tools or ())})
+        default_query = job.default_query
     columns = export_columns(tools, raw=True)
 
     def rows() -> Iterator[dict[str, Any]]:
         with session_scope(engine) as session:
             for row in store.export_rows(session, job_id):
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
+                # The query the item was (or would be) asked: its own, else the job's default.
+                row["query"] = row.get("query") or default_query
                 yield {**row, **{tool_column(name): scores.get(name) for name in tools},
                        **{raw_column(name): raw.get(name) for name in tools}}
 
@@ -416,7 +491,8 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
 
 @eval_app.command("export")
 def export(
-    job: Annotated[str, typer.Argument(help="job id")],
+    job: Annotated[str | None, typer.Argument(
+        help="job id or a unique prefix of one (default: the latest)")] = None,
     fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet")] = "csv",
     output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
 ) -> None:
@@ -427,47 +503,58 @@ def export(
     if fmt not in {"csv", "jsonl", "parquet"}:
         _fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
     engine = _engine()
+    job_id = _job_id(engine, job)
     try:
-        columns, rows = export_rows(engine, job)
+        columns, rows = export_rows(engine, job_id)
     except JobNotFound as exc:
         _fail(str(exc))
-    path = output or Path(f"job-{job[:8]}.{fmt}")
+    path = output or Path(f"job-{job_id[:8]}.{fmt}")
     write_rows(rows, path, fmt, columns)
-    err.print(f"wrote {path}", highlight=False)
+    err.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
 
 @eval_app.command("report")
 def report(
-    job: Annotated[str, typer.Argument(help="job id")],
+    job: Annotated[str | None, typer.Argument(
+        help="job id or a unique prefix of one (default: the latest)")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="write an HTML report here")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table."""
+    from .db import queries
+    from .db.engine import session_scope
     from .db.jobs import JobNotFound
     from .jobs import lifecycle
     from .jobs.report import build_report, render_html, render_text
 
     engine = _engine()
+    job_id = _job_id(engine, job)
     try:
-        _columns, rows = export_rows(engine, job)
-        metric_job = lifecycle.progress(engine, job).tools is not None
+        _columns, rows = export_rows(engine, job_id)
+        metric_job = lifecycle.progress(engine, job_id).tools is not None
+        with session_scope(engine) as session:
+            about = queries.job_summary(session, job_id)
     except JobNotFound as exc:
         _fail(str(exc))
     materialised = list(rows)  # a report needs every score at once
-    document = build_report(materialised, bootstrap=bootstrap, metric_job=metric_job)
-    document["vlm"] = _vlm_summary(engine, job)
+    document = {"job": about,
+                **build_report(materialised, bootstrap=bootstrap, metric_job=metric_job)}
+    document["vlm"] = _vlm_summary(engine, job_id)
     if html is not None:
         render_html(document, materialised, html)
-        err.print(f"wrote {html}", highlight=False)
+        err.print(f"wrote {html}", highlight=False, soft_wrap=True)
     if as_json:
-        print(json.dumps(document, indent=2, default=str))
+        from .redact import redact
+
+        print(redact(json.dumps(document, indent=2, default=str)))
     else:
-        out.print(render_text(document), highlight=False)
+        out.print(escape(render_text(document)), highlight=False, soft_wrap=True)
 
 
 def calibrate(
-    job: Annotated[str, typer.Argument(help="job id (items with MOS)")],
+    job: Annotated[str, typer.Argument(help="job id or a unique prefix of one (items with "
+                                            "MOS)")],
     tool: Annotated[str, typer.Option("--tool", "-t", help="tool to recalibrate")],
     output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
     mos_range: Annotated[
@@ -479,8 +566,10 @@ def calibrate(
     """Fit a tool's logistic to this job's MOS; write it as a metadata override."""
     from .calibration import calibrate_tool
 
+    engine = _engine()
     try:
-        result = calibrate_tool(_engine(), job, tool, output=output, mos_range=mos_range)
+        result = calibrate_tool(engine, _job_id(engine, job), tool, output=output,
+                                mos_range=mos_range)
     except (KeyError, ValueError) as exc:
         _fail(str(exc))
-    out.print(result.summary(), highlight=False)
+    out.print(result.summary(), highlight=False, soft_wrap=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from .redact import redact
-from .state import AgenticIQAState, state_to_json
+from .state import (
+    AgenticIQAState,
+    DistortionAnalysis,
+    PlannerOutput,
+    ToolExecutionLog,
+    state_to_json,
+)
 
 
 def error_details(state: AgenticIQAState) -> dict[str, Any] | None:
@@ -82,8 +89,66 @@ def _answers(calls: int, hits: int) -> str:
     return text + (f" + {hits} from cache" if hits else "")
 
 
+def output_console(*, stderr: bool = False) -> Console:
+    """A console for what a person reads: on a terminal, wrapped to the terminal's width;
+    otherwise (a pipe, a file) never wrapped, so lines are whole sentences for ``grep`` and
+    editors, and tables keep their natural width."""
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(stderr=stderr, soft_wrap=True, width=_UNWRAPPED_WIDTH)
+
+
+#: Width of a console that is not a terminal: wide enough that no table is squeezed.
+_UNWRAPPED_WIDTH = 4096
+
+
+def describe_distortions(plan: PlannerOutput) -> str:
+    """"distortions: Blurs, Noise (explicit)", per object when the plan names objects, or
+    "distortions inferred from the image" when the query named none."""
+    source = plan.distortion_source.lower()
+    if not plan.distortions:
+        return ("distortions inferred from the image" if source == "inferred"
+                else "no distortions named")
+    groups = []
+    for key, kinds in plan.distortions.items():
+        names = ", ".join(kinds) or "none"
+        groups.append(names if list(plan.distortions) == ["Global"] else f"{key}: {names}")
+    return f"distortions: {'; '.join(groups)} ({source})"
+
+
+def plan_line(plan: PlannerOutput) -> str:
+    """The plan in one line: query type, scope, distortions, reference mode, required tool."""
+    scope = plan.query_scope if isinstance(plan.query_scope, str) \
+        else ", ".join(plan.query_scope)
+    return (f"{plan.query_type}, scope {scope}, {describe_distortions(plan)}, "
+            f"{plan.reference_mode}"
+            + (f", required tool {plan.required_tool}" if plan.required_tool else ""))
+
+
+def distortion_line(key: str, item: DistortionAnalysis) -> str:
+    """"Blurs: severe - edges are smeared (...)": each distortion and its severity once.
+
+    An explanation that starts by restating them ("Blurs: severe; edges ...", as the builtin
+    backend writes it) loses that prefix; any other explanation is kept whole.
+    """
+    explanation = item.explanation.strip()
+    restated = re.match(rf"\s*{re.escape(item.type)}\s*:\s*[^;.]{{0,40}};\s*", explanation,
+                        re.IGNORECASE)
+    if restated:
+        explanation = explanation[restated.end():]
+    where = "" if key == "Global" else f" on {key}"
+    return f"{item.type}{where}: {item.severity}" + (f" - {explanation}" if explanation else "")
+
+
+def tool_time(entry: ToolExecutionLog) -> tuple[float, float]:
+    """(seconds the tool itself took, seconds of one-time model loading in that call)."""
+    load = entry.load_time or 0.0
+    return max(entry.execution_time - load, 0.0), load
+
+
 def render_state(state: AgenticIQAState, console: Console) -> None:
-    console.print(f"[bold]Query:[/] {state['query']}", highlight=False)
+    console.print(f"[bold]Query:[/] {escape(state['query'])}", highlight=False)
     failure = error_message(state)
     if "plan" not in state:
         reason = failure or "no plan, and no reason was recorded"
@@ -91,12 +156,7 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
         return
     plan = state["plan"]
     flags = plan.plan
-    console.print(
-        f"[bold]Plan:[/] {plan.query_type}, scope {plan.query_scope}, distortions "
-        f"{plan.distortion_source.lower()} {plan.distortions or ''}, {plan.reference_mode}"
-        + (f", required tool {plan.required_tool}" if plan.required_tool else ""),
-        highlight=False,
-    )
+    console.print(f"[bold]Plan:[/] {escape(plan_line(plan))}", highlight=False)
     on = [name for name, value in flags.model_dump().items() if value]
     console.print(f"      subtasks: {', '.join(on) if on else 'none'}", highlight=False)
     evidence = state.get("executor_evidence")
@@ -104,30 +164,35 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
         console.print("[bold]Distortions:[/]")
         for key, items in evidence.distortion_analysis.items():
             for item in items:
-                console.print(f"  {key}: {item.type} [cyan]{item.severity}[/] - "
-                              f"{item.explanation}", highlight=False)
+                console.print(f"  {escape(distortion_line(key, item))}", highlight=False)
     if evidence and evidence.tool_logs:
         table = Table(title="Tools")
         for column in ("object", "distortion", "tool", "raw", "score 1-5", "ms", "note"):
             table.add_column(column)
         for entry in evidence.tool_logs:
-            note = ("cache" if entry.cached else "") + (
-                f" fallback from {entry.requested_tool}" if entry.fallback else "")
+            compute, load = tool_time(entry)
+            notes = ["cache"] if entry.cached else []
+            if entry.fallback:
+                notes.append(f"fallback from {entry.requested_tool}")
+            if load:
+                notes.append(f"+{load:.1f} s one-time model load")
             if entry.error and not entry.fallback:
-                note = f"failed: {entry.error}"
+                notes = [f"failed: {entry.error}"]
             score = "-" if math.isnan(entry.normalized_score) else f"{entry.normalized_score:.2f}"
             raw = "-" if math.isnan(entry.raw_score) else f"{entry.raw_score:.4g}"
-            table.add_row(entry.object_name, entry.distortion, entry.tool_name, raw, score,
-                          f"{entry.execution_time * 1000:.0f}", note.strip())
+            table.add_row(escape(entry.object_name), escape(entry.distortion),
+                          escape(entry.tool_name), raw, score, f"{compute * 1000:.0f}",
+                          escape("; ".join(notes)))
         console.print(table)
     for entry in state.get("replan_history", []):
-        console.print(f"[yellow]Replan {entry.iteration}:[/] {entry.reason}", highlight=False)
+        console.print(f"[yellow]Replan {entry.iteration}:[/] {escape(entry.reason)}",
+                      highlight=False)
     result = state.get("summarizer_result")
     if result is None:
         if failure:
             console.print(f"[bold red]Failed:[/] {escape(failure)}", highlight=False)
         return
-    console.print(f"[bold green]Answer:[/] {result.final_answer}", highlight=False)
+    console.print(f"[bold green]Answer:[/] {escape(result.final_answer)}", highlight=False)
     if result.answer_unparseable:
         console.print(f"[bold yellow]No option could be read from the model's answers:[/] "
                       f"{escape(result.unparseable_reason or '')}", highlight=False)
@@ -136,9 +201,24 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
                                                              ).items())
         console.print(f"[bold]Score:[/] {result.quality_score:.2f} / 5 ({distribution}; "
                       f"{result.probability_source})", highlight=False)
-    console.print(f"[bold]Why:[/] {result.quality_reasoning}", highlight=False)
+    console.print(f"[bold]Why:[/] {escape(result.quality_reasoning)}", highlight=False)
     timings = state.get("step_seconds", {})
     if timings:
-        console.print("[bold]Time:[/] " + ", ".join(
-            f"{step} {seconds * 1000:.0f} ms" for step, seconds in timings.items()),
-            highlight=False)
+        console.print("[bold]Time:[/] " + ", ".join(_step_times(state, timings)),
+                      highlight=False)
+
+
+def _step_times(state: AgenticIQAState, timings: Mapping[str, float]) -> list[str]:
+    """"step#i 12 ms" per step; the last tool step says how much was one-time model loading
+    (the state's tool logs are that step's)."""
+    evidence = state.get("executor_evidence")
+    load = sum(tool_time(entry)[1] for entry in evidence.tool_logs) \
+        if evidence and evidence.tool_logs else 0.0
+    tool_steps = [step for step in timings if step.startswith("tool_execution")]
+    parts = []
+    for step, seconds in timings.items():
+        text = f"{step} {seconds * 1000:.0f} ms"
+        if load and tool_steps and step == tool_steps[-1]:
+            text += f" (of which {load * 1000:.0f} ms one-time model load)"
+        parts.append(text)
+    return parts

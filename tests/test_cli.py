@@ -29,6 +29,46 @@ def test_tools_list_table():
     assert "no, needs: niqe_modelparameters.mat" in result.stdout
 
 
+def test_tools_list_into_a_pipe_cuts_nothing_and_notes_once(tmp_path):
+    env = {"TORCH_HOME": str(tmp_path / "torch"), "COLUMNS": "80"}
+    result = runner.invoke(app, ["tools", "list"], env=env)
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    for name in ("cfanet_fr_kadid_res50-2c4cc61d.pth", "HF timm/vit_base_patch8_224.augreg2_in21k_"
+                 "ft_in1k", "NIMA_InceptionV2_ava-b0c77c00.pth"):
+        assert sum(name in line for line in lines) >= 1, name  # whole, on one line
+    assert "…" not in result.stdout
+    (needs,) = [line for line in lines if "tools need weights" in line]
+    assert needs.startswith("21 tools need weights: agentic-iqa tools download --paper")
+    notes = [line for line in lines if line.startswith("note:")]
+    assert len(notes) == 1 and "CKDN, UNIQUE, TReS, WaDIQaM_NR, ARNIQA, BRISQUE" in notes[0]
+    assert "install-weights" not in result.stdout
+    fr = runner.invoke(app, ["tools", "list", "--type", "FR"], env=env).stdout.splitlines()
+    (needs,) = [line for line in fr if "tools need weights" in line]
+    assert needs == ("7 tools need weights: agentic-iqa tools download TOPIQ_FR AHIQ LPIPS DISTS "
+                     "WaDIQaM_FR PieAPP CKDN")
+    assert [line for line in fr if line.startswith("note:")] == [
+        "note: the normalization of CKDN is not monotone over part of the documented raw range "
+        "(`agentic-iqa tools info TOOL` says where)"]
+
+
+def test_tools_list_notes_only_what_applies(tmp_path, weights_dir):
+    from iqa_tools.catalog import default_metadata_text
+
+    document = json.loads(default_metadata_text())
+    document["tools"] = {name: document["tools"][name] for name in ("SSIM", "NIQE", "LPIPS")}
+    metadata = tmp_path / "tools.json"
+    metadata.write_text(json.dumps(document))
+    env = {"TORCH_HOME": str(tmp_path / "torch"), "AGENTIC_IQA_METADATA_PATH": str(metadata),
+           "AGENTIC_IQA_FALLBACK_CHAIN": '["NIQE"]', "AGENTIC_IQA_WEIGHTS_DIR": str(weights_dir)}
+    result = runner.invoke(app, ["tools", "list"], env=env)
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[-2:] == [
+        "2 of 3 tools can run here.", "1 tool needs weights: agentic-iqa tools download LPIPS"]
+    ready = runner.invoke(app, ["tools", "list", "--type", "NR"], env=env)
+    assert ready.stdout.splitlines()[-1] == "1 of 1 tools can run here."  # no notes at all
+
+
 def test_tools_run_json_on_the_example(tmp_path):
     env = {"AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{tmp_path}/c.sqlite3", "AGENTIC_IQA_DEVICE": "cpu"}
     args = ["tools", "run", "SSIM", str(REPO / "examples/i03_blurred.png"),
@@ -57,6 +97,47 @@ def test_tools_run_human_output_and_errors(tmp_path):
     assert unknown.exit_code == 1 and "unknown tool 'FOO'" in unknown.output
 
 
+def _cli(*args, env):
+    return subprocess.run([sys.executable, "-m", "agentic_iqa", *args], capture_output=True,
+                          text=True, timeout=300, env={**__import__("os").environ, **env})
+
+
+def test_tools_run_a_named_tool_without_weights_is_one_error_and_no_fallback(tmp_path):
+    torch_home = tmp_path / "torch"
+    env = {"TORCH_HOME": str(torch_home), "AGENTIC_IQA_TOOL_CACHE": "memory",
+           "AGENTIC_IQA_DEVICE": "cpu", "COLUMNS": "80"}
+    image = str(REPO / "examples/i03_blurred.png")
+    result = _cli("tools", "run", "NIQE", image, env=env)
+    assert result.returncode == 1
+    assert result.stdout == ""  # no score, no fallback tool
+    (line,) = result.stderr.splitlines()
+    assert line == (
+        "error: NIQE cannot run here: missing niqe_modelparameters.mat: run `agentic-iqa tools "
+        f"download NIQE` to fetch it into {torch_home / 'hub' / 'pyiqa'} (or copy it there, e.g. "
+        "with `agentic-iqa tools install-weights DIR`, or set AGENTIC_IQA_WEIGHTS_DIR to a "
+        "folder holding it)")
+    weights = tmp_path / "weights"
+    configured = _cli("tools", "run", "NIQE", image, "--json",
+                      env={**env, "AGENTIC_IQA_WEIGHTS_DIR": str(weights)})
+    assert configured.returncode == 1 and configured.stdout == ""
+    assert f"to fetch it into {weights} (or copy it there)" in configured.stderr
+
+
+def test_tools_run_fallback_only_when_asked_and_said_once(tmp_path):
+    env = {"TORCH_HOME": str(tmp_path / "torch"), "AGENTIC_IQA_TOOL_CACHE": "memory",
+           "AGENTIC_IQA_DEVICE": "cpu", "COLUMNS": "80"}
+    result = _cli("tools", "run", "NIQE", str(REPO / "examples/i03_blurred.png"), "--fallback",
+                  env=env)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert result.stdout.startswith("PIQE on ")
+    assert output.count("niqe_modelparameters.mat") == 1  # the reason, said once
+    (reason,) = [line for line in result.stdout.splitlines() if "fell back" in line]
+    assert reason.startswith("fell back from NIQE: NIQE cannot run here: missing ")
+    assert reason.endswith("or set AGENTIC_IQA_WEIGHTS_DIR to a folder holding it)")  # unwrapped
+    assert "trying fallbacks" not in result.stderr
+
+
 def test_tools_info_lists_urls_and_paths():
     result = runner.invoke(app, ["tools", "info", "lpips"])
     assert result.exit_code == 0
@@ -66,10 +147,19 @@ def test_tools_info_lists_urls_and_paths():
     assert info["availability"]["status"] == "missing"
 
 
-def test_console_script_entry_point():
-    result = subprocess.run([sys.executable, "-m", "agentic_iqa", "--help"], capture_output=True,
-                            text=True, check=True)
-    assert "tools" in result.stdout
+def test_console_script_entry_point(tmp_path):
+    """The `agentic-iqa` script pip installed beside this interpreter (the entry point in
+    pyproject.toml), run from outside the checkout: not `python -m agentic_iqa`."""
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("agentic-iqa")
+    assert script.is_file(), f"no console script {script}: is the package installed?"
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Usage: agentic-iqa" in result.stdout
+    for command in ("tools", "assess", "eval", "runs", "db", "worker"):
+        assert re.search(rf"^\W*{command}\b", result.stdout, re.MULTILINE), command
 
 
 def test_ci_runs_the_readme_test_command():
@@ -258,3 +348,111 @@ def test_report_shows_a_planner_errors_message_redacted_in_both_outputs():
     assert document["error_details"]["error_type"] == "api_error"
     assert "hunter2" not in json.dumps(document)
     assert state_document(initial_state("Rate it.", "x.png"))["error"] is None
+
+
+# -- assess: output a person reads ----------------------------------------------------------------
+
+
+def test_assess_output_says_plan_and_distortions_once_and_never_wraps_in_a_pipe():
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu", "COLUMNS": "80"}
+    result = runner.invoke(app, ["assess", str(REPO / "examples/i03_blurred.png"),
+                                 "-q", "Is the image blurry and noisy?", "--no-store"], env=env)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "Plan: IQA, scope Global, distortions: Blurs, Noise (explicit), No-Reference" in lines
+    blur = next(line for line in lines if line.startswith("  Blurs:"))
+    assert re.fullmatch(r"  Blurs: severe - edges and fine texture are smeared \(blur effect "
+                        r"0\.\d\d \(crisp photos about 0\.32\)\)\.", blur)
+    assert re.fullmatch(r"  Noise: none - flat areas are clean \(noise sigma [\d.]+ in flat "
+                        r"areas\)\.", next(line for line in lines if line.startswith("  Noise:")))
+    assert "Blurs severe" not in result.stdout and "{'Global'" not in result.stdout
+    # Not a terminal: no line is cut at 80 columns, however long.
+    why = next(line for line in lines if line.startswith("Why: "))
+    assert len(why) > 80 and why.endswith("PIQE rates the image 1.00/5.")
+    assert next(line for line in lines if line.startswith("Time: ")).endswith(" ms")
+
+
+def test_plan_line_names_distortions_readably():
+    from agentic_iqa.report import plan_line
+    from agentic_iqa.state import PlannerOutput
+
+    flags = {"distortion_detection": True, "distortion_analysis": True,
+             "tool_selection": True, "tool_execution": True}
+    inferred = PlannerOutput(query_type="IQA", query_scope="Global",
+                             distortion_source="Inferred", distortions=None,
+                             reference_mode="No-Reference", plan=flags)
+    assert plan_line(inferred) == ("IQA, scope Global, distortions inferred from the image, "
+                                   "No-Reference")
+    objects = PlannerOutput(query_type="IQA", query_scope=["car", "sky"],
+                            distortion_source="Explicit",
+                            distortions={"car": ["Blurs"], "sky": ["Noise", "Compression"]},
+                            reference_mode="Full-Reference", required_tool="SSIM", plan=flags)
+    assert plan_line(objects) == ("IQA, scope car, sky, distortions: car: Blurs; sky: Noise, "
+                                  "Compression (explicit), Full-Reference, required tool SSIM")
+
+
+def slow_to_build(device: str):
+    """A toy NR tool whose model takes a noticeable time to create (tests load_time)."""
+    import time
+
+    time.sleep(0.4)
+    return lambda image: image.mean()
+
+
+def test_the_first_tool_call_separates_the_one_time_model_load(tmp_path):
+    from PIL import Image
+    from rich.console import Console
+
+    from agentic_iqa.report import render_state
+    from agentic_iqa.state import (
+        ExecutorOutput,
+        PlannerOutput,
+        SummarizerOutput,
+        ToolExecutionLog,
+        initial_state,
+        merge_state,
+        state_from_json,
+        state_to_json,
+    )
+    from iqa_tools import ToolRegistry, ToolSettings
+    from tests.conftest import natural_image
+
+    override = tmp_path / "slow.json"
+    override.write_text(json.dumps({"tools": {"SlowToBuild": {
+        "display_name": "slow to build", "factory": "tests.test_cli:slow_to_build",
+        "type": "NR", "lower_is_better": False, "score_range": [0, 1],
+        "description": "toy tool", "from_paper": False, "default": False,
+        "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1},
+                          "source": "test"},
+    }}}))
+    photo = tmp_path / "photo.png"
+    Image.fromarray(natural_image(3)).save(photo)
+    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory",
+                                         metadata_overrides=[override]))
+    first = registry.execute_tool("SlowToBuild", photo)
+    second = registry.execute_tool("SlowToBuild", photo, use_cache=False)
+    assert 0.4 <= first.load_time <= first.execution_time
+    assert second.load_time == 0.0 and second.execution_time < 0.4
+    assert first.to_dict()["load_time"] == first.load_time  # `tools run --json` shows it
+
+    log = ToolExecutionLog(tool_name="SlowToBuild", object_name="Global", distortion="Blurs",
+                           raw_score=0.5, normalized_score=3.0, execution_time=2.45,
+                           load_time=2.4)
+    plan = PlannerOutput(query_type="IQA", query_scope="Global", distortion_source="Inferred",
+                         reference_mode="No-Reference",
+                         plan={"distortion_detection": False, "distortion_analysis": False,
+                               "tool_selection": False, "tool_execution": True})
+    state = merge_state(initial_state("Rate it.", str(photo)), {
+        "plan": plan, "executor_evidence": ExecutorOutput(tool_logs=[log]),
+        "summarizer_result": SummarizerOutput(final_answer="Fair", quality_reasoning="ok"),
+        "step_seconds": {"plan#0": 0.01, "tool_execution#0": 2.5}})
+    console = Console(record=True, width=300)
+    render_state(state_from_json(state_to_json(state)), console)
+    text = console.export_text()
+    row = next(line for line in text.splitlines() if "SlowToBuild" in line)
+    assert re.search(r"│ 50\s+│ \+2\.4 s one-time model load", row)  # 2.45 s - 2.4 s load
+    assert "tool_execution#0 2500 ms (of which 2400 ms one-time model load)" in text
+    # Logs stored before load_time existed read back as "not recorded".
+    stored = json.loads(log.model_dump_json())
+    del stored["load_time"]
+    assert ToolExecutionLog.model_validate(stored).load_time is None

@@ -78,12 +78,46 @@ def _logistic4(z: np.ndarray, b1: float, b2: float, b3: float, b4: float) -> np.
     return (b1 - b2) / (1.0 + np.exp(np.clip(-(z - b3) / (abs(b4) + 1e-12), -500, 500))) + b2
 
 
+def _logistic3(z: np.ndarray, b1: float, b2: float, b3: float) -> np.ndarray:
+    """b1 / (1 + exp(-b2 (z - b3))): a sigmoid from 0 to b1 (the fit adds the lowest MOS)."""
+    return b1 / (1.0 + np.exp(np.clip(-b2 * (z - b3), -500, 500)))
+
+
+def _linear(z: np.ndarray, b1: float, b2: float) -> np.ndarray:
+    return b1 * z + b2
+
+
+#: The fits tried, most flexible first; each is monotone by construction (bounded parameters)
+#: and checked on the data's range after fitting; the next one is used when one fails.
+FIT_FORMS: tuple[str, ...] = ("logistic5", "logistic4", "logistic3", "linear")
+_MODELS: dict[str, Callable[..., np.ndarray]] = {
+    "logistic5": _logistic5, "logistic4": _logistic4, "logistic3": _logistic3,
+    "linear": _linear,
+}
+_PARAMETERS = {"logistic5": 5, "logistic4": 4, "logistic3": 3, "linear": 2}
+#: A fit of k parameters needs this many points per parameter; with fewer it would all but
+#: interpolate them, and its PLCC would say more about the curve than about the scores.
+POINTS_PER_PARAMETER = 2
+#: The steepest logistic fitted, per standard deviation of the predicted scores.
+MAX_STEEPNESS = 10.0
+_LABELS = {"logistic5": "5-parameter logistic", "logistic4": "4-parameter logistic",
+           "logistic3": "3-parameter logistic", "linear": "linear fit"}
+
+
+def fit_label(form: str | None) -> str:
+    """"5-parameter logistic", "linear fit", or "no fit" for a form of :data:`FIT_FORMS`."""
+    return _LABELS.get(form or "", "no fit")
+
+
 @dataclass(frozen=True)
 class LogisticFit:
-    """PLCC after fitting predictions to MOS, or the raw PLCC with the reason the fit failed.
+    """PLCC after a monotone fit of predictions to MOS, or the raw PLCC with the reason no fit
+    was possible.
 
-    The fit is made on standardised predictions ``(x - center) / scale`` so one set of starting
-    values suits any score range; :meth:`curve` maps raw predictions through it (for plots).
+    ``form`` is the fit used (one of :data:`FIT_FORMS`, or ``"none"``); ``note`` says why a
+    simpler form than the one asked for was used, or why there is no fit.  The fit is made on
+    standardised predictions ``(x - center) / scale`` so one set of starting values suits any
+    score range; :meth:`curve` maps raw predictions through it (for plots).
     """
 
     plcc: float
@@ -93,62 +127,139 @@ class LogisticFit:
     center: float = 0.0
     scale: float = 1.0
     note: str | None = None
+    form: str = "none"
+    #: Added to the model's output (the 3-parameter logistic starts at the lowest MOS).
+    offset: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return fit_label(self.form if self.fitted else None)
 
     def curve(self, pred: Sequence[float] | np.ndarray) -> np.ndarray:
-        """The fitted MOS for each prediction (the identity when the fit failed)."""
+        """The fitted MOS for each prediction (the identity when there is no fit)."""
         x = np.asarray(pred, dtype=float)
         if not self.fitted:
             return x
-        model = _logistic5 if self.parameters == 5 else _logistic4
-        return model((x - self.center) / self.scale, *self.coefficients)
+        z = (x - self.center) / self.scale
+        return _MODELS[self.form](z, *self.coefficients) + self.offset
+
+
+def _start_and_bounds(form: str, y: np.ndarray, direction: float
+                      ) -> tuple[list[float], tuple[list[float], list[float]]]:
+    """Starting values and bounds that keep ``form`` monotone in the trend's ``direction``.
+
+    5PL: the logistic's amplitude b1 and the linear term b4 take the sign of the trend and the
+    slope b2 is positive, so every part rises (or every part falls) with the score: a hump or
+    a dip cannot be fitted to noise.  3PL: amplitude positive, slope with the trend.  The
+    steepness is at most :data:`MAX_STEEPNESS` per standard deviation of the scores: a
+    steeper logistic is a step between two neighbouring points, not a curve.
+    """
+    inf = np.inf
+    steep = MAX_STEEPNESS
+    spread = float(np.ptp(y)) or 1.0
+    if form == "logistic5":
+        sign_low, sign_high = (0.0, inf) if direction > 0 else (-inf, 0.0)
+        return ([direction * spread, 1.0, 0.0, direction * 1e-6 * spread, float(np.mean(y))],
+                ([sign_low, 0.0, -inf, sign_low, -inf], [sign_high, steep, inf, sign_high, inf]))
+    if form == "logistic4":
+        high, low = float(np.max(y)), float(np.min(y))
+        first, second = (high, low) if direction > 0 else (low, high)
+        return [first, second, 0.0, 1.0], ([-inf, -inf, -inf, 1.0 / steep], [inf, inf, inf, inf])
+    # logistic3
+    slope_low, slope_high = (0.0, steep) if direction > 0 else (-steep, 0.0)
+    return ([spread, direction, 0.0],
+            ([0.0, slope_low, -inf], [inf, slope_high, inf]))
+
+
+def _fit(form: str, z: np.ndarray, y: np.ndarray, direction: float
+         ) -> tuple[tuple[float, ...], float]:
+    """The coefficients of ``form`` fitted to (z, y), and the offset added to the model."""
+    if form == "linear":
+        slope, intercept = np.polyfit(z, y, 1)
+        return (float(slope), float(intercept)), 0.0
+    from scipy import optimize
+
+    offset = float(np.min(y)) if form == "logistic3" else 0.0
+    start, bounds = _start_and_bounds(form, y, direction)
+    with warnings.catch_warnings():
+        # Only the fit is used, so "covariance could not be estimated" does not matter.
+        warnings.simplefilter("ignore")
+        coefficients, _ = optimize.curve_fit(_MODELS[form], z, y - offset, p0=start,
+                                             bounds=bounds, maxfev=20000)
+    return tuple(float(c) for c in coefficients), offset
+
+
+def _monotone_problem(values: np.ndarray, direction: float, spread: float) -> str | None:
+    """Why fitted values on a grid over the data's range are not a usable monotone curve."""
+    if not np.all(np.isfinite(values)):
+        return "not finite"
+    steps = np.diff(values) * direction
+    tolerance = 1e-9 * (spread or 1.0)
+    if np.ptp(values) <= tolerance:
+        return "flat"
+    if np.any(steps < -tolerance):
+        return "not monotone on the data's range"
+    return None
 
 
 def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray,
                         *, parameters: int = 5) -> LogisticFit:
-    """PLCC between MOS and predictions mapped through a fitted 5- (or 4-) parameter logistic.
+    """PLCC between MOS and predictions mapped through a monotone fitted curve.
 
-    Falls back to the raw PLCC, with ``fitted=False`` and a ``note`` saying why, when the fit
-    does not converge, there are fewer points than parameters, or the fitted values are flat.
+    The VQEG's 5-parameter logistic first (``parameters`` 4 or 3 start lower), with bounds that
+    keep it monotone in the direction of the trend (a free 5PL on a few noisy points bends
+    into humps that inflate PLCC); the fitted curve is checked on the data's range.  When a fit
+    does not converge, is not monotone or flat, or there are fewer than two points per
+    parameter, the next simpler one is used: 4-, then 3-parameter logistic, then a straight
+    line (whose PLCC is the raw PLCC's magnitude).  ``form`` says which fit was used and
+    ``note`` why the first choice was not; constant input gives the raw PLCC (NaN) and
+    ``fitted=False``.
     """
-    if parameters not in (4, 5):
-        raise ValueError(f"parameters must be 4 or 5, got {parameters}")
+    if parameters not in (3, 4, 5):
+        raise ValueError(f"parameters must be 3, 4 or 5, got {parameters}")
     x, y = _arrays(pred, mos)
     raw = plcc(x, y)
-
-    def fallback(note: str) -> LogisticFit:
+    first = f"logistic{parameters}"
+    center, scale = (float(np.mean(x)), float(np.std(x))) if x.size else (0.0, 0.0)
+    if x.size < 3 or not math.isfinite(raw) or scale == 0.0 or np.ptp(y) == 0.0:
+        note = (f"{x.size} points cannot be fitted: raw PLCC" if x.size < 3
+                else "constant input: no fit")
         return LogisticFit(plcc=raw, fitted=False, parameters=parameters, note=note)
-
-    if x.size <= parameters:
-        return fallback(f"{x.size} points cannot fit {parameters} parameters: raw PLCC")
-    center, scale = float(np.mean(x)), float(np.std(x))
-    if not math.isfinite(raw) or scale == 0.0:
-        return fallback("constant input: no fit")
     z = (x - center) / scale
     direction = 1.0 if srcc(x, y) >= 0 else -1.0
-    spread = float(np.ptp(y)) or 1.0
-    if parameters == 5:
-        model: Callable[..., np.ndarray] = _logistic5
-        start = [direction * spread, 1.0, 0.0, 0.0, float(np.mean(y))]
-    else:
-        model = _logistic4
-        high, low = float(np.max(y)), float(np.min(y))
-        start = [high, low, 0.0, 1.0] if direction > 0 else [low, high, 0.0, 1.0]
-    from scipy import optimize
-
-    try:
-        with warnings.catch_warnings():
-            # Only the fit is used, so "covariance could not be estimated" does not matter.
-            warnings.simplefilter("ignore")
-            coefficients, _ = optimize.curve_fit(model, z, y, p0=start, maxfev=20000)
-    except (RuntimeError, ValueError, TypeError) as exc:
-        return fallback(f"logistic fit failed ({exc}): raw PLCC")
-    fitted_values = model(z, *coefficients)
-    if not np.all(np.isfinite(fitted_values)) or np.ptp(fitted_values) == 0.0:
-        return fallback("logistic fit is flat or not finite: raw PLCC")
-    value = plcc(fitted_values, y)
-    return LogisticFit(plcc=value, fitted=True, parameters=parameters,
-                       coefficients=tuple(float(c) for c in coefficients),
-                       center=center, scale=scale)
+    grid = np.linspace(float(np.min(z)), float(np.max(z)), 256)
+    spread = float(np.ptp(y))
+    problems: list[str] = []
+    for form in FIT_FORMS[FIT_FORMS.index(first):]:
+        count = _PARAMETERS[form]
+        if x.size < POINTS_PER_PARAMETER * count and form != "linear":
+            if not problems:
+                problems.append(f"{x.size} points are too few for the {fit_label(form)} "
+                                f"(it needs {POINTS_PER_PARAMETER * count})")
+            continue
+        try:
+            coefficients, offset = _fit(form, z, y, direction)
+        except (RuntimeError, ValueError, TypeError, np.linalg.LinAlgError) as exc:
+            problems.append(f"{fit_label(form)} fit failed ({str(exc)[:80]})")
+            continue
+        model = _MODELS[form]
+        # A line is monotone whatever its slope: its sign may differ from the rank trend's.
+        trend = (1.0 if coefficients[0] >= 0 else -1.0) if form == "linear" else direction
+        problem = _monotone_problem(model(grid, *coefficients) + offset, trend, spread)
+        if problem is not None:
+            problems.append(f"{fit_label(form)} fit is {problem}")
+            continue
+        value = plcc(model(z, *coefficients) + offset, y)
+        if not math.isfinite(value):
+            problems.append(f"{fit_label(form)} fit gives no correlation")
+            continue
+        note = (f"{'; '.join(problems)}: {fit_label(form)} used instead of the "
+                f"{fit_label(first)}") if problems else None
+        return LogisticFit(plcc=value, fitted=True, parameters=count,
+                           coefficients=coefficients, center=center, scale=scale, note=note,
+                           form=form, offset=offset)
+    return LogisticFit(plcc=raw, fitted=False, parameters=parameters,
+                       note=f"{'; '.join(problems)}: raw PLCC")
 
 
 # -- bootstrap ------------------------------------------------------------------------------------
@@ -224,6 +335,9 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
                        seed: int = 0) -> dict[str, Any]:
     """SRCC, PLCC, logistic PLCC and KRCC with 95% bootstrap intervals, as JSON-able data.
 
+    ``logistic_fit`` names the monotone fit behind ``plcc_logistic`` (``"logistic5"``,
+    ``"logistic4"``, ``"logistic3"`` or ``"linear"``; see :func:`plcc_after_logistic`).
+
     Pairs where either side is None or not finite are dropped (``n`` counts those kept). With
     fewer than 3 pairs, or a constant side, every value is None and ``reason`` says why;
     ``bootstrap=0`` skips the intervals.
@@ -236,7 +350,7 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
     report: dict[str, Any] = {
         "n": int(x.size), "srcc": None, "plcc": None, "plcc_logistic": None, "krcc": None,
         "srcc_ci": None, "plcc_ci": None, "krcc_ci": None, "logistic_note": None,
-        "reason": None,
+        "logistic_fit": None, "reason": None,
     }
     if x.size < 3:
         report["reason"] = f"{x.size} scored item(s) with MOS: at least 3 are needed"
@@ -248,7 +362,7 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
     fit = plcc_after_logistic(x, y)
     report.update(srcc=_finite_or_none(srcc(x, y)), plcc=_finite_or_none(plcc(x, y)),
                   plcc_logistic=_finite_or_none(fit.plcc), krcc=_finite_or_none(krcc(x, y)),
-                  logistic_note=fit.note)
+                  logistic_note=fit.note, logistic_fit=fit.form if fit.fitted else None)
     if bootstrap > 0:
         for name, metric in (("srcc", srcc), ("plcc", plcc), ("krcc", krcc)):
             low, high = bootstrap_ci(metric, x, y, n=bootstrap, seed=seed)

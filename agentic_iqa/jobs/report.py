@@ -226,11 +226,42 @@ def _ci(interval: list[float] | None) -> str:
     return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-"
 
 
+def _fit_name(entry: Mapping[str, Any]) -> str:
+    """Which monotone fit is behind an entry's PLCC logistic ("5-parameter logistic", ...)."""
+    from .metrics import fit_label
+
+    return fit_label(entry.get("logistic_fit"))
+
+
+#: Short names of the fits, for narrow table columns.
+_FIT_SHORT = {"logistic5": "5PL", "logistic4": "4PL", "logistic3": "3PL", "linear": "linear"}
+
+
+def _job_date(iso: str | None) -> str:
+    return "-" if not iso else iso[:19].replace("T", " ") + " UTC"
+
+
+def job_lines(job: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The job's header as (label, value) pairs: id, name, dates, query, backend, model."""
+    query = job.get("query") or "-"
+    if job.get("items_with_own_query"):
+        query += f" ({job['items_with_own_query']} item(s) have their own query)"
+    rows = [("job", job.get("id") or "-"), ("name", job.get("name") or "-"),
+            ("submitted", _job_date(job.get("created_at")))]
+    if job.get("finished_at"):
+        rows.append(("finished", _job_date(job.get("finished_at"))))
+    rows += [("status", job.get("status") or "-"), ("query", query),
+             ("backend", job.get("backend") or "-"), ("model", job.get("model") or "-")]
+    return [(label, redact(str(value)) or "-") for label, value in rows]
+
+
 def render_text(report: Mapping[str, Any]) -> str:
     """The report as plain text for a terminal."""
     counts = report["counts"]
     by_status = ", ".join(f"{status} {n}" for status, n in counts["by_status"].items())
-    lines = [f"Items: {counts['total']} ({by_status or 'none'})"]
+    lines = [f"{label.capitalize() + ':':<11} {value}"
+             for label, value in job_lines(report["job"])] if report.get("job") else []
+    lines.append(f"Items: {counts['total']} ({by_status or 'none'})")
     if report.get("quality_score_mean") is not None:
         lines.append(f"Mean quality score: {report['quality_score_mean']:.3f}")
     agent = report.get("agent")
@@ -245,18 +276,20 @@ def render_text(report: Mapping[str, Any]) -> str:
             for name in ("srcc", "plcc", "krcc"):
                 lines.append(f"  {name.upper():<14} {_fmt(agent[name])}  "
                              f"{CONFIDENCE:.0%} CI {_ci(agent[f'{name}_ci'])}")
-            lines.append(f"  {'PLCC logistic':<14} {_fmt(agent['plcc_logistic'])}"
-                         + (f"  ({agent['logistic_note']})" if agent["logistic_note"] else ""))
+            lines.append(f"  {'PLCC logistic':<14} {_fmt(agent['plcc_logistic'])}  "
+                         f"(monotone {_fit_name(agent)}"
+                         + (f"; {agent['logistic_note']})" if agent["logistic_note"] else ")"))
     if report["tools"] and agent is not None:
         lines.append("Tools vs MOS:")
         lines.append(f"  {'tool':<16} {'scored':>6} {'n':>5} {'SRCC':>7} {'PLCC':>7} "
-                     f"{'PLCC-log':>8} {'KRCC':>7} {'agent SRCC':>10}")
+                     f"{'PLCC-log':>8} {'KRCC':>7} {'agent SRCC':>10}  fit")
         for tool in report["tools"]:
             lines.append(
                 f"  {tool['tool']:<16} {tool['scored']:>6} {tool['n']:>5} "
                 f"{_fmt(tool['srcc']):>7} {_fmt(tool['plcc']):>7} "
                 f"{_fmt(tool['plcc_logistic']):>8} {_fmt(tool['krcc']):>7} "
-                f"{_fmt(tool['agent_srcc_same_items']):>10}")
+                f"{_fmt(tool['agent_srcc_same_items']):>10}  "
+                f"{_FIT_SHORT.get(tool.get('logistic_fit') or '', '-')}")
     mcq = report.get("mcq")
     if mcq:
         unanswered = f", {mcq['not_answered']} not answered" if mcq["not_answered"] else ""
@@ -282,13 +315,16 @@ def _metric_lines(report: Mapping[str, Any]) -> list[str]:
     """A metric job's table: each tool against MOS, normalized (higher is better) and raw."""
     lines = ["Tools vs MOS (normalized scores, higher is better; raw: the tool's own scale):",
              f"  {'tool':<16} {'scored':>6} {'n':>5} {'SRCC':>7} {'95% CI':>16} {'PLCC':>7} "
-             f"{'PLCC-log':>8} {'KRCC':>7} {'SRCC raw':>8} {'PLCC raw':>8}"]
+             f"{'PLCC-log':>8} {'KRCC':>7} {'SRCC raw':>8} {'PLCC raw':>8}  fit"]
     for tool in report["tools"]:
         lines.append(
             f"  {tool['tool']:<16} {tool['scored']:>6} {tool['n']:>5} {_fmt(tool['srcc']):>7} "
             f"{_ci(tool['srcc_ci']):>16} {_fmt(tool['plcc']):>7} "
             f"{_fmt(tool['plcc_logistic']):>8} {_fmt(tool['krcc']):>7} "
-            f"{_fmt(tool.get('srcc_raw')):>8} {_fmt(tool.get('plcc_raw')):>8}")
+            f"{_fmt(tool.get('srcc_raw')):>8} {_fmt(tool.get('plcc_raw')):>8}  "
+            f"{_FIT_SHORT.get(tool.get('logistic_fit') or '', '-')}")
+    lines.append("  fit: the monotone curve behind PLCC-log (5PL/4PL/3PL: 5-, 4- or 3-parameter "
+                 "logistic; linear: too few points or no logistic fitted)")
     return lines
 
 
@@ -339,7 +375,7 @@ def _scatter_png(pred: list[float], mos: list[float]) -> str:
     fit = plcc_after_logistic(pred, mos) if len(pred) >= 3 and np.ptp(pred) > 0 else None
     if fit is not None and fit.fitted:
         grid = np.linspace(min(pred), max(pred), 200)
-        axes.plot(grid, fit.curve(grid), color="#d62728", label="logistic fit")
+        axes.plot(grid, fit.curve(grid), color="#d62728", label=f"monotone {fit.label}")
         axes.legend(loc="lower right")
     axes.set_xlabel("predicted quality score")
     axes.set_ylabel("MOS")
@@ -355,7 +391,7 @@ def _correlation_rows(label: str, entry: Mapping[str, Any], css: str = "") -> st
     return (f'<tr class="{css}">{_cell(label, text=True)}{_cell(entry["n"])}'
             f'{_cell(entry["srcc"])}{_cell(_ci(entry["srcc_ci"]), text=True)}'
             f'{_cell(entry["plcc"])}{_cell(_ci(entry["plcc_ci"]), text=True)}'
-            f'{_cell(entry["plcc_logistic"])}'
+            f'{_cell(entry["plcc_logistic"])}{_cell(_fit_name(entry), text=True)}'
             f'{_cell(entry["krcc"])}{_cell(_ci(entry["krcc_ci"]), text=True)}</tr>')
 
 
@@ -363,7 +399,10 @@ def _interval_note(report: Mapping[str, Any]) -> str:
     settings = report["bootstrap"]
     return (f"{settings['confidence']:.0%} intervals: percentile bootstrap over "
             f"{settings['resamples']} resamples of the pairs (seed {settings['seed']}); "
-            "PLCC logistic: PLCC after a 5-parameter logistic fit of scores to MOS.")
+            "PLCC logistic: PLCC after a monotone fit of scores to MOS: the 5-parameter "
+            "logistic, bounded so that it rises (or falls) with the scores everywhere, or, "
+            "when that fit fails or there are fewer than 10 points, a 4- or 3-parameter "
+            "logistic (at least 8 or 6 points), else a straight line (the fit column).")
 
 
 def _vlm_html(vlm: Mapping[str, Any]) -> str:
@@ -381,13 +420,23 @@ def _vlm_html(vlm: Mapping[str, Any]) -> str:
             + unpriced)
 
 
+def report_title(report: Mapping[str, Any]) -> str:
+    """"Evaluation job report: NAME (1a2b3c4d)", or the generic title without a ``job``."""
+    job = report.get("job")
+    if not job:
+        return "Evaluation job report"
+    return f"Evaluation job report: {redact(str(job.get('name')))} ({str(job.get('id'))[:8]})"
+
+
 def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
-                path: str | os.PathLike[str], *, title: str = "Evaluation job report") -> Path:
+                path: str | os.PathLike[str], *, title: str | None = None) -> Path:
     """Write one self-contained HTML page (inline CSS, plot as inline PNG) and return its path.
 
     ``rows`` supply the scatter plot's points (done items with a score and a MOS); everything
-    else comes from ``report``.
+    else comes from ``report``.  The title and the header name the job (``report["job"]``: id,
+    name, dates, query, backend, model) when the report has one; every value is HTML-escaped.
     """
+    title = title or report_title(report)
     pred: list[float] = []
     mos: list[float] = []
     for row in rows:
@@ -398,8 +447,12 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
     counts = report["counts"]
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
              f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", "<h2>Items</h2><table>",
-             _header("status", "items")]
+             f"<h1>{html.escape(title)}</h1>"]
+    if report.get("job"):
+        parts.append('<table id="job">' + "".join(
+            f'<tr><th class="text">{html.escape(label)}</th>{_cell(value, text=True)}</tr>'
+            for label, value in job_lines(report["job"])) + "</table>")
+    parts += ["<h2>Items</h2><table>", _header("status", "items")]
     for status, n in counts["by_status"].items():
         parts.append(f"<tr>{_cell(status, text=True)}{_cell(n)}</tr>")
     parts.append(f"<tr>{_cell('total', text=True)}{_cell(counts['total'])}</tr></table>")
@@ -411,7 +464,7 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
                      'score (higher is better) per item against MOS; raw: its own scale.</p>')
         parts.append('<table id="correlations">')
         parts.append(_header("tool", "n", "SRCC", "95% CI", "PLCC", "95% CI", "PLCC logistic",
-                             "KRCC", "95% CI"))
+                             "fit", "KRCC", "95% CI"))
         for tool in report["tools"]:
             parts.append(_correlation_rows(tool["tool"], tool, "tool"))
         parts.append("</table>")
@@ -426,7 +479,7 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
             parts.append(f'<p class="note">{html.escape(agent["reason"])}</p>')
         parts.append('<table id="correlations">')
         parts.append(_header("scores", "n", "SRCC", "95% CI", "PLCC", "95% CI",
-                             "PLCC logistic", "KRCC", "95% CI"))
+                             "PLCC logistic", "fit", "KRCC", "95% CI"))
         parts.append(_correlation_rows("agent", agent, "agent"))
         parts.append("</table>")
         if agent.get("logistic_note"):
@@ -445,12 +498,13 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
                      "agent's SRCC on the same items is beside it.</p>")
         parts.append('<table id="tools">')
         parts.append(_header("tool", "scored", "n with MOS", "SRCC", "95% CI", "PLCC",
-                             "PLCC logistic", "KRCC", "agent SRCC, same items"))
+                             "PLCC logistic", "fit", "KRCC", "agent SRCC, same items"))
         for tool in report["tools"]:
             parts.append(
                 f'<tr class="tool">{_cell(tool["tool"], text=True)}{_cell(tool["scored"])}'
                 f'{_cell(tool["n"])}{_cell(tool["srcc"])}{_cell(_ci(tool["srcc_ci"]), text=True)}'
-                f'{_cell(tool["plcc"])}{_cell(tool["plcc_logistic"])}{_cell(tool["krcc"])}'
+                f'{_cell(tool["plcc"])}{_cell(tool["plcc_logistic"])}'
+                f'{_cell(_fit_name(tool), text=True)}{_cell(tool["krcc"])}'
                 f'{_cell(tool["agent_srcc_same_items"])}</tr>')
         parts.append("</table>")
 

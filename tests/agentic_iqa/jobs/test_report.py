@@ -156,3 +156,66 @@ def test_credentials_in_stored_errors_never_reach_the_report() -> None:
     text = json.dumps(document) + render_text(document)
     assert "hunter2-key" not in text
     assert "http://***@vlm:8000/v1" in text
+
+
+# -- the job in the title, and which fit is behind PLCC logistic ----------------------------------
+
+JOB = {"id": "1a2b3c4d-0000-4000-8000-000000000000", "name": "LIVE-C <dev> & co",
+       "status": "done", "created_at": "2026-11-26T05:34:44.123456+00:00",
+       "finished_at": "2026-11-26T05:40:02+00:00", "query": "Is <b>this</b> sharp?",
+       "items_with_own_query": 2, "backend": "openai",
+       "model": "http://bob:hunter2-key@vlm:8000 qwen<2.5>", "tools": None}
+
+
+def weak_rows(n: int = 20, seed: int = 0) -> list[dict[str, Any]]:
+    """Done items whose score follows MOS linearly under heavy noise: a free 5PL bends here."""
+    rng = np.random.default_rng(seed)
+    pred = rng.uniform(1.0, 5.0, n)
+    mos = 20.0 * pred + rng.normal(0.0, 35.0, n)
+    return [{"item_id": f"i{i}", "status": "done", "quality_score": float(p), "mos": float(m)}
+            for i, (p, m) in enumerate(zip(pred, mos, strict=True))]
+
+
+def test_html_title_and_header_name_the_job_escaped(tmp_path: Path) -> None:
+    rows = job_rows()
+    report = {"job": JOB, **build_report(rows, bootstrap=0)}
+    page = render_html(report, rows, tmp_path / "r.html").read_text(encoding="utf-8")
+    title = "Evaluation job report: LIVE-C &lt;dev&gt; &amp; co (1a2b3c4d)"
+    assert f"<title>{title}</title>" in page and f"<h1>{title}</h1>" in page
+    header = re.search(r'<table id="job">(.*?)</table>', page).group(1)
+    cells = dict(re.findall(r'<th class="text">([^<]*)</th><td class="text">([^<]*)</td>',
+                            header))
+    assert cells == {
+        "job": "1a2b3c4d-0000-4000-8000-000000000000", "name": "LIVE-C &lt;dev&gt; &amp; co",
+        "submitted": "2026-11-26 05:34:44 UTC", "finished": "2026-11-26 05:40:02 UTC",
+        "status": "done", "query": "Is &lt;b&gt;this&lt;/b&gt; sharp? (2 item(s) have their "
+                                   "own query)",
+        "backend": "openai", "model": "http://***@vlm:8000 qwen&lt;2.5&gt;"}
+    assert "<b>this</b>" not in page and "hunter2" not in page
+    text = render_text(report)
+    assert text.startswith("Job:        1a2b3c4d-0000-4000-8000-000000000000\n"
+                           "Name:       LIVE-C <dev> & co\n")
+    assert "Backend:    openai\n" in text and "hunter2" not in text
+    # Without a job (a report built from a CSV someone sent), the generic title.
+    assert "<title>Evaluation job report</title>" in render_html(
+        build_report(rows, bootstrap=0), rows, tmp_path / "plain.html").read_text()
+
+
+def test_the_report_says_which_monotone_fit_gave_plcc_logistic(tmp_path: Path) -> None:
+    rows = weak_rows()
+    report = build_report(rows, bootstrap=0)
+    agent = report["agent"]
+    assert agent["logistic_fit"] == "logistic5" and agent["logistic_note"] is None
+    assert agent["plcc"] == pytest.approx(0.632, abs=0.001)
+    # Monotone: well below the 0.832 a free 5PL reaches on these 20 items.
+    assert agent["plcc"] < agent["plcc_logistic"] < 0.75
+    assert json.loads(json.dumps(report))["agent"]["logistic_fit"] == "logistic5"
+    text = render_text(report)
+    assert re.search(r"PLCC logistic\s+0\.\d{3}  \(monotone 5-parameter logistic\)\n", text)
+    page = render_html(report, rows, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert '<td class="text">5-parameter logistic</td>' in page
+    assert "a monotone fit of scores to MOS" in page
+    few = build_report(rows[:7], bootstrap=0)["agent"]
+    assert few["logistic_fit"] == "logistic3" and "7 points are too few" in few["logistic_note"]
+    assert "(monotone 3-parameter logistic; 7 points are too few" in render_text(
+        build_report(rows[:7], bootstrap=0))

@@ -1,0 +1,264 @@
+"""Read-only questions the command line asks of the results database.
+
+Small functions over an open :class:`~sqlalchemy.orm.Session`, each returning plain JSON-able
+data (timestamps as ISO 8601 text in UTC): which job or run a short id means, what a job was
+(for its report's header), the recent runs, and everything stored about one run.  Nothing here
+writes; nothing here prints (the CLI renders, and redacts what it prints).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from .jobs import JobNotFound, latest_job
+from .models import Job, JobItem, ReplanRow, Run, StepRecord, ToolLog, VlmCall
+from .repository import RunNotFound
+
+#: A short id is a prefix of a UUID: hex digits and dashes (anything else is looked up whole).
+_ID_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
+#: How many matches an ambiguous prefix lists.
+MAX_MATCHES = 10
+
+
+class AmbiguousId(LookupError):
+    """A short id that starts more than one job's (or run's) id."""
+
+    def __init__(self, kind: str, prefix: str, matches: list[str]) -> None:
+        super().__init__(prefix)
+        self.kind, self.prefix, self.matches = kind, prefix, matches
+
+    def __str__(self) -> str:
+        more = "" if len(self.matches) <= MAX_MATCHES else " and more"
+        listed = ", ".join(self.matches[:MAX_MATCHES])
+        return (f"{self.kind} id {self.prefix!r} is ambiguous: it starts {listed}{more}; "
+                "give more characters")
+
+
+class NoJobs(JobNotFound):
+    """The latest job was asked for, and the database holds none."""
+
+    def __init__(self) -> None:
+        super().__init__("(latest)")
+
+    def __str__(self) -> str:
+        return "no job in the database yet: submit one with `agentic-iqa eval submit MANIFEST`"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    return (end - start).total_seconds() if start is not None and end is not None else None
+
+
+def _by_prefix(session: Session, column: Any, reference: str) -> list[str]:
+    """Ids equal to ``reference``, else the ids it is a prefix of (at most one more than
+    :data:`MAX_MATCHES`, enough to tell "ambiguous" and list some)."""
+    exact = session.scalars(select(column).where(column == reference)).first()
+    if exact is not None:
+        return [exact]
+    prefix = reference.lower()
+    if not _ID_PREFIX.match(prefix):
+        return []
+    return list(session.scalars(select(column).where(column.like(f"{prefix}%"))
+                                .order_by(column).limit(MAX_MATCHES + 1)))
+
+
+def resolve_job_id(session: Session, reference: str | None) -> str:
+    """The job a full id, a unique prefix of one (the 8 characters progress bars show), or
+    None (the latest job) means; :class:`JobNotFound` or :class:`AmbiguousId` otherwise."""
+    if reference is None:
+        job = latest_job(session)
+        if job is None:
+            raise NoJobs()
+        return job.id
+    matches = _by_prefix(session, Job.id, reference.strip())
+    if not matches:
+        raise JobNotFound(reference)
+    if len(matches) > 1:
+        raise AmbiguousId("job", reference, matches)
+    return matches[0]
+
+
+def resolve_run_id(session: Session, reference: str) -> str:
+    """The run a full id or a unique prefix of one means (:class:`RunNotFound`,
+    :class:`AmbiguousId`)."""
+    matches = _by_prefix(session, Run.id, reference.strip())
+    if not matches:
+        raise RunNotFound(reference)
+    if len(matches) > 1:
+        raise AmbiguousId("run", reference, matches)
+    return matches[0]
+
+
+def item_run_id(session: Session, job_id: str, item: str) -> str:
+    """The run of a job's item, named by its id in the manifest, its line number or its
+    image's file name (or path); a :class:`LookupError` says what matched instead."""
+    named = [JobItem.item_key == item, JobItem.image == item,
+             JobItem.image.endswith(f"/{item}", autoescape=True)]
+    if item.isdigit():
+        named.append(JobItem.line == int(item))
+    rows = session.execute(
+        select(JobItem.item_key, JobItem.line, JobItem.image, JobItem.run_id)
+        .where(JobItem.job_id == job_id, or_(*named))
+        .order_by(JobItem.line).limit(MAX_MATCHES + 1)
+    ).all()
+    exact = [row for row in rows if row.item_key == item]  # an id beats a line or a file name
+    rows = exact or rows
+    if not rows:
+        raise LookupError(f"job {job_id[:8]} has no item {item!r} (an item id, a line number "
+                          "or an image file name)")
+    if len(rows) > 1:
+        listed = ", ".join(f"{row.item_key} (line {row.line})" for row in rows[:MAX_MATCHES])
+        raise LookupError(f"item {item!r} of job {job_id[:8]} is ambiguous: {listed}")
+    row = rows[0]
+    if row.run_id is None:
+        raise LookupError(f"item {row.item_key} (line {row.line}) of job {job_id[:8]} has no "
+                          "run (a bad row, or not started yet)")
+    return row.run_id
+
+
+def job_models(session: Session, job_id: str) -> list[tuple[str, str]]:
+    """The (backend, model) pairs the job's runs asked, from the recorded VLM calls."""
+    rows = session.execute(
+        select(VlmCall.backend, VlmCall.model).distinct()
+        .join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
+        .order_by(VlmCall.backend, VlmCall.model)
+    ).all()
+    return [(backend, model) for backend, model in rows]
+
+
+def job_summary(session: Session, job_id: str) -> dict[str, Any]:
+    """What a job is, for a report's header: id, name, dates, query, backend and model.
+
+    Backend and model are those the runs' VLM calls recorded; the builtin backend records no
+    calls, so a job without any is reported as ``builtin`` (a metric job asks no VLM at all).
+    """
+    from .jobs import get_job
+
+    job = get_job(session, job_id)
+    own_queries = int(session.scalar(
+        select(func.count()).where(JobItem.job_id == job_id, JobItem.query.is_not(None))) or 0)
+    models = job_models(session, job_id)
+    if job.metric_tools:
+        backend, model = "none (metric job)", ", ".join(job.metric_tools)
+    elif models:
+        backend = ", ".join(dict.fromkeys(backend for backend, _ in models))
+        model = ", ".join(dict.fromkeys(model for _, model in models))
+    else:
+        backend, model = "builtin", "builtin (offline measurements; no VLM calls recorded)"
+    return {
+        "id": job.id, "name": job.name, "status": job.status,
+        "created_at": _iso(job.created_at), "finished_at": _iso(job.finished_at),
+        "query": job.default_query, "items_with_own_query": own_queries,
+        "backend": backend, "model": model, "tools": job.metric_tools,
+        "manifest": job.manifest,
+    }
+
+
+def _run_row(run: Run) -> dict[str, Any]:
+    return {"id": run.id, "created_at": _iso(run.created_at), "status": run.status,
+            "query": run.query, "image": run.image_path, "reference": run.reference_path,
+            "final_answer": run.final_answer, "quality_score": run.quality_score,
+            "job_id": run.job_id, "error": run.error}
+
+
+def recent_runs(session: Session, *, limit: int = 20, job_id: str | None = None
+                ) -> list[dict[str, Any]]:
+    """The latest ``limit`` runs, newest first; with ``job_id``, the runs of that job's items
+    in manifest order, each with its item's id and line."""
+    if job_id is None:
+        runs = session.scalars(select(Run).order_by(Run.created_at.desc(), Run.id.desc())
+                               .limit(limit))
+        return [_run_row(run) for run in runs]
+    rows = session.execute(
+        select(JobItem.item_key, JobItem.line, JobItem.status, Run)
+        .join(Run, Run.id == JobItem.run_id).where(JobItem.job_id == job_id)
+        .order_by(JobItem.line, JobItem.id).limit(limit)
+    ).all()
+    return [{**_run_row(run), "item_id": key, "line": line, "item_status": status}
+            for key, line, status, run in rows]
+
+
+def _load_times(steps: list[StepRecord]) -> dict[tuple[int, str, str], float | None]:
+    """Model-load seconds per (iteration, object, distortion), from the tool steps' stored
+    outputs (the tool_logs table has no column for it)."""
+    found: dict[tuple[int, str, str], float | None] = {}
+    for record in steps:
+        if record.step != "tool_execution" or not record.output_json:
+            continue
+        try:
+            evidence = json.loads(record.output_json).get("executor_evidence") or {}
+        except (ValueError, AttributeError):
+            continue
+        for entry in evidence.get("tool_logs") or []:
+            if isinstance(entry, dict):
+                found[(record.iteration, str(entry.get("object_name")),
+                       str(entry.get("distortion")))] = entry.get("load_time")
+    return found
+
+
+def run_details(session: Session, run_id: str) -> dict[str, Any]:
+    """Everything stored about a run: inputs, dates, plan, every step (worker, queue, times),
+    every tool call (raw and normalized score), replans with reasons, answer and reasoning."""
+    from ..state import state_from_json
+    from ..vlm.usage import PriceTable, summarize
+    from .repository import get_run, vlm_usage
+
+    run = get_run(session, run_id)
+    state = state_from_json(run.state_json)
+    steps = list(session.scalars(select(StepRecord).where(StepRecord.run_id == run_id)
+                                 .order_by(StepRecord.iteration, StepRecord.id)))
+    logs = session.scalars(select(ToolLog).where(ToolLog.run_id == run_id)
+                           .order_by(ToolLog.iteration, ToolLog.id))
+    replans = session.scalars(select(ReplanRow).where(ReplanRow.run_id == run_id)
+                              .order_by(ReplanRow.iteration))
+    item = session.execute(select(JobItem.item_key, JobItem.line, JobItem.status)
+                           .where(JobItem.run_id == run_id)).first()
+    loads = _load_times(steps)
+    plan = state.get("plan")
+    evidence = state.get("executor_evidence")
+    result = state.get("summarizer_result")
+    return {
+        **_run_row(run),
+        "backend": run.backend, "iterations": run.iteration_count, "resends": run.resends,
+        "started_at": _iso(run.started_at), "finished_at": _iso(run.finished_at),
+        "duration_s": _seconds(run.started_at or run.created_at, run.finished_at),
+        "job_item": ({"item_id": item.item_key, "line": item.line, "status": item.status}
+                     if item is not None else None),
+        "metric_tools": state.get("metric_tools"),
+        "plan": plan.model_dump(mode="json") if plan is not None else None,
+        "distortions": ([{"object": key, **entry.model_dump(mode="json")}
+                         for key, entries in evidence.distortion_analysis.items()
+                         for entry in entries]
+                        if evidence is not None and evidence.distortion_analysis else []),
+        "steps": [{"step": record.step, "iteration": record.iteration,
+                   "status": record.status, "worker": record.worker, "queue": record.queue,
+                   "attempts": record.attempts, "started_at": _iso(record.started_at),
+                   "finished_at": _iso(record.finished_at),
+                   "duration_s": _seconds(record.started_at, record.finished_at),
+                   "error": record.error} for record in steps],
+        "tool_logs": [{"iteration": log.iteration, "object": log.object_name,
+                       "distortion": log.distortion, "tool": log.tool_name,
+                       "requested_tool": log.requested_tool, "raw_score": log.raw_score,
+                       "normalized_score": log.normalized_score,
+                       "execution_time_s": log.execution_time,
+                       "load_time_s": loads.get((log.iteration, log.object_name,
+                                                 log.distortion)),
+                       "fallback": log.fallback, "cached": log.cached, "error": log.error,
+                       "timestamp": _iso(log.timestamp)} for log in logs],
+        "replans": [{"iteration": row.iteration, "reason": row.reason,
+                     "created_at": _iso(row.created_at)} for row in replans],
+        "quality_reasoning": result.quality_reasoning if result is not None else None,
+        "level_distribution": result.level_distribution if result is not None else None,
+        "probability_source": result.probability_source if result is not None else None,
+        "answer_unparseable": result.answer_unparseable if result is not None else None,
+        "vlm_usage": summarize(vlm_usage(session, run_id=run_id), PriceTable.load()),
+    }
