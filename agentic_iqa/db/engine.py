@@ -23,7 +23,7 @@ import ast
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,6 +131,7 @@ def _after_fork_in_child() -> None:
     # release it here.  close=False: the connections belong to the parent, which keeps them.
     global _engines_lock
     _engines_lock = threading.Lock()
+    _sqlite_writers.clear()  # a parent thread may have held one at the fork
     for engine in list(_engines.values()):
         engine.dispose(close=False)
 
@@ -138,14 +139,30 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+#: One lock per SQLite engine of this process (see :func:`session_scope`).
+_sqlite_writers: dict[int, threading.RLock] = {}
+
+
+def _writer_lock(engine: Engine) -> Any:
+    if engine.dialect.name != "sqlite":
+        return nullcontext()
+    with _engines_lock:
+        return _sqlite_writers.setdefault(id(engine), threading.RLock())
+
+
 @contextmanager
 def session_scope(engine: Engine | None = None) -> Iterator[Session]:
     """A session in one transaction: committed when the block ends, rolled back if it raises.
 
     Objects stay usable after the commit (``expire_on_commit=False``), so a task can return
-    what it read without another round trip.
+    what it read without another round trip.  On SQLite, where every transaction is a writer
+    (``BEGIN IMMEDIATE``), the threads of one process queue on a lock first: a thread that
+    found the database busy would otherwise sleep in SQLite's busy handler (1, 2, 5 ... 100 ms
+    steps) long after the other thread committed.  Other processes still wait the SQLite way.
     """
-    with Session(engine or make_engine(), expire_on_commit=False) as session, session.begin():
+    engine = engine or make_engine()
+    with _writer_lock(engine), Session(engine, expire_on_commit=False) as session, \
+            session.begin():
         yield session
 
 
