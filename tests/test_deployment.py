@@ -8,11 +8,12 @@ Docker client with the Compose plugin is installed (that command needs no engine
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import shutil
 import subprocess
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -374,17 +375,161 @@ def test_every_path_the_dockerfile_copies_exists_and_is_not_dockerignored() -> N
         assert not ignored, f"COPY {source} is excluded by .dockerignore {ignored}"
 
 
-def test_the_installed_wheel_carries_the_migrations() -> None:
-    """The image installs a regular wheel: `agentic-iqa db upgrade` (the migrate service) finds
-    the Alembic scripts only inside the installed package, not in a checkout beside it."""
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    wheel = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]
-    force_include = wheel.get("force-include") or {}
-    in_package = (REPO / "agentic_iqa" / "migrations" / "env.py").is_file()
-    assert in_package or force_include.get("migrations") == "agentic_iqa/migrations", (
-        "pyproject.toml must ship migrations/ in the wheel as agentic_iqa/migrations "
-        "([tool.hatch.build.targets.wheel.force-include])"
-    )
+# --- the wheel the image installs -----------------------------------------------------------------
+
+#: Package folders and where the wheel must hold the data files the code reads at run time.
+PACKAGES = ("agentic_iqa", "iqa_tools", "workers")
+#: Folders of the checkout that the wheel carries inside the package (force-include).
+FORCE_INCLUDED = {"migrations": "agentic_iqa/migrations", "configs": "agentic_iqa/configs"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from the checkout as the Dockerfile's ``pip install .`` builds it.
+
+    The build backend (hatchling) comes from the package index through pip's build isolation,
+    as in CI's ``pip install -e``; where hatchling is already installed it is used offline.
+    """
+    import importlib.util
+
+    out = tmp_path_factory.mktemp("wheel")
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out)]
+    if importlib.util.find_spec("hatchling") is not None:
+        command.append("--no-build-isolation")
+    result = subprocess.run([*command, str(REPO)], capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+                            check=False)
+    assert result.returncode == 0, f"building the wheel failed:\n{result.stderr[-3000:]}"
+    (built,) = out.glob("agentic_iqa-*.whl")
+    return built
+
+
+def package_files(folder: Path) -> set[str]:
+    """Every file of a source folder (caches left out), relative to the folder."""
+    return {str(path.relative_to(folder)) for path in folder.rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts
+            and path.suffix not in {".pyc", ".pyo"}}
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_every_module_data_file_migration_and_config(wheel: Path) -> None:
+    """Everything the code reads from beside itself ships: Alembic's env.py, script template and
+    every version script under agentic_iqa/migrations, the YAML configs under
+    agentic_iqa/configs, the tool catalogue (tools.json) and the builtin backend's opinion.json,
+    and the console script's entry point."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(archive.read(name).decode() for name in names
+                            if name.endswith(".dist-info/entry_points.txt"))
+    for package in PACKAGES:
+        missing = {f"{package}/{name}" for name in package_files(REPO / package)} - names
+        assert not missing, f"the wheel lacks {sorted(missing)}"
+    for source, target in FORCE_INCLUDED.items():
+        expected = {f"{target}/{name}" for name in package_files(REPO / source)}
+        assert expected, source
+        assert not expected - names, f"the wheel lacks {sorted(expected - names)}"
+    versions = {name for name in names if re.fullmatch(
+        r"agentic_iqa/migrations/versions/[^/]+\.py", name)}
+    assert len(versions) == len(list((REPO / "migrations" / "versions").glob("*.py"))) > 0
+    for required in ("agentic_iqa/migrations/env.py", "agentic_iqa/migrations/script.py.mako",
+                     "agentic_iqa/configs/pipeline.yaml", "agentic_iqa/configs/tools.yaml",
+                     "agentic_iqa/configs/model_backends.yaml",
+                     "iqa_tools/metadata/tools.json", "agentic_iqa/vlm/builtin/opinion.json",
+                     "workers/celery_app.py", "workers/tasks.py"):
+        assert required in names, required
+    assert not [name for name in names if name.startswith(("tests/", "migrations/",
+                                                           "configs/"))], \
+        "test code or top-level copies of the data folders in the wheel"
+    assert re.search(r"^agentic-iqa\s*=\s*agentic_iqa\.cli:app\s*$", entry_points, re.MULTILINE)
+
+
+#: Run by the installed copy: where everything it uses was found, as JSON.
+_WHERE = """
+import json, sys
+import agentic_iqa, iqa_tools, workers.celery_app
+from agentic_iqa.config import config_dir
+from agentic_iqa.db.engine import migrations_dir
+from agentic_iqa.vlm.builtin.opinion import WEIGHTS_FILE, default_model
+default_model()
+print(json.dumps({"modules": [agentic_iqa.__file__, iqa_tools.__file__,
+                              workers.celery_app.__file__],
+                  "migrations": str(migrations_dir()), "configs": str(config_dir()),
+                  "opinion": str(WEIGHTS_FILE), "path": sys.path}))
+"""
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_carries_the_migrations(wheel: Path, tmp_path: Path) -> None:
+    """The image installs a regular wheel: `agentic-iqa db upgrade` (the migrate service) must
+    find the Alembic scripts inside the installed package, with no checkout to fall back on.
+
+    The wheel goes into a folder of its own (``pip install --target``), run by a fresh
+    interpreter (a venv without pip) whose path is that folder, then this environment's
+    site-packages for the dependencies: that folder's .pth files, among them the editable
+    install's pointer to the checkout, are not read, and the commands run from a folder
+    outside the checkout.
+    """
+    import sysconfig
+
+    import sqlalchemy
+
+    from agentic_iqa.db.engine import script_heads
+
+    target = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+         "--disable-pip-version-check", "--target", str(target), str(wheel)],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert install.returncode == 0, install.stderr[-3000:]
+    script = target / "bin" / "agentic-iqa"
+    assert script.is_file(), "the wheel installs no agentic-iqa console script"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    python = str(venv / "bin" / "python")
+    dependencies = dict.fromkeys([sysconfig.get_paths()["purelib"],
+                                  sysconfig.get_paths()["platlib"]])
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("AGENTIC_IQA_", "PYTHON"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(target), *dependencies])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([python, *args], cwd=elsewhere, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+
+    where = run("-c", _WHERE)
+    assert where.returncode == 0, where.stderr[-3000:]
+    found = json.loads(where.stdout)
+    for path in [*found["modules"], found["migrations"], found["configs"], found["opinion"]]:
+        assert Path(path).resolve().is_relative_to(target.resolve()), path
+        assert Path(path).exists(), path
+    assert (Path(found["configs"]) / "pipeline.yaml").is_file(), found["configs"]
+    checkout = [entry for entry in found["path"]
+                if (elsewhere / entry).resolve() == REPO]
+    assert not checkout, f"the checkout is on the installed copy's import path: {checkout}"
+
+    database = elsewhere / "fresh.sqlite3"
+    upgrade = run(str(script), "db", "upgrade", "--url", f"sqlite:///{database}")
+    assert upgrade.returncode == 0, upgrade.stderr[-3000:]
+    engine = sqlalchemy.create_engine(f"sqlite:///{database}")
+    try:
+        tables = set(sqlalchemy.inspect(engine).get_table_names())
+        with engine.connect() as connection:
+            revisions = set(connection.execute(
+                sqlalchemy.text("SELECT version_num FROM alembic_version")).scalars())
+    finally:
+        engine.dispose()
+    assert {"runs", "step_records", "tool_logs", "replan_history", "jobs", "job_items",
+            "alembic_version"} <= tables
+    assert revisions == script_heads(REPO / "migrations")
+    # The tool catalogue and configs load from the installed copy too.
+    tools = run(str(script), "tools", "list", "--json")
+    assert tools.returncode == 0, tools.stderr[-3000:]
+    assert {row["name"] for row in json.loads(tools.stdout)} >= {"PIQE", "NIQE", "SSIM"}
 
 
 def test_dockerignore_keeps_secrets_and_bulk_out_of_the_build_context() -> None:

@@ -25,13 +25,14 @@ def submit(cluster: Cluster, query: str, image=EXAMPLE, max_replans: int = 2) ->
     return run_id
 
 
-def wait_for(cluster: Cluster, run_id: str, timeout: float = 120.0, status=None):
+def wait_for(cluster: Cluster, run_id: str, timeout: float = 120.0) -> str:
+    """The run's final status ("succeeded" or "failed") once it has one."""
     engine = make_engine(cluster.database_url)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with session_scope(engine) as session:
             run = repository.get_run(session, run_id)
-            if status is None and run.status in {"succeeded", "failed"}:
+            if run.status in {"succeeded", "failed"}:
                 return run.status
         time.sleep(0.25)
     raise TimeoutError(f"run {run_id} not finished after {timeout} s")

@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
 from sqlalchemy import func, select
 
+from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
 from agentic_iqa.jobs import lifecycle
-from tests.conftest import livec_manifest
+from tests.conftest import REPO, livec_manifest
+from tests.workers.cluster import Cluster
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.data]
 
 
 def counts(engine, job_id: str) -> dict[str, int]:
     return lifecycle.progress(engine, job_id).counts
+
+
+_START_JOB = ("import sys\nfrom workers.tasks import start_job\n"
+              "start_job(sys.argv[1], sys.argv[2:])\n")
+
+
+def start_job(cluster: Cluster, job_id: str, restart_runs: list[str] | tuple[str, ...] = ()
+              ) -> None:
+    """The real ``workers.tasks.start_job``, as ``eval submit`` and ``eval resume`` call it: in
+    a process of its own, configured like the workers (broker, database, lease) by the
+    environment."""
+    result = subprocess.run([sys.executable, "-c", _START_JOB, job_id, *restart_runs],
+                            cwd=REPO, env=cluster.env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_once(
@@ -28,7 +47,16 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
                            AGENTIC_IQA_FEED_INTERVAL="0.5")
     workers = [cluster.start("default", "default"), cluster.start("gpu", "gpu")]
     job_id = lifecycle.submit(engine, livec_manifest(livec_dir, tmp_path / 'manifest.csv', 24))
-    cluster.client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
+    # As a job begun without a broker is left (``eval submit`` run locally, then stopped): no
+    # supervisor feeds it.  Only start_job hands it to the workers, and they must then feed
+    # all of it, not just the first window that start_job's own message fills.
+    with session_scope(engine) as session:
+        job_store.set_dispatch(session, job_id, "local")
+    time.sleep(1.5)  # three supervisor ticks: none touches a job that the workers do not own
+    assert counts(engine, job_id) == {"pending": 24}
+    start_job(cluster, job_id)
+    with session_scope(engine) as session:
+        assert job_store.get_job(session, job_id).dispatch == "workers"
 
     deadline = time.monotonic() + 120
     while counts(engine, job_id).get("done", 0) < 3:
@@ -42,9 +70,7 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
     cluster.start("default2", "default")
     cluster.start("gpu2", "gpu")
     reopened, unfinished = lifecycle.resume(engine, job_id)
-    for run_id in unfinished:
-        cluster.client.send_task("agentic_iqa.coordinate", args=(run_id,), queue="default")
-    cluster.client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
+    start_job(cluster, job_id, unfinished)
     final = lifecycle.wait(engine, job_id, poll=0.5, timeout=240)
     assert final.status == "done", final.counts
     assert final.counts == {"done": 24}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import json
 import math
-import tracemalloc
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentic_iqa.jobs.export import ROW_COLUMNS, export_columns, tool_column, write_rows
+
+REPO = Path(__file__).resolve().parents[3]
 
 COLUMNS = export_columns(["NIQE", "BRISQUE"])
 ROWS: list[dict[str, Any]] = [
@@ -69,30 +73,77 @@ def test_parquet_is_typed_with_nulls(tmp_path: Path) -> None:
     assert rows[1]["reference"] is None and rows[1]["fallbacks"] == 2
 
 
-def generated(n: int) -> Iterator[dict[str, Any]]:
+def generated(n: int, query_chars: int = 0) -> Iterator[dict[str, Any]]:
+    """``n`` rows; ``query_chars``: a query of that length, different on every row."""
     for i in range(n):
+        query = (f"item {i}: is it sharp? " + "Look at every edge and texture. " * (
+            query_chars // 32 + 1))[:query_chars] if query_chars else None
         yield {"item_id": f"item-{i:05d}", "line": i + 2, "image": f"/data/{i:05d}.jpg",
                "status": "done", "quality_score": 1 + (i % 400) / 100, "mos": float(i % 100),
-               "tools": "BRISQUE", "tool:BRISQUE": 2.5, "final_answer": "Good " * 20}
+               "tools": "BRISQUE", "tool:BRISQUE": 2.5, "final_answer": "Good " * 20,
+               "query": query}
+
+
+#: Run in a fresh process: write ``n`` rows of about 1 kB each (a query of its own on each
+#: row) and print the process's peak resident memory in KiB.  A small export
+#: first pays for the lazy imports and buffers, so both sizes start from the same point.
+_PEAK_RSS = """
+import sys
+from pathlib import Path
+from agentic_iqa.jobs.export import write_rows
+from tests.agentic_iqa.jobs.test_export import COLUMNS, generated, peak_rss_kib
+n, fmt, path = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+write_rows(generated(600, query_chars=1000), path.with_name("warm-up." + fmt), fmt, COLUMNS,
+           batch_size=500)
+written = write_rows(generated(n, query_chars=1000), path, fmt, COLUMNS, batch_size=500)
+print(written, peak_rss_kib())
+"""
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident memory, KiB: VmHWM, which starts afresh at exec (Linux's
+    ru_maxrss does not: a child of a large pytest process would report the parent's peak)."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def peak_rss_writing(n: int, fmt: str, path: Path) -> int:
+    """Peak resident memory (KiB) of a process that exported ``n`` rows to ``path``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(n), fmt, str(path)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    written, peak = map(int, result.stdout.split())
+    assert written == n
+    return peak
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_writing_streams_in_flat_memory(tmp_path: Path, fmt: str) -> None:
-    path = tmp_path / f"big.{fmt}"
-    tracemalloc.start()
-    try:
-        written = write_rows(generated(5000), path, fmt, COLUMNS, batch_size=500)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert written == 5000
-    # Holding all 5,000 rows would take about 2.4 MB; a 500-row Parquet batch takes about 0.6.
-    assert peak < 1024 * 1024, f"peak {peak / 1e6:.2f} MB"
+    """Ten times the rows, the same peak memory: rows are written in batches, never held.
+
+    Holding 9,000 more rows of about 1 kB would add over 10 MiB; a 500-row batch is the same
+    at both sizes.  Peak RSS of two fresh processes, so allocations outside Python (pyarrow's
+    buffers) count too.
+    """
+    small = peak_rss_writing(1_000, fmt, tmp_path / f"small.{fmt}")
+    large = peak_rss_writing(10_000, fmt, tmp_path / f"large.{fmt}")
+    growth = (large - small) / 1024
+    assert growth < 4, f"peak RSS {small / 1024:.1f} MiB for 1,000 rows, {large / 1024:.1f} " \
+                       f"MiB for 10,000: +{growth:.1f} MiB"
+    path = tmp_path / f"large.{fmt}"
     if fmt == "parquet":
         metadata = pq.ParquetFile(path).metadata
-        assert (metadata.num_rows, metadata.num_row_groups) == (5000, 10)
+        assert (metadata.num_rows, metadata.num_row_groups) == (10_000, 20)
     else:
-        assert path.read_text("utf-8").count("\n") >= 5000
+        assert path.read_text("utf-8").count("\n") >= 10_000
 
 
 def test_a_failed_export_leaves_no_file(tmp_path: Path) -> None:
@@ -149,3 +200,29 @@ def test_csv_neutralises_formula_text_in_every_text_column_and_keeps_numbers(
     for raw in (as_json, as_parquet):
         assert raw["item_id"] == HOSTILE["item_id"] and raw["query"] == HOSTILE["query"]
         assert raw["reference"] == "\t=1+1" and raw["quality_score"] == -1.5
+
+
+def test_the_query_column_holds_the_query_each_item_is_asked(engine, tmp_path: Path) -> None:
+    """A row without its own query is asked the job's: the export says which, never blank."""
+    from agentic_iqa.cli_eval import export_rows
+    from agentic_iqa.jobs import lifecycle
+
+    image = Path(__file__).resolve().parents[3] / "examples" / "i03_blurred.png"
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"id": "own", "image": str(image),
+                                    "query": "Is the sky noisy?"}) + "\n"
+                        + json.dumps({"id": "default", "image": str(image)}) + "\n",
+                        encoding="utf-8")
+    asked = lifecycle.submit(engine, manifest, query="Is it sharp?", check_images=False)
+    _columns, rows = export_rows(engine, asked)
+    assert {row["item_id"]: row["query"] for row in rows} == {
+        "own": "Is the sky noisy?", "default": "Is it sharp?"}
+    implied = lifecycle.submit(engine, manifest, check_images=False)
+    _columns, rows = export_rows(engine, implied)
+    assert {row["item_id"]: row["query"] for row in rows} == {
+        "own": "Is the sky noisy?", "default": "Rate the quality of this image."}
+    path = tmp_path / "rows.csv"
+    write_rows(export_rows(engine, implied)[1], path, "csv", export_rows(engine, implied)[0])
+    with path.open(newline="", encoding="utf-8") as handle:
+        assert [row["query"] for row in csv.DictReader(handle)] == [
+            "Is the sky noisy?", "Rate the quality of this image."]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -66,15 +65,101 @@ def test_logistic_fit_works_for_a_decreasing_relation_on_any_scale() -> None:
     assert fit.plcc > abs(plcc(-1000.0 * pred, mos))
 
 
-def test_logistic_fit_falls_back_to_raw_plcc_and_says_why() -> None:
+def test_logistic_fit_falls_back_to_simpler_fits_and_says_why() -> None:
+    # Two points per parameter: 4 points get a line (whose PLCC is the raw PLCC), 6 a 3PL,
+    # 8 a 4PL, 10 the 5PL; each fallback says why.
     few = plcc_after_logistic([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 5.0])
-    assert not few.fitted and few.plcc == pytest.approx(plcc([1, 2, 3, 4], [1, 3, 2, 5]))
-    assert "cannot fit 5 parameters" in few.note
+    assert few.form == "linear" and few.fitted and few.parameters == 2
+    assert few.plcc == pytest.approx(plcc([1, 2, 3, 4], [1, 3, 2, 5]))
+    assert few.note == ("4 points are too few for the 5-parameter logistic (it needs 10): "
+                        "linear fit used instead of the 5-parameter logistic")
+    pred, mos = noisy_monotone(10, seed=5)
+    assert [plcc_after_logistic(pred[:n], mos[:n]).form for n in (5, 6, 8, 10)] == \
+        ["linear", "logistic3", "logistic4", "logistic5"]
     flat = plcc_after_logistic([2.0] * 10, list(range(10)))
-    assert not flat.fitted and "constant" in flat.note
+    assert not flat.fitted and flat.form == "none" and "constant" in flat.note
     assert list(flat.curve([1.0, 2.0])) == [1.0, 2.0]
-    with pytest.raises(ValueError, match="4 or 5"):
-        plcc_after_logistic([1, 2, 3], [1, 2, 3], parameters=3)
+    with pytest.raises(ValueError, match="3, 4 or 5"):
+        plcc_after_logistic([1, 2, 3], [1, 2, 3], parameters=2)
+
+
+def weak_trend_20(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """20 items whose MOS follows the score linearly under heavy noise (raw PLCC 0.63)."""
+    rng = np.random.default_rng(seed)
+    pred = rng.uniform(1.0, 5.0, 20)
+    return pred, 20.0 * pred + rng.normal(0.0, 35.0, 20)
+
+
+def _unconstrained_5pl(pred: np.ndarray, mos: np.ndarray) -> np.ndarray:
+    """The free 5PL fit the report used to draw, on a grid over the scores' range."""
+    from scipy import optimize
+
+    from agentic_iqa.jobs.metrics import _logistic5
+
+    z = (pred - pred.mean()) / pred.std()
+    start = [float(np.ptp(mos)), 1.0, 0.0, 0.0, float(np.mean(mos))]
+    coefficients, _ = optimize.curve_fit(_logistic5, z, mos, p0=start, maxfev=20000)
+    grid = np.linspace(z.min(), z.max(), 256)
+    return _logistic5(z, *coefficients), _logistic5(grid, *coefficients)
+
+
+def test_five_parameter_fit_is_monotone_where_a_free_one_bends() -> None:
+    pred, mos = weak_trend_20()
+    free_fitted, free_curve = _unconstrained_5pl(pred, mos)
+    steps = np.diff(free_curve)
+    # The free 5PL rises, then drops by over 20 MOS points inside the data's range.
+    assert steps.max() > 0 and steps[steps < 0].sum() < -20
+    free_plcc = plcc(free_fitted, mos)
+    assert free_plcc == pytest.approx(0.832, abs=0.005)  # inflated from the raw 0.632
+    fit = plcc_after_logistic(pred, mos)
+    assert fit.form == "logistic5" and fit.fitted and fit.note is None
+    assert np.all(np.diff(fit.curve(np.linspace(pred.min(), pred.max(), 500))) >= -1e-9)
+    assert plcc(pred, mos) == pytest.approx(0.632, abs=0.001)
+    assert plcc(pred, mos) < fit.plcc < free_plcc - 0.1
+    b1, b2, _b3, b4, _b5 = fit.coefficients  # bounded: every part rises with the scores
+    assert b1 >= 0 and 0 <= b2 <= 10 and b4 >= 0
+
+
+def test_a_fit_that_is_not_monotone_on_the_data_falls_back(monkeypatch) -> None:
+    """The check after fitting: a bent 5PL (as a free fit gives) is refused for the 4PL."""
+    from agentic_iqa.jobs import metrics
+
+    pred, mos = weak_trend_20()
+    real_fit = metrics._fit
+
+    def bent(form, z, y, direction):
+        if form == "logistic5":
+            return (50.0, 3.0, 0.0, -40.0, 50.0), 0.0  # a logistic step on a falling line
+        return real_fit(form, z, y, direction)
+
+    monkeypatch.setattr(metrics, "_fit", bent)
+    fit = plcc_after_logistic(pred, mos)
+    assert fit.form == "logistic4"
+    assert fit.note == ("5-parameter logistic fit is not monotone on the data's range: "
+                        "4-parameter logistic used instead of the 5-parameter logistic")
+    assert np.all(np.diff(fit.curve(np.linspace(pred.min(), pred.max(), 500))) >= -1e-9)
+
+    def failing(form, z, y, direction):
+        if form != "linear":
+            raise RuntimeError("Optimal parameters not found")
+        return real_fit(form, z, y, direction)
+
+    monkeypatch.setattr(metrics, "_fit", failing)
+    line = plcc_after_logistic(pred, mos)
+    assert line.form == "linear" and line.plcc == pytest.approx(plcc(pred, mos))
+    assert line.note.startswith("5-parameter logistic fit failed (Optimal parameters not "
+                                "found); 4-parameter logistic fit failed")
+
+
+def test_correlation_report_names_the_fit() -> None:
+    pred, mos = weak_trend_20()
+    report = correlation_report(pred, mos, bootstrap=0)
+    assert report["logistic_fit"] == "logistic5" and report["logistic_note"] is None
+    assert report["plcc_logistic"] == pytest.approx(plcc_after_logistic(pred, mos).plcc)
+    small = correlation_report(pred[:7], mos[:7], bootstrap=0)
+    assert small["logistic_fit"] == "logistic3" and "7 points are too few" in \
+        small["logistic_note"]
+    assert correlation_report([1, 2], [1, 2])["logistic_fit"] is None
 
 
 @pytest.mark.parametrize("metric", [srcc, plcc, krcc])
@@ -98,12 +183,17 @@ def test_bootstrap_is_seeded_and_the_vectorised_path_matches_the_loop() -> None:
     assert bootstrap_ci(plcc, pred, mos, n=200, seed=5) == pytest.approx(looped, abs=1e-12)
 
 
-def test_bootstrap_of_250_items_is_fast() -> None:
+def test_bootstrap_of_250_items_brackets_the_estimates() -> None:
+    """The size a job report bootstraps; its speed is measured by benchmarks/metrics.py."""
     pred, mos = noisy_monotone(250)
-    started = time.perf_counter()
-    bootstrap_ci(srcc, pred, mos, n=1000)
-    bootstrap_ci(krcc, pred, mos, n=1000)
-    assert time.perf_counter() - started < 3.0
+    for metric, reference in ((srcc, stats.spearmanr), (krcc, stats.kendalltau)):
+        low, high = bootstrap_ci(metric, pred, mos, n=1000)
+        estimate = reference(pred, mos)[0]
+        assert low < estimate < high, metric.__name__
+        assert 0.0 < high - low < 0.2, (metric.__name__, low, high)  # 250 items: a tight interval
+    # Seeded: the same interval again, a different one for another seed.
+    assert bootstrap_ci(krcc, pred, mos, n=1000) == bootstrap_ci(krcc, pred, mos, n=1000)
+    assert bootstrap_ci(krcc, pred, mos, n=1000, seed=1) != bootstrap_ci(krcc, pred, mos, n=1000)
 
 
 def test_bootstrap_arguments_are_checked() -> None:
