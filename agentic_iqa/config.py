@@ -68,6 +68,10 @@ class PipelineSettings(BaseSettings):
     vlm_soft_time_limit: int = Field(default=300, ge=1)
     tool_soft_time_limit: int = Field(default=900, ge=1)
     hard_time_limit_margin: int = Field(default=60, ge=1)
+    #: Deliveries of one step that may begin before it is given up: a step whose worker died
+    #: each time (killed at the hard time limit, out of memory, crashing on this input) fails
+    #: its run with the reason instead of being re-sent by the supervisor for ever.
+    max_step_attempts: int = Field(default=3, ge=1)
     vlm_max_retries: int = Field(default=4, ge=0)
     retry_backoff_max: int = Field(default=120, ge=1)
     max_replan_iterations: int = Field(default=2, ge=0)

@@ -142,7 +142,8 @@ def _heartbeat(engine: Engine, run_id: str, step: str, iteration: int,
 
 def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iteration: int, *,
                  worker: str | None = None, queue: str | None = None,
-                 lease_seconds: float | None = None) -> StepResult:
+                 lease_seconds: float | None = None,
+                 max_attempts: int | None = None) -> StepResult:
     """Run one step of one run, persist it and decide the next one (:class:`StepResult`);
     :data:`SKIPPED` when the step was already done or is no longer the run's next step (a
     duplicate or stale delivery).
@@ -166,6 +167,14 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
         if record is None:
             return StepResult(SKIPPED)
         attempt = record.attempts
+        if max_attempts is not None and attempt > max_attempts:
+            # Every earlier delivery began and never finished: its worker died each time.
+            reason = (f"{step} gave up after {attempt - 1} attempts that never finished: each "
+                      "time its worker was killed (the hard time limit, out of memory) or "
+                      "crashed on this input")
+            repository.fail_step(session, run_id, step, iteration, error=reason)
+            repository.fail_run(session, run_id, error=reason)
+            return StepResult(RAN)
         use_vlm_cache = repository.vlm_cache_allowed(session, run_id)
         asked = repository.vlm_keys_asked(session, run_id)
     started = time.perf_counter()

@@ -11,6 +11,7 @@ import importlib
 import logging
 import math
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -165,6 +166,8 @@ class ToolRegistry:
         except ToolError:
             raise
         except Exception as exc:  # model code raises anything; report it as this tool's failure
+            if _is_time_limit(exc):
+                raise
             raise ToolRuntimeError(
                 f"{spec.name}: creating pyiqa metric {spec.pyiqa_name!r} failed: "
                 f"{type(exc).__name__}: {exc}"
@@ -300,6 +303,8 @@ class ToolRegistry:
             raw = float(output.detach().reshape(-1)[0].cpu()) if torch.is_tensor(output) \
                 else float(output)
         except Exception as exc:  # a metric can raise anything on odd input; keep the reason
+            if _is_time_limit(exc):
+                raise
             raise ToolRuntimeError(
                 f"{spec.name} failed on {target.path}: {type(exc).__name__}: {exc}"
             ) from exc
@@ -392,6 +397,14 @@ class ToolRegistry:
     def clear_batch(self) -> None:
         """Forget scores computed ahead that no call took (they stay in the cache)."""
         self._batch_memo().clear()
+
+
+def _is_time_limit(exc: BaseException) -> bool:
+    """A Celery worker's soft time limit, raised inside whatever the task was running: the
+    step's deadline, not this tool's failure.  It must reach the step, which then fails with it,
+    instead of becoming a tool failure that a fallback tool works on past the deadline."""
+    exceptions = sys.modules.get("billiard.exceptions")  # loaded wherever a worker runs
+    return exceptions is not None and isinstance(exc, exceptions.SoftTimeLimitExceeded)
 
 
 def check_same_size(tool: str, target: LoadedImage, ref: LoadedImage) -> None:

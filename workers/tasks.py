@@ -112,7 +112,8 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
     try:
         result = service.execute_step(
             engine(), agents(), run_id, step, iteration, lease_seconds=lease,
-            worker=hostname or socket.gethostname(), queue=queue)
+            worker=hostname or socket.gethostname(), queue=queue,
+            max_attempts=settings().max_step_attempts)
     except repository.StepBusy as busy:
         # Another delivery owns the step and is alive: come back when its lease would end.
         _task_for(step).apply_async((run_id, iteration), queue=queue,

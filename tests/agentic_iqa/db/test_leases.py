@@ -110,3 +110,27 @@ def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> No
     for stored in (run.error, step.error):
         assert "s3cret-token" not in stored and "sk-live-0123456789" not in stored
         assert "http://***@vlm.internal:8000/v1" in stored
+
+
+def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
+        engine: Engine) -> None:
+    from agentic_iqa import service
+    from agentic_iqa.pipeline import metric_agents
+
+    with session_scope(engine) as session:
+        run_id = create_run(session, query=QUERY, image_path=IMAGE, lease_seconds=60,
+                            metric_tools=["PIQE"])
+    for worker in ("killed-1", "killed-2", "killed-3"):  # three deliveries began, none ended
+        with session_scope(engine) as session:
+            begin_step(session, run_id, "tool_execution", 0, worker=worker, lease_seconds=30)
+        _expire(engine, run_id)
+
+    result = service.execute_step(engine, metric_agents(), run_id, "tool_execution", 0,
+                                  worker="fourth", lease_seconds=30, max_attempts=3)
+
+    assert (result.outcome, result.upcoming) == (service.RAN, None)
+    with session_scope(engine) as session:
+        run = get_run(session, run_id)
+        step = repository.steps_for(session, run_id)[0]
+    assert run.status == "failed" and "gave up after 3 attempts" in run.error
+    assert (step.status, step.attempts) == ("failed", 4)
