@@ -68,6 +68,13 @@ class PipelineSettings(BaseSettings):
     vlm_soft_time_limit: int = Field(default=300, ge=1)
     tool_soft_time_limit: int = Field(default=900, ge=1)
     hard_time_limit_margin: int = Field(default=60, ge=1)
+    #: A step task runs the run's following steps that belong to its own queue itself, for up
+    #: to this many seconds, instead of sending each as a message (plan, detection, analysis
+    #: and selection on one worker: four messages fewer per run); 0: one step per message.
+    inline_seconds: float = Field(default=60.0, ge=0)
+    #: Celery task events (Flower's live view of every step); off saves two or three broker
+    #: messages per step.
+    task_events: bool = True
     #: Deliveries of one step that may begin before it is given up: a step whose worker died
     #: each time (killed at the hard time limit, out of memory, crashing on this input) fails
     #: its run with the reason instead of being re-sent by the supervisor for ever.

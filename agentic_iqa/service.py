@@ -167,8 +167,10 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
         if record is None:
             return StepResult(SKIPPED)
         attempt = record.attempts
-        if max_attempts is not None and attempt > max_attempts:
-            # Every earlier delivery began and never finished: its worker died each time.
+        if (max_attempts is not None and attempt > max_attempts
+                and getattr(record, "taken_over", False)):
+            # Deliveries kept beginning and dying (recorded failures such as transient VLM
+            # errors are bounded by the retry policy instead).
             reason = (f"{step} gave up after {attempt - 1} attempts that never finished: each "
                       "time its worker was killed (the hard time limit, out of memory) or "
                       "crashed on this input")

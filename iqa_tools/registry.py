@@ -90,6 +90,21 @@ def _load_seconds() -> float:
     return getattr(_LOADS, "seconds", 0.0)
 
 
+_AUTO_DEVICE: list[str] = []
+
+
+def _auto_device() -> str:
+    """cuda when torch sees a GPU, else cpu; asked once per process, since the first question
+    loads torch and the CUDA runtime (seconds, counted as one-time load time)."""
+    if not _AUTO_DEVICE:
+        started = time.perf_counter()
+        import torch
+
+        _AUTO_DEVICE.append("cuda" if torch.cuda.is_available() else "cpu")
+        _LOADS.seconds = _load_seconds() + time.perf_counter() - started
+    return _AUTO_DEVICE[0]
+
+
 def metric_creations() -> Counter[str]:
     """How many times each tool's model was built in this process (for tests and diagnostics)."""
     return Counter(_POOL.creations)
@@ -130,9 +145,7 @@ class ToolRegistry:
     def device(self) -> str:
         if self.settings.device != "auto":
             return self.settings.device
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return _auto_device()
 
     # -- models ---------------------------------------------------------------------------------
 

@@ -69,8 +69,8 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
             "unacked_restore_throttle": 1,
         },
         broker_connection_retry_on_startup=True,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         task_track_started=True,
         worker_hijack_root_logger=False,
         # The task module is imported by workers at start, not here (it imports this module).

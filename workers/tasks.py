@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -72,14 +73,24 @@ DB_RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True,
             "retry_backoff_max": 30, "max_retries": 8}
 
 
-@app.task(name=COORDINATE, acks_late=True, **DB_RETRY)
-def coordinate(run_id: str) -> str | None:
-    """Send the run's next step to its queue, or close the run when nothing is left.
+@app.task(name=COORDINATE, bind=True, acks_late=True, **DB_RETRY)
+def coordinate(self: Task, run_id: str) -> str | None:
+    """Start the run's next step (here, when it belongs to this queue, else on its queue), or
+    close the run when nothing is left.
 
     Used to start a run and by the supervisor's re-sends; a step that ran hands over itself
-    (:func:`_send`), which saves a message, a worker round trip and a transaction per step.
+    (:func:`_execute`), which saves a message, a worker round trip and a transaction per step.
     """
-    return _send_next(run_id)
+    upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds)
+    if upcoming is None:
+        return None
+    queue = (self.request.delivery_info or {}).get("routing_key") or settings().default_queue
+    if queue_for(upcoming.step) == queue and settings().inline_seconds > 0:
+        _execute(upcoming.step, run_id, upcoming.iteration, self.request.hostname,
+                 self.request.delivery_info, delivered=False)
+    else:
+        _send(run_id, upcoming)
+    return upcoming.step
 
 
 def _task_for(step: str) -> Any:
@@ -87,14 +98,6 @@ def _task_for(step: str) -> Any:
     if step in TOOL_STEPS and settings().tool_batch_size > 1:
         return tool_batch
     return STEP_TASKS[step]
-
-
-def _send_next(run_id: str) -> str | None:
-    upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds)
-    if upcoming is None:
-        return None
-    _send(run_id, upcoming)
-    return upcoming.step
 
 
 def _send(run_id: str, upcoming: service.NextStep) -> None:
@@ -105,24 +108,44 @@ def _send(run_id: str, upcoming: service.NextStep) -> None:
 
 
 def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
-             delivery: dict[str, Any] | None) -> None:
-    """Run one delivered step and hand over; :class:`TransientVLMError` is the caller's."""
+             delivery: dict[str, Any] | None, *, delivered: bool = True) -> None:
+    """Run a step and hand over: the run's following steps that belong to this same queue run
+    here too, one after the other, for up to ``inline_seconds`` (each still its own
+    transaction, record and lease, so idempotency and replay are as for a delivered step);
+    the first step for another queue is sent there.
+
+    A :class:`TransientVLMError` of the delivered step is the caller's (the task retries it);
+    one of a step run here without its own message becomes one, sent with a short delay.
+    """
     queue = (delivery or {}).get("routing_key") or queue_for(step)
     lease = settings().lease_seconds
-    try:
-        result = service.execute_step(
-            engine(), agents(), run_id, step, iteration, lease_seconds=lease,
-            worker=hostname or socket.gethostname(), queue=queue,
-            max_attempts=settings().max_step_attempts)
-    except repository.StepBusy as busy:
-        # Another delivery owns the step and is alive: come back when its lease would end.
-        _task_for(step).apply_async((run_id, iteration), queue=queue,
-                                    countdown=min(lease, busy.retry_after + 0.5))
-        return
-    if result.outcome == service.SKIPPED:
-        return  # a duplicate delivery: whoever ran the step has handed over already
-    if result.upcoming is not None:
-        _send(run_id, result.upcoming)
+    until = time.monotonic() + settings().inline_seconds
+    while True:
+        try:
+            result = service.execute_step(
+                engine(), agents(), run_id, step, iteration, lease_seconds=lease,
+                worker=hostname or socket.gethostname(), queue=queue,
+                max_attempts=settings().max_step_attempts)
+        except repository.StepBusy as busy:
+            # Another delivery owns the step and is alive: come back when its lease would end.
+            _task_for(step).apply_async((run_id, iteration), queue=queue,
+                                        countdown=min(lease, busy.retry_after + 0.5))
+            return
+        except TransientVLMError as exc:
+            if delivered:
+                raise
+            countdown = max(1.0, exc.retry_after or 0)
+            with session_scope(engine()) as session:
+                repository.extend_lease(session, run_id, countdown + lease)
+            _task_for(step).apply_async((run_id, iteration), queue=queue, countdown=countdown)
+            return
+        if result.outcome == service.SKIPPED or result.upcoming is None:
+            return  # a duplicate delivery (whoever ran the step handed over), or the run ended
+        upcoming = result.upcoming
+        if queue_for(upcoming.step) != queue or time.monotonic() >= until:
+            _send(run_id, upcoming)
+            return
+        step, iteration, delivered = upcoming.step, upcoming.iteration, False
 
 
 def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:

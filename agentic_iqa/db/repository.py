@@ -185,6 +185,9 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
     if (lease_seconds is not None and record.status == "running" and record.attempts > 0
             and record.lease_until is not None and record.lease_until > now):
         raise StepBusy((record.lease_until - now).total_seconds())
+    # Not a column: whether the attempt before this one died without a word (it was still
+    # 'running'), as opposed to ending with a recorded (e.g. transient) failure.
+    record.taken_over = record.status == "running" and record.attempts > 0
     record.lease_until = lease_deadline(lease_seconds)
     if lease_seconds is not None:
         run.lease_until = record.lease_until
