@@ -31,14 +31,26 @@ _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
 _MIN_SECRET_LENGTH = 6
 
 
+_SEEN: tuple[dict[object, object], list[str]] | None = None
+
+
 def secret_values() -> list[str]:
     """Values of configured key variables (``OPENAI_API_KEY``, ``AGENTIC_IQA_*_API_KEY``, ...).
 
     Read at call time: a key set after import (tests, a worker's environment) is covered too.
+    The environment is compared with the last one seen as a raw dict (C speed) rather than
+    decoded and searched again: every stored row and log line passes through here.
     """
-    values = {value for name, value in os.environ.items()
-              if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET_LENGTH}
-    return sorted(values, key=len, reverse=True)
+    global _SEEN
+    raw = getattr(os.environ, "_data", None)  # CPython's undecoded copy of the environment
+    if raw is not None and _SEEN is not None and _SEEN[0] == raw:
+        return _SEEN[1]
+    values = sorted({value for name, value in os.environ.items()
+                     if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET_LENGTH},
+                    key=len, reverse=True)
+    if raw is not None:
+        _SEEN = (dict(raw), values)
+    return values
 
 
 def redact(text: str | None) -> str | None:
