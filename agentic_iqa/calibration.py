@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from iqa_tools import ToolError, get_registry
-from iqa_tools.normalize import fit_logistic5, logistic5
+from iqa_tools.normalize import fit_monotone, normalize
 
 from .config import load_tool_settings
 from .db.engine import session_scope
@@ -39,10 +39,15 @@ class CalibrationResult:
     rmse_after: float
     srcc: float
     path: Path
+    #: The mapping kept (logistic5, else logistic4, else linear: the first that is monotone).
+    form: str = "logistic5"
+    fallback: str | None = None
 
     def summary(self) -> str:
+        kept = "logistic" if self.form == "logistic5" else self.form
+        why = f" ({self.form}: {self.fallback})" if self.fallback else ""
         return (
-            f"{self.tool}: logistic fitted on {self.items} items "
+            f"{self.tool}: {kept} fitted on {self.items} items{why} "
             f"(MOS {self.mos_range[0]:g}..{self.mos_range[1]:g} mapped onto 1-5; "
             f"{self.skipped} skipped), SRCC {self.srcc:.3f}, RMSE on the 1-5 scale "
             f"{self.rmse_before:.3f} with the current mapping -> {self.rmse_after:.3f} fitted.\n"
@@ -84,16 +89,18 @@ def calibrate_tool(engine: Engine, job_id: str, tool: str, *, output: Path | Non
     if not high > low:
         raise ValueError(f"MOS range {low}..{high} is empty")
     target = np.clip(1.0 + 4.0 * (np.array(mos) - low) / (high - low), 1.0, 5.0)
-    params = fit_logistic5(raw, target)
-    fitted = np.clip([logistic5(x, **params) for x in raw], 1.0, 5.0)
+    form, params, fallback = fit_monotone(raw, target, lower_is_better=spec.lower_is_better)
+    fitted = np.array([normalize(x, form, params) for x in raw])
     before = np.array([spec.normalize(x) for x in raw])
     path = output or Path(f"calibration-{spec.name}.json")
     source = (f"fitted by agentic-iqa calibrate on job {job_id} ({len(raw)} items, MOS "
-              f"{low:g}..{high:g} mapped linearly onto 1-5)")
+              f"{low:g}..{high:g} mapped linearly onto 1-5)"
+              + (f"; {form}, not logistic5: {fallback}" if fallback else ""))
     path.write_text(json.dumps({"tools": {spec.name: {"normalization": {
-        "form": "logistic5", "params": params, "source": source}}}}, indent=2) + "\n")
+        "form": form, "params": params, "source": source}}}}, indent=2) + "\n")
     return CalibrationResult(
         tool=spec.name, params=params, items=len(raw), skipped=skipped, mos_range=(low, high),
+        form=form, fallback=fallback,
         rmse_before=float(math.sqrt(np.mean((before - target) ** 2))),
         rmse_after=float(math.sqrt(np.mean((fitted - target) ** 2))),
         srcc=float(spearmanr(raw, mos).statistic), path=path,

@@ -123,3 +123,50 @@ def fit_logistic5(raw: Sequence[float], target: Sequence[float]) -> dict[str, fl
     vectorised = np.vectorize(logistic5)
     params, _ = curve_fit(vectorised, x, y, p0=start, maxfev=20000)
     return dict(zip(FORMS["logistic5"], (float(p) for p in params), strict=True))
+
+
+def fit_monotone(raw: Sequence[float], target: Sequence[float], *, lower_is_better: bool
+                 ) -> tuple[str, dict[str, float], str | None]:
+    """The simplest trustworthy mapping of ``raw`` onto ``target``: a five-parameter logistic
+    when it runs the tool's way over the data's range, else a four-parameter logistic, else a
+    straight line; returns (form, params, why the 5PL was not kept or None).
+
+    A free 5PL may bend back on a small or noisy sample (its linear term fights the logistic),
+    so a better raw score would get a worse normalized one.  A line that itself runs the wrong
+    way means the tool disagrees with the target on this data: that is reported, not fitted.
+    """
+    import numpy as np
+    from scipy.optimize import curve_fit
+
+    x = np.asarray(raw, dtype=float)
+    y = np.asarray(target, dtype=float)
+    low, high = float(x.min()), float(x.max())
+    reasons: list[str] = []
+    try:
+        params = fit_logistic5(raw, target)
+        if not monotonicity_violations("logistic5", params, low, high,
+                                       lower_is_better=lower_is_better):
+            return "logistic5", params, None
+        reasons.append("the five-parameter logistic turns back within the data's range")
+    except (RuntimeError, ValueError) as exc:
+        reasons.append(f"the five-parameter logistic did not converge ({exc})")
+    spread = float(np.std(x)) or 1.0
+    start = [float(y.max()), float(y.min()), float(np.median(x)), spread]
+    if lower_is_better:
+        start[0], start[1] = start[1], start[0]
+    try:
+        fitted, _ = curve_fit(np.vectorize(logistic4), x, y, p0=start, maxfev=20000)
+        params = dict(zip(FORMS["logistic4"], (float(p) for p in fitted), strict=True))
+        if not monotonicity_violations("logistic4", params, low, high,
+                                       lower_is_better=lower_is_better):
+            return "logistic4", params, "; ".join(reasons)
+        reasons.append("so does the four-parameter one")
+    except (RuntimeError, ValueError) as exc:
+        reasons.append(f"the four-parameter logistic did not converge ({exc})")
+    slope, intercept = np.polyfit(x, y, 1)
+    if slope == 0 or (slope > 0) == lower_is_better:
+        raise ValueError("the tool's scores run against the target on this data (a line "
+                         f"fitted to them has slope {slope:+.3g}): no monotone mapping fits")
+    params = {"x_at_1": float((SCALE_MIN - intercept) / slope),
+              "x_at_5": float((SCALE_MAX - intercept) / slope)}
+    return "linear", params, "; ".join(reasons)

@@ -112,3 +112,33 @@ def test_fit_logistic5_recovers_a_known_curve():
 def test_fit_logistic5_needs_enough_points():
     with pytest.raises(ValueError, match="at least five"):
         fit_logistic5([1, 2, 3], [1, 2, 3])
+
+
+def test_fit_monotone_keeps_a_5pl_that_follows_the_trend_and_drops_one_that_turns_back():
+    import numpy as np
+
+    from iqa_tools.normalize import fit_monotone, monotonicity_violations
+
+    x = np.linspace(0, 100, 40)
+    clean = 1 + 4 / (1 + np.exp(-(x - 50) / 10))
+    form, params, why = fit_monotone(x, clean, lower_is_better=False)
+    assert (form, why) == ("logistic5", None)
+    # Few noisy points with a dip at the top: a free 5PL follows the dip.
+    rng = np.random.default_rng(3)
+    xs = np.sort(rng.uniform(0, 100, 12))
+    ys = np.clip(1 + 0.04 * xs + rng.normal(0, 0.3, 12), 1, 5)
+    ys[-2:] -= 1.5
+    form, params, why = fit_monotone(xs, ys, lower_is_better=False)
+    assert form in {"logistic4", "linear"} and why
+    assert not monotonicity_violations(form, params, xs.min(), xs.max(), lower_is_better=False)
+
+
+def test_fit_monotone_refuses_a_tool_that_runs_against_the_target():
+    import numpy as np
+    import pytest
+
+    from iqa_tools.normalize import fit_monotone
+
+    x = np.linspace(0, 1, 20)
+    with pytest.raises(ValueError, match="run against the target"):
+        fit_monotone(x, 5 - 4 * x, lower_is_better=False)

@@ -138,15 +138,21 @@ def test_calibrate_fits_a_tool_to_the_jobs_mos_as_a_metadata_override(engine, ma
     output = tmp_path / "piqe.json"
     result = runner.invoke(app, ["calibrate", job_id, "--tool", "piqe", "-o", str(output)])
     assert result.exit_code == 0, result.output
-    assert "PIQE: logistic fitted on 16 items" in result.stdout
+    # On 16 photos a free five-parameter logistic turns back: the first monotone form is kept,
+    # and the summary says which and why.
+    assert "PIQE: logistic4 fitted on 16 items (logistic4: the five-parameter logistic turns " \
+        "back within the data's range)" in result.stdout
     before, after = (float(x) for x in
                      result.stdout.split("RMSE on the 1-5 scale ")[1].split(" fitted")[0]
                      .replace("with the current mapping -> ", "").split())
     assert after <= before
     override = json.loads(output.read_text())["tools"]["PIQE"]["normalization"]
-    assert override["form"] == "logistic5" and job_id in override["source"]
+    assert override["form"] == "logistic4" and job_id in override["source"]
+    assert "not logistic5" in override["source"]
     recalibrated = load_catalog(overrides=[output]).get("PIQE")
     assert recalibrated.normalization.params == override["params"]
+    raws = [recalibrated.normalize(raw) for raw in range(0, 101, 5)]
+    assert raws == sorted(raws, reverse=True)  # PIQE: lower is better, so the map falls
     assert load_catalog().get("PIQE").normalization.form == "linear"
 
 
