@@ -63,6 +63,8 @@ def mode_bare(args: argparse.Namespace) -> dict:
     import pyiqa
     import torch
 
+    if os.environ.get("AGENTIC_IQA_TORCH_THREADS"):  # the same threads as the job's tools
+        torch.set_num_threads(int(os.environ["AGENTIC_IQA_TORCH_THREADS"]))
     with args.manifest.open() as handle:
         images = [row["image"] for row in csv.DictReader(handle)]
     tools = [t for t in args.tools.split(",") if t]
