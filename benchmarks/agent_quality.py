@@ -1,41 +1,78 @@
-"""How well the builtin agent scores real photos, and answers questions about degraded ones.
+"""How well the builtin agent scores real photos and answers questions about degraded ones,
+measured on data disjoint from everything it was fitted or calibrated on.
 
-Part 1, scoring: "Rate the quality of this image." on every LIVE-C dev photo; SRCC and PLCC
-against MOS of the agent's fused score, next to each offline tool alone (a bare score from the
-same registry).  The builtin's opinion model (agentic_iqa/vlm/builtin/opinion.py) is fitted by
-k-fold cross-validation: every photo is scored by a model that never saw it, so the agent's
-figure is one for unseen photos.  ``--fit`` then refits it on all photos and writes the shipped
-weights.
+The protocol
+------------
+* LIVE-C dev is split by a hash of each file name (:func:`part_of`): FIT (about 60 %) and
+  HELD-OUT (about 40 %).  The rule and the sizes are written into the shipped parameters'
+  metadata.
+* ``--fit`` uses FIT photos only: the severity thresholds are calibrated on FIT photos degraded
+  by the *calibration* generator (agentic_iqa.synthetic, levels 0-4); the opinion models (one per
+  tool the pipeline may run, one without) are ridge regressions whose penalty is chosen by
+  cross-validation inside FIT, and the nested cross-validated SRCC inside FIT is printed as the
+  in-sample figure.  It writes agentic_iqa/vlm/builtin/severity.json and opinion.json.
+* The report uses HELD-OUT photos only: scoring-mode SRCC/PLCC against MOS (bootstrap 95 %
+  intervals) of the agent's fused score next to BRISQUE, NIQE and PIQE alone; and multiple-choice
+  accuracy on HELD-OUT photos degraded by the *test* generator (agentic_iqa.synthetic_test:
+  defocus and motion blur, shot noise, off-grid 4:4:4 JPEG, gamma curves, mid-grey contrast
+  curves, HSV desaturation), a different process from the calibration one, so in-distribution
+  tuning shows up as a drop.  Question kinds: yes/no (the applied distortion, expected Yes, and
+  one it does not cause, expected No), which distortion (no reference), which distortion with
+  the original as reference, and severity (5 options); per distortion kind, with the severity
+  confusion matrix.
 
-Part 2, multiple choice: photos degraded with agentic_iqa.synthetic (7 kinds x 4 levels),
-asked "which distortion?" (6 options) and "how severe?" (5 options); accuracy per question type.
+    python benchmarks/agent_quality.py ../shared/data/livec-dev \\
+        --weights-dir ../shared/data/pyiqa-weights [--fit] [--mcq-images 6]
 
-    python benchmarks/agent_quality.py ../shared/data/livec-dev \
-        --weights-dir ../shared/data/pyiqa-weights [--fit] [--mcq-images 20]
+Tool scores and calibration measurements are cached under ``--cache`` (default
+/tmp/agentic-iqa-agent-quality), so a second run takes a fraction of the first.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import random
+import hashlib
+import json
+import math
+import pickle
+import sys
 import tempfile
 import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from PIL import Image
 from scipy.stats import pearsonr, spearmanr
 
+from agentic_iqa import synthetic, synthetic_test
+from agentic_iqa.agents.fusion import ETA, fuse
 from agentic_iqa.pipeline import Agents, run_inprocess
-from agentic_iqa.synthetic import DEGRADATIONS, SEVERITY_OF_LEVEL, degrade
 from agentic_iqa.vlm.builtin import BuiltinClient
-from agentic_iqa.vlm.builtin.opinion import PRIOR, TOOL_MEAN, WEIGHTS_FILE
+from agentic_iqa.vlm.builtin import measure as measure_module
+from agentic_iqa.vlm.builtin.answer import OPINION_SIGMA
+from agentic_iqa.vlm.builtin.measure import measure, opinion_features
+from agentic_iqa.vlm.builtin.opinion import (
+    NO_TOOL,
+    PRIOR,
+    WEIGHTS_FILE,
+    OpinionModels,
+    fusion_target,
+)
 from agentic_iqa.vlm.builtin.opinion import fit as fit_opinion
-from agentic_iqa.vlm.builtin.vision import features as image_features
+from agentic_iqa.vlm.builtin.severity import THRESHOLDS_FILE, calibrate, default_thresholds
 from iqa_tools import ToolRegistry, ToolSettings
 
 TOOLS = ("BRISQUE", "NIQE", "PIQE")
 QUERY = "Rate the quality of this image."
+
+SPLIT_SALT = "agentic-iqa/livec-dev split v1"
+SPLIT_RULE = (f"FIT iff int(sha256('{SPLIT_SALT}:' + file name).hexdigest()[:8], 16) % 5 < 3, "
+              "else HELD-OUT")
+
 TYPE_QUESTION = ("Which distortion is most severe in this image? A. Blur B. Noise "
                  "C. JPEG compression D. Brightness change E. Low contrast F. Colour distortion")
 TYPE_ANSWER = {"Blurs": "A", "Noise": "B", "Compression": "C", "Brightness change": "D",
@@ -45,10 +82,33 @@ SEVERITY_QUESTION = ("How severe is the {word} in this image? A. none B. slight 
 WORDS = {"Blurs": "blur", "Noise": "noise", "Compression": "JPEG compression",
          "Brightness change": "brightness change", "Contrast": "contrast",
          "Color distortions": "colour distortion"}
+YES_NO_QUESTION = {
+    "Blurs": "Is this image blurry? A. Yes B. No",
+    "Noise": "Is this image noisy? A. Yes B. No",
+    "Compression": "Does this image show JPEG compression artefacts? A. Yes B. No",
+    "Brightness change": "Is the brightness of this image wrong (too dark or too bright)? "
+                         "A. Yes B. No",
+    "Contrast": "Does this image have too little contrast? A. Yes B. No",
+    "Color distortions": "Are the colours of this image washed out or distorted? A. Yes B. No",
+}
+#: Categories a test degradation does not cause, for the yes/no questions expecting No.
+DISTRACTORS = {
+    "Blurs": ("Noise", "Brightness change", "Color distortions"),
+    "Noise": ("Blurs", "Brightness change", "Color distortions"),
+    "Compression": ("Noise", "Brightness change"),
+    "Brightness change": ("Blurs", "Compression"),
+    "Contrast": ("Blurs", "Compression", "Noise"),
+    "Color distortions": ("Blurs", "Noise", "Compression"),
+}
+QUESTION_KINDS = ("yes/no", "which distortion", "which vs reference", "severity")
 
 
-def correlations(predicted: list[float], mos: list[float]) -> tuple[float, float]:
-    return float(spearmanr(predicted, mos).statistic), float(pearsonr(predicted, mos).statistic)
+# -- data and split ---------------------------------------------------------------------------
+
+def part_of(name: str) -> str:
+    """FIT or HELD-OUT, from the file name alone (stable when photos are added)."""
+    digest = hashlib.sha256(f"{SPLIT_SALT}:{name}".encode()).hexdigest()
+    return "FIT" if int(digest[:8], 16) % 5 < 3 else "HELD-OUT"
 
 
 def read_mos(folder: Path) -> dict[str, float]:
@@ -56,125 +116,375 @@ def read_mos(folder: Path) -> dict[str, float]:
         return {row["image"]: float(row["mos"]) for row in csv.DictReader(handle)}
 
 
-def scoring(args: argparse.Namespace, agents: Agents) -> None:
-    mos = read_mos(args.livec)
-    names = sorted(mos)
-    paths = {name: args.livec / "images" / name for name in names}
-    target = {name: 1.0 + 4.0 * mos[name] / 100.0 for name in names}
+def split(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    fit = [n for n in names if part_of(n) == "FIT"]
+    held = [n for n in names if part_of(n) == "HELD-OUT"]
+    return fit, held
 
-    started = time.perf_counter()
-    tools: dict[str, dict[str, float]] = {name: {} for name in names}
-    features: dict[str, dict[str, float]] = {}
-    for name in names:
-        for tool in TOOLS:
-            if agents.registry.availability(tool).ok:
-                result = agents.registry.execute_tool(tool, paths[name], allow_fallback=False)
-                # lower-is-better tools are negated so every correlation is positive-is-good
-                tools[name][tool] = -result.raw_score if result.lower_is_better \
-                    else result.raw_score
-        features[name] = image_features(paths[name])
-    print(f"tool scores and image features for {len(names)} photos in "
-          f"{time.perf_counter() - started:.0f}s")
 
-    # The agent's tool mean is what its own pipeline runs; record it with a first pass.
-    prior = Agents(planner=agents.planner, executor=agents.executor,
-                   summarizer=BuiltinClient(opinion=PRIOR), registry=agents.registry)
-    tool_mean: dict[str, float | None] = {}
-    for name in names:
-        state = run_inprocess(QUERY, str(paths[name]), agents=prior)
-        scores = [log.normalized_score for log in state["executor_evidence"].tool_logs
-                  if not log.error or log.fallback]
-        tool_mean[name] = sum(scores) / len(scores) if scores else None
+def spread_subset(names: Sequence[str], count: int | None, salt: str) -> list[str]:
+    """``count`` names chosen by hash (not by MOS or order), deterministic; all if None."""
+    ordered = sorted(names, key=lambda n: hashlib.sha256(f"{salt}:{n}".encode()).hexdigest())
+    return sorted(ordered if count is None else ordered[:count])
 
-    def rows(subset: list[str]) -> list[dict[str, float]]:
-        return [{**features[n], **({TOOL_MEAN: tool_mean[n]} if tool_mean[n] is not None
-                                   else {})} for n in subset]
 
-    # k-fold cross-validation: every photo is scored by a model fitted without it.
-    shuffled = names[:]
-    random.Random(args.seed).shuffle(shuffled)
-    agent_score: dict[str, float] = {}
-    started = time.perf_counter()
-    for fold in range(args.folds):
-        held = shuffled[fold::args.folds]
-        train = [n for n in shuffled if n not in set(held)]
-        model = fit_opinion(rows(train), [target[n] for n in train], ridge=args.ridge)
-        fold_agents = Agents(planner=agents.planner, executor=agents.executor,
-                             summarizer=BuiltinClient(opinion=model), registry=agents.registry)
-        for name in held:
-            state = run_inprocess(QUERY, str(paths[name]), agents=fold_agents)
-            agent_score[name] = state["summarizer_result"].quality_score
-    per_run = (time.perf_counter() - started) / len(names)
-    print(f"agent runs: {per_run * 1000:.0f} ms per photo (tool scores cached), "
-          f"{args.folds}-fold cross-validation\n")
+def target_of(mos: float) -> float:
+    return 1.0 + 4.0 * mos / 100.0
 
-    columns = {"agent (CV)": agent_score}
+
+def code_version() -> str:
+    """Measurement code digest: cached measurements are reused only for the same code."""
+    source = Path(measure_module.__file__).read_bytes()
+    return hashlib.sha256(source + Path(synthetic.__file__).read_bytes()).hexdigest()[:12]
+
+
+# -- statistics -------------------------------------------------------------------------------
+
+def correlations(predicted: Sequence[float], truth: Sequence[float]) -> tuple[float, float]:
+    return float(spearmanr(predicted, truth).statistic), float(pearsonr(predicted, truth).statistic)
+
+
+def bootstrap(predicted: Sequence[float], truth: Sequence[float], rounds: int, seed: int
+              ) -> dict[str, tuple[float, float, float]]:
+    p, t = np.asarray(predicted, float), np.asarray(truth, float)
+    rng = np.random.default_rng(seed)
+    samples: dict[str, list[float]] = {"SRCC": [], "PLCC": []}
+    for _ in range(rounds):
+        index = rng.integers(0, len(p), len(p))
+        if np.ptp(p[index]) == 0 or np.ptp(t[index]) == 0:
+            continue
+        srcc, plcc = correlations(p[index], t[index])
+        samples["SRCC"].append(srcc)
+        samples["PLCC"].append(plcc)
+    srcc, plcc = correlations(p, t)
+    return {name: (value, float(np.percentile(samples[name], 2.5)),
+                   float(np.percentile(samples[name], 97.5)))
+            for name, value in (("SRCC", srcc), ("PLCC", plcc))}
+
+
+def wilson(correct: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    if total == 0:
+        return math.nan, math.nan
+    p = correct / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return centre - half, centre + half
+
+
+def fused(estimate: float, tool: float | None) -> float:
+    """What the summarizer makes of the builtin's opinion ``estimate`` and the tool score."""
+    logits = {c: -((c - estimate) ** 2) / (2 * OPINION_SIGMA ** 2) for c in range(1, 6)}
+    top = max(logits.values())
+    return fuse([] if tool is None else [tool], {c: math.exp(v - top) for c, v in logits.items()})
+
+
+def _fit_rows(rows: list[dict[str, float]], targets: list[float], ridge: float):
+    """An opinion model fitted to the fusion-aware targets of ``rows``."""
+    aware = [fusion_target(t, row.get("tool_mean"), OPINION_SIGMA, ETA)
+             for row, t in zip(rows, targets, strict=True)]
+    return fit_opinion(rows, aware, ridge=ridge)
+
+
+def _fused_predictions(model, rows: list[dict[str, float]]) -> list[float]:
+    return [fused(model.predict(row, None), row.get("tool_mean")) for row in rows]
+
+
+def cv_predictions(rows: list[dict[str, float]], targets: list[float], ridge: float, folds: int,
+                   seed: int) -> list[float]:
+    """Out-of-fold fused scores of opinion models with a fixed penalty."""
+    order = [int(i) for i in np.random.default_rng(seed).permutation(len(rows))]
+    predicted = [0.0] * len(rows)
+    for fold in range(folds):
+        held = set(order[fold::folds])
+        train = [i for i in order if i not in held]
+        model = _fit_rows([rows[i] for i in train], [targets[i] for i in train], ridge)
+        for i in held:
+            predicted[i] = _fused_predictions(model, [rows[i]])[0]
+    return predicted
+
+
+RIDGES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+def choose_ridge(rows: list[dict[str, float]], targets: list[float], folds: int, seed: int
+                 ) -> float:
+    def quality(ridge: float) -> float:
+        predicted = cv_predictions(rows, targets, ridge, folds, seed)
+        return float(spearmanr(predicted, targets).statistic)
+    return max(RIDGES, key=quality)
+
+
+def nested_cv(rows: list[dict[str, float]], targets: list[float], folds: int, seed: int
+              ) -> list[float]:
+    """Out-of-fold fused scores where each outer fold chooses its own penalty by inner CV."""
+    order = [int(i) for i in np.random.default_rng(seed + 1).permutation(len(rows))]
+    predicted = [0.0] * len(rows)
+    for fold in range(folds):
+        held = set(order[fold::folds])
+        train = [i for i in order if i not in held]
+        sub_rows, sub_targets = [rows[i] for i in train], [targets[i] for i in train]
+        model = _fit_rows(sub_rows, sub_targets, choose_ridge(sub_rows, sub_targets, folds, seed))
+        for i in held:
+            predicted[i] = _fused_predictions(model, [rows[i]])[0]
+    return predicted
+
+
+# -- the agent and its tools ------------------------------------------------------------------
+
+def make_agents(registry: ToolRegistry, opinion=None) -> Agents:
+    client = BuiltinClient(opinion=opinion)
+    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
+
+
+def tool_scores(registry: ToolRegistry, path: Path) -> dict[str, tuple[float, float]]:
+    """(raw, normalized) per offline tool that can run here."""
+    scores = {}
     for tool in TOOLS:
-        if tools[names[0]].get(tool) is not None:
-            columns[tool] = {n: tools[n][tool] for n in names}
-    print(f"{'':<12}{'SRCC':>8}{'PLCC':>8}   on all {len(names)} LIVE-C dev photos")
-    for column, values in columns.items():
-        srcc, plcc = correlations([values[n] for n in names], [mos[n] for n in names])
-        print(f"{column:<12}{srcc:>8.3f}{plcc:>8.3f}")
-
-    if args.fit:
-        model = fit_opinion(rows(names), [target[n] for n in names], ridge=args.ridge,
-                            metadata={"photos": len(names), "ridge": args.ridge,
-                                      "target": "LIVE-C dev MOS rescaled to 1 + 4 * mos / 100",
-                                      "fitted_by": "benchmarks/agent_quality.py --fit"})
-        WEIGHTS_FILE.write_text(model.to_json())
-        print(f"\nopinion model fitted on all {len(names)} photos -> {WEIGHTS_FILE}")
+        if registry.availability(tool).ok:
+            result = registry.execute_tool(tool, path, allow_fallback=False)
+            scores[tool] = (result.raw_score, result.normalized_score)
+    return scores
 
 
-def multiple_choice(args: argparse.Namespace, agents: Agents) -> None:
-    images = sorted((args.livec / "images").iterdir())[-args.mcq_images:]
+def evidence_tools(agents: Agents, path: Path) -> list[tuple[str, float]]:
+    """The (tool, normalized score) pairs the agent's own scoring run collects."""
+    state = run_inprocess(QUERY, str(path), agents=agents)
+    return [(log.tool_name, log.normalized_score)
+            for log in state["executor_evidence"].tool_logs
+            if math.isfinite(log.normalized_score)]
+
+
+# -- --fit: calibrate severity and fit the opinion on FIT only ------------------------------
+
+def calibration_measurements(args: argparse.Namespace, names: list[str]) -> list[tuple]:
+    cache = args.cache / f"calibration-{code_version()}.pkl"
+    stored: dict[str, list[tuple]] = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    started, fresh = time.perf_counter(), 0
+    samples: list[tuple] = []
+    for name in names:
+        if name not in stored:
+            image = Image.open(args.livec / "images" / name).convert("RGB")
+            original = measure(np.asarray(image, dtype=np.float32) / 255.0)
+            rows = [("none", 0, original, original)]
+            for kind in synthetic.DEGRADATIONS:
+                for level in synthetic.LEVELS:
+                    degraded = synthetic.degrade(image, kind, level)
+                    rows.append((kind, level,
+                                 measure(np.asarray(degraded, dtype=np.float32) / 255.0),
+                                 original))
+            stored[name] = rows
+            fresh += 1
+        samples.extend(stored[name])
+    if fresh:
+        cache.write_bytes(pickle.dumps(stored))
+    print(f"calibration measurements: {len(names)} FIT photos x "
+          f"{len(synthetic.DEGRADATIONS)} kinds x 4 levels + originals ({fresh} measured now, "
+          f"{time.perf_counter() - started:.0f}s)")
+    return samples
+
+
+def fit_all(args: argparse.Namespace, registry: ToolRegistry, mos: dict[str, float],
+            fit_names: list[str], held_names: list[str]) -> None:
+    provenance = {
+        "split_rule": SPLIT_RULE, "fit_photos": len(fit_names),
+        "held_out_photos": len(held_names), "data": "LIVE-C dev (250 photos, 500x500)",
+        "fitted_by": "benchmarks/agent_quality.py --fit",
+    }
+    calibration_names = spread_subset(fit_names, args.calibration_images, "calibration")
+    thresholds = calibrate(calibration_measurements(args, calibration_names), metadata={
+        **provenance, "calibration_photos": len(calibration_names),
+        "generator": "agentic_iqa.synthetic (calibration generator), levels 0-4",
+        "rule": "each threshold separates two neighbouring levels with the fewest errors",
+    })
+    THRESHOLDS_FILE.write_text(thresholds.to_json())
+    default_thresholds.cache_clear()
+    print(f"severity thresholds from {len(calibration_names)} FIT photos -> {THRESHOLDS_FILE}")
+
+    started = time.perf_counter()
+    prior = make_agents(registry, PRIOR)
+    features, tools, evidence = {}, {}, Counter()
+    for name in fit_names:
+        path = args.livec / "images" / name
+        features[name] = opinion_features(measure(
+            np.asarray(Image.open(path).convert("RGB"), dtype=np.float32) / 255.0))
+        tools[name] = tool_scores(registry, path)
+        evidence.update({tool for tool, _ in evidence_tools(prior, path)})
+    default_tool = evidence.most_common(1)[0][0] if evidence else None
+    print(f"features and tool scores of {len(fit_names)} FIT photos in "
+          f"{time.perf_counter() - started:.0f}s; the pipeline's scoring runs used "
+          f"{dict(evidence) or 'no tool'}")
+
+    targets = [target_of(mos[n]) for n in fit_names]
+    models = {}
+    print(f"\nin-sample (FIT, {len(fit_names)} photos): nested {args.folds}-fold CV SRCC of "
+          "each opinion model (penalty chosen inside each outer fold)")
+    for variant in (*[t for t in TOOLS if all(t in tools[n] for n in fit_names)], NO_TOOL):
+        rows = [{**features[n], **({"tool_mean": tools[n][variant][1]}
+                                   if variant != NO_TOOL else {})} for n in fit_names]
+        outer = nested_cv(rows, targets, args.folds, args.seed)
+        ridge = choose_ridge(rows, targets, args.folds, args.seed)
+        srcc = float(spearmanr(outer, targets).statistic)
+        model = _fit_rows(rows, targets, ridge)
+        models[variant] = replace(model, metadata={
+            **provenance, "tool": variant, "ridge": ridge, "nested_cv_srcc_fit": round(srcc, 4),
+            "target": "LIVE-C dev MOS rescaled to 1 + 4 * mos / 100, made fusion-aware "
+                      f"(opinion sigma {OPINION_SIGMA}, eta {ETA})"})
+        print(f"  {variant:<8} nested-CV SRCC {srcc:.3f}  (ridge {ridge:g})")
+    document = OpinionModels(models, {**provenance, "features": sorted(features[fit_names[0]]),
+                                      "default_tool": default_tool}, default_tool)
+    WEIGHTS_FILE.write_text(document.to_json())
+    print(f"opinion models fitted on {len(fit_names)} FIT photos -> {WEIGHTS_FILE}\n")
+
+
+# -- the report: HELD-OUT only ----------------------------------------------------------------
+
+def scoring_report(args: argparse.Namespace, agents: Agents, mos: dict[str, float],
+                   names: list[str]) -> None:
+    started = time.perf_counter()
+    columns: dict[str, list[float]] = defaultdict(list)
+    truth = []
+    for name in names:
+        path = args.livec / "images" / name
+        for tool, (raw, _) in tool_scores(agents.registry, path).items():
+            spec = agents.registry.get(tool)
+            columns[tool].append(-raw if spec.lower_is_better else raw)
+        state = run_inprocess(QUERY, str(path), agents=agents)
+        columns["agent (fused)"].append(state["summarizer_result"].quality_score)
+        truth.append(mos[name])
+    print(f"scoring: {len(names)} HELD-OUT photos in {time.perf_counter() - started:.0f}s "
+          "(lower-is-better tools negated)")
+    print(f"{'':<15}{'SRCC':>7} {'95% CI':>15}{'PLCC':>8} {'95% CI':>15}")
+    for column in ("agent (fused)", *TOOLS):
+        if len(columns.get(column, ())) != len(names):
+            continue
+        stats = bootstrap(columns[column], truth, args.bootstrap, args.seed)
+        cells = "".join(f"{stats[k][0]:>7.3f} [{stats[k][1]:.3f}, {stats[k][2]:.3f}]"
+                        for k in ("SRCC", "PLCC"))
+        print(f"{column:<15}{cells}")
+
+
+def _answer(agents: Agents, question: str, path: Path, reference: Path | None = None) -> str:
+    return run_inprocess(question, str(path), str(reference) if reference else None,
+                         agents=agents)["summarizer_result"].final_answer
+
+
+def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], generator,
+               label: str) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="iqa-mcq-"))
-    correct = {"type": 0, "severity": 0}
-    asked = {"type": 0, "severity": 0}
-    for path in images:
-        original = Image.open(path).convert("RGB")
-        for kind, (category, _) in DEGRADATIONS.items():
-            for level in (1, 2, 3, 4):
-                copy = workdir / f"{path.stem}_{kind}{level}.png"
-                degrade(original, kind, level).save(copy)
-                answer = run_inprocess(TYPE_QUESTION, str(copy), agents=agents)[
-                    "summarizer_result"].final_answer
-                asked["type"] += 1
-                correct["type"] += answer == TYPE_ANSWER[category]
-                question = SEVERITY_QUESTION.format(word=WORDS[category])
-                answer = run_inprocess(question, str(copy), agents=agents)[
-                    "summarizer_result"].final_answer
-                expected = "ABCDE"[list(SEVERITY_OF_LEVEL.values()).index(
-                    SEVERITY_OF_LEVEL[level])]
-                asked["severity"] += 1
-                correct["severity"] += answer == expected
-    print(f"\nmultiple choice on {len(images)} photos x {len(DEGRADATIONS)} kinds x 4 levels "
-          "(photos not used to set the severity thresholds):")
-    for kind in asked:
-        print(f"  {kind:<9} accuracy {correct[kind] / asked[kind]:.3f} "
-              f"({correct[kind]}/{asked[kind]}; chance {1 / (6 if kind == 'type' else 5):.3f})")
+    correct: dict[tuple[str, str], int] = Counter()
+    asked: dict[tuple[str, str], int] = Counter()
+    confusion = np.zeros((4, 5), dtype=int)
+    started = time.perf_counter()
+    for name in names:
+        original_path = args.livec / "images" / name
+        original = Image.open(original_path).convert("RGB")
+        reference = workdir / f"{Path(name).stem}_ref.png"
+        original.save(reference)
+        for kind, (category, _) in generator.DEGRADATIONS.items():
+            for level in generator.LEVELS:
+                copy = workdir / f"{Path(name).stem}_{kind}{level}.png"
+                generator.degrade(original, kind, level).save(copy)
+                digest = int(hashlib.sha256(f"{name}:{kind}:{level}".encode()).hexdigest(), 16)
+                distractor = DISTRACTORS[category][digest % len(DISTRACTORS[category])]
+                checks = [
+                    ("yes/no", YES_NO_QUESTION[category], None, "A"),
+                    ("yes/no", YES_NO_QUESTION[distractor], None, "B"),
+                    ("which distortion", TYPE_QUESTION, None, TYPE_ANSWER[category]),
+                    ("which vs reference", TYPE_QUESTION, reference, TYPE_ANSWER[category]),
+                    ("severity", SEVERITY_QUESTION.format(word=WORDS[category]), None,
+                     "ABCDE"[level]),
+                ]
+                for question_kind, question, ref, expected in checks:
+                    answer = _answer(agents, question, copy, ref)
+                    for key in ((question_kind, kind), (question_kind, "all")):
+                        asked[key] += 1
+                        correct[key] += answer == expected
+                    if question_kind == "severity" and answer in "ABCDE" and len(answer) == 1:
+                        confusion[level - 1, "ABCDE".index(answer)] += 1
+                copy.unlink()
+    elapsed = time.perf_counter() - started
+    total_correct = sum(correct[(k, "all")] for k in QUESTION_KINDS)
+    total_asked = sum(asked[(k, "all")] for k in QUESTION_KINDS)
+    print(f"\nmultiple choice, {label}: {len(names)} photos x {len(generator.DEGRADATIONS)} "
+          f"kinds x 4 levels, {total_asked} questions in {elapsed:.0f}s")
+    low, high = wilson(total_correct, total_asked)
+    print(f"  overall            {total_correct / total_asked:.3f} [{low:.3f}, {high:.3f}] "
+          f"({total_correct}/{total_asked})")
+    chance = {"yes/no": 1 / 2, "which distortion": 1 / 6, "which vs reference": 1 / 6,
+              "severity": 1 / 5}
+    for question_kind in QUESTION_KINDS:
+        c, n = correct[(question_kind, "all")], asked[(question_kind, "all")]
+        low, high = wilson(c, n)
+        print(f"  {question_kind:<18} {c / n:.3f} [{low:.3f}, {high:.3f}] ({c}/{n}; "
+              f"chance {chance[question_kind]:.3f})")
+    print(f"\n  per distortion      {'':>2}" + "".join(f"{k:>20}" for k in QUESTION_KINDS))
+    for kind in generator.DEGRADATIONS:
+        cells = "".join(f"{correct[(k, kind)] / asked[(k, kind)]:>20.3f}"
+                        for k in QUESTION_KINDS)
+        print(f"  {kind:<20}{cells}")
+    print("\n  severity confusion (rows: true level; columns: answered)")
+    print("  " + " " * 10 + "".join(f"{w:>10}" for w in synthetic.SEVERITY_OF_LEVEL.values()))
+    for level in range(4):
+        print(f"  {synthetic.SEVERITY_OF_LEVEL[level + 1]:<10}"
+              + "".join(f"{v:>10d}" for v in confusion[level]))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("livec", type=Path, help="folder with images/ and mos.csv")
     parser.add_argument("--weights-dir", type=Path, default=None)
     parser.add_argument("--fit", action="store_true",
-                        help="refit the shipped builtin opinion model on all photos")
+                        help="recalibrate severity and refit the opinion on FIT photos only, "
+                             "writing the shipped parameters")
+    parser.add_argument("--calibration-images", type=int, default=None,
+                        help="FIT photos used for severity calibration (default: all FIT)")
+    parser.add_argument("--scoring-images", type=int, default=None,
+                        help="HELD-OUT photos scored (default: all HELD-OUT)")
+    parser.add_argument("--mcq-images", type=int, default=6,
+                        help="HELD-OUT photos degraded for the questions (default 6; each "
+                             "gives 8 kinds x 4 levels x 5 questions, 40-80 s on 2 cores)")
+    parser.add_argument("--in-sample-mcq", type=int, default=0,
+                        help="also ask the questions on this many FIT photos degraded by the "
+                             "calibration generator (an in-sample figure, for comparison)")
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--ridge", type=float, default=10.0)
+    parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--mcq-images", type=int, default=20)
+    parser.add_argument("--skip-scoring", action="store_true")
     parser.add_argument("--skip-mcq", action="store_true")
-    args = parser.parse_args()
-    registry = ToolRegistry(ToolSettings(device="cpu", weights_dir=args.weights_dir,
-                                         tool_cache="memory"))
-    client = BuiltinClient()
-    agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-    scoring(args, agents)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir())
+                        / "agentic-iqa-agent-quality",
+                        help="tool scores and calibration measurements are kept here")
+    args = parser.parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    registry = ToolRegistry(ToolSettings(
+        device="cpu", weights_dir=args.weights_dir,
+        tool_cache=f"sqlite:///{args.cache / 'tool-scores.sqlite3'}"))
+    mos = read_mos(args.livec)
+    fit_names, held_names = split(sorted(mos))
+    print(f"split: {len(fit_names)} FIT / {len(held_names)} HELD-OUT photos ({SPLIT_RULE})")
+    if args.fit:
+        fit_all(args, registry, mos, fit_names, held_names)
+        # The freshly written files are what the report must use.
+        from agentic_iqa.vlm.builtin import opinion, severity
+        opinion.default_models.cache_clear()
+        severity.default_thresholds.cache_clear()
+    metadata = json.loads(WEIGHTS_FILE.read_text())["metadata"] if WEIGHTS_FILE.is_file() else {}
+    if metadata.get("split_rule") != SPLIT_RULE:
+        sys.exit("the shipped opinion model was not fitted with this split: run with --fit")
+    agents = make_agents(registry)
+    print("\nREPORT: HELD-OUT photos only (never used to fit or calibrate)")
+    if not args.skip_scoring:
+        scoring_report(args, agents, mos, spread_subset(held_names, args.scoring_images,
+                                                        "scoring"))
     if not args.skip_mcq:
-        multiple_choice(args, agents)
+        mcq_names = spread_subset(held_names, args.mcq_images, "mcq")
+        mcq_report(args, agents, mcq_names, synthetic_test,
+                   "HELD-OUT photos, test generator (agentic_iqa.synthetic_test)")
+        if args.in_sample_mcq:
+            mcq_report(args, agents, spread_subset(fit_names, args.in_sample_mcq, "mcq"),
+                       synthetic, "IN-SAMPLE: FIT photos, calibration generator "
+                       "(agentic_iqa.synthetic)")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 import pytest
 
-from agentic_iqa.query import categories_in, options_in, parse_query
+from agentic_iqa.query import categories_in, options_in, parse_query, region_of
 from iqa_tools import load_catalog
 
 TOOLS = [spec.name for spec in load_catalog()]
@@ -34,3 +34,35 @@ def test_option_lists_must_start_at_a_without_gaps():
     assert options_in("A. yes\nB. no") == {"A": "yes", "B": "no"}
     assert options_in("Grade B. Very nice") == {}
     assert options_in("A. one C. three") == {}
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("Is the top-left corner blurry?", ("top-left quarter", (0.0, 0.0, 0.5, 0.5))),
+    ("Is the upper right quadrant too dark?", ("top-right quarter", (0.5, 0.0, 1.0, 0.5))),
+    ("Is the lower-left part noisy?", ("bottom-left quarter", (0.0, 0.5, 0.5, 1.0))),
+    ("Is the left half of the image noisy?", ("left half", (0.0, 0.0, 0.5, 1.0))),
+    ("Is the image noisy on the right side?", ("right half", (0.5, 0.0, 1.0, 1.0))),
+    ("Is it noisy on the right?", ("right half", (0.5, 0.0, 1.0, 1.0))),
+    ("Is the top of the image dark?", ("top half", (0.0, 0.0, 1.0, 0.5))),
+    ("Is the centre of the photo sharp?", ("centre", (0.25, 0.25, 0.75, 0.75))),
+    ("Is it blurry in the middle?", ("centre", (0.25, 0.25, 0.75, 0.75))),
+])
+def test_named_regions_are_found_from_the_planner_objects(query, expected):
+    objects = parse_query(query).objects
+    assert len(objects) == 1
+    region = region_of(objects[0], query)
+    assert region is not None and (region.name, region.box) == expected
+
+
+@pytest.mark.parametrize("query", [
+    "Is the car blurry?", "Is the top of the car blurry?", "Is the exposure right?",
+    "Is the person's face noisy?",
+])
+def test_objects_and_non_places_name_no_region(query):
+    assert all(region_of(name, query) is None for name in parse_query(query).objects)
+
+
+def test_region_pixels_cover_the_named_part():
+    region = region_of("bottom right", "How blurry is the bottom right?")
+    assert region.pixels(500, 400) == (250, 200, 500, 400)
+    assert region_of("centre", "in the centre").pixels(10, 10) == (2, 2, 8, 8)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..base import VLMRequest, VLMResponse
 from . import answer, selection
-from .opinion import OpinionModel
+from .opinion import OpinionModel, OpinionModels
 from .planner import plan
 from .vision import analyse, detect
 
@@ -26,7 +26,8 @@ class BuiltinClient:
 
     backend = "builtin"
 
-    def __init__(self, config: Any = None, opinion: OpinionModel | None = None) -> None:
+    def __init__(self, config: Any = None,
+                 opinion: OpinionModel | OpinionModels | None = None) -> None:
         self.model = MODEL_NAME
         self.config = config
         #: The overall-quality opinion model; None means the shipped one.
@@ -34,6 +35,9 @@ class BuiltinClient:
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         context = request.context
+        # A second image is the reference (full-reference mode): severities are then measured
+        # as the change from it.
+        reference = str(request.images[1]) if len(request.images) > 1 else None
         if request.task == "plan":
             result: dict[str, Any] = plan(
                 context["query"], bool(context.get("has_reference")),
@@ -42,18 +46,19 @@ class BuiltinClient:
         elif request.task == "distortion_detection":
             result = {"distortion_set": detect(
                 context["image_path"], context.get("query_scope", "Global"),
-                context.get("query", ""),
+                context.get("query", ""), reference,
             )}
         elif request.task == "distortion_analysis":
             result = {"distortion_analysis": analyse(
-                context["image_path"], context["distortion_set"],
+                context["image_path"], context["distortion_set"], context.get("query", ""),
+                reference,
             )}
         elif request.task == "tool_selection":
             result = {"selected_tools": selection.select(
                 context["distortion_set"], context["tools"], context.get("reference_mode"),
             )}
         elif request.task == "answer":
-            result = answer.explain(context, self.opinion)
+            result = answer.explain(context, self.opinion, reference)
         elif request.task == "quality_levels":
             probabilities = answer.level_probabilities(context, self.opinion)
             letter = max(probabilities, key=probabilities.__getitem__)

@@ -1,42 +1,57 @@
 """The builtin summarizer: answers from the evidence, and a five-level opinion for scoring.
 
-Its "opinion" of overall quality combines what the executor measured (the most severe
-distortions pull the estimate down) with the tools' normalized scores, so the scoring-mode fusion
-of the paper has a real second source of evidence next to the tools.
+Its "opinion" of overall quality (:mod:`.opinion`) combines what it measured on the image with
+the score of the tool the pipeline ran; the five-level probabilities are a Gaussian of
+:data:`OPINION_SIGMA` levels around it.  The opinion is fitted knowing that the summarizer then
+fuses it with the same tool score (:func:`.opinion.fusion_target`), so the tool is not counted
+twice.
+
+Evidence a tool cannot give is not quoted as a reason: a score at the end of the tool's scale
+(e.g. PIQE raw 100 -> 1.00, or a normalized score on the flat end of its logistic) carries no
+information, and a tool whose metadata does not list the asked distortion among its strengths
+rates overall quality, not that distortion.  Such scores are named as set aside, with why.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from ...agents.summarizer import missing_evidence
 from ...query import categories_in, options_in
-from .opinion import OpinionModel, default_model
+from .measure import opinion_features
+from .opinion import OpinionModel, OpinionModels, as_models
 from .severity import SEVERITIES
-from .vision import features as image_features
-from .vision import scores as measured_scores
+from .vision import measurements as image_measurements
+from .vision import scores_for
 
 LEVEL_WORDS = {"excellent": 5, "good": 4, "fair": 3, "poor": 2, "bad": 1,
                "high": 4, "medium": 3, "average": 3, "low": 2, "very good": 5, "very poor": 1}
 LEVEL_NAMES = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
 LETTER_OF_LEVEL = {5: "A", 4: "B", 3: "C", 2: "D", 1: "E"}
-#: Spread (in levels) of the builtin's opinion around its estimate.
-OPINION_SIGMA = 0.7
+#: Spread (in levels) of the builtin's opinion around its estimate: with the paper's fusion
+#: (η = 1) the opinion carries about 80 % of the fused score and the tools 20 %.
+OPINION_SIGMA = 0.35
 
 
 def _severity_index(word: str) -> int:
     return SEVERITIES.index(word) if word in SEVERITIES else 0
 
 
-def category_severity(context: Mapping[str, Any]) -> dict[str, float]:
-    """Severity per category: the analysis's words, refined by the measured continuous score."""
-    measured = measured_scores(context["image_path"])
+def category_severity(context: Mapping[str, Any], reference: str | None = None
+                      ) -> dict[str, float]:
+    """Severity per category: the analysis's words, refined by the measured continuous score
+    (of the same region, and against the reference when there is one)."""
     analysis = context.get("distortion_analysis") or {}
+    query = context.get("query", "")
     result: dict[str, float] = {}
-    for items in analysis.values():
+    for key, items in analysis.items():
+        measured = scores_for(context["image_path"], key, query, reference)
         for item in items:
             level = _severity_index(item["severity"])
             fine = measured.get(item["type"], float(level))
@@ -45,23 +60,31 @@ def category_severity(context: Mapping[str, Any]) -> dict[str, float]:
     return result
 
 
+def _tool_pairs(context: Mapping[str, Any]) -> list[tuple[str, float]]:
+    return [(str(pair[0]), float(pair[1]))
+            for per_object in (context.get("quality_scores") or {}).values()
+            for pair in per_object.values()]
+
+
 def tool_mean(context: Mapping[str, Any]) -> float | None:
-    scores = [float(pair[1]) for per_object in (context.get("quality_scores") or {}).values()
-              for pair in per_object.values()]
+    scores = [score for _, score in _tool_pairs(context)]
     return sum(scores) / len(scores) if scores else None
 
 
-def quality_estimate(context: Mapping[str, Any], model: OpinionModel | None = None) -> float:
+def quality_estimate(context: Mapping[str, Any],
+                     model: OpinionModel | OpinionModels | None = None) -> float:
     """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores."""
-    model = model or default_model()
-    return model.predict(image_features(context["image_path"]), tool_mean(context))
+    chosen = as_models(model).for_tools([tool for tool, _ in _tool_pairs(context)])
+    features = opinion_features(image_measurements(context["image_path"]))
+    return chosen.predict(features, tool_mean(context))
 
 
-def level_probabilities(context: Mapping[str, Any], model: OpinionModel | None = None
-                        ) -> dict[str, float]:
+def level_probabilities(context: Mapping[str, Any],
+                        model: OpinionModel | OpinionModels | None = None) -> dict[str, float]:
     estimate = quality_estimate(context, model)
-    weights = {LETTER_OF_LEVEL[c]: math.exp(-((c - estimate) ** 2) / (2 * OPINION_SIGMA ** 2))
-               for c in range(1, 6)}
+    logits = {c: -((c - estimate) ** 2) / (2 * OPINION_SIGMA ** 2) for c in range(1, 6)}
+    top = max(logits.values())
+    weights = {LETTER_OF_LEVEL[c]: math.exp(logits[c] - top) for c in range(1, 6)}
     total = sum(weights.values())
     return {letter: weight / total for letter, weight in weights.items()}
 
@@ -70,9 +93,10 @@ def as_logprobs(probabilities: Mapping[str, float]) -> dict[str, float]:
     return {k: math.log(v) if v > 0 else -math.inf for k, v in probabilities.items()}
 
 
-def explain(context: Mapping[str, Any], model: OpinionModel | None = None) -> dict[str, Any]:
+def explain(context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None,
+            reference: str | None = None) -> dict[str, Any]:
     query = context["query"]
-    evidence = _evidence_text(context)
+    evidence = _evidence_text(context, categories_in(query))
     missing = missing_evidence(context.get("plan") or {}, context.get("quality_scores"),
                                context.get("distortion_analysis"))
     if missing:
@@ -80,7 +104,7 @@ def explain(context: Mapping[str, Any], model: OpinionModel | None = None) -> di
                 "replan_reason": missing,
                 "quality_reasoning": f"{missing}. Evidence so far: {evidence}"}
     options = options_in(query)
-    severity = category_severity(context)
+    severity = category_severity(context, reference)
     estimate = quality_estimate(context, model)
     if options:
         letter, why = _choose_option(query, options, severity, estimate)
@@ -157,19 +181,87 @@ def _free_answer(query: str, severity: dict[str, float], estimate: float,
     return technical
 
 
-def _evidence_text(context: Mapping[str, Any]) -> str:
-    parts: list[str] = []
-    for key, items in (context.get("distortion_analysis") or {}).items():
-        for item in items:
-            if item["severity"] != "none":
-                prefix = "" if key == "Global" else f"{key}: "
-                parts.append(prefix + item["explanation"])
+#: Categories a tool's strength may name for an asked one.
+_SAME = {"Blurs": {"Blurs", "Sharpness"}, "Sharpness": {"Blurs", "Sharpness"}}
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, Any]:
+    from iqa_tools.catalog import load_catalog
+
+    return {spec.name: spec for spec in load_catalog()}
+
+
+@lru_cache(maxsize=64)
+def _normalized_range(tool: str) -> tuple[float, float] | None:
+    spec = _catalog().get(tool)
+    if spec is None:
+        return None
+    low, high = spec.score_range
+    values = [spec.normalize(float(x)) for x in np.linspace(low, high, 1001)]
+    return min(values), max(values)
+
+
+def saturated(tool: str, score: float) -> bool:
+    """Whether a normalized score sits at an end of the tool's scale (the clamp at 1 or 5, or
+    the flat end of its mapping over the documented raw range), where it tells nothing."""
+    if score <= 1.0 + 1e-6 or score >= 5.0 - 1e-6:
+        return True
+    span = _normalized_range(tool)
+    if span is None:
+        return False
+    low, high = span
+    margin = 0.02 * (high - low)
+    return score <= low + margin or score >= high - margin
+
+
+def measures(tool: str, asked: Sequence[str]) -> bool:
+    """Whether ``tool`` is evidence about the asked distortions (any tool, when none is asked:
+    overall quality)."""
+    if not asked:
+        return True
+    spec = _catalog().get(tool)
+    strengths = set(spec.strengths) if spec is not None else set()
+    return any(strengths & _SAME.get(category, {category}) for category in asked)
+
+
+def tool_evidence(context: Mapping[str, Any], asked: Sequence[str] = ()
+                  ) -> tuple[list[str], list[str]]:
+    """(scores quoted as evidence, scores set aside with the reason), one per (object, tool)."""
+    cited: list[str] = []
+    set_aside: list[str] = []
     seen: set[tuple[str, str]] = set()
+    nouns = " or ".join(NOUNS.get(c, c.lower()) for c in asked)
     for key, pairs in (context.get("quality_scores") or {}).items():
         for tool, score in pairs.values():
+            score = float(score)
             if (key, tool) in seen:
                 continue
             seen.add((key, tool))
-            parts.append(f"{tool} rates {key if key != 'Global' else 'the image'} "
-                         f"{float(score):.2f}/5.")
+            where = "the image" if key == "Global" else key
+            if saturated(tool, score):
+                set_aside.append(f"{tool} {score:.2f}/5 for {where} (at the end of its scale, "
+                                 "so it carries no information)")
+            elif not measures(tool, asked):
+                set_aside.append(f"{tool} {score:.2f}/5 for {where} (an overall-quality score; "
+                                 f"it does not measure {nouns})")
+            else:
+                cited.append(f"{tool} rates {where} {score:.2f}/5.")
+    return cited, set_aside
+
+
+def _evidence_text(context: Mapping[str, Any], asked: Sequence[str] = ()) -> str:
+    parts: list[str] = []
+    for key, items in (context.get("distortion_analysis") or {}).items():
+        for item in items:
+            explanation = item["explanation"]
+            shown = item["severity"] != "none" or item["type"] in asked or "measured on" in \
+                explanation
+            if shown:
+                prefix = "" if key == "Global" else f"{key}: "
+                parts.append(prefix + explanation)
+    cited, set_aside = tool_evidence(context, asked)
+    parts.extend(cited)
+    if set_aside:
+        parts.append("Not used as evidence: " + "; ".join(set_aside) + ".")
     return " ".join(parts) if parts else "No distortion stands out."

@@ -1,20 +1,33 @@
 """Measurements the offline agent takes on the image itself, in place of a VLM's eyes.
 
 Each is a classical, content-light estimator of one distortion family, chosen because it needs no
-weights and is fast on a CPU (a 500x500 photo takes a few milliseconds):
+weights, is fast on a CPU (a 500x500 photo takes a few tens of milliseconds), and is normalised
+by the image's own statistics where the raw number would depend on the scene:
 
-* blur: the "blur effect" of Crete-Roffet et al. (2007): how much re-blurring the image changes
-  its neighbour differences; 0 = crisp, 1 = fully blurred;
-* noise: Immerkaer's (1996) fast noise-sigma estimate on the flattest half of the image, so
-  texture is not mistaken for noise;
-* blockiness: how much stronger luminance steps are across 8x8 JPEG block edges than inside blocks;
-* exposure: mean luminance and the fractions of clipped shadows and highlights;
-* contrast: RMS contrast and the 1-99 percentile luminance spread;
-* colourfulness: Hasler and Suesstrunk's (2003) metric, and the strength of a colour cast;
-* natural-scene statistics (:func:`nss_features`): moments of the mean-subtracted
-  contrast-normalised (MSCN) luminance and of its products with its four neighbours, as in BRISQUE
-  but from moments instead of distribution fits, plus gradient and histogram statistics, at two
-  scales.  They feed the builtin's overall opinion, not the per-distortion severities.
+* blur: the width of the image's own strongest edges, in pixels.  Re-blurring a step edge of
+  width σ with Gaussians of σa and σb changes its peak gradient by
+  √((σ² + σb²) / (σ² + σa²)), whatever the edge's height, so the ratio of the two gradient
+  maxima at each strong edge gives σ (Hu and de Haan, 2006).  The median over edges is taken per
+  edge orientation and the largest is kept, so a motion streak (blur along one direction) counts
+  as much as a defocus of the same width;
+* noise: the median absolute response of Immerkaer's (1996) noise operator on the flattest 30 %
+  of the image (robust to the texture that remains there);
+* blockiness: how much stronger luminance steps are on one 8-pixel grid than on the others,
+  searched over the 8 grid offsets, so a cropped JPEG (grid not at 0) counts too;
+* exposure: the median luminance (the mid-tones, which a gamma curve moves as much as a gain
+  does, unlike a mean dominated by highlights) and the fractions of crushed shadows and blown
+  highlights;
+* contrast: the spread of luminance relative to the room its level leaves, towards black or
+  towards white whichever is nearer: (p95 − p5) / min(p95 + p5, 2 − p95 − p5), a Michelson
+  contrast made symmetric.  Darkening (tones squeezed towards black) and brightening (towards
+  white) leave it nearly unchanged, squeezing tones together lowers it — so exposure and
+  contrast do not masquerade as each other;
+* colourfulness: Hasler and Süsstrunk's (2003) metric, relative to the room the mean luminance
+  leaves (min(mean, 1 − mean): the gamut narrows towards black and white, so darkening or
+  brightening does not read as desaturation), and the strength of a colour cast.
+
+:func:`measure` takes an optional box, so a named region ("the top-left quarter") is measured on
+its own crop.
 """
 
 from __future__ import annotations
@@ -24,22 +37,34 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import ndimage
 
+#: Gaussian scales of the edge-width estimate (pixels).
+_SIGMA_A, _SIGMA_B = 1.0, 3.0
+#: Edge widths are reported within this range (pixels).
+_BLUR_RANGE = (0.3, 20.0)
+
 
 @dataclass(frozen=True)
 class Measurements:
-    blur: float
+    blur_sigma: float
     noise_sigma: float
     blockiness: float
     mean_luminance: float
+    median_luminance: float
     dark_fraction: float
     bright_fraction: float
-    rms_contrast: float
-    luminance_spread: float
+    contrast: float
     colourfulness: float
     colour_cast: float
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+    @property
+    def relative_colourfulness(self) -> float:
+        """Colourfulness per unit of the room the mean luminance leaves towards black or white
+        (unchanged by a pure exposure change)."""
+        return self.colourfulness / max(min(self.mean_luminance, 1.0 - self.mean_luminance),
+                                        0.02)
 
 
 def luminance(pixels: np.ndarray) -> np.ndarray:
@@ -47,41 +72,73 @@ def luminance(pixels: np.ndarray) -> np.ndarray:
     return pixels[..., 0] * 0.299 + pixels[..., 1] * 0.587 + pixels[..., 2] * 0.114
 
 
-def blur_effect(y: np.ndarray) -> float:
-    blurred_v = ndimage.uniform_filter1d(y, size=9, axis=0)
-    blurred_h = ndimage.uniform_filter1d(y, size=9, axis=1)
-    scores = []
-    for axis, blurred in ((0, blurred_v), (1, blurred_h)):
-        d = np.abs(np.diff(y, axis=axis))
-        d_blur = np.abs(np.diff(blurred, axis=axis))
-        variation = np.maximum(0.0, d - d_blur)
-        total = float(d.sum())
-        scores.append(0.0 if total == 0 else (total - float(variation.sum())) / total)
-    return float(max(scores))
+_DIRECTIONS = {0: (0, 1), 1: (1, 1), 2: (1, 0), 3: (1, -1)}
+
+
+def blur_sigma(y: np.ndarray) -> float:
+    """Width (Gaussian σ, pixels) of the strongest edges, the most blurred orientation."""
+    y = y.astype(np.float64)
+    low, high = _BLUR_RANGE
+    if min(y.shape) < 8 * _SIGMA_B:
+        return low
+    fine = np.hypot(ndimage.gaussian_filter(y, _SIGMA_A, order=(0, 1)),
+                    ndimage.gaussian_filter(y, _SIGMA_A, order=(1, 0)))
+    gx = ndimage.gaussian_filter(y, _SIGMA_B, order=(0, 1))
+    gy = ndimage.gaussian_filter(y, _SIGMA_B, order=(1, 0))
+    coarse = np.hypot(gx, gy)
+    orientation = np.mod(np.round(np.mod(np.arctan2(gy, gx), np.pi) / (np.pi / 4)), 4)
+    # Edge centres: local maxima of the coarse gradient across the edge.
+    peaks = np.zeros(y.shape, dtype=bool)
+    for index, (dy, dx) in _DIRECTIONS.items():
+        ahead = np.roll(coarse, (-dy, -dx), axis=(0, 1))
+        behind = np.roll(coarse, (dy, dx), axis=(0, 1))
+        peaks |= (orientation == index) & (coarse >= ahead) & (coarse > behind)
+    margin = int(3 * _SIGMA_B) + 1
+    inner = np.zeros_like(peaks)
+    inner[margin:-margin, margin:-margin] = True
+    peaks &= inner & (coarse > 1e-4)
+    if peaks.sum() < 20:
+        return high
+    edges = peaks & (coarse >= np.quantile(coarse[peaks], 0.9))
+    ratio2 = (fine[edges] / coarse[edges]) ** 2
+    width2 = np.clip((_SIGMA_B ** 2 - ratio2 * _SIGMA_A ** 2) / np.maximum(ratio2 - 1.0, 1e-6),
+                     low ** 2, high ** 2)
+    widest = float(np.median(width2))
+    kinds = orientation[edges]
+    for index in _DIRECTIONS:
+        chosen = kinds == index
+        if chosen.sum() >= max(15, 0.08 * edges.sum()):
+            widest = max(widest, float(np.median(width2[chosen])))
+    return float(np.sqrt(widest))
 
 
 _NOISE_KERNEL = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float64)
 
 
 def noise_sigma(y: np.ndarray) -> float:
-    response = np.abs(ndimage.convolve(y.astype(np.float64), _NOISE_KERNEL))[1:-1, 1:-1]
+    """Noise σ (luminance units) from the flattest 30 % of the image, robust to texture."""
+    y = y.astype(np.float64)
+    response = ndimage.convolve(y, _NOISE_KERNEL)[1:-1, 1:-1]
     gradient = np.hypot(ndimage.sobel(y, axis=0), ndimage.sobel(y, axis=1))[1:-1, 1:-1]
-    flat = gradient <= np.percentile(gradient, 50)
-    if not flat.any():
+    if response.size == 0:
         return 0.0
-    return float(np.sqrt(np.pi / 2.0) * response[flat].mean() / 6.0)
+    flat = gradient <= np.percentile(gradient, 30)
+    # The operator's response to white noise of σ has standard deviation 6σ.
+    return float(np.median(np.abs(response[flat])) / 0.6745 / 6.0)
 
 
 def blockiness(y: np.ndarray, block: int = 8) -> float:
-    """Ratio of mean |step| across block boundaries to inside blocks (1.0 = no blocking)."""
+    """Mean |step| on the strongest 8-pixel grid over the median grid (1.0 = no blocking)."""
     ratios = []
     for axis in (0, 1):
         steps = np.abs(np.diff(y, axis=axis)).mean(axis=1 - axis)
+        if steps.size < 2 * block:
+            continue
         positions = np.arange(steps.size)
-        boundary = steps[positions % block == block - 1]
-        inside = steps[positions % block != block - 1]
-        if boundary.size and inside.size and inside.mean() > 1e-6:
-            ratios.append(float(boundary.mean() / inside.mean()))
+        per_offset = np.array([steps[positions % block == o].mean() for o in range(block)])
+        typical = float(np.median(per_offset))
+        if typical > 1e-6:
+            ratios.append(float(per_offset.max()) / typical)
     return float(np.mean(ratios)) if ratios else 1.0
 
 
@@ -94,65 +151,47 @@ def colourfulness(pixels: np.ndarray) -> tuple[float, float]:
     return float(spread + 0.3 * mean), float(mean)
 
 
-_SHIFTS = ((0, 1), (1, 0), (1, 1), (1, -1))
+def crop(pixels: np.ndarray, box: tuple[float, float, float, float] | None) -> np.ndarray:
+    """The part of ``pixels`` in ``box`` (left, top, right, bottom as fractions)."""
+    if box is None:
+        return pixels
+    height, width = pixels.shape[:2]
+    left, top, right, bottom = box
+    x0, y0 = int(round(left * width)), int(round(top * height))
+    x1, y1 = max(int(round(right * width)), x0 + 1), max(int(round(bottom * height)), y0 + 1)
+    return pixels[y0:y1, x0:x1]
 
 
-def _neighbour_products(m: np.ndarray, dy: int, dx: int) -> np.ndarray:
-    h, w = m.shape
-    if dx >= 0:
-        return m[: h - dy, : w - dx] * m[dy:, dx:]
-    return m[: h - dy, -dx:] * m[dy:, : w + dx]
-
-
-def nss_features(y: np.ndarray) -> dict[str, float]:
-    """Natural-scene statistics of a luminance image, at full and half resolution."""
-    features: dict[str, float] = {}
-    y = y.astype(np.float64)
-    for scale in (1, 2):
-        mu = ndimage.gaussian_filter(y, 7 / 6)
-        sigma = np.sqrt(np.maximum(ndimage.gaussian_filter(y * y, 7 / 6) - mu * mu, 0.0))
-        mscn = (y - mu) / (sigma + 1 / 255)
-        magnitude = np.abs(mscn)
-        features[f"s{scale}_mscn_var"] = float(np.mean(mscn * mscn))
-        features[f"s{scale}_mscn_shape"] = float(np.mean(mscn * mscn) /
-                                                 max(np.mean(magnitude) ** 2, 1e-12))
-        for dy, dx in _SHIFTS:
-            product = _neighbour_products(mscn, dy, dx)
-            left, right = product[product < 0], product[product >= 0]
-            name = f"s{scale}_pair{dy}{dx + 1}"
-            features[f"{name}_mean"] = float(product.mean())
-            features[f"{name}_left"] = float(np.sqrt(np.mean(left ** 2))) if left.size else 0.0
-            features[f"{name}_right"] = float(np.sqrt(np.mean(right ** 2))) if right.size else 0.0
-        gradient = np.hypot(ndimage.sobel(y, axis=0), ndimage.sobel(y, axis=1))
-        features[f"s{scale}_gradient_mean"] = float(gradient.mean())
-        features[f"s{scale}_gradient_std"] = float(gradient.std())
-        histogram = np.histogram(y, bins=64, range=(0.0, 1.0))[0] / y.size
-        histogram = histogram[histogram > 0]
-        features[f"s{scale}_entropy"] = float(-(histogram * np.log2(histogram)).sum())
-        y = ndimage.zoom(ndimage.gaussian_filter(y, 1.0), 0.5, order=1)
-    return features
-
-
-def feature_vector(pixels: np.ndarray) -> dict[str, float]:
-    """Every number the builtin opinion model may use: measurements and NSS statistics."""
-    values = {f"m_{k}": v for k, v in measure(pixels).as_dict().items()}
-    values.update(nss_features(luminance(pixels)))
-    return values
-
-
-def measure(pixels: np.ndarray) -> Measurements:
-    y = luminance(pixels)
-    low, high = np.percentile(y, [1, 99])
+def measure(pixels: np.ndarray, box: tuple[float, float, float, float] | None = None
+            ) -> Measurements:
+    pixels = crop(pixels, box)
+    y = luminance(pixels).astype(np.float64)
+    p5, median, p95 = np.percentile(y, [5, 50, 95])
     colour, cast = colourfulness(pixels)
     return Measurements(
-        blur=blur_effect(y),
+        blur_sigma=blur_sigma(y),
         noise_sigma=noise_sigma(y),
         blockiness=blockiness(y),
         mean_luminance=float(y.mean()),
+        median_luminance=float(median),
         dark_fraction=float((y < 0.02).mean()),
         bright_fraction=float((y > 0.98).mean()),
-        rms_contrast=float(y.std()),
-        luminance_spread=float(high - low),
+        contrast=float((p95 - p5) / max(min(p95 + p5, 2.0 - p95 - p5), 1e-3)),
         colourfulness=colour,
         colour_cast=cast,
     )
+
+
+def opinion_features(m: Measurements) -> dict[str, float]:
+    """The few robust inputs of the builtin's overall opinion (:mod:`.opinion`)."""
+    return {
+        "log_blur": float(np.log(max(m.blur_sigma, 0.3))),
+        "log_noise": float(np.log(max(m.noise_sigma, 1e-4))),
+        "blockiness": m.blockiness,
+        "mean_luminance": m.mean_luminance,
+        "exposure_deviation": abs(m.mean_luminance - 0.45),
+        "bright_fraction": m.bright_fraction,
+        "dark_fraction": m.dark_fraction,
+        "contrast": m.contrast,
+        "colourfulness": m.colourfulness / 100.0,
+    }

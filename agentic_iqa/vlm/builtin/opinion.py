@@ -1,12 +1,27 @@
 """The builtin summarizer's own opinion of overall quality, before fusion with the tools.
 
-A ridge regression over what the builtin sees in the image (the measurements and natural-scene
-statistics of :mod:`.measure`) and the tools' mean normalized score, clipped to [1, 5].  It is
-the builtin's stand-in for a VLM looking at the photo.  The shipped weights (``opinion.json``)
-were fitted by ``benchmarks/agent_quality.py --fit`` on the 250 LIVE-C dev photos (MOS rescaled
-to 1 + 4·MOS/100): authentic phone-camera distortions, so it is a prior for photographs, not for
-synthetic or generated images.  The benchmark's honest figure is cross-validated (each photo
-scored by a model fitted without it).  Without the file a neutral prior is used.
+A ridge regression over a few robust inputs: nine measurements of the image
+(:func:`.measure.opinion_features`: edge width, noise, blockiness, exposure, contrast,
+colourfulness) and the normalized score of the tool the pipeline ran (its own evidence, computed
+and cached once by the executor: the builtin does not recompute BRISQUE-like statistics).  An
+input can raise the estimate no further than the range seen in fitting (2nd-98th percentile)
+allows, while evidence of damage beyond that range still lowers it (a blur far wider than any
+fitted photo's is worse, not "as bad as the worst seen").  The result is clipped to [1, 5].
+
+The summarizer fuses this opinion with the same tool score (the paper's fusion), which would
+count the tool twice; so the model is fitted to the *fusion-aware* target
+(:func:`fusion_target`): the opinion that, fused with the tool score, gives the MOS.
+
+Tools differ in scale, so there is one model per tool the pipeline may have run (BRISQUE with its
+parameter file, PIQE without, ...) and one without any tool score; the model whose tool produced
+the evidence answers (:meth:`OpinionModels.for_tools`).
+
+The shipped weights (``opinion.json``) are fitted by ``benchmarks/agent_quality.py --fit`` on the
+FIT part of the LIVE-C dev photos only (MOS rescaled to 1 + 4·MOS/100; the split rule and sizes
+are in the file's metadata), with the ridge penalty chosen by nested cross-validation inside
+FIT.  The benchmark reports figures on the disjoint HELD-OUT part.  Authentic phone-camera
+distortions: a prior for photographs, not for synthetic or generated images.  Without the file
+a neutral prior is used.
 """
 
 from __future__ import annotations
@@ -21,17 +36,22 @@ import numpy as np
 
 WEIGHTS_FILE = Path(__file__).with_name("opinion.json")
 TOOL_MEAN = "tool_mean"
+#: Key of the model used when no tool score is in the evidence.
+NO_TOOL = "none"
 
 
 @dataclass(frozen=True)
 class OpinionModel:
-    """y = intercept + Σ w_f (x_f − mean_f) / std_f; a missing feature contributes nothing."""
+    """y = intercept + Σ w_f (x_f − mean_f) / std_f, each x_f kept within the fitted range on
+    the side where it would raise y; a missing feature contributes nothing."""
 
     intercept: float
     weights: dict[str, float]
     means: dict[str, float] = field(default_factory=dict)
     stds: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, object] = field(default_factory=dict)
+    lows: dict[str, float] = field(default_factory=dict)
+    highs: dict[str, float] = field(default_factory=dict)
 
     def predict(self, features: Mapping[str, float], tool_mean: float | None) -> float:
         values = dict(features)
@@ -40,35 +60,110 @@ class OpinionModel:
         total = self.intercept
         for name, weight in self.weights.items():
             if name in values:
-                total += weight * (values[name] - self.means.get(name, 0.0)) / (
+                value = values[name]
+                if weight > 0:
+                    value = min(value, self.highs.get(name, np.inf))
+                elif weight < 0:
+                    value = max(value, self.lows.get(name, -np.inf))
+                total += weight * (value - self.means.get(name, 0.0)) / (
                     self.stds.get(name, 1.0) or 1.0)
         return min(5.0, max(1.0, total))
 
+    def as_dict(self) -> dict[str, object]:
+        return {"intercept": self.intercept, "weights": self.weights, "means": self.means,
+                "stds": self.stds, "lows": self.lows, "highs": self.highs,
+                "metadata": self.metadata}
+
     def to_json(self) -> str:
-        return json.dumps({"intercept": self.intercept, "weights": self.weights,
-                           "means": self.means, "stds": self.stds,
-                           "metadata": self.metadata}, indent=2) + "\n"
+        return json.dumps(self.as_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, object]) -> OpinionModel:
+        def floats(key: str) -> dict[str, float]:
+            return {k: float(v) for k, v in dict(document.get(key, {})).items()}
+        return cls(intercept=float(document["intercept"]), weights=floats("weights"),
+                   means=floats("means"), stds=floats("stds"),
+                   metadata=dict(document.get("metadata", {})), lows=floats("lows"),
+                   highs=floats("highs"))
+
+
+def fusion_target(target: float, tool_mean: float | None, sigma: float, eta: float = 1.0
+                  ) -> float:
+    """The opinion whose Gaussian of ``sigma`` levels, fused with the tools' mean score by the
+    paper's exp(-η(q̄-c)²) weights, centres on ``target``: the fused centre is the precision-
+    weighted mean (2η q̄ + e/σ²) / (2η + 1/σ²), solved for e."""
+    if tool_mean is None:
+        return target
+    precision = 1.0 / (sigma * sigma)
+    return ((2.0 * eta + precision) * target - 2.0 * eta * tool_mean) / precision
 
 
 def fit(rows: Sequence[Mapping[str, float]], targets: Sequence[float], ridge: float = 10.0,
-        metadata: Mapping[str, object] | None = None) -> OpinionModel:
-    """Ridge regression on standardised features (the intercept is not penalised)."""
+        metadata: Mapping[str, object] | None = None, clip: bool = True) -> OpinionModel:
+    """Ridge regression on standardised, clipped features (the intercept is not penalised)."""
     names = sorted(set.intersection(*(set(row) for row in rows)))
     x = np.array([[row[name] for name in names] for row in rows], dtype=float)
     y = np.asarray(targets, dtype=float)
+    if clip and len(x) >= 10:
+        lows, highs = np.percentile(x, 2, axis=0), np.percentile(x, 98, axis=0)
+    else:
+        lows, highs = np.full(len(names), -np.inf), np.full(len(names), np.inf)
+    x = np.clip(x, lows, highs)
     means, stds = x.mean(axis=0), x.std(axis=0)
     stds[stds == 0] = 1.0
     design = np.c_[np.ones(len(x)), (x - means) / stds]
     penalty = ridge * np.eye(design.shape[1])
     penalty[0, 0] = 0.0
     coefficients = np.linalg.solve(design.T @ design + penalty, design.T @ y)
+    finite = np.isfinite(lows)
     return OpinionModel(
         intercept=float(coefficients[0]),
         weights=dict(zip(names, map(float, coefficients[1:]), strict=True)),
         means=dict(zip(names, map(float, means), strict=True)),
         stds=dict(zip(names, map(float, stds), strict=True)),
         metadata=dict(metadata or {}),
+        lows={n: float(v) for n, v, f in zip(names, lows, finite, strict=True) if f},
+        highs={n: float(v) for n, v, f in zip(names, highs, finite, strict=True) if f},
     )
+
+
+@dataclass(frozen=True)
+class OpinionModels:
+    """One model per tool whose score may be the evidence, plus one for no tool score."""
+
+    models: dict[str, OpinionModel]
+    metadata: dict[str, object] = field(default_factory=dict)
+    default_tool: str | None = None
+
+    def for_tools(self, tools: Sequence[str]) -> OpinionModel:
+        """The model for evidence from ``tools`` (tool names, repeats allowed)."""
+        names = set(tools)
+        if not names:
+            return self.models.get(NO_TOOL) or next(iter(self.models.values()))
+        if len(names) == 1 and next(iter(names)) in self.models:
+            return self.models[next(iter(names))]
+        # Several tools, or one without a model of its own: the mean of their scores stands in
+        # for the default tool's score.
+        if self.default_tool in self.models:
+            return self.models[self.default_tool]
+        return self.models.get(NO_TOOL) or next(iter(self.models.values()))
+
+    def to_json(self) -> str:
+        return json.dumps({"metadata": self.metadata, "default_tool": self.default_tool,
+                           "models": {k: m.as_dict() for k, m in self.models.items()}},
+                          indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, object]) -> OpinionModels:
+        if "models" not in document:  # a single model (older files)
+            model = OpinionModel.from_dict(document)
+            return cls({NO_TOOL: model}, dict(model.metadata), NO_TOOL)
+        return cls({k: OpinionModel.from_dict(v) for k, v in dict(document["models"]).items()},
+                   dict(document.get("metadata", {})), document.get("default_tool"))
+
+    @classmethod
+    def single(cls, model: OpinionModel) -> OpinionModels:
+        return cls({NO_TOOL: model}, dict(model.metadata), NO_TOOL)
 
 
 #: Neutral prior: only the tools' mean score, when no fitted weights ship.
@@ -76,13 +171,22 @@ PRIOR = OpinionModel(intercept=3.0, weights={TOOL_MEAN: 1.0}, means={TOOL_MEAN: 
                      stds={TOOL_MEAN: 1.0}, metadata={"source": "prior"})
 
 
+def as_models(model: OpinionModel | OpinionModels | None) -> OpinionModels:
+    if model is None:
+        return default_models()
+    if isinstance(model, OpinionModel):
+        return OpinionModels.single(model)
+    return model
+
+
 @lru_cache(maxsize=1)
-def default_model() -> OpinionModel:
+def default_models() -> OpinionModels:
     if not WEIGHTS_FILE.is_file():
-        return PRIOR
-    document = json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))
-    return OpinionModel(intercept=float(document["intercept"]),
-                        weights={k: float(v) for k, v in document["weights"].items()},
-                        means={k: float(v) for k, v in document.get("means", {}).items()},
-                        stds={k: float(v) for k, v in document.get("stds", {}).items()},
-                        metadata=dict(document.get("metadata", {})))
+        return OpinionModels.single(PRIOR)
+    return OpinionModels.from_dict(json.loads(WEIGHTS_FILE.read_text(encoding="utf-8")))
+
+
+def default_model() -> OpinionModel:
+    """The shipped model for the default tool's evidence."""
+    models = default_models()
+    return models.for_tools([models.default_tool] if models.default_tool else [])

@@ -1,92 +1,237 @@
 """From measurements to the paper's severity words, per distortion category.
 
-Each category has one indicator and four thresholds: where "slight", "moderate", "severe" and
-"extreme" begin.  They were calibrated on the first 30 LIVE-C dev photos degraded with
-:mod:`agentic_iqa.synthetic` at levels 1-4 (medians below); each threshold sits between the
-median indicator of two neighbouring levels, the first one above the 90th percentile of the
-undistorted photos where the indicator allows it.
+Every category has one or more *indicators*: a measurement (:mod:`.measure`) and a monotone map
+from it to a continuous severity, 0 = clean .. 4 = extreme (a little beyond, for ranking), by
+linear interpolation between five anchors: the value of an undistorted photo and where "slight",
+"moderate", "severe" and "extreme" begin.  A category's severity is its largest indicator's.
 
-==================  ======================  ========  =====  =====  =====  =====
-category            indicator               photos    L1     L2     L3     L4
-==================  ======================  ========  =====  =====  =====  =====
-Blurs, Sharpness    blur effect             0.32      0.47   0.67   0.82   0.87
-Noise               noise sigma             0.0017    0.014  0.030  0.057  0.104
-Compression         8x8 blockiness          1.27      1.61   2.25   2.99   5.87
-Brightness (dark)   mean luminance          0.39      0.27   0.20   0.12   0.06
-Brightness (light)  clipped highlights      0.007     0.10   0.21   0.31   0.48
-Contrast            rms / mean luminance    0.62      0.44   0.31   0.19   0.095
-Color distortions   colourfulness / mean    93        56     33     14     0
-==================  ======================  ========  =====  =====  =====  =====
+Without a reference the indicators read the image alone, normalised by its own statistics
+(blur as the width of its own edges, contrast as spread relative to level, colourfulness relative
+to mean luminance, ...):
 
-A continuous score (0 = clean .. 4 = extreme, a little beyond for ranking) interpolates between
-the thresholds, so two distortions of the same level can still be ranked.
+==================  =====================================================  =================
+category            indicator (no reference)                               worse when
+==================  =====================================================  =================
+Blurs, Sharpness    edge width σ (pixels, log scale)                       rising
+Noise               noise σ in flat areas (log scale)                      rising
+Compression         8x8 blockiness (best grid offset)                      rising
+Brightness change   median luminance (too dark); median luminance or      falling; rising
+                    blown-highlight fraction (too bright)
+Contrast            (p95 − p5) / min(p95 + p5, 2 − p95 − p5)               falling
+Color distortions   colourfulness / min(mean, 1 − mean) luminance          falling
+==================  =====================================================  =================
+
+With a reference (full-reference questions) they read the *change* from the reference: added
+edge width √(σ² − σref²), added noise, added blockiness, log ratio of median luminance (and
+added blown highlights), log ratio of contrast, log ratio of relative colourfulness.
+
+The anchors are calibrated, not hand-set: ``benchmarks/agent_quality.py --fit`` degrades the FIT
+part of the LIVE-C dev photos with the calibration generator (:mod:`agentic_iqa.synthetic`,
+levels 1-4) and places each threshold where it best separates two neighbouring levels
+(:func:`calibrate`); the result ships as ``severity.json`` with its provenance.  The benchmark
+then tests on other photos degraded by a different generator (:mod:`agentic_iqa.synthetic_test`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
 from .measure import Measurements
 
 SEVERITIES = ("none", "slight", "moderate", "severe", "extreme")
+CATEGORIES = ("Blurs", "Noise", "Compression", "Brightness change", "Contrast",
+              "Color distortions")
+THRESHOLDS_FILE = Path(__file__).with_name("severity.json")
+
+Reading = Callable[..., float]
+
+
+def _log(value: float, floor: float) -> float:
+    return math.log(max(value, floor))
+
+
+#: No-reference indicators: name -> (category, calibration kind, reading, rising).
+NO_REFERENCE: dict[str, tuple[str, str, Callable[[Measurements], float], bool]] = {
+    "blur": ("Blurs", "blur", lambda m: _log(m.blur_sigma, 0.3), True),
+    "noise": ("Noise", "noise", lambda m: _log(m.noise_sigma, 1e-4), True),
+    "blocking": ("Compression", "jpeg", lambda m: m.blockiness, True),
+    "dark": ("Brightness change", "dark", lambda m: m.median_luminance, False),
+    "bright": ("Brightness change", "bright", lambda m: m.median_luminance, True),
+    "highlights": ("Brightness change", "bright", lambda m: m.bright_fraction, True),
+    "contrast": ("Contrast", "contrast", lambda m: m.contrast, False),
+    "colour": ("Color distortions", "desaturate", lambda m: m.relative_colourfulness, False),
+}
+
+
+def _added(value: float, reference: float) -> float:
+    return math.sqrt(max(value * value - reference * reference, 0.0))
+
+
+#: Median luminances below this count as black: a mostly black photo's median (0) says nothing
+#: about an exposure change, and a little noise would otherwise read as a huge one.
+_DARKEST = 0.03
+
+
+def _ratio(value: float, reference: float, floor: float) -> float:
+    return math.log(max(value, floor) / max(reference, floor))
+
+
+#: Full-reference indicators: name -> (category, calibration kind, reading(m, ref), rising).
+FULL_REFERENCE: dict[str, tuple[str, str, Callable[[Measurements, Measurements], float], bool]] = {
+    "blur": ("Blurs", "blur", lambda m, r: _added(m.blur_sigma, r.blur_sigma), True),
+    "noise": ("Noise", "noise", lambda m, r: _added(m.noise_sigma, r.noise_sigma), True),
+    "blocking": ("Compression", "jpeg", lambda m, r: m.blockiness - r.blockiness, True),
+    "dark": ("Brightness change", "dark",
+             lambda m, r: _ratio(m.median_luminance, r.median_luminance, _DARKEST), False),
+    "bright": ("Brightness change", "bright",
+               lambda m, r: _ratio(m.median_luminance, r.median_luminance, _DARKEST), True),
+    "highlights": ("Brightness change", "bright",
+                   lambda m, r: m.bright_fraction - r.bright_fraction, True),
+    "contrast": ("Contrast", "contrast", lambda m, r: _ratio(m.contrast, r.contrast, 1e-3),
+                 False),
+    "colour": ("Color distortions", "desaturate",
+               lambda m, r: _ratio(m.relative_colourfulness, r.relative_colourfulness, 0.5),
+               False),
+}
 
 
 @dataclass(frozen=True)
 class Indicator:
-    """Anchors: value of a clean photo, then where levels 1-4 begin; rising = worse if True."""
+    """Anchors: the value of a clean photo, then where levels 1-4 begin."""
 
     clean: float
     starts: tuple[float, float, float, float]
     rising: bool = True
 
     def score(self, value: float) -> float:
-        anchors = np.array([self.clean, *self.starts])
+        anchors = np.array([self.clean, *self.starts], dtype=float)
         if not self.rising:
             anchors, value = -anchors, -value
+        anchors = np.maximum.accumulate(anchors + np.arange(5) * 1e-9)
         if value <= anchors[0]:
             return 0.0
         if value >= anchors[-1]:
-            beyond = (value - anchors[-1]) / (anchors[-1] - anchors[-2])
+            beyond = (value - anchors[-1]) / max(anchors[-1] - anchors[-2], 1e-9)
             return float(4.0 + min(beyond, 1.0) * 0.99)
         return float(np.interp(value, anchors, np.arange(5.0)))
 
-
-BLUR = Indicator(0.32, (0.42, 0.57, 0.75, 0.85))
-NOISE = Indicator(0.002, (0.008, 0.021, 0.042, 0.078))
-BLOCKING = Indicator(1.27, (1.5, 1.9, 2.6, 4.2))
-DARK = Indicator(0.39, (0.23, 0.16, 0.09, 0.045), rising=False)
-HIGHLIGHTS = Indicator(0.007, (0.08, 0.15, 0.26, 0.40))
-CONTRAST = Indicator(0.62, (0.50, 0.37, 0.25, 0.14), rising=False)
-COLOUR = Indicator(93.0, (70.0, 42.0, 22.0, 7.0), rising=False)
+    def as_dict(self) -> dict[str, object]:
+        return {"clean": self.clean, "starts": list(self.starts), "rising": self.rising}
 
 
-def category_scores(m: Measurements) -> dict[str, float]:
-    """Continuous severity (0..~5) of every category for one image."""
-    blur = BLUR.score(m.blur)
-    return {
-        "Blurs": blur,
-        "Sharpness": blur,
-        "Noise": NOISE.score(m.noise_sigma),
-        "Compression": BLOCKING.score(m.blockiness),
-        "Brightness change": max(DARK.score(m.mean_luminance),
-                                 HIGHLIGHTS.score(m.bright_fraction)),
-        "Contrast": CONTRAST.score(m.rms_contrast / max(m.mean_luminance, 0.02)),
-        "Color distortions": COLOUR.score(m.colourfulness / max(m.mean_luminance, 0.02)),
-    }
+@dataclass(frozen=True)
+class Thresholds:
+    no_reference: dict[str, Indicator]
+    full_reference: dict[str, Indicator]
+    metadata: dict[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "metadata": self.metadata,
+            "no_reference": {k: v.as_dict() for k, v in self.no_reference.items()},
+            "full_reference": {k: v.as_dict() for k, v in self.full_reference.items()},
+        }, indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, object]) -> Thresholds:
+        def table(part: object) -> dict[str, Indicator]:
+            return {name: Indicator(float(v["clean"]), tuple(float(s) for s in v["starts"]),
+                                    bool(v["rising"]))
+                    for name, v in dict(part).items()}
+        return cls(table(document["no_reference"]), table(document["full_reference"]),
+                   dict(document.get("metadata", {})))
+
+
+@lru_cache(maxsize=1)
+def default_thresholds() -> Thresholds:
+    return Thresholds.from_dict(json.loads(THRESHOLDS_FILE.read_text(encoding="utf-8")))
+
+
+def indicator_values(m: Measurements, reference: Measurements | None = None
+                     ) -> dict[str, float]:
+    """Every indicator's reading: no-reference, or the change from ``reference``."""
+    if reference is None:
+        return {name: spec[2](m) for name, spec in NO_REFERENCE.items()}
+    return {name: spec[2](m, reference) for name, spec in FULL_REFERENCE.items()}
+
+
+def indicator_scores(m: Measurements, reference: Measurements | None = None,
+                     thresholds: Thresholds | None = None) -> dict[str, float]:
+    """Continuous severity of every indicator (e.g. "dark" and "bright" separately)."""
+    table = thresholds or default_thresholds()
+    indicators = table.no_reference if reference is None else table.full_reference
+    return {name: indicators[name].score(value)
+            for name, value in indicator_values(m, reference).items()}
+
+
+def category_scores(m: Measurements, reference: Measurements | None = None,
+                    thresholds: Thresholds | None = None) -> dict[str, float]:
+    """Continuous severity (0..~5) of every category for one image (and its reference)."""
+    specs = NO_REFERENCE if reference is None else FULL_REFERENCE
+    scores = dict.fromkeys(CATEGORIES, 0.0)
+    for name, score in indicator_scores(m, reference, thresholds).items():
+        category = specs[name][0]
+        scores[category] = max(scores[category], score)
+    scores["Sharpness"] = scores["Blurs"]
+    return scores
 
 
 def severity_word(score: float) -> str:
     return SEVERITIES[min(4, int(score))]
 
 
-def explain(category: str, m: Measurements, score: float) -> str:
+# -- calibration ------------------------------------------------------------------------------
+
+def _boundary(lower: np.ndarray, upper: np.ndarray) -> float:
+    """The threshold that misclassifies fewest of two neighbouring levels (rising values), at the
+    middle of the best interval."""
+    values = np.unique(np.r_[lower, upper])
+    cuts = np.r_[values[0] - 1e-9, (values[:-1] + values[1:]) / 2, values[-1] + 1e-9]
+    errors = np.array([(lower >= c).sum() + (upper < c).sum() for c in cuts])
+    best = np.flatnonzero(errors == errors.min())
+    return float((cuts[best[0]] + cuts[best[-1]]) / 2)
+
+
+def fit_indicator(values: Sequence[float], levels: Sequence[int], rising: bool) -> Indicator:
+    """Anchors for one indicator from readings at known levels 0-4."""
+    v = np.asarray(values, dtype=float) * (1.0 if rising else -1.0)
+    lv = np.asarray(levels)
+    starts = np.maximum.accumulate([_boundary(v[lv == level - 1], v[lv == level])
+                                    for level in range(1, 5)])
+    clean = min(float(np.median(v[lv == 0])), float(starts[0]))
+    sign = 1.0 if rising else -1.0
+    return Indicator(sign * clean, tuple(float(sign * s) for s in starts), rising)
+
+
+def calibrate(samples: Iterable[tuple[str, int, Measurements, Measurements]],
+              metadata: Mapping[str, object] | None = None) -> Thresholds:
+    """Thresholds from ``(kind, level, measurements, reference measurements)`` samples made by
+    the calibration generator (level 0 = the undistorted photo, kind irrelevant there)."""
+    rows = list(samples)
+    tables: list[dict[str, Indicator]] = []
+    for specs, with_reference in ((NO_REFERENCE, False), (FULL_REFERENCE, True)):
+        table: dict[str, Indicator] = {}
+        for name, (_, kind, reading, rising) in specs.items():
+            chosen = [(level, m, ref) for k, level, m, ref in rows if level == 0 or k == kind]
+            values = [reading(m, ref) if with_reference else reading(m) for _, m, ref in chosen]
+            table[name] = fit_indicator(values, [level for level, _, _ in chosen], rising)
+        tables.append(table)
+    return Thresholds(tables[0], tables[1], dict(metadata or {}))
+
+
+def explain(category: str, m: Measurements, score: float, where: str = "") -> str:
     """A short visual explanation with the measured value, for the reasoning trail."""
     word = severity_word(score)
     visible = "not visible" if word == "none" else f"{word}"
     if category in {"Blurs", "Sharpness"}:
-        detail = f"blur effect {m.blur:.2f} (crisp photos about 0.32)"
+        detail = f"edge width {m.blur_sigma:.1f} px"
         look = "edges look crisp" if word == "none" else "edges and fine texture are smeared"
     elif category == "Noise":
         detail = f"noise sigma {m.noise_sigma:.3f} in flat areas"
@@ -95,14 +240,16 @@ def explain(category: str, m: Measurements, score: float) -> str:
         detail = f"8x8 blockiness ratio {m.blockiness:.2f} (1.0 = none)"
         look = "no block artefacts" if word == "none" else "JPEG block edges are visible"
     elif category == "Brightness change":
-        detail = (f"mean luminance {m.mean_luminance:.2f}, clipped highlights "
-                  f"{m.bright_fraction:.1%}, crushed shadows {m.dark_fraction:.1%}")
+        detail = (f"mean luminance {m.mean_luminance:.2f}, median {m.median_luminance:.2f}, "
+                  f"clipped highlights {m.bright_fraction:.1%}, crushed shadows "
+                  f"{m.dark_fraction:.1%}")
         look = "exposure looks right" if word == "none" else (
-            "the image is too dark" if m.mean_luminance < 0.3 else "highlights are blown out")
+            "the image is too dark" if m.median_luminance < 0.35 else
+            "the image is too bright, highlights washed out")
     elif category == "Contrast":
-        detail = f"RMS contrast {m.rms_contrast:.3f}"
+        detail = f"tonal spread {m.contrast:.2f} of the room its level leaves"
         look = "tones span a normal range" if word == "none" else "the image looks flat and grey"
     else:
-        detail = f"colourfulness {m.colourfulness:.1f}"
+        detail = f"colourfulness {m.colourfulness:.1f} at mean luminance {m.mean_luminance:.2f}"
         look = "colours look natural" if word == "none" else "colours are washed out"
-    return f"{category}: {visible}; {look} ({detail})."
+    return f"{category}: {visible}; {look} ({detail}{', ' + where if where else ''})."

@@ -1,48 +1,68 @@
 """The builtin executor's eyes: detection and severity analysis from image measurements.
 
-The measurements cover the whole image: the builtin backend cannot localise "the car", so every
-named object gets the whole image's verdict (a remote VLM can do better; this is documented).
+What is measured depends on the scope: the whole image for "Global"; for a region the query
+names by position (a half, a quarter, the centre: :func:`agentic_iqa.query.region_of`) the
+crop of that region; for an object ("the car") still the whole image, since the builtin backend
+cannot locate objects — and every explanation says which ("measured on the top-left quarter",
+"measured on the whole image: the offline backend cannot locate 'the car'").  With a reference
+image the severities are the change from the reference (:mod:`.severity`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from iqa_tools import load_image
 
-from ...query import categories_in
-from .measure import Measurements, feature_vector, measure
+from ...query import Region, categories_in, region_of
+from .measure import Measurements, measure
 from .severity import category_scores, explain, severity_word
 
 #: Reported by detection when the query names none: every category at least slight.
 DETECTION_THRESHOLD = 1.0
 
-
-@lru_cache(maxsize=256)
-def _measure_cached(path: str, mtime_ns: int, size: int) -> Measurements:
-    return measure(load_image(path).pixels)
+Box = tuple[float, float, float, float]
 
 
-def measurements(path: str | Path) -> Measurements:
+@lru_cache(maxsize=512)
+def _measure_cached(path: str, mtime_ns: int, size: int, box: Box | None) -> Measurements:
+    return measure(load_image(path).pixels, box)
+
+
+def measurements(path: str | Path, box: Box | None = None) -> Measurements:
     stat = Path(path).stat()
-    return _measure_cached(str(path), stat.st_mtime_ns, stat.st_size)
+    return _measure_cached(str(path), stat.st_mtime_ns, stat.st_size, box)
 
 
-@lru_cache(maxsize=256)
-def _features_cached(path: str, mtime_ns: int, size: int) -> dict[str, float]:
-    return feature_vector(load_image(path).pixels)
+def scores(path: str | Path, reference: str | Path | None = None, box: Box | None = None
+           ) -> dict[str, float]:
+    """Continuous severity per category; the change from ``reference`` when one is given."""
+    return category_scores(measurements(path, box),
+                           measurements(reference, box) if reference else None)
 
 
-def features(path: str | Path) -> dict[str, float]:
-    """Measurements and NSS statistics of the image (cached per file version)."""
-    stat = Path(path).stat()
-    return dict(_features_cached(str(path), stat.st_mtime_ns, stat.st_size))
+def scope_region(key: str, query: str = "") -> Region | None:
+    """The region a scope key names (None for "Global" and for objects)."""
+    return None if key == "Global" else region_of(key, query)
 
 
-def scores(path: str | Path) -> dict[str, float]:
-    return category_scores(measurements(path))
+def where_measured(key: str, query: str = "") -> str:
+    """What was measured for a scope key, in words."""
+    if key == "Global":
+        return "measured on the whole image"
+    region = scope_region(key, query)
+    if region is not None:
+        return f"measured on the {region.name}"
+    return f"measured on the whole image: the offline backend cannot locate 'the {key}'"
+
+
+def scores_for(path: str | Path, key: str, query: str = "",
+               reference: str | Path | None = None) -> dict[str, float]:
+    region = scope_region(key, query)
+    return scores(path, reference, region.box if region else None)
 
 
 def _scope_keys(scope: Any) -> list[str]:
@@ -51,9 +71,7 @@ def _scope_keys(scope: Any) -> list[str]:
     return ["Global"]
 
 
-def detect(image_path: str, scope: Any, query: str = "") -> dict[str, list[str]]:
-    """Categories that are at least slight, plus any the query hints at, most severe first."""
-    category = scores(image_path)
+def _detected(category: Mapping[str, float], query: str) -> list[str]:
     found = [c for c, s in sorted(category.items(), key=lambda kv: -kv[1])
              if s >= DETECTION_THRESHOLD and c != "Sharpness"]
     for hinted in categories_in(query):
@@ -62,17 +80,31 @@ def detect(image_path: str, scope: Any, query: str = "") -> dict[str, list[str]]
     if not found:
         # Nothing stands out: report the most likely one so analysis can say "none".
         found = [max((c for c in category if c != "Sharpness"), key=category.__getitem__)]
-    return {key: list(found) for key in _scope_keys(scope)}
+    return found
 
 
-def analyse(image_path: str, distortion_set: dict[str, list[str]]) -> dict[str, list[dict]]:
-    m = measurements(image_path)
-    category = category_scores(m)
-    return {
-        key: [
+def detect(image_path: str, scope: Any, query: str = "", reference: str | None = None
+           ) -> dict[str, list[str]]:
+    """Per scope key: categories that are at least slight, plus any the query hints at, most
+    severe first."""
+    return {key: _detected(scores_for(image_path, key, query, reference), query)
+            for key in _scope_keys(scope)}
+
+
+def analyse(image_path: str, distortion_set: dict[str, list[str]], query: str = "",
+            reference: str | None = None) -> dict[str, list[dict]]:
+    result: dict[str, list[dict]] = {}
+    for key, names in distortion_set.items():
+        region = scope_region(key, query)
+        box = region.box if region else None
+        m = measurements(image_path, box)
+        category = scores(image_path, reference, box)
+        where = "" if key == "Global" else where_measured(key, query)
+        if reference:
+            where = ", ".join(part for part in (where, "compared with the reference") if part)
+        result[key] = [
             {"type": name, "severity": severity_word(category.get(name, 0.0)),
-             "explanation": explain(name, m, category.get(name, 0.0))}
+             "explanation": explain(name, m, category.get(name, 0.0), where)}
             for name in names
         ]
-        for key, names in distortion_set.items()
-    }
+    return result
