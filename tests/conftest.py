@@ -71,6 +71,14 @@ def livec_dir(data_dir: Path) -> Path:
     return data_dir / "livec-dev"
 
 
+def example_photo(size: tuple[int, int] = (320, 240)) -> Image.Image:
+    """A real photo (the repository's example, TID2013's I03 reference) cropped to ``size``:
+    for tests that compare the agent's verdicts, which are fitted on photographs (the
+    synthetic :func:`natural_image` has a 32-pixel checkerboard that reads as JPEG blocking)."""
+    photo = Image.open(Path(__file__).resolve().parent.parent / "examples/i03_reference.png")
+    return photo.convert("RGB").crop((0, 0, *size))
+
+
 def natural_image(seed: int = 0, size: tuple[int, int] = (256, 192)) -> np.ndarray:
     """A smooth, textured, photo-like RGB image (uint8) that every NR metric can digest."""
     rng = np.random.default_rng(seed)

@@ -173,14 +173,13 @@ def test_calibrate_needs_mos(engine, tmp_path, monkeypatch):
 
 
 def test_cli_submit_a_folder_runs_locally_and_reports_status(tmp_path, monkeypatch):
-    from PIL import Image
 
     from agentic_iqa.synthetic import degrade
-    from tests.conftest import natural_image
+    from tests.conftest import example_photo
 
     folder = tmp_path / "photos"
     folder.mkdir()
-    clean = Image.fromarray(natural_image(1, size=(320, 240)))
+    clean = example_photo((320, 240))
     clean.save(folder / "a_clean.png")
     degrade(clean, "blur", 4).save(folder / "b_blurred.png")
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
