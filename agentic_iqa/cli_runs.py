@@ -21,24 +21,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .cli_eval import _engine, _fail
+
 runs_app = typer.Typer(help="Stored runs: list the recent ones, show one in full.",
                        no_args_is_help=True)
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    """Print one redacted error line and exit 1."""
-    from .redact import redact
-
-    err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
-              soft_wrap=True)
-    raise typer.Exit(1)
-
-
-def _engine() -> Any:
-    from .cli import _engine as engine
-
-    return engine()
 
 
 def _text(value: Any) -> str:
