@@ -223,12 +223,12 @@ def score_tools_ahead(engine: Engine, agents: Agents, items: list[tuple[str, int
     :func:`execute_step` (lease, idempotency, logs) and takes its own score from the batch.
     A run whose state does not load or whose step is stale is simply left out.
     """
-    from iqa_tools.images import read_image
+    from iqa_tools.images import LoadedImage, read_image
 
-    calls: list[tuple[str, object, object]] = []
-    images: dict[str, object] = {}
+    calls: list[tuple[str, LoadedImage, LoadedImage | None]] = []
+    images: dict[str, LoadedImage] = {}
 
-    def image(path: str) -> object:
+    def image(path: str) -> LoadedImage:
         if path not in images:
             images[path] = read_image(path)
         return images[path]
@@ -252,7 +252,7 @@ def score_tools_ahead(engine: Engine, agents: Agents, items: list[tuple[str, int
                 log.info("%s: not batched: %s", image_path, exc)
     if len(calls) < 2:
         return 0
-    return agents.registry.score_batches(calls, max_batch=max_batch)  # type: ignore[arg-type]
+    return agents.registry.score_batches(calls, max_batch=max_batch)
 
 
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:
