@@ -464,10 +464,10 @@ def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engin
 def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
     """The run's VLM calls, tokens and cost, and per step its calls and cache hits."""
     from .db import repository
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .vlm.usage import PriceTable, summarize
 
-    with session_scope(engine) as session:
+    with read_scope(engine) as session:
         usage = summarize(repository.vlm_usage(session, run_id=run_id), PriceTable.load())
         steps = repository.vlm_steps(session, run_id)
     usage["steps"] = {f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
@@ -496,10 +496,10 @@ def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and sta
     run row only; without this the state says neither why nor that anything failed.
     """
     from .db import repository
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .state import merge_state
 
-    with session_scope(engine) as session:
+    with read_scope(engine) as session:
         run = repository.get_run(session, run_id)
         state = repository.load_state(session, run_id)
         if run.status == "failed" and run.error and not state.get("error"):
@@ -532,9 +532,9 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
     with err.status(f"run {run_id}: queued") as status:
         while True:
             from .db import repository
-            from .db.engine import session_scope
+            from .db.engine import read_scope
 
-            with session_scope(engine) as session:
+            with read_scope(engine) as session:
                 run = repository.get_run(session, run_id)
                 done = run.status in {"succeeded", "failed"}
                 current = repository.current_step(session, run_id)

@@ -39,11 +39,11 @@ def _job_id(engine: Any, reference: str | None) -> str:
     (the latest job) means; one clear error line otherwise (unknown, or which jobs an
     ambiguous prefix matches)."""
     from .db import queries
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .db.jobs import JobNotFound
 
     try:
-        with session_scope(engine) as session:
+        with read_scope(engine) as session:
             return queries.resolve_job_id(session, reference)
     except (JobNotFound, queries.AmbiguousId) as exc:
         _fail(str(exc))
@@ -228,9 +228,9 @@ def submit(
 
 def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
     from .db import jobs as store
-    from .db.engine import session_scope
+    from .db.engine import read_scope
 
-    with session_scope(engine) as session:
+    with read_scope(engine) as session:
         return store.vlm_summary(session, job_id)
 
 
@@ -261,7 +261,7 @@ def estimate(
     from .config import PipelineSettings
     from .db import dispose_engines, make_engine, upgrade
     from .db import jobs as store
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .jobs import lifecycle
     from .jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
     from .jobs.report import extrapolate
@@ -294,7 +294,7 @@ def estimate(
             with contextlib.redirect_stdout(sys.stderr):
                 lifecycle.run_local(engine, job_id, _agents(), workers=1)
             seconds = time.perf_counter() - started
-            with session_scope(engine) as session:
+            with read_scope(engine) as session:
                 measured = store.vlm_summary(session, job_id)
             dispose_engines(url)
     finally:
@@ -321,10 +321,10 @@ def _negative_mos_count(engine: Any, job_id: str) -> int:
     """Items with a MOS below zero: legal without --mos-range, but often a sign of a typo."""
     from sqlalchemy import func, select
 
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .db.models import JobItem
 
-    with session_scope(engine) as session:
+    with read_scope(engine) as session:
         return int(session.scalar(select(func.count()).where(JobItem.job_id == job_id,
                                                              JobItem.mos < 0)) or 0)
 
@@ -468,17 +468,17 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
     that scored nothing.  ``query`` is the query the item was asked: its own, or the job's."""
     from .db import jobs as store
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .jobs.export import export_columns, raw_column, tool_column
 
-    with session_scope(engine) as session:
+    with read_scope(engine) as session:
         job = store.get_job(session, job_id)
         tools = sorted({*store.tool_names(session, job_id), *(job.metric_tools or ())})
         default_query = job.default_query
     columns = export_columns(tools, raw=True)
 
     def rows() -> Iterator[dict[str, Any]]:
-        with session_scope(engine) as session:
+        with read_scope(engine) as session:
             for row in store.export_rows(session, job_id):
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
                 # The query the item was (or would be) asked: its own, else the job's default.
@@ -523,7 +523,7 @@ def report(
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table."""
     from .db import queries
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .db.jobs import JobNotFound
     from .jobs import lifecycle
     from .jobs.report import build_report, render_html, render_text
@@ -533,7 +533,7 @@ def report(
     try:
         _columns, rows = export_rows(engine, job_id)
         metric_job = lifecycle.progress(engine, job_id).tools is not None
-        with session_scope(engine) as session:
+        with read_scope(engine) as session:
             about = queries.job_summary(session, job_id)
     except JobNotFound as exc:
         _fail(str(exc))

@@ -71,14 +71,14 @@ def list_runs(
 ) -> None:
     """The recent runs, newest first: short id, created, status, query, image, answer."""
     from .db import queries
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .db.jobs import JobNotFound
     from .redact import redact
     from .report import output_console
 
     engine = _engine()
     try:
-        with session_scope(engine) as session:
+        with read_scope(engine) as session:
             job_id = queries.resolve_job_id(session, job) if job is not None else None
             rows = queries.recent_runs(session, limit=limit, job_id=job_id)
     except (JobNotFound, queries.AmbiguousId) as exc:
@@ -129,7 +129,7 @@ def show(
     """Everything stored about one run: plan, steps (worker, queue, times), tool calls, replans,
     answer and reasoning."""
     from .db import queries
-    from .db.engine import session_scope
+    from .db.engine import read_scope
     from .db.jobs import JobNotFound
     from .db.repository import RunNotFound
     from .redact import redact
@@ -141,7 +141,7 @@ def show(
         _fail("--job goes with --item (a run id names its run on its own)")
     engine = _engine()
     try:
-        with session_scope(engine) as session:
+        with read_scope(engine) as session:
             if run is not None:
                 run_id = queries.resolve_run_id(session, run)
             else:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Literal
 
@@ -38,15 +38,34 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Begun:
+    """A step begun in the transaction that decided on it (the step before it, or the
+    coordinator, in the same process): what its own first transaction would otherwise read
+    back from the database."""
+
+    state: AgenticIQAState
+    attempt: int
+    job_id: str | None
+    use_vlm_cache: bool
+    asked: frozenset[str]
+
+
+@dataclass(frozen=True)
 class NextStep:
     step: str
     iteration: int
+    #: Set when the caller asked to go on with this step in its own process (``chain``): the
+    #: step was begun in the transaction that decided on it; pass it to :func:`execute_step`.
+    begun: Begun | None = None
 
 
 #: What :func:`execute_step` did: ran the step, or skipped a duplicate or stale delivery.
 StepOutcome = Literal["ran", "skipped"]
 RAN: StepOutcome = "ran"
 SKIPPED: StepOutcome = "skipped"
+
+#: Whether the caller goes on with this upcoming step in its own process.
+Chain = Callable[[NextStep], bool]
 
 
 @dataclass(frozen=True)
@@ -74,28 +93,39 @@ def load(engine: Engine, run_id: str) -> AgenticIQAState:
         return repository.load_state(session, run_id)
 
 
-def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None
+def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
+            chain: Chain | None = None, worker: str | None = None, queue: str | None = None
             ) -> NextStep | None:
     """The step to run next for ``run_id``; when there is none, the run is closed.
 
     With ``lease_seconds`` the run's lease is renewed: its next step is about to be sent.
+    With ``chain`` saying the caller runs that step itself, it is begun here (when it is a
+    first attempt; a step with a record already begins the usual way).
     """
     with session_scope(engine) as session:
         run = repository.get_run(session, run_id)
         if run.status in {"succeeded", "failed"}:
             return None
-        return _decide(session, run_id, repository.load_state(session, run_id), lease_seconds)
+        state = repository.load_state(session, run_id)
+        upcoming = _decide(session, run_id, state, lease_seconds, run.job_id)
+        if upcoming is None or chain is None or not chain(upcoming):
+            return upcoming
+        attempt = repository.first_attempt(
+            session, run_id, upcoming.step, upcoming.iteration, worker=worker, queue=queue,
+            lease_seconds=lease_seconds, run_started=run.status == "running")
+        if attempt is None:
+            return upcoming
+        return replace(upcoming, begun=Begun(
+            state, attempt.attempts, run.job_id, repository.vlm_cache_allowed(session, run_id),
+            frozenset(repository.vlm_keys_asked(session, run_id))))
 
 
 def _decide(session: Session, run_id: str, state: AgenticIQAState,
-            lease_seconds: float | None, job_id: str | None | Literal[False] = False
-            ) -> NextStep | None:
+            lease_seconds: float | None, job_id: str | None) -> NextStep | None:
     """The next step of a running run whose current ``state`` is known; closes it when none.
 
-    ``job_id``: the run's job when the caller knows it (None: no job), else it is read here.
+    ``job_id``: the run's job (None: no job).
     """
-    if job_id is False:
-        job_id = repository.get_run(session, run_id).job_id
     if job_id is not None and jobs.get_job(session, job_id).status == "cancelled":
         repository.fail_run(session, run_id, error="cancelled with its job")
         return None
@@ -143,7 +173,9 @@ def _heartbeat(engine: Engine, run_id: str, step: str, iteration: int,
 def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iteration: int, *,
                  worker: str | None = None, queue: str | None = None,
                  lease_seconds: float | None = None,
-                 max_attempts: int | None = None) -> StepResult:
+                 max_attempts: int | None = None,
+                 begun: Begun | None = None,
+                 chain: Chain | None = None) -> StepResult:
     """Run one step of one run, persist it and decide the next one (:class:`StepResult`);
     :data:`SKIPPED` when the step was already done or is no longer the run's next step (a
     duplicate or stale delivery).
@@ -152,37 +184,22 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     still running elsewhere under a live lease raises :class:`repository.StepBusy`.  A
     :class:`TransientVLMError` is re-raised after the attempt is recorded, for the caller to
     retry; any other error fails the step and the run, with the reason.
+
+    ``chain`` says whether the caller goes on with the upcoming step in this process; if so,
+    that step is begun in the transaction that completes this one (one transaction per step
+    instead of two) and comes back as ``upcoming.begun``, to be passed here as ``begun``.
     """
-    with session_scope(engine) as session:
-        # Held for the whole block: the session's identity map is weak, and every helper below
-        # looks the run up again (one SELECT instead of four).
-        held = repository.get_run(session, run_id)
-        job_id = held.job_id
-        state = repository.load_state(session, run_id)
-        if state.get("iteration_count", 0) != iteration or next_step(state) != step:
-            log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
-            return StepResult(SKIPPED)
-        record = repository.begin_step(session, run_id, step, iteration, worker=worker,
-                                       queue=queue, lease_seconds=lease_seconds)
-        if record is None:
-            return StepResult(SKIPPED)
-        attempt = record.attempts
-        if (max_attempts is not None and attempt > max_attempts
-                and getattr(record, "taken_over", False)):
-            # Deliveries kept beginning and dying (recorded failures such as transient VLM
-            # errors are bounded by the retry policy instead).
-            reason = (f"{step} gave up after {attempt - 1} attempts that never finished: each "
-                      "time its worker was killed (the hard time limit, out of memory) or "
-                      "crashed on this input")
-            repository.fail_step(session, run_id, step, iteration, error=reason)
-            repository.fail_run(session, run_id, error=reason)
-            return StepResult(RAN)
-        use_vlm_cache = repository.vlm_cache_allowed(session, run_id)
-        asked = repository.vlm_keys_asked(session, run_id)
+    if begun is None:
+        begun_here = _begin(engine, run_id, step, iteration, worker=worker, queue=queue,
+                            lease_seconds=lease_seconds, max_attempts=max_attempts)
+        if isinstance(begun_here, StepResult):
+            return begun_here
+        begun = begun_here
+    state, attempt = begun.state, begun.attempt
     started = time.perf_counter()
     # The step's VLM calls (tokens, latency, cache hits) are stored with its outcome, failed
     # attempts included: their calls were paid for.
-    collector = CallCollector(use_cache=use_vlm_cache, seen=asked)
+    collector = CallCollector(use_cache=begun.use_vlm_cache, seen=set(begun.asked))
     try:
         with _heartbeat(engine, run_id, step, iteration, lease_seconds), collecting(collector):
             update = run_step(step, state, agents)
@@ -207,11 +224,51 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     new_state = merge_state(state, update)
     with session_scope(engine) as session:
         repository.complete_step(session, run_id, step, iteration, state=new_state,
-                                 update=update)
+                                 update=update, lease_seconds=lease_seconds)
         repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                    collector.records)
-        upcoming = _decide(session, run_id, new_state, lease_seconds, job_id)
+        upcoming = _decide(session, run_id, new_state, None, begun.job_id)
+        if upcoming is not None and chain is not None and chain(upcoming):
+            record = repository.first_attempt(
+                session, run_id, upcoming.step, upcoming.iteration, worker=worker,
+                queue=queue, lease_seconds=lease_seconds, run_started=True)
+            if record is not None:
+                asked = begun.asked | collector.seen | {
+                    call.request_key for call in collector.records if call.request_key}
+                upcoming = replace(upcoming, begun=replace(
+                    begun, state=new_state, attempt=record.attempts, asked=frozenset(asked)))
     return StepResult(RAN, upcoming)
+
+
+def _begin(engine: Engine, run_id: str, step: str, iteration: int, *, worker: str | None,
+           queue: str | None, lease_seconds: float | None, max_attempts: int | None
+           ) -> Begun | StepResult:
+    """The step's first transaction: read the state, skip a stale or duplicate delivery, begin
+    the step (or give it up when its deliveries kept dying)."""
+    with session_scope(engine) as session:
+        # Held for the whole block: the session's identity map is weak, and every helper below
+        # looks the run up again (one SELECT instead of four).
+        held = repository.get_run(session, run_id)
+        state = repository.load_state(session, run_id)
+        if state.get("iteration_count", 0) != iteration or next_step(state) != step:
+            log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
+            return StepResult(SKIPPED)
+        record = repository.begin_step(session, run_id, step, iteration, worker=worker,
+                                       queue=queue, lease_seconds=lease_seconds)
+        if record is None:
+            return StepResult(SKIPPED)
+        if max_attempts is not None and record.attempts > max_attempts and record.taken_over:
+            # Deliveries kept beginning and dying (recorded failures such as transient VLM
+            # errors are bounded by the retry policy instead).
+            reason = (f"{step} gave up after {record.attempts - 1} attempts that never "
+                      "finished: each time its worker was killed (the hard time limit, out of "
+                      "memory) or crashed on this input")
+            repository.fail_step(session, run_id, step, iteration, error=reason)
+            repository.fail_run(session, run_id, error=reason)
+            return StepResult(RAN)
+        return Begun(state, record.attempts, held.job_id,
+                     repository.vlm_cache_allowed(session, run_id),
+                     frozenset(repository.vlm_keys_asked(session, run_id)))
 
 
 def score_tools_ahead(engine: Engine, agents: Agents, items: list[tuple[str, int]], *,
@@ -269,15 +326,27 @@ def run_embedded(engine: Engine, agents: Agents, run_id: str, *,
     A step failing with a transient VLM error is run again per ``retry`` (each attempt is
     recorded on the step); when the error outlasts every attempt, the run fails with it.
     """
-    upcoming = advance(engine, run_id)
+    upcoming = advance(engine, run_id, chain=_always, worker="embedded", queue="in-process")
     while upcoming is not None:
         try:
             result = retry.call(upcoming.step, partial(
-                execute_step, engine, agents, run_id, upcoming.step, upcoming.iteration,
-                worker="embedded", queue="in-process"))
+                _attempt, engine, agents, run_id, upcoming, [upcoming.begun]))
         except TransientVLMError as exc:
             fail(engine, run_id, upcoming.step, upcoming.iteration,
                  f"{upcoming.step} failed: {exc}")
             break
         upcoming = result.upcoming if result.outcome == RAN else advance(engine, run_id)
     return load(engine, run_id)
+
+
+def _attempt(engine: Engine, agents: Agents, run_id: str, upcoming: NextStep,
+             handed: list[Begun | None]) -> StepResult:
+    """One attempt of an embedded step: a step begun ahead is for the first attempt only (a
+    retry after a transient error begins it again, as one more attempt)."""
+    return execute_step(engine, agents, run_id, upcoming.step, upcoming.iteration,
+                        worker="embedded", queue="in-process",
+                        begun=handed.pop() if handed else None, chain=_always)
+
+
+def _always(_: NextStep) -> bool:
+    return True

@@ -55,7 +55,7 @@ def main() -> None:
 
     from agentic_iqa import service
     from agentic_iqa.db import repository
-    from agentic_iqa.db.engine import make_engine, session_scope, upgrade
+    from agentic_iqa.db.engine import make_engine, read_scope, upgrade
     from agentic_iqa.pipeline import default_agents, run_inprocess
 
     redis.Redis.from_url(args.broker).flushdb()
@@ -84,7 +84,7 @@ def main() -> None:
             run_id = service.create_run(engine, QUERY, str(path))
             client.send_task("agentic_iqa.coordinate", args=(run_id,), queue="default")
             while True:
-                with session_scope(engine) as session:
+                with read_scope(engine) as session:  # a poll never blocks a worker's commit
                     if repository.get_run(session, run_id).status in {"succeeded", "failed"}:
                         return
                 time.sleep(0.005)

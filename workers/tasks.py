@@ -81,13 +81,17 @@ def coordinate(self: Task, run_id: str) -> str | None:
     Used to start a run and by the supervisor's re-sends; a step that ran hands over itself
     (:func:`_execute`), which saves a message, a worker round trip and a transaction per step.
     """
-    upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds)
+    queue = (self.request.delivery_info or {}).get("routing_key") or settings().default_queue
+    hostname = self.request.hostname or socket.gethostname()
+    inline = settings().inline_seconds > 0
+    upcoming = service.advance(
+        engine(), run_id, lease_seconds=settings().lease_seconds, worker=hostname, queue=queue,
+        chain=(lambda upcoming: queue_for(upcoming.step) == queue) if inline else None)
     if upcoming is None:
         return None
-    queue = (self.request.delivery_info or {}).get("routing_key") or settings().default_queue
-    if queue_for(upcoming.step) == queue and settings().inline_seconds > 0:
-        _execute(upcoming.step, run_id, upcoming.iteration, self.request.hostname,
-                 self.request.delivery_info, delivered=False)
+    if inline and queue_for(upcoming.step) == queue:
+        _execute(upcoming.step, run_id, upcoming.iteration, hostname,
+                 self.request.delivery_info, delivered=False, begun=upcoming.begun)
     else:
         _send(run_id, upcoming)
     return upcoming.step
@@ -108,11 +112,12 @@ def _send(run_id: str, upcoming: service.NextStep) -> None:
 
 
 def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
-             delivery: dict[str, Any] | None, *, delivered: bool = True) -> None:
+             delivery: dict[str, Any] | None, *, delivered: bool = True,
+             begun: service.Begun | None = None) -> None:
     """Run a step and hand over: the run's following steps that belong to this same queue run
-    here too, one after the other, for up to ``inline_seconds`` (each still its own
-    transaction, record and lease, so idempotency and replay are as for a delivered step);
-    the first step for another queue is sent there.
+    here too, one after the other, for up to ``inline_seconds`` (each with its own record and
+    lease, begun in the transaction that completed the step before it, so idempotency and
+    replay are as for a delivered step); the first step for another queue is sent there.
 
     A :class:`TransientVLMError` of the delivered step is the caller's (the task retries it);
     one of a step run here without its own message becomes one, sent with a short delay.
@@ -120,12 +125,16 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
     queue = (delivery or {}).get("routing_key") or queue_for(step)
     lease = settings().lease_seconds
     until = time.monotonic() + settings().inline_seconds
+
+    def stays_here(upcoming: service.NextStep) -> bool:
+        return queue_for(upcoming.step) == queue and time.monotonic() < until
+
     while True:
         try:
             result = service.execute_step(
                 engine(), agents(), run_id, step, iteration, lease_seconds=lease,
                 worker=hostname or socket.gethostname(), queue=queue,
-                max_attempts=settings().max_step_attempts)
+                max_attempts=settings().max_step_attempts, begun=begun, chain=stays_here)
         except repository.StepBusy as busy:
             # Another delivery owns the step and is alive: come back when its lease would end.
             _task_for(step).apply_async((run_id, iteration), queue=queue,
@@ -142,10 +151,11 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
         if result.outcome == service.SKIPPED or result.upcoming is None:
             return  # a duplicate delivery (whoever ran the step handed over), or the run ended
         upcoming = result.upcoming
-        if queue_for(upcoming.step) != queue or time.monotonic() >= until:
+        if upcoming.begun is None:
             _send(run_id, upcoming)
             return
-        step, iteration, delivered = upcoming.step, upcoming.iteration, False
+        step, iteration, begun, delivered = (upcoming.step, upcoming.iteration, upcoming.begun,
+                                             False)
 
 
 def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:

@@ -45,6 +45,8 @@ DATABASE_URL_ENV = "AGENTIC_IQA_DATABASE_URL"
 DEFAULT_SQLITE_FILE = "agentic-iqa.sqlite3"
 #: Seconds (SQLite) a connection waits for another one's lock before giving up.
 LOCK_TIMEOUT_S = 30
+#: Execution option of :func:`read_scope`'s connections: a transaction that never writes.
+_READ_ONLY = "agentic_iqa_read_only"
 
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
@@ -105,7 +107,8 @@ def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = connection.get_execution_options().get(_READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def make_engine(url: str | None = None) -> Engine:
@@ -163,6 +166,20 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
     engine = engine or make_engine()
     with _writer_lock(engine), Session(engine, expire_on_commit=False) as session, \
             session.begin():
+        yield session
+
+
+@contextmanager
+def read_scope(engine: Engine | None = None) -> Iterator[Session]:
+    """A session that only reads (status displays, progress polls); what it read stays usable.
+
+    On SQLite it starts with a plain ``BEGIN``, which takes no write lock, and skips this
+    process's writer lock: a display polling every fraction of a second never makes a worker's
+    commit wait in SQLite's busy handler.  Do not write in it.
+    """
+    engine = engine or make_engine()
+    with Session(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False
+                 ) as session, session.begin():
         yield session
 
 

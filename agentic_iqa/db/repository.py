@@ -10,11 +10,12 @@ logs and replans are keyed by what they describe, never inserted twice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import Row, bindparam, case, func, select, text, update
+from sqlalchemy import Row, Table, bindparam, case, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -136,10 +137,8 @@ def _find_step(session: Session, run_id: str, step: str, iteration: int) -> Step
     return session.scalars(statement).one_or_none()
 
 
-def _step_record(session: Session, run_id: str, step: str, iteration: int,
-                 **initial: Any) -> StepRecord:
-    """The record of this step, created ('running', no attempts yet, or ``initial``'s values)
-    if there is none.
+def _step_record(session: Session, run_id: str, step: str, iteration: int) -> StepRecord:
+    """The record of this step, created ('running', no attempts yet) if there is none.
 
     Two deliveries of one task may both find none; the unique constraint lets one insert win
     and the other, rolled back to its savepoint, reads the winner's row.
@@ -150,8 +149,7 @@ def _step_record(session: Session, run_id: str, step: str, iteration: int,
     try:
         with session.begin_nested():
             record = StepRecord(run_id=run_id, step=step, iteration=iteration,
-                                **{"status": "running", "attempts": 0, "started_at": utc_now(),
-                                   **initial})
+                                status="running", attempts=0, started_at=utc_now())
             session.add(record)
     except IntegrityError:
         record = _find_step(session, run_id, step, iteration)
@@ -160,9 +158,84 @@ def _step_record(session: Session, run_id: str, step: str, iteration: int,
     return record
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One delivery's hold on a step, as :func:`begin_step` left its row."""
+
+    attempts: int
+    worker: str | None
+    queue: str | None
+    lease_until: datetime | None
+    #: The attempt before this one died without a word (it was still 'running'), as opposed to
+    #: ending with a recorded (e.g. transient) failure.
+    taken_over: bool = False
+
+
+def _dialect_insert(session: Session, table: Table) -> Any:
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"database dialect {dialect!r}: use SQLite or PostgreSQL")
+
+
+_STEPS = StepRecord.__table__
+_RUNS = Run.__table__
+_first_inserts: dict[str, Any] = {}
+
+#: A first delivery starts its run (pending to running, its start time, its lease): plain Core
+#: statements built once, as every step of every run goes through them.
+_START_RUN = (
+    update(_RUNS).where(_RUNS.c.id == bindparam("b_run"))
+    .values(status="running",
+            started_at=func.coalesce(_RUNS.c.started_at, bindparam("b_now", type_=UtcDateTime())),
+            lease_until=func.coalesce(bindparam("b_lease", type_=UtcDateTime()),
+                                      _RUNS.c.lease_until))
+)
+
+
+def _insert_first_attempt(session: Session) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING RETURNING id: the first delivery's one statement."""
+    dialect = session.get_bind().dialect.name
+    statement = _first_inserts.get(dialect)
+    if statement is None:
+        statement = _first_inserts[dialect] = (
+            _dialect_insert(session, _STEPS)
+            .on_conflict_do_nothing(index_elements=["run_id", "step", "iteration"])
+            .returning(_STEPS.c.id))
+    return statement
+
+
+def first_attempt(session: Session, run_id: str, step: str, iteration: int, *,
+                  worker: str | None = None, queue: str | None = None,
+                  lease_seconds: float | None = None, run_started: bool = False
+                  ) -> Attempt | None:
+    """Begin a step that has no record yet, as its first attempt: one INSERT of the row as it
+    should end up; None when the step has a record already (then see :func:`begin_step`).
+
+    ``run_started``: the caller knows the run is running and has moved its lease already (the
+    transaction that finished the step before), so the run's row is left alone.
+    """
+    now = utc_now()
+    lease_until = lease_deadline(lease_seconds)
+    try:
+        inserted = session.execute(_insert_first_attempt(session), {
+            "run_id": run_id, "step": step, "iteration": iteration, "status": "running",
+            "attempts": 1, "started_at": now, "worker": worker, "queue": queue,
+            "lease_until": lease_until}).first()
+    except IntegrityError as exc:  # the foreign key: no such run
+        raise RunNotFound(run_id) from exc
+    if inserted is None:
+        return None
+    if not run_started:
+        session.execute(_START_RUN, {"b_run": run_id, "b_now": now, "b_lease": lease_until})
+    return Attempt(1, worker, queue, lease_until)
+
+
 def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
                worker: str | None = None, queue: str | None = None,
-               lease_seconds: float | None = None) -> StepRecord | None:
+               lease_seconds: float | None = None) -> Attempt | None:
     """Mark a step as running (one more attempt); None when it already succeeded.
 
     A caller that gets None skips the work: this is a redelivery of a finished task.  With
@@ -170,27 +243,25 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
     :class:`StepBusy`: its owner is alive, so this delivery is a duplicate and must wait; once
     the lease has passed (the owner died), this delivery takes the step over.
     """
-    run = get_run(session, run_id)
+    first = first_attempt(session, run_id, step, iteration, worker=worker, queue=queue,
+                          lease_seconds=lease_seconds)
+    if first is not None:  # the usual case
+        return first
     now = utc_now()
-    # A first delivery (the usual case) inserts its row as it should end up: no UPDATE after.
-    first = {"status": "running", "attempts": 1, "started_at": now, "worker": worker,
-             "queue": queue, "lease_until": lease_deadline(lease_seconds)}
-    record = _step_record(session, run_id, step, iteration, **first)
+    lease_until = lease_deadline(lease_seconds)
+    run = get_run(session, run_id)
+    record = _find_step(session, run_id, step, iteration)
+    if record is None:  # deleted between the two statements: nothing to begin
+        raise RunNotFound(run_id)
     if record.status == "succeeded":
         return None
-    if record.started_at is now:  # inserted just now with ``first`` (a found row has its own)
-        _mark_running(run, now, record.lease_until if lease_seconds is not None else None)
-        session.flush()
-        return record
     if (lease_seconds is not None and record.status == "running" and record.attempts > 0
             and record.lease_until is not None and record.lease_until > now):
         raise StepBusy((record.lease_until - now).total_seconds())
-    # Not a column: whether the attempt before this one died without a word (it was still
-    # 'running'), as opposed to ending with a recorded (e.g. transient) failure.
-    record.taken_over = record.status == "running" and record.attempts > 0
-    record.lease_until = lease_deadline(lease_seconds)
+    taken_over = record.status == "running" and record.attempts > 0
+    record.lease_until = lease_until
     if lease_seconds is not None:
-        run.lease_until = record.lease_until
+        run.lease_until = lease_until
     record.status = "running"
     record.attempts += 1
     record.started_at = now
@@ -198,21 +269,31 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
     record.error = None
     record.worker = worker
     record.queue = queue
-    _mark_running(run, now, None)
+    _mark_running(run, now)
     session.flush()
-    return record
+    return Attempt(record.attempts, worker, queue, lease_until, taken_over)
 
 
-def _mark_running(run: Run, now: datetime, lease_until: datetime | None) -> None:
-    if lease_until is not None:
-        run.lease_until = lease_until
+def _mark_running(run: Run, now: datetime) -> None:
     run.status = "running"
     if run.started_at is None:
         run.started_at = now
 
 
-#: ``update`` is also the name of a step's state update: complete_step's argument.
-_sql_update = update
+_COMPLETE_STEP = (
+    update(_STEPS)
+    .where(_STEPS.c.run_id == bindparam("b_run"), _STEPS.c.step == bindparam("b_step"),
+           _STEPS.c.iteration == bindparam("b_iteration"))
+    .values(status="succeeded", output_json=bindparam("b_output"), error=None,
+            finished_at=bindparam("b_now", type_=UtcDateTime()), lease_until=None,
+            attempts=case((_STEPS.c.attempts < 1, 1), else_=_STEPS.c.attempts))
+)
+_SAVE_STATE = (
+    update(_RUNS).where(_RUNS.c.id == bindparam("b_run"))
+    .values(state_json=bindparam("b_state"), iteration_count=bindparam("b_iterations"),
+            lease_until=func.coalesce(bindparam("b_lease", type_=UtcDateTime()),
+                                      _RUNS.c.lease_until))
+)
 
 
 def _update_json(update: Mapping[str, Any]) -> str:
@@ -220,30 +301,29 @@ def _update_json(update: Mapping[str, Any]) -> str:
 
 
 def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
-                  state: AgenticIQAState, update: Mapping[str, Any]) -> None:
+                  state: AgenticIQAState, update: Mapping[str, Any],
+                  lease_seconds: float | None = None) -> None:
     """Record a step's success: its update, the run's new state, its tool calls and replans.
 
     ``state`` is the run's state with ``update`` merged.  Repeating the call changes nothing.
+    ``lease_seconds``: the run goes on, its lease moved in the same statement as its state.
     """
-    # Plain UPDATEs by key: a step that just ran need not be read back first (two round trips
-    # fewer per step); a step never begun (a direct call) gets its row the ORM way.
-    values = {"status": "succeeded", "output_json": redact(_update_json(update)), "error": None,
-              "finished_at": utc_now(), "lease_until": None,
-              "attempts": case((StepRecord.attempts < 1, 1), else_=StepRecord.attempts)}
-    found = session.execute(
-        _sql_update(StepRecord).where(StepRecord.run_id == run_id, StepRecord.step == step,
-                                 StepRecord.iteration == iteration)
-        .values(**values).execution_options(synchronize_session="fetch")).rowcount
+    # Plain UPDATEs by key, built once: a step that just ran need not be read back first; a
+    # step never begun (a direct call) gets its row the ORM way.
+    now = utc_now()
+    output = redact(_update_json(update))
+    found = session.execute(_COMPLETE_STEP, {
+        "b_run": run_id, "b_step": step, "b_iteration": iteration, "b_output": output,
+        "b_now": now}).rowcount
     if not found:
         get_run(session, run_id)
         record = _step_record(session, run_id, step, iteration)
-        for name, value in values.items():
-            setattr(record, name, 1 if name == "attempts" else value)
-    moved = session.execute(
-        _sql_update(Run).where(Run.id == run_id)
-        .values(state_json=redact(state_to_json(state)),
-                iteration_count=state.get("iteration_count", 0))
-        .execution_options(synchronize_session="fetch")).rowcount
+        record.status, record.output_json, record.error = "succeeded", output, None
+        record.finished_at, record.lease_until, record.attempts = now, None, 1
+    moved = session.execute(_SAVE_STATE, {
+        "b_run": run_id, "b_state": redact(state_to_json(state)),
+        "b_iterations": state.get("iteration_count", 0),
+        "b_lease": lease_deadline(lease_seconds)}).rowcount
     if not moved:
         raise RunNotFound(run_id)
     evidence = update.get("executor_evidence")

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from iqa_tools.settings import ToolSettings
 
 from ..db import jobs as store
-from ..db.engine import session_scope
+from ..db.engine import read_scope, session_scope
 from .manifest import ManifestEntry, ManifestError, ManifestItem, bad_row_key, read_manifest
 from .tools import MetricToolsError, check_tools, full_reference, metric_query
 
@@ -191,7 +191,7 @@ class Progress:
 
 def progress(engine: Engine, job_id: str | None = None) -> Progress:
     """Counts by state from SQL; the latest job when ``job_id`` is None."""
-    with session_scope(engine) as session:
+    with read_scope(engine) as session:
         job = store.get_job(session, job_id) if job_id else store.latest_job(session)
         if job is None:
             raise store.JobNotFound("(latest)")

@@ -88,7 +88,9 @@ def test_begin_step_counts_attempts_and_starts_the_run(engine: Engine) -> None:
     with session_scope(engine) as session:
         record = begin_step(session, run_id, "plan", 0, worker="w2", queue="vlm")
         assert record is not None
-        assert (record.attempts, record.status, record.error, record.worker) == (
+        assert (record.attempts, record.worker, record.taken_over) == (2, "w2", False)
+        stored = steps_for(session, run_id)[0]
+        assert (stored.attempts, stored.status, stored.error, stored.worker) == (
             2, "running", None, "w2")
         assert get_run(session, run_id).started_at == first_start
 
@@ -231,13 +233,12 @@ def test_a_lost_insert_race_reads_the_winners_record(
         return None if len(calls) == 1 else real_find(session, run_id, step, iteration)
 
     monkeypatch.setattr(repository, "_find_step", find_nothing_first)
-    with session_scope(engine) as session:
-        record = begin_step(session, run_id, "plan", 0, worker="second")
-        assert record is not None and record.attempts == 2
+    with session_scope(engine) as session:  # a step's failure recorded by another delivery
+        fail_step(session, run_id, "plan", 0, error="timed out")
     assert len(calls) == 2
     with session_scope(engine) as session:
         record = session.scalars(select(StepRecord)).one()
-        assert (record.attempts, record.worker) == (2, "second")
+        assert (record.attempts, record.worker, record.status) == (1, "first", "failed")
 
 
 def test_concurrent_deliveries_of_one_step_share_one_record(engine: Engine) -> None:
