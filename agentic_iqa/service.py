@@ -9,10 +9,8 @@ succeeded is skipped, so a redelivered message neither duplicates rows nor recom
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Literal
@@ -22,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from .db import jobs, repository
 from .db.engine import session_scope
+from .heartbeat import HEARTBEATS
 from .pipeline import (
     TRANSIENT_RETRY,
     Agents,
@@ -138,38 +137,6 @@ def _decide(session: Session, run_id: str, state: AgenticIQAState,
     return NextStep(step, state.get("iteration_count", 0))
 
 
-@contextmanager
-def _heartbeat(engine: Engine, run_id: str, step: str, iteration: int,
-               lease_seconds: float | None) -> Iterator[None]:
-    """Renew the step's lease every quarter lease while the block runs (workers only).
-
-    A beat that fails (database briefly away) is logged and tried again next time: a missed
-    beat costs at worst a duplicate delivery, which waits or takes over, never double work.
-    """
-    if lease_seconds is None:
-        yield
-        return
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(lease_seconds / 4):
-            try:
-                with session_scope(engine) as session:
-                    repository.extend_lease(session, run_id, lease_seconds,
-                                            step=(step, iteration))
-            except Exception as exc:  # keep beating; the next one may get through
-                log.warning("run %s: heartbeat of %s#%d failed: %s", run_id, step, iteration,
-                            exc)
-
-    thread = threading.Thread(target=beat, name=f"beat-{run_id[:8]}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
 def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iteration: int, *,
                  worker: str | None = None, queue: str | None = None,
                  lease_seconds: float | None = None,
@@ -201,7 +168,8 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     # attempts included: their calls were paid for.
     collector = CallCollector(use_cache=begun.use_vlm_cache, seen=set(begun.asked))
     try:
-        with _heartbeat(engine, run_id, step, iteration, lease_seconds), collecting(collector):
+        with HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds), \
+                collecting(collector):
             update = run_step(step, state, agents)
     except TransientVLMError as exc:
         with session_scope(engine) as session:

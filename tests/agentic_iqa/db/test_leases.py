@@ -3,6 +3,8 @@ went quiet are claimed for a re-send exactly once per lease (SQLite and PostgreS
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -18,6 +20,7 @@ from agentic_iqa.db import (
     session_scope,
 )
 from agentic_iqa.db.models import utc_now
+from agentic_iqa.heartbeat import HEARTBEATS
 from tests.agentic_iqa.db import IMAGE, QUERY
 
 
@@ -134,3 +137,23 @@ def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
         step = repository.steps_for(session, run_id)[0]
     assert run.status == "failed" and "gave up after 3 attempts" in run.error
     assert (step.status, step.attempts) == ("failed", 4)
+
+
+def test_one_heartbeat_thread_renews_every_running_step_until_it_ends(engine: Engine) -> None:
+    runs = [_run(engine), _run(engine)]
+    with session_scope(engine) as session:
+        for run_id in runs:
+            begin_step(session, run_id, "plan", 0, lease_seconds=0.4)
+    with HEARTBEATS.hold(engine, runs[0], "plan", 0, 0.4), \
+            HEARTBEATS.hold(engine, runs[1], "plan", 0, 0.4):
+        time.sleep(0.7)  # the leases taken at begin_step have passed: only beats kept them
+        with session_scope(engine) as session:
+            for run_id in runs:
+                step = repository.steps_for(session, run_id)[0]
+                assert step.lease_until > utc_now() + timedelta(seconds=0.15)
+                assert get_run(session, run_id).lease_until > utc_now()
+    assert [t.name for t in threading.enumerate()].count("lease-heartbeat") == 1
+    time.sleep(0.7)  # the steps ended: nothing renews them any more
+    with session_scope(engine) as session:
+        assert all(step.lease_until < utc_now()
+                   for run_id in runs for step in repository.steps_for(session, run_id))
