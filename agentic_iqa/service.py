@@ -63,8 +63,9 @@ StepOutcome = Literal["ran", "skipped"]
 RAN: StepOutcome = "ran"
 SKIPPED: StepOutcome = "skipped"
 
-#: Whether the caller goes on with this upcoming step in its own process.
-Chain = Callable[[NextStep], bool]
+#: Whether the caller goes on with this upcoming step in its own process: the queue it runs
+#: the step for (recorded on the step), or None when the step is to be sent.
+Chain = Callable[[NextStep], str | None]
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,7 @@ def load(engine: Engine, run_id: str) -> AgenticIQAState:
 
 
 def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
-            chain: Chain | None = None, worker: str | None = None, queue: str | None = None
-            ) -> NextStep | None:
+            chain: Chain | None = None, worker: str | None = None) -> NextStep | None:
     """The step to run next for ``run_id``; when there is none, the run is closed.
 
     With ``lease_seconds`` the run's lease is renewed: its next step is about to be sent.
@@ -107,7 +107,8 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
             return None
         state = repository.load_state(session, run_id)
         upcoming = _decide(session, run_id, state, lease_seconds, run.job_id)
-        if upcoming is None or chain is None or not chain(upcoming):
+        queue = None if upcoming is None or chain is None else chain(upcoming)
+        if upcoming is None or queue is None:
             return upcoming
         attempt = repository.first_attempt(
             session, run_id, upcoming.step, upcoming.iteration, worker=worker, queue=queue,
@@ -196,10 +197,11 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
         repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                    collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
-        if upcoming is not None and chain is not None and chain(upcoming):
+        next_queue = None if upcoming is None or chain is None else chain(upcoming)
+        if upcoming is not None and next_queue is not None:
             record = repository.first_attempt(
                 session, run_id, upcoming.step, upcoming.iteration, worker=worker,
-                queue=queue, lease_seconds=lease_seconds, run_started=True)
+                queue=next_queue, lease_seconds=lease_seconds, run_started=True)
             if record is not None:
                 asked = begun.asked | collector.seen | {
                     call.request_key for call in collector.records if call.request_key}
@@ -294,7 +296,7 @@ def run_embedded(engine: Engine, agents: Agents, run_id: str, *,
     A step failing with a transient VLM error is run again per ``retry`` (each attempt is
     recorded on the step); when the error outlasts every attempt, the run fails with it.
     """
-    upcoming = advance(engine, run_id, chain=_always, worker="embedded", queue="in-process")
+    upcoming = advance(engine, run_id, chain=_in_process, worker="embedded")
     while upcoming is not None:
         try:
             result = retry.call(upcoming.step, partial(
@@ -313,8 +315,8 @@ def _attempt(engine: Engine, agents: Agents, run_id: str, upcoming: NextStep,
     retry after a transient error begins it again, as one more attempt)."""
     return execute_step(engine, agents, run_id, upcoming.step, upcoming.iteration,
                         worker="embedded", queue="in-process",
-                        begun=handed.pop() if handed else None, chain=_always)
+                        begun=handed.pop() if handed else None, chain=_in_process)
 
 
-def _always(_: NextStep) -> bool:
-    return True
+def _in_process(_: NextStep) -> str:
+    return "in-process"

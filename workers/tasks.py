@@ -75,26 +75,49 @@ DB_RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True,
 
 @app.task(name=COORDINATE, bind=True, acks_late=True, **DB_RETRY)
 def coordinate(self: Task, run_id: str) -> str | None:
-    """Start the run's next step (here, when it belongs to this queue, else on its queue), or
-    close the run when nothing is left.
+    """Start the run's next step (here, when this worker consumes its queue, else on its
+    queue), or close the run when nothing is left.
 
     Used to start a run and by the supervisor's re-sends; a step that ran hands over itself
     (:func:`_execute`), which saves a message, a worker round trip and a transaction per step.
     """
-    queue = (self.request.delivery_info or {}).get("routing_key") or settings().default_queue
     hostname = self.request.hostname or socket.gethostname()
-    inline = settings().inline_seconds > 0
-    upcoming = service.advance(
-        engine(), run_id, lease_seconds=settings().lease_seconds, worker=hostname, queue=queue,
-        chain=(lambda upcoming: queue_for(upcoming.step) == queue) if inline else None)
+    upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds,
+                               worker=hostname, chain=_stays_here(time.monotonic()))
     if upcoming is None:
         return None
-    if inline and queue_for(upcoming.step) == queue:
-        _execute(upcoming.step, run_id, upcoming.iteration, hostname,
-                 self.request.delivery_info, delivered=False, begun=upcoming.begun)
+    if upcoming.begun is not None:
+        _execute(upcoming.step, run_id, upcoming.iteration, hostname, None, delivered=False,
+                 begun=upcoming.begun)
     else:
         _send(run_id, upcoming)
     return upcoming.step
+
+
+def _consumed_queues() -> frozenset[str]:
+    """The queues this worker takes messages from (``-Q``; every configured one without)."""
+    queues = app.amqp.queues
+    return frozenset(queues.consume_from or queues)
+
+
+def _stays_here(since: float) -> service.Chain:
+    """Whether a run's upcoming step runs on in this process, and for which queue: when this
+    worker consumes the step's queue too (a worker of every queue runs a whole run from one
+    message), within ``inline_seconds`` of ``since``.  With batching on, tool steps always go
+    through the tool queue, where they are grouped."""
+    here = _consumed_queues()
+    until = since + settings().inline_seconds
+    batching = settings().tool_batch_size > 1
+
+    def chain(upcoming: service.NextStep) -> str | None:
+        queue = queue_for(upcoming.step)
+        if queue not in here or time.monotonic() >= until:
+            return None
+        if batching and upcoming.step in TOOL_STEPS:
+            return None
+        return queue
+
+    return chain
 
 
 def _task_for(step: str) -> Any:
@@ -114,27 +137,24 @@ def _send(run_id: str, upcoming: service.NextStep) -> None:
 def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
              delivery: dict[str, Any] | None, *, delivered: bool = True,
              begun: service.Begun | None = None) -> None:
-    """Run a step and hand over: the run's following steps that belong to this same queue run
-    here too, one after the other, for up to ``inline_seconds`` (each with its own record and
-    lease, begun in the transaction that completed the step before it, so idempotency and
-    replay are as for a delivered step); the first step for another queue is sent there.
+    """Run a step and hand over: the run's following steps that belong to a queue this worker
+    consumes run here too, one after the other, for up to ``inline_seconds`` (each with its own
+    record and lease, begun in the transaction that completed the step before it, so
+    idempotency and replay are as for a delivered step); the first step for a queue this worker
+    does not consume is sent there.
 
     A :class:`TransientVLMError` of the delivered step is the caller's (the task retries it);
     one of a step run here without its own message becomes one, sent with a short delay.
     """
-    queue = (delivery or {}).get("routing_key") or queue_for(step)
     lease = settings().lease_seconds
-    until = time.monotonic() + settings().inline_seconds
-
-    def stays_here(upcoming: service.NextStep) -> bool:
-        return queue_for(upcoming.step) == queue and time.monotonic() < until
-
+    chain = _stays_here(time.monotonic())
     while True:
+        queue = ((delivery or {}).get("routing_key") if delivered else None) or queue_for(step)
         try:
             result = service.execute_step(
                 engine(), agents(), run_id, step, iteration, lease_seconds=lease,
                 worker=hostname or socket.gethostname(), queue=queue,
-                max_attempts=settings().max_step_attempts, begun=begun, chain=stays_here)
+                max_attempts=settings().max_step_attempts, begun=begun, chain=chain)
         except repository.StepBusy as busy:
             # Another delivery owns the step and is alive: come back when its lease would end.
             _task_for(step).apply_async((run_id, iteration), queue=queue,

@@ -65,6 +65,21 @@ def test_each_step_is_its_own_task_and_tools_run_on_the_gpu_queue(make_cluster, 
     assert 1.0 <= state["summarizer_result"].quality_score <= 5.0
 
 
+def test_a_worker_of_both_queues_runs_a_whole_run_from_one_message(make_cluster, sqlite_url):
+    """Its steps for the tool queue run on in it too: an idle tool-only worker gets nothing."""
+    cluster = make_cluster(sqlite_url)
+    both = cluster.start("both", "default,gpu")
+    idle = cluster.start("gpu", "gpu")
+    runs = [submit(cluster, "Rate the quality of this image.") for _ in range(3)]
+    for run_id in runs:
+        assert wait_for(cluster, run_id) == "succeeded"
+        rows = step_rows(cluster, run_id)
+        assert [row[0] for row in rows][-2:] == ["tool_execution", "summarize"]
+        for step, _iteration, status, worker, queue, attempts in rows:
+            assert (status, worker, attempts) == ("succeeded", both, 1), idle
+            assert queue == ("gpu" if step == "tool_execution" else "default")
+
+
 def test_steps_the_plan_turns_off_are_never_enqueued(make_cluster, sqlite_url):
     cluster = make_cluster(sqlite_url)
     cluster.start("default", "default")
