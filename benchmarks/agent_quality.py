@@ -21,8 +21,16 @@ The protocol
   the original as reference, and severity (5 options); per distortion kind, with the severity
   confusion matrix.
 
+* ``--dev`` is for development and reads FIT photos only: FIT is split again by a hash
+  (:func:`dev_split`) into DEV-CAL (calibrates the thresholds, in memory) and DEV-VAL (the test
+  generator's questions, answered from the measurements by the builtin's own option logic, with
+  where the errors are: which-distortion confusions, yes/no errors per asked category, severity
+  per kind).  It takes seconds once the measurements are cached, writes nothing, and never
+  looks at HELD-OUT, so HELD-OUT stays a one-look figure.
+
     python benchmarks/agent_quality.py ../shared/data/livec-dev \\
         --weights-dir ../shared/data/pyiqa-weights [--fit] [--mcq-images 6]
+    python benchmarks/agent_quality.py ../shared/data/livec-dev --dev
 
 Tool scores and calibration measurements are cached under ``--cache`` (default
 /tmp/agentic-iqa-agent-quality), so a second run takes a fraction of the first.
@@ -51,10 +59,12 @@ from scipy.stats import pearsonr, spearmanr
 from agentic_iqa import synthetic, synthetic_test
 from agentic_iqa.agents.fusion import ETA, fuse
 from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.query import categories_in, options_in
 from agentic_iqa.vlm.builtin import BuiltinClient
+from agentic_iqa.vlm.builtin import answer as builtin_answer
 from agentic_iqa.vlm.builtin import measure as measure_module
 from agentic_iqa.vlm.builtin.answer import OPINION_SIGMA
-from agentic_iqa.vlm.builtin.measure import measure, opinion_features
+from agentic_iqa.vlm.builtin.measure import Measurements, measure, opinion_features
 from agentic_iqa.vlm.builtin.opinion import (
     NO_TOOL,
     PRIOR,
@@ -63,7 +73,13 @@ from agentic_iqa.vlm.builtin.opinion import (
     fusion_target,
 )
 from agentic_iqa.vlm.builtin.opinion import fit as fit_opinion
-from agentic_iqa.vlm.builtin.severity import THRESHOLDS_FILE, calibrate, default_thresholds
+from agentic_iqa.vlm.builtin.severity import (
+    THRESHOLDS_FILE,
+    Thresholds,
+    calibrate,
+    category_scores,
+    default_thresholds,
+)
 from iqa_tools import ToolRegistry, ToolSettings
 
 TOOLS = ("BRISQUE", "NIQE", "PIQE")
@@ -368,12 +384,36 @@ def _answer(agents: Agents, question: str, path: Path, reference: Path | None = 
                          agents=agents)["summarizer_result"].final_answer
 
 
+def questions(name: str, kind: str, category: str, level: int
+              ) -> list[tuple[str, str, bool, str]]:
+    """(question kind, question, asked with the reference?, expected letter) for one degraded
+    copy; the yes/no distractor is chosen by hash."""
+    digest = int(hashlib.sha256(f"{name}:{kind}:{level}".encode()).hexdigest(), 16)
+    distractor = DISTRACTORS[category][digest % len(DISTRACTORS[category])]
+    return [
+        ("yes/no", YES_NO_QUESTION[category], False, "A"),
+        ("yes/no", YES_NO_QUESTION[distractor], False, "B"),
+        ("which distortion", TYPE_QUESTION, False, TYPE_ANSWER[category]),
+        ("which vs reference", TYPE_QUESTION, True, TYPE_ANSWER[category]),
+        ("severity", SEVERITY_QUESTION.format(word=WORDS[category]), False, "ABCDE"[level]),
+    ]
+
+
+#: One answered question: (question kind, degradation kind, level, expected, answered, asked
+#: category).
+Record = tuple[str, str, int, str, str, str]
+
+
+def asked_category(question: str) -> str:
+    """The category a yes/no or severity question asks about ("" for which-distortion)."""
+    return next(iter(categories_in(question.split("A.")[0])), "")
+
+
 def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], generator,
                label: str) -> None:
+    """Every question through the real pipeline (planner, executor, summarizer)."""
     workdir = Path(tempfile.mkdtemp(prefix="iqa-mcq-"))
-    correct: dict[tuple[str, str], int] = Counter()
-    asked: dict[tuple[str, str], int] = Counter()
-    confusion = np.zeros((4, 5), dtype=int)
+    records: list[Record] = []
     started = time.perf_counter()
     for name in names:
         original_path = args.livec / "images" / name
@@ -384,29 +424,33 @@ def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], gener
             for level in generator.LEVELS:
                 copy = workdir / f"{Path(name).stem}_{kind}{level}.png"
                 generator.degrade(original, kind, level).save(copy)
-                digest = int(hashlib.sha256(f"{name}:{kind}:{level}".encode()).hexdigest(), 16)
-                distractor = DISTRACTORS[category][digest % len(DISTRACTORS[category])]
-                checks = [
-                    ("yes/no", YES_NO_QUESTION[category], None, "A"),
-                    ("yes/no", YES_NO_QUESTION[distractor], None, "B"),
-                    ("which distortion", TYPE_QUESTION, None, TYPE_ANSWER[category]),
-                    ("which vs reference", TYPE_QUESTION, reference, TYPE_ANSWER[category]),
-                    ("severity", SEVERITY_QUESTION.format(word=WORDS[category]), None,
-                     "ABCDE"[level]),
-                ]
-                for question_kind, question, ref, expected in checks:
-                    answer = _answer(agents, question, copy, ref)
-                    for key in ((question_kind, kind), (question_kind, "all")):
-                        asked[key] += 1
-                        correct[key] += answer == expected
-                    if question_kind == "severity" and answer in "ABCDE" and len(answer) == 1:
-                        confusion[level - 1, "ABCDE".index(answer)] += 1
+                for question_kind, question, with_ref, expected in questions(name, kind,
+                                                                             category, level):
+                    answer = _answer(agents, question, copy, reference if with_ref else None)
+                    records.append((question_kind, kind, level, expected, answer,
+                                    asked_category(question)))
                 copy.unlink()
-    elapsed = time.perf_counter() - started
+    print_mcq(records, generator, f"{label}: {len(names)} photos x "
+              f"{len(generator.DEGRADATIONS)} kinds x 4 levels", time.perf_counter() - started)
+
+
+def print_mcq(records: list[Record], generator, label: str, elapsed: float,
+              details: bool = False) -> None:
+    """Accuracy overall, per question kind and per distortion, and the severity confusion; with
+    ``details`` also where the errors are (which-distortion confusions, yes/no by asked
+    category, severity per kind)."""
+    correct: dict[tuple[str, str], int] = Counter()
+    asked: dict[tuple[str, str], int] = Counter()
+    confusion = np.zeros((4, 5), dtype=int)
+    for question_kind, kind, level, expected, answer, _ in records:
+        for key in ((question_kind, kind), (question_kind, "all")):
+            asked[key] += 1
+            correct[key] += answer == expected
+        if question_kind == "severity" and answer in "ABCDE" and len(answer) == 1:
+            confusion[level - 1, "ABCDE".index(answer)] += 1
     total_correct = sum(correct[(k, "all")] for k in QUESTION_KINDS)
     total_asked = sum(asked[(k, "all")] for k in QUESTION_KINDS)
-    print(f"\nmultiple choice, {label}: {len(names)} photos x {len(generator.DEGRADATIONS)} "
-          f"kinds x 4 levels, {total_asked} questions in {elapsed:.0f}s")
+    print(f"\nmultiple choice, {label}, {total_asked} questions in {elapsed:.0f}s")
     low, high = wilson(total_correct, total_asked)
     print(f"  overall            {total_correct / total_asked:.3f} [{low:.3f}, {high:.3f}] "
           f"({total_correct}/{total_asked})")
@@ -427,6 +471,107 @@ def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], gener
     for level in range(4):
         print(f"  {synthetic.SEVERITY_OF_LEVEL[level + 1]:<10}"
               + "".join(f"{v:>10d}" for v in confusion[level]))
+    if details:
+        print_errors(records, generator)
+
+
+def print_errors(records: list[Record], generator) -> None:
+    """Where the answers go wrong, for development."""
+    letters = {v: k for k, v in TYPE_ANSWER.items()}
+    for question_kind in ("which distortion", "which vs reference"):
+        print(f"\n  {question_kind}: answered category per kind (correct first)")
+        for kind, (category, _) in generator.DEGRADATIONS.items():
+            answers = Counter(letters.get(a, a) for q, k, _, _, a, _ in records
+                              if q == question_kind and k == kind)
+            shown = ", ".join(f"{c} {n}" for c, n in
+                              sorted(answers.items(), key=lambda kv: (kv[0] != category, -kv[1])))
+            print(f"    {kind:<16} {shown}")
+    print("\n  yes/no: wrong answers by asked category (false No per level 1-4; false Yes)")
+    for category in TYPE_ANSWER:
+        missed = [sum(q == "yes/no" and e == "A" and a != e and c == category and lv == level
+                      for q, _, lv, e, a, c in records) for level in generator.LEVELS]
+        shown_yes = sum(q == "yes/no" and e == "B" and a != e and c == category
+                        for q, _, _, e, a, c in records)
+        asked_no = sum(q == "yes/no" and e == "B" and c == category for q, _, _, e, _, c in records)
+        print(f"    {category:<18} false No {missed}  false Yes {shown_yes}/{asked_no}")
+    print("\n  severity per kind (rows: kind; answered letter counts per true level 1-4)")
+    for kind in generator.DEGRADATIONS:
+        rows = []
+        for level in generator.LEVELS:
+            answers = Counter(a for q, k, lv, _, a, _ in records
+                              if q == "severity" and k == kind and lv == level)
+            rows.append("".join(str(answers.get(x, 0)).rjust(3) for x in "ABCDE"))
+        print(f"    {kind:<16}" + " |".join(rows))
+
+
+# -- --dev: develop on FIT alone --------------------------------------------------------------
+
+DEV_SALT = "agentic-iqa/fit dev split v1"
+
+
+def dev_split(fit_names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """FIT split again by hash: DEV-CAL (about 60 %) calibrates, DEV-VAL (40 %) validates."""
+    def calibrates(name: str) -> bool:
+        digest = hashlib.sha256(f"{DEV_SALT}:{name}".encode()).hexdigest()
+        return int(digest[:8], 16) % 5 < 3
+    return [n for n in fit_names if calibrates(n)], [n for n in fit_names if not calibrates(n)]
+
+
+def test_measurements(args: argparse.Namespace, names: list[str]
+                      ) -> dict[str, dict[tuple[str, int], Measurements]]:
+    """Measurements of each photo (key ("none", 0)) and its test-generator copies, cached."""
+    source = (Path(measure_module.__file__).read_bytes()
+              + Path(synthetic_test.__file__).read_bytes())
+    cache = args.cache / f"test-{hashlib.sha256(source).hexdigest()[:12]}.pkl"
+    stored = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    fresh = [n for n in names if n not in stored]
+    for name in fresh:
+        image = Image.open(args.livec / "images" / name).convert("RGB")
+        rows = {("none", 0): measure(np.asarray(image, dtype=np.float32) / 255.0)}
+        for kind in synthetic_test.DEGRADATIONS:
+            for level in synthetic_test.LEVELS:
+                degraded = synthetic_test.degrade(image, kind, level)
+                rows[(kind, level)] = measure(np.asarray(degraded, dtype=np.float32) / 255.0)
+        stored[name] = rows
+    if fresh:
+        cache.write_bytes(pickle.dumps(stored))
+    return {n: stored[n] for n in names}
+
+
+def answer_from_measurements(question: str, m: Measurements, reference: Measurements | None,
+                             thresholds: Thresholds) -> str:
+    """The builtin summarizer's choice from the measured severities, without the pipeline
+    (the same :func:`answer._choose_option` on the same category scores; tools do not change
+    these question types' answers)."""
+    scores = category_scores(m, reference, thresholds)
+    detection = thresholds.detection_table(reference is not None)
+    return builtin_answer._choose_option(question, options_in(question), scores, 3.0,
+                                         detection)[0]
+
+
+def dev_report(args: argparse.Namespace, fit_names: list[str]) -> None:
+    calibration_names, validation_names = dev_split(fit_names)
+    print(f"dev split of FIT: {len(calibration_names)} DEV-CAL / {len(validation_names)} DEV-VAL")
+    thresholds = calibrate(calibration_measurements(args, calibration_names))
+    print("detection cuts (no reference): " + ", ".join(
+        f"{c} {v:.2f}" for c, v in thresholds.detection["no_reference"].items()))
+    started = time.perf_counter()
+    measured = test_measurements(args, validation_names)
+    records: list[Record] = []
+    for name, rows in measured.items():
+        original = rows[("none", 0)]
+        for kind, (category, _) in synthetic_test.DEGRADATIONS.items():
+            for level in synthetic_test.LEVELS:
+                m = rows[(kind, level)]
+                for question_kind, question, with_ref, expected in questions(name, kind,
+                                                                             category, level):
+                    answer = answer_from_measurements(question, m, original if with_ref else None,
+                                                      thresholds)
+                    records.append((question_kind, kind, level, expected, answer,
+                                    asked_category(question)))
+    print_mcq(records, synthetic_test, f"DEV-VAL (FIT photos), test generator, thresholds from "
+              f"DEV-CAL: {len(validation_names)} photos", time.perf_counter() - started,
+              details=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -447,6 +592,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--in-sample-mcq", type=int, default=0,
                         help="also ask the questions on this many FIT photos degraded by the "
                              "calibration generator (an in-sample figure, for comparison)")
+    parser.add_argument("--dev", action="store_true",
+                        help="development on FIT alone: calibrate on part of FIT, report the "
+                             "test generator's questions on the rest (no HELD-OUT photo is "
+                             "read, nothing is written)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
@@ -463,6 +612,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     mos = read_mos(args.livec)
     fit_names, held_names = split(sorted(mos))
     print(f"split: {len(fit_names)} FIT / {len(held_names)} HELD-OUT photos ({SPLIT_RULE})")
+    if args.dev:
+        dev_report(args, fit_names)
+        return
     if args.fit:
         fit_all(args, registry, mos, fit_names, held_names)
         # The freshly written files are what the report must use.

@@ -26,7 +26,7 @@ from ...agents.summarizer import missing_evidence
 from ...query import categories_in, options_in
 from .measure import opinion_features
 from .opinion import OpinionModel, OpinionModels, as_models
-from .severity import SEVERITIES
+from .severity import SEVERITIES, default_thresholds
 from .vision import measurements as image_measurements
 from .vision import scores_for
 
@@ -106,11 +106,12 @@ def explain(context: Mapping[str, Any], model: OpinionModel | OpinionModels | No
     options = options_in(query)
     severity = category_severity(context, reference)
     estimate = quality_estimate(context, model)
+    detection = default_thresholds().detection_table(reference is not None)
     if options:
-        letter, why = _choose_option(query, options, severity, estimate)
+        letter, why = _choose_option(query, options, severity, estimate, detection)
         return {"final_answer": letter, "need_replan": False,
                 "quality_reasoning": f"{why} {evidence}".strip()}
-    answer = _free_answer(query, severity, estimate, context.get("plan"))
+    answer = _free_answer(query, severity, estimate, context.get("plan"), detection)
     return {"final_answer": answer, "need_replan": False,
             "quality_reasoning": f"{answer}. {evidence}".strip()}
 
@@ -123,8 +124,18 @@ def _level_of(text: str) -> int | None:
     return None
 
 
+def _excess(severity: Mapping[str, float], detection: Mapping[str, float], category: str
+            ) -> float:
+    """How far a category's severity is above the score from which it counts as present (a
+    yes/no question is answered Yes from 0): a "slight" reading that clean photos often show
+    (natural blur, a dark scene) is no reason to say Yes."""
+    return severity.get(category, 0.0) - detection.get(category, 1.0)
+
+
 def _choose_option(query: str, options: dict[str, str], severity: dict[str, float],
-                   estimate: float) -> tuple[str, str]:
+                   estimate: float, detection: Mapping[str, float] | None = None
+                   ) -> tuple[str, str]:
+    detection = detection or {}
     stem = query.split("A.")[0] if "A." in query else query
     asked = categories_in(stem)
     by_category = {letter: categories_in(text) for letter, text in options.items()}
@@ -146,7 +157,7 @@ def _choose_option(query: str, options: dict[str, str], severity: dict[str, floa
         return pick, f"The distortion in question is {word}."
     yes_no = {letter: text.lower().strip(" .") for letter, text in options.items()}
     if set(yes_no.values()) <= {"yes", "no"} and len(yes_no) == 2:
-        present = max((severity.get(c, 0.0) for c in asked), default=0.0) >= 1.0
+        present = max((_excess(severity, detection, c) for c in asked), default=-1.0) >= 0.0
         pick = next(k for k, v in yes_no.items() if v == ("yes" if present else "no"))
         return pick, ("The asked distortion is visible." if present
                       else "The asked distortion is not visible.")
@@ -163,14 +174,16 @@ NOUNS = {"Blurs": "blur", "Noise": "noise", "Compression": "compression artefact
 
 
 def _free_answer(query: str, severity: dict[str, float], estimate: float,
-                 context_plan: Mapping[str, Any] | None = None) -> str:
+                 context_plan: Mapping[str, Any] | None = None,
+                 detection: Mapping[str, float] | None = None) -> str:
     asked = categories_in(query)
+    detection = detection or {}
     if asked:
-        worst = max(asked, key=lambda c: severity.get(c, 0.0))
+        worst = max(asked, key=lambda c: _excess(severity, detection, c))
         level = severity.get(worst, 0.0)
         word = SEVERITIES[min(4, int(level))]
         noun = NOUNS.get(worst, worst.lower())
-        if level >= 1.0:
+        if _excess(severity, detection, worst) >= 0.0:
             return f"Yes: {word} {noun}"
         return f"No: {noun} is not visible"
     technical = f"{LEVEL_NAMES[round(estimate)]} technical quality ({estimate:.2f} on a 1-5 scale)"

@@ -15,10 +15,10 @@ category            indicator (no reference)                               worse
 Blurs, Sharpness    edge width σ (pixels, log scale)                       rising
 Noise               noise σ in flat areas (log scale)                      rising
 Compression         8x8 blockiness (best grid offset)                      rising
-Brightness change   median luminance (too dark); median luminance or      falling; rising
+Brightness change   log median luminance (too dark); −log(1 − median) or  falling; rising
                     blown-highlight fraction (too bright)
-Contrast            (p95 − p5) / min(p95 + p5, 2 − p95 − p5)               falling
-Color distortions   colourfulness / min(mean, 1 − mean) luminance          falling
+Contrast            log of (p95 − p5) / min(p95 + p5, 2 − p95 − p5)        falling
+Color distortions   log of colourfulness / min(mean, 1 − mean) luminance   falling
 ==================  =====================================================  =================
 
 With a reference (full-reference questions) they read the *change* from the reference: added
@@ -27,9 +27,13 @@ added blown highlights), log ratio of contrast, log ratio of relative colourfuln
 
 The anchors are calibrated, not hand-set: ``benchmarks/agent_quality.py --fit`` degrades the FIT
 part of the LIVE-C dev photos with the calibration generator (:mod:`agentic_iqa.synthetic`,
-levels 1-4) and places each threshold where it best separates two neighbouring levels
-(:func:`calibrate`); the result ships as ``severity.json`` with its provenance.  The benchmark
-then tests on other photos degraded by a different generator (:mod:`agentic_iqa.synthetic_test`).
+levels 1-4); "slight" begins where degraded photos are best told from clean ones, each further
+level half-way between the typical readings of its neighbours (:func:`fit_indicator`).  A
+separate *detection* score per category (:func:`detection_cut`) says from where a distortion is
+reported as present at all (a yes/no question, the executor's detection): clean authentic photos
+often read "slight" blur or odd exposure, so it sits above the start of "slight" where they do.
+The result ships as ``severity.json`` with its provenance.  The benchmark then tests on other
+photos degraded by a different generator (:mod:`agentic_iqa.synthetic_test`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,16 +61,21 @@ def _log(value: float, floor: float) -> float:
     return math.log(max(value, floor))
 
 
-#: No-reference indicators: name -> (category, calibration kind, reading, rising).
+#: No-reference indicators: name -> (category, calibration kind, reading, rising).  Readings
+#: of multiplicative changes (edge width, noise σ, exposure, contrast, colourfulness) are
+#: logarithms, so neighbouring levels are evenly spaced and a boundary half-way between them
+#: (:func:`fit_indicator`) sits at the same *ratio* whatever the process that made the change.
 NO_REFERENCE: dict[str, tuple[str, str, Callable[[Measurements], float], bool]] = {
     "blur": ("Blurs", "blur", lambda m: _log(m.blur_sigma, 0.3), True),
     "noise": ("Noise", "noise", lambda m: _log(m.noise_sigma, 1e-4), True),
     "blocking": ("Compression", "jpeg", lambda m: m.blockiness, True),
-    "dark": ("Brightness change", "dark", lambda m: m.median_luminance, False),
-    "bright": ("Brightness change", "bright", lambda m: m.median_luminance, True),
+    "dark": ("Brightness change", "dark", lambda m: _log(m.median_luminance, 0.005), False),
+    "bright": ("Brightness change", "bright", lambda m: -_log(1.0 - m.median_luminance, 0.005),
+               True),
     "highlights": ("Brightness change", "bright", lambda m: m.bright_fraction, True),
-    "contrast": ("Contrast", "contrast", lambda m: m.contrast, False),
-    "colour": ("Color distortions", "desaturate", lambda m: m.relative_colourfulness, False),
+    "contrast": ("Contrast", "contrast", lambda m: _log(m.contrast, 1e-3), False),
+    "colour": ("Color distortions", "desaturate",
+               lambda m: _log(m.relative_colourfulness, 0.5), False),
 }
 
 
@@ -128,15 +137,29 @@ class Indicator:
 
 @dataclass(frozen=True)
 class Thresholds:
+    """Indicator anchors, and per category the severity score from which a distortion counts
+    as present (``detection``: "no_reference"/"full_reference" -> category -> score; 1.0, the
+    start of "slight", where not calibrated)."""
+
     no_reference: dict[str, Indicator]
     full_reference: dict[str, Indicator]
     metadata: dict[str, object] = field(default_factory=dict)
+    detection: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def present_from(self, category: str, with_reference: bool = False) -> float:
+        """The score from which ``category`` is reported as present (Sharpness as Blurs)."""
+        table = self.detection.get("full_reference" if with_reference else "no_reference", {})
+        return float(table.get("Blurs" if category == "Sharpness" else category, 1.0))
+
+    def detection_table(self, with_reference: bool = False) -> dict[str, float]:
+        return {c: self.present_from(c, with_reference) for c in (*CATEGORIES, "Sharpness")}
 
     def to_json(self) -> str:
         return json.dumps({
             "metadata": self.metadata,
             "no_reference": {k: v.as_dict() for k, v in self.no_reference.items()},
             "full_reference": {k: v.as_dict() for k, v in self.full_reference.items()},
+            "detection": self.detection,
         }, indent=2) + "\n"
 
     @classmethod
@@ -145,8 +168,10 @@ class Thresholds:
             return {name: Indicator(float(v["clean"]), tuple(float(s) for s in v["starts"]),
                                     bool(v["rising"]))
                     for name, v in dict(part).items()}
+        detection = {part: {c: float(v) for c, v in dict(values).items()}
+                     for part, values in dict(document.get("detection", {})).items()}
         return cls(table(document["no_reference"]), table(document["full_reference"]),
-                   dict(document.get("metadata", {})))
+                   dict(document.get("metadata", {})), detection)
 
 
 @lru_cache(maxsize=1)
@@ -199,21 +224,64 @@ def _boundary(lower: np.ndarray, upper: np.ndarray) -> float:
     return float((cuts[best[0]] + cuts[best[-1]]) / 2)
 
 
+def _halfway(lower: np.ndarray, upper: np.ndarray) -> float:
+    """Half-way between the typical readings of two neighbouring levels."""
+    return float((np.median(lower) + np.median(upper)) / 2)
+
+
 def fit_indicator(values: Sequence[float], levels: Sequence[int], rising: bool) -> Indicator:
-    """Anchors for one indicator from readings at known levels 0-4."""
+    """Anchors for one indicator from readings at known levels 0-4.
+
+    Clean photos spread widely (content), so "slight" begins where it is best told from them
+    (fewest errors).  Between degraded levels the boundary is half-way between their typical
+    readings: the fewest-errors cut there lands anywhere in the gap between two tight clusters
+    and so depends on the calibration generator's quirks, the half-way point does not."""
     v = np.asarray(values, dtype=float) * (1.0 if rising else -1.0)
     lv = np.asarray(levels)
-    starts = np.maximum.accumulate([_boundary(v[lv == level - 1], v[lv == level])
-                                    for level in range(1, 5)])
+    starts = np.maximum.accumulate(
+        [_boundary(v[lv == 0], v[lv == 1])]
+        + [_halfway(v[lv == level - 1], v[lv == level]) for level in range(2, 5)])
     clean = min(float(np.median(v[lv == 0])), float(starts[0]))
     sign = 1.0 if rising else -1.0
     return Indicator(sign * clean, tuple(float(sign * s) for s in starts), rising)
 
 
+#: Detection cuts are searched between the start of "slight" and the start of "severe".
+_DETECTION_RANGE = (1.0, 3.0)
+
+
+def detection_cut(absent: Sequence[float], present: Mapping[int, Sequence[float]]) -> float:
+    """The score from which a distortion counts as present: the cut with the lowest balanced
+    error between clean photos (``absent``) and degraded ones, every level weighing the same.
+    Clean authentic photos have some blur, noise, odd exposure...: a "slight" reading that
+    clean photos often show is no reason to say Yes."""
+    clean = np.asarray(absent, dtype=float)
+    levels = [np.asarray(v, dtype=float) for v in present.values() if len(v)]
+    low, high = _DETECTION_RANGE
+    values = np.unique(np.r_[clean, *levels])
+    candidates = np.unique(np.clip(np.r_[low, (values[:-1] + values[1:]) / 2], low, high))
+
+    def error(cut: float) -> float:
+        missed = np.mean([(level < cut).mean() for level in levels]) if levels else 0.0
+        return float((clean >= cut).mean() + missed)
+
+    errors = np.array([error(c) for c in candidates])
+    best = candidates[np.flatnonzero(errors <= errors.min() + 1e-12)]
+    return float((best[0] + best[-1]) / 2)
+
+
+def _category_kinds(specs: Mapping[str, tuple]) -> dict[str, set[str]]:
+    kinds: dict[str, set[str]] = {}
+    for category, kind, *_ in specs.values():
+        kinds.setdefault(category, set()).add(kind)
+    return kinds
+
+
 def calibrate(samples: Iterable[tuple[str, int, Measurements, Measurements]],
               metadata: Mapping[str, object] | None = None) -> Thresholds:
     """Thresholds from ``(kind, level, measurements, reference measurements)`` samples made by
-    the calibration generator (level 0 = the undistorted photo, kind irrelevant there)."""
+    the calibration generator (level 0 = the undistorted photo, kind irrelevant there), then
+    the detection cut of every category on the scores those thresholds give."""
     rows = list(samples)
     tables: list[dict[str, Indicator]] = []
     for specs, with_reference in ((NO_REFERENCE, False), (FULL_REFERENCE, True)):
@@ -223,7 +291,19 @@ def calibrate(samples: Iterable[tuple[str, int, Measurements, Measurements]],
             values = [reading(m, ref) if with_reference else reading(m) for _, m, ref in chosen]
             table[name] = fit_indicator(values, [level for level, _, _ in chosen], rising)
         tables.append(table)
-    return Thresholds(tables[0], tables[1], dict(metadata or {}))
+    thresholds = Thresholds(tables[0], tables[1], dict(metadata or {}))
+    detection: dict[str, dict[str, float]] = {}
+    for part, specs, with_reference in (("no_reference", NO_REFERENCE, False),
+                                        ("full_reference", FULL_REFERENCE, True)):
+        scored = [(k, level, category_scores(m, ref if with_reference else None, thresholds))
+                  for k, level, m, ref in rows]
+        detection[part] = {
+            category: detection_cut(
+                [s[category] for _, level, s in scored if level == 0],
+                {lv: [s[category] for k, level, s in scored if level == lv and k in kinds]
+                 for lv in range(1, 5)})
+            for category, kinds in _category_kinds(specs).items()}
+    return replace(thresholds, detection=detection)
 
 
 def explain(category: str, m: Measurements, score: float, where: str = "") -> str:

@@ -19,10 +19,7 @@ from iqa_tools import load_image
 
 from ...query import Region, categories_in, region_of
 from .measure import Measurements, measure
-from .severity import category_scores, explain, severity_word
-
-#: Reported by detection when the query names none: every category at least slight.
-DETECTION_THRESHOLD = 1.0
+from .severity import category_scores, default_thresholds, explain, severity_word
 
 Box = tuple[float, float, float, float]
 
@@ -71,9 +68,13 @@ def _scope_keys(scope: Any) -> list[str]:
     return ["Global"]
 
 
-def _detected(category: Mapping[str, float], query: str) -> list[str]:
+def _detected(category: Mapping[str, float], query: str, with_reference: bool = False
+              ) -> list[str]:
+    """Categories present (at or above their calibrated detection score), most severe first,
+    plus any the query hints at."""
+    thresholds = default_thresholds()
     found = [c for c, s in sorted(category.items(), key=lambda kv: -kv[1])
-             if s >= DETECTION_THRESHOLD and c != "Sharpness"]
+             if c != "Sharpness" and s >= thresholds.present_from(c, with_reference)]
     for hinted in categories_in(query):
         if hinted not in found:
             found.append(hinted)
@@ -85,9 +86,9 @@ def _detected(category: Mapping[str, float], query: str) -> list[str]:
 
 def detect(image_path: str, scope: Any, query: str = "", reference: str | None = None
            ) -> dict[str, list[str]]:
-    """Per scope key: categories that are at least slight, plus any the query hints at, most
-    severe first."""
-    return {key: _detected(scores_for(image_path, key, query, reference), query)
+    """Per scope key: categories present, plus any the query hints at, most severe first."""
+    return {key: _detected(scores_for(image_path, key, query, reference), query,
+                           reference is not None)
             for key in _scope_keys(scope)}
 
 
