@@ -122,7 +122,8 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
 
 def _decide(session: Session, run_id: str, state: AgenticIQAState,
             lease_seconds: float | None, job_id: str | None) -> NextStep | None:
-    """The next step of a running run whose current ``state`` is known; closes it when none.
+    """The next step of a running run whose current, stored ``state`` is known; closes it when
+    none.
 
     ``job_id``: the run's job (None: no job).
     """
@@ -131,7 +132,7 @@ def _decide(session: Session, run_id: str, state: AgenticIQAState,
         return None
     step = next_step(state)
     if step is None:
-        repository.finish_run(session, run_id, state=state)
+        repository.finish_run(session, run_id, state=state, state_saved=True)
         return None
     if lease_seconds is not None:
         repository.extend_lease(session, run_id, lease_seconds)

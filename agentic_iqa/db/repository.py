@@ -367,9 +367,13 @@ def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error
     session.flush()
 
 
-def finish_run(session: Session, run_id: str, *, state: AgenticIQAState) -> None:
+def finish_run(session: Session, run_id: str, *, state: AgenticIQAState,
+               state_saved: bool = False) -> None:
     """Close the run with its final state: succeeded when the Summarizer answered, or, for a
-    metric job's run (which has no Summarizer), when its tools ran without a run error."""
+    metric job's run (which has no Summarizer), when its tools ran without a run error.
+
+    ``state_saved``: ``state`` is already the run's stored state (the caller just wrote or
+    read it), so it is not serialised and written a second time."""
     run = get_run(session, run_id)
     result = state.get("summarizer_result")
     metric_done = bool(state.get("metric_tools")) and not state.get("error")
@@ -378,7 +382,8 @@ def finish_run(session: Session, run_id: str, *, state: AgenticIQAState) -> None
     run.quality_score = result.quality_score if result is not None else None
     run.error = redact(state.get("error"))
     run.iteration_count = state.get("iteration_count", 0)
-    run.state_json = redact(state_to_json(state))
+    if not state_saved:
+        run.state_json = redact(state_to_json(state))
     run.finished_at = utc_now()
     run.lease_until = None
     session.flush()
