@@ -224,8 +224,10 @@ def _begin(engine: Engine, run_id: str, step: str, iteration: int, *, worker: st
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
             return StepResult(SKIPPED)
+        # A running run's lease was moved by whoever sent this step (it decided on it).
         record = repository.begin_step(session, run_id, step, iteration, worker=worker,
-                                       queue=queue, lease_seconds=lease_seconds)
+                                       queue=queue, lease_seconds=lease_seconds,
+                                       run_started=held.status == "running")
         if record is None:
             return StepResult(SKIPPED)
         if max_attempts is not None and record.attempts > max_attempts and record.taken_over:

@@ -235,16 +235,18 @@ def first_attempt(session: Session, run_id: str, step: str, iteration: int, *,
 
 def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
                worker: str | None = None, queue: str | None = None,
-               lease_seconds: float | None = None) -> Attempt | None:
+               lease_seconds: float | None = None, run_started: bool = False
+               ) -> Attempt | None:
     """Mark a step as running (one more attempt); None when it already succeeded.
 
     A caller that gets None skips the work: this is a redelivery of a finished task.  With
     ``lease_seconds`` (workers), a step still running under a live lease raises
     :class:`StepBusy`: its owner is alive, so this delivery is a duplicate and must wait; once
     the lease has passed (the owner died), this delivery takes the step over.
+    ``run_started``: as for :func:`first_attempt`.
     """
     first = first_attempt(session, run_id, step, iteration, worker=worker, queue=queue,
-                          lease_seconds=lease_seconds)
+                          lease_seconds=lease_seconds, run_started=run_started)
     if first is not None:  # the usual case
         return first
     now = utc_now()
