@@ -85,14 +85,42 @@ def _contains(text: str, term: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", text) is not None
 
 
+#: Contrast words that, in a sentence about colour ("are the colours washed out?"), describe the
+#: colours (saturation), not the tonal range: there they count as Color distortions only.
+COLOUR_QUALIFIERS = ("washed out", "washed-out", "faded")
+
+
+def _term_positions(text: str, terms: Iterable[str]) -> list[tuple[int, str]]:
+    return [(m.start(), t) for t in terms
+            for m in re.finditer(rf"(?<![\w-]){re.escape(t)}(?![\w-])", text)]
+
+
+def _sentence_terms(text: str) -> dict[str, list[tuple[int, str]]]:
+    """Per category, (position, term) of its words, with :data:`COLOUR_QUALIFIERS` moved from
+    Contrast to Color distortions in the sentences that name colour."""
+    hits = {category: _term_positions(text, terms)
+            for category, terms in DISTORTION_TERMS.items()}
+    colour_sentences = {_sentence_at(text, position)
+                        for position, _ in hits["Color distortions"]}
+    moved = [(position, term) for position, term in hits["Contrast"]
+             if term in COLOUR_QUALIFIERS and _sentence_at(text, position) in colour_sentences]
+    hits["Contrast"] = [hit for hit in hits["Contrast"] if hit not in moved]
+    hits["Color distortions"] += moved
+    return hits
+
+
+def _sentence_at(text: str, position: int) -> int:
+    """Which sentence of ``text`` the character at ``position`` is in (0, 1, ...)."""
+    return len(re.findall(r"[.?!;](?:\s|$)", text[:position]))
+
+
 def categories_in(text: str) -> list[str]:
+    """Distortion categories named in ``text``, in order of first mention.  "Washed out" and
+    "faded" are a contrast problem ("is the photo washed out?") except where the sentence is
+    about colour ("are the colours washed out or distorted?": a colour question only)."""
     lowered = text.lower()
-    found: list[tuple[int, str]] = []
-    for category, terms in DISTORTION_TERMS.items():
-        positions = [m.start() for t in terms
-                     for m in re.finditer(rf"(?<![\w-]){re.escape(t)}(?![\w-])", lowered)]
-        if positions:
-            found.append((min(positions), category))
+    found = [(min(position for position, _ in hits), category)
+             for category, hits in _sentence_terms(lowered).items() if hits]
     return [category for _, category in sorted(found)]
 
 

@@ -6,8 +6,9 @@ The protocol
 * LIVE-C dev is split by a hash of each file name (:func:`part_of`): FIT (about 60 %) and
   HELD-OUT (about 40 %).  The rule and the sizes are written into the shipped parameters'
   metadata.
-* ``--fit`` uses FIT photos only: the severity thresholds are calibrated on FIT photos degraded
-  by the *calibration* generator (agentic_iqa.synthetic, levels 0-4); the opinion models (one per
+* ``--fit`` uses FIT photos only: the severity thresholds, the per-category detectors (yes/no)
+  and the which-distortion model are calibrated on FIT photos degraded by the *calibration*
+  generator (agentic_iqa.synthetic, levels 0-4); the opinion models (one per
   tool the pipeline may run, one without) are ridge regressions whose penalty is chosen by
   cross-validation inside FIT, and the nested cross-validated SRCC inside FIT is printed as the
   in-sample figure.  It writes agentic_iqa/vlm/builtin/severity.json and opinion.json.
@@ -79,6 +80,8 @@ from agentic_iqa.vlm.builtin.severity import (
     calibrate,
     category_scores,
     default_thresholds,
+    dominance,
+    presence,
 )
 from iqa_tools import ToolRegistry, ToolSettings
 
@@ -310,7 +313,11 @@ def fit_all(args: argparse.Namespace, registry: ToolRegistry, mos: dict[str, flo
     thresholds = calibrate(calibration_measurements(args, calibration_names), metadata={
         **provenance, "calibration_photos": len(calibration_names),
         "generator": "agentic_iqa.synthetic (calibration generator), levels 0-4",
-        "rule": "each threshold separates two neighbouring levels with the fewest errors",
+        "rule": "slight begins where degraded copies are told from clean photos with the fewest "
+                "errors, each further level half-way between neighbouring levels' median "
+                "readings; detection: per category a logistic regression of all indicator "
+                "scores, cut at the lowest balanced error; which distortion: a multinomial "
+                "logistic regression of the same scores",
     })
     THRESHOLDS_FILE.write_text(thresholds.to_json())
     default_thresholds.cache_clear()
@@ -544,17 +551,22 @@ def answer_from_measurements(question: str, m: Measurements, reference: Measurem
     (the same :func:`answer._choose_option` on the same category scores; tools do not change
     these question types' answers)."""
     scores = category_scores(m, reference, thresholds)
-    detection = thresholds.detection_table(reference is not None)
-    return builtin_answer._choose_option(question, options_in(question), scores, 3.0,
-                                         detection)[0]
+    return builtin_answer._choose_option(
+        question, options_in(question), scores, 3.0,
+        present=presence(m, reference, thresholds),
+        dominant=dominance(m, reference, thresholds))[0]
 
 
 def dev_report(args: argparse.Namespace, fit_names: list[str]) -> None:
     calibration_names, validation_names = dev_split(fit_names)
     print(f"dev split of FIT: {len(calibration_names)} DEV-CAL / {len(validation_names)} DEV-VAL")
     thresholds = calibrate(calibration_measurements(args, calibration_names))
-    print("detection cuts (no reference): " + ", ".join(
-        f"{c} {v:.2f}" for c, v in thresholds.detection["no_reference"].items()))
+    print("detection cuts (with a reference): " + ", ".join(
+        f"{c} {v:.2f}" for c, v in thresholds.detection["full_reference"].items()))
+    for category, detector in thresholds.detectors.items():
+        print(f"detector {category:<18} cut {detector.cut:+.2f}  " + " ".join(
+            f"{n} {w:+.2f}" for n, w in sorted(detector.weights.items(),
+                                               key=lambda kv: -abs(kv[1]))[:4]))
     started = time.perf_counter()
     measured = test_measurements(args, validation_names)
     records: list[Record] = []

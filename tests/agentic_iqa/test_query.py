@@ -18,6 +18,19 @@ def test_distortion_words_map_to_the_seven_categories(text, expected):
     assert categories_in(text) == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Are the colours of this image washed out or distorted? A. Yes B. No",
+     ["Color distortions"]),
+    ("The colours look faded.", ["Color distortions"]),
+    ("Is the image washed out? Are the colours natural?", ["Contrast", "Color distortions"]),
+    ("Is the photo hazy and are the colours washed out?", ["Contrast", "Color distortions"]),
+    ("Does it look flat and faded?", ["Contrast"]),
+    ("Does this image have low contrast?", ["Contrast"]),
+])
+def test_washed_out_colours_are_a_colour_question_not_a_contrast_one(text, expected):
+    assert categories_in(text) == expected
+
+
 def test_objects_tools_options_and_intent():
     parsed = parse_query("How noisy is the sky compared to the person's face?", TOOLS)
     assert parsed.objects == ("sky", "person's face")

@@ -26,9 +26,9 @@ from ...agents.summarizer import missing_evidence
 from ...query import categories_in, options_in
 from .measure import opinion_features
 from .opinion import OpinionModel, OpinionModels, as_models
-from .severity import SEVERITIES, default_thresholds
+from .severity import SEVERITIES
+from .vision import dominance_for, presence_for, scores_for
 from .vision import measurements as image_measurements
-from .vision import scores_for
 
 LEVEL_WORDS = {"excellent": 5, "good": 4, "fair": 3, "poor": 2, "bad": 1,
                "high": 4, "medium": 3, "average": 3, "low": 2, "very good": 5, "very poor": 1}
@@ -58,6 +58,31 @@ def category_severity(context: Mapping[str, Any], reference: str | None = None
             value = fine if int(min(fine, 4)) == level else level + 0.5
             result[item["type"]] = max(result.get(item["type"], 0.0), value)
     return result
+
+
+def category_presence(context: Mapping[str, Any], reference: str | None = None
+                      ) -> dict[str, float]:
+    """Per category, how far it is above the point from which it counts as present (>= 0:
+    present), the largest over the analysed scopes (:func:`.severity.presence`)."""
+    query = context.get("query", "")
+    result: dict[str, float] = {}
+    for key in (context.get("distortion_analysis") or {"Global": []}):
+        for category, margin in presence_for(context["image_path"], key, query,
+                                             reference).items():
+            result[category] = max(result.get(category, -math.inf), margin)
+    return result
+
+
+def category_dominance(context: Mapping[str, Any], reference: str | None = None
+                       ) -> dict[str, float] | None:
+    """Per category, the probability that it is the image's distortion, averaged over the
+    analysed scopes (None with a reference: the largest severity answers there)."""
+    query = context.get("query", "")
+    keys = list(context.get("distortion_analysis") or {"Global": []})
+    found = [dominance_for(context["image_path"], key, query, reference) for key in keys]
+    if any(f is None for f in found) or not found:
+        return None
+    return {c: sum(f[c] for f in found) / len(found) for c in found[0]}
 
 
 def _tool_pairs(context: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -106,12 +131,13 @@ def explain(context: Mapping[str, Any], model: OpinionModel | OpinionModels | No
     options = options_in(query)
     severity = category_severity(context, reference)
     estimate = quality_estimate(context, model)
-    detection = default_thresholds().detection_table(reference is not None)
+    present = category_presence(context, reference)
     if options:
-        letter, why = _choose_option(query, options, severity, estimate, detection)
+        letter, why = _choose_option(query, options, severity, estimate, present=present,
+                                     dominant=category_dominance(context, reference))
         return {"final_answer": letter, "need_replan": False,
                 "quality_reasoning": f"{why} {evidence}".strip()}
-    answer = _free_answer(query, severity, estimate, context.get("plan"), detection)
+    answer = _free_answer(query, severity, estimate, context.get("plan"), present=present)
     return {"final_answer": answer, "need_replan": False,
             "quality_reasoning": f"{answer}. {evidence}".strip()}
 
@@ -124,23 +150,38 @@ def _level_of(text: str) -> int | None:
     return None
 
 
-def _excess(severity: Mapping[str, float], detection: Mapping[str, float], category: str
-            ) -> float:
-    """How far a category's severity is above the score from which it counts as present (a
-    yes/no question is answered Yes from 0): a "slight" reading that clean photos often show
-    (natural blur, a dark scene) is no reason to say Yes."""
+def _excess(severity: Mapping[str, float], detection: Mapping[str, float], category: str,
+            present: Mapping[str, float] | None = None) -> float:
+    """How far a category is above the point from which it counts as present (a yes/no
+    question is answered Yes from 0): ``present`` (:func:`.severity.presence`) where given,
+    else the severity minus its detection score.  A "slight" reading that clean photos often
+    show (natural blur, a dark scene) is no reason to say Yes."""
+    if present is not None and category in present:
+        return present[category]
     return severity.get(category, 0.0) - detection.get(category, 1.0)
 
 
 def _choose_option(query: str, options: dict[str, str], severity: dict[str, float],
-                   estimate: float, detection: Mapping[str, float] | None = None
-                   ) -> tuple[str, str]:
+                   estimate: float, detection: Mapping[str, float] | None = None, *,
+                   present: Mapping[str, float] | None = None,
+                   dominant: Mapping[str, float] | None = None) -> tuple[str, str]:
+    """The option the evidence supports.  ``present``: per category how far it is above the
+    point from which it counts as present (yes/no questions; else severity minus
+    ``detection``).  ``dominant``: per category the probability that it is the image's
+    distortion (which distortion is most severe; else the largest severity)."""
     detection = detection or {}
     stem = query.split("A.")[0] if "A." in query else query
     asked = categories_in(stem)
     by_category = {letter: categories_in(text) for letter, text in options.items()}
     if all(by_category.values()):
         least = re.search(r"\b(least|mildest|smallest)\b", stem, re.I) is not None
+        if dominant and not least and all(c in dominant for cats in by_category.values()
+                                          for c in cats):
+            likely = {letter: sum(dominant[c] for c in set(cats))
+                      for letter, cats in by_category.items()}
+            pick = max(likely, key=likely.__getitem__)
+            return pick, (f"Option {pick} ({options[pick]}) is the most likely distortion "
+                          f"(probability {likely[pick]:.2f} from the measurements together).")
         value = {letter: max(severity.get(c, 0.0) for c in cats)
                  for letter, cats in by_category.items()}
         pick = (min if least else max)(value, key=value.__getitem__)
@@ -157,9 +198,10 @@ def _choose_option(query: str, options: dict[str, str], severity: dict[str, floa
         return pick, f"The distortion in question is {word}."
     yes_no = {letter: text.lower().strip(" .") for letter, text in options.items()}
     if set(yes_no.values()) <= {"yes", "no"} and len(yes_no) == 2:
-        present = max((_excess(severity, detection, c) for c in asked), default=-1.0) >= 0.0
-        pick = next(k for k, v in yes_no.items() if v == ("yes" if present else "no"))
-        return pick, ("The asked distortion is visible." if present
+        visible = max((_excess(severity, detection, c, present) for c in asked),
+                      default=-1.0) >= 0.0
+        pick = next(k for k, v in yes_no.items() if v == ("yes" if visible else "no"))
+        return pick, ("The asked distortion is visible." if visible
                       else "The asked distortion is not visible.")
     levels = {letter: _level_of(text) for letter, text in options.items()}
     if all(v is not None for v in levels.values()):
@@ -175,15 +217,16 @@ NOUNS = {"Blurs": "blur", "Noise": "noise", "Compression": "compression artefact
 
 def _free_answer(query: str, severity: dict[str, float], estimate: float,
                  context_plan: Mapping[str, Any] | None = None,
-                 detection: Mapping[str, float] | None = None) -> str:
+                 detection: Mapping[str, float] | None = None, *,
+                 present: Mapping[str, float] | None = None) -> str:
     asked = categories_in(query)
     detection = detection or {}
     if asked:
-        worst = max(asked, key=lambda c: _excess(severity, detection, c))
+        worst = max(asked, key=lambda c: _excess(severity, detection, c, present))
         level = severity.get(worst, 0.0)
         word = SEVERITIES[min(4, int(level))]
         noun = NOUNS.get(worst, worst.lower())
-        if _excess(severity, detection, worst) >= 0.0:
+        if _excess(severity, detection, worst, present) >= 0.0:
             return f"Yes: {word} {noun}"
         return f"No: {noun} is not visible"
     technical = f"{LEVEL_NAMES[round(estimate)]} technical quality ({estimate:.2f} on a 1-5 scale)"

@@ -32,6 +32,14 @@ level half-way between the typical readings of its neighbours (:func:`fit_indica
 separate *detection* score per category (:func:`detection_cut`) says from where a distortion is
 reported as present at all (a yes/no question, the executor's detection): clean authentic photos
 often read "slight" blur or odd exposure, so it sits above the start of "slight" where they do.
+Without a reference, one reading alone confuses a distortion with content (a dark scene, a
+soft photo), but the readings together tell more (blur also lowers the measured noise and
+blockiness; desaturation in HSV also brightens), so two small linear models of all the
+indicator scores are fitted on the same calibration copies (:func:`fit_detector`,
+:func:`fit_dominance`): per category a logistic *detector* (degraded by that category or not;
+present from the cut with the lowest balanced error), and a multinomial model of which category
+a degraded copy was degraded by, for "which distortion is most severe?".  With a reference the
+change readings are clear enough: there the detection score and the largest severity decide.
 The result ships as ``severity.json`` with its provenance.  The benchmark then tests on other
 photos degraded by a different generator (:mod:`agentic_iqa.synthetic_test`).
 """
@@ -136,6 +144,28 @@ class Indicator:
 
 
 @dataclass(frozen=True)
+class Logistic:
+    """A linear model of the no-reference indicator scores (:func:`indicator_scores`): a weight
+    per indicator and a bias; a detector counts its category present from logit ``cut``."""
+
+    weights: dict[str, float]
+    bias: float
+    cut: float = 0.0
+
+    def logit(self, scores: Mapping[str, float]) -> float:
+        return self.bias + sum(w * float(scores.get(name, 0.0))
+                               for name, w in self.weights.items())
+
+    def as_dict(self) -> dict[str, object]:
+        return {"weights": self.weights, "bias": self.bias, "cut": self.cut}
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, object]) -> Logistic:
+        return cls({str(k): float(v) for k, v in dict(document["weights"]).items()},
+                   float(document["bias"]), float(document.get("cut", 0.0)))
+
+
+@dataclass(frozen=True)
 class Thresholds:
     """Indicator anchors, and per category the severity score from which a distortion counts
     as present (``detection``: "no_reference"/"full_reference" -> category -> score; 1.0, the
@@ -145,6 +175,10 @@ class Thresholds:
     full_reference: dict[str, Indicator]
     metadata: dict[str, object] = field(default_factory=dict)
     detection: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: No reference: per category a logistic detector of all indicator scores (when fitted, it
+    #: decides presence instead of ``detection``), and the multinomial "which category" model.
+    detectors: dict[str, Logistic] = field(default_factory=dict)
+    dominance: dict[str, Logistic] = field(default_factory=dict)
 
     def present_from(self, category: str, with_reference: bool = False) -> float:
         """The score from which ``category`` is reported as present (Sharpness as Blurs)."""
@@ -160,6 +194,8 @@ class Thresholds:
             "no_reference": {k: v.as_dict() for k, v in self.no_reference.items()},
             "full_reference": {k: v.as_dict() for k, v in self.full_reference.items()},
             "detection": self.detection,
+            "detectors": {k: v.as_dict() for k, v in self.detectors.items()},
+            "dominance": {k: v.as_dict() for k, v in self.dominance.items()},
         }, indent=2) + "\n"
 
     @classmethod
@@ -170,8 +206,11 @@ class Thresholds:
                     for name, v in dict(part).items()}
         detection = {part: {c: float(v) for c, v in dict(values).items()}
                      for part, values in dict(document.get("detection", {})).items()}
+        def models(part: object) -> dict[str, Logistic]:
+            return {c: Logistic.from_dict(v) for c, v in dict(part or {}).items()}
         return cls(table(document["no_reference"]), table(document["full_reference"]),
-                   dict(document.get("metadata", {})), detection)
+                   dict(document.get("metadata", {})), detection,
+                   models(document.get("detectors")), models(document.get("dominance")))
 
 
 @lru_cache(maxsize=1)
@@ -210,6 +249,50 @@ def category_scores(m: Measurements, reference: Measurements | None = None,
 
 def severity_word(score: float) -> str:
     return SEVERITIES[min(4, int(score))]
+
+
+#: A category whose own severity reaches this ("extreme") is present whatever its detector says.
+ALWAYS_PRESENT = 4.0
+
+
+def presence(m: Measurements, reference: Measurements | None = None,
+             thresholds: Thresholds | None = None) -> dict[str, float]:
+    """Per category (and Sharpness), how far the image is above the point from which the
+    distortion counts as present: >= 0 means present (a yes/no question's Yes, the executor's
+    detection).  Without a reference the fitted detector's logit minus its cut, and present
+    anyway where the category's own reading is "extreme" (the detectors learn from copies with
+    one distortion each, so e.g. blur's lowers the measured noise; a photo both blurred and
+    noisy must not hide a blur that extreme); with a reference (or where no detector is fitted)
+    the severity minus the calibrated detection score."""
+    table = thresholds or default_thresholds()
+    scores = category_scores(m, reference, table)
+    detectors = table.detectors if reference is None else {}
+    readings = indicator_scores(m, None, table) if detectors else {}
+    margins = {c: (max(detectors[c].logit(readings) - detectors[c].cut,
+                       scores[c] - ALWAYS_PRESENT) if c in detectors
+                   else scores[c] - table.present_from(c, reference is not None))
+               for c in CATEGORIES}
+    margins["Sharpness"] = margins["Blurs"]
+    return margins
+
+
+def dominance(m: Measurements, reference: Measurements | None = None,
+              thresholds: Thresholds | None = None) -> dict[str, float] | None:
+    """Without a reference: the probability of each category being the one the image was
+    degraded by (the fitted multinomial model, see :func:`fit_dominance`); None with a reference
+    or where no model is fitted (then the largest severity answers)."""
+    table = thresholds or default_thresholds()
+    if reference is not None or not table.dominance:
+        return None
+    readings = indicator_scores(m, None, table)
+    logits = {c: model.logit(readings) for c, model in table.dominance.items()}
+    top = max(logits.values())
+    weights = {c: math.exp(v - top) for c, v in logits.items()}
+    total = sum(weights.values())
+    result = {c: w / total for c, w in weights.items()}
+    if "Blurs" in result:
+        result["Sharpness"] = result["Blurs"]
+    return result
 
 
 # -- calibration ------------------------------------------------------------------------------
@@ -270,6 +353,68 @@ def detection_cut(absent: Sequence[float], present: Mapping[int, Sequence[float]
     return float((best[0] + best[-1]) / 2)
 
 
+#: Ridge penalty and gradient steps of the detector and dominance models (indicator scores
+#: are 0..5, so no scaling is needed).
+_RIDGE, _STEPS = 1e-3, 4000
+
+
+def _design(rows: Sequence[Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
+    return np.c_[np.array([[float(r.get(n, 0.0)) for n in names] for r in rows]).reshape(
+        len(rows), len(names)), np.ones(len(rows))]
+
+
+def fit_detector(readings: Sequence[Mapping[str, float]], positive: Sequence[bool],
+                 levels: Sequence[int]) -> Logistic:
+    """A logistic detector of one category from indicator scores: copies degraded by it
+    (``positive``, at ``levels`` 1-4) against clean photos and copies degraded by anything else,
+    the two sides weighing the same.  The cut is the logit with the lowest balanced error, every
+    degraded level weighing the same (as :func:`detection_cut`)."""
+    names = sorted(NO_REFERENCE)
+    x = _design(readings, names)
+    y = np.asarray(positive, dtype=float)
+    lv = np.asarray(levels)
+    weights = np.where(y > 0, 0.5 / max(y.sum(), 1), 0.5 / max((1 - y).sum(), 1))
+    beta = np.zeros(x.shape[1])
+    penalty = np.r_[np.ones(len(names)), 0.0] * _RIDGE
+    for _ in range(_STEPS):
+        p = 1.0 / (1.0 + np.exp(-(x @ beta)))
+        beta -= x.T @ ((p - y) * weights) + penalty * beta
+    logits = x @ beta
+    absent = logits[y == 0]
+    present = {level: logits[(y > 0) & (lv == level)] for level in range(1, 5)}
+    values = np.unique(logits)
+    candidates = np.r_[values[0] - 1e-9, (values[:-1] + values[1:]) / 2, values[-1] + 1e-9]
+
+    def error(cut: float) -> float:
+        missed = [(v < cut).mean() for v in present.values() if len(v)]
+        return float((absent >= cut).mean() + (np.mean(missed) if missed else 0.0))
+
+    errors = np.array([error(c) for c in candidates])
+    best = candidates[np.flatnonzero(errors <= errors.min() + 1e-12)]
+    return Logistic({n: float(b) for n, b in zip(names, beta[:-1], strict=True)},
+                    float(beta[-1]), float((best[0] + best[-1]) / 2))
+
+
+def fit_dominance(readings: Sequence[Mapping[str, float]], labels: Sequence[str]
+                  ) -> dict[str, Logistic]:
+    """A multinomial logistic model of which category (``labels``) degraded each copy, from its
+    indicator scores: the answer to "which distortion is most severe?" without a reference."""
+    names = sorted(NO_REFERENCE)
+    classes = [c for c in CATEGORIES if c in set(labels)]
+    x = _design(readings, names)
+    y = np.eye(len(classes))[[classes.index(label) for label in labels]]
+    beta = np.zeros((x.shape[1], len(classes)))
+    penalty = np.r_[np.ones(len(names)), 0.0][:, None] * _RIDGE
+    for _ in range(_STEPS):
+        z = x @ beta
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        beta -= 0.5 * (x.T @ (p - y) / len(x) + penalty * beta)
+    return {c: Logistic({n: float(b) for n, b in zip(names, beta[:-1, i], strict=True)},
+                        float(beta[-1, i]))
+            for i, c in enumerate(classes)}
+
+
 def _category_kinds(specs: Mapping[str, tuple]) -> dict[str, set[str]]:
     kinds: dict[str, set[str]] = {}
     for category, kind, *_ in specs.values():
@@ -303,7 +448,17 @@ def calibrate(samples: Iterable[tuple[str, int, Measurements, Measurements]],
                 {lv: [s[category] for k, level, s in scored if level == lv and k in kinds]
                  for lv in range(1, 5)})
             for category, kinds in _category_kinds(specs).items()}
-    return replace(thresholds, detection=detection)
+    readings = [indicator_scores(m, None, thresholds) for _, _, m, _ in rows]
+    kinds = _category_kinds(NO_REFERENCE)
+    detectors = {category: fit_detector(readings,
+                                        [level > 0 and k in of for k, level, _, _ in rows],
+                                        [level for _, level, _, _ in rows])
+                 for category, of in kinds.items()}
+    category_of = {kind: category for category, of in kinds.items() for kind in of}
+    degraded = [(r, category_of[k]) for r, (k, level, _, _) in zip(readings, rows, strict=True)
+                if level > 0 and k in category_of]
+    dominant = fit_dominance([r for r, _ in degraded], [c for _, c in degraded])
+    return replace(thresholds, detection=detection, detectors=detectors, dominance=dominant)
 
 
 def explain(category: str, m: Measurements, score: float, where: str = "") -> str:

@@ -19,7 +19,7 @@ from iqa_tools import load_image
 
 from ...query import Region, categories_in, region_of
 from .measure import Measurements, measure
-from .severity import category_scores, default_thresholds, explain, severity_word
+from .severity import category_scores, dominance, explain, presence, severity_word
 
 Box = tuple[float, float, float, float]
 
@@ -62,19 +62,36 @@ def scores_for(path: str | Path, key: str, query: str = "",
     return scores(path, reference, region.box if region else None)
 
 
+def presence_for(path: str | Path, key: str, query: str = "",
+                 reference: str | Path | None = None) -> dict[str, float]:
+    """Per category, how far the scope is above the point from which it counts as present
+    (>= 0: present; :func:`.severity.presence`)."""
+    region = scope_region(key, query)
+    box = region.box if region else None
+    return presence(measurements(path, box), measurements(reference, box) if reference else None)
+
+
+def dominance_for(path: str | Path, key: str, query: str = "",
+                  reference: str | Path | None = None) -> dict[str, float] | None:
+    """Per category, the probability that it is the distortion the scope suffers from (None
+    with a reference: :func:`.severity.dominance`)."""
+    region = scope_region(key, query)
+    box = region.box if region else None
+    return dominance(measurements(path, box), measurements(reference, box) if reference else None)
+
+
 def _scope_keys(scope: Any) -> list[str]:
     if isinstance(scope, list) and scope:
         return [str(item) for item in scope]
     return ["Global"]
 
 
-def _detected(category: Mapping[str, float], query: str, with_reference: bool = False
+def _detected(category: Mapping[str, float], query: str, present: Mapping[str, float]
               ) -> list[str]:
-    """Categories present (at or above their calibrated detection score), most severe first,
+    """Categories present (``present`` >= 0: :func:`.severity.presence`), most severe first,
     plus any the query hints at."""
-    thresholds = default_thresholds()
     found = [c for c, s in sorted(category.items(), key=lambda kv: -kv[1])
-             if c != "Sharpness" and s >= thresholds.present_from(c, with_reference)]
+             if c != "Sharpness" and present.get(c, -1.0) >= 0.0]
     for hinted in categories_in(query):
         if hinted not in found:
             found.append(hinted)
@@ -88,7 +105,7 @@ def detect(image_path: str, scope: Any, query: str = "", reference: str | None =
            ) -> dict[str, list[str]]:
     """Per scope key: categories present, plus any the query hints at, most severe first."""
     return {key: _detected(scores_for(image_path, key, query, reference), query,
-                           reference is not None)
+                           presence_for(image_path, key, query, reference))
             for key in _scope_keys(scope)}
 
 

@@ -3,6 +3,7 @@ category that keeps yes/no answers No on clean photos with a little natural blur
 exposure."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,15 +13,24 @@ from agentic_iqa import synthetic_test
 from agentic_iqa.vlm.builtin import answer
 from agentic_iqa.vlm.builtin.measure import measure
 from agentic_iqa.vlm.builtin.severity import (
+    ALWAYS_PRESENT,
     CATEGORIES,
+    NO_REFERENCE,
     THRESHOLDS_FILE,
+    Logistic,
     Thresholds,
     category_scores,
     default_thresholds,
     detection_cut,
+    dominance,
+    fit_detector,
+    fit_dominance,
     fit_indicator,
+    indicator_scores,
+    presence,
 )
 from tests.agentic_iqa.conftest import EXAMPLE
+from tests.conftest import example_photo
 
 YES_NO = {"Blurs": "Is this image blurry? A. Yes B. No",
           "Noise": "Is this image noisy? A. Yes B. No",
@@ -99,3 +109,117 @@ def test_the_real_photo_is_not_called_blurry_noisy_or_badly_exposed(photo):
 def test_a_clear_distortion_of_the_other_generator_is_detected(photo, kind, category):
     scores = category_scores(measure(pixels(synthetic_test.degrade(photo, kind, 3))))
     assert scores[category] >= default_thresholds().present_from(category)
+
+
+# -- detectors and the "which distortion" model over all indicator scores --------------------
+
+def _readings(**values: float) -> dict[str, float]:
+    return {name: values.get(name, 0.0) for name in NO_REFERENCE}
+
+
+def test_a_detector_uses_the_other_readings_too():
+    """Blur also lowers the measured noise: clean photos with a soft look but their grain intact
+    are told from blurred copies only with the noise reading, and the fitted detector does."""
+    rng = np.random.default_rng(0)
+    clean = [_readings(blur=b, noise=1.0) for b in rng.uniform(0.0, 2.0, 60)]
+    blurred = [_readings(blur=b, noise=0.0) for b in rng.uniform(1.0, 3.0, 60)]
+    detector = fit_detector(clean + blurred, [False] * 60 + [True] * 60,
+                            [0] * 60 + [1, 2, 3, 4] * 15)
+    assert detector.weights["blur"] > 0.0 > detector.weights["noise"]
+    margins = [detector.logit(r) - detector.cut for r in clean + blurred]
+    assert sum(m >= 0 for m in margins[:60]) == 0 and sum(m >= 0 for m in margins[60:]) == 60
+
+
+def test_the_which_model_names_the_category_whose_readings_stand_out():
+    rng = np.random.default_rng(1)
+    rows, labels = [], []
+    for category, name in (("Blurs", "blur"), ("Noise", "noise"), ("Color distortions", "colour"),
+                           ("Brightness change", "dark")):
+        for _ in range(30):
+            rows.append(_readings(**{name: rng.uniform(1.0, 4.0), "bright": rng.uniform(0, 1)}))
+            labels.append(category)
+    model = fit_dominance(rows, labels)
+    assert set(model) == {"Blurs", "Noise", "Color distortions", "Brightness change"}
+    table = replace(default_thresholds(), dominance=model)
+    logits = {c: m.logit(_readings(colour=3.0, bright=0.5)) for c, m in table.dominance.items()}
+    assert max(logits, key=logits.__getitem__) == "Color distortions"
+
+
+def test_detectors_and_the_which_model_round_trip_and_decide_without_a_reference():
+    blur = Logistic({"blur": 2.0}, -1.0, cut=1.0)     # present from a blur score of 1.0
+    table = replace(default_thresholds(), detectors={"Blurs": blur},
+                    dominance={"Blurs": Logistic({"blur": 1.0}, 0.0),
+                               "Noise": Logistic({"noise": 1.0}, 0.0)})
+    again = Thresholds.from_dict(json.loads(table.to_json()))
+    assert again.detectors == table.detectors and again.dominance == table.dominance
+    photo = measure(pixels(example_photo()))
+    readings = indicator_scores(photo, None, table)
+    margins = presence(photo, None, table)
+    assert margins["Blurs"] == pytest.approx(max(2.0 * readings["blur"] - 2.0,
+                                                 category_scores(photo, None, table)["Blurs"]
+                                                 - ALWAYS_PRESENT))
+    assert margins["Sharpness"] == margins["Blurs"]
+    # No detector for Noise: the severity against the detection score, as before.
+    assert margins["Noise"] == pytest.approx(category_scores(photo, None, table)["Noise"]
+                                             - table.present_from("Noise"))
+    # With a reference the change readings decide; no "which" model there.
+    with_reference = presence(photo, photo, table)
+    assert with_reference["Blurs"] == pytest.approx(-table.present_from("Blurs", True))
+    assert dominance(photo, photo, table) is None
+    probabilities = dominance(photo, None, table)
+    assert set(probabilities) == {"Blurs", "Noise", "Sharpness"}
+    assert probabilities["Blurs"] + probabilities["Noise"] == pytest.approx(1.0)
+
+
+def test_an_extreme_reading_is_present_whatever_the_detector_says():
+    never = Logistic({"blur": 0.0}, -10.0, cut=0.0)
+    table = replace(default_thresholds(), detectors={"Blurs": never})
+    photo = example_photo()
+    smeared = measure(pixels(synthetic_test.degrade(photo, "defocus", 4)))
+    assert category_scores(smeared, None, table)["Blurs"] >= ALWAYS_PRESENT
+    assert presence(smeared, None, table)["Blurs"] >= 0.0
+    assert presence(measure(pixels(photo)), None, table)["Blurs"] < 0.0
+
+
+def test_which_distortion_follows_the_model_and_least_follows_severity():
+    question = ("Which distortion is most severe in this image? A. Blur B. Noise "
+                "C. Colour distortion")
+    options = {"A": "Blur", "B": "Noise", "C": "Colour distortion"}
+    severity = {"Blurs": 1.2, "Noise": 0.3, "Color distortions": 1.0}
+    likely = {"Blurs": 0.2, "Noise": 0.1, "Color distortions": 0.7}
+    assert answer._choose_option(question, options, severity, 3.0)[0] == "A"
+    assert answer._choose_option(question, options, severity, 3.0, dominant=likely)[0] == "C"
+    least = question.replace("most", "least")
+    assert answer._choose_option(least, options, severity, 3.0, dominant=likely)[0] == "B"
+    yes_no = "Is this image blurry? A. Yes B. No"
+    assert answer._choose_option(yes_no, {"A": "Yes", "B": "No"}, {"Blurs": 3.0}, 3.0,
+                                 present={"Blurs": -0.5})[0] == "B"
+    assert answer._choose_option(yes_no, {"A": "Yes", "B": "No"}, {"Blurs": 0.5}, 3.0,
+                                 present={"Blurs": 0.1})[0] == "A"
+
+
+def test_shipped_detectors_and_which_model_cover_every_category():
+    table = default_thresholds()
+    assert set(table.detectors) == set(CATEGORIES)
+    assert set(table.dominance) == set(CATEGORIES)
+    for category, own in (("Blurs", "blur"), ("Noise", "noise"), ("Compression", "blocking"),
+                          ("Contrast", "contrast"), ("Color distortions", "colour")):
+        assert table.detectors[category].weights[own] > 0.5, category
+
+
+def test_the_real_photo_is_clean_to_the_detectors():
+    margins = presence(measure(pixels(example_photo())))
+    for category in CATEGORIES:
+        assert margins[category] < 0.0, (category, margins[category])
+
+
+@pytest.mark.parametrize("kind, category", [
+    ("defocus", "Blurs"), ("motion", "Blurs"), ("shot_noise", "Noise"),
+    ("jpeg_offgrid", "Compression"), ("gamma_dark", "Brightness change"),
+    ("gamma_bright", "Brightness change"), ("curve_contrast", "Contrast"),
+    ("hsv_desaturate", "Color distortions")])
+def test_a_clear_distortion_of_the_other_generator_is_detected_and_named(kind, category):
+    degraded = measure(pixels(synthetic_test.degrade(example_photo(), kind, 3)))
+    assert presence(degraded)[category] >= 0.0
+    probabilities = dominance(degraded)
+    assert max(CATEGORIES, key=probabilities.__getitem__) == category, probabilities
