@@ -3,7 +3,8 @@
 SQLite by default (a file in the working directory), PostgreSQL for many workers; the URL comes
 from ``AGENTIC_IQA_DATABASE_URL``.  Create or update the schema with :func:`upgrade` (or
 ``alembic upgrade head`` in the repository); then open sessions with :func:`session_scope` and
-use the repository functions, which are idempotent under Celery's redelivery.
+use the repository functions, which are idempotent under Celery's redelivery; displays and polls
+that only read use :func:`read_scope`.
 """
 
 from .engine import (
@@ -16,6 +17,7 @@ from .engine import (
     ensure_schema,
     make_engine,
     migrations_dir,
+    read_scope,
     session_scope,
     upgrade,
 )
@@ -75,6 +77,7 @@ __all__ = [
     "load_state",
     "make_engine",
     "migrations_dir",
+    "read_scope",
     "replans_for",
     "run_example_query",
     "session_scope",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from agentic_iqa.db import (
     database_url,
     dispose_engines,
     make_engine,
+    read_scope,
     session_scope,
+    upgrade,
 )
 from tests.agentic_iqa.db import IMAGE, QUERY, tool_log
 
@@ -70,6 +73,38 @@ def test_session_scope_commits_on_success_and_rolls_back_on_error(engine: Engine
         raise RuntimeError("task failed")
     with session_scope(engine) as session:
         assert session.scalars(select(Run.id)).all() == [kept]
+
+
+def test_a_read_scope_never_holds_the_write_lock_that_writers_wait_on(tmp_path: Path) -> None:
+    """A status poll (read_scope) inside its transaction: another process's writer commits at
+    once; a session_scope in the same place makes that writer wait for the lock."""
+    url = f"sqlite:///{tmp_path}/db.sqlite3"
+    upgrade(url)
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        run_id = create_run(session, query=QUERY, image_path=IMAGE)
+
+    def other_writer() -> None:
+        other = sqlite3.connect(tmp_path / "db.sqlite3", timeout=0.2, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("UPDATE runs SET status = 'running'")
+            other.execute("COMMIT")
+        finally:
+            other.close()
+
+    try:
+        with read_scope(engine) as session:
+            assert session.get(Run, run_id).status == "pending"
+            other_writer()
+        with read_scope(engine) as session:
+            assert session.get(Run, run_id).status == "running"
+        with session_scope(engine) as session, pytest.raises(sqlite3.OperationalError,
+                                                             match="locked"):
+            session.get(Run, run_id)
+            other_writer()
+    finally:
+        dispose_engines(url)
 
 
 def test_timestamps_come_back_timezone_aware_in_utc(engine: Engine) -> None:
