@@ -68,9 +68,10 @@ class PipelineSettings(BaseSettings):
     vlm_soft_time_limit: int = Field(default=300, ge=1)
     tool_soft_time_limit: int = Field(default=900, ge=1)
     hard_time_limit_margin: int = Field(default=60, ge=1)
-    #: A step task runs the run's following steps that belong to its own queue itself, for up
-    #: to this many seconds, instead of sending each as a message (plan, detection, analysis
-    #: and selection on one worker: four messages fewer per run); 0: one step per message.
+    #: A step task runs the run's following steps that belong to a queue its worker consumes
+    #: itself, for up to this many seconds, instead of sending each as a message (plan,
+    #: detection, analysis and selection on one worker: four messages fewer per run; a worker
+    #: of every queue: one message per run); 0: one step per message.
     inline_seconds: float = Field(default=60.0, ge=0)
     #: Celery task events (Flower's live view of every step); off saves two or three broker
     #: messages per step.
