@@ -6,19 +6,23 @@ in-distribution tuning, so the benchmark asks its multiple-choice questions abou
 here, by other processes that produce the same seven categories:
 
 =================  ======================================  ====================================
-kind               this generator                          calibration generator
+kind               this generator                          calibration generator (its shapes)
 =================  ======================================  ====================================
-defocus            disk (pillbox) PSF, radius 2σ           Gaussian blur σ
-motion             straight motion streak at 30°,          Gaussian blur σ
+defocus            disk (pillbox) PSF, radius 2σ           Gaussian blur σ; box average
+motion             straight motion streak at 30°,          Gaussian blur σ; box average
                    length σ·√12
-shot_noise         Poisson-Gaussian sensor noise in        additive Gaussian noise in sRGB
-                   linear light (90 % shot, 10 % read)
-jpeg_offgrid       4:4:4 chroma, progressive, optimized,   4:2:0, baseline, grid at (0, 0)
-                   8x8 grid shifted by (3, 5) pixels
-gamma_dark         power curve x^γ (highlights kept)       linear scaling (×0.7 ... ×0.15)
-gamma_bright       power curve x^(1/γ) (no clipping)       linear scaling with clipping
-curve_contrast     straight tone curve through mid-grey    blend towards the image's mean grey
-hsv_desaturate     saturation scaled in HSV                blend towards BT.601 luma grey
+shot_noise         Poisson-Gaussian sensor noise in        additive Gaussian noise in sRGB;
+                   linear light (90 % shot, 10 % read)     luma grain; luma + blotchy chroma
+jpeg_offgrid       4:4:4 chroma, progressive, optimized,   4:2:0 baseline, grid at (0, 0);
+                   8x8 grid shifted by (3, 5) pixels       re-saved; 4:2:2 optimized
+gamma_dark         power curve x^γ (highlights kept)       linear scaling (×0.7 ... ×0.15);
+                                                           exposure cut + raised black point
+gamma_bright       power curve x^(1/γ) (no clipping)       linear gain with clipping; the same
+                                                           gain with a smooth shoulder
+curve_contrast     straight tone curve through mid-grey    blend towards the image's mean grey;
+                                                           haze towards a bright airlight
+hsv_desaturate     saturation scaled in HSV                blend towards BT.601 luma grey;
+                                                           CIELAB chroma; linear-light luminance
 =================  ======================================  ====================================
 
 The levels (1 = slight ... 4 = extreme) were set *before* any measurement, by one physical

@@ -8,7 +8,8 @@ The protocol
   metadata.
 * ``--fit`` uses FIT photos only: the severity thresholds, the per-category detectors (yes/no)
   and the which-distortion model are calibrated on FIT photos degraded by the *calibration*
-  generator (agentic_iqa.synthetic, levels 0-4); the opinion models (one per
+  generator (agentic_iqa.synthetic, levels 0-4, every one of its two or three processes per
+  kind: agentic_iqa.synthetic.SHAPES); the opinion models (one per
   tool the pipeline may run, one without) are ridge regressions whose penalty is chosen by
   cross-validation inside FIT, and the nested cross-validated SRCC inside FIT is printed as the
   in-sample figure.  It writes agentic_iqa/vlm/builtin/severity.json and opinion.json.
@@ -287,17 +288,19 @@ def calibration_measurements(args: argparse.Namespace, names: list[str]) -> list
             rows = [("none", 0, original, original)]
             for kind in synthetic.DEGRADATIONS:
                 for level in synthetic.LEVELS:
-                    degraded = synthetic.degrade(image, kind, level)
-                    rows.append((kind, level,
-                                 measure(np.asarray(degraded, dtype=np.float32) / 255.0),
-                                 original))
+                    for shape in synthetic.calibration_shapes(name, kind, level):
+                        degraded = synthetic.degrade(image, kind, level, shape)
+                        rows.append((kind, level,
+                                     measure(np.asarray(degraded, dtype=np.float32) / 255.0),
+                                     original))
             stored[name] = rows
             fresh += 1
         samples.extend(stored[name])
     if fresh:
         cache.write_bytes(pickle.dumps(stored))
     print(f"calibration measurements: {len(names)} FIT photos x "
-          f"{len(synthetic.DEGRADATIONS)} kinds x 4 levels + originals ({fresh} measured now, "
+          f"{len(synthetic.DEGRADATIONS)} kinds x 4 levels x every shape + originals "
+          f"({fresh} measured now, "
           f"{time.perf_counter() - started:.0f}s)")
     return samples
 
@@ -312,7 +315,8 @@ def fit_all(args: argparse.Namespace, registry: ToolRegistry, mos: dict[str, flo
     calibration_names = spread_subset(fit_names, args.calibration_images, "calibration")
     thresholds = calibrate(calibration_measurements(args, calibration_names), metadata={
         **provenance, "calibration_photos": len(calibration_names),
-        "generator": "agentic_iqa.synthetic (calibration generator), levels 0-4",
+        "generator": "agentic_iqa.synthetic (calibration generator), levels 0-4, every "
+                     "shape of every kind (synthetic.SHAPES)",
         "rule": "slight begins where degraded copies are told from clean photos with the fewest "
                 "errors, each further level half-way between neighbouring levels' median "
                 "readings; detection: per category a logistic regression of all indicator "
@@ -430,7 +434,10 @@ def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], gener
         for kind, (category, _) in generator.DEGRADATIONS.items():
             for level in generator.LEVELS:
                 copy = workdir / f"{Path(name).stem}_{kind}{level}.png"
-                generator.degrade(original, kind, level).save(copy)
+                shape = (generator.calibration_shape(name, kind, level)
+                         if hasattr(generator, "calibration_shape") else None)
+                (generator.degrade(original, kind, level, shape) if shape
+                 else generator.degrade(original, kind, level)).save(copy)
                 for question_kind, question, with_ref, expected in questions(name, kind,
                                                                              category, level):
                     answer = _answer(agents, question, copy, reference if with_ref else None)

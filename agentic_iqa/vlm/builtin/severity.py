@@ -27,7 +27,8 @@ added blown highlights), log ratio of contrast, log ratio of relative colourfuln
 
 The anchors are calibrated, not hand-set: ``benchmarks/agent_quality.py --fit`` degrades the FIT
 part of the LIVE-C dev photos with the calibration generator (:mod:`agentic_iqa.synthetic`,
-levels 1-4); "slight" begins where degraded photos are best told from clean ones, each further
+levels 1-4, every one of its two or three processes per kind, so the cuts do not follow one
+process's quirks); "slight" begins where degraded photos are best told from clean ones, each further
 level half-way between the typical readings of its neighbours (:func:`fit_indicator`).  A
 separate *detection* score per category (:func:`detection_cut`) says from where a distortion is
 reported as present at all (a yes/no question, the executor's detection): clean authentic photos
