@@ -54,7 +54,8 @@ import numpy as np
 from PIL import Image
 from scipy import signal
 
-from .synthetic import LEVELS, SEVERITY_OF_LEVEL
+# Pixel conversions are shared; the processes are not.
+from .synthetic import LEVELS, SEVERITY_OF_LEVEL, _array, _image, _to_linear, _to_srgb
 
 __all__ = ["DEGRADATIONS", "LEVELS", "SEVERITY_OF_LEVEL", "degrade"]
 
@@ -68,14 +69,6 @@ _SLOPE = (1.0, 0.7, 0.5, 0.3, 0.15)
 _SATURATION = (1.0, 0.6, 0.35, 0.15, 0.0)
 _GRID_SHIFT = (3, 5)
 _MOTION_ANGLE = 30.0
-
-
-def _array(image: Image.Image) -> np.ndarray:
-    return np.asarray(image.convert("RGB"), dtype=np.float64) / 255.0
-
-
-def _image(array: np.ndarray) -> Image.Image:
-    return Image.fromarray((np.clip(array, 0.0, 1.0) * 255.0).round().astype(np.uint8))
 
 
 def _convolve(array: np.ndarray, kernel: np.ndarray) -> np.ndarray:
@@ -129,15 +122,6 @@ def motion(image: Image.Image, level: int) -> Image.Image:
         return image.copy()
     kernel = motion_kernel(_SIGMA[level] * math.sqrt(12.0), _MOTION_ANGLE)
     return _image(_convolve(_array(image), kernel))
-
-
-def _to_linear(v: np.ndarray) -> np.ndarray:
-    return np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4)
-
-
-def _to_srgb(v: np.ndarray) -> np.ndarray:
-    v = np.clip(v, 0.0, 1.0)
-    return np.where(v <= 0.0031308, v * 12.92, 1.055 * v ** (1 / 2.4) - 0.055)
 
 
 def shot_noise(image: Image.Image, level: int, seed: int = 0) -> Image.Image:
