@@ -57,12 +57,28 @@ def redact(text: str | None) -> str | None:
     """``text`` with URL credentials, secret query parameters and key values masked."""
     if not text:
         return text
-    result = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
-    result = _SECRET_PARAM.sub(lambda m: f"{m['name']}{MASK}", result)
-    result = _AUTH_HEADER.sub(lambda m: f"{m['name']}{MASK}", result)
+    result = text
+    # Each pattern only where the literal text it needs is present: every stored state and
+    # step output passes through here, and the scans cost far more than these C-speed tests.
+    if "://" in result and "@" in result:
+        result = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", result)
+    if "=" in result:
+        result = _SECRET_PARAM.sub(lambda m: f"{m['name']}{MASK}", result)
+    if _may_hold_auth_header(result):
+        result = _AUTH_HEADER.sub(lambda m: f"{m['name']}{MASK}", result)
     for value in secret_values():
         result = result.replace(value, MASK)
     return result
+
+
+def _may_hold_auth_header(text: str) -> bool:
+    """False only when :data:`_AUTH_HEADER` cannot match.  Non-ASCII text always says yes:
+    the pattern's IGNORECASE also matches letters such as the dotless ``ı`` for ``i``, which
+    ``str.lower`` would not bring to the ASCII words looked for."""
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    return "bearer" in lowered or "x-api-key" in lowered
 
 
 class RedactingFilter(logging.Filter):

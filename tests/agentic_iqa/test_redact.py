@@ -17,6 +17,12 @@ from agentic_iqa.redact import RedactingFilter, redact
     ("Authorization: Bearer sk-abcdefghijkl", "Authorization: Bearer ***"),
     ("http://host:8000/v1 (no credentials)", "http://host:8000/v1 (no credentials)"),
     ("mail me at someone@example.org", "mail me at someone@example.org"),
+    ("PASSWORD=hunter22 in a DSN", "PASSWORD=*** in a DSN"),
+    ("X-API-KEY: abcdefgh1234", "X-API-KEY: ***"),
+    # IGNORECASE matches the dotless i for i: a header spelled with it is masked too.
+    ("x-ap\u0131-key: abcdefgh1234", "x-ap\u0131-key: ***"),
+    ('{"reasoning": "BeArEr abcdefgh1234 leaked", "url": "s3://k:v@b/x"}',
+     '{"reasoning": "BeArEr *** leaked", "url": "s3://***@b/x"}'),
 ])
 def test_urls_and_tokens_are_masked(text: str, expected: str) -> None:
     assert redact(text) == expected
