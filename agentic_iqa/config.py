@@ -73,6 +73,10 @@ class PipelineSettings(BaseSettings):
     #: detection, analysis and selection on one worker: four messages fewer per run; a worker
     #: of every queue: one message per run); 0: one step per message.
     inline_seconds: float = Field(default=60.0, ge=0)
+    #: A tool step whose every tool call has a cached score (a dataset re-run with other
+    #: questions, a resumed job) is a cache read: the worker that decided on it runs it where
+    #: it is (within ``inline_seconds``) instead of sending it to the tool queue and back.
+    cached_tools_inline: bool = True
     #: Celery task events (Flower's live view of every step); off saves two or three broker
     #: messages per step.
     task_events: bool = True

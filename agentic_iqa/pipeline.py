@@ -283,6 +283,17 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     return update
 
 
+def _planned_tools(state: AgenticIQAState) -> list[str]:
+    """The tools the run's tool step calls, in order, without repeats."""
+    if state.get("metric_tools"):
+        return list(state["metric_tools"])
+    plan = state["plan"]
+    evidence = _evidence(state)
+    distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
+    selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
+    return list(dict.fromkeys(tool for per in selected.values() for tool in per.values()))
+
+
 def planned_tool_calls(state: AgenticIQAState, registry: ToolRegistry
                        ) -> list[tuple[str, str, str | None]]:
     """The (tool, image, reference) calls the run's next step will make, when it is the tool
@@ -291,16 +302,8 @@ def planned_tool_calls(state: AgenticIQAState, registry: ToolRegistry
     if next_step(state) != EXECUTE:
         return []
     image, reference = state["image_path"], state.get("reference_path")
-    if state.get("metric_tools"):
-        tools: list[str] = list(state["metric_tools"])
-    else:
-        plan = state["plan"]
-        evidence = _evidence(state)
-        distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
-        selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
-        tools = list(dict.fromkeys(tool for per in selected.values() for tool in per.values()))
     calls = []
-    for tool in tools:
+    for tool in _planned_tools(state):
         try:
             full_reference = registry.get(tool).is_full_reference
         except ToolError:
@@ -309,6 +312,27 @@ def planned_tool_calls(state: AgenticIQAState, registry: ToolRegistry
             continue
         calls.append((tool, image, reference if full_reference else None))
     return calls
+
+
+def tool_step_cached(state: AgenticIQAState, registry: ToolRegistry) -> bool:
+    """Whether the run's upcoming tool step only reads the score cache: every tool it calls has
+    a cached score for these very files.  Such a step needs no tool (GPU) worker, so any worker
+    may run it where it is, saving two broker hops.  Anything unforeseen (an unknown tool, an
+    FR tool without a reference, an unreadable file) says no: the tool worker handles it."""
+    if next_step(state) != EXECUTE:
+        return False
+    try:
+        tools = _planned_tools(state)
+        image, reference = executor.load_inputs(state["image_path"], state.get("reference_path"))
+        for tool in tools:
+            full_reference = registry.get(tool).is_full_reference
+            if full_reference and reference is None:
+                return False
+            if registry.cached_score(tool, image, reference if full_reference else None) is None:
+                return False
+    except (ToolError, InputError):
+        return False
+    return bool(tools)
 
 
 def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Literal
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from .db import jobs, repository
+from .db import repository
 from .db.engine import session_scope
 from .heartbeat import HEARTBEATS
 from .pipeline import (
@@ -63,9 +63,10 @@ StepOutcome = Literal["ran", "skipped"]
 RAN: StepOutcome = "ran"
 SKIPPED: StepOutcome = "skipped"
 
-#: Whether the caller goes on with this upcoming step in its own process: the queue it runs
-#: the step for (recorded on the step), or None when the step is to be sent.
-Chain = Callable[[NextStep], str | None]
+#: Whether the caller goes on with this upcoming step in its own process, given the run's
+#: state: the queue it runs the step for (recorded on the step), or None when the step is to
+#: be sent.
+Chain = Callable[[NextStep, AgenticIQAState], str | None]
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,11 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
     first attempt; a step with a record already begins the usual way).
     """
     with session_scope(engine) as session:
-        run = repository.get_run(session, run_id)
+        run = repository.run_context(session, run_id)
         if run.status in {"succeeded", "failed"}:
             return None
-        state = repository.load_state(session, run_id)
-        upcoming = _decide(session, run_id, state, lease_seconds, run.job_id)
-        queue = None if upcoming is None or chain is None else chain(upcoming)
+        upcoming = _decide(session, run_id, run.state, lease_seconds, run.job_id)
+        queue = None if upcoming is None or chain is None else chain(upcoming, run.state)
         if upcoming is None or queue is None:
             return upcoming
         attempt = repository.first_attempt(
@@ -116,7 +116,7 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
         if attempt is None:
             return upcoming
         return replace(upcoming, begun=Begun(
-            state, attempt.attempts, run.job_id, repository.vlm_cache_allowed(session, run_id),
+            run.state, attempt.attempts, run.job_id, run.vlm_cache,
             frozenset(repository.vlm_keys_asked(session, run_id))))
 
 
@@ -127,7 +127,7 @@ def _decide(session: Session, run_id: str, state: AgenticIQAState,
 
     ``job_id``: the run's job (None: no job).
     """
-    if job_id is not None and jobs.get_job(session, job_id).status == "cancelled":
+    if job_id is not None and repository.job_cancelled(session, job_id):
         repository.fail_run(session, run_id, error="cancelled with its job")
         return None
     step = next_step(state)
@@ -198,7 +198,7 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
         repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                    collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
-        next_queue = None if upcoming is None or chain is None else chain(upcoming)
+        next_queue = None if upcoming is None or chain is None else chain(upcoming, new_state)
         if upcoming is not None and next_queue is not None:
             record = repository.first_attempt(
                 session, run_id, upcoming.step, upcoming.iteration, worker=worker,
@@ -217,17 +217,15 @@ def _begin(engine: Engine, run_id: str, step: str, iteration: int, *, worker: st
     """The step's first transaction: read the state, skip a stale or duplicate delivery, begin
     the step (or give it up when its deliveries kept dying)."""
     with session_scope(engine) as session:
-        # Held for the whole block: the session's identity map is weak, and every helper below
-        # looks the run up again (one SELECT instead of four).
-        held = repository.get_run(session, run_id)
-        state = repository.load_state(session, run_id)
+        run = repository.run_context(session, run_id)
+        state = run.state
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
             return StepResult(SKIPPED)
         # A running run's lease was moved by whoever sent this step (it decided on it).
         record = repository.begin_step(session, run_id, step, iteration, worker=worker,
                                        queue=queue, lease_seconds=lease_seconds,
-                                       run_started=held.status == "running")
+                                       run_started=run.status == "running")
         if record is None:
             return StepResult(SKIPPED)
         if max_attempts is not None and record.attempts > max_attempts and record.taken_over:
@@ -239,8 +237,7 @@ def _begin(engine: Engine, run_id: str, step: str, iteration: int, *, worker: st
             repository.fail_step(session, run_id, step, iteration, error=reason)
             repository.fail_run(session, run_id, error=reason)
             return StepResult(RAN)
-        return Begun(state, record.attempts, held.job_id,
-                     repository.vlm_cache_allowed(session, run_id),
+        return Begun(state, record.attempts, run.job_id, run.vlm_cache,
                      frozenset(repository.vlm_keys_asked(session, run_id)))
 
 
@@ -321,5 +318,5 @@ def _attempt(engine: Engine, agents: Agents, run_id: str, upcoming: NextStep,
                         begun=handed.pop() if handed else None, chain=_in_process)
 
 
-def _in_process(_: NextStep) -> str:
+def _in_process(_: NextStep, __: AgenticIQAState) -> str:
     return "in-process"

@@ -235,6 +235,15 @@ class ToolRegistry:
             log.warning("%s failed, trying fallbacks: %s", spec.name, failure)
             return self._fall_back(spec, target, failure, use_cache)
 
+    def cached_score(self, tool: str, image: LoadedImage,
+                     reference: LoadedImage | None = None) -> float | None:
+        """The tool's cached raw score for these files (None: not cached); never loads it."""
+        spec = self.get(tool)
+        hit = self.cache.get(cache_key(spec.name, image.digest,
+                                       reference.digest if reference is not None else None,
+                                       numerics=spec.numerics))
+        return None if hit is None else hit[0]
+
     def fallback_candidates(self, failed: ToolSpec) -> list[ToolSpec]:
         """The configured chain first, then every other available default NR tool."""
         chain = [self.get(name) for name in self.settings.fallback_chain]

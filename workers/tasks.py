@@ -34,8 +34,16 @@ from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import repository
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.jobs import lifecycle
-from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, Agents, default_agents
+from agentic_iqa.pipeline import (
+    EXECUTE,
+    STEPS,
+    TOOL_STEPS,
+    Agents,
+    default_agents,
+    tool_step_cached,
+)
 from agentic_iqa.redact import install_log_redaction
+from agentic_iqa.state import AgenticIQAState
 from agentic_iqa.supervisor import SupervisorThread
 from agentic_iqa.vlm.base import TransientVLMError
 
@@ -103,21 +111,36 @@ def _consumed_queues() -> frozenset[str]:
 def _stays_here(since: float) -> service.Chain:
     """Whether a run's upcoming step runs on in this process, and for which queue: when this
     worker consumes the step's queue too (a worker of every queue runs a whole run from one
-    message), within ``inline_seconds`` of ``since``.  With batching on, tool steps always go
-    through the tool queue, where they are grouped."""
+    message), or when it is a tool step that only reads cached scores, within
+    ``inline_seconds`` of ``since``.  With batching on, tool steps that compute go through the
+    tool queue, where they are grouped."""
     here = _consumed_queues()
     until = since + settings().inline_seconds
     batching = settings().tool_batch_size > 1
 
-    def chain(upcoming: service.NextStep) -> str | None:
+    def chain(upcoming: service.NextStep, state: AgenticIQAState) -> str | None:
         queue = queue_for(upcoming.step)
-        if queue not in here or time.monotonic() >= until:
+        if time.monotonic() >= until:
             return None
-        if batching and upcoming.step in TOOL_STEPS:
-            return None
-        return queue
+        if upcoming.step not in TOOL_STEPS:
+            return queue if queue in here else None
+        if (queue not in here or batching) and _only_cached(state):
+            return f"{queue} (cached)"
+        return queue if queue in here and not batching else None
 
     return chain
+
+
+def _only_cached(state: AgenticIQAState) -> bool:
+    """Whether a tool step only reads cached scores (:func:`tool_step_cached`); a failure to
+    tell (the cache's store unreachable) means no: the step is sent, as without the check."""
+    if not settings().cached_tools_inline:
+        return False
+    try:
+        return tool_step_cached(state, agents().registry)
+    except Exception:
+        log.warning("could not tell whether a tool step is cached; sending it", exc_info=True)
+        return False
 
 
 def _task_for(step: str) -> Any:

@@ -33,6 +33,10 @@ from ..state import (
 from ..vlm.usage import CallRecord, ModelUsage
 from .models import Job, ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, VlmCall, utc_now
 
+_RUNS = Run.__table__
+_STEPS = StepRecord.__table__
+_JOBS = Job.__table__
+
 # NaN as "NaN", like the state's own models, so a failed tool's score survives in step outputs.
 _UPDATE = TypeAdapter(dict[str, Any], config=ConfigDict(ser_json_inf_nan="strings"))
 
@@ -124,6 +128,44 @@ def load_state(session: Session, run_id: str) -> AgenticIQAState:
     return state_from_json(get_run(session, run_id).state_json)
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What a step needs of its run before it begins, read in one statement."""
+
+    status: str
+    job_id: str | None
+    state: AgenticIQAState
+    #: False when the run, or the job it belongs to, was started with ``--no-vlm-cache``.
+    vlm_cache: bool
+
+
+#: Every step of every run begins with this read: a Core statement built once (the ORM's
+#: identity map and attribute loading cost more than the SQL here).
+_RUN_CONTEXT = (
+    select(_RUNS.c.status, _RUNS.c.job_id, _RUNS.c.state_json, _RUNS.c.vlm_cache,
+           _JOBS.c.vlm_cache.label("job_vlm_cache"))
+    .select_from(_RUNS.outerjoin(_JOBS, _JOBS.c.id == _RUNS.c.job_id))
+    .where(_RUNS.c.id == bindparam("b_run"))
+)
+
+
+def run_context(session: Session, run_id: str) -> RunContext:
+    """The run's status, job, state and VLM-cache setting, or :class:`RunNotFound`."""
+    row = session.execute(_RUN_CONTEXT, {"b_run": run_id}).first()
+    if row is None:
+        raise RunNotFound(run_id)
+    return RunContext(row.status, row.job_id, state_from_json(row.state_json),
+                      bool(row.vlm_cache) and row.job_vlm_cache is not False)
+
+
+_JOB_STATUS = select(_JOBS.c.status).where(_JOBS.c.id == bindparam("b_job"))
+
+
+def job_cancelled(session: Session, job_id: str) -> bool:
+    """Whether the job was cancelled (asked after every step of its runs: a Core read)."""
+    return session.scalar(_JOB_STATUS, {"b_job": job_id}) == "cancelled"
+
+
 def _find_step(session: Session, run_id: str, step: str, iteration: int) -> StepRecord | None:
     # FOR UPDATE (PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers): a second
     # delivery waits for the first one's commit and then sees its attempts, not a stale count.
@@ -180,8 +222,6 @@ def _dialect_insert(session: Session, table: Table) -> Any:
     raise NotImplementedError(f"database dialect {dialect!r}: use SQLite or PostgreSQL")
 
 
-_STEPS = StepRecord.__table__
-_RUNS = Run.__table__
 _first_inserts: dict[str, Any] = {}
 
 #: A first delivery starts its run (pending to running, its start time, its lease): plain Core
@@ -519,10 +559,14 @@ def vlm_cache_allowed(session: Session, run_id: str) -> bool:
     return bool(session.scalar(select(Job.vlm_cache).where(Job.id == run.job_id)) is not False)
 
 
+_VLM_CALLS = VlmCall.__table__
+_KEYS_ASKED = select(_VLM_CALLS.c.request_key).where(
+    _VLM_CALLS.c.run_id == bindparam("b_run"), _VLM_CALLS.c.request_key.is_not(None))
+
+
 def vlm_keys_asked(session: Session, run_id: str) -> set[str]:
     """The response-cache keys this run has asked already (in any step)."""
-    return set(session.scalars(select(VlmCall.request_key).where(
-        VlmCall.run_id == run_id, VlmCall.request_key.is_not(None))))
+    return set(session.scalars(_KEYS_ASKED, {"b_run": run_id}))
 
 
 def set_run_vlm_cache(session: Session, run_id: str, enabled: bool) -> None:

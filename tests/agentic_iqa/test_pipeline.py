@@ -18,6 +18,8 @@ from agentic_iqa.pipeline import (
     Agents,
     next_step,
     run_inprocess,
+    run_step,
+    tool_step_cached,
 )
 from agentic_iqa.state import (
     PlannerOutput,
@@ -30,6 +32,7 @@ from agentic_iqa.state import (
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
 from iqa_tools.catalog import Catalog, load_catalog
+from iqa_tools.images import read_image
 
 SEVERITY = ["none", "slight", "moderate", "severe", "extreme"]
 
@@ -230,3 +233,66 @@ def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(builtin_agent
     assert (status, answer) == ("failed", None)
     assert "tiny.png" in error and "is 1x1 pixels" in error
     assert state["error"] == error and "plan" not in state
+
+
+def _up_to_the_tool_step(query: str, image: str, agents: Agents, reference: str | None = None):
+    state = initial_state(query, image, reference)
+    while next_step(state) != EXECUTE:
+        step = next_step(state)
+        assert step is not None, "the plan never reached the tool step"
+        state = merge_state(state, run_step(step, state, agents))
+    return state
+
+
+def test_a_tool_step_counts_as_cached_only_when_every_call_it_makes_is(example_images):
+    """What lets a worker without tools run a tool step: all of its scores are in the cache,
+    for these very files; one uncached call, or a call it cannot foresee, says no."""
+    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
+    client = BuiltinClient()
+    agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
+    state = _up_to_the_tool_step("Rate this image using PIQE.", str(example_images["noise3"]),
+                                 agents)
+    assert tool_step_cached(state, registry) is False  # nothing scored yet
+    run_step(EXECUTE, state, agents)  # scores (and caches) the step's call
+    assert tool_step_cached(state, registry) is True
+    # The key is the files' content, not their names: a copy is cached, another image is not.
+    copy = example_images["noise3"].with_name("copy-of-noise3.png")
+    copy.write_bytes(example_images["noise3"].read_bytes())
+    assert tool_step_cached(dict(state, image_path=str(copy)), registry) is True
+    other = dict(state, image_path=str(example_images["blur3"]))
+    assert tool_step_cached(other, registry) is False
+    # Not at the tool step (done already): nothing to foresee.
+    done = merge_state(state, run_step(EXECUTE, state, agents))
+    assert next_step(done) != EXECUTE and tool_step_cached(done, registry) is False
+    # A missing file is for the tool worker to report, not for this check.
+    gone = dict(state, image_path=str(example_images["noise3"].with_name("gone.png")))
+    assert tool_step_cached(gone, registry) is False
+
+
+def test_one_uncached_call_of_a_metric_step_is_enough_to_send_it(example_images):
+    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
+    image, reference = str(example_images["jpeg4"]), str(example_images["original"])
+    state = initial_state("metrics", image, reference, metric_tools=["PSNR", "SSIM"])
+    assert next_step(state) == EXECUTE
+    registry.execute_tool("PSNR", image, reference)
+    assert tool_step_cached(state, registry) is False  # SSIM is not scored yet
+    registry.execute_tool("SSIM", image, reference)
+    assert tool_step_cached(state, registry) is True
+    # The reference is part of the key: the same target against another reference is not.
+    assert tool_step_cached(dict(state, reference_path=str(example_images["blur3"])),
+                            registry) is False
+
+
+def test_a_full_reference_tool_without_a_reference_is_never_cached(example_images):
+    """Its step falls back to another tool, which the check cannot foresee."""
+    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
+    client = BuiltinClient()
+    agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
+    state = _up_to_the_tool_step("Rate this image using SSIM.", str(example_images["blur3"]),
+                                 agents)
+    logs = run_step(EXECUTE, state, agents)["executor_evidence"].tool_logs
+    used = {log.tool_name for log in logs}
+    assert "SSIM" not in used and used  # an NR tool stood in, and its score is cached ...
+    image = read_image(example_images["blur3"])
+    assert all(registry.cached_score(tool, image) is not None for tool in used)
+    assert tool_step_cached(state, registry) is False  # ... but the step is still not foreseen

@@ -80,6 +80,36 @@ def test_a_worker_of_both_queues_runs_a_whole_run_from_one_message(make_cluster,
             assert queue == ("gpu" if step == "tool_execution" else "default")
 
 
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "sent"])
+def test_a_tool_step_whose_scores_are_all_cached_runs_on_the_worker_that_decided_it(
+        make_cluster, sqlite_url, tmp_path, inline):
+    """A second run of the same image: its tool step is a cache read, run on the default
+    worker (two broker hops saved), with the same scores; with the setting off it is sent."""
+    cluster = make_cluster(sqlite_url,
+                           AGENTIC_IQA_TOOL_CACHE=f"sqlite:///{tmp_path / 'scores.sqlite3'}",
+                           AGENTIC_IQA_CACHED_TOOLS_INLINE=str(inline).lower())
+    default = cluster.start("default", "default")
+    gpu = cluster.start("gpu", "gpu")
+    first = submit(cluster, "Rate the quality of this image.")
+    assert wait_for(cluster, first) == "succeeded"
+    second = submit(cluster, "Rate the quality of this image.")
+    assert wait_for(cluster, second) == "succeeded"
+    tool_step = {run_id: next(row for row in step_rows(cluster, run_id)
+                              if row[0] == "tool_execution") for run_id in (first, second)}
+    assert tool_step[first][3:] == (gpu, "gpu", 1)
+    assert tool_step[second][3:] == ((default, "gpu (cached)", 1) if inline else (gpu, "gpu", 1))
+    engine = make_engine(sqlite_url)
+    with session_scope(engine) as session:
+        logs = {run_id: [(log.tool_name, log.raw_score, log.cached)
+                         for log in repository.tool_logs_for(session, run_id)]
+                for run_id in (first, second)}
+    assert logs[first] and all(not cached for *_, cached in logs[first])
+    assert [(tool, raw, True) for tool, raw, _ in logs[first]] == logs[second]
+    scores = [service.load(engine, run_id)["summarizer_result"].quality_score
+              for run_id in (first, second)]
+    assert scores[0] == scores[1]
+
+
 def test_steps_the_plan_turns_off_are_never_enqueued(make_cluster, sqlite_url):
     cluster = make_cluster(sqlite_url)
     cluster.start("default", "default")
