@@ -549,16 +549,6 @@ def run_example_query(session: Session, name: str, **params: Any) -> list[Row[An
 # -- VLM calls -------------------------------------------------------------------------------
 
 
-def vlm_cache_allowed(session: Session, run_id: str) -> bool:
-    """False when the run, or the job it belongs to, was started with ``--no-vlm-cache``."""
-    run = get_run(session, run_id)
-    if not run.vlm_cache:
-        return False
-    if run.job_id is None:
-        return True
-    return bool(session.scalar(select(Job.vlm_cache).where(Job.id == run.job_id)) is not False)
-
-
 _VLM_CALLS = VlmCall.__table__
 _KEYS_ASKED = select(_VLM_CALLS.c.request_key).where(
     _VLM_CALLS.c.run_id == bindparam("b_run"), _VLM_CALLS.c.request_key.is_not(None))
