@@ -119,14 +119,15 @@ def _stays_here(since: float) -> service.Chain:
     batching = settings().tool_batch_size > 1
 
     def chain(upcoming: service.NextStep, state: AgenticIQAState) -> str | None:
-        queue = queue_for(upcoming.step)
         if time.monotonic() >= until:
             return None
-        if upcoming.step not in TOOL_STEPS:
-            return queue if queue in here else None
-        if (queue not in here or batching) and _only_cached(state):
+        queue = queue_for(upcoming.step)
+        tool_step = upcoming.step in TOOL_STEPS
+        if queue in here and not (batching and tool_step):
+            return queue
+        if tool_step and _only_cached(state):
             return f"{queue} (cached)"
-        return queue if queue in here and not batching else None
+        return None
 
     return chain
 
