@@ -105,13 +105,45 @@ def mode_local(args: argparse.Namespace) -> dict:
     # Warm-up (not timed): models built and torch started, as for the bare loop's metrics.
     warm = lifecycle.submit(engine, _warmup_manifest(args.workdir, 2), tools=_job_tools(args))
     lifecycle.run_local(engine, warm, agents, workers=1)
-    started = time.perf_counter()
-    job_id = lifecycle.submit(engine, args.manifest, tools=_job_tools(args))
-    lifecycle.run_local(engine, job_id, agents, workers=args.threads)
-    seconds = time.perf_counter() - started
+    with _profiled(args.profile):
+        started = time.perf_counter()
+        job_id = lifecycle.submit(engine, args.manifest, tools=_job_tools(args))
+        lifecycle.run_local(engine, job_id, agents, workers=args.threads)
+        seconds = time.perf_counter() - started
     final = lifecycle.progress(engine, job_id)
     return {"items": final.total, "done": final.counts.get("done", 0), "seconds": seconds,
             "peak_mb": peak_mb(), "job_id": job_id}
+
+
+@contextlib.contextmanager
+def _profiled(path: Path | None) -> Iterator[None]:
+    """With ``--profile FILE``: a wall-clock profile of every thread (yappi) of the timed part,
+    written as text, by own time and by total time, so that the job's time over the bare loop
+    can be traced to functions."""
+    if path is None:
+        yield
+        return
+    import yappi
+
+    yappi.set_clock_type("wall")
+    yappi.start(builtins=False, profile_threads=True)
+    try:
+        yield
+    finally:
+        yappi.stop()
+        stats = yappi.get_func_stats()
+        with path.open("w") as handle:
+            for key, title in (("tsub", "own time"), ("ttot", "total time")):
+                stats.sort(key, "desc")
+                handle.write(f"== by {title} (wall, all threads) ==\n")
+                for entry in list(stats)[:60]:
+                    where = f"{Path(entry.module).name}:{entry.lineno} {entry.name}"
+                    handle.write(f"{entry.ncall:>9} {entry.tsub:>9.3f} {entry.ttot:>9.3f}  "
+                                 f"{where}\n")
+            handle.write("== threads ==\n")
+            for thread in yappi.get_thread_stats():
+                handle.write(f"{thread.name:<24}{thread.id:>6}{thread.ttot:>10.3f}"
+                             f"{thread.sched_count:>8}\n")
 
 
 def mode_distributed(args: argparse.Namespace) -> dict:
@@ -239,6 +271,9 @@ def main() -> None:
                         help="a metric job (--metric-tools) instead of the agent")
     parser.add_argument("--metric-tools", default="BRISQUE,NIQE,PIQE")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (bare loop and tools)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="metric job: write a wall-clock profile of the local run (yappi) "
+                        "to this file")
     parser.add_argument("--local-only", action="store_true",
                         help="metric job: no distributed rows (no broker or PostgreSQL needed)")
     parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
@@ -321,8 +356,9 @@ def metric_main(args: argparse.Namespace) -> None:
     local_env = {k: v for k, v in fresh(
         "local", f"sqlite:///{args.workdir / 'local.sqlite3'}").items()
         if k != "AGENTIC_IQA_BROKER_URL"}
+    profile = {"profile": str(args.profile.resolve())} if args.profile else {}
     results["metric job, local (SQLite)"] = run_mode("local", args, local_env,
-                                                     job_tools=job_tools)
+                                                     job_tools=job_tools, **profile)
     shape = f"+{args.tool_workers} tool, batch {args.batch_size}" if args.tool_workers else ""
     for count in () if args.local_only else [int(n) for n in args.scaling.split(",")]:
         with _scratch_database(args, count) as url:
