@@ -385,8 +385,9 @@ def assess(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final state as JSON")] = False,
     max_replans: Annotated[
-        int, typer.Option("--max-replans", min=0, help="bound on replanning rounds")
-    ] = 2,
+        int | None, typer.Option("--max-replans", min=0, help="bound on replanning rounds "
+                                 "(default: max_replan_iterations in configs/pipeline.yaml)")
+    ] = None,
     distributed: Annotated[
         bool, typer.Option("--distributed", help="run the steps on Celery workers")
     ] = False,
@@ -418,6 +419,10 @@ def assess(
         _fail(str(exc))
     if not vlm_cache:  # clients built in this process get no cache; stored runs say so too
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
+    if max_replans is None:
+        from .config import PipelineSettings
+
+        max_replans = PipelineSettings.load().max_replan_iterations
     if distributed:
         state, run_id = _assess_distributed(query, image_path, reference_path, max_replans,
                                             timeout, vlm_cache=vlm_cache)

@@ -334,6 +334,8 @@ def _end_of_wait(engine: Any, job_id: str) -> None:
     from .jobs import lifecycle
 
     current = lifecycle.progress(engine, job_id)
+    if current.status == "cancelled" and current.error:
+        _fail(f"job {job_id} {current.error}")
     if current.status == "cancelled":
         _fail(f"job {job_id} was cancelled: {current.finished} of {current.total} items "
               "finished; `agentic-iqa eval resume` continues it")
@@ -383,7 +385,7 @@ def status(
                 "items_per_second": current.throughput, "eta_seconds": current.eta_seconds,
                 "stalled": current.stalled, "kind": "metric" if current.tools else "agent",
                 "tools": list(current.tools) if current.tools else None,
-                "vlm": _vlm_summary(engine, current.job_id)}
+                "error": current.error, "vlm": _vlm_summary(engine, current.job_id)}
     if as_json:
         print(json.dumps(document, indent=2))
         return
@@ -391,6 +393,8 @@ def status(
 
     out.print(f"job {current.job_id} ({escape(current.name)}): {current.status}",
               highlight=False, soft_wrap=True)
+    if current.error:
+        out.print(f"  [red]{escape(current.error)}[/]", highlight=False, soft_wrap=True)
     if current.tools:
         out.print(f"  metric job (no agent): {', '.join(current.tools)}", highlight=False,
                   soft_wrap=True)

@@ -118,7 +118,8 @@ def next_step(state: AgenticIQAState) -> str | None:
     plan = state["plan"]
     flags = plan.plan
     wanted = (
-        (DETECT, flags.distortion_detection),
+        # Distortions the query names are the ones looked at: never detected and replaced.
+        (DETECT, flags.distortion_detection and not plan.distortions),
         (ANALYSE, flags.distortion_analysis),
         (SELECT, flags.tool_selection and not plan.required_tool),
         (EXECUTE, flags.tool_execution),
@@ -170,6 +171,23 @@ class TransientRetry:
 
 #: The default: 4 attempts, waits of about 0.5, 1 and 2 s (+ jitter): a few seconds in all.
 TRANSIENT_RETRY = TransientRetry()
+
+
+#: Executor subtasks that ask a VLM: when their transient errors outlast the retries they are
+#: given up (their evidence null, the run goes on), as the spec says of a failed subtask.
+ABANDONABLE = frozenset({DETECT, ANALYSE, SELECT})
+
+
+def abandoned(step: str, state: AgenticIQAState, reason: str) -> dict[str, Any] | None:
+    """The update that gives up ``step`` after its transient errors outlasted every retry:
+    its evidence stays null and the reason is kept in ``step_errors``; None for a step the run
+    cannot go on without (plan, summarize), which then fails the run."""
+    if step not in ABANDONABLE or "plan" not in state:
+        return None
+    key = f"{step}#{state.get('iteration_count', 0)}"
+    log.warning("%s given up, its evidence stays empty: %s", key, reason)
+    return {"steps_done": _done(state, step), "executor_evidence": ExecutorOutput(),
+            "step_errors": {**state.get("step_errors", {}), key: reason}}
 
 
 def check_planner_input(query: str, image_path: str, reference_path: str | None,
@@ -386,9 +404,14 @@ def run_inprocess(query: str, image_path: str, reference_path: str | None = None
         started = time.perf_counter()
         try:
             update = retry.call(step, partial(run_step, step, state, agents))
-        except VLMError as exc:  # permanent, or transient after every retry: the run ends
-            log.error("run failed at %s: %s", step, exc)
-            return merge_state(state, {"error": f"{step} failed: {exc}", "step_seconds": timings})
+        except VLMError as exc:  # permanent, or transient after every retry
+            given_up = (abandoned(step, state, f"{step} failed: {exc}")
+                        if isinstance(exc, TransientVLMError) else None)
+            if given_up is None:  # a step the run cannot go without: the run ends
+                log.error("run failed at %s: %s", step, exc)
+                return merge_state(state, {"error": f"{step} failed: {exc}",
+                                           "step_seconds": timings})
+            update = given_up
         state = merge_state(state, update)
         elapsed = time.perf_counter() - started
         key = f"{step}#{state.get('iteration_count', 0)}" if step != REPLAN else step

@@ -69,6 +69,12 @@ STRICT_JSON_SUFFIX = (
     "\n\nReturn ONLY valid JSON: no prose, no code fences, nothing after the object."
 )
 
+#: Added as well when the reply before was cut off at the token limit.
+TRUNCATED_SUFFIX = (
+    "\nYour previous reply was cut off at the length limit: keep every explanation to one "
+    "short sentence."
+)
+
 PLANNER_SYSTEM = """You are the planner of an image quality assessment agent. Read the user's query
 (and note whether a reference image is given) and return a JSON plan with exactly these keys:
 {
@@ -79,7 +85,8 @@ PLANNER_SYSTEM = """You are the planner of an image quality assessment agent. Re
   "reference_mode": "Full-Reference" or "No-Reference",
   "required_tool": "<tool name>" or null,
   "plan": {"distortion_detection": bool, "distortion_analysis": bool,
-           "tool_selection": bool, "tool_execution": bool}
+           "tool_selection": bool, "tool_execution": bool},
+  "answer_mode": "scoring" or "explanation"
 }
 Rules:
 1. query_type is "IQA" for questions about technical quality (noise, blur, lighting,
@@ -90,11 +97,15 @@ Rules:
    distortions, using only: Blurs, Color distortions, Compression, Noise, Brightness change,
    Sharpness, Contrast); otherwise "Inferred" and distortions is null.
 4. reference_mode is "Full-Reference" exactly when a reference image is given.
-5. required_tool is set only when the query names a tool explicitly.
+5. required_tool is set only when the query names an IQA tool as a tool ("use NIQE", "the
+   BRISQUE score"); an ordinary word that is also a tool's name ("what is unique about...")
+   names no tool.
 6. plan: all false for "Other". distortion_detection is false when distortions are explicit.
    distortion_analysis is true. Region and tool named: tool_selection false, tool_execution true.
    Region named, no tool: both false. Tool named, no region: tool_selection false,
    tool_execution true. Neither: both true.
+7. answer_mode is "scoring" when the query asks for a rating or score of the image's quality
+   (in any language) and gives no options to choose from; otherwise "explanation".
 Return only the JSON object."""
 
 PLANNER_USER = """User's query: {query}

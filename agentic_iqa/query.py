@@ -13,27 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-#: Words and phrases that name a distortion category (matched as whole words, lower case).
-DISTORTION_TERMS: dict[str, tuple[str, ...]] = {
-    "Blurs": ("blur", "blurs", "blurry", "blurred", "blurriness", "out of focus", "out-of-focus",
-              "defocus", "defocused", "unfocused", "motion blur", "fuzzy", "smeared", "soft focus"),
-    "Noise": ("noise", "noisy", "grain", "grainy", "graininess", "speckle", "speckled",
-              "noisiness"),
-    "Compression": ("compression", "compressed", "jpeg", "jpg", "artifact", "artifacts",
-                    "artefact", "artefacts", "blocky", "blockiness", "blocking", "pixelated",
-                    "pixelation", "banding", "ringing"),
-    "Brightness change": ("brightness", "bright", "too bright", "dark", "darkness", "too dark",
-                          "dim", "exposure", "exposed", "overexposed", "overexposure",
-                          "underexposed", "underexposure", "lighting", "illumination",
-                          "brightness change"),
-    "Contrast": ("contrast", "washed out", "washed-out", "hazy", "haze", "faded", "flat"),
-    "Color distortions": ("color", "colour", "colors", "colours", "colored", "coloured",
-                          "saturation", "saturated", "desaturated", "oversaturated", "tint",
-                          "color cast", "colour cast", "white balance", "hue",
-                          "color distortion", "color distortions", "colour distortion"),
-    "Sharpness": ("sharp", "sharpness", "crisp", "crispness", "clarity", "detail", "details",
-                  "oversharpened", "over-sharpened"),
-}
+from .vocabulary import DISTORTION_TERMS
 
 #: Words of a question about taste rather than technical quality.
 AESTHETIC_TERMS = (
@@ -43,10 +23,32 @@ AESTHETIC_TERMS = (
     "romantic", "calm", "cozy", "elegant", "gorgeous", "nostalgic", "evoke", "evokes",
 )
 
-#: Words asking for a rating, which puts the summarizer in scoring mode.
-RATING_TERMS = ("rate", "rating", "score", "grade", "how good", "how is the quality",
-                "overall quality", "quality of this", "quality of the", "assess the quality",
-                "evaluate the quality", "quality level", "mos")
+#: Words asking for a rating, which puts the summarizer in scoring mode (the builtin planner's
+#: rule; a remote planner says so in the plan's ``answer_mode``).  English first, then a few
+#: other languages' usual phrasings.
+RATING_TERMS = (
+    "rate", "rating", "score", "grade", "how good", "how is the quality", "overall quality",
+    "quality of this", "quality of the", "assess the quality", "evaluate the quality",
+    "quality level", "mos",
+    # German, French, Spanish, Italian, Portuguese, Dutch
+    "bewerte", "bewerten", "bewertung", "beurteile", "beurteilen", "benote",
+    "wie gut ist", "wie ist die qualität", "évalue", "évaluez", "évaluer", "notez",
+    "quelle est la qualité", "califica", "calificar", "evalúa", "evalúe", "evaluar", "puntúa",
+    "puntuación", "qué calidad", "valuta", "valutare", "qual è la qualità", "avalie", "avaliar",
+    "classifique", "qual é a qualidade", "beoordeel", "hoe goed is",
+)
+#: The same for scripts written without spaces between words (matched as substrings).
+RATING_TERMS_UNSPACED = ("评分", "打分", "评价", "评估", "质量如何", "評価", "採点", "点数",
+                         "品質は")
+
+#: Tool names that are also ordinary words: they name the tool only when written as the
+#: catalogue does ("UNIQUE") or beside a word that makes them one ("using unique", "the unique
+#: score"); "What is unique about the noise?" names no tool.
+ORDINARY_WORD_TOOLS = frozenset({"unique", "tres"})
+_TOOL_CUE_BEFORE = ("using", "use", "with", "by", "via", "run", "running", "apply", "applying",
+                    "according to", "measured by", "computed by")
+_TOOL_CUE_AFTER = ("score", "scores", "metric", "metrics", "tool", "model", "index", "value",
+                   "values", "rating", "measure", "says")
 
 _NOT_OBJECTS = {
     "image", "images", "photo", "photos", "picture", "pictures", "photograph", "pic", "shot",
@@ -145,15 +147,36 @@ def objects_in(text: str) -> list[str]:
     return objects
 
 
-def tool_in(text: str, tool_names: Iterable[str]) -> str | None:
-    """The longest tool name mentioned as a whole word (so "MS-SSIM" wins over "SSIM")."""
+def _named_as_tool(text: str, name: str, variant: str) -> bool:
+    """Whether a mention of ``variant`` in ``text`` names the tool (see
+    :data:`ORDINARY_WORD_TOOLS`)."""
+    if name.lower() not in ORDINARY_WORD_TOOLS:
+        return _contains(text.lower(), variant)
+    if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
+        return True  # written as the catalogue spells it
     lowered = text.lower()
+    before = "|".join(re.escape(cue) for cue in _TOOL_CUE_BEFORE)
+    after = "|".join(re.escape(cue) for cue in _TOOL_CUE_AFTER)
+    word = re.escape(variant)
+    return re.search(rf"(?:\b(?:{before})\s+(?:the\s+)?{word}(?![\w-]))|"
+                     rf"(?:(?<![\w-]){word}(?:'s)?\s+(?:{after})\b)", lowered) is not None
+
+
+def tool_in(text: str, tool_names: Iterable[str]) -> str | None:
+    """The longest tool name the query names as a tool (so "MS-SSIM" wins over "SSIM")."""
     for name in sorted(tool_names, key=len, reverse=True):
         variants = {name.lower(), name.lower().replace("_", "-"), name.lower().replace("_", " "),
                     name.lower().replace("-", "").replace("_", "")}
-        if any(_contains(lowered, variant) for variant in variants):
+        if any(_named_as_tool(text, name, variant) for variant in variants):
             return name
     return None
+
+
+def wants_rating(text: str) -> bool:
+    """Whether ``text`` asks for a rating of the image, in any of the languages known here."""
+    lowered = text.lower()
+    return (any(_contains(lowered, term) for term in RATING_TERMS)
+            or any(term in text for term in RATING_TERMS_UNSPACED))
 
 
 def options_in(text: str) -> dict[str, str]:
@@ -181,7 +204,7 @@ def parse_query(text: str, tool_names: Iterable[str] = ()) -> ParsedQuery:
         tool=tool_in(text, tool_names),
         options=options,
         aesthetic=any(_contains(lowered, t) for t in AESTHETIC_TERMS),
-        wants_rating=any(_contains(lowered, t) for t in RATING_TERMS),
+        wants_rating=wants_rating(text),
     )
 
 

@@ -18,19 +18,20 @@ from typing import Literal
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from .db import repository
+from .db import jobs, repository
 from .db.engine import session_scope
 from .heartbeat import HEARTBEATS
 from .pipeline import (
     TRANSIENT_RETRY,
     Agents,
     TransientRetry,
+    abandoned,
     next_step,
     planned_tool_calls,
     run_step,
 )
 from .state import AgenticIQAState, merge_state
-from .vlm.base import TransientVLMError
+from .vlm.base import FatalVLMError, TransientVLMError
 from .vlm.usage import CallCollector, collecting
 
 log = logging.getLogger(__name__)
@@ -180,13 +181,20 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
                                        collector.records)
         raise
     except Exception as exc:  # a step that cannot finish ends the run, with the reason
-        log.exception("run %s: %s#%d failed", run_id, step, iteration)
-        reason = f"{step} failed: {type(exc).__name__}: {exc}"
+        fatal = isinstance(exc, FatalVLMError)
+        if fatal:  # a bad key or an unknown model: one clear line, no traceback
+            log.error("run %s: %s#%d failed: %s", run_id, step, iteration, exc)
+        else:
+            log.exception("run %s: %s#%d failed", run_id, step, iteration)
+        reason = f"{step} failed: {exc}" if fatal else \
+            f"{step} failed: {type(exc).__name__}: {exc}"
         with session_scope(engine) as session:
             repository.fail_step(session, run_id, step, iteration, error=reason)
             repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                        collector.records)
             repository.fail_run(session, run_id, error=reason)
+            if fatal and begun.job_id is not None:
+                jobs.stop_on_fatal_error(session, begun.job_id, exc, reason)
         return StepResult(RAN)
     key = step if step == "replan" else f"{step}#{iteration}"
     update = {**update, "step_seconds": {**state.get("step_seconds", {}),
@@ -289,6 +297,28 @@ def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) ->
         repository.fail_run(session, run_id, error=reason)
 
 
+def give_up(engine: Engine, run_id: str, step: str, iteration: int, reason: str, *,
+            lease_seconds: float | None = None) -> NextStep | None:
+    """A step whose transient errors outlasted every retry: an executor subtask is given up
+    (its evidence null, :func:`agentic_iqa.pipeline.abandoned`) and the run goes on with the
+    returned next step; any other step fails the run (None)."""
+    with session_scope(engine) as session:
+        run = repository.run_context(session, run_id)
+        state = run.state
+        if (run.status in {"succeeded", "failed"} or state.get("iteration_count", 0) != iteration
+                or next_step(state) != step):
+            return None  # stale: the step is done or the run has moved on
+        update = abandoned(step, state, reason)
+        if update is None:
+            repository.fail_step(session, run_id, step, iteration, error=reason)
+            repository.fail_run(session, run_id, error=reason)
+            return None
+        new_state = merge_state(state, update)
+        repository.complete_step(session, run_id, step, iteration, state=new_state,
+                                 update=update, lease_seconds=lease_seconds)
+        return _decide(session, run_id, new_state, lease_seconds, run.job_id)
+
+
 def run_embedded(engine: Engine, agents: Agents, run_id: str, *,
                  retry: TransientRetry = TRANSIENT_RETRY) -> AgenticIQAState:
     """Walk a stored run to its end in this process (the embedded default: no broker).
@@ -302,9 +332,9 @@ def run_embedded(engine: Engine, agents: Agents, run_id: str, *,
             result = retry.call(upcoming.step, partial(
                 _attempt, engine, agents, run_id, upcoming, [upcoming.begun]))
         except TransientVLMError as exc:
-            fail(engine, run_id, upcoming.step, upcoming.iteration,
-                 f"{upcoming.step} failed: {exc}")
-            break
+            upcoming = give_up(engine, run_id, upcoming.step, upcoming.iteration,
+                               f"{upcoming.step} failed: {exc}")
+            continue
         upcoming = result.upcoming if result.outcome == RAN else advance(engine, run_id)
     return load(engine, run_id)
 

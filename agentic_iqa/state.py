@@ -15,7 +15,8 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, Self, cast
@@ -37,7 +38,14 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from iqa_tools import DISTORTION_CATEGORIES, Catalog, UnknownToolError, load_catalog
+from iqa_tools import Catalog, UnknownToolError, load_catalog
+
+from .vocabulary import (
+    DISTORTION_CATEGORIES,
+    QUALITY_LEVELS,
+    canonical_distortion,
+    canonical_severity,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +57,6 @@ MAX_REPLAN_HISTORY = 10
 IMAGE_EXTENSIONS: tuple[str, ...] = (
     ".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif",
 )
-#: The five quality levels of scoring mode, in score order: "Bad" is c = 1, "Excellent" c = 5.
-QUALITY_LEVELS: tuple[str, ...] = ("Bad", "Poor", "Fair", "Good", "Excellent")
 #: How far a level distribution may sum from 1 (log-probabilities rounded by the backend).
 PROBABILITY_SUM_TOLERANCE = 1e-3
 
@@ -77,24 +83,82 @@ def _configured_catalog(_environment: tuple[str | None, ...]) -> Catalog:
     return load_catalog(settings.metadata_path, settings.metadata_overrides)
 
 
-def canonical_distortion(name: str) -> str:
-    """The category spelled as in :data:`DISTORTION_CATEGORIES`; a VLM's "noise" is "Noise"."""
-    key = name.strip().casefold()
-    for category in DISTORTION_CATEGORIES:
-        if category.casefold() == key:
-            return category
-    raise ValueError(
-        f"unknown distortion category {name!r}; valid categories: "
-        + ", ".join(DISTORTION_CATEGORIES)
-    )
-
-
 def _canonical_if_category(name: str) -> str:
     """Keys that only *should* be categories are spelled canonically when they are one."""
     try:
         return canonical_distortion(name)
     except ValueError:
         return name
+
+
+def _one_of(value: Any, spellings: Mapping[str, str]) -> Any:
+    """``value`` as the allowed literal it spells (case, spaces, hyphens and underscores
+    ignored), or unchanged for the validator to refuse."""
+    if not isinstance(value, str):
+        return value
+    key = "".join(ch for ch in value.casefold() if ch.isalnum())
+    return spellings.get(key, value)
+
+
+def _snake(key: str) -> str:
+    key = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key.strip())
+    return re.sub(r"[^0-9a-z]+", "_", key.casefold()).strip("_")
+
+
+def _field_keys(data: Any, names: Iterable[str]) -> Any:
+    """``data`` with keys spelled another way ("Query Type", "queryType", "query-type") renamed
+    to the field they spell; keys that are no field are left for the model to ignore."""
+    if not isinstance(data, Mapping):
+        return data
+    wanted = {_snake(name): name for name in names}
+    renamed: dict[Any, Any] = {}
+    for key, value in data.items():
+        name = wanted.get(_snake(key), key) if isinstance(key, str) else key
+        if name not in renamed or name == key:
+            renamed[name] = value
+    return renamed
+
+
+def _is_global(name: Any) -> bool:
+    return isinstance(name, str) and name.strip().casefold() in {"global", "whole image",
+                                                                 "entire image", "image"}
+
+
+def _known_distortions(values: Any, where: str) -> Any:
+    """A list of distortion names with each spelled canonically and the ones that name no
+    category dropped (logged): one odd label ("lens flare") must not void the others.  A single
+    string counts as a list of one."""
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, list | tuple):
+        return values
+    kept: list[Any] = []
+    for value in values:
+        try:
+            name = canonical_distortion(value) if isinstance(value, str) else value
+        except ValueError:
+            log.warning("%s: %r is no distortion category; ignored", where, value)
+            continue
+        if name not in kept:
+            kept.append(name)
+    return kept
+
+
+def _distortion_lists(value: Any, where: str) -> Any:
+    """``{object: [distortion, ...]}`` from a model: "global" keys spelled "Global", each list
+    through :func:`_known_distortions`, objects left with none dropped."""
+    if not isinstance(value, Mapping):
+        return value
+    result: dict[Any, Any] = {}
+    for key, values in value.items():
+        name = "Global" if _is_global(key) else key
+        kept = _known_distortions(values, where)
+        if isinstance(kept, list) and not kept and values:
+            continue
+        if isinstance(kept, list) and isinstance(result.get(name), list):
+            kept = [*result[name], *(v for v in kept if v not in result[name])]
+        result[name] = kept
+    return result
 
 
 #: Validation context of data this package wrote itself (see :func:`state_from_json`).
@@ -192,6 +256,11 @@ class PlanControlFlags(_StateModel):
         description="run IQA tools and collect normalized [1, 5] scores",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return _field_keys(data, [*cls.model_fields, "tool_execute"])
+
 
 _PLANNER_EXAMPLE: dict[str, Any] = {
     "query_type": "IQA",
@@ -231,32 +300,99 @@ class PlannerOutput(_StateModel):
     reference_mode: Literal["Full-Reference", "No-Reference"] = Field(
         description='"Full-Reference" exactly when a reference image is given'
     )
-    required_tool: str | None = Field(
+    required_tool: ToolName | None = Field(
         default=None, description="an IQA tool the query names explicitly, else null"
     )
     plan: PlanControlFlags = Field(description="which Executor subtasks run")
+    answer_mode: Literal["scoring", "explanation"] | None = Field(
+        default=None,
+        description='"scoring" when the query asks for a rating of the image (the answer is a '
+        'quality level and a score), "explanation" for any other question (multiple choice '
+        "included); null: decided from the query's wording",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        data = _field_keys(data, cls.model_fields)
+        if isinstance(data, Mapping) and "plan" not in data:
+            # The four flags written beside the other keys instead of under "plan".
+            flags = _field_keys(data, [*PlanControlFlags.model_fields, "tool_execute"])
+            found = {k: flags[k] for k in (*PlanControlFlags.model_fields, "tool_execute")
+                     if k in flags}
+            if found:
+                data = {**data, "plan": found}
+        return data
+
+    @field_validator("query_type", mode="before")
+    @classmethod
+    def _query_type(cls, value: Any) -> Any:
+        return _one_of(value, {"iqa": "IQA", "technical": "IQA", "technicalquality": "IQA",
+                               "other": "Other", "aesthetic": "Other", "aesthetics": "Other"})
 
     @field_validator("distortion_source", mode="before")
     @classmethod
     def _fix_paper_spelling(cls, value: Any) -> Any:
-        return "Explicit" if value == "Explict" else value
+        return _one_of(value, {"explicit": "Explicit", "explict": "Explicit",
+                               "inferred": "Inferred", "implicit": "Inferred",
+                               "infer": "Inferred"})
+
+    @field_validator("reference_mode", mode="before")
+    @classmethod
+    def _reference_mode(cls, value: Any) -> Any:
+        return _one_of(value, {"fullreference": "Full-Reference", "fr": "Full-Reference",
+                               "noreference": "No-Reference", "nr": "No-Reference",
+                               "blind": "No-Reference"})
+
+    @field_validator("answer_mode", mode="before")
+    @classmethod
+    def _answer_mode(cls, value: Any) -> Any:
+        return _one_of(value, {"scoring": "scoring", "score": "scoring", "rating": "scoring",
+                               "rate": "scoring", "explanation": "explanation",
+                               "explain": "explanation", "answer": "explanation",
+                               "text": "explanation", "multiplechoice": "explanation"})
 
     @field_validator("query_scope", mode="before")
     @classmethod
     def _scope(cls, value: Any) -> Any:
         if isinstance(value, str):
             name = value.strip()
-            return "Global" if name.casefold() == "global" else [name]
-        if isinstance(value, list | tuple) and not value:
-            return "Global"
+            return "Global" if _is_global(name) or not name else [name]
+        if isinstance(value, list | tuple):
+            names = [v for v in value if not _is_global(v)]
+            # ["Global"], [] and the like: the whole image
+            return list(dict.fromkeys(names)) if names else "Global"
         return value
+
+    @field_validator("distortions", mode="before")
+    @classmethod
+    def _distortions(cls, value: Any) -> Any:
+        value = _distortion_lists(value, "plan distortions")
+        return value or None
 
     @field_validator("required_tool", mode="before")
     @classmethod
-    def _blank_tool_is_none(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return value.strip() or None
-        return value
+    def _blank_tool_is_none(cls, value: Any, info: ValidationInfo) -> Any:
+        """A blank or "none" is no tool; a name the catalogue does not know is looked for as
+        a tool inside the text ("the NIQE metric"), else dropped (logged): a model's wording
+        must not void its plan, and a required tool is only ever a real one."""
+        if not isinstance(value, str):
+            return value
+        value = value.strip()
+        if not value or value.casefold() in {"none", "null", "n/a", "no"}:
+            return None
+        if isinstance(info.context, dict) and info.context.get("stored"):
+            return value
+        catalog = _catalog()
+        try:
+            return catalog.resolve(value)
+        except UnknownToolError:
+            from .query import tool_in
+
+            named = tool_in(value, [spec.name for spec in catalog])
+            if named is None:
+                log.warning("plan: required_tool %r is no tool of the catalogue; ignored", value)
+            return named
 
 
 class PlannerError(_StateModel):
@@ -331,10 +467,26 @@ class DistortionAnalysis(_StateModel):
     severity: Severity = Field(description="none, slight, moderate, severe or extreme")
     explanation: Text = Field(description="a brief visual explanation")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        data = _field_keys(data, cls.model_fields)
+        if isinstance(data, Mapping) and "type" not in data:
+            for other in ("distortion", "distortion_type", "name", "category"):
+                if other in data:
+                    data = {**data, "type": data[other]}
+                    break
+        return data
+
     @field_validator("severity", mode="before")
     @classmethod
     def _lower_severity(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
+        if isinstance(value, str):
+            try:
+                return canonical_severity(value)
+            except ValueError:
+                return value.strip().lower()  # refused below, with the valid words
+        return value
 
 
 class ToolExecutionLog(_StateModel):
@@ -407,7 +559,7 @@ class ExecutorOutput(_StateModel):
     distortion_analysis: dict[ObjectName, list[DistortionAnalysis]] | None = Field(
         default=None, description="severity and explanation per distortion, per object"
     )
-    selected_tools: dict[ObjectName, dict[DistortionKey, ToolName]] | None = Field(
+    selected_tools: dict[ObjectName, dict[Distortion, ToolName]] | None = Field(
         default=None, description="the tool chosen per object and distortion (canonical names)"
     )
     quality_scores: dict[ObjectName, dict[DistortionKey, tuple[ToolName, Score]]] | None = Field(
@@ -417,8 +569,63 @@ class ExecutorOutput(_StateModel):
         default_factory=list, description="every tool run, failed ones included"
     )
 
+    @field_validator("distortion_set", mode="before")
+    @classmethod
+    def _distortion_set(cls, value: Any) -> Any:
+        return _distortion_lists(value, "distortion set")
+
+    @field_validator("distortion_analysis", mode="before")
+    @classmethod
+    def _analysis(cls, value: Any) -> Any:
+        """Items whose type names no category are dropped (logged), like in a distortion set."""
+        if not isinstance(value, Mapping):
+            return value
+        result: dict[Any, Any] = {}
+        for key, items in value.items():
+            name = "Global" if _is_global(key) else key
+            if isinstance(items, Mapping):
+                items = [items]
+            if isinstance(items, list | tuple):
+                kept = []
+                for item in items:
+                    kind = item.get("type") if isinstance(item, Mapping) else None
+                    if isinstance(kind, str):
+                        try:
+                            canonical_distortion(kind)
+                        except ValueError:
+                            log.warning("distortion analysis: %r is no distortion category; "
+                                        "ignored", kind)
+                            continue
+                    kept.append(item)
+                items = kept
+            result[name] = [*result.get(name, []), *items] if name in result else items
+        return result
+
+    @field_validator("selected_tools", mode="before")
+    @classmethod
+    def _selection(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        result: dict[Any, Any] = {}
+        for key, per in value.items():
+            if isinstance(per, Mapping):
+                kept = {}
+                for distortion, tool in per.items():
+                    try:
+                        kept[canonical_distortion(distortion)] = tool
+                    except (ValueError, AttributeError):
+                        log.warning("tool selection: %r is no distortion category; ignored",
+                                    distortion)
+                per = kept
+            result["Global" if _is_global(key) else key] = per
+        return result
+
 
 # -- Summarizer ------------------------------------------------------------------------------
+
+#: ``quality_reasoning`` of an answer the model gave without saying why.
+NO_REASONING = "(the model gave no reasoning)"
+
 
 
 class SummarizerOutput(_StateModel):
@@ -472,6 +679,22 @@ class SummarizerOutput(_StateModel):
     unparseable_reason: str | None = Field(
         default=None, description="what the model answered instead of an option"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        data = _field_keys(data, cls.model_fields)
+        if isinstance(data, Mapping) and "final_answer" not in data and "answer" in data:
+            data = {**data, "final_answer": data["answer"]}
+        if isinstance(data, Mapping) and "quality_reasoning" not in data:
+            for other in ("reasoning", "explanation", "reason"):
+                if isinstance(data.get(other), str) and data[other].strip():
+                    data = {**data, "quality_reasoning": data[other]}
+                    break
+            else:
+                if "final_answer" in data:  # an answer without its why is still the answer
+                    data = {**data, "quality_reasoning": NO_REASONING}
+        return data
 
     @field_validator("replan_reason", mode="before")
     @classmethod
@@ -562,6 +785,8 @@ class AgenticIQAState(TypedDict):
     # Progress of the current iteration, so the next step follows from the state alone
     steps_done: NotRequired[list[str]]
     step_seconds: NotRequired[dict[str, float]]
+    # Executor subtasks given up on (``step#iteration`` -> why): their evidence is null
+    step_errors: NotRequired[dict[str, str]]
     # A metric job's run: only these tools, on the whole image, with no plan and no VLM
     metric_tools: NotRequired[list[ToolName]]
 

@@ -217,8 +217,13 @@ def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
                 repository.extend_lease(session, run_id, countdown + lease)
             raise task.retry(exc=exc, countdown=countdown,
                              max_retries=settings().vlm_max_retries) from exc
-        service.fail(engine(), run_id, step, iteration,
-                     f"{step} failed after {retries} retries: {exc}")
+        # An executor subtask is given up (its evidence null) and the run goes on; any other
+        # step fails the run.
+        upcoming = service.give_up(engine(), run_id, step, iteration,
+                                   f"{step} failed after {retries} retries: {exc}",
+                                   lease_seconds=lease)
+        if upcoming is not None:
+            _send(run_id, upcoming)
 
 
 def _make_step_task(step: str) -> Any:

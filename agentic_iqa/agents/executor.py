@@ -9,8 +9,10 @@ of the spec: QAlign for NR, TOPIQ_FR for FR), and tool failures fall back inside
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,12 +26,13 @@ from ..prompts import (
     DISTORTION_DETECTION_SYSTEM,
     DISTORTION_DETECTION_USER,
     FR_PREFERENCE_INSTRUCTION,
+    STRICT_JSON_SUFFIX,
     TOOL_SELECTION_SYSTEM,
     TOOL_SELECTION_USER,
     render,
 )
 from ..state import DistortionAnalysis, ExecutorOutput, PlannerOutput, ToolExecutionLog
-from ..vlm.base import TransientVLMError, VLMClient, VLMError, VLMRequest
+from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from ..vlm.builtin import selection as builtin_selection
 from .jsonreply import ask_json
 
@@ -47,11 +50,16 @@ def _images(image_path: str, reference_path: str | None) -> tuple[Path, ...]:
 
 
 def run_subtask(name: str, call: Any) -> Any:
-    """Run one subtask; an exception is logged and becomes ``None`` (the spec's rule)."""
+    """Run one subtask; an exception is logged and becomes ``None`` (the spec's rule).
+
+    A transient error is raised for the step's retries (when they run out, the subtask becomes
+    ``None`` all the same: :func:`agentic_iqa.pipeline.abandoned`), and a fatal one (a bad key,
+    an unknown model) to stop the run and its job: going on would only fail the same way.
+    """
     try:
         return call()
-    except TransientVLMError:
-        raise  # worth retrying the whole step later (the distributed pipeline does)
+    except (TransientVLMError, FatalVLMError):
+        raise
     except VLMError as exc:
         log.error("%s failed: VLM error: %s", name, exc)
     except Exception:  # a subtask must never fail the executor node
@@ -61,26 +69,53 @@ def run_subtask(name: str, call: Any) -> Any:
 
 # -- the four subtasks ------------------------------------------------------------------------
 
+def align_to_scope(raw: Mapping[str, Any], keys: list[str], what: str) -> dict[str, Any]:
+    """A reply's per-object mapping with its object names put on the plan's scope ``keys``.
+
+    A name of the scope (any case, with or without "the") is that object; with the whole image
+    in scope everything is the whole image; with one object in scope any other name (or
+    "Global") is that object.  With several objects in scope, a name that is none of them
+    cannot be placed: ``ValueError``, and the question is asked again.
+    """
+    def fold(name: str) -> str:
+        return re.sub(r"^(?:the|a|an)\s+", "", str(name).strip().casefold())
+
+    by_fold = {fold(key): key for key in keys}
+    aligned: dict[str, Any] = {}
+    for name, value in raw.items():
+        key = by_fold.get(fold(name))
+        if key is None and keys == ["Global"]:
+            key = "Global"
+        elif key is None and len(keys) == 1:
+            key = keys[0]
+        elif key is None:
+            raise ValueError(f"{what}: {name!r} is none of the objects in the query's scope "
+                             f"({', '.join(keys)})")
+        if key in aligned and isinstance(aligned[key], list) and isinstance(value, list):
+            aligned[key] = [*aligned[key], *value]
+        elif key in aligned and isinstance(aligned[key], dict) and isinstance(value, dict):
+            aligned[key] = {**aligned[key], **value}
+        else:
+            aligned[key] = value
+    return aligned
+
+
+def _scope_suffix(keys: list[str]) -> str:
+    return (STRICT_JSON_SUFFIX + " Use exactly these object keys: "
+            + ", ".join(json.dumps(key) for key in keys) + ".")
+
+
 def detect_distortions(client: VLMClient, query: str, image_path: str,
                        reference_path: str | None, plan: PlannerOutput
                        ) -> dict[str, list[str]] | None:
     keys = scope_keys(plan)
 
     def parse(reply: Mapping[str, Any]) -> dict[str, list[str]]:
-        raw = reply["distortion_set"]
+        raw = _field(reply, "distortion_set")
         if not isinstance(raw, dict):
             raise TypeError("distortion_set must be an object")
-        # Object names must follow the plan's scope (spelling as the plan has it); objects
-        # outside it go under "Global" (executor-core.md), never under a scoped object.
-        by_fold = {key.casefold(): key for key in keys}
-        aligned: dict[str, list[str]] = {}
-        for name, distortions in raw.items():
-            key = by_fold.get(str(name).strip().casefold(), "Global")
-            aligned.setdefault(key, [])
-            for distortion in distortions:
-                if distortion not in aligned[key]:
-                    aligned[key].append(distortion)
-        return ExecutorOutput(distortion_set=aligned).distortion_set or {}
+        return ExecutorOutput(
+            distortion_set=align_to_scope(raw, keys, "distortion_set")).distortion_set or {}
 
     request = VLMRequest(
         task="distortion_detection", system=DISTORTION_DETECTION_SYSTEM,
@@ -88,14 +123,30 @@ def detect_distortions(client: VLMClient, query: str, image_path: str,
         images=_images(image_path, reference_path),
         context={"query": query, "image_path": image_path, "query_scope": plan.query_scope},
     )
-    return ask_json(client, request, parse).value
+    return ask_json(client, request, parse, stricter=_scope_suffix(keys)).value
+
+
+def _field(reply: Mapping[str, Any], name: str) -> Any:
+    """``reply[name]``, also under another spelling of the key ("distortionSet"); a reply that
+    is the inner mapping itself (no wrapping key) is taken as it is."""
+    wanted = re.sub(r"[^a-z0-9]", "", name)
+    for key, value in reply.items():
+        if re.sub(r"[^a-z0-9]", "", str(key).casefold()) == wanted:
+            return value
+    raise KeyError(name)
 
 
 def analyse_distortions(client: VLMClient, query: str, image_path: str,
                         reference_path: str | None, distortion_set: dict[str, list[str]]
                         ) -> dict[str, list[DistortionAnalysis]] | None:
+    keys = list(distortion_set)
+
     def parse(reply: Mapping[str, Any]) -> dict[str, list[DistortionAnalysis]]:
-        analysis = ExecutorOutput(distortion_analysis=reply["distortion_analysis"])
+        raw = _field(reply, "distortion_analysis")
+        if not isinstance(raw, dict):
+            raise TypeError("distortion_analysis must be an object")
+        analysis = ExecutorOutput(
+            distortion_analysis=align_to_scope(raw, keys, "distortion_analysis"))
         result = analysis.distortion_analysis or {}
         for key, items in result.items():
             expected = set(distortion_set.get(key, ()))
@@ -112,7 +163,7 @@ def analyse_distortions(client: VLMClient, query: str, image_path: str,
         images=_images(image_path, reference_path),
         context={"query": query, "image_path": image_path, "distortion_set": distortion_set},
     )
-    return ask_json(client, request, parse).value
+    return ask_json(client, request, parse, stricter=_scope_suffix(keys)).value
 
 
 def tool_descriptions(registry: ToolRegistry, reference_mode: str) -> list[dict[str, Any]]:
@@ -137,8 +188,14 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
     tools = tool_descriptions(registry, reference_mode)
     allowed = {tool["name"] for tool in tools}
 
+    keys = list(distortion_set)
+
     def parse(reply: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-        selected = ExecutorOutput(selected_tools=reply["selected_tools"]).selected_tools or {}
+        raw = _field(reply, "selected_tools")
+        if not isinstance(raw, dict):
+            raise TypeError("selected_tools must be an object")
+        selected = ExecutorOutput(
+            selected_tools=align_to_scope(raw, keys, "selected_tools")).selected_tools or {}
         unusable = sorted({name for per in selected.values() for name in per.values()} - allowed)
         if unusable:
             raise ValueError(f"selected tools not offered: {unusable}")
@@ -160,7 +217,7 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
         context={"query": query, "distortion_set": distortion_set, "tools": tools,
                  "reference_mode": reference_mode},
     )
-    selected = ask_json(client, request, parse).value
+    selected = ask_json(client, request, parse, stricter=_scope_suffix(keys)).value
     if selected is None or reference_mode != "Full-Reference":
         return selected
     return prefer_full_reference(selected, tools)
@@ -288,11 +345,17 @@ def run_metrics(registry: ToolRegistry, image: LoadedImage, reference: LoadedIma
 
 def distortion_set_for(plan: PlannerOutput, detected: dict[str, list[str]] | None
                        ) -> dict[str, list[str]]:
-    """What analysis and selection work on: detected, else the plan's, else every category."""
+    """What analysis and selection work on: the distortions the query named (the plan's), with
+    any detected ones added; else every category."""
+    named = {key: list(values) for key, values in (plan.distortions or {}).items()}
     if detected:
-        return detected
-    if plan.distortions:
-        return {key: list(values) for key, values in plan.distortions.items()}
+        merged = {key: list(values) for key, values in named.items()}
+        for key, values in detected.items():
+            merged.setdefault(key, [])
+            merged[key] += [value for value in values if value not in merged[key]]
+        return merged
+    if named:
+        return named
     return {key: list(DISTORTION_CATEGORIES) for key in scope_keys(plan)}
 
 

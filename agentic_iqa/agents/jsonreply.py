@@ -1,8 +1,16 @@
-"""Getting a validated JSON object out of a VLM, with the spec's retry policy.
+"""Reading what a model wrote, with the spec's retry policy: one tolerant reader for every role.
 
-Up to three attempts; after an answer that is not valid JSON (or not the expected shape) the
-next attempt appends a stricter instruction ("Return ONLY valid JSON").  After the last failure
-the caller gets ``None`` and the reasons, and decides what that means for its subtask.
+Hosted and served models wrap their JSON in code fences or a sentence, spell keys and values
+their own way, stop at the token limit, answer with nothing or refuse.  The reader takes the
+first JSON object wherever it stands in the reply (fences, prose around it, trailing commas);
+the state models then accept other spellings of keys and values (:mod:`agentic_iqa.state`,
+:mod:`agentic_iqa.vocabulary`) and ignore keys they do not know.  A reply that was cut off,
+empty, refused or filtered is recognised as such (:func:`reply_problem`) and asked again.
+
+Up to three attempts; after a reply that gives nothing usable the next attempt appends a
+stricter instruction ("Return ONLY valid JSON").  After the last failure the caller gets
+``None`` and the reasons, each saying what the reply was, and decides what that means for its
+subtask.
 """
 
 from __future__ import annotations
@@ -16,35 +24,65 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
-from ..prompts import STRICT_JSON_SUFFIX
-from ..vlm.base import VLMClient, VLMError, VLMRequest
+from ..prompts import STRICT_JSON_SUFFIX, TRUNCATED_SUFFIX
+from ..vlm.base import VLMClient, VLMError, VLMRequest, reply_problem
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 3
 
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?(.*?)```", re.S)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_REFUSAL = re.compile(
+    r"^\s*(?:I'?m sorry|I am sorry|Sorry|I can(?:no|')t|I cannot|I'?m (?:not able|unable)|"
+    r"I am (?:not able|unable)|I won'?t|As an AI)\b", re.I)
+
 
 class InvalidReply(ValueError):
     """The reply is not a JSON object of the expected shape."""
 
 
+def _objects_in(text: str) -> Any:
+    """Every JSON value that starts at a ``{`` of ``text``, in order (trailing commas
+    forgiven)."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        for candidate in (text[match.start():],
+                          _TRAILING_COMMA.sub(r"\1", text[match.start():])):
+            try:
+                value, _ = decoder.raw_decode(candidate)
+            except json.JSONDecodeError:
+                continue
+            yield value
+            break
+
+
 def extract_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in ``text``, tolerating code fences and prose around it."""
-    stripped = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip(), flags=re.S)
+    """The JSON object in ``text``: the whole reply, inside a code fence, or the first object
+    standing in prose ("Here is the plan: {...} Hope this helps")."""
+    stripped = text.strip()
     try:
         value = json.loads(stripped)
     except json.JSONDecodeError:
-        start, end = stripped.find("{"), stripped.rfind("}")
-        if start < 0 or end <= start:
-            raise InvalidReply(f"no JSON object in reply: {text[:200]!r}") from None
-        try:
-            value = json.loads(stripped[start:end + 1])
-        except json.JSONDecodeError as exc:
-            raise InvalidReply(f"reply is not valid JSON ({exc}): {text[:200]!r}") from None
-    if not isinstance(value, dict):
+        value = None
+    if isinstance(value, dict):
+        return value
+    places = [fenced.group(1) for fenced in _FENCE.finditer(stripped)] + [stripped]
+    for place in places:
+        for found in _objects_in(place):
+            if isinstance(found, dict):
+                return found
+    if value is not None:
         raise InvalidReply(f"expected a JSON object, got {type(value).__name__}")
-    return value
+    if "{" not in stripped:
+        raise InvalidReply(f"no JSON object in reply: {text[:200]!r}")
+    raise InvalidReply(f"reply is not valid JSON: {text[:200]!r}")
+
+
+def looks_like_refusal(text: str) -> bool:
+    """A reply in prose that declines ("I'm sorry, I can't ..."), for the error message."""
+    return "{" not in text and _REFUSAL.search(text) is not None
 
 
 @dataclass
@@ -56,25 +94,34 @@ class Outcome(Generic[T]):
 
 def ask_json(client: VLMClient, request: VLMRequest, parse: Callable[[dict[str, Any]], T],
              attempts: int = MAX_ATTEMPTS, stricter: str = STRICT_JSON_SUFFIX) -> Outcome[T]:
-    """Ask, parse and validate; retry with a stricter prompt on a malformed reply.
+    """Ask, read and validate; retry with a stricter prompt on a reply that gives nothing usable.
 
     ``stricter`` is appended to the system prompt of the retries (a caller whose ``parse``
-    also rejects valid JSON, e.g. an answer that names no option, says what it wants).
-    Transport errors (:class:`VLMError`) are not retried here: the SDKs already retried them.
+    also rejects valid JSON, e.g. an answer that names no option, says what it wants); after a
+    reply cut off at the token limit the retry also asks for a shorter one.  Transport errors
+    (:class:`VLMError`) are not retried here: the SDKs and the step's backoff retry them.
     """
     errors: list[str] = []
     current = request
     for attempt in range(1, attempts + 1):
         response = client.complete(current)
+        problem = reply_problem(response)
         try:
+            if problem is not None:
+                raise InvalidReply(problem)
             return Outcome(parse(extract_json_object(response.text)), attempt, errors)
         except (InvalidReply, ValidationError, KeyError, TypeError, ValueError) as exc:
-            message = f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:300]}"
+            detail = str(exc)[:300]
+            if problem is None and looks_like_refusal(response.text):
+                detail = f"the model declined: {response.text[:200]!r}"
+            message = f"attempt {attempt}: {type(exc).__name__}: {detail}"
             errors.append(message)
             log.warning("%s reply rejected (%s)", request.task, message)
-            current = replace(request, system=request.system + stricter)
+            extra = TRUNCATED_SUFFIX if problem is not None and "cut off" in problem else ""
+            current = replace(request, system=request.system + stricter + extra)
     log.error("%s: no valid reply after %d attempts", request.task, attempts)
     return Outcome(None, attempts, errors)
 
 
-__all__ = ["InvalidReply", "Outcome", "VLMError", "ask_json", "extract_json_object"]
+__all__ = ["InvalidReply", "Outcome", "VLMError", "ask_json", "extract_json_object",
+           "looks_like_refusal", "reply_problem"]

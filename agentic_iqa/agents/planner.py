@@ -1,13 +1,23 @@
-"""The Planner: query (+ image, + optional reference) -> validated PlannerOutput."""
+"""The Planner: query (+ image, + optional reference) -> validated PlannerOutput.
+
+The model's plan is read tolerantly (:mod:`.jsonreply`, the state's validators), then the parts
+that the input itself decides are set from the input, whatever the model wrote
+(:func:`reconcile`): the reference mode follows whether a reference is given, a tool is required
+only when the query names it as a tool, and named distortions are not detected again.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
+from ..query import tool_in
 from ..state import PlannerError, PlannerOutput
-from ..vlm.base import TransientVLMError, VLMClient, VLMError, VLMRequest
+from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from .jsonreply import ask_json
+
+log = logging.getLogger(__name__)
 
 
 class PlanningFailed(Exception):
@@ -34,8 +44,8 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
     )
     try:
         outcome = ask_json(client, request, PlannerOutput.model_validate)
-    except TransientVLMError:
-        raise  # the caller may retry later; a permanent error fails planning below
+    except (TransientVLMError, FatalVLMError):
+        raise  # retried later by the caller; or stops a job: a permanent error fails below
     except VLMError as exc:
         raise PlanningFailed(PlannerError.from_exception(
             exc, backend=getattr(client, "backend", None))) from exc
@@ -46,8 +56,32 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
             retry_count=outcome.attempts - 1,
             backend=getattr(client, "backend", None),
         ))
-    plan = outcome.value
-    if reference_path is None and plan.reference_mode == "Full-Reference":
-        # A plan cannot use a reference that does not exist.
-        plan = plan.model_copy(update={"reference_mode": "No-Reference"})
+    return reconcile(outcome.value, query, reference_path is not None, tool_names)
+
+
+def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
+              tool_names: list[str]) -> PlannerOutput:
+    """``plan`` with what the input decides taken from the input (logged when it differs)."""
+    changes: dict[str, object] = {}
+    mode = "Full-Reference" if has_reference else "No-Reference"
+    if plan.reference_mode != mode:
+        changes["reference_mode"] = mode
+    flags = plan.plan
+    named = tool_in(query, tool_names) if tool_names else plan.required_tool
+    if plan.required_tool != named:
+        changes["required_tool"] = named
+        if named is not None:  # the query's tool is run, not one selected
+            flags = flags.model_copy(update={"tool_selection": False, "tool_execution": True})
+        elif flags.tool_execution:  # no tool is given: one must be selected
+            flags = flags.model_copy(update={"tool_selection": True})
+    if plan.distortions and flags.distortion_detection:
+        # Distortions the query names are the ones to look at: not detected (and replaced).
+        flags = flags.model_copy(update={"distortion_detection": False})
+    if flags != plan.plan:
+        changes["plan"] = flags
+    if changes:
+        log.info("plan adjusted to the input: %s", {
+            key: value.model_dump() if hasattr(value, "model_dump") else value
+            for key, value in changes.items()})
+        plan = plan.model_copy(update=changes)
     return plan

@@ -42,9 +42,10 @@ from ..prompts import (
 from ..query import options_in, parse_query
 from ..state import ExecutorOutput, PlannerOutput, SummarizerOutput
 from ..vlm.base import VLMClient, VLMRequest, VLMResponse
+from ..vocabulary import level_name
 from .answers import parse_option
 from .fusion import fuse, probabilities_from_logprobs, probabilities_from_statement
-from .jsonreply import MAX_ATTEMPTS, ask_json
+from .jsonreply import MAX_ATTEMPTS, ask_json, looks_like_refusal, reply_problem
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,18 @@ ANSWER_ATTEMPTS = MAX_ATTEMPTS
 
 
 def scoring_mode(query: str, plan: PlannerOutput) -> bool:
-    """A request to rate the image (no options to choose from) is answered with a score."""
+    """A request to rate the image (no options to choose from) is answered with a score.
+
+    The planner decides (``answer_mode``), in whatever language the query is; a plan without
+    the field (an older stored run, a model that left it out) falls back on the query's
+    wording.  A query with options is always answered with one of them.
+    """
     parsed = parse_query(query)
-    return plan.query_type == "IQA" and parsed.wants_rating and not parsed.is_multiple_choice
+    if parsed.is_multiple_choice or plan.query_type != "IQA":
+        return False
+    if plan.answer_mode is not None:
+        return plan.answer_mode == "scoring"
+    return parsed.wants_rating
 
 
 def missing_evidence(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None,
@@ -134,6 +144,12 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
         answer = SummarizerOutput.model_validate(reply)
         if not multiple_choice or answer.need_replan:
             return answer
+        if answer.final_answer.casefold().startswith(UNABLE.casefold()):
+            # The model says it cannot choose: recorded as such, not asked until it guesses.
+            return answer.model_copy(update={
+                "final_answer": UNABLE, "answer_unparseable": True,
+                "unparseable_reason": f"the model chose none of the options: "
+                                      f"{answer.quality_reasoning}"})
         letter = parse_option(answer.final_answer, options)
         if letter is None:
             raise ValueError(f"final_answer {answer.final_answer!r} names none of the options "
@@ -187,7 +203,7 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
     tool_scores = [float(pair[1]) for per in (context["quality_scores"] or {}).values()
                    for pair in per.values()]
     quality = fuse(tool_scores, probabilities)
-    level = QUALITY_LEVEL_NAMES[min(5, max(1, round(quality)))]
+    level = level_name(quality)
     distribution = {QUALITY_LEVEL_NAMES[c]: probabilities[c] for c in range(1, 6)}
     tools_text = (f"mean tool score {sum(tool_scores) / len(tool_scores):.2f} from "
                   f"{len(tool_scores)} tool result(s)" if tool_scores else "no tool scores")
@@ -219,13 +235,19 @@ def _level_answer(client: VLMClient, request: VLMRequest
     stricter = render(STRICT_OPTION_SUFFIX, letters=_listed(QUALITY_LEVEL_CHOICES))
     for attempt in range(1, ANSWER_ATTEMPTS + 1):
         response = client.complete(current)
-        measured = _measured(response)
-        if measured is not None:
-            return measured, None, errors
-        letter = parse_option(response.text, QUALITY_LEVEL_CHOICES) or _argmax_letter(response)
-        if letter is not None:
-            return None, letter, errors
-        errors.append(f"attempt {attempt}: no quality level in {response.text[:200]!r}")
+        problem = reply_problem(response)
+        if problem is None:
+            measured = _measured(response)
+            if measured is not None:
+                return measured, None, errors
+            letter = (parse_option(response.text, QUALITY_LEVEL_CHOICES)
+                      or _argmax_letter(response))
+            if letter is not None:
+                return None, letter, errors
+            problem = (f"the model declined: {response.text[:200]!r}"
+                       if looks_like_refusal(response.text) else
+                       f"no quality level in {response.text[:200]!r}")
+        errors.append(f"attempt {attempt}: {problem}")
         log.warning("quality_levels reply names no level (%s)", errors[-1])
         current = replace(request, system=request.system + stricter)
     log.error("quality_levels: no readable level after %d attempts", ANSWER_ATTEMPTS)

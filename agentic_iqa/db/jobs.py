@@ -211,13 +211,41 @@ def cancel(session: Session, job_id: str) -> int:
     return int(result.rowcount or 0)
 
 
+def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason: str) -> bool:
+    """A run of the job failed on a fatal backend error: stop the job, if the policy says so
+    (:func:`agentic_iqa.jobs.policy.stops_job`), with one message; returns whether it did.
+    Items not started are cancelled, runs in flight end as cancelled; ``eval resume`` reopens
+    them once the cause is fixed."""
+    from ..jobs.policy import stop_message, stops_job
+
+    job = get_job(session, job_id, lock=True)
+    if job.status != "running":
+        return False
+    status = getattr(error, "status", None)
+    done = counts(session, job_id).get("done", 0)
+    alike = 0
+    if status is not None:
+        alike = int(session.scalar(select(func.count()).select_from(JobItem).join(
+            Run, Run.id == JobItem.run_id).where(
+            JobItem.job_id == job_id, Run.status == "failed",
+            Run.error.contains(f"HTTP {status}"))) or 0)
+    if not stops_job(status, done=done, failed_alike=alike):
+        return False
+    message = redact(stop_message(reason))
+    cancel(session, job_id)
+    job.error = message
+    session.execute(update(JobItem).where(JobItem.job_id == job_id, JobItem.status == "cancelled",
+                                          JobItem.error.is_(None)).values(error=message))
+    return True
+
+
 def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:
     """Resume: failed and cancelled items that did run go back to pending (a new run each);
     queued items keep their run, which is handed back for re-coordination.  Items that never
     ran because the row itself is bad stay failed: rerunning cannot fix a missing file.
     Returns (items reopened, run ids to re-coordinate)."""
     job = get_job(session, job_id)
-    job.status, job.finished_at = "running", None
+    job.status, job.finished_at, job.error = "running", None, None
     reopened = session.execute(
         update(JobItem).where(
             JobItem.job_id == job_id,

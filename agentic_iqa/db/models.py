@@ -269,6 +269,8 @@ class VlmCall(Base):
     #: SHA-256 cache key of the request (no prompt text), when it was cacheable.
     request_key: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    #: Why the call failed (HTTP status and message, credentials masked); None: answered.
+    error: Mapped[str | None] = mapped_column(Text)
 
     def __repr__(self) -> str:
         return (f"VlmCall(run_id={self.run_id!r}, step={self.step!r}, seq={self.seq}, "
@@ -320,6 +322,8 @@ class Job(Base):
     finished_at: Mapped[datetime | None]
     #: A metric job (``eval submit --tools``): its tools, comma-separated; None for the agent.
     tools: Mapped[str | None] = mapped_column(Text)
+    #: Why the job stopped early (its backend refuses every request); None otherwise.
+    error: Mapped[str | None] = mapped_column(Text)
 
     @property
     def metric_tools(self) -> list[str] | None:

@@ -49,12 +49,15 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
 
 
 def submit(engine: Engine, manifest: Path, *, name: str | None = None,
-           query: str | None = None, root: Path | None = None, max_replan_iterations: int = 2,
+           query: str | None = None, root: Path | None = None,
+           max_replan_iterations: int | None = None,
            check_images: bool = True, mos_range: tuple[float, float] | None = None,
            vlm_cache: bool = True, tools: Sequence[str] | None = None,
            tool_settings: ToolSettings | None = None) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
 
+    ``max_replan_iterations``: None takes ``max_replan_iterations`` of
+    ``configs/pipeline.yaml`` (or ``AGENTIC_IQA_MAX_REPLAN_ITERATIONS``).
     ``mos_range`` (low, high): a MOS outside it makes its row a bad row.  ``vlm_cache=False``
     is stored with the job in the same transaction, so no worker can start an item with it on.
     ``tools``: a metric job, which runs these tools on every item instead of the agent; they are
@@ -62,6 +65,10 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
     a reference refuses the whole job, rolled back before anything is committed.
     """
     metric_tools = check_tools(tools, tool_settings) if tools else None
+    if max_replan_iterations is None:  # the configured bound, stored with the job
+        from ..config import PipelineSettings
+
+        max_replan_iterations = PipelineSettings.load().max_replan_iterations
     if query is None:
         query = metric_query(metric_tools) if metric_tools else DEFAULT_QUERY
     entries: Iterator[ManifestEntry] = read_manifest(manifest, root=root,
@@ -160,6 +167,8 @@ class Progress:
     stalled: int = 0
     #: A metric job's tools (``eval submit --tools``); None for an agent job.
     tools: tuple[str, ...] | None = None
+    #: Why the job stopped early (its backend refuses every request); None otherwise.
+    error: str | None = None
 
     @property
     def total(self) -> int:
@@ -199,7 +208,7 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         tools = job.metric_tools
         return Progress(job.id, job.name, job.status, store.counts(session, job.id),
                         job.created_at, job.finished_at, stalled,
-                        tuple(tools) if tools else None)
+                        tuple(tools) if tools else None, job.error)
 
 
 def wait(engine: Engine, job_id: str, *, poll: float = 1.0, timeout: float | None = None,

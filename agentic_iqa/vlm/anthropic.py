@@ -39,11 +39,14 @@ from .base import (
     VLMResponse,
     classify_sdk_error,
 )
-from .images import encode_image
+from .images import encode_image, image_labels
 from .ratelimit import Handover429
 from .settings import BackendConfig
 
 _JSON_INSTRUCTION = "Reply with a single JSON object and nothing else."
+#: Anthropic's stop reasons in OpenAI's words (:attr:`VLMResponse.finish_reason`).
+_FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                   "refusal": "refusal", "pause_turn": "length"}
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
@@ -93,14 +96,17 @@ class AnthropicClient:
         text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
         model = message.model or self.model
         usage = usage_of(message)
-        if not request.answer_options:
-            return VLMResponse(text=text, model=model, usage=usage)
+        finish = _FINISH_REASONS.get(message.stop_reason or "", message.stop_reason)
+        refusal = (text or "refused") if message.stop_reason == "refusal" else None
+        if not request.answer_options or finish != "stop":
+            return VLMResponse(text=text, model=model, usage=usage, finish_reason=finish,
+                               refusal=refusal)
         option_logprobs, source, answer = options_from_reply(text, request.answer_options)
         if not request.json_output and answer is not None:
             text = answer
         return VLMResponse(
             text=text, model=model, option_logprobs=option_logprobs, probability_source=source,
-            usage=usage,
+            usage=usage, finish_reason=finish,
         )
 
     def _system(self, request: VLMRequest) -> str:
@@ -121,7 +127,9 @@ class AnthropicClient:
 
     def _user_content(self, request: VLMRequest) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
-        for path in request.images:
+        for path, label in zip(request.images, image_labels(len(request.images)), strict=True):
+            if label:
+                content.append({"type": "text", "text": label})
             media_type, data = encode_image(path, self.config.max_image_side)
             source = {"type": "base64", "media_type": media_type, "data": data}
             content.append({"type": "image", "source": source})

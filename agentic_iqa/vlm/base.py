@@ -43,7 +43,15 @@ class TransientVLMError(VLMError):
     """A failure worth retrying later: timeout, connection error, HTTP 408/409/429/5xx."""
 
 
+class FatalVLMError(VLMError):
+    """The backend refuses requests like this one whatever the item: a bad key (401), no access
+    (403), an unknown model or endpoint (404), a malformed request (400).  Neither a retry nor
+    the next item will do better, so a job stops on it (see :mod:`agentic_iqa.jobs.policy`)
+    with this one message instead of failing every item the same way."""
+
+
 TRANSIENT_STATUS = frozenset({408, 409, 429})
+FATAL_STATUS = frozenset({400, 401, 403, 404})
 
 
 def is_transient_status(status: int | None) -> bool:
@@ -86,11 +94,12 @@ def classify_sdk_error(exc: Exception, message: str, *, connection_error: type[E
     status = getattr(exc, "status_code", None) if isinstance(exc, status_error) else None
     response = getattr(exc, "response", None)
     retry_after = retry_after_seconds(getattr(response, "headers", None))
-    kind = TransientVLMError if is_transient_status(status) else VLMError
+    kind = (TransientVLMError if is_transient_status(status) else
+            FatalVLMError if status in FATAL_STATUS else VLMError)
     return kind(message, status=status, retry_after=retry_after)
 
 
-class VLMConfigurationError(VLMError):
+class VLMConfigurationError(FatalVLMError):
     """The backend is misconfigured (unknown backend, missing API key variable, bad base_url)."""
 
 
@@ -130,6 +139,29 @@ class VLMResponse:
     usage: Usage | None = None
     #: True when the answer came from our response cache (no call was made).
     cached: bool = False
+    #: Why the model stopped, in OpenAI's words: "stop", "length" (cut off at the token
+    #: limit), "content_filter", "refusal"; None when the backend did not say.
+    finish_reason: str | None = None
+    #: The model's refusal message, when it declined to answer.
+    refusal: str | None = None
+
+
+def reply_problem(response: VLMResponse) -> str | None:
+    """What is wrong with a reply as a whole, before reading it: cut off at the token limit,
+    blocked by a content filter, refused, or empty.  None for an ordinary reply."""
+    reason = (response.finish_reason or "").lower()
+    if response.refusal:
+        return f"the model refused: {response.refusal[:200]!r}"
+    if reason in {"content_filter", "content-filter", "safety"}:
+        return "the reply was blocked by the provider's content filter"
+    if reason == "refusal":
+        return f"the model refused: {response.text[:200]!r}"
+    if reason in {"length", "max_tokens"}:
+        return (f"the reply was cut off at the token limit ({len(response.text)} characters "
+                f"came back): {response.text[:120]!r}")
+    if not response.text.strip():
+        return "the reply was empty"
+    return None
 
 
 @runtime_checkable

@@ -38,13 +38,13 @@ from urllib.parse import urlsplit
 
 from iqa_tools.cache import TextStore, open_text_store
 
-from .base import ClientProxy, Usage, VLMClient, VLMRequest, VLMResponse
+from .base import ClientProxy, Usage, VLMClient, VLMRequest, VLMResponse, reply_problem
 from .settings import BackendConfig
 from .usage import current_collector
 
 #: Bump when the way prompts are built or answers are read changes outside
 #: :mod:`agentic_iqa.prompts` (whose templates are hashed into the key anyway).
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 
 NAMESPACE = "vlm_responses"
 
@@ -221,5 +221,6 @@ class CachingClient(ClientProxy):
             if hit is not None:
                 return hit
         response = self.inner.complete(request)
-        self.cache.put(key, response)
+        if reply_problem(response) is None:  # a cut-off, empty or refused reply is not kept
+            self.cache.put(key, response)
         return response

@@ -25,6 +25,19 @@ JPEG_QUALITY = 90
 
 _SIXTEEN_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
 
+#: Said before each image when a request carries an image and its reference: which is which
+#: (the prompts say "the image"; a model must not assess the reference instead).
+IMAGE_LABELS = ("Image 1, the image to assess:",
+                "Image 2, its pristine reference (compare with it; do not assess it):")
+
+
+def image_labels(count: int) -> tuple[str | None, ...]:
+    """The label said before each of ``count`` images: none for a single image."""
+    if count <= 1:
+        return (None,) * count
+    return tuple(IMAGE_LABELS[i] if i < len(IMAGE_LABELS) else f"Image {i + 1}:"
+                 for i in range(count))
+
 
 class ImageEncodingError(VLMError, ValueError):
     """An image to send to a VLM could not be read; the message names the file."""

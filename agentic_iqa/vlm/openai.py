@@ -1,12 +1,17 @@
 """OpenAI (and OpenAI-compatible: vLLM, Ollama, LM Studio) chat-completions backend.
 
 Answer options are scored with real token log-probabilities: the request asks for
-``logprobs=True, top_logprobs=20`` and each option's log-probability is read at the first
-generated token that is an option letter (the first token when none is). Tokens count as the
-letter after stripping whitespace, punctuation and tokenizer space markers and case-folding
-(``"A"``, ``" A"``, ``"a"``, ``"(A"``), taking the best of them. An option absent from the top
-list gets ``-inf`` (probability 0); when no option is there at all, or the server returns no
-log-probabilities (several compatible servers do not), ``option_logprobs`` is None.
+``logprobs=True, top_logprobs=20`` and each option's log-probability is read at the token where
+the answer's letter stands, found in the generated text by the agent's own option reader
+(:func:`agentic_iqa.agents.answers.locate_option`): in "This image deserves a C" that is the
+"C", never the article "a"; in "I'd say B" the "B", never the "d" of "I'd".  Tokens there count
+as a letter after stripping whitespace, punctuation and tokenizer space markers (``"C"``,
+``" C"``, ``"(C"``), upper case only, taking the best of them. An option absent from the top
+list gets ``-inf`` (probability 0); when no letter stands in the answer, or the server returns
+no log-probabilities (several compatible servers do not), ``option_logprobs`` is None.
+
+``finish_reason`` and the message's ``refusal`` travel on the response, so that the agent
+recognises a reply cut off at the token limit, filtered or refused.
 
 SDK errors (after the SDK's own retries on 408/409/429/5xx; behind the rate limiter of
 :mod:`.ratelimit` a 429 comes at once) become :class:`VLMError` without a
@@ -30,7 +35,7 @@ from .base import (
     VLMResponse,
     classify_sdk_error,
 )
-from .images import encode_image
+from .images import encode_image, image_labels
 from .ratelimit import Handover429
 from .settings import BackendConfig
 
@@ -86,7 +91,8 @@ class OpenAIClient:
         if not completion.choices:
             raise VLMError(f"OpenAI model {self.model!r} returned no choices")
         choice = completion.choices[0]
-        text = choice.message.content or getattr(choice.message, "refusal", None) or ""
+        text = choice.message.content or ""
+        refusal = getattr(choice.message, "refusal", None) or None
         option_logprobs = None
         if request.answer_options:
             content = choice.logprobs.content if choice.logprobs is not None else None
@@ -97,6 +103,8 @@ class OpenAIClient:
             option_logprobs=option_logprobs,
             probability_source="logprobs" if option_logprobs is not None else None,
             usage=usage_of(completion),
+            finish_reason=choice.finish_reason,
+            refusal=refusal,
         )
 
     def _parameters(self, request: VLMRequest) -> dict[str, Any]:
@@ -126,7 +134,9 @@ class OpenAIClient:
 
     def _user_content(self, request: VLMRequest) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
-        for path in request.images:
+        for path, label in zip(request.images, image_labels(len(request.images)), strict=True):
+            if label:
+                content.append({"type": "text", "text": label})
             media_type, data = encode_image(path, self.config.max_image_side)
             url = f"data:{media_type};base64,{data}"
             content.append({"type": "image_url", "image_url": {"url": url}})
@@ -151,21 +161,35 @@ class OpenAIClient:
 def option_logprobs_from_tokens(
     tokens: Sequence[Any], options: Iterable[str]
 ) -> dict[str, float] | None:
-    """Option log-probabilities from chat-completion ``logprobs.content`` entries.
+    """Option log-probabilities from chat-completion ``logprobs.content`` entries, read at the
+    token where the answer's option letter stands.
 
     Each entry has ``token``, ``logprob`` and ``top_logprobs`` (objects or dicts).
     """
+    from agentic_iqa.agents.answers import locate_option
+
     options = tuple(options)
     if not tokens:
         return None
+    pieces = [_field(entry, "token") or "" for entry in tokens]
+    found = locate_option("".join(pieces), {option: "" for option in options})
+    if found is None or found.start is None:
+        return None
+    offset = 0
+    position = tokens[-1]
+    for entry, piece in zip(tokens, pieces, strict=True):
+        if offset + len(piece) > found.start:
+            position = entry
+            break
+        offset += len(piece)
     wanted = {_normalise(option): option for option in options}
-    position = next(
-        (entry for entry in tokens if _normalise(_field(entry, "token")) in wanted), tokens[0]
-    )
+    # A whole answer in lower case ("b") is read in lower case at its position too.
+    lower = _normalise(_field(position, "token")).islower()
     candidates = [position, *(_field(position, "top_logprobs") or [])]
     best: dict[str, float] = {}
     for candidate in candidates:
-        option = wanted.get(_normalise(_field(candidate, "token")))
+        token = _normalise(_field(candidate, "token"))
+        option = wanted.get(token.upper() if lower else token)
         logprob = _field(candidate, "logprob")
         if option is None or logprob is None or logprob <= _OUTSIDE_TOP:
             continue
@@ -188,7 +212,9 @@ def usage_of(completion: Any) -> Usage | None:
 
 
 def _normalise(token: str | None) -> str:
-    return (token or "").strip(_STRIP).casefold()
+    """A token as the letter it may be: no spaces, punctuation or space markers; case kept
+    (a lower-case "a" is the article, not option A)."""
+    return (token or "").strip(_STRIP)
 
 
 def _field(entry: Any, name: str) -> Any:

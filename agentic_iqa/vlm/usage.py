@@ -51,6 +51,9 @@ class CallRecord:
     cache_hit: bool
     #: The response-cache key of the request (a SHA-256), when the request was cacheable.
     request_key: str | None = None
+    #: Why the call failed inside the backend (HTTP status and message); None: answered.
+    #: A failed call is recorded with 0 tokens: providers bill no tokens for a refused request.
+    error: str | None = None
 
 
 @dataclass
@@ -106,7 +109,18 @@ class RecordingClient(ClientProxy):
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         started = time.perf_counter()
-        response = self.inner.complete(request)
+        try:
+            response = self.inner.complete(request)
+        except VLMError as exc:
+            collector = current_collector()
+            if collector is not None:  # a failed call is a fact of the run too
+                key, collector.pending_key = collector.pending_key, None
+                collector.add(CallRecord(
+                    role=self.role, task=request.task, backend=self.backend, model=self.model,
+                    input_tokens=0, output_tokens=0, cached_tokens=0,
+                    latency_s=time.perf_counter() - started, cache_hit=False,
+                    request_key=key, error=str(exc) or type(exc).__name__))
+            raise
         collector = current_collector()
         if collector is not None:
             key, collector.pending_key = collector.pending_key, None

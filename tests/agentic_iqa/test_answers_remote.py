@@ -33,7 +33,7 @@ from tests.agentic_iqa.vlm.fake_servers import (
     openai_error,
 )
 
-SCORING = "Rate the quality of this image."
+SCORING = "Rate the quality of this image with PIQE."
 MCQ = "Which distortion is most visible? A. Noise B. Blur C. Compression"
 
 
@@ -77,7 +77,10 @@ def ask(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, query: str, imag
     ("b", "B"), ("B. Good", "B"), ("The answer is (D).", "D"), ("**Answer:** E", "E"),
     ("Good", "B"), ("fair.", "C"), ("I'd say **C**.", "C"),
     ("This is a good image", None), ("A good image", None), ("Answer: a good image", None),
-    ("(A) or (B)", None), ("Plan B", None), ("", None), ("F", None),
+    ("(A) or (B)", None), ("", None), ("F", None),
+    # a capital letter standing alone after words is the answer; a lower-case word never is
+    ("I'd say B", "B"), ("This image deserves a C", "C"), ("B. Slight", "B"),
+    ("I'd pick D, not E", None), ("a", "A"), ("I think it is fair", None),
 ])
 def test_options_are_read_only_where_they_stand_as_options(text, expected):
     assert parse_option(text, QUALITY_LEVEL_CHOICES) == expected
@@ -211,13 +214,29 @@ def test_a_remote_nr_choice_is_replaced_by_an_fr_tool_when_a_reference_is_given(
     assert FR_PREFERENCE_INSTRUCTION.strip() not in nr_prompt
 
 
-def test_objects_outside_the_query_scope_go_under_global(monkeypatch, example_images):
-    found = {"distortion_set": {"Car": ["Blurs"], "sky": ["Noise"], "tree": ["Noise", "Blurs"]}}
+def test_with_one_object_in_scope_every_other_name_is_that_object(monkeypatch, example_images):
+    """Under "Global" the car would have no tool score and the run would replan for it."""
+    found = {"distortion_set": {"Car": ["Blurs"], "Global": ["Noise"], "the vehicle": ["blur"]}}
     with FakeAPIServer(lambda _r: Reply(200, openai_completion(json.dumps(found)))) as srv:
         result = executor.detect_distortions(
             client_for(srv, monkeypatch), "Is the car blurry?", str(example_images["original"]),
             None, plan_for(["car"]))
-    assert result == {"car": ["Blurs"], "Global": ["Noise", "Blurs"]}
+    assert result == {"car": ["Blurs", "Noise"]}
+
+
+def test_with_several_objects_in_scope_an_unknown_name_is_asked_again(monkeypatch,
+                                                                       example_images):
+    wrong = {"distortion_set": {"car": ["Blurs"], "tree": ["Noise"]}}
+    right = {"distortion_set": {"The Car": ["Blurs"], "sky": ["noise"]}}
+    with FakeAPIServer() as srv:
+        srv.enqueue(Reply(200, openai_completion(json.dumps(wrong))),
+                    Reply(200, openai_completion(json.dumps(right))))
+        result = executor.detect_distortions(
+            client_for(srv, monkeypatch), "Is the car or the sky noisy?",
+            str(example_images["original"]), None, plan_for(["car", "sky"]))
+        retry_system = srv.requests[1].body["messages"][0]["content"]
+    assert result == {"car": ["Blurs"], "sky": ["Noise"]}
+    assert 'Use exactly these object keys: "car", "sky"' in retry_system
 
 
 # -- the pipeline -----------------------------------------------------------------------------

@@ -30,6 +30,8 @@ PLAN = {
     "plan": {"distortion_detection": False, "distortion_analysis": False,
              "tool_selection": False, "tool_execution": True},
 }
+#: The plan's tool is run because the query names it (a plan's own tool would be dropped).
+QUERY = "Rate the quality of this image with PIQE."
 LEVELS = [("B", -0.4), ("A", -2.0), ("C", -1.5), ("D", -3.0), ("E", -5.0)]
 #: What the server reports for every call: 1000 prompt tokens of which 400 cached, 50 out.
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050,
@@ -83,7 +85,7 @@ def manifest(tmp_path: Path) -> Path:
     rows = []
     for index, (kind, level) in enumerate((("blur", 1), ("noise", 2), ("jpeg", 3))):
         degrade(original, kind, level).save(folder / f"{kind}.png")
-        rows.append({"image": f"images/{kind}.png", "mos": 4.0 - index})
+        rows.append({"image": f"images/{kind}.png", "mos": 4.0 - index, "query": QUERY})
     path = tmp_path / "manifest.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path
@@ -97,7 +99,7 @@ def database(folder: Path, name: str) -> str:
 
 def run_job(url: str, manifest: Path) -> str:
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, manifest, query="Rate the quality of this image.")
+    job_id = lifecycle.submit(engine, manifest, query=QUERY)
     lifecycle.run_local(engine, job_id, default_agents(), workers=2)
     return job_id
 
@@ -211,7 +213,7 @@ def test_assess_shows_cached_steps_and_the_runs_cost(
         remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'runs.sqlite3'}")
     image = str(REPO / "examples" / "i03_blurred.png")
-    first = runner.invoke(app, ["assess", image, "--json"])
+    first = runner.invoke(app, ["assess", image, "-q", QUERY, "--json"])
     assert first.exit_code == 0, first.output
     usage = json.loads(first.stdout)["vlm_usage"]
     assert (usage["calls"], usage["cache_hits"]) == (2, 0)
@@ -219,14 +221,15 @@ def test_assess_shows_cached_steps_and_the_runs_cost(
     assert usage["steps"] == {"plan#0": {"calls": 1, "cache_hits": 0},
                               "summarize#0": {"calls": 1, "cache_hits": 0}}
 
-    second = runner.invoke(app, ["assess", image], env={"COLUMNS": "250"})
+    second = runner.invoke(app, ["assess", image, "-q", QUERY], env={"COLUMNS": "250"})
     assert second.exit_code == 0, second.output
     assert "VLM answers: plan#0 from cache (1), summarize#0 from cache (1)" in second.stdout
     assert "VLM usage: 0 VLM calls, 2 cache hits" in second.stdout
     assert "cost $0.0000" in second.stdout
     assert len(remote.server.requests) == 2
 
-    third = runner.invoke(app, ["assess", image, "--no-vlm-cache", "--no-store", "--json"])
+    third = runner.invoke(app, ["assess", image, "-q", QUERY, "--no-vlm-cache", "--no-store",
+                                "--json"])
     assert third.exit_code == 0, third.output
     assert len(remote.server.requests) == 4
     assert json.loads(third.stdout)["vlm_usage"]["calls"] == 2
@@ -240,7 +243,7 @@ def test_estimate_runs_a_sample_and_extrapolates(
     rows = []
     for index in range(10):
         degrade(original, "blur", 1 + index % 4).save(folder / f"{index}.png")
-        rows.append({"image": f"data/{index}.png", "id": f"i{index}"})
+        rows.append({"image": f"data/{index}.png", "id": f"i{index}", "query": QUERY})
     big = tmp_path / "big.jsonl"
     big.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     results = tmp_path / "results.sqlite3"

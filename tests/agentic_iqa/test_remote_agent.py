@@ -47,7 +47,7 @@ def test_invalid_json_is_retried_with_a_stricter_prompt_then_the_run_completes(
         client = remote(server, monkeypatch, "planner")
         builtin = BuiltinClient()
         agents = Agents(planner=client, executor=builtin, summarizer=client, registry=registry)
-        state = run_inprocess("Rate the quality of this image.",
+        state = run_inprocess("Rate the quality of this image using PIQE.",
                               str(example_images["original"]), agents=agents)
         planner_requests = server.requests[:2]
         summary_request = server.requests[2]

@@ -168,16 +168,15 @@ def test_query_scope_rejects_blank_names():
     assert locations[("query_scope", "list[constrained-str]", 1)] == "string_too_short"
 
 
-def test_planner_distortions_must_be_categories():
-    assert plan(distortions={"Global": ["noise", " Color distortions "]}).distortions == {
-        "Global": ["Noise", "Color distortions"]
+def test_planner_distortions_take_synonyms_and_drop_what_names_no_category(caplog):
+    assert plan(distortions={"Global": ["noise", " Color distortions ", "blur", "Rain"],
+                             "global": ["JPEG artifacts"]}).distortions == {
+        "Global": ["Noise", "Color distortions", "Blurs", "Compression"]
     }
-    with pytest.raises(ValidationError) as exc_info:
-        plan(distortions={"vehicle": ["Rain"]})
-    error = error_of(exc_info)
-    assert error["loc"] == ("distortions", "vehicle", 0)
-    assert "unknown distortion category 'Rain'" in error["msg"]
-    assert "Blurs" in error["msg"] and "Contrast" in error["msg"]
+    assert "'Rain' is no distortion category" in caplog.text
+    # nothing usable left: no distortions named
+    assert plan(distortions={"vehicle": ["Rain"]}).distortions is None
+    assert plan(distortions={"car": "motion blur"}).distortions == {"car": ["Blurs"]}
 
 
 def test_blank_required_tool_is_none():
@@ -349,10 +348,21 @@ def test_all_distortion_analysis_fields_are_required():
     assert {e["type"] for e in exc_info.value.errors()} == {"missing"}
 
 
-def test_canonical_distortion():
-    assert canonical_distortion(" brightness CHANGE ") == "Brightness change"
-    with pytest.raises(ValueError, match="unknown distortion category 'Blur'"):
-        canonical_distortion("Blur")
+@pytest.mark.parametrize(("written", "category"), [
+    (" brightness CHANGE ", "Brightness change"), ("Blur", "Blurs"), ("blurry", "Blurs"),
+    ("motion blur", "Blurs"), ("out of focus", "Blurs"), ("Noise", "Noise"), ("grain", "Noise"),
+    ("JPEG compression artifacts", "Compression"), ("low contrast", "Contrast"),
+    ("overexposure", "Brightness change"), ("colour cast", "Color distortions"),
+    ("oversharpening", "Sharpness"),
+])
+def test_canonical_distortion_reads_what_models_write(written, category):
+    assert canonical_distortion(written) == category
+
+
+@pytest.mark.parametrize("written", ["Rain", "lens flare", "blur and noise", ""])
+def test_canonical_distortion_refuses_no_category_or_two(written):
+    with pytest.raises(ValueError, match="unknown distortion category"):
+        canonical_distortion(written)
 
 
 # -- ToolExecutionLog -------------------------------------------------------------------------
@@ -431,22 +441,18 @@ def test_executor_output_defaults():
             output.quality_scores, output.tool_logs) == (None, None, None, None, [])
 
 
-def test_unknown_distortion_category_in_distortion_set():
-    with pytest.raises(ValidationError) as exc_info:
-        ExecutorOutput(distortion_set={"Global": ["Noise", "Haze"]})
-    error = error_of(exc_info)
-    assert error["loc"] == ("distortion_set", "Global", 1)
-    assert "unknown distortion category 'Haze'" in error["msg"]
+def test_unknown_distortion_category_in_distortion_set_is_dropped():
+    output = ExecutorOutput(distortion_set={"Global": ["Noise", "Haze", "lens flare"]})
+    assert output.distortion_set == {"Global": ["Noise", "Contrast"]}
 
 
-def test_unknown_distortion_category_in_distortion_analysis():
-    with pytest.raises(ValidationError) as exc_info:
-        ExecutorOutput(distortion_analysis={"car": [
-            {"type": "Haze", "severity": "slight", "explanation": "grey veil"},
-        ]})
-    error = error_of(exc_info)
-    assert error["loc"] == ("distortion_analysis", "car", 0, "type")
-    assert "unknown distortion category 'Haze'" in error["msg"]
+def test_unknown_distortion_category_in_distortion_analysis_is_dropped():
+    output = ExecutorOutput(distortion_analysis={"car": [
+        {"type": "Rain", "severity": "slight", "explanation": "streaks"},
+        {"type": "blur", "severity": "Moderate", "explanation": "soft"},
+    ]})
+    assert output.distortion_analysis["car"] == [
+        DistortionAnalysis(type="Blurs", severity="moderate", explanation="soft")]
 
 
 def test_nested_analyses_are_validated():
@@ -461,10 +467,13 @@ def test_nested_analyses_are_validated():
 
 
 def test_selected_tools_are_canonical_tool_names():
-    output = ExecutorOutput(selected_tools={"Global": {"blurs": "ssim", "Noise": "ms_ssim",
-                                                       "Overall": "topiq-fr"}})
+    output = ExecutorOutput(selected_tools={"Global": {"blurs": "ssim", "noise": "ms_ssim",
+                                                       "Contrast": "topiq-fr"}})
     assert output.selected_tools == {"Global": {"Blurs": "SSIM", "Noise": "MS-SSIM",
-                                                "Overall": "TOPIQ_FR"}}
+                                                "Contrast": "TOPIQ_FR"}}
+    # a key that names no distortion is no selection
+    assert ExecutorOutput(selected_tools={"Global": {"Overall": "SSIM"}}).selected_tools == {
+        "Global": {}}
 
 
 def test_unknown_tool_is_rejected_by_name():
@@ -488,7 +497,7 @@ def test_quality_scores_are_tool_score_pairs_in_range():
 
 def test_type_mismatches_name_the_field_and_the_expected_type():
     with pytest.raises(ValidationError) as exc_info:
-        ExecutorOutput(distortion_set={"Global": "Blurs"}, tool_logs="none")
+        ExecutorOutput(distortion_set={"Global": 5}, tool_logs="none")
     messages = {e["loc"]: e["msg"] for e in exc_info.value.errors()}
     assert messages[("distortion_set", "Global")] == "Input should be a valid list"
     assert messages[("tool_logs",)] == "Input should be a valid list"

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...agents.summarizer import missing_evidence
 from ...query import categories_in, options_in
+from ...vocabulary import level_name
 from .measure import opinion_features
 from .opinion import OpinionModel, OpinionModels, as_models
 from .severity import SEVERITIES
@@ -32,7 +33,6 @@ from .vision import measurements as image_measurements
 
 LEVEL_WORDS = {"excellent": 5, "good": 4, "fair": 3, "poor": 2, "bad": 1,
                "high": 4, "medium": 3, "average": 3, "low": 2, "very good": 5, "very poor": 1}
-LEVEL_NAMES = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
 LETTER_OF_LEVEL = {5: "A", 4: "B", 3: "C", 2: "D", 1: "E"}
 #: Spread (in levels) of the builtin's opinion around its estimate: with the paper's fusion
 #: (η = 1) the opinion carries about 80 % of the fused score and the tools 20 %.
@@ -207,7 +207,9 @@ def _choose_option(query: str, options: dict[str, str], severity: dict[str, floa
     if all(v is not None for v in levels.values()):
         pick = min(levels, key=lambda k: abs(levels[k] - estimate))
         return pick, f"Estimated quality {estimate:.2f}/5 is closest to {options[pick]}."
-    return "A", "No option matches the evidence clearly; defaulting to the first option."
+    return "Unable to determine", ("None of the options is something the offline backend can "
+                                   "measure (a level, a severity, yes/no or a distortion), so "
+                                   "it does not pick one.")
 
 
 NOUNS = {"Blurs": "blur", "Noise": "noise", "Compression": "compression artefacts",
@@ -229,7 +231,7 @@ def _free_answer(query: str, severity: dict[str, float], estimate: float,
         if _excess(severity, detection, worst, present) >= 0.0:
             return f"Yes: {word} {noun}"
         return f"No: {noun} is not visible"
-    technical = f"{LEVEL_NAMES[round(estimate)]} technical quality ({estimate:.2f} on a 1-5 scale)"
+    technical = f"{level_name(estimate)} technical quality ({estimate:.2f} on a 1-5 scale)"
     plan = context_plan or {}
     if plan.get("query_type") == "Other":
         return ("The offline backend judges technical quality, not taste: "

@@ -19,6 +19,7 @@ def plan(query: str, has_reference: bool, tool_names: Iterable[str] = (),
 
     if parsed.aesthetic and not parsed.distortions and parsed.tool is None:
         return {
+            "answer_mode": "explanation",
             "query_type": "Other", "query_scope": objects or "Global",
             "distortion_source": "Inferred", "distortions": None,
             "reference_mode": reference_mode, "required_tool": None,
@@ -42,6 +43,8 @@ def plan(query: str, has_reference: bool, tool_names: Iterable[str] = (),
         execution = True
         selection = tool is None
     return {
+        "answer_mode": ("scoring" if parsed.wants_rating and not parsed.is_multiple_choice
+                        else "explanation"),
         "query_type": "IQA",
         "query_scope": objects or "Global",
         "distortion_source": "Explicit" if explicit else "Inferred",

@@ -63,7 +63,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0005",)]
+            ("0006",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -194,9 +194,33 @@ def test_0005_adds_job_tools_and_downgrades_to_0004(empty_url: str) -> None:
         with engine.begin() as connection:
             assert connection.execute(text("SELECT tools FROM jobs")).all() == [(None,)]
             connection.execute(text("UPDATE jobs SET tools = 'PIQE,SSIM'"))
-        assert check_schema(engine) == []
         command.downgrade(alembic_config(empty_url), "0004")
         assert "tools" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
+    finally:
+        engine.dispose()
+
+
+def test_0006_adds_job_and_call_errors_and_downgrades_to_0005(empty_url: str) -> None:
+    """Jobs and calls stored before have no error (NULL); downgrade drops the columns only."""
+    command.upgrade(alembic_config(empty_url), "0005")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO jobs (id, name, manifest, default_query, status,"
+                " max_replan_iterations, dispatch, vlm_cache, created_at) VALUES ('j1', 'n',"
+                " 'm.csv', 'q', 'running', 2, 'workers', true, CURRENT_TIMESTAMP)"))
+        command.upgrade(alembic_config(empty_url), "0006")
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT error FROM jobs")).all() == [(None,)]
+            connection.execute(text("UPDATE jobs SET error = 'stopped'"))
+        assert check_schema(engine) == []
+        assert "error" in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
+        command.downgrade(alembic_config(empty_url), "0005")
+        assert "error" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+        assert "error" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
         with engine.connect() as connection:
             assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
     finally:
