@@ -127,8 +127,8 @@ def detect_distortions(client: VLMClient, query: str, image_path: str,
 
 
 def _field(reply: Mapping[str, Any], name: str) -> Any:
-    """``reply[name]``, also under another spelling of the key ("distortionSet"); a reply that
-    is the inner mapping itself (no wrapping key) is taken as it is."""
+    """``reply[name]``, also under another spelling of the key ("distortionSet",
+    "Distortion Set"); ``KeyError`` when absent, and the question is asked again."""
     wanted = re.sub(r"[^a-z0-9]", "", name)
     for key, value in reply.items():
         if re.sub(r"[^a-z0-9]", "", str(key).casefold()) == wanted:

@@ -158,7 +158,8 @@ def reply_problem(response: VLMResponse) -> str | None:
         return f"the model refused: {response.text[:200]!r}"
     if reason in {"length", "max_tokens"}:
         return (f"the reply was cut off at the token limit ({len(response.text)} characters "
-                f"came back): {response.text[:120]!r}")
+                f"came back: {response.text[:120]!r}); if it keeps happening, raise the role's "
+                "max_tokens (configs/model_backends.yaml or AGENTIC_IQA_<ROLE>_MAX_TOKENS)")
     if not response.text.strip():
         return "the reply was empty"
     return None

@@ -213,6 +213,28 @@ def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
         assert "sk-test-transient" not in run.error
 
 
+def test_an_executor_subtask_whose_503s_outlast_the_retries_is_given_up_on_workers(
+        make_cluster, sqlite_url):
+    """The spec's rule on the workers too: the subtask's evidence is null and the run answers."""
+    with FakeAPIServer(lambda _r: Reply(503, {"error": {"message": "down",
+                                                        "type": "server_error"}})) as server:
+        cluster = make_cluster(
+            sqlite_url, AGENTIC_IQA_EXECUTOR_BACKEND="openai",
+            AGENTIC_IQA_EXECUTOR_BASE_URL=f"{server.url}/v1", AGENTIC_IQA_EXECUTOR_MODEL="m",
+            AGENTIC_IQA_EXECUTOR_MAX_RETRIES="0", AGENTIC_IQA_VLM_MAX_RETRIES="1",
+            OPENAI_API_KEY="sk-test-give-up")
+        cluster.start("default", "default")
+        run_id = submit(cluster, "Is the car blurry?", max_replans=0)
+        assert wait_for(cluster, run_id, timeout=90) == "succeeded"
+    engine = make_engine(sqlite_url)
+    with session_scope(engine) as session:
+        state = repository.load_state(session, run_id)
+    assert state["executor_evidence"].distortion_analysis is None
+    (reason,) = state["step_errors"].values()
+    assert "distortion_analysis failed after 1 retries" in reason and "503" in reason
+    assert state["summarizer_result"].final_answer
+
+
 def test_cli_assess_distributed_prints_the_same_answer_as_in_process(make_cluster, sqlite_url):
     import os
     import subprocess

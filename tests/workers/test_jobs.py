@@ -91,3 +91,32 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
     assert len({run_id for _, run_id in items}) == 24  # one run per item, none duplicated
     assert all(count == 1 for *_key, count in succeeded_steps)
     assert tool_rows == tool_calls
+
+
+def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message(
+        make_cluster, sqlite_url, livec_dir, tmp_path):
+    """Not one 401 per item and a job "done": the first refusal stops the job, the items not
+    started are cancelled, and `eval resume` is what the message says to run."""
+    from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_error
+
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    with FakeAPIServer(lambda _r: Reply(401, openai_error("Incorrect API key provided: "
+                                                          "sk-wrong", "invalid_request_error"))
+                       ) as server:
+        cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="2",
+                               AGENTIC_IQA_FEED_INTERVAL="0.5",
+                               AGENTIC_IQA_VLM_BACKEND="openai", AGENTIC_IQA_VLM_MODEL="gpt-4o",
+                               AGENTIC_IQA_VLM_BASE_URL=f"{server.url}/v1",
+                               AGENTIC_IQA_VLM_CACHE="false", OPENAI_API_KEY="sk-wrong")
+        cluster.start("default", "default")
+        job_id = lifecycle.submit(engine, livec_manifest(livec_dir, tmp_path / "m.csv", 12))
+        start_job(cluster, job_id)
+        final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
+        calls = len(server.requests)
+    assert final.status == "cancelled"
+    assert "HTTP 401" in final.error and "eval resume" in final.error
+    assert "sk-wrong" not in final.error
+    assert final.counts.get("failed", 0) <= 2 and final.counts.get("done", 0) == 0
+    assert final.counts.get("cancelled", 0) >= 10
+    assert calls <= 2  # the items in the first window; the rest never asked the model

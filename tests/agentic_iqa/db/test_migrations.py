@@ -180,16 +180,21 @@ def test_0004_adds_vlm_calls_and_downgrades_to_0003(empty_url: str) -> None:
         engine.dispose()
 
 
+def _insert_job(engine: Engine) -> None:
+    """A job row as every revision since 0002 can hold it."""
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO jobs (id, name, manifest, default_query, status,"
+            " max_replan_iterations, dispatch, vlm_cache, created_at) VALUES ('j1', 'n',"
+            " 'm.csv', 'q', 'running', 2, 'workers', true, CURRENT_TIMESTAMP)"))
+
+
 def test_0005_adds_job_tools_and_downgrades_to_0004(empty_url: str) -> None:
     """Jobs stored before metric jobs existed stay agent jobs (tools NULL); downgrade keeps them."""
     command.upgrade(alembic_config(empty_url), "0004")
     engine = build_engine(empty_url, pooled=False)
     try:
-        with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO jobs (id, name, manifest, default_query, status,"
-                " max_replan_iterations, dispatch, vlm_cache, created_at) VALUES ('j1', 'n',"
-                " 'm.csv', 'q', 'running', 2, 'workers', true, CURRENT_TIMESTAMP)"))
+        _insert_job(engine)
         command.upgrade(alembic_config(empty_url), "0005")
         with engine.begin() as connection:
             assert connection.execute(text("SELECT tools FROM jobs")).all() == [(None,)]
@@ -207,11 +212,7 @@ def test_0006_adds_job_and_call_errors_and_downgrades_to_0005(empty_url: str) ->
     command.upgrade(alembic_config(empty_url), "0005")
     engine = build_engine(empty_url, pooled=False)
     try:
-        with engine.begin() as connection:
-            connection.execute(text(
-                "INSERT INTO jobs (id, name, manifest, default_query, status,"
-                " max_replan_iterations, dispatch, vlm_cache, created_at) VALUES ('j1', 'n',"
-                " 'm.csv', 'q', 'running', 2, 'workers', true, CURRENT_TIMESTAMP)"))
+        _insert_job(engine)
         command.upgrade(alembic_config(empty_url), "0006")
         with engine.begin() as connection:
             assert connection.execute(text("SELECT error FROM jobs")).all() == [(None,)]
