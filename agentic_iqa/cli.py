@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from iqa_tools.errors import ToolError
 
+from .cli_eval import BackendOption, BaseUrlOption, ModelOption, use_backend
 from .redact import redact
 
 # Start-up is part of every command (``--help`` included), so this module imports only typer,
@@ -224,7 +225,9 @@ def tools_run(
 
 
 @tools_app.command("info")
-def tools_info(tool: Annotated[str, typer.Argument(help="tool name")]) -> None:
+def tools_info(tool: Annotated[str, typer.Argument(help="tool name")],
+               as_json: Annotated[bool, typer.Option("--json", help="everything, as JSON")]
+               = False) -> None:
     """Everything the metadata says about one tool, and whether it can run here."""
     from iqa_tools import weights as weight_files
 
@@ -241,7 +244,21 @@ def tools_info(tool: Annotated[str, typer.Argument(help="tool name")]) -> None:
         "expected_paths": {w.file: str(weight_files.expected_path(w)) for w in spec.weights},
     }
     document["normalization_warnings"] = spec.normalization_warnings()
-    print(json.dumps(document, indent=2))
+    if as_json:
+        print(json.dumps(document, indent=2))
+        return
+    lines = [f"{spec.name} ({spec.type}, pyiqa {spec.pyiqa_name}): {spec.description}",
+             f"  can run here: {availability.status}"
+             + (f" ({availability.detail})" if availability.detail else ""),
+             f"  scale: raw {spec.score_range[0]} .. {spec.score_range[1]}, "
+             f"{'lower' if spec.lower_is_better else 'higher'} is better; normalized onto "
+             f"1-5 ({spec.normalization.form}); computes in {spec.precision}",
+             f"  strong on: {', '.join(spec.strengths) or '-'}"]
+    lines += [f"  weight {w.file}: {document['availability']['expected_paths'][w.file]}"
+              for w in spec.weights]
+    lines += [f"  warning: {text}" for text in document["normalization_warnings"]]
+    for line in lines:
+        out.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @tools_app.command("install-weights")
@@ -402,8 +419,14 @@ def assess(
         bool, typer.Option("--vlm-cache/--no-vlm-cache",
                            help="answer deterministic VLM requests from the response cache")
     ] = True,
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
 ) -> None:
-    """Ask the agent a question about an image: plan, evidence, answer and why."""
+    """Ask the agent a question about an image: plan, evidence, answer and why.
+
+    A backend that cannot work (a missing key, an endpoint that does not answer, an unknown
+    model) exits 2 with one line before anything is stored."""
     from .pipeline import default_agents, run_inprocess, validate_inputs
     from .report import output_console, render_state, render_vlm_usage, state_document
     from .vlm.usage import PriceTable, collect_calls, group_records, summarize
@@ -417,6 +440,7 @@ def assess(
         validate_inputs(image_path, reference_path)
     except ToolError as exc:
         _fail(str(exc))
+    use_backend(backend, model, base_url)
     if not vlm_cache:  # clients built in this process get no cache; stored runs say so too
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
     if max_replans is None:
@@ -553,6 +577,43 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
     return _stored_state(engine, run_id), run_id
 
 
+@app.command("check")
+def check(
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Try the configured VLM backend of each role with one tiny request: key, endpoint, model,
+    whether log-probabilities come back, latency.  Exits 2 when one does not work."""
+    from .vlm.preflight import probe
+
+    configs = use_backend(backend, model, base_url, check=False)
+    groups: dict[Any, list[str]] = {}
+    for role, config in configs.items():
+        groups.setdefault(config, []).append(role)
+    results = [(roles, probe(roles[0], config)) for config, roles in groups.items()]
+    if as_json:
+        print(json.dumps([{"roles": roles, **result.__dict__} for roles, result in results],
+                         indent=2, default=str))
+    else:
+        for roles, result in results:
+            head = (f"{'/'.join(roles)}: {result.backend}"
+                    + (f" {result.model}" if result.model else "") + f" at {result.where}")
+            if not result.ok:
+                line = f"[red]FAILED[/] {escape(head)}: {escape(result.error or '')}"
+            elif result.backend == "builtin":
+                line = f"[green]ok[/] {escape(head)} (offline; no request needed)"
+            else:
+                line = (f"[green]ok[/] {escape(head)}: answered {escape(repr(result.reply))} "
+                        f"as {escape(result.answered_model or '?')} in "
+                        f"{result.latency_s:.2f} s; log-probabilities: "
+                        f"{'yes' if result.logprobs else 'no (scoring asks for stated ones)'}")
+            out.print(line, highlight=False, soft_wrap=True)
+    if not all(result.ok for _roles, result in results):
+        raise typer.Exit(2)
+
+
 @app.command("worker")
 def worker(
     queues: Annotated[str | None, typer.Option(
@@ -602,7 +663,9 @@ def _register_eval() -> None:
     from .cli_eval import calibrate, eval_app
 
     app.add_typer(eval_app, name="eval")
-    app.command("calibrate")(calibrate)
+    eval_app.command("calibrate")(calibrate)
+    # The old name, kept so scripts keep working.
+    app.command("calibrate", help="Same as `agentic-iqa eval calibrate`.")(calibrate)
 
 
 _register_eval()

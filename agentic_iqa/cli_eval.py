@@ -19,13 +19,49 @@ out = Console()
 err = Console(stderr=True)
 
 
-def _fail(message: str) -> typer.Exit:
-    """Print one redacted error line and exit 1."""
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one redacted error line and exit ``code`` (2: nothing was written, fix the
+    configuration; 1: the work itself failed)."""
     from .redact import redact
 
     err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
               soft_wrap=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
+
+
+#: The same three flags wherever a VLM is used (assess, eval submit, eval estimate).
+BackendOption = Annotated[str | None, typer.Option(
+    "--backend", help="VLM backend for every role: builtin, openai or anthropic "
+                      "(default: configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)")]
+ModelOption = Annotated[str | None, typer.Option(
+    "--model", help="model for every role, e.g. gpt-4o or Qwen/Qwen2.5-VL-7B-Instruct "
+                    "(AGENTIC_IQA_VLM_MODEL)")]
+BaseUrlOption = Annotated[str | None, typer.Option(
+    "--base-url", help="an OpenAI-compatible server (vLLM, Ollama), e.g. "
+                       "http://localhost:8000/v1 (AGENTIC_IQA_VLM_BASE_URL)")]
+
+
+def use_backend(backend: str | None, model: str | None, base_url: str | None, *,
+                check: bool = True) -> dict[str, Any]:
+    """The role configurations with the flags applied (for every role), checked before
+    anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
+    endpoint that does not answer or a model it does not serve exits 2 with one line."""
+    import os
+
+    from .vlm.base import VLMConfigurationError
+    from .vlm.preflight import preflight
+    from .vlm.settings import load_backend_configs
+
+    for name, value in (("BACKEND", backend), ("MODEL", model), ("BASE_URL", base_url)):
+        if value is not None:  # this process's clients and the job's stored configuration
+            os.environ[f"AGENTIC_IQA_VLM_{name}"] = value
+    try:
+        configs = dict(load_backend_configs())
+        if check:
+            preflight(configs)
+    except VLMConfigurationError as exc:
+        _fail(str(exc), code=2)
+    return configs
 
 
 def _engine() -> Any:
@@ -125,15 +161,10 @@ def _progress_bar(engine: Any, job_id: str) -> None:
 
 
 def _agents() -> Any:
-    from .pipeline import default_agents
+    """The agents per job configuration: each item runs as its job was submitted."""
+    from .pipeline import AgentsCache
 
-    return default_agents()
-
-
-def _metric_agents() -> Any:
-    from .pipeline import metric_agents
-
-    return metric_agents()
+    return AgentsCache()
 
 
 @eval_app.command("submit")
@@ -148,10 +179,9 @@ def submit(
         "--tools", help="a metric job: only these tools (comma-separated, e.g. BRISQUE,NIQE,"
                         "SSIM) on every image, raw and normalized scores, no agent and no VLM")
     ] = None,
-    backend: Annotated[
-        str | None, typer.Option("--backend", help="VLM backend for all roles (builtin, openai, "
-                                                   "anthropic); default from config")
-    ] = None,
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     wait: Annotated[bool, typer.Option("--wait", help="with workers: block until the job ends, "
                                                   "then print a summary; without a broker the "
                                                   "job runs here and the command always waits "
@@ -173,25 +203,36 @@ def submit(
 ) -> None:
     """Create a job from a manifest and start it (Celery workers, or locally without a broker).
 
-    Exits 1 if the job is cancelled while this command waits for it (``--wait``, or a local run).
+    The job stores how it is run (backends, models and base URLs per role, prompts, tools,
+    caches; never a key): every item runs so, wherever and whenever it runs.  A configuration
+    that cannot work (a missing key, an endpoint that does not answer, an unknown model or
+    tool) exits 2 with one line before anything is stored.  Exits 1 if the job is cancelled or
+    stopped while this command waits for it (``--wait``, or a local run).
     """
     import os
 
     from .jobs import lifecycle
     from .jobs.manifest import ManifestFormatError
     from .jobs.tools import MetricToolsError, parse_tools
+    from .runconfig import capture
 
-    if backend:
-        os.environ["AGENTIC_IQA_VLM_BACKEND"] = backend
     if not vlm_cache:  # local runs: clients without a cache; workers: read from the job
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
-    engine = _engine()
     try:
         metric_tools = parse_tools(tools) if tools is not None else None
+    except MetricToolsError as exc:
+        _fail(str(exc), code=2)
+    roles = None if metric_tools else use_backend(backend, model, base_url)
+    engine = _engine()
+    try:
+        config = capture(max_replan_iterations=_max_replans(), vlm_cache=vlm_cache,
+                         metric_tools=metric_tools, roles=roles)
         job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
                                   check_images=not no_check_images, mos_range=mos_range,
-                                  vlm_cache=vlm_cache, tools=metric_tools)
-    except (ManifestFormatError, MetricToolsError, OSError) as exc:
+                                  vlm_cache=vlm_cache, tools=metric_tools, config=config)
+    except MetricToolsError as exc:
+        _fail(str(exc), code=2)
+    except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
     current = lifecycle.progress(engine, job_id)
     bad = current.counts.get("failed", 0)
@@ -219,11 +260,16 @@ def submit(
         err.print("note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in this "
                   "process and the command waits for it anyway: --wait changes nothing",
                   highlight=False, soft_wrap=True)
-    agents = _metric_agents() if tools is not None else _agents()
     with contextlib.redirect_stdout(sys.stderr):
-        _run_local(engine, job_id, agents, workers)
+        _run_local(engine, job_id, _agents(), workers)
     _summary(engine, job_id)
     _end_of_wait(engine, job_id)
+
+
+def _max_replans() -> int:
+    from .config import PipelineSettings
+
+    return PipelineSettings.load().max_replan_iterations
 
 
 def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
@@ -245,6 +291,9 @@ def estimate(
     workers: Annotated[int, typer.Option(
         "--workers", min=1, help="items in flight at once in the real job (capped by "
                                  "job_window)")] = 2,
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run the first SAMPLE good items for real and extrapolate calls, tokens, cost and time.
@@ -266,6 +315,7 @@ def estimate(
     from .jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
     from .jobs.report import extrapolate
 
+    use_backend(backend, model, base_url)
     try:
         total = count_rows(manifest)
         good = (entry for entry in read_manifest(manifest, root=root)
@@ -385,16 +435,25 @@ def status(
                 "items_per_second": current.throughput, "eta_seconds": current.eta_seconds,
                 "stalled": current.stalled, "kind": "metric" if current.tools else "agent",
                 "tools": list(current.tools) if current.tools else None,
-                "error": current.error, "vlm": _vlm_summary(engine, current.job_id)}
+                "error": current.error, "waiting": current.waiting,
+                "orphaned": current.orphaned, "vlm": _vlm_summary(engine, current.job_id)}
     if as_json:
         print(json.dumps(document, indent=2))
         return
     from .jobs.report import vlm_line
 
-    out.print(f"job {current.job_id} ({escape(current.name)}): {current.status}",
+    state = "stalled" if current.orphaned else current.status
+    out.print(f"job {current.job_id} ({escape(current.name)}): {state}",
               highlight=False, soft_wrap=True)
     if current.error:
         out.print(f"  [red]{escape(current.error)}[/]", highlight=False, soft_wrap=True)
+    if current.orphaned:
+        out.print(f"  [yellow]the process that ran it here is gone (no item has moved for a "
+                  f"lease): `agentic-iqa eval resume {current.job_id[:8]}` continues it[/]",
+                  highlight=False, soft_wrap=True)
+    if current.waiting:
+        out.print(f"  [yellow]waiting: {escape(current.waiting)}[/]", highlight=False,
+                  soft_wrap=True)
     if current.tools:
         out.print(f"  metric job (no agent): {', '.join(current.tools)}", highlight=False,
                   soft_wrap=True)
@@ -407,16 +466,24 @@ def status(
 
 @eval_app.command("resume")
 def resume(
-    job: Annotated[str, typer.Argument(help="job id or a unique prefix of one")],
+    job: Annotated[str | None, typer.Argument(
+        help="job id or a unique prefix of one (default: the latest)")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
     wait: Annotated[bool, typer.Option("--wait")] = False,
 ) -> None:
-    """Re-queue only unfinished or failed items; finished items are never recomputed."""
+    """Re-queue only unfinished or failed items; finished items are never recomputed.
+
+    The items run as the job was submitted (its stored backends, models, prompts and tools),
+    whatever this shell's environment says; run here, a job this process cannot run so (no key
+    for its backend) exits 2 with what to set, before anything changes.
+    """
     from .db.jobs import JobNotFound
     from .jobs import lifecycle
 
     engine = _engine()
     job = _job_id(engine, job)
+    if not _broker():
+        _can_run_here(engine, job)
     try:
         reopened, unfinished = lifecycle.resume(engine, job)
     except JobNotFound as exc:
@@ -434,13 +501,34 @@ def resume(
         return
     from . import service
 
-    agents = _metric_agents() if lifecycle.progress(engine, job).tools else _agents()
+    agents = _agents()
     with contextlib.redirect_stdout(sys.stderr):
         for run_id in unfinished:
             service.run_embedded(engine, agents, run_id)
         _run_local(engine, job, agents, workers)
     _summary(engine, job)
     _end_of_wait(engine, job)
+
+
+def _can_run_here(engine: Any, job_id: str) -> None:
+    """Exit 2 with the reason when this process cannot run the job as it was submitted."""
+    from .db import jobs as store
+    from .db.engine import read_scope
+    from .runconfig import CannotHonour, RunConfig, backend_configs, check_prompts
+    from .vlm.base import VLMConfigurationError
+    from .vlm.preflight import preflight
+
+    with read_scope(engine) as session:
+        text = store.get_job(session, job_id).config_json
+    if not text:
+        return  # a job stored before configurations were kept: it runs as the environment says
+    config = RunConfig.from_json(text)
+    try:
+        check_prompts(config)
+        if not config.metric_tools:
+            preflight(backend_configs(config))
+    except (CannotHonour, VLMConfigurationError) as exc:
+        _fail(f"job {job_id[:8]} cannot run here: {exc}", code=2)
 
 
 @eval_app.command("cancel")
@@ -498,9 +586,13 @@ def export(
     job: Annotated[str | None, typer.Argument(
         help="job id or a unique prefix of one (default: the latest)")] = None,
     fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet")] = "csv",
-    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="file to write; - for standard output (default: "
+                               "job-<id>.<format> in this folder, and its name is printed)")
+    ] = None,
 ) -> None:
-    """One row per item: answer, score, per-tool normalized scores, severities, errors."""
+    """One row per item: answer, score, reasoning, level probabilities, the model that
+    answered, per-tool normalized and raw scores, severities, errors."""
     from .db.jobs import JobNotFound
     from .jobs.export import write_rows
 
@@ -512,9 +604,16 @@ def export(
         columns, rows = export_rows(engine, job_id)
     except JobNotFound as exc:
         _fail(str(exc))
+    if output is not None and str(output) == "-":
+        try:
+            write_rows(rows, "-", fmt, columns)
+        except ValueError as exc:
+            _fail(str(exc), code=2)
+        return
     path = output or Path(f"job-{job_id[:8]}.{fmt}")
-    write_rows(rows, path, fmt, columns)
-    err.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    count = write_rows(rows, path, fmt, columns)
+    note = "" if output else " (no -o given: the default name; -o - writes to standard output)"
+    err.print(f"wrote {count} rows to {path.resolve()}{note}", highlight=False, soft_wrap=True)
 
 
 @eval_app.command("report")
@@ -530,7 +629,7 @@ def report(
     from .db.engine import read_scope
     from .db.jobs import JobNotFound
     from .jobs import lifecycle
-    from .jobs.report import build_report, render_html, render_text
+    from .jobs.report import build_report, provenance_warnings, render_html, render_text
 
     engine = _engine()
     job_id = _job_id(engine, job)
@@ -542,8 +641,10 @@ def report(
     except JobNotFound as exc:
         _fail(str(exc))
     materialised = list(rows)  # a report needs every score at once
-    document = {"job": about,
-                **build_report(materialised, bootstrap=bootstrap, metric_job=metric_job)}
+    built = build_report(materialised, bootstrap=bootstrap, metric_job=metric_job)
+    about = {**about, "answered_by": built["answered_by"],
+             "warnings": provenance_warnings(about, built["answered_by"])}
+    document = {"job": about, **built}
     document["vlm"] = _vlm_summary(engine, job_id)
     if html is not None:
         render_html(document, materialised, html)
@@ -557,9 +658,9 @@ def report(
 
 
 def calibrate(
-    job: Annotated[str, typer.Argument(help="job id or a unique prefix of one (items with "
-                                            "MOS)")],
     tool: Annotated[str, typer.Option("--tool", "-t", help="tool to recalibrate")],
+    job: Annotated[str | None, typer.Argument(
+        help="job id or a unique prefix of one, with MOS (default: the latest)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
     mos_range: Annotated[
         tuple[float, float] | None,

@@ -19,11 +19,12 @@ before it fails the run; the distributed pipeline has Celery's retries instead.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 from tenacity import (
@@ -51,6 +52,9 @@ from .state import (
     record_replan,
 )
 from .vlm.base import TransientVLMError, VLMClient, VLMError
+
+if TYPE_CHECKING:
+    from .runconfig import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +108,60 @@ def metric_agents(registry: ToolRegistry | None = None) -> Agents:
     client = BuiltinClient()
     return Agents(planner=client, executor=client, summarizer=client,
                   registry=registry or get_registry(load_tool_settings()))
+
+
+def agents_for(config: RunConfig | None) -> Agents:
+    """The agents for a job's items as the job was submitted (:mod:`.runconfig`): its
+    backends, models and base URLs per role, its tools' device, fallbacks and catalogue;
+    the environment's defaults for a run with no stored configuration.  Raises
+    :class:`~.runconfig.CannotHonour` where this process cannot (no key for the job's backend,
+    other prompts or another tool catalogue): nothing is ever answered on something else."""
+    from iqa_tools import ToolRegistry, get_registry
+
+    from .config import load_tool_settings
+    from .runconfig import backend_configs, check_prompts, check_tools
+    from .vlm import create_client
+
+    if config is None:
+        return default_agents()
+    check_prompts(config)
+    local = load_tool_settings()
+    settings = check_tools(config, local)
+    # The process-wide registry when the job's tool settings are this process's own; else
+    # one of its own (models are shared by every registry of the process anyway).
+    registry = get_registry(local) if settings == local else ToolRegistry(settings)
+    if config.metric_tools:
+        return metric_agents(registry)
+    roles = backend_configs(config)
+    return Agents(planner=create_client("planner", roles),
+                  executor=create_client("executor", roles),
+                  summarizer=create_client("summarizer", roles), registry=registry)
+
+
+class AgentsCache:
+    """:func:`agents_for`, built once per configuration in this process (clients hold
+    connection pools; the registry its models) and shared by its threads."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._built: dict[str | None, Agents] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, config: RunConfig | None) -> Agents:
+        key = config.to_json() if config is not None else None
+        with self._lock:
+            found = self._built.get(key)
+            if found is None:
+                found = agents_for(config)
+                if len(self._built) >= self._size:
+                    self._built.pop(next(iter(self._built)))
+                self._built[key] = found
+            return found
+
+    def built(self) -> list[Agents]:
+        """The agents built so far (a tool batch clears what each registry scored ahead)."""
+        with self._lock:
+            return list(self._built.values())
 
 
 def next_step(state: AgenticIQAState) -> str | None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -30,11 +30,23 @@ from .pipeline import (
     planned_tool_calls,
     run_step,
 )
+from .runconfig import CannotHonour, RunConfig
 from .state import AgenticIQAState, merge_state
 from .vlm.base import FatalVLMError, TransientVLMError
 from .vlm.usage import CallCollector, collecting
 
 log = logging.getLogger(__name__)
+
+
+#: What runs a run's steps: the agents themselves (tests, an in-process caller that decides),
+#: or a function giving them for the run's stored job configuration (the CLI and workers:
+#: :func:`agentic_iqa.pipeline.agents_for`), which raises :class:`~.runconfig.CannotHonour`
+#: where this process cannot run the job as it was submitted.
+AgentsSource = Agents | Callable[[RunConfig | None], Agents]
+
+
+def resolve_agents(source: AgentsSource, config: RunConfig | None) -> Agents:
+    return source if isinstance(source, Agents) else source(config)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,8 @@ class Begun:
     job_id: str | None
     use_vlm_cache: bool
     asked: frozenset[str]
+    #: The agents that run it: the job's configuration, honoured (checked before it began).
+    agents: Agents
 
 
 @dataclass(frozen=True)
@@ -96,12 +110,14 @@ def load(engine: Engine, run_id: str) -> AgenticIQAState:
 
 
 def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
-            chain: Chain | None = None, worker: str | None = None) -> NextStep | None:
+            chain: Chain | None = None, worker: str | None = None,
+            agents: AgentsSource | None = None) -> NextStep | None:
     """The step to run next for ``run_id``; when there is none, the run is closed.
 
     With ``lease_seconds`` the run's lease is renewed: its next step is about to be sent.
-    With ``chain`` saying the caller runs that step itself, it is begun here (when it is a
-    first attempt; a step with a record already begins the usual way).
+    With ``chain`` saying the caller runs that step itself (with ``agents``), it is begun here
+    (when it is a first attempt and the job's configuration can be honoured here; otherwise
+    it begins the usual way).
     """
     with session_scope(engine) as session:
         run = repository.run_context(session, run_id)
@@ -109,8 +125,12 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
             return None
         upcoming = _decide(session, run_id, run.state, lease_seconds, run.job_id)
         queue = None if upcoming is None or chain is None else chain(upcoming, run.state)
-        if upcoming is None or queue is None:
+        if upcoming is None or queue is None or agents is None:
             return upcoming
+        try:
+            resolved = resolve_agents(agents, run.config)
+        except CannotHonour:
+            return upcoming  # its own delivery says why, and waits
         attempt = repository.first_attempt(
             session, run_id, upcoming.step, upcoming.iteration, worker=worker, queue=queue,
             lease_seconds=lease_seconds, run_started=run.status == "running")
@@ -118,7 +138,7 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
             return upcoming
         return replace(upcoming, begun=Begun(
             run.state, attempt.attempts, run.job_id, run.vlm_cache,
-            frozenset(repository.vlm_keys_asked(session, run_id))))
+            frozenset(repository.vlm_keys_asked(session, run_id)), resolved))
 
 
 def _decide(session: Session, run_id: str, state: AgenticIQAState,
@@ -140,7 +160,8 @@ def _decide(session: Session, run_id: str, state: AgenticIQAState,
     return NextStep(step, state.get("iteration_count", 0))
 
 
-def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iteration: int, *,
+def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, iteration: int,
+                 *,
                  worker: str | None = None, queue: str | None = None,
                  lease_seconds: float | None = None,
                  max_attempts: int | None = None,
@@ -158,10 +179,14 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     ``chain`` says whether the caller goes on with the upcoming step in this process; if so,
     that step is begun in the transaction that completes this one (one transaction per step
     instead of two) and comes back as ``upcoming.begun``, to be passed here as ``begun``.
+
+    ``agents`` may be a function of the run's job configuration: where this process cannot
+    honour it, :class:`~.runconfig.CannotHonour` is raised before anything is written.
     """
     if begun is None:
-        begun_here = _begin(engine, run_id, step, iteration, worker=worker, queue=queue,
-                            lease_seconds=lease_seconds, max_attempts=max_attempts)
+        begun_here = _begin(engine, agents, run_id, step, iteration, worker=worker,
+                            queue=queue, lease_seconds=lease_seconds,
+                            max_attempts=max_attempts)
         if isinstance(begun_here, StepResult):
             return begun_here
         begun = begun_here
@@ -173,7 +198,7 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     try:
         with HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds), \
                 collecting(collector):
-            update = run_step(step, state, agents)
+            update = run_step(step, state, begun.agents)
     except TransientVLMError as exc:
         with session_scope(engine) as session:
             repository.fail_step(session, run_id, step, iteration, error=f"transient: {exc}")
@@ -207,7 +232,7 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
                                    collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
         next_queue = None if upcoming is None or chain is None else chain(upcoming, new_state)
-        if upcoming is not None and next_queue is not None:
+        if upcoming is not None and next_queue is not None:  # same run, same agents
             record = repository.first_attempt(
                 session, run_id, upcoming.step, upcoming.iteration, worker=worker,
                 queue=next_queue, lease_seconds=lease_seconds, run_started=True)
@@ -219,17 +244,19 @@ def execute_step(engine: Engine, agents: Agents, run_id: str, step: str, iterati
     return StepResult(RAN, upcoming)
 
 
-def _begin(engine: Engine, run_id: str, step: str, iteration: int, *, worker: str | None,
-           queue: str | None, lease_seconds: float | None, max_attempts: int | None
-           ) -> Begun | StepResult:
-    """The step's first transaction: read the state, skip a stale or duplicate delivery, begin
-    the step (or give it up when its deliveries kept dying)."""
+def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iteration: int, *,
+           worker: str | None, queue: str | None, lease_seconds: float | None,
+           max_attempts: int | None) -> Begun | StepResult:
+    """The step's first transaction: read the state, skip a stale or duplicate delivery, make
+    sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
+    written), begin the step (or give it up when its deliveries kept dying)."""
     with session_scope(engine) as session:
         run = repository.run_context(session, run_id)
         state = run.state
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
             return StepResult(SKIPPED)
+        resolved = resolve_agents(agents, run.config)
         # A running run's lease was moved by whoever sent this step (it decided on it).
         record = repository.begin_step(session, run_id, step, iteration, worker=worker,
                                        queue=queue, lease_seconds=lease_seconds,
@@ -246,10 +273,10 @@ def _begin(engine: Engine, run_id: str, step: str, iteration: int, *, worker: st
             repository.fail_run(session, run_id, error=reason)
             return StepResult(RAN)
         return Begun(state, record.attempts, run.job_id, run.vlm_cache,
-                     frozenset(repository.vlm_keys_asked(session, run_id)))
+                     frozenset(repository.vlm_keys_asked(session, run_id)), resolved)
 
 
-def score_tools_ahead(engine: Engine, agents: Agents, items: list[tuple[str, int]], *,
+def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *,
                       max_batch: int) -> int:
     """Batch the tool calls that several runs' tool steps are about to make (one read of their
     states, same-sized inputs of a tool in one forward pass); returns the calls computed.
@@ -260,7 +287,8 @@ def score_tools_ahead(engine: Engine, agents: Agents, items: list[tuple[str, int
     """
     from iqa_tools.images import LoadedImage, read_image
 
-    calls: list[tuple[str, LoadedImage, LoadedImage | None]] = []
+    calls: dict[int, list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
+    registries: dict[int, Any] = {}
     images: dict[str, LoadedImage] = {}
 
     def image(path: str) -> LoadedImage:
@@ -269,25 +297,26 @@ def score_tools_ahead(engine: Engine, agents: Agents, items: list[tuple[str, int
         return images[path]
 
     with session_scope(engine) as session:
-        states = []
+        runs = []
         for run_id, iteration in items:
             try:
-                state = repository.load_state(session, run_id)
+                run = repository.run_context(session, run_id)
+                registry = resolve_agents(agents, run.config).registry
             except Exception as exc:  # the step itself reports a missing or broken run
                 log.info("run %s: not batched: %s", run_id, exc)
                 continue
-            if state.get("iteration_count", 0) == iteration:
-                states.append(state)
-    for state in states:
-        for tool, image_path, reference_path in planned_tool_calls(state, agents.registry):
+            if run.state.get("iteration_count", 0) == iteration:
+                runs.append((run.state, registry))
+    for state, registry in runs:  # one batch per registry: jobs may differ in tool settings
+        registries[id(registry)] = registry
+        for tool, image_path, reference_path in planned_tool_calls(state, registry):
             try:
-                calls.append((tool, image(image_path),
-                              image(reference_path) if reference_path else None))
+                calls.setdefault(id(registry), []).append(
+                    (tool, image(image_path), image(reference_path) if reference_path else None))
             except Exception as exc:  # unreadable input: its step reports it
                 log.info("%s: not batched: %s", image_path, exc)
-    if len(calls) < 2:
-        return 0
-    return agents.registry.score_batches(calls, max_batch=max_batch)
+    return sum(registries[key].score_batches(batch, max_batch=max_batch)
+               for key, batch in calls.items() if len(batch) >= 2)
 
 
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:
@@ -319,32 +348,37 @@ def give_up(engine: Engine, run_id: str, step: str, iteration: int, reason: str,
         return _decide(session, run_id, new_state, lease_seconds, run.job_id)
 
 
-def run_embedded(engine: Engine, agents: Agents, run_id: str, *,
-                 retry: TransientRetry = TRANSIENT_RETRY) -> AgenticIQAState:
+def run_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
+                 retry: TransientRetry = TRANSIENT_RETRY,
+                 lease_seconds: float | None = None) -> AgenticIQAState:
     """Walk a stored run to its end in this process (the embedded default: no broker).
 
     A step failing with a transient VLM error is run again per ``retry`` (each attempt is
-    recorded on the step); when the error outlasts every attempt, the run fails with it.
+    recorded on the step); when the error outlasts every attempt, an executor subtask is
+    given up and any other step fails the run.  ``lease_seconds``: the steps hold a lease,
+    renewed by the heartbeat, so a run left by a process that died shows as stalled.
     """
-    upcoming = advance(engine, run_id, chain=_in_process, worker="embedded")
+    upcoming = advance(engine, run_id, chain=_in_process, worker="embedded", agents=agents,
+                       lease_seconds=lease_seconds)
     while upcoming is not None:
         try:
             result = retry.call(upcoming.step, partial(
-                _attempt, engine, agents, run_id, upcoming, [upcoming.begun]))
+                _attempt, engine, agents, run_id, upcoming, [upcoming.begun], lease_seconds))
         except TransientVLMError as exc:
             upcoming = give_up(engine, run_id, upcoming.step, upcoming.iteration,
                                f"{upcoming.step} failed: {exc}")
             continue
-        upcoming = result.upcoming if result.outcome == RAN else advance(engine, run_id)
+        upcoming = (result.upcoming if result.outcome == RAN else
+                    advance(engine, run_id, lease_seconds=lease_seconds))
     return load(engine, run_id)
 
 
-def _attempt(engine: Engine, agents: Agents, run_id: str, upcoming: NextStep,
-             handed: list[Begun | None]) -> StepResult:
+def _attempt(engine: Engine, agents: AgentsSource, run_id: str, upcoming: NextStep,
+             handed: list[Begun | None], lease_seconds: float | None = None) -> StepResult:
     """One attempt of an embedded step: a step begun ahead is for the first attempt only (a
     retry after a transient error begins it again, as one more attempt)."""
     return execute_step(engine, agents, run_id, upcoming.step, upcoming.iteration,
-                        worker="embedded", queue="in-process",
+                        worker="embedded", queue="in-process", lease_seconds=lease_seconds,
                         begun=handed.pop() if handed else None, chain=_in_process)
 
 

@@ -39,10 +39,11 @@ from agentic_iqa.pipeline import (
     STEPS,
     TOOL_STEPS,
     Agents,
-    default_agents,
+    AgentsCache,
     tool_step_cached,
 )
 from agentic_iqa.redact import install_log_redaction
+from agentic_iqa.runconfig import CannotHonour
 from agentic_iqa.state import AgenticIQAState
 from agentic_iqa.supervisor import SupervisorThread
 from agentic_iqa.vlm.base import TransientVLMError
@@ -57,13 +58,23 @@ def settings() -> PipelineSettings:
 
 
 @lru_cache(maxsize=1)
-def _agents(pid: int) -> Agents:
-    return default_agents()
+def _agents(pid: int) -> AgentsCache:
+    return AgentsCache()
+
+
+def agents_source() -> AgentsCache:
+    """This worker process's agents per job configuration (built on first use, after the
+    fork): every item runs as its job was submitted, whatever this worker's environment."""
+    return _agents(os.getpid())
 
 
 def agents() -> Agents:
-    """Clients and registry of this worker process (built on first use, after the fork)."""
-    return _agents(os.getpid())
+    """The environment's own agents (runs with no stored configuration)."""
+    return agents_source()(None)
+
+
+#: Seconds before an item this worker cannot run as its job was submitted is offered again.
+WAIT_TO_HONOUR = 30.0
 
 
 def engine() -> Engine:
@@ -91,7 +102,8 @@ def coordinate(self: Task, run_id: str) -> str | None:
     """
     hostname = self.request.hostname or socket.gethostname()
     upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds,
-                               worker=hostname, chain=_stays_here(time.monotonic()))
+                               worker=hostname, chain=_stays_here(time.monotonic()),
+                               agents=agents_source())
     if upcoming is None:
         return None
     if upcoming.begun is not None:
@@ -176,9 +188,13 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
         queue = ((delivery or {}).get("routing_key") if delivered else None) or queue_for(step)
         try:
             result = service.execute_step(
-                engine(), agents(), run_id, step, iteration, lease_seconds=lease,
+                engine(), agents_source(), run_id, step, iteration, lease_seconds=lease,
                 worker=hostname or socket.gethostname(), queue=queue,
                 max_attempts=settings().max_step_attempts, begun=begun, chain=chain)
+        except CannotHonour as reason:
+            # Never run on something else: say why, keep the item queued, offer it again.
+            _wait_to_honour(run_id, step, iteration, queue, hostname, str(reason))
+            return
         except repository.StepBusy as busy:
             # Another delivery owns the step and is alive: come back when its lease would end.
             _task_for(step).apply_async((run_id, iteration), queue=queue,
@@ -200,6 +216,21 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
             return
         step, iteration, begun, delivered = (upcoming.step, upcoming.iteration, upcoming.begun,
                                              False)
+
+
+def _wait_to_honour(run_id: str, step: str, iteration: int, queue: str,
+                    hostname: str | None, reason: str) -> None:
+    """This worker cannot run the step as its job was submitted: the job says why (``eval
+    status``), the run's lease covers the wait, and the step is offered again later, to
+    whichever worker takes it."""
+    log.warning("run %s: %s#%d not run here: %s", run_id, step, iteration, reason)
+    with session_scope(engine()) as session:
+        job_id = repository.run_context(session, run_id).job_id
+        if job_id is not None:
+            job_store.note_waiting(session, job_id,
+                                   f"worker {hostname or socket.gethostname()}: {reason}")
+        repository.extend_lease(session, run_id, WAIT_TO_HONOUR + settings().lease_seconds)
+    _task_for(step).apply_async((run_id, iteration), queue=queue, countdown=WAIT_TO_HONOUR)
 
 
 def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
@@ -248,9 +279,8 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
     to the supervisor, whose lease-based re-send heals it), and the other items go on.
     """
     items = [(str(request.args[0]), int(request.args[1])) for request in requests]
-    registry = agents().registry
     try:
-        service.score_tools_ahead(engine(), agents(), items,
+        service.score_tools_ahead(engine(), agents_source(), items,
                                   max_batch=settings().tool_batch_size)
     except Exception:  # batching is an optimisation: each step still runs on its own
         log.exception("scoring a batch of %d tool steps ahead failed", len(items))
@@ -265,7 +295,8 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
                 log.exception("run %s: %s#%d failed in a batch; the supervisor re-sends it",
                               run_id, step, iteration)
     finally:
-        registry.clear_batch()
+        for built in agents_source().built():
+            built.registry.clear_batch()
 
 
 def submit(run_id: str) -> None:

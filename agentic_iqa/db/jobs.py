@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..vlm.usage import PriceTable, summarize
-from .models import Job, JobItem, Run, ToolLog, utc_now
+from .models import Job, JobItem, Run, ToolLog, VlmCall, utc_now
 from .repository import create_run
 
 INSERT_BATCH = 500
@@ -33,11 +33,14 @@ class JobNotFound(KeyError):
 
 def create_job(session: Session, *, name: str, manifest: str, default_query: str,
                root: str | None = None, max_replan_iterations: int = 2,
-               vlm_cache: bool = True, tools: Sequence[str] | None = None) -> str:
-    """A running job; ``tools``: a metric job, whose runs only run these tools."""
+               vlm_cache: bool = True, tools: Sequence[str] | None = None,
+               config_json: str | None = None) -> str:
+    """A running job; ``tools``: a metric job, whose runs only run these tools;
+    ``config_json``: the configuration its items run with (:mod:`agentic_iqa.runconfig`)."""
     job = Job(name=name, manifest=manifest, default_query=default_query, root=root,
               max_replan_iterations=max_replan_iterations, status="running",
-              vlm_cache=vlm_cache, tools=",".join(tools) if tools else None)
+              vlm_cache=vlm_cache, tools=",".join(tools) if tools else None,
+              config_json=config_json)
     session.add(job)
     session.flush()
     return job.id
@@ -92,6 +95,24 @@ def stalled_count(session: Session, job_id: str) -> int:
                Run.status.in_(("pending", "running")), Run.lease_until.is_not(None),
                Run.lease_until < utc_now())
     ) or 0)
+
+
+def live_leases(session: Session, job_id: str) -> int:
+    """Runs of the job in flight whose lease is still running: someone is working on them."""
+    return int(session.scalar(
+        select(func.count()).select_from(Run)
+        .where(Run.job_id == job_id, Run.status.in_(("pending", "running")),
+               Run.lease_until.is_not(None), Run.lease_until >= utc_now())) or 0)
+
+
+def extend_leases(session: Session, job_id: str, seconds: float) -> int:
+    """Push the leases of the job's open runs ``seconds`` ahead (the local runner's sign of
+    life); returns how many."""
+    from .repository import lease_deadline
+
+    return int(session.execute(
+        update(Run).where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
+        .values(lease_until=lease_deadline(seconds))).rowcount or 0)
 
 
 def finish_complete_jobs(session: Session) -> int:
@@ -186,6 +207,8 @@ def close_item_for_run(session: Session, run: Run) -> None:
                 finished_at=utc_now())
     )
     if job is not None:
+        if job.waiting is not None:  # an item ran: whoever could not, someone could
+            job.waiting = job.waiting_at = None
         finish_if_complete(session, job)
 
 
@@ -209,6 +232,12 @@ def cancel(session: Session, job_id: str) -> int:
         .values(status="cancelled", finished_at=utc_now())
     )
     return int(result.rowcount or 0)
+
+
+def note_waiting(session: Session, job_id: str, reason: str) -> None:
+    """A process could not run the job's items as submitted: say why (``eval status``)."""
+    session.execute(update(Job).where(Job.id == job_id)
+                    .values(waiting=redact(reason), waiting_at=utc_now()))
 
 
 def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason: str) -> bool:
@@ -288,15 +317,21 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
         last_id = page[-1][0].id
         run_ids = [run.id for _item, run in page if run is not None]
         logs: dict[str, list[ToolLog]] = {}
+        answered: dict[str, set[str]] = {}
         if run_ids:
             for log in session.scalars(select(ToolLog).where(ToolLog.run_id.in_(run_ids))):
                 logs.setdefault(log.run_id, []).append(log)
+            for run_id, backend, model in session.execute(  # who actually answered
+                    select(VlmCall.run_id, VlmCall.backend, VlmCall.model).distinct()
+                    .where(VlmCall.run_id.in_(run_ids), VlmCall.error.is_(None))):
+                answered.setdefault(run_id, set()).add(f"{backend}/{model}")
         for item, run in page:
             row: dict[str, Any] = {
                 "item_id": item.item_key, "line": item.line, "image": item.image,
                 "reference": item.reference, "query": item.query, "status": item.status,
                 "error": redact(item.error), "run_id": item.run_id, "mos": item.mos,
                 "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
+                "reasoning": None, "level_distribution": None, "answered_by": None,
                 "correct": None, "severities": None, "fallbacks": 0, "tools": None,
                 "tool_scores": {}, "raw_scores": {},
             }
@@ -304,7 +339,12 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 row["final_answer"], row["quality_score"] = run.final_answer, run.quality_score
                 if item.answer_truth and run.final_answer:
                     row["correct"] = answer_letter(run.final_answer) == item.answer_truth
-                row["severities"] = _severities(json.loads(run.state_json))
+                state = json.loads(run.state_json)
+                summary = state.get("summarizer_result") or {}
+                row["reasoning"] = redact(summary.get("quality_reasoning"))
+                row["level_distribution"] = summary.get("level_distribution")
+                row["answered_by"] = ";".join(sorted(answered.get(run.id, ()))) or None
+                row["severities"] = _severities(state)
                 run_logs = logs.get(run.id, [])
                 row["fallbacks"] = sum(1 for log in run_logs if log.fallback)
                 per_tool: dict[str, list[float]] = {}

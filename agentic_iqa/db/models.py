@@ -271,6 +271,8 @@ class VlmCall(Base):
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     #: Why the call failed (HTTP status and message, credentials masked); None: answered.
     error: Mapped[str | None] = mapped_column(Text)
+    #: Host (and port) the call went to, never credentials; None for cache hits of old rows.
+    endpoint: Mapped[str | None] = mapped_column(Text)
 
     def __repr__(self) -> str:
         return (f"VlmCall(run_id={self.run_id!r}, step={self.step!r}, seq={self.seq}, "
@@ -324,6 +326,12 @@ class Job(Base):
     tools: Mapped[str | None] = mapped_column(Text)
     #: Why the job stopped early (its backend refuses every request); None otherwise.
     error: Mapped[str | None] = mapped_column(Text)
+    #: The configuration the job was submitted with (:class:`agentic_iqa.runconfig.RunConfig`
+    #: as JSON, no credentials); every item runs with it.  None: a job stored before 0007.
+    config_json: Mapped[str | None] = mapped_column(Text)
+    #: Why a process could not run the job's items as submitted, and when it last said so.
+    waiting: Mapped[str | None] = mapped_column(Text)
+    waiting_at: Mapped[datetime | None]
 
     @property
     def metric_tools(self) -> list[str] | None:

@@ -141,14 +141,19 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
     Backend and model are those the runs' VLM calls recorded; the builtin backend records no
     calls, so a job without any is reported as ``builtin`` (a metric job asks no VLM at all).
     """
+    from ..runconfig import RunConfig
     from .jobs import get_job
 
     job = get_job(session, job_id)
     own_queries = int(session.scalar(
         select(func.count()).where(JobItem.job_id == job_id, JobItem.query.is_not(None))) or 0)
     models = job_models(session, job_id)
+    config = RunConfig.from_json(job.config_json) if job.config_json else None
     if job.metric_tools:
         backend, model = "none (metric job)", ", ".join(job.metric_tools)
+    elif config is not None:  # what the job was submitted with; what answered is beside it
+        backend = ", ".join(dict.fromkeys(c.backend for c in config.roles.values()))
+        model = ", ".join(dict.fromkeys(c.model or "builtin" for c in config.roles.values()))
     elif models:
         backend = ", ".join(dict.fromkeys(backend for backend, _ in models))
         model = ", ".join(dict.fromkeys(model for _, model in models))
@@ -160,6 +165,8 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
         "query": job.default_query, "items_with_own_query": own_queries,
         "backend": backend, "model": model, "tools": job.metric_tools,
         "manifest": job.manifest,
+        "configuration": config.describe() if config is not None else None,
+        "error": job.error,
     }
 
 

@@ -9,6 +9,7 @@ logs and replans are keyed by what they describe, never inserted twice.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..redact import redact
+from ..runconfig import RunConfig
 from ..state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     AgenticIQAState,
@@ -137,13 +139,15 @@ class RunContext:
     state: AgenticIQAState
     #: False when the run, or the job it belongs to, was started with ``--no-vlm-cache``.
     vlm_cache: bool
+    #: The configuration of the run's job (None: no job, or a job stored before it was kept).
+    config: RunConfig | None = None
 
 
 #: Every step of every run begins with this read: a Core statement built once (the ORM's
 #: identity map and attribute loading cost more than the SQL here).
 _RUN_CONTEXT = (
     select(_RUNS.c.status, _RUNS.c.job_id, _RUNS.c.state_json, _RUNS.c.vlm_cache,
-           _JOBS.c.vlm_cache.label("job_vlm_cache"))
+           _JOBS.c.vlm_cache.label("job_vlm_cache"), _JOBS.c.config_json)
     .select_from(_RUNS.outerjoin(_JOBS, _JOBS.c.id == _RUNS.c.job_id))
     .where(_RUNS.c.id == bindparam("b_run"))
 )
@@ -155,7 +159,14 @@ def run_context(session: Session, run_id: str) -> RunContext:
     if row is None:
         raise RunNotFound(run_id)
     return RunContext(row.status, row.job_id, state_from_json(row.state_json),
-                      bool(row.vlm_cache) and row.job_vlm_cache is not False)
+                      bool(row.vlm_cache) and row.job_vlm_cache is not False,
+                      _config(row.config_json))
+
+
+@functools.lru_cache(maxsize=16)
+def _config(text: str | None) -> RunConfig | None:
+    """A job's stored configuration, parsed once per process (every step reads it)."""
+    return RunConfig.from_json(text) if text else None
 
 
 _JOB_STATUS = select(_JOBS.c.status).where(_JOBS.c.id == bindparam("b_job"))
@@ -574,7 +585,7 @@ def store_vlm_calls(session: Session, run_id: str, step: str, iteration: int, at
          "output_tokens": record.output_tokens, "cached_tokens": record.cached_tokens,
          "latency_s": record.latency_s, "cache_hit": record.cache_hit,
          "request_key": record.request_key, "created_at": utc_now(),
-         "error": redact(record.error)}
+         "error": redact(record.error), "endpoint": record.endpoint}
         for seq, record in enumerate(records)
     ])
     session.flush()
@@ -589,20 +600,21 @@ def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None
               ) -> list[ModelUsage]:
     """Calls, cache hits and tokens per (backend, model), for a run or every run of a job."""
     statement = select(
-        VlmCall.backend, VlmCall.model,
+        VlmCall.backend, VlmCall.model, VlmCall.endpoint,
         _real(1), func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
         _real(VlmCall.input_tokens), _real(VlmCall.output_tokens), _real(VlmCall.cached_tokens),
         func.coalesce(func.sum(case(
             (VlmCall.cache_hit, 0),
             ((VlmCall.input_tokens.is_(None)) | (VlmCall.output_tokens.is_(None)), 1),
             else_=0)), 0),
-    ).group_by(VlmCall.backend, VlmCall.model).order_by(VlmCall.backend, VlmCall.model)
+    ).group_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint).order_by(
+        VlmCall.backend, VlmCall.model, VlmCall.endpoint)
     if run_id is not None:
         statement = statement.where(VlmCall.run_id == run_id)
     if job_id is not None:
         statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
-    return [ModelUsage(backend, model, *(int(value) for value in values))
-            for backend, model, *values in session.execute(statement).all()]
+    return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint)
+            for backend, model, endpoint, *values in session.execute(statement).all()]
 
 
 def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:

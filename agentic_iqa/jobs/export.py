@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]
 FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
@@ -33,8 +33,8 @@ FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
 #: score) per tool follows, then, where asked for, one ``raw:<NAME>`` column (mean raw score).
 ROW_COLUMNS: tuple[str, ...] = (
     "item_id", "line", "image", "reference", "query", "status", "error", "run_id",
-    "final_answer", "quality_score", "mos", "answer_truth", "correct", "severities",
-    "fallbacks", "tools",
+    "final_answer", "quality_score", "reasoning", "level_distribution", "answered_by", "mos",
+    "answer_truth", "correct", "severities", "fallbacks", "tools",
 )
 TOOL_PREFIX = "tool:"
 RAW_PREFIX = "raw:"
@@ -83,6 +83,12 @@ def write_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str],
         raise ValueError("no columns to export")
     if len(set(columns)) != len(columns):
         raise ValueError("columns must not repeat")
+    if os.fspath(path) == "-":  # standard output, as it comes
+        if fmt == "parquet":
+            raise ValueError("Parquet is binary and needs a file: give -o FILE.parquet")
+        import sys
+
+        return (_write_csv if fmt == "csv" else _write_jsonl)(rows, sys.stdout, columns)
     target = Path(path)
     with _staged(target) as partial:
         if fmt == "csv":
@@ -132,9 +138,20 @@ def _cell(value: Any) -> str:
     return neutralise(str(value))
 
 
-def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str]) -> int:
+@contextmanager
+def _opened(target: Path | IO[str], **options: Any) -> Iterator[IO[str]]:
+    """A path opened for writing, or an already open stream (standard output) left open."""
+    if isinstance(target, Path):
+        with target.open("w", encoding="utf-8", **options) as handle:
+            yield handle
+    else:
+        yield target
+
+
+def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path | IO[str],
+               columns: list[str]) -> int:
     count = 0
-    with path.open("w", encoding="utf-8", newline="") as handle:
+    with _opened(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)
         for row in rows:
@@ -143,9 +160,10 @@ def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str]
     return count
 
 
-def _write_jsonl(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str]) -> int:
+def _write_jsonl(rows: Iterable[Mapping[str, Any]], path: Path | IO[str],
+                 columns: list[str]) -> int:
     count = 0
-    with path.open("w", encoding="utf-8") as handle:
+    with _opened(path) as handle:
         for row in rows:
             record = {name: _plain(row.get(name)) for name in columns}
             handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False, default=str))

@@ -8,9 +8,11 @@ at most ``window`` items are in flight, so a 10,000-item job keeps memory flat e
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,13 +22,15 @@ from sqlalchemy.engine import Engine
 
 from iqa_tools.settings import ToolSettings
 
+from ..config import PipelineSettings
 from ..db import jobs as store
 from ..db.engine import read_scope, session_scope
+from ..runconfig import RunConfig, capture
 from .manifest import ManifestEntry, ManifestError, ManifestItem, bad_row_key, read_manifest
 from .tools import MetricToolsError, check_tools, full_reference, metric_query
 
 if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: not for status
-    from ..pipeline import Agents
+    from ..service import AgentsSource
 
 DEFAULT_QUERY = "Rate the quality of this image."
 
@@ -53,10 +57,11 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
            max_replan_iterations: int | None = None,
            check_images: bool = True, mos_range: tuple[float, float] | None = None,
            vlm_cache: bool = True, tools: Sequence[str] | None = None,
-           tool_settings: ToolSettings | None = None) -> str:
+           tool_settings: ToolSettings | None = None, config: RunConfig | None = None) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
 
-    ``max_replan_iterations``: None takes ``max_replan_iterations`` of
+    ``config``: what the items run with (:mod:`agentic_iqa.runconfig`); None captures the
+    configuration in force here.  ``max_replan_iterations``: None takes ``max_replan_iterations`` of
     ``configs/pipeline.yaml`` (or ``AGENTIC_IQA_MAX_REPLAN_ITERATIONS``).
     ``mos_range`` (low, high): a MOS outside it makes its row a bad row.  ``vlm_cache=False``
     is stored with the job in the same transaction, so no worker can start an item with it on.
@@ -66,9 +71,11 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
     """
     metric_tools = check_tools(tools, tool_settings) if tools else None
     if max_replan_iterations is None:  # the configured bound, stored with the job
-        from ..config import PipelineSettings
-
-        max_replan_iterations = PipelineSettings.load().max_replan_iterations
+        max_replan_iterations = (config.max_replan_iterations if config is not None
+                                 else PipelineSettings.load().max_replan_iterations)
+    if config is None:  # what shapes every answer, stored with the job (runconfig)
+        config = capture(max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
+                         metric_tools=metric_tools, tool_settings=tool_settings)
     if query is None:
         query = metric_query(metric_tools) if metric_tools else DEFAULT_QUERY
     entries: Iterator[ManifestEntry] = read_manifest(manifest, root=root,
@@ -81,7 +88,7 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
             session, name=name or manifest.name, manifest=str(manifest.resolve()),
             default_query=query, root=str(root.resolve()) if root else None,
             max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
-            tools=metric_tools,
+            tools=metric_tools, config_json=config.to_json(),
         )
         store.add_items(session, job_id, (_item_row(entry) for entry in entries))
         store.finish_if_complete(session, store.get_job(session, job_id))
@@ -119,25 +126,59 @@ def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], Non
     return len(run_ids)
 
 
-def run_local(engine: Engine, job_id: str, agents: Agents, *, workers: int = 2,
+#: Lease of a local job's runs: this process renews it while it works, so a job whose process
+#: died shows as stalled within this many seconds (``eval status``), not "running, ETA 97 s".
+LOCAL_LEASE_SECONDS = 30.0
+
+
+def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int = 2,
               window: int | None = None,
               on_progress: Callable[[], None] | None = None) -> None:
-    """Work the job in this process with a pool of ``workers`` threads until nothing is left."""
+    """Work the job in this process with a pool of ``workers`` threads until nothing is left.
+
+    ``agents``: the agents, or a function of the job's stored configuration giving them
+    (:class:`~agentic_iqa.pipeline.AgentsCache`), which is how the CLI runs a job as it was
+    submitted.  The job's runs hold a lease this process renews while it works.
+    """
     from .. import service
 
     window = window or max(8, 4 * workers)
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local")
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool:
+    with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool:
         while True:
             batch: list[str] = []
-            feed(engine, job_id, window, batch.append)
+            feed(engine, job_id, window, batch.append, lease_seconds=LOCAL_LEASE_SECONDS)
             if not batch:
                 break
             for _ in pool.map(lambda run_id: service.run_embedded(engine, agents, run_id),
                               batch):
                 if on_progress is not None:
                     on_progress()
+
+
+@contextmanager
+def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> Iterator[None]:
+    """While the block runs, the job's open runs' leases are pushed ahead every quarter lease
+    (one UPDATE): alive here means not stalled; a killed process stops renewing."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(seconds / 4):
+            try:
+                with session_scope(engine) as session:
+                    store.extend_leases(session, job_id, seconds)
+            except Exception:  # a busy database: the next tick renews
+                continue
+
+    thread = threading.Thread(target=renew, name="iqa-job-leases", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
@@ -169,6 +210,10 @@ class Progress:
     tools: tuple[str, ...] | None = None
     #: Why the job stopped early (its backend refuses every request); None otherwise.
     error: str | None = None
+    #: Why a process could not run the job's items as submitted (a worker without the key).
+    waiting: str | None = None
+    #: A local job whose process is gone: open items and no lease alive (``eval resume``).
+    orphaned: bool = False
 
     @property
     def total(self) -> int:
@@ -190,7 +235,7 @@ class Progress:
 
     @property
     def eta_seconds(self) -> float | None:
-        if self.stalled:
+        if self.stalled or self.orphaned:
             return None
         remaining = self.total - self.finished
         if remaining == 0:
@@ -204,11 +249,16 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         job = store.get_job(session, job_id) if job_id else store.latest_job(session)
         if job is None:
             raise store.JobNotFound("(latest)")
-        stalled = store.stalled_count(session, job.id) if job.status == "running" else 0
+        running = job.status == "running"
+        stalled = store.stalled_count(session, job.id) if running else 0
+        counts = store.counts(session, job.id)
+        open_items = counts.get("pending", 0) + counts.get("queued", 0)
+        orphaned = (running and job.dispatch == "local" and open_items > 0
+                    and not store.live_leases(session, job.id))
         tools = job.metric_tools
-        return Progress(job.id, job.name, job.status, store.counts(session, job.id),
-                        job.created_at, job.finished_at, stalled,
-                        tuple(tools) if tools else None, job.error)
+        return Progress(job.id, job.name, job.status, counts, job.created_at,
+                        job.finished_at, stalled, tuple(tools) if tools else None, job.error,
+                        job.waiting if running else None, orphaned)
 
 
 def wait(engine: Engine, job_id: str, *, poll: float = 1.0, timeout: float | None = None,

@@ -104,10 +104,13 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
     truths: list[str | None] = []
     unanswered = fallbacks = items_with_fallbacks = mos_known = 0
     scores: list[float] = []
+    answered_by: Counter[str] = Counter()
     for row in rows:
         status = _text(row.get("status")) or "unknown"
         statuses[status] += 1
         done = status == "done"
+        if row.get("answered_by"):
+            answered_by[str(row["answered_by"])] += 1
         if status == "failed":
             reason = failure_reason(row.get("error"))
             failures[reason] += 1
@@ -181,6 +184,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
             "not_answered": unanswered}),
         "tool_usage": dict(sorted(tool_usage.items())),
         "fallbacks": {"total": fallbacks, "items": items_with_fallbacks},
+        "answered_by": dict(answered_by.most_common()),
         "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
     }
 
@@ -252,7 +256,61 @@ def job_lines(job: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("finished", _job_date(job.get("finished_at"))))
     rows += [("status", job.get("status") or "-"), ("query", query),
              ("backend", job.get("backend") or "-"), ("model", job.get("model") or "-")]
+    if "configuration" in job:
+        rows += [("config", line) for line in configuration_lines(job["configuration"])]
+    if job.get("answered_by"):
+        rows.append(("answered", ", ".join(f"{name} ({n} items)" for name, n in
+                                           job["answered_by"].items())))
+    rows += [("warning", text) for text in job.get("warnings") or ()]
+    if job.get("error"):
+        rows.append(("stopped", job["error"]))
     return [(label, redact(str(value)) or "-") for label, value in rows]
+
+
+def configuration_lines(config: Mapping[str, Any] | None) -> list[str]:
+    """A job's stored configuration (:mod:`agentic_iqa.runconfig`) in a few lines: roles with
+    the same settings together."""
+    if not config:
+        return ["not stored (a job submitted before configurations were kept)"]
+    lines = []
+    groups: dict[str, list[str]] = {}
+    for role, backend in (config.get("roles") or {}).items():
+        where = f" at {backend['base_url']}" if backend.get("base_url") else ""
+        text = (f"{backend['backend']}" + (f" {backend['model']}" if backend.get("model")
+                                           else "") + where
+                + f" (temperature {backend.get('temperature')}, max_tokens "
+                  f"{backend.get('max_tokens')}, images <= {backend.get('max_image_side')} px)")
+        groups.setdefault(text, []).append(role)
+    lines += [f"{'/'.join(roles)}: {text}" for text, roles in groups.items()]
+    tools = config.get("tools") or {}
+    lines.append(f"tools: device {tools.get('device')}, fallbacks "
+                 f"{', '.join(tools.get('fallback_chain') or []) or 'none'}, catalogue "
+                 f"{tools.get('catalog') or '-'}"
+                 + (f"; metric tools {', '.join(config['metric_tools'])}"
+                    if config.get("metric_tools") else ""))
+    lines.append(f"agentic-iqa {config.get('version')}, prompts {config.get('prompts')}, "
+                 f"max replans {config.get('max_replan_iterations')}, VLM response cache "
+                 f"{'on' if config.get('vlm_cache') else 'off'}")
+    return lines
+
+
+def provenance_warnings(job: Mapping[str, Any], answered_by: Mapping[str, int]) -> list[str]:
+    """What a reader must know about who answered: items answered by more than one
+    backend/model, or by one the job was not submitted with."""
+    warnings = []
+    seen = {name for key in answered_by for name in key.split(";") if name}
+    if len(answered_by) > 1:
+        warnings.append("items were answered by different backends or models (" + ", ".join(
+            f"{name}: {n} items" for name, n in answered_by.items()) + "): do not read one "
+            "figure over them")
+    config = job.get("configuration") or {}
+    configured = {f"{role['backend']}/{role['model']}" for role in
+                  (config.get("roles") or {}).values() if role.get("backend") != "builtin"}
+    stray = sorted(seen - configured) if config.get("roles") else []
+    if stray:
+        warnings.append(f"answered by {', '.join(stray)}, which the job was not submitted "
+                        f"with ({', '.join(sorted(configured)) or 'builtin'})")
+    return warnings
 
 
 def render_text(report: Mapping[str, Any]) -> str:

@@ -54,6 +54,9 @@ class CallRecord:
     #: Why the call failed inside the backend (HTTP status and message); None: answered.
     #: A failed call is recorded with 0 tokens: providers bill no tokens for a refused request.
     error: str | None = None
+    #: Host (and port) the call went to (``api.openai.com``, ``localhost:8000``): a price
+    #: applies to a provider's own endpoint, or to an endpoint the price table names.
+    endpoint: str | None = None
 
 
 @dataclass
@@ -106,6 +109,13 @@ class RecordingClient(ClientProxy):
     def __init__(self, inner: VLMClient, role: str) -> None:
         super().__init__(inner)
         self.role = role
+        config = getattr(inner, "config", None)
+        if config is not None:
+            from .cache import endpoint_host
+
+            self.endpoint: str | None = endpoint_host(config)
+        else:
+            self.endpoint = None
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         started = time.perf_counter()
@@ -119,7 +129,8 @@ class RecordingClient(ClientProxy):
                     role=self.role, task=request.task, backend=self.backend, model=self.model,
                     input_tokens=0, output_tokens=0, cached_tokens=0,
                     latency_s=time.perf_counter() - started, cache_hit=False,
-                    request_key=key, error=str(exc) or type(exc).__name__))
+                    request_key=key, error=str(exc) or type(exc).__name__,
+                    endpoint=self.endpoint))
             raise
         collector = current_collector()
         if collector is not None:
@@ -132,7 +143,7 @@ class RecordingClient(ClientProxy):
                 output_tokens=usage.output_tokens if usage else None,
                 cached_tokens=usage.cached_tokens if usage else None,
                 latency_s=time.perf_counter() - started, cache_hit=response.cached,
-                request_key=key,
+                request_key=key, endpoint=self.endpoint,
             ))
         return response
 
@@ -154,12 +165,23 @@ class Price:
                 + output_tokens * self.output) / 1_000_000
 
 
+#: The providers' own endpoints, where their published prices apply.
+VENDOR_ENDPOINTS = frozenset({"api.openai.com", "api.anthropic.com"})
+
+
 class PriceTable:
     """Prices per model name; a dated snapshot such as ``gpt-4o-2024-08-06`` takes the price
-    of the longest listed name it starts with followed by ``-`` (``gpt-4o``)."""
+    of the longest listed name it starts with followed by ``-`` (``gpt-4o``).
 
-    def __init__(self, prices: Mapping[str, Price]) -> None:
+    ``models`` are the providers' prices: they apply to calls to a provider's own endpoint.  A
+    model of the same name served elsewhere (vLLM, Ollama, a proxy) costs what ``endpoints``
+    says for that host (``{"localhost:8000": {"*": price}}``), and is unknown otherwise.
+    """
+
+    def __init__(self, prices: Mapping[str, Price],
+                 endpoints: Mapping[str, Mapping[str, Price]] | None = None) -> None:
         self.prices = dict(prices)
+        self.endpoints = {host: dict(table) for host, table in (endpoints or {}).items()}
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> PriceTable:
@@ -172,25 +194,39 @@ class PriceTable:
         source = Path(path).expanduser()
         if not source.is_file():
             return cls({})
+        def table(entries: Mapping[str, Any]) -> dict[str, Price]:
+            return {str(name): Price(input=float(entry["input"]), output=float(entry["output"]),
+                                     cached_input=float(entry.get("cached_input",
+                                                                  entry["input"])))
+                    for name, entry in entries.items()}
+
         try:
             document = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
-            models = document.get("models") or {}
-            prices = {str(name): Price(input=float(entry["input"]),
-                                       output=float(entry["output"]),
-                                       cached_input=float(entry.get("cached_input",
-                                                                    entry["input"])))
-                      for name, entry in models.items()}
+            prices = table(document.get("models") or {})
+            endpoints = {str(host).lower(): table(entries or {})
+                         for host, entries in (document.get("endpoints") or {}).items()}
         except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError) as exc:
             raise VLMError(f"cannot read the price table {source}: {exc}") from None
-        return cls(prices)
+        return cls(prices, endpoints)
 
-    def price_for(self, model: str | None) -> Price | None:
+    def price_for(self, model: str | None, endpoint: str | None = None) -> Price | None:
+        """The price of ``model`` at ``endpoint`` (None: a call recorded before endpoints
+        were, taken as the provider's)."""
         if not model:
             return None
-        if model in self.prices:
-            return self.prices[model]
-        matches = [name for name in self.prices if model.startswith(f"{name}-")]
-        return self.prices[max(matches, key=len)] if matches else None
+        if endpoint is not None and endpoint.lower() not in VENDOR_ENDPOINTS:
+            local = self.endpoints.get(endpoint.lower())
+            if local is None:
+                return None  # a model's name says nothing of what another server charges
+            return _lookup(local, model) or local.get("*")
+        return _lookup(self.prices, model)
+
+
+def _lookup(prices: Mapping[str, Price], model: str) -> Price | None:
+    if model in prices:
+        return prices[model]
+    matches = [name for name in prices if name != "*" and model.startswith(f"{name}-")]
+    return prices[max(matches, key=len)] if matches else None
 
 
 # -- totals ----------------------------------------------------------------------------------
@@ -211,13 +247,14 @@ class ModelUsage:
     output_tokens: int
     cached_tokens: int
     unmetered: int = 0
+    endpoint: str | None = None
 
 
 def group_records(records: Iterable[CallRecord]) -> list[ModelUsage]:
     """The per-model sums of in-memory records (the database computes the same by SQL)."""
-    sums: dict[tuple[str, str], list[int]] = {}
+    sums: dict[tuple[str, str, str | None], list[int]] = {}
     for record in records:
-        entry = sums.setdefault((record.backend, record.model), [0] * 6)
+        entry = sums.setdefault((record.backend, record.model, record.endpoint), [0] * 6)
         if record.cache_hit:
             entry[1] += 1
             continue
@@ -226,8 +263,9 @@ def group_records(records: Iterable[CallRecord]) -> list[ModelUsage]:
         entry[3] += record.output_tokens or 0
         entry[4] += record.cached_tokens or 0
         entry[5] += record.input_tokens is None or record.output_tokens is None
-    return [ModelUsage(backend, model, *values)
-            for (backend, model), values in sorted(sums.items())]
+    return [ModelUsage(backend, model, *values, endpoint=endpoint)
+            for (backend, model, endpoint), values in sorted(
+                sums.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or ""))]
 
 
 def summarize(usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | None = None
@@ -240,9 +278,10 @@ def summarize(usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | 
     for usage in usages:
         if usage.calls == 0:
             continue
-        price = prices.price_for(usage.model)
+        price = prices.price_for(usage.model, usage.endpoint)
         if price is None or usage.unmetered:
-            unpriced.append(usage.model)
+            unpriced.append(usage.model if usage.endpoint is None or usage.endpoint.lower() in
+                            VENDOR_ENDPOINTS else f"{usage.model} at {usage.endpoint}")
             cost = None
         elif cost is not None:
             cost += price.cost(usage.input_tokens, usage.output_tokens, usage.cached_tokens)

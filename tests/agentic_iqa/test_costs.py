@@ -68,9 +68,15 @@ def remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
     file of this test; tool scores in memory."""
     cache_url = f"sqlite:///{tmp_path / 'cache' / 'scores.sqlite3'}"
     with FakeAPIServer(answer) as server:
+        # A price applies at a provider's own endpoint, or where the table names the host.
+        prices = tmp_path / "prices.yaml"
+        host = server.url.removeprefix("http://")
+        prices.write_text(f'endpoints:\n  "{host}":\n    gpt-4o: {{input: 2.50, output: 10.00,'
+                          ' cached_input: 1.25}\n', encoding="utf-8")
         for name, value in {"VLM_BACKEND": "openai", "VLM_MODEL": "gpt-4o",
                             "VLM_BASE_URL": f"{server.url}/v1", "TOOL_CACHE": cache_url,
-                            "DEVICE": "cpu", "VLM_CACHE": "true"}.items():
+                            "DEVICE": "cpu", "VLM_CACHE": "true",
+                            "PRICES_FILE": str(prices)}.items():
             monkeypatch.setenv(f"AGENTIC_IQA_{name}", value)
         monkeypatch.setenv("AGENTIC_IQA_PLANNER_MAX_RETRIES", "0")
         yield Remote(server, cache_url)
@@ -202,10 +208,25 @@ def test_a_model_without_a_price_has_an_unknown_cost(
         summary = store.vlm_summary(session, job_id)
     assert summary["calls"] == 6 and summary["input_tokens"] == 6000
     assert summary["cost_usd"] is None and summary["cost_per_item_usd"] is None
-    assert summary["unpriced_models"] == ["mystery-vl-7b"]
+    host = remote.server.url.removeprefix("http://")
+    assert summary["unpriced_models"] == [f"mystery-vl-7b at {host}"]
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
     text = runner.invoke(app, ["eval", "status", job_id], env={"COLUMNS": "250"}).stdout
-    assert "cost unknown (no price for mystery-vl-7b)" in text
+    assert f"cost unknown (no price for mystery-vl-7b at {host})" in text
+    dispose_engines(url)
+
+
+def test_a_vendor_model_name_on_a_local_server_is_not_priced_as_the_vendors(
+        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """"gpt-4o" served at a base URL the price table does not name: tokens, cost unknown."""
+    monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(REPO / "configs" / "prices.yaml"))
+    url = database(tmp_path, "results.sqlite3")
+    job_id = run_job(url, manifest)
+    with session_scope(make_engine(url)) as session:
+        summary = store.vlm_summary(session, job_id)
+    assert summary["calls"] == 6 and summary["input_tokens"] == 6000
+    assert summary["cost_usd"] is None
+    assert summary["unpriced_models"] == [f"gpt-4o at {remote.server.url[7:]}"]
     dispose_engines(url)
 
 

@@ -63,7 +63,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0006",)]
+            ("0007",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -217,12 +217,29 @@ def test_0006_adds_job_and_call_errors_and_downgrades_to_0005(empty_url: str) ->
         with engine.begin() as connection:
             assert connection.execute(text("SELECT error FROM jobs")).all() == [(None,)]
             connection.execute(text("UPDATE jobs SET error = 'stopped'"))
-        assert check_schema(engine) == []
         assert "error" in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
         command.downgrade(alembic_config(empty_url), "0005")
         assert "error" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
         assert "error" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
         with engine.connect() as connection:
             assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
+    finally:
+        engine.dispose()
+
+
+def test_0007_adds_the_job_configuration_and_downgrades_to_0006(empty_url: str) -> None:
+    """Jobs stored before keep no configuration (NULL: they run as the environment says)."""
+    command.upgrade(alembic_config(empty_url), "0006")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        _insert_job(engine)
+        command.upgrade(alembic_config(empty_url), "0007")
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT config_json, waiting FROM jobs")).all() == [
+                (None, None)]
+        assert check_schema(engine) == []
+        command.downgrade(alembic_config(empty_url), "0006")
+        assert "config_json" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+        assert "endpoint" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
     finally:
         engine.dispose()

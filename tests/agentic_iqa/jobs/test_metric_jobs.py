@@ -232,7 +232,7 @@ def test_cli_metric_job_from_a_folder_runs_here_and_shows_its_tools(engine, tmp_
     monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
 
     refused = runner.invoke(app, ["eval", "submit", str(folder), "--tools", "PIQE,nope"])
-    assert refused.exit_code == 1 and "unknown tool 'nope'" in refused.output
+    assert refused.exit_code == 2 and "unknown tool 'nope'" in refused.output
 
     result = runner.invoke(app, ["eval", "submit", str(folder), "--tools", "piqe"])
     assert result.exit_code == 0, result.output

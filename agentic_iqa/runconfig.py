@@ -1,0 +1,197 @@
+"""How a job is run, stored with it: so that every item is answered the way it was submitted.
+
+A job's numbers mean something only if every item was computed the same way.  So at submit the
+configuration that shapes an answer is captured (:func:`capture`) and stored with the job in the
+same transaction as its items: per role the backend, model, base URL and sampling settings (the
+*name* of the key's variable, never a key; a base URL with credentials in it is stored masked),
+the prompts' version and digest, the replanning bound, the tools' device, fallback chain and
+catalogue (normalisations, precisions) digest, the caches and rate limits, the project version.
+
+Whoever runs an item of the job (a worker, ``eval resume`` on another shell) builds its clients
+and tools from that stored configuration, whatever its own environment says
+(:func:`backend_configs`, :func:`tool_settings`).  Where it cannot honour it (no key for the
+job's backend, other prompts or another tool catalogue: a stale worker) it says why
+(:class:`CannotHonour`) and runs nothing: an item is never answered on something else.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import __version__
+from .redact import redact
+from .vlm.settings import ROLES, BackendConfig, load_backend_configs, load_rate_limits
+
+#: The text a stored base URL has in place of a credential (see :func:`stored_base_url`).
+MASK = "***"
+
+
+class CannotHonour(Exception):
+    """This process cannot run a job's items as the job was submitted; the message says why
+    and what to do.  Nothing is run: the item stays queued until a process that can picks it."""
+
+
+class ToolsConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    device: str = "auto"
+    fallback_chain: list[str] = Field(default_factory=list)
+    #: SHA-256 of the effective tool catalogue (metadata and overrides: normalisations,
+    #: precisions, factories): another catalogue gives other scores.
+    catalog: str = ""
+    #: Precision each tool computes in (from the catalogue), for the record.
+    precision: dict[str, str] = Field(default_factory=dict)
+
+
+class RunConfig(BaseModel):
+    """What a job's items are computed with (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    version: str = __version__
+    #: ``PROMPT_VERSION:digest`` of the prompt templates (agentic_iqa.vlm.cache).
+    prompts: str = ""
+    max_replan_iterations: int = 2
+    roles: dict[str, BackendConfig] = Field(default_factory=dict)
+    tools: ToolsConfig = ToolsConfig()
+    vlm_cache: bool = True
+    #: The rate limits in force at submit (for the record: limits are the fleet's).
+    rate_limits: dict[str, Any] = Field(default_factory=dict)
+    #: A metric job: its tools, and no VLM at all.
+    metric_tools: list[str] | None = None
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        return cls.model_validate_json(text)
+
+    def describe(self) -> dict[str, Any]:
+        """The configuration as a report shows it (credentials were never in it)."""
+        document = self.model_dump(mode="json")
+        if self.metric_tools:
+            document.pop("roles", None)
+        return document
+
+    def backends(self) -> list[str]:
+        """``backend/model`` of each distinct role configuration, for one-line summaries."""
+        return sorted({f"{c.backend}/{c.model}" if c.model else c.backend
+                       for c in self.roles.values()})
+
+
+def prompts_version() -> str:
+    from .vlm.cache import PROMPT_VERSION, prompts_digest
+
+    return f"{PROMPT_VERSION}:{prompts_digest()[:16]}"
+
+
+def catalog_digest(settings: Any) -> tuple[str, dict[str, str]]:
+    """SHA-256 of the catalogue these tool settings load, and each tool's precision."""
+    from iqa_tools import load_catalog
+
+    catalog = load_catalog(settings.metadata_path, settings.metadata_overrides)
+    specs = [spec.model_dump(mode="json") for spec in catalog]
+    text = json.dumps(specs, sort_keys=True, default=str)
+    return (hashlib.sha256(text.encode()).hexdigest()[:16],
+            {spec.name: spec.precision for spec in catalog})
+
+
+def stored_base_url(url: str | None) -> str | None:
+    """The base URL as stored: credentials (a password, a key in the query) masked."""
+    return redact(url) if url else url
+
+
+def capture(*, max_replan_iterations: int, vlm_cache: bool,
+            metric_tools: list[str] | None = None,
+            roles: Mapping[str, BackendConfig] | None = None,
+            tool_settings: Any = None) -> RunConfig:
+    """The configuration in force here and now (configs/*.yaml and ``AGENTIC_IQA_*``)."""
+    from .config import load_tool_settings
+
+    settings = tool_settings or load_tool_settings()
+    digest, precision = catalog_digest(settings)
+    configs = dict(roles) if roles is not None else (
+        {} if metric_tools else dict(load_backend_configs()))
+    stored = {role: config.model_copy(update={"base_url": stored_base_url(config.base_url)})
+              for role, config in configs.items()}
+    limits: dict[str, Any] = {}
+    if not metric_tools:
+        rate = load_rate_limits()
+        limits = rate.model_dump(mode="json")
+        limits["storage_url"] = redact(limits.get("storage_url"))
+    return RunConfig(
+        prompts=prompts_version(), max_replan_iterations=max_replan_iterations, roles=stored,
+        tools=ToolsConfig(device=settings.device, fallback_chain=list(settings.fallback_chain),
+                          catalog=digest, precision=precision),
+        vlm_cache=vlm_cache, rate_limits=limits, metric_tools=metric_tools)
+
+
+def backend_configs(config: RunConfig) -> dict[str, BackendConfig]:
+    """The job's role configurations, ready to build clients here; :class:`CannotHonour` when
+    this process cannot (no key in the variable the job names; a masked base URL whose
+    credential this environment does not hold)."""
+    here: dict[str, BackendConfig] | None = None
+    resolved: dict[str, BackendConfig] = {}
+    for role in ROLES:
+        wanted = config.roles.get(role)
+        if wanted is None:
+            raise CannotHonour(f"the job stores no backend for the {role}")
+        if wanted.base_url and MASK in wanted.base_url:
+            here = here if here is not None else dict(load_backend_configs())
+            local = here.get(role)
+            if local is None or stored_base_url(local.base_url) != wanted.base_url:
+                raise CannotHonour(
+                    f"the job's {role} base URL holds a credential ({wanted.base_url}) and this "
+                    "environment's is not the same URL: set it (AGENTIC_IQA_VLM_BASE_URL) here")
+            wanted = wanted.model_copy(update={"base_url": local.base_url})
+        if wanted.backend != "builtin":
+            try:
+                wanted.read_api_key()
+            except Exception as exc:
+                raise CannotHonour(
+                    f"the job runs its {role} on {wanted.backend} ({wanted.model}) and "
+                    f"{wanted.key_variable} is not set here: set it, or let a process that has "
+                    f"it run the job ({exc})") from None
+        resolved[role] = wanted
+    return resolved
+
+
+def check_tools(config: RunConfig, settings: Any) -> Any:
+    """Tool settings for the job's items here: the job's device and fallback chain; the same
+    catalogue, or :class:`CannotHonour` (another catalogue would give other scores)."""
+    digest, _ = _catalog_digest_cached(settings.metadata_path,
+                                       tuple(settings.metadata_overrides))
+    if config.tools.catalog and digest != config.tools.catalog:
+        raise CannotHonour(
+            f"this process's tool catalogue ({digest}) is not the job's ({config.tools.catalog}):"
+            " another version of agentic-iqa or other metadata overrides; run the job where "
+            "the catalogue is the one it was submitted with")
+    return settings.model_copy(update={"device": config.tools.device,
+                                       "fallback_chain": list(config.tools.fallback_chain)})
+
+
+def check_prompts(config: RunConfig) -> None:
+    """:class:`CannotHonour` when this process's prompts are not the job's (a stale worker)."""
+    here = prompts_version()
+    if config.prompts and here != config.prompts:
+        raise CannotHonour(
+            f"this process's prompts ({here}) are not the job's ({config.prompts}): another "
+            "version of agentic-iqa; upgrade (or downgrade) this worker")
+
+
+@functools.lru_cache(maxsize=8)
+def _catalog_digest_cached(path: Any, overrides: tuple[Any, ...]) -> tuple[str, dict[str, str]]:
+    from types import SimpleNamespace
+
+    return catalog_digest(SimpleNamespace(metadata_path=path, metadata_overrides=list(overrides)))
+
+
+__all__ = ["MASK", "CannotHonour", "RunConfig", "ToolsConfig", "backend_configs", "capture",
+           "check_prompts", "check_tools", "stored_base_url"]
