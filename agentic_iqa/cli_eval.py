@@ -667,6 +667,7 @@ def calibrate(
         typer.Option("--mos-range", help="MOS scale LOW HIGH mapped onto 1-5 (default: the "
                                          "job's min and max MOS)"),
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Fit a tool's logistic to this job's MOS; write it as a metadata override."""
     from .calibration import calibrate_tool
@@ -677,4 +678,9 @@ def calibrate(
                                 mos_range=mos_range)
     except (KeyError, ValueError) as exc:
         _fail(str(exc))
+    if as_json:
+        import dataclasses
+
+        print(json.dumps(dataclasses.asdict(result), indent=2, default=str))
+        return
     out.print(result.summary(), highlight=False, soft_wrap=True)

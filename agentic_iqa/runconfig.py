@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,10 +43,11 @@ class ToolsConfig(BaseModel):
 
     device: str = "auto"
     fallback_chain: list[str] = Field(default_factory=list)
-    #: SHA-256 of the effective tool catalogue (metadata and overrides: normalisations,
-    #: precisions, factories): another catalogue gives other scores.
-    catalog: str = ""
-    #: Precision each tool computes in (from the catalogue), for the record.
+    #: Per tool the job may run (a metric job's tools; else the tools offered for selection
+    #: and the fallbacks), a digest of its catalogue entry (normalisation, precision, factory):
+    #: another entry gives other scores.  Tools the job never runs are not pinned.
+    catalog: dict[str, str] = Field(default_factory=dict)
+    #: Precision each of those tools computes in (from the catalogue), for the record.
     precision: dict[str, str] = Field(default_factory=dict)
 
 
@@ -59,6 +61,9 @@ class RunConfig(BaseModel):
     prompts: str = ""
     max_replan_iterations: int = 2
     roles: dict[str, BackendConfig] = Field(default_factory=dict)
+    #: Per role, whether a key was set when the job was submitted (never the key itself): a
+    #: job submitted with one needs one wherever it runs; a local server may need none.
+    keyed: dict[str, bool] = Field(default_factory=dict)
     tools: ToolsConfig = ToolsConfig()
     vlm_cache: bool = True
     #: The rate limits in force at submit (for the record: limits are the fleet's).
@@ -92,15 +97,25 @@ def prompts_version() -> str:
     return f"{PROMPT_VERSION}:{prompts_digest()[:16]}"
 
 
-def catalog_digest(settings: Any) -> tuple[str, dict[str, str]]:
-    """SHA-256 of the catalogue these tool settings load, and each tool's precision."""
+def tool_digests(settings: Any, tools: list[str] | None = None) -> dict[str, str]:
+    """A digest of each tool's catalogue entry under these settings: ``tools`` (canonical
+    names), else every default tool and the fallbacks."""
+    catalog = _catalog(settings.metadata_path, tuple(settings.metadata_overrides))
+    names = tools if tools is not None else sorted(
+        {spec.name for spec in catalog if spec.default} | set(settings.fallback_chain))
+    digests = {}
+    for name in names:
+        spec = catalog.get(name)
+        text = json.dumps(spec.model_dump(mode="json"), sort_keys=True, default=str)
+        digests[spec.name] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return digests
+
+
+@functools.lru_cache(maxsize=8)
+def _catalog(path: Any, overrides: tuple[Any, ...]) -> Any:
     from iqa_tools import load_catalog
 
-    catalog = load_catalog(settings.metadata_path, settings.metadata_overrides)
-    specs = [spec.model_dump(mode="json") for spec in catalog]
-    text = json.dumps(specs, sort_keys=True, default=str)
-    return (hashlib.sha256(text.encode()).hexdigest()[:16],
-            {spec.name: spec.precision for spec in catalog})
+    return load_catalog(path, list(overrides))
 
 
 def stored_base_url(url: str | None) -> str | None:
@@ -116,11 +131,15 @@ def capture(*, max_replan_iterations: int, vlm_cache: bool,
     from .config import load_tool_settings
 
     settings = tool_settings or load_tool_settings()
-    digest, precision = catalog_digest(settings)
+    digests = tool_digests(settings, list(metric_tools) if metric_tools else None)
+    catalog = _catalog(settings.metadata_path, tuple(settings.metadata_overrides))
+    precision = {name: catalog.get(name).precision for name in digests}
     configs = dict(roles) if roles is not None else (
         {} if metric_tools else dict(load_backend_configs()))
     stored = {role: config.model_copy(update={"base_url": stored_base_url(config.base_url)})
               for role, config in configs.items()}
+    keyed = {role: bool(config.key_variable and os.environ.get(config.key_variable))
+             for role, config in configs.items()}
     limits: dict[str, Any] = {}
     if not metric_tools:
         rate = load_rate_limits()
@@ -128,8 +147,9 @@ def capture(*, max_replan_iterations: int, vlm_cache: bool,
         limits["storage_url"] = redact(limits.get("storage_url"))
     return RunConfig(
         prompts=prompts_version(), max_replan_iterations=max_replan_iterations, roles=stored,
+        keyed=keyed,
         tools=ToolsConfig(device=settings.device, fallback_chain=list(settings.fallback_chain),
-                          catalog=digest, precision=precision),
+                          catalog=digests, precision=precision),
         vlm_cache=vlm_cache, rate_limits=limits, metric_tools=metric_tools)
 
 
@@ -152,27 +172,36 @@ def backend_configs(config: RunConfig) -> dict[str, BackendConfig]:
                     "environment's is not the same URL: set it (AGENTIC_IQA_VLM_BASE_URL) here")
             wanted = wanted.model_copy(update={"base_url": local.base_url})
         if wanted.backend != "builtin":
+            variable = wanted.key_variable
+            missing = config.keyed.get(role) and not (variable and os.environ.get(variable))
             try:
                 wanted.read_api_key()
-            except Exception as exc:
+            except Exception:
+                missing = True
+            if missing:
                 raise CannotHonour(
-                    f"the job runs its {role} on {wanted.backend} ({wanted.model}) and "
-                    f"{wanted.key_variable} is not set here: set it, or let a process that has "
-                    f"it run the job ({exc})") from None
+                    f"the job runs its {role} on {wanted.backend} ({wanted.model}) with a key, "
+                    f"and {variable} is not set here: set it, or let a process that has it run "
+                    "the job")
         resolved[role] = wanted
     return resolved
 
 
 def check_tools(config: RunConfig, settings: Any) -> Any:
     """Tool settings for the job's items here: the job's device and fallback chain; the same
-    catalogue, or :class:`CannotHonour` (another catalogue would give other scores)."""
-    digest, _ = _catalog_digest_cached(settings.metadata_path,
-                                       tuple(settings.metadata_overrides))
-    if config.tools.catalog and digest != config.tools.catalog:
+    catalogue entries for the tools it runs, or :class:`CannotHonour` (another entry would give
+    other scores: another version, other metadata overrides)."""
+    wanted = config.tools.catalog
+    try:
+        here = tool_digests(settings, sorted(wanted)) if wanted else {}
+    except Exception:  # a tool this process does not know at all
+        here = {}
+    differ = sorted(name for name, digest in wanted.items() if here.get(name) != digest)
+    if differ:
         raise CannotHonour(
-            f"this process's tool catalogue ({digest}) is not the job's ({config.tools.catalog}):"
-            " another version of agentic-iqa or other metadata overrides; run the job where "
-            "the catalogue is the one it was submitted with")
+            f"this process's catalogue entries for {', '.join(differ)} are not the job's "
+            "(another version of agentic-iqa or other metadata overrides): run the job where "
+            "the tools are the ones it was submitted with")
     return settings.model_copy(update={"device": config.tools.device,
                                        "fallback_chain": list(config.tools.fallback_chain)})
 
@@ -184,13 +213,6 @@ def check_prompts(config: RunConfig) -> None:
         raise CannotHonour(
             f"this process's prompts ({here}) are not the job's ({config.prompts}): another "
             "version of agentic-iqa; upgrade (or downgrade) this worker")
-
-
-@functools.lru_cache(maxsize=8)
-def _catalog_digest_cached(path: Any, overrides: tuple[Any, ...]) -> tuple[str, dict[str, str]]:
-    from types import SimpleNamespace
-
-    return catalog_digest(SimpleNamespace(metadata_path=path, metadata_overrides=list(overrides)))
 
 
 __all__ = ["MASK", "CannotHonour", "RunConfig", "ToolsConfig", "backend_configs", "capture",

@@ -73,8 +73,6 @@ def agents() -> Agents:
     return agents_source()(None)
 
 
-#: Seconds before an item this worker cannot run as its job was submitted is offered again.
-WAIT_TO_HONOUR = 30.0
 
 
 def engine() -> Engine:
@@ -193,7 +191,7 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
                 max_attempts=settings().max_step_attempts, begun=begun, chain=chain)
         except CannotHonour as reason:
             # Never run on something else: say why, keep the item queued, offer it again.
-            _wait_to_honour(run_id, step, iteration, queue, hostname, str(reason))
+            _wait_to_honour(run_id, step, iteration, hostname, str(reason))
             return
         except repository.StepBusy as busy:
             # Another delivery owns the step and is alive: come back when its lease would end.
@@ -218,19 +216,18 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
                                              False)
 
 
-def _wait_to_honour(run_id: str, step: str, iteration: int, queue: str,
-                    hostname: str | None, reason: str) -> None:
+def _wait_to_honour(run_id: str, step: str, iteration: int, hostname: str | None,
+                    reason: str) -> None:
     """This worker cannot run the step as its job was submitted: the job says why (``eval
-    status``), the run's lease covers the wait, and the step is offered again later, to
-    whichever worker takes it."""
+    status``) and the run waits a lease; then a supervisor offers it again, to whichever
+    worker takes it (a message re-sent from here would most often come straight back)."""
     log.warning("run %s: %s#%d not run here: %s", run_id, step, iteration, reason)
     with session_scope(engine()) as session:
         job_id = repository.run_context(session, run_id).job_id
         if job_id is not None:
             job_store.note_waiting(session, job_id,
                                    f"worker {hostname or socket.gethostname()}: {reason}")
-        repository.extend_lease(session, run_id, WAIT_TO_HONOUR + settings().lease_seconds)
-    _task_for(step).apply_async((run_id, iteration), queue=queue, countdown=WAIT_TO_HONOUR)
+        repository.extend_lease(session, run_id, settings().lease_seconds)
 
 
 def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:

@@ -285,7 +285,7 @@ def configuration_lines(config: Mapping[str, Any] | None) -> list[str]:
     tools = config.get("tools") or {}
     lines.append(f"tools: device {tools.get('device')}, fallbacks "
                  f"{', '.join(tools.get('fallback_chain') or []) or 'none'}, catalogue "
-                 f"{tools.get('catalog') or '-'}"
+                 f"entries of {len(tools.get('catalog') or {})} tools pinned"
                  + (f"; metric tools {', '.join(config['metric_tools'])}"
                     if config.get("metric_tools") else ""))
     lines.append(f"agentic-iqa {config.get('version')}, prompts {config.get('prompts')}, "

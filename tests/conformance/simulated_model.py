@@ -135,6 +135,17 @@ class SimulatedModel:
         body = request.body if isinstance(request.body, dict) else {}
         system, user, images = (_anthropic_parts(body) if anthropic else _openai_parts(body))
         role = _role(system)
+        if role == "probe":  # `agentic-iqa check`: any other short request
+            fault = "bad-key" if self.behaviour == Behaviour.BAD_KEY else None
+            if fault is None:
+                logprobs = _token_logprobs("A", {"A": -0.01, "B": -5.0}) \
+                    if body.get("logprobs") else None
+                return Reply(200, _anthropic_message("A", "stop", None, body.get("model"))
+                             if anthropic else
+                             _openai_completion("A", "stop", None, logprobs, body.get("model")))
+            message = "Incorrect API key provided: sk-sim****."
+            return Reply(401, anthropic_error(message, "authentication_error") if anthropic
+                         else openai_error(message, "invalid_request_error"))
         query = _query(user)
         truth = self._truth(query, images)
         key = f"{role}|{query}|{image_digest(images[0]) if images else ''}"
@@ -324,7 +335,7 @@ def _role(system: str) -> str:
     for prompt, role in _ROLES:
         if system.strip().startswith(prompt[:60]):
             return role
-    raise ValueError(f"unknown system prompt {system[:80]!r}")
+    return "probe"
 
 
 def _query(user: str) -> str:

@@ -120,3 +120,65 @@ def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message
     assert final.counts.get("failed", 0) <= 2 and final.counts.get("done", 0) == 0
     assert final.counts.get("cancelled", 0) >= 10
     assert calls <= 2  # the items in the first window; the rest never asked the model
+
+
+def test_a_job_runs_as_submitted_whatever_the_worker_environment_says(
+        make_cluster, sqlite_url, tmp_path, monkeypatch):
+    """Submitted on the openai backend; a worker whose environment says builtin and has no
+    key waits and says why (never answers on builtin); a worker with the key then finishes
+    every item on openai, and the report's configuration matches who answered."""
+    from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.models import VlmCall
+    from tests.conformance.harness import read_job, simulated
+    from tests.conformance.items import images, multiple_choice
+    from tests.conformance.simulated_model import Behaviour
+
+    items = multiple_choice(images(tmp_path / "images", 4), 4, seed=1)
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    with simulated(Behaviour.LETTERS, items) as (server, _model):
+        cluster = make_cluster(sqlite_url, AGENTIC_IQA_VLM_CACHE="false")
+        cluster.env.pop("OPENAI_API_KEY", None)
+        for name, value in {"VLM_BACKEND": "openai", "VLM_MODEL": "sim-vl",
+                            "VLM_BASE_URL": f"{server.url}/v1"}.items():
+            monkeypatch.setenv(f"AGENTIC_IQA_{name}", value)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-submitter")  # submitted with a key
+        from tests.conformance.items import write_manifest
+
+        job_id = lifecycle.submit(engine, write_manifest(items, tmp_path / "m.csv"))
+        for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL"):
+            monkeypatch.delenv(f"AGENTIC_IQA_{name}")
+        cluster.start("nokey", "default,gpu")
+        start_job(cluster, job_id)
+        deadline = time.monotonic() + 60
+        while not lifecycle.progress(engine, job_id).waiting:
+            assert time.monotonic() < deadline, "the worker without the key never said why"
+            time.sleep(0.3)
+        waiting = lifecycle.progress(engine, job_id)
+        assert waiting.counts.get("done", 0) == 0 and waiting.status == "running"
+        assert "openai (sim-vl)" in waiting.waiting and "OPENAI_API_KEY" in waiting.waiting
+        assert len(server.requests) == 0  # nothing was answered on anything else
+
+        cluster.env["OPENAI_API_KEY"] = "sk-sim-worker"
+        cluster.start("withkey", "default,gpu")
+        final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
+    assert final.status == "done" and final.counts == {"done": 4}, final
+    assert final.waiting is None
+    result = read_job(Behaviour.LETTERS, sqlite_url, job_id, items, None, {})
+    assert result.share_right() == 1.0
+    with read_scope(engine) as session:
+        answered = set(session.execute(select(VlmCall.backend, VlmCall.model).distinct()).all())
+    assert answered == {("openai", "sim-vl")}
+    report = subprocess.run(
+        [sys.executable, "-m", "agentic_iqa", "eval", "report", job_id, "--json",
+         "--bootstrap", "0"], cwd=REPO, env={**cluster.env, "OPENAI_API_KEY": ""},
+        capture_output=True, text=True, timeout=120)
+    import json
+
+    document = json.loads(report.stdout)
+    assert document["job"]["backend"] == "openai" and document["job"]["model"] == "sim-vl"
+    assert document["job"]["answered_by"] == {"openai/sim-vl": 4}
+    assert document["job"]["warnings"] == []
+    roles = document["job"]["configuration"]["roles"]
+    assert {role["model"] for role in roles.values()} == {"sim-vl"}
+    assert "sk-sim" not in report.stdout
