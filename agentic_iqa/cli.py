@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from iqa_tools.errors import ToolError
+from iqa_tools.errors import StoreUnavailable, ToolError
 
 from .cli_eval import BackendOption, BaseUrlOption, ModelOption, use_backend
 from .redact import redact
@@ -208,6 +208,8 @@ def tools_run(
                 )
         finally:
             registry_log.setLevel(level)
+    except StoreUnavailable as exc:  # infrastructure, not the tool: fix the setting
+        _fail(str(exc), code=2)
     except ToolError as exc:
         _fail(str(exc))
     if as_json:
@@ -427,7 +429,7 @@ def assess(
 
     A backend that cannot work (a missing key, an endpoint that does not answer, an unknown
     model) exits 2 with one line before anything is stored."""
-    from .pipeline import default_agents, run_inprocess, validate_inputs
+    from .pipeline import run_inprocess, validate_inputs
     from .report import output_console, render_state, render_vlm_usage, state_document
     from .vlm.usage import PriceTable, collect_calls, group_records, summarize
 
@@ -440,7 +442,7 @@ def assess(
         validate_inputs(image_path, reference_path)
     except ToolError as exc:
         _fail(str(exc))
-    use_backend(backend, model, base_url)
+    roles = use_backend(backend, model, base_url)
     if not vlm_cache:  # clients built in this process get no cache; stored runs say so too
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
     if max_replans is None:
@@ -459,7 +461,7 @@ def assess(
                                     max_replan_iterations=max_replans)
         if not vlm_cache:
             _disable_run_vlm_cache(engine, run_id)
-        agents = default_agents(_registry(device))
+        agents = _agents_for(roles, device)
         with contextlib.redirect_stdout(sys.stderr):
             service.run_embedded(engine, agents, run_id)
         state = _stored_state(engine, run_id)
@@ -467,7 +469,7 @@ def assess(
         err.print(f"run {run_id} stored in {redact(_safe_url(engine))}; `agentic-iqa runs show "
                   f"{run_id[:8]}` shows it again", highlight=False, soft_wrap=True)
     else:
-        agents = default_agents(_registry(device))
+        agents = _agents_for(roles, device)
         with contextlib.redirect_stdout(sys.stderr), collect_calls() as calls:
             state = run_inprocess(query, image_path, reference_path, agents=agents,
                                   max_replan_iterations=max_replans)
@@ -480,6 +482,16 @@ def assess(
         render_vlm_usage(usage, console)
     if "summarizer_result" not in state:
         raise typer.Exit(1)
+
+
+def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
+    """The agents of ``assess``: the role configurations with the flags applied."""
+    from .pipeline import Agents
+    from .vlm import create_client
+
+    return Agents(planner=create_client("planner", roles),
+                  executor=create_client("executor", roles),
+                  summarizer=create_client("summarizer", roles), registry=_registry(device))
 
 
 def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engine, lazily

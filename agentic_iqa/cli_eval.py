@@ -46,17 +46,14 @@ def use_backend(backend: str | None, model: str | None, base_url: str | None, *,
     """The role configurations with the flags applied (for every role), checked before
     anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
     endpoint that does not answer or a model it does not serve exits 2 with one line."""
-    import os
-
     from .vlm.base import VLMConfigurationError
     from .vlm.preflight import preflight
     from .vlm.settings import load_backend_configs
 
-    for name, value in (("BACKEND", backend), ("MODEL", model), ("BASE_URL", base_url)):
-        if value is not None:  # this process's clients and the job's stored configuration
-            os.environ[f"AGENTIC_IQA_VLM_{name}"] = value
+    flags = {name: value for name, value in (("backend", backend), ("model", model),
+                                             ("base_url", base_url)) if value is not None}
     try:
-        configs = dict(load_backend_configs())
+        configs = dict(load_backend_configs(overrides=flags))
         if check:
             preflight(configs)
     except VLMConfigurationError as exc:
@@ -211,6 +208,8 @@ def submit(
     """
     import os
 
+    from sqlalchemy.exc import SQLAlchemyError
+
     from .jobs import lifecycle
     from .jobs.manifest import ManifestFormatError
     from .jobs.tools import MetricToolsError, parse_tools
@@ -223,7 +222,10 @@ def submit(
     except MetricToolsError as exc:
         _fail(str(exc), code=2)
     roles = None if metric_tools else use_backend(backend, model, base_url)
-    engine = _engine()
+    broker = _broker()
+    if broker:  # a job the workers will never hear of must not be stored
+        _check_broker(broker)
+    engine = _database()
     try:
         config = capture(max_replan_iterations=_max_replans(), vlm_cache=vlm_cache,
                          metric_tools=metric_tools, roles=roles)
@@ -234,6 +236,9 @@ def submit(
         _fail(str(exc), code=2)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
+    except SQLAlchemyError as exc:  # read-only, full, gone: nothing was stored
+        _fail(f"the results database {_safe_url(engine)} refused the job: "
+              f"{_first_line(exc)}", code=2)
     current = lifecycle.progress(engine, job_id)
     bad = current.counts.get("failed", 0)
     print(job_id)
@@ -264,6 +269,37 @@ def submit(
         _run_local(engine, job_id, _agents(), workers)
     _summary(engine, job_id)
     _end_of_wait(engine, job_id)
+
+
+def _check_broker(url: str) -> None:
+    """Exit 2 with one line when the broker does not answer (within a few seconds)."""
+    from kombu import Connection
+
+    from .redact import redact
+
+    try:
+        with Connection(url, connect_timeout=3) as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0,
+                                         timeout=3)
+    except Exception as exc:
+        _fail(f"the broker at {redact(url)} does not answer ({type(exc).__name__}: "
+              f"{_first_line(exc)}); start it, or unset AGENTIC_IQA_BROKER_URL to run the job "
+              "here", code=2)
+
+
+def _database() -> Any:
+    """The results database, migrated; one line and exit 2 when it cannot be opened."""
+    from sqlalchemy.exc import SQLAlchemyError as DatabaseError
+
+    try:
+        return _engine()
+    except DatabaseError as exc:
+        _fail(f"the results database cannot be opened: {_first_line(exc)}", code=2)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 def _max_replans() -> int:
@@ -314,8 +350,9 @@ def estimate(
     from .jobs import lifecycle
     from .jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
     from .jobs.report import extrapolate
+    from .runconfig import capture
 
-    use_backend(backend, model, base_url)
+    roles = use_backend(backend, model, base_url)
     try:
         total = count_rows(manifest)
         good = (entry for entry in read_manifest(manifest, root=root)
@@ -338,14 +375,18 @@ def estimate(
             url = f"sqlite:///{Path(scratch) / 'estimate.sqlite3'}"
             upgrade(url)
             engine = make_engine(url)
+            config = capture(max_replan_iterations=_max_replans(), vlm_cache=False,
+                             roles=roles)
             job_id = lifecycle.submit(engine, sample_manifest, name=f"estimate {manifest.name}",
-                                      query=query, check_images=False)
+                                      query=query, check_images=False, config=config)
             started = time.perf_counter()
             with contextlib.redirect_stdout(sys.stderr):
                 lifecycle.run_local(engine, job_id, _agents(), workers=1)
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
                 measured = store.vlm_summary(session, job_id)
+                failed = [(item.item_key, item.error) for item in store.failed_items(
+                    session, job_id)]
             dispose_engines(url)
     finally:
         if previous is None:
@@ -354,6 +395,11 @@ def estimate(
             os.environ["AGENTIC_IQA_VLM_CACHE"] = previous
     result = extrapolate(measured, sample_items=len(chosen), sample_seconds=seconds,
                          total_items=total, concurrency=concurrency)
+    result["sample_failed"] = len(failed)
+    result["sample_failures"] = [{"item": key, "error": error} for key, error in failed]
+    if len(failed) == len(chosen):  # nothing to extrapolate from: say why, do not print zeros
+        _fail(f"every sampled item failed ({len(failed)} of {len(chosen)}), so there is "
+              f"nothing to estimate from: {failed[0][1]}")
     if as_json:
         print(json.dumps(result, indent=2))
         return
@@ -361,6 +407,10 @@ def estimate(
 
     out.print(f"sample: {len(chosen)} items in {seconds:.1f} s; manifest: {total} rows, "
               f"{concurrency} at once", highlight=False, soft_wrap=True)
+    if failed:
+        err.print(f"[yellow]warning:[/] {len(failed)} of {len(chosen)} sampled items failed "
+                  f"(the estimate counts them as they cost): {escape(failed[0][1] or '')}",
+                  highlight=False, soft_wrap=True)
     out.print(f"estimate: {result['calls']:.0f} VLM calls, {result['input_tokens']:.0f} input "
               f"tokens, {result['output_tokens']:.0f} output tokens, cost "
               f"{format_cost(result['cost_usd'])} ({format_cost(result['cost_per_item_usd'])} "

@@ -37,6 +37,7 @@ class _Held:
     iteration: int
     lease_seconds: float
     due: float
+    attempt: int | None = None
 
 
 class Heartbeats:
@@ -56,15 +57,16 @@ class Heartbeats:
 
     @contextmanager
     def hold(self, engine: Engine, run_id: str, step: str, iteration: int,
-             lease_seconds: float | None) -> Iterator[None]:
-        """Renew the step's lease every quarter lease while the block runs (None: no lease)."""
+             lease_seconds: float | None, attempt: int | None = None) -> Iterator[None]:
+        """Renew the step's lease every quarter lease while the block runs (None: no lease);
+        for ``attempt`` only while it owns the step."""
         if lease_seconds is None:
             yield
             return
         with self._changed:
             key = next(self._ids)
             self._held[key] = _Held(engine, run_id, step, iteration, lease_seconds,
-                                    time.monotonic() + lease_seconds / 4)
+                                    time.monotonic() + lease_seconds / 4, attempt)
             self._ensure_thread()
             self._changed.notify()
         try:
@@ -96,8 +98,9 @@ class Heartbeats:
 def _beat(held: _Held) -> None:
     try:
         with session_scope(held.engine) as session:
-            repository.extend_lease(session, held.run_id, held.lease_seconds,
-                                    step=(held.step, held.iteration))
+            step = ((held.step, held.iteration) if held.attempt is None
+                    else (held.step, held.iteration, held.attempt))
+            repository.extend_lease(session, held.run_id, held.lease_seconds, step=step)
     except Exception as exc:  # keep beating; the next one may get through
         log.warning("run %s: heartbeat of %s#%d failed: %s", held.run_id, held.step,
                     held.iteration, exc)

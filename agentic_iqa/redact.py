@@ -16,6 +16,8 @@ MASK = "***"
 
 #: ``scheme://user:password@`` or ``scheme://token@``: everything between ``//`` and ``@``.
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
+#: A URL's query string (``?key=...&x=...``), whatever its parameters are called: masked whole.
+_URL_QUERY = re.compile(r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]+)")
 #: ``?api_key=...``, ``&token=...``, ``password=...`` in query strings and DSNs.
 _SECRET_PARAM = re.compile(
     r"(?P<name>\b(?:api[_-]?key|access[_-]?token|token|password|passwd|secret|sig|signature)=)"
@@ -62,6 +64,8 @@ def redact(text: str | None) -> str | None:
     # step output passes through here, and the scans cost far more than these C-speed tests.
     if "://" in result and "@" in result:
         result = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", result)
+    if "://" in result and "?" in result:  # by structure: any URL's query, whatever its names
+        result = _URL_QUERY.sub(lambda m: f"{m['url']}?{MASK}", result)
     if "=" in result:
         result = _SECRET_PARAM.sub(lambda m: f"{m['name']}{MASK}", result)
     if _may_hold_auth_header(result):

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, Literal
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from .db import jobs, repository
@@ -166,7 +167,8 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
                  lease_seconds: float | None = None,
                  max_attempts: int | None = None,
                  begun: Begun | None = None,
-                 chain: Chain | None = None) -> StepResult:
+                 chain: Chain | None = None,
+                 own_attempt: int | None = None) -> StepResult:
     """Run one step of one run, persist it and decide the next one (:class:`StepResult`);
     :data:`SKIPPED` when the step was already done or is no longer the run's next step (a
     duplicate or stale delivery).
@@ -182,11 +184,15 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
 
     ``agents`` may be a function of the run's job configuration: where this process cannot
     honour it, :class:`~.runconfig.CannotHonour` is raised before anything is written.
+
+    A database error after the step began carries the attempt (``exc.step_attempt``): a retry
+    passing it as ``own_attempt`` takes its own dead attempt over at once instead of waiting
+    for its lease (a dropped connection heals in seconds, not a lease).
     """
     if begun is None:
         begun_here = _begin(engine, agents, run_id, step, iteration, worker=worker,
                             queue=queue, lease_seconds=lease_seconds,
-                            max_attempts=max_attempts)
+                            max_attempts=max_attempts, own_attempt=own_attempt)
         if isinstance(begun_here, StepResult):
             return begun_here
         begun = begun_here
@@ -196,14 +202,18 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     # attempts included: their calls were paid for.
     collector = CallCollector(use_cache=begun.use_vlm_cache, seen=set(begun.asked))
     try:
-        with HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds), \
+        with HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds, attempt), \
                 collecting(collector):
             update = run_step(step, state, begun.agents)
     except TransientVLMError as exc:
-        with session_scope(engine) as session:
-            repository.fail_step(session, run_id, step, iteration, error=f"transient: {exc}")
-            repository.store_vlm_calls(session, run_id, step, iteration, attempt,
-                                       collector.records)
+        try:
+            with session_scope(engine) as session:
+                repository.fail_step(session, run_id, step, iteration,
+                                     error=f"transient: {exc}", attempt=attempt)
+                repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                                           collector.records)
+        except repository.StaleAttempt as stale:
+            return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         raise
     except Exception as exc:  # a step that cannot finish ends the run, with the reason
         fatal = isinstance(exc, FatalVLMError)
@@ -213,21 +223,55 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
             log.exception("run %s: %s#%d failed", run_id, step, iteration)
         reason = f"{step} failed: {exc}" if fatal else \
             f"{step} failed: {type(exc).__name__}: {exc}"
-        with session_scope(engine) as session:
-            repository.fail_step(session, run_id, step, iteration, error=reason)
-            repository.store_vlm_calls(session, run_id, step, iteration, attempt,
-                                       collector.records)
-            repository.fail_run(session, run_id, error=reason)
-            if fatal and begun.job_id is not None:
-                jobs.stop_on_fatal_error(session, begun.job_id, exc, reason)
+        try:
+            with session_scope(engine) as session:
+                repository.fail_step(session, run_id, step, iteration, error=reason,
+                                     attempt=attempt)
+                repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                                           collector.records)
+                repository.fail_run(session, run_id, error=reason)
+                if fatal and begun.job_id is not None:
+                    jobs.stop_on_fatal_error(session, begun.job_id, exc, reason)
+        except repository.StaleAttempt as stale:
+            return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         return StepResult(RAN)
     key = step if step == "replan" else f"{step}#{iteration}"
     update = {**update, "step_seconds": {**state.get("step_seconds", {}),
                                          key: time.perf_counter() - started}}
     new_state = merge_state(state, update)
+    try:
+        return _complete(engine, run_id, step, iteration, begun, new_state, update, collector,
+                         worker=worker, lease_seconds=lease_seconds, chain=chain)
+    except repository.StaleAttempt as stale:
+        return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
+    except DBAPIError as lost:  # the outcome was not written: whose attempt it was, for a retry
+        lost.step_attempt = attempt  # type: ignore[attr-defined]
+        raise
+
+
+def _discarded(engine: Engine, stale: repository.StaleAttempt, run_id: str, step: str,
+               iteration: int, attempt: int, collector: CallCollector) -> StepResult:
+    """A stale attempt (its step taken over while it ran: a frozen worker, a lost lease)
+    writes nothing of its outcome; only its VLM calls are kept, under its own attempt, since
+    they were made (and paid for)."""
+    log.warning("%s", stale)
+    if collector.records:
+        with session_scope(engine) as session:
+            repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                                       collector.records)
+    return StepResult(SKIPPED)
+
+
+def _complete(engine: Engine, run_id: str, step: str, iteration: int, begun: Begun,
+              new_state: AgenticIQAState, update: dict[str, Any], collector: CallCollector,
+              *, worker: str | None, lease_seconds: float | None,
+              chain: Chain | None) -> StepResult:
+    """The step's outcome, the run's next step decided and, when chained, begun: one
+    transaction, fenced on the attempt (:class:`repository.StaleAttempt`)."""
+    attempt = begun.attempt
     with session_scope(engine) as session:
         repository.complete_step(session, run_id, step, iteration, state=new_state,
-                                 update=update, lease_seconds=lease_seconds)
+                                 update=update, lease_seconds=lease_seconds, attempt=attempt)
         repository.store_vlm_calls(session, run_id, step, iteration, attempt,
                                    collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
@@ -246,7 +290,7 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
 
 def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iteration: int, *,
            worker: str | None, queue: str | None, lease_seconds: float | None,
-           max_attempts: int | None) -> Begun | StepResult:
+           max_attempts: int | None, own_attempt: int | None = None) -> Begun | StepResult:
     """The step's first transaction: read the state, skip a stale or duplicate delivery, make
     sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
     written), begin the step (or give it up when its deliveries kept dying)."""
@@ -260,7 +304,8 @@ def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iterati
         # A running run's lease was moved by whoever sent this step (it decided on it).
         record = repository.begin_step(session, run_id, step, iteration, worker=worker,
                                        queue=queue, lease_seconds=lease_seconds,
-                                       run_started=run.status == "running")
+                                       run_started=run.status == "running",
+                                       own_attempt=own_attempt)
         if record is None:
             return StepResult(SKIPPED)
         if max_attempts is not None and record.attempts > max_attempts and record.taken_over:

@@ -7,7 +7,11 @@ without persistence, and a scratch PostgreSQL database.  Faults are injected on 
 * ``kill-tool-worker``: SIGKILL the tool worker mid-job, start a new one;
 * ``kill-default-worker``: SIGKILL the default worker (and its supervisor), start a new one;
 * ``restart-broker``: SIGKILL Redis and start it again empty (every queued message is lost);
-* ``drop-db-connections``: ``pg_terminate_backend`` every connection of the job's database.
+* ``drop-db-connections``: ``pg_terminate_backend`` every connection of the job's database;
+* ``freeze-tool-worker``: SIGSTOP the tool worker for twice the lease, then SIGCONT (the woken
+  worker's outcomes must be refused: the steps were taken over meanwhile);
+* ``db-read-only``: the job's database turned read-only (``default_transaction_read_only``,
+  its connections dropped so new ones get it) for ``--read-only-seconds``, then writable again.
 
 No ``eval resume`` and no manual message: the supervisor re-sends what went quiet.  Printed:
 items done / failed / duplicated (runs beyond one per item), steps taken over, runs re-sent, and
@@ -35,7 +39,8 @@ sys.path.insert(0, str(REPO))
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 WINDOW = 20
-FAULTS = ("kill-tool-worker", "kill-default-worker", "restart-broker", "drop-db-connections")
+FAULTS = ("kill-tool-worker", "kill-default-worker", "restart-broker", "drop-db-connections",
+          "freeze-tool-worker", "db-read-only")
 
 
 def make_images(folder: Path, count: int, seed: int = 0) -> Path:
@@ -80,6 +85,21 @@ def drop_connections(admin_url: str, database: str) -> int:
         admin.dispose()
 
 
+def set_read_only(admin_url: str, database: str, on: bool) -> None:
+    """The database read-only (or writable again) for every new session; existing ones are
+    dropped so they reconnect under the new default."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{database}" SET '
+                                    f"default_transaction_read_only = {'on' if on else 'off'}"))
+    finally:
+        admin.dispose()
+    drop_connections(admin_url, database)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=200)
@@ -89,6 +109,9 @@ def main() -> None:
     parser.add_argument("--fault-every", type=float, default=6.0,
                         help="seconds between faults")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--read-only-seconds", type=float, default=4.0,
+                        help="how long the database stays read-only")
+    parser.add_argument("--faults", default=",".join(FAULTS), help="which, in order")
     args = parser.parse_args()
 
     from sqlalchemy import create_engine, func, select, text
@@ -116,6 +139,7 @@ def main() -> None:
         "AGENTIC_IQA_TOOL_CACHE": "memory",
     })
     report: dict = {"items": args.items, "lease_seconds": args.lease, "window": WINDOW}
+    undo: list[tuple[float, object]] = []  # (when, action): the end of a fault still on
     try:
         upgrade(database_url)
         engine = make_engine(database_url)
@@ -131,7 +155,16 @@ def main() -> None:
         drain = WINDOW * calm_s / args.items  # how long a full window takes, calmly
 
         def fault_now(fault: str) -> None:
-            if fault == "kill-tool-worker":
+            if fault == "freeze-tool-worker":
+                frozen = workers["gpu"]
+                cluster.freeze(frozen)
+                undo.append((time.monotonic() + 2 * args.lease,
+                             lambda: cluster.thaw(frozen)))
+            elif fault == "db-read-only":
+                set_read_only(args.postgres_url, scratch, True)
+                undo.append((time.monotonic() + args.read_only_seconds,
+                             lambda: set_read_only(args.postgres_url, scratch, False)))
+            elif fault == "kill-tool-worker":
                 cluster.kill(workers["gpu"])
                 workers["gpu"] = cluster.start(f"gpu-{fault}", "gpu")
             elif fault == "kill-default-worker":
@@ -147,7 +180,7 @@ def main() -> None:
         started = time.monotonic()
         job_id = lifecycle.submit(engine, make_images(work / "faulty", args.items))
         last = 0
-        schedule = list(FAULTS)
+        schedule = [fault for fault in args.faults.split(",") if fault]
         next_fault = started + args.fault_every
         pending: list[tuple[str, float, int, frozenset[int]]] = []
         recovery: dict[str, dict] = {}
@@ -159,6 +192,9 @@ def main() -> None:
                 time.sleep(0.2)
                 continue
             now = time.monotonic()
+            for entry in [entry for entry in undo if entry[0] <= now]:
+                undo.remove(entry)
+                entry[1]()  # type: ignore[operator]
             for entry in list(pending):
                 fault, at, before, flying = entry
                 record = recovery[fault]
@@ -200,6 +236,8 @@ def main() -> None:
             "calm_window_drain_s": round(drain, 2),
         })
     finally:
+        for _when, action in undo:  # a fault still on: undo it before cleaning up
+            action()  # type: ignore[operator]
         cluster.stop()
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)

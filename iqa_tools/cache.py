@@ -32,8 +32,12 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, Protocol
+
+from .errors import StoreUnavailable
 
 CacheSource = Literal["memory", "store"]
 
@@ -152,6 +156,7 @@ class RedisStore:
         import redis
 
         self.prefix = prefix
+        self.where = url
         self._client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
 
     def get(self, key: str) -> float | None:
@@ -163,6 +168,16 @@ class RedisStore:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _unavailable(store: object, exc: Exception) -> str:
+    import re
+
+    where = getattr(store, "where", None) or str(getattr(store, "path", type(store).__name__))
+    where = re.sub(r"://[^/@\s]*@", "://***@", where)
+    return (f"the tool-score cache at {where} does not answer ({type(exc).__name__}: "
+            f"{str(exc)[:160]}); start it, or point AGENTIC_IQA_TOOL_CACHE elsewhere "
+            "(memory, none, sqlite:///PATH)")
 
 
 def open_store(url: str) -> ScoreStore:
@@ -182,7 +197,10 @@ def open_store(url: str) -> ScoreStore:
 
 
 class ScoreCache:
-    """The in-process LRU in front of a persistent store."""
+    """The in-process LRU in front of a persistent store.
+
+    A store that does not answer (Redis down, a SQLite file on a full or read-only disk) is
+    :class:`~.errors.StoreUnavailable`, one line naming it, never a driver's traceback."""
 
     def __init__(self, store: ScoreStore, memory_entries: int = 4096) -> None:
         self.store = store
@@ -192,7 +210,8 @@ class ScoreCache:
         value = self.memory.get(key)
         if value is not None:
             return value, "memory"
-        value = self.store.get(key)
+        with self._store_errors():
+            value = self.store.get(key)
         if value is None:
             return None
         self.memory.set(key, value)
@@ -202,7 +221,19 @@ class ScoreCache:
         if not math.isfinite(value):
             return
         self.memory.set(key, value)
-        self.store.set(key, value)
+        with self._store_errors():
+            self.store.set(key, value)
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailable(_unavailable(self.store, exc)) from None
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] != "redis":
+                raise
+            raise StoreUnavailable(_unavailable(self.store, exc)) from None
 
     def close(self) -> None:
         self.store.close()

@@ -82,6 +82,10 @@ class WeightFile(_Strict):
         default=None, min_length=1,
         description="the file's licence, or 'unknown, see URL' where it is not known",
     )
+    size: int | None = Field(
+        default=None, gt=0,
+        description="the file's size in bytes; a download of another size is refused",
+    )
     note: str | None = None
 
 

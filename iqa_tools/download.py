@@ -21,6 +21,7 @@ import hashlib
 import http.client
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,9 +32,15 @@ from urllib.request import Request, urlopen
 from . import weights as weight_files
 from .catalog import Catalog, ToolSpec, WeightFile
 from .errors import ToolError
+from .filecheck import content_problem
 
 CHUNK_BYTES = 1 << 16
 USER_AGENT = "agentic-iqa-weights/1"
+#: Largest download taken when the metadata records no size: the biggest pyiqa weight file is
+#: well under this; a server announcing more is not sending a weight file.
+MAX_UNSIZED_BYTES = 8 << 30
+#: Space left free on the disk after a download.
+DISK_MARGIN_BYTES = 256 << 20
 #: Called with (bytes on disk so far, total bytes or None when the server does not say).
 Progress = Callable[[int, int | None], None]
 
@@ -168,24 +175,40 @@ def ensure(task: FileTask, *, progress: Progress | None = None,
     replaced = False
     if destination.is_file():
         digest = sha256_of(destination)
-        if weight.sha256 is None or digest == weight.sha256:
-            return Fetched(destination, digest, destination.stat().st_size,
-                           verified=weight.sha256 is not None, action="present")
-        replaced = True
+        if weight.sha256 is not None and digest == weight.sha256:
+            return Fetched(destination, digest, destination.stat().st_size, verified=True,
+                           action="present")
+        if weight.sha256 is None and content_problem(destination) is None:
+            return Fetched(destination, digest, destination.stat().st_size, verified=False,
+                           action="present")
+        replaced = True  # a wrong hash, or a page or a truncated file under the final name
     assert weight.url is not None  # plan() refuses files without a URL
     fetched = fetch(weight.url, destination, sha256=weight.sha256, progress=progress,
-                    timeout=timeout)
+                    timeout=timeout, size=weight.size)
     return replace(fetched, replaced=replaced)
 
 
 def fetch(url: str, destination: Path, *, sha256: str | None = None,
-          progress: Progress | None = None, timeout: float = 60.0) -> Fetched:
-    """Download ``url`` to ``destination`` through ``destination.part``, resuming that file."""
+          progress: Progress | None = None, timeout: float = 60.0,
+          size: int | None = None) -> Fetched:
+    """Download ``url`` to ``destination`` through ``destination.part``, resuming that file.
+
+    The size the server announces is checked before a byte is written (against ``size`` when
+    the metadata knows it, else against :data:`MAX_UNSIZED_BYTES`, and against the free disk
+    space); without a ``sha256`` the file's form is checked at the end
+    (:func:`.filecheck.content_problem`): a web page or a truncated file is never put in place.
+    """
     name = destination.name
     destination.parent.mkdir(parents=True, exist_ok=True)
     part = destination.with_name(name + ".part")
     offset = part.stat().st_size if part.is_file() else 0
     response, offset, total = _open(url, part, offset, timeout)
+    if response is not None:
+        try:
+            _check_size(name, url, destination.parent, offset, total, size)
+        except DownloadError:
+            response.close()
+            raise
     digest = hashlib.sha256()
     if offset:
         with part.open("rb") as handle:
@@ -217,9 +240,47 @@ def fetch(url: str, destination: Path, *, sha256: str | None = None,
         part.unlink(missing_ok=True)
         raise ChecksumError(f"{name}: sha256 mismatch (expected {sha256}, got {found}) for "
                             f"{url}; the downloaded file was deleted")
+    if size is not None and done != size:
+        part.unlink(missing_ok=True)
+        raise DownloadError(f"{name}: {done} bytes came from {url}, the metadata says {size}; "
+                            "the downloaded file was deleted")
+    if sha256 is None:
+        problem = _problem_as(part, name)
+        if problem is not None:
+            part.unlink(missing_ok=True)
+            raise DownloadError(f"{name}: what {url} sent is not the file: {problem}; the "
+                                "downloaded file was deleted")
     os.replace(part, destination)
     return Fetched(destination, found, destination.stat().st_size,
                    verified=sha256 is not None, action="resumed" if offset else "downloaded")
+
+
+def _problem_as(part: Path, name: str) -> str | None:
+    """:func:`content_problem` of the ``.part`` file, judged by the final name's suffix."""
+    staged = part.with_name(name + ".check" + Path(name).suffix)
+    os.replace(part, staged)
+    try:
+        return content_problem(staged)
+    finally:
+        os.replace(staged, part)
+
+
+def _check_size(name: str, url: str, folder: Path, offset: int, total: int | None,
+                size: int | None) -> None:
+    """Refuse a download whose announced size is not the file's, or that cannot fit."""
+    if size is not None and total is not None and total != size:
+        raise DownloadError(f"{name}: {url} announces {total} bytes, the metadata says {size}: "
+                            "not the file; nothing was written")
+    if size is None and total is not None and total > MAX_UNSIZED_BYTES:
+        raise DownloadError(f"{name}: {url} announces {total / 2**30:.1f} GiB, more than any "
+                            f"weight file ({MAX_UNSIZED_BYTES / 2**30:.0f} GiB at most): not "
+                            "the file; nothing was written")
+    needed = (total if total is not None else size or 0) - offset
+    free = shutil.disk_usage(folder).free
+    if needed > 0 and needed + DISK_MARGIN_BYTES > free:
+        raise DownloadError(f"{name}: {needed / 2**20:.0f} MiB to download and only "
+                            f"{free / 2**20:.0f} MiB free in {folder}: free some space or "
+                            "choose another folder (--dir)")
 
 
 def _open(url: str, part: Path, offset: int,

@@ -34,6 +34,27 @@ class InputError(ToolError):
     """The inputs do not suit the tool (FR tool without reference, size mismatch)."""
 
 
+class StoreUnavailable(ToolError):
+    """The tool-score cache's store (Redis, a SQLite file) does not answer: infrastructure, not
+    the tool; the message names the store (credentials masked) and what to set."""
+
+
+class ImageTooLargeError(InputError):
+    """The image has more pixels than one tool call may take (:func:`.images.pixel_budget`):
+    memory grows with pixels (BRISQUE on a 169-megapixel photo reached 18 GB), so such a file
+    is refused with its size before it is decoded, never half-processed."""
+
+    def __init__(self, path: str, size: tuple[int, int], budget: int) -> None:
+        width, height = size
+        super().__init__(
+            f"image {path!r} is {width}x{height} pixels ({width * height / 1e6:.1f} MP), above "
+            f"the budget of {budget / 1e6:.1f} MP per tool call, which bounds memory: downscale "
+            "it first, or raise AGENTIC_IQA_MAX_PIXELS where there is memory for it")
+        self.path = path
+        self.size = size
+        self.budget = budget
+
+
 class ImageTooSmallError(InputError):
     """The image is smaller than a tool can measure; says the size found and the one needed.
 

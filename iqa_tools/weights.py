@@ -58,10 +58,16 @@ def expected_path(weight: WeightFile) -> Path:
 
 
 def _present(path: Path, weight: WeightFile) -> bool:
+    """The file is there and, where no sha256 vouches for it, has its format's form: a web
+    page or a truncated file saved under the weight's name is not a weight file."""
     if weight.location == "hf_hub":
         snapshots = path / "snapshots"
         return snapshots.is_dir() and any(snapshots.iterdir())
-    return path.is_file() and path.stat().st_size > 0
+    if not (path.is_file() and path.stat().st_size > 0):
+        return False
+    from .filecheck import content_problem
+
+    return content_problem(path) is None
 
 
 Status = Literal["weight-free", "ready", "downloadable", "missing"]

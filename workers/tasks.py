@@ -26,7 +26,7 @@ from typing import Any
 from celery import Task, signals
 from celery_batches import Batches, SimpleRequest
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InternalError, OperationalError
 
 from agentic_iqa import service
 from agentic_iqa.config import PipelineSettings
@@ -84,9 +84,11 @@ def queue_for(step: str) -> str:
     return settings().tool_queue if step in TOOL_STEPS else settings().vlm_steps_queue
 
 
-#: The database dropped a connection (a restarted server, a failover): try the task again.
-#: Steps are idempotent, so a retry after a half-done attempt is safe.
-DB_RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True,
+#: The database dropped a connection (a restarted server, a failover) or refused writes for a
+#: while (a read-only standby during a failover: InternalError): try the task again.  Steps
+#: are idempotent, so a retry after a half-done attempt is safe.
+DB_ERRORS = (OperationalError, InternalError)
+DB_RETRY = {"autoretry_for": DB_ERRORS, "retry_backoff": True,
             "retry_backoff_max": 30, "max_retries": 8}
 
 
@@ -170,7 +172,7 @@ def _send(run_id: str, upcoming: service.NextStep) -> None:
 
 def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
              delivery: dict[str, Any] | None, *, delivered: bool = True,
-             begun: service.Begun | None = None) -> None:
+             begun: service.Begun | None = None, own_attempt: int | None = None) -> None:
     """Run a step and hand over: the run's following steps that belong to a queue this worker
     consumes run here too, one after the other, for up to ``inline_seconds`` (each with its own
     record and lease, begun in the transaction that completed the step before it, so
@@ -188,7 +190,8 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
             result = service.execute_step(
                 engine(), agents_source(), run_id, step, iteration, lease_seconds=lease,
                 worker=hostname or socket.gethostname(), queue=queue,
-                max_attempts=settings().max_step_attempts, begun=begun, chain=chain)
+                max_attempts=settings().max_step_attempts, begun=begun, chain=chain,
+                own_attempt=own_attempt if delivered else None)
         except CannotHonour as reason:
             # Never run on something else: say why, keep the item queued, offer it again.
             _wait_to_honour(run_id, step, iteration, hostname, str(reason))
@@ -230,10 +233,21 @@ def _wait_to_honour(run_id: str, step: str, iteration: int, hostname: str | None
         repository.extend_lease(session, run_id, settings().lease_seconds)
 
 
-def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
+def _run_step(task: Task, step: str, run_id: str, iteration: int,
+              own_attempt: int | None = None) -> None:
     lease = settings().lease_seconds
     try:
-        _execute(step, run_id, iteration, task.request.hostname, task.request.delivery_info)
+        _execute(step, run_id, iteration, task.request.hostname, task.request.delivery_info,
+                 own_attempt=own_attempt)
+    except DB_ERRORS as exc:
+        # Seen here: the retry takes this attempt over at once (it need not wait out the
+        # lease this very process held), after the usual backoff.
+        attempt = getattr(exc, "step_attempt", None)
+        if attempt is None or task.request.retries >= DB_RETRY["max_retries"]:
+            raise
+        countdown = min(DB_RETRY["retry_backoff_max"], 2 ** task.request.retries)
+        raise task.retry(exc=exc, countdown=countdown, args=(run_id, iteration),
+                         kwargs={"own_attempt": attempt}) from exc
     except TransientVLMError as exc:
         retries = task.request.retries
         if retries < settings().vlm_max_retries:
@@ -255,8 +269,8 @@ def _run_step(task: Task, step: str, run_id: str, iteration: int) -> None:
 
 
 def _make_step_task(step: str) -> Any:
-    def run(self: Task, run_id: str, iteration: int) -> None:
-        _run_step(self, step, run_id, iteration)
+    def run(self: Task, run_id: str, iteration: int, own_attempt: int | None = None) -> None:
+        _run_step(self, step, run_id, iteration, own_attempt)
 
     run.__name__ = run.__qualname__ = f"step_{step}"
     run.__doc__ = f"Run the {step!r} step of one run."

@@ -97,6 +97,12 @@ def stalled_count(session: Session, job_id: str) -> int:
     ) or 0)
 
 
+def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem]:
+    """The job's failed items (the first ``limit``), with their reasons."""
+    return list(session.scalars(select(JobItem).where(
+        JobItem.job_id == job_id, JobItem.status == "failed").order_by(JobItem.id).limit(limit)))
+
+
 def live_leases(session: Session, job_id: str) -> int:
     """Runs of the job in flight whose lease is still running: someone is working on them."""
     return int(session.scalar(

@@ -80,6 +80,16 @@ class RunNotFound(KeyError):
         return f"no run with id {self.run_id!r} in the database"
 
 
+class StaleAttempt(Exception):
+    """This attempt no longer owns its step: another delivery took it over (its lease had
+    passed: a frozen worker, a lost connection) and may have finished it.  Its outcome must
+    change nothing; the transaction that tried to write it is rolled back."""
+
+    def __init__(self, run_id: str, step: str, iteration: int, attempt: int) -> None:
+        super().__init__(f"run {run_id}: {step}#{iteration} attempt {attempt} is stale (the "
+                         "step was taken over); its outcome is discarded")
+
+
 class StepBusy(Exception):
     """Another delivery of this step is running and its lease is alive: try again later."""
 
@@ -286,15 +296,17 @@ def first_attempt(session: Session, run_id: str, step: str, iteration: int, *,
 
 def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
                worker: str | None = None, queue: str | None = None,
-               lease_seconds: float | None = None, run_started: bool = False
-               ) -> Attempt | None:
+               lease_seconds: float | None = None, run_started: bool = False,
+               own_attempt: int | None = None) -> Attempt | None:
     """Mark a step as running (one more attempt); None when it already succeeded.
 
     A caller that gets None skips the work: this is a redelivery of a finished task.  With
     ``lease_seconds`` (workers), a step still running under a live lease raises
     :class:`StepBusy`: its owner is alive, so this delivery is a duplicate and must wait; once
     the lease has passed (the owner died), this delivery takes the step over.
-    ``run_started``: as for :func:`first_attempt`.
+    ``run_started``: as for :func:`first_attempt`.  ``own_attempt``: the caller's own earlier
+    attempt, which it saw fail (a lost database connection): it is taken over at once, its
+    lease not waited out.
     """
     first = first_attempt(session, run_id, step, iteration, worker=worker, queue=queue,
                           lease_seconds=lease_seconds, run_started=run_started)
@@ -308,8 +320,9 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
         raise RunNotFound(run_id)
     if record.status == "succeeded":
         return None
+    own = own_attempt is not None and record.attempts == own_attempt
     if (lease_seconds is not None and record.status == "running" and record.attempts > 0
-            and record.lease_until is not None and record.lease_until > now):
+            and record.lease_until is not None and record.lease_until > now and not own):
         raise StepBusy((record.lease_until - now).total_seconds())
     taken_over = record.status == "running" and record.attempts > 0
     record.lease_until = lease_until
@@ -341,6 +354,9 @@ _COMPLETE_STEP = (
             finished_at=bindparam("b_now", type_=UtcDateTime()), lease_until=None,
             attempts=case((_STEPS.c.attempts < 1, 1), else_=_STEPS.c.attempts))
 )
+#: The same, fenced: only the attempt that owns the step (the latest begun) may complete it.
+_COMPLETE_OWNED_STEP = _COMPLETE_STEP.where(_STEPS.c.attempts == bindparam("b_attempt"),
+                                            _STEPS.c.status == "running")
 _SAVE_STATE = (
     update(_RUNS).where(_RUNS.c.id == bindparam("b_run"))
     .values(state_json=bindparam("b_state"), iteration_count=bindparam("b_iterations"),
@@ -355,19 +371,27 @@ def _update_json(update: Mapping[str, Any]) -> str:
 
 def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
                   state: AgenticIQAState, update: Mapping[str, Any],
-                  lease_seconds: float | None = None) -> None:
+                  lease_seconds: float | None = None, attempt: int | None = None) -> None:
     """Record a step's success: its update, the run's new state, its tool calls and replans.
 
     ``state`` is the run's state with ``update`` merged.  Repeating the call changes nothing.
     ``lease_seconds``: the run goes on, its lease moved in the same statement as its state.
+    ``attempt``: the attempt that ran it; unless it still owns the step (no other delivery took
+    it over), :class:`StaleAttempt` is raised before anything is written (fencing).
     """
     # Plain UPDATEs by key, built once: a step that just ran need not be read back first; a
     # step never begun (a direct call) gets its row the ORM way.
     now = utc_now()
     output = redact(_update_json(update))
-    found = session.execute(_COMPLETE_STEP, {
-        "b_run": run_id, "b_step": step, "b_iteration": iteration, "b_output": output,
-        "b_now": now}).rowcount
+    parameters = {"b_run": run_id, "b_step": step, "b_iteration": iteration,
+                  "b_output": output, "b_now": now}
+    if attempt is not None:
+        owned = session.execute(_COMPLETE_OWNED_STEP, {**parameters, "b_attempt": attempt})
+        if not owned.rowcount:
+            raise StaleAttempt(run_id, step, iteration, attempt)
+        found = owned.rowcount
+    else:
+        found = session.execute(_COMPLETE_STEP, parameters).rowcount
     if not found:
         get_run(session, run_id)
         record = _step_record(session, run_id, step, iteration)
@@ -408,10 +432,15 @@ def _insert_missing(session: Session, model: type[ToolLog] | type[ReplanRow] | t
     session.execute(statement.on_conflict_do_nothing(index_elements=list(keys)))
 
 
-def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error: str) -> None:
-    """Record that an attempt of this step failed (the task may still be retried)."""
+def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error: str,
+              attempt: int | None = None) -> None:
+    """Record that an attempt of this step failed (the task may still be retried).
+
+    ``attempt``: as for :func:`complete_step`, a stale attempt's failure changes nothing."""
     get_run(session, run_id)
     record = _step_record(session, run_id, step, iteration)
+    if attempt is not None and (record.attempts != attempt or record.status != "running"):
+        raise StaleAttempt(run_id, step, iteration, attempt)
     record.status = "failed"
     record.attempts = max(record.attempts, 1)
     record.error = redact(error)
@@ -465,24 +494,27 @@ def fail_run(session: Session, run_id: str, *, error: str) -> None:
 
 
 def extend_lease(session: Session, run_id: str, seconds: float, *,
-                 step: tuple[str, int] | None = None) -> bool:
+                 step: tuple[str, int] | tuple[str, int, int] | None = None) -> bool:
     """Push the run's lease (and a running step's) ``seconds`` ahead; False if it has ended.
 
     Called when a run is dispatched, by a running step's heartbeat, and before a delayed retry.
+    A heartbeat names its attempt (``step=(name, iteration, attempt)``): a stale attempt (its
+    step taken over) moves nothing, neither the step's lease nor the run's.
     """
     deadline = lease_deadline(seconds)
+    if step is not None:
+        name, iteration, *attempt = step
+        fenced = update(StepRecord).where(
+            StepRecord.run_id == run_id, StepRecord.step == name,
+            StepRecord.iteration == iteration, StepRecord.status == "running")
+        if attempt:
+            fenced = fenced.where(StepRecord.attempts == attempt[0])
+        if not session.execute(fenced.values(lease_until=deadline)).rowcount and attempt:
+            return False
     moved = session.execute(
         update(Run).where(Run.id == run_id, Run.status.in_(("pending", "running")))
         .values(lease_until=deadline)
     ).rowcount
-    if step is not None:
-        name, iteration = step
-        session.execute(
-            update(StepRecord).where(StepRecord.run_id == run_id, StepRecord.step == name,
-                                     StepRecord.iteration == iteration,
-                                     StepRecord.status == "running")
-            .values(lease_until=deadline)
-        )
     return bool(moved)
 
 

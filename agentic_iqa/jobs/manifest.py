@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from iqa_tools.errors import ImageLoadError, ImageTooSmallError
+from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
 from iqa_tools.images import check_min_size, probe_image
 
 #: File extensions taken as images when a plain folder is given as the manifest.
@@ -256,6 +256,9 @@ def _jsonl_rows(source: Path) -> Iterator[_RawRow]:
             except json.JSONDecodeError as exc:
                 yield line, f"line {line} is not valid JSON: {exc.msg} (column {exc.colno})"
                 continue
+            except ValueError as exc:  # a number past Python's digit limit, and the like
+                yield line, f"line {line} cannot be read: {str(exc)[:120]}"
+                continue
             if not isinstance(value, dict):
                 yield line, f"line {line} is a JSON {type(value).__name__}, not an object"
                 continue
@@ -344,20 +347,39 @@ def _text(value: Any, name: str, line: int) -> str | None:
     return text or None
 
 
+#: Largest |MOS| taken as one: opinion scales run to 100 (or 10, or 5); beyond this a number
+#: is a broken cell, not an opinion.
+MAX_ABS_MOS = 1e6
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """A cell as an error message quotes it: its repr, cut to ``limit`` characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        text = f"<a number of more than {limit} digits>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _mos(value: Any, line: int, mos_range: tuple[float, float] | None) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    shown = value.strip() if isinstance(value, str) else value
+    shown = _shown(value.strip() if isinstance(value, str) else value)
     if isinstance(value, bool):
-        raise _BadRow(f"mos {shown!r} on line {line} is not a number")
+        raise _BadRow(f"mos {shown} on line {line} is not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise _BadRow(f"mos {shown!r} on line {line} is not a number") from None
+        raise _BadRow(f"mos {shown} on line {line} is not a number") from None
+    except OverflowError:  # an integer too large for a float (JSON has no limit on digits)
+        raise _BadRow(f"mos {shown} on line {line} is not a finite number") from None
     if not math.isfinite(number):
-        raise _BadRow(f"mos {shown!r} on line {line} is not a finite number")
+        raise _BadRow(f"mos {shown} on line {line} is not a finite number")
+    if abs(number) > MAX_ABS_MOS:
+        raise _BadRow(f"mos {shown} on line {line} is beyond any opinion scale "
+                      f"(|mos| > {MAX_ABS_MOS:g})")
     if mos_range is not None and not mos_range[0] <= number <= mos_range[1]:
-        raise _BadRow(f"mos {shown!r} on line {line} is outside the declared range "
+        raise _BadRow(f"mos {shown} on line {line} is outside the declared range "
                       f"{mos_range[0]:g} to {mos_range[1]:g} (--mos-range)")
     return number
 
@@ -417,6 +439,8 @@ def _check_image(path: Path, text: str, name: str, line: int) -> tuple[int, int]
         width, height = small.size
         raise _BadRow(f"{name} {text!r} on line {line} is {width}x{height} pixels; the IQA "
                       f"tools need at least {small.minimum}x{small.minimum}") from None
+    except ImageTooLargeError as large:
+        raise _BadRow(f"{name} on line {line}: {large}") from None
     except ImageLoadError as exc:
         raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {exc.reason}"
                       ) from None

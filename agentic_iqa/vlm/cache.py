@@ -8,11 +8,12 @@ so caching would only add a store lookup.
 
 The key is a SHA-256 over everything that shapes the answer: project version,
 :data:`PROMPT_VERSION` and a digest of every template in :mod:`agentic_iqa.prompts` (a changed
-prompt can never serve a stale answer), backend, model, endpoint host and port (never the full
-URL, which may hold credentials), task, the full system and user text, the SHA-256 of each
-image's bytes, the answer options, JSON mode, token limits, image size limit, temperature/seed
-and the log-probability settings. The value is the whole response as JSON (text, model,
-option log-probabilities, probability source, usage); a hit comes back with ``cached=True``.
+prompt can never serve a stale answer), backend, model, the endpoint's scheme, host, port and
+path (never its user, password or query string, which may hold credentials), task, the full
+system and user text, the SHA-256 of each image's bytes, the answer options, JSON mode, token
+limits, image size limit, temperature/seed and the log-probability settings. The value is the
+whole response as JSON (text, model, option log-probabilities, probability source, usage); a
+hit comes back with ``cached=True``.
 
 Answers live in the tool-score store (``tool_cache``): the ``vlm_responses`` table of the SQLite
 file, or the ``agentic-iqa:vlm_responses:`` key prefix in Redis.
@@ -73,6 +74,17 @@ def endpoint_host(config: BackendConfig) -> str:
     return f"{host}:{parts.port}" if parts.port else host
 
 
+def endpoint_key(config: BackendConfig) -> str:
+    """The whole endpoint as a cache key names it: scheme, host, port and path (``/ok/v1`` and
+    ``/ok2/v1`` on one host are two servers), never the user, password or query string."""
+    if not config.base_url:
+        return _VENDOR_HOSTS.get(config.backend, config.backend)
+    parts = urlsplit(config.base_url)
+    host = (parts.hostname or "").lower()
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme.lower()}://{host}{port}{parts.path.rstrip('/')}"
+
+
 @cache
 def prompts_digest() -> str:
     """SHA-256 of every template and table in :mod:`agentic_iqa.prompts`."""
@@ -107,7 +119,7 @@ def request_key(config: BackendConfig, request: VLMRequest) -> str:
                    "answer_max_tokens": ANSWER_MAX_TOKENS}
     document = {
         "versions": [project_version(), PROMPT_VERSION, prompts_digest()],
-        "backend": config.backend, "model": config.model, "endpoint": endpoint_host(config),
+        "backend": config.backend, "model": config.model, "endpoint": endpoint_key(config),
         "task": request.task, "system": request.system, "user": request.user,
         "images": [file_digest(Path(path)) for path in request.images],
         "json_output": request.json_output,

@@ -104,8 +104,12 @@ class BackendConfig(BaseModel):
         )
 
 
-def load_backend_configs(path: str | Path | None = None) -> dict[Role, BackendConfig]:
-    """One :class:`BackendConfig` per role; without a file every role uses ``builtin``."""
+def load_backend_configs(path: str | Path | None = None,
+                         overrides: Mapping[str, Any] | None = None) -> dict[Role, BackendConfig]:
+    """One :class:`BackendConfig` per role; without a file every role uses ``builtin``.
+
+    ``overrides`` (field -> value) apply to every role last, above the environment: the CLI's
+    ``--backend``/``--model``/``--base-url``."""
     explicit = path is not None
     source = Path(path) if path is not None else config_file("model_backends.yaml")
     document = _read_yaml(source, required=explicit)
@@ -115,7 +119,8 @@ def load_backend_configs(path: str | Path | None = None) -> dict[Role, BackendCo
     defaults = _section(document, "defaults", source)
     configs: dict[Role, BackendConfig] = {}
     for role in ROLES:
-        values = {**defaults, **_section(document, role, source), **_env_overrides(role)}
+        values = {**defaults, **_section(document, role, source), **_env_overrides(role),
+                  **(overrides or {})}
         try:
             configs[role] = BackendConfig(**values)
         except ValidationError as exc:

@@ -364,3 +364,85 @@ def test_cli_usage_errors_are_one_line_and_fetch_nothing(arguments, message, tmp
     (line,) = result.output.strip().splitlines()
     assert line.startswith(message)
     assert not (tmp_path / "torch").exists()
+
+
+# -- no sha256: the file's form is checked, and sizes before a byte is written ------------------
+
+
+def test_a_web_page_served_for_an_unhashed_file_is_never_in_place(server, tmp_path,
+                                                                   weights_dir):
+    """A 39-byte HTML page where the file should be: refused, not reported "in place"; a
+    later download from a good server replaces a bad copy found under the final name."""
+    (server.root / "moved.mat").write_bytes(b"<!DOCTYPE html><html>moved</html>\n\n\n\n")
+    env = cli_env(tmp_path, mirror(server, tmp_path, paths={NIQE: "moved.mat"}, sha256=None))
+    result = runner.invoke(app, ["tools", "download", "NIQE"], env=env)
+    assert result.exit_code == 1
+    assert "is not the file: it is a web page" in " ".join(result.output.split())
+    destination = pyiqa_cache(tmp_path) / NIQE
+    assert not destination.exists() and not destination.with_name(NIQE + ".part").exists()
+
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_bytes(b"<html>a page saved by hand</html>")
+    listed = runner.invoke(app, ["tools", "list", "--json"], env=env)
+    niqe = next(row for row in json.loads(listed.stdout) if row["name"] == "NIQE")
+    assert niqe["status"] != "ready"
+    good = cli_env(tmp_path, mirror(server, tmp_path, sha256=None))
+    again = runner.invoke(app, ["tools", "download", "NIQE"], env=good)
+    assert again.exit_code == 0, again.output
+    assert destination.read_bytes() == (weights_dir / NIQE).read_bytes()
+
+
+class _NoLength(_Handler):
+    """Sends half the file with no Content-Length, then closes: a truncated body."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        served = self.server.served  # type: ignore[attr-defined]
+        data = (served.root / self.path.lstrip("/")).read_bytes()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.close_connection = True
+
+
+class _Huge(_Handler):
+    """Announces 50 GB."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", str(50 * 10**9))
+        self.end_headers()
+        self.close_connection = True
+
+
+@pytest.mark.parametrize(("handler", "message"), [
+    (_NoLength, "it is a truncated zip archive"),
+    (_Huge, "announces 46.6 GiB, more than any weight file"),
+])
+def test_a_truncated_or_oversized_unhashed_download_is_refused(handler, message, tmp_path,
+                                                               weights_dir, monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    root = tmp_path / "served"
+    root.mkdir()
+    shutil.copy(weights_dir / BRISQUE, root / BRISQUE)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.served = Served(root)  # type: ignore[attr-defined]
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    target = tmp_path / "out" / BRISQUE
+    try:
+        with pytest.raises(download.DownloadError, match=message):
+            download.fetch(f"http://127.0.0.1:{httpd.server_address[1]}/{BRISQUE}", target)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert not target.exists() and not target.with_name(BRISQUE + ".part").exists()
+
+
+def test_a_download_that_does_not_fit_on_the_disk_is_refused_before_writing(
+        server, tmp_path, monkeypatch):
+    import shutil as real
+
+    monkeypatch.setattr(download.shutil, "disk_usage",
+                        lambda _path: real._ntuple_diskusage(10**9, 10**9, 1000))
+    with pytest.raises(download.DownloadError, match="only 0 MiB free"):
+        download.fetch(f"{server.url}/{NIQE}", tmp_path / "out" / NIQE)
+    assert not (tmp_path / "out" / (NIQE + ".part")).exists()

@@ -67,6 +67,14 @@ class Cluster:
                 return hostname
         raise TimeoutError(f"worker {hostname} did not answer within 60 s; see {log.name}")
 
+    def freeze(self, hostname: str) -> None:
+        """SIGSTOP the worker and its pool processes: alive, holding what it holds, silent."""
+        os.killpg(self.processes[hostname].pid, signal.SIGSTOP)
+
+    def thaw(self, hostname: str) -> None:
+        """SIGCONT: the frozen worker goes on where it stopped, unaware of the time passed."""
+        os.killpg(self.processes[hostname].pid, signal.SIGCONT)
+
     def kill(self, hostname: str) -> None:
         """SIGKILL the worker and its pool processes: no goodbye, no ack."""
         process = self.processes.pop(hostname)

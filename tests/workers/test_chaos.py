@@ -101,6 +101,56 @@ def test_tool_worker_sigkilled_mid_step_heals_without_resume(make_cluster, datab
     assert resent >= 1
 
 
+def test_a_frozen_worker_woken_after_its_step_was_taken_over_changes_nothing(
+        make_cluster, database_url, tmp_path):
+    """SIGSTOP a tool worker mid-step for longer than the lease; the other one takes the step
+    over and the job finishes; SIGCONT: the woken attempt's outcome is refused (fencing): the
+    run's state, end time, lease, step record and tool logs are as the new owner left them."""
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    cluster = make_cluster(database_url, **{**NO_REDIS_HEALING,
+                                            "AGENTIC_IQA_TEST_SLOW_SECONDS": "2.5"})
+    cluster.start("default", "default")
+    frozen = cluster.start("gpu", "gpu")
+    job_id = lifecycle.submit(engine, _images(tmp_path / "images", 4), query=QUERY)
+
+    def running_on_frozen() -> str | None:
+        with session_scope(engine) as session:
+            return session.scalar(select(StepRecord.run_id).where(
+                StepRecord.step == "tool_execution", StepRecord.status == "running",
+                StepRecord.worker == frozen))
+
+    _wait_until(running_on_frozen, 60, "a tool step to start on the worker to freeze")
+    victim = running_on_frozen()
+    cluster.freeze(frozen)
+    cluster.start("gpu2", "gpu")
+    try:
+        _assert_each_item_done_exactly_once(engine, job_id, 4)
+
+        def snapshot() -> tuple:
+            with session_scope(engine) as session:
+                run = session.get(Run, victim)
+                step = session.scalars(select(StepRecord).where(
+                    StepRecord.run_id == victim, StepRecord.step == "tool_execution")).one()
+                logs = session.scalar(select(func.count()).select_from(ToolLog).where(
+                    ToolLog.run_id == victim))
+                return (run.state_json, run.finished_at, run.lease_until, run.status,
+                        run.final_answer, step.attempts, step.status, step.worker,
+                        step.output_json, logs)
+
+        before = snapshot()
+        assert before[5] >= 2 and before[7].startswith("gpu2-")  # taken over, by the other
+    finally:
+        cluster.thaw(frozen)
+    # The woken attempt finishes its slow tool (2.5 s) and tries to write: refused.
+    log = next(cluster.logs.glob("gpu-*.log"))
+    _wait_until(lambda: "is stale" in log.read_text(errors="replace"), 30,
+                "the woken worker to find its attempt stale")
+    time.sleep(1.0)
+    assert snapshot() == before
+    assert lifecycle.progress(engine, job_id).counts == {"done": 4}
+
+
 def test_broker_killed_and_restarted_empty_mid_job_heals_without_resume(
         tmp_path, database_url, tool_overrides, redis_url):
     import json
@@ -129,3 +179,42 @@ def test_broker_killed_and_restarted_empty_mid_job_heals_without_resume(
     finally:
         cluster.stop()
         broker.stop()
+
+
+def _set_read_only(admin_url: str, url: str, on: bool) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = make_url(url).database
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{name}" SET default_transaction_read_only '
+                                    f"= {'on' if on else 'off'}"))
+            connection.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                    "WHERE datname = :name AND pid <> pg_backend_pid()"),
+                               {"name": name})
+    finally:
+        admin.dispose()
+
+
+def test_a_database_read_only_for_seconds_mid_job_heals_without_resume(
+        make_cluster, postgres_admin_url, tmp_path):
+    """A failover's read-only standby (PostgreSQL raises InternalError, not OperationalError):
+    the steps that met it are retried, taking over their own attempts at once; every item
+    ends done exactly once."""
+    with scratch_postgres(postgres_admin_url) as url:
+        upgrade(url)
+        engine = make_engine(url)
+        cluster = make_cluster(url, **NO_REDIS_HEALING)
+        cluster.start("default", "default")
+        cluster.start("gpu", "gpu")
+        job_id = lifecycle.submit(engine, _images(tmp_path / "images", 8), query=QUERY)
+        _wait_until(lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 2, 90,
+                    "two items to finish")
+        _set_read_only(postgres_admin_url, url, True)
+        time.sleep(3.0)
+        _set_read_only(postgres_admin_url, url, False)
+        _assert_each_item_done_exactly_once(engine, job_id, 8)
+        logs = "".join(path.read_text(errors="replace") for path in cluster.logs.glob("*.log"))
+        assert "read-only transaction" in logs  # the fault did hit the workers

@@ -94,7 +94,7 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
 
 
 def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message(
-        make_cluster, sqlite_url, livec_dir, tmp_path):
+        make_cluster, sqlite_url, livec_dir, tmp_path, monkeypatch):
     """Not one 401 per item and a job "done": the first refusal stops the job, the items not
     started are cancelled, and `eval resume` is what the message says to run."""
     from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_error
@@ -104,12 +104,16 @@ def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message
     with FakeAPIServer(lambda _r: Reply(401, openai_error("Incorrect API key provided: "
                                                           "sk-wrong", "invalid_request_error"))
                        ) as server:
+        backend = {"AGENTIC_IQA_VLM_BACKEND": "openai", "AGENTIC_IQA_VLM_MODEL": "gpt-4o",
+                   "AGENTIC_IQA_VLM_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "sk-wrong"}
         cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="2",
-                               AGENTIC_IQA_FEED_INTERVAL="0.5",
-                               AGENTIC_IQA_VLM_BACKEND="openai", AGENTIC_IQA_VLM_MODEL="gpt-4o",
-                               AGENTIC_IQA_VLM_BASE_URL=f"{server.url}/v1",
-                               AGENTIC_IQA_VLM_CACHE="false", OPENAI_API_KEY="sk-wrong")
+                               AGENTIC_IQA_FEED_INTERVAL="0.5", AGENTIC_IQA_VLM_CACHE="false",
+                               **backend)
         cluster.start("default", "default")
+        for name, value in backend.items():  # the job is submitted (and stored) with these
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AGENTIC_IQA_METADATA_OVERRIDES",
+                           cluster.env["AGENTIC_IQA_METADATA_OVERRIDES"])
         job_id = lifecycle.submit(engine, livec_manifest(livec_dir, tmp_path / "m.csv", 12))
         start_job(cluster, job_id)
         final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
