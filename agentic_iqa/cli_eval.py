@@ -210,16 +210,18 @@ def submit(
 
     from sqlalchemy.exc import SQLAlchemyError
 
+    from iqa_tools.errors import ToolError
+
     from .jobs import lifecycle
     from .jobs.manifest import ManifestFormatError
-    from .jobs.tools import MetricToolsError, parse_tools
+    from .jobs.tools import MetricToolsError, check_tools, parse_tools
     from .runconfig import capture
 
     if not vlm_cache:  # local runs: clients without a cache; workers: read from the job
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
-    try:
-        metric_tools = parse_tools(tools) if tools is not None else None
-    except MetricToolsError as exc:
+    try:  # checked (names, weights) before anything is captured or stored
+        metric_tools = check_tools(parse_tools(tools)) if tools is not None else None
+    except (MetricToolsError, ToolError) as exc:
         _fail(str(exc), code=2)
     roles = None if metric_tools else use_backend(backend, model, base_url)
     broker = _broker()

@@ -13,7 +13,7 @@ from agentic_iqa.redact import RedactingFilter, redact
     ("http://user:KEY123@host/v1", "http://***@host/v1"),
     ("redis://:hunter2@127.0.0.1:6379/0", "redis://***@127.0.0.1:6379/0"),
     ("postgresql+psycopg://app:pa%40ss@db:5432/iqa", "postgresql+psycopg://***@db:5432/iqa"),
-    ("https://token@example.org/x?api_key=abc&x=1", "https://***@example.org/x?api_key=***&x=1"),
+    ("https://token@example.org/x?api_key=abc&x=1", "https://***@example.org/x?***"),
     ("Authorization: Bearer sk-abcdefghijkl", "Authorization: Bearer ***"),
     ("http://host:8000/v1 (no credentials)", "http://host:8000/v1 (no credentials)"),
     ("mail me at someone@example.org", "mail me at someone@example.org"),

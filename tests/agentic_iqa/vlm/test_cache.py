@@ -173,8 +173,12 @@ def test_the_key_holds_no_credentials_and_the_response_round_trips(
     assert endpoint_host(secret) == "llm.example.com:8443"
     key = request_key(secret, plan_request(image))
     assert len(key) == 64 and "hunter2" not in key
-    assert request_key(config(server, base_url="https://other:pw@llm.example.com:8443/v2"),
+    # the user, password and query string are not part of the key; the path is (another
+    # path on the same host is another server)
+    assert request_key(config(server, base_url="https://other:pw@llm.example.com:8443/v1"),
                        plan_request(image)) == key
+    assert request_key(config(server, base_url="https://user:hunter2@llm.example.com:8443/v2"),
+                       plan_request(image)) != key
     response = VLMResponse(text="B", model="gpt-4o-2024-08-06",
                            option_logprobs={"A": -math.inf, "B": -0.1},
                            probability_source="logprobs", usage=Usage(5, 1, 2))
