@@ -155,15 +155,21 @@ def main() -> None:
         drain = WINDOW * calm_s / args.items  # how long a full window takes, calmly
 
         def fault_now(fault: str) -> None:
+            def ended(action):  # a fault with a duration: heal is counted from its end
+                def end() -> None:
+                    action()
+                    recovery[fault]["ended_at"] = time.monotonic()
+                return end
+
             if fault == "freeze-tool-worker":
                 frozen = workers["gpu"]
                 cluster.freeze(frozen)
                 undo.append((time.monotonic() + 2 * args.lease,
-                             lambda: cluster.thaw(frozen)))
+                             ended(lambda: cluster.thaw(frozen))))
             elif fault == "db-read-only":
                 set_read_only(args.postgres_url, scratch, True)
                 undo.append((time.monotonic() + args.read_only_seconds,
-                             lambda: set_read_only(args.postgres_url, scratch, False)))
+                             ended(lambda: set_read_only(args.postgres_url, scratch, False))))
             elif fault == "kill-tool-worker":
                 cluster.kill(workers["gpu"])
                 workers["gpu"] = cluster.start(f"gpu-{fault}", "gpu")
@@ -201,8 +207,10 @@ def main() -> None:
                 if current.finished > before and "next_item_s" not in record:
                     record["next_item_s"] = round(now - at, 2)
                 if not flying & still:
+                    since = record.get("ended_at", at)  # faults with a duration: their end
                     record["healed_s"] = round(now - at, 2)
-                    record["healed_vs_calm_drain"] = round((now - at) / drain, 1)
+                    record["healed_after_end_s"] = round(now - since, 2)
+                    record["healed_vs_calm_drain"] = round((now - since) / drain, 1)
                     pending.remove(entry)
             last = current.finished
             if current.status != "running":
@@ -216,7 +224,8 @@ def main() -> None:
                 next_fault = time.monotonic() + args.fault_every
             time.sleep(0.1)
         elapsed = time.monotonic() - started
-        report["faults"] = list(recovery.values())
+        report["faults"] = [{key: value for key, value in record.items() if key != "ended_at"}
+                            for record in recovery.values()]
         with session_scope(engine) as session:
             counts = lifecycle.progress(engine, job_id).counts
             run_ids = select(Run.id).where(Run.job_id == job_id)
@@ -256,10 +265,12 @@ def main() -> None:
           f"{report['calm_window_drain_s']} s")
     for fault in report["faults"]:
         after, healed = fault.get("next_item_s"), fault.get("healed_s")
+        lasted = "" if healed is None or healed == fault.get("healed_after_end_s") else \
+            f", {fault['healed_after_end_s']} s after the fault ended"
         ratio = f" ({fault['healed_vs_calm_drain']}x a calm drain)" if healed else ""
         print(f"  {fault['fault']:<22} at {fault['at_s']:>6.1f} s: next item after "
-              f"{after if after is not None else 'never'} s; every item in flight at the fault "
-              f"finished after {healed if healed is not None else 'never'} s{ratio}")
+              f"{after if after is not None else '-'} s; every item in flight at the fault "
+              f"finished after {healed if healed is not None else 'never'} s{lasted}{ratio}")
 
 if __name__ == "__main__":
     main()
