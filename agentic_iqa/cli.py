@@ -495,22 +495,22 @@ def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
 
 
 def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engine, lazily
-    from .db import repository
+    from .db import steps
     from .db.engine import session_scope
 
     with session_scope(engine) as session:
-        repository.set_run_vlm_cache(session, run_id, False)
+        steps.set_run_vlm_cache(session, run_id, False)
 
 
 def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
     """The run's VLM calls, tokens and cost, and per step its calls and cache hits."""
-    from .db import repository
+    from .db import reads, steps
     from .db.engine import read_scope
     from .vlm.usage import PriceTable, summarize
 
     with read_scope(engine) as session:
-        usage = summarize(repository.vlm_usage(session, run_id=run_id), PriceTable.load())
-        steps = repository.vlm_steps(session, run_id)
+        usage = summarize(reads.vlm_usage(session, run_id=run_id), PriceTable.load())
+        steps = reads.vlm_steps(session, run_id)
     usage["steps"] = {f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
                       for (step, iteration), (calls, hits) in sorted(
                           steps.items(), key=lambda entry: (entry[0][1], entry[0][0]))}
@@ -536,13 +536,13 @@ def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and sta
     A step that fails for good (a VLM server that cannot be reached) records its reason on the
     run row only; without this the state says neither why nor that anything failed.
     """
-    from .db import repository
+    from .db import reads
     from .db.engine import read_scope
     from .state import merge_state
 
     with read_scope(engine) as session:
-        run = repository.get_run(session, run_id)
-        state = repository.load_state(session, run_id)
+        run = reads.get_run(session, run_id)
+        state = reads.load_state(session, run_id)
         if run.status == "failed" and run.error and not state.get("error"):
             state = merge_state(state, {"error": run.error})
     return state
@@ -572,13 +572,13 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
     deadline = time.monotonic() + timeout
     with err.status(f"run {run_id}: queued") as status:
         while True:
-            from .db import repository
+            from .db import reads
             from .db.engine import read_scope
 
             with read_scope(engine) as session:
-                run = repository.get_run(session, run_id)
+                run = reads.get_run(session, run_id)
                 done = run.status in {"succeeded", "failed"}
-                current = repository.current_step(session, run_id)
+                current = reads.current_step(session, run_id)
             status.update(f"run {run_id}: {run.status}" + (f", {current}" if current else ""))
             if done:
                 break

@@ -71,14 +71,14 @@ def _job_id(engine: Any, reference: str | None) -> str:
     """The job a full id, a unique prefix (the 8 characters the progress bar shows) or None
     (the latest job) means; one clear error line otherwise (unknown, or which jobs an
     ambiguous prefix matches)."""
-    from .db import queries
+    from .db import reads
     from .db.engine import read_scope
-    from .db.jobs import JobNotFound
+    from .db.reads import JobNotFound
 
     try:
         with read_scope(engine) as session:
-            return queries.resolve_job_id(session, reference)
-    except (JobNotFound, queries.AmbiguousId) as exc:
+            return reads.resolve_job_id(session, reference)
+    except (JobNotFound, reads.AmbiguousId) as exc:
         _fail(str(exc))
 
 
@@ -471,7 +471,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Counts by state, throughput and ETA (or how many items are stalled)."""
-    from .db.jobs import JobNotFound
+    from .db.reads import JobNotFound
     from .jobs import lifecycle
 
     engine = _engine()
@@ -529,7 +529,7 @@ def resume(
     whatever this shell's environment says; run here, a job this process cannot run so (no key
     for its backend) exits 2 with what to set, before anything changes.
     """
-    from .db.jobs import JobNotFound
+    from .db.reads import JobNotFound
     from .jobs import lifecycle
 
     engine = _engine()
@@ -592,6 +592,7 @@ def cancel(job: Annotated[str, typer.Argument(
     script that expects its cancel to have stopped something learns that it did not.
     """
     from .db import jobs as store
+    from .db import reads
     from .db.engine import session_scope
 
     engine = _engine()
@@ -600,7 +601,7 @@ def cancel(job: Annotated[str, typer.Argument(
         with session_scope(engine) as session:  # status read and cancel in one transaction
             status = store.get_job(session, job).status
             cancelled = store.cancel(session, job) if status == "running" else None
-    except store.JobNotFound as exc:
+    except reads.JobNotFound as exc:
         _fail(str(exc))
     if cancelled is None:
         _fail(f"job {job} already finished ({status}); nothing to cancel")
@@ -645,7 +646,7 @@ def export(
 ) -> None:
     """One row per item: answer, score, reasoning, level probabilities, the model that
     answered, per-tool normalized and raw scores, severities, errors."""
-    from .db.jobs import JobNotFound
+    from .db.reads import JobNotFound
     from .jobs.export import write_rows
 
     if fmt not in {"csv", "jsonl", "parquet"}:
@@ -677,9 +678,9 @@ def report(
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table."""
-    from .db import queries
+    from .db import reads
     from .db.engine import read_scope
-    from .db.jobs import JobNotFound
+    from .db.reads import JobNotFound
     from .jobs import lifecycle
     from .jobs.report import build_report, provenance_warnings, render_html, render_text
 
@@ -689,7 +690,7 @@ def report(
         _columns, rows = export_rows(engine, job_id)
         metric_job = lifecycle.progress(engine, job_id).tools is not None
         with read_scope(engine) as session:
-            about = queries.job_summary(session, job_id)
+            about = reads.job_summary(session, job_id)
     except JobNotFound as exc:
         _fail(str(exc))
     materialised = list(rows)  # a report needs every score at once

@@ -70,18 +70,18 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """The recent runs, newest first: short id, created, status, query, image, answer."""
-    from .db import queries
+    from .db import reads
     from .db.engine import read_scope
-    from .db.jobs import JobNotFound
+    from .db.reads import JobNotFound
     from .redact import redact
     from .report import output_console
 
     engine = _engine()
     try:
         with read_scope(engine) as session:
-            job_id = queries.resolve_job_id(session, job) if job is not None else None
-            rows = queries.recent_runs(session, limit=limit, job_id=job_id)
-    except (JobNotFound, queries.AmbiguousId) as exc:
+            job_id = reads.resolve_job_id(session, job) if job is not None else None
+            rows = reads.recent_runs(session, limit=limit, job_id=job_id)
+    except (JobNotFound, reads.AmbiguousId) as exc:
         _fail(str(exc))
     if as_json:
         print(redact(json.dumps(rows, indent=2)))
@@ -128,10 +128,9 @@ def show(
 ) -> None:
     """Everything stored about one run: plan, steps (worker, queue, times), tool calls, replans,
     answer and reasoning."""
-    from .db import queries
+    from .db import reads
     from .db.engine import read_scope
-    from .db.jobs import JobNotFound
-    from .db.repository import RunNotFound
+    from .db.reads import JobNotFound, RunNotFound
     from .redact import redact
 
     if (run is None) == (item is None):
@@ -143,12 +142,12 @@ def show(
     try:
         with read_scope(engine) as session:
             if run is not None:
-                run_id = queries.resolve_run_id(session, run)
+                run_id = reads.resolve_run_id(session, run)
             else:
-                job_id = queries.resolve_job_id(session, job)
-                run_id = queries.item_run_id(session, job_id, item or "")
-            details = queries.run_details(session, run_id)
-    except (RunNotFound, JobNotFound, queries.AmbiguousId, LookupError) as exc:
+                job_id = reads.resolve_job_id(session, job)
+                run_id = reads.item_run_id(session, job_id, item or "")
+            details = reads.run_details(session, run_id)
+    except (RunNotFound, JobNotFound, reads.AmbiguousId, LookupError) as exc:
         _fail(str(exc))
     if as_json:
         print(redact(json.dumps(details, indent=2, default=str)))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
 
-from .db import repository
+from .db import steps
 from .db.engine import session_scope
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def _beat(held: _Held) -> None:
         with session_scope(held.engine) as session:
             step = ((held.step, held.iteration) if held.attempt is None
                     else (held.step, held.iteration, held.attempt))
-            repository.extend_lease(session, held.run_id, held.lease_seconds, step=step)
+            steps.extend_lease(session, held.run_id, held.lease_seconds, step=step)
     except Exception as exc:  # keep beating; the next one may get through
         log.warning("run %s: heartbeat of %s#%d failed: %s", held.run_id, held.step,
                     held.iteration, exc)

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from .db import jobs, repository
+from .db import jobs, reads, steps
 from .db.engine import session_scope
 from .heartbeat import HEARTBEATS
 from .pipeline import (
@@ -98,7 +98,7 @@ def create_run(engine: Engine, query: str, image_path: str, reference_path: str 
                job_id: str | None = None, lease_seconds: float | None = None) -> str:
     """A stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
     with session_scope(engine) as session:
-        return repository.create_run(
+        return steps.create_run(
             session, query=query, image_path=image_path, reference_path=reference_path,
             max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,
             lease_seconds=lease_seconds,
@@ -107,7 +107,7 @@ def create_run(engine: Engine, query: str, image_path: str, reference_path: str 
 
 def load(engine: Engine, run_id: str) -> AgenticIQAState:
     with session_scope(engine) as session:
-        return repository.load_state(session, run_id)
+        return reads.load_state(session, run_id)
 
 
 def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
@@ -121,7 +121,7 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
     it begins the usual way).
     """
     with session_scope(engine) as session:
-        run = repository.run_context(session, run_id)
+        run = steps.run_context(session, run_id)
         if run.status in {"succeeded", "failed"}:
             return None
         upcoming = _decide(session, run_id, run.state, lease_seconds, run.job_id)
@@ -132,14 +132,14 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
             resolved = resolve_agents(agents, run.config)
         except CannotHonour:
             return upcoming  # its own delivery says why, and waits
-        attempt = repository.first_attempt(
+        attempt = steps.first_attempt(
             session, run_id, upcoming.step, upcoming.iteration, worker=worker, queue=queue,
             lease_seconds=lease_seconds, run_started=run.status == "running")
         if attempt is None:
             return upcoming
         return replace(upcoming, begun=Begun(
             run.state, attempt.attempts, run.job_id, run.vlm_cache,
-            frozenset(repository.vlm_keys_asked(session, run_id)), resolved))
+            frozenset(steps.vlm_keys_asked(session, run_id)), resolved))
 
 
 def _decide(session: Session, run_id: str, state: AgenticIQAState,
@@ -149,15 +149,15 @@ def _decide(session: Session, run_id: str, state: AgenticIQAState,
 
     ``job_id``: the run's job (None: no job).
     """
-    if job_id is not None and repository.job_cancelled(session, job_id):
-        repository.fail_run(session, run_id, error="cancelled with its job")
+    if job_id is not None and steps.job_cancelled(session, job_id):
+        steps.fail_run(session, run_id, error="cancelled with its job")
         return None
     step = next_step(state)
     if step is None:
-        repository.finish_run(session, run_id, state=state, state_saved=True)
+        steps.finish_run(session, run_id, state=state, state_saved=True)
         return None
     if lease_seconds is not None:
-        repository.extend_lease(session, run_id, lease_seconds)
+        steps.extend_lease(session, run_id, lease_seconds)
     return NextStep(step, state.get("iteration_count", 0))
 
 
@@ -174,7 +174,7 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     duplicate or stale delivery).
 
     With ``lease_seconds`` (workers) the step holds a lease renewed by a heartbeat; a step
-    still running elsewhere under a live lease raises :class:`repository.StepBusy`.  A
+    still running elsewhere under a live lease raises :class:`steps.StepBusy`.  A
     :class:`TransientVLMError` is re-raised after the attempt is recorded, for the caller to
     retry; any other error fails the step and the run, with the reason.
 
@@ -208,11 +208,11 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     except TransientVLMError as exc:
         try:
             with session_scope(engine) as session:
-                repository.fail_step(session, run_id, step, iteration,
+                steps.fail_step(session, run_id, step, iteration,
                                      error=f"transient: {exc}", attempt=attempt)
-                repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                steps.store_vlm_calls(session, run_id, step, iteration, attempt,
                                            collector.records)
-        except repository.StaleAttempt as stale:
+        except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         raise
     except Exception as exc:  # a step that cannot finish ends the run, with the reason
@@ -225,14 +225,14 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
             f"{step} failed: {type(exc).__name__}: {exc}"
         try:
             with session_scope(engine) as session:
-                repository.fail_step(session, run_id, step, iteration, error=reason,
+                steps.fail_step(session, run_id, step, iteration, error=reason,
                                      attempt=attempt)
-                repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+                steps.store_vlm_calls(session, run_id, step, iteration, attempt,
                                            collector.records)
-                repository.fail_run(session, run_id, error=reason)
+                steps.fail_run(session, run_id, error=reason)
                 if fatal and begun.job_id is not None:
                     jobs.stop_on_fatal_error(session, begun.job_id, exc, reason)
-        except repository.StaleAttempt as stale:
+        except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         return StepResult(RAN)
     key = step if step == "replan" else f"{step}#{iteration}"
@@ -242,14 +242,14 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     try:
         return _complete(engine, run_id, step, iteration, begun, new_state, update, collector,
                          worker=worker, lease_seconds=lease_seconds, chain=chain)
-    except repository.StaleAttempt as stale:
+    except steps.StaleAttempt as stale:
         return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
     except DBAPIError as lost:  # the outcome was not written: whose attempt it was, for a retry
         lost.step_attempt = attempt  # type: ignore[attr-defined]
         raise
 
 
-def _discarded(engine: Engine, stale: repository.StaleAttempt, run_id: str, step: str,
+def _discarded(engine: Engine, stale: steps.StaleAttempt, run_id: str, step: str,
                iteration: int, attempt: int, collector: CallCollector) -> StepResult:
     """A stale attempt (its step taken over while it ran: a frozen worker, a lost lease)
     writes nothing of its outcome; only its VLM calls are kept, under its own attempt, since
@@ -257,7 +257,7 @@ def _discarded(engine: Engine, stale: repository.StaleAttempt, run_id: str, step
     log.warning("%s", stale)
     if collector.records:
         with session_scope(engine) as session:
-            repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+            steps.store_vlm_calls(session, run_id, step, iteration, attempt,
                                        collector.records)
     return StepResult(SKIPPED)
 
@@ -267,17 +267,17 @@ def _complete(engine: Engine, run_id: str, step: str, iteration: int, begun: Beg
               *, worker: str | None, lease_seconds: float | None,
               chain: Chain | None) -> StepResult:
     """The step's outcome, the run's next step decided and, when chained, begun: one
-    transaction, fenced on the attempt (:class:`repository.StaleAttempt`)."""
+    transaction, fenced on the attempt (:class:`steps.StaleAttempt`)."""
     attempt = begun.attempt
     with session_scope(engine) as session:
-        repository.complete_step(session, run_id, step, iteration, state=new_state,
+        steps.complete_step(session, run_id, step, iteration, state=new_state,
                                  update=update, lease_seconds=lease_seconds, attempt=attempt)
-        repository.store_vlm_calls(session, run_id, step, iteration, attempt,
+        steps.store_vlm_calls(session, run_id, step, iteration, attempt,
                                    collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
         next_queue = None if upcoming is None or chain is None else chain(upcoming, new_state)
         if upcoming is not None and next_queue is not None:  # same run, same agents
-            record = repository.first_attempt(
+            record = steps.first_attempt(
                 session, run_id, upcoming.step, upcoming.iteration, worker=worker,
                 queue=next_queue, lease_seconds=lease_seconds, run_started=True)
             if record is not None:
@@ -295,14 +295,14 @@ def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iterati
     sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
     written), begin the step (or give it up when its deliveries kept dying)."""
     with session_scope(engine) as session:
-        run = repository.run_context(session, run_id)
+        run = steps.run_context(session, run_id)
         state = run.state
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
             return StepResult(SKIPPED)
         resolved = resolve_agents(agents, run.config)
         # A running run's lease was moved by whoever sent this step (it decided on it).
-        record = repository.begin_step(session, run_id, step, iteration, worker=worker,
+        record = steps.begin_step(session, run_id, step, iteration, worker=worker,
                                        queue=queue, lease_seconds=lease_seconds,
                                        run_started=run.status == "running",
                                        own_attempt=own_attempt)
@@ -314,11 +314,11 @@ def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iterati
             reason = (f"{step} gave up after {record.attempts - 1} attempts that never "
                       "finished: each time its worker was killed (the hard time limit, out of "
                       "memory) or crashed on this input")
-            repository.fail_step(session, run_id, step, iteration, error=reason)
-            repository.fail_run(session, run_id, error=reason)
+            steps.fail_step(session, run_id, step, iteration, error=reason)
+            steps.fail_run(session, run_id, error=reason)
             return StepResult(RAN)
         return Begun(state, record.attempts, run.job_id, run.vlm_cache,
-                     frozenset(repository.vlm_keys_asked(session, run_id)), resolved)
+                     frozenset(steps.vlm_keys_asked(session, run_id)), resolved)
 
 
 def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *,
@@ -345,7 +345,7 @@ def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[st
         runs = []
         for run_id, iteration in items:
             try:
-                run = repository.run_context(session, run_id)
+                run = steps.run_context(session, run_id)
                 registry = resolve_agents(agents, run.config).registry
             except Exception as exc:  # the step itself reports a missing or broken run
                 log.info("run %s: not batched: %s", run_id, exc)
@@ -367,8 +367,8 @@ def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[st
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:
     """Give up on a run (e.g. transient errors outlasted every retry)."""
     with session_scope(engine) as session:
-        repository.fail_step(session, run_id, step, iteration, error=reason)
-        repository.fail_run(session, run_id, error=reason)
+        steps.fail_step(session, run_id, step, iteration, error=reason)
+        steps.fail_run(session, run_id, error=reason)
 
 
 def give_up(engine: Engine, run_id: str, step: str, iteration: int, reason: str, *,
@@ -377,18 +377,18 @@ def give_up(engine: Engine, run_id: str, step: str, iteration: int, reason: str,
     (its evidence null, :func:`agentic_iqa.pipeline.abandoned`) and the run goes on with the
     returned next step; any other step fails the run (None)."""
     with session_scope(engine) as session:
-        run = repository.run_context(session, run_id)
+        run = steps.run_context(session, run_id)
         state = run.state
         if (run.status in {"succeeded", "failed"} or state.get("iteration_count", 0) != iteration
                 or next_step(state) != step):
             return None  # stale: the step is done or the run has moved on
         update = abandoned(step, state, reason)
         if update is None:
-            repository.fail_step(session, run_id, step, iteration, error=reason)
-            repository.fail_run(session, run_id, error=reason)
+            steps.fail_step(session, run_id, step, iteration, error=reason)
+            steps.fail_run(session, run_id, error=reason)
             return None
         new_state = merge_state(state, update)
-        repository.complete_step(session, run_id, step, iteration, state=new_state,
+        steps.complete_step(session, run_id, step, iteration, state=new_state,
                                  update=update, lease_seconds=lease_seconds)
         return _decide(session, run_id, new_state, lease_seconds, run.job_id)
 

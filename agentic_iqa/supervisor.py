@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from .db import jobs as store
-from .db import repository
+from .db import steps
 from .db.engine import session_scope
 from .jobs import lifecycle
 from .redact import redact
@@ -70,7 +70,7 @@ def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
             tick.errors.append(f"feeding job {job_id}: {redact(str(exc))}")
     try:
         with session_scope(engine) as session:
-            stalled = repository.claim_stalled(session, lease_seconds)
+            stalled = steps.claim_stalled(session, lease_seconds)
     except Exception as exc:
         tick.errors.append(f"finding stalled runs: {redact(str(exc))}")
         return tick

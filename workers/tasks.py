@@ -31,7 +31,7 @@ from sqlalchemy.exc import InternalError, OperationalError
 from agentic_iqa import service
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db import jobs as job_store
-from agentic_iqa.db import repository
+from agentic_iqa.db import steps
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.jobs import lifecycle
 from agentic_iqa.pipeline import (
@@ -196,7 +196,7 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
             # Never run on something else: say why, keep the item queued, offer it again.
             _wait_to_honour(run_id, step, iteration, hostname, str(reason))
             return
-        except repository.StepBusy as busy:
+        except steps.StepBusy as busy:
             # Another delivery owns the step and is alive: come back when its lease would end.
             _task_for(step).apply_async((run_id, iteration), queue=queue,
                                         countdown=min(lease, busy.retry_after + 0.5))
@@ -206,7 +206,7 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
                 raise
             countdown = max(1.0, exc.retry_after or 0)
             with session_scope(engine()) as session:
-                repository.extend_lease(session, run_id, countdown + lease)
+                steps.extend_lease(session, run_id, countdown + lease)
             _task_for(step).apply_async((run_id, iteration), queue=queue, countdown=countdown)
             return
         if result.outcome == service.SKIPPED or result.upcoming is None:
@@ -226,11 +226,11 @@ def _wait_to_honour(run_id: str, step: str, iteration: int, hostname: str | None
     worker takes it (a message re-sent from here would most often come straight back)."""
     log.warning("run %s: %s#%d not run here: %s", run_id, step, iteration, reason)
     with session_scope(engine()) as session:
-        job_id = repository.run_context(session, run_id).job_id
+        job_id = steps.run_context(session, run_id).job_id
         if job_id is not None:
             job_store.note_waiting(session, job_id,
                                    f"worker {hostname or socket.gethostname()}: {reason}")
-        repository.extend_lease(session, run_id, settings().lease_seconds)
+        steps.extend_lease(session, run_id, settings().lease_seconds)
 
 
 def _run_step(task: Task, step: str, run_id: str, iteration: int,
@@ -256,7 +256,7 @@ def _run_step(task: Task, step: str, run_id: str, iteration: int,
             countdown = max(min(settings().retry_backoff_max, 2 ** retries),
                             exc.retry_after or 0)  # never sooner than the server asked
             with session_scope(engine()) as session:
-                repository.extend_lease(session, run_id, countdown + lease)
+                steps.extend_lease(session, run_id, countdown + lease)
             raise task.retry(exc=exc, countdown=countdown,
                              max_retries=settings().vlm_max_retries) from exc
         # An executor subtask is given up (its evidence null) and the run goes on; any other
@@ -337,7 +337,7 @@ def start_job(job_id: str, restart_runs: Sequence[str] = ()) -> None:
     with session_scope(engine()) as session:
         job_store.set_dispatch(session, job_id, "workers")
         for run_id in restart_runs:
-            repository.extend_lease(session, run_id, settings().lease_seconds)
+            steps.extend_lease(session, run_id, settings().lease_seconds)
     for run_id in restart_runs:
         submit(run_id)
     feed_job.apply_async((job_id,), queue=settings().default_queue)

@@ -3,8 +3,9 @@
 SQLite by default (a file in the working directory), PostgreSQL for many workers; the URL comes
 from ``AGENTIC_IQA_DATABASE_URL``.  Create or update the schema with :func:`upgrade` (or
 ``alembic upgrade head`` in the repository); then open sessions with :func:`session_scope` and
-use the repository functions, which are idempotent under Celery's redelivery; displays and polls
-that only read use :func:`read_scope`.
+use the writers (:mod:`.steps` for a run's steps, :mod:`.jobs` for dataset jobs), which are
+idempotent under Celery's redelivery; displays and polls read with :mod:`.reads` in a
+:func:`read_scope`.
 """
 
 from .engine import (
@@ -30,16 +31,10 @@ from .models import (
     StepRecord,
     ToolLog,
 )
-from .repository import (
+from .reads import (
     EXAMPLE_QUERIES,
     RunNotFound,
-    begin_step,
-    complete_step,
-    create_run,
     current_step,
-    fail_run,
-    fail_step,
-    finish_run,
     get_run,
     load_state,
     replans_for,
@@ -47,6 +42,14 @@ from .repository import (
     step_status,
     steps_for,
     tool_logs_for,
+)
+from .steps import (
+    begin_step,
+    complete_step,
+    create_run,
+    fail_run,
+    fail_step,
+    finish_run,
 )
 
 __all__ = [

@@ -15,20 +15,15 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..vlm.usage import PriceTable, summarize
+from .items import close_item_for_run, finish_if_complete
 from .models import Job, JobItem, Run, ToolLog, VlmCall, utc_now
-from .repository import create_run
+from .reads import get_job, vlm_usage
+from .steps import create_run, lease_deadline
 
 INSERT_BATCH = 500
 TERMINAL_ITEM = ("done", "failed", "cancelled")
 
 
-class JobNotFound(KeyError):
-    def __init__(self, job_id: str) -> None:
-        super().__init__(job_id)
-        self.job_id = job_id
-
-    def __str__(self) -> str:
-        return f"no job with id {self.job_id!r} in the database"
 
 
 def create_job(session: Session, *, name: str, manifest: str, default_query: str,
@@ -46,13 +41,6 @@ def create_job(session: Session, *, name: str, manifest: str, default_query: str
     return job.id
 
 
-def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
-    """The job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
-    job = session.get(Job, job_id, with_for_update=lock or None,
-                      populate_existing=lock)
-    if job is None:
-        raise JobNotFound(job_id)
-    return job
 
 
 def set_dispatch(session: Session, job_id: str, dispatch: str) -> None:
@@ -71,8 +59,6 @@ def items_run(session: Session, job_id: str) -> int:
 def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
                 ) -> dict[str, Any]:
     """The job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
-    from .repository import vlm_usage
-
     get_job(session, job_id)
     return summarize(vlm_usage(session, job_id=job_id), prices or PriceTable.load(),
                      items=items_run(session, job_id))
@@ -114,8 +100,6 @@ def live_leases(session: Session, job_id: str) -> int:
 def extend_leases(session: Session, job_id: str, seconds: float) -> int:
     """Push the leases of the job's open runs ``seconds`` ahead (the local runner's sign of
     life); returns how many."""
-    from .repository import lease_deadline
-
     return int(session.execute(
         update(Run).where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
         .values(lease_until=lease_deadline(seconds))).rowcount or 0)
@@ -146,8 +130,6 @@ def close_orphaned_items(session: Session) -> int:
     return len(runs)
 
 
-def latest_job(session: Session) -> Job | None:
-    return session.scalars(select(Job).order_by(Job.created_at.desc()).limit(1)).first()
 
 
 def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> int:
@@ -197,34 +179,8 @@ def claim(session: Session, job: Job, limit: int, *, lease_seconds: float | None
     return run_ids
 
 
-def close_item_for_run(session: Session, run: Run) -> None:
-    """A run of a job ended: its item is done or failed (cancelled if the job was)."""
-    if run.job_id is None:
-        return
-    # The job's row is locked first: two runs closing the last two items at once would each
-    # count the other's item as still open, and the job would never be marked done.
-    job = session.get(Job, run.job_id, with_for_update=True, populate_existing=True)
-    status = "done" if run.status == "succeeded" else "failed"
-    if job is not None and job.status == "cancelled" and status == "failed":
-        status = "cancelled"
-    session.execute(
-        update(JobItem).where(JobItem.run_id == run.id, JobItem.status == "queued")
-        .values(status=status, error=None if status == "done" else run.error,
-                finished_at=utc_now())
-    )
-    if job is not None:
-        if job.waiting is not None:  # an item ran: whoever could not, someone could
-            job.waiting = job.waiting_at = None
-        finish_if_complete(session, job)
 
 
-def finish_if_complete(session: Session, job: Job) -> None:
-    open_items = session.scalar(
-        select(func.count()).where(JobItem.job_id == job.id,
-                                   JobItem.status.in_(("pending", "queued")))
-    )
-    if job.status == "running" and not open_items:
-        job.status, job.finished_at = "done", utc_now()
 
 
 def cancel(session: Session, job_id: str) -> int:

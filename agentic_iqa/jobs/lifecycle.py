@@ -24,7 +24,9 @@ from iqa_tools.settings import ToolSettings
 
 from ..config import PipelineSettings
 from ..db import jobs as store
+from ..db import reads
 from ..db.engine import read_scope, session_scope
+from ..db.items import finish_if_complete
 from ..runconfig import RunConfig, capture
 from .manifest import ManifestEntry, ManifestError, ManifestItem, bad_row_key, read_manifest
 from .tools import MetricToolsError, check_tools, full_reference, metric_query
@@ -91,7 +93,7 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
             tools=metric_tools, config_json=config.to_json(),
         )
         store.add_items(session, job_id, (_item_row(entry) for entry in entries))
-        store.finish_if_complete(session, store.get_job(session, job_id))
+        finish_if_complete(session, reads.get_job(session, job_id))
     return job_id
 
 
@@ -246,9 +248,9 @@ class Progress:
 def progress(engine: Engine, job_id: str | None = None) -> Progress:
     """Counts by state from SQL; the latest job when ``job_id`` is None."""
     with read_scope(engine) as session:
-        job = store.get_job(session, job_id) if job_id else store.latest_job(session)
+        job = reads.get_job(session, job_id) if job_id else reads.latest_job(session)
         if job is None:
-            raise store.JobNotFound("(latest)")
+            raise reads.JobNotFound("(latest)")
         running = job.status == "running"
         stalled = store.stalled_count(session, job.id) if running else 0
         counts = store.counts(session, job.id)

@@ -35,12 +35,11 @@ from collections import deque
 from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from iqa_tools.cache import TextStore, open_text_store
 
 from .base import ClientProxy, Usage, VLMClient, VLMRequest, VLMResponse, reply_problem
-from .settings import BackendConfig
+from .settings import BackendConfig, endpoint_key
 from .usage import current_collector
 
 #: Bump when the way prompts are built or answers are read changes outside
@@ -53,7 +52,6 @@ NAMESPACE = "vlm_responses"
 #: counts as asked already.
 RECENT_KEYS = 64
 
-_VENDOR_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
 
 
 def is_deterministic(config: BackendConfig) -> bool:
@@ -63,26 +61,6 @@ def is_deterministic(config: BackendConfig) -> bool:
     if config.temperature == 0:
         return True
     return config.temperature is None and getattr(config, "seed", None) is not None
-
-
-def endpoint_host(config: BackendConfig) -> str:
-    """``host[:port]`` of the endpoint: no scheme, path, user or password."""
-    if not config.base_url:
-        return _VENDOR_HOSTS.get(config.backend, config.backend)
-    parts = urlsplit(config.base_url)
-    host = (parts.hostname or "").lower()
-    return f"{host}:{parts.port}" if parts.port else host
-
-
-def endpoint_key(config: BackendConfig) -> str:
-    """The whole endpoint as a cache key names it: scheme, host, port and path (``/ok/v1`` and
-    ``/ok2/v1`` on one host are two servers), never the user, password or query string."""
-    if not config.base_url:
-        return _VENDOR_HOSTS.get(config.backend, config.backend)
-    parts = urlsplit(config.base_url)
-    host = (parts.hostname or "").lower()
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme.lower()}://{host}{port}{parts.path.rstrip('/')}"
 
 
 @cache

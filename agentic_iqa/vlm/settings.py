@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -270,3 +271,27 @@ def _rate_limit_storage() -> str:
 
     broker = PipelineSettings.load().broker_url or ""
     return broker if broker.startswith(("redis://", "rediss://", "unix://")) else "memory://"
+
+
+#: The providers' own endpoints, where a role without a ``base_url`` goes.
+_VENDOR_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+
+
+def endpoint_host(config: BackendConfig) -> str:
+    """``host[:port]`` of the endpoint: no scheme, path, user or password."""
+    if not config.base_url:
+        return _VENDOR_HOSTS.get(config.backend, config.backend)
+    parts = urlsplit(config.base_url)
+    host = (parts.hostname or "").lower()
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def endpoint_key(config: BackendConfig) -> str:
+    """The whole endpoint as a cache key names it: scheme, host, port and path (``/ok/v1`` and
+    ``/ok2/v1`` on one host are two servers), never the user, password or query string."""
+    if not config.base_url:
+        return _VENDOR_HOSTS.get(config.backend, config.backend)
+    parts = urlsplit(config.base_url)
+    host = (parts.hostname or "").lower()
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme.lower()}://{host}{port}{parts.path.rstrip('/')}"

@@ -111,7 +111,7 @@ class RecordingClient(ClientProxy):
         self.role = role
         config = getattr(inner, "config", None)
         if config is not None:
-            from .cache import endpoint_host
+            from .settings import endpoint_host
 
             self.endpoint: str | None = endpoint_host(config)
         else:

@@ -13,7 +13,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.db import dispose_engines, make_engine, repository, upgrade
+from agentic_iqa.db import dispose_engines, make_engine, reads, upgrade
 from agentic_iqa.db import jobs as store
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import VlmCall
@@ -123,13 +123,13 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
 
     with session_scope(make_engine(first_url)) as session:
         first = store.vlm_summary(session, first_job)
-        per_run = [repository.vlm_usage(session, run_id=run.run_id)
+        per_run = [reads.vlm_usage(session, run_id=run.run_id)
                    for run in session.query(store.JobItem).filter_by(job_id=first_job)]
     with session_scope(make_engine(second_url)) as session:
         second = store.vlm_summary(session, second_job)
         rows = session.query(VlmCall).all()
         items = session.query(store.JobItem).filter_by(job_id=second_job).all()
-        steps = [repository.vlm_steps(session, item.run_id) for item in items]
+        steps = [reads.vlm_steps(session, item.run_id) for item in items]
         answers = [item.status for item in items]
     assert answers == ["done"] * 3
     assert first["calls"] == 6 and first["cache_hits"] == 0

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agentic_iqa import service
-from agentic_iqa.db import repository
+from agentic_iqa.db import reads
 from agentic_iqa.db.engine import make_engine, session_scope, upgrade
 from tests.agentic_iqa.conftest import EXAMPLE
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_completion
@@ -31,7 +31,7 @@ def wait_for(cluster: Cluster, run_id: str, timeout: float = 120.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with session_scope(engine) as session:
-            run = repository.get_run(session, run_id)
+            run = reads.get_run(session, run_id)
             if run.status in {"succeeded", "failed"}:
                 return run.status
         time.sleep(0.25)
@@ -41,7 +41,7 @@ def wait_for(cluster: Cluster, run_id: str, timeout: float = 120.0) -> str:
 def step_rows(cluster: Cluster, run_id: str) -> list:
     engine = make_engine(cluster.database_url)
     with session_scope(engine) as session:
-        rows = repository.steps_for(session, run_id)
+        rows = reads.steps_for(session, run_id)
         return [(r.step, r.iteration, r.status, r.worker, r.queue, r.attempts) for r in rows]
 
 
@@ -101,7 +101,7 @@ def test_a_tool_step_whose_scores_are_all_cached_runs_on_the_worker_that_decided
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
         logs = {run_id: [(log.tool_name, log.raw_score, log.cached)
-                         for log in repository.tool_logs_for(session, run_id)]
+                         for log in reads.tool_logs_for(session, run_id)]
                 for run_id in (first, second)}
     assert logs[first] and all(not cached for *_, cached in logs[first])
     assert [(tool, raw, True) for tool, raw, _ in logs[first]] == logs[second]
@@ -131,9 +131,9 @@ def test_replan_loop_stops_at_the_bound_and_persists_history_and_tool_logs(
     assert wait_for(cluster, run_id) == "succeeded"
     engine = make_engine(url)
     with session_scope(engine) as session:
-        replans = repository.replans_for(session, run_id)
-        logs = repository.tool_logs_for(session, run_id)
-        run = repository.get_run(session, run_id)
+        replans = reads.replans_for(session, run_id)
+        logs = reads.tool_logs_for(session, run_id)
+        run = reads.get_run(session, run_id)
         assert [(r.iteration, r.reason) for r in replans] == [
             (1, "Missing tool scores for Global"), (2, "Missing tool scores for Global")]
         assert run.iteration_count == 2
@@ -155,7 +155,7 @@ def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_clus
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with session_scope(engine) as session:
-            if repository.step_status(session, run_id, "tool_execution", 0) == "running":
+            if reads.step_status(session, run_id, "tool_execution", 0) == "running":
                 break
         time.sleep(0.1)
     else:
@@ -165,8 +165,8 @@ def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_clus
     survivor = cluster.start("gpu2", "gpu")
     assert wait_for(cluster, run_id, timeout=120) == "succeeded"
     with session_scope(engine) as session:
-        logs = repository.tool_logs_for(session, run_id)
-        state = repository.load_state(session, run_id)
+        logs = reads.tool_logs_for(session, run_id)
+        state = reads.load_state(session, run_id)
     expected_calls = {(key, distortion)
                       for key, names in (state["executor_evidence"].distortion_set or {}).items()
                       for distortion in names}
@@ -207,7 +207,7 @@ def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
         assert wait_for(cluster, failing, timeout=90) == "failed"
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
-        run = repository.get_run(session, failing)
+        run = reads.get_run(session, failing)
         assert "plan failed after 2 retries" in run.error
         assert "503" in run.error
         assert "sk-test-transient" not in run.error
@@ -228,7 +228,7 @@ def test_an_executor_subtask_whose_503s_outlast_the_retries_is_given_up_on_worke
         assert wait_for(cluster, run_id, timeout=90) == "succeeded"
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
-        state = repository.load_state(session, run_id)
+        state = reads.load_state(session, run_id)
     assert state["executor_evidence"].distortion_analysis is None
     (reason,) = state["step_errors"].values()
     assert "distortion_analysis failed after 1 retries" in reason and "503" in reason

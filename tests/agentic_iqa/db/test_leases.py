@@ -16,8 +16,9 @@ from agentic_iqa.db import (
     begin_step,
     create_run,
     get_run,
-    repository,
+    reads,
     session_scope,
+    steps,
 )
 from agentic_iqa.db.models import utc_now
 from agentic_iqa.heartbeat import HEARTBEATS
@@ -42,11 +43,11 @@ def test_a_step_running_under_a_live_lease_makes_a_second_delivery_wait(engine: 
     run_id = _run(engine)
     with session_scope(engine) as session:
         begin_step(session, run_id, "plan", 0, worker="w1", lease_seconds=30)
-    with session_scope(engine) as session, pytest.raises(repository.StepBusy) as busy:
+    with session_scope(engine) as session, pytest.raises(steps.StepBusy) as busy:
         begin_step(session, run_id, "plan", 0, worker="w2", lease_seconds=30)
     assert 25 < busy.value.retry_after <= 30
     with session_scope(engine) as session:
-        record = repository.steps_for(session, run_id)[0]
+        record = reads.steps_for(session, run_id)[0]
         assert (record.worker, record.attempts) == ("w1", 1)
 
 
@@ -75,9 +76,9 @@ def test_stalled_runs_are_claimed_once_per_lease(engine: Engine) -> None:
     quiet, busy, unsupervised = _run(engine), _run(engine), _run(engine, lease=None)
     _expire(engine, quiet)
     with session_scope(engine) as session:
-        assert repository.claim_stalled(session, lease_seconds=30) == [quiet]
+        assert steps.claim_stalled(session, lease_seconds=30) == [quiet]
     with session_scope(engine) as session:  # re-leased: a second supervisor finds nothing
-        assert repository.claim_stalled(session, lease_seconds=30) == []
+        assert steps.claim_stalled(session, lease_seconds=30) == []
         assert get_run(session, quiet).resends == 1
         assert get_run(session, busy).resends == 0
         assert get_run(session, unsupervised).lease_until is None
@@ -87,16 +88,16 @@ def test_finished_runs_are_never_claimed_and_heartbeats_move_the_lease(engine: E
     run_id = _run(engine, lease=1)
     with session_scope(engine) as session:
         begin_step(session, run_id, "plan", 0, lease_seconds=1)
-        assert repository.extend_lease(session, run_id, 90, step=("plan", 0))
+        assert steps.extend_lease(session, run_id, 90, step=("plan", 0))
     with session_scope(engine) as session:
-        step = repository.steps_for(session, run_id)[0]
+        step = reads.steps_for(session, run_id)[0]
         assert step.lease_until > utc_now() + timedelta(seconds=80)
         assert get_run(session, run_id).lease_until > utc_now() + timedelta(seconds=80)
-        repository.fail_run(session, run_id, error="gave up")
+        steps.fail_run(session, run_id, error="gave up")
     _expire(engine, run_id)
     with session_scope(engine) as session:
-        assert repository.claim_stalled(session, lease_seconds=30) == []
-        assert not repository.extend_lease(session, run_id, 30)
+        assert steps.claim_stalled(session, lease_seconds=30) == []
+        assert not steps.extend_lease(session, run_id, 30)
 
 
 def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> None:
@@ -105,11 +106,11 @@ def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> No
     reason = ("plan failed: APIConnectionError: Connection error at "
               "http://alice:s3cret-token@vlm.internal:8000/v1 (key sk-live-0123456789)")
     with session_scope(engine) as session:
-        repository.fail_step(session, run_id, "plan", 0, error=reason)
-        repository.fail_run(session, run_id, error=reason)
+        steps.fail_step(session, run_id, "plan", 0, error=reason)
+        steps.fail_run(session, run_id, error=reason)
     with session_scope(engine) as session:
         run = get_run(session, run_id)
-        step = repository.steps_for(session, run_id)[0]
+        step = reads.steps_for(session, run_id)[0]
     for stored in (run.error, step.error):
         assert "s3cret-token" not in stored and "sk-live-0123456789" not in stored
         assert "http://***@vlm.internal:8000/v1" in stored
@@ -134,7 +135,7 @@ def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
     assert (result.outcome, result.upcoming) == (service.RAN, None)
     with session_scope(engine) as session:
         run = get_run(session, run_id)
-        step = repository.steps_for(session, run_id)[0]
+        step = reads.steps_for(session, run_id)[0]
     assert run.status == "failed" and "gave up after 3 attempts" in run.error
     assert (step.status, step.attempts) == ("failed", 4)
 
@@ -149,11 +150,11 @@ def test_one_heartbeat_thread_renews_every_running_step_until_it_ends(engine: En
         time.sleep(0.7)  # the leases taken at begin_step have passed: only beats kept them
         with session_scope(engine) as session:
             for run_id in runs:
-                step = repository.steps_for(session, run_id)[0]
+                step = reads.steps_for(session, run_id)[0]
                 assert step.lease_until > utc_now() + timedelta(seconds=0.15)
                 assert get_run(session, run_id).lease_until > utc_now()
     assert [t.name for t in threading.enumerate()].count("lease-heartbeat") == 1
     time.sleep(0.7)  # the steps ended: nothing renews them any more
     with session_scope(engine) as session:
         assert all(step.lease_until < utc_now()
-                   for run_id in runs for step in repository.steps_for(session, run_id))
+                   for run_id in runs for step in reads.steps_for(session, run_id))

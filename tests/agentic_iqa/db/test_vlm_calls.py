@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from agentic_iqa.db import jobs, repository
+from agentic_iqa.db import jobs, reads, steps
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.vlm.usage import CallRecord, ModelUsage
 
@@ -20,20 +20,20 @@ def record(model: str, *, hit: bool = False, tokens: tuple[int, int, int] | None
 def test_calls_are_stored_once_and_summed_per_run_and_job(engine: Engine) -> None:
     with session_scope(engine) as session:
         job_id = jobs.create_job(session, name="j", manifest="m.csv", default_query="q")
-        run_a = repository.create_run(session, query="q", image_path="a.png", job_id=job_id)
-        run_b = repository.create_run(session, query="q", image_path="b.png", job_id=job_id)
+        run_a = steps.create_run(session, query="q", image_path="a.png", job_id=job_id)
+        run_b = steps.create_run(session, query="q", image_path="b.png", job_id=job_id)
         calls = [record("gpt-4o"), record("gpt-4o", hit=True), record("x", tokens=None)]
         for _delivery in range(2):  # a redelivered step stores the same calls again
-            repository.store_vlm_calls(session, run_a, "plan", 0, 1, calls)
-        repository.store_vlm_calls(session, run_a, "plan", 0, 2, [record("gpt-4o")])
-        repository.store_vlm_calls(session, run_b, "summarize", 0, 1, [record("gpt-4o")])
+            steps.store_vlm_calls(session, run_a, "plan", 0, 1, calls)
+        steps.store_vlm_calls(session, run_a, "plan", 0, 2, [record("gpt-4o")])
+        steps.store_vlm_calls(session, run_b, "summarize", 0, 1, [record("gpt-4o")])
     with session_scope(engine) as session:
-        run_usage = repository.vlm_usage(session, run_id=run_a)
-        job_usage = repository.vlm_usage(session, job_id=job_id)
-        steps = repository.vlm_steps(session, run_a)
-        asked = repository.vlm_keys_asked(session, run_b)
+        run_usage = reads.vlm_usage(session, run_id=run_a)
+        job_usage = reads.vlm_usage(session, job_id=job_id)
+        by_step = reads.vlm_steps(session, run_a)
+        asked = steps.vlm_keys_asked(session, run_b)
     assert run_usage == [ModelUsage("openai", "gpt-4o", 2, 1, 200, 40, 60, 0),
                          ModelUsage("openai", "x", 1, 0, 0, 0, 0, 1)]
     assert job_usage[0] == ModelUsage("openai", "gpt-4o", 3, 1, 300, 60, 90, 0)
-    assert steps == {("plan", 0): (3, 1)}
+    assert by_step == {("plan", 0): (3, 1)}
     assert asked == {"k" * 64}

@@ -15,12 +15,12 @@ from agentic_iqa.vlm.base import Usage, VLMResponse
 from agentic_iqa.vlm.cache import (
     CachingClient,
     ResponseCache,
-    endpoint_host,
     request_key,
     response_from_json,
     response_to_json,
 )
 from agentic_iqa.vlm.openai import OpenAIClient
+from agentic_iqa.vlm.settings import endpoint_host
 from agentic_iqa.vlm.usage import collect_calls
 from iqa_tools.cache import MemoryTextStore
 from tests.agentic_iqa.vlm.fake_servers import (

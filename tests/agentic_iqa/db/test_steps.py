@@ -27,10 +27,10 @@ from agentic_iqa.db import (
     get_run,
     load_state,
     replans_for,
-    repository,
     run_example_query,
     session_scope,
     step_status,
+    steps,
     steps_for,
     tool_logs_for,
 )
@@ -223,7 +223,7 @@ def test_a_lost_insert_race_reads_the_winners_record(
     run_id = _new_run(engine)
     with session_scope(engine) as session:
         begin_step(session, run_id, "plan", 0, worker="first")
-    real_find = repository._find_step
+    real_find = steps._find_step
     calls: list[int] = []
 
     def find_nothing_first(session: Session, run_id: str, step: str, iteration: int
@@ -232,7 +232,7 @@ def test_a_lost_insert_race_reads_the_winners_record(
         calls.append(1)
         return None if len(calls) == 1 else real_find(session, run_id, step, iteration)
 
-    monkeypatch.setattr(repository, "_find_step", find_nothing_first)
+    monkeypatch.setattr(steps, "_find_step", find_nothing_first)
     with session_scope(engine) as session:  # a step's failure recorded by another delivery
         fail_step(session, run_id, "plan", 0, error="timed out")
     assert len(calls) == 2

@@ -1,9 +1,8 @@
-"""Read-only questions the command line asks of the results database.
+"""Reading what the pipeline stored: runs, steps, tool calls, replans, VLM usage, jobs.
 
-Small functions over an open :class:`~sqlalchemy.orm.Session`, each returning plain JSON-able
-data (timestamps as ISO 8601 text in UTC): which job or run a short id means, what a job was
-(for its report's header), the recent runs, and everything stored about one run.  Nothing here
-writes; nothing here prints (the CLI renders, and redacts what it prints).
+Every function takes an open session (a :func:`~agentic_iqa.db.engine.read_scope` for displays
+and polls, which never holds the write lock) and changes nothing.  Writes are in
+:mod:`.steps` (a run's step lifecycle) and :mod:`.jobs` (dataset jobs).
 """
 
 from __future__ import annotations
@@ -13,14 +12,162 @@ import re
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import Row, bindparam, case, func, or_, select, text
 from sqlalchemy.orm import Session
 
-from .jobs import JobNotFound, latest_job
-from .models import Job, JobItem, ReplanRow, Run, StepRecord, ToolLog, VlmCall
-from .repository import RunNotFound
+from ..state import AgenticIQAState, state_from_json
+from ..vlm.usage import ModelUsage
+from .models import Job, JobItem, ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, VlmCall
 
-#: A short id is a prefix of a UUID: hex digits and dashes (anything else is looked up whole).
+#: Questions a user asks of the database, as SQL that runs unchanged on SQLite and PostgreSQL.
+#: Parameters (``:since``) are bound by :func:`run_example_query`, or by your SQL client.
+EXAMPLE_QUERIES: dict[str, str] = {
+    "runs_where_brisque_fell_back": """
+        SELECT r.id AS run_id, r.image_path, t.iteration, t.object_name, t.distortion,
+               t.tool_name AS used_instead, t.error
+        FROM runs AS r
+        JOIN tool_logs AS t ON t.run_id = r.id
+        WHERE t.requested_tool = 'BRISQUE' AND t.fallback
+        ORDER BY r.created_at, r.id, t.iteration, t.id
+    """,
+    "mean_normalized_score_per_tool": """
+        SELECT tool_name, COUNT(*) AS calls, COUNT(normalized_score) AS scored,
+               AVG(normalized_score) AS mean_normalized_score
+        FROM tool_logs
+        GROUP BY tool_name
+        ORDER BY tool_name
+    """,
+    "failed_runs_since": """
+        SELECT id AS run_id, query, image_path, error, finished_at
+        FROM runs
+        WHERE status = 'failed' AND finished_at >= :since
+        ORDER BY finished_at DESC, id
+    """,
+}
+
+class RunNotFound(KeyError):
+    """No run with this id (a task for a deleted run, or an id from another database)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+    def __str__(self) -> str:
+        return f"no run with id {self.run_id!r} in the database"
+
+
+class JobNotFound(KeyError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"no job with id {self.job_id!r} in the database"
+
+def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
+    """The job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
+    job = session.get(Job, job_id, with_for_update=lock or None,
+                      populate_existing=lock)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+def latest_job(session: Session) -> Job | None:
+    return session.scalars(select(Job).order_by(Job.created_at.desc()).limit(1)).first()
+
+
+def get_run(session: Session, run_id: str) -> Run:
+    """The run, or :class:`RunNotFound`."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise RunNotFound(run_id)
+    return run
+
+def load_state(session: Session, run_id: str) -> AgenticIQAState:
+    """The run's latest state, as the pipeline's models."""
+    return state_from_json(get_run(session, run_id).state_json)
+
+def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:
+    """'running', 'succeeded' or 'failed'; None when the step never began."""
+    return session.scalar(
+        select(StepRecord.status).where(StepRecord.run_id == run_id, StepRecord.step == step,
+                                        StepRecord.iteration == iteration)
+    )
+
+def current_step(session: Session, run_id: str) -> str | None:
+    """The step the run is busy with ("tool_execution#0"), for progress displays."""
+    record = session.scalars(
+        select(StepRecord).where(StepRecord.run_id == run_id, StepRecord.status == "running")
+        .order_by(StepRecord.id.desc()).limit(1)
+    ).first()
+    return None if record is None else f"{record.step}#{record.iteration}"
+
+def steps_for(session: Session, run_id: str) -> list[StepRecord]:
+    """Every step record of the run, in the order the steps first began."""
+    return list(session.scalars(
+        select(StepRecord).where(StepRecord.run_id == run_id)
+        .order_by(StepRecord.iteration, StepRecord.id)
+    ))
+
+def tool_logs_for(session: Session, run_id: str) -> list[ToolLog]:
+    """Every tool call of the run, in order."""
+    return list(session.scalars(
+        select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
+    ))
+
+def replans_for(session: Session, run_id: str) -> list[ReplanRow]:
+    """Every replanning round of the run, in order."""
+    return list(session.scalars(
+        select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
+    ))
+
+def run_example_query(session: Session, name: str, **params: Any) -> list[Row[Any]]:
+    """Run one of :data:`EXAMPLE_QUERIES`; a ``since`` datetime is bound as UTC on both dialects.
+
+    (SQLite stores timestamps as text; an unbound Python datetime would be compared as a
+    differently formatted string.)
+    """
+    statement = text(EXAMPLE_QUERIES[name])
+    if isinstance(params.get("since"), datetime):
+        statement = statement.bindparams(bindparam("since", type_=UtcDateTime()))
+    return list(session.execute(statement, params))
+
+def _real(column: Any) -> Any:
+    """``column`` on real calls, 0 on cache hits (which cost nothing)."""
+    return func.coalesce(func.sum(case((VlmCall.cache_hit, 0), else_=column)), 0)
+
+def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None = None
+              ) -> list[ModelUsage]:
+    """Calls, cache hits and tokens per (backend, model), for a run or every run of a job."""
+    statement = select(
+        VlmCall.backend, VlmCall.model, VlmCall.endpoint,
+        _real(1), func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
+        _real(VlmCall.input_tokens), _real(VlmCall.output_tokens), _real(VlmCall.cached_tokens),
+        func.coalesce(func.sum(case(
+            (VlmCall.cache_hit, 0),
+            ((VlmCall.input_tokens.is_(None)) | (VlmCall.output_tokens.is_(None)), 1),
+            else_=0)), 0),
+    ).group_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint).order_by(
+        VlmCall.backend, VlmCall.model, VlmCall.endpoint)
+    if run_id is not None:
+        statement = statement.where(VlmCall.run_id == run_id)
+    if job_id is not None:
+        statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
+    return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint)
+            for backend, model, endpoint, *values in session.execute(statement).all()]
+
+def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(real calls, cache hits) per (step, iteration) of a run: whether its answers came from
+    the response cache is derived from the calls, not stored on the step."""
+    rows = session.execute(
+        select(VlmCall.step, VlmCall.iteration, _real(1),
+               func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0))
+        .where(VlmCall.run_id == run_id).group_by(VlmCall.step, VlmCall.iteration)
+    ).all()
+    return {(step, int(iteration)): (int(calls), int(hits))
+            for step, iteration, calls, hits in rows}
+
+
 _ID_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
 #: How many matches an ambiguous prefix lists.
 MAX_MATCHES = 10
@@ -142,8 +289,6 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
     calls, so a job without any is reported as ``builtin`` (a metric job asks no VLM at all).
     """
     from ..runconfig import RunConfig
-    from .jobs import get_job
-
     job = get_job(session, job_id)
     own_queries = int(session.scalar(
         select(func.count()).where(JobItem.job_id == job_id, JobItem.query.is_not(None))) or 0)
@@ -217,8 +362,6 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
     every tool call (raw and normalized score), replans with reasons, answer and reasoning."""
     from ..state import state_from_json
     from ..vlm.usage import PriceTable, summarize
-    from .repository import get_run, vlm_usage
-
     run = get_run(session, run_id)
     state = state_from_json(run.state_json)
     steps = list(session.scalars(select(StepRecord).where(StepRecord.run_id == run_id)

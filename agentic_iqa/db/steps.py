@@ -1,4 +1,4 @@
-"""Reading and writing runs, one function per thing a pipeline task does.
+"""Writing a run's step lifecycle, one function per thing a pipeline task does.
 
 Every function takes an open :class:`~sqlalchemy.orm.Session` and leaves the commit to the
 caller (:func:`~agentic_iqa.db.engine.session_scope`), so a task's bookkeeping and its result
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import Row, Table, bindparam, case, func, select, text, update
+from sqlalchemy import Table, bindparam, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -32,8 +32,10 @@ from ..state import (
     state_from_json,
     state_to_json,
 )
-from ..vlm.usage import CallRecord, ModelUsage
+from ..vlm.usage import CallRecord
+from .items import close_item_for_run
 from .models import Job, ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, VlmCall, utc_now
+from .reads import RunNotFound, get_run
 
 _RUNS = Run.__table__
 _STEPS = StepRecord.__table__
@@ -42,42 +44,8 @@ _JOBS = Job.__table__
 # NaN as "NaN", like the state's own models, so a failed tool's score survives in step outputs.
 _UPDATE = TypeAdapter(dict[str, Any], config=ConfigDict(ser_json_inf_nan="strings"))
 
-#: Questions a user asks of the database, as SQL that runs unchanged on SQLite and PostgreSQL.
-#: Parameters (``:since``) are bound by :func:`run_example_query`, or by your SQL client.
-EXAMPLE_QUERIES: dict[str, str] = {
-    "runs_where_brisque_fell_back": """
-        SELECT r.id AS run_id, r.image_path, t.iteration, t.object_name, t.distortion,
-               t.tool_name AS used_instead, t.error
-        FROM runs AS r
-        JOIN tool_logs AS t ON t.run_id = r.id
-        WHERE t.requested_tool = 'BRISQUE' AND t.fallback
-        ORDER BY r.created_at, r.id, t.iteration, t.id
-    """,
-    "mean_normalized_score_per_tool": """
-        SELECT tool_name, COUNT(*) AS calls, COUNT(normalized_score) AS scored,
-               AVG(normalized_score) AS mean_normalized_score
-        FROM tool_logs
-        GROUP BY tool_name
-        ORDER BY tool_name
-    """,
-    "failed_runs_since": """
-        SELECT id AS run_id, query, image_path, error, finished_at
-        FROM runs
-        WHERE status = 'failed' AND finished_at >= :since
-        ORDER BY finished_at DESC, id
-    """,
-}
 
 
-class RunNotFound(KeyError):
-    """No run with this id (a task for a deleted run, or an id from another database)."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
-        self.run_id = run_id
-
-    def __str__(self) -> str:
-        return f"no run with id {self.run_id!r} in the database"
 
 
 class StaleAttempt(Exception):
@@ -127,17 +95,8 @@ def create_run(session: Session, *, query: str, image_path: str,
     return run.id
 
 
-def get_run(session: Session, run_id: str) -> Run:
-    """The run, or :class:`RunNotFound`."""
-    run = session.get(Run, run_id)
-    if run is None:
-        raise RunNotFound(run_id)
-    return run
 
 
-def load_state(session: Session, run_id: str) -> AgenticIQAState:
-    """The run's latest state, as the pipeline's models."""
-    return state_from_json(get_run(session, run_id).state_json)
 
 
 @dataclass(frozen=True)
@@ -474,8 +433,6 @@ def finish_run(session: Session, run_id: str, *, state: AgenticIQAState,
 
 def _close_job_item(session: Session, run: Run) -> None:
     if run.job_id is not None:
-        from .jobs import close_item_for_run  # jobs builds on this module
-
         close_item_for_run(session, run)
 
 
@@ -538,55 +495,16 @@ def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> l
     return [run.id for run in runs]
 
 
-def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:
-    """'running', 'succeeded' or 'failed'; None when the step never began."""
-    return session.scalar(
-        select(StepRecord.status).where(StepRecord.run_id == run_id, StepRecord.step == step,
-                                        StepRecord.iteration == iteration)
-    )
 
 
-def current_step(session: Session, run_id: str) -> str | None:
-    """The step the run is busy with ("tool_execution#0"), for progress displays."""
-    record = session.scalars(
-        select(StepRecord).where(StepRecord.run_id == run_id, StepRecord.status == "running")
-        .order_by(StepRecord.id.desc()).limit(1)
-    ).first()
-    return None if record is None else f"{record.step}#{record.iteration}"
 
 
-def steps_for(session: Session, run_id: str) -> list[StepRecord]:
-    """Every step record of the run, in the order the steps first began."""
-    return list(session.scalars(
-        select(StepRecord).where(StepRecord.run_id == run_id)
-        .order_by(StepRecord.iteration, StepRecord.id)
-    ))
 
 
-def tool_logs_for(session: Session, run_id: str) -> list[ToolLog]:
-    """Every tool call of the run, in order."""
-    return list(session.scalars(
-        select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
-    ))
 
 
-def replans_for(session: Session, run_id: str) -> list[ReplanRow]:
-    """Every replanning round of the run, in order."""
-    return list(session.scalars(
-        select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
-    ))
 
 
-def run_example_query(session: Session, name: str, **params: Any) -> list[Row[Any]]:
-    """Run one of :data:`EXAMPLE_QUERIES`; a ``since`` datetime is bound as UTC on both dialects.
-
-    (SQLite stores timestamps as text; an unbound Python datetime would be compared as a
-    differently formatted string.)
-    """
-    statement = text(EXAMPLE_QUERIES[name])
-    if isinstance(params.get("since"), datetime):
-        statement = statement.bindparams(bindparam("since", type_=UtcDateTime()))
-    return list(session.execute(statement, params))
 
 
 # -- VLM calls -------------------------------------------------------------------------------
@@ -623,39 +541,7 @@ def store_vlm_calls(session: Session, run_id: str, step: str, iteration: int, at
     session.flush()
 
 
-def _real(column: Any) -> Any:
-    """``column`` on real calls, 0 on cache hits (which cost nothing)."""
-    return func.coalesce(func.sum(case((VlmCall.cache_hit, 0), else_=column)), 0)
 
 
-def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None = None
-              ) -> list[ModelUsage]:
-    """Calls, cache hits and tokens per (backend, model), for a run or every run of a job."""
-    statement = select(
-        VlmCall.backend, VlmCall.model, VlmCall.endpoint,
-        _real(1), func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
-        _real(VlmCall.input_tokens), _real(VlmCall.output_tokens), _real(VlmCall.cached_tokens),
-        func.coalesce(func.sum(case(
-            (VlmCall.cache_hit, 0),
-            ((VlmCall.input_tokens.is_(None)) | (VlmCall.output_tokens.is_(None)), 1),
-            else_=0)), 0),
-    ).group_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint).order_by(
-        VlmCall.backend, VlmCall.model, VlmCall.endpoint)
-    if run_id is not None:
-        statement = statement.where(VlmCall.run_id == run_id)
-    if job_id is not None:
-        statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
-    return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint)
-            for backend, model, endpoint, *values in session.execute(statement).all()]
 
 
-def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:
-    """(real calls, cache hits) per (step, iteration) of a run: whether its answers came from
-    the response cache is derived from the calls, not stored on the step."""
-    rows = session.execute(
-        select(VlmCall.step, VlmCall.iteration, _real(1),
-               func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0))
-        .where(VlmCall.run_id == run_id).group_by(VlmCall.step, VlmCall.iteration)
-    ).all()
-    return {(step, int(iteration)): (int(calls), int(hits))
-            for step, iteration, calls, hits in rows}

@@ -1,0 +1,41 @@
+"""A job's item closes when its run ends: done or failed (cancelled when its job was).
+
+Below both writers of the database (:mod:`.steps`, which ends runs, and :mod:`.jobs`), so
+neither has to import the other.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from .models import Job, JobItem, Run, utc_now
+
+
+def close_item_for_run(session: Session, run: Run) -> None:
+    """A run of a job ended: its item is done or failed (cancelled if the job was)."""
+    if run.job_id is None:
+        return
+    # The job's row is locked first: two runs closing the last two items at once would each
+    # count the other's item as still open, and the job would never be marked done.
+    job = session.get(Job, run.job_id, with_for_update=True, populate_existing=True)
+    status = "done" if run.status == "succeeded" else "failed"
+    if job is not None and job.status == "cancelled" and status == "failed":
+        status = "cancelled"
+    session.execute(
+        update(JobItem).where(JobItem.run_id == run.id, JobItem.status == "queued")
+        .values(status=status, error=None if status == "done" else run.error,
+                finished_at=utc_now())
+    )
+    if job is not None:
+        if job.waiting is not None:  # an item ran: whoever could not, someone could
+            job.waiting = job.waiting_at = None
+        finish_if_complete(session, job)
+
+def finish_if_complete(session: Session, job: Job) -> None:
+    open_items = session.scalar(
+        select(func.count()).where(JobItem.job_id == job.id,
+                                   JobItem.status.in_(("pending", "queued")))
+    )
+    if job.status == "running" and not open_items:
+        job.status, job.finished_at = "done", utc_now()
