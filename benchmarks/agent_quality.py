@@ -6,22 +6,22 @@ The protocol
 * LIVE-C dev is split by a hash of each file name (:func:`part_of`): FIT (about 60 %) and
   HELD-OUT (about 40 %).  The rule and the sizes are written into the shipped parameters'
   metadata.
-* ``--fit`` uses FIT photos only: the severity thresholds, the per-category detectors (yes/no)
-  and the which-distortion model are calibrated on FIT photos degraded by the *calibration*
-  generator (agentic_iqa.synthetic, levels 0-4, every one of its two or three processes per
-  kind: agentic_iqa.synthetic.SHAPES); the opinion models (one per
-  tool the pipeline may run, one without) are ridge regressions whose penalty is chosen by
-  cross-validation inside FIT, and the nested cross-validated SRCC inside FIT is printed as the
-  in-sample figure.  It writes agentic_iqa/vlm/builtin/severity.json and opinion.json.
+* ``--fit`` uses FIT photos only: the severity thresholds, the per-category detectors (yes/no) and
+  the which-distortion model are calibrated on FIT photos degraded by the *calibration* generator
+  (agentic_iqa.fitting.degradations, levels 0-4, every one of its two or three processes per kind:
+  agentic_iqa.fitting.degradations.SHAPES); the opinion models (one per tool the pipeline may run,
+  one without) are ridge regressions whose penalty is chosen by cross-validation inside FIT, and
+  the nested cross-validated SRCC inside FIT is printed as the in-sample figure.  It writes
+  agentic_iqa/vlm/builtin/severity.json and opinion.json.
 * The report uses HELD-OUT photos only: scoring-mode SRCC/PLCC against MOS (bootstrap 95 %
   intervals) of the agent's fused score next to BRISQUE, NIQE and PIQE alone; and multiple-choice
-  accuracy on HELD-OUT photos degraded by the *test* generator (agentic_iqa.synthetic_test:
-  defocus and motion blur, shot noise, off-grid 4:4:4 JPEG, gamma curves, mid-grey contrast
-  curves, HSV desaturation), a different process from the calibration one, so in-distribution
-  tuning shows up as a drop.  Question kinds: yes/no (the applied distortion, expected Yes, and
-  one it does not cause, expected No), which distortion (no reference), which distortion with
-  the original as reference, and severity (5 options); per distortion kind, with the severity
-  confusion matrix.
+  accuracy on HELD-OUT photos degraded by the *test* generator
+  (agentic_iqa.fitting.evaluation_degradations: defocus and motion blur, shot noise, off-grid 4:4:4
+  JPEG, gamma curves, mid-grey contrast curves, HSV desaturation), a different process from the
+  calibration one, so in-distribution tuning shows up as a drop.  Question kinds: yes/no (the
+  applied distortion, expected Yes, and one it does not cause, expected No), which distortion (no
+  reference), which distortion with the original as reference, and severity (5 options); per
+  distortion kind, with the severity confusion matrix.
 
 * ``--dev`` is for development and reads FIT photos only: FIT is split again by a hash
   (:func:`dev_split`) into DEV-CAL (calibrates the thresholds, in memory) and DEV-VAL (the test
@@ -58,8 +58,12 @@ import numpy as np
 from PIL import Image
 from scipy.stats import pearsonr, spearmanr
 
-from agentic_iqa import synthetic, synthetic_test
 from agentic_iqa.agents.fusion import ETA, fuse
+from agentic_iqa.fitting import degradations as synthetic
+from agentic_iqa.fitting import evaluation_degradations as synthetic_test
+from agentic_iqa.fitting.opinion import fit as fit_opinion
+from agentic_iqa.fitting.opinion import fusion_target
+from agentic_iqa.fitting.severity import calibrate
 from agentic_iqa.pipeline import Agents, run_inprocess
 from agentic_iqa.query import categories_in, options_in
 from agentic_iqa.vlm.builtin import BuiltinClient
@@ -72,13 +76,10 @@ from agentic_iqa.vlm.builtin.opinion import (
     PRIOR,
     WEIGHTS_FILE,
     OpinionModels,
-    fusion_target,
 )
-from agentic_iqa.vlm.builtin.opinion import fit as fit_opinion
 from agentic_iqa.vlm.builtin.severity import (
     THRESHOLDS_FILE,
     Thresholds,
-    calibrate,
     category_scores,
     default_thresholds,
     dominance,
@@ -315,7 +316,7 @@ def fit_all(args: argparse.Namespace, registry: ToolRegistry, mos: dict[str, flo
     calibration_names = spread_subset(fit_names, args.calibration_images, "calibration")
     thresholds = calibrate(calibration_measurements(args, calibration_names), metadata={
         **provenance, "calibration_photos": len(calibration_names),
-        "generator": "agentic_iqa.synthetic (calibration generator), levels 0-4, every "
+        "generator": "agentic_iqa.fitting.degradations (calibration generator), levels 0-4, every "
                      "shape of every kind (synthetic.SHAPES)",
         "rule": "slight begins where degraded copies are told from clean photos with the fewest "
                 "errors, each further level half-way between neighbouring levels' median "
@@ -651,11 +652,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.skip_mcq:
         mcq_names = spread_subset(held_names, args.mcq_images, "mcq")
         mcq_report(args, agents, mcq_names, synthetic_test,
-                   "HELD-OUT photos, test generator (agentic_iqa.synthetic_test)")
+                   "HELD-OUT photos, test generator (agentic_iqa.fitting.evaluation_degradations)")
         if args.in_sample_mcq:
             mcq_report(args, agents, spread_subset(fit_names, args.in_sample_mcq, "mcq"),
                        synthetic, "IN-SAMPLE: FIT photos, calibration generator "
-                       "(agentic_iqa.synthetic)")
+                       "(agentic_iqa.fitting.degradations)")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def make_images(folder: Path, count: int, seed: int = 0) -> Path:
 
 
 def finished(engine, job_id: str) -> int:
-    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.runtime import lifecycle
 
     return lifecycle.progress(engine, job_id).finished
 
@@ -119,7 +119,7 @@ def main() -> None:
 
     from agentic_iqa.db.engine import dispose_engines, make_engine, session_scope, upgrade
     from agentic_iqa.db.models import JobItem, Run, StepRecord
-    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.runtime import lifecycle
     from tests.workers.cluster import Cluster, RedisServer
 
     scratch = f"agentic_iqa_chaos_{uuid.uuid4().hex[:8]}"

@@ -33,7 +33,7 @@ SETUP = """
 import sys
 from pathlib import Path
 from agentic_iqa.db import make_engine, upgrade
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.runtime import lifecycle
 url, manifest = sys.argv[1], Path(sys.argv[2])
 upgrade(url)
 print(lifecycle.submit(make_engine(url), manifest, name="bench", check_images=False))

@@ -96,9 +96,9 @@ def mode_bare(args: argparse.Namespace) -> dict:
 
 
 def mode_local(args: argparse.Namespace) -> dict:
-    from agentic_iqa.cli import _engine
-    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.cli.common import _engine
     from agentic_iqa.pipeline import default_agents, metric_agents
+    from agentic_iqa.runtime import lifecycle
 
     engine = _engine()
     agents = metric_agents() if args.job_tools else default_agents()
@@ -151,8 +151,8 @@ def mode_distributed(args: argparse.Namespace) -> dict:
     import redis
     from celery import Celery
 
-    from agentic_iqa.cli import _engine
-    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.cli.common import _engine
+    from agentic_iqa.runtime import lifecycle
 
     redis.Redis.from_url(args.broker).flushdb()
     engine = _engine()

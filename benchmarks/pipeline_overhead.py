@@ -58,10 +58,10 @@ def main() -> None:
     from celery import Celery
     from sqlalchemy import bindparam, select
 
-    from agentic_iqa import service
     from agentic_iqa.db.engine import make_engine, read_scope, upgrade
     from agentic_iqa.db.models import Run
     from agentic_iqa.pipeline import default_agents, run_inprocess
+    from agentic_iqa.runtime import service
 
     redis.Redis.from_url(args.broker).flushdb()
     images = sorted(p for p in args.images.iterdir() if p.is_file())[: args.limit]

@@ -180,7 +180,7 @@ def write_manifest(folder: Path, items: int) -> Path:
 def run_job(engine: Any, manifest: Path, broker: str) -> tuple[float, int, int]:
     from celery import Celery
 
-    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.runtime import lifecycle
 
     client = Celery(broker=broker)
     started = time.perf_counter()

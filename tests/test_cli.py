@@ -325,7 +325,7 @@ def test_assess_with_an_unreachable_server_exits_2_before_storing_anything(tmp_p
 def test_report_shows_a_planner_errors_message_redacted_in_both_outputs():
     from rich.console import Console
 
-    from agentic_iqa.report import render_state, state_document
+    from agentic_iqa.cli.render import render_state, state_document
     from agentic_iqa.state import PlannerError, initial_state, merge_state
 
     failure = PlannerError(error_type="api_error", backend="openai",
@@ -370,7 +370,7 @@ def test_assess_output_says_plan_and_distortions_once_and_never_wraps_in_a_pipe(
 
 
 def test_plan_line_names_distortions_readably():
-    from agentic_iqa.report import plan_line
+    from agentic_iqa.cli.render import plan_line
     from agentic_iqa.state import PlannerOutput
 
     flags = {"distortion_detection": True, "distortion_analysis": True,
@@ -400,7 +400,7 @@ def test_the_first_tool_call_separates_the_one_time_model_load(tmp_path):
     from PIL import Image
     from rich.console import Console
 
-    from agentic_iqa.report import render_state
+    from agentic_iqa.cli.render import render_state
     from agentic_iqa.state import (
         ExecutorOutput,
         PlannerOutput,

@@ -28,7 +28,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """A database with a local job of two photos (submitted with --wait, no broker) and an
     ``assess`` run; the environment points every command at it."""
 
-    from agentic_iqa.synthetic import degrade
+    from agentic_iqa.fitting.degradations import degrade
     from tests.conftest import example_photo
 
     root = tmp_path_factory.mktemp("runs")
@@ -84,7 +84,7 @@ def test_the_summary_masks_the_database_password():
 
     from sqlalchemy.engine import make_url
 
-    from agentic_iqa.cli_eval import _safe_url
+    from agentic_iqa.cli.common import _safe_url
 
     engine = SimpleNamespace(url=make_url("postgresql+psycopg://iqa:s3cr3t-pass@db:5432/results"))
     assert _safe_url(engine) == "postgresql+psycopg://***@db:5432/results"

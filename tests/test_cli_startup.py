@@ -64,7 +64,7 @@ def test_tools_list_loads_no_heavy_module() -> None:
 def one_job(tmp_path: Path) -> str:
     """A migrated SQLite database holding one submitted job of two items."""
     from agentic_iqa.db import dispose_engines, make_engine, upgrade
-    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.runtime import lifecycle
 
     url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
     upgrade(url)

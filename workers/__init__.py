@@ -1,1 +1,1 @@
-"""Celery: the app, its routing, and thin tasks around :mod:`agentic_iqa.service`."""
+"""Celery: the app, its routing, and thin tasks around :mod:`agentic_iqa.runtime.service`."""

@@ -1,15 +1,16 @@
 """One Celery task per step, and the coordinator that chains them by the plan's flags.
 
 Tasks carry ids (run id, iteration), never images or state: each loads what it needs from the
-database, calls :mod:`agentic_iqa.service`, and then asks the pure ``next_step`` what runs next
-and sends it to its queue (the ``coordinate`` task does the same to start a run or re-send one).
-Steps the plan turns off are never enqueued.  Heavy objects (VLM clients, the tool registry and
-its pyiqa models) are created lazily, once per worker process, after the fork.
+database, calls :mod:`agentic_iqa.runtime.service`, and then asks the pure ``next_step`` what
+runs next and sends it to its queue (the ``coordinate`` task does the same to start a run or
+re-send one).  Steps the plan turns off are never enqueued.  Heavy objects (VLM clients, the
+tool registry and its pyiqa models) are created lazily, once per worker process, after the
+fork.
 
 Only the delivery that ran a step hands over, one message per step: a duplicate (a redelivery,
 a supervisor's re-send) that finds the step done skips silently, and one that finds it running
 under a live lease comes back later.  So duplicates never multiply along a run.  Every worker of
-the default queue also runs the supervisor (:mod:`agentic_iqa.supervisor`), which feeds jobs
+the default queue also runs the supervisor (:mod:`agentic_iqa.runtime.supervisor`), which feeds jobs
 and re-sends runs whose lease passed: lost messages heal without anyone running ``resume``.
 """
 
@@ -28,12 +29,10 @@ from celery_batches import Batches, SimpleRequest
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import InternalError, OperationalError
 
-from agentic_iqa import service
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import steps
 from agentic_iqa.db.engine import make_engine, session_scope
-from agentic_iqa.jobs import lifecycle
 from agentic_iqa.pipeline import (
     EXECUTE,
     STEPS,
@@ -44,8 +43,9 @@ from agentic_iqa.pipeline import (
 )
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
+from agentic_iqa.runtime import lifecycle, service
+from agentic_iqa.runtime.supervisor import SupervisorThread
 from agentic_iqa.state import AgenticIQAState
-from agentic_iqa.supervisor import SupervisorThread
 from agentic_iqa.vlm.base import TransientVLMError
 
 from .celery_app import COORDINATE, FEED_JOB, STEP_TASK_PREFIX, TOOL_BATCH_TASK, app

@@ -2,7 +2,8 @@
 
 A job points the agent at thousands of images listed in a manifest and compares what it says
 with human opinion when that is known. This package holds what needs no database or queue, so
-it can be tested on plain files and reused by the CLI, the workers and offline analysis:
+it can be tested on plain files and reused by the CLI, the workers and offline analysis (a job's
+life, stored, is :mod:`agentic_iqa.runtime.lifecycle`):
 
 - :mod:`.manifest` streams a CSV / JSONL / image-folder manifest as checked items and bad rows;
 - :mod:`.metrics` computes SRCC, PLCC (raw and after a logistic fit), KRCC with bootstrap
@@ -17,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # The re-exports load on first use (PEP 562): ``from agentic_iqa.jobs import srcc`` still works,
-# but importing a submodule (``agentic_iqa.jobs.lifecycle`` for ``eval status``) no longer drags
+# but importing a submodule (``agentic_iqa.jobs.export`` for an export) no longer drags
 # in scipy and numpy through ``.metrics``, nor ``.report`` and ``.export``.
 _EXPORTS = {
     "ROW_COLUMNS": "export",

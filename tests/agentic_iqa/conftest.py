@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import Agents
-from agentic_iqa.synthetic import degrade
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
 from tests.conftest import REPO

@@ -107,7 +107,7 @@ def test_a_good_image_in_prose_is_not_option_a_and_no_letter_is_retried_then_unp
 
     from rich.console import Console
 
-    from agentic_iqa.report import render_state, state_document
+    from agentic_iqa.cli.render import render_state, state_document
     from agentic_iqa.state import initial_state, merge_state
 
     state = merge_state(initial_state(SCORING, str(example_images["original"])), {
@@ -303,10 +303,10 @@ def test_a_503_that_persists_fails_the_run_after_the_attempts(
 
 def test_a_transient_503_is_retried_in_a_stored_run(monkeypatch, registry, example_images,
                                                      tmp_path):
-    from agentic_iqa import service
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.reads import get_run
+    from agentic_iqa.runtime import service
 
     url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     upgrade(url)

@@ -9,23 +9,22 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
-from agentic_iqa import synthetic_test
 from agentic_iqa.agents.fusion import fuse
-from agentic_iqa.synthetic import degrade
+from agentic_iqa.fitting import evaluation_degradations as synthetic_test
+from agentic_iqa.fitting.degradations import degrade
+from agentic_iqa.fitting.opinion import fit, fusion_target
+from agentic_iqa.fitting.severity import fit_indicator
 from agentic_iqa.vlm.builtin import answer
 from agentic_iqa.vlm.builtin.measure import measure
 from agentic_iqa.vlm.builtin.opinion import (
     WEIGHTS_FILE,
     OpinionModels,
     default_models,
-    fit,
-    fusion_target,
 )
 from agentic_iqa.vlm.builtin.severity import (
     THRESHOLDS_FILE,
     Indicator,
     category_scores,
-    fit_indicator,
     indicator_scores,
     severity_word,
 )

@@ -17,9 +17,9 @@ from agentic_iqa.db import dispose_engines, make_engine, reads, upgrade
 from agentic_iqa.db import jobs as store
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import VlmCall
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import default_agents
-from agentic_iqa.synthetic import degrade
+from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.usage import Price
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_completion
 from tests.conftest import REPO

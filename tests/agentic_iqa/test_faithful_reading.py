@@ -9,18 +9,17 @@ import math
 import pytest
 from sqlalchemy import select
 
-from agentic_iqa import service
 from agentic_iqa.agents import summarizer
 from agentic_iqa.agents.jsonreply import ask_json
 from agentic_iqa.agents.planner import make_plan, reconcile
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
-from agentic_iqa.jobs import lifecycle
 from agentic_iqa.jobs.policy import stops_job
 from agentic_iqa.pipeline import DETECT, Agents, TransientRetry, next_step, run_inprocess
 from agentic_iqa.prompts import TRUNCATED_SUFFIX
 from agentic_iqa.query import parse_query
+from agentic_iqa.runtime import lifecycle, service
 from agentic_iqa.state import ExecutorOutput, PlannerOutput, initial_state, merge_state
 from agentic_iqa.vlm import BackendConfig, create_client
 from agentic_iqa.vlm.anthropic import AnthropicClient

@@ -216,10 +216,10 @@ def test_inputs_no_tool_can_read_fail_the_run_before_planning(builtin_agents, un
 
 def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(builtin_agents, unreadable,
                                                                     tmp_path):
-    from agentic_iqa import service
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.reads import get_run
+    from agentic_iqa.runtime import service
 
     url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     upgrade(url)

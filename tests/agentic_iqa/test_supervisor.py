@@ -14,8 +14,8 @@ from sqlalchemy import update
 from agentic_iqa.db import Run, dispose_engines, make_engine, session_scope, upgrade
 from agentic_iqa.db import jobs as store
 from agentic_iqa.db.models import JobItem, utc_now
-from agentic_iqa.jobs import lifecycle
-from agentic_iqa.supervisor import supervise_once
+from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.supervisor import supervise_once
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from agentic_iqa.synthetic import degrade
+from agentic_iqa.fitting.degradations import degrade
 from tests.conformance.simulated_model import SimulatedModel, Truth
 
 REPO = Path(__file__).resolve().parents[2]

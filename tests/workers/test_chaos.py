@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.runtime import lifecycle
 from tests.conftest import natural_image, scratch_postgres
 from tests.workers.cluster import Cluster, RedisServer
 

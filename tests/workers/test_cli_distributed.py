@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.runtime import lifecycle
 from tests.conftest import natural_image
 from tests.workers.cluster import Cluster
 from tests.workers.slow_tools import SLOW_WIDTH

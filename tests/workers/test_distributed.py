@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from agentic_iqa import service
 from agentic_iqa.db import reads
 from agentic_iqa.db.engine import make_engine, session_scope, upgrade
+from agentic_iqa.runtime import service
 from tests.agentic_iqa.conftest import EXAMPLE
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_completion
 from tests.workers.cluster import Cluster

@@ -13,7 +13,7 @@ from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.runtime import lifecycle
 from tests.conftest import REPO, livec_manifest
 from tests.workers.cluster import Cluster
 

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog, VlmCall
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.runtime import lifecycle
 from iqa_tools import ToolRegistry, ToolSettings
 from tests.conftest import natural_image
 

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, StepRecord, ToolLog
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.runtime import lifecycle
 from iqa_tools import ToolSettings
 from iqa_tools.images import read_image
 from tests.conftest import natural_image

@@ -21,7 +21,7 @@ from agentic_iqa.db import (
     steps,
 )
 from agentic_iqa.db.models import utc_now
-from agentic_iqa.heartbeat import HEARTBEATS
+from agentic_iqa.runtime.heartbeat import HEARTBEATS
 from tests.agentic_iqa.db import IMAGE, QUERY
 
 
@@ -118,8 +118,8 @@ def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> No
 
 def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
         engine: Engine) -> None:
-    from agentic_iqa import service
     from agentic_iqa.pipeline import metric_agents
+    from agentic_iqa.runtime import service
 
     with session_scope(engine) as session:
         run_id = create_run(session, query=QUERY, image_path=IMAGE, lease_seconds=60,

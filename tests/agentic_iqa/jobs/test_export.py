@@ -204,8 +204,8 @@ def test_csv_neutralises_formula_text_in_every_text_column_and_keeps_numbers(
 
 def test_the_query_column_holds_the_query_each_item_is_asked(engine, tmp_path: Path) -> None:
     """A row without its own query is asked the job's: the export says which, never blank."""
-    from agentic_iqa.cli_eval import export_rows
-    from agentic_iqa.jobs import lifecycle
+    from agentic_iqa.cli.eval import export_rows
+    from agentic_iqa.runtime import lifecycle
 
     image = Path(__file__).resolve().parents[3] / "examples" / "i03_blurred.png"
     manifest = tmp_path / "manifest.jsonl"

@@ -20,8 +20,8 @@ from agentic_iqa.db import jobs as store
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
-from agentic_iqa.jobs import lifecycle
 from agentic_iqa.runconfig import RunConfig
+from agentic_iqa.runtime import lifecycle
 from tests.conformance.harness import simulated
 from tests.conformance.items import images, multiple_choice, scoring, write_manifest
 from tests.conformance.simulated_model import Behaviour

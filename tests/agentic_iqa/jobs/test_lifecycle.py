@@ -12,11 +12,11 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.cli_eval import export_rows
+from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord
-from agentic_iqa.jobs import lifecycle
 from agentic_iqa.pipeline import Agents
+from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.builtin import BuiltinClient
 from tests.conftest import livec_manifest
 
@@ -103,7 +103,7 @@ def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
     job_id = lifecycle.submit(engine, manifest)
     first: list[str] = []
     lifecycle.feed(engine, job_id, 5, first.append)
-    from agentic_iqa import service
+    from agentic_iqa.runtime import service
 
     for run_id in first:
         service.run_embedded(engine, agents, run_id)
@@ -174,7 +174,7 @@ def test_calibrate_needs_mos(engine, tmp_path, monkeypatch):
 
 def test_cli_submit_a_folder_runs_locally_and_reports_status(tmp_path, monkeypatch):
 
-    from agentic_iqa.synthetic import degrade
+    from agentic_iqa.fitting.degradations import degrade
     from tests.conftest import example_photo
 
     folder = tmp_path / "photos"
@@ -211,7 +211,7 @@ import sys
 from pathlib import Path
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine
-from agentic_iqa.jobs import lifecycle
+from agentic_iqa.runtime import lifecycle
 url, warm_up, manifest = sys.argv[1:4]
 upgrade(url)
 engine = make_engine(url)

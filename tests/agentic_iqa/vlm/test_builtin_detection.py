@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agentic_iqa import synthetic_test
+from agentic_iqa.fitting import evaluation_degradations as synthetic_test
+from agentic_iqa.fitting.severity import detection_cut, fit_detector, fit_dominance, fit_indicator
 from agentic_iqa.vlm.builtin import answer
 from agentic_iqa.vlm.builtin.measure import measure
 from agentic_iqa.vlm.builtin.severity import (
@@ -21,11 +22,7 @@ from agentic_iqa.vlm.builtin.severity import (
     Thresholds,
     category_scores,
     default_thresholds,
-    detection_cut,
     dominance,
-    fit_detector,
-    fit_dominance,
-    fit_indicator,
     indicator_scores,
     presence,
 )

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
-from .db import jobs as store
-from .db import steps
-from .db.engine import session_scope
-from .jobs import lifecycle
-from .redact import redact
+from ..db import jobs as store
+from ..db import steps
+from ..db.engine import session_scope
+from ..redact import redact
+from . import lifecycle
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from sqlalchemy.engine import Engine
 from iqa_tools import ToolError, get_registry
 from iqa_tools.normalize import fit_monotone, normalize
 
-from .config import load_tool_settings
-from .db.engine import session_scope
-from .db.jobs import get_job
-from .db.models import JobItem
+from ..config import load_tool_settings
+from ..db.engine import session_scope
+from ..db.jobs import get_job
+from ..db.models import JobItem
 
 
 @dataclass(frozen=True)

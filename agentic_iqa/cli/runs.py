@@ -21,7 +21,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .cli_eval import _engine, _fail
+from .common import (
+    _engine,
+    _fail,
+    _safe_url,
+)
 
 runs_app = typer.Typer(help="Stored runs: list the recent ones, show one in full.",
                        no_args_is_help=True)
@@ -29,7 +33,7 @@ runs_app = typer.Typer(help="Stored runs: list the recent ones, show one in full
 
 def _text(value: Any) -> str:
     """A cell or value as redacted plain text ("-" for nothing), safe from rich markup."""
-    from .redact import redact
+    from ..redact import redact
 
     if value is None or value == "":
         return "-"
@@ -70,11 +74,11 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """The recent runs, newest first: short id, created, status, query, image, answer."""
-    from .db import reads
-    from .db.engine import read_scope
-    from .db.reads import JobNotFound
-    from .redact import redact
-    from .report import output_console
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..db.reads import JobNotFound
+    from ..redact import redact
+    from .render import output_console
 
     engine = _engine()
     try:
@@ -110,10 +114,6 @@ def list_runs(
                   highlight=False)
 
 
-def _safe_url(engine: Any) -> str:
-    from .redact import redact
-
-    return redact(engine.url.render_as_string(hide_password=True)) or ""
 
 
 @runs_app.command("show")
@@ -128,10 +128,10 @@ def show(
 ) -> None:
     """Everything stored about one run: plan, steps (worker, queue, times), tool calls, replans,
     answer and reasoning."""
-    from .db import reads
-    from .db.engine import read_scope
-    from .db.reads import JobNotFound, RunNotFound
-    from .redact import redact
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..db.reads import JobNotFound, RunNotFound
+    from ..redact import redact
 
     if (run is None) == (item is None):
         _fail("name one run: `runs show RUN` (an id or a unique prefix), or "
@@ -159,7 +159,7 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
     """A stored run for a person: header, plan, steps, tools, replans, answer."""
     from rich.table import Table
 
-    from .report import output_console
+    from .render import output_console
 
     console = console or output_console()
 
@@ -237,8 +237,8 @@ def _tool_time(log: dict[str, Any]) -> tuple[str, str]:
 
 
 def _render_plan(details: dict[str, Any], line: Any) -> None:
-    from .report import distortion_line, plan_line
-    from .state import DistortionAnalysis, PlannerOutput
+    from ..state import DistortionAnalysis, PlannerOutput
+    from .render import distortion_line, plan_line
 
     if details.get("plan") is None:
         return
@@ -255,7 +255,7 @@ def _render_plan(details: dict[str, Any], line: Any) -> None:
 
 
 def _render_answer(details: dict[str, Any], line: Any) -> None:
-    from .vlm.usage import describe
+    from ..vlm.usage import describe
 
     if details.get("final_answer") is not None:
         line(f"[bold green]Answer:[/] {_text(details['final_answer'])}")

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .redact import redact
-from .state import (
+from ..redact import redact
+from ..state import (
     AgenticIQAState,
     DistortionAnalysis,
     PlannerOutput,
@@ -70,7 +70,7 @@ def state_document(state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | Non
 def render_vlm_usage(usage: Mapping[str, Any], console: Console) -> None:
     """Per step whether its VLM answers came from the response cache; the run's calls,
     tokens and cost (nothing for a run that asked no remote model)."""
-    from .vlm.usage import describe
+    from ..vlm.usage import describe
 
     if not usage.get("calls") and not usage.get("cache_hits"):
         return

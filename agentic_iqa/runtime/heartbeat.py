@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
 
-from .db import steps
-from .db.engine import session_scope
+from ..db import steps
+from ..db.engine import session_scope
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agentic_iqa import synthetic
+from agentic_iqa.fitting import degradations as synthetic
 from agentic_iqa.vlm.builtin.measure import measure
 from agentic_iqa.vlm.builtin.severity import NO_REFERENCE
 from tests.agentic_iqa.conftest import EXAMPLE

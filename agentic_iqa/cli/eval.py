@@ -1,4 +1,5 @@
-"""``agentic-iqa eval ...`` and ``agentic-iqa calibrate``: dataset jobs from the command line."""
+"""``agentic-iqa eval ...``: dataset jobs from the command line: submit, estimate, watch,
+resume, cancel, export, report, calibrate."""
 
 from __future__ import annotations
 
@@ -10,94 +11,46 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
+
+from .common import (
+    BackendOption,
+    BaseUrlOption,
+    ModelOption,
+    _broker,
+    _duration,
+    _engine,
+    _fail,
+    _first_line,
+    _job_id,
+    _safe_url,
+    err,
+    out,
+    use_backend,
+)
 
 eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, export, report.",
                        no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one redacted error line and exit ``code`` (2: nothing was written, fix the
-    configuration; 1: the work itself failed)."""
-    from .redact import redact
-
-    err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
-              soft_wrap=True)
-    raise typer.Exit(code)
 
 
-#: The same three flags wherever a VLM is used (assess, eval submit, eval estimate).
-BackendOption = Annotated[str | None, typer.Option(
-    "--backend", help="VLM backend for every role: builtin, openai or anthropic "
-                      "(default: configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)")]
-ModelOption = Annotated[str | None, typer.Option(
-    "--model", help="model for every role, e.g. gpt-4o or Qwen/Qwen2.5-VL-7B-Instruct "
-                    "(AGENTIC_IQA_VLM_MODEL)")]
-BaseUrlOption = Annotated[str | None, typer.Option(
-    "--base-url", help="an OpenAI-compatible server (vLLM, Ollama), e.g. "
-                       "http://localhost:8000/v1 (AGENTIC_IQA_VLM_BASE_URL)")]
 
 
-def use_backend(backend: str | None, model: str | None, base_url: str | None, *,
-                check: bool = True) -> dict[str, Any]:
-    """The role configurations with the flags applied (for every role), checked before
-    anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
-    endpoint that does not answer or a model it does not serve exits 2 with one line."""
-    from .vlm.base import VLMConfigurationError
-    from .vlm.preflight import preflight
-    from .vlm.settings import load_backend_configs
-
-    flags = {name: value for name, value in (("backend", backend), ("model", model),
-                                             ("base_url", base_url)) if value is not None}
-    try:
-        configs = dict(load_backend_configs(overrides=flags))
-        if check:
-            preflight(configs)
-    except VLMConfigurationError as exc:
-        _fail(str(exc), code=2)
-    return configs
 
 
-def _engine() -> Any:
-    from .cli import _engine as engine
-
-    return engine()
 
 
-def _job_id(engine: Any, reference: str | None) -> str:
-    """The job a full id, a unique prefix (the 8 characters the progress bar shows) or None
-    (the latest job) means; one clear error line otherwise (unknown, or which jobs an
-    ambiguous prefix matches)."""
-    from .db import reads
-    from .db.engine import read_scope
-    from .db.reads import JobNotFound
-
-    try:
-        with read_scope(engine) as session:
-            return reads.resolve_job_id(session, reference)
-    except (JobNotFound, reads.AmbiguousId) as exc:
-        _fail(str(exc))
 
 
-def _safe_url(engine: Any) -> str:
-    """The results database's URL with any password or token masked."""
-    from .redact import redact
-
-    return redact(engine.url.render_as_string(hide_password=True)) or ""
 
 
-def _duration(seconds: float) -> str:
-    minutes, rest = divmod(seconds, 60)
-    return f"{seconds:.1f} s" if seconds < 60 else f"{int(minutes)} min {rest:.0f} s"
 
 
 def _summary(engine: Any, job_id: str) -> None:
     """After waiting for a job: counts, elapsed time, where the results are, what to run next
     (on stderr: stdout holds only the job id, for scripts)."""
-    from .jobs import lifecycle
+    from ..runtime import lifecycle
 
     current = lifecycle.progress(engine, job_id)
     counts = current.counts
@@ -119,10 +72,6 @@ def _summary(engine: Any, job_id: str) -> None:
         err.print(escape(text), highlight=False, soft_wrap=True)
 
 
-def _broker() -> str | None:
-    from .config import PipelineSettings
-
-    return PipelineSettings.load().broker_url or None
 
 
 def _pace(current: Any) -> str:
@@ -144,7 +93,7 @@ def _progress_bar(engine: Any, job_id: str) -> None:
         TimeElapsedColumn,
     )
 
-    from .jobs import lifecycle
+    from ..runtime import lifecycle
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err) as bar:
@@ -159,7 +108,7 @@ def _progress_bar(engine: Any, job_id: str) -> None:
 
 def _agents() -> Any:
     """The agents per job configuration: each item runs as its job was submitted."""
-    from .pipeline import AgentsCache
+    from ..pipeline import AgentsCache
 
     return AgentsCache()
 
@@ -212,10 +161,10 @@ def submit(
 
     from iqa_tools.errors import ToolError
 
-    from .jobs import lifecycle
-    from .jobs.manifest import ManifestFormatError
-    from .jobs.tools import MetricToolsError, check_tools, parse_tools
-    from .runconfig import capture
+    from ..jobs.manifest import ManifestFormatError
+    from ..jobs.tools import MetricToolsError, check_tools, parse_tools
+    from ..runconfig import capture
+    from ..runtime import lifecycle
 
     if not vlm_cache:  # local runs: clients without a cache; workers: read from the job
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
@@ -277,7 +226,7 @@ def _check_broker(url: str) -> None:
     """Exit 2 with one line when the broker does not answer (within a few seconds)."""
     from kombu import Connection
 
-    from .redact import redact
+    from ..redact import redact
 
     try:
         with Connection(url, connect_timeout=3) as connection:
@@ -299,20 +248,17 @@ def _database() -> Any:
         _fail(f"the results database cannot be opened: {_first_line(exc)}", code=2)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 def _max_replans() -> int:
-    from .config import PipelineSettings
+    from ..config import PipelineSettings
 
     return PipelineSettings.load().max_replan_iterations
 
 
 def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
-    from .db import jobs as store
-    from .db.engine import read_scope
+    from ..db import jobs as store
+    from ..db.engine import read_scope
 
     with read_scope(engine) as session:
         return store.vlm_summary(session, job_id)
@@ -345,14 +291,14 @@ def estimate(
     import tempfile
     import time
 
-    from .config import PipelineSettings
-    from .db import dispose_engines, make_engine, upgrade
-    from .db import jobs as store
-    from .db.engine import read_scope
-    from .jobs import lifecycle
-    from .jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
-    from .jobs.report import extrapolate
-    from .runconfig import capture
+    from ..config import PipelineSettings
+    from ..db import dispose_engines, make_engine, upgrade
+    from ..db import jobs as store
+    from ..db.engine import read_scope
+    from ..jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
+    from ..jobs.report import extrapolate
+    from ..runconfig import capture
+    from ..runtime import lifecycle
 
     roles = use_backend(backend, model, base_url)
     try:
@@ -405,7 +351,7 @@ def estimate(
     if as_json:
         print(json.dumps(result, indent=2))
         return
-    from .vlm.usage import format_cost
+    from ..vlm.usage import format_cost
 
     out.print(f"sample: {len(chosen)} items in {seconds:.1f} s; manifest: {total} rows, "
               f"{concurrency} at once", highlight=False, soft_wrap=True)
@@ -423,8 +369,8 @@ def _negative_mos_count(engine: Any, job_id: str) -> int:
     """Items with a MOS below zero: legal without --mos-range, but often a sign of a typo."""
     from sqlalchemy import func, select
 
-    from .db.engine import read_scope
-    from .db.models import JobItem
+    from ..db.engine import read_scope
+    from ..db.models import JobItem
 
     with read_scope(engine) as session:
         return int(session.scalar(select(func.count()).where(JobItem.job_id == job_id,
@@ -433,7 +379,7 @@ def _negative_mos_count(engine: Any, job_id: str) -> int:
 
 def _end_of_wait(engine: Any, job_id: str) -> None:
     """After waiting for a job: a cancelled job is said so, with exit code 1."""
-    from .jobs import lifecycle
+    from ..runtime import lifecycle
 
     current = lifecycle.progress(engine, job_id)
     if current.status == "cancelled" and current.error:
@@ -452,7 +398,7 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
         TimeElapsedColumn,
     )
 
-    from .jobs import lifecycle
+    from ..runtime import lifecycle
 
     current = lifecycle.progress(engine, job_id)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -471,8 +417,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Counts by state, throughput and ETA (or how many items are stalled)."""
-    from .db.reads import JobNotFound
-    from .jobs import lifecycle
+    from ..db.reads import JobNotFound
+    from ..runtime import lifecycle
 
     engine = _engine()
     try:
@@ -492,7 +438,7 @@ def status(
     if as_json:
         print(json.dumps(document, indent=2))
         return
-    from .jobs.report import vlm_line
+    from ..jobs.report import vlm_line
 
     state = "stalled" if current.orphaned else current.status
     out.print(f"job {current.job_id} ({escape(current.name)}): {state}",
@@ -529,8 +475,8 @@ def resume(
     whatever this shell's environment says; run here, a job this process cannot run so (no key
     for its backend) exits 2 with what to set, before anything changes.
     """
-    from .db.reads import JobNotFound
-    from .jobs import lifecycle
+    from ..db.reads import JobNotFound
+    from ..runtime import lifecycle
 
     engine = _engine()
     job = _job_id(engine, job)
@@ -551,7 +497,7 @@ def resume(
             _summary(engine, job)
             _end_of_wait(engine, job)
         return
-    from . import service
+    from ..runtime import service
 
     agents = _agents()
     with contextlib.redirect_stdout(sys.stderr):
@@ -564,11 +510,11 @@ def resume(
 
 def _can_run_here(engine: Any, job_id: str) -> None:
     """Exit 2 with the reason when this process cannot run the job as it was submitted."""
-    from .db import jobs as store
-    from .db.engine import read_scope
-    from .runconfig import CannotHonour, RunConfig, backend_configs, check_prompts
-    from .vlm.base import VLMConfigurationError
-    from .vlm.preflight import preflight
+    from ..db import jobs as store
+    from ..db.engine import read_scope
+    from ..runconfig import CannotHonour, RunConfig, backend_configs, check_prompts
+    from ..vlm.base import VLMConfigurationError
+    from ..vlm.preflight import preflight
 
     with read_scope(engine) as session:
         text = store.get_job(session, job_id).config_json
@@ -591,9 +537,9 @@ def cancel(job: Annotated[str, typer.Argument(
     A job that already ended (done or cancelled) is left alone and the command exits 1, so a
     script that expects its cancel to have stopped something learns that it did not.
     """
-    from .db import jobs as store
-    from .db import reads
-    from .db.engine import session_scope
+    from ..db import jobs as store
+    from ..db import reads
+    from ..db.engine import session_scope
 
     engine = _engine()
     job = _job_id(engine, job)
@@ -612,9 +558,9 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     """Columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
     ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
     that scored nothing.  ``query`` is the query the item was asked: its own, or the job's."""
-    from .db import jobs as store
-    from .db.engine import read_scope
-    from .jobs.export import export_columns, raw_column, tool_column
+    from ..db import jobs as store
+    from ..db.engine import read_scope
+    from ..jobs.export import export_columns, raw_column, tool_column
 
     with read_scope(engine) as session:
         job = store.get_job(session, job_id)
@@ -646,8 +592,8 @@ def export(
 ) -> None:
     """One row per item: answer, score, reasoning, level probabilities, the model that
     answered, per-tool normalized and raw scores, severities, errors."""
-    from .db.reads import JobNotFound
-    from .jobs.export import write_rows
+    from ..db.reads import JobNotFound
+    from ..jobs.export import write_rows
 
     if fmt not in {"csv", "jsonl", "parquet"}:
         _fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
@@ -678,11 +624,11 @@ def report(
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table."""
-    from .db import reads
-    from .db.engine import read_scope
-    from .db.reads import JobNotFound
-    from .jobs import lifecycle
-    from .jobs.report import build_report, provenance_warnings, render_html, render_text
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..db.reads import JobNotFound
+    from ..jobs.report import build_report, provenance_warnings, render_html, render_text
+    from ..runtime import lifecycle
 
     engine = _engine()
     job_id = _job_id(engine, job)
@@ -703,7 +649,7 @@ def report(
         render_html(document, materialised, html)
         err.print(f"wrote {html}", highlight=False, soft_wrap=True)
     if as_json:
-        from .redact import redact
+        from ..redact import redact
 
         print(redact(json.dumps(document, indent=2, default=str)))
     else:
@@ -723,7 +669,7 @@ def calibrate(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Fit a tool's logistic to this job's MOS; write it as a metadata override."""
-    from .calibration import calibrate_tool
+    from ..runtime.recalibration import calibrate_tool
 
     engine = _engine()
     try:

@@ -1,6 +1,6 @@
 """A second, different degradation generator: for testing, never for calibration.
 
-:mod:`agentic_iqa.synthetic` (the *calibration* generator) is what the builtin backend's
+:mod:`agentic_iqa.fitting.degradations` (the *calibration* generator) is what the builtin backend's
 severity thresholds are fitted on.  Figures measured on images made by the same generator reward
 in-distribution tuning, so the benchmark asks its multiple-choice questions about images made
 here, by other processes that produce the same seven categories:
@@ -55,7 +55,14 @@ from PIL import Image
 from scipy import signal
 
 # Pixel conversions are shared; the processes are not.
-from .synthetic import LEVELS, SEVERITY_OF_LEVEL, _array, _image, _to_linear, _to_srgb
+from .degradations import (
+    LEVELS,
+    SEVERITY_OF_LEVEL,
+    as_array,
+    as_image,
+    to_linear,
+    to_srgb,
+)
 
 __all__ = ["DEGRADATIONS", "LEVELS", "SEVERITY_OF_LEVEL", "degrade"]
 
@@ -114,14 +121,14 @@ def motion_kernel(length: float, angle_degrees: float, supersample: int = 16) ->
 def defocus(image: Image.Image, level: int) -> Image.Image:
     if not level:
         return image.copy()
-    return _image(_convolve(_array(image), disk_kernel(2.0 * _SIGMA[level])))
+    return as_image(_convolve(as_array(image), disk_kernel(2.0 * _SIGMA[level])))
 
 
 def motion(image: Image.Image, level: int) -> Image.Image:
     if not level:
         return image.copy()
     kernel = motion_kernel(_SIGMA[level] * math.sqrt(12.0), _MOTION_ANGLE)
-    return _image(_convolve(_array(image), kernel))
+    return as_image(_convolve(as_array(image), kernel))
 
 
 def shot_noise(image: Image.Image, level: int, seed: int = 0) -> Image.Image:
@@ -132,16 +139,16 @@ def shot_noise(image: Image.Image, level: int, seed: int = 0) -> Image.Image:
     """
     if not level:
         return image.copy()
-    grey = float(_to_linear(np.array(0.5)))
+    grey = float(to_linear(np.array(0.5)))
     slope = 1.055 / 2.4 * grey ** (1 / 2.4 - 1)            # d sRGB / d linear at mid-grey
     variance = (_NOISE[level] / slope) ** 2                  # in linear light, at mid-grey
     a, b = 0.9 * variance / grey, 0.1 * variance
     rng = np.random.default_rng(seed)
-    linear = _to_linear(_array(image))
+    linear = to_linear(as_array(image))
     # Poisson with a photon count of x / a (scaled back) has variance a·x.
     photons = rng.poisson(np.maximum(linear, 0.0) / a)
     noisy = photons * a + rng.normal(0.0, math.sqrt(b), linear.shape)
-    return _image(_to_srgb(noisy))
+    return as_image(to_srgb(noisy))
 
 
 def jpeg_offgrid(image: Image.Image, level: int) -> Image.Image:
@@ -161,16 +168,16 @@ def jpeg_offgrid(image: Image.Image, level: int) -> Image.Image:
 
 def gamma_dark(image: Image.Image, level: int) -> Image.Image:
     gamma = 1.0 + math.log(_DARK_SCALE[level]) / math.log(_GREY)
-    return _image(_array(image) ** gamma)
+    return as_image(as_array(image) ** gamma)
 
 
 def gamma_bright(image: Image.Image, level: int) -> Image.Image:
     exponent = math.log(_BRIGHT_TARGET[level]) / math.log(_GREY)
-    return _image(_array(image) ** exponent)
+    return as_image(as_array(image) ** exponent)
 
 
 def curve_contrast(image: Image.Image, level: int) -> Image.Image:
-    return _image(0.5 + _SLOPE[level] * (_array(image) - 0.5))
+    return as_image(0.5 + _SLOPE[level] * (as_array(image) - 0.5))
 
 
 def hsv_desaturate(image: Image.Image, level: int) -> Image.Image:

@@ -19,10 +19,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from .db import jobs, reads, steps
-from .db.engine import session_scope
-from .heartbeat import HEARTBEATS
-from .pipeline import (
+from ..db import jobs, reads, steps
+from ..db.engine import session_scope
+from ..pipeline import (
     TRANSIENT_RETRY,
     Agents,
     TransientRetry,
@@ -31,10 +30,11 @@ from .pipeline import (
     planned_tool_calls,
     run_step,
 )
-from .runconfig import CannotHonour, RunConfig
-from .state import AgenticIQAState, merge_state
-from .vlm.base import FatalVLMError, TransientVLMError
-from .vlm.usage import CallCollector, collecting
+from ..runconfig import CannotHonour, RunConfig
+from ..state import AgenticIQAState, merge_state
+from ..vlm.base import FatalVLMError, TransientVLMError
+from ..vlm.usage import CallCollector, collecting
+from .heartbeat import HEARTBEATS
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A dataset job from manifest to finished items: submit, feed, run locally, resume, cancel.
 
 The same code path serves both transports: items are claimed a window at a time (each gets a
-stored run), and each run is walked by :func:`agentic_iqa.service.run_embedded` in a local
+stored run), and each run is walked by :func:`.service.run_embedded` in a local
 thread pool, or by the Celery coordinator on the workers.  Never one chord over the dataset:
 at most ``window`` items are in flight, so a 10,000-item job keeps memory flat everywhere.
 """
@@ -27,12 +27,12 @@ from ..db import jobs as store
 from ..db import reads
 from ..db.engine import read_scope, session_scope
 from ..db.items import finish_if_complete
+from ..jobs.manifest import ManifestEntry, ManifestError, ManifestItem, bad_row_key, read_manifest
+from ..jobs.tools import MetricToolsError, check_tools, full_reference, metric_query
 from ..runconfig import RunConfig, capture
-from .manifest import ManifestEntry, ManifestError, ManifestItem, bad_row_key, read_manifest
-from .tools import MetricToolsError, check_tools, full_reference, metric_query
 
 if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: not for status
-    from ..service import AgentsSource
+    from .service import AgentsSource
 
 DEFAULT_QUERY = "Rate the quality of this image."
 
@@ -142,7 +142,7 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
     (:class:`~agentic_iqa.pipeline.AgentsCache`), which is how the CLI runs a job as it was
     submitted.  The job's runs hold a lease this process renews while it works.
     """
-    from .. import service
+    from . import service
 
     window = window or max(8, 4 * workers)
     with session_scope(engine) as session:

@@ -10,8 +10,8 @@ cuts on one process per kind fits that process's quirks (e.g. brightening that c
 leans on the blown-highlight reading); calibrating on every process of a kind
 (:func:`calibration_shapes`) puts the cuts where the kind of damage, not the process, changes
 level (:func:`calibration_shape` picks one per photo and level, rotating, for in-sample
-questions).  None of them is a process of the test generator (:mod:`.synthetic_test`).  A level
-means the same physical amount in every shape:
+questions).  None of them is a process of the test generator
+(:mod:`.evaluation_degradations`).  A level means the same physical amount in every shape:
 
 ==========  =======================================================  ===========================
 kind        shapes (default first)                                    level matching
@@ -67,19 +67,19 @@ _SHOULDER_KNEE = 0.65
 _AIRLIGHT = 0.75
 
 
-def _array(image: Image.Image) -> np.ndarray:
+def as_array(image: Image.Image) -> np.ndarray:
     return np.asarray(image.convert("RGB"), dtype=np.float64) / 255.0
 
 
-def _image(array: np.ndarray) -> Image.Image:
+def as_image(array: np.ndarray) -> Image.Image:
     return Image.fromarray((np.clip(array, 0.0, 1.0) * 255.0).round().astype(np.uint8))
 
 
-def _to_linear(v: np.ndarray) -> np.ndarray:
+def to_linear(v: np.ndarray) -> np.ndarray:
     return np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4)
 
 
-def _to_srgb(v: np.ndarray) -> np.ndarray:
+def to_srgb(v: np.ndarray) -> np.ndarray:
     v = np.clip(v, 0.0, 1.0)
     return np.where(v <= 0.0031308, v * 12.92, 1.055 * v ** (1 / 2.4) - 0.055)
 
@@ -113,7 +113,7 @@ def noise(image: Image.Image, level: int, seed: int = 0, shape: str = "gaussian"
         cb, cr = (c * sigma / max(float(c.std()), 1e-12) for c in (cb, cr))
         # Cb/Cr offsets carry no BT.601 luma.
         offsets += np.stack([1.402 * cr, -0.344136 * cb - 0.714136 * cr, 1.772 * cb], axis=-1)
-    return _image(array + offsets)
+    return as_image(array + offsets)
 
 
 # -- JPEG -------------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def darken(image: Image.Image, level: int, shape: str = "scale") -> Image.Image:
         # maps the grey 0.4 to 0.4·√factor: shadows below b clip to black.
         half = math.sqrt(factor)
         black = _GREY * (1.0 - half) / (1.0 - _GREY * half)
-        return _image(half * np.clip((_array(image) - black) / (1.0 - black), 0.0, 1.0))
+        return as_image(half * np.clip((as_array(image) - black) / (1.0 - black), 0.0, 1.0))
     return ImageEnhance.Brightness(image).enhance(factor)
 
 
@@ -162,12 +162,12 @@ def _shoulder_width(gain: float, knee: float) -> float:
 def brighten(image: Image.Image, level: int, shape: str = "clip") -> Image.Image:
     gain = _GAIN[level]
     if shape == "rolloff" and gain > 1.0:
-        u = _array(image) * gain
+        u = as_array(image) * gain
         knee = _SHOULDER_KNEE
         width = _shoulder_width(gain, knee)
         top = 1.0 - math.exp(-(gain - knee) / width)
         shoulder = knee + (1.0 - knee) * (1.0 - np.exp(-(u - knee) / width)) / top
-        return _image(np.where(u <= knee, u, shoulder))
+        return as_image(np.where(u <= knee, u, shoulder))
     return ImageEnhance.Brightness(image).enhance(gain)
 
 
@@ -176,7 +176,7 @@ def brighten(image: Image.Image, level: int, shape: str = "clip") -> Image.Image
 def low_contrast(image: Image.Image, level: int, shape: str = "mean") -> Image.Image:
     slope = _SLOPE[level]
     if shape == "haze":
-        return _image(_AIRLIGHT + slope * (_array(image) - _AIRLIGHT))
+        return as_image(_AIRLIGHT + slope * (as_array(image) - _AIRLIGHT))
     return ImageEnhance.Contrast(image).enhance(slope)
 
 
@@ -198,22 +198,22 @@ def _lab_f_inverse(f: np.ndarray) -> np.ndarray:
 
 
 def _scale_lab_chroma(rgb: np.ndarray, factor: float) -> np.ndarray:
-    xyz = _to_linear(rgb) @ _RGB_TO_XYZ.T / _WHITE
+    xyz = to_linear(rgb) @ _RGB_TO_XYZ.T / _WHITE
     fx, fy, fz = (_lab_f(xyz[..., i]) for i in range(3))
     a, b = 500 * (fx - fy) * factor, 200 * (fy - fz) * factor
     fx, fz = fy + a / 500, fy - b / 200
     xyz = np.stack([_lab_f_inverse(fx), _lab_f_inverse(fy), _lab_f_inverse(fz)], -1) * _WHITE
-    return _to_srgb(xyz @ np.linalg.inv(_RGB_TO_XYZ).T)
+    return to_srgb(xyz @ np.linalg.inv(_RGB_TO_XYZ).T)
 
 
 def desaturate(image: Image.Image, level: int, shape: str = "luma") -> Image.Image:
     factor = _SATURATION[level]
     if shape == "lab" and level:
-        return _image(_scale_lab_chroma(_array(image), factor))
+        return as_image(_scale_lab_chroma(as_array(image), factor))
     if shape == "linear" and level:
-        linear = _to_linear(_array(image))
+        linear = to_linear(as_array(image))
         y = (linear @ _RGB_TO_XYZ[1])[..., None]
-        return _image(_to_srgb(y + factor * (linear - y)))
+        return as_image(to_srgb(y + factor * (linear - y)))
     return ImageEnhance.Color(image).enhance(factor)
 
 

@@ -1,0 +1,40 @@
+"""The ``agentic-iqa`` command line: one module per group of commands, assembled here.
+
+``agentic_iqa.cli:app`` is the console entry point.  Each module imports only typer, rich and
+light modules of this project at start-up (tests/test_cli_startup.py); commands import what they
+use in their bodies.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from .assess import assess
+from .common import _redacted_logging
+from .eval import calibrate, eval_app
+from .runs import runs_app
+from .system import check, db_app, worker
+from .tools import tools_app
+
+app = typer.Typer(
+    callback=_redacted_logging,
+    help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
+    no_args_is_help=True,
+)
+app.add_typer(tools_app, name="tools")
+app.command("assess")(assess)
+app.command("check")(check)
+app.command("worker")(worker)
+app.add_typer(db_app, name="db")
+app.add_typer(eval_app, name="eval")
+eval_app.command("calibrate")(calibrate)
+# The old name, kept so scripts keep working.
+app.command("calibrate", help="Same as `agentic-iqa eval calibrate`.")(calibrate)
+app.add_typer(runs_app, name="runs")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,103 @@
+"""``agentic-iqa check``, ``worker`` and ``db``: the backends, the Celery workers, the schema."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from .common import (
+    BackendOption,
+    BaseUrlOption,
+    ModelOption,
+    out,
+    use_backend,
+)
+
+# Start-up is part of every command (``--help`` included), so this module imports only typer,
+# rich's console and light modules of this project; each command imports what it uses (the
+# tool catalog and settings, SQLAlchemy, the agent, Celery) in its body.  Heavy modules (torch,
+# pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
+# ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
+if TYPE_CHECKING:
+    pass
+
+db_app = typer.Typer(help="The results database.", no_args_is_help=True)
+
+
+def check(
+    backend: BackendOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Try the configured VLM backend of each role with one tiny request: key, endpoint, model,
+    whether log-probabilities come back, latency.  Exits 2 when one does not work."""
+    from ..vlm.preflight import probe
+
+    configs = use_backend(backend, model, base_url, check=False)
+    groups: dict[Any, list[str]] = {}
+    for role, config in configs.items():
+        groups.setdefault(config, []).append(role)
+    results = [(roles, probe(roles[0], config)) for config, roles in groups.items()]
+    if as_json:
+        print(json.dumps([{"roles": roles, **result.__dict__} for roles, result in results],
+                         indent=2, default=str))
+    else:
+        for roles, result in results:
+            head = (f"{'/'.join(roles)}: {result.backend}"
+                    + (f" {result.model}" if result.model else "") + f" at {result.where}")
+            if not result.ok:
+                line = f"[red]FAILED[/] {escape(head)}: {escape(result.error or '')}"
+            elif result.backend == "builtin":
+                line = f"[green]ok[/] {escape(head)} (offline; no request needed)"
+            else:
+                line = (f"[green]ok[/] {escape(head)}: answered {escape(repr(result.reply))} "
+                        f"as {escape(result.answered_model or '?')} in "
+                        f"{result.latency_s:.2f} s; log-probabilities: "
+                        f"{'yes' if result.logprobs else 'no (scoring asks for stated ones)'}")
+            out.print(line, highlight=False, soft_wrap=True)
+    if not all(result.ok for _roles, result in results):
+        raise typer.Exit(2)
+
+
+def worker(
+    queues: Annotated[str | None, typer.Option(
+        "--queues", "-Q", help="comma-separated queues (default: every configured queue)")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
+    pool: Annotated[str, typer.Option(
+        "--pool", help="prefork, solo or threads (VLM queue: threads with -c 64)")] = "prefork",
+    hostname: Annotated[str | None, typer.Option("--hostname", "-n")] = None,
+) -> None:
+    """Start a Celery worker (same as `celery -A workers.celery_app:app worker`).
+
+    VLM steps wait on the network: a worker of the VLM queue (``vlm_queue``) holds 64 calls in
+    flight with ``--queues vlm --pool threads --concurrency 64``.
+    """
+    from workers.celery_app import app as celery_app
+
+    if queues is None:
+        settings = celery_app.conf.agentic_iqa
+        queues = ",".join(dict.fromkeys(
+            [settings.default_queue, settings.vlm_steps_queue, settings.tool_queue]))
+    argv = ["worker", f"--queues={queues}", f"--concurrency={concurrency}",
+            f"--loglevel={loglevel}", f"--pool={pool}"]
+    if hostname:
+        argv.append(f"--hostname={hostname}")
+    celery_app.worker_main(argv)
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    url: Annotated[str | None, typer.Option("--url", help="database URL (default: config)")] = None,
+) -> None:
+    """Create or migrate the database schema to the latest version (alembic upgrade head)."""
+    from ..config import PipelineSettings
+    from ..db.engine import upgrade
+
+    target = url or PipelineSettings.load().database_url
+    upgrade(target)
+    out.print("database schema is up to date", highlight=False)
