@@ -886,3 +886,19 @@ def state_to_json(state: AgenticIQAState) -> str:
 def state_from_json(text: str | bytes) -> AgenticIQAState:
     """The state written by :func:`state_to_json`, with its nested models revived."""
     return _STATE.validate_json(text, context=STORED)
+
+
+def missing_evidence(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None,
+                     distortion_analysis: Mapping[str, Any] | None) -> str | None:
+    """What the plan asked for but the evidence lacks (plain dicts, shared with the builtin)."""
+    flags = plan.get("plan") or {}
+    scope = plan.get("query_scope")
+    keys = list(scope) if isinstance(scope, list) and scope else ["Global"]
+    if flags.get("tool_execution"):
+        scores = quality_scores or {}
+        missing = [key for key in keys if not scores.get(key)]
+        if missing:
+            return f"Missing tool scores for {', '.join(missing)}"
+    if flags.get("distortion_analysis") and not distortion_analysis:
+        return "Missing distortion analysis"
+    return None

@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..options import parse_option
 from ..prompts import (
     QUALITY_LEVEL_CHOICES,
     QUALITY_LEVEL_NAMES,
@@ -40,10 +41,9 @@ from ..prompts import (
     render,
 )
 from ..query import options_in, parse_query
-from ..state import ExecutorOutput, PlannerOutput, SummarizerOutput
+from ..state import ExecutorOutput, PlannerOutput, SummarizerOutput, missing_evidence
 from ..vlm.base import VLMClient, VLMRequest, VLMResponse
 from ..vocabulary import level_name
-from .answers import parse_option
 from .fusion import fuse, probabilities_from_logprobs, probabilities_from_statement
 from .jsonreply import MAX_ATTEMPTS, ask_json, looks_like_refusal, reply_problem
 
@@ -71,20 +71,6 @@ def scoring_mode(query: str, plan: PlannerOutput) -> bool:
     return parsed.wants_rating
 
 
-def missing_evidence(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None,
-                     distortion_analysis: Mapping[str, Any] | None) -> str | None:
-    """What the plan asked for but the evidence lacks (plain dicts, shared with the builtin)."""
-    flags = plan.get("plan") or {}
-    scope = plan.get("query_scope")
-    keys = list(scope) if isinstance(scope, list) and scope else ["Global"]
-    if flags.get("tool_execution"):
-        scores = quality_scores or {}
-        missing = [key for key in keys if not scores.get(key)]
-        if missing:
-            return f"Missing tool scores for {', '.join(missing)}"
-    if flags.get("distortion_analysis") and not distortion_analysis:
-        return "Missing distortion analysis"
-    return None
 
 
 def evidence_context(query: str, image_path: str, plan: PlannerOutput,

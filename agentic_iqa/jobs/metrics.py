@@ -378,10 +378,10 @@ _ANY_LETTER = {letter: "" for letter in "ABCDEFGH"}
 def answer_letter(text: str | None) -> str | None:
     """The option letter an answer gives ("B", "b", "(B)", "B. Blurry", "Answer: B"), else None.
 
-    The agent's own parser decides (:func:`agentic_iqa.agents.answers.parse_option`), so the
+    The agent's own parser decides (:func:`agentic_iqa.options.parse_option`), so the
     report reads answers exactly as the summarizer does: "A blurry photo" is not a letter.
     """
-    from ..agents.answers import parse_option
+    from ..options import parse_option
 
     return parse_option(text, _ANY_LETTER)
 

@@ -222,10 +222,10 @@ def _answer_letter(
     document: dict[str, Any] | None, text: str, options: Sequence[str]
 ) -> str | None:
     """The letter the model chose: the JSON ``answer``, else the reply read by the agent's own
-    parser (:func:`agentic_iqa.agents.answers.parse_option`), which takes a letter only where
+    parser (:func:`agentic_iqa.options.parse_option`), which takes a letter only where
     it stands as an option: the article in "A good image" is not option A.
     """
-    from agentic_iqa.agents.answers import parse_option
+    from agentic_iqa.options import parse_option
 
     by_fold = {option.casefold(): option for option in options}
     if document is not None and isinstance(document.get("answer"), str):

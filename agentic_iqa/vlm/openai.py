@@ -3,7 +3,7 @@
 Answer options are scored with real token log-probabilities: the request asks for
 ``logprobs=True, top_logprobs=20`` and each option's log-probability is read at the token where
 the answer's letter stands, found in the generated text by the agent's own option reader
-(:func:`agentic_iqa.agents.answers.locate_option`): in "This image deserves a C" that is the
+(:func:`agentic_iqa.options.locate_option`): in "This image deserves a C" that is the
 "C", never the article "a"; in "I'd say B" the "B", never the "d" of "I'd".  Tokens there count
 as a letter after stripping whitespace, punctuation and tokenizer space markers (``"C"``,
 ``" C"``, ``"(C"``), upper case only, taking the best of them. An option absent from the top
@@ -166,7 +166,7 @@ def option_logprobs_from_tokens(
 
     Each entry has ``token``, ``logprob`` and ``top_logprobs`` (objects or dicts).
     """
-    from agentic_iqa.agents.answers import locate_option
+    from agentic_iqa.options import locate_option
 
     options = tuple(options)
     if not tokens:

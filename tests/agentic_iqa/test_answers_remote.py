@@ -8,9 +8,9 @@ import json
 import pytest
 
 from agentic_iqa.agents import executor
-from agentic_iqa.agents.answers import parse_option
 from agentic_iqa.agents.fusion import fuse
 from agentic_iqa.agents.summarizer import UNABLE, summarize
+from agentic_iqa.options import parse_option
 from agentic_iqa.pipeline import Agents, TransientRetry, run_inprocess
 from agentic_iqa.prompts import (
     FR_PREFERENCE_INSTRUCTION,

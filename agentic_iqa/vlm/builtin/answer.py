@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ...agents.summarizer import missing_evidence
 from ...query import categories_in, options_in
+from ...state import missing_evidence
 from ...vocabulary import level_name
 from .measure import opinion_features
 from .opinion import OpinionModel, OpinionModels, as_models
