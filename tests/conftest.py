@@ -105,12 +105,34 @@ def _services_required() -> bool:
     return os.environ.get("AGENTIC_IQA_TEST_REQUIRE_SERVICES", "") not in {"", "0", "false"}
 
 
+# Redis has 16 numbered databases; each pytest-xdist worker takes its own pair (data and broker)
+# so parallel workers never flush or consume each other's queues.
+MAX_PARALLEL_WORKERS = 8
+
+
+def xdist_index() -> int:
+    """0 without pytest-xdist, n for worker "gwn"."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(name.removeprefix("gw") or 0)
+    if index >= MAX_PARALLEL_WORKERS:
+        pytest.fail(f"Redis has databases for {MAX_PARALLEL_WORKERS} parallel test workers; "
+                    f"run with -n {MAX_PARALLEL_WORKERS} or fewer")
+    return index
+
+
+def redis_database(url: str, number: int) -> str:
+    """The same server as `url`, database `number`."""
+    return f"{url.rsplit('/', 1)[0]}/{number}"
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    """A Redis database for tests; skipped if none answers, unless services are required (CI)."""
+    """A Redis database for tests (15, less the xdist worker's index); skipped if none answers,
+    unless services are required (CI)."""
     import redis
 
-    url = os.environ.get("AGENTIC_IQA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    base = os.environ.get("AGENTIC_IQA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    url = redis_database(base, int(base.rsplit("/", 1)[1] or 15) - xdist_index())
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except redis.RedisError as exc:

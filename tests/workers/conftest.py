@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import redis_database, xdist_index
 from tests.workers.cluster import Cluster
+
+
+def broker_database(redis_url: str) -> str:
+    """The worker's broker database: AGENTIC_IQA_TEST_BROKER_DB (default 7) less its xdist index,
+    apart from the data databases counting down from 15."""
+    number = int(os.environ.get("AGENTIC_IQA_TEST_BROKER_DB", "7")) - xdist_index()
+    return redis_database(redis_url, number)
 
 PIPELINE_TOOLS = {
     # Toy tools registered by import string: never offered to automatic selection.
@@ -46,8 +54,7 @@ def no_piqe_fallback(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def broker_url(redis_url: str) -> Iterator[str]:
     """A Redis database of its own for each test's broker, emptied before and after."""
-    base = redis_url.rsplit("/", 1)[0]
-    url = f"{base}/{os.environ.get('AGENTIC_IQA_TEST_BROKER_DB', '13')}"
+    url = broker_database(redis_url)
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url

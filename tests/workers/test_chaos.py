@@ -22,7 +22,7 @@ from agentic_iqa.runtime import lifecycle
 from tests.conftest import natural_image, scratch_postgres
 from tests.workers.cluster import Cluster, RedisServer
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.faults]
 
 QUERY = "Rate this image using Slow."
 NO_REDIS_HEALING = {"AGENTIC_IQA_VISIBILITY_TIMEOUT": "3600", "AGENTIC_IQA_JOB_WINDOW": "4",

@@ -224,6 +224,7 @@ def test_status_watch_follows_a_running_job_and_ends_with_its_final_counts(
 # -- eval cancel, then eval resume -----------------------------------------------------------------
 
 
+@pytest.mark.faults
 def test_cancel_stops_a_distributed_job_and_resume_finishes_the_rest_exactly_once(
         make_cluster, sqlite_url, tmp_path):
     upgrade(sqlite_url)
@@ -287,6 +288,7 @@ def test_cancel_stops_a_distributed_job_and_resume_finishes_the_rest_exactly_onc
 SOFT_LIMIT = 12
 
 
+@pytest.mark.faults
 def test_a_tool_step_past_its_soft_time_limit_fails_with_the_reason_and_the_job_goes_on(
         make_cluster, sqlite_url, tmp_path, time_limit_tools):
     upgrade(sqlite_url)
@@ -318,6 +320,7 @@ def test_a_tool_step_past_its_soft_time_limit_fails_with_the_reason_and_the_job_
     assert SOFT_LIMIT - 1 <= took < 40, took  # cut at the soft limit, not after its minute
 
 
+@pytest.mark.faults
 def test_a_tool_step_killed_by_the_hard_time_limit_fails_the_run_instead_of_looping(
         make_cluster, sqlite_url, tmp_path, time_limit_tools):
     upgrade(sqlite_url)

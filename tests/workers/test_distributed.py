@@ -145,6 +145,7 @@ def test_replan_loop_stops_at_the_bound_and_persists_history_and_tool_logs(
     assert [row[1] for row in plans] == [0, 1, 2]
 
 
+@pytest.mark.faults
 def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_cluster,
                                                                       sqlite_url):
     cluster = make_cluster(sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="5")

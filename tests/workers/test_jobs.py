@@ -39,6 +39,7 @@ def start_job(cluster: Cluster, job_id: str, restart_runs: list[str] | tuple[str
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.faults
 def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_once(
         make_cluster, sqlite_url, livec_dir, tmp_path):
     upgrade(sqlite_url)

@@ -48,8 +48,8 @@ def test_queue_for_sends_vlm_steps_to_the_vlm_queue(monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.redis
-def test_a_vlm_worker_runs_64_threads_on_the_vlm_queue(redis_url: str, tmp_path: Path) -> None:
-    broker = redis_url.rsplit("/", 1)[0] + "/13"
+def test_a_vlm_worker_runs_64_threads_on_the_vlm_queue(broker_url: str, tmp_path: Path) -> None:
+    broker = broker_url
     hostname = f"vlm-{os.getpid()}@localhost"
     env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_BROKER_URL": broker,
            "AGENTIC_IQA_VLM_QUEUE": "vlm", "AGENTIC_IQA_SUPERVISOR": "false",
