@@ -295,8 +295,8 @@ def estimate(
     from ..db import dispose_engines, make_engine, upgrade
     from ..db import jobs as store
     from ..db.engine import read_scope
+    from ..jobs.estimate import extrapolate
     from ..jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
-    from ..jobs.report import extrapolate
     from ..runconfig import capture
     from ..runtime import lifecycle
 
