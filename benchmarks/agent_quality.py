@@ -60,7 +60,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from agentic_iqa.agents.fusion import ETA, fuse
 from agentic_iqa.fitting import degradations as synthetic
-from agentic_iqa.fitting import evaluation_degradations as synthetic_test
+from agentic_iqa.fitting import evaluation_degradations as evaluation
 from agentic_iqa.fitting.opinion import fit as fit_opinion
 from agentic_iqa.fitting.opinion import fusion_target
 from agentic_iqa.fitting.severity import calibrate
@@ -536,16 +536,16 @@ def test_measurements(args: argparse.Namespace, names: list[str]
                       ) -> dict[str, dict[tuple[str, int], Measurements]]:
     """Measurements of each photo (key ("none", 0)) and its test-generator copies, cached."""
     source = (Path(measure_module.__file__).read_bytes()
-              + Path(synthetic_test.__file__).read_bytes())
+              + Path(evaluation.__file__).read_bytes())
     cache = args.cache / f"test-{hashlib.sha256(source).hexdigest()[:12]}.pkl"
     stored = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
     fresh = [n for n in names if n not in stored]
     for name in fresh:
         image = Image.open(args.livec / "images" / name).convert("RGB")
         rows = {("none", 0): measure(np.asarray(image, dtype=np.float32) / 255.0)}
-        for kind in synthetic_test.DEGRADATIONS:
-            for level in synthetic_test.LEVELS:
-                degraded = synthetic_test.degrade(image, kind, level)
+        for kind in evaluation.DEGRADATIONS:
+            for level in evaluation.LEVELS:
+                degraded = evaluation.degrade(image, kind, level)
                 rows[(kind, level)] = measure(np.asarray(degraded, dtype=np.float32) / 255.0)
         stored[name] = rows
     if fresh:
@@ -580,8 +580,8 @@ def dev_report(args: argparse.Namespace, fit_names: list[str]) -> None:
     records: list[Record] = []
     for name, rows in measured.items():
         original = rows[("none", 0)]
-        for kind, (category, _) in synthetic_test.DEGRADATIONS.items():
-            for level in synthetic_test.LEVELS:
+        for kind, (category, _) in evaluation.DEGRADATIONS.items():
+            for level in evaluation.LEVELS:
                 m = rows[(kind, level)]
                 for question_kind, question, with_ref, expected in questions(name, kind,
                                                                              category, level):
@@ -589,7 +589,7 @@ def dev_report(args: argparse.Namespace, fit_names: list[str]) -> None:
                                                       thresholds)
                     records.append((question_kind, kind, level, expected, answer,
                                     asked_category(question)))
-    print_mcq(records, synthetic_test, f"DEV-VAL (FIT photos), test generator, thresholds from "
+    print_mcq(records, evaluation, f"DEV-VAL (FIT photos), test generator, thresholds from "
               f"DEV-CAL: {len(validation_names)} photos", time.perf_counter() - started,
               details=True)
 
@@ -651,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                         "scoring"))
     if not args.skip_mcq:
         mcq_names = spread_subset(held_names, args.mcq_images, "mcq")
-        mcq_report(args, agents, mcq_names, synthetic_test,
+        mcq_report(args, agents, mcq_names, evaluation,
                    "HELD-OUT photos, test generator (agentic_iqa.fitting.evaluation_degradations)")
         if args.in_sample_mcq:
             mcq_report(args, agents, spread_subset(fit_names, args.in_sample_mcq, "mcq"),

@@ -257,11 +257,11 @@ def _max_replans() -> int:
 
 
 def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
-    from ..db import jobs as store
+    from ..db import reads
     from ..db.engine import read_scope
 
     with read_scope(engine) as session:
-        return store.vlm_summary(session, job_id)
+        return reads.vlm_summary(session, job_id)
 
 
 @eval_app.command("estimate")
@@ -292,8 +292,7 @@ def estimate(
     import time
 
     from ..config import PipelineSettings
-    from ..db import dispose_engines, make_engine, upgrade
-    from ..db import jobs as store
+    from ..db import dispose_engines, make_engine, reads, upgrade
     from ..db.engine import read_scope
     from ..jobs.estimate import extrapolate
     from ..jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
@@ -332,8 +331,8 @@ def estimate(
                 lifecycle.run_local(engine, job_id, _agents(), workers=1)
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
-                measured = store.vlm_summary(session, job_id)
-                failed = [(item.item_key, item.error) for item in store.failed_items(
+                measured = reads.vlm_summary(session, job_id)
+                failed = [(item.item_key, item.error) for item in reads.failed_items(
                     session, job_id)]
             dispose_engines(url)
     finally:
@@ -510,14 +509,14 @@ def resume(
 
 def _can_run_here(engine: Any, job_id: str) -> None:
     """Exit 2 with the reason when this process cannot run the job as it was submitted."""
-    from ..db import jobs as store
+    from ..db import reads
     from ..db.engine import read_scope
     from ..runconfig import CannotHonour, RunConfig, backend_configs, check_prompts
     from ..vlm.base import VLMConfigurationError
     from ..vlm.preflight import preflight
 
     with read_scope(engine) as session:
-        text = store.get_job(session, job_id).config_json
+        text = reads.get_job(session, job_id).config_json
     if not text:
         return  # a job stored before configurations were kept: it runs as the environment says
     config = RunConfig.from_json(text)
@@ -545,7 +544,7 @@ def cancel(job: Annotated[str, typer.Argument(
     job = _job_id(engine, job)
     try:
         with session_scope(engine) as session:  # status read and cancel in one transaction
-            status = store.get_job(session, job).status
+            status = reads.get_job(session, job).status
             cancelled = store.cancel(session, job) if status == "running" else None
     except reads.JobNotFound as exc:
         _fail(str(exc))
@@ -558,19 +557,19 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     """Columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
     ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
     that scored nothing.  ``query`` is the query the item was asked: its own, or the job's."""
-    from ..db import jobs as store
+    from ..db import reads
     from ..db.engine import read_scope
     from ..jobs.export import export_columns, raw_column, tool_column
 
     with read_scope(engine) as session:
-        job = store.get_job(session, job_id)
-        tools = sorted({*store.tool_names(session, job_id), *(job.metric_tools or ())})
+        job = reads.get_job(session, job_id)
+        tools = sorted({*reads.tool_names(session, job_id), *(job.metric_tools or ())})
         default_query = job.default_query
     columns = export_columns(tools, raw=True)
 
     def rows() -> Iterator[dict[str, Any]]:
         with read_scope(engine) as session:
-            for row in store.export_rows(session, job_id):
+            for row in reads.export_rows(session, job_id):
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
                 # The query the item was (or would be) asked: its own, else the job's default.
                 row["query"] = row.get("query") or default_query

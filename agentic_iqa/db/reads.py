@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, bindparam, case, func, or_, select, text
 from sqlalchemy.orm import Session
 
+from ..redact import redact
 from ..state import AgenticIQAState, state_from_json
-from ..vlm.usage import ModelUsage
-from .models import Job, JobItem, ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, VlmCall
+from ..vlm.usage import ModelUsage, PriceTable, summarize
+from .models import (
+    Job,
+    JobItem,
+    ReplanRow,
+    Run,
+    StepRecord,
+    ToolLog,
+    UtcDateTime,
+    VlmCall,
+    utc_now,
+)
 
 #: Questions a user asks of the database, as SQL that runs unchanged on SQLite and PostgreSQL.
 #: Parameters (``:since``) are bound by :func:`run_example_query`, or by your SQL client.
@@ -412,3 +424,141 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
         "answer_unparseable": result.answer_unparseable if result is not None else None,
         "vlm_usage": summarize(vlm_usage(session, run_id=run_id), PriceTable.load()),
     }
+
+
+# -- a job's progress and rows -------------------------------------------------------------------
+
+
+def items_run(session: Session, job_id: str) -> int:
+    """Items whose run has ended (done or failed after running): the divisor of cost per
+    item. Bad rows never ran and cost nothing."""
+    return int(session.scalar(select(func.count()).where(
+        JobItem.job_id == job_id, JobItem.run_id.is_not(None),
+        JobItem.status.in_(("done", "failed")))) or 0)
+
+
+def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
+                ) -> dict[str, Any]:
+    """The job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
+    get_job(session, job_id)
+    return summarize(vlm_usage(session, job_id=job_id), prices or PriceTable.load(),
+                     items=items_run(session, job_id))
+
+
+def jobs_to_feed(session: Session) -> list[str]:
+    """Running jobs that the workers feed and that still have items waiting."""
+    return list(session.scalars(
+        select(Job.id).where(Job.status == "running", Job.dispatch == "workers")
+        .where(select(JobItem.id).where(JobItem.job_id == Job.id, JobItem.status == "pending")
+               .exists())
+    ))
+
+
+def stalled_count(session: Session, job_id: str) -> int:
+    """Items in flight whose run's lease has passed: nothing has happened to them lately."""
+    return int(session.scalar(
+        select(func.count()).select_from(JobItem).join(Run, Run.id == JobItem.run_id)
+        .where(JobItem.job_id == job_id, JobItem.status == "queued",
+               Run.status.in_(("pending", "running")), Run.lease_until.is_not(None),
+               Run.lease_until < utc_now())
+    ) or 0)
+
+
+def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem]:
+    """The job's failed items (the first ``limit``), with their reasons."""
+    return list(session.scalars(select(JobItem).where(
+        JobItem.job_id == job_id, JobItem.status == "failed").order_by(JobItem.id).limit(limit)))
+
+
+def live_leases(session: Session, job_id: str) -> int:
+    """Runs of the job in flight whose lease is still running: someone is working on them."""
+    return int(session.scalar(
+        select(func.count()).select_from(Run)
+        .where(Run.job_id == job_id, Run.status.in_(("pending", "running")),
+               Run.lease_until.is_not(None), Run.lease_until >= utc_now())) or 0)
+
+
+def counts(session: Session, job_id: str) -> dict[str, int]:
+    rows = session.execute(
+        select(JobItem.status, func.count()).where(JobItem.job_id == job_id)
+        .group_by(JobItem.status)
+    ).all()
+    return {status: int(count) for status, count in rows}
+
+
+def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dict[str, Any]]:
+    """Items with their run's answer and the tool logs' per-tool means (normalized in
+    ``tool_scores``, raw in ``raw_scores``), streamed in batches."""
+    import json
+
+    from ..jobs.metrics import answer_letter  # numpy: only exports and reports need it
+
+    last_id = 0
+    while True:
+        page = session.execute(
+            select(JobItem, Run).outerjoin(Run, Run.id == JobItem.run_id)
+            .where(JobItem.job_id == job_id, JobItem.id > last_id)
+            .order_by(JobItem.id).limit(batch)
+        ).all()
+        if not page:
+            return
+        last_id = page[-1][0].id
+        run_ids = [run.id for _item, run in page if run is not None]
+        logs: dict[str, list[ToolLog]] = {}
+        answered: dict[str, set[str]] = {}
+        if run_ids:
+            for log in session.scalars(select(ToolLog).where(ToolLog.run_id.in_(run_ids))):
+                logs.setdefault(log.run_id, []).append(log)
+            for run_id, backend, model in session.execute(  # who actually answered
+                    select(VlmCall.run_id, VlmCall.backend, VlmCall.model).distinct()
+                    .where(VlmCall.run_id.in_(run_ids), VlmCall.error.is_(None))):
+                answered.setdefault(run_id, set()).add(f"{backend}/{model}")
+        for item, run in page:
+            row: dict[str, Any] = {
+                "item_id": item.item_key, "line": item.line, "image": item.image,
+                "reference": item.reference, "query": item.query, "status": item.status,
+                "error": redact(item.error), "run_id": item.run_id, "mos": item.mos,
+                "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
+                "reasoning": None, "level_distribution": None, "answered_by": None,
+                "correct": None, "severities": None, "fallbacks": 0, "tools": None,
+                "tool_scores": {}, "raw_scores": {},
+            }
+            if run is not None:
+                row["final_answer"], row["quality_score"] = run.final_answer, run.quality_score
+                if item.answer_truth and run.final_answer:
+                    row["correct"] = answer_letter(run.final_answer) == item.answer_truth
+                state = json.loads(run.state_json)
+                summary = state.get("summarizer_result") or {}
+                row["reasoning"] = redact(summary.get("quality_reasoning"))
+                row["level_distribution"] = summary.get("level_distribution")
+                row["answered_by"] = ";".join(sorted(answered.get(run.id, ()))) or None
+                row["severities"] = _severities(state)
+                run_logs = logs.get(run.id, [])
+                row["fallbacks"] = sum(1 for log in run_logs if log.fallback)
+                per_tool: dict[str, list[float]] = {}
+                per_tool_raw: dict[str, list[float]] = {}
+                for log in run_logs:
+                    if log.normalized_score is not None:
+                        per_tool.setdefault(log.tool_name, []).append(log.normalized_score)
+                    if log.raw_score is not None:
+                        per_tool_raw.setdefault(log.tool_name, []).append(log.raw_score)
+                row["tool_scores"] = {t: sum(v) / len(v) for t, v in per_tool.items()}
+                row["raw_scores"] = {t: sum(v) / len(v) for t, v in per_tool_raw.items()}
+                row["tools"] = ";".join(sorted(per_tool)) or None
+            yield row
+
+
+def tool_names(session: Session, job_id: str) -> list[str]:
+    """Every tool that scored an item of the job (the export's per-tool columns)."""
+    return list(session.scalars(
+        select(ToolLog.tool_name).distinct()
+        .join(JobItem, JobItem.run_id == ToolLog.run_id)
+        .where(JobItem.job_id == job_id, ToolLog.normalized_score.is_not(None))
+        .order_by(ToolLog.tool_name)
+    ))
+
+
+def _severities(state: dict[str, Any]) -> str | None:
+    analysis = (state.get("executor_evidence") or {}).get("distortion_analysis") or {}
+    parts = [f"{item['type']}={item['severity']}" for items in analysis.values() for item in items]
+    return ";".join(parts) or None

@@ -120,8 +120,8 @@ def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], Non
     both fill the same gap.  ``lease_seconds``: the runs are supervised (workers).
     """
     with session_scope(engine) as session:
-        job = store.get_job(session, job_id, lock=True)
-        in_flight = store.counts(session, job_id).get("queued", 0)
+        job = reads.get_job(session, job_id, lock=True)
+        in_flight = reads.counts(session, job_id).get("queued", 0)
         run_ids = store.claim(session, job, window - in_flight, lease_seconds=lease_seconds)
     for run_id in run_ids:  # after the commit, so a worker always finds its run
         dispatch(run_id)
@@ -252,11 +252,11 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         if job is None:
             raise reads.JobNotFound("(latest)")
         running = job.status == "running"
-        stalled = store.stalled_count(session, job.id) if running else 0
-        counts = store.counts(session, job.id)
+        stalled = reads.stalled_count(session, job.id) if running else 0
+        counts = reads.counts(session, job.id)
         open_items = counts.get("pending", 0) + counts.get("queued", 0)
         orphaned = (running and job.dispatch == "local" and open_items > 0
-                    and not store.live_leases(session, job.id))
+                    and not reads.live_leases(session, job.id))
         tools = job.metric_tools
         return Progress(job.id, job.name, job.status, counts, job.created_at,
                         job.finished_at, stalled, tuple(tools) if tools else None, job.error,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from ..db import jobs as store
-from ..db import steps
+from ..db import reads, steps
 from ..db.engine import session_scope
 from ..redact import redact
 from . import lifecycle
@@ -58,7 +58,7 @@ def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
         with session_scope(engine) as session:
             tick.closed = store.close_orphaned_items(session)
             tick.finished = store.finish_complete_jobs(session)
-            job_ids = store.jobs_to_feed(session)
+            job_ids = reads.jobs_to_feed(session)
     except Exception as exc:
         tick.errors.append(f"reading jobs: {redact(str(exc))}")
         return tick

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageFilter
 
 from agentic_iqa.agents.fusion import fuse
-from agentic_iqa.fitting import evaluation_degradations as synthetic_test
+from agentic_iqa.fitting import evaluation_degradations as evaluation
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.fitting.opinion import fit, fusion_target
 from agentic_iqa.fitting.severity import fit_indicator
@@ -56,29 +56,29 @@ def test_each_indicator_grows_with_its_distortion_level(photo, kind, category):
     assert values[4] >= 3.0 > values[0]
 
 
-@pytest.mark.parametrize("kind", sorted(synthetic_test.DEGRADATIONS))
+@pytest.mark.parametrize("kind", sorted(evaluation.DEGRADATIONS))
 def test_severity_is_monotone_in_the_test_generators_level(photo, kind):
     """The other generator (never calibrated on) still moves its category the right way (for
     brightening, the too-bright side: this photo starts on the dark side of normal)."""
-    category = synthetic_test.DEGRADATIONS[kind][0]
+    category = evaluation.DEGRADATIONS[kind][0]
 
     def severity(image: Image.Image) -> float:
         if kind == "gamma_bright":
             return indicator_scores(measure(pixels(image)))["bright"]
         return scores_of(image)[category]
 
-    values = [severity(synthetic_test.degrade(photo, kind, level)) for level in (0, 1, 2, 3, 4)]
+    values = [severity(evaluation.degrade(photo, kind, level)) for level in (0, 1, 2, 3, 4)]
     assert values == sorted(values)
     assert values[4] >= values[0] + 2.0
 
 
 def test_test_generator_is_deterministic_and_keeps_the_size(photo):
-    for kind in synthetic_test.DEGRADATIONS:
-        first = synthetic_test.degrade(photo, kind, 2)
+    for kind in evaluation.DEGRADATIONS:
+        first = evaluation.degrade(photo, kind, 2)
         assert first.size == photo.size
-        assert np.array_equal(pixels(first), pixels(synthetic_test.degrade(photo, kind, 2)))
+        assert np.array_equal(pixels(first), pixels(evaluation.degrade(photo, kind, 2)))
     with pytest.raises(ValueError):
-        synthetic_test.degrade(photo, "blur", 1)  # a calibration kind, not a test kind
+        evaluation.degrade(photo, "blur", 1)  # a calibration kind, not a test kind
 
 
 def test_extreme_distortions_are_the_top_category(photo):
@@ -88,7 +88,7 @@ def test_extreme_distortions_are_the_top_category(photo):
 
 
 @pytest.mark.parametrize("darkened", [
-    lambda p: degrade(p, "dark", 3), lambda p: synthetic_test.degrade(p, "gamma_dark", 3)])
+    lambda p: degrade(p, "dark", 3), lambda p: evaluation.degrade(p, "gamma_dark", 3)])
 def test_a_darkened_image_is_a_brightness_change_not_low_contrast(photo, darkened):
     clean, dark = scores_of(photo), scores_of(darkened(photo))
     assert dark["Brightness change"] >= clean["Brightness change"] + 1.5
@@ -98,7 +98,7 @@ def test_a_darkened_image_is_a_brightness_change_not_low_contrast(photo, darkene
 
 @pytest.mark.parametrize("flattened", [
     lambda p: degrade(p, "contrast", 3),
-    lambda p: synthetic_test.degrade(p, "curve_contrast", 3)])
+    lambda p: evaluation.degrade(p, "curve_contrast", 3)])
 def test_a_contrast_reduced_image_is_low_contrast_not_a_brightness_change(photo, flattened):
     clean, flat = scores_of(photo), scores_of(flattened(photo))
     assert flat["Contrast"] >= clean["Contrast"] + 1.5
@@ -110,7 +110,7 @@ def test_with_a_reference_the_change_is_measured(photo):
     for kind, category in (("defocus", "Blurs"), ("shot_noise", "Noise"),
                            ("gamma_dark", "Brightness change"), ("curve_contrast", "Contrast"),
                            ("hsv_desaturate", "Color distortions")):
-        scores = scores_of(synthetic_test.degrade(photo, kind, 3), photo)
+        scores = scores_of(evaluation.degrade(photo, kind, 3), photo)
         assert max(scores, key=scores.get) in {category, "Sharpness"}, (kind, scores)
     assert max(scores_of(photo, photo).values()) == 0.0
 

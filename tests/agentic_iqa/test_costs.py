@@ -122,11 +122,11 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
     assert len(remote.server.requests) == calls  # not one more request
 
     with session_scope(make_engine(first_url)) as session:
-        first = store.vlm_summary(session, first_job)
+        first = reads.vlm_summary(session, first_job)
         per_run = [reads.vlm_usage(session, run_id=run.run_id)
                    for run in session.query(store.JobItem).filter_by(job_id=first_job)]
     with session_scope(make_engine(second_url)) as session:
-        second = store.vlm_summary(session, second_job)
+        second = reads.vlm_summary(session, second_job)
         rows = session.query(VlmCall).all()
         items = session.query(store.JobItem).filter_by(job_id=second_job).all()
         steps = [reads.vlm_steps(session, item.run_id) for item in items]
@@ -167,7 +167,7 @@ def test_no_vlm_cache_on_eval_submit_asks_the_model_again(
     job_id = result.stdout.strip().splitlines()[-1]
     with session_scope(make_engine(second_url)) as session:
         assert store.get_job(session, job_id).vlm_cache is False
-        assert store.vlm_summary(session, job_id)["calls"] == 6
+        assert reads.vlm_summary(session, job_id)["calls"] == 6
     for url in (first_url, second_url):
         dispose_engines(url)
 
@@ -205,7 +205,7 @@ def test_a_model_without_a_price_has_an_unknown_cost(
     url = database(tmp_path, "results.sqlite3")
     job_id = run_job(url, manifest)
     with session_scope(make_engine(url)) as session:
-        summary = store.vlm_summary(session, job_id)
+        summary = reads.vlm_summary(session, job_id)
     assert summary["calls"] == 6 and summary["input_tokens"] == 6000
     assert summary["cost_usd"] is None and summary["cost_per_item_usd"] is None
     host = remote.server.url.removeprefix("http://")
@@ -223,7 +223,7 @@ def test_a_vendor_model_name_on_a_local_server_is_not_priced_as_the_vendors(
     url = database(tmp_path, "results.sqlite3")
     job_id = run_job(url, manifest)
     with session_scope(make_engine(url)) as session:
-        summary = store.vlm_summary(session, job_id)
+        summary = reads.vlm_summary(session, job_id)
     assert summary["calls"] == 6 and summary["input_tokens"] == 6000
     assert summary["cost_usd"] is None
     assert summary["unpriced_models"] == [f"gpt-4o at {remote.server.url[7:]}"]

@@ -139,15 +139,14 @@ def run_local_job(behaviour: Behaviour, items: list[Item], folder: Path, *, seed
 
 def read_job(behaviour: Behaviour, url: str, job_id: str, items: list[Item],
              exit_code: int | None, calls: dict[str, int]) -> JobResult:
-    from agentic_iqa.db import jobs as store
-    from agentic_iqa.db import make_engine
+    from agentic_iqa.db import make_engine, reads
     from agentic_iqa.db.engine import read_scope
 
     truths = {item.id: item.truth for item in items}
     outcomes = []
     with read_scope(make_engine(url)) as session:
-        job_error = getattr(store.get_job(session, job_id), "error", None)
-        for row in store.export_rows(session, job_id):
+        job_error = getattr(reads.get_job(session, job_id), "error", None)
+        for row in reads.export_rows(session, job_id):
             truth = truths[row["item_id"]]
             outcomes.append(Outcome(row["item_id"], row["status"], row["error"],
                                     row["final_answer"], row["quality_score"], truth.answer,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agentic_iqa.fitting import evaluation_degradations as synthetic_test
+from agentic_iqa.fitting import evaluation_degradations as evaluation
 from agentic_iqa.fitting.severity import detection_cut, fit_detector, fit_dominance, fit_indicator
 from agentic_iqa.vlm.builtin import answer
 from agentic_iqa.vlm.builtin.measure import measure
@@ -104,7 +104,7 @@ def test_the_real_photo_is_not_called_blurry_noisy_or_badly_exposed(photo):
     ("defocus", "Blurs"), ("shot_noise", "Noise"), ("gamma_dark", "Brightness change"),
     ("curve_contrast", "Contrast"), ("hsv_desaturate", "Color distortions")])
 def test_a_clear_distortion_of_the_other_generator_is_detected(photo, kind, category):
-    scores = category_scores(measure(pixels(synthetic_test.degrade(photo, kind, 3))))
+    scores = category_scores(measure(pixels(evaluation.degrade(photo, kind, 3))))
     assert scores[category] >= default_thresholds().present_from(category)
 
 
@@ -172,7 +172,7 @@ def test_an_extreme_reading_is_present_whatever_the_detector_says():
     never = Logistic({"blur": 0.0}, -10.0, cut=0.0)
     table = replace(default_thresholds(), detectors={"Blurs": never})
     photo = example_photo()
-    smeared = measure(pixels(synthetic_test.degrade(photo, "defocus", 4)))
+    smeared = measure(pixels(evaluation.degrade(photo, "defocus", 4)))
     assert category_scores(smeared, None, table)["Blurs"] >= ALWAYS_PRESENT
     assert presence(smeared, None, table)["Blurs"] >= 0.0
     assert presence(measure(pixels(photo)), None, table)["Blurs"] < 0.0
@@ -216,7 +216,7 @@ def test_the_real_photo_is_clean_to_the_detectors():
     ("gamma_bright", "Brightness change"), ("curve_contrast", "Contrast"),
     ("hsv_desaturate", "Color distortions")])
 def test_a_clear_distortion_of_the_other_generator_is_detected_and_named(kind, category):
-    degraded = measure(pixels(synthetic_test.degrade(example_photo(), kind, 3)))
+    degraded = measure(pixels(evaluation.degrade(example_photo(), kind, 3)))
     assert presence(degraded)[category] >= 0.0
     probabilities = dominance(degraded)
     assert max(CATEGORIES, key=probabilities.__getitem__) == category, probabilities
