@@ -627,7 +627,6 @@ class ExecutorOutput(_StateModel):
 NO_REASONING = "(the model gave no reasoning)"
 
 
-
 class SummarizerOutput(_StateModel):
     """The answer and why; or a request to plan again because evidence is missing."""
 

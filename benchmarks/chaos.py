@@ -272,5 +272,6 @@ def main() -> None:
               f"{after if after is not None else '-'} s; every item in flight at the fault "
               f"finished after {healed if healed is not None else 'never'} s{lasted}{ratio}")
 
+
 if __name__ == "__main__":
     main()

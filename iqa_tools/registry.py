@@ -334,7 +334,6 @@ class ToolRegistry:
             raise NonFiniteScoreError(f"{spec.name} returned {raw} for {target.path}")
         return raw
 
-
     # -- batches ---------------------------------------------------------------------------------
 
     def _batch_memo(self) -> dict[str, tuple[float, float]]:

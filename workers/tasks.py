@@ -73,8 +73,6 @@ def agents() -> Agents:
     return agents_source()(None)
 
 
-
-
 def engine() -> Engine:
     return make_engine(settings().database_url)
 

@@ -71,8 +71,6 @@ def scoring_mode(query: str, plan: PlannerOutput) -> bool:
     return parsed.wants_rating
 
 
-
-
 def evidence_context(query: str, image_path: str, plan: PlannerOutput,
                      evidence: ExecutorOutput | None) -> dict[str, Any]:
     evidence = evidence or ExecutorOutput()

@@ -33,20 +33,6 @@ eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, exp
                        no_args_is_help=True)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _summary(engine: Any, job_id: str) -> None:
     """After waiting for a job: counts, elapsed time, where the results are, what to run next
     (on stderr: stdout holds only the job id, for scripts)."""
@@ -70,8 +56,6 @@ def _summary(engine: Any, job_id: str) -> None:
     ]
     for text in lines:
         err.print(escape(text), highlight=False, soft_wrap=True)
-
-
 
 
 def _pace(current: Any) -> str:
@@ -246,8 +230,6 @@ def _database() -> Any:
         return _engine()
     except DatabaseError as exc:
         _fail(f"the results database cannot be opened: {_first_line(exc)}", code=2)
-
-
 
 
 def _max_replans() -> int:

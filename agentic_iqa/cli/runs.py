@@ -114,8 +114,6 @@ def list_runs(
                   highlight=False)
 
 
-
-
 @runs_app.command("show")
 def show(
     run: Annotated[str | None, typer.Argument(

@@ -32,6 +32,7 @@ def close_item_for_run(session: Session, run: Run) -> None:
             job.waiting = job.waiting_at = None
         finish_if_complete(session, job)
 
+
 def finish_if_complete(session: Session, job: Job) -> None:
     open_items = session.scalar(
         select(func.count()).where(JobItem.job_id == job.id,

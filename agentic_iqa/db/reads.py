@@ -57,6 +57,7 @@ EXAMPLE_QUERIES: dict[str, str] = {
     """,
 }
 
+
 class RunNotFound(KeyError):
     """No run with this id (a task for a deleted run, or an id from another database)."""
 
@@ -69,12 +70,15 @@ class RunNotFound(KeyError):
 
 
 class JobNotFound(KeyError):
+    """No job with this id (or unique prefix) in the database."""
+
     def __init__(self, job_id: str) -> None:
         super().__init__(job_id)
         self.job_id = job_id
 
     def __str__(self) -> str:
         return f"no job with id {self.job_id!r} in the database"
+
 
 def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
     """The job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
@@ -83,6 +87,7 @@ def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
     if job is None:
         raise JobNotFound(job_id)
     return job
+
 
 def latest_job(session: Session) -> Job | None:
     return session.scalars(select(Job).order_by(Job.created_at.desc()).limit(1)).first()
@@ -95,9 +100,11 @@ def get_run(session: Session, run_id: str) -> Run:
         raise RunNotFound(run_id)
     return run
 
+
 def load_state(session: Session, run_id: str) -> AgenticIQAState:
     """The run's latest state, as the pipeline's models."""
     return state_from_json(get_run(session, run_id).state_json)
+
 
 def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:
     """'running', 'succeeded' or 'failed'; None when the step never began."""
@@ -105,6 +112,7 @@ def step_status(session: Session, run_id: str, step: str, iteration: int) -> str
         select(StepRecord.status).where(StepRecord.run_id == run_id, StepRecord.step == step,
                                         StepRecord.iteration == iteration)
     )
+
 
 def current_step(session: Session, run_id: str) -> str | None:
     """The step the run is busy with ("tool_execution#0"), for progress displays."""
@@ -114,6 +122,7 @@ def current_step(session: Session, run_id: str) -> str | None:
     ).first()
     return None if record is None else f"{record.step}#{record.iteration}"
 
+
 def steps_for(session: Session, run_id: str) -> list[StepRecord]:
     """Every step record of the run, in the order the steps first began."""
     return list(session.scalars(
@@ -121,17 +130,20 @@ def steps_for(session: Session, run_id: str) -> list[StepRecord]:
         .order_by(StepRecord.iteration, StepRecord.id)
     ))
 
+
 def tool_logs_for(session: Session, run_id: str) -> list[ToolLog]:
     """Every tool call of the run, in order."""
     return list(session.scalars(
         select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
     ))
 
+
 def replans_for(session: Session, run_id: str) -> list[ReplanRow]:
     """Every replanning round of the run, in order."""
     return list(session.scalars(
         select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
     ))
+
 
 def run_example_query(session: Session, name: str, **params: Any) -> list[Row[Any]]:
     """Run one of :data:`EXAMPLE_QUERIES`; a ``since`` datetime is bound as UTC on both dialects.
@@ -144,9 +156,11 @@ def run_example_query(session: Session, name: str, **params: Any) -> list[Row[An
         statement = statement.bindparams(bindparam("since", type_=UtcDateTime()))
     return list(session.execute(statement, params))
 
+
 def _real(column: Any) -> Any:
     """``column`` on real calls, 0 on cache hits (which cost nothing)."""
     return func.coalesce(func.sum(case((VlmCall.cache_hit, 0), else_=column)), 0)
+
 
 def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None = None
               ) -> list[ModelUsage]:
@@ -167,6 +181,7 @@ def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None
         statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
     return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint)
             for backend, model, endpoint, *values in session.execute(statement).all()]
+
 
 def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(real calls, cache hits) per (step, iteration) of a run: whether its answers came from

@@ -45,9 +45,6 @@ _JOBS = Job.__table__
 _UPDATE = TypeAdapter(dict[str, Any], config=ConfigDict(ser_json_inf_nan="strings"))
 
 
-
-
-
 class StaleAttempt(Exception):
     """This attempt no longer owns its step: another delivery took it over (its lease had
     passed: a frozen worker, a lost connection) and may have finished it.  Its outcome must
@@ -93,10 +90,6 @@ def create_run(session: Session, *, query: str, image_path: str,
     session.add(run)
     session.flush()
     return run.id
-
-
-
-
 
 
 @dataclass(frozen=True)
@@ -493,18 +486,6 @@ def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> l
         run.resends += 1
     session.flush()
     return [run.id for run in runs]
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # -- VLM calls -------------------------------------------------------------------------------

@@ -240,7 +240,6 @@ def _bare(text: str) -> str:
     return text.strip().strip("().:\"'*").strip().casefold()
 
 
-
 def _classify(exc: Exception, message: str) -> VLMError:
     return classify_sdk_error(exc, message, connection_error=anthropic.APIConnectionError,
                               status_error=anthropic.APIStatusError)

@@ -53,7 +53,6 @@ NAMESPACE = "vlm_responses"
 RECENT_KEYS = 64
 
 
-
 def is_deterministic(config: BackendConfig) -> bool:
     """Whether this backend's answers are fixed by the request (see the module docstring)."""
     if config.backend != "openai":

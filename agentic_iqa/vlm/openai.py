@@ -221,7 +221,6 @@ def _field(entry: Any, name: str) -> Any:
     return entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
 
 
-
 def _classify(exc: Exception, message: str) -> VLMError:
     return classify_sdk_error(exc, message, connection_error=openai.APIConnectionError,
                               status_error=openai.APIStatusError)

@@ -194,6 +194,7 @@ class PriceTable:
         source = Path(path).expanduser()
         if not source.is_file():
             return cls({})
+
         def table(entries: Mapping[str, Any]) -> dict[str, Price]:
             return {str(name): Price(input=float(entry["input"]), output=float(entry["output"]),
                                      cached_input=float(entry.get("cached_input",

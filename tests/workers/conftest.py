@@ -19,6 +19,7 @@ def broker_database(redis_url: str) -> str:
     number = int(os.environ.get("AGENTIC_IQA_TEST_BROKER_DB", "7")) - xdist_index()
     return redis_database(redis_url, number)
 
+
 PIPELINE_TOOLS = {
     # Toy tools registered by import string: never offered to automatic selection.
     "Broken": {"display_name": "always NaN", "factory": "tests.iqa_tools.factories:always_nan",

@@ -87,10 +87,6 @@ class OpinionModel:
                    highs=floats("highs"))
 
 
-
-
-
-
 @dataclass(frozen=True)
 class OpinionModels:
     """One model per tool whose score may be the evidence, plus one for no tool score."""

@@ -208,6 +208,7 @@ class Thresholds:
                     for name, v in dict(part).items()}
         detection = {part: {c: float(v) for c, v in dict(values).items()}
                      for part, values in dict(document.get("detection", {})).items()}
+
         def models(part: object) -> dict[str, Logistic]:
             return {c: Logistic.from_dict(v) for c, v in dict(part or {}).items()}
         return cls(table(document["no_reference"]), table(document["full_reference"]),
