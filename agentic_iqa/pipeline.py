@@ -41,7 +41,7 @@ from iqa_tools.errors import InputError, ToolError
 from iqa_tools.images import check_min_size, probe_image
 
 from .agents import executor, summarizer
-from .agents.planner import PlanningFailed, make_plan
+from .agents.planner import PlanningFailed, make_plan, no_plan
 from .state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     AgenticIQAState,
@@ -311,6 +311,9 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
                 validate_inputs(image, reference)
             except ToolError as bad:
                 return {"error": str(bad)}
+        if state.get("mode") == "vlm":
+            return {"plan": no_plan(query, reference is not None), "error": None,
+                    "steps_done": [PLAN], "executor_evidence": ExecutorOutput()}
         tool_names = [spec.name for spec in agents.registry.catalog]
         try:
             plan = make_plan(agents.planner, query, image, reference, tool_names, reason)

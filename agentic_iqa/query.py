@@ -10,7 +10,7 @@ Named image regions that need no model to find (a half, a quarter, the centre) a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .vocabulary import DISTORTION_TERMS
@@ -63,6 +63,7 @@ _STOP = {
     "which", "than", "as", "have", "has", "affected", "suffer", "suffers", "there", "very",
     "too", "so", "how", "what", "a", "an", "the", "using", "use", "according", "compared",
 }
+_LETTERS = "ABCDEFGH"
 _WORD = r"[a-z][a-z'\-]*"
 _DETERMINER_PHRASE = re.compile(rf"\b(?:the|this|that|these|those|its)\s+({_WORD}(?:\s+{_WORD})?)")
 _OPTION = re.compile(r"(?:^|\s|\()([A-H])[\.\):]\s*(.+?)(?=\s+\(?[A-H][\.\):]\s|\n|$)", re.M)
@@ -188,6 +189,18 @@ def options_in(text: str) -> dict[str, str]:
     if letters != [chr(ord("A") + i) for i in range(len(letters))]:
         return {}
     return options
+
+
+def with_options(question: str, options: Sequence[str]) -> str:
+    """``question`` with its candidate answers lettered beneath it, one per line ("A. Yes"):
+    the one form every backend is shown, and the one :func:`options_in` reads back."""
+    if not options:
+        return question
+    if len(options) > len(_LETTERS):
+        raise ValueError(f"at most {len(_LETTERS)} options, not {len(options)}")
+    lines = (f"{letter}. {' '.join(str(option).split())}"
+             for letter, option in zip(_LETTERS, options, strict=False))
+    return question.rstrip() + "\n" + "\n".join(lines)
 
 
 def parse_query(text: str, tool_names: Iterable[str] = ()) -> ParsedQuery:

@@ -788,6 +788,8 @@ class AgenticIQAState(TypedDict):
     step_errors: NotRequired[dict[str, str]]
     # A metric job's run: only these tools, on the whole image, with no plan and no VLM
     metric_tools: NotRequired[list[ToolName]]
+    # "vlm": the VLM answers alone (an ablation): no plan asked for, no executor, no replan
+    mode: NotRequired[Literal["agent", "vlm"]]
 
 
 _STATE_KEYS = AgenticIQAState.__required_keys__ | AgenticIQAState.__optional_keys__
@@ -801,10 +803,12 @@ def initial_state(
     *,
     max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
     metric_tools: Sequence[str] | None = None,
+    mode: Literal["agent", "vlm"] = "agent",
 ) -> AgenticIQAState:
     """A run's starting state, with the replanning counters set.
 
     ``metric_tools``: a metric job's run, which only scores the image with these tools.
+    ``mode="vlm"``: the VLM answers the query alone, the ablation of the agent's parts.
     """
     if max_replan_iterations < 0:
         raise ValueError(f"max_replan_iterations must be >= 0, got {max_replan_iterations}")
@@ -819,6 +823,9 @@ def initial_state(
         state["reference_path"] = reference_path
     if metric_tools:
         state["metric_tools"] = list(metric_tools)
+    if mode == "vlm":
+        state["mode"] = "vlm"
+        state["max_replan_iterations"] = 0
     return state
 
 

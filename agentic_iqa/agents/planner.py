@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 
 from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
-from ..query import tool_in
-from ..state import PlannerError, PlannerOutput
+from ..query import parse_query, tool_in
+from ..state import PlanControlFlags, PlannerError, PlannerOutput
 from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from .jsonreply import ask_json
 
@@ -85,3 +85,17 @@ def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
             for key, value in changes.items()})
         plan = plan.model_copy(update=changes)
     return plan
+
+
+def no_plan(query: str, has_reference: bool) -> PlannerOutput:
+    """The plan of a run where the VLM answers alone (``--mode vlm``): nothing asked of a
+    planner, no executor subtask, so the summarizer sees the image and the question only.
+    Taste questions stay "Other" so a rating request is still told from a question."""
+    aesthetic = parse_query(query).aesthetic
+    return PlannerOutput(
+        query_type="Other" if aesthetic else "IQA", query_scope="Global",
+        distortion_source="Inferred", distortions=None,
+        reference_mode="Full-Reference" if has_reference else "No-Reference",
+        required_tool=None,
+        plan=PlanControlFlags(distortion_detection=False, distortion_analysis=False,
+                              tool_selection=False, tool_execution=False))

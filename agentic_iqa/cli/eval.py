@@ -99,12 +99,31 @@ def _agents() -> Any:
 
 @eval_app.command("submit")
 def submit(
-    manifest: Annotated[Path, typer.Argument(help="CSV or JSONL manifest, or a folder of images")],
+    manifest: Annotated[Path | None, typer.Argument(
+        help="CSV, JSON or JSONL manifest, or a folder of images (or --dataset instead)")
+    ] = None,
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", help="a public dataset read from its own files under --root: "
+                          "livec, koniq10k, spaq, kadid10k, tid2013, agiqa3k, qbench "
+                          "(`agentic-iqa eval datasets` lists them)")] = None,
+    split: Annotated[str | None, typer.Option(
+        "--split", help="the dataset's split (default: the dataset's own, e.g. all or dev)")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, help="only the first N rows or records")] = None,
+    image_dir: Annotated[Path | None, typer.Option(
+        "--image-dir", help="a manifest's image paths are relative to this folder (default: "
+                            "the manifest's own folder)")] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="agent (plan, tools, summary), vlm (the VLM answers alone: no plan, no "
+                       "tools) or tools (the tools alone; with --tools)")] = "agent",
     name: Annotated[str | None, typer.Option("--name")] = None,
     query: Annotated[str | None, typer.Option(
         "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
                               "image.'; a metric job: 'metrics: TOOLS')")] = None,
-    root: Annotated[Path | None, typer.Option("--root", help="confine every path here")] = None,
+    root: Annotated[Path | None, typer.Option(
+        "--root", help="with --dataset: the dataset's folder; with a manifest: confine every "
+                       "path here")] = None,
     tools: Annotated[str | None, typer.Option(
         "--tools", help="a metric job: only these tools (comma-separated, e.g. BRISQUE,NIQE,"
                         "SSIM) on every image, raw and normalized scores, no agent and no VLM")
@@ -152,6 +171,16 @@ def submit(
 
     if not vlm_cache:  # local runs: clients without a cache; workers: read from the job
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
+    if mode not in ("agent", "vlm", "tools"):
+        _fail(f"unknown --mode {mode!r}: agent, vlm or tools", code=2)
+    if mode == "tools" and tools is None:
+        _fail("--mode tools runs the tools alone: name them, e.g. --tools BRISQUE,NIQE", code=2)
+    if mode == "vlm" and tools is not None:
+        _fail("--mode vlm asks no tool: --tools goes with --mode tools", code=2)
+    if manifest is None and dataset is None:
+        _fail("give a manifest, or a dataset: --dataset NAME --root DIR", code=2)
+    if manifest is not None and dataset is not None:
+        _fail("give a manifest or --dataset, not both", code=2)
     try:  # checked (names, weights) before anything is captured or stored
         metric_tools = check_tools(parse_tools(tools)) if tools is not None else None
     except (MetricToolsError, ToolError) as exc:
@@ -166,7 +195,9 @@ def submit(
                          metric_tools=metric_tools, roles=roles)
         job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
                                   check_images=not no_check_images, mos_range=mos_range,
-                                  vlm_cache=vlm_cache, tools=metric_tools, config=config)
+                                  vlm_cache=vlm_cache, tools=metric_tools, config=config,
+                                  mode="tools" if metric_tools else mode, dataset=dataset,
+                                  split=split, image_dir=image_dir, limit=limit)
     except MetricToolsError as exc:
         _fail(str(exc), code=2)
     except (ManifestFormatError, OSError) as exc:
@@ -179,6 +210,10 @@ def submit(
     print(job_id)
     err.print(f"job {job_id}: {current.total} items ({bad} bad rows recorded as failed)",
               highlight=False, soft_wrap=True)
+    if current.total and bad == current.total:
+        _summary(engine, job_id)
+        _fail(f"job {job_id}: every item is a bad row, nothing to run; the first: "
+              f"{_first_failure(engine, job_id)}")
     if mos_range is None and (negative := _negative_mos_count(engine, job_id)):
         err.print(f"[yellow]warning:[/] {negative} items have a negative MOS; if the scale has "
                   "no negative scores, declare it with --mos-range LOW HIGH so such rows are "
@@ -204,6 +239,28 @@ def submit(
         _run_local(engine, job_id, _agents(), workers)
     _summary(engine, job_id)
     _end_of_wait(engine, job_id)
+
+
+@eval_app.command("datasets")
+def datasets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The public datasets `eval submit --dataset NAME --root DIR` reads in their own format:
+    the files each needs under DIR, its splits, its opinion scale and direction."""
+    from dataclasses import asdict
+
+    from ..datasets import dataset_names, get_dataset
+
+    infos = [get_dataset(name).info for name in dataset_names()]
+    if as_json:
+        print(json.dumps([asdict(info) for info in infos], indent=2))
+        return
+    for info in infos:
+        scale = (f"MOS {info.mos_range[0]:g}-{info.mos_range[1]:g}, "
+                 f"{'higher' if info.higher_is_better else 'lower'} is better"
+                 if info.mos_range else "multiple choice")
+        out.print(f"[bold]{escape(info.name)}[/] ({escape(info.title)}): {escape(scale)}; "
+                  f"splits {escape(', '.join(info.splits))} (default {escape(info.default_split)})"
+                  f"\n  reads {escape(info.files)}\n  {escape(info.url)}", highlight=False,
+                  soft_wrap=True)
 
 
 def _check_broker(url: str) -> None:
@@ -358,11 +415,25 @@ def _negative_mos_count(engine: Any, job_id: str) -> int:
                                                              JobItem.mos < 0)) or 0)
 
 
+def _first_failure(engine: Any, job_id: str) -> str:
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..redact import redact
+
+    with read_scope(engine) as session:
+        failed = reads.failed_items(session, job_id, limit=1)
+        return redact(failed[0].error or "(no reason recorded)") if failed else "(none)"
+
+
 def _end_of_wait(engine: Any, job_id: str) -> None:
-    """After waiting for a job: a cancelled job is said so, with exit code 1."""
+    """After waiting for a job: a cancelled job, or one where every item failed, is said so,
+    with exit code 1 (a script must not read an empty table as a result)."""
     from ..runtime import lifecycle
 
     current = lifecycle.progress(engine, job_id)
+    if current.total and current.counts.get("failed", 0) == current.total:
+        _fail(f"job {job_id}: every item failed ({current.total}); the first: "
+              f"{_first_failure(engine, job_id)}")
     if current.status == "cancelled" and current.error:
         _fail(f"job {job_id} {current.error}")
     if current.status == "cancelled":

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from .items import close_item_for_run, finish_if_complete
-from .models import Job, JobItem, Run, utc_now
+from .models import JOB_MODES, Job, JobItem, Run, utc_now
 from .reads import counts, get_job
 from .steps import create_run, lease_deadline
 
@@ -27,13 +27,20 @@ TERMINAL_ITEM = ("done", "failed", "cancelled")
 def create_job(session: Session, *, name: str, manifest: str, default_query: str,
                root: str | None = None, max_replan_iterations: int = 2,
                vlm_cache: bool = True, tools: Sequence[str] | None = None,
-               config_json: str | None = None) -> str:
+               config_json: str | None = None, mode: str | None = None,
+               dataset_json: str | None = None) -> str:
     """A running job; ``tools``: a metric job, whose runs only run these tools;
-    ``config_json``: the configuration its items run with (:mod:`agentic_iqa.runconfig`)."""
+    ``config_json``: the configuration its items run with (:mod:`agentic_iqa.runconfig`);
+    ``mode``: agent, vlm or tools (a metric job's is tools); ``dataset_json``: the public
+    dataset it was read from."""
+    mode = mode or ("tools" if tools else "agent")
+    if mode not in JOB_MODES or (mode == "tools") != bool(tools):
+        raise ValueError(f"mode {mode!r} with tools {tools!r}: the modes are {JOB_MODES}, "
+                         "and tools mode is exactly a job with tools")
     job = Job(name=name, manifest=manifest, default_query=default_query, root=root,
               max_replan_iterations=max_replan_iterations, status="running",
               vlm_cache=vlm_cache, tools=",".join(tools) if tools else None,
-              config_json=config_json)
+              config_json=config_json, mode=mode, dataset_json=dataset_json)
     session.add(job)
     session.flush()
     return job.id
@@ -110,7 +117,8 @@ def claim(session: Session, job: Job, limit: int, *, lease_seconds: float | None
         run_id = create_run(session, query=item.query or job.default_query,
                             image_path=str(item.image), reference_path=item.reference,
                             max_replan_iterations=job.max_replan_iterations, job_id=job.id,
-                            lease_seconds=lease_seconds, metric_tools=job.metric_tools)
+                            lease_seconds=lease_seconds, metric_tools=job.metric_tools,
+                            mode="vlm" if job.mode == "vlm" else "agent")
         item.run_id, item.status, item.queued_at = run_id, "queued", utc_now()
         run_ids.append(run_id)
     return run_ids

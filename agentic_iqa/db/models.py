@@ -300,6 +300,8 @@ class ReplanRow(Base):
 JOB_STATUSES = ("running", "done", "cancelled")
 #: Who feeds a job's items: the workers' supervisor, or the submitting process (no broker).
 JOB_DISPATCH = ("workers", "local")
+#: How a job's items are answered: the agent, the VLM alone (no plan, no tools), the tools alone.
+JOB_MODES = ("agent", "vlm", "tools")
 ITEM_STATUSES = ("pending", "queued", "done", "failed", "cancelled")
 
 
@@ -332,6 +334,11 @@ class Job(Base):
     #: Why a process could not run the job's items as submitted, and when it last said so.
     waiting: Mapped[str | None] = mapped_column(Text)
     waiting_at: Mapped[datetime | None]
+    #: The ablation the job runs (:data:`JOB_MODES`), so jobs over the same items compare.
+    mode: Mapped[str] = mapped_column(String(8), default="agent", server_default="agent")
+    #: The public dataset the items were read from (name, split, root, MOS scale) as JSON;
+    #: None for a hand-made manifest.
+    dataset_json: Mapped[str | None] = mapped_column(Text)
 
     @property
     def metric_tools(self) -> list[str] | None:
@@ -365,6 +372,9 @@ class JobItem(Base):
     query: Mapped[str | None] = mapped_column(Text)
     mos: Mapped[float | None] = mapped_column(Float)
     answer_truth: Mapped[str | None] = mapped_column(String(8))
+    #: What the dataset says of the item beyond inputs and truth (a question type, a
+    #: distortion and level), as JSON; None when it says nothing.
+    meta_json: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="pending")
     error: Mapped[str | None] = mapped_column(Text)
     run_id: Mapped[str | None] = mapped_column(String(36), index=True)

@@ -336,7 +336,8 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
         "created_at": _iso(job.created_at), "finished_at": _iso(job.finished_at),
         "query": job.default_query, "items_with_own_query": own_queries,
         "backend": backend, "model": model, "tools": job.metric_tools,
-        "manifest": job.manifest,
+        "manifest": job.manifest, "mode": job.mode,
+        "dataset": json.loads(job.dataset_json) if job.dataset_json else None,
         "configuration": config.describe() if config is not None else None,
         "error": job.error,
     }
@@ -501,6 +502,16 @@ def counts(session: Session, job_id: str) -> dict[str, int]:
     return {status: int(count) for status, count in rows}
 
 
+def _question_type(meta_json: str | None) -> str | None:
+    """The item's question type as its dataset or manifest gives it (Q-Bench's ``type``)."""
+    import json
+
+    if not meta_json:
+        return None
+    value = json.loads(meta_json).get("question_type")
+    return str(value) if value not in (None, "") else None
+
+
 def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dict[str, Any]]:
     """Items with their run's answer and the tool logs' per-tool means (normalized in
     ``tool_scores``, raw in ``raw_scores``), streamed in batches."""
@@ -536,7 +547,8 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
                 "reasoning": None, "level_distribution": None, "answered_by": None,
                 "correct": None, "severities": None, "fallbacks": 0, "tools": None,
-                "tool_scores": {}, "raw_scores": {},
+                "tool_scores": {}, "raw_scores": {}, "meta": item.meta_json,
+                "question_type": _question_type(item.meta_json),
             }
             if run is not None:
                 row["final_answer"], row["quality_score"] = run.final_answer, run.quality_score

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, TypeAdapter
 from sqlalchemy import Table, bindparam, case, func, select, update
@@ -73,16 +73,18 @@ def create_run(session: Session, *, query: str, image_path: str,
                max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
                backend: str | None = None, job_id: str | None = None,
                lease_seconds: float | None = None,
-               metric_tools: Sequence[str] | None = None) -> str:
+               metric_tools: Sequence[str] | None = None,
+               mode: Literal["agent", "vlm"] = "agent") -> str:
     """A new 'pending' run with its initial state; returns its id.
 
     With ``lease_seconds`` the run is handed to workers and supervised from now on: if nothing
     happens to it within the lease (the message was lost), it is re-sent.  ``metric_tools``:
-    a metric job's run, which only runs these tools (no plan, no VLM).
+    a metric job's run, which only runs these tools (no plan, no VLM).  ``mode="vlm"``: the
+    VLM answers alone (no plan, no tools).
     """
     state = initial_state(query, image_path, reference_path,
                           max_replan_iterations=max_replan_iterations,
-                          metric_tools=metric_tools)
+                          metric_tools=metric_tools, mode=mode)
     run = Run(query=query, image_path=image_path, reference_path=reference_path,
               status="pending", state_json=state_to_json(state), iteration_count=0,
               max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,

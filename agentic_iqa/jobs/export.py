@@ -34,7 +34,7 @@ FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
 ROW_COLUMNS: tuple[str, ...] = (
     "item_id", "line", "image", "reference", "query", "status", "error", "run_id",
     "final_answer", "quality_score", "reasoning", "level_distribution", "answered_by", "mos",
-    "answer_truth", "correct", "severities", "fallbacks", "tools",
+    "answer_truth", "correct", "severities", "fallbacks", "tools", "question_type", "meta",
 )
 TOOL_PREFIX = "tool:"
 RAW_PREFIX = "raw:"

@@ -18,26 +18,38 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import json
 import math
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
 
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
 from iqa_tools.images import check_min_size, probe_image
 
+from ..query import with_options
+
 #: File extensions taken as images when a plain folder is given as the manifest.
 IMAGE_EXTENSIONS = frozenset({".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp"})
 CSV_EXTENSIONS = frozenset({".csv"})
 JSONL_EXTENSIONS = frozenset({".jsonl", ".json-lines"})
-#: Columns (CSV) or keys (JSONL) with a meaning; any other one is kept in ``extra``.
-KNOWN_COLUMNS = ("image", "reference", "query", "mos", "answer", "id")
-ANSWER_LETTERS = frozenset("ABCDEFGH")
+#: A whole JSON document: a list of objects (Q-Bench's LLVisionQA files are such lists).
+JSON_EXTENSIONS = frozenset({".json"})
+#: Columns (CSV) or keys (JSON) with a meaning; any other one is kept in ``extra``.
+KNOWN_COLUMNS = ("image", "reference", "query", "mos", "answer", "id", "options")
+#: Other names for the known columns, as public datasets write them (Q-Bench: img_path,
+#: question, candidates, correct_ans); used only where the known name itself is absent.
+COLUMN_ALIASES = {"img_path": "image", "image_path": "image", "question": "query",
+                  "candidates": "options", "choices": "options", "correct_ans": "answer",
+                  "correct_answer": "answer", "type": "question_type"}
+ANSWER_ORDER = "ABCDEFGH"
+ANSWER_LETTERS = frozenset(ANSWER_ORDER)
 #: The form of :func:`bad_row_key`; an id of this form is refused, so the two never meet.
 _BAD_ROW_KEY = re.compile(r"<line \d+>")
 
@@ -67,6 +79,8 @@ class ManifestItem:
     mos: float | None = None
     answer: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The candidate answers, lettered A, B, ... in this order; already in ``query``.
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,11 +103,14 @@ class _BadRow(Exception):
 
 def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None,
                   check_images: bool = True,
-                  mos_range: tuple[float, float] | None = None) -> Iterator[ManifestEntry]:
-    """Items and bad rows of a CSV, JSONL or image-folder manifest, in file order.
+                  mos_range: tuple[float, float] | None = None,
+                  image_dir: str | os.PathLike[str] | None = None,
+                  limit: int | None = None) -> Iterator[ManifestEntry]:
+    """Items and bad rows of a CSV, JSON, JSONL or image-folder manifest, in file order.
 
-    Image and reference paths are relative to the manifest's folder (the folder itself for a
-    folder manifest) unless absolute. With ``root`` every path must resolve, after symlinks and
+    Image and reference paths are relative to ``image_dir`` when given, else to the manifest's
+    folder (the folder itself for a folder manifest), unless absolute.  ``limit``: the first
+    ``limit`` rows only (bad rows count). With ``root`` every path must resolve, after symlinks and
     ``..``, to somewhere inside ``root``. ``check_images`` decodes each image in full (Pillow's
     ``verify()`` passes truncated files) and checks it is at least
     :data:`iqa_tools.images.MIN_IMAGE_SIDE` pixels a side, so files no tool can read fail here
@@ -120,10 +137,35 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
         if kind == "csv":
             _csv_header(source)
             rows = _csv_rows(source)
+        elif kind == "json":
+            rows = _json_rows(source)
         else:
             rows = _jsonl_rows(source)
         base = source.parent
+    if image_dir is not None:
+        base = Path(image_dir)
+        if not base.is_dir():
+            raise ManifestFormatError(f"--image-dir {image_dir} is not a folder")
+    if limit is not None:
+        rows = islice(rows, limit)
     return _entries(rows, base=base, root=confine, check_images=check_images,
+                    mos_range=mos_range)
+
+
+def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
+                 root: str | os.PathLike[str] | None = None, check_images: bool = True,
+                 mos_range: tuple[float, float] | None = None,
+                 limit: int | None = None) -> Iterator[ManifestEntry]:
+    """Items and bad records of rows read elsewhere (a public dataset's own files), checked
+    exactly as a manifest's rows are: ``(line, cells)`` with the manifest's column names, or
+    ``(line, why it cannot be read)``; paths are relative to ``base``."""
+    confine = Path(root).resolve() if root is not None else None
+    if mos_range is not None:
+        _check_mos_range(mos_range)
+    rows: Iterator[_RawRow] = iter(records)
+    if limit is not None:
+        rows = islice(rows, limit)
+    return _entries(rows, base=Path(base), root=confine, check_images=check_images,
                     mos_range=mos_range)
 
 
@@ -168,11 +210,14 @@ def _kind(source: Path) -> str:
         return "csv"
     if suffix in JSONL_EXTENSIONS:
         return "jsonl"
+    if suffix in JSON_EXTENSIONS:
+        return "json"
     if not source.exists():
         raise ManifestFormatError(f"manifest {source} not found")
     raise ManifestFormatError(
-        f"manifest {source}: unsupported extension {source.suffix!r} "
-        "(use .csv, .jsonl or .json-lines, or a folder of images)")
+        f"manifest {source}: unsupported extension {source.suffix!r} (use .csv, .json (a list "
+        "of objects), .jsonl or .json-lines, or a folder of images; a public dataset's own "
+        "files: --dataset NAME --root DIR)")
 
 
 def _check_readable(source: Path) -> None:
@@ -200,7 +245,7 @@ def _csv_header(source: Path) -> list[str]:
         raise ManifestFormatError(f"manifest {source} is empty: expected a header row "
                                   "naming at least an 'image' column")
     names = [name.strip() for name in header]
-    known = [name.lower() for name in names if name.lower() in KNOWN_COLUMNS]
+    known = [name for name in canonical_keys(names) if name in KNOWN_COLUMNS]
     if "image" not in known:
         raise ManifestFormatError(
             f"manifest {source}: the header ({', '.join(names)}) has no 'image' column")
@@ -218,8 +263,7 @@ def _csv_header(source: Path) -> list[str]:
 def _csv_rows(source: Path) -> Iterator[_RawRow]:
     with _open_text(source) as handle:
         reader = csv.reader(handle)
-        header = [name.strip() for name in next(reader)]
-        keys = [name.lower() if name.lower() in KNOWN_COLUMNS else name for name in header]
+        keys = canonical_keys([name.strip() for name in next(reader)])
         end_of_previous = reader.line_num
         while True:
             try:
@@ -262,8 +306,49 @@ def _jsonl_rows(source: Path) -> Iterator[_RawRow]:
             if not isinstance(value, dict):
                 yield line, f"line {line} is a JSON {type(value).__name__}, not an object"
                 continue
-            yield line, {(key.lower() if key.lower() in KNOWN_COLUMNS else key): item
-                         for key, item in value.items()}
+            yield line, _keyed(value)
+
+
+def _json_rows(source: Path) -> Iterator[_RawRow]:
+    """A JSON list of objects, read whole (such files are question sets: thousands of rows,
+    not millions); record N is reported as line N."""
+    try:
+        with source.open("rb") as handle:
+            document = json.loads(handle.read().decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ManifestFormatError(f"manifest {source} is not valid JSON: {exc}") from exc
+    if isinstance(document, dict):  # {"data": [...]} or the like: the one list inside
+        lists = [value for value in document.values() if isinstance(value, list)]
+        if len(lists) == 1:
+            document = lists[0]
+    if not isinstance(document, list):
+        raise ManifestFormatError(f"manifest {source}: expected a JSON list of objects (one per "
+                                  f"item), found a {type(document).__name__}")
+    for line, value in enumerate(document, start=1):
+        if not isinstance(value, dict):
+            yield line, f"record {line} is a JSON {type(value).__name__}, not an object"
+            continue
+        yield line, _keyed(value)
+
+
+def canonical_keys(names: Sequence[str]) -> list[str]:
+    """Column names as the manifest reads them: known ones lower-cased, an alias
+    (:data:`COLUMN_ALIASES`) renamed when its column is not there itself, others as given."""
+    lowered = [name.lower() for name in names]
+    keys: list[str] = []
+    for name, low in zip(names, lowered, strict=True):
+        target = COLUMN_ALIASES.get(low)
+        if low in KNOWN_COLUMNS:
+            keys.append(low)
+        elif target is not None and target not in lowered and target not in keys:
+            keys.append(target)
+        else:
+            keys.append(name)
+    return keys
+
+
+def _keyed(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(zip(canonical_keys(list(value)), value.values(), strict=True))
 
 
 def _image_names(folder: Path) -> list[str]:
@@ -300,7 +385,7 @@ def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None, check_im
             if image_text is None:
                 raise _BadRow(f"line {line} has no image")
             if item_id is None:
-                item_id = _derived_id(image_text, base)
+                item_id = _derived_id(image_text, base, _question(row, line))
             if _BAD_ROW_KEY.fullmatch(item_id):
                 raise _BadRow(f"id {item_id!r} on line {line} is reserved for rows that "
                               "cannot be assessed: choose another id")
@@ -326,15 +411,52 @@ def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None, check_im
 def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, base: Path,
           root: Path | None, mos_range: tuple[float, float] | None) -> ManifestItem:
     mos = _mos(row.get("mos"), line, mos_range)
-    answer = _answer(row.get("answer"), line)
-    query = _text(row.get("query"), "query", line)
+    options = _options(row.get("options"), line)
+    answer = _answer(row.get("answer"), line, options)
+    query = _question(row, line)
     reference_text = _text(row.get("reference"), "reference", line)
     image = _located(image_text, "image", line, base, root)
     reference = (_located(reference_text, "reference", line, base, root)
                  if reference_text is not None else None)
     extra = {key: value for key, value in row.items() if key not in KNOWN_COLUMNS}
     return ManifestItem(line=line, item_id=item_id, image=image, reference=reference,
-                        query=query, mos=mos, answer=answer, extra=extra)
+                        query=query, mos=mos, answer=answer, extra=extra, options=options)
+
+
+def _question(row: Mapping[str, Any], line: int) -> str | None:
+    """The row's query with its options written in, lettered, as every backend will read it."""
+    query = _text(row.get("query"), "query", line)
+    options = _options(row.get("options"), line)
+    if options and query is None:
+        raise _BadRow(f"line {line} has options but no query to ask")
+    return with_options(query, options) if query is not None else None
+
+
+def _options(value: Any, line: int) -> tuple[str, ...]:
+    """Candidate answers: a list (JSON), or a cell holding a JSON list or ``a | b | c``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise _BadRow(f"options on line {line} start like a JSON list but are not "
+                              f"one: {_shown(text)}") from None
+        else:
+            value = text.split("|")
+    if not isinstance(value, list) or not all(
+            isinstance(option, str | int | float) and not isinstance(option, bool)
+            for option in value):
+        raise _BadRow(f"options on line {line} must be a list of texts, not {_shown(value)}")
+    options = tuple(str(option).strip() for option in value)
+    if len(options) < 2 or len(options) > len(ANSWER_LETTERS) or not all(options):
+        raise _BadRow(f"options on line {line}: give 2 to {len(ANSWER_LETTERS)} non-empty "
+                      f"options, not {_shown(list(options))}")
+    if len({option.casefold() for option in options}) < len(options):
+        raise _BadRow(f"options on line {line} repeat one another: {_shown(list(options))}")
+    return options
 
 
 def _text(value: Any, name: str, line: int) -> str | None:
@@ -384,18 +506,35 @@ def _mos(value: Any, line: int, mos_range: tuple[float, float] | None) -> float 
     return number
 
 
-def _answer(value: Any, line: int) -> str | None:
+def _answer(value: Any, line: int, options: tuple[str, ...] = ()) -> str | None:
+    """The true answer as a letter: given as one, or as the text of one of ``options``."""
     text = _text(value, "answer", line)
     if text is None:
         return None
-    letter = text.upper()
-    if letter not in ANSWER_LETTERS:
+    for letter, option in zip(ANSWER_ORDER, options, strict=False):
+        if text.casefold() == option.casefold():
+            return letter
+    letter = text.upper().rstrip(".)")
+    allowed = ANSWER_ORDER[:len(options)] if options else ANSWER_ORDER
+    if letter not in allowed:
+        if options:
+            raise _BadRow(f"answer {text!r} on line {line} is neither one of the options "
+                          f"{_shown(list(options), 80)} nor a letter A-{allowed[-1]}")
         raise _BadRow(f"answer {text!r} on line {line} is not a letter A-H")
     return letter
 
 
-def _derived_id(image_text: str, base: Path) -> str:
-    """The image path relative to the manifest folder, normalised so ./a.jpg and a.jpg agree."""
+def _derived_id(image_text: str, base: Path, query: str | None = None) -> str:
+    """The image path relative to the manifest folder, normalised so ./a.jpg and a.jpg agree;
+    with the row's own question, ``path#<8 hex of its hash>``: one id per (image, question),
+    the same on every read."""
+    path = _derived_path(image_text, base)
+    if query is None:
+        return path
+    return f"{path}#{hashlib.sha256(query.encode()).hexdigest()[:8]}"
+
+
+def _derived_path(image_text: str, base: Path) -> str:
     absolute = os.path.normpath(os.path.join(os.path.abspath(base), image_text))
     relative = os.path.relpath(absolute, os.path.abspath(base))
     chosen = absolute if relative.startswith(os.pardir) else relative
@@ -417,7 +556,8 @@ def _located(text: str, name: str, line: int, base: Path, root: Path | None) -> 
     try:
         mode = os.stat(resolved).st_mode
     except FileNotFoundError:
-        raise _BadRow(f"{name} {text!r} on line {line} not found") from None
+        raise _BadRow(f"{name} {text!r} on line {line} not found (looked for {resolved})"
+                      ) from None
     except OSError as exc:
         raise _BadRow(f"{name} {text!r} on line {line} cannot be read: {exc}") from None
     if not stat.S_ISREG(mode):

@@ -102,6 +102,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
     tool_usage: Counter[str] = Counter()
     answers: list[str | None] = []
     truths: list[str | None] = []
+    question_types: list[str] = []
     unanswered = fallbacks = items_with_fallbacks = mos_known = 0
     scores: list[float] = []
     answered_by: Counter[str] = Counter()
@@ -129,6 +130,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
             if done:
                 answers.append(_text(row.get("final_answer")))
                 truths.append(truth)
+                question_types.append(_text(row.get("question_type")) or "")
             else:
                 unanswered += 1
         count = int(_number(row.get("fallbacks")) or 0)
@@ -181,12 +183,30 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
         "mcq": (None if not truths and not unanswered else {
             "accuracy": accuracy, "n": answered,
             "correct": round(accuracy * answered) if accuracy is not None else 0,
-            "not_answered": unanswered}),
+            "not_answered": unanswered,
+            "by_type": _accuracy_by_type(answers, truths, question_types)}),
         "tool_usage": dict(sorted(tool_usage.items())),
         "fallbacks": {"total": fallbacks, "items": items_with_fallbacks},
         "answered_by": dict(answered_by.most_common()),
         "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
     }
+
+
+def _accuracy_by_type(answers: list[str | None], truths: list[str | None],
+                      question_types: list[str]) -> list[dict[str, Any]]:
+    """MCQ accuracy per question type (Q-Bench's yes-or-no, what, how...), where the items say
+    their type; empty when none does."""
+    from .metrics import mcq_accuracy
+
+    if not any(question_types):
+        return []
+    entries = []
+    for kind in sorted(set(question_types)):
+        picked = [i for i, t in enumerate(question_types) if t == kind]
+        accuracy, n = mcq_accuracy([answers[i] for i in picked], [truths[i] for i in picked])
+        entries.append({"type": kind or "(none)", "accuracy": accuracy, "n": n,
+                        "correct": round(accuracy * n) if accuracy is not None else 0})
+    return entries
 
 
 def _tool_entry(name: str, pairs: _Pairs, scores: list[float], bootstrap: int,
@@ -353,6 +373,9 @@ def render_text(report: Mapping[str, Any]) -> str:
         unanswered = f", {mcq['not_answered']} not answered" if mcq["not_answered"] else ""
         lines.append(f"MCQ accuracy: {_fmt(mcq['accuracy'])} "
                      f"({mcq['correct']}/{mcq['n']} correct{unanswered})")
+        for entry in mcq.get("by_type") or ():
+            lines.append(f"  {entry['type']:<24} {_fmt(entry['accuracy'])} "
+                         f"({entry['correct']}/{entry['n']})")
     failures = report["failures"]
     if failures["total"]:
         lines.append(f"Failures: {failures['total']} ({failures['distinct_reasons']} reasons)")
@@ -572,6 +595,12 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
         parts.append(_header("accuracy", "correct", "answered", "not answered"))
         parts.append(f"<tr>{_cell(mcq['accuracy'])}{_cell(mcq['correct'])}{_cell(mcq['n'])}"
                      f"{_cell(mcq['not_answered'])}</tr></table>")
+        if mcq.get("by_type"):
+            parts.append('<table id="mcq-types">' + _header("question type", "accuracy",
+                                                            "correct", "answered"))
+            parts.extend(f"<tr>{_cell(e['type'], text=True)}{_cell(e['accuracy'])}"
+                         f"{_cell(e['correct'])}{_cell(e['n'])}</tr>" for e in mcq["by_type"])
+            parts.append("</table>")
 
     failures = report["failures"]
     if failures["total"]:

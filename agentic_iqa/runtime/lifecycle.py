@@ -8,6 +8,7 @@ at most ``window`` items are in flight, so a 10,000-item job keeps memory flat e
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +28,15 @@ from ..db import jobs as store
 from ..db import reads
 from ..db.engine import read_scope, session_scope
 from ..db.items import finish_if_complete
-from ..jobs.manifest import ManifestEntry, ManifestError, ManifestItem, bad_row_key, read_manifest
+from ..jobs.manifest import (
+    ManifestEntry,
+    ManifestError,
+    ManifestFormatError,
+    ManifestItem,
+    bad_row_key,
+    read_manifest,
+)
+from ..jobs.sources import dataset_entries
 from ..jobs.tools import MetricToolsError, check_tools, full_reference, metric_query
 from ..runconfig import RunConfig, capture
 
@@ -51,15 +60,18 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
     return {"line": entry.line, "item_key": entry.item_id, "image": str(entry.image),
             "reference": str(entry.reference) if entry.reference else None,
             "query": entry.query, "mos": entry.mos, "answer_truth": entry.answer,
+            "meta_json": json.dumps(entry.extra, default=str) if entry.extra else None,
             "status": "pending"}
 
 
-def submit(engine: Engine, manifest: Path, *, name: str | None = None,
+def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
            query: str | None = None, root: Path | None = None,
            max_replan_iterations: int | None = None,
            check_images: bool = True, mos_range: tuple[float, float] | None = None,
            vlm_cache: bool = True, tools: Sequence[str] | None = None,
-           tool_settings: ToolSettings | None = None, config: RunConfig | None = None) -> str:
+           tool_settings: ToolSettings | None = None, config: RunConfig | None = None,
+           mode: str | None = None, dataset: str | None = None, split: str | None = None,
+           image_dir: Path | None = None, limit: int | None = None) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
 
     ``config``: what the items run with (:mod:`agentic_iqa.runconfig`); None captures the
@@ -70,7 +82,18 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
     ``tools``: a metric job, which runs these tools on every item instead of the agent; they are
     checked first (:class:`~.tools.MetricToolsError`), and a full-reference tool on a row without
     a reference refuses the whole job, rolled back before anything is committed.
+    ``mode``: "agent" (default), "vlm" (the VLM alone) or "tools" (given ``tools``).
+    ``dataset``: a public dataset by name (:mod:`agentic_iqa.datasets`) read from its own files
+    under ``root`` (then the folder to read, not a confinement), ``split`` of it; its MOS scale
+    is the job's ``mos_range``.  ``image_dir``: a manifest's image paths are relative to it.
+    ``limit``: the first ``limit`` rows only.
     """
+    mode = mode or ("tools" if tools else "agent")
+    if mode not in ("agent", "vlm", "tools") or (mode == "tools") != bool(tools):
+        raise MetricToolsError(
+            "--mode tools needs --tools (e.g. --tools BRISQUE,NIQE)" if mode == "tools" else
+            f"--mode {mode} with --tools: tools alone are --mode tools" if tools else
+            f"unknown mode {mode!r}: agent, vlm or tools")
     metric_tools = check_tools(tools, tool_settings) if tools else None
     if max_replan_iterations is None:  # the configured bound, stored with the job
         max_replan_iterations = (config.max_replan_iterations if config is not None
@@ -80,17 +103,32 @@ def submit(engine: Engine, manifest: Path, *, name: str | None = None,
                          metric_tools=metric_tools, tool_settings=tool_settings)
     if query is None:
         query = metric_query(metric_tools) if metric_tools else DEFAULT_QUERY
-    entries: Iterator[ManifestEntry] = read_manifest(manifest, root=root,
-                                                     check_images=check_images,
-                                                     mos_range=mos_range)
+    described: dict[str, Any] | None = None
+    if dataset is not None:
+        if root is None:
+            raise ManifestFormatError(f"--dataset {dataset} needs --root: the folder the "
+                                      "dataset was unpacked into")
+        described, entries = dataset_entries(dataset, root, split, check_images=check_images,
+                                             limit=limit)
+        source, confine = f"dataset {described['name']} ({described['split']}) in {root}", None
+    elif manifest is None:
+        raise ManifestFormatError("give a manifest (CSV, JSON, JSONL or a folder of images) or "
+                                  "--dataset NAME --root DIR")
+    else:
+        entries = read_manifest(manifest, root=root, check_images=check_images,
+                                mos_range=mos_range, image_dir=image_dir, limit=limit)
+        source, confine = str(manifest.resolve()), root
     if metric_tools:
         entries = _with_references(entries, full_reference(metric_tools, tool_settings))
     with session_scope(engine) as session:
+        default_name = (f"{described['name']}-{described['split']}" if described
+                        else manifest.name if manifest is not None else "job")
         job_id = store.create_job(
-            session, name=name or manifest.name, manifest=str(manifest.resolve()),
-            default_query=query, root=str(root.resolve()) if root else None,
+            session, name=name or default_name, manifest=source,
+            default_query=query, root=str(confine.resolve()) if confine else None,
             max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
-            tools=metric_tools, config_json=config.to_json(),
+            tools=metric_tools, config_json=config.to_json(), mode=mode,
+            dataset_json=json.dumps(described) if described else None,
         )
         store.add_items(session, job_id, (_item_row(entry) for entry in entries))
         finish_if_complete(session, reads.get_job(session, job_id))

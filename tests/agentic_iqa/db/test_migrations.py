@@ -63,7 +63,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0007",)]
+            ("0008",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -227,6 +227,31 @@ def test_0006_adds_job_and_call_errors_and_downgrades_to_0005(empty_url: str) ->
         engine.dispose()
 
 
+def test_0008_adds_job_modes_datasets_and_item_metadata_and_downgrades_to_0007(
+        empty_url: str) -> None:
+    """Jobs stored before are agent jobs, or tools jobs when they are metric jobs."""
+    command.upgrade(alembic_config(empty_url), "0007")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        _insert_job(engine)
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO jobs (id, name, manifest, default_query, status, "
+                "max_replan_iterations, vlm_cache, dispatch, tools, created_at) VALUES ('j2', "
+                "'m', 'm.csv', 'q', 'running', 2, true, 'local', 'PIQE', CURRENT_TIMESTAMP)"))
+        command.upgrade(alembic_config(empty_url), "0008")
+        with engine.begin() as connection:
+            assert connection.execute(text(
+                "SELECT id, mode, dataset_json FROM jobs ORDER BY id")).all() == [
+                    ("j1", "agent", None), ("j2", "tools", None)]
+        assert check_schema(engine) == []
+        command.downgrade(alembic_config(empty_url), "0007")
+        assert "mode" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+        assert "meta_json" not in {c["name"] for c in inspect(engine).get_columns("job_items")}
+    finally:
+        engine.dispose()
+
+
 def test_0007_adds_the_job_configuration_and_downgrades_to_0006(empty_url: str) -> None:
     """Jobs stored before keep no configuration (NULL: they run as the environment says)."""
     command.upgrade(alembic_config(empty_url), "0006")
@@ -237,7 +262,6 @@ def test_0007_adds_the_job_configuration_and_downgrades_to_0006(empty_url: str) 
         with engine.begin() as connection:
             assert connection.execute(text("SELECT config_json, waiting FROM jobs")).all() == [
                 (None, None)]
-        assert check_schema(engine) == []
         command.downgrade(alembic_config(empty_url), "0006")
         assert "config_json" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
         assert "endpoint" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}

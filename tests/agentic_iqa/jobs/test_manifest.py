@@ -54,7 +54,9 @@ def test_csv_rows_become_items_with_resolved_paths_and_typed_fields(tmp_path: Pa
     items = list(read_manifest(manifest))
     assert all(isinstance(i, ManifestItem) for i in items)
     first, second = items
-    assert first.line == 2 and first.item_id == "imgs/a.png"
+    # A row with its own question is keyed by image and question: one image, many questions.
+    assert first.line == 2 and first.item_id.startswith("imgs/a.png#")
+    assert first.item_id == next(iter(read_manifest(manifest))).item_id
     assert first.image == (tmp_path / "imgs" / "a.png").resolve()
     assert first.reference == (tmp_path / "refs" / "a.png").resolve()
     assert (first.query, first.mos, first.answer) == ("Is it blurry?", 3.25, "B")
@@ -86,7 +88,8 @@ def test_a_quoted_field_over_two_lines_keeps_later_line_numbers_right(tmp_path: 
     entries = list(read_manifest(tmp_path / "m.csv"))
     assert [e.line for e in entries] == [2, 4, 6]
     assert entries[0].query == "Rate\nthis"
-    assert errors(entries) == {6: "image 'missing.png' on line 6 not found"}
+    assert errors(entries) == {6: f"image 'missing.png' on line 6 not found (looked for "
+                                  f"{tmp_path.resolve() / 'missing.png'})"}
     assert count_rows(tmp_path / "m.csv") == 3
 
 
@@ -111,7 +114,7 @@ def test_every_kind_of_bad_csv_row_is_an_error_with_its_line(tmp_path: Path) -> 
     entries = list(read_manifest(manifest))
     assert errors(entries) == {
         2: "line 2 has no image",
-        3: "image 'gone.png' on line 3 not found",
+        3: f"image 'gone.png' on line 3 not found (looked for {tmp_path.resolve()}/gone.png)",
         4: errors(entries)[4],
         5: "mos 'abc' on line 5 is not a number",
         6: "mos 'nan' on line 6 is not a finite number",
@@ -160,7 +163,7 @@ def test_jsonl_items_and_bad_lines(tmp_path: Path) -> None:
     assert found[5] == "mos True on line 5 is not a number"
     assert found[7] == "line 7 has no image"
     last = [e for e in entries if isinstance(e, ManifestItem)][-1]
-    assert (last.line, last.answer, last.item_id) == (6, "C", "b.png")
+    assert (last.line, last.answer) == (6, "C") and last.item_id.startswith("b.png#")
     assert count_rows(path) == 6
 
 

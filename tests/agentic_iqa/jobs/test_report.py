@@ -100,7 +100,13 @@ def test_mcq_accuracy_over_done_items_with_known_truth() -> None:
         {**base, "status": "failed", "final_answer": None, "answer_truth": "D", "error": "x"},
     ]
     mcq = build_report(rows, bootstrap=0)["mcq"]
-    assert mcq == {"accuracy": pytest.approx(2 / 3), "n": 3, "correct": 2, "not_answered": 1}
+    assert mcq == {"accuracy": pytest.approx(2 / 3), "n": 3, "correct": 2, "not_answered": 1,
+                   "by_type": []}
+    kinds = ["yes-or-no", "what", "what", None, "what"]
+    typed = [{**row, "question_type": kind} for row, kind in zip(rows, kinds, strict=True)]
+    assert build_report(typed, bootstrap=0)["mcq"]["by_type"] == [
+        {"type": "what", "accuracy": 0.5, "n": 2, "correct": 1},
+        {"type": "yes-or-no", "accuracy": 1.0, "n": 1, "correct": 1}]
     assert build_report(rows[3:4])["mcq"] is None
 
 
