@@ -11,6 +11,7 @@ import typer
 
 from .assess import assess
 from .common import _redacted_logging
+from .compare import compare
 from .eval import calibrate, eval_app
 from .runs import runs_app
 from .system import check, db_app, worker
@@ -28,6 +29,7 @@ app.command("worker")(worker)
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
 eval_app.command("calibrate")(calibrate)
+eval_app.command("compare")(compare)
 # The old name, kept so scripts keep working.
 app.command("calibrate", help="Same as `agentic-iqa eval calibrate`.")(calibrate)
 app.add_typer(runs_app, name="runs")

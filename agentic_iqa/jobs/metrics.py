@@ -288,6 +288,16 @@ _BATCHED: dict[Callable[..., float], Callable[[np.ndarray, np.ndarray], np.ndarr
 }
 
 
+def metric_rows(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray
+                ) -> np.ndarray:
+    """``metric_fn`` of each row of ``pred`` against the same row of ``mos`` (2-D: one
+    resample per row); SRCC and PLCC for all rows at once, other metrics row by row."""
+    batched = _BATCHED.get(metric_fn)
+    if batched is not None:
+        return batched(pred, mos)
+    return np.array([metric_fn(x, y) for x, y in zip(pred, mos, strict=True)])
+
+
 def bootstrap_ci(metric_fn: Callable[..., float], pred: Sequence[float] | np.ndarray,
                  mos: Sequence[float] | np.ndarray, n: int = 1000, confidence: float = 0.95,
                  seed: int = 0) -> tuple[float, float]:

@@ -49,7 +49,7 @@ def photos(folder: Path, count: int = 4) -> list[str]:
     names = []
     for index in range(count):
         clean = Image.fromarray(natural_image(index, SIZE))
-        picture = degrade(clean, "blur", index) if index else clean
+        picture = degrade(clean, "blur", index % 5) if index % 5 else clean
         picture.save(folder / f"p{index}.png")
         names.append(f"p{index}.png")
     return names
@@ -320,3 +320,32 @@ def test_eval_datasets_lists_each_reader_with_its_files_and_scale():
     assert listed["tid2013"]["full_reference"] and listed["qbench"]["kind"] == "mcq"
     text = runner.invoke(app, ["eval", "datasets"]).stdout
     assert "koniq10k_scores_and_distributions.csv" in text
+
+
+def test_eval_compare_puts_agent_vlm_and_tools_jobs_side_by_side_with_paired_cis(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
+    monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
+    names = photos(tmp_path, 6)
+    path = write_csv(tmp_path / "m.csv", ["image", "mos"],
+                     [[name, 80 - 10 * index] for index, name in enumerate(names)])
+    jobs = []
+    for args in (["--mode", "agent"], ["--mode", "vlm"], ["--mode", "tools", "--tools", "PIQE"]):
+        result = runner.invoke(app, ["eval", "submit", str(path), *args])
+        assert result.exit_code == 0, result.output
+        jobs.append(result.stdout.strip().splitlines()[0])
+    result = runner.invoke(app, ["eval", "compare", *jobs, "--json", "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert [job["mode"] for job in document["jobs"]] == ["agent", "vlm", "tools"]
+    lines = {line["source"]: line for line in document["lines"]}
+    assert set(lines) == {"agent", "vlm", "tools/PIQE"} and lines["agent"]["baseline"]
+    for source in ("vlm", "tools/PIQE"):
+        difference = lines[source]["difference"]
+        assert difference["n"] == 6
+        assert difference["srcc"] == pytest.approx(
+            lines[source]["mos"]["srcc"] - lines["agent"]["mos"]["srcc"])
+        low, high = difference["srcc_ci"]
+        assert low <= high
+    text = runner.invoke(app, ["eval", "compare", *jobs, "--bootstrap", "50"]).stdout
+    assert "paired" in text and "tools/PIQE" in text

@@ -1,0 +1,453 @@
+"""Jobs side by side on the same items: agreement with MOS or MCQ truth, and the difference from
+a baseline with an interval that knows the items are the same.
+
+Two jobs on one manifest are scored on the same images, so their SRCCs are not independent:
+separate bootstrap intervals overlap even when one job is better on almost every resample.  The
+difference is therefore bootstrapped paired: each draw resamples shared items and scores both
+jobs on that draw (the percentile interval of ``job - baseline``).  Items are matched by
+``item_id``; each job is one line (its ``quality_score``), a metric job one line per tool (its
+normalized ``tool:`` score, higher is better).  The baseline is the first job's first line
+(its first tool, for a metric job).
+
+Works on exported rows (:mod:`agentic_iqa.jobs.export`) and job descriptions
+(:func:`agentic_iqa.db.reads.job_summary` with ``vlm`` beside it), like :mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..redact import redact
+from .export import TOOL_PREFIX
+from .report import _STYLE, CONFIDENCE, _cell, _ci, _fmt, _header, _number, _text
+
+#: SHA-256 of the images the builtin backend's parameters were fitted on (scripts/fitted_images.py).
+FITTED_IMAGES = Path(__file__).resolve().parent.parent / "vlm" / "builtin" / "fitted_images.json"
+METRICS = ("srcc", "plcc", "krcc")
+
+
+@cache
+def fitted_images(path: Path = FITTED_IMAGES) -> dict[str, str]:
+    """sha256 -> "set/file name" of every fitted image; read once, and only when needed."""
+    return json.loads(path.read_text(encoding="utf-8"))["sha256"]
+
+
+def job_mode(job: Mapping[str, Any]) -> str:
+    """"agent", "vlm" or "tools" (a metric job); jobs stored before modes: by their tools."""
+    return job.get("mode") or ("tools" if job.get("tools") else "agent")
+
+
+def uses_builtin(job: Mapping[str, Any]) -> bool:
+    """Whether the builtin backend answered any role (a metric job asks no backend)."""
+    if job_mode(job) == "tools":
+        return False
+    roles = (job.get("configuration") or {}).get("roles") or {}
+    if roles:
+        return any(role.get("backend") == "builtin" for role in roles.values())
+    return "builtin" in str(job.get("backend") or "builtin").split(", ")
+
+
+@dataclass
+class _Line:
+    label: str
+    job: str
+    source: str
+    tool: str | None = None
+    pred: dict[str, float] = field(default_factory=dict)
+    #: item -> (answer, true letter) of done items whose truth is known; None for a tool.
+    answers: dict[str, tuple[str | None, str]] | None = None
+
+
+@dataclass
+class _Job:
+    about: Mapping[str, Any]
+    items: list[str] = field(default_factory=list)
+    mos: dict[str, float] = field(default_factory=dict)
+    truth: set[str] = field(default_factory=set)
+    images: list[str] = field(default_factory=list)
+    done: int = 0
+
+
+def _read(about: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
+          ) -> tuple[_Job, list[_Line]]:
+    from .metrics import answer_letter
+
+    job, mode, short = _Job(about), job_mode(about), str(about.get("id") or "?")[:8]
+    rows = list(rows)
+    if mode == "tools":
+        names = list(about.get("tools") or sorted(
+            {key[len(TOOL_PREFIX):] for row in rows for key in row if key.startswith(TOOL_PREFIX)}))
+        lines = [_Line(f"{short} tools/{name}", str(about.get("id")), f"tools/{name}", name)
+                 for name in names]
+    else:
+        lines = [_Line(f"{short} {mode}", str(about.get("id")), mode, answers={})]
+    for row in rows:
+        item = _text(row.get("item_id"))
+        if item is None:
+            continue
+        job.items.append(item)
+        if image := _text(row.get("image")):
+            job.images.append(image)
+        done = _text(row.get("status")) == "done"
+        job.done += done
+        if (mos := _number(row.get("mos"))) is not None:
+            job.mos[item] = mos
+        truth = answer_letter(_text(row.get("answer_truth")))
+        if truth is not None:
+            job.truth.add(item)
+        for line in lines:
+            if line.tool is not None:  # a tool's score counts whatever the run's outcome
+                score = _number(row.get(f"{TOOL_PREFIX}{line.tool}"))
+            else:
+                score = _number(row.get("quality_score")) if done else None
+                if truth is not None and done:
+                    line.answers[item] = (_text(row.get("final_answer")), truth)
+            if score is not None:
+                line.pred[item] = score
+    return job, lines
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _paired_ci(draws: Callable[[Any], Any], n: int, resamples: int, seed: int
+               ) -> list[float] | None:
+    """Percentile interval of ``draws(index)``, which scores both lines on each row of item
+    positions: the same items, resampled with replacement, for both (the pairing).  Undefined
+    draws are left out, as in :func:`agentic_iqa.jobs.metrics.bootstrap_ci`."""
+    import numpy as np
+
+    if resamples < 1 or n == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 2_000_000 // n)  # index matrices of a few tens of MB at most
+    values = np.concatenate([draws(rng.integers(0, n, size=(min(chunk, resamples - start), n)))
+                             for start in range(0, resamples, chunk)])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return None
+    tail = (1.0 - CONFIDENCE) / 2.0
+    return [float(value) for value in np.quantile(values, [tail, 1.0 - tail])]
+
+
+def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any
+                  ) -> Callable[[Any], Any]:
+    """``metric(b, y) - metric(a, y)`` per row of positions (SRCC and PLCC all rows at once)."""
+    from .metrics import metric_rows
+
+    return lambda index: (metric_rows(metric, b[index], y[index])
+                          - metric_rows(metric, a[index], y[index]))
+
+
+def _difference(base: _Line, line: _Line, truth: Mapping[str, float], resamples: int,
+                seed: int) -> dict[str, Any]:
+    """``line - baseline`` on the items both scored that have a MOS (the baseline job's)."""
+    import numpy as np
+
+    from .metrics import krcc, plcc, srcc
+
+    shared = sorted(set(base.pred) & set(line.pred) & set(truth))
+    entry: dict[str, Any] = {"n": len(shared), "reason": None,
+                             **{key: None for name in METRICS for key in (name, f"{name}_ci")}}
+    if len(shared) < 3:
+        entry["reason"] = (f"{len(shared)} item(s) scored by both with a MOS: at least 3 are "
+                           "needed" if shared else
+                           "no item is scored by both with a MOS: nothing to compare")
+        return entry
+    a = np.array([base.pred[i] for i in shared])
+    b = np.array([line.pred[i] for i in shared])
+    y = np.array([truth[i] for i in shared])
+    for name, metric in zip(METRICS, (srcc, plcc, krcc), strict=True):
+        entry[name] = _finite(metric(b, y) - metric(a, y))
+        if entry[name] is not None:
+            entry[f"{name}_ci"] = _paired_ci(_metric_draws(metric, a, b, y), len(shared),
+                                             resamples, seed)
+    if entry["srcc"] is None:
+        entry["reason"] = "scores or MOS are constant on the shared items: no correlation"
+    return entry
+
+
+def _mcq_difference(base: _Line, line: _Line, resamples: int, seed: int) -> dict[str, Any]:
+    import numpy as np
+
+    from .metrics import answer_letter
+
+    assert base.answers is not None and line.answers is not None
+    shared = sorted(set(base.answers) & set(line.answers))
+    if not shared:
+        return {"n": 0, "accuracy": None, "accuracy_ci": None,
+                "reason": "no question is answered by both"}
+
+    def right(answers: Mapping[str, tuple[str | None, str]]) -> Any:
+        return np.array([answer_letter(answers[i][0]) == answers[i][1] for i in shared],
+                        dtype=float)
+
+    a, b = right(base.answers), right(line.answers)
+    return {"n": len(shared), "accuracy": float(b.mean() - a.mean()), "reason": None,
+            "accuracy_ci": _paired_ci(lambda index: b[index].mean(axis=1)
+                                      - a[index].mean(axis=1), len(shared), resamples, seed)}
+
+
+def _per_item_seconds(about: Mapping[str, Any], done: int) -> float | None:
+    start, end = about.get("created_at"), about.get("finished_at")
+    if not start or not end or not done:
+        return None
+    first, last = datetime.fromisoformat(str(start)), datetime.fromisoformat(str(end))
+    if (first.tzinfo is None) != (last.tzinfo is None):
+        first, last = first.replace(tzinfo=None), last.replace(tzinfo=None)
+    return (last - first).total_seconds() / done
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _overlap(job: _Job, fitted: Mapping[str, str], hashes: dict[str, str | None]
+             ) -> dict[str, Any]:
+    """How many of the job's images are fitted ones (by their bytes), and how many could not
+    be read to tell."""
+    found = unreadable = 0
+    for image in job.images:
+        if image not in hashes:
+            hashes[image] = _sha256(os.path.expanduser(image))
+        digest = hashes[image]
+        unreadable += digest is None
+        found += digest is not None and digest in fitted
+    return {"items": found, "of": len(job.items), "unreadable": unreadable}
+
+
+def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
+               hashes: dict[str, str | None]) -> tuple[dict[str, Any], list[str]]:
+    """A job's counts, time and cost per item, and what a reader must be warned of."""
+    about, short = job.about, str(job.about.get("id") or "?")[:8]
+    vlm = about.get("vlm") or {}
+    entry = {key: about.get(key) for key in ("id", "name", "status", "backend", "model",
+                                             "tools", "dataset", "created_at", "finished_at")}
+    entry.update(mode=job_mode(about), items=len(job.items), done=job.done,
+                 with_mos=len(job.mos), with_truth=len(job.truth),
+                 shared_with_baseline=len(set(job.items) & set(base.items)),
+                 wall_time_per_item_s=_per_item_seconds(about, job.done),
+                 cost_usd=vlm.get("cost_usd"), cost_per_item_usd=vlm.get("cost_per_item_usd"),
+                 vlm_calls=vlm.get("calls"), fitted_overlap=None)
+    warnings = []
+    if about.get("status") not in (None, "done"):
+        warnings.append(f"job {short} is {about.get('status')}: its figures cover the "
+                        f"{job.done} item(s) done so far")
+    if uses_builtin(about):
+        overlap = _overlap(job, fitted if fitted is not None else fitted_images(), hashes)
+        entry["fitted_overlap"] = overlap
+        if overlap["items"]:
+            warnings.append(f"{overlap['items']} of {overlap['of']} items of job {short} are "
+                            "images the builtin backend was fitted on: its figures on them are "
+                            "in-sample")
+        if overlap["unreadable"]:
+            warnings.append(f"{overlap['unreadable']} image(s) of job {short} could not be "
+                            "read: not checked against the builtin's fitted images")
+    mismatched = sum(1 for item, mos in job.mos.items()
+                     if item in base.mos and abs(mos - base.mos[item]) > 1e-9)
+    if mismatched:
+        warnings.append(f"{mismatched} shared item(s) of job {short} have another MOS than in "
+                        "the baseline's job: differences use the baseline's")
+    return entry, warnings
+
+
+def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, bootstrap: int,
+                seed: int) -> dict[str, Any]:
+    """A line against MOS and MCQ truth, and its differences from the baseline line."""
+    from .metrics import correlation_report, mcq_accuracy
+
+    items = [i for i in line.pred if i in job.mos]
+    mcq = None
+    if line.answers is not None and job.truth:
+        answers, truths = zip(*line.answers.values(), strict=True) if line.answers else ((), ())
+        accuracy, answered = mcq_accuracy(list(answers), list(truths))
+        mcq = {"accuracy": accuracy, "n": answered,
+               "correct": round(accuracy * answered) if accuracy is not None else 0,
+               "not_answered": len(job.truth) - answered}
+    diff = mcq_diff = None
+    if base is not None and line is not base:
+        diff = _difference(base, line, base_job.mos, bootstrap, seed)
+        if mcq is not None and base.answers is not None:
+            mcq_diff = _mcq_difference(base, line, bootstrap, seed)
+    return {"label": line.label, "job": line.job, "source": line.source,
+            "scored": len(line.pred), "baseline": line is base,
+            "mos": correlation_report([line.pred[i] for i in items],
+                                      [job.mos[i] for i in items], bootstrap=bootstrap,
+                                      seed=seed),
+            "mcq": mcq, "difference": diff, "mcq_difference": mcq_diff}
+
+
+def build_comparison(jobs: Sequence[tuple[Mapping[str, Any], Iterable[Mapping[str, Any]]]], *,
+                     bootstrap: int = 1000, seed: int = 0,
+                     fitted: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The comparison of ``jobs`` (description, rows), the first job's first line the baseline.
+
+    ``fitted``: sha256 -> name of the images the builtin backend was fitted on (default: the
+    shipped list, read only when a job uses the builtin backend).
+    """
+    if len(jobs) < 2:
+        raise ValueError("a comparison needs at least two jobs")
+    read = [_read(about, rows) for about, rows in jobs]
+    base_job, base = read[0][0], read[0][1][0] if read[0][1] else None
+    hashes: dict[str, str | None] = {}
+    job_entries, line_entries, warnings = [], [], []
+    for job, lines in read:
+        entry, notes = _job_entry(job, base_job, fitted, hashes)
+        job_entries.append(entry)
+        warnings += notes
+        line_entries += [_line_entry(line, job, base, base_job, bootstrap, seed)
+                         for line in lines]
+    return {"baseline": base.label if base else None, "jobs": job_entries,
+            "lines": line_entries, "warnings": warnings,
+            "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE}}
+
+
+# -- text -----------------------------------------------------------------------------------------
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def _cost(value: float | None) -> str:
+    from ..vlm.usage import format_cost
+
+    return format_cost(value)
+
+
+def _value_ci(entry: Mapping[str, Any] | None, name: str) -> str:
+    if not entry:
+        return "-"
+    return f"{_fmt(entry.get(name))} {_ci(entry.get(f'{name}_ci'))}"
+
+
+def _method(doc: Mapping[str, Any]) -> str:
+    settings = doc["bootstrap"]
+    return (f"{settings['confidence']:.0%} intervals: percentile bootstrap, "
+            f"{settings['resamples']} resamples (seed {settings['seed']}); differences are "
+            "line - baseline on the items both scored, resampled together (paired).")
+
+
+def render_text(doc: Mapping[str, Any]) -> str:
+    """The comparison as plain text for a terminal."""
+    lines = [f"Baseline: {doc['baseline'] or '-'} (the first job given)", "Jobs:",
+             f"  {'job':<8}  {'mode':<6} {'items':>5} {'done':>5} {'MOS':>5} {'truth':>5} "
+             f"{'shared':>6} {'wall time/item':>14} {'cost/item':>10}  name; backend, model"]
+    for job in doc["jobs"]:
+        lines.append(
+            f"  {str(job['id'])[:8]:<8}  {job['mode']:<6} {job['items']:>5} {job['done']:>5} "
+            f"{job['with_mos']:>5} {job['with_truth']:>5} {job['shared_with_baseline']:>6} "
+            f"{_seconds(job['wall_time_per_item_s']):>14} {_cost(job['cost_per_item_usd']):>10}"
+            f"  {job['name'] or '-'}; {job['backend'] or '-'}, {job['model'] or '-'}")
+    width = max(len(line["label"]) for line in doc["lines"]) if doc["lines"] else 4
+    if any(line["mos"]["n"] or line["difference"] for line in doc["lines"]):
+        lines += ["Against MOS (each line on its own items):",
+                  f"  {'line':<{width}} {'n':>5}  {'SRCC [95% CI]':<22} {'PLCC [95% CI]':<22} "
+                  f"{'KRCC [95% CI]':<22}"]
+        for line in doc["lines"]:
+            entry = line["mos"]
+            lines.append(f"  {line['label']:<{width}} {entry['n']:>5}  "
+                         + " ".join(f"{_value_ci(entry, m):<22}" for m in METRICS).rstrip()
+                         + (f"  ({entry['reason']})" if entry["reason"] else ""))
+        lines += ["Difference from the baseline, paired on shared items with MOS:",
+                  f"  {'line':<{width}} {'n':>5}  {'ΔSRCC [95% CI]':<23} {'ΔPLCC [95% CI]':<23} "
+                  f"{'ΔKRCC [95% CI]':<23}"]
+        for line in doc["lines"]:
+            diff = line["difference"]
+            if diff is None:
+                lines.append(f"  {line['label']:<{width}} {'':>5}  (baseline)")
+                continue
+            lines.append(f"  {line['label']:<{width}} {diff['n']:>5}  "
+                         + (" ".join(f"{_value_ci(diff, m):<23}" for m in METRICS).rstrip()
+                            if diff["reason"] is None else diff["reason"]))
+    if any(line["mcq"] for line in doc["lines"]):
+        lines += ["MCQ accuracy:", f"  {'line':<{width}} {'n':>5} {'accuracy':>8}  "
+                                   f"{'shared':>6}  Δaccuracy [95% CI]"]
+        for line in doc["lines"]:
+            mcq, diff = line["mcq"], line["mcq_difference"]
+            if mcq is None:
+                continue
+            versus = ("(baseline)" if line["baseline"] else "-" if diff is None
+                      else diff["reason"] or _value_ci(diff, "accuracy"))
+            lines.append(f"  {line['label']:<{width}} {mcq['n']:>5} {_fmt(mcq['accuracy']):>8}  "
+                         f"{diff['n'] if diff else '':>6}  {versus}")
+    lines.append(_method(doc))
+    lines += [f"warning: {text}" for text in doc["warnings"]]
+    return "\n".join((redact(line) or "").rstrip() for line in lines) + "\n"
+
+
+# -- HTML -----------------------------------------------------------------------------------------
+
+
+def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write the comparison as one self-contained page (inline CSS), every text escaped."""
+    title = "Comparison of evaluation jobs"
+    parts = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+             f"<title>{title}</title><style>{_STYLE}</style></head><body><h1>{title}</h1>",
+             f'<p>Baseline: {html.escape(redact(doc["baseline"] or "-") or "-")} '
+             "(the first job given).</p>",
+             '<h2>Jobs</h2><table id="jobs">'
+             + _header("job", "name", "mode", "backend", "model", "items", "done", "with MOS",
+                       "with truth", "shared with baseline", "wall time per item",
+                       "cost per item")]
+    for job in doc["jobs"]:
+        parts.append("<tr>" + "".join(_cell(redact(str(job[key] or "-")), text=True)
+                                      for key in ("id", "name", "mode", "backend", "model"))
+                     + "".join(_cell(job[key]) for key in ("items", "done", "with_mos",
+                                                           "with_truth", "shared_with_baseline"))
+                     + _cell(_seconds(job["wall_time_per_item_s"]), text=True)
+                     + _cell(_cost(job["cost_per_item_usd"]), text=True) + "</tr>")
+    parts.append('</table><h2>Agreement with MOS, and the difference from the baseline</h2>'
+                 '<table id="lines">'
+                 + _header("line", "n", "SRCC", "95% CI", "PLCC", "95% CI", "KRCC", "95% CI",
+                           "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC", "95% CI"))
+    for line in doc["lines"]:
+        entry, diff = line["mos"], line["difference"] or {}
+        css = ' class="agent"' if line["baseline"] else ""
+        parts.append(f"<tr{css}>{_cell(redact(line['label']), text=True)}{_cell(entry['n'])}"
+                     + "".join(_cell(entry[m]) + _cell(_ci(entry[f"{m}_ci"]), text=True)
+                               for m in METRICS)
+                     + _cell("baseline" if line["baseline"] else diff.get("n"), text=True)
+                     + "".join(_cell(diff.get(m)) + _cell(_ci(diff.get(f"{m}_ci")), text=True)
+                               for m in METRICS) + "</tr>")
+    parts.append("</table>")
+    notes = [f"{line['label']}: " + "; ".join(reason for reason in (
+        line["mos"]["reason"], (line["difference"] or {}).get("reason")) if reason)
+             for line in doc["lines"]
+             if line["mos"]["reason"] or (line["difference"] or {}).get("reason")]
+    if any(line["mcq"] for line in doc["lines"]):
+        parts.append('<h2>Multiple choice</h2><table id="mcq">'
+                     + _header("line", "answered", "accuracy", "shared", "Δaccuracy", "95% CI"))
+        for line in doc["lines"]:
+            if line["mcq"] is None:
+                continue
+            diff = line["mcq_difference"] or {}
+            parts.append(f"<tr>{_cell(redact(line['label']), text=True)}"
+                         f"{_cell(line['mcq']['n'])}{_cell(line['mcq']['accuracy'])}"
+                         f"{_cell(diff.get('n'))}{_cell(diff.get('accuracy'))}"
+                         f"{_cell(_ci(diff.get('accuracy_ci')), text=True)}</tr>")
+        parts.append("</table>")
+    parts += [f'<p class="note">{html.escape(redact(note) or "")}</p>'
+              for note in [*notes, _method(doc)]]
+    if doc["warnings"]:
+        parts.append('<h2>Warnings</h2><ul id="warnings">' + "".join(
+            f"<li>{html.escape(redact(text) or '')}</li>" for text in doc["warnings"]) + "</ul>")
+    parts.append("</body></html>\n")
+    target = Path(path)
+    target.write_text("\n".join(parts), encoding="utf-8")
+    return target
