@@ -127,9 +127,11 @@ def agents_for(config: RunConfig | None) -> Agents:
     check_prompts(config)
     local = load_tool_settings()
     settings = check_tools(config, local)
-    # The process-wide registry when the job's tool settings are this process's own; else
-    # one of its own (models are shared by every registry of the process anyway).
-    registry = get_registry(local) if settings == local else ToolRegistry(settings)
+    # The process-wide registry when it has the job's tool settings (it keeps those of its
+    # first call: an in-process caller may have changed the environment since); else one of
+    # its own (models are shared by every registry of the process anyway).
+    shared = get_registry(local)
+    registry = shared if shared.settings == settings else ToolRegistry(settings)
     if config.metric_tools:
         return metric_agents(registry)
     roles = backend_configs(config)
