@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .errors import MetadataError, UnknownToolError
 from .normalize import FORMS, monotonicity_violations, normalize
+from .numerics import NUMERICS_TAG
 
 #: The seven distortion categories of the paper; tools' strengths use the same words.
 DISTORTION_CATEGORIES: tuple[str, ...] = (
@@ -149,7 +150,11 @@ class ToolSpec(_Strict):
 
     @property
     def numerics(self) -> str:
-        """What, besides the inputs, fixes this tool's raw score; part of the cache key."""
+        """What, besides the inputs, fixes this tool's raw score; part of the cache key: the
+        precision, and for float64 tools how their local normalisation is computed
+        (:mod:`iqa_tools.numerics`)."""
+        if self.precision == "float64":
+            return f"{self.precision}+{NUMERICS_TAG}"
         return self.precision
 
     @property

@@ -16,10 +16,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import numerics
 from . import weights as weight_files
 from .cache import ScoreCache, cache_key, open_store
 from .catalog import Catalog, Precision, ToolSpec, load_catalog
@@ -199,6 +201,7 @@ class ToolRegistry:
         import pyiqa
         import torch
 
+        numerics.install()
         # Some models write derived files there (LIQE's text features) and fail if it is absent.
         weight_files.location_dir("pyiqa").mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {}
@@ -318,7 +321,7 @@ class ToolRegistry:
         device = self.device()
         key = (spec.name, spec.precision, "run")
         try:
-            with _POOL.lock_for(key), torch.inference_mode():
+            with _POOL.lock_for(key), torch.inference_mode(), _numerics_for(spec):
                 x = _to_tensor(target, device, spec.precision)
                 output = metric(x, _to_tensor(ref, device, spec.precision)) \
                     if ref is not None else metric(x)
@@ -387,7 +390,8 @@ class ToolRegistry:
         try:
             metric = self.metric(spec.name)
             device = self.device()
-            with _POOL.lock_for((spec.name, spec.precision, "run")), torch.inference_mode():
+            with _POOL.lock_for((spec.name, spec.precision, "run")), torch.inference_mode(), \
+                    _numerics_for(spec):
                 x = torch.cat([_to_tensor(target, device, spec.precision)
                                for _, target, _ in members])
                 if spec.is_full_reference:
@@ -441,6 +445,11 @@ def is_one_colour(image: LoadedImage) -> bool:
     """Every pixel equal: no texture for natural-scene statistics to describe."""
     pixels = image.pixels
     return bool((pixels == pixels[:1, :1]).all())
+
+
+def _numerics_for(spec: ToolSpec) -> AbstractContextManager[None]:
+    """float64 tools normalise separably (:mod:`iqa_tools.numerics`); others as pyiqa does."""
+    return numerics.separable_normalisation() if spec.precision == "float64" else nullcontext()
 
 
 def _to_tensor(image: LoadedImage | None, device: str, precision: Precision) -> Any:

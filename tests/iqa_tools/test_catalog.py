@@ -52,7 +52,8 @@ def test_lookup_is_forgiving_about_case_dashes_and_pyiqa_names():
 def test_hand_crafted_nss_metrics_run_in_float64_and_networks_in_float32():
     catalog = load_catalog()
     assert {s.name for s in catalog if s.precision == "float64"} == {"BRISQUE", "NIQE", "PIQE"}
-    assert catalog.get("NIQE").numerics == "float64"
+    # Their cache key also says how the local normalisation is computed (iqa_tools.numerics).
+    assert catalog.get("NIQE").numerics == "float64+sepnorm1"
     assert catalog.get("TOPIQ_FR").numerics == "float32"
 
 
