@@ -11,14 +11,12 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row, bindparam, case, func, or_, select, text
 from sqlalchemy.orm import Session
 
 from ..redact import redact
-from ..state import AgenticIQAState, state_from_json
-from ..vlm.usage import ModelUsage, PriceTable, summarize
 from .models import (
     Job,
     JobItem,
@@ -30,6 +28,10 @@ from .models import (
     VlmCall,
     utc_now,
 )
+
+if TYPE_CHECKING:
+    from ..state import AgenticIQAState
+    from ..vlm.usage import ModelUsage, PriceTable
 
 #: Questions a user asks of the database, as SQL that runs unchanged on SQLite and PostgreSQL.
 #: Parameters (``:since``) are bound by :func:`run_example_query`, or by your SQL client.
@@ -102,6 +104,8 @@ def get_run(session: Session, run_id: str) -> Run:
 
 
 def load_state(session: Session, run_id: str) -> AgenticIQAState:
+    from ..state import state_from_json
+
     """The run's latest state, as the pipeline's models."""
     return state_from_json(get_run(session, run_id).state_json)
 
@@ -179,6 +183,8 @@ def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None
         statement = statement.where(VlmCall.run_id == run_id)
     if job_id is not None:
         statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
+    from ..vlm.usage import ModelUsage
+
     return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint)
             for backend, model, endpoint, *values in session.execute(statement).all()]
 
@@ -456,6 +462,8 @@ def items_run(session: Session, job_id: str) -> int:
 def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
                 ) -> dict[str, Any]:
     """The job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
+    from ..vlm.usage import PriceTable, summarize
+
     get_job(session, job_id)
     return summarize(vlm_usage(session, job_id=job_id), prices or PriceTable.load(),
                      items=items_run(session, job_id))
