@@ -359,3 +359,18 @@ def test_torch_threads_caps_the_threads_of_a_tool_process(tmp_path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     before, after = json.loads(done.stdout.strip().splitlines()[-1])
     assert (before, after) == (2, 1)
+
+
+def test_one_colour_is_told_from_an_image_with_a_single_other_pixel(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from iqa_tools.registry import is_one_colour
+
+    flat = np.full((64, 80, 3), 200, dtype=np.uint8)
+    Image.fromarray(flat).save(tmp_path / "flat.png")
+    assert is_one_colour(load_image(tmp_path / "flat.png"))
+    flat[37, 51] = (200, 201, 200)  # off the sampled pixels: only the full comparison sees it
+    Image.fromarray(flat).save(tmp_path / "dot.png")
+    assert not is_one_colour(load_image(tmp_path / "dot.png"))
+    assert not is_one_colour(load_image(tmp_path / "dot.png"))
