@@ -48,13 +48,18 @@ def _gaussian_1d(size: int, sigma: float, like: Any) -> Any:
     separable), scaled so that the 2-D kernel sums to what pyiqa's sums to: pyiqa rounds its
     kernel to float32, and the sum's rounding (1e-8 for 7 taps) biases every local variance
     by about that times μ², which BRISQUE's scores feel; the rest of the rounding does not."""
+    return _taps(size, sigma).to(like)
+
+
+@functools.lru_cache(maxsize=16)
+def _taps(size: int, sigma: float) -> Any:
     import torch
     from pyiqa.matlab_utils.functions import fspecial
 
     half = (size - 1) / 2.0
     taps = torch.exp(-torch.arange(-half, half + 1, dtype=torch.float64) ** 2 / (2 * sigma**2))
     total = float(fspecial(size, sigma, 1).to(torch.float64).sum())
-    return (taps / taps.sum() * total**0.5).to(like)
+    return taps / taps.sum() * total**0.5
 
 
 def normalize_in_float64(img: Any, kernel_size: int = 7, sigma: float = 7.0 / 6, C: int = 1,

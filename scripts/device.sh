@@ -14,10 +14,10 @@
 #
 #     bash scripts/device.sh
 #
-# Writes into $OUT: environment.txt, device_consistency.txt, metric_job.txt, profile.txt,
-# tool_batches.txt, scaling.txt, log.txt.  Settings (environment): PYTHON (python3), OUT
+# Writes into $OUT: environment.txt, device_consistency.txt, metric_job_tN.txt and profile_tN.txt
+# (N local threads), tool_batches.txt, scaling.txt, log.txt.  Settings (environment): PYTHON (python3), OUT
 # (./device-out), LIMIT (photos, 100), CHECK_LIMIT (photos for the consistency check, 40),
-# DEVICE (cuda), THREADS (local job threads, 1), SCALING (default workers beside one tool
+# DEVICE (cuda), THREADS (local job threads, a list: 1), SCALING (default workers beside one tool
 # worker at batch 1: 1,4), BATCHED_SCALING (the same at batch 16: 8), STAGES (all of
 # "check jobs batches scaling"), SKIP_INSTALL=1 to use PYTHON's own packages.  A rehearsal on
 # a CPU-only machine:
@@ -101,7 +101,6 @@ LOG=$OUT/log.txt
     "$PYTHON" -c 'import os, sys, torch, pyiqa
 print("python", sys.version.split()[0], "torch", torch.__version__, "pyiqa", pyiqa.__version__,
       "cuda", torch.cuda.is_available(), "cores", os.cpu_count())'
-    git log -1 --format='commit %h %s' 2>/dev/null || true
 } > "$OUT/environment.txt" 2>&1 || { cat "$OUT/environment.txt"; exit 1; }
 cat "$OUT/environment.txt"
 
@@ -124,9 +123,12 @@ fi
 jobs_args=("$DATA/livec-dev" --weights-dir "$DATA/pyiqa-weights" --metric-job --limit "$LIMIT"
            --device "$DEVICE")
 if wants jobs; then
-    stage 120 "$PYTHON" benchmarks/job_throughput.py "${jobs_args[@]}" --local-only \
-        --threads "${THREADS:-1}" --profile "$OUT/profile.txt" > "$OUT/metric_job.txt"
-    cat "$OUT/metric_job.txt"
+    for threads in ${THREADS:-1}; do
+        stage 120 "$PYTHON" benchmarks/job_throughput.py "${jobs_args[@]}" --local-only \
+            --threads "$threads" --profile "$OUT/profile_t$threads.txt" \
+            > "$OUT/metric_job_t$threads.txt"
+        cat "$OUT/metric_job_t$threads.txt"
+    done
 fi
 if wants batches; then
     stage 90 "$PYTHON" benchmarks/tool_batches.py "$DATA/livec-dev/images" \
