@@ -81,8 +81,8 @@ def _whole(text: str, term: str) -> bool:
 def canonical_distortion(name: str) -> str:
     """The category ``name`` stands for, spelled as in :data:`DISTORTION_CATEGORIES`.
 
-    Cached: every validated tool log and plan asks it, and one answer costs a few hundred
-    regular-expression searches (34 ms per item of a metric job on an H100's host before).
+    Cached (an answer, not a refusal: see ``state._canonical_if_category``), since one costs a
+    few hundred regular-expression searches.
 
     Accepts the category in any case ("noise"), a synonym or inflection ("blur", "blurry",
     "out of focus"), and a short label around one ("motion blur", "JPEG compression artifacts",
