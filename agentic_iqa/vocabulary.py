@@ -19,7 +19,8 @@ from iqa_tools import DISTORTION_CATEGORIES
 #: Words and phrases that name a distortion category (matched as whole words, lower case).
 DISTORTION_TERMS: dict[str, tuple[str, ...]] = {
     "Blurs": ("blur", "blurs", "blurry", "blurred", "blurriness", "out of focus", "out-of-focus",
-              "defocus", "defocused", "unfocused", "motion blur", "fuzzy", "smeared", "soft focus"),
+              "defocus", "defocused", "unfocused", "motion blur", "fuzzy", "smeared", "soft focus",
+              "in focus", "in-focus", "focused"),
     "Noise": ("noise", "noisy", "grain", "grainy", "graininess", "speckle", "speckled",
               "noisiness"),
     "Compression": ("compression", "compressed", "jpeg", "jpg", "artifact", "artifacts",
@@ -37,6 +38,20 @@ DISTORTION_TERMS: dict[str, tuple[str, ...]] = {
     "Sharpness": ("sharp", "sharpness", "crisp", "crispness", "clarity", "detail", "details",
                   "oversharpened", "over-sharpened", "oversharpening", "over-sharpening",
                   "sharpening"),
+}
+
+#: Words that ask whether a distortion is *absent* ("Is the car sharp?", "Is the flower in
+#: focus?", "Are the colours vivid?"): a yes/no question with one of them is answered Yes when
+#: its categories are not visible.  Sharp and in focus name both kinds of lost detail.
+POSITIVE_TERMS: dict[str, tuple[str, ...]] = {
+    "Blurs": ("in focus", "in-focus", "focused", "sharp", "crisp", "clear"),
+    "Sharpness": ("in focus", "in-focus", "focused", "sharp", "crisp", "clear", "detailed"),
+    "Noise": ("clean", "noise-free", "noiseless", "noise free"),
+    "Brightness change": ("well exposed", "well-exposed", "well lit", "well-lit",
+                          "properly exposed", "correctly exposed"),
+    "Contrast": ("good contrast", "contrasty", "punchy"),
+    "Color distortions": ("vivid", "colourful", "colorful", "natural colours",
+                          "natural colors", "true to life", "lifelike"),
 }
 
 #: Words that, in a model's *label* for a distortion ("low contrast", "JPEG artifacts"), only

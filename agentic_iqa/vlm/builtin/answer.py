@@ -24,7 +24,7 @@ import numpy as np
 
 from ...query import categories_in, options_in
 from ...state import missing_evidence
-from ...vocabulary import level_name
+from ...vocabulary import POSITIVE_TERMS, level_name
 from .measure import opinion_features
 from .opinion import OpinionModel, OpinionModels, as_models
 from .severity import SEVERITIES
@@ -198,9 +198,12 @@ def _choose_option(query: str, options: dict[str, str], severity: dict[str, floa
         return pick, f"The distortion in question is {word}."
     yes_no = {letter: text.lower().strip(" .") for letter, text in options.items()}
     if set(yes_no.values()) <= {"yes", "no"} and len(yes_no) == 2:
-        visible = max((_excess(severity, detection, c, present) for c in asked),
+        # "Is the car sharp?" asks for the absence of blur: Yes when it is not visible.
+        positive = [c for c in positive_categories(stem) if c in asked or c in severity]
+        visible = max((_excess(severity, detection, c, present) for c in positive or asked),
                       default=-1.0) >= 0.0
-        pick = next(k for k, v in yes_no.items() if v == ("yes" if visible else "no"))
+        yes = not visible if positive else visible
+        pick = next(k for k, v in yes_no.items() if v == ("yes" if yes else "no"))
         return pick, ("The asked distortion is visible." if visible
                       else "The asked distortion is not visible.")
     levels = {letter: _level_of(text) for letter, text in options.items()}
@@ -217,12 +220,44 @@ NOUNS = {"Blurs": "blur", "Noise": "noise", "Compression": "compression artefact
          "Color distortions": "colour distortion", "Sharpness": "loss of sharpness"}
 
 
+#: The first word of a question answered Yes or No (English).
+_YES_NO = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could|will|would|"
+                     r"should|shall|may|might|am)\b", re.I)
+#: Words of a yes/no question about overall quality: asked the good way round, or the bad.
+_GOOD_WORDS = ("good", "high quality", "high-quality", "acceptable", "fine", "nice", "usable",
+               "decent", "great", "excellent")
+_BAD_WORDS = ("bad", "poor", "low quality", "low-quality", "terrible", "awful", "unusable")
+
+
+def is_yes_no(query: str) -> bool:
+    """A question that expects Yes or No ("Is the flower in focus?", "Does it look noisy?")."""
+    return _YES_NO.match(query) is not None
+
+
+def positive_categories(query: str) -> list[str]:
+    """Categories the query asks to be *absent* ("sharp", "in focus", "vivid", "well exposed")."""
+    lowered = query.casefold()
+    return [category for category, terms in POSITIVE_TERMS.items()
+            if any(re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", lowered)
+                   for term in terms)]
+
+
 def _free_answer(query: str, severity: dict[str, float], estimate: float,
                  context_plan: Mapping[str, Any] | None = None,
                  detection: Mapping[str, float] | None = None, *,
                  present: Mapping[str, float] | None = None) -> str:
+    """A yes/no question gets Yes or No first, the right way round: "Is it noisy?" is Yes
+    when noise is visible, "Is it sharp?" is Yes when no blur or loss of detail is."""
     asked = categories_in(query)
     detection = detection or {}
+    positive = [c for c in positive_categories(query) if c in asked or c in severity]
+    if positive and is_yes_no(query):
+        worst = max(positive, key=lambda c: _excess(severity, detection, c, present))
+        word = SEVERITIES[min(4, int(severity.get(worst, 0.0)))]
+        noun = NOUNS.get(worst, worst.lower())
+        if _excess(severity, detection, worst, present) >= 0.0:
+            return f"No: {word} {noun}"
+        return f"Yes: no {noun} is visible"
     if asked:
         worst = max(asked, key=lambda c: _excess(severity, detection, c, present))
         level = severity.get(worst, 0.0)
@@ -236,6 +271,11 @@ def _free_answer(query: str, severity: dict[str, float], estimate: float,
     if plan.get("query_type") == "Other":
         return ("The offline backend judges technical quality, not taste: "
                 + technical[0].lower() + technical[1:])
+    if is_yes_no(query):
+        lowered = query.casefold()
+        bad = any(re.search(rf"\b{re.escape(w)}\b", lowered) for w in _BAD_WORDS)
+        good = estimate >= 3.0
+        return f"{'Yes' if good != bad else 'No'}: {technical[0].lower()}{technical[1:]}"
     return technical
 
 

@@ -1,0 +1,73 @@
+"""The offline agent answers a yes/no question with Yes or No, the right way round: "Is it
+blurry?" is Yes on a blurred photo, "Is it sharp?" and "Is it in focus?" are No there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from agentic_iqa.fitting.degradations import degrade
+from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.query import with_options
+from agentic_iqa.vlm.builtin import BuiltinClient
+from agentic_iqa.vlm.builtin.answer import is_yes_no, positive_categories
+from iqa_tools import ToolRegistry, ToolSettings
+from tests.conftest import natural_image
+
+
+@pytest.fixture(scope="module")
+def agents() -> Agents:
+    client = BuiltinClient()
+    return Agents(planner=client, executor=client, summarizer=client,
+                  registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")))
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("yes-no")
+    clean = Image.fromarray(natural_image(5, (320, 240)))
+    clean.save(folder / "clean.png")
+    degrade(clean, "blur", 4).save(folder / "blurred.png")
+    return {"clean": folder / "clean.png", "blurred": folder / "blurred.png"}
+
+
+def answer(agents: Agents, query: str, image: Path) -> str:
+    return run_inprocess(query, str(image), agents=agents)["summarizer_result"].final_answer
+
+
+def test_questions_are_told_yes_no_and_which_way_round():
+    assert is_yes_no("Is the flower in focus?") and is_yes_no("does it look noisy")
+    assert not is_yes_no("Rate the quality of this image.")
+    assert not is_yes_no("Which distortion is the worst?")
+    assert set(positive_categories("Is the car sharp?")) == {"Blurs", "Sharpness"}
+    assert positive_categories("Is the flower in focus?")[:1] == ["Blurs"]
+    assert positive_categories("Are the colours vivid?") == ["Color distortions"]
+    assert positive_categories("Is this image blurry?") == []
+
+
+@pytest.mark.parametrize(("query", "on_blurred", "on_clean"), [
+    ("Is this image blurry?", "Yes", "No"),
+    ("Is the photo sharp?", "No", "Yes"),
+    ("Is the picture in focus?", "No", "Yes"),
+])
+def test_a_yes_no_question_gets_yes_or_no_the_right_way_round(agents, photos, query,
+                                                              on_blurred, on_clean):
+    assert answer(agents, query, photos["blurred"]).startswith(on_blurred + ":")
+    assert answer(agents, query, photos["clean"]).startswith(on_clean + ":")
+
+
+def test_with_yes_and_no_options_the_letter_follows_the_same_reading(agents, photos):
+    query = with_options("Is the photo sharp?", ["Yes", "No"])
+    assert answer(agents, query, photos["blurred"]) == "B"
+    assert answer(agents, query, photos["clean"]) == "A"
+
+
+def test_a_yes_no_question_about_overall_quality_starts_with_yes_or_no(agents, photos):
+    for query in ("Is this a good photo?", "Is the image of poor quality?"):
+        first = answer(agents, query, photos["clean"]).split(":")[0]
+        assert first in {"Yes", "No"}
+    good = answer(agents, "Is this a good photo?", photos["clean"]).split(":")[0]
+    poor = answer(agents, "Is the image of poor quality?", photos["clean"]).split(":")[0]
+    assert good != poor
