@@ -12,6 +12,9 @@ TOOLS = [spec.name for spec in load_catalog()]
     ("Are there JPEG artifacts?", ["Compression"]),
     ("Is it overexposed and washed out?", ["Brightness change", "Contrast"]),
     ("How is the white balance?", ["Color distortions"]),
+    ("Is there over-exposure in the sky?", ["Brightness change"]),
+    ("Are the highlights blown out?", ["Brightness change"]),
+    ("Is the flower in focus?", ["Blurs"]),
     ("Rate this image.", []),
 ])
 def test_distortion_words_map_to_the_seven_categories(text, expected):
