@@ -158,8 +158,6 @@ def submit(
     tool) exits 2 with one line before anything is stored.  Exits 1 if the job is cancelled or
     stopped while this command waits for it (``--wait``, or a local run).
     """
-    import os
-
     from sqlalchemy.exc import SQLAlchemyError
 
     from iqa_tools.errors import ToolError
@@ -169,8 +167,6 @@ def submit(
     from ..runconfig import capture
     from ..runtime import lifecycle
 
-    if not vlm_cache:  # local runs: clients without a cache; workers: read from the job
-        os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
     if mode not in ("agent", "vlm", "tools"):
         _fail(f"unknown --mode {mode!r}: agent, vlm or tools", code=2)
     if mode == "tools" and tools is None:
