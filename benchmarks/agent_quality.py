@@ -9,10 +9,9 @@ The protocol
 * ``--fit`` uses FIT photos only: the severity thresholds, the per-category detectors (yes/no) and
   the which-distortion model are calibrated on FIT photos degraded by the *calibration* generator
   (agentic_iqa.fitting.degradations, levels 0-4, every one of its two or three processes per kind:
-  agentic_iqa.fitting.degradations.SHAPES); the opinion models (one per tool the pipeline may run,
-  one without) are ridge regressions whose penalty is chosen by cross-validation inside FIT, and
-  the nested cross-validated SRCC inside FIT is printed as the in-sample figure.  It writes
-  agentic_iqa/vlm/builtin/severity.json and opinion.json.
+  agentic_iqa.fitting.degradations.SHAPES).  It writes agentic_iqa/vlm/builtin/severity.json.
+  The overall opinion (opinion.json) is chosen by ``benchmarks/opinion_selection.py`` and no
+  longer refitted here (its helpers below, ``cv_predictions``, ``nested_cv``, serve that study).
 * The report uses HELD-OUT photos only: scoring-mode SRCC/PLCC against MOS (bootstrap 95 %
   intervals) of the agent's fused score next to BRISQUE, NIQE and PIQE alone; and multiple-choice
   accuracy on HELD-OUT photos degraded by the *test* generator
@@ -51,7 +50,6 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -70,12 +68,9 @@ from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vlm.builtin import answer as builtin_answer
 from agentic_iqa.vlm.builtin import measure as measure_module
 from agentic_iqa.vlm.builtin.answer import OPINION_SIGMA
-from agentic_iqa.vlm.builtin.measure import Measurements, measure, opinion_features
+from agentic_iqa.vlm.builtin.measure import Measurements, measure
 from agentic_iqa.vlm.builtin.opinion import (
-    NO_TOOL,
-    PRIOR,
     WEIGHTS_FILE,
-    OpinionModels,
 )
 from agentic_iqa.vlm.builtin.severity import (
     THRESHOLDS_FILE,
@@ -328,40 +323,10 @@ def fit_all(args: argparse.Namespace, registry: ToolRegistry, mos: dict[str, flo
     default_thresholds.cache_clear()
     print(f"severity thresholds from {len(calibration_names)} FIT photos -> {THRESHOLDS_FILE}")
 
-    started = time.perf_counter()
-    prior = make_agents(registry, PRIOR)
-    features, tools, evidence = {}, {}, Counter()
-    for name in fit_names:
-        path = args.livec / "images" / name
-        features[name] = opinion_features(measure(
-            np.asarray(Image.open(path).convert("RGB"), dtype=np.float32) / 255.0))
-        tools[name] = tool_scores(registry, path)
-        evidence.update({tool for tool, _ in evidence_tools(prior, path)})
-    default_tool = evidence.most_common(1)[0][0] if evidence else None
-    print(f"features and tool scores of {len(fit_names)} FIT photos in "
-          f"{time.perf_counter() - started:.0f}s; the pipeline's scoring runs used "
-          f"{dict(evidence) or 'no tool'}")
-
-    targets = [target_of(mos[n]) for n in fit_names]
-    models = {}
-    print(f"\nin-sample (FIT, {len(fit_names)} photos): nested {args.folds}-fold CV SRCC of "
-          "each opinion model (penalty chosen inside each outer fold)")
-    for variant in (*[t for t in TOOLS if all(t in tools[n] for n in fit_names)], NO_TOOL):
-        rows = [{**features[n], **({"tool_mean": tools[n][variant][1]}
-                                   if variant != NO_TOOL else {})} for n in fit_names]
-        outer = nested_cv(rows, targets, args.folds, args.seed)
-        ridge = choose_ridge(rows, targets, args.folds, args.seed)
-        srcc = float(spearmanr(outer, targets).statistic)
-        model = _fit_rows(rows, targets, ridge)
-        models[variant] = replace(model, metadata={
-            **provenance, "tool": variant, "ridge": ridge, "nested_cv_srcc_fit": round(srcc, 4),
-            "target": "LIVE-C dev MOS rescaled to 1 + 4 * mos / 100, made fusion-aware "
-                      f"(opinion sigma {OPINION_SIGMA}, eta {ETA})"})
-        print(f"  {variant:<8} nested-CV SRCC {srcc:.3f}  (ridge {ridge:g})")
-    document = OpinionModels(models, {**provenance, "features": sorted(features[fit_names[0]]),
-                                      "default_tool": default_tool}, default_tool)
-    WEIGHTS_FILE.write_text(document.to_json())
-    print(f"opinion models fitted on {len(fit_names)} FIT photos -> {WEIGHTS_FILE}\n")
+    # The overall opinion (opinion.json) is not refitted here: the one shipped is chosen by
+    # benchmarks/opinion_selection.py, against the builtin from before issue 12 on unseen photos.
+    print(f"opinion: {WEIGHTS_FILE} is left as it is "
+          "(benchmarks/opinion_selection.py chooses it)\n")
 
 
 # -- the report: HELD-OUT only ----------------------------------------------------------------

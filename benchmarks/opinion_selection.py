@@ -36,8 +36,9 @@ Candidates
         with an opinion spread of 0.7 as it was then; penalty from agent_quality.RIDGES by inner
         CV.  The script first checks that this mirror, with c20d270's own weights, reproduces
         c20d270's quality_score on every pool photo.
-    ref rows (not candidates): BRISQUE raw, NIQE and PIQE alone, and the shipped opinion.json
-        (fitted on livec-dev FIT: in-sample there, out of sample on livec-extra).
+    ref rows (not candidates): BRISQUE raw, NIQE and PIQE alone, and the opinion.json shipped
+        from issue 12 until this study (commit LATER_COMMIT; fitted on livec-dev FIT: in-sample
+        there, out of sample on livec-extra).  The builtin now ships d's opinion again.
 
 Evaluation
     * nested CV over the pool: outer K folds (default 5) repeated R times (default 3) with
@@ -82,9 +83,8 @@ from scipy.stats import spearmanr
 from agentic_iqa.agents.fusion import ETA, fuse
 from agentic_iqa.fitting.opinion import fit as fit_opinion
 from agentic_iqa.fitting.opinion import fusion_target
-from agentic_iqa.vlm.builtin.answer import OPINION_SIGMA
 from agentic_iqa.vlm.builtin.measure import measure, opinion_features
-from agentic_iqa.vlm.builtin.opinion import WEIGHTS_FILE, OpinionModel, OpinionModels
+from agentic_iqa.vlm.builtin.opinion import OpinionModel, OpinionModels
 from iqa_tools import ToolRegistry, ToolSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -284,7 +284,7 @@ def fused_with(estimate: float, tool: float | None, sigma: float) -> float:
 @dataclass(frozen=True)
 class Recipe:
     """How an opinion is fitted and fused.  NOW is agent_quality.py --fit's (fusion-aware
-    target, clipped inputs, spread OPINION_SIGMA); THEN is c20d270's (the MOS target itself,
+    target, clipped inputs, spread 0.35); THEN is c20d270's (the MOS target itself,
     no clipping, spread 0.7)."""
 
     aware: bool
@@ -324,7 +324,10 @@ class Recipe:
         return max(grid, key=quality)
 
 
-NOW = Recipe(aware=True, clip=True, sigma=OPINION_SIGMA)
+#: The recipe of the models fitted after issue 12 (their spread was 0.35).
+NOW = Recipe(aware=True, clip=True, sigma=0.35)
+#: The last commit that shipped the post-issue-12 opinion (the reference row).
+LATER_COMMIT = "bf2875b"
 THEN = Recipe(aware=False, clip=False, sigma=0.7)
 
 
@@ -418,12 +421,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if gap > 1e-6:
         sys.exit("the mirror of the old recipe does not reproduce it")
 
-    shipped = OpinionModels.from_dict(json.loads(WEIGHTS_FILE.read_text()))
-    shipped_model = shipped.for_tools(["BRISQUE"])
+    # The opinion shipped from issue 12 until this study (it now ships c20d270's again).
+    later = OpinionModels.from_dict(json.loads(subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{LATER_COMMIT}:agentic_iqa/vlm/builtin/opinion.json"],
+        check=True, capture_output=True, text=True).stdout))
+    later_model = later.for_tools(["BRISQUE"])
 
-    def shipped_score(i: int) -> float:
+    def later_score(i: int) -> float:
         row = row_of(entries[i], None)
-        return aq.fused(shipped_model.predict(row, None), row["tool_mean"])
+        return fused_with(later_model.predict(row, None), row["tool_mean"], NOW.sigma)
 
     fitted = [
         Fitted("a  current recipe (9 feats+BRISQUE)", lambda i: row_of(entries[i], None),
@@ -440,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         Fixed("ref BRISQUE raw (negated)", lambda i: -entries[i]["tools"]["BRISQUE"][0]),
         Fixed("ref NIQE normalized alone", lambda i: entries[i]["tools"]["NIQE"][1]),
         Fixed("ref PIQE normalized alone", lambda i: entries[i]["tools"]["PIQE"][1]),
-        Fixed("ref shipped opinion.json (FIT)", shipped_score),
+        Fixed(f"ref opinion at {LATER_COMMIT} (FIT)", later_score),
     ]
     labels = [c.label for c in fitted] + [c.label for c in fixed]
     baseline = fixed[1].label
@@ -547,9 +553,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"\nin-sample notes: d ({args.old_commit}) was fitted on all 250 livec-dev photos, so "
           f"on the pool's {n_fit} FIT photos its scores are in-sample (its nested-CV figure is "
           "flattered there); the 'extra' columns and FIT -> EXTRA are out of sample for d.  The "
-          "shipped opinion.json was fitted on livec-dev FIT: in-sample on FIT, out of sample on "
-          "extra.  FIT -> EXTRA trains every candidate on 148 photos while d was fitted on 250 "
-          "(FIT + the old HELD-OUT), so there d has more data, not an in-sample advantage.  "
+          f"opinion shipped at {LATER_COMMIT} was fitted on livec-dev FIT: in-sample on FIT, out "
+          "of sample on extra.  FIT -> EXTRA trains every candidate on 148 photos while d was "
+          "fitted on 250 (FIT + the old HELD-OUT), so there d has more data, not an in-sample "
+          "advantage.  "
           "b1/b2's three measurements were picked by reasoning before the first run, not "
           "searched; e was added after the first run showed a, b1, b2 below d; the penalty "
           "grids are fixed in the script (agent_quality.RIDGES, STRONG_RIDGES).")

@@ -1,10 +1,10 @@
 """The builtin summarizer: answers from the evidence, and a five-level opinion for scoring.
 
-Its "opinion" of overall quality (:mod:`.opinion`) combines what it measured on the image with
-the score of the tool the pipeline ran; the five-level probabilities are a Gaussian of
-:data:`OPINION_SIGMA` levels around it.  The opinion is fitted knowing that the summarizer then
-fuses it with the same tool score (:func:`.opinion.fusion_target`), so the tool is not counted
-twice.
+Its "opinion" of overall quality (:mod:`.opinion`) combines what it reads of the image
+(:mod:`.opinion_features`) with the mean score of the tools the pipeline ran; the five-level
+probabilities are a Gaussian of :data:`OPINION_SIGMA` levels around it, which the summarizer
+fuses with the same tool scores.  The shipped opinion is the one from before issue 12, which
+held better on photos it never saw than every later fit (``benchmarks/opinion_selection.py``).
 
 Evidence a tool cannot give is not quoted as a reason: a score at the end of the tool's scale
 (e.g. PIQE raw 100 -> 1.00, or a normalized score on the flat end of its logistic) carries no
@@ -25,18 +25,18 @@ import numpy as np
 from ...query import categories_in, options_in
 from ...state import missing_evidence
 from ...vocabulary import POSITIVE_TERMS, level_name
-from .measure import opinion_features
 from .opinion import OpinionModel, OpinionModels, as_models
+from .opinion_features import opinion_features
 from .severity import SEVERITIES
 from .vision import dominance_for, presence_for, scores_for
-from .vision import measurements as image_measurements
 
 LEVEL_WORDS = {"excellent": 5, "good": 4, "fair": 3, "poor": 2, "bad": 1,
                "high": 4, "medium": 3, "average": 3, "low": 2, "very good": 5, "very poor": 1}
 LETTER_OF_LEVEL = {5: "A", 4: "B", 3: "C", 2: "D", 1: "E"}
 #: Spread (in levels) of the builtin's opinion around its estimate: with the paper's fusion
-#: (η = 1) the opinion carries about 80 % of the fused score and the tools 20 %.
-OPINION_SIGMA = 0.35
+#: (η = 1, a precision of 2 for the tools against 1/σ² ≈ 2 for the opinion) each carries about
+#: half of the fused score, as when the shipped opinion was fitted.
+OPINION_SIGMA = 0.7
 
 
 def _severity_index(word: str) -> int:
@@ -100,7 +100,7 @@ def quality_estimate(context: Mapping[str, Any],
                      model: OpinionModel | OpinionModels | None = None) -> float:
     """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores."""
     chosen = as_models(model).for_tools([tool for tool, _ in _tool_pairs(context)])
-    features = opinion_features(image_measurements(context["image_path"]))
+    features = opinion_features(context["image_path"])
     return chosen.predict(features, tool_mean(context))
 
 
