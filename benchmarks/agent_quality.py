@@ -577,6 +577,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--in-sample-mcq", type=int, default=0,
                         help="also ask the questions on this many FIT photos degraded by the "
                              "calibration generator (an in-sample figure, for comparison)")
+    parser.add_argument("--unseen", action="store_true",
+                        help="the folder is photos no fitting or calibration read (such as "
+                        "livec-extra for the severity models): report on all of them")
     parser.add_argument("--dev", action="store_true",
                         help="development on FIT alone: calibrate on part of FIT, report the "
                              "test generator's questions on the rest (no HELD-OUT photo is "
@@ -595,8 +598,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         device="cpu", weights_dir=args.weights_dir,
         tool_cache=f"sqlite:///{args.cache / 'tool-scores.sqlite3'}"))
     mos = read_mos(args.livec)
-    fit_names, held_names = split(sorted(mos))
-    print(f"split: {len(fit_names)} FIT / {len(held_names)} HELD-OUT photos ({SPLIT_RULE})")
+    if args.unseen:  # a folder no fitting or calibration ever read: every photo is held out
+        if args.fit or args.dev:
+            sys.exit("--unseen is for a report on photos nothing was fitted on: not with "
+                     "--fit or --dev")
+        fit_names, held_names = [], sorted(mos)
+        print(f"unseen folder: all {len(held_names)} photos are HELD-OUT")
+    else:
+        fit_names, held_names = split(sorted(mos))
+        print(f"split: {len(fit_names)} FIT / {len(held_names)} HELD-OUT photos ({SPLIT_RULE})")
     if args.dev:
         dev_report(args, fit_names)
         return
@@ -606,12 +616,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         from agentic_iqa.vlm.builtin import opinion, severity
         opinion.default_models.cache_clear()
         severity.default_thresholds.cache_clear()
-    metadata = json.loads(WEIGHTS_FILE.read_text())["metadata"] if WEIGHTS_FILE.is_file() else {}
-    if metadata.get("split_rule") != SPLIT_RULE:
-        sys.exit("the shipped opinion model was not fitted with this split: run with --fit")
+    metadata = json.loads(THRESHOLDS_FILE.read_text())["metadata"] \
+        if THRESHOLDS_FILE.is_file() else {}
+    if metadata.get("split_rule") != SPLIT_RULE and not args.unseen:
+        sys.exit("the shipped severity model was not calibrated with this split: run with --fit")
     agents = make_agents(registry)
     print("\nREPORT: HELD-OUT photos only (never used to fit or calibrate)")
     if not args.skip_scoring:
+        if not args.unseen:
+            print("note: the shipped opinion (opinion.json) was fitted on all 250 dev photos, "
+                  "so on them this scoring figure is in-sample; --unseen on livec-extra is not")
         scoring_report(args, agents, mos, spread_subset(held_names, args.scoring_images,
                                                         "scoring"))
     if not args.skip_mcq:
