@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -386,15 +386,13 @@ def asked_category(question: str) -> str:
     return next(iter(categories_in(question.split("A.")[0])), "")
 
 
-def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], generator,
-               label: str) -> None:
-    """Every question through the real pipeline (planner, executor, summarizer)."""
-    workdir = Path(tempfile.mkdtemp(prefix="iqa-mcq-"))
-    records: list[Record] = []
-    started = time.perf_counter()
-    for name in names:
-        original_path = args.livec / "images" / name
-        original = Image.open(original_path).convert("RGB")
+def degraded_copies(livec: Path, names: Sequence[str], generator, workdir: Path
+                    ) -> Iterator[tuple[int, str, int, Path, Path, list[tuple]]]:
+    """Each photo's degraded copies and their questions, as the multiple-choice report asks
+    them: (photo index, kind, level, copy, reference, questions), the copy and the original
+    (the reference) written under ``workdir``."""
+    for photo, name in enumerate(names):
+        original = Image.open(livec / "images" / name).convert("RGB")
         reference = workdir / f"{Path(name).stem}_ref.png"
         original.save(reference)
         for kind, (category, _) in generator.DEGRADATIONS.items():
@@ -404,12 +402,23 @@ def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], gener
                          if hasattr(generator, "calibration_shape") else None)
                 (generator.degrade(original, kind, level, shape) if shape
                  else generator.degrade(original, kind, level)).save(copy)
-                for question_kind, question, with_ref, expected in questions(name, kind,
-                                                                             category, level):
-                    answer = _answer(agents, question, copy, reference if with_ref else None)
-                    records.append((question_kind, kind, level, expected, answer,
-                                    asked_category(question)))
-                copy.unlink()
+                yield photo, kind, level, copy, reference, list(questions(name, kind, category,
+                                                                          level))
+
+
+def mcq_report(args: argparse.Namespace, agents: Agents, names: list[str], generator,
+               label: str) -> None:
+    """Every question through the real pipeline (planner, executor, summarizer)."""
+    workdir = Path(tempfile.mkdtemp(prefix="iqa-mcq-"))
+    records: list[Record] = []
+    started = time.perf_counter()
+    for _, kind, level, copy, reference, asked in degraded_copies(args.livec, names, generator,
+                                                                  workdir):
+        for question_kind, question, with_ref, expected in asked:
+            answer = _answer(agents, question, copy, reference if with_ref else None)
+            records.append((question_kind, kind, level, expected, answer,
+                            asked_category(question)))
+        copy.unlink()
     print_mcq(records, generator, f"{label}: {len(names)} photos x "
               f"{len(generator.DEGRADATIONS)} kinds x 4 levels", time.perf_counter() - started)
 

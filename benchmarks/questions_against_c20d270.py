@@ -55,7 +55,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from agentic_iqa.fitting import evaluation_degradations as generator
 from iqa_tools import ToolRegistry, ToolSettings
@@ -93,26 +92,16 @@ for line in Path(sys.argv[3]).read_text().splitlines():
 def build(livec: Path, names: list[str], workdir: Path) -> list[dict]:
     """Every question as mcq_report makes it, its copy and reference written under workdir."""
     rows = []
-    for photo, name in enumerate(names):
-        original = Image.open(livec / "images" / name).convert("RGB")
-        reference = workdir / f"{Path(name).stem}_ref.png"
-        original.save(reference)
-        for kind, (category, _) in generator.DEGRADATIONS.items():
-            for level in generator.LEVELS:
-                copy = workdir / f"{Path(name).stem}_{kind}{level}.png"
-                shape = (generator.calibration_shape(name, kind, level)
-                         if hasattr(generator, "calibration_shape") else None)
-                (generator.degrade(original, kind, level, shape) if shape
-                 else generator.degrade(original, kind, level)).save(copy)
-                for question_kind, question, with_ref, expected in aq.questions(
-                        name, kind, category, level):
-                    ref = reference if with_ref else None
-                    key = hashlib.sha256(json.dumps(
-                        [question, sha256(copy), sha256(ref) if ref else ""]).encode()).hexdigest()
-                    rows.append({"photo": photo, "qkind": question_kind, "kind": kind,
-                                 "level": level, "question": question, "image": str(copy),
-                                 "reference": str(ref) if ref else None,
-                                 "expected": expected, "key": key})
+    for photo, kind, level, copy, reference, asked in aq.degraded_copies(livec, names,
+                                                                         generator, workdir):
+        for question_kind, question, with_ref, expected in asked:
+            ref = reference if with_ref else None
+            key = hashlib.sha256(json.dumps(
+                [question, sha256(copy), sha256(ref) if ref else ""]).encode()).hexdigest()
+            rows.append({"photo": photo, "qkind": question_kind, "kind": kind, "level": level,
+                         "question": question, "image": str(copy),
+                         "reference": str(ref) if ref else None, "expected": expected,
+                         "key": key})
     return rows
 
 
