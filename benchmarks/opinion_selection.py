@@ -96,7 +96,10 @@ STRONG_RIDGES = (10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 FEW = ("log_blur", "log_noise", "mean_luminance")
 
 #: Runs inside the old worktree (cwd and PYTHONPATH there): its scoring path, one photo a line.
-OLD_SCORER = r'''
+#: The start of a script run inside the old worktree (cwd and PYTHONPATH there, argv: the
+#: tree, the weights folder, a file of inputs): that commit's own builtin agents, checked to be
+#: its code and not ours.
+OLD_AGENTS = r'''
 import json, sys
 from pathlib import Path
 import agentic_iqa, iqa_tools
@@ -105,12 +108,14 @@ for module in (agentic_iqa, iqa_tools):
     assert Path(module.__file__).resolve().is_relative_to(tree), module.__file__
 from agentic_iqa.pipeline import Agents, run_inprocess
 from agentic_iqa.vlm.builtin import BuiltinClient
-from agentic_iqa.vlm.builtin.vision import features
 from iqa_tools import ToolRegistry, ToolSettings
 registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory",
                                      weights_dir=Path(sys.argv[2])))
 client = BuiltinClient()
 agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
+'''
+OLD_SCORER = OLD_AGENTS + r'''
+from agentic_iqa.vlm.builtin.vision import features
 for path in Path(sys.argv[3]).read_text().split("\n"):
     if path:
         state = run_inprocess("Rate the quality of this image.", path, agents=agents)

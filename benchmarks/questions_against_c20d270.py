@@ -61,25 +61,12 @@ from iqa_tools import ToolRegistry, ToolSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_quality as aq  # noqa: E402  (the questions and their scoring, reused)
-from opinion_selection import default_data_dir, old_worktree, sha256  # noqa: E402
+from opinion_selection import OLD_AGENTS, default_data_dir, old_worktree, sha256  # noqa: E402
 
 OLD_COMMIT = "c20d270"
 
 #: Runs inside the old worktree (cwd and PYTHONPATH there): one question a JSON line in and out.
-OLD_ANSWERER = r'''
-import json, sys
-from pathlib import Path
-import agentic_iqa, iqa_tools
-tree = Path(sys.argv[1]).resolve()
-for module in (agentic_iqa, iqa_tools):
-    assert Path(module.__file__).resolve().is_relative_to(tree), module.__file__
-from agentic_iqa.pipeline import Agents, run_inprocess
-from agentic_iqa.vlm.builtin import BuiltinClient
-from iqa_tools import ToolRegistry, ToolSettings
-registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory",
-                                     weights_dir=Path(sys.argv[2])))
-client = BuiltinClient()
-agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
+OLD_ANSWERER = OLD_AGENTS + r'''
 for line in Path(sys.argv[3]).read_text().splitlines():
     job = json.loads(line)
     state = run_inprocess(job["question"], job["image"], job["reference"], agents=agents)
