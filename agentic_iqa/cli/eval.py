@@ -454,7 +454,7 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
         task = bar.add_task(f"job {job_id[:8]} (local, {workers} threads)",
                             total=current.total, completed=current.finished)
         lifecycle.run_local(engine, job_id, agents, workers=workers,
-                            on_progress=lambda: bar.advance(task))
+                            on_progress=lambda ended: bar.advance(task, ended))
 
 
 @eval_app.command("status")
@@ -550,7 +550,7 @@ def resume(
     agents = _agents()
     with contextlib.redirect_stdout(sys.stderr):
         for run_id in unfinished:
-            service.run_embedded(engine, agents, run_id)
+            service.walk_embedded(engine, agents, run_id)
         _run_local(engine, job, agents, workers)
     _summary(engine, job)
     _end_of_wait(engine, job)

@@ -330,10 +330,15 @@ def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[st
     :func:`execute_step` (lease, idempotency, logs) and takes its own score from the batch.
     A run whose state does not load or whose step is stale is simply left out.
     """
+    return _score_ahead(engine, agents, items, max_batch=max_batch, registries={})
+
+
+def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *,
+                 max_batch: int, registries: dict[int, Any]) -> int:
+    """:func:`score_tools_ahead`, filling ``registries`` with those that scored (by id)."""
     from iqa_tools.images import LoadedImage, read_image
 
     calls: dict[int, list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
-    registries: dict[int, Any] = {}
     images: dict[str, LoadedImage] = {}
 
     def image(path: str) -> LoadedImage:
@@ -362,6 +367,26 @@ def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[st
                 log.info("%s: not batched: %s", image_path, exc)
     return sum(registries[key].score_batches(batch, max_batch=max_batch)
                for key, batch in calls.items() if len(batch) >= 2)
+
+
+def walk_batch(engine: Engine, agents: AgentsSource, run_ids: list[str], *,
+               max_batch: int) -> None:
+    """Walk new runs to their end in this thread (:func:`walk_embedded`), their first tool
+    steps scored together ahead (a local metric job on a GPU: one forward pass per tool and
+    image size instead of one per image).  Scoring ahead is an optimisation: if it fails,
+    each step computes its own scores as usual."""
+    registries: dict[int, Any] = {}
+    try:
+        try:
+            _score_ahead(engine, agents, [(run_id, 0) for run_id in run_ids],
+                         max_batch=max_batch, registries=registries)
+        except Exception:
+            log.exception("scoring %d runs' tool steps ahead failed", len(run_ids))
+        for run_id in run_ids:
+            walk_embedded(engine, agents, run_id)
+    finally:  # a score no step took (a run that failed before it) must not outlive the batch
+        for registry in registries.values():
+            registry.clear_batch()
 
 
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:
@@ -396,12 +421,22 @@ def give_up(engine: Engine, run_id: str, step: str, iteration: int, reason: str,
 def run_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
                  retry: TransientRetry = TRANSIENT_RETRY,
                  lease_seconds: float | None = None) -> AgenticIQAState:
+    """Walk a stored run to its end in this process (:func:`walk_embedded`) and return its
+    stored state."""
+    walk_embedded(engine, agents, run_id, retry=retry, lease_seconds=lease_seconds)
+    return load(engine, run_id)
+
+
+def walk_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
+                  retry: TransientRetry = TRANSIENT_RETRY,
+                  lease_seconds: float | None = None) -> None:
     """Walk a stored run to its end in this process (the embedded default: no broker).
 
     A step failing with a transient VLM error is run again per ``retry`` (each attempt is
     recorded on the step); when the error outlasts every attempt, an executor subtask is
     given up and any other step fails the run.  ``lease_seconds``: the steps hold a lease,
     renewed by the heartbeat, so a run left by a process that died shows as stalled.
+    A job's items end here: nothing reads their state back (one transaction less each).
     """
     upcoming = advance(engine, run_id, chain=_in_process, worker="embedded", agents=agents,
                        lease_seconds=lease_seconds)
@@ -415,7 +450,6 @@ def run_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
             continue
         upcoming = (result.upcoming if result.outcome == RAN else
                     advance(engine, run_id, lease_seconds=lease_seconds))
-    return load(engine, run_id)
 
 
 def _attempt(engine: Engine, agents: AgentsSource, run_id: str, upcoming: NextStep,

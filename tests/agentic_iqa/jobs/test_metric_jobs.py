@@ -251,3 +251,65 @@ def test_cli_metric_job_from_a_folder_runs_here_and_shows_its_tools(engine, tmp_
     assert {Path(row["image"]).name: float(row["raw:PIQE"]) for row in rows} == {
         name: pytest.approx(fresh.execute_tool("PIQE", folder / name).raw_score, rel=1e-9)
         for name in ("p0.png", "p1.png", "p2.png")}
+
+
+class CountingRegistry(ToolRegistry):
+    """The real registry, counting the calls its batches computed ahead."""
+
+    ahead = 0
+
+    def score_batches(self, calls, *, max_batch=16):
+        computed = super().score_batches(calls, max_batch=max_batch)
+        self.ahead += computed
+        return computed
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_local_job_with_a_tool_batch_scores_ahead_and_logs_what_each_call_computed(
+        engine, pairs_manifest, tmp_path, workers):
+    registry = CountingRegistry(ToolSettings(device="cpu", tool_cache="memory"))
+    client = BuiltinClient()
+    agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
+    job_id = lifecycle.submit(engine, pairs_manifest, tools=["PIQE", "PSNR"])
+    broken = tmp_path / "noisy3.png"  # readable at submit, broken by the time it runs
+    broken.write_bytes(b"not a png any more")
+    lifecycle.run_local(engine, job_id, agents, workers=workers, tool_batch_size=4)
+
+    final = lifecycle.progress(engine, job_id)
+    assert final.counts == {"done": 7, "failed": 1}
+    assert registry.ahead == 14  # 7 readable images x 2 tools, none computed one by one
+    assert registry._batch_memo() == {}  # nothing scored ahead outlives its batch
+    with session_scope(engine) as session:
+        failed = session.scalars(select(JobItem).where(JobItem.job_id == job_id,
+                                                       JobItem.status == "failed")).one()
+        assert failed.image.endswith("noisy3.png") and "noisy3.png" in failed.error
+        logs = session.execute(
+            select(JobItem.image, JobItem.reference, ToolLog)
+            .join(ToolLog, ToolLog.run_id == JobItem.run_id)
+            .where(JobItem.job_id == job_id)).all()
+    assert len(logs) == 7 * 2
+    fresh = ToolRegistry(ToolSettings(device="cpu", tool_cache="none"))
+    for image, reference, log in logs:
+        expected = fresh.execute_tool(log.tool_name, image,
+                                      reference if log.tool_name == "PSNR" else None)
+        assert log.cached is False  # computed for this job, in a batch
+        assert log.raw_score == pytest.approx(expected.raw_score, rel=1e-9, abs=1e-12)
+
+
+def test_a_local_metric_job_batches_its_tools_by_default_only_on_a_gpu(
+        engine, pairs_manifest, monkeypatch):
+    monkeypatch.delenv("AGENTIC_IQA_TOOL_BATCH_SIZE", raising=False)
+    client = BuiltinClient()
+
+    def agents_on(device: str) -> Agents:
+        return Agents(planner=client, executor=client, summarizer=client,
+                      registry=ToolRegistry(ToolSettings(device=device, tool_cache="memory")))
+
+    metric_job = lifecycle.submit(engine, pairs_manifest, tools=["PIQE"])
+    agent_job = lifecycle.submit(engine, pairs_manifest)
+    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cuda")) == \
+        lifecycle.GPU_TOOL_BATCH == 16
+    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cpu")) == 1
+    assert lifecycle.local_batch_size(engine, agent_job, agents_on("cuda")) == 1
+    monkeypatch.setenv("AGENTIC_IQA_TOOL_BATCH_SIZE", "1")  # a setting the user made wins
+    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cuda")) == 1
