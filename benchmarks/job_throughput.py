@@ -83,6 +83,12 @@ def mode_bare(args: argparse.Namespace) -> dict:
     if args.with_measurements:  # what the builtin backend computes on each image itself
         from agentic_iqa.vlm.builtin.measure import measure
         from iqa_tools import load_image
+    # Warm-up (not timed), as the job's: CUDA context, kernels and caches of the first calls.
+    with torch.inference_mode():
+        for image in _warmup_images(args.workdir, 2):
+            pixels = pyiqa.utils.imread2tensor(str(image)).unsqueeze(0)
+            for metric, dtype in metrics.values():
+                float(metric(pixels.to(device=args.device, dtype=dtype)))
     started = time.perf_counter()
     with torch.inference_mode():
         for image in images:
@@ -205,19 +211,25 @@ def mode_distributed(args: argparse.Namespace) -> dict:
             "peak_mb": peak_mb(), "worker_peak_mb": max(peaks.values(), default=0.0)}
 
 
-def _warmup_manifest(folder: Path, count: int) -> Path:
+def _warmup_images(folder: Path, count: int) -> list[Path]:
     """Photo-sized noise images (not in the timed set, so its cache stays cold)."""
     import numpy as np
     from PIL import Image
 
-    path = folder / "warmup.csv"
-    rows = []
+    images = []
     for index in range(count):
         image = folder / f"warmup-{index}.png"
-        pixels = np.random.default_rng(index).integers(0, 256, (500, 500, 3), dtype=np.uint8)
-        Image.fromarray(pixels).save(image)
-        rows.append(str(image))
-    path.write_text("image\n" + "\n".join(rows) + "\n")
+        if not image.exists():
+            pixels = np.random.default_rng(index).integers(0, 256, (500, 500, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(image)
+        images.append(image)
+    return images
+
+
+def _warmup_manifest(folder: Path, count: int) -> Path:
+    """A manifest of :func:`_warmup_images`."""
+    path = folder / "warmup.csv"
+    path.write_text("image\n" + "\n".join(map(str, _warmup_images(folder, count))) + "\n")
     return path
 
 
@@ -274,6 +286,8 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None,
                         help="metric job: write a wall-clock profile of the local run (yappi) "
                         "to this file")
+    parser.add_argument("--local-batch", type=int, default=0,
+                        help="metric job: also the local job with AGENTIC_IQA_TOOL_BATCH_SIZE=N")
     parser.add_argument("--local-only", action="store_true",
                         help="metric job: no distributed rows (no broker or PostgreSQL needed)")
     parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
@@ -357,9 +371,24 @@ def metric_main(args: argparse.Namespace) -> None:
     local_env = {k: v for k, v in fresh(
         "local", f"sqlite:///{args.workdir / 'local.sqlite3'}").items()
         if k != "AGENTIC_IQA_BROKER_URL"}
-    profile = {"profile": str(args.profile.resolve())} if args.profile else {}
+    local_env["AGENTIC_IQA_TOOL_BATCH_SIZE"] = "1"
     results["metric job, local (SQLite)"] = run_mode("local", args, local_env,
-                                                     job_tools=job_tools, **profile)
+                                                     job_tools=job_tools)
+    if args.local_batch > 1:  # the same job with its tool steps scored together
+        batched_env = {k: v for k, v in fresh(
+            "local-batch", f"sqlite:///{args.workdir / 'local-batch.sqlite3'}").items()
+            if k != "AGENTIC_IQA_BROKER_URL"}
+        batched_env["AGENTIC_IQA_TOOL_BATCH_SIZE"] = str(args.local_batch)
+        results[f"metric job, local, tool batch {args.local_batch}"] = run_mode(
+            "local", args, batched_env, job_tools=job_tools)
+    # The same job again: every score now comes from the cache, so what is left is the job's
+    # own cost per item (database, state, logs), the ceiling on this machine.
+    results["  again, every score cached"] = run_mode("local", args, local_env,
+                                                      job_tools=job_tools)
+    if args.profile:  # a run of its own: the profiler's overhead must not touch the figures
+        run_mode("local", args, {**local_env, "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///"
+                                 f"{args.workdir / 'profile-cache.sqlite3'}"},
+                 job_tools=job_tools, profile=str(args.profile.resolve()))
     shape = f"+{args.tool_workers} tool, batch {args.batch_size}" if args.tool_workers else ""
     for count in () if args.local_only else [int(n) for n in args.scaling.split(",")]:
         # Each worker's torch gets its share of the cores (docs/benchmarks.md: OpenMP threads
@@ -382,12 +411,12 @@ def metric_main(args: argparse.Namespace) -> None:
           f"{', '.join(pyiqa_names)}), {args.device}, {os.cpu_count()} cores, {args.threads} local "
           "threads, workers -c 1 (" + ("default + gpu queues apart" if args.tool_workers else
                                        "each on queues default,gpu") + "), warmed up")
-    print(f"{'path':<48}{'items':>6}{'done':>6}{'items/s':>9}{'vs default':>11}"
+    print(f"{'path':<48}{'items':>6}{'done':>6}{'items/s':>9}{'ms/item':>9}{'vs default':>11}"
           f"{'vs same':>9}{'peak MB':>10}{'worker MB':>11}")
     for label, result in results.items():
         rate = result["items"] / result["seconds"]
         print(f"{label:<48}{result['items']:>6}{result.get('done', result['items']):>6}"
-              f"{rate:>9.2f}{rate / default_rate:>11.2f}{rate / same_rate:>9.2f}"
+              f"{rate:>9.2f}{1000 / rate:>9.1f}{rate / default_rate:>11.2f}{rate / same_rate:>9.2f}"
               f"{result['peak_mb']:>10.0f}{result.get('worker_peak_mb', 0):>11.0f}")
 
 

@@ -18,8 +18,9 @@
 # (N local threads), tool_batches.txt, scaling.txt, log.txt.  Settings (environment): PYTHON (python3), OUT
 # (./device-out), LIMIT (photos, 100), CHECK_LIMIT (photos for the consistency check, 40),
 # DEVICE (cuda), THREADS (local job threads, a list: 1), SCALING (default workers beside one tool
-# worker at batch 1: 1,4), BATCHED_SCALING (the same at batch 16: 8), STAGES (all of
-# "check jobs batches scaling"), SKIP_INSTALL=1 to use PYTHON's own packages.  A rehearsal on
+# worker at batch 1: 1,4; "" skips), BATCHED_SCALING (the same at batch 16: 8), STAGES (all of
+# "check jobs batches scaling"), LOCAL_BATCH (the local job again with this tool batch: 16; 0
+# skips), PROFILE=0 (no profile run), SKIP_INSTALL=1 to use PYTHON's own packages.  A rehearsal on
 # a CPU-only machine:
 #
 #     PYTHON=.venv/bin/python SKIP_INSTALL=1 DEVICE=cpu LIMIT=8 CHECK_LIMIT=4 SCALING=1 \
@@ -125,7 +126,8 @@ jobs_args=("$DATA/livec-dev" --weights-dir "$DATA/pyiqa-weights" --metric-job --
 if wants jobs; then
     for threads in ${THREADS:-1}; do
         stage 120 "$PYTHON" benchmarks/job_throughput.py "${jobs_args[@]}" --local-only \
-            --threads "$threads" --profile "$OUT/profile_t$threads.txt" \
+            --threads "$threads" --local-batch "${LOCAL_BATCH:-16}" \
+            $( [ "${PROFILE:-1}" = 1 ] && echo --profile "$OUT/profile_t$threads.txt" ) \
             > "$OUT/metric_job_t$threads.txt"
         cat "$OUT/metric_job_t$threads.txt"
     done
@@ -137,7 +139,8 @@ if wants batches; then
     cat "$OUT/tool_batches.txt"
 fi
 if wants scaling; then
-    for spec in "1:${SCALING:-1,4}" "16:${BATCHED_SCALING:-8}"; do
+    for spec in "1:${SCALING-1,4}" "16:${BATCHED_SCALING-8}"; do
+        [ -n "${spec#*:}" ] || continue  # SCALING="" or BATCHED_SCALING="": that half skipped
         stage 150 "$PYTHON" benchmarks/job_throughput.py "${jobs_args[@]}" --postgres-url '' \
             --broker redis://127.0.0.1:6379/5 --tool-workers 1 --batch-size "${spec%%:*}" \
             --scaling "${spec#*:}" >> "$OUT/scaling.txt"
