@@ -75,6 +75,8 @@ class _Job:
     mos: dict[str, float] = field(default_factory=dict)
     truth: set[str] = field(default_factory=set)
     images: list[str] = field(default_factory=list)
+    #: item -> its image: items of one image are resampled together.
+    image_of: dict[str, str] = field(default_factory=dict)
     done: int = 0
 
 
@@ -98,6 +100,7 @@ def _read(about: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
         job.items.append(item)
         if image := _text(row.get("image")):
             job.images.append(image)
+            job.image_of[item] = image
         done = _text(row.get("status")) == "done"
         job.done += done
         if (mos := _number(row.get("mos"))) is not None:
@@ -141,17 +144,44 @@ def _paired_ci(draws: Callable[[Any], Any], n: int, resamples: int, seed: int
     return [float(value) for value in np.quantile(values, [tail, 1.0 - tail])]
 
 
-def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any
-                  ) -> Callable[[Any], Any]:
-    """``metric(b, y) - metric(a, y)`` per row of positions (SRCC and PLCC all rows at once)."""
+def _groups(shared: Sequence[str], image_of: Mapping[str, str]) -> list[Any] | None:
+    """Positions in ``shared`` by image, when some image has several items (several questions
+    about one photo are not independent draws: resampling them one by one would make the
+    intervals too narrow); None when every item is its own image."""
+    import numpy as np
+
+    by_image: dict[str, list[int]] = {}
+    for position, item in enumerate(shared):
+        by_image.setdefault(image_of.get(item, item), []).append(position)
+    if len(by_image) == len(shared):
+        return None
+    return [np.array(positions) for positions in by_image.values()]
+
+
+def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any,
+                  groups: list[Any] | None = None) -> Callable[[Any], Any]:
+    """``metric(b, y) - metric(a, y)`` per row of positions (SRCC and PLCC all rows at once),
+    or with ``groups`` per row of drawn images (their items together)."""
+    import numpy as np
+
     from .metrics import metric_rows
 
-    return lambda index: (metric_rows(metric, b[index], y[index])
-                          - metric_rows(metric, a[index], y[index]))
+    if groups is None:
+        return lambda index: (metric_rows(metric, b[index], y[index])
+                              - metric_rows(metric, a[index], y[index]))
+
+    def by_image(index: Any) -> Any:
+        values = np.empty(len(index))
+        for row, drawn in enumerate(index):
+            at = np.concatenate([groups[group] for group in drawn])
+            values[row] = metric(b[at], y[at]) - metric(a[at], y[at])
+        return values
+
+    return by_image
 
 
 def _difference(base: _Line, line: _Line, truth: Mapping[str, float], resamples: int,
-                seed: int) -> dict[str, Any]:
+                seed: int, image_of: Mapping[str, str]) -> dict[str, Any]:
     """``line - baseline`` on the items both scored that have a MOS (the baseline job's)."""
     import numpy as np
 
@@ -168,17 +198,20 @@ def _difference(base: _Line, line: _Line, truth: Mapping[str, float], resamples:
     a = np.array([base.pred[i] for i in shared])
     b = np.array([line.pred[i] for i in shared])
     y = np.array([truth[i] for i in shared])
+    groups = _groups(shared, image_of)
     for name, metric in zip(METRICS, (srcc, plcc, krcc), strict=True):
         entry[name] = _finite(metric(b, y) - metric(a, y))
         if entry[name] is not None:
-            entry[f"{name}_ci"] = _paired_ci(_metric_draws(metric, a, b, y), len(shared),
-                                             resamples, seed)
+            entry[f"{name}_ci"] = _paired_ci(
+                _metric_draws(metric, a, b, y, groups),
+                len(shared) if groups is None else len(groups), resamples, seed)
     if entry["srcc"] is None:
         entry["reason"] = "scores or MOS are constant on the shared items: no correlation"
     return entry
 
 
-def _mcq_difference(base: _Line, line: _Line, resamples: int, seed: int) -> dict[str, Any]:
+def _mcq_difference(base: _Line, line: _Line, resamples: int, seed: int,
+                    image_of: Mapping[str, str]) -> dict[str, Any]:
     import numpy as np
 
     from .metrics import answer_letter
@@ -194,9 +227,17 @@ def _mcq_difference(base: _Line, line: _Line, resamples: int, seed: int) -> dict
                         dtype=float)
 
     a, b = right(base.answers), right(line.answers)
+    groups = _groups(shared, image_of)
+    if groups is None:
+        ci = _paired_ci(lambda index: b[index].mean(axis=1) - a[index].mean(axis=1),
+                        len(shared), resamples, seed)
+    else:  # drawn images: their questions' summed differences over their count
+        gained = np.array([(b[group] - a[group]).sum() for group in groups])
+        asked = np.array([len(group) for group in groups], dtype=float)
+        ci = _paired_ci(lambda index: gained[index].sum(axis=1) / asked[index].sum(axis=1),
+                        len(groups), resamples, seed)
     return {"n": len(shared), "accuracy": float(b.mean() - a.mean()), "reason": None,
-            "accuracy_ci": _paired_ci(lambda index: b[index].mean(axis=1)
-                                      - a[index].mean(axis=1), len(shared), resamples, seed)}
+            "images": len(shared) if groups is None else len(groups), "accuracy_ci": ci}
 
 
 def _per_item_seconds(about: Mapping[str, Any], done: int) -> float | None:
@@ -281,9 +322,9 @@ def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, boot
                "not_answered": len(job.truth) - answered}
     diff = mcq_diff = None
     if base is not None and line is not base:
-        diff = _difference(base, line, base_job.mos, bootstrap, seed)
+        diff = _difference(base, line, base_job.mos, bootstrap, seed, base_job.image_of)
         if mcq is not None and base.answers is not None:
-            mcq_diff = _mcq_difference(base, line, bootstrap, seed)
+            mcq_diff = _mcq_difference(base, line, bootstrap, seed, base_job.image_of)
     return {"label": line.label, "job": line.job, "source": line.source,
             "scored": len(line.pred), "baseline": line is base,
             "mos": correlation_report([line.pred[i] for i in items],
@@ -340,7 +381,8 @@ def _method(doc: Mapping[str, Any]) -> str:
     settings = doc["bootstrap"]
     return (f"{settings['confidence']:.0%} intervals: percentile bootstrap, "
             f"{settings['resamples']} resamples (seed {settings['seed']}); differences are "
-            "line - baseline on the items both scored, resampled together (paired).")
+            "line - baseline on the items both scored, resampled together (paired), by "
+            "image where an image has several items.")
 
 
 def render_text(doc: Mapping[str, Any]) -> str:

@@ -219,3 +219,50 @@ def test_compare_two_metric_jobs_from_the_command_line(tmp_path, weights_dir):
 
     alone = runner.invoke(app, ["eval", "compare", ids[0]], env=env)
     assert alone.exit_code == 2 and "at least two jobs" in alone.output
+
+
+def questions(right_images: set[int], images: int = 20, per_image: int = 5) -> list[dict]:
+    """``per_image`` questions about each image, answered right on ``right_images`` only."""
+    return [{"item_id": f"q{k}-{n}", "image": f"/nowhere/{k}.png", "status": "done",
+             "final_answer": "B" if k in right_images else "C", "answer_truth": "B"}
+            for k in range(images) for n in range(per_image)]
+
+
+def test_questions_about_one_image_are_resampled_together():
+    """Five questions per photo whose answers stand or fall together carry the information of
+    one: the paired interval must be as wide as for 20 independent questions, not 100."""
+    base, better = questions(set(range(10))), questions(set(range(14)))
+    doc = build_comparison([(job("aaaaaaaa-1"), base), (job("bbbbbbbb-2"), better)],
+                           bootstrap=2000)
+    diff = doc["lines"][1]["mcq_difference"]
+    assert (diff["n"], diff["images"], diff["accuracy"]) == (100, 20, pytest.approx(0.2))
+    low, high = diff["accuracy_ci"]
+    # 4 of 20 images gained: the difference is a share of 20 draws, 0.2 +- ~0.18.
+    assert low <= 0.05 and high >= 0.35
+
+    def alone(rows: list[dict]) -> list[dict]:  # the same answers, each its own image
+        return [{**row, "image": f"/nowhere/{row['item_id']}.png"} for row in rows]
+
+    naive = build_comparison([(job("aaaaaaaa-1"), alone(base)), (job("bbbbbbbb-2"),
+                                                                 alone(better))],
+                             bootstrap=2000)["lines"][1]["mcq_difference"]
+    assert naive["images"] == 100
+    assert (high - low) > 1.8 * (naive["accuracy_ci"][1] - naive["accuracy_ci"][0])
+
+
+def test_scores_of_one_image_are_resampled_together(opinion):
+    mos, noisy = opinion
+    per_image = 4  # four items (say, four prompts) about each of 50 images
+    grouped = [{**row, "image": f"/nowhere/{k // per_image}.png"}
+               for k, row in enumerate(rows(noisy, mos))]
+    exact = [{**row, "image": f"/nowhere/{k // per_image}.png"}
+             for k, row in enumerate(rows(mos, mos))]
+    together = build_comparison([(job("aaaaaaaa-1"), exact), (job("bbbbbbbb-2"), grouped)],
+                                bootstrap=300)["lines"][1]["difference"]
+    apart = build_comparison([(job("aaaaaaaa-1"), rows(mos, mos)),
+                              (job("bbbbbbbb-2"), rows(noisy, mos))],
+                             bootstrap=300)["lines"][1]["difference"]
+    assert together["srcc"] == pytest.approx(apart["srcc"])  # the point estimate is the same
+    assert together["srcc_ci"] != apart["srcc_ci"]  # the draws are images, not items
+    low, high = together["srcc_ci"]
+    assert low < together["srcc"] < high < 0
