@@ -221,19 +221,20 @@ GPU_TOOL_BATCH = 16
 
 
 def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
-    """The ``tool_batch_size`` setting where it is set (environment or pipeline.yaml); else
-    :data:`GPU_TOOL_BATCH` for a metric job whose tools run on a GPU, 1 otherwise (on CPUs the
-    hand-crafted metrics run slower batched; an agent job's tool calls are not known ahead)."""
+    """1 for an agent job (its tool calls are not known ahead: threads take runs as they come
+    free); for a metric job the ``tool_batch_size`` setting where it is set (environment or
+    pipeline.yaml), else :data:`GPU_TOOL_BATCH` when its tools run on a GPU and 1 on a CPU
+    (there the hand-crafted metrics run slower batched)."""
     from . import service
 
-    settings = PipelineSettings.load()
-    if "tool_batch_size" in settings.model_fields_set:
-        return settings.tool_batch_size
     with read_scope(engine) as session:
         job = reads.get_job(session, job_id)
         tools, config_json = job.tools, job.config_json
     if not tools:
         return 1
+    settings = PipelineSettings.load()
+    if "tool_batch_size" in settings.model_fields_set:
+        return settings.tool_batch_size
     config = RunConfig.from_json(config_json) if config_json else None
     device = service.resolve_agents(agents, config).registry.device()
     return GPU_TOOL_BATCH if device.startswith("cuda") else 1

@@ -313,3 +313,6 @@ def test_a_local_metric_job_batches_its_tools_by_default_only_on_a_gpu(
     assert lifecycle.local_batch_size(engine, agent_job, agents_on("cuda")) == 1
     monkeypatch.setenv("AGENTIC_IQA_TOOL_BATCH_SIZE", "1")  # a setting the user made wins
     assert lifecycle.local_batch_size(engine, metric_job, agents_on("cuda")) == 1
+    monkeypatch.setenv("AGENTIC_IQA_TOOL_BATCH_SIZE", "8")
+    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cpu")) == 8
+    assert lifecycle.local_batch_size(engine, agent_job, agents_on("cuda")) == 1
