@@ -180,8 +180,8 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
     (:class:`~agentic_iqa.pipeline.AgentsCache`), which is how the CLI runs a job as it was
     submitted.  The job's runs hold a lease this process renews while it works.
     ``tool_batch_size`` above 1: each thread scores the first tool steps of its share of runs
-    together (:func:`service.walk_batch`); by default the ``tool_batch_size`` setting where it
-    is set, else :func:`local_batch_size`.  ``on_progress`` is told how many items just ended.
+    together (:func:`service.walk_batch`); by default :func:`local_batch_size`.
+    ``on_progress`` is told how many items just ended.
     """
     from . import service
 
