@@ -273,3 +273,21 @@ def test_runs_help_loads_no_database_layer():
                             text=True, timeout=120)
     assert "list" in result.stdout and "show" in result.stdout
     assert result.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_a_distortion_line_states_type_and_severity_once_and_keeps_a_qualification():
+    from agentic_iqa.cli.render import distortion_line
+    from agentic_iqa.state import DistortionAnalysis
+
+    def line(explanation: str, severity: str = "slight") -> str:
+        return distortion_line("Global", DistortionAnalysis(
+            type="Color distortions", severity=severity, explanation=explanation))
+
+    assert line("Color distortions: slight; colours are washed out (colourfulness 9.0).") == \
+        "Color distortions: slight - colours are washed out (colourfulness 9.0)."
+    assert line("Color distortions: slight reading, usual in clean photos; colours look "
+                "natural (colourfulness 34.6).") == (
+        "Color distortions: slight - slight reading, usual in clean photos; colours look "
+        "natural (colourfulness 34.6).")
+    assert line("The colours look a little dull.") == \
+        "Color distortions: slight - The colours look a little dull."

@@ -130,13 +130,15 @@ def distortion_line(key: str, item: DistortionAnalysis) -> str:
     """"Blurs: severe - edges are smeared (...)": each distortion and its severity once.
 
     An explanation that starts by restating them ("Blurs: severe; edges ...", as the builtin
-    backend writes it) loses that prefix; any other explanation is kept whole.
+    backend writes it) loses that prefix, and one that qualifies the severity ("Blurs: slight
+    reading, usual in clean photos; ...") its restated type; any other is kept whole.
     """
     explanation = item.explanation.strip()
-    restated = re.match(rf"\s*{re.escape(item.type)}\s*:\s*[^;.]{{0,40}};\s*", explanation,
+    restated = re.match(rf"\s*{re.escape(item.type)}\s*:\s*([^;.]{{0,40}});\s*", explanation,
                         re.IGNORECASE)
     if restated:
-        explanation = explanation[restated.end():]
+        qualified = restated.group(1).strip().casefold() != item.severity.strip().casefold()
+        explanation = explanation[restated.start(1) if qualified else restated.end():]
     where = "" if key == "Global" else f" on {key}"
     return f"{item.type}{where}: {item.severity}" + (f" - {explanation}" if explanation else "")
 

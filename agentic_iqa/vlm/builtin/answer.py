@@ -263,9 +263,11 @@ def _free_answer(query: str, severity: dict[str, float], estimate: float,
         level = severity.get(worst, 0.0)
         word = SEVERITIES[min(4, int(level))]
         noun = NOUNS.get(worst, worst.lower())
-        if _excess(severity, detection, worst, present) >= 0.0:
-            return f"Yes: {word} {noun}"
-        return f"No: {noun} is not visible"
+        visible = _excess(severity, detection, worst, present) >= 0.0
+        if is_yes_no(query):  # "Is it blurry?"
+            return f"Yes: {word} {noun}" if visible else f"No: {noun} is not visible"
+        # "How severe is the blur?", "Describe the colours": the finding, no Yes or No.
+        return f"{word.capitalize()} {noun}" if visible else f"No {noun} is visible"
     technical = f"{level_name(estimate)} technical quality ({estimate:.2f} on a 1-5 scale)"
     plan = context_plan or {}
     if plan.get("query_type") == "Other":

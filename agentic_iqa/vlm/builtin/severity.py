@@ -298,10 +298,17 @@ def dominance(m: Measurements, reference: Measurements | None = None,
     return result
 
 
-def explain(category: str, m: Measurements, score: float, where: str = "") -> str:
-    """A short visual explanation with the measured value, for the reasoning trail."""
+def explain(category: str, m: Measurements, score: float, where: str = "",
+            present: bool = True) -> str:
+    """A short visual explanation with the measured value, for the reasoning trail.
+
+    ``present`` False (its detector says clean photos read like this: a colourful photo's
+    "slight" desaturation reading) describes the look as clean, so that the trail never
+    contradicts an answer that says the distortion is not visible."""
     word = severity_word(score)
     visible = "not visible" if word == "none" else f"{word}"
+    if not present and word != "none":
+        visible, word = f"{word} reading, usual in clean photos", "none"
     if category in {"Blurs", "Sharpness"}:
         detail = f"edge width {m.blur_sigma:.1f} px"
         look = "edges look crisp" if word == "none" else "edges and fine texture are smeared"

@@ -117,12 +117,14 @@ def analyse(image_path: str, distortion_set: dict[str, list[str]], query: str = 
         box = region.box if region else None
         m = measurements(image_path, box)
         category = scores(image_path, reference, box)
+        present = presence(m, measurements(reference, box) if reference else None)
         where = "" if key == "Global" else where_measured(key, query)
         if reference:
             where = ", ".join(part for part in (where, "compared with the reference") if part)
         result[key] = [
             {"type": name, "severity": severity_word(category.get(name, 0.0)),
-             "explanation": explain(name, m, category.get(name, 0.0), where)}
+             "explanation": explain(name, m, category.get(name, 0.0), where,
+                                    present.get(name, 0.0) >= 0.0)}
             for name in names
         ]
     return result

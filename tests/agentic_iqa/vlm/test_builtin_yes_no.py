@@ -71,3 +71,29 @@ def test_a_yes_no_question_about_overall_quality_starts_with_yes_or_no(agents, p
     good = answer(agents, "Is this a good photo?", photos["clean"]).split(":")[0]
     poor = answer(agents, "Is the image of poor quality?", photos["clean"]).split(":")[0]
     assert good != poor
+
+
+def test_a_question_that_is_not_yes_no_gets_the_finding_without_yes_or_no(agents, photos):
+    severe = answer(agents, "How severe is the blur in this image?", photos["blurred"])
+    assert severe.split()[0] in {"Slight", "Moderate", "Severe", "Extreme"}
+    assert severe.endswith("blur") and not severe.startswith(("Yes", "No:"))
+    clean = answer(agents, "How would you describe the sharpness?", photos["clean"])
+    assert clean == "No loss of sharpness is visible"
+
+
+def test_the_trail_never_calls_visible_what_the_answer_calls_not_visible(agents, photos,
+                                                                          tmp_path):
+    """A reading its detector puts among clean photos' (a colourful photo's "slight"
+    desaturation) is described as such, not as a visible distortion; a washed-out copy is."""
+    washed = tmp_path / "washed.png"
+    degrade(Image.open(photos["clean"]), "desaturate", 4).save(washed)
+    for image, expected in ((photos["clean"], "No:"), (washed, "Yes:")):
+        state = run_inprocess("Are the colours washed out?", str(image), agents=agents)
+        (item,) = state["executor_evidence"].distortion_analysis["Global"]
+        assert state["summarizer_result"].final_answer.startswith(expected)
+        if expected == "No:":
+            assert "washed out" not in item.explanation
+            assert "usual in clean photos; colours look natural" in item.explanation
+        else:
+            assert "usual in clean photos" not in item.explanation
+            assert "colours are washed out" in item.explanation
