@@ -309,7 +309,11 @@ class Job(Base):
     """A dataset evaluation: one manifest, many items, each answered by one run."""
 
     __tablename__ = "jobs"
-    __table_args__ = (_status_check(JOB_STATUSES),)
+    __table_args__ = (
+        _status_check(JOB_STATUSES),
+        CheckConstraint("mode IN (" + ", ".join(f"'{mode}'" for mode in JOB_MODES) + ")",
+                        name="mode"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
     name: Mapped[str] = mapped_column(Text)

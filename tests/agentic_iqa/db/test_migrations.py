@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from alembic import command
 from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 import agentic_iqa
 from agentic_iqa.db import (
@@ -63,11 +64,22 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0008",)]
+            ("0009",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
     assert check_schema(engine) == []
+
+
+def test_a_job_mode_no_report_knows_is_refused_by_the_database(engine: Engine) -> None:
+    insert = text("INSERT INTO jobs (id, name, manifest, default_query, status, "
+                  "max_replan_iterations, created_at, mode) VALUES (:id, 'j', 'm.csv', 'q', "
+                  "'running', 2, CURRENT_TIMESTAMP, :mode)")
+    with engine.begin() as connection:
+        connection.execute(insert, {"id": "good", "mode": "vlm"})
+    with pytest.raises(IntegrityError, match="(?i)ck_jobs_mode|check constraint"):
+        with engine.begin() as connection:
+            connection.execute(insert, {"id": "bad", "mode": "oracle"})
 
 
 def test_check_schema_reports_drift(engine: Engine) -> None:
@@ -223,6 +235,26 @@ def test_0006_adds_job_and_call_errors_and_downgrades_to_0005(empty_url: str) ->
         assert "error" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
         with engine.connect() as connection:
             assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
+    finally:
+        engine.dispose()
+
+
+def test_0009_checks_job_modes_keeps_the_jobs_and_downgrades_to_0008(empty_url: str) -> None:
+    command.upgrade(alembic_config(empty_url), "0008")
+    engine = build_engine(empty_url, pooled=False)
+    bad = text("UPDATE jobs SET mode = 'oracle'")
+    try:
+        _insert_job(engine)
+        command.upgrade(alembic_config(empty_url), "0009")
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT id, mode, status FROM jobs")).all() == [
+                ("j1", "agent", "running")]
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(bad)
+        command.downgrade(alembic_config(empty_url), "0008")
+        with engine.begin() as connection:
+            connection.execute(bad)
+            assert connection.execute(text("SELECT mode FROM jobs")).scalar() == "oracle"
     finally:
         engine.dispose()
 
