@@ -77,9 +77,9 @@ def test_a_job_mode_no_report_knows_is_refused_by_the_database(engine: Engine) -
                   "'running', 2, CURRENT_TIMESTAMP, :mode)")
     with engine.begin() as connection:
         connection.execute(insert, {"id": "good", "mode": "vlm"})
-    with pytest.raises(IntegrityError, match="(?i)ck_jobs_mode|check constraint"):
-        with engine.begin() as connection:
-            connection.execute(insert, {"id": "bad", "mode": "oracle"})
+    with pytest.raises(IntegrityError, match="(?i)ck_jobs_mode|check constraint"), \
+            engine.begin() as connection:
+        connection.execute(insert, {"id": "bad", "mode": "oracle"})
 
 
 def test_check_schema_reports_drift(engine: Engine) -> None:
