@@ -289,5 +289,7 @@ def test_a_distortion_line_states_type_and_severity_once_and_keeps_a_qualificati
                 "natural (colourfulness 34.6).") == (
         "Color distortions: slight - slight reading, usual in clean photos; colours look "
         "natural (colourfulness 34.6).")
+    assert line("Color distortions: not visible; colours look natural (colourfulness 40.0).",
+                "none") == "Color distortions: none - colours look natural (colourfulness 40.0)."
     assert line("The colours look a little dull.") == \
         "Color distortions: slight - The colours look a little dull."

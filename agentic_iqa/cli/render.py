@@ -137,7 +137,8 @@ def distortion_line(key: str, item: DistortionAnalysis) -> str:
     restated = re.match(rf"\s*{re.escape(item.type)}\s*:\s*([^;.]{{0,40}});\s*", explanation,
                         re.IGNORECASE)
     if restated:
-        qualified = restated.group(1).strip().casefold() != item.severity.strip().casefold()
+        said, severity = restated.group(1).strip().casefold(), item.severity.casefold()
+        qualified = said.startswith(severity) and said != severity
         explanation = explanation[restated.start(1) if qualified else restated.end():]
     where = "" if key == "Global" else f" on {key}"
     return f"{item.type}{where}: {item.severity}" + (f" - {explanation}" if explanation else "")
