@@ -373,17 +373,20 @@ def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
 
 def _insert_missing(session: Session, model: type[ToolLog] | type[ReplanRow] | type[VlmCall],
                     keys: Iterable[str], rows: list[dict[str, Any]]) -> None:
-    """INSERT ... ON CONFLICT (keys) DO NOTHING: rows already stored are left as they are."""
+    """INSERT ... ON CONFLICT (keys) DO NOTHING: rows already stored are left as they are.
+
+    One statement executed for many parameter sets (not one VALUES list per call), so that it
+    compiles once per process instead of once per step."""
     if not rows:
         return
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
-        statement = postgresql.insert(model).values(rows)
+        statement = postgresql.insert(model.__table__)
     elif dialect == "sqlite":
-        statement = sqlite.insert(model).values(rows)
+        statement = sqlite.insert(model.__table__)
     else:
         raise NotImplementedError(f"database dialect {dialect!r}: use SQLite or PostgreSQL")
-    session.execute(statement.on_conflict_do_nothing(index_elements=list(keys)))
+    session.execute(statement.on_conflict_do_nothing(index_elements=list(keys)), rows)
 
 
 def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error: str,
