@@ -79,15 +79,25 @@ class RunConfig(BaseModel):
         return cls.model_validate_json(text)
 
     def describe(self) -> dict[str, Any]:
-        """The configuration as a report shows it (credentials were never in it)."""
+        """The configuration as a report shows it (credentials were never in it).  A builtin
+        role names the builtin's own model: a job submitted with ``--model`` and no backend
+        (before issue 29) stored a model name beside ``builtin`` that never answered, and
+        ``builtin_model_ignored`` says so without naming it."""
         document = self.model_dump(mode="json")
         if self.metric_tools:
             document.pop("roles", None)
+            return document
+        for role, config in self.roles.items():
+            document["roles"][role]["model"] = config.answering_model
+        document["builtin_model_ignored"] = any(
+            c.backend == "builtin" and c.model not in (None, c.answering_model)
+            for c in self.roles.values())
         return document
 
     def backends(self) -> list[str]:
-        """``backend/model`` of each distinct role configuration, for one-line summaries."""
-        return sorted({f"{c.backend}/{c.model}" if c.model else c.backend
+        """``backend/model`` of each distinct role configuration (the model that answers it),
+        for one-line summaries."""
+        return sorted({f"{c.backend}/{c.answering_model}" if c.answering_model else c.backend
                        for c in self.roles.values()})
 
 

@@ -84,15 +84,21 @@ def use_backend(backend: str | None, model: str | None, base_url: str | None, *,
                 check: bool = True) -> dict[str, Any]:
     """The role configurations with the flags applied (for every role), checked before
     anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
-    endpoint that does not answer or a model it does not serve exits 2 with one line."""
+    endpoint that does not answer or a model it does not serve exits 2 with one line.  A
+    ``--model`` without ``--backend`` takes the backend its name implies, said in one line on
+    stderr, or exits 2: the builtin would ignore it, and the job would name a model that never
+    answered."""
     from ..vlm.base import VLMConfigurationError
     from ..vlm.preflight import preflight
     from ..vlm.settings import load_backend_configs
 
     flags = {name: value for name, value in (("backend", backend), ("model", model),
                                              ("base_url", base_url)) if value is not None}
+    notes: list[str] = []
     try:
-        configs = dict(load_backend_configs(overrides=flags))
+        configs = dict(load_backend_configs(overrides=flags, notes=notes))
+        for note in notes:
+            err.print(escape(note), highlight=False, soft_wrap=True)
         if check:
             preflight(configs)
     except VLMConfigurationError as exc:

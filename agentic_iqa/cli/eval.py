@@ -605,7 +605,9 @@ def cancel(job: Annotated[str, typer.Argument(
 def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
     """Columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
     ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
-    that scored nothing.  ``query`` is the query the item was asked: its own, or the job's."""
+    that scored nothing.  ``query`` is the query the item was asked: its own, or the job's.
+    ``answered_by`` is who answered: the recorded VLM calls, and the builtin backend's own
+    model for an item that ran on it (it records no calls)."""
     from ..db import reads
     from ..db.engine import read_scope
     from ..jobs.export import export_columns, raw_column, tool_column
@@ -614,6 +616,7 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
         job = reads.get_job(session, job_id)
         tools = sorted({*reads.tool_names(session, job_id), *(job.metric_tools or ())})
         default_query = job.default_query
+        builtin = None if job.metric_tools else _builtin_answerer(job.config_json)
     columns = export_columns(tools, raw=True)
 
     def rows() -> Iterator[dict[str, Any]]:
@@ -622,10 +625,25 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
                 # The query the item was (or would be) asked: its own, else the job's default.
                 row["query"] = row.get("query") or default_query
+                if builtin and row.get("run_id"):
+                    row["answered_by"] = ";".join(sorted(
+                        {*(row.get("answered_by") or "").split(";"), builtin} - {""}))
                 yield {**row, **{tool_column(name): scores.get(name) for name in tools},
                        **{raw_column(name): raw.get(name) for name in tools}}
 
     return columns, rows()
+
+
+def _builtin_answerer(config_json: str | None) -> str | None:
+    """``builtin/<its model>`` when the builtin backend answers a role of the job, else None
+    (a job stored before configurations were kept: its calls say who answered)."""
+    if not config_json:
+        return None
+    from ..runconfig import RunConfig
+
+    roles = RunConfig.from_json(config_json).roles.values()
+    return next((f"builtin/{c.answering_model}" for c in roles if c.backend == "builtin"),
+                None)
 
 
 @eval_app.command("export")

@@ -318,8 +318,10 @@ def job_models(session: Session, job_id: str) -> list[tuple[str, str]]:
 def job_summary(session: Session, job_id: str) -> dict[str, Any]:
     """What a job is, for a report's header: id, name, dates, query, backend and model.
 
-    Backend and model are those the runs' VLM calls recorded; the builtin backend records no
-    calls, so a job without any is reported as ``builtin`` (a metric job asks no VLM at all).
+    Backend and model are those the job was submitted with (a builtin role names the
+    builtin's own model, whatever name was stored beside it), else those the runs' VLM calls
+    recorded; the builtin backend records no calls, so a job without any is reported as
+    ``builtin`` (a metric job asks no VLM at all).
     """
     from ..runconfig import RunConfig
     job = get_job(session, job_id)
@@ -331,7 +333,7 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
         backend, model = "none (metric job)", ", ".join(job.metric_tools)
     elif config is not None:  # what the job was submitted with; what answered is beside it
         backend = ", ".join(dict.fromkeys(c.backend for c in config.roles.values()))
-        model = ", ".join(dict.fromkeys(c.model or "builtin" for c in config.roles.values()))
+        model = ", ".join(dict.fromkeys(c.answering_model or "-" for c in config.roles.values()))
     elif models:
         backend = ", ".join(dict.fromkeys(backend for backend, _ in models))
         model = ", ".join(dict.fromkeys(model for _, model in models))

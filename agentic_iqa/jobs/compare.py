@@ -29,7 +29,19 @@ from typing import Any
 
 from ..redact import redact
 from .export import TOOL_PREFIX
-from .report import _STYLE, CONFIDENCE, _cell, _ci, _fmt, _header, _number, _text
+from .report import (
+    _STYLE,
+    CONFIDENCE,
+    NOT_APPLICABLE,
+    WITHHELD,
+    _cell,
+    _ci,
+    _fmt,
+    _header,
+    _number,
+    _text,
+    is_question,
+)
 
 #: SHA-256 of the images the builtin backend's parameters were fitted on (scripts/fitted_images.py).
 FITTED_IMAGES = Path(__file__).resolve().parent.parent / "vlm" / "builtin" / "fitted_images.json"
@@ -78,6 +90,8 @@ class _Job:
     #: item -> its image: items of one image are resampled together.
     image_of: dict[str, str] = field(default_factory=dict)
     done: int = 0
+    #: Items that are multiple-choice questions, with or without their correct answer.
+    questions: int = 0
 
 
 def _read(about: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
@@ -108,6 +122,7 @@ def _read(about: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
         truth = answer_letter(_text(row.get("answer_truth")))
         if truth is not None:
             job.truth.add(item)
+        job.questions += truth is not None or is_question(row.get("query"))
         for line in lines:
             if line.tool is not None:  # a tool's score counts whatever the run's outcome
                 score = _number(row.get(f"{TOOL_PREFIX}{line.tool}"))
@@ -319,11 +334,15 @@ def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, boot
         accuracy, answered = mcq_accuracy(list(answers), list(truths))
         mcq = {"accuracy": accuracy, "n": answered,
                "correct": round(accuracy * answered) if accuracy is not None else 0,
-               "not_answered": len(job.truth) - answered}
+               "not_answered": len(job.truth) - answered, "reason": None}
+    elif job.questions and (line.answers is None or not job.truth):
+        # Questions no accuracy can be measured on: say why rather than leave the line out.
+        mcq = {"accuracy": None, "n": 0, "correct": 0, "not_answered": 0,
+               "reason": NOT_APPLICABLE if line.answers is None else WITHHELD}
     diff = mcq_diff = None
     if base is not None and line is not base:
         diff = _difference(base, line, base_job.mos, bootstrap, seed, base_job.image_of)
-        if mcq is not None and base.answers is not None:
+        if mcq is not None and not mcq["reason"] and base.answers is not None:
             mcq_diff = _mcq_difference(base, line, bootstrap, seed, base_job.image_of)
     return {"label": line.label, "job": line.job, "source": line.source,
             "scored": len(line.pred), "baseline": line is base,
@@ -426,6 +445,10 @@ def render_text(doc: Mapping[str, Any]) -> str:
                 continue
             versus = ("(baseline)" if line["baseline"] else "-" if diff is None
                       else diff["reason"] or _value_ci(diff, "accuracy"))
+            if mcq.get("reason"):
+                lines.append(f"  {line['label']:<{width}} {'':>5} {'-':>8}  {'':>6}  "
+                             f"{mcq['reason']}")
+                continue
             lines.append(f"  {line['label']:<{width}} {mcq['n']:>5} {_fmt(mcq['accuracy']):>8}  "
                          f"{diff['n'] if diff else '':>6}  {versus}")
     lines.append(_method(doc))
@@ -479,6 +502,11 @@ def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
             if line["mcq"] is None:
                 continue
             diff = line["mcq_difference"] or {}
+            if line["mcq"].get("reason"):
+                parts.append(f"<tr>{_cell(redact(line['label']), text=True)}"
+                             f'<td class="text" colspan="5">'
+                             f"{html.escape(line['mcq']['reason'])}</td></tr>")
+                continue
             parts.append(f"<tr>{_cell(redact(line['label']), text=True)}"
                          f"{_cell(line['mcq']['n'])}{_cell(line['mcq']['accuracy'])}"
                          f"{_cell(diff.get('n'))}{_cell(diff.get('accuracy'))}"

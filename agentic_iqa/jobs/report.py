@@ -30,6 +30,9 @@ from .export import RAW_PREFIX, TOOL_PREFIX
 #: How many failure reasons the report lists (the rest are only counted).
 TOP_FAILURES = 10
 CONFIDENCE = 0.95
+#: Why a job has no MCQ accuracy although its items are questions.
+NOT_APPLICABLE = "not applicable (tools mode gives scores, not answers)"
+WITHHELD = "answers withheld"
 
 
 def _number(value: Any) -> float | None:
@@ -103,7 +106,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
     answers: list[str | None] = []
     truths: list[str | None] = []
     question_types: list[str] = []
-    unanswered = fallbacks = items_with_fallbacks = mos_known = 0
+    unanswered = fallbacks = items_with_fallbacks = mos_known = questions = withheld = 0
     scores: list[float] = []
     answered_by: Counter[str] = Counter()
     for row in rows:
@@ -126,6 +129,9 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
                 agent.pred.append(score)
                 agent.mos.append(mos)
         truth = _text(row.get("answer_truth"))
+        if truth is not None or is_question(row.get("query")):
+            questions += 1
+            withheld += truth is None
         if truth is not None:
             if done:
                 answers.append(_text(row.get("final_answer")))
@@ -180,16 +186,53 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
         "agent": None if metric_job else agent_report,
         "tools": [_tool_entry(name, tools[name], tool_scores.get(name, []), bootstrap, seed)
                   for name in sorted(tools)],
-        "mcq": (None if not truths and not unanswered else {
-            "accuracy": accuracy, "n": answered,
-            "correct": round(accuracy * answered) if accuracy is not None else 0,
-            "not_answered": unanswered,
-            "by_type": _accuracy_by_type(answers, truths, question_types)}),
+        "mcq": _mcq_entry(accuracy, answered, unanswered, questions, withheld,
+                          _accuracy_by_type(answers, truths, question_types), metric_job),
         "tool_usage": dict(sorted(tool_usage.items())),
         "fallbacks": {"total": fallbacks, "items": items_with_fallbacks},
         "answered_by": dict(answered_by.most_common()),
         "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
     }
+
+
+def is_question(query: Any) -> bool:
+    """Whether an item's query is a multiple-choice question (its options lettered in)."""
+    from ..query import options_in
+
+    text = _text(query)
+    return bool(text and options_in(text))
+
+
+def _mcq_entry(accuracy: float | None, answered: int, unanswered: int, questions: int,
+               withheld: int, by_type: list[dict[str, Any]], metric_job: bool
+               ) -> dict[str, Any] | None:
+    """MCQ accuracy; or, where the items are questions that no accuracy can be measured on,
+    why (``reason``): a metric job gives scores, not answers; a split without its answers
+    (Q-Bench's test) has nothing to be right against.  None when no item is a question."""
+    if not questions and not unanswered:
+        return None
+    entry: dict[str, Any] = {"accuracy": accuracy, "n": answered,
+                             "correct": round(accuracy * answered) if accuracy is not None
+                             else 0, "not_answered": unanswered, "by_type": by_type,
+                             "questions": questions, "withheld": withheld, "reason": None}
+    if metric_job:
+        entry.update(accuracy=None, n=0, correct=0, not_answered=0, by_type=[],
+                     reason=NOT_APPLICABLE)
+    elif withheld == questions:
+        entry["reason"] = (f"{WITHHELD} (none of the {questions} questions gives its correct "
+                           "answer, e.g. Q-Bench's test split): accuracy cannot be measured")
+    return entry
+
+
+def mcq_line(mcq: Mapping[str, Any]) -> str:
+    """The MCQ accuracy in one line, or why there is none."""
+    if mcq.get("reason"):
+        return f"MCQ accuracy: {mcq['reason']}"
+    unanswered = f", {mcq['not_answered']} not answered" if mcq["not_answered"] else ""
+    kept_back = (f"; {mcq['withheld']} more without a correct answer ({WITHHELD})"
+                 if mcq.get("withheld") else "")
+    return (f"MCQ accuracy: {_fmt(mcq['accuracy'])} ({mcq['correct']}/{mcq['n']} "
+            f"correct{unanswered}{kept_back})")
 
 
 def _accuracy_by_type(answers: list[str | None], truths: list[str | None],
@@ -325,11 +368,15 @@ def provenance_warnings(job: Mapping[str, Any], answered_by: Mapping[str, int]) 
             "figure over them")
     config = job.get("configuration") or {}
     configured = {f"{role['backend']}/{role['model']}" for role in
-                  (config.get("roles") or {}).values() if role.get("backend") != "builtin"}
+                  (config.get("roles") or {}).values()}
     stray = sorted(seen - configured) if config.get("roles") else []
     if stray:
         warnings.append(f"answered by {', '.join(stray)}, which the job was not submitted "
-                        f"with ({', '.join(sorted(configured)) or 'builtin'})")
+                        f"with ({', '.join(sorted(configured))})")
+    if config.get("builtin_model_ignored"):
+        warnings.append("the job was submitted with a model name but no backend (--model "
+                        "without --backend, before agentic-iqa asked for one): the builtin "
+                        "backend answered those roles, and no model did")
     return warnings
 
 
@@ -370,9 +417,7 @@ def render_text(report: Mapping[str, Any]) -> str:
                 f"{_FIT_SHORT.get(tool.get('logistic_fit') or '', '-')}")
     mcq = report.get("mcq")
     if mcq:
-        unanswered = f", {mcq['not_answered']} not answered" if mcq["not_answered"] else ""
-        lines.append(f"MCQ accuracy: {_fmt(mcq['accuracy'])} "
-                     f"({mcq['correct']}/{mcq['n']} correct{unanswered})")
+        lines.append(mcq_line(mcq))
         for entry in mcq.get("by_type") or ():
             lines.append(f"  {entry['type']:<24} {_fmt(entry['accuracy'])} "
                          f"({entry['correct']}/{entry['n']})")
@@ -590,11 +635,17 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
         parts.append("</table>")
 
     mcq = report.get("mcq")
-    if mcq:
+    if mcq and mcq.get("reason"):
+        parts.append(f'<h2>Multiple choice</h2><p class="note" id="mcq">'
+                     f"{html.escape(mcq_line(mcq))}</p>")
+    elif mcq:
         parts.append("<h2>Multiple choice</h2><table>")
         parts.append(_header("accuracy", "correct", "answered", "not answered"))
         parts.append(f"<tr>{_cell(mcq['accuracy'])}{_cell(mcq['correct'])}{_cell(mcq['n'])}"
                      f"{_cell(mcq['not_answered'])}</tr></table>")
+        if mcq.get("withheld"):
+            parts.append(f'<p class="note">{mcq["withheld"]} question(s) without a correct '
+                         f"answer ({WITHHELD}) are not counted.</p>")
         if mcq.get("by_type"):
             parts.append('<table id="mcq-types">' + _header("question type", "accuracy",
                                                             "correct", "answered"))

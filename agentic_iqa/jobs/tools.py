@@ -10,12 +10,14 @@ the weight files are read: checking never imports torch or pyiqa.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from iqa_tools import weights as weight_files
 from iqa_tools.catalog import Catalog, load_catalog
 from iqa_tools.errors import UnknownToolError
 from iqa_tools.settings import ToolSettings
+
+from .manifest import ManifestEntry, ManifestItem
 
 
 class MetricToolsError(ValueError):
@@ -70,3 +72,26 @@ def full_reference(tools: Sequence[str], settings: ToolSettings | None = None) -
     """The full-reference tools among ``tools`` (they need a reference on every item)."""
     _settings, catalog = _settings_and_catalog(settings)
     return [name for name in tools if catalog.get(name).is_full_reference]
+
+
+def not_only_questions(entries: Iterable[ManifestEntry]) -> Iterator[ManifestEntry]:
+    """``entries`` of a metric job, unchanged; at their end a :class:`MetricToolsError` when
+    every good row is a multiple-choice question (it has options): tools give scores, not
+    answers, so such a job could never answer one of them.  Raised before the submit commits,
+    so nothing is stored; a manifest with some questions is accepted (the report says their
+    accuracy is not applicable)."""
+    items = questions = 0
+    first: ManifestItem | None = None
+    for entry in entries:
+        if isinstance(entry, ManifestItem):
+            items += 1
+            if entry.options:
+                questions += 1
+                first = first or entry
+        yield entry
+    if first is not None and questions == items:
+        stem = (first.query or "").split("\n")[0]
+        raise MetricToolsError(
+            f"--mode tools gives scores, not answers: all {items} items are multiple-choice "
+            f"questions (line {first.line}: {stem!r}), and no tool can answer one; run them "
+            "with --mode agent or --mode vlm")

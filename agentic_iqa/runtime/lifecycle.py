@@ -37,7 +37,13 @@ from ..jobs.manifest import (
     read_manifest,
 )
 from ..jobs.sources import dataset_entries
-from ..jobs.tools import MetricToolsError, check_tools, full_reference, metric_query
+from ..jobs.tools import (
+    MetricToolsError,
+    check_tools,
+    full_reference,
+    metric_query,
+    not_only_questions,
+)
 from ..runconfig import RunConfig, capture
 
 if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: not for status
@@ -119,7 +125,8 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
                                 mos_range=mos_range, image_dir=image_dir, limit=limit)
         source, confine = str(manifest.resolve()), root
     if metric_tools:
-        entries = _with_references(entries, full_reference(metric_tools, tool_settings))
+        entries = not_only_questions(
+            _with_references(entries, full_reference(metric_tools, tool_settings)))
     with session_scope(engine) as session:
         default_name = (f"{described['name']}-{described['split']}" if described
                         else manifest.name if manifest is not None else "job")

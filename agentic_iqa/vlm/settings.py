@@ -44,6 +44,10 @@ NO_KEY_PLACEHOLDER = "not-needed"
 
 GLOBAL_ENV_FIELDS = ("backend", "model", "base_url")
 
+#: The name the builtin backend answers as (``vlm.builtin.MODEL_NAME``): what a report names
+#: for a builtin role, whatever model name was stored beside it.
+BUILTIN_MODEL = "builtin-v1"
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -85,6 +89,12 @@ class BackendConfig(BaseModel):
         return self
 
     @property
+    def answering_model(self) -> str | None:
+        """The model that answers this role: the builtin's own for ``builtin`` (a model name
+        stored beside it never ran), else ``model``."""
+        return BUILTIN_MODEL if self.backend == "builtin" else self.model
+
+    @property
     def key_variable(self) -> str | None:
         """The variable the key is read from (None for ``builtin``)."""
         return self.api_key_env or DEFAULT_API_KEY_ENV.get(self.backend)
@@ -105,12 +115,35 @@ class BackendConfig(BaseModel):
         )
 
 
+#: Model names that only one backend serves: OpenAI's (gpt-4o, chatgpt-4o-latest, o1, o3-mini,
+#: o4-mini) and Anthropic's (claude-...).  Any other name (Qwen/Qwen2.5-VL-7B-Instruct, llava)
+#: could be served by anything, so it never picks a backend.
+_MODEL_BACKENDS: tuple[tuple[re.Pattern[str], Backend], ...] = (
+    (re.compile(r"^(?:gpt-|chatgpt-|o\d+(?:-|$))", re.I), "openai"),
+    (re.compile(r"^claude-", re.I), "anthropic"),
+)
+
+
+def backend_of_model(model: str) -> Backend | None:
+    """The backend an unambiguous model name belongs to (see :data:`_MODEL_BACKENDS`), else
+    None."""
+    name = model.strip()
+    return next((backend for pattern, backend in _MODEL_BACKENDS if pattern.match(name)), None)
+
+
 def load_backend_configs(path: str | Path | None = None,
-                         overrides: Mapping[str, Any] | None = None) -> dict[Role, BackendConfig]:
+                         overrides: Mapping[str, Any] | None = None,
+                         notes: list[str] | None = None) -> dict[Role, BackendConfig]:
     """One :class:`BackendConfig` per role; without a file every role uses ``builtin``.
 
     ``overrides`` (field -> value) apply to every role last, above the environment: the CLI's
-    ``--backend``/``--model``/``--base-url``."""
+    ``--backend``/``--model``/``--base-url``.
+
+    A model named by ``--model`` or a variable where no flag or variable names the backend
+    would be ignored by the builtin backend, and a job would report a model that never
+    answered: the backend is then inferred from an unambiguous name (gpt-*, o1/o3/o4-*,
+    chatgpt-*: openai; claude-*: anthropic), said in ``notes`` (else logged), or refused with
+    :class:`VLMConfigurationError` naming ``--backend``."""
     explicit = path is not None
     source = Path(path) if path is not None else config_file("model_backends.yaml")
     document = _read_yaml(source, required=explicit)
@@ -122,6 +155,9 @@ def load_backend_configs(path: str | Path | None = None,
     for role in ROLES:
         values = {**defaults, **_section(document, role, source), **_env_overrides(role),
                   **(overrides or {})}
+        if values.get("backend", "builtin") == "builtin" and values.get("model"):
+            values["backend"] = _backend_for_model(role, str(values["model"]), overrides or {},
+                                                   notes)
         try:
             configs[role] = BackendConfig(**values)
         except ValidationError as exc:
@@ -130,6 +166,62 @@ def load_backend_configs(path: str | Path | None = None,
                 + _describe(exc)
             ) from None
     return configs
+
+
+def _origin(role: Role, field: str, overrides: Mapping[str, Any]) -> str | None:
+    """Where a field's value came from: the flag, the variable, or None (the file)."""
+    if field in overrides:
+        return f"--{field.replace('_', '-')}"
+    for variable in (f"AGENTIC_IQA_{role.upper()}_{field.upper()}",
+                     f"AGENTIC_IQA_VLM_{field.upper()}"):
+        if variable in os.environ:
+            return variable
+    return None
+
+
+def _said(origin: str, value: str) -> str:
+    """``--model gpt-4o`` or ``AGENTIC_IQA_VLM_MODEL=gpt-4o``: a value as it was given."""
+    return f"{origin} {value}" if origin.startswith("--") else f"{origin}={value}"
+
+
+def _backend_for_model(role: Role, model: str, overrides: Mapping[str, Any],
+                       notes: list[str] | None) -> str:
+    """The backend for a role whose backend is ``builtin`` and whose ``model`` is set.
+
+    A model from the file beside ``backend: builtin`` stays as it is (the builtin ignores
+    it, and reports name the builtin's own model).  A model from the flag or a variable was
+    meant to answer: with the backend chosen as ``builtin`` by a flag or variable that is a
+    contradiction; with no backend chosen, an unambiguous name picks it."""
+    model_origin = _origin(role, "model", overrides)
+    if model_origin is None:
+        return "builtin"
+    named = _said(model_origin, model)
+    backend_origin = _origin(role, "backend", overrides)
+    if backend_origin is not None:
+        raise VLMConfigurationError(
+            f"{named} with the builtin backend ({_said(backend_origin, 'builtin')}): the "
+            "builtin answers from its own measurements and runs no model; give --backend "
+            f"openai or --backend anthropic for {model}, or leave out {model_origin}")
+    inferred = backend_of_model(model)
+    if inferred is None:
+        flag = model_origin == "--model"
+        raise VLMConfigurationError(
+            f"{named} names no backend, and the builtin backend runs no model: "
+            + ("add --backend openai (OpenAI, or an OpenAI-compatible server with --base-url) "
+               "or --backend anthropic" if flag else
+               "set AGENTIC_IQA_VLM_BACKEND=openai (OpenAI, or an OpenAI-compatible server "
+               "with AGENTIC_IQA_VLM_BASE_URL) or anthropic")
+            + " (only gpt-*, o1/o3/o4-*, chatgpt-* and claude-* names choose one themselves)")
+    note = (f"note: {named} without "
+            f"{'--backend' if model_origin == '--model' else 'AGENTIC_IQA_VLM_BACKEND'}: "
+            f"using the {inferred} backend (from the model's name)")
+    if notes is None:
+        import logging
+
+        logging.getLogger(__name__).warning(note)
+    elif note not in notes:
+        notes.append(note)
+    return inferred
 
 
 def _read_yaml(source: Path, *, required: bool) -> dict[str, Any]:

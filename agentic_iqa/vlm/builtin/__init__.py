@@ -13,12 +13,13 @@ import json
 from typing import Any
 
 from ..base import VLMRequest, VLMResponse
+from ..settings import BUILTIN_MODEL
 from . import answer, selection
 from .opinion import OpinionModel, OpinionModels
 from .planner import plan
 from .vision import analyse, detect
 
-MODEL_NAME = "builtin-v1"
+MODEL_NAME = BUILTIN_MODEL
 
 
 class BuiltinClient:

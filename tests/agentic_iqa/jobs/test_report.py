@@ -101,7 +101,7 @@ def test_mcq_accuracy_over_done_items_with_known_truth() -> None:
     ]
     mcq = build_report(rows, bootstrap=0)["mcq"]
     assert mcq == {"accuracy": pytest.approx(2 / 3), "n": 3, "correct": 2, "not_answered": 1,
-                   "by_type": []}
+                   "by_type": [], "questions": 4, "withheld": 0, "reason": None}
     kinds = ["yes-or-no", "what", "what", None, "what"]
     typed = [{**row, "question_type": kind} for row, kind in zip(rows, kinds, strict=True)]
     assert build_report(typed, bootstrap=0)["mcq"]["by_type"] == [
