@@ -146,6 +146,16 @@ class VLMResponse:
     refusal: str | None = None
 
 
+#: Finish reasons of a reply that stopped at the token limit (OpenAI's and Anthropic's words).
+_CUT_OFF = frozenset({"length", "max_tokens"})
+
+
+def was_cut_off(response: VLMResponse) -> bool:
+    """The reply stopped at the token limit and was not refused: what it wrote is all there
+    is, and an answer it had already committed to may still be read from it."""
+    return (response.finish_reason or "").lower() in _CUT_OFF and not response.refusal
+
+
 def reply_problem(response: VLMResponse) -> str | None:
     """What is wrong with a reply as a whole, before reading it: cut off at the token limit,
     blocked by a content filter, refused, or empty.  None for an ordinary reply."""
@@ -156,7 +166,7 @@ def reply_problem(response: VLMResponse) -> str | None:
         return "the reply was blocked by the provider's content filter"
     if reason == "refusal":
         return f"the model refused: {response.text[:200]!r}"
-    if reason in {"length", "max_tokens"}:
+    if was_cut_off(response):
         return (f"the reply was cut off at the token limit ({len(response.text)} characters "
                 f"came back: {response.text[:120]!r}); if it keeps happening, raise the role's "
                 "max_tokens (configs/model_backends.yaml or AGENTIC_IQA_<ROLE>_MAX_TOKENS)")

@@ -80,7 +80,8 @@ def ask(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, query: str, imag
     ("(A) or (B)", None), ("", None), ("F", None),
     # a capital letter standing alone after words is the answer; a lower-case word never is
     ("I'd say B", "B"), ("This image deserves a C", "C"), ("B. Slight", "B"),
-    ("I'd pick D, not E", None), ("a", "A"), ("I think it is fair", None),
+    # a negated option is no rival answer (issue 29): "not E" leaves the D the model picked
+    ("I'd pick D, not E", "D"), ("a", "A"), ("I think it is fair", None),
 ])
 def test_options_are_read_only_where_they_stand_as_options(text, expected):
     assert parse_option(text, QUALITY_LEVEL_CHOICES) == expected
@@ -224,43 +225,54 @@ def test_with_one_object_in_scope_every_other_name_is_that_object(monkeypatch, e
     assert result == {"car": ["Blurs", "Noise"]}
 
 
-def test_with_several_objects_in_scope_an_unknown_name_is_asked_again(monkeypatch,
-                                                                       example_images):
-    wrong = {"distortion_set": {"car": ["Blurs"], "tree": ["Noise"]}}
+def test_with_several_objects_in_scope_an_unknown_name_is_dropped_and_the_rest_kept(
+        monkeypatch, example_images):
+    """Issue 29: one stray object ("tree") no longer voids the reply; it is dropped with a
+    note.  A reply with nothing usable is still asked again, with the scope's keys."""
+    stray = {"distortion_set": {"car": ["Blurs"], "tree": ["Noise"], "Global": ["grain"]}}
+    useless = {"distortion_set": {"car": ["lens flare"]}}
     right = {"distortion_set": {"The Car": ["Blurs"], "sky": ["noise"]}}
+    notes: list[str] = []
     with FakeAPIServer() as srv:
-        srv.enqueue(Reply(200, openai_completion(json.dumps(wrong))),
+        srv.enqueue(Reply(200, openai_completion(json.dumps(stray))),
+                    Reply(200, openai_completion(json.dumps(useless))),
                     Reply(200, openai_completion(json.dumps(right))))
-        result = executor.detect_distortions(
-            client_for(srv, monkeypatch), "Is the car or the sky noisy?",
-            str(example_images["original"]), None, plan_for(["car", "sky"]))
-        retry_system = srv.requests[1].body["messages"][0]["content"]
-    assert result == {"car": ["Blurs"], "sky": ["Noise"]}
+        client = client_for(srv, monkeypatch)
+        kept = executor.detect_distortions(
+            client, "Is the car or the sky noisy?", str(example_images["original"]), None,
+            plan_for(["car", "sky"]), notes=notes)
+        asked_again = executor.detect_distortions(
+            client, "Is the car or the sky noisy?", str(example_images["original"]), None,
+            plan_for(["car", "sky"]))
+        retry_system = srv.requests[2].body["messages"][0]["content"]
+    assert kept == {"car": ["Blurs", "Noise"], "sky": ["Noise"]}  # the whole image's: both
+    assert any("'tree'" in note and "dropped" in note for note in notes)
+    assert asked_again == {"car": ["Blurs"], "sky": ["Noise"]}
     assert 'Use exactly these object keys: "car", "sky"' in retry_system
 
 
 # -- the pipeline -----------------------------------------------------------------------------
 
-def test_the_summarizer_is_not_asked_when_the_evidence_the_plan_wanted_is_missing(
+def test_when_the_tools_failed_the_summarizer_is_asked_with_what_there_is_and_answers(
         monkeypatch, example_images):
-    """The only tool fails every round: replan once, then an answer saying evidence is missing,
-    and the remote summarizer never sees a request."""
+    """The only tool fails: a new plan would fail the same way, so no replan; the summarizer is
+    asked once, told what is missing, and its answer stands (issue 29: it used to replan, then
+    answer "Unable to determine" without asking)."""
     broken = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
                           catalog=always_nan_catalog())
     builtin = BuiltinClient()
     with FakeAPIServer(lambda _r: answer_reply("B")) as srv:
         agents = Agents(planner=builtin, executor=builtin,
                         summarizer=client_for(srv, monkeypatch), registry=broken)
-        state = run_inprocess("Is this image noisy using Broken?",
+        state = run_inprocess("Is this image noisy using Broken? A. Yes B. No",
                               str(example_images["original"]), agents=agents,
                               max_replan_iterations=1)
-        count = len(srv.requests)
-    assert count == 0
-    assert state["iteration_count"] == 1
-    assert [e.reason for e in state["replan_history"]] == ["Missing tool scores for Global"]
+        prompts = [json.dumps(r.body["messages"]) for r in srv.requests]
+    assert len(prompts) == 1
+    assert "Evidence the plan asked for is missing: Missing tool scores for Global" in prompts[0]
+    assert state["iteration_count"] == 0 and state["replan_history"] == []
     result = state["summarizer_result"]
-    assert result.final_answer == UNABLE
-    assert result.quality_reasoning.startswith("Evidence missing: Missing tool scores for Global")
+    assert result.final_answer == "B" and not result.need_replan
 
 
 PLAN_JSON = {
