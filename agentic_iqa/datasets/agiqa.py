@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agentic_iqa.datasets.base import DatasetInfo, DatasetProblem, DatasetRow
 from agentic_iqa.datasets.files import (
+    BadRecord,
     choose_split,
     find_file,
     image_folder,
@@ -54,9 +55,12 @@ class AGIQA3K:
         records = read_csv(path, self.info, ("name", "mos_quality"))
         return self._rows(records, image_folder(root, *FOLDERS))
 
-    def _rows(self, records: list[dict[str, str]], folder: str
+    def _rows(self, records: list[dict[str, str] | BadRecord], folder: str
               ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, record in enumerate(records, start=1):
+            if isinstance(record, BadRecord):
+                yield DatasetProblem(line, f"{SCORES}, record {line}: {record.reason}")
+                continue
             name = record["name"]
             where = f"{SCORES}, record {line} ({name or 'no name'})"
             mos = score(record["mos_quality"])

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentic_iqa.datasets.base import DatasetFormatError, DatasetInfo
+from agentic_iqa.datasets.bounded import not_utf8, text_lines
 
 
 def choose_split(info: DatasetInfo, split: str | None) -> str:
@@ -59,9 +61,10 @@ def case_names(folder: Path) -> dict[str, str]:
 
 
 def joined(folder: str, name: str) -> str:
-    """``folder/name`` with forward slashes, or ``name`` alone when the folder is the root."""
+    """``folder/name`` with forward slashes, or ``name`` alone when the folder is the root or
+    the name is absolute: left absolute, the job's confinement to ``--root`` refuses it."""
     name = name.replace("\\", "/")
-    return f"{folder}/{name}" if folder else name
+    return f"{folder}/{name}" if folder and not name.startswith("/") else name
 
 
 def score(value: object) -> float | None:
@@ -76,20 +79,48 @@ def score(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def read_csv(path: Path, info: DatasetInfo, required: tuple[str, ...]) -> list[dict[str, str]]:
-    """The data rows of a CSV file with a header, which must hold the ``required`` columns.
+@dataclass(frozen=True)
+class BadRecord:
+    """A record of a dataset's CSV that cannot be read (bytes that are not UTF-8, a row the
+    csv module cannot split): why, for the reader to turn into a problem on that record."""
 
-    ``utf-8-sig`` because spreadsheet exports start with a byte-order mark that would otherwise
-    become part of the first column's name.
+    reason: str
+
+
+def read_csv(path: Path, info: DatasetInfo, required: tuple[str, ...]
+             ) -> list[dict[str, str] | BadRecord]:
+    """The data records of a CSV file with a header, which must hold the ``required`` columns.
+
+    Each line is decoded on its own, so a byte that is not UTF-8 makes its record a
+    :class:`BadRecord` and the others are read; a byte-order mark (spreadsheet exports) is
+    dropped rather than becoming part of the first column's name.
     """
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
-        header = [name.strip() for name in reader.fieldnames or []]
+    with path.open("rb") as handle:
+        reader = csv.reader(text_lines(handle))
+        try:
+            header = [name.strip() for name in next(reader, [])]
+        except csv.Error as exc:
+            raise DatasetFormatError(f"{info.title}: {path}: unreadable header: {exc}") from None
+        if fault := not_utf8(header):
+            raise DatasetFormatError(f"{info.title}: {path}: the header {fault}")
         missing = [name for name in required if name not in header]
         if missing:
             raise DatasetFormatError(
                 f"{info.title}: {path} has no column {', '.join(missing)} (its columns: "
                 f"{', '.join(header) or 'none'}); is this the file as the dataset ships it?")
-        reader.fieldnames = header
-        return [{key: (value or "").strip() for key, value in row.items() if key is not None}
-                for row in reader]
+        records: list[dict[str, str] | BadRecord] = []
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return records
+            except csv.Error as exc:  # the reader goes on at the next line
+                records.append(BadRecord(f"cannot be read as CSV: {exc}"))
+                continue
+            if not row:
+                continue
+            if fault := not_utf8(row):
+                records.append(BadRecord(fault))
+                continue
+            values = [value.strip() for value in row] + [""] * (len(header) - len(row))
+            records.append(dict(zip(header, values, strict=False)))

@@ -23,7 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentic_iqa.datasets.base import DatasetInfo, DatasetProblem, DatasetRow
-from agentic_iqa.datasets.files import choose_split, find_file, joined, read_csv, score
+from agentic_iqa.datasets.files import (
+    BadRecord,
+    choose_split,
+    find_file,
+    joined,
+    read_csv,
+    score,
+)
 
 SCORES = "dmos.csv"
 DISTORTIONS = (
@@ -67,8 +74,12 @@ class KADID10k:
         path = find_file(root, self.info, SCORES)
         return self._rows(read_csv(path, self.info, ("dist_img", "ref_img", "dmos")))
 
-    def _rows(self, records: list[dict[str, str]]) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(self, records: list[dict[str, str] | BadRecord]
+              ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, record in enumerate(records, start=1):
+            if isinstance(record, BadRecord):
+                yield DatasetProblem(line, f"{SCORES}, record {line}: {record.reason}")
+                continue
             name, reference = record["dist_img"], record["ref_img"]
             where = f"{SCORES}, record {line} ({name or 'no dist_img'})"
             mos = score(record["dmos"])

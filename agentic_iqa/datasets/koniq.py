@@ -33,6 +33,7 @@ from agentic_iqa.datasets.base import (
     DatasetRow,
 )
 from agentic_iqa.datasets.files import (
+    BadRecord,
     choose_split,
     find_file,
     image_folder,
@@ -84,21 +85,27 @@ class KonIQ10k:
                 f"https://github.com/subpic/koniq) under {root}; pass --split all to read every "
                 f"image of {SCORES}")
         sets: dict[str, dict[str, str]] = {}
+        sets_records: list[dict[str, str] | BadRecord] = []
         if sets_path.is_file():
             required = ("image_name", "set") if first.name == SCORES else (
                 "image_name", "set", "MOS", *LEVELS)
-            sets = {record["image_name"]: record
-                    for record in read_csv(sets_path, self.info, required)}
+            sets_records = read_csv(sets_path, self.info, required)
+            sets = {record["image_name"]: record for record in sets_records
+                    if not isinstance(record, BadRecord)}
         if first.name == SCORES:
             records = read_csv(first, self.info, ("image_name", "MOS"))
         else:
-            records = list(sets.values())
+            records = sets_records
         return self._rows(records, first.name, sets, chosen,
                           image_folder(root, "1024x768", "512x384"))
 
-    def _rows(self, records: list[dict[str, str]], file: str, sets: dict[str, dict[str, str]],
-              chosen: str, folder: str) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(self, records: list[dict[str, str] | BadRecord], file: str,
+              sets: dict[str, dict[str, str]], chosen: str, folder: str
+              ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, record in enumerate(records, start=1):
+            if isinstance(record, BadRecord):
+                yield DatasetProblem(line, f"{file}, record {line}: {record.reason}")
+                continue
             name = record.get("image_name", "")
             where = f"{file}, record {line} ({name or 'no image_name'})"
             in_sets = sets.get(name)

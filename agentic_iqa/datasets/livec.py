@@ -25,12 +25,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agentic_iqa.datasets.base import (
     DatasetFormatError,
     DatasetInfo,
     DatasetProblem,
     DatasetRow,
 )
+from agentic_iqa.datasets.bounded import check_mat
 from agentic_iqa.datasets.files import choose_split, find_file, image_folder, joined, score
 
 NAMES = "Data/AllImages_release.mat"
@@ -39,10 +42,12 @@ TRAINING_IMAGES = 7
 
 
 def _mat_array(path: Path, key: str) -> Any:
-    """The variable ``key`` of a MAT file, flattened; scipy is imported only here."""
+    """The variable ``key`` of a MAT file, flattened; scipy is imported only here, and loads
+    the file only once its declared and inflated sizes are within budget (:func:`check_mat`)."""
     from scipy.io import loadmat
 
     try:
+        check_mat(path)
         content = loadmat(path)
     except Exception as error:  # scipy raises several types for a file that is not MAT
         raise DatasetFormatError(f"LIVE-C: {path} cannot be read as a MAT file: {error}") from None
@@ -53,12 +58,15 @@ def _mat_array(path: Path, key: str) -> Any:
 
 
 def _cell_text(cell: Any) -> str:
-    """A MATLAB cell's string: loadmat wraps it in one or two nested arrays."""
-    while not isinstance(cell, str):
-        if getattr(cell, "size", 0) == 0:
+    """A MATLAB cell's string: loadmat wraps it in one or two nested arrays; anything else (a
+    number, an empty cell, deeper nesting) is no name, and the record says so."""
+    for _ in range(8):
+        if isinstance(cell, str):
+            return cell.strip()
+        if not isinstance(cell, np.ndarray) or cell.size == 0:
             return ""
-        cell = cell.ravel()[0] if hasattr(cell, "ravel") else cell[0]
-    return cell.strip()
+        cell = cell.ravel()[0]
+    return ""
 
 
 class LiveChallenge:

@@ -22,7 +22,6 @@ those that exists under the root is used, else ``images/``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from agentic_iqa.datasets.base import (
     DatasetProblem,
     DatasetRow,
 )
+from agentic_iqa.datasets.bounded import read_json_file
 from agentic_iqa.datasets.files import choose_split, find_file, image_folder, joined
 
 QUESTION_TYPES = ("yes-or-no", "what", "how")
@@ -65,10 +65,11 @@ class LLVisionQA:
     def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
         chosen = choose_split(self.info, split)
         path = find_file(root, self.info, f"llvisionqa_{chosen}.json")
-        try:
-            records = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise DatasetFormatError(f"Q-Bench: {path} is not JSON: {error}") from None
+        try:  # bounded in size and depth: the file comes from the internet
+            records = read_json_file(path)
+        except (UnicodeDecodeError, ValueError) as error:
+            raise DatasetFormatError(f"Q-Bench: {path} is not JSON that can be read: {error}"
+                                     ) from None
         if not isinstance(records, list):
             raise DatasetFormatError(
                 f"Q-Bench: {path} holds a JSON {type(records).__name__}, not the list of "

@@ -24,22 +24,42 @@ from agentic_iqa.datasets.base import (
     DatasetProblem,
     DatasetRow,
 )
+from agentic_iqa.datasets.bounded import TooLarge, check_xlsx
 from agentic_iqa.datasets.files import choose_split, find_file, joined, score
 
 SCORES = "Annotations/MOS and Image attribute scores.xlsx"
 ATTRIBUTES = ("Brightness", "Colorfulness", "Contrast", "Noisiness", "Sharpness")
 
 
-def _sheet_rows(path: Path) -> list[tuple[Any, ...]]:
-    """Every row of the first sheet, the header first; openpyxl is imported only here."""
+def _sheet_rows(path: Path) -> Iterator[tuple[Any, ...]]:
+    """The rows of the first sheet, the header first, streamed: openpyxl is imported only
+    here, and opens the file only once its archive is within budget (:func:`check_xlsx`: a
+    small XLSX can unpack to gigabytes of shared strings).
+
+    Rows are read one at a time in read-only mode, so ``--limit`` stops the reading; each row
+    is cut to the header's width, so a sheet that declares 16,384 columns costs none of them.
+    """
     from openpyxl import load_workbook
 
     try:
+        check_xlsx(path)
+    except TooLarge as error:
+        raise DatasetFormatError(f"SPAQ: {path} is refused: {error}") from None
+    except ValueError as error:
+        raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}"
+                                 ) from None
+    try:
         workbook = load_workbook(path, read_only=True, data_only=True)
+        sheet = workbook.worksheets[0]
     except Exception as error:  # openpyxl raises several types for a file that is not XLSX
         raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}") from None
     try:
-        return list(workbook.worksheets[0].iter_rows(values_only=True))
+        header = next(sheet.iter_rows(max_row=1, values_only=True), ())
+        width = max((index + 1 for index, cell in enumerate(header) if cell is not None),
+                    default=0)
+        yield tuple(header[:width])
+        if width:
+            yield from sheet.iter_rows(min_row=2, max_col=width, values_only=True)
     finally:
         workbook.close()
 
@@ -64,18 +84,29 @@ class SPAQ:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         table = _sheet_rows(path)
-        header = [str(cell).strip() if cell is not None else "" for cell in
-                  (table[0] if table else ())]
+        first = next(table)
+        header = [str(cell).strip() if cell is not None else "" for cell in first]
         missing = [name for name in ("Image name", "MOS") if name not in header]
         if missing:
+            table.close()
             raise DatasetFormatError(
                 f"SPAQ: the first sheet of {path} has no column {', '.join(missing)} (its "
                 f"columns: {', '.join(name for name in header if name) or 'none'})")
-        return self._rows(header, table[1:])
+        return self._rows(header, table)
 
-    def _rows(self, header: list[str], table: list[tuple[Any, ...]]
+    def _rows(self, header: list[str], table: Iterator[tuple[Any, ...]]
               ) -> Iterator[DatasetRow | DatasetProblem]:
-        for line, values in enumerate(table, start=1):
+        line = 0
+        while True:
+            line += 1
+            try:
+                values = next(table)
+            except StopIteration:
+                return
+            except Exception as error:  # broken XML mid-sheet: the records read so far stand
+                yield DatasetProblem(line, f"{SCORES}: the sheet cannot be read from record "
+                                           f"{line} on: {str(error)[:200]}")
+                return
             if all(value is None or str(value).strip() == "" for value in values):
                 continue
             record = dict(zip(header, values, strict=False))

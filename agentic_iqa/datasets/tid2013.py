@@ -69,17 +69,23 @@ class TID2013:
     def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = path.read_bytes().splitlines()
         return self._rows(lines, case_names(root / "distorted_images"),
                           case_names(root / "reference_images"))
 
-    def _rows(self, lines: list[str], distorted: dict[str, str], references: dict[str, str]
+    def _rows(self, lines: list[bytes], distorted: dict[str, str], references: dict[str, str]
               ) -> Iterator[DatasetRow | DatasetProblem]:
-        for line, text in enumerate(lines, start=1):
+        for line, raw in enumerate(lines, start=1):
+            where = f"{SCORES}, line {line}"
+            try:  # line by line, so a stray byte is the fault of its line alone
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                yield DatasetProblem(line, f"{where}: is not UTF-8 text (byte "
+                                           f"0x{raw[error.start]:02x})")
+                continue
             fields = text.split()
             if not fields:
                 continue
-            where = f"{SCORES}, line {line}"
             if len(fields) != 2:
                 yield DatasetProblem(line, f"{where}: {text.strip()!r} is not '<mos> <name>'")
                 continue

@@ -23,17 +23,26 @@ import json
 import math
 import os
 import re
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
 from iqa_tools.images import check_min_size, probe_image
 
+from ..datasets.bounded import (
+    MAX_JSON_LINE,
+    TooLarge,
+    bounded_lines,
+    load_json,
+    not_utf8,
+    read_json_file,
+    text_lines,
+)
 from ..query import with_options
+from .paths import PathRejected, Root, locate
 
 #: File extensions taken as images when a plain folder is given as the manifest.
 IMAGE_EXTENSIONS = frozenset({".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp"})
@@ -148,7 +157,7 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
             raise ManifestFormatError(f"--image-dir {image_dir} is not a folder")
     if limit is not None:
         rows = islice(rows, limit)
-    return _entries(rows, base=base, root=confine, check_images=check_images,
+    return _entries(rows, base=base, paths=Root.of(base, confine), check_images=check_images,
                     mos_range=mos_range)
 
 
@@ -158,15 +167,15 @@ def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
                  limit: int | None = None) -> Iterator[ManifestEntry]:
     """Items and bad records of rows read elsewhere (a public dataset's own files), checked
     exactly as a manifest's rows are: ``(line, cells)`` with the manifest's column names, or
-    ``(line, why it cannot be read)``; paths are relative to ``base``."""
-    confine = Path(root).resolve() if root is not None else None
+    ``(line, why it cannot be read)``; paths are relative to ``base`` and, with ``root``,
+    confined to it (:mod:`.paths`)."""
     if mos_range is not None:
         _check_mos_range(mos_range)
     rows: Iterator[_RawRow] = iter(records)
     if limit is not None:
         rows = islice(rows, limit)
-    return _entries(rows, base=Path(base), root=confine, check_images=check_images,
-                    mos_range=mos_range)
+    return _entries(rows, base=Path(base), paths=Root.of(base, root),
+                    check_images=check_images, mos_range=mos_range)
 
 
 def _check_mos_range(mos_range: tuple[float, float]) -> None:
@@ -188,15 +197,21 @@ def count_rows(path: str | os.PathLike[str]) -> int:
     _check_readable(source)
     if kind == "jsonl":
         with source.open("rb") as handle:
-            return sum(1 for raw in handle if raw.strip())
+            return sum(1 for raw in bounded_lines(handle) if raw is None or raw.strip())
+    if kind == "json":
+        return sum(1 for _ in _json_rows(source))
     _csv_header(source)
-    with _open_text(source) as handle:
-        reader = csv.reader(handle)
+    with source.open("rb") as handle:
+        reader = csv.reader(text_lines(handle))
         next(reader, None)
-        try:
-            return sum(1 for record in reader if record)
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise ManifestFormatError(f"{source}: {exc}") from exc
+        count = 0
+        while True:  # a row the csv module cannot split still counts: it is a bad row
+            try:
+                count += bool(next(reader))
+            except StopIteration:
+                return count
+            except csv.Error:
+                count += 1
 
 
 # -- file kinds -----------------------------------------------------------------------------------
@@ -230,17 +245,14 @@ def _check_readable(source: Path) -> None:
         raise ManifestFormatError(f"manifest {source} cannot be read: {exc}") from exc
 
 
-def _open_text(source: Path) -> TextIO:
-    """CSV text, tolerating the byte-order mark spreadsheet programs write."""
-    return source.open("r", encoding="utf-8-sig", newline="")
-
-
 def _csv_header(source: Path) -> list[str]:
-    with _open_text(source) as handle:
+    with source.open("rb") as handle:
         try:
-            header = next(csv.reader(handle), None)
-        except (csv.Error, UnicodeDecodeError) as exc:
+            header = next(csv.reader(text_lines(handle)), None)
+        except csv.Error as exc:
             raise ManifestFormatError(f"manifest {source}: unreadable header: {exc}") from exc
+    if header and (fault := not_utf8(header)):
+        raise ManifestFormatError(f"manifest {source}: the header (line 1) {fault}")
     if not header:
         raise ManifestFormatError(f"manifest {source} is empty: expected a header row "
                                   "naming at least an 'image' column")
@@ -261,8 +273,8 @@ def _csv_header(source: Path) -> list[str]:
 
 
 def _csv_rows(source: Path) -> Iterator[_RawRow]:
-    with _open_text(source) as handle:
-        reader = csv.reader(handle)
+    with source.open("rb") as handle:
+        reader = csv.reader(text_lines(handle))
         keys = canonical_keys([name.strip() for name in next(reader)])
         end_of_previous = reader.line_num
         while True:
@@ -270,14 +282,17 @@ def _csv_rows(source: Path) -> Iterator[_RawRow]:
                 record = next(reader)
             except StopIteration:
                 return
-            except (csv.Error, UnicodeDecodeError) as exc:
-                raise ManifestFormatError(
-                    f"manifest {source}: unreadable after line {end_of_previous}: {exc}"
-                ) from exc
+            except csv.Error as exc:  # the reader goes on at the next line
+                line, end_of_previous = end_of_previous + 1, reader.line_num
+                yield line, f"line {line} cannot be read as CSV: {exc}"
+                continue
             # A quoted field may span lines: the row starts right after the previous one ended.
             line = end_of_previous + 1
             end_of_previous = reader.line_num
             if not record or (len(record) == 1 and not record[0].strip()):
+                continue
+            if fault := not_utf8(record):
+                yield line, f"line {line} {fault}"
                 continue
             if len(record) > len(keys):
                 yield line, f"line {line} has {len(record)} fields but the header has {len(keys)}"
@@ -287,13 +302,16 @@ def _csv_rows(source: Path) -> Iterator[_RawRow]:
 
 def _jsonl_rows(source: Path) -> Iterator[_RawRow]:
     with source.open("rb") as handle:
-        for line, raw in enumerate(handle, start=1):
+        for line, raw in enumerate(bounded_lines(handle), start=1):
+            if raw is None:
+                yield line, f"line {line} is longer than {MAX_JSON_LINE} bytes"
+                continue
             if line == 1 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8):]
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw.decode("utf-8"))
+                value = load_json(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 yield line, f"line {line} is not UTF-8 text"
                 continue
@@ -313,10 +331,11 @@ def _json_rows(source: Path) -> Iterator[_RawRow]:
     """A JSON list of objects, read whole (such files are question sets: thousands of rows,
     not millions); record N is reported as line N."""
     try:
-        with source.open("rb") as handle:
-            document = json.loads(handle.read().decode("utf-8-sig"))
+        document = read_json_file(source)
+    except TooLarge as exc:
+        raise ManifestFormatError(f"manifest {exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ManifestFormatError(f"manifest {source} is not valid JSON: {exc}") from exc
+        raise ManifestFormatError(f"manifest {source} is not valid JSON: {exc}") from None
     if isinstance(document, dict):  # {"data": [...]} or the like: the one list inside
         lists = [value for value in document.values() if isinstance(value, list)]
         if len(lists) == 1:
@@ -371,7 +390,7 @@ def _folder_rows(folder: Path) -> Iterator[_RawRow]:
 # -- checking a row -------------------------------------------------------------------------------
 
 
-def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None, check_images: bool,
+def _entries(rows: Iterator[_RawRow], *, base: Path, paths: Root, check_images: bool,
              mos_range: tuple[float, float] | None) -> Iterator[ManifestEntry]:
     seen: dict[str, int] = {}
     for line, row in rows:
@@ -391,8 +410,7 @@ def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None, check_im
                               "cannot be assessed: choose another id")
             # Cheap checks (paths, --root) before the duplicate check, so an escaping path is
             # reported as an escape; the costly image decode after it.
-            item = _item(row, line, item_id, image_text, base=base, root=root,
-                         mos_range=mos_range)
+            item = _item(row, line, item_id, image_text, paths=paths, mos_range=mos_range)
             if item_id in seen:
                 duplicate, item_id = item_id, None
                 raise _BadRow(f"duplicate id {duplicate!r} on line {line}: "
@@ -408,15 +426,15 @@ def _entries(rows: Iterator[_RawRow], *, base: Path, root: Path | None, check_im
         yield item
 
 
-def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, base: Path,
-          root: Path | None, mos_range: tuple[float, float] | None) -> ManifestItem:
+def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, paths: Root,
+          mos_range: tuple[float, float] | None) -> ManifestItem:
     mos = _mos(row.get("mos"), line, mos_range)
     options = _options(row.get("options"), line)
     answer = _answer(row.get("answer"), line, options)
     query = _question(row, line)
     reference_text = _text(row.get("reference"), "reference", line)
-    image = _located(image_text, "image", line, base, root)
-    reference = (_located(reference_text, "reference", line, base, root)
+    image = _located(image_text, "image", line, paths)
+    reference = (_located(reference_text, "reference", line, paths)
                  if reference_text is not None else None)
     extra = {key: value for key, value in row.items() if key not in KNOWN_COLUMNS}
     return ManifestItem(line=line, item_id=item_id, image=image, reference=reference,
@@ -466,6 +484,8 @@ def _text(value: Any, name: str, line: int) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise _BadRow(f"{name} on line {line} must be text, not {type(value).__name__}")
     text = str(value).strip()
+    if "\x00" in text:  # no file has such a name, and no database column stores one
+        raise _BadRow(f"{name} {_shown(text, 80)} on line {line} contains a NUL byte")
     return text or None
 
 
@@ -541,33 +561,14 @@ def _derived_path(image_text: str, base: Path) -> str:
     return Path(chosen).as_posix()
 
 
-def _located(text: str, name: str, line: int, base: Path, root: Path | None) -> Path:
-    """The resolved path of a cell, confined to ``root`` and required to be an existing file.
-
-    os.path rather than pathlib: this runs once or twice per row, and pathlib's resolve() and
-    repeated stat() calls cost several times more.
-    """
+def _located(text: str, name: str, line: int, paths: Root) -> Path:
+    """The file a cell names, through :func:`.paths.locate` (the one place paths are
+    resolved and confined); a path it refuses is this row's error."""
     try:
-        resolved = os.path.realpath(os.path.join(base, text))
-    except (OSError, RuntimeError) as exc:  # a symlink loop
-        raise _BadRow(f"{name} {text!r} on line {line} cannot be resolved: {exc}") from None
-    if root is not None and not _inside(resolved, os.fspath(root)):
-        raise _BadRow(f"{name} {text!r} on line {line}: path escapes --root {root}")
-    try:
-        mode = os.stat(resolved).st_mode
-    except FileNotFoundError:
-        raise _BadRow(f"{name} {text!r} on line {line} not found (looked for {resolved})"
-                      ) from None
-    except OSError as exc:
-        raise _BadRow(f"{name} {text!r} on line {line} cannot be read: {exc}") from None
-    if not stat.S_ISREG(mode):
-        raise _BadRow(f"{name} {text!r} on line {line} is not a file")
-    return Path(resolved)
-
-
-def _inside(resolved: str, root: str) -> bool:
-    """Whether a resolved path is ``root`` or below it (a plain prefix would let /data2 pass)."""
-    return resolved == root or resolved.startswith(root.rstrip(os.sep) + os.sep)
+        return locate(text, paths)
+    except PathRejected as rejected:
+        joint = ": path " if rejected.escape else " "
+        raise _BadRow(f"{name} {_shown(text, 200)} on line {line}{joint}{rejected}") from None
 
 
 def _check_image(path: Path, text: str, name: str, line: int) -> tuple[int, int]:

@@ -2,9 +2,10 @@
 
 :mod:`agentic_iqa.datasets` reads each dataset as it ships (its score or question file, its
 image folder); this module turns those records into :mod:`.manifest` entries, so a missing
-image, a MOS off the dataset's scale or a question without options is one bad item with the
-path or value it tried, as it would be in a hand-made manifest, and the dataset's scale and
-direction travel with the job (:func:`describe`).
+image, a path that leaves ``--root`` (``..``, absolute, a symlink out), a MOS off the
+dataset's scale or a question without options is one bad item with the path or value it
+tried, as it would be in a hand-made manifest, and the dataset's scale and direction travel
+with the job (:func:`describe`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def dataset_entries(name: str, root: Path, split: str | None = None, *,
         records = dataset.rows(root, chosen)
     except DatasetFormatError as exc:
         raise ManifestFormatError(str(exc)) from exc
-    entries = read_records(_records(records), root, check_images=check_images,
+    # A dataset file comes from the internet: every path it names stays under --root.
+    entries = read_records(_records(records), root, root=root, check_images=check_images,
                            mos_range=dataset.info.mos_range, limit=limit)
     return describe(dataset, root, chosen), entries
 
@@ -51,8 +53,8 @@ def describe(dataset: Dataset, root: Path, split: str) -> dict[str, Any]:
 def _records(rows: Iterator[DatasetRow | DatasetProblem]
              ) -> Iterator[tuple[int, Mapping[str, Any] | str]]:
     for row in rows:
-        if isinstance(row, DatasetProblem):
-            yield row.line, row.message
+        if isinstance(row, DatasetProblem):  # a NUL quoted from the file is shown, not stored
+            yield row.line, row.message.replace("\x00", "\\x00")
             continue
         cells: dict[str, Any] = {key: value for key, value in row.meta.items()
                                  if key not in KNOWN_COLUMNS}

@@ -1,0 +1,126 @@
+"""The one place a path named by a manifest, a dataset file or a user becomes a file to open.
+
+Every image and reference path goes through :func:`locate` against a :class:`Root`, once; what
+comes back is the resolved file, and nothing else is ever opened.  A path that cannot be
+trusted is a :class:`PathRejected` with the reason, which the manifest reader turns into a bad
+row.  Dataset files come from the internet, so their root is always confining; a user's own
+manifest is confined only when ``--root`` is given (its absolute paths are the user's choice,
+as docs/jobs.md promises).
+
+The rule is split in two so that an object store can reuse it: :func:`confined_key` is the
+lexical part (no NUL, no absolute path, no ``..`` above the root) and gives a normalised
+``a/b/c`` key that a bucket-and-prefix root would append to its prefix; the file-system part
+(symlinks resolved, then checked against the resolved root) is :meth:`Root.resolve`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class PathRejected(ValueError):
+    """A path that is not opened; the message says why, without the row's line.
+
+    ``escape``: the path leads out of its confining root (the message then starts with
+    "escapes"), as opposed to a file that is missing or unreadable.
+    """
+
+    def __init__(self, message: str, *, escape: bool = False) -> None:
+        super().__init__(message)
+        self.escape = escape
+
+
+@dataclass(frozen=True)
+class Root:
+    """Where one source's paths are read from, and whether they must stay inside it.
+
+    ``base``: the folder relative paths start from (the manifest's folder, ``--image-dir`` or
+    the dataset's root).  ``confine``: the folder every path must resolve into, or None for a
+    user's own manifest without ``--root``.  ``label``: how messages name the confining folder
+    (``--root``).
+    """
+
+    base: str
+    confine: str | None = None
+    label: str = "--root"
+
+    @classmethod
+    def of(cls, base: str | os.PathLike[str], confine: str | os.PathLike[str] | None = None,
+           label: str = "--root") -> Root:
+        """A root with both folders resolved (symlinks), so lexical checks compare like with
+        like; a relative path resolves the same from the resolved base."""
+        return cls(base=os.path.realpath(base),
+                   confine=os.path.realpath(confine) if confine is not None else None,
+                   label=label)
+
+    def resolve(self, text: str) -> str:
+        """The real path of ``text`` (symlinks followed) if it may be opened, else raises."""
+        if "\x00" in text:
+            raise PathRejected("contains a NUL byte")
+        if self.confine is not None:
+            if os.path.isabs(text):
+                if not _inside(os.path.realpath(text), self.confine):
+                    raise PathRejected(f"escapes {self.label} {self.confine} (an absolute "
+                                       "path outside it)", escape=True)
+            elif not _inside(self.base, self.confine):
+                raise PathRejected(f"escapes {self.label} {self.confine} (read from "
+                                   f"{self.base}, outside it)", escape=True)
+            else:
+                confined_key(posixpath.join(os.path.relpath(self.base, self.confine), text),
+                             prefix=self.confine, label=f"{self.label} {self.confine}")
+        try:
+            resolved = os.path.realpath(os.path.join(self.base, text))
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an odd name
+            raise PathRejected(f"cannot be resolved: {exc}") from None
+        if self.confine is not None and not _inside(resolved, self.confine):
+            raise PathRejected(f"escapes {self.label} {self.confine} (through a symlink, to "
+                               f"{resolved})", escape=True)
+        return resolved
+
+
+def confined_key(text: str, prefix: str = "", *, label: str = "--root") -> str:
+    """``text`` as a normalised key under ``prefix`` (``a/b.jpg``) that cannot leave it.
+
+    Lexical only, so the same rule holds for an object store (``prefix``: the bucket's
+    prefix) and for files (``prefix``: the root's absolute path): a NUL byte and an absolute
+    path are refused, and so is a ``..`` that ends outside ``prefix`` (one that climbs out and
+    back in by name ends inside, and is read).
+    """
+    if "\x00" in text:
+        raise PathRejected("contains a NUL byte")
+    key = text.replace("\\", "/")
+    if key.startswith("/") or os.path.isabs(text):
+        raise PathRejected(f"escapes {label} (an absolute path; only paths under it are read)",
+                           escape=True)
+    top = "/" + prefix.strip("/")
+    normal = posixpath.normpath(posixpath.join(top, key))
+    if not (top == "/" or normal == top or normal.startswith(top + "/")):
+        raise PathRejected(f"escapes {label} ('..' climbs out of it)", escape=True)
+    return normal[len(top):].lstrip("/")
+
+
+def locate(text: str, root: Root) -> Path:
+    """The existing regular file ``text`` names under ``root``: the single entry point.
+
+    Raises :class:`PathRejected` for a path that leaves a confining root (``..``, absolute,
+    symlink), holds a NUL byte, or is missing, unreadable or not a file.
+    """
+    resolved = root.resolve(text)
+    try:
+        mode = os.stat(resolved).st_mode
+    except FileNotFoundError:
+        raise PathRejected(f"not found (looked for {resolved})") from None
+    except (OSError, ValueError) as exc:
+        raise PathRejected(f"cannot be read: {exc}") from None
+    if not stat.S_ISREG(mode):
+        raise PathRejected("is not a file")
+    return Path(resolved)
+
+
+def _inside(resolved: str, root: str) -> bool:
+    """Whether a resolved path is ``root`` or below it (a plain prefix would let /data2 pass)."""
+    return resolved == root or resolved.startswith(root.rstrip(os.sep) + os.sep)
