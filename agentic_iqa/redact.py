@@ -8,9 +8,12 @@ output, reports), so a credential never needs to be remembered as "sensitive" at
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import os
 import re
+import threading
 
 MASK = "***"
 
@@ -18,15 +21,31 @@ MASK = "***"
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
 #: A URL's query string (``?key=...&x=...``), whatever its parameters are called: masked whole.
 _URL_QUERY = re.compile(r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]+)")
-#: ``?api_key=...``, ``&token=...``, ``password=...`` in query strings and DSNs.
+#: ``?key=...``, ``&sig=...`` in a request path or URL an error echoes, whatever the name: the
+#: value is masked, the name kept (it tells which parameter was wrong).
+_QUERY_PARAM = re.compile(r"(?P<name>[?&][A-Za-z0-9_.\-\[\]%]+=)(?P<value>[^&\s'\"<>#,;)}\]]+)")
+#: ``api_key=...``, ``password=...`` outside a query string (DSNs, keyword dumps).
 _SECRET_PARAM = re.compile(
     r"(?P<name>\b(?:api[_-]?key|access[_-]?token|token|password|passwd|secret|sig|signature)=)"
     r"(?P<value>[^&\s'\"<>]+)",
     re.IGNORECASE,
 )
+#: An ``Authorization``/``Proxy-Authorization`` header as a server or SDK echoes it, in any
+#: quoting (``Authorization: Basic xyz``, ``'authorization': 'Token xyz'``, ``authorization=``):
+#: whatever scheme, everything up to the end of the quoted value or line.
+_AUTHORIZATION = re.compile(
+    r"(?P<name>\b(?:proxy-)?authorization\\?['\"]?\s*[:=]\s*\\?['\"]?)"
+    r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9\-]*)\s+)?(?P<value>[^'\"\r\n\\]+)",
+    re.IGNORECASE,
+)
 #: ``Authorization: Bearer xyz`` / ``x-api-key: xyz`` as SDKs sometimes print them.
 _AUTH_HEADER = re.compile(r"(?P<name>\b(?:bearer|x-api-key:?)\s+)(?P<value>[A-Za-z0-9._\-]{8,})",
                           re.IGNORECASE)
+#: ``Digest username="u", response="..."``: every parameter masked (they hold quotes).
+_DIGEST = re.compile(r"(?P<name>\bdigest\s+)(?P<value>(?:[A-Za-z\-]+=(?:\"[^\"\r\n]*\"|[^,\s'\"]+)"
+                     r"[ \t]*,?[ \t]*)+)", re.IGNORECASE)
+#: ``Basic <base64>`` with no header name in front: masked when it decodes to ``user:password``.
+_BASIC = re.compile(r"(?P<name>\bbasic\s+)(?P<value>[A-Za-z0-9+/]{4,}={0,2})", re.IGNORECASE)
 #: Environment variables whose values are secrets wherever they appear.
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
 #: Values shorter than this are not searched for (a 3-letter "key" would mask common words).
@@ -34,6 +53,23 @@ _MIN_SECRET_LENGTH = 6
 
 
 _SEEN: tuple[dict[object, object], list[str]] | None = None
+#: Credentials this process was configured with outside key variables (a base URL's query
+#: values and password), with their base64 forms: masked wherever they appear.
+_REGISTERED: set[str] = set()
+_REGISTERED_LOCK = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Mask ``value`` (and its base64 form, as a ``Basic`` header carries it) from now on.
+
+    For credentials that live in configuration rather than in a key variable: the query
+    values and password of a base URL, read when a client is created.
+    """
+    if not value or len(value) < _MIN_SECRET_LENGTH:
+        return
+    encoded = base64.b64encode(value.encode()).decode().rstrip("=")
+    with _REGISTERED_LOCK:
+        _REGISTERED.update({value, encoded} if len(encoded) >= _MIN_SECRET_LENGTH else {value})
 
 
 def secret_values() -> list[str]:
@@ -52,7 +88,10 @@ def secret_values() -> list[str]:
                     key=len, reverse=True)
     if raw is not None:
         _SEEN = (dict(raw), values)
-    return values
+    if not _REGISTERED:
+        return values
+    with _REGISTERED_LOCK:
+        return sorted(set(values) | _REGISTERED, key=len, reverse=True)
 
 
 def redact(text: str | None) -> str | None:
@@ -67,12 +106,38 @@ def redact(text: str | None) -> str | None:
     if "://" in result and "?" in result:  # by structure: any URL's query, whatever its names
         result = _URL_QUERY.sub(lambda m: f"{m['url']}?{MASK}", result)
     if "=" in result:
+        if "?" in result:  # an echoed request path: /v1/chat?key=... has no scheme in front
+            result = _QUERY_PARAM.sub(lambda m: f"{m['name']}{MASK}", result)
         result = _SECRET_PARAM.sub(lambda m: f"{m['name']}{MASK}", result)
+    lowered = result.lower() if result.isascii() else None
+    if lowered is None or "digest" in lowered:
+        result = _DIGEST.sub(lambda m: f"{m['name']}{MASK}", result)
+    if lowered is None or "authorization" in lowered:
+        result = _AUTHORIZATION.sub(_mask_authorization, result)
+    if lowered is None or "basic" in lowered:
+        result = _BASIC.sub(_mask_basic, result)
     if _may_hold_auth_header(result):
         result = _AUTH_HEADER.sub(lambda m: f"{m['name']}{MASK}", result)
     for value in secret_values():
         result = result.replace(value, MASK)
     return result
+
+
+def _mask_authorization(match: re.Match[str]) -> str:
+    """The header's name and scheme kept, its credential masked (already masked: unchanged)."""
+    scheme = f"{match['scheme']} " if match["scheme"] else ""
+    return f"{match['name']}{scheme}{MASK}"
+
+
+def _mask_basic(match: re.Match[str]) -> str:
+    """``Basic <base64>`` masked when the base64 decodes to ``user:password``; prose such as
+    "basic quality" is left alone."""
+    try:
+        decoded = base64.b64decode(match["value"] + "=" * (-len(match["value"]) % 4),
+                                   validate=True)
+    except (binascii.Error, ValueError):
+        return match[0]
+    return f"{match['name']}{MASK}" if b":" in decoded else match[0]
 
 
 def _may_hold_auth_header(text: str) -> bool:

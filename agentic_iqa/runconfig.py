@@ -163,6 +163,17 @@ def capture(*, max_replan_iterations: int, vlm_cache: bool,
         vlm_cache=vlm_cache, rate_limits=limits, metric_tools=metric_tools)
 
 
+#: Role configurations this process was given by flags (``--base-url``): its environment as
+#: much as its variables, so a local run honours a job whose stored URL masks their credential.
+_FLAGGED_ROLES: dict[str, BackendConfig] = {}
+
+
+def hold_flagged_roles(roles: Mapping[str, BackendConfig] | None) -> None:
+    """Remember the roles the command line configured, for :func:`backend_configs` here."""
+    _FLAGGED_ROLES.clear()
+    _FLAGGED_ROLES.update(roles or {})
+
+
 def backend_configs(config: RunConfig) -> dict[str, BackendConfig]:
     """The job's role configurations, ready to build clients here; :class:`CannotHonour` when
     this process cannot (no key in the variable the job names; a masked base URL whose
@@ -174,7 +185,7 @@ def backend_configs(config: RunConfig) -> dict[str, BackendConfig]:
         if wanted is None:
             raise CannotHonour(f"the job stores no backend for the {role}")
         if wanted.base_url and MASK in wanted.base_url:
-            here = here if here is not None else dict(load_backend_configs())
+            here = here if here is not None else {**load_backend_configs(), **_FLAGGED_ROLES}
             local = here.get(role)
             if local is None or stored_base_url(local.base_url) != wanted.base_url:
                 raise CannotHonour(

@@ -13,11 +13,13 @@ from .assess import assess
 from .common import _redacted_logging
 from .compare import compare
 from .eval import calibrate, eval_app
+from .faults import FaultCatchingGroup
 from .runs import runs_app
 from .system import check, db_app, worker
 from .tools import tools_app
 
 app = typer.Typer(
+    cls=FaultCatchingGroup,
     callback=_redacted_logging,
     help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
     no_args_is_help=True,

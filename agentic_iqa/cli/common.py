@@ -6,10 +6,12 @@ Light on purpose (typer, rich and this project's small modules): every command i
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.markup import escape
 
 from iqa_tools.errors import ToolError
@@ -20,15 +22,50 @@ from iqa_tools.errors import ToolError
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
 if TYPE_CHECKING:
+    from rich.segment import Segment
+
     from iqa_tools import ToolRegistry
 
-out = Console()
-err = Console(stderr=True)
+#: Characters a terminal acts on rather than shows: C0 controls but tab and newline (ESC
+#: starts colour, cursor and title sequences; CR overwrites a line), DEL, C1 controls, and the
+#: bidirectional overrides that reorder what is shown.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def _redacted_logging() -> None:
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character written out as an escape (``\\x1b``): names,
+    queries and answers come from datasets and models, and must not drive the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100
+                        else f"\\u{ord(m[0]):04x}", text)
+
+
+class SafeConsole(Console):
+    """A console whose printed text cannot carry terminal control sequences: every text
+    segment is escaped (:func:`terminal_safe`) after rendering, whatever printed it (tables,
+    markup, progress bars); rich's own styling and control segments are left as they are."""
+
+    def render(self, renderable: RenderableType,
+               options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control is None and _CONTROL.search(segment.text):
+                yield segment._replace(text=terminal_safe(segment.text))
+            else:
+                yield segment
+
+
+out = SafeConsole()
+err = SafeConsole(stderr=True)
+
+
+def _redacted_logging(debug: Annotated[bool, typer.Option(
+        "--debug", help="print the traceback of an infrastructure fault (database, disk, "
+                        "broker) instead of one line and a log file")] = False) -> None:
     """Log records of this process (SDK retries quote URLs) go out with credentials masked."""
     import logging
+
+    from .faults import set_debug
+
+    set_debug(debug)
 
     from ..redact import install_log_redaction
 
@@ -57,8 +94,16 @@ def _registry(device: str | None = None) -> ToolRegistry:
 def _fail(message: str, code: int = 1) -> typer.Exit:
     """Print one redacted error line and exit ``code`` (2: nothing was written, fix the
     configuration; 1: the work itself failed)."""
-    from ..redact import redact
+    import sys
+    import traceback
 
+    from ..redact import redact
+    from .faults import debugging
+
+    handled = sys.exc_info()[1]
+    if handled is not None and debugging():  # --debug: what led to the line, masked
+        err.print(redact("".join(traceback.format_exception(handled))) or "", markup=False,
+                  highlight=False, soft_wrap=True)
     err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
               soft_wrap=True)
     raise typer.Exit(code)

@@ -63,7 +63,8 @@ def _pace(current: Any) -> str:
     text = f"{current.throughput:.2f} items/s"
     if current.stalled:
         return text + (f", {current.stalled} stalled (no progress for a lease: being re-sent, "
-                       "or no worker is running)")
+                       "or no worker is running; with none, `agentic-iqa eval resume "
+                       f"{current.job_id[:8]}` continues it)")
     eta = current.eta_seconds
     return text + (f", ETA {eta:.0f}s" if eta else "")
 
@@ -189,6 +190,8 @@ def submit(
     try:
         config = capture(max_replan_iterations=_max_replans(), vlm_cache=vlm_cache,
                          metric_tools=metric_tools, roles=roles)
+        if not broker and roles:  # it runs here: refused now, before a job is stored
+            _honoured_here(config, roles)
         job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
                                   check_images=not no_check_images, mos_range=mos_range,
                                   vlm_cache=vlm_cache, tools=metric_tools, config=config,
@@ -199,8 +202,12 @@ def submit(
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
     except SQLAlchemyError as exc:  # read-only, full, gone: nothing was stored
+        from .faults import disk_full
+
+        advice = ("free some space, then submit again" if disk_full(exc) else
+                  "check AGENTIC_IQA_DATABASE_URL, that the server is up and can be written")
         _fail(f"the results database {_safe_url(engine)} refused the job: "
-              f"{_first_line(exc)}", code=2)
+              f"{_first_line(exc)}; {advice}", code=2)
     current = lifecycle.progress(engine, job_id)
     bad = current.counts.get("failed", 0)
     print(job_id)
@@ -270,6 +277,11 @@ def _check_broker(url: str) -> None:
             connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0,
                                          timeout=3)
     except Exception as exc:
+        from .faults import broker_refused_credentials
+
+        if broker_refused_credentials(exc):
+            _fail(f"the broker at {redact(url)} refused its credentials ({_first_line(exc)}): "
+                  "fix the user or password in AGENTIC_IQA_BROKER_URL", code=2)
         _fail(f"the broker at {redact(url)} does not answer ({type(exc).__name__}: "
               f"{_first_line(exc)}); start it, or unset AGENTIC_IQA_BROKER_URL to run the job "
               "here", code=2)
@@ -453,8 +465,32 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
                   TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task(f"job {job_id[:8]} (local, {workers} threads)",
                             total=current.total, completed=current.finished)
-        lifecycle.run_local(engine, job_id, agents, workers=workers,
-                            on_progress=lambda ended: bar.advance(task, ended))
+        with _stopping_on_a_full_disk(engine, job_id, bar.stop):
+            lifecycle.run_local(engine, job_id, agents, workers=workers,
+                                on_progress=lambda ended: bar.advance(task, ended))
+
+
+@contextlib.contextmanager
+def _stopping_on_a_full_disk(engine: Any, job_id: str,
+                             before: Any = None) -> Iterator[None]:
+    """A full disk while the job runs here: the job is marked so (status says "interrupted
+    (disk full)", not an ETA) and one line says how much space to free and how to resume."""
+    from ..runtime import lifecycle
+    from .faults import disk_full
+
+    try:
+        yield
+    except Exception as exc:
+        if not disk_full(exc):
+            raise
+        if before is not None:
+            before()
+        needed = lifecycle.space_needed(engine, job_id)
+        lifecycle.note_disk_full(engine, job_id, needed)
+        amount = f" (about {needed / 1e6:.0f} MB more)" if needed else ""
+        _fail(f"job {job_id[:8]} stopped: the disk holding the results database is full; "
+              f"free space{amount}, then `agentic-iqa eval resume {job_id[:8]}` continues "
+              "it where it stopped", code=2)
 
 
 @eval_app.command("status")
@@ -488,7 +524,8 @@ def status(
         return
     from ..jobs.report import vlm_line
 
-    state = "stalled" if current.orphaned else current.status
+    state = ("interrupted (disk full)" if current.interrupted else
+             "stalled" if current.orphaned else current.status)
     out.print(f"job {current.job_id} ({escape(current.name)}): {state}",
               highlight=False, soft_wrap=True)
     if current.error:
@@ -528,8 +565,12 @@ def resume(
 
     engine = _engine()
     job = _job_id(engine, job)
-    if not _broker():
+    broker = _broker()
+    if broker:  # a job reopened for workers that will never hear of it would wait for ever
+        _check_broker(broker)
+    else:
         _can_run_here(engine, job)
+        _not_run_elsewhere(engine, job)
     try:
         reopened, unfinished = lifecycle.resume(engine, job)
     except JobNotFound as exc:
@@ -549,11 +590,43 @@ def resume(
 
     agents = _agents()
     with contextlib.redirect_stdout(sys.stderr):
-        for run_id in unfinished:
-            service.walk_embedded(engine, agents, run_id)
+        with _stopping_on_a_full_disk(engine, job):
+            for run_id in unfinished:
+                service.walk_embedded(engine, agents, run_id)
         _run_local(engine, job, agents, workers)
     _summary(engine, job)
     _end_of_wait(engine, job)
+
+
+def _not_run_elsewhere(engine: Any, job_id: str) -> None:
+    """Exit 1 with one line when another process runs the job here (its runs hold live
+    leases): two resumes would race for the same items, and the second would end at once
+    having done nothing."""
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..runtime import lifecycle
+
+    if lifecycle.progress(engine, job_id).interrupted:  # its leases outlive a full disk's stop
+        return
+    with read_scope(engine) as session:
+        held = reads.live_leases(session, job_id)
+    if held:
+        _fail(f"job {job_id[:8]} is being run by another process ({held} runs hold a live "
+              f"lease): let it finish, or follow it with `agentic-iqa eval status "
+              f"{job_id[:8]} --watch`; once it is gone, `agentic-iqa eval resume "
+              f"{job_id[:8]}` continues it", code=1)
+
+
+def _honoured_here(config: Any, roles: dict[str, Any]) -> None:
+    """Exit 2 with one line when this process could not run the job it is about to store (a
+    base URL whose credential the stored configuration masks is taken from the flags)."""
+    from ..runconfig import CannotHonour, backend_configs, hold_flagged_roles
+
+    hold_flagged_roles(roles)
+    try:
+        backend_configs(config)
+    except CannotHonour as exc:
+        _fail(f"the job cannot run here: {exc}", code=2)
 
 
 def _can_run_here(engine: Any, job_id: str) -> None:

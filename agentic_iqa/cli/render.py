@@ -93,10 +93,12 @@ def output_console(*, stderr: bool = False) -> Console:
     """A console for what a person reads: on a terminal, wrapped to the terminal's width;
     otherwise (a pipe, a file) never wrapped, so lines are whole sentences for ``grep`` and
     editors, and tables keep their natural width."""
-    console = Console(stderr=stderr)
+    from .common import SafeConsole
+
+    console = SafeConsole(stderr=stderr)
     if console.is_terminal:
         return console
-    return Console(stderr=stderr, soft_wrap=True, width=_UNWRAPPED_WIDTH)
+    return SafeConsole(stderr=stderr, soft_wrap=True, width=_UNWRAPPED_WIDTH)
 
 
 #: Width of a console that is not a terminal: wide enough that no table is squeezed.
@@ -187,6 +189,8 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
                           escape(entry.tool_name), raw, score, f"{compute * 1000:.0f}",
                           escape("; ".join(notes)))
         console.print(table)
+    for note in (evidence.notes if evidence else []):
+        console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)
     for entry in state.get("replan_history", []):
         console.print(f"[yellow]Replan {entry.iteration}:[/] {escape(entry.reason)}",
                       highlight=False)

@@ -496,6 +496,12 @@ def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem
         JobItem.job_id == job_id, JobItem.status == "failed").order_by(JobItem.id).limit(limit)))
 
 
+def run_count(session: Session, job_id: str) -> int:
+    """Runs the job has had: none means no process ever began one of its items."""
+    return int(session.scalar(select(func.count()).select_from(Run)
+                              .where(Run.job_id == job_id)) or 0)
+
+
 def live_leases(session: Session, job_id: str) -> int:
     """Runs of the job in flight whose lease is still running: someone is working on them."""
     return int(session.scalar(

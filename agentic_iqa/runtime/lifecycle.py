@@ -9,6 +9,7 @@ at most ``window`` items are in flight, so a 10,000-item job keeps memory flat e
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -323,13 +324,61 @@ class Progress:
         return self.finished / self.elapsed
 
     @property
+    def interrupted(self) -> bool:
+        """Its run here stopped on a full disk (:func:`note_disk_full`) and none went on since."""
+        return bool(self.waiting and self.waiting.startswith(DISK_FULL))
+
+    @property
     def eta_seconds(self) -> float | None:
-        if self.stalled or self.orphaned:
+        if self.stalled or self.orphaned or self.interrupted:
             return None
         remaining = self.total - self.finished
         if remaining == 0:
             return 0.0
         return remaining / self.throughput if self.throughput > 0 else None
+
+
+#: How a job's ``waiting`` note begins when its run here stopped on a full disk.
+DISK_FULL = "interrupted: the disk is full"
+
+
+def space_needed(engine: Engine, job_id: str) -> int | None:
+    """Bytes the rest of a job needs in a SQLite database, from what its finished items took
+    (the whole file over the items finished, times those left, plus a quarter); None when it
+    cannot be told (a server database, nothing finished)."""
+    database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+    try:
+        size = sum(os.path.getsize(path) for path in (database, f"{database}-wal")
+                   if os.path.exists(path)) if database else 0
+        current = progress(engine, job_id)
+    except Exception:  # the estimate is a courtesy: a database that fails here says so elsewhere
+        return None
+    left = current.total - current.finished
+    if not size or not current.finished or left <= 0:
+        return None
+    return int(size / current.finished * left * 1.25) + (1 << 20)
+
+
+def note_disk_full(engine: Engine, job_id: str, needed: int | None) -> bool:
+    """Mark the job as stopped by a full disk (status then says so, with no ETA); the write
+    may itself fail on that disk, hence a bool and no exception."""
+    amount = f" (about {needed / 1e6:.0f} MB more for the rest)" if needed else ""
+    try:
+        with session_scope(engine) as session:
+            store.note_waiting(session, job_id, f"{DISK_FULL}{amount}: free space, then "
+                               f"`agentic-iqa eval resume {job_id[:8]}`")
+        return True
+    except Exception:
+        return False
+
+
+#: A job with no run this long after it was created was never started by any process.
+UNDISPATCHED_SECONDS = 60.0
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives back naive datetimes (stored as UTC)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def progress(engine: Engine, job_id: str | None = None) -> Progress:
@@ -342,7 +391,12 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         stalled = reads.stalled_count(session, job.id) if running else 0
         counts = reads.counts(session, job.id)
         open_items = counts.get("pending", 0) + counts.get("queued", 0)
-        orphaned = (running and job.dispatch == "local" and open_items > 0
+        # A job whose process died before it began a single run (before it said where it
+        # runs) is as orphaned as a local one, once the moment after submit is past.
+        unclaimed = running and open_items > 0 and (
+            datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS \
+            and not reads.run_count(session, job.id)
+        orphaned = (running and (job.dispatch == "local" or unclaimed) and open_items > 0
                     and not reads.live_leases(session, job.id))
         tools = job.metric_tools
         return Progress(job.id, job.name, job.status, counts, job.created_at,

@@ -65,9 +65,11 @@ class AnthropicClient:
         self.handover_429 = Handover429()
         try:
             # An explicit api_key also stops the SDK from looking for profiles or other env keys.
+            base_url, default_query = config.sdk_endpoint
             self._client = anthropic.Anthropic(
                 api_key=self._api_key,
-                base_url=config.base_url,
+                base_url=base_url,
+                default_query=default_query or None,
                 timeout=config.timeout,
                 max_retries=config.max_retries,
                 http_client=anthropic.DefaultHttpxClient(
@@ -148,8 +150,12 @@ class AnthropicClient:
         return f"{prefix}: {type(exc).__name__}: {exc}"
 
     def _scrub(self, message: str) -> str:
-        """Servers may quote the key in errors: remove it."""
-        return message.replace(self._api_key, "***") if self._api_key else message
+        """Servers quote the key in errors ("Incorrect API key provided: ..."), and echo the
+        request's path and headers: the key, query values and any Authorization are masked."""
+        from agentic_iqa.redact import redact
+
+        text = message.replace(self._api_key, "***") if self._api_key else message
+        return redact(text) or text
 
 
 def usage_of(message: Any) -> Usage | None:

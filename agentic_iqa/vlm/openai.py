@@ -62,8 +62,11 @@ class OpenAIClient:
         # Behind the rate limiter a 429 skips the SDK's retries and pauses the fleet instead.
         self.handover_429 = Handover429()
         kwargs: dict[str, Any] = {}
-        if config.base_url:
-            kwargs["base_url"] = config.base_url
+        base_url, default_query = config.sdk_endpoint
+        if base_url:
+            kwargs["base_url"] = base_url
+        if default_query:
+            kwargs["default_query"] = default_query
         try:
             self._client = openai.OpenAI(
                 api_key=self._api_key,
@@ -154,8 +157,12 @@ class OpenAIClient:
         return f"{prefix}: {type(exc).__name__}: {exc}"
 
     def _scrub(self, message: str) -> str:
-        """Servers quote the key in errors ("Incorrect API key provided: ..."): remove it."""
-        return message.replace(self._api_key, "***") if self._api_key else message
+        """Servers quote the key in errors ("Incorrect API key provided: ..."), and echo the
+        request's path and headers: the key, query values and any Authorization are masked."""
+        from agentic_iqa.redact import redact
+
+        text = message.replace(self._api_key, "***") if self._api_key else message
+        return redact(text) or text
 
 
 def option_logprobs_from_tokens(

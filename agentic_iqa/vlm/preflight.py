@@ -43,19 +43,20 @@ def list_models(config: BackendConfig, *, timeout: float = TIMEOUT) -> Endpoint:
     refused or the endpoint does not answer."""
     key = config.read_api_key()  # a missing key: VLMConfigurationError saying which variable
     where = _where(config)
+    base_url, default_query = config.sdk_endpoint  # a ?key= goes to every request's query
     try:
         if config.backend == "openai":
             import openai
 
-            client: Any = openai.OpenAI(api_key=key, base_url=config.base_url,
-                                        timeout=timeout, max_retries=0)
+            client: Any = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
+                                        max_retries=0, default_query=default_query or None)
             errors: tuple[type[Exception], ...] = (openai.APIConnectionError,)
             status_error: type[Exception] = openai.APIStatusError
         else:
             import anthropic
 
-            client = anthropic.Anthropic(api_key=key, base_url=config.base_url,
-                                         timeout=timeout, max_retries=0)
+            client = anthropic.Anthropic(api_key=key, base_url=base_url, timeout=timeout,
+                                         max_retries=0, default_query=default_query or None)
             errors, status_error = (anthropic.APIConnectionError,), anthropic.APIStatusError
     except Exception as exc:
         raise VLMConfigurationError(redact(f"{config.backend}: cannot create a client for "

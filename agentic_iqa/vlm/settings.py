@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -82,6 +82,25 @@ class BackendConfig(BaseModel):
             )
         return value
 
+    @field_validator("base_url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        """A base URL the SDKs can use: http(s), a host, a valid port, no fragment (its value
+        is never echoed: it may hold a key)."""
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value.strip())
+            parts.port  # noqa: B018 - raises on a port that is not a number in range
+        except ValueError:
+            raise ValueError("not a URL (a bad port or bracket)") from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host, "
+                             "e.g. http://localhost:8000/v1") from None
+        if parts.fragment:
+            raise ValueError("must not have a #fragment") from None
+        return value.strip()
+
     @model_validator(mode="after")
     def _remote_needs_model(self) -> BackendConfig:
         if self.backend != "builtin" and not self.model:
@@ -93,6 +112,11 @@ class BackendConfig(BaseModel):
         """The model that answers this role: the builtin's own for ``builtin`` (a model name
         stored beside it never ran), else ``model``."""
         return BUILTIN_MODEL if self.backend == "builtin" else self.model
+
+    @property
+    def sdk_endpoint(self) -> tuple[str | None, dict[str, str]]:
+        """``(base_url, default_query)`` for the SDKs: see :func:`split_base_url`."""
+        return split_base_url(self.base_url)
 
     @property
     def key_variable(self) -> str | None:
@@ -113,6 +137,25 @@ class BackendConfig(BaseModel):
         raise VLMConfigurationError(
             f"{self.backend} backend: the API key variable {variable} is not set (or empty)"
         )
+
+
+def split_base_url(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """A base URL as the SDKs take it: without its query string, whose parameters go to the
+    SDK's ``default_query``; the values and password are registered with :mod:`..redact`.
+
+    The SDKs append paths to the base URL as text: ``http://h/v1?key=K`` would be asked for
+    ``/v1/?key=Kchat/completions``. Split, every request gets ``/v1/chat/completions?key=K``.
+    """
+    if not url:
+        return url, {}
+    from agentic_iqa.redact import register_secret
+
+    parts = urlsplit(url)
+    register_secret(parts.password)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for value in query.values():
+        register_secret(value)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), query
 
 
 #: Model names that only one backend serves: OpenAI's (gpt-4o, chatgpt-4o-latest, o1, o3-mini,
