@@ -164,18 +164,20 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
 def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
                  root: str | os.PathLike[str] | None = None, check_images: bool = True,
                  mos_range: tuple[float, float] | None = None,
+                 range_source: str = "--mos-range",
                  limit: int | None = None) -> Iterator[ManifestEntry]:
     """Items and bad records of rows read elsewhere (a public dataset's own files), checked
     exactly as a manifest's rows are: ``(line, cells)`` with the manifest's column names, or
     ``(line, why it cannot be read)``; paths are relative to ``base`` and, with ``root``,
-    confined to it (:mod:`.paths`)."""
+    confined to it (:mod:`.paths`).  ``range_source`` names where ``mos_range`` came from, for
+    the message of a MOS outside it (a dataset's own scale is no option the user gave)."""
     if mos_range is not None:
         _check_mos_range(mos_range)
     rows: Iterator[_RawRow] = iter(records)
     if limit is not None:
         rows = islice(rows, limit)
     return _entries(rows, base=Path(base), paths=Root.of(base, root),
-                    check_images=check_images, mos_range=mos_range)
+                    check_images=check_images, mos_range=mos_range, range_source=range_source)
 
 
 def _check_mos_range(mos_range: tuple[float, float]) -> None:
@@ -391,7 +393,8 @@ def _folder_rows(folder: Path) -> Iterator[_RawRow]:
 
 
 def _entries(rows: Iterator[_RawRow], *, base: Path, paths: Root, check_images: bool,
-             mos_range: tuple[float, float] | None) -> Iterator[ManifestEntry]:
+             mos_range: tuple[float, float] | None,
+             range_source: str = "--mos-range") -> Iterator[ManifestEntry]:
     seen: dict[str, int] = {}
     for line, row in rows:
         if isinstance(row, str):
@@ -410,7 +413,8 @@ def _entries(rows: Iterator[_RawRow], *, base: Path, paths: Root, check_images: 
                               "cannot be assessed: choose another id")
             # Cheap checks (paths, --root) before the duplicate check, so an escaping path is
             # reported as an escape; the costly image decode after it.
-            item = _item(row, line, item_id, image_text, paths=paths, mos_range=mos_range)
+            item = _item(row, line, item_id, image_text, paths=paths, mos_range=mos_range,
+                         range_source=range_source)
             if item_id in seen:
                 duplicate, item_id = item_id, None
                 raise _BadRow(f"duplicate id {duplicate!r} on line {line}: "
@@ -427,8 +431,8 @@ def _entries(rows: Iterator[_RawRow], *, base: Path, paths: Root, check_images: 
 
 
 def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, paths: Root,
-          mos_range: tuple[float, float] | None) -> ManifestItem:
-    mos = _mos(row.get("mos"), line, mos_range)
+          mos_range: tuple[float, float] | None, range_source: str) -> ManifestItem:
+    mos = _mos(row.get("mos"), line, mos_range, range_source)
     options = _options(row.get("options"), line)
     answer = _answer(row.get("answer"), line, options)
     query = _question(row, line)
@@ -503,7 +507,8 @@ def _shown(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _mos(value: Any, line: int, mos_range: tuple[float, float] | None) -> float | None:
+def _mos(value: Any, line: int, mos_range: tuple[float, float] | None,
+         range_source: str = "--mos-range") -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     shown = _shown(value.strip() if isinstance(value, str) else value)
@@ -522,7 +527,7 @@ def _mos(value: Any, line: int, mos_range: tuple[float, float] | None) -> float 
                       f"(|mos| > {MAX_ABS_MOS:g})")
     if mos_range is not None and not mos_range[0] <= number <= mos_range[1]:
         raise _BadRow(f"mos {shown} on line {line} is outside the declared range "
-                      f"{mos_range[0]:g} to {mos_range[1]:g} (--mos-range)")
+                      f"{mos_range[0]:g} to {mos_range[1]:g} ({range_source})")
     return number
 
 

@@ -37,7 +37,8 @@ def dataset_entries(name: str, root: Path, split: str | None = None, *,
         raise ManifestFormatError(str(exc)) from exc
     # A dataset file comes from the internet: every path it names stays under --root.
     entries = read_records(_records(records), root, root=root, check_images=check_images,
-                           mos_range=dataset.info.mos_range, limit=limit)
+                           mos_range=dataset.info.mos_range,
+                           range_source=f"{dataset.info.name}'s published scale", limit=limit)
     return describe(dataset, root, chosen), entries
 
 

@@ -427,3 +427,17 @@ def test_line_by_line_decoding_still_reads_carriage_return_line_ends(tmp_path: P
     path = tmp_path / "m.csv"
     path.write_bytes(b'image,mos\ra.png,3\r"b.png",4\r')
     assert [type(entry) for entry in read_manifest(path)] == [ManifestItem, ManifestItem]
+
+
+def test_a_mos_off_a_datasets_scale_names_that_scale_not_an_option(places: dict[str, Path]
+                                                                    ) -> None:
+    """KonIQ's MOS is on 1-5: a 9.5 is a bad row that says so, without citing --mos-range,
+    which the user never gave (issue 30)."""
+    root = places["root"]
+    folder = _koniq(root, ["good.png"])
+    path = root / "koniq10k_scores_and_distributions.csv"
+    path.write_text(path.read_text().replace(",3.5,", ",9.5,"))
+    _image(root / folder / "good.png")
+    message = _bad(_dataset("koniq10k", root, [])[1])
+    assert "9.5" in message and "koniq10k's published scale" in message, message
+    assert "--mos-range" not in message
