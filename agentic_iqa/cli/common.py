@@ -6,6 +6,7 @@ Light on purpose (typer, rich and this project's small modules): every command i
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -56,14 +57,23 @@ class SafeConsole(Console):
 out = SafeConsole()
 err = SafeConsole(stderr=True)
 
+#: ``--debug`` (or ``AGENTIC_IQA_DEBUG=1``): print the traceback instead of writing it to a file.
+_DEBUG = {"on": False}
+
+
+def set_debug(on: bool) -> None:
+    _DEBUG["on"] = on
+
+
+def debugging() -> bool:
+    return _DEBUG["on"] or os.environ.get("AGENTIC_IQA_DEBUG", "") not in ("", "0")
+
 
 def _redacted_logging(debug: Annotated[bool, typer.Option(
         "--debug", help="print the traceback of an infrastructure fault (database, disk, "
                         "broker) instead of one line and a log file")] = False) -> None:
     """Log records of this process (SDK retries quote URLs) go out with credentials masked."""
     import logging
-
-    from .faults import set_debug
 
     set_debug(debug)
 
@@ -98,7 +108,6 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     import traceback
 
     from ..redact import redact
-    from .faults import debugging
 
     handled = sys.exc_info()[1]
     if handled is not None and debugging():  # --debug: what led to the line, masked

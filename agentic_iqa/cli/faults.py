@@ -25,18 +25,6 @@ from typer.core import TyperGroup
 
 #: Exit status of an infrastructure fault (as for a configuration that cannot work).
 FAULT_EXIT = 2
-#: ``--debug`` (or ``AGENTIC_IQA_DEBUG=1``): print the traceback instead of writing it to a file.
-_DEBUG = {"on": False}
-
-
-def set_debug(on: bool) -> None:
-    _DEBUG["on"] = on
-
-
-def debugging() -> bool:
-    return _DEBUG["on"] or os.environ.get("AGENTIC_IQA_DEBUG", "") not in ("", "0")
-
-
 def log_path() -> Path:
     """Where the traceback of the last fault is written."""
     folder = os.environ.get("AGENTIC_IQA_LOG_DIR") or tempfile.gettempdir()
@@ -140,7 +128,7 @@ def _hide_password(url: str) -> str:
 def report(exc: BaseException, line: str) -> None:
     """Print the one line (and where the traceback is) and keep the traceback."""
     from ..redact import redact
-    from .common import err
+    from .common import debugging, err
 
     text = redact("".join(traceback.format_exception(exc))) or ""
     where = ""
