@@ -334,18 +334,21 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     evidence = _evidence(state)
     distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
     update: dict[str, Any] = {"steps_done": _done(state, step)}
+    # What each subtask left out of the model's reply or put in instead, kept with the evidence.
+    notes: list[str] = []
     if step == DETECT:
         found = executor.run_subtask(step, lambda: executor.detect_distortions(
-            agents.executor, query, image, reference, plan))
-        update["executor_evidence"] = ExecutorOutput(distortion_set=found)
+            agents.executor, query, image, reference, plan, notes=notes))
+        update["executor_evidence"] = ExecutorOutput(distortion_set=found, notes=notes)
     elif step == ANALYSE:
         found = executor.run_subtask(step, lambda: executor.analyse_distortions(
-            agents.executor, query, image, reference, distortion_set))
-        update["executor_evidence"] = ExecutorOutput(distortion_analysis=found)
+            agents.executor, query, image, reference, distortion_set, notes=notes))
+        update["executor_evidence"] = ExecutorOutput(distortion_analysis=found, notes=notes)
     elif step == SELECT:
         found = executor.run_subtask(step, lambda: executor.select_tools(
-            agents.executor, agents.registry, query, distortion_set, plan.reference_mode))
-        update["executor_evidence"] = ExecutorOutput(selected_tools=found)
+            agents.executor, agents.registry, query, distortion_set, plan.reference_mode,
+            excluded=plan.excluded_tools, notes=notes))
+        update["executor_evidence"] = ExecutorOutput(selected_tools=found, notes=notes)
     elif step == EXECUTE:
         selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
         image_data, reference_data = executor.load_inputs(image, reference)

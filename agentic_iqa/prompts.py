@@ -127,6 +127,18 @@ Distortion analysis: {distortion_analysis}
 Tool scores (1-5): {quality_scores}
 The image: <image>"""
 
+#: Appended to the summarizer's user prompt (both modes) when evidence the plan asked for is
+#: missing and no new plan can supply it, or no replan is left: the model answers from the
+#: image and the evidence there is, as the paper's summarizer does once the replans are used up.
+SUMMARIZER_MISSING_EVIDENCE = """
+Evidence the plan asked for is missing: {missing}. No more evidence can be gathered: answer
+the query from the image and the evidence above."""
+
+#: Appended to the summarizer's user prompt when the executor left something out of the
+#: evidence (a distortion not analysed, a tool replaced): the model knows what it is reading.
+SUMMARIZER_EVIDENCE_NOTES = """
+Notes on the evidence: {notes}"""
+
 QUALITY_LEVELS_SYSTEM = """You are an image quality expert. Considering the evidence, rate the
 overall quality of the image. Answer with a single letter:
 A. Excellent

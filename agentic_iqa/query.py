@@ -148,29 +148,114 @@ def objects_in(text: str) -> list[str]:
     return objects
 
 
-def _named_as_tool(text: str, name: str, variant: str) -> bool:
-    """Whether a mention of ``variant`` in ``text`` names the tool (see
-    :data:`ORDINARY_WORD_TOOLS`)."""
-    if name.lower() not in ORDINARY_WORD_TOOLS:
-        return _contains(text.lower(), variant)
-    if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
-        return True  # written as the catalogue spells it
+def _tool_key(text: str) -> str:
+    """A spelling reduced the way the catalogue looks names up: case, spaces, '-' and '_' go."""
+    return re.sub(r"[\s_\-]", "", text).lower()
+
+
+#: Words that say a tool is not wanted when they stand just before its name ("don't use NIQE",
+#: "without BRISQUE", "not NIQE", "instead of PSNR"); a list after one ("not NIQE or BRISQUE")
+#: is excluded whole.
+_EXCLUDE_BEFORE = re.compile(
+    r"(?:\b(?:do\s+not|don'?t|doesn'?t|never|please\s+don'?t)\s+(?:use|run|apply|rely\s+on|"
+    r"trust|consider|want|need|include)|\bnot\s+(?:using|with|by|via)|\bwithout(?:\s+using)?|"
+    r"\bnot|\bno|\bavoid(?:ing)?|\bexcept|\bexcluding|\bexclude|\bskip(?:ping)?|"
+    r"\binstead\s+of|\brather\s+than|\bother\s+than|\bapart\s+from|\bbut\s+not|\bnor)"
+    r"(?:\s+(?:the|a|any))?\s*$", re.I)
+#: The same said after the name ("NIQE is not needed", "BRISQUE should not be used").
+_EXCLUDE_AFTER = re.compile(
+    r"^(?:'s)?(?:\s+(?:scores?|metric|tool))?\s+(?:is|are|should|must|shall|can|will)?\s*"
+    r"(?:not|n't|never)\s+(?:be\s+)?(?:used|needed|wanted|applied|run|required|allowed)\b",
+    re.I)
+#: What may stand between a negation and the later names of a list it covers.
+_LIST_JOINER = re.compile(r"\s*[,/]?\s*(?:(?:or|and|nor)\s+)?", re.I)
+#: Words after an ordinary-word tool ("using unique") that keep it a tool: the end of the phrase.
+_TOOL_PHRASE_END = ("to", "and", "or", "on", "for", "please", "instead", "as", "in", "then",
+                    "only", "alone", "here", "too", "rather", "again")
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
+
+
+@dataclass(frozen=True)
+class ToolMention:
+    """One place where the query names a tool: which, where, and whether it is ruled out."""
+
+    tool: str
+    start: int
+    end: int
+    excluded: bool
+
+
+def _named_as_tool(text: str, name: str, start: int, end: int) -> bool:
+    """Whether the ordinary-word spelling ``text[start:end]`` names the tool ``name`` (see
+    :data:`ORDINARY_WORD_TOOLS`): written as the catalogue spells it, or beside a word that makes
+    it one ("using unique.", "the unique score"), not as an adjective ("with unique colours")."""
+    written = text[start:end]
+    if written == name or (written.isupper() and len(written) > 1 and not text.isupper()):
+        return True
     lowered = text.lower()
     before = "|".join(re.escape(cue) for cue in _TOOL_CUE_BEFORE)
     after = "|".join(re.escape(cue) for cue in _TOOL_CUE_AFTER)
-    word = re.escape(variant)
-    return re.search(rf"(?:\b(?:{before})\s+(?:the\s+)?{word}(?![\w-]))|"
-                     rf"(?:(?<![\w-]){word}(?:'s)?\s+(?:{after})\b)", lowered) is not None
+    rest = lowered[end:]
+    if re.match(rf"(?:'s)?\s+(?:{after})\b", rest):
+        return True
+    if not re.search(rf"\b(?:{before})\s+(?:the\s+)?$", lowered[:start]):
+        return False
+    following = re.match(r"\s*([a-z][\w'-]*)", rest)  # a noun after it: an adjective
+    return following is None or following.group(1) in _TOOL_PHRASE_END or \
+        re.match(r"\s*[,.;:!?)]", rest) is not None
+
+
+def tool_mentions(text: str, tool_names: Iterable[str]) -> list[ToolMention]:
+    """Every tool ``text`` names, in order, in any spelling the catalogue accepts ("Q-Align",
+    "CLIP IQA", "MS SSIM", "ms_ssim"): the longest spelling at a place wins, so "MS SSIM" is
+    MS-SSIM and not SSIM.  An ordinary word is a tool only when named as one; a name after
+    "don't use", "without", "not" ... (or before "is not needed") is ``excluded``."""
+    by_key = {_tool_key(name): name for name in tool_names}
+    tokens = list(_TOKEN.finditer(text))
+    mentions: list[ToolMention] = []
+    index = 0
+    while index < len(tokens):
+        found = None
+        for width in (3, 2, 1):
+            group = tokens[index:index + width]
+            if len(group) < width or any(
+                    not re.fullmatch(r"[ \-_]?", text[a.end():b.start()])
+                    for a, b in zip(group, group[1:], strict=False)):
+                continue
+            name = by_key.get("".join(token.group().lower() for token in group))
+            start, end = group[0].start(), group[-1].end()
+            if name is None or (name.lower() in ORDINARY_WORD_TOOLS
+                                and not _named_as_tool(text, name, start, end)):
+                continue
+            found = (name, start, end, width)
+            break
+        if found is None:
+            index += 1
+            continue
+        name, start, end, width = found
+        mentions.append(ToolMention(name, start, end, _excluded(text, start, end, mentions)))
+        index += width
+    return mentions
+
+
+def _excluded(text: str, start: int, end: int, earlier: list[ToolMention]) -> bool:
+    """Whether the name at ``text[start:end]`` is ruled out: a negation just before it, or
+    before a list it ends ("not NIQE or BRISQUE"), or a refusal just after it."""
+    if _EXCLUDE_AFTER.match(text[end:]):
+        return True
+    if earlier and earlier[-1].excluded and _LIST_JOINER.fullmatch(text[earlier[-1].end:start]):
+        return True  # the list goes on from an excluded name
+    return _EXCLUDE_BEFORE.search(text[:start]) is not None
 
 
 def tool_in(text: str, tool_names: Iterable[str]) -> str | None:
-    """The longest tool name the query names as a tool (so "MS-SSIM" wins over "SSIM")."""
-    for name in sorted(tool_names, key=len, reverse=True):
-        variants = {name.lower(), name.lower().replace("_", "-"), name.lower().replace("_", " "),
-                    name.lower().replace("-", "").replace("_", "")}
-        if any(_named_as_tool(text, name, variant) for variant in variants):
-            return name
-    return None
+    """The tool the query asks for as a tool: the first it names and does not rule out."""
+    return next((m.tool for m in tool_mentions(text, tool_names) if not m.excluded), None)
+
+
+def excluded_tools_in(text: str, tool_names: Iterable[str]) -> list[str]:
+    """The tools the query rules out ("don't use NIQE", "without BRISQUE", "not PSNR")."""
+    return list(dict.fromkeys(m.tool for m in tool_mentions(text, tool_names) if m.excluded))
 
 
 def wants_rating(text: str) -> bool:

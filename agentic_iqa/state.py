@@ -282,6 +282,53 @@ _PLANNER_EXAMPLE: dict[str, Any] = {
 }
 
 
+_SCOPE_SEPARATORS = re.compile(r"\s*(?:[,;/&]|\band\b)\s*", re.I)
+_PLAN_FLAGS = ("distortion_detection", "distortion_analysis", "tool_selection", "tool_execution")
+
+
+def _is_none(value: str) -> bool:
+    return value.strip().casefold() in {"", "none", "null", "n/a", "na", "no", "nil", "-"}
+
+
+def _split_names(value: Any) -> Any:
+    """A list of names, from a list or from one string of several ("Blurs, Noise")."""
+    if isinstance(value, str):
+        return [name for name in re.split(r"\s*[,;]\s*", value.strip()) if name]
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _flags_named(value: Any) -> Any:
+    """``plan`` written as the list of the subtasks to run (["distortion_detection",
+    "tool_execution"], or the same as one string) read as the four flags, the listed ones on;
+    anything else is left for the flags' own validation."""
+    names = _split_names(value) if isinstance(value, str | list | tuple) else None
+    if names is None or not all(isinstance(name, str) for name in names):
+        return value
+    on = {{"tool_execute": "tool_execution"}.get(_snake(name), _snake(name)) for name in names}
+    if not on <= set(_PLAN_FLAGS):
+        return value
+    return {flag: flag in on for flag in _PLAN_FLAGS}
+
+
+def _one_tool(value: Any) -> Any:
+    """``required_tool`` given as a list: its first name (the field holds one tool)."""
+    if not isinstance(value, list | tuple):
+        return value
+    names = [name for name in value if not (isinstance(name, str) and _is_none(name))]
+    if len(names) > 1:
+        log.warning("plan: required_tool lists %s; the first is required", names)
+    return names[0] if names else None
+
+
+def _unknown_tool(value: Any) -> bool:
+    """Whether ``value`` names a tool, but none the catalogue knows (in any spelling)."""
+    if not isinstance(value, str) or _is_none(value) or value.strip() in _catalog():
+        return False
+    from .query import tool_in
+
+    return tool_in(value, [spec.name for spec in _catalog()]) is None
+
+
 class PlannerOutput(_StateModel):
     """The Planner's plan: what the query is about and which Executor subtasks to run."""
 
@@ -307,6 +354,10 @@ class PlannerOutput(_StateModel):
     required_tool: ToolName | None = Field(
         default=None, description="an IQA tool the query names explicitly, else null"
     )
+    excluded_tools: list[ToolName] = Field(
+        default_factory=list,
+        description='tools the query rules out ("don\'t use NIQE"): never selected nor run',
+    )
     plan: PlanControlFlags = Field(description="which Executor subtasks run")
     answer_mode: Literal["scoring", "explanation"] | None = Field(
         default=None,
@@ -317,7 +368,7 @@ class PlannerOutput(_StateModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _keys(cls, data: Any) -> Any:
+    def _keys(cls, data: Any, info: ValidationInfo) -> Any:
         data = _field_keys(data, cls.model_fields)
         if isinstance(data, Mapping) and "plan" not in data:
             # The four flags written beside the other keys instead of under "plan".
@@ -326,6 +377,19 @@ class PlannerOutput(_StateModel):
                      if k in flags}
             if found:
                 data = {**data, "plan": found}
+        if not isinstance(data, Mapping):
+            return data
+        data = {**data, "plan": _flags_named(data.get("plan"))}
+        tool = _one_tool(data.get("required_tool"))
+        data["required_tool"] = tool
+        stored = isinstance(info.context, dict) and info.context.get("stored")
+        if not stored and _unknown_tool(tool):
+            # The model wants a tool measured but names none the catalogue has: one is selected.
+            log.warning("plan: required_tool %r is no tool of the catalogue; a tool is "
+                        "selected instead", tool)
+            data["required_tool"] = None
+            if isinstance(data["plan"], Mapping):
+                data["plan"] = {**data["plan"], "tool_selection": True, "tool_execution": True}
         return data
 
     @field_validator("query_type", mode="before")
@@ -359,9 +423,11 @@ class PlannerOutput(_StateModel):
     @field_validator("query_scope", mode="before")
     @classmethod
     def _scope(cls, value: Any) -> Any:
+        if value is None:
+            return "Global"
         if isinstance(value, str):
-            name = value.strip()
-            return "Global" if _is_global(name) or not name else [name]
+            # "car, sky" and "the car and the sky" are two objects.
+            value = [name for name in _SCOPE_SEPARATORS.split(value.strip()) if name.strip()]
         if isinstance(value, list | tuple):
             names = [v for v in value if not _is_global(v)]
             # ["Global"], [] and the like: the whole image
@@ -371,8 +437,34 @@ class PlannerOutput(_StateModel):
     @field_validator("distortions", mode="before")
     @classmethod
     def _distortions(cls, value: Any) -> Any:
+        if isinstance(value, str) and _is_none(value):
+            return None
+        if isinstance(value, str | list | tuple):
+            value = {"Global": value}  # distortions not given per object: the whole image's
+        if isinstance(value, Mapping):
+            value = {key: _split_names(names) for key, names in value.items()
+                     if not (isinstance(names, str) and _is_none(names))}
         value = _distortion_lists(value, "plan distortions")
         return value or None
+
+    @field_validator("excluded_tools", mode="before")
+    @classmethod
+    def _excluded_tools(cls, value: Any, info: ValidationInfo) -> Any:
+        """Names in any spelling, as a list or one string; unknown ones are dropped (logged):
+        a tool the catalogue lacks cannot be run anyway."""
+        if value is None or (isinstance(value, str) and _is_none(value)):
+            return []
+        names = _split_names(value)
+        if not isinstance(names, list) or (isinstance(info.context, dict)
+                                           and info.context.get("stored")):
+            return names
+        kept = []
+        for name in names:
+            if isinstance(name, str) and name.strip() in _catalog():
+                kept.append(_catalog().resolve(name.strip()))
+            else:
+                log.warning("plan: excluded tool %r is no tool of the catalogue; ignored", name)
+        return list(dict.fromkeys(kept))
 
     @field_validator("required_tool", mode="before")
     @classmethod
@@ -383,7 +475,7 @@ class PlannerOutput(_StateModel):
         if not isinstance(value, str):
             return value
         value = value.strip()
-        if not value or value.casefold() in {"none", "null", "n/a", "no"}:
+        if _is_none(value):
             return None
         if isinstance(info.context, dict) and info.context.get("stored"):
             return value
@@ -571,6 +663,12 @@ class ExecutorOutput(_StateModel):
     )
     tool_logs: list[ToolExecutionLog] = Field(
         default_factory=list, description="every tool run, failed ones included"
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the subtasks left out of the model's replies or put in instead "
+        "(a type not analysed, an off-list category dropped, a tool replaced), for the user "
+        "and the summarizer",
     )
 
     @field_validator("distortion_set", mode="before")
@@ -864,9 +962,10 @@ def _add_evidence(old: Any, new: Any) -> ExecutorOutput:
     changes = {
         name: getattr(new, name)
         for name in ExecutorOutput.model_fields
-        if name != "tool_logs" and getattr(new, name) is not None
+        if name not in {"tool_logs", "notes"} and getattr(new, name) is not None
     }
-    return old.model_copy(update={**changes, "tool_logs": [*old.tool_logs, *new.tool_logs]})
+    return old.model_copy(update={**changes, "tool_logs": [*old.tool_logs, *new.tool_logs],
+                                  "notes": [*old.notes, *new.notes]})
 
 
 def record_replan(state: AgenticIQAState, reason: str) -> AgenticIQAState:
@@ -900,15 +999,41 @@ def state_from_json(text: str | bytes) -> AgenticIQAState:
 
 def missing_evidence(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None,
                      distortion_analysis: Mapping[str, Any] | None) -> str | None:
-    """What the plan asked for but the evidence lacks (plain dicts, shared with the builtin)."""
+    """What the plan asked for but the evidence lacks (plain dicts, shared with the builtin).
+
+    Tools score the whole image whatever object they were run for, so a score under "Global"
+    is a score for every object in scope."""
     flags = plan.get("plan") or {}
-    scope = plan.get("query_scope")
-    keys = list(scope) if isinstance(scope, list) and scope else ["Global"]
+    keys = _scope_keys(plan)
     if flags.get("tool_execution"):
         scores = quality_scores or {}
-        missing = [key for key in keys if not scores.get(key)]
+        missing = [key for key in keys if not scores.get(key) and not scores.get("Global")]
         if missing:
             return f"Missing tool scores for {', '.join(missing)}"
     if flags.get("distortion_analysis") and not distortion_analysis:
         return "Missing distortion analysis"
     return None
+
+
+def replan_can_supply(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None,
+                      tool_logs: Sequence[Mapping[str, Any]] | None) -> bool:
+    """Whether a new plan could supply what :func:`missing_evidence` finds missing.
+
+    Only tool scores for an object no tool was run for (the plan's objects missed the scope)
+    can come from another plan.  Tools that ran and failed fail the same way under any plan
+    (they score the whole image, so a failure on "Global" counts for every object), and an
+    analysis the model wrote nothing readable for is asked the same question again."""
+    if not (plan.get("plan") or {}).get("tool_execution"):
+        return False
+    scores = quality_scores or {}
+    if scores.get("Global"):
+        return False
+    tried = {entry.get("object_name") for entry in tool_logs or ()}
+    if "Global" in tried:
+        return False
+    return any(key not in tried and not scores.get(key) for key in _scope_keys(plan))
+
+
+def _scope_keys(plan: Mapping[str, Any]) -> list[str]:
+    scope = plan.get("query_scope")
+    return list(scope) if isinstance(scope, list) and scope else ["Global"]

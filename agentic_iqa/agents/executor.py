@@ -1,8 +1,10 @@
 """The Executor: four subtasks gated by the plan's flags, each allowed to fail on its own.
 
 Detection, analysis and selection ask the VLM with the specification's prompt templates;
-execution runs the selected tools through :mod:`iqa_tools` and logs every call.  A subtask that
-fails (no valid JSON after three attempts, an exception) leaves its field ``None`` and the next
+execution runs the selected tools through :mod:`iqa_tools` and logs every call.  Each subtask
+keeps what is usable in a reply (evidence, not gates: issue 29) and notes what it dropped or
+replaced; a reply is asked again only when nothing in it is usable.  A subtask that fails (no
+usable reply after three attempts, an exception) leaves its field ``None`` and the next
 subtask works with what there is; only tool selection has a defined fallback (the generic tools
 of the spec: QAlign for NR, TOPIQ_FR for FR), and tool failures fall back inside the registry.
 """
@@ -13,11 +15,13 @@ import json
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from iqa_tools import DISTORTION_CATEGORIES, ToolError, ToolRegistry
+from pydantic import ValidationError
+
+from iqa_tools import DISTORTION_CATEGORIES, ToolError, ToolRegistry, UnknownToolError
 from iqa_tools.images import LoadedImage, read_image
 
 from ..prompts import (
@@ -34,7 +38,8 @@ from ..prompts import (
 from ..state import DistortionAnalysis, ExecutorOutput, PlannerOutput, ToolExecutionLog
 from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from ..vlm.builtin import selection as builtin_selection
-from .jsonreply import ask_json
+from ..vocabulary import canonical_distortion
+from .jsonreply import Outcome, ask_json
 
 log = logging.getLogger(__name__)
 
@@ -69,35 +74,128 @@ def run_subtask(name: str, call: Any) -> Any:
 
 # -- the four subtasks ------------------------------------------------------------------------
 
-def align_to_scope(raw: Mapping[str, Any], keys: list[str], what: str) -> dict[str, Any]:
+#: Object names that mean the whole image.
+WHOLE_IMAGE = frozenset({"global", "whole image", "entire image", "image", "full image",
+                         "overall", "whole", "entire frame", "frame"})
+
+
+def _fold(name: Any) -> str:
+    return re.sub(r"^(?:the|a|an)\s+", "", str(name).strip().casefold())
+
+
+def _put(aligned: dict[str, Any], key: str, value: Any) -> None:
+    """``value`` under ``key``, merged with what is there (lists joined, mappings updated)."""
+    old = aligned.get(key)
+    if isinstance(old, list) and isinstance(value, list):
+        aligned[key] = [*old, *value]
+    elif isinstance(old, dict) and isinstance(value, dict):
+        aligned[key] = {**old, **value}
+    else:
+        aligned[key] = value
+
+
+def align_to_scope(raw: Mapping[str, Any], keys: list[str], what: str,
+                   notes: list[str] | None = None) -> dict[str, Any]:
     """A reply's per-object mapping with its object names put on the plan's scope ``keys``.
 
     A name of the scope (any case, with or without "the") is that object; with the whole image
     in scope everything is the whole image; with one object in scope any other name (or
-    "Global") is that object.  With several objects in scope, a name that is none of them
-    cannot be placed: ``ValueError``, and the question is asked again.
+    "Global") is that object.  With several objects in scope, what the reply says of the whole
+    image ("Global") is said of each of them (what it says of an object itself comes first),
+    and a name that is none of them is dropped with a note, so one stray object does not void
+    the others; when no name can be placed at all, the reply is read as being about the whole
+    image (the spec's fallback to Global), with a note.
     """
-    def fold(name: str) -> str:
-        return re.sub(r"^(?:the|a|an)\s+", "", str(name).strip().casefold())
-
-    by_fold = {fold(key): key for key in keys}
+    keys = keys or ["Global"]
+    by_fold = {_fold(key): key for key in keys}
     aligned: dict[str, Any] = {}
+    whole: dict[str, Any] = {}
+    unplaced: dict[str, Any] = {}
     for name, value in raw.items():
-        key = by_fold.get(fold(name))
-        if key is None and keys == ["Global"]:
-            key = "Global"
-        elif key is None and len(keys) == 1:
+        key = by_fold.get(_fold(name))
+        if key is None and len(keys) == 1:
             key = keys[0]
+        elif key is None and _fold(name) in WHOLE_IMAGE:
+            _put(whole, "Global", value)
+            continue
         elif key is None:
-            raise ValueError(f"{what}: {name!r} is none of the objects in the query's scope "
-                             f"({', '.join(keys)})")
-        if key in aligned and isinstance(aligned[key], list) and isinstance(value, list):
-            aligned[key] = [*aligned[key], *value]
-        elif key in aligned and isinstance(aligned[key], dict) and isinstance(value, dict):
-            aligned[key] = {**aligned[key], **value}
+            unplaced[str(name)] = value
+            continue
+        _put(aligned, key, value)
+    if unplaced:
+        names = ", ".join(repr(name) for name in unplaced)
+        scope = ", ".join(keys)
+        if aligned or whole:
+            _note(notes, f"{what}: {names} is none of the objects in scope ({scope}); dropped")
         else:
-            aligned[key] = value
+            _note(notes, f"{what}: {names} is none of the objects in scope ({scope}); read as "
+                         "the whole image (Global)")
+            for value in unplaced.values():
+                _put(whole, "Global", value)
+    if "Global" in whole:
+        said = whole["Global"]
+        for key in keys:
+            own = aligned.get(key)
+            if isinstance(own, list) and isinstance(said, list):
+                aligned[key] = [*own, *said]
+            elif isinstance(own, dict) and isinstance(said, dict):
+                aligned[key] = {**said, **own}
+            elif own is None:
+                aligned[key] = list(said) if isinstance(said, list) else (
+                    dict(said) if isinstance(said, dict) else said)
     return aligned
+
+
+def _per_object(raw: Any, keys: list[str]) -> Any:
+    """``raw`` as ``{object: ...}``: a reply that gave no object names (a bare list of
+    distortions or analysis items) is about the whole image, or the one object in scope."""
+    if isinstance(raw, str | list | tuple):
+        return {keys[0] if len(keys) == 1 else "Global": raw}
+    if isinstance(raw, Mapping) and _looks_like_item(raw):
+        return {keys[0] if len(keys) == 1 else "Global": [raw]}
+    return raw
+
+
+def _looks_like_item(value: Mapping[str, Any]) -> bool:
+    return any(_fold(key) in {"type", "severity", "distortion", "distortion_type"}
+               for key in value)
+
+
+def _note(notes: list[str] | None, text: str) -> None:
+    if notes is not None and text not in notes:
+        notes.append(text)
+
+
+def _keep_notes(notes: list[str] | None, what: str, outcome: Outcome[Any],
+                found: list[str]) -> None:
+    """Log and keep the notes of the reply that was used, or why none was."""
+    if outcome.value is None:
+        found = [f"{what}: no usable reply after {outcome.attempts} attempts"
+                 + (f" ({outcome.errors[-1]})" if outcome.errors else "")]
+    for text in found:
+        log.warning("%s", text)
+        _note(notes, text)
+
+
+def _categories(values: Any, what: str, notes: list[str]) -> list[str]:
+    """Distortion names as categories (synonyms mapped); names of no category dropped, noted."""
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, list | tuple):
+        _note(notes, f"{what}: {values!r} is not a list of distortions; dropped")
+        return []
+    kept: list[str] = []
+    for value in values:
+        try:
+            category = canonical_distortion(value) if isinstance(value, str) else None
+        except ValueError:
+            category = None
+        if category is None:
+            _note(notes, f"{what}: {value!r} is no distortion category "
+                         f"({', '.join(DISTORTION_CATEGORIES)}); dropped")
+        elif category not in kept:
+            kept.append(category)
+    return kept
 
 
 def _scope_suffix(keys: list[str]) -> str:
@@ -106,16 +204,27 @@ def _scope_suffix(keys: list[str]) -> str:
 
 
 def detect_distortions(client: VLMClient, query: str, image_path: str,
-                       reference_path: str | None, plan: PlannerOutput
-                       ) -> dict[str, list[str]] | None:
+                       reference_path: str | None, plan: PlannerOutput,
+                       notes: list[str] | None = None) -> dict[str, list[str]] | None:
+    """The distortions to look at per object.  Categories off the valid list are mapped to
+    one (synonyms) or dropped, objects put on the scope; what was dropped goes to ``notes``.
+    A reply is asked again only when it names distortions and none is a category."""
     keys = scope_keys(plan)
+    found: list[str] = []
 
     def parse(reply: Mapping[str, Any]) -> dict[str, list[str]]:
-        raw = _field(reply, "distortion_set")
-        if not isinstance(raw, dict):
+        found.clear()
+        raw = _per_object(_field(reply, "distortion_set"), keys)
+        if not isinstance(raw, Mapping):
             raise TypeError("distortion_set must be an object")
-        return ExecutorOutput(
-            distortion_set=align_to_scope(raw, keys, "distortion_set")).distortion_set or {}
+        aligned = align_to_scope(raw, keys, "distortion detection", found)
+        result = {key: _categories(values, f"distortion detection ({key})", found)
+                  for key, values in aligned.items()}
+        named = any(values for values in aligned.values())
+        if named and not any(result.values()):
+            raise ValueError(f"distortion_set names no valid category: {dict(aligned)!r:.200}")
+        kept = {key: values for key, values in result.items() if values or not named}
+        return ExecutorOutput(distortion_set=kept).distortion_set or {}
 
     request = VLMRequest(
         task="distortion_detection", system=DISTORTION_DETECTION_SYSTEM,
@@ -123,7 +232,9 @@ def detect_distortions(client: VLMClient, query: str, image_path: str,
         images=_images(image_path, reference_path),
         context={"query": query, "image_path": image_path, "query_scope": plan.query_scope},
     )
-    return ask_json(client, request, parse, stricter=_scope_suffix(keys)).value
+    outcome = ask_json(client, request, parse, stricter=_scope_suffix(keys))
+    _keep_notes(notes, "distortion detection", outcome, found)
+    return outcome.value
 
 
 def _field(reply: Mapping[str, Any], name: str) -> Any:
@@ -137,23 +248,38 @@ def _field(reply: Mapping[str, Any], name: str) -> Any:
 
 
 def analyse_distortions(client: VLMClient, query: str, image_path: str,
-                        reference_path: str | None, distortion_set: dict[str, list[str]]
+                        reference_path: str | None, distortion_set: dict[str, list[str]],
+                        notes: list[str] | None = None
                         ) -> dict[str, list[DistortionAnalysis]] | None:
+    """Severity and explanation per distortion and object.  Items of the planned types are
+    kept; a type not asked for is kept as extra evidence, a planned type left out, an item
+    that cannot be read and an object off the scope are noted.  A reply is asked again only
+    when it has no readable item at all."""
     keys = list(distortion_set)
+    found: list[str] = []
 
     def parse(reply: Mapping[str, Any]) -> dict[str, list[DistortionAnalysis]]:
-        raw = _field(reply, "distortion_analysis")
-        if not isinstance(raw, dict):
+        found.clear()
+        raw = _per_object(_field(reply, "distortion_analysis"), keys)
+        if not isinstance(raw, Mapping):
             raise TypeError("distortion_analysis must be an object")
-        analysis = ExecutorOutput(
-            distortion_analysis=align_to_scope(raw, keys, "distortion_analysis"))
-        result = analysis.distortion_analysis or {}
-        for key, items in result.items():
-            expected = set(distortion_set.get(key, ()))
-            stray = [item.type for item in items if expected and item.type not in expected]
-            if stray:
-                raise ValueError(f"analysis of {key!r} has types not in the distortion set: "
-                                 f"{stray}")
+        result: dict[str, list[DistortionAnalysis]] = {}
+        for key, items in align_to_scope(raw, keys, "distortion analysis", found).items():
+            entries = _analysis_items(items, f"distortion analysis ({key})", found)
+            planned = distortion_set.get(key, ())
+            extra = [entry.type for entry in entries if planned and entry.type not in planned]
+            if extra:
+                _note(found, f"distortion analysis ({key}): {', '.join(extra)} analysed too, "
+                             "not asked for; kept as extra evidence")
+            if entries:
+                result[key] = entries
+        if not result:
+            raise ValueError(f"distortion_analysis has no readable item: {dict(raw)!r:.200}")
+        for key, planned in distortion_set.items():
+            done = {entry.type for entry in result.get(key, ())}
+            left_out = [kind for kind in planned if kind not in done]
+            if left_out:
+                _note(found, f"distortion analysis ({key}): {', '.join(left_out)} not analysed")
         return result
 
     request = VLMRequest(
@@ -163,7 +289,32 @@ def analyse_distortions(client: VLMClient, query: str, image_path: str,
         images=_images(image_path, reference_path),
         context={"query": query, "image_path": image_path, "distortion_set": distortion_set},
     )
-    return ask_json(client, request, parse, stricter=_scope_suffix(keys)).value
+    outcome = ask_json(client, request, parse, stricter=_scope_suffix(keys))
+    _keep_notes(notes, "distortion analysis", outcome, found)
+    return outcome.value
+
+
+def _analysis_items(items: Any, what: str, notes: list[str]) -> list[DistortionAnalysis]:
+    """The readable items of one object's analysis, one per type (the first); the others are
+    noted.  ``{"Blurs": {"severity": ..., "explanation": ...}}`` is read as items too."""
+    if isinstance(items, Mapping):
+        items = ([items] if _looks_like_item(items) else
+                 [{"type": kind, **value} if isinstance(value, Mapping) else {"type": kind}
+                  for kind, value in items.items()])
+    if not isinstance(items, list | tuple):
+        _note(notes, f"{what}: {items!r:.80} is not a list of analysis items; dropped")
+        return []
+    entries: list[DistortionAnalysis] = []
+    for item in items:
+        try:
+            entry = DistortionAnalysis.model_validate(item)
+        except ValidationError as invalid:
+            problem = "; ".join(str(error["msg"]) for error in invalid.errors())
+            _note(notes, f"{what}: item {item!r:.80} unreadable ({problem:.120}); dropped")
+            continue
+        if all(entry.type != other.type for other in entries):
+            entries.append(entry)
+    return entries
 
 
 def tool_descriptions(registry: ToolRegistry, reference_mode: str) -> list[dict[str, Any]]:
@@ -183,23 +334,54 @@ def tool_descriptions(registry: ToolRegistry, reference_mode: str) -> list[dict[
 
 
 def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
-                 distortion_set: dict[str, list[str]], reference_mode: str
+                 distortion_set: dict[str, list[str]], reference_mode: str,
+                 excluded: Collection[str] = (), notes: list[str] | None = None
                  ) -> dict[str, dict[str, str]] | None:
-    tools = tool_descriptions(registry, reference_mode)
+    """The model's tool per (object, distortion), among the offered tools; tools the query
+    rules out (``excluded``) are not offered.
+
+    A tool name is read in any catalogue spelling ("brisque", "MS SSIM"); a tool that is
+    unknown or not offered here is replaced for its distortion only (the builtin choice among
+    the offered tools), and a planned distortion the reply left out gets that choice too, each
+    noted.  A reply is asked again only when no tool per distortion can be read in it."""
+    tools = [tool for tool in tool_descriptions(registry, reference_mode)
+             if tool["name"] not in excluded]
     allowed = {tool["name"] for tool in tools}
 
     keys = list(distortion_set)
+    found: list[str] = []
 
     def parse(reply: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+        found.clear()
         raw = _field(reply, "selected_tools")
-        if not isinstance(raw, dict):
+        if isinstance(raw, Mapping) and raw and not any(isinstance(value, Mapping)
+                                                        for value in raw.values()):
+            raw = {keys[0] if len(keys) == 1 else "Global": raw}  # no object level
+        if not isinstance(raw, Mapping):
             raise TypeError("selected_tools must be an object")
-        selected = ExecutorOutput(
-            selected_tools=align_to_scope(raw, keys, "selected_tools")).selected_tools or {}
-        unusable = sorted({name for per in selected.values() for name in per.values()} - allowed)
-        if unusable:
-            raise ValueError(f"selected tools not offered: {unusable}")
-        return selected
+        selected: dict[str, dict[str, str]] = {}
+        for key, per in align_to_scope(raw, keys, "tool selection", found).items():
+            if not isinstance(per, Mapping):
+                _note(found, f"tool selection ({key}): {per!r:.80} is not a tool per "
+                             "distortion; dropped")
+                continue
+            for distortion, value in per.items():
+                category = _categories(str(distortion), f"tool selection ({key})", found)
+                if not category:
+                    continue
+                name = _tool_name(value, registry)
+                if name not in allowed:
+                    name = _replacement(key, category[0], value, name, tools, reference_mode,
+                                        found)
+                selected.setdefault(key, {})[category[0]] = name
+        if not selected:
+            raise ValueError(f"selected_tools has no tool per distortion: {dict(raw)!r:.200}")
+        for key, planned in distortion_set.items():
+            for distortion in planned:
+                if distortion not in selected.get(key, {}):
+                    selected.setdefault(key, {})[distortion] = _replacement(
+                        key, distortion, None, None, tools, reference_mode, found)
+        return ExecutorOutput(selected_tools=selected).selected_tools or {}
 
     description = "; ".join(
         f"{t['name']} ({t['type']}): {t['description']}"
@@ -217,10 +399,46 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
         context={"query": query, "distortion_set": distortion_set, "tools": tools,
                  "reference_mode": reference_mode},
     )
-    selected = ask_json(client, request, parse, stricter=_scope_suffix(keys)).value
+    outcome = ask_json(client, request, parse, stricter=_scope_suffix(keys))
+    _keep_notes(notes, "tool selection", outcome, found)
+    selected = outcome.value
     if selected is None or reference_mode != "Full-Reference":
         return selected
     return prefer_full_reference(selected, tools)
+
+
+def _tool_name(value: Any, registry: ToolRegistry) -> str | None:
+    """The catalogue's name of the tool ``value`` names (any spelling, "the NIQE metric", a
+    one-tool list or ``{"tool": ...}``), or None."""
+    if isinstance(value, list | tuple) and value:
+        value = value[0]
+    if isinstance(value, Mapping):
+        value = next((value[k] for k in ("tool", "name", "tool_name") if k in value), None)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return registry.catalog.resolve(value.strip())
+    except UnknownToolError:
+        from ..query import tool_in
+
+        return tool_in(value, [spec.name for spec in registry.catalog])
+
+
+def _replacement(key: str, distortion: str, value: Any, name: str | None,
+                 tools: list[dict[str, Any]], reference_mode: str, notes: list[str]) -> str:
+    """The tool for one (object, distortion) the model gave no usable tool for: the builtin
+    choice among the offered tools, else the spec's generic tool; noted."""
+    best = builtin_selection.select({key: [distortion]}, tools, reference_mode).get(key, {})
+    tool = best.get(distortion) or GENERIC_TOOLS[
+        "FR" if reference_mode == "Full-Reference" else "NR"]
+    if value is None:
+        why = "no tool given"
+    elif name is None:
+        why = f"{value!r:.60} is no tool of the catalogue"
+    else:
+        why = f"{name} is not offered here"
+    _note(notes, f"tool selection ({key}/{distortion}): {why}; using {tool}")
+    return tool
 
 
 def prefer_full_reference(selected: dict[str, dict[str, str]], tools: list[dict[str, Any]]
@@ -345,9 +563,11 @@ def run_metrics(registry: ToolRegistry, image: LoadedImage, reference: LoadedIma
 
 def distortion_set_for(plan: PlannerOutput, detected: dict[str, list[str]] | None
                        ) -> dict[str, list[str]]:
-    """What analysis and selection work on: the distortions the query named (the plan's), with
-    any detected ones added; else every category."""
-    named = {key: list(values) for key, values in (plan.distortions or {}).items()}
+    """What analysis and selection work on: the distortions the query named (the plan's, put
+    on the plan's scope: "Global" for the one object in scope is that object), with any
+    detected ones added; else every category."""
+    aligned = align_to_scope(plan.distortions or {}, scope_keys(plan), "plan distortions")
+    named = {key: list(dict.fromkeys(values)) for key, values in aligned.items()}
     if detected:
         merged = {key: list(values) for key, values in named.items()}
         for key, values in detected.items():
@@ -365,9 +585,29 @@ def selection_for(plan: PlannerOutput, distortion_set: dict[str, list[str]],
     if plan.required_tool:
         return {key: {d: plan.required_tool for d in values}
                 for key, values in distortion_set.items()}
-    if selected:
+    return without_excluded(selected or generic_selection(distortion_set, plan.reference_mode),
+                            plan.excluded_tools)
+
+
+def without_excluded(selected: dict[str, dict[str, str]], excluded: Collection[str]
+                     ) -> dict[str, dict[str, str]]:
+    """``selected`` with each tool the query ruled out replaced by the first tool of the same
+    kind (FR or NR) in the builtin preference order that it did not rule out."""
+    if not excluded:
         return selected
-    return generic_selection(distortion_set, plan.reference_mode)
+    result: dict[str, dict[str, str]] = {}
+    for key, per_distortion in selected.items():
+        result[key] = {}
+        for distortion, tool in per_distortion.items():
+            if tool in excluded:
+                order = (builtin_selection.FR_PREFERENCE if tool in builtin_selection.FR_PREFERENCE
+                         else builtin_selection.NR_PREFERENCE)
+                replacement = next((name for name in order if name not in excluded), tool)
+                log.info("tool %s for %s/%s is ruled out by the query; using %s", tool, key,
+                         distortion, replacement)
+                tool = replacement
+            result[key][distortion] = tool
+    return result
 
 
 def load_inputs(image_path: str, reference_path: str | None

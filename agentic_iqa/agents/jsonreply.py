@@ -25,7 +25,14 @@ from typing import Any, Generic, TypeVar
 from pydantic import ValidationError
 
 from ..prompts import STRICT_JSON_SUFFIX, TRUNCATED_SUFFIX
-from ..vlm.base import VLMClient, VLMError, VLMRequest, reply_problem
+from ..vlm.base import (
+    VLMClient,
+    VLMError,
+    VLMRequest,
+    VLMResponse,
+    reply_problem,
+    was_cut_off,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +50,51 @@ class InvalidReply(ValueError):
     """The reply is not a JSON object of the expected shape."""
 
 
+def _without_comments(text: str) -> str:
+    """``text`` with JavaScript comments (``// ...`` to the end of the line, ``/* ... */``)
+    taken out where they stand outside strings: models annotate their JSON with them."""
+    kept: list[str] = []
+    index, in_string = 0, False
+    while index < len(text):
+        char = text[index]
+        if in_string:
+            kept.append(char)
+            if char == "\\":
+                kept.append(text[index + 1:index + 2])
+                index += 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+            kept.append(char)
+        elif text.startswith("//", index):
+            end = text.find("\n", index)
+            index = len(text) if end < 0 else end
+            continue
+        elif text.startswith("/*", index):
+            end = text.find("*/", index + 2)
+            index = len(text) if end < 0 else end + 2
+            continue
+        else:
+            kept.append(char)
+        index += 1
+    return "".join(kept)
+
+
+def _candidates(text: str) -> Any:
+    """``text`` as written, then with trailing commas and then comments taken out."""
+    yield text
+    yield _TRAILING_COMMA.sub(r"\1", text)
+    if "//" in text or "/*" in text:
+        yield _TRAILING_COMMA.sub(r"\1", _without_comments(text))
+
+
 def _objects_in(text: str) -> Any:
-    """Every JSON value that starts at a ``{`` of ``text``, in order (trailing commas
-    forgiven)."""
+    """Every JSON value that starts at a ``{`` of ``text``, in order (trailing commas and
+    comments forgiven)."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
-        for candidate in (text[match.start():],
-                          _TRAILING_COMMA.sub(r"\1", text[match.start():])):
+        for candidate in _candidates(text[match.start():]):
             try:
                 value, _ = decoder.raw_decode(candidate)
             except json.JSONDecodeError:
@@ -93,13 +138,16 @@ class Outcome(Generic[T]):
 
 
 def ask_json(client: VLMClient, request: VLMRequest, parse: Callable[[dict[str, Any]], T],
-             attempts: int = MAX_ATTEMPTS, stricter: str = STRICT_JSON_SUFFIX) -> Outcome[T]:
+             attempts: int = MAX_ATTEMPTS, stricter: str = STRICT_JSON_SUFFIX,
+             salvage: Callable[[str], T | None] | None = None) -> Outcome[T]:
     """Ask, read and validate; retry with a stricter prompt on a reply that gives nothing usable.
 
     ``stricter`` is appended to the system prompt of the retries (a caller whose ``parse``
     also rejects valid JSON, e.g. an answer that names no option, says what it wants); after a
-    reply cut off at the token limit the retry also asks for a shorter one.  Transport errors
-    (:class:`VLMError`) are not retried here: the SDKs and the step's backoff retry them.
+    reply cut off at the token limit the retry also asks for a shorter one, unless
+    ``salvage`` reads what the cut reply had already written into a usable value (an answer
+    whose option was written before the cap).  Transport errors (:class:`VLMError`) are not
+    retried here: the SDKs and the step's backoff retry them.
     """
     errors: list[str] = []
     current = request
@@ -108,7 +156,10 @@ def ask_json(client: VLMClient, request: VLMRequest, parse: Callable[[dict[str, 
         problem = reply_problem(response)
         try:
             if problem is not None:
-                raise InvalidReply(problem)
+                kept = _salvaged(salvage, response)
+                if kept is None:
+                    raise InvalidReply(problem)
+                return Outcome(kept, attempt, errors)
             return Outcome(parse(extract_json_object(response.text)), attempt, errors)
         except (InvalidReply, ValidationError, KeyError, TypeError, ValueError) as exc:
             detail = str(exc)[:300]
@@ -121,6 +172,16 @@ def ask_json(client: VLMClient, request: VLMRequest, parse: Callable[[dict[str, 
             current = replace(request, system=request.system + stricter + extra)
     log.error("%s: no valid reply after %d attempts", request.task, attempts)
     return Outcome(None, attempts, errors)
+
+
+def _salvaged(salvage: Callable[[str], T | None] | None, response: VLMResponse) -> T | None:
+    """What a reply cut at the token limit had already written, when the caller can use it."""
+    if salvage is None or not was_cut_off(response):
+        return None
+    try:
+        return salvage(response.text)
+    except (InvalidReply, ValidationError, KeyError, TypeError, ValueError):
+        return None
 
 
 __all__ = ["InvalidReply", "Outcome", "VLMError", "ask_json", "extract_json_object",

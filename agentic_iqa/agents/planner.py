@@ -3,16 +3,19 @@
 The model's plan is read tolerantly (:mod:`.jsonreply`, the state's validators), then the parts
 that the input itself decides are set from the input, whatever the model wrote
 (:func:`reconcile`): the reference mode follows whether a reference is given, a tool is required
-only when the query names it as a tool, and named distortions are not detected again.
+only when the query names it as a tool (and never one it rules out), named distortions are looked
+at and not detected again, and an "Other" question runs no executor subtask.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
+from typing import Literal
 
 from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
-from ..query import parse_query, tool_in
+from ..query import categories_in, excluded_tools_in, parse_query, tool_in
 from ..state import PlanControlFlags, PlannerError, PlannerOutput
 from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from .jsonreply import ask_json
@@ -61,22 +64,35 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
 
 def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
               tool_names: list[str]) -> PlannerOutput:
-    """``plan`` with what the input decides taken from the input (logged when it differs)."""
+    """``plan`` with what the input proves taken from the input, the rest as the model wrote it;
+    each change is logged.
+
+    The input proves: the reference mode; the tools the query names (in any catalogue spelling)
+    and the ones it rules out; the distortions the query names, which are then looked at and not
+    detected; that an "Other" question (taste, style) runs no executor subtask.  The distortions'
+    object keys are put on the plan's scope, so the evidence is gathered for what is asked.
+    """
     changes: dict[str, object] = {}
     mode = "Full-Reference" if has_reference else "No-Reference"
     if plan.reference_mode != mode:
         changes["reference_mode"] = mode
-    flags = plan.plan
-    named = tool_in(query, tool_names) if tool_names else plan.required_tool
-    if plan.required_tool != named:
-        changes["required_tool"] = named
-        if named is not None:  # the query's tool is run, not one selected
-            flags = flags.model_copy(update={"tool_selection": False, "tool_execution": True})
-        elif flags.tool_execution:  # no tool is given: one must be selected
-            flags = flags.model_copy(update={"tool_selection": True})
-    if plan.distortions and flags.distortion_detection:
-        # Distortions the query names are the ones to look at: not detected (and replaced).
-        flags = flags.model_copy(update={"distortion_detection": False})
+    required, excluded = plan.required_tool, plan.excluded_tools
+    if tool_names:
+        required = tool_in(query, tool_names)
+        excluded = excluded_tools_in(query, tool_names)
+    distortions, scope = _distortions(plan, query)
+    if distortions != plan.distortions:
+        changes["distortions"] = distortions
+    if scope != plan.query_scope:
+        changes["query_scope"] = scope
+    source = "Explicit" if distortions else "Inferred"
+    if plan.distortion_source != source:
+        changes["distortion_source"] = source
+    if plan.required_tool != required:
+        changes["required_tool"] = required
+    if plan.excluded_tools != excluded:
+        changes["excluded_tools"] = excluded
+    flags = _flags(plan, explicit=bool(distortions), required=required)
     if flags != plan.plan:
         changes["plan"] = flags
     if changes:
@@ -85,6 +101,73 @@ def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
             for key, value in changes.items()})
         plan = plan.model_copy(update=changes)
     return plan
+
+
+def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> PlanControlFlags:
+    """The subtasks the input decides.  "Other": none, unless the query names a tool, which is
+    then run.  Else detection exactly when the query names no distortion (and something uses
+    what is detected), and a named tool is run without selection; tools run without one named
+    are selected.  The rest is the model's."""
+    flags = plan.plan.model_dump()
+    if plan.query_type == "Other":
+        flags.update(distortion_detection=False, distortion_analysis=False,
+                     tool_selection=False, tool_execution=required is not None)
+        return PlanControlFlags(**flags)
+    if required is not None:
+        flags.update(tool_selection=False, tool_execution=True)
+    elif flags["tool_execution"]:
+        flags["tool_selection"] = True
+    # Detected distortions feed analysis and selection only: a plan with neither needs none.
+    flags["distortion_detection"] = not explicit and (flags["distortion_analysis"]
+                                                      or flags["tool_selection"])
+    return PlanControlFlags(**flags)
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"^(?:the|a|an)\s+", "", name.strip().casefold())
+
+
+def _distortions(plan: PlannerOutput, query: str
+                 ) -> tuple[dict[str, list[str]] | None, list[str] | Literal["Global"]]:
+    """The plan's distortions and scope as the query proves them.
+
+    Distortions the query names are added where the model left them out; a model's distortions
+    it marked "Inferred" (guesses, not named) are dropped when the query names none; a model's
+    "Explicit" ones stay (a word the query's word list lacks).  Keys are put on the scope: the
+    whole image's ("Global") go to each scoped object, a key the scope lacks goes to the single
+    object or, when the query names it, joins the scope (the spec's fallback: Global)."""
+    # An "Other" question's words ("a calm colour palette") name a taste, not a distortion.
+    named = categories_in(query) if plan.query_type == "IQA" else []
+    model = plan.distortions or {}
+    if not named and plan.distortion_source != "Explicit":
+        model = {}
+    scope: list[str] = list(plan.query_scope) if isinstance(plan.query_scope, list) else []
+    lowered = query.casefold()
+    placed: dict[str, list[str]] = {}
+    for key, values in model.items():
+        by_fold = {_fold(name): name for name in scope}
+        if key == "Global":
+            targets = scope or ["Global"]
+        elif _fold(key) in by_fold:
+            targets = [by_fold[_fold(key)]]
+        elif re.search(rf"(?<!\w){re.escape(_fold(key))}(?!\w)", lowered):
+            scope.append(key)
+            targets = [key]
+        else:
+            targets = scope[:1] if len(scope) == 1 else (scope or ["Global"])
+        for target in targets:
+            placed.setdefault(target, [])
+            placed[target] += [value for value in values if value not in placed[target]]
+    whole = placed.pop("Global", []) if scope else []
+    for target in scope if whole else ():  # the whole image's, once the scope has objects
+        placed.setdefault(target, [])
+        placed[target] += [value for value in whole if value not in placed[target]]
+    given = {value for values in placed.values() for value in values}
+    missing = [category for category in named if category not in given]
+    for target in (list(placed) or scope or ["Global"]) if missing else ():
+        placed.setdefault(target, [])
+        placed[target] += missing
+    return (placed or None), (scope or "Global")
 
 
 def no_plan(query: str, has_reference: bool) -> PlannerOutput:

@@ -1,7 +1,10 @@
 """The Summarizer: an answer with reasoning (explanation mode) or a fused score (scoring mode).
 
-When the evidence the plan asked for is missing the VLM is not asked at all: the result asks
-for a replan with the reason, or, once the replans are used up, says the evidence is missing.
+When evidence the plan asked for is missing and a new plan can supply it, the VLM is not asked:
+the result asks for a replan with the reason.  Otherwise (tools that failed, an analysis the
+model could not write, no replan left) the VLM is asked all the same, told what is missing, and
+its answer stands: "Unable to determine" is what the model says, or what is left when none of
+its replies could be read.
 
 Explanation mode asks the VLM for ``SummarizerOutput`` JSON; for a multiple-choice query the
 ``final_answer`` must name an option (:func:`.answers.parse_option`), else the question is asked
@@ -19,7 +22,9 @@ the tool scores do not count, so ``probability_source`` always says which was us
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -36,13 +41,21 @@ from ..prompts import (
     STRICT_JSON_SUFFIX,
     STRICT_MCQ_SUFFIX,
     STRICT_OPTION_SUFFIX,
+    SUMMARIZER_EVIDENCE_NOTES,
+    SUMMARIZER_MISSING_EVIDENCE,
     SUMMARIZER_SYSTEM,
     SUMMARIZER_USER,
     render,
 )
 from ..query import options_in, parse_query
-from ..state import ExecutorOutput, PlannerOutput, SummarizerOutput, missing_evidence
-from ..vlm.base import VLMClient, VLMRequest, VLMResponse
+from ..state import (
+    ExecutorOutput,
+    PlannerOutput,
+    SummarizerOutput,
+    missing_evidence,
+    replan_can_supply,
+)
+from ..vlm.base import VLMClient, VLMRequest, VLMResponse, was_cut_off
 from ..vocabulary import level_name
 from .fusion import fuse, probabilities_from_logprobs, probabilities_from_statement
 from .jsonreply import MAX_ATTEMPTS, ask_json, looks_like_refusal, reply_problem
@@ -75,13 +88,20 @@ def evidence_context(query: str, image_path: str, plan: PlannerOutput,
                      evidence: ExecutorOutput | None) -> dict[str, Any]:
     evidence = evidence or ExecutorOutput()
     dumped = evidence.model_dump(mode="json")
+    planned = plan.model_dump(mode="json")
     return {
         "query": query,
         "image_path": image_path,
-        "plan": plan.model_dump(mode="json"),
+        "plan": planned,
         "distortion_analysis": dumped.get("distortion_analysis"),
         "quality_scores": dumped.get("quality_scores"),
         "options": options_in(query),
+        # What the plan asked for and the evidence lacks, what the executor noted, and whether
+        # a replan may still supply it (False: the model answers from what there is).
+        "missing_evidence": missing_evidence(planned, dumped.get("quality_scores"),
+                                             dumped.get("distortion_analysis")),
+        "evidence_notes": list(evidence.notes),
+        "replan_allowed": True,
     }
 
 
@@ -89,27 +109,45 @@ def summarize(client: VLMClient, query: str, image_path: str, reference_path: st
               plan: PlannerOutput, evidence: ExecutorOutput | None, *,
               can_replan: bool = True) -> SummarizerOutput:
     """The answer to ``query`` from the evidence; ``can_replan`` is False once replans are used
-    up, so missing evidence then ends the run with an answer saying so."""
+    up.
+
+    Evidence the plan asked for that a new plan can supply (tool scores for an object no tool
+    was run for) is asked for with a replan, without asking the model, while replans are left.
+    Otherwise the model always gets its turn: it is told what is missing, answers from the
+    image and the evidence there is, and its answer stands (a replan it asks for then is not
+    made: nothing new would come of it)."""
     context = evidence_context(query, image_path, plan, evidence)
-    missing = missing_evidence(context["plan"], context["quality_scores"],
-                               context["distortion_analysis"])
+    missing = context["missing_evidence"]
+    dumped = (evidence or ExecutorOutput()).model_dump(mode="json")
+    if missing and can_replan and replan_can_supply(context["plan"], context["quality_scores"],
+                                                    dumped["tool_logs"]):
+        return evidence_missing(missing)
     if missing:
-        return evidence_missing(missing, can_replan)
+        log.warning("summarizer: %s, and no new plan can supply it: the model answers from "
+                    "the evidence there is", missing)
+    context["replan_allowed"] = can_replan and not missing
     images = tuple(Path(p) for p in (image_path, reference_path) if p)
     if scoring_mode(query, plan):
         return _score(client, context, images)
     return _explain(client, context, images)
 
 
-def evidence_missing(missing: str, can_replan: bool) -> SummarizerOutput:
-    """The result when the plan's evidence is missing, without asking the VLM (it would answer
-    without the evidence): a replan request with the reason; at the bound the same, which ends
-    the run, with reasoning that says the evidence is missing and no replan is left."""
-    reasoning = (f"{missing}; cannot answer without it." if can_replan else
-                 f"Evidence missing: {missing}. The replanning rounds are used up, so no answer "
-                 "is given without the evidence the plan asked for.")
+def evidence_missing(missing: str) -> SummarizerOutput:
+    """The replan request for evidence the plan asked for and a new plan can supply, without
+    asking the VLM (it would answer without the evidence)."""
     return SummarizerOutput(final_answer=UNABLE, need_replan=True, replan_reason=missing,
-                            quality_reasoning=reasoning)
+                            quality_reasoning=f"{missing}; a new plan is asked for it.")
+
+
+def _told(context: Mapping[str, Any]) -> str:
+    """What the summarizer's prompt adds about the evidence: what is missing, and the
+    executor's notes (a type not analysed, a tool replaced)."""
+    text = ""
+    if context.get("missing_evidence"):
+        text += render(SUMMARIZER_MISSING_EVIDENCE, missing=context["missing_evidence"])
+    if context.get("evidence_notes"):
+        text += render(SUMMARIZER_EVIDENCE_NOTES, notes="; ".join(context["evidence_notes"]))
+    return text
 
 
 def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
@@ -120,7 +158,7 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
         task="answer", system=SUMMARIZER_SYSTEM,
         user=render(SUMMARIZER_USER, query=context["query"], plan=context["plan"],
                     distortion_analysis=context["distortion_analysis"],
-                    quality_scores=context["quality_scores"]),
+                    quality_scores=context["quality_scores"]) + _told(context),
         images=images, context=context,
     )
 
@@ -137,12 +175,25 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
         letter = parse_option(answer.final_answer, options)
         if letter is None:
             raise ValueError(f"final_answer {answer.final_answer!r} names none of the options "
-                             f"{', '.join(options)}")
+                             f"{', '.join(options)} (one, neither negated nor hedged)")
         return answer.model_copy(update={"final_answer": letter})
+
+    def salvage(text: str) -> SummarizerOutput | None:
+        """A reply cut at the token cap keeps the answer it had finished writing."""
+        fields = _written_fields(text, partial="quality_reasoning")
+        if not isinstance(fields.get("final_answer"), str):
+            return None
+        reasoning = str(fields.get("quality_reasoning") or "")
+        fields["quality_reasoning"] = f"{reasoning} (cut off at the token limit)".lstrip()
+        return parse(fields)
 
     stricter = (render(STRICT_MCQ_SUFFIX, letters=_listed(options)) if multiple_choice
                 else STRICT_JSON_SUFFIX)
-    outcome = ask_json(client, request, parse, ANSWER_ATTEMPTS, stricter)
+    # No replan can follow: a replan request is read as the answer it comes with.
+    read = parse if context.get("replan_allowed", True) else (
+        lambda reply: parse({**reply, "need_replan": False}))
+    outcome = ask_json(client, request, read, ANSWER_ATTEMPTS, stricter,
+                       salvage=salvage if multiple_choice else None)
     if outcome.value is None:
         reason = "; ".join(outcome.errors)
         return SummarizerOutput(
@@ -156,13 +207,33 @@ def _listed(options: Mapping[str, str]) -> str:
     return ", ".join(options)
 
 
+_WRITTEN = re.compile(r'"(\w+)"\s*:\s*("(?:[^"\\]|\\.)*"|true|false|null|-?\d+(?:\.\d+)?)')
+_UNFINISHED = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)\\?$')
+
+
+def _written_fields(text: str, partial: str) -> dict[str, Any]:
+    """The fields a JSON reply cut at the token limit had finished writing, and the text so
+    far of ``partial`` if the cut fell in it: ``{"final_answer": "B", "quality_reasoning":
+    "The edges ar``.  Any other unfinished field is left out ("B" may have gone on "B or C")."""
+    fields: dict[str, Any] = {}
+    for match in _WRITTEN.finditer(text):
+        fields.setdefault(match.group(1), json.loads(match.group(2)))
+    unfinished = _UNFINISHED.search(text)
+    if unfinished is not None and unfinished.group(1) == partial and partial not in fields:
+        try:
+            fields[partial] = json.loads(f'"{unfinished.group(2)}"') + "..."
+        except ValueError:  # cut inside an escape ("\\u00")
+            fields[partial] = unfinished.group(2) + "..."
+    return fields
+
+
 def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
            ) -> SummarizerOutput:
     request = VLMRequest(
         task="quality_levels", system=QUALITY_LEVELS_SYSTEM,
         user=render(QUALITY_LEVELS_USER, query=context["query"],
                     distortion_analysis=context["distortion_analysis"],
-                    quality_scores=context["quality_scores"]),
+                    quality_scores=context["quality_scores"]) + _told(context),
         images=images, context=context, json_output=False,
         answer_options=tuple(QUALITY_LEVEL_OPTIONS),
     )
@@ -200,7 +271,10 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
         probability_source=source,
         quality_reasoning=(f"Fused quality {quality:.2f}/5 ({level}): {tools_text}; "
                            f"level probabilities ({source}): {opinion}."
-                           + _analysis_text(context["distortion_analysis"])),
+                           + _analysis_text(context["distortion_analysis"])
+                           + (f" {context['missing_evidence']}: answered from the image and "
+                              "the evidence there is." if context.get("missing_evidence")
+                              else "")),
     )
 
 
@@ -211,8 +285,10 @@ def _level_answer(client: VLMClient, request: VLMRequest
 
     A reply with log-probabilities (or a backend's substitute for them) settles it.  Otherwise
     the answered letter is read strictly; a reply naming no level is asked again with a
-    stricter prompt, :data:`ANSWER_ATTEMPTS` times in all.  A backend's own "argmax" is only a
-    letter, so the caller still asks for stated probabilities.
+    stricter prompt, :data:`ANSWER_ATTEMPTS` times in all.  A reply cut at the token cap
+    counts when its committed letter was already written ("C\\n\\nReasoning: ..."): the cap
+    is set for a letter, and only the reasoning after it was lost.  A backend's own "argmax"
+    is only a letter, so the caller still asks for stated probabilities.
     """
     errors: list[str] = []
     current = request
@@ -220,11 +296,14 @@ def _level_answer(client: VLMClient, request: VLMRequest
     for attempt in range(1, ANSWER_ATTEMPTS + 1):
         response = client.complete(current)
         problem = reply_problem(response)
+        cut = problem is not None and was_cut_off(response)
+        if cut and parse_option(response.text, QUALITY_LEVEL_CHOICES, cut_off=True):
+            problem = None  # its letter was written before the cap: only reasoning was lost
         if problem is None:
             measured = _measured(response)
             if measured is not None:
                 return measured, None, errors
-            letter = (parse_option(response.text, QUALITY_LEVEL_CHOICES)
+            letter = (parse_option(response.text, QUALITY_LEVEL_CHOICES, cut_off=cut)
                       or _argmax_letter(response))
             if letter is not None:
                 return None, letter, errors

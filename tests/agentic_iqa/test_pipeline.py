@@ -29,7 +29,9 @@ from agentic_iqa.state import (
     state_from_json,
     state_to_json,
 )
+from agentic_iqa.vlm.base import VLMRequest, VLMResponse
 from agentic_iqa.vlm.builtin import BuiltinClient
+from agentic_iqa.vocabulary import QUALITY_LEVELS
 from iqa_tools import ToolRegistry, ToolSettings
 from iqa_tools.catalog import Catalog, load_catalog
 from iqa_tools.images import read_image
@@ -155,22 +157,59 @@ def always_nan_catalog() -> Catalog:
 
 
 @pytest.mark.parametrize("bound", [0, 1, 2])
-def test_missing_evidence_replans_exactly_the_bounded_number_of_times(bound, example_images):
-    """The only NR tool returns NaN and nothing can replace it: every round lacks scores."""
+def test_tools_that_fail_are_not_replanned_and_the_summarizer_answers_from_what_there_is(
+        bound, example_images):
+    """The only NR tool returns NaN and nothing can replace it: a new plan would fail the same
+    way, so no replan; the summarizer answers at once from the image, saying what is missing
+    (issue 29: it used to replan to the bound and answer "Unable to determine")."""
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
                             catalog=always_nan_catalog())
     client = BuiltinClient()
     agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
     state = run_inprocess("Rate this image using Broken.", str(example_images["original"]),
                           agents=agents, max_replan_iterations=bound)
-    assert state["iteration_count"] == bound
-    history = state["replan_history"]
-    assert [entry.iteration for entry in history] == list(range(1, bound + 1))
-    assert all(entry.reason == "Missing tool scores for Global" for entry in history)
+    assert state["iteration_count"] == 0 and state["replan_history"] == []
     result = state["summarizer_result"]
-    assert result.need_replan and result.final_answer == "Unable to determine"
+    assert not result.need_replan and result.final_answer in QUALITY_LEVELS
+    assert result.quality_score is not None
+    assert "Missing tool scores for Global" in result.quality_reasoning
     logs = state["executor_evidence"].tool_logs
     assert logs and all(math.isnan(log.normalized_score) and log.error for log in logs)
+
+
+class ScriptedPlanner(BuiltinClient):
+    """The builtin agent, except that every plan is ``plan``."""
+
+    def __init__(self, plan: dict) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def complete(self, request: VLMRequest) -> VLMResponse:
+        if request.task == "plan":
+            return VLMResponse(text=json.dumps(self.plan), model=self.model)
+        return super().complete(request)
+
+
+def test_evidence_a_new_plan_can_supply_is_replanned_for_then_the_summarizer_answers(
+        builtin_agents, example_images):
+    """Scores for "sky" are missing because the plan ran no tool for it: a new plan may, so the
+    run replans to the bound; then the summarizer is asked with what there is and its answer
+    stands (issue 29: it used to be "Unable to determine" without asking)."""
+    plan = {"query_type": "IQA", "query_scope": ["car", "sky"],
+            "distortion_source": "Explicit", "distortions": {"car": ["Blurs"]},
+            "reference_mode": "No-Reference", "required_tool": "PIQE",
+            "plan": {"distortion_detection": False, "distortion_analysis": True,
+                     "tool_selection": False, "tool_execution": True}}
+    client = ScriptedPlanner(plan)
+    agents = Agents(planner=client, executor=builtin_agents.executor,
+                    summarizer=builtin_agents.summarizer, registry=builtin_agents.registry)
+    state = run_inprocess("Are the car and the sky blurry? A. Yes B. No",
+                          str(example_images["blur3"]), agents=agents, max_replan_iterations=2)
+    assert [entry.reason for entry in state["replan_history"]] == [
+        "Missing tool scores for sky"] * 2
+    result = state["summarizer_result"]
+    assert not result.need_replan and result.final_answer in {"A", "B"}
+    assert "Missing tool scores for sky" in result.quality_reasoning
 
 
 @pytest.fixture

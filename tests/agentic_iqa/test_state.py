@@ -512,7 +512,7 @@ def test_executor_output_json_round_trip():
     assert document["tool_logs"][0]["timestamp"] == "2025-11-25T12:30:15.123456Z"
     assert json.loads(ExecutorOutput(distortion_set={"Global": []}).model_dump_json()) == {
         "distortion_set": {"Global": []}, "distortion_analysis": None,
-        "selected_tools": None, "quality_scores": None, "tool_logs": [],
+        "selected_tools": None, "quality_scores": None, "tool_logs": [], "notes": [],
     }
     revived = ExecutorOutput.model_validate_json(text)
     assert revived == output
