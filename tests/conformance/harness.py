@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer
@@ -48,6 +48,8 @@ class JobResult:
     job_error: str | None
     exit_code: int | None
     calls: dict[str, int]
+    #: Questions the model was asked more than once (a rejected reply, a replan).
+    asked_again: list[str] = field(default_factory=list)
 
     def mcq(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.truth_letter is not None]
@@ -114,10 +116,11 @@ def run_cli_job(behaviour: Behaviour, items: list[Item], folder: Path, *, seed: 
                               check=False)
         job_id = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         calls = dict(model.calls)
+        again = model.asked_again()
     if not job_id:
         raise RuntimeError(f"eval submit printed no job id:\n{done.stderr[-3000:]}")
-    return read_job(behaviour, env["AGENTIC_IQA_DATABASE_URL"], job_id, items,
-                    done.returncode, calls)
+    return replace(read_job(behaviour, env["AGENTIC_IQA_DATABASE_URL"], job_id, items,
+                            done.returncode, calls), asked_again=again)
 
 
 def run_local_job(behaviour: Behaviour, items: list[Item], folder: Path, *, seed: int = 0,

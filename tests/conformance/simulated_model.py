@@ -5,9 +5,12 @@ summarizer, five-level rating, stated probabilities) from what it knows about ea
 :class:`Truth`): the right plan, the right letter, its own quality level.  What varies is only
 *how* it writes, one :class:`Behaviour` class per server: code fences, a sentence around the
 JSON, synonyms and other spellings, letters as "(B)" or "I'd say B", a 503 or 429 now and then, a
-reply cut off at the token limit, an empty reply, a refusal, no log-probabilities; and the
-unrecoverable ones (always refusing, always cut off, a rejected key).  So an agent that reads
-models faithfully gets every item right, and one that does not shows where.
+reply cut off at the token limit, an empty reply, a refusal, no log-probabilities; the content
+classes, where what a step *says* varies as real models' steps do (one analysed type more or
+fewer than asked, categories off the valid list, tools by other names, unknown or not offered,
+other object keys, hedges and mentions of other options around the answer, and all of these
+mixed); and the unrecoverable ones (always refusing, always cut off, a rejected key).  So an
+agent that reads models faithfully gets every item right, and one that does not shows where.
 
 It speaks both protocols on one local HTTP server (:class:`FakeAPIServer`), so the real
 ``openai`` and ``anthropic`` SDKs are exercised: ``/v1/chat/completions`` and ``/v1/messages``.
@@ -35,10 +38,12 @@ from agentic_iqa.prompts import (
     PLANNER_SYSTEM,
     QUALITY_LEVELS_SYSTEM,
     QUALITY_PROBABILITIES_SYSTEM,
+    STRICT_JSON_SUFFIX,
     SUMMARIZER_SYSTEM,
     TOOL_SELECTION_SYSTEM,
 )
 from agentic_iqa.vlm.images import encode_image
+from agentic_iqa.vocabulary import DISTORTION_CATEGORIES
 from tests.agentic_iqa.vlm.fake_servers import (
     FakeAPIServer,
     Recorded,
@@ -63,6 +68,15 @@ class Behaviour(StrEnum):
     REFUSAL = "refusal"            # now and then a refusal
     NO_LOGPROBS = "no-logprobs"    # a server that returns no log-probabilities
     ANTHROPIC = "anthropic"        # the Anthropic protocol, prose and fences
+    # content: the same right model, its steps varying in what they say (issue 29)
+    SUPERSET = "superset"          # the analysis covers one type more than asked
+    SUBSET = "subset"              # the analysis covers one type fewer than asked (of 2+)
+    OFF_LIST = "off-list"          # detection and analysis name categories off the valid list
+    TOOL_NAMES = "tool-names"      # tools in lower case, by alias, unknown, or not offered
+    SCOPE_KEYS = "scope-keys"      # object keys other than the scope's ("the car", "Global")
+    HEDGES = "hedges"              # reasoning that negates and hedges ("Not A", "could be C")
+    MENTIONS_AFTER = "mentions-after"  # the letter first, then other options while reasoning
+    VARIED = "varied"              # all of the content variations, mixed per item and step
     # unrecoverable
     ALWAYS_REFUSES = "always-refuses"
     ALWAYS_TRUNCATED = "always-truncated"
@@ -75,6 +89,16 @@ class Behaviour(StrEnum):
 
 UNRECOVERABLE = frozenset({Behaviour.ALWAYS_REFUSES, Behaviour.ALWAYS_TRUNCATED,
                            Behaviour.BAD_KEY})
+#: The content classes: what the steps say varies, never how right the model is.
+CONTENT = (Behaviour.SUPERSET, Behaviour.SUBSET, Behaviour.OFF_LIST, Behaviour.TOOL_NAMES,
+           Behaviour.SCOPE_KEYS, Behaviour.HEDGES, Behaviour.MENTIONS_AFTER)
+#: Labels a right model may add that are no category of the valid list.
+OFF_LIST_LABELS = ("lens flare", "chromatic aberration", "vignetting")
+#: Tool names no catalogue has.
+UNKNOWN_TOOLS = ("SuperIQA-v2", "DeepQualityNet")
+#: Catalogue tools the model may name although they are not offered (no weights here).
+CATALOGUE_NOT_OFFERED = ("MUSIQ", "HyperIQA", "BRISQUE", "NIQE")
+LEVEL_NAMES = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
 #: How often a now-and-then misbehaviour happens on a first attempt.
 RATE = 0.35
 
@@ -120,6 +144,7 @@ class SimulatedModel:
         self.by_query: dict[str, Truth] = {}
         self.calls: dict[str, int] = {}
         self._attempts: dict[str, int] = {}
+        self._again: list[str] = []
         self._lock = threading.Lock()
 
     def learn(self, image: Path, truth: Truth) -> None:
@@ -127,6 +152,12 @@ class SimulatedModel:
         _, data = encode_image(image, self.max_image_side)
         self.truths[(truth.query, image_digest(data))] = truth
         self.by_query.setdefault(truth.query, truth)
+
+    def asked_again(self) -> list[str]:
+        """The requests that asked again ("role: query"): a retry after a reply the agent
+        rejected (its stricter prompt), or a replan (its reason in the planner's prompt)."""
+        with self._lock:
+            return list(self._again)
 
     # -- the protocol ------------------------------------------------------------------------
 
@@ -153,6 +184,8 @@ class SimulatedModel:
             attempt = self._attempts.get(key, 0) + 1
             self._attempts[key] = attempt
             self.calls[role] = self.calls.get(role, 0) + 1
+            if any(mark in system for mark in _RETRY_MARKS) or _REPLAN_MARK in user:
+                self._again.append(f"{role}: {query[:60]}")
         rng = random.Random(f"{self.seed}|{key}")
         fault = self._fault(rng, attempt)
         if fault == "bad-key":
@@ -164,6 +197,10 @@ class SimulatedModel:
             error = (anthropic_error("Overloaded", "overloaded_error") if anthropic
                      else openai_error("The server is overloaded", "server_error"))
             return Reply(status, error, {"retry-after-ms": "20", "retry-after": "0"})
+        if self.behaviour in CONTENT or self.behaviour == Behaviour.VARIED:
+            # What a step says is the model's own, the same every time it is asked: a retry
+            # or a replan gets the same content again.
+            rng = random.Random(f"{self.seed}|{key}|content")
         text, letter_logprobs = self._answer(role, truth, rng, system)
         finish = "stop"
         refusal = None
@@ -208,31 +245,75 @@ class SimulatedModel:
     def _answer(self, role: str, truth: Truth, rng: random.Random, system: str
                 ) -> tuple[str, dict[str, float] | None]:
         if role == "plan":
-            return self._json(self._plan(truth), rng), None
+            plan = self._plan(truth)
+            if (self._variation(rng, Behaviour.SCOPE_KEYS) and truth.scope != "Global"
+                    and plan["distortions"]):
+                # the query's distortions keyed "Global" while the scope is the object
+                plan["distortions"] = {"Global": [self._kind(d) for d in truth.named]}
+            return self._json(plan, rng), None
         if role == "detect":
-            kinds = list(truth.named) or ["Blurs", "Noise"]
-            return self._json({"distortion_set": {self._key(k): [self._kind(d) for d in kinds]
-                                                  for k in self._scope(truth)}}, rng), None
+            variation = self._variation(rng, Behaviour.OFF_LIST, Behaviour.SCOPE_KEYS)
+            labels = [self._kind(d) for d in list(truth.named) or ["Blurs", "Noise"]]
+            if variation == Behaviour.OFF_LIST:
+                labels.insert(rng.randrange(len(labels) + 1), rng.choice(OFF_LIST_LABELS))
+            return self._json({"distortion_set": {
+                self._object(k, variation, rng): list(labels) for k in self._scope(truth)}},
+                rng), None
         if role == "analyse":
             listed = _distortion_info(system) or {k: list(truth.named) or ["Blurs"]
                                                    for k in self._scope(truth)}
-            analysis = {self._key(key): [
-                {"type": self._kind(kind), "severity": self._severity(truth.severity),
-                 "explanation": f"{kind} is {truth.severity} across the frame."}
-                for kind in kinds] for key, kinds in listed.items()}
+            variation = self._variation(rng, Behaviour.SUPERSET, Behaviour.SUBSET,
+                                        Behaviour.OFF_LIST, Behaviour.SCOPE_KEYS)
+            analysis = {}
+            for key, asked in listed.items():
+                kinds = list(asked)
+                more = [c for c in DISTORTION_CATEGORIES if c not in kinds]
+                if variation == Behaviour.SUPERSET and more:
+                    kinds.append(rng.choice(more))
+                elif variation == Behaviour.SUBSET and len(kinds) >= 2:
+                    kinds.pop(rng.randrange(len(kinds)))
+                elif variation == Behaviour.OFF_LIST:
+                    kinds.insert(rng.randrange(len(kinds) + 1), rng.choice(OFF_LIST_LABELS))
+                analysis[self._object(key, variation, rng)] = [
+                    {"type": self._kind(kind), "severity": self._severity(truth.severity),
+                     "explanation": f"{kind} is {truth.severity} across the frame."}
+                    for kind in kinds]
             return self._json({"distortion_analysis": analysis}, rng), None
         if role == "select":
             listed = _distortion_info(system) or {"Global": ["Blurs"]}
-            tool = _offered_tools(system)[0]
-            if self.behaviour == Behaviour.SYNONYMS:
-                tool = tool.lower()
-            return self._json({"selected_tools": {self._key(key): {self._kind(kind): tool
-                                                                   for kind in kinds}
-                                                  for key, kinds in listed.items()}}, rng), None
+            offered = _offered_tools(system)
+            variation = self._variation(rng, Behaviour.TOOL_NAMES, Behaviour.SCOPE_KEYS)
+            selected = {self._object(key, variation, rng): {
+                self._kind(kind): self._tool(offered, variation, rng) for kind in kinds}
+                for key, kinds in listed.items()}
+            if variation == Behaviour.SCOPE_KEYS and len(selected) == 1 and rng.random() < 0.5:
+                selected = next(iter(selected.values()))  # no object level at all
+            return self._json({"selected_tools": selected}, rng), None
         if role == "answer":
             letter = truth.answer
             final = self._letter(letter, truth.options, rng) if letter else _free(truth)
             reasoning = f"The evidence shows {truth.severity} distortion; {final}."
+            variation = self._variation(rng, Behaviour.HEDGES, Behaviour.MENTIONS_AFTER)
+            others = [other for other in truth.options if other != letter]
+            if letter and others and variation == Behaviour.HEDGES:
+                first, second = rng.choice(others), rng.choice(others)
+                reasoning = rng.choice([
+                    f"Not {first}: the {truth.severity} distortion rules it out. It could "
+                    f"look like {second} at first glance, but {letter} fits the evidence.",
+                    f"I wouldn't say {first}. One might hesitate between {first} and "
+                    f"{second}; the evidence settles it.",
+                    f"{first} is wrong and so is {second}: the distortion is "
+                    f"{truth.severity}."])
+                final = rng.choice([final, f"Not {first}; {letter}.", f"{letter} is correct.",
+                                    f"I wouldn't say {first}. {letter}."])
+            elif letter and others and variation == Behaviour.MENTIONS_AFTER:
+                other = rng.choice(others)
+                final = rng.choice([
+                    f"{letter}\n\nReasoning: Option {other} ({truth.options[other]}) would "
+                    f"understate or overstate the {truth.severity} distortion.",
+                    f"{letter}. Option {other} does not fit: the distortion is "
+                    f"{truth.severity}.",
+                    f"{letter} ({truth.options[letter]}), not {other}."])
             return self._json({"final_answer": final, "quality_reasoning": reasoning,
                                "need_replan": False, "replan_reason": None}, rng), None
         if role == "levels":
@@ -244,10 +325,45 @@ class SimulatedModel:
             if "option_probabilities" in system:  # asked to state them (the Anthropic way)
                 return self._json({"answer": letter,
                                    "option_probabilities": _stated(level)}, rng), None
+            variation = self._variation(rng, Behaviour.HEDGES, Behaviour.MENTIONS_AFTER)
+            other_level = 1 if level >= 3 else 5
+            other, name = LEVEL_LETTERS[other_level], LEVEL_NAMES[other_level]
+            if variation == Behaviour.HEDGES:
+                return f"{letter}. Not {other}: it is clearly not {name}.", logprobs
+            if variation == Behaviour.MENTIONS_AFTER:
+                return (f"{letter}\nExplanation: the image is not {name} ({other}); its "
+                        f"distortion is {truth.severity}."), logprobs
             return self._letter(letter, {}, rng), logprobs
         if role == "stated":
             return self._json({"option_probabilities": _stated(truth.level or 3)}, rng), None
         raise ValueError(f"unknown role {role!r}")
+
+    def _variation(self, rng: random.Random, *kinds: Behaviour) -> Behaviour | None:
+        """The content variation of this reply among those of its step: the class's own; for
+        the varied model one of them, or none, at random."""
+        if self.behaviour == Behaviour.VARIED:
+            return rng.choice([*kinds, None])
+        return self.behaviour if self.behaviour in kinds else None
+
+    def _object(self, key: str, variation: Behaviour | None, rng: random.Random) -> str:
+        """How the model names an object: the agent's key, or (scope-keys) another name for
+        the same thing: "the car", "vehicle", "whole image"."""
+        if variation != Behaviour.SCOPE_KEYS:
+            return self._key(key)
+        if key == "Global":
+            return rng.choice(["whole image", "Image", "entire image", "overall"])
+        return rng.choice([f"the {key}", key.capitalize(), "Global", "main subject"])
+
+    def _tool(self, offered: list[str], variation: Behaviour | None, rng: random.Random
+              ) -> str:
+        tool = offered[0]
+        if self.behaviour == Behaviour.SYNONYMS:
+            return tool.lower()
+        if variation != Behaviour.TOOL_NAMES:
+            return tool
+        elsewhere = next(name for name in CATALOGUE_NOT_OFFERED if name not in offered)
+        return rng.choice([tool.lower(), f"the {tool} metric", f"{tool.lower()} score",
+                           rng.choice(UNKNOWN_TOOLS), elsewhere, elsewhere.lower()])
 
     def _plan(self, truth: Truth) -> dict[str, Any]:
         objects = truth.scope != "Global"
@@ -323,6 +439,11 @@ def _free(truth: Truth) -> str:
 
 # -- reading requests ------------------------------------------------------------------------
 
+#: What the agent adds to a request it asks again: a stricter prompt after a rejected reply,
+#: and the reason in the planner's prompt of a replan.
+_RETRY_MARKS = (STRICT_JSON_SUFFIX.strip()[:30], "exactly one option letter")
+_REPLAN_MARK = "needs replanning"
+
 _ROLES = (
     (PLANNER_SYSTEM, "plan"), (DISTORTION_DETECTION_SYSTEM, "detect"),
     (DISTORTION_ANALYSIS_SYSTEM, "analyse"), (TOOL_SELECTION_SYSTEM, "select"),
@@ -394,9 +515,11 @@ def _token_logprobs(text: str, letters: dict[str, float] | None) -> dict[str, An
     top alternatives are the other letters with ``letters``' log-probabilities."""
     pieces = re.findall(r"\s?\w+|\s?[^\w\s]", text) or [text]
     content = []
-    # The model knows where it wrote its letter: the last capital standing alone.
+    # The model knows where it wrote its letter: the first time the letter it answered stands
+    # alone (it may mention others after it), else the last capital standing alone.
     stands = list(re.finditer(r"(?<![A-Za-z])([A-E])(?![a-z])", text)) if letters else []
-    where = stands[-1] if stands else None
+    answered = max(letters, key=letters.__getitem__) if letters else None
+    where = next((m for m in stands if m.group(1) == answered), stands[-1] if stands else None)
     offset = 0
     for piece in pieces:
         top = [{"token": piece, "logprob": -0.01, "bytes": list(piece.encode())}]

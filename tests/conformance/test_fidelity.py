@@ -2,20 +2,22 @@
 that always knows the answer but writes the way hosted models do (``simulated_model.py``).
 
 Every recoverable behaviour class must leave no item failed and every multiple-choice answer
-right, with the rating items' fused scores in the model's own order; the unrecoverable ones fail
+right, with the rating items' fused scores in the model's own order, and the content classes
+(issue 29) must not even need a question asked again; the unrecoverable ones fail
 their items with a reason a user can act on, and a rejected key stops the job with one message.
 The full table over more items is ``benchmarks/vlm_fidelity.py``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.conformance.harness import environment, run_cli_job, run_local_job, simulated
 from tests.conformance.items import images, multiple_choice, scoring
-from tests.conformance.simulated_model import Behaviour
+from tests.conformance.simulated_model import CONTENT, Behaviour
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +29,12 @@ def items(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _job(behaviour: Behaviour, items, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    with simulated(behaviour, items, seed=3) as (server, _model):
+    with simulated(behaviour, items, seed=3) as (server, model):
         for name, value in environment(behaviour, server, tmp_path).items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("AGENTIC_IQA_BROKER_URL")
-        return run_local_job(behaviour, items, tmp_path)
+        return replace(run_local_job(behaviour, items, tmp_path),
+                       asked_again=model.asked_again())
 
 
 @pytest.mark.parametrize("behaviour", [b for b in Behaviour if b.recoverable],
@@ -43,6 +46,9 @@ def test_a_right_model_gives_right_answers_whatever_it_writes(behaviour, items, 
     assert result.share_right() == 1.0
     assert result.scoring_srcc() >= 0.95
     assert result.job_error is None
+    if behaviour in CONTENT or behaviour == Behaviour.VARIED:
+        # What a step says is usable as written: no reply rejected, no replan (issue 29).
+        assert result.asked_again == []
 
 
 @pytest.mark.parametrize(("behaviour", "reason"), [
