@@ -51,6 +51,8 @@ DEFAULT_MAX_PIXELS = 6_000_000
 _QUARTER_TURNS = frozenset({5, 6, 7, 8})
 
 _SIXTEEN_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
+#: Bytes of pixels converted at a time when decoding (:func:`_as_array`).
+_BAND_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -65,14 +67,22 @@ class LoadedImage:
     data: bytes = field(repr=False)
 
     @cached_property
+    def stored(self) -> np.ndarray:
+        """H x W x 3 as decoded: uint8 for an 8-bit image, a quarter of the float copy's
+        memory (tools that score in tiles convert it a tile at a time, and a 100-MP photo need
+        never exist in float), float32 in [0, 1] for 16-bit and floating-point images.
+        Raises :class:`ImageLoadError` if the data is corrupt."""
+        return decode_stored(self.data, self.path)
+
+    @cached_property
     def pixels(self) -> np.ndarray:
         """H x W x 3, float32, [0, 1]; raises :class:`ImageLoadError` if the data is corrupt."""
-        return decode(self.data, self.path)
+        return to_float(self.stored)
 
     @property
     def size(self) -> tuple[int, int]:
         """(width, height), as image tools usually print it."""
-        height, width = self.pixels.shape[:2]
+        height, width = self.stored.shape[:2]
         return width, height
 
     def check_size(self, tool: str | None = None) -> None:
@@ -147,10 +157,28 @@ def _decoded(data: bytes, path: str) -> Iterator[Image.Image]:
 
 def decode(data: bytes, path: str = "<bytes>") -> np.ndarray:
     """Decode image bytes into an H x W x 3 float32 array in [0, 1]."""
+    return to_float(decode_stored(data, path))
+
+
+def decode_stored(data: bytes, path: str = "<bytes>") -> np.ndarray:
+    """Decode image bytes into H x W x 3: uint8 for 8-bit images, else float32 in [0, 1]."""
     from PIL import ImageOps
 
     with _decoded(data, path) as image:
-        return _to_rgb_float(ImageOps.exif_transpose(image))
+        ImageOps.exif_transpose(image, in_place=True)  # a copy of a 100-MP photo is 300 MB
+        return _to_rgb(image)
+
+
+def to_float(stored: np.ndarray) -> np.ndarray:
+    """float32 in [0, 1] from :func:`decode_stored`'s array.  For 8-bit values, float32 / 255
+    is what pyiqa's own loader (torchvision ToTensor) computes, bit for bit."""
+    import numpy as np
+
+    if stored.dtype != np.uint8:
+        return stored
+    values = stored.astype(np.float32)
+    values /= np.float32(255.0)
+    return values
 
 
 def probe_image(path: str | Path) -> tuple[int, int]:
@@ -175,11 +203,11 @@ def read_image(path: str | Path) -> LoadedImage:
 def load_image(path: str | Path) -> LoadedImage:
     """Read, hash and decode now, so any problem with the file surfaces here."""
     image = read_image(path)
-    _ = image.pixels
+    _ = image.stored
     return image
 
 
-def _to_rgb_float(image: Image.Image) -> np.ndarray:
+def _to_rgb(image: Image.Image) -> np.ndarray:
     import numpy as np
     from PIL import Image
 
@@ -194,9 +222,22 @@ def _to_rgb_float(image: Image.Image) -> np.ndarray:
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (*ALPHA_BACKGROUND, 255))
         image = Image.alpha_composite(background, rgba)
-    rgb = image.convert("RGB")
-    # float32 / 255 is what pyiqa's own loader (torchvision ToTensor) computes, bit for bit.
-    return np.asarray(rgb, dtype=np.float32) / np.float32(255.0)
+    return _as_array(image if image.mode == "RGB" else image.convert("RGB"))
+
+
+def _as_array(image: Image.Image) -> np.ndarray:
+    """The 8-bit image's H x W x C array, copied a band of rows at a time: Pillow's own
+    conversion (``tobytes``) holds two more full-size copies on the way, 600 MB at 100 MP."""
+    import numpy as np
+
+    width, height = image.size
+    channels = len(image.getbands())
+    array = np.empty((height, width, channels), dtype=np.uint8)
+    rows = max(1, _BAND_BYTES // (width * channels))
+    for top in range(0, height, rows):
+        bottom = min(height, top + rows)
+        array[top:bottom] = np.asarray(image.crop((0, top, width, bottom)))
+    return array
 
 
 def _has_alpha(image: Image.Image) -> bool:

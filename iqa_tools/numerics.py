@@ -67,33 +67,45 @@ def normalize_in_float64(img: Any, kernel_size: int = 7, sigma: float = 7.0 / 6,
     """pyiqa's ``normalize_img_with_gauss`` computed in float64 with the Gaussian applied as
     two 1-D passes; returned in the input's dtype."""
     import torch
-    import torch.nn.functional as F
     from pyiqa.matlab_utils.padding import ExactPadding2d
 
-    x = img.to(torch.float64)
-    taps = _gaussian_1d(kernel_size, sigma, x)
-    pad = ExactPadding2d(kernel_size, mode=padding)
-    if x.device.type == "cpu":  # scipy's 1-D filters: half torch's float64 time on a CPU
+    padded = ExactPadding2d(kernel_size, mode=padding)(img.to(torch.float64))
+    return normalize_padded(padded, kernel_size, sigma, C).to(img.dtype)
+
+
+def normalize_padded(padded: Any, kernel_size: int = 7, sigma: float = 7.0 / 6,
+                     C: int = 1) -> Any:
+    """The normalisation of the centre of a float64 block whose outer ``kernel_size // 2`` rows
+    and columns are its padding: one function for the whole image and for a tile with its halo
+    (:mod:`iqa_tools.tiling`), so that both compute every pixel with the same operations."""
+    import torch
+    import torch.nn.functional as F
+
+    if kernel_size % 2 != 1:
+        raise ValueError(f"an odd kernel size is needed, got {kernel_size}")
+    half = kernel_size // 2
+    taps = _gaussian_1d(kernel_size, sigma, padded)
+    if padded.device.type == "cpu":  # scipy's 1-D filters: half torch's float64 time on a CPU
         from scipy.ndimage import correlate1d
 
-        weights, half = taps.numpy(), kernel_size // 2
+        weights = taps.numpy()
 
         def blur(values: Any) -> Any:
-            padded = pad(values).numpy()
-            passed = correlate1d(correlate1d(padded, weights, axis=-2), weights, axis=-1)
+            passed = correlate1d(correlate1d(values.numpy(), weights, axis=-2), weights, axis=-1)
             return torch.from_numpy(passed[..., half:-half, half:-half].copy())
     else:
-        vertical = taps.view(1, 1, kernel_size, 1).repeat(x.shape[1], 1, 1, 1)
-        horizontal = taps.view(1, 1, 1, kernel_size).repeat(x.shape[1], 1, 1, 1)
+        vertical = taps.view(1, 1, kernel_size, 1).repeat(padded.shape[1], 1, 1, 1)
+        horizontal = taps.view(1, 1, 1, kernel_size).repeat(padded.shape[1], 1, 1, 1)
 
         def blur(values: Any) -> Any:
-            passed = F.conv2d(pad(values), vertical, groups=values.shape[1])
+            passed = F.conv2d(values, vertical, groups=values.shape[1])
             return F.conv2d(passed, horizontal, groups=values.shape[1])
 
-    mu = blur(x)
-    variance = (blur(x * x) - mu * mu).abs()
+    x = padded[..., half:-half, half:-half]
+    mu = blur(padded)
+    variance = (blur(padded * padded) - mu * mu).abs()
     deviation = torch.sqrt(variance + torch.finfo(torch.float64).eps)
-    return ((x - mu) / (deviation + C)).to(img.dtype)
+    return (x - mu) / (deviation + C)
 
 
 def _when_active(step: Callable[..., Any]) -> Callable[..., Any]:

@@ -293,7 +293,7 @@ class ToolRegistry:
         else:
             # Decode (and compare sizes) outside the tool's own error handling: a bad input
             # image is the caller's problem, not a tool failure that a fallback could fix.
-            _ = target.pixels
+            _ = target.stored
             if ref is not None:
                 check_same_size(spec.name, target, ref)
             if spec.requires_texture and is_one_colour(target):
@@ -322,9 +322,11 @@ class ToolRegistry:
         key = (spec.name, spec.precision, "run")
         try:
             with _POOL.lock_for(key), torch.inference_mode(), _numerics_for(spec):
-                x = _to_tensor(target, device, spec.precision)
-                output = metric(x, _to_tensor(ref, device, spec.precision)) \
-                    if ref is not None else metric(x)
+                output = self._tiled(spec, metric, target, ref, device)
+                if output is None:
+                    x = _to_tensor(target, device, spec.precision)
+                    output = metric(x, _to_tensor(ref, device, spec.precision)) \
+                        if ref is not None else metric(x)
             raw = float(output.detach().reshape(-1)[0].cpu()) if torch.is_tensor(output) \
                 else float(output)
         except Exception as exc:  # a metric can raise anything on odd input; keep the reason
@@ -336,6 +338,25 @@ class ToolRegistry:
         if not math.isfinite(raw):
             raise NonFiniteScoreError(f"{spec.name} returned {raw} for {target.path}")
         return raw
+
+    def _tiles(self, spec: ToolSpec, image: LoadedImage) -> bool:
+        """Whether this tool scores this (decoded) image tile by tile."""
+        from . import tiling  # torch: loaded by now for the tool's model anyway
+
+        height, width = image.stored.shape[:2]
+        return tiling.applies(spec.pyiqa_name, height * width, self.settings.tile_above_pixels)
+
+    def _tiled(self, spec: ToolSpec, metric: Any, target: LoadedImage,
+               ref: LoadedImage | None, device: str) -> float | None:
+        """The score computed tile by tile (:mod:`iqa_tools.tiling`: the whole-image score, in
+        a tile's memory, from the pixels without a full-size float copy); None below the size
+        setting, or for a metric that module does not reproduce."""
+        if not self._tiles(spec, target):
+            return None
+        from . import tiling
+
+        tile = self.settings.tile_size or tiling.DEFAULT_TILE.get(device, 1024)
+        return tiling.score(metric, target, ref, device=device, dtype=spec.precision, tile=tile)
 
     # -- batches ---------------------------------------------------------------------------------
 
@@ -367,10 +388,12 @@ class ToolRegistry:
             if key in seen or self.cache.get(key) is not None:
                 continue
             try:
-                shape = target.pixels.shape
-                if ref is not None and ref.pixels.shape != shape:
+                shape = target.stored.shape
+                if ref is not None and ref.stored.shape != shape:
                     continue
                 if spec.requires_texture and is_one_colour(target):
+                    continue
+                if self._tiles(spec, target):  # scored in tiles, one call at a time
                     continue
             except ToolError:
                 continue
@@ -433,7 +456,7 @@ def _is_time_limit(exc: BaseException) -> bool:
 
 
 def check_same_size(tool: str, target: LoadedImage, ref: LoadedImage) -> None:
-    if target.pixels.shape != ref.pixels.shape:
+    if target.stored.shape != ref.stored.shape:
         (tw, th), (rw, rh) = target.size, ref.size
         raise InputError(
             f"{tool} compares pixel by pixel, but {target.path} is {tw}x{th} and the reference "
@@ -446,7 +469,7 @@ def is_one_colour(image: LoadedImage) -> bool:
 
     A spread-out sample of a thousand pixels settles it for any photo; only a sample all of
     one colour is followed by the full comparison."""
-    flat = image.pixels.reshape(-1, image.pixels.shape[-1])
+    flat = image.stored.reshape(-1, image.stored.shape[-1])
     first = flat[:1]
     if not (flat[::max(1, len(flat) // 1000)] == first).all():
         return False

@@ -48,6 +48,19 @@ class ToolSettings(BaseSettings):
         "OpenMP threads then spin against each other: give each cores / processes",
     )
 
+    tile_above_pixels: int = Field(
+        default=1_000_000, ge=0,
+        description="BRISQUE, NIQE, PIQE, SSIM and PSNR score an image with more pixels than this "
+        "tile by tile (iqa_tools.tiling): the same score in the memory of one tile, and from "
+        "about 1 MP no slower on a CPU; smaller images keep whole-image (and batched) passes",
+    )
+    tile_size: int | None = Field(
+        default=None, ge=16,
+        description="side of a tile in pixels (rounded down to whole 96x96 patches for NIQE "
+        "and 16x16 blocks for PIQE); memory per tool call grows with its square. None: "
+        "iqa_tools.tiling.DEFAULT_TILE for the device",
+    )
+
     @field_validator("weights_dir", "metadata_path", mode="after")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:

@@ -19,7 +19,8 @@
 # (./device-out), LIMIT (photos, 100), CHECK_LIMIT (photos for the consistency check, 40),
 # DEVICE (cuda), THREADS (local job threads, a list: 1), SCALING (default workers beside one tool
 # worker at batch 1: 1,4; "" skips), BATCHED_SCALING (the same at batch 16: 8), STAGES (all of
-# "check jobs batches scaling"), LOCAL_BATCH (the local job again with this tool batch: 16; 0
+# "check jobs batches scaling"; "tiles" runs the tiled-scoring tests and benchmarks/large_photos.py
+# at TILE_SIZES megapixels, 12,24,50,100), LOCAL_BATCH (the local job again with this tool batch: 16; 0
 # skips), PROFILE=0 (no profile run), SKIP_INSTALL=1 to use PYTHON's own packages.  A rehearsal on
 # a CPU-only machine:
 #
@@ -137,6 +138,16 @@ if wants batches; then
         --weights-dir "$DATA/pyiqa-weights" --device "$DEVICE" --limit "$LIMIT" \
         --batches 8,16,32 > "$OUT/tool_batches.txt"
     cat "$OUT/tool_batches.txt"
+fi
+if wants tiles; then
+    # Camera-sized photos scored tile by tile: the exactness tests on CUDA, then the benchmark.
+    AGENTIC_IQA_DATA_DIR=$DATA stage 240 "$PYTHON" -m pytest -q -p no:cacheprovider \
+        -o addopts=-ra tests/iqa_tools/test_tiling.py > "$OUT/tiles_tests.txt"
+    cat "$OUT/tiles_tests.txt"
+    stage 420 "$PYTHON" benchmarks/large_photos.py --device "$DEVICE" \
+        --sizes "${TILE_SIZES:-12,24,50,100}" --photos "$DATA/livec-dev/images" \
+        --weights-dir "$DATA/pyiqa-weights" > "$OUT/large_photos.txt"
+    cat "$OUT/large_photos.txt"
 fi
 if wants scaling; then
     for spec in "1:${SCALING-1,4}" "16:${BATCHED_SCALING-8}"; do

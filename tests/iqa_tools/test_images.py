@@ -34,6 +34,17 @@ def test_pixels_match_pyiqa_own_loader_bit_for_bit(tmp_path):
     assert np.array_equal(ours, theirs)
 
 
+def test_8_bit_pixels_are_kept_as_uint8_decoded_a_band_of_rows_at_a_time(tmp_path, monkeypatch):
+    from iqa_tools import images
+
+    monkeypatch.setattr(images, "_BAND_BYTES", 1000)  # 5 rows of 61 a band
+    path = save(tmp_path / "c.png", natural_image(4, (67, 61)))
+    loaded = load_image(path)
+    assert loaded.stored.dtype == np.uint8
+    assert np.array_equal(loaded.stored, np.asarray(Image.open(path).convert("RGB")))
+    assert np.array_equal(loaded.pixels, loaded.stored.astype(np.float32) / np.float32(255))
+
+
 def test_exif_orientation_is_applied(tmp_path):
     array = natural_image(size=(64, 32))  # 64 wide, 32 high
     exif = Image.Exif()
