@@ -478,6 +478,7 @@ def _stopping_on_a_full_disk(engine: Any, job_id: str,
     from ..runtime import lifecycle
     from .faults import disk_full
 
+    reserve = _reserve_space(engine)
     try:
         yield
     except Exception as exc:
@@ -485,12 +486,37 @@ def _stopping_on_a_full_disk(engine: Any, job_id: str,
             raise
         if before is not None:
             before()
+        if reserve is not None:  # room for the note that says why the job stopped
+            reserve.unlink(missing_ok=True)
         needed = lifecycle.space_needed(engine, job_id)
         lifecycle.note_disk_full(engine, job_id, needed)
         amount = f" (about {needed / 1e6:.0f} MB more)" if needed else ""
         _fail(f"job {job_id[:8]} stopped: the disk holding the results database is full; "
               f"free space{amount}, then `agentic-iqa eval resume {job_id[:8]}` continues "
               "it where it stopped", code=2)
+    finally:
+        if reserve is not None:
+            reserve.unlink(missing_ok=True)
+
+
+#: Bytes held beside a SQLite database while a job runs here (:func:`_reserve_space`).
+RESERVE_BYTES = 256 << 10
+
+
+def _reserve_space(engine: Any) -> Path | None:
+    """A little space held on the disk of a SQLite database while a job runs here, given back
+    when that disk fills, so that the job can still be marked as stopped by a full disk (a
+    disk filled to the last page takes no write, not even that note)."""
+    database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        return None
+    path = Path(f"{database}.reserve")
+    try:
+        path.write_bytes(bytes(RESERVE_BYTES))
+    except OSError:  # already full, or not ours to write: the note may then fail, as before
+        path.unlink(missing_ok=True)
+        return None
+    return path
 
 
 @eval_app.command("status")
