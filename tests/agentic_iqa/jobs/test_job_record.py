@@ -35,16 +35,6 @@ def items(tmp_path: Path):
     return multiple_choice(paths, 4, seed=2) + scoring(paths, 2, seed=2)
 
 
-@pytest.fixture
-def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'results.sqlite3'}"
-    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
-    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-    monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
-    return url
-
-
 def _openai_env(monkeypatch: pytest.MonkeyPatch, server, *, key: str | None) -> None:
     for name, value in {"VLM_BACKEND": "openai", "VLM_MODEL": "sim-vl",
                         "VLM_BASE_URL": f"{server.url}/v1"}.items():

@@ -34,19 +34,6 @@ from tests.conformance.simulated_model import Behaviour
 runner = CliRunner()
 
 
-@pytest.fixture
-def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'results.sqlite3'}"
-    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
-    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-    monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
-    monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
-    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL"):
-        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
-    return url
-
-
 def _jobs(url: str) -> int:
     if not Path(url.removeprefix("sqlite:///")).exists():
         return 0
