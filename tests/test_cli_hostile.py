@@ -316,3 +316,114 @@ def test_a_job_stopped_by_a_full_disk_says_so_and_resumes_once_space_is_freed(
         assert "30 done, 0 failed of 30 items" in resumed.output
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+#: Every command of COMMANDS (and the rest of a job's life) on a full disk: whether it only
+#: reads (it must keep working, as on any disk) and what its output must then hold.  JOB and
+#: JOB2 are two finished jobs, JOB8 the first one's short id, RUN a run of it; STOPPED is a job
+#: whose process died mid-way (still "running"), which cancel and resume must write to.
+FULL_DISK = [
+    (["eval", "status", "JOB"], "read", "1/1 finished"),
+    (["eval", "status"], "read", "JOB2"),
+    (["eval", "report", "JOB"], "read", "JOB"),
+    (["eval", "export", "JOB", "--format", "csv", "--output", "-"], "read", "i03_blurred.png"),
+    (["eval", "export", "JOB", "--format", "csv", "--output", "FULL/out.csv"], "write",
+     "out.csv"),
+    (["runs", "list"], "read", "i03_blurred.png"),
+    (["runs", "show", "RUN"], "read", "RUN"),
+    (["eval", "compare", "JOB", "JOB2", "--bootstrap", "0"], "read", "JOB8"),
+    (["eval", "cancel", "JOB"], "finished", "already finished (done)"),
+    (["eval", "cancel", "STOPPED"], "write", None),
+    (["eval", "resume", "JOB"], "write", None),
+    (["eval", "resume", "STOPPED"], "write", None),
+    (["db", "upgrade"], "read", "up to date"),
+    (["eval", "submit", "MANIFEST"], "write", None),
+]
+
+
+def _fill(folder: Path) -> None:
+    """Write zeros into ``folder`` until its filesystem refuses the next block."""
+    with open(folder / "filler", "wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 4096)
+        except OSError:
+            pass
+        try:  # the last partial block
+            while True:
+                filler.write(b"\0")
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def full_disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Two finished jobs and a stopped one in a SQLite database on a 2 MB tmpfs, which is
+    then filled."""
+    import subprocess
+
+    from agentic_iqa.db.engine import dispose_engines
+
+    tmp_path = tmp_path_factory.mktemp("fulldisk")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        manifest = _manifest(tmp_path)
+        env = _env(tmp_path, AGENTIC_IQA_DATABASE_URL=f"sqlite:///{mount / 'r.sqlite3'}",
+                   AGENTIC_IQA_LOG_DIR=str(tmp_path))
+        jobs = []
+        for _ in range(3):
+            result = runner.invoke(app, ["eval", "submit", str(manifest)], env=env)
+            assert result.exit_code == 0, result.output
+            jobs.append(result.stdout.strip().splitlines()[0])
+        listed = runner.invoke(app, ["runs", "list", "--json", "--job", jobs[0]], env=env)
+        run = json.loads(listed.stdout)[0]["id"]
+        with sqlite3.connect(mount / "r.sqlite3") as db:  # the oldest, its process gone
+            db.execute("update jobs set status='running', finished_at=null, "
+                       "created_at='2020-01-01 00:00:00' where id=?", (jobs[2],))
+            db.execute("update job_items set status='queued' where job_id=?", (jobs[2],))
+        db.close()
+        dispose_engines()  # nothing held open: the WAL is checkpointed into the file
+        _fill(mount)
+        yield {"env": env, "manifest": manifest, "job": jobs[0], "job2": jobs[1],
+               "stopped": jobs[2], "run": run, "mount": mount}
+    finally:
+        dispose_engines()
+        subprocess.run(["umount", "-l", str(mount)], check=False)  # lazy: an engine may hold it
+
+
+@pytest.mark.parametrize(("args", "kind", "expected"), FULL_DISK,
+                         ids=[" ".join(a) for a, _, _ in FULL_DISK])
+def test_every_command_on_a_full_disk_reads_as_usual_or_is_one_line_saying_free_space(
+        full_disk: dict[str, Any], args: list[str], kind: str, expected: str | None) -> None:
+    """Reads keep working on a full disk; a write (a new job, a resume, a file on the full
+    disk) is one line saying the disk is full and what to do; never a traceback or an ETA."""
+    from agentic_iqa.db.engine import dispose_engines
+
+    names = {"JOB": full_disk["job"], "JOB2": full_disk["job2"], "RUN": full_disk["run"],
+             "JOB8": full_disk["job"][:8], "STOPPED": full_disk["stopped"],
+             "MANIFEST": str(full_disk["manifest"])}
+    args = [names.get(a) or a.replace("FULL", str(full_disk["mount"])) for a in args]
+    dispose_engines()  # as in a new process: no connection left open by the command before
+    result = runner.invoke(app, args, env=full_disk["env"])
+    assert "Traceback" not in result.output and "ETA" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    if kind == "write":
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.strip().splitlines()
+        assert " full" in line and "free some space" in line, line
+        assert expected is None or expected in line, line
+        assert not (full_disk["mount"] / "out.csv").exists()  # nor a part of one
+        dispose_engines()
+        debug = runner.invoke(app, ["--debug", *args], env=full_disk["env"])
+        assert debug.exit_code == 2 and "Traceback" in debug.output, debug.output
+        return
+    assert result.exit_code == (1 if kind == "finished" else 0), result.output
+    assert names.get(expected or "", expected) in result.output, result.output
+
+
+def test_the_full_disk_check_covers_every_command_of_the_unreachable_database_check() -> None:
+    assert {tuple(a[:2]) for a in COMMANDS} <= {tuple(a[:2]) for a, _, _ in FULL_DISK}

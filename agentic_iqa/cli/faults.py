@@ -44,9 +44,13 @@ def _module(exc: BaseException) -> str:
     return type(exc).__module__ or ""
 
 
+#: SQLite's "disk I/O error" growing a WAL database's -shm file: no room left for it.
+_SQLITE_IOERR_SHMSIZE = 4874
+
+
 def disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` (or what it wraps) says a disk is full: ENOSPC, or SQLite's
-    "database or disk is full"."""
+    "database or disk is full" (or its failure to grow a -shm file)."""
     for link in _chain(exc):
         if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
@@ -54,6 +58,8 @@ def disk_full(exc: BaseException) -> bool:
         if "disk is full" in text or "no space left on device" in text:
             return True
         if isinstance(link, sqlite3.OperationalError) and "full" in text:
+            return True
+        if getattr(link, "sqlite_errorcode", None) == _SQLITE_IOERR_SHMSIZE:  # "disk I/O error"
             return True
     return False
 

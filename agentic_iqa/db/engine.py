@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -87,8 +88,40 @@ def build_engine(url: str | URL, *, foreign_keys: bool = True, pooled: bool = Tr
     return create_engine(parsed, pool_pre_ping=True, **options)
 
 
+#: SQLite's extended error code for "the -shm file could not be grown" (a full disk).
+SQLITE_IOERR_SHMSIZE = 4874
+#: ``info`` key of a pooled SQLite connection opened in exclusive locking mode.
+_EXCLUSIVE = "agentic_iqa_exclusive"
+
+
 def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
     """PRAGMAs on every new connection, and SQLAlchemy (not sqlite3) in charge of BEGIN."""
+
+    @event.listens_for(engine, "do_connect")
+    def _do_connect(dialect: Any, record: Any, cargs: Any, cparams: Any) -> Any:
+        # A WAL database that no process has open needs room for its -shm file before the
+        # first read: on a full disk even `eval status` would fail ("disk I/O error").  Such a
+        # connection retries in exclusive locking mode, which keeps that index in memory: reads
+        # work, and a write fails as "database or disk is full", which says what to do.
+        connection = dialect.connect(*cargs, **cparams)
+        record.info.pop(_EXCLUSIVE, None)
+        try:
+            connection.execute("PRAGMA schema_version").fetchall()
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != SQLITE_IOERR_SHMSIZE:
+                raise
+            connection.close()
+            connection = dialect.connect(*cargs, **cparams)
+            connection.execute("PRAGMA locking_mode=EXCLUSIVE")
+            record.info[_EXCLUSIVE] = True
+        return connection
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        # An exclusive connection keeps its lock until it is closed: closed at once, it keeps
+        # no other connection (a migration's, another process's) waiting for it.
+        if record is not None and record.info.get(_EXCLUSIVE):
+            record.invalidate()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
