@@ -104,6 +104,22 @@ class PipelineSettings(BaseSettings):
     vlm_cache: bool = True
     #: The price table (USD per million tokens per model); unset: configs/prices.yaml.
     prices_file: Path | None = None
+    #: ``eval submit --batch``: a round's batch is sent when every run of the job waits for an
+    #: answer; or, with this set above 0, as soon as this many requests wait (a job is not held
+    #: back by its slowest item); or once the oldest has waited ``batch_gather_seconds``.
+    batch_round_size: int = Field(default=0, ge=0)
+    batch_gather_seconds: float = Field(default=300.0, gt=0)
+    #: An open batch is polled after this many seconds, the wait doubling up to the maximum.
+    batch_poll_initial: float = Field(default=5.0, gt=0)
+    batch_poll_max: float = Field(default=300.0, gt=0)
+    #: Batches a request may come back errored or expired from before its item fails with the
+    #: provider's reason.
+    batch_max_tries: int = Field(default=3, ge=1)
+    #: Requests in one batch at most; unset: the provider's limit (50,000 OpenAI, 100,000
+    #: Anthropic).
+    batch_max_requests: int | None = Field(default=None, ge=1)
+    #: Items of a batch job in flight at once: all of them wait in the same rounds.
+    batch_window: int = Field(default=50_000, ge=1)
 
     @property
     def vlm_steps_queue(self) -> str:

@@ -80,6 +80,8 @@ class Agents:
     executor: VLMClient
     summarizer: VLMClient
     registry: ToolRegistry
+    #: The model calls are answered by provider batches (:mod:`agentic_iqa.vlm.batching`).
+    batch: bool = False
 
 
 def default_agents(registry: ToolRegistry | None = None) -> Agents:
@@ -135,9 +137,11 @@ def agents_for(config: RunConfig | None) -> Agents:
     if config.metric_tools:
         return metric_agents(registry)
     roles = backend_configs(config)
-    return Agents(planner=create_client("planner", roles),
-                  executor=create_client("executor", roles),
-                  summarizer=create_client("summarizer", roles), registry=registry)
+    batch = config.batch
+    return Agents(planner=create_client("planner", roles, batch=batch),
+                  executor=create_client("executor", roles, batch=batch),
+                  summarizer=create_client("summarizer", roles, batch=batch),
+                  registry=registry, batch=batch)
 
 
 class AgentsCache:

@@ -70,6 +70,8 @@ class RunConfig(BaseModel):
     rate_limits: dict[str, Any] = Field(default_factory=dict)
     #: A metric job: its tools, and no VLM at all.
     metric_tools: list[str] | None = None
+    #: The model calls go through the provider's batch interface, in rounds (``--batch``).
+    batch: bool = False
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -136,7 +138,7 @@ def stored_base_url(url: str | None) -> str | None:
 def capture(*, max_replan_iterations: int, vlm_cache: bool,
             metric_tools: list[str] | None = None,
             roles: Mapping[str, BackendConfig] | None = None,
-            tool_settings: Any = None) -> RunConfig:
+            tool_settings: Any = None, batch: bool = False) -> RunConfig:
     """The configuration in force here and now (configs/*.yaml and ``AGENTIC_IQA_*``)."""
     from .config import load_tool_settings
 
@@ -160,7 +162,7 @@ def capture(*, max_replan_iterations: int, vlm_cache: bool,
         keyed=keyed,
         tools=ToolsConfig(device=settings.device, fallback_chain=list(settings.fallback_chain),
                           catalog=digests, precision=precision),
-        vlm_cache=vlm_cache, rate_limits=limits, metric_tools=metric_tools)
+        vlm_cache=vlm_cache, rate_limits=limits, metric_tools=metric_tools, batch=batch)
 
 
 #: Role configurations this process was given by flags (``--base-url``): its environment as

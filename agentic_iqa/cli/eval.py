@@ -150,6 +150,12 @@ def submit(
         bool, typer.Option("--vlm-cache/--no-vlm-cache",
                            help="answer deterministic VLM requests from the response cache")
     ] = True,
+    batch: Annotated[
+        bool, typer.Option("--batch", help="send the model calls through the provider's batch "
+                                           "interface (OpenAI Batch API, Anthropic Message "
+                                           "Batches): half the price, answers within 24 h "
+                                           "(usually minutes), in rounds")
+    ] = False,
 ) -> None:
     """Create a job from a manifest and start it (Celery workers, or locally without a broker).
 
@@ -167,6 +173,7 @@ def submit(
     from ..jobs.tools import MetricToolsError, check_tools, parse_tools
     from ..runconfig import capture
     from ..runtime import lifecycle
+    from ..vlm.base import VLMError
 
     if mode not in ("agent", "vlm", "tools"):
         _fail(f"unknown --mode {mode!r}: agent, vlm or tools", code=2)
@@ -189,15 +196,15 @@ def submit(
     engine = _database()
     try:
         config = capture(max_replan_iterations=_max_replans(), vlm_cache=vlm_cache,
-                         metric_tools=metric_tools, roles=roles)
+                         metric_tools=metric_tools, roles=roles, batch=batch)
         if not broker and roles:  # it runs here: refused now, before a job is stored
             _honoured_here(config, roles)
         job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
                                   check_images=not no_check_images, mos_range=mos_range,
                                   vlm_cache=vlm_cache, tools=metric_tools, config=config,
                                   mode="tools" if metric_tools else mode, dataset=dataset,
-                                  split=split, image_dir=image_dir, limit=limit)
-    except MetricToolsError as exc:
+                                  split=split, image_dir=image_dir, limit=limit, batch=batch)
+    except (MetricToolsError, VLMError) as exc:
         _fail(str(exc), code=2)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
@@ -325,13 +332,18 @@ def estimate(
     backend: BackendOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
+    batch: Annotated[bool, typer.Option(
+        "--batch", help="also price the job through the providers' batch APIs (eval submit "
+                        "--batch): cost at each provider's batch_discount, wall time in "
+                        "rounds of batches")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run the first SAMPLE good items for real and extrapolate calls, tokens, cost and time.
 
     The sample runs here, one item at a time, in a scratch SQLite database that is deleted
     afterwards (the results database is not touched), with the VLM response cache off so the
-    figures are those of a cold run.
+    figures are those of a cold run. With --batch the sample still runs online (a batch can take
+    hours); its calls are priced again at each provider's batch discount.
     """
     import itertools
     import os
@@ -341,10 +353,11 @@ def estimate(
     from ..config import PipelineSettings
     from ..db import dispose_engines, make_engine, reads, upgrade
     from ..db.engine import read_scope
-    from ..jobs.estimate import extrapolate
+    from ..jobs.estimate import batch_pricing, describe_batch, extrapolate
     from ..jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
     from ..runconfig import capture
     from ..runtime import lifecycle
+    from ..vlm.usage import PriceTable
 
     roles = use_backend(backend, model, base_url)
     try:
@@ -378,7 +391,10 @@ def estimate(
                 lifecycle.run_local(engine, job_id, _agents(), workers=1)
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
-                measured = reads.vlm_summary(session, job_id)
+                prices = PriceTable.load()
+                measured = reads.vlm_summary(session, job_id, prices)
+                as_batch = (batch_pricing(reads.vlm_usage(session, job_id=job_id), prices)
+                            if batch else None)
                 failed = [(item.item_key, item.error) for item in reads.failed_items(
                     session, job_id)]
             dispose_engines(url)
@@ -388,7 +404,7 @@ def estimate(
         else:
             os.environ["AGENTIC_IQA_VLM_CACHE"] = previous
     result = extrapolate(measured, sample_items=len(chosen), sample_seconds=seconds,
-                         total_items=total, concurrency=concurrency)
+                         total_items=total, concurrency=concurrency, batch=as_batch)
     result["sample_failed"] = len(failed)
     result["sample_failures"] = [{"item": key, "error": error} for key, error in failed]
     if len(failed) == len(chosen):  # nothing to extrapolate from: say why, do not print zeros
@@ -405,10 +421,14 @@ def estimate(
         err.print(f"[yellow]warning:[/] {len(failed)} of {len(chosen)} sampled items failed "
                   f"(the estimate counts them as they cost): {escape(failed[0][1] or '')}",
                   highlight=False, soft_wrap=True)
-    out.print(f"estimate: {result['calls']:.0f} VLM calls, {result['input_tokens']:.0f} input "
-              f"tokens, {result['output_tokens']:.0f} output tokens, cost "
-              f"{format_cost(result['cost_usd'])} ({format_cost(result['cost_per_item_usd'])} "
-              f"per item), about {result['wall_seconds']:.0f} s", highlight=False, soft_wrap=True)
+    out.print(f"estimate (extrapolated from the sample): {result['calls']:.0f} VLM calls, "
+              f"{result['input_tokens']:.0f} input tokens, {result['output_tokens']:.0f} output "
+              f"tokens, cost {format_cost(result['cost_usd'])} "
+              f"({format_cost(result['cost_per_item_usd'])} per item), about "
+              f"{result['wall_seconds']:.0f} s", highlight=False, soft_wrap=True)
+    if batch:
+        for line in describe_batch(result):
+            out.print(line, highlight=False, soft_wrap=True)
 
 
 def _negative_mos_count(engine: Any, job_id: str) -> int:
@@ -544,7 +564,8 @@ def status(
                 "stalled": current.stalled, "kind": "metric" if current.tools else "agent",
                 "tools": list(current.tools) if current.tools else None,
                 "error": current.error, "waiting": current.waiting,
-                "orphaned": current.orphaned, "vlm": _vlm_summary(engine, current.job_id)}
+                "orphaned": current.orphaned, "vlm": _vlm_summary(engine, current.job_id),
+                "batch": _batch_document(current.batch)}
     if as_json:
         print(json.dumps(document, indent=2))
         return
@@ -571,6 +592,38 @@ def status(
     out.print(f"  {current.finished}/{current.total} finished, {_pace(current)}",
               highlight=False, soft_wrap=True)
     out.print(f"  VLM: {vlm_line(document['vlm'])}", highlight=False, soft_wrap=True)
+    for line in _batch_lines(current.batch):
+        out.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _batch_document(batch: Any) -> dict[str, Any] | None:
+    """A batch job's rounds for ``eval status --json``."""
+    if batch is None:
+        return None
+    return {"round": batch.round, "requests": batch.requests, "open": [
+        {"round": view.round, "role": view.role, "backend": view.backend, "model": view.model,
+         "id": view.provider_id, "status": view.status, "requests": view.requests,
+         "counts": view.counts, "expires_at": view.expires_at.isoformat()
+         if view.expires_at else None, "error": view.error} for view in batch.open]}
+
+
+def _batch_lines(batch: Any) -> list[str]:
+    """The round, each open batch's state, counts and expiry, the requests waiting."""
+    if batch is None:
+        return []
+    requests = batch.requests
+    lines = [f"batch: round {batch.round}; requests: "
+             + (", ".join(f"{requests[state]} {state}" for state in
+                          ("answered", "submitted", "pending", "failed") if requests.get(state))
+                or "none yet")]
+    for view in batch.open:
+        counts = ", ".join(f"{count} {name}" for name, count in view.counts.items()
+                           if count and name != "total")
+        expires = f", expires {view.expires_at:%Y-%m-%d %H:%M} UTC" if view.expires_at else ""
+        lines.append(f"  round {view.round} {view.backend}/{view.model} "
+                     f"{view.provider_id or '(being sent)'}: {view.status}, {view.requests} "
+                     f"requests{f' ({counts})' if counts else ''}{expires}")
+    return lines
 
 
 @eval_app.command("resume")
@@ -759,6 +812,7 @@ def export(
     answered, per-tool normalized and raw scores, severities, errors."""
     from ..db.reads import JobNotFound
     from ..jobs.export import write_rows
+    from .faults import disk_full
 
     if fmt not in {"csv", "jsonl", "parquet"}:
         _fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
@@ -775,7 +829,13 @@ def export(
             _fail(str(exc), code=2)
         return
     path = output or Path(f"job-{job_id[:8]}.{fmt}")
-    count = write_rows(rows, path, fmt, columns)
+    try:
+        count = write_rows(rows, path, fmt, columns)
+    except OSError as exc:  # the results database is read, so the full disk is the file's
+        if not disk_full(exc):
+            raise
+        _fail(f"the disk holding {path.resolve()} is full (nothing was written): free some "
+              "space there, or write elsewhere with -o", code=2)
     note = "" if output else " (no -o given: the default name; -o - writes to standard output)"
     err.print(f"wrote {count} rows to {path.resolve()}{note}", highlight=False, soft_wrap=True)
 

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -133,6 +134,9 @@ class Run(Base):
     resends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     #: False: this run's VLM requests bypass the response cache (``--no-vlm-cache``).
     vlm_cache: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    #: True while the run waits for a model answer from a provider batch (``--batch``): no
+    #: lease, nothing to re-send; the round that reads the answer sends it on.
+    awaiting_batch: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     steps: Mapped[list[StepRecord]] = relationship(
         back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
@@ -273,6 +277,8 @@ class VlmCall(Base):
     error: Mapped[str | None] = mapped_column(Text)
     #: Host (and port) the call went to, never credentials; None for cache hits of old rows.
     endpoint: Mapped[str | None] = mapped_column(Text)
+    #: The provider's batch id when the answer came from a batch (billed at the batch price).
+    batch: Mapped[str | None] = mapped_column(Text)
 
     def __repr__(self) -> str:
         return (f"VlmCall(run_id={self.run_id!r}, step={self.step!r}, seq={self.seq}, "
@@ -387,3 +393,90 @@ class JobItem(Base):
 
     def __repr__(self) -> str:
         return f"JobItem(job_id={self.job_id!r}, line={self.line}, status={self.status!r})"
+
+
+#: A batch request: waiting for a round, sent in a batch, answered, or failed for good.
+BATCH_REQUEST_STATUSES = ("pending", "submitted", "answered", "failed")
+
+
+class VlmBatch(Base):
+    """One batch sent to a provider (``eval submit --batch``): a round's requests for one
+    backend and model.
+
+    The row is written (``status`` "submitting", no ``provider_id``) and committed before the
+    provider is asked, and ``id`` travels in the batch's metadata: a process killed between the
+    two finds its batch again instead of paying for it twice.
+    """
+
+    __tablename__ = "vlm_batches"
+    __table_args__ = (Index("ix_vlm_batches_ended_next_poll_at", "ended", "next_poll_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id", ondelete="CASCADE"),
+                                        index=True)
+    round: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    backend: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(Text)
+    provider_id: Mapped[str | None] = mapped_column(Text)
+    #: "submitting" until the provider has it; then the provider's own word.
+    status: Mapped[str] = mapped_column(String(32), default="submitting")
+    ended: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: The answers were read and written to the requests (nothing more to read).
+    read: Mapped[bool] = mapped_column(Boolean, default=False)
+    request_count: Mapped[int] = mapped_column(Integer)
+    counts_json: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    submitted_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    #: Polled no sooner than this (backoff); a supervisor claims a poll by moving it.
+    next_poll_at: Mapped[datetime | None]
+    polls: Mapped[int] = mapped_column(Integer, default=0)
+
+    def __repr__(self) -> str:
+        return (f"VlmBatch(id={self.id!r}, round={self.round}, status={self.status!r}, "
+                f"requests={self.request_count})")
+
+
+class BatchRequest(Base):
+    """One model call a run waits for, keyed like the call it stands for (run, step,
+    iteration, seq: its place in the step), so a step replayed after its answers came finds
+    them in order.  ``custom_id`` on the provider's side is ``q<id>``."""
+
+    __tablename__ = "batch_requests"
+    __table_args__ = (
+        UniqueConstraint("run_id", "step", "iteration", "seq"),
+        _status_check(BATCH_REQUEST_STATUSES),
+        Index("ix_batch_requests_job_id_status", "job_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(String(36), _run_fk())
+    step: Mapped[str] = mapped_column(String(32))
+    iteration: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))
+    #: The response-cache key of the request (agentic_iqa.vlm.cache.request_key).
+    request_key: Mapped[str] = mapped_column(String(64))
+    #: The request as JSON (texts, image paths, options): the body is built when it is sent.
+    request_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    batch_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("vlm_batches.id", ondelete="SET NULL"), index=True)
+    #: Batches it was sent in without an answer (errored, expired) so far.
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    response_json: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    answered_at: Mapped[datetime | None]
+
+    @property
+    def custom_id(self) -> str:
+        return f"q{self.id}"
+
+    def __repr__(self) -> str:
+        return (f"BatchRequest(id={self.id}, run_id={self.run_id!r}, step={self.step!r}, "
+                f"seq={self.seq}, status={self.status!r})")

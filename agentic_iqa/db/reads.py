@@ -168,25 +168,28 @@ def _real(column: Any) -> Any:
 
 def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None = None
               ) -> list[ModelUsage]:
-    """Calls, cache hits and tokens per (backend, model), for a run or every run of a job."""
+    """Calls, cache hits and tokens per (backend, model), for a run or every run of a job;
+    calls answered by a provider batch apart (they cost the batch price)."""
+    is_batch = VlmCall.batch.is_not(None)
     statement = select(
-        VlmCall.backend, VlmCall.model, VlmCall.endpoint,
+        VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch,
         _real(1), func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
         _real(VlmCall.input_tokens), _real(VlmCall.output_tokens), _real(VlmCall.cached_tokens),
         func.coalesce(func.sum(case(
             (VlmCall.cache_hit, 0),
             ((VlmCall.input_tokens.is_(None)) | (VlmCall.output_tokens.is_(None)), 1),
             else_=0)), 0),
-    ).group_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint).order_by(
-        VlmCall.backend, VlmCall.model, VlmCall.endpoint)
+    ).group_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch).order_by(
+        VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch)
     if run_id is not None:
         statement = statement.where(VlmCall.run_id == run_id)
     if job_id is not None:
         statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
     from ..vlm.usage import ModelUsage
 
-    return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint)
-            for backend, model, endpoint, *values in session.execute(statement).all()]
+    return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint,
+                       batch=bool(batch))
+            for backend, model, endpoint, batch, *values in session.execute(statement).all()]
 
 
 def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:

@@ -521,7 +521,7 @@ def store_vlm_calls(session: Session, run_id: str, step: str, iteration: int, at
          "output_tokens": record.output_tokens, "cached_tokens": record.cached_tokens,
          "latency_s": record.latency_s, "cache_hit": record.cache_hit,
          "request_key": record.request_key, "created_at": utc_now(),
-         "error": redact(record.error), "endpoint": record.endpoint}
+         "error": redact(record.error), "endpoint": record.endpoint, "batch": record.batch}
         for seq, record in enumerate(records)
     ])
     session.flush()

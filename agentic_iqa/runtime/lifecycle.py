@@ -78,7 +78,8 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
            vlm_cache: bool = True, tools: Sequence[str] | None = None,
            tool_settings: ToolSettings | None = None, config: RunConfig | None = None,
            mode: str | None = None, dataset: str | None = None, split: str | None = None,
-           image_dir: Path | None = None, limit: int | None = None) -> str:
+           image_dir: Path | None = None, limit: int | None = None,
+           batch: bool = False) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
 
     ``config``: what the items run with (:mod:`agentic_iqa.runconfig`); None captures the
@@ -91,9 +92,12 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
     a reference refuses the whole job, rolled back before anything is committed.
     ``mode``: "agent" (default), "vlm" (the VLM alone) or "tools" (given ``tools``).
     ``dataset``: a public dataset by name (:mod:`agentic_iqa.datasets`) read from its own files
-    under ``root`` (then the folder to read, not a confinement), ``split`` of it; its MOS scale
-    is the job's ``mos_range``.  ``image_dir``: a manifest's image paths are relative to it.
-    ``limit``: the first ``limit`` rows only.
+    under ``root`` (then the folder to read, and every path it names stays in it, as with a
+    manifest's ``root``), ``split`` of it; its MOS scale is the job's ``mos_range``.
+    ``image_dir``: a manifest's image paths are relative to it.
+    ``limit``: the first ``limit`` rows only.  ``batch``: the model calls go through the
+    providers' batch interfaces, in rounds (:mod:`.batches`); refused (``VLMConfigurationError``,
+    nothing stored) where a role's backend has none.
     """
     mode = mode or ("tools" if tools else "agent")
     if mode not in ("agent", "vlm", "tools") or (mode == "tools") != bool(tools):
@@ -107,7 +111,13 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
                                  else PipelineSettings.load().max_replan_iterations)
     if config is None:  # what shapes every answer, stored with the job (runconfig)
         config = capture(max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
-                         metric_tools=metric_tools, tool_settings=tool_settings)
+                         metric_tools=metric_tools, tool_settings=tool_settings, batch=batch)
+    elif batch and not config.batch:
+        config = config.model_copy(update={"batch": True})
+    if config.batch:
+        from .batches import check_supported
+
+        check_supported(config)
     if query is None:
         query = metric_query(metric_tools) if metric_tools else DEFAULT_QUERY
     described: dict[str, Any] | None = None
@@ -117,7 +127,7 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
                                       "dataset was unpacked into")
         described, entries = dataset_entries(dataset, root, split, check_images=check_images,
                                              limit=limit)
-        source, confine = f"dataset {described['name']} ({described['split']}) in {root}", None
+        source, confine = f"dataset {described['name']} ({described['split']}) in {root}", root
     elif manifest is None:
         raise ManifestFormatError("give a manifest (CSV, JSON, JSONL or a folder of images) or "
                                   "--dataset NAME --root DIR")
@@ -167,6 +177,8 @@ def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], Non
     """
     with session_scope(engine) as session:
         job = reads.get_job(session, job_id, lock=True)
+        if _is_batch(job.config_json):  # every item waits in the same rounds
+            window = max(window, PipelineSettings.load().batch_window)
         in_flight = reads.counts(session, job_id).get("queued", 0)
         run_ids = store.claim(session, job, window - in_flight, lease_seconds=lease_seconds)
     for run_id in run_ids:  # after the commit, so a worker always finds its run
@@ -193,6 +205,11 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
     """
     from . import service
 
+    with read_scope(engine) as session:
+        batched = _is_batch(reads.get_job(session, job_id).config_json)
+    if batched:
+        _run_local_batched(engine, job_id, agents, workers=workers, on_progress=on_progress)
+        return
     batch_size = tool_batch_size or local_batch_size(engine, job_id, agents)
     window = window or max(8, 4 * workers, batch_size * workers if batch_size > 1 else 0)
     with session_scope(engine) as session:
@@ -220,6 +237,43 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
             for ended in work(walk, [share for share in shares if share]):
                 if on_progress is not None:
                     on_progress(ended)
+
+
+def _is_batch(config_json: str | None) -> bool:
+    return bool(config_json) and RunConfig.from_json(config_json).batch
+
+
+def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int,
+                       on_progress: Callable[[int], None] | None) -> None:
+    """A batch job (``--batch``) from this process: its runs walked by ``workers`` threads
+    until they wait for a batch, its rounds driven here (:func:`.batches.drive_local`)."""
+    from . import batches, service
+
+    with session_scope(engine) as session:
+        store.set_dispatch(session, job_id, "local")
+    settings = PipelineSettings.load()
+
+    def finished() -> int:
+        current = progress(engine, job_id)
+        return current.finished
+
+    with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool:
+        before = finished()
+
+        def walk(run_ids: list[str]) -> None:
+            nonlocal before
+            list(pool.map(lambda run_id: service.walk_embedded(
+                engine, agents, run_id, lease_seconds=LOCAL_LEASE_SECONDS), run_ids))
+            now = finished()
+            if on_progress is not None and now > before:
+                on_progress(now - before)
+            before = now
+
+        batches.drive_local(
+            engine, job_id, walk, lease_seconds=LOCAL_LEASE_SECONDS, settings=settings,
+            feed=lambda dispatch: feed(engine, job_id, settings.batch_window, dispatch,
+                                       lease_seconds=LOCAL_LEASE_SECONDS))
 
 
 #: A local metric job's tool batch on a GPU when none is set: on an H200, 16 made the job
@@ -281,8 +335,26 @@ def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
 
 
 def cancel(engine: Engine, job_id: str) -> int:
+    """Cancel the job's open items; a batch job's open batches are cancelled at the provider
+    too (what they answered so far is still read, and a resume uses it)."""
     with session_scope(engine) as session:
-        return store.cancel(session, job_id)
+        cancelled = store.cancel(session, job_id)
+        batched = _is_batch(reads.get_job(session, job_id).config_json)
+    if batched:
+        from . import batches
+
+        batches.cancel(engine, job_id)
+    return cancelled
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """Where a batch job's rounds are: ``round`` batches sent so far (0: none yet), the open
+    ones (:class:`~agentic_iqa.db.batches.BatchView`), requests by state."""
+
+    round: int
+    open: tuple[Any, ...]
+    requests: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -304,6 +376,8 @@ class Progress:
     waiting: str | None = None
     #: A local job whose process is gone: open items and no lease alive (``eval resume``).
     orphaned: bool = False
+    #: A batch job (``--batch``): its rounds so far, its open batches, its requests by state.
+    batch: BatchProgress | None = None
 
     @property
     def total(self) -> int:
@@ -399,9 +473,16 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         orphaned = (running and (job.dispatch == "local" or unclaimed) and open_items > 0
                     and not reads.live_leases(session, job.id))
         tools = job.metric_tools
+        batch = None
+        if _is_batch(job.config_json):
+            from ..db import batches as batch_store
+
+            batch = BatchProgress(batch_store.next_round(session, job.id) - 1,
+                                  tuple(batch_store.batch_views(session, job.id)),
+                                  batch_store.request_counts(session, job.id))
         return Progress(job.id, job.name, job.status, counts, job.created_at,
                         job.finished_at, stalled, tuple(tools) if tools else None, job.error,
-                        job.waiting if running else None, orphaned)
+                        job.waiting if running else None, orphaned, batch)
 
 
 def wait(engine: Engine, job_id: str, *, poll: float = 1.0, timeout: float | None = None,

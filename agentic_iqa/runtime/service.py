@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from ..db import jobs, reads, steps
+from ..db import batches, jobs, reads, steps
 from ..db.engine import session_scope
 from ..pipeline import (
     TRANSIENT_RETRY,
@@ -33,6 +33,7 @@ from ..pipeline import (
 from ..runconfig import CannotHonour, RunConfig
 from ..state import AgenticIQAState, merge_state
 from ..vlm.base import FatalVLMError, TransientVLMError
+from ..vlm.batching import AwaitingBatch, BatchScope, batch_scope
 from ..vlm.usage import CallCollector, collecting
 from .heartbeat import HEARTBEATS
 
@@ -201,10 +202,16 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     # The step's VLM calls (tokens, latency, cache hits) are stored with its outcome, failed
     # attempts included: their calls were paid for.
     collector = CallCollector(use_cache=begun.use_vlm_cache, seen=set(begun.asked))
+    scope = _batch_scope(engine, begun, run_id, step, iteration)
     try:
         with HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds, attempt), \
-                collecting(collector):
+                collecting(collector), batch_scope(scope):
             update = run_step(step, state, begun.agents)
+    except AwaitingBatch as waiting:  # the run waits for a round (nothing was paid for)
+        with session_scope(engine) as session:
+            batches.park(session, job_id=begun.job_id or "", run_id=run_id, step=step,
+                         iteration=iteration, wanted=waiting.wanted)
+        return StepResult(RAN)
     except TransientVLMError as exc:
         try:
             with session_scope(engine) as session:
@@ -247,6 +254,16 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     except DBAPIError as lost:  # the outcome was not written: whose attempt it was, for a retry
         lost.step_attempt = attempt  # type: ignore[attr-defined]
         raise
+
+
+def _batch_scope(engine: Engine, begun: Begun, run_id: str, step: str, iteration: int
+                 ) -> BatchScope:
+    """The answers batches brought for this step (a batch job), else an empty scope that
+    answers nothing and is never asked (its clients call the model online)."""
+    if not begun.agents.batch:
+        return BatchScope()
+    with session_scope(engine) as session:
+        return BatchScope(answers=batches.answers_for(session, run_id, step, iteration))
 
 
 def _discarded(engine: Engine, stale: steps.StaleAttempt, run_id: str, step: str,

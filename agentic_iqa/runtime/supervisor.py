@@ -10,7 +10,9 @@ end).  The supervisor, a loop in every worker of the default queue, periodically
 1. closes items whose run ended but whose closing was lost, and jobs left with no open item,
 2. tops up every running job that the workers feed (so a job needs no live submitter), and
 3. re-sends each run whose lease has passed, exactly once per lease: the database decides which
-   supervisor re-sends which run, so running several is safe.
+   supervisor re-sends which run, so running several is safe;
+4. drives the batch jobs' rounds (:func:`.batches.tick`): polls their open batches, reads
+   the answers, sends on the runs that have theirs, sends the next round's batch.
 
 Re-sending is idempotent by construction: a step already done is skipped, a step still running
 under a live lease makes the duplicate wait, a step whose owner died is taken over.  This module
@@ -30,7 +32,7 @@ from ..db import jobs as store
 from ..db import reads, steps
 from ..db.engine import session_scope
 from ..redact import redact
-from . import lifecycle
+from . import batches, lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ class Tick:
     fed: dict[str, int] = field(default_factory=dict)
     resent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: The batch jobs' rounds (``--batch``): batches sent, polled, read; runs sent on.
+    batched: batches.RoundTick = field(default_factory=lambda: batches.RoundTick())
 
 
 def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
@@ -80,6 +84,9 @@ def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
             tick.resent.append(run_id)
         except Exception as exc:
             tick.errors.append(f"re-sending run {run_id}: {redact(str(exc))}")
+    rounds = batches.tick(engine, dispatch=dispatch, lease_seconds=lease_seconds)
+    tick.batched = rounds
+    tick.errors.extend(rounds.errors)
     return tick
 
 

@@ -41,20 +41,27 @@ CONFIGURED: Any = object()
 
 
 def create_client(role: Role, configs: Mapping[Role, BackendConfig] | None = None, *,
-                  response_cache: ResponseCache | None = CONFIGURED) -> VLMClient:
+                  response_cache: ResponseCache | None = CONFIGURED,
+                  batch: bool = False) -> VLMClient:
     """The client for ``role``, from ``configs`` or else ``configs/model_backends.yaml`` + env.
 
-    ``response_cache``: None turns the response cache off for this client.
+    ``response_cache``: None turns the response cache off for this client.  ``batch``: its
+    calls are answered by provider batches (:mod:`.batching`) instead of online calls.
     """
     client = _backend_client(role, configs)
     if client.backend == "builtin":
         return client
-    # ``limits`` (and its storage backends) load only for a remote backend: ``eval status``
-    # imports this package for the usage tables and sends no request.
-    from .ratelimit import rate_limited
+    if batch:  # batches have their own, higher limits: the online limiter does not apply
+        from .batching import BatchingClient
 
-    # Innermost, so that a cache hit takes no turn of the fleet's rate limit.
-    client = rate_limited(client)
+        client = BatchingClient(client, role)
+    else:
+        # ``limits`` (and its storage backends) load only for a remote backend: ``eval
+        # status`` imports this package for the usage tables and sends no request.
+        from .ratelimit import rate_limited
+
+        # Innermost, so that a cache hit takes no turn of the fleet's rate limit.
+        client = rate_limited(client)
     config: BackendConfig = client.config  # type: ignore[attr-defined]
     if is_deterministic(config):
         cache = default_cache() if response_cache is CONFIGURED else response_cache

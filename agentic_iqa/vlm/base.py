@@ -144,6 +144,8 @@ class VLMResponse:
     finish_reason: str | None = None
     #: The model's refusal message, when it declined to answer.
     refusal: str | None = None
+    #: The provider's batch id when the answer came from a batch (``eval submit --batch``).
+    batch: str | None = None
 
 
 #: Finish reasons of a reply that stopped at the token limit (OpenAI's and Anthropic's words).

@@ -127,6 +127,7 @@ def response_from_json(text: str) -> VLMResponse:
         option_logprobs=document.get("option_logprobs"),
         probability_source=document.get("probability_source"),
         usage=None if usage is None else Usage(*usage), cached=True,
+        finish_reason=document.get("finish_reason"), refusal=document.get("refusal"),
     )
 
 

@@ -16,7 +16,9 @@ those are added.
 Cost of a call = (input - cached) x input price + cached x cached-input price + output x output
 price, in USD per million tokens from ``configs/prices.yaml``. A model missing from the table,
 or a call whose server reported no tokens, has an *unknown* cost (None), never 0; an answer
-from our response cache made no call and costs 0.
+from our response cache made no call and costs 0. A call answered through a provider's batch
+API (``CallRecord.batch``) costs its online cost x that provider's ``batch_discount``; a
+provider without one makes the call's cost unknown, never the online price.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class CallRecord:
     #: Host (and port) the call went to (``api.openai.com``, ``localhost:8000``): a price
     #: applies to a provider's own endpoint, or to an endpoint the price table names.
     endpoint: str | None = None
+    #: The provider's batch id when the answer came from a batch (OpenAI Batch API, Anthropic
+    #: Message Batches), billed at the batch price; None: an online call (or a cache hit).
+    batch: str | None = None
 
 
 @dataclass
@@ -143,7 +148,7 @@ class RecordingClient(ClientProxy):
                 output_tokens=usage.output_tokens if usage else None,
                 cached_tokens=usage.cached_tokens if usage else None,
                 latency_s=time.perf_counter() - started, cache_hit=response.cached,
-                request_key=key, endpoint=self.endpoint,
+                request_key=key, endpoint=self.endpoint, batch=response.batch,
             ))
         return response
 
@@ -169,6 +174,14 @@ class Price:
 VENDOR_ENDPOINTS = frozenset({"api.openai.com", "api.anthropic.com"})
 
 
+def batch_key(backend: str, endpoint: str | None = None) -> str:
+    """The ``batch_discount`` entry that prices a batch call: the backend (the provider) at its
+    own endpoint, else the host, since a provider's discount says nothing of another server's."""
+    if endpoint is not None and endpoint.lower() not in VENDOR_ENDPOINTS:
+        return endpoint.lower()
+    return backend
+
+
 class PriceTable:
     """Prices per model name; a dated snapshot such as ``gpt-4o-2024-08-06`` takes the price
     of the longest listed name it starts with followed by ``-`` (``gpt-4o``).
@@ -176,12 +189,17 @@ class PriceTable:
     ``models`` are the providers' prices: they apply to calls to a provider's own endpoint.  A
     model of the same name served elsewhere (vLLM, Ollama, a proxy) costs what ``endpoints``
     says for that host (``{"localhost:8000": {"*": price}}``), and is unknown otherwise.
+    ``batch_discount`` maps a provider (backend name, or host for another endpoint: see
+    :func:`batch_key`) to the factor its batch API bills of the online price.
     """
 
     def __init__(self, prices: Mapping[str, Price],
-                 endpoints: Mapping[str, Mapping[str, Price]] | None = None) -> None:
+                 endpoints: Mapping[str, Mapping[str, Price]] | None = None,
+                 batch_discount: Mapping[str, float] | None = None) -> None:
         self.prices = dict(prices)
         self.endpoints = {host: dict(table) for host, table in (endpoints or {}).items()}
+        self.batch_discount = {str(key).lower(): float(factor)
+                               for key, factor in (batch_discount or {}).items()}
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> PriceTable:
@@ -206,9 +224,14 @@ class PriceTable:
             prices = table(document.get("models") or {})
             endpoints = {str(host).lower(): table(entries or {})
                          for host, entries in (document.get("endpoints") or {}).items()}
+            discounts = {str(key).lower(): float(factor) for key, factor in
+                         (document.get("batch_discount") or {}).items()}
+            negative = sorted(key for key, factor in discounts.items() if factor < 0)
+            if negative:
+                raise ValueError(f"batch_discount below 0 for {', '.join(negative)}")
         except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, ValueError) as exc:
             raise VLMError(f"cannot read the price table {source}: {exc}") from None
-        return cls(prices, endpoints)
+        return cls(prices, endpoints, discounts)
 
     def price_for(self, model: str | None, endpoint: str | None = None) -> Price | None:
         """The price of ``model`` at ``endpoint`` (None: a call recorded before endpoints
@@ -221,6 +244,23 @@ class PriceTable:
                 return None  # a model's name says nothing of what another server charges
             return _lookup(local, model) or local.get("*")
         return _lookup(self.prices, model)
+
+    def batch_factor(self, backend: str, endpoint: str | None = None) -> float | None:
+        """What a batch call costs as a fraction of the online price; None: unknown."""
+        return self.batch_discount.get(batch_key(backend, endpoint).lower())
+
+    def cost(self, backend: str, model: str | None, endpoint: str | None, input_tokens: int,
+             output_tokens: int, cached_tokens: int, *, batch: bool = False) -> float | None:
+        """The cost of these tokens, online or (``batch``) at the provider's batch discount;
+        None when the price, or for a batch the discount, is unknown."""
+        price = self.price_for(model, endpoint)
+        if price is None:
+            return None
+        online = price.cost(input_tokens, output_tokens, cached_tokens)
+        if not batch:
+            return online
+        factor = self.batch_factor(backend, endpoint)
+        return None if factor is None else online * factor
 
 
 def _lookup(prices: Mapping[str, Price], model: str) -> Price | None:
@@ -237,7 +277,8 @@ def _lookup(prices: Mapping[str, Price], model: str) -> Price | None:
 class ModelUsage:
     """Sums over the calls to one (backend, model); tokens count real calls only, not hits.
 
-    ``unmetered`` counts real calls whose server reported no tokens (their cost is unknown).
+    ``unmetered`` counts real calls whose server reported no tokens (their cost is unknown);
+    ``batch``: these calls were answered through the provider's batch API (batch price).
     """
 
     backend: str
@@ -249,13 +290,16 @@ class ModelUsage:
     cached_tokens: int
     unmetered: int = 0
     endpoint: str | None = None
+    batch: bool = False
 
 
 def group_records(records: Iterable[CallRecord]) -> list[ModelUsage]:
-    """The per-model sums of in-memory records (the database computes the same by SQL)."""
-    sums: dict[tuple[str, str, str | None], list[int]] = {}
+    """The per-model sums of in-memory records, batch and online calls apart (they are priced
+    apart); the database computes the same by SQL."""
+    sums: dict[tuple[str, str, str | None, bool], list[int]] = {}
     for record in records:
-        entry = sums.setdefault((record.backend, record.model, record.endpoint), [0] * 6)
+        key = (record.backend, record.model, record.endpoint, record.batch is not None)
+        entry = sums.setdefault(key, [0] * 6)
         if record.cache_hit:
             entry[1] += 1
             continue
@@ -264,30 +308,35 @@ def group_records(records: Iterable[CallRecord]) -> list[ModelUsage]:
         entry[3] += record.output_tokens or 0
         entry[4] += record.cached_tokens or 0
         entry[5] += record.input_tokens is None or record.output_tokens is None
-    return [ModelUsage(backend, model, *values, endpoint=endpoint)
-            for (backend, model, endpoint), values in sorted(
-                sums.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or ""))]
+    return [ModelUsage(backend, model, *values, endpoint=endpoint, batch=batch)
+            for (backend, model, endpoint, batch), values in sorted(
+                sums.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or "",
+                                                item[0][3]))]
 
 
 def summarize(usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | None = None
               ) -> dict[str, Any]:
-    """Calls, cache hits, tokens and cost (None when any call's price is unknown), and the cost
-    per item when ``items`` is given."""
+    """Calls, cache hits, tokens and cost (None when any call's price, or a batch call's
+    discount, is unknown), and the cost per item when ``items`` is given."""
     usages = list(usages)
     cost: float | None = 0.0
     unpriced: list[str] = []
     for usage in usages:
         if usage.calls == 0:
             continue
-        price = prices.price_for(usage.model, usage.endpoint)
-        if price is None or usage.unmetered:
-            unpriced.append(usage.model if usage.endpoint is None or usage.endpoint.lower() in
-                            VENDOR_ENDPOINTS else f"{usage.model} at {usage.endpoint}")
+        part = None if usage.unmetered else prices.cost(
+            usage.backend, usage.model, usage.endpoint, usage.input_tokens,
+            usage.output_tokens, usage.cached_tokens, batch=usage.batch)
+        if part is None:
+            label = (usage.model if usage.endpoint is None or usage.endpoint.lower() in
+                     VENDOR_ENDPOINTS else f"{usage.model} at {usage.endpoint}")
+            unpriced.append(f"{label} in batch" if usage.batch else label)
             cost = None
         elif cost is not None:
-            cost += price.cost(usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+            cost += part
     summary: dict[str, Any] = {
         "calls": sum(u.calls for u in usages),
+        "batch_calls": sum(u.calls for u in usages if u.batch),
         "cache_hits": sum(u.cache_hits for u in usages),
         "input_tokens": sum(u.input_tokens for u in usages),
         "output_tokens": sum(u.output_tokens for u in usages),
@@ -308,8 +357,10 @@ def format_cost(cost: float | None) -> str:
 
 
 def describe(summary: Mapping[str, Any]) -> str:
-    """One line: calls, cache hits, tokens and cost."""
-    text = (f"{summary['calls']} VLM calls, {summary['cache_hits']} cache hits, "
+    """One line: calls (those sent in batches, priced apart), cache hits, tokens and cost."""
+    batched = (f" ({summary['batch_calls']} in batches, at the batch price)"
+               if summary.get("batch_calls") else "")
+    text = (f"{summary['calls']} VLM calls{batched}, {summary['cache_hits']} cache hits, "
             f"{summary['input_tokens']} input tokens ({summary['cached_tokens']} cached), "
             f"{summary['output_tokens']} output tokens, cost {format_cost(summary['cost_usd'])}")
     if summary.get("unpriced_models"):

@@ -18,9 +18,10 @@ from agentic_iqa.db import jobs as store
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import VlmCall
 from agentic_iqa.fitting.degradations import degrade
+from agentic_iqa.jobs.estimate import batch_pricing, describe_batch, extrapolate
 from agentic_iqa.pipeline import default_agents
 from agentic_iqa.runtime import lifecycle
-from agentic_iqa.vlm.usage import Price
+from agentic_iqa.vlm.usage import ModelUsage, Price, PriceTable, summarize
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_completion
 from tests.conftest import REPO
 
@@ -256,8 +257,7 @@ def test_assess_shows_cached_steps_and_the_runs_cost(
     assert json.loads(third.stdout)["vlm_usage"]["calls"] == 2
 
 
-def test_estimate_runs_a_sample_and_extrapolates(
-        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def ten_item_manifest(tmp_path: Path) -> Path:
     folder = tmp_path / "data"
     folder.mkdir()
     original = Image.open(REPO / "examples" / "i03_reference.png").convert("RGB")
@@ -267,6 +267,12 @@ def test_estimate_runs_a_sample_and_extrapolates(
         rows.append({"image": f"data/{index}.png", "id": f"i{index}", "query": QUERY})
     big = tmp_path / "big.jsonl"
     big.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return big
+
+
+def test_estimate_runs_a_sample_and_extrapolates(
+        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = ten_item_manifest(tmp_path)
     results = tmp_path / "results.sqlite3"
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{results}")
     monkeypatch.setenv("AGENTIC_IQA_JOB_WINDOW", "3")
@@ -284,3 +290,73 @@ def test_estimate_runs_a_sample_and_extrapolates(
     assert estimate["cost_per_item_usd"] == pytest.approx(2 * CALL_COST)
     assert estimate["wall_seconds"] == pytest.approx(estimate["sample_seconds"] / 2 * 10 / 3)
     assert not results.exists()  # the results database was never touched
+    assert "cost_usd_batch" not in estimate  # batch figures only when asked for
+
+
+def test_estimate_batch_prices_the_job_online_and_at_the_batch_discount(
+        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = ten_item_manifest(tmp_path)
+    host = remote.server.url.removeprefix("http://")
+    prices = tmp_path / "batch-prices.yaml"  # the fake server's host: its own batch discount
+    prices.write_text(f'endpoints:\n  "{host}":\n    gpt-4o: {{input: 2.50, output: 10.00,'
+                      f' cached_input: 1.25}}\nbatch_discount:\n  "{host}": 0.5\n',
+                      encoding="utf-8")
+    monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(prices))
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'results.sqlite3'}")
+
+    result = runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2", "--batch",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    estimate = json.loads(result.stdout)
+    assert len(remote.server.requests) == 4  # the sample ran online: two items, two calls each
+    assert estimate["cost_usd"] == pytest.approx(20 * CALL_COST)
+    assert estimate["cost_usd_batch"] == pytest.approx(20 * CALL_COST * 0.5)
+    assert estimate["cost_usd_batch"] / estimate["cost_usd"] == pytest.approx(0.5)
+    assert estimate["cost_per_item_usd_batch"] == pytest.approx(CALL_COST)
+    assert estimate["batch_discount"] == {host: 0.5}
+    assert estimate["batch_rounds"] == 2  # plan, then the answer
+    assert estimate["batch_wall_seconds_max"] == 2 * 24 * 3600
+
+    text = runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2", "--batch"],
+                         env={"COLUMNS": "400"})
+    assert text.exit_code == 0, text.output
+    assert (f"batch (extrapolated from the sample): cost ${10 * CALL_COST:.4f} "
+            f"(${CALL_COST:.4f} per item) against ${20 * CALL_COST:.4f} online: 0.50 x online "
+            f"(batch_discount: {host} 0.5)") in text.stdout
+    assert "about 2 rounds of batches" in text.stdout and "(at most 48 h)" in text.stdout
+    assert "the sample ran online (2 items, one at a time)" in text.stdout
+
+    monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(tmp_path / "prices.yaml"))  # no discount
+    unknown = json.loads(runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2",
+                                             "--batch", "--json"]).stdout)
+    assert unknown["cost_usd"] == pytest.approx(20 * CALL_COST)
+    assert unknown["cost_usd_batch"] is None and unknown["batch_discount"] == {host: None}
+    assert unknown["batch_unpriced_models"] == [f"gpt-4o at {host} in batch"]
+
+
+def test_extrapolate_batch_applies_each_providers_discount_to_its_own_calls() -> None:
+    """Two providers in one sample: each call at its own provider's factor; a missing one
+    leaves the batch cost unknown and the text says which model."""
+    table = PriceTable({"gpt-4o": GPT_4O, "claude-sonnet-4-5": Price(3.0, 15.0, 0.3)},
+                       batch_discount={"openai": 0.5, "anthropic": 0.25})
+    usages = [ModelUsage("openai", "gpt-4o", 4, 0, 4000, 200, 1600, endpoint="api.openai.com"),
+              ModelUsage("anthropic", "claude-sonnet-4-5", 2, 0, 2000, 100, 0)]
+    sample = summarize(usages, table)
+    gpt, claude = 4 * CALL_COST, (2000 * 3.0 + 100 * 15.0) / 1e6
+    assert sample["cost_usd"] == pytest.approx(gpt + claude)
+    result = extrapolate(sample, sample_items=2, sample_seconds=4.0, total_items=20,
+                         concurrency=2, batch=batch_pricing(usages, table))
+    assert result["cost_usd"] == pytest.approx(10 * (gpt + claude))
+    assert result["cost_usd_batch"] == pytest.approx(10 * (gpt * 0.5 + claude * 0.25))
+    assert result["batch_discount"] == {"openai": 0.5, "anthropic": 0.25}
+    assert result["batch_rounds"] == 3 and result["wall_seconds"] == pytest.approx(20.0)
+
+    partial = PriceTable(table.prices, batch_discount={"openai": 0.5})
+    unknown = extrapolate(sample, sample_items=2, sample_seconds=4.0, total_items=20,
+                          concurrency=2, batch=batch_pricing(usages, partial))
+    assert unknown["cost_usd_batch"] is None and unknown["cost_per_item_usd_batch"] is None
+    assert unknown["batch_discount"] == {"openai": 0.5, "anthropic": None}
+    assert describe_batch(unknown)[0] == (
+        f"batch (extrapolated from the sample): cost unknown (unknown per item) against "
+        f"${10 * (gpt + claude):.4f} online: unknown (no price for claude-sonnet-4-5 in batch) "
+        "(batch_discount: openai 0.5, anthropic none)")

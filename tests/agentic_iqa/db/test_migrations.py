@@ -26,7 +26,7 @@ from agentic_iqa.db import (
 from tests.conftest import REPO
 
 TABLES = {"runs", "step_records", "tool_logs", "replan_history", "jobs", "job_items",
-          "vlm_calls"}
+          "vlm_calls", "vlm_batches", "batch_requests"}
 
 
 def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None:
@@ -64,7 +64,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0009",)]
+            ("0010",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -239,6 +239,31 @@ def test_0006_adds_job_and_call_errors_and_downgrades_to_0005(empty_url: str) ->
         engine.dispose()
 
 
+def test_0010_adds_batches_keeps_runs_not_waiting_and_downgrades_to_0009(
+        empty_url: str) -> None:
+    """Runs stored before wait for no batch; calls stored before came from no batch."""
+    command.upgrade(alembic_config(empty_url), "0009")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        _insert_job(engine)
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO runs (id, query, image_path, status, state_json, iteration_count, "
+                "max_replan_iterations, job_id, created_at, resends, vlm_cache) VALUES ('r1', "
+                "'q', 'a.png', 'running', '{}', 0, 2, 'j1', CURRENT_TIMESTAMP, 0, true)"))
+        command.upgrade(alembic_config(empty_url), "0010")
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT id, awaiting_batch FROM runs")).all() == [
+                ("r1", False)]
+        assert check_schema(engine) == []
+        command.downgrade(alembic_config(empty_url), "0009")
+        assert {"vlm_batches", "batch_requests"}.isdisjoint(inspect(engine).get_table_names())
+        assert "awaiting_batch" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+        assert "batch" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
+    finally:
+        engine.dispose()
+
+
 def test_0009_checks_job_modes_keeps_the_jobs_and_downgrades_to_0008(empty_url: str) -> None:
     command.upgrade(alembic_config(empty_url), "0008")
     engine = build_engine(empty_url, pooled=False)
@@ -276,6 +301,7 @@ def test_0008_adds_job_modes_datasets_and_item_metadata_and_downgrades_to_0007(
             assert connection.execute(text(
                 "SELECT id, mode, dataset_json FROM jobs ORDER BY id")).all() == [
                     ("j1", "agent", None), ("j2", "tools", None)]
+        command.upgrade(alembic_config(empty_url), "head")  # and the later ones on top
         assert check_schema(engine) == []
         command.downgrade(alembic_config(empty_url), "0007")
         assert "mode" not in {c["name"] for c in inspect(engine).get_columns("jobs")}

@@ -1,0 +1,369 @@
+"""Writing and reading a batch job's rounds: requests that wait, batches sent, answers read.
+
+Every function takes an open session and leaves the commit to the caller, like
+:mod:`.steps`.  The rules that keep a request from being paid for twice live here:
+
+- a request is keyed by its place in its run (run, step, iteration, seq): a step parked twice
+  at the same place (a redelivery, a resume) asks for it once;
+- a request is given to exactly one batch at a time (``batch_id``, set in the transaction that
+  creates the batch row, under the job's lock), and only a batch's own answers are written to
+  it;
+- an answer, once written, is never asked for again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy.orm import Session
+
+from ..redact import redact
+from ..vlm.batching import Answer, Wanted
+from .models import BatchRequest, Job, JobItem, Run, StepRecord, VlmBatch, utc_now
+
+#: A request's reason when its item fails: the provider's, and how often it was tried.
+_OPEN_REQUESTS = ("pending", "submitted")
+
+
+def answers_for(session: Session, run_id: str, step: str, iteration: int) -> dict[int, Answer]:
+    """What batches brought for this step of this run, by place: answers and final errors."""
+    rows = session.execute(
+        select(BatchRequest.seq, BatchRequest.request_key, BatchRequest.status,
+               BatchRequest.response_json, BatchRequest.error, VlmBatch.provider_id)
+        .outerjoin(VlmBatch, VlmBatch.id == BatchRequest.batch_id)
+        .where(BatchRequest.run_id == run_id, BatchRequest.step == step,
+               BatchRequest.iteration == iteration,
+               BatchRequest.status.in_(("answered", "failed")))).all()
+    return {seq: Answer(key, response if status == "answered" else None,
+                        error if status == "failed" else None, provider)
+            for seq, key, status, response, error, provider in rows}
+
+
+def park(session: Session, *, job_id: str, run_id: str, step: str, iteration: int,
+         wanted: Sequence[Wanted]) -> int:
+    """The run waits for ``wanted``: the requests are stored (once per place), the step's
+    attempt is handed back (waiting is not an attempt) and the run holds no lease.  Returns the
+    requests newly stored."""
+    added = 0
+    for request in wanted:
+        row = session.scalar(select(BatchRequest).where(
+            BatchRequest.run_id == run_id, BatchRequest.step == step,
+            BatchRequest.iteration == iteration, BatchRequest.seq == request.seq))
+        if row is None:
+            row = _adoptable(session, job_id, request.request_key)
+        if row is not None and row.run_id != run_id:  # an earlier run's, given up: take it
+            row.run_id, row.step, row.iteration, row.seq = run_id, step, iteration, request.seq
+            continue
+        if row is None:
+            session.add(BatchRequest(
+                job_id=job_id, run_id=run_id, step=step, iteration=iteration, seq=request.seq,
+                role=request.role, request_key=request.request_key,
+                request_json=request.request_json, status="pending", tries=0))
+            added += 1
+        elif row.request_key != request.request_key:  # another request at this place now
+            row.request_key, row.request_json, row.role = (
+                request.request_key, request.request_json, request.role)
+            row.status, row.batch_id, row.tries = "pending", None, 0
+            row.response_json = row.error = row.answered_at = None
+            added += 1
+    record = session.scalar(select(StepRecord).where(
+        StepRecord.run_id == run_id, StepRecord.step == step,
+        StepRecord.iteration == iteration))
+    if record is not None:
+        record.attempts = max(0, record.attempts - 1)
+        record.lease_until = None
+        record.error = f"waiting for {len(wanted)} answer(s) from a batch"
+    session.execute(update(Run).where(Run.id == run_id)
+                    .values(awaiting_batch=True, lease_until=None))
+    session.flush()
+    return added
+
+
+def _adoptable(session: Session, job_id: str, key: str) -> BatchRequest | None:
+    """The same request of a run of this job that ended without using it (cancelled with its
+    job, then resumed as a new run), answered or still in a batch: a resume pays for nothing
+    twice."""
+    return session.scalars(
+        select(BatchRequest).join(Run, Run.id == BatchRequest.run_id)
+        .where(BatchRequest.job_id == job_id, BatchRequest.request_key == key,
+               BatchRequest.status.in_(("answered", "submitted")), Run.status == "failed")
+        .order_by(BatchRequest.id).limit(1)).first()
+
+
+def cancel_parked(session: Session, job_id: str) -> int:
+    """A cancelled job's waiting runs end as cancelled (their requests may still be answered,
+    and a resumed run takes those answers over: :func:`park`)."""
+    parked = list(session.scalars(select(Run.id).where(
+        Run.job_id == job_id, Run.awaiting_batch.is_(True),
+        Run.status.in_(("pending", "running")))))
+    if not parked:
+        return 0
+    now = utc_now()
+    session.execute(update(Run).where(Run.id.in_(parked)).values(
+        status="failed", error="cancelled with its job", awaiting_batch=False,
+        lease_until=None, finished_at=now))
+    session.execute(update(JobItem).where(JobItem.run_id.in_(parked),
+                                          JobItem.status == "queued")
+                    .values(status="cancelled", finished_at=now))
+    return len(parked)
+
+
+def is_batch_job(session: Session, job_id: str) -> bool:
+    from ..runconfig import RunConfig
+
+    text = session.scalar(select(Job.config_json).where(Job.id == job_id))
+    return bool(text) and RunConfig.from_json(text).batch
+
+
+def running_batch_jobs(session: Session) -> list[str]:
+    """Running jobs with requests waiting or batches open, and jobs (of any status) whose
+    batches still have answers to read: a cancelled job's batch is read to the end, so a
+    resume pays for nothing twice."""
+    waiting = select(BatchRequest.job_id).where(
+        BatchRequest.status.in_(_OPEN_REQUESTS)).distinct()
+    parked = select(Run.job_id).where(Run.awaiting_batch.is_(True),
+                                      Run.status.in_(("pending", "running"))).distinct()
+    unread = select(VlmBatch.job_id).where(VlmBatch.read.is_(False)).distinct()
+    return list(session.scalars(
+        select(Job.id).where(
+            (Job.status == "running") & (Job.id.in_(waiting) | Job.id.in_(parked))
+            | Job.id.in_(unread))
+        .order_by(Job.created_at)))
+
+
+def moving_runs(session: Session, job_id: str) -> int:
+    """Runs of the job at work, not waiting for a batch: a round waits for them to park."""
+    return int(session.scalar(
+        select(func.count()).select_from(Run).where(
+            Run.job_id == job_id, Run.status.in_(("pending", "running")),
+            Run.awaiting_batch.is_(False))) or 0)
+
+
+def pending_requests(session: Session, job_id: str) -> tuple[int, datetime | None]:
+    """How many requests wait for a round, and since when the oldest waits."""
+    count, oldest = session.execute(
+        select(func.count(), func.min(BatchRequest.created_at))
+        .where(BatchRequest.job_id == job_id, BatchRequest.status == "pending")).one()
+    if oldest is not None and oldest.tzinfo is None:
+        from datetime import UTC
+
+        oldest = oldest.replace(tzinfo=UTC)
+    return int(count or 0), oldest
+
+
+def open_batches(session: Session, job_id: str | None = None) -> list[VlmBatch]:
+    """Batches whose answers are not read yet (of one job, or all)."""
+    query = select(VlmBatch).where(VlmBatch.read.is_(False)).order_by(VlmBatch.created_at)
+    if job_id is not None:
+        query = query.where(VlmBatch.job_id == job_id)
+    return list(session.scalars(query))
+
+
+def next_round(session: Session, job_id: str) -> int:
+    return int(session.scalar(select(func.max(VlmBatch.round))
+                              .where(VlmBatch.job_id == job_id)) or 0) + 1
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """A batch row just created and the requests given to it (custom id, role, request)."""
+
+    batch_id: str
+    role: str
+    requests: list[tuple[str, str]]
+
+
+def gather(session: Session, job_id: str, groups: dict[str, str], *, max_requests: int,
+           ) -> list[Gathered]:
+    """Give every pending request of the job to a new batch: one per backend and model
+    (``groups``: role -> its group's role, the first of the roles with the same backend, model
+    and endpoint), split at ``max_requests``.  The caller holds the job's lock."""
+    rows = list(session.scalars(
+        select(BatchRequest).where(BatchRequest.job_id == job_id,
+                                   BatchRequest.status == "pending")
+        .order_by(BatchRequest.id)))
+    if not rows:
+        return []
+    by_group: dict[str, list[BatchRequest]] = {}
+    for row in rows:
+        by_group.setdefault(groups.get(row.role, row.role), []).append(row)
+    number = next_round(session, job_id)
+    gathered = []
+    for role, members in by_group.items():
+        for start in range(0, len(members), max_requests):
+            chunk = members[start:start + max_requests]
+            batch = VlmBatch(job_id=job_id, round=number, role=role, backend="", model="",
+                             status="submitting", ended=False, read=False,
+                             request_count=len(chunk), polls=0)
+            session.add(batch)
+            session.flush()
+            for row in chunk:
+                row.status, row.batch_id = "submitted", batch.id
+            gathered.append(Gathered(batch.id, role, [(row.custom_id, row.request_json)
+                                                     for row in chunk]))
+    session.flush()
+    return gathered
+
+
+def describe_batch(session: Session, batch_id: str, *, backend: str, model: str) -> None:
+    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id)
+                    .values(backend=backend, model=model))
+
+
+def record_state(session: Session, batch_id: str, *, provider_id: str | None, status: str,
+                 ended: bool, counts: dict[str, int], expires_at: datetime | None,
+                 error: str | None, next_poll_at: datetime | None,
+                 submitted: bool = False) -> None:
+    """What the provider says of the batch now."""
+    values: dict[str, Any] = {
+        "status": status, "ended": ended, "counts_json": json.dumps(counts),
+        "expires_at": expires_at, "error": redact(error), "next_poll_at": next_poll_at}
+    if provider_id is not None:
+        values["provider_id"] = provider_id
+    if submitted:
+        values["submitted_at"] = utc_now()
+    if ended:
+        values["ended_at"] = utc_now()
+    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id).values(**values))
+
+
+def claim_polls(session: Session, *, backoff: float, maximum: float,
+                stale_submitting: float, limit: int = 50) -> list[VlmBatch]:
+    """Open batches due for a poll (and batches left "submitting" by a process that died),
+    their next poll moved ahead so that one supervisor polls each."""
+    now = utc_now()
+    due = list(session.scalars(
+        select(VlmBatch).where(
+            VlmBatch.read.is_(False),
+            ((VlmBatch.provider_id.is_not(None)) & (
+                VlmBatch.next_poll_at.is_(None) | (VlmBatch.next_poll_at <= now)))
+            | ((VlmBatch.status == "submitting")
+               & (VlmBatch.created_at < now - timedelta(seconds=stale_submitting))
+               & (VlmBatch.next_poll_at.is_(None) | (VlmBatch.next_poll_at <= now))))
+        .order_by(VlmBatch.next_poll_at).limit(limit).with_for_update(skip_locked=True)))
+    for batch in due:
+        wait = min(maximum, backoff * 2 ** min(batch.polls, 30))
+        batch.polls += 1
+        batch.next_poll_at = now + timedelta(seconds=wait)
+    session.flush()
+    return due
+
+
+def write_results(session: Session, batch_id: str,
+                  results: Iterable[tuple[str, str, str | None, str | None]], *,
+                  max_tries: int) -> dict[str, int]:
+    """A batch's answers: ``(custom_id, kind, response_json, error)`` with kind succeeded,
+    errored, expired or canceled.  Answered requests keep their answer; errored and expired
+    ones go back to the next round until ``max_tries`` batches failed them, then fail with the
+    provider's reason; canceled ones (our cancel) go back without counting.  Requests the
+    provider did not mention count as expired.  Returns the count of each outcome."""
+    rows = {row.custom_id: row for row in session.scalars(select(BatchRequest).where(
+        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted"))}
+    outcome: dict[str, int] = {}
+    now = utc_now()
+    for custom_id, kind, response, error in results:
+        row = rows.pop(custom_id, None)
+        if row is None:
+            continue
+        _settle(row, kind, response, error, max_tries, now)
+        outcome[kind] = outcome.get(kind, 0) + 1
+    for row in rows.values():
+        _settle(row, "expired", None, "the batch ended without an answer to this request",
+                max_tries, now)
+        outcome["expired"] = outcome.get("expired", 0) + 1
+    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id).values(read=True))
+    session.flush()
+    return outcome
+
+
+def _settle(row: BatchRequest, kind: str, response: str | None, error: str | None,
+            max_tries: int, now: datetime) -> None:
+    if kind == "succeeded" and response is not None:
+        row.status, row.response_json, row.error, row.answered_at = (
+            "answered", response, None, now)
+        return
+    if kind == "canceled":
+        row.status, row.batch_id = "pending", None
+        return
+    row.tries += 1
+    reason = redact(error) or f"the request {kind} in its batch"
+    if row.tries >= max_tries:
+        row.status, row.error, row.answered_at = (
+            "failed", f"{reason} (in {row.tries} batches)", now)
+    else:
+        row.status, row.batch_id, row.error = "pending", None, reason
+
+
+def fail_unsent(session: Session, batch_id: str, reason: str) -> None:
+    """A batch the provider refused as a whole: its requests fail with that reason."""
+    session.execute(update(BatchRequest).where(
+        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
+        .values(status="failed", error=redact(reason), answered_at=utc_now()))
+    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id)
+                    .values(read=True, ended=True, status="failed", error=redact(reason),
+                            ended_at=utc_now()))
+
+
+def claim_answered_runs(session: Session, job_id: str, lease_seconds: float | None,
+                        limit: int = 10_000) -> list[str]:
+    """Parked runs of a running job with nothing left to wait for, marked as moving again
+    (with a lease when supervised): whoever claims one sends it on, once."""
+    open_request = exists().where(and_(BatchRequest.run_id == Run.id,
+                                       BatchRequest.status.in_(_OPEN_REQUESTS)))
+    runs = list(session.scalars(
+        select(Run).where(Run.job_id == job_id, Run.awaiting_batch.is_(True),
+                          Run.status.in_(("pending", "running")), ~open_request)
+        .limit(limit).with_for_update(skip_locked=True)))
+    deadline = None if lease_seconds is None else utc_now() + timedelta(seconds=lease_seconds)
+    for run in runs:
+        run.awaiting_batch = False
+        run.lease_until = deadline
+    session.flush()
+    return [run.id for run in runs]
+
+
+def reopen_runs(session: Session, job_id: str) -> int:
+    """A resume: parked runs whose requests are all in (or failed) go on; requests of batches
+    that ended unread are read by the rounds.  Returns parked runs left waiting."""
+    return int(session.scalar(select(func.count()).select_from(Run).where(
+        Run.job_id == job_id, Run.awaiting_batch.is_(True),
+        Run.status.in_(("pending", "running")))) or 0)
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """A batch as ``eval status`` shows it."""
+
+    round: int
+    role: str
+    backend: str
+    model: str
+    provider_id: str | None
+    status: str
+    requests: int
+    counts: dict[str, int]
+    expires_at: datetime | None
+    error: str | None
+
+
+def batch_views(session: Session, job_id: str, *, open_only: bool = True) -> list[BatchView]:
+    query = select(VlmBatch).where(VlmBatch.job_id == job_id).order_by(VlmBatch.created_at)
+    if open_only:
+        query = query.where(VlmBatch.read.is_(False))
+    return [BatchView(batch.round, batch.role, batch.backend, batch.model, batch.provider_id,
+                      batch.status, batch.request_count,
+                      json.loads(batch.counts_json) if batch.counts_json else {},
+                      batch.expires_at, batch.error)
+            for batch in session.scalars(query)]
+
+
+def request_counts(session: Session, job_id: str) -> dict[str, int]:
+    rows = session.execute(select(BatchRequest.status, func.count())
+                           .where(BatchRequest.job_id == job_id)
+                           .group_by(BatchRequest.status)).all()
+    return {status: int(count) for status, count in rows}

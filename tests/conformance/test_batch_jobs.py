@@ -1,0 +1,137 @@
+"""Jobs with ``--batch`` through the simulated batch interfaces, with the real SDKs: the same
+answers as online, at half the cost, nothing paid twice, cancel and resume."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.batch_jobs import (
+    environment,
+    make_items,
+    patched_env,
+    read_ran,
+    run_job,
+    simulated_batches,
+)
+from tests.conformance.simulated_model import Behaviour
+
+
+def _online_and_batch(tmp_path: Path, behaviour: Behaviour, count: int, **options: object):
+    items = make_items(tmp_path, count, seed=3)
+    runs = {}
+    for batch in (False, True):
+        folder = tmp_path / ("batch" if batch else "online")
+        folder.mkdir()
+        with simulated_batches(behaviour, items, delay=0.1, seed=3, **options) as (
+                server, batches, _model), \
+                patched_env(environment(behaviour, server, folder)):
+            runs[batch] = (run_job(folder, items, batch=batch), batches)
+    return items, runs
+
+
+@pytest.mark.parametrize("behaviour", [Behaviour.CLEAN, Behaviour.ANTHROPIC])
+def test_a_batch_job_answers_item_for_item_as_online_at_half_the_cost(
+        tmp_path: Path, behaviour: Behaviour) -> None:
+    items, runs = _online_and_batch(tmp_path, behaviour, 6)
+    (online, online_server), (batched, batch_server) = runs[False], runs[True]
+    assert set(online.answers) == {item.id for item in items}
+    assert batched.answers == online.answers  # status, final answer, score: item for item
+    assert all(status == "done" for status, _, _ in online.answers.values())
+    # Every call of the batch job went through a batch, none online, none paid twice.
+    assert batch_server.online_billed == [] and batch_server.billed
+    assert max(Counter(batch_server.billed).values()) == 1
+    assert len(online_server.online_billed) == online.summary["calls"]
+    assert batched.summary["calls"] == online.summary["calls"] == len(batch_server.billed)
+    assert batched.summary["batch_calls"] == batched.summary["calls"]
+    assert batched.rounds >= 3  # plan, then each later model step, in rounds
+    assert batched.summary["cost_usd"] == pytest.approx(0.5 * online.summary["cost_usd"])
+
+
+def test_errored_and_expired_requests_go_to_the_next_round_then_fail_their_item(
+        tmp_path: Path) -> None:
+    """q1 (an item's plan) errors in every batch: its item fails with the provider's reason
+    after three; q2 errors once and q3 expires in every batch: q2 is answered in the next
+    round, q3's item fails as expired.  The fourth item is untouched."""
+    items = make_items(tmp_path, 4, seed=3)
+    seen: Counter[str] = Counter()
+
+    def errored(custom_id: str) -> bool:
+        seen[custom_id] += 1
+        return custom_id == "q1" or (custom_id == "q2" and seen[custom_id] == 1)
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    with simulated_batches(Behaviour.CLEAN, items, seed=3, fail=errored, expire={"q3"}) as (
+            server, _batches, _model), \
+            patched_env(environment(Behaviour.CLEAN, server, folder)):
+        ran = run_job(folder, items, batch=True)
+    from agentic_iqa.db import make_engine, reads
+    from agentic_iqa.db.engine import read_scope
+
+    with read_scope(make_engine(f"sqlite:///{folder / 'results.sqlite3'}")) as session:
+        rows = {row["item_id"]: row for row in reads.export_rows(session, ran.job_id)}
+    failed = sorted((row["error"] or "") for row in rows.values() if row["status"] != "done")
+    assert len(failed) == 2, rows
+    assert any("not a valid image" in error and "in 3 batches" in error for error in failed)
+    assert any("expired" in error and "in 3 batches" in error for error in failed)
+    assert sum(row["status"] == "done" for row in rows.values()) == 2
+    assert seen["q1"] == 3 and seen["q2"] == 2  # q2 answered at its second batch
+
+
+def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(tmp_path: Path) -> None:
+    """Cancelled while its first batch is open; the batch is cancelled at the provider (the
+    lines it processed are answered); the resume takes those answers over and sends only the
+    rest, then runs to the end with the answers of the same job online."""
+    import threading
+    import time
+
+    from agentic_iqa.db import make_engine, upgrade
+    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.runtime import lifecycle
+    from tests.conformance.items import write_manifest
+
+    items = make_items(tmp_path, 4, seed=5)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    with simulated_batches(Behaviour.CLEAN, items, delay=30.0, seed=5,
+                           processed_on_cancel=2) as (server, batches, _model), \
+            patched_env(environment(Behaviour.CLEAN, server, folder)):
+        import os
+
+        url = os.environ["AGENTIC_IQA_DATABASE_URL"]
+        upgrade(url)
+        engine = make_engine(url)
+        job_id = lifecycle.submit(engine, write_manifest(items, folder / "m.csv"), batch=True)
+        runner = threading.Thread(target=lifecycle.run_local,
+                                  args=(engine, job_id, AgentsCache()), daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _sent(lifecycle.progress(engine, job_id)):
+            time.sleep(0.05)
+        assert len(batches.batches) == 1
+        lifecycle.cancel(engine, job_id)
+        runner.join(timeout=60)
+        assert not runner.is_alive()
+        assert lifecycle.progress(engine, job_id).status == "cancelled"
+        batches.delay = 0.0
+        lifecycle.resume(engine, job_id)
+        lifecycle.run_local(engine, job_id, AgentsCache())
+        ran = read_ran(engine, job_id)
+        billed = list(batches.billed)
+    assert all(status == "done" for status, _, _ in ran.answers.values()), ran.answers
+    assert max(Counter(billed).values()) == 1
+    digests = Counter(digest for _, digest in billed)
+    assert max(digests.values()) == 1  # no request body paid for twice, under any custom id
+    assert ran.summary["batch_calls"] == ran.summary["calls"] == len(billed)
+    assert len(batches.batches) >= 3  # the cancelled one, then the rounds after the resume
+    first = next(iter(batches.batches.values()))
+    assert sum(o.kind == "canceled" for o in first.outcomes.values()) == 2
+
+
+def _sent(progress: object) -> bool:
+    """The job's first batch is with the provider (its id recorded)."""
+    batch = getattr(progress, "batch", None)
+    return bool(batch and batch.open and batch.open[0].provider_id)
