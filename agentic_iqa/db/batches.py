@@ -86,12 +86,13 @@ def park(session: Session, *, job_id: str, run_id: str, step: str, iteration: in
 
 def _adoptable(session: Session, job_id: str, key: str) -> BatchRequest | None:
     """The same request of a run of this job that ended without using it (cancelled with its
-    job, then resumed as a new run), answered or still in a batch: a resume pays for nothing
-    twice."""
+    job, then resumed as a new run), answered, in a batch or waiting for one: a resume pays
+    for nothing twice, and a dead run's request is never sent (:func:`gather`)."""
     return session.scalars(
         select(BatchRequest).join(Run, Run.id == BatchRequest.run_id)
         .where(BatchRequest.job_id == job_id, BatchRequest.request_key == key,
-               BatchRequest.status.in_(("answered", "submitted")), Run.status == "failed")
+               BatchRequest.status.in_(("answered", "submitted", "pending")),
+               Run.status == "failed")
         .order_by(BatchRequest.id).limit(1)).first()
 
 
@@ -148,7 +149,9 @@ def pending_requests(session: Session, job_id: str) -> tuple[int, datetime | Non
     """How many requests wait for a round, and since when the oldest waits."""
     count, oldest = session.execute(
         select(func.count(), func.min(BatchRequest.created_at))
-        .where(BatchRequest.job_id == job_id, BatchRequest.status == "pending")).one()
+        .join(Run, Run.id == BatchRequest.run_id)
+        .where(BatchRequest.job_id == job_id, BatchRequest.status == "pending",
+               Run.status.in_(("pending", "running")))).one()
     if oldest is not None and oldest.tzinfo is None:
         from datetime import UTC
 
@@ -184,8 +187,9 @@ def gather(session: Session, job_id: str, groups: dict[str, str], *, max_request
     (``groups``: role -> its group's role, the first of the roles with the same backend, model
     and endpoint), split at ``max_requests``.  The caller holds the job's lock."""
     rows = list(session.scalars(
-        select(BatchRequest).where(BatchRequest.job_id == job_id,
-                                   BatchRequest.status == "pending")
+        select(BatchRequest).join(Run, Run.id == BatchRequest.run_id)
+        .where(BatchRequest.job_id == job_id, BatchRequest.status == "pending",
+               Run.status.in_(("pending", "running")))  # a run that ended asks nothing
         .order_by(BatchRequest.id)))
     if not rows:
         return []

@@ -221,8 +221,9 @@ def _poll(engine: Engine, settings: PipelineSettings, result: RoundTick) -> None
         try:
             _poll_one(engine, settings, result, batch_id, job_id, configs[job_id] or "", role,
                       provider_id, polls)
-        except VLMError as exc:
-            result.errors.append(f"polling batch {provider_id or batch_id}: {exc}")
+        except Exception as exc:  # this batch's turn comes again at its next poll
+            result.errors.append(f"polling batch {provider_id or batch_id}: "
+                                 f"{redact(str(exc))}")
 
 
 def _poll_one(engine: Engine, settings: PipelineSettings, result: RoundTick, batch_id: str,
@@ -313,7 +314,11 @@ def check_supported(config: RunConfig) -> None:
             "(--model), or drop --batch")
     for role, group in role_groups(config).items():
         if role == group and role in remote:
-            batch_api(remote[role]).check_supported()
+            api = batch_api(remote[role])
+            try:
+                api.check_supported()
+            finally:
+                api.close()
 
 
 def drive_local(engine: Engine, job_id: str, walk: Callable[[list[str]], None], *,

@@ -85,16 +85,27 @@ class AnthropicClient:
         self._client.close()
 
     def complete(self, request: VLMRequest) -> VLMResponse:
-        user = cast(UserMessageParam, {"role": "user", "content": self._user_content(request)})
+        parameters = self._parameters(request)
         try:
-            message = self._client.messages.create(
-                model=self.model,
-                max_tokens=self.config.max_tokens,
-                system=self._system(request) or anthropic.omit,
-                messages=[user],
-            )
+            message = self._client.messages.create(**parameters)
         except (anthropic.AnthropicError, ValueError) as exc:
             raise _classify(exc, self._scrub(self._describe(exc))) from None
+        return self.response_from(message, request)
+
+    def _parameters(self, request: VLMRequest) -> dict[str, Any]:
+        """The Messages API body of ``request``: shared by the online call and the Message
+        Batches API (:mod:`.batch_api`), so both send the same request."""
+        user = cast(UserMessageParam, {"role": "user", "content": self._user_content(request)})
+        parameters: dict[str, Any] = {"model": self.model, "max_tokens": self.config.max_tokens}
+        system = self._system(request)
+        if system:
+            parameters["system"] = system
+        parameters["messages"] = [user]
+        return parameters
+
+    def response_from(self, message: Any, request: VLMRequest) -> VLMResponse:
+        """The answer in a ``Message`` to ``request``: shared by the online call and the
+        Message Batches API, so both read a reply the same way."""
         text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
         model = message.model or self.model
         usage = usage_of(message)

@@ -91,6 +91,11 @@ class OpenAIClient:
             completion = self._client.chat.completions.create(**parameters)
         except openai.OpenAIError as exc:
             raise _classify(exc, self._scrub(self._describe(exc))) from None
+        return self.response_from(completion, request)
+
+    def response_from(self, completion: Any, request: VLMRequest) -> VLMResponse:
+        """The answer in a ``ChatCompletion`` to ``request``: shared by the online call and the
+        Batch API (:mod:`.batch_api`), so both read a reply the same way."""
         if not completion.choices:
             raise VLMError(f"OpenAI model {self.model!r} returned no choices")
         choice = completion.choices[0]

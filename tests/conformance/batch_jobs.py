@@ -67,9 +67,14 @@ def simulated_batches(behaviour: Behaviour, items: list[Item], *, delay: float =
 
 
 @contextmanager
-def patched_env(values: Mapping[str, str]) -> Iterator[None]:
+def patched_env(values: Mapping[str, str | None]) -> Iterator[None]:
+    """``os.environ`` with ``values`` (None: unset) for the block."""
     saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     try:
         yield
     finally:

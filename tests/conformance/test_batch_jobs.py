@@ -81,10 +81,13 @@ def test_errored_and_expired_requests_go_to_the_next_round_then_fail_their_item(
     assert seen["q1"] == 3 and seen["q2"] == 2  # q2 answered at its second batch
 
 
-def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("read_first", [True, False], ids=["read-before-resume", "resume-at-once"])
+def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
+        tmp_path: Path, read_first: bool) -> None:
     """Cancelled while its first batch is open; the batch is cancelled at the provider (the
     lines it processed are answered); the resume takes those answers over and sends only the
-    rest, then runs to the end with the answers of the same job online."""
+    rest (whether the cancelled batch was read before the resume or after), then runs to the
+    end."""
     import threading
     import time
 
@@ -117,6 +120,13 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(tmp_path:
         assert not runner.is_alive()
         assert lifecycle.progress(engine, job_id).status == "cancelled"
         batches.delay = 0.0
+        if read_first:  # the cancelled batch's answers read before anything is resumed
+            from agentic_iqa.runtime import batches as rounds
+
+            while lifecycle.progress(engine, job_id).batch.open:
+                rounds.tick(engine, dispatch=lambda _run: None, lease_seconds=None,
+                            job_id=job_id)
+                time.sleep(0.05)
         lifecycle.resume(engine, job_id)
         lifecycle.run_local(engine, job_id, AgentsCache())
         ran = read_ran(engine, job_id)
@@ -135,3 +145,122 @@ def _sent(progress: object) -> bool:
     """The job's first batch is with the provider (its id recorded)."""
     batch = getattr(progress, "batch", None)
     return bool(batch and batch.open and batch.open[0].provider_id)
+
+
+def test_batch_answers_land_in_the_response_cache_so_the_same_job_online_makes_no_call(
+        tmp_path: Path) -> None:
+    """Both jobs at the same endpoint (the cache key names it), each with its own database."""
+    items = make_items(tmp_path, 3, seed=7)
+    ran = {}
+    with simulated_batches(Behaviour.CLEAN, items, seed=7) as (server, batches, _model):
+        for batch in (True, False):
+            folder = tmp_path / ("batch" if batch else "online")
+            folder.mkdir()
+            with patched_env(environment(Behaviour.CLEAN, server, folder, cache=True)):
+                ran[batch] = run_job(folder, items, batch=batch)
+            if batch:
+                billed = list(batches.billed)
+        online_calls = list(batches.online_billed)
+        billed_after = batches.billed[len(billed):]
+    batched, online = ran[True], ran[False]
+    assert billed and online_calls == [] and billed_after == []
+    assert online.answers == batched.answers
+    assert online.summary["calls"] == 0
+    assert online.summary["cache_hits"] == batched.summary["calls"] == len(billed)
+
+
+@pytest.mark.parametrize("behaviour", [Behaviour.CLEAN, Behaviour.ANTHROPIC])
+def test_a_batch_refused_as_a_whole_stops_the_job_with_one_message(
+        tmp_path: Path, behaviour: Behaviour) -> None:
+    """OpenAI fails the batch at validation; Anthropic refuses it with a 400 at create."""
+    items = make_items(tmp_path, 3, seed=1)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    with simulated_batches(behaviour, items, seed=1, reject=True) as (server, batches, _m), \
+            patched_env(environment(behaviour, server, folder)):
+        ran = run_job(folder, items, batch=True)
+        from agentic_iqa.db import make_engine
+        from agentic_iqa.runtime import lifecycle
+
+        current = lifecycle.progress(make_engine(
+            f"sqlite:///{folder / 'results.sqlite3'}"), ran.job_id)
+    assert current.status == "cancelled"
+    assert current.error is not None and "refused a batch" in current.error
+    assert "Enqueued token limit" in current.error and "\n" not in current.error
+    assert not any(status == "done" for status, _, _ in ran.answers.values())
+    assert batches.billed == [] and batches.online_billed == []
+
+
+def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_submit(
+        tmp_path: Path) -> None:
+    from agentic_iqa.db import make_engine, reads, upgrade
+    from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.vlm.base import VLMConfigurationError
+    from tests.conformance.items import write_manifest
+
+    items = make_items(tmp_path, 2, seed=1)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    manifest = write_manifest(items, folder / "m.csv")
+    with simulated_batches(Behaviour.CLEAN, items, supports_batches=False) as (
+            server, _batches, _model), \
+            patched_env(environment(Behaviour.CLEAN, server, folder)):
+        import os
+
+        url = os.environ["AGENTIC_IQA_DATABASE_URL"]
+        upgrade(url)
+        engine = make_engine(url)
+        with pytest.raises(VLMConfigurationError) as refused:
+            lifecycle.submit(engine, manifest, batch=True)
+        with patched_env({"AGENTIC_IQA_VLM_BACKEND": "builtin", "AGENTIC_IQA_VLM_MODEL": None,
+                          "AGENTIC_IQA_VLM_BASE_URL": None}), \
+                pytest.raises(VLMConfigurationError) as builtin:
+            lifecycle.submit(engine, manifest, batch=True)
+        with read_scope(engine) as session:
+            assert reads.latest_job(session) is None  # nothing stored
+    assert "--batch" in str(refused.value) and "\n" not in str(refused.value)
+    assert "builtin" in str(builtin.value) and "drop --batch" in str(builtin.value)
+
+
+def test_eval_status_shows_the_rounds_and_the_batch_calls(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from agentic_iqa.cli import app
+
+    items = make_items(tmp_path, 2, seed=2)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    with simulated_batches(Behaviour.CLEAN, items, seed=2) as (server, _batches, _model), \
+            patched_env(environment(Behaviour.CLEAN, server, folder)) as _, \
+            patched_env({"COLUMNS": "300"}):
+        ran = run_job(folder, items, batch=True)
+        shown = CliRunner().invoke(app, ["eval", "status", ran.job_id])
+        document = json.loads(CliRunner().invoke(
+            app, ["eval", "status", ran.job_id, "--json"]).stdout)
+    assert shown.exit_code == 0, shown.output
+    assert f"batch: round {ran.rounds}; requests: {ran.summary['calls']} answered" \
+        in shown.output
+    assert f"{ran.summary['calls']} in batches, at the batch price" in shown.output
+    assert document["batch"]["round"] == ran.rounds and document["batch"]["open"] == []
+    assert document["batch"]["requests"] == {"answered": ran.summary["calls"]}
+
+
+def test_eval_submit_batch_on_the_builtin_backend_is_one_line_and_exit_2(tmp_path: Path
+                                                                        ) -> None:
+    from typer.testing import CliRunner
+
+    from agentic_iqa.cli import app
+    from tests.conformance.items import write_manifest
+
+    items = make_items(tmp_path, 2, seed=1)
+    manifest = write_manifest(items, tmp_path / "m.csv")
+    env = {"AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
+           "AGENTIC_IQA_BROKER_URL": "", "AGENTIC_IQA_VLM_BACKEND": "builtin", "COLUMNS": "300"}
+    with patched_env({"AGENTIC_IQA_VLM_MODEL": None, "AGENTIC_IQA_VLM_BASE_URL": None}):
+        result = CliRunner().invoke(app, ["eval", "submit", str(manifest), "--batch"], env=env)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "builtin backend" in lines[0] and "drop --batch" in lines[0]

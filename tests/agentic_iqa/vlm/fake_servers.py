@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,14 +21,20 @@ class Recorded:
     method: str
     path: str
     headers: dict[str, str]
+    #: The JSON body decoded, else the body as text (None when empty).
     body: Any
+    #: The body as it came (a multipart upload is read from it).
+    raw: bytes = b""
+    content_type: str = ""
 
 
 @dataclass(frozen=True)
 class Reply:
     status: int = 200
+    #: JSON-encoded unless it is text or bytes (sent as they are).
     body: Any = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
 
 
 def fast_retry(status: int, body: Any) -> Reply:
@@ -37,9 +43,16 @@ def fast_retry(status: int, body: Any) -> Reply:
 
 
 class FakeAPIServer:
-    """ThreadingHTTPServer on 127.0.0.1, any free port; use as a context manager."""
+    """ThreadingHTTPServer on 127.0.0.1, any free port; use as a context manager.
 
-    def __init__(self, default: Callable[[Recorded], Reply] | None = None) -> None:
+    Only POST reaches the responders unless ``methods`` names more (``("POST", "GET",
+    "DELETE")`` for the batch server): a GET elsewhere (a preflight's model list) keeps the
+    HTTP 501 a plain server answers.
+    """
+
+    def __init__(self, default: Callable[[Recorded], Reply] | None = None, *,
+                 methods: Collection[str] = ("POST",)) -> None:
+        self.methods = frozenset(methods)
         self.requests: list[Recorded] = []
         self._queue: deque[Reply] = deque()
         self._default = default or (lambda _request: Reply(404, {"error": "not scripted"}))
@@ -80,19 +93,32 @@ class FakeAPIServer:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                self._handle("POST")
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._handle("GET")
+
+            def do_DELETE(self) -> None:  # noqa: N802
+                self._handle("DELETE")
+
+            def _handle(self, method: str) -> None:
+                if method not in server.methods:
+                    self.send_error(501, f"Unsupported method ({method!r})")
+                    return
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
                 try:
                     body: Any = json.loads(raw) if raw else None
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, UnicodeDecodeError):
                     body = raw.decode("utf-8", "replace")
                 headers = {name.lower(): value for name, value in self.headers.items()}
-                reply = server._respond(Recorded("POST", self.path, headers, body))
-                payload = (
+                reply = server._respond(Recorded(method, self.path, headers, body, raw,
+                                                 headers.get("content-type", "")))
+                payload = reply.body if isinstance(reply.body, bytes) else (
                     reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
                 ).encode("utf-8")
                 self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", reply.content_type)
                 self.send_header("content-length", str(len(payload)))
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
