@@ -264,3 +264,50 @@ def test_eval_submit_batch_on_the_builtin_backend_is_one_line_and_exit_2(tmp_pat
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "builtin backend" in lines[0] and "drop --batch" in lines[0]
+
+
+def test_a_local_batch_job_whose_process_is_killed_mid_round_is_resumed_from_the_database(
+        tmp_path: Path) -> None:
+    """`eval submit --batch` (no broker) SIGKILLed while its first batch is open; `eval
+    resume` reads that batch's answers back from the provider and finishes the job, with
+    nothing paid twice."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from tests.conformance.harness import REPO
+    from tests.conformance.items import write_manifest
+
+    items = make_items(tmp_path, 3, seed=4)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    manifest = write_manifest(items, folder / "m.csv")
+    with simulated_batches(Behaviour.CLEAN, items, delay=3.0, seed=4) as (
+            server, batches, _model):
+        env = {**os.environ, **environment(Behaviour.CLEAN, server, folder),
+               "PYTHONPATH": str(REPO)}
+        command = [sys.executable, "-m", "agentic_iqa", "eval", "submit", str(manifest),
+                   "--batch", "--backend", "openai", "--no-vlm-cache"]
+        submitter = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not batches.batches and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # its id recorded
+        os.killpg(submitter.pid, signal.SIGKILL)
+        submitter.wait(timeout=10)
+        batches.delay = 0.0  # the next rounds at once
+        database = folder / "results.sqlite3"
+        with sqlite3.connect(database) as db:  # a lease later: the process is gone
+            db.execute("update runs set lease_until = datetime('now', '-1 minute')")
+        resumed = subprocess.run([sys.executable, "-m", "agentic_iqa", "eval", "resume"],
+                                 env=env, capture_output=True, text=True, timeout=300)
+        billed = list(batches.billed)
+        created = len(batches.batches)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"3 done, 0 failed of 3 items" in resumed.stderr
+    assert max(Counter(digest for _, digest in billed).values()) == 1
+    assert created >= 3  # the first round went on from the database, then the next rounds
