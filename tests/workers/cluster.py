@@ -10,7 +10,9 @@ import time
 import uuid
 from pathlib import Path
 
+import redis
 from celery import Celery
+from kombu.exceptions import OperationalError
 
 from tests.conftest import REPO
 
@@ -63,8 +65,11 @@ class Cluster:
         while time.monotonic() < deadline:
             if self.processes[hostname].poll() is not None:
                 raise RuntimeError(f"worker {hostname} exited; see {log.name}")
-            if self.client.control.ping(destination=[hostname], timeout=0.5):
-                return hostname
+            try:
+                if self.client.control.ping(destination=[hostname], timeout=0.5):
+                    return hostname
+            except (redis.ConnectionError, OperationalError):
+                continue  # the broker was restarted: the first ping meets a dead connection
         raise TimeoutError(f"worker {hostname} did not answer within 60 s; see {log.name}")
 
     def freeze(self, hostname: str) -> None:
