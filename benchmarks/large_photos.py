@@ -95,8 +95,10 @@ def child(way: str, tool: str, path: Path, device: str, weights: Path | None,
         from iqa_tools import ToolRegistry, ToolSettings
 
         overrides = {} if way == "tiled" else {"tile_above_pixels": 10**12}
+        # No memory budget: the whole-image way is measured where the budget would refuse it.
         registry = ToolRegistry(ToolSettings(device=device, tool_cache="none",
-                                             weights_dir=weights, **overrides))
+                                             weights_dir=weights, tool_memory=10**15,
+                                             **overrides))
         registry.metric(tool)
 
         def score() -> float:
@@ -118,8 +120,7 @@ def run(way: str, tool: str, path: Path, args: argparse.Namespace) -> dict | Non
                args.device, "--repeat", str(args.repeat)]
     if args.weights_dir is not None:
         command += ["--weights-dir", str(args.weights_dir)]
-    env = {**os.environ, "AGENTIC_IQA_MAX_PIXELS": str(10**9)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"  {way} {tool} failed ({done.returncode}): {done.stderr.strip()[-300:]}",
               file=sys.stderr)

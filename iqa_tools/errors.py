@@ -40,9 +40,9 @@ class StoreUnavailable(ToolError):
 
 
 class ImageTooLargeError(InputError):
-    """The image has more pixels than one tool call may take (:func:`.images.pixel_budget`):
-    memory grows with pixels (BRISQUE on a 169-megapixel photo reached 18 GB), so such a file
-    is refused with its size before it is decoded, never half-processed."""
+    """The image has more pixels than the explicit cap (``AGENTIC_IQA_MAX_PIXELS``,
+    :func:`.images.pixel_cap`): refused with its size from the header, before it is decoded,
+    never half-processed.  :class:`ToolMemoryError`, the byte budget per tool call, is one."""
 
     def __init__(self, path: str, size: tuple[int, int], budget: int) -> None:
         width, height = size
@@ -53,6 +53,30 @@ class ImageTooLargeError(InputError):
         self.path = path
         self.size = size
         self.budget = budget
+
+
+class ToolMemoryError(ImageTooLargeError):
+    """One tool call on this image would need more memory than the budget per call
+    (``AGENTIC_IQA_TOOL_MEMORY``, :mod:`.memory`): estimated from the file's header and
+    refused before any decode or model work, with the tool, the size, the estimate, the budget
+    and the setting to raise."""
+
+    def __init__(self, path: str, size: tuple[int, int], tool: str, estimate: int,
+                 budget: int) -> None:
+        from .memory import format_bytes
+
+        width, height = size
+        InputError.__init__(
+            self,
+            f"{tool} on image {path!r} ({width}x{height} pixels, {width * height / 1e6:.1f} MP) "
+            f"needs about {format_bytes(estimate)}, above the memory budget of "
+            f"{format_bytes(budget)} per tool call: raise AGENTIC_IQA_TOOL_MEMORY (tool_memory "
+            "in configs/tools.yaml) where there is memory for it, or downscale the image")
+        self.path = path
+        self.size = size
+        self.budget = budget
+        self.tool = tool
+        self.estimate = estimate
 
 
 class ImageTooSmallError(InputError):
@@ -87,3 +111,56 @@ class NonFiniteScoreError(ToolFailure):
 
 class ToolRuntimeError(ToolFailure):
     """The metric raised while being created or run."""
+
+
+class StorageError(ToolError):
+    """Reading an image's bytes from where they are kept (a local path or an object-store URL,
+    :mod:`.storage`) failed.  Messages name the location without credentials: a URL never
+    carries any (refused), a query string is shown as ``?***``, and a backend's own text is
+    never quoted, only its error code.
+
+    ``stops_job``: the same failure would meet every item (a wrong credential, a missing
+    backend), so a job should stop with this one message instead of failing item by item.
+    """
+
+    stops_job = False
+
+    def __init__(self, message: str, location: str = "") -> None:
+        super().__init__(message)
+        self.location = location
+
+
+class PathOutsideRoot(StorageError):
+    """A name from a manifest or dataset file would lead out of its root (``..``, an absolute
+    path, another bucket or host, an encoded ``%2e%2e``, a NUL byte): it is never read."""
+
+    def __init__(self, name: str, root: str, reason: str) -> None:
+        super().__init__(f"{name!r} is refused under root {root}: {reason}", location=root)
+        self.name = name
+        self.root = root
+        self.reason = reason
+
+
+class ObjectMissing(StorageError):
+    """No object (or file) at the location: this item fails, the others go on."""
+
+
+class ObjectChanged(StorageError):
+    """The object's bytes are no longer those recorded when the job was submitted."""
+
+
+class StorageUnavailable(StorageError):
+    """The store kept throttling or timing out after the configured retries: this item fails
+    (a later run may succeed)."""
+
+
+class StorageMisconfigured(StorageError):
+    """Every item would fail the same way (an unsupported scheme, a backend not installed, a
+    credential written into a URL): the job stops with this message."""
+
+    stops_job = True
+
+
+class StorageAccessDenied(StorageMisconfigured):
+    """The store refused the credential (access denied, unknown key, bad signature, no
+    credential at all): a wrong credential fails every item, so the job stops early."""

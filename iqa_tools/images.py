@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
+from .memory import DECODE_CEILING
 
 if TYPE_CHECKING:  # numpy and Pillow load on the first decode: the size rules need neither
     import numpy as np
@@ -41,12 +43,11 @@ MIN_IMAGE_SIDE = 32
 #: image into 96x96 patches and fails on anything smaller; VIF's four-scale pyramid fails at 32
 #: and works from 33; MS-SSIM's five scales with an 11-pixel window need 161.
 TOOL_MIN_SIDE: dict[str, int] = {"NIQE": 96, "VIF": 33, "MS-SSIM": 161}
-#: Most pixels one tool call takes unless ``AGENTIC_IQA_MAX_PIXELS`` says otherwise: 6 MP
-#: (3000x2000).  A tool's memory grows with pixels: measured on the CPU (pyiqa 0.1.16, catalog
-#: precision), a process's peak was 3.96 GB for BRISQUE, 3.84 GB for NIQE and 3.97 GB for PIQE
-#: on a 7-MP photo, and 12.2 GB for BRISQUE on 25 MP; so 6 MP keeps a worker under 4 GB
-#: whatever file it is handed.  Raise it where there is memory for larger photos.
-DEFAULT_MAX_PIXELS = 6_000_000
+#: The environment variable of an explicit cap on pixels per image (unset: none).  Memory is
+#: bounded per tool call in bytes (:mod:`iqa_tools.memory`, ``AGENTIC_IQA_TOOL_MEMORY``) and
+#: decoding by :data:`~iqa_tools.memory.DECODE_CEILING`; this cap is for a deployment that
+#: wants to refuse large photos outright, whatever the tool.
+MAX_PIXELS_VARIABLE = "AGENTIC_IQA_MAX_PIXELS"
 #: EXIF orientations that turn the image by 90 degrees, so width and height swap on display.
 _QUARTER_TURNS = frozenset({5, 6, 7, 8})
 
@@ -85,6 +86,14 @@ class LoadedImage:
         height, width = self.stored.shape[:2]
         return width, height
 
+    @cached_property
+    def header_size(self) -> tuple[int, int]:
+        """(width, height) as displayed, from the file's header: decodes nothing (the decoded
+        size when the pixels are already there).  What memory budgets are checked against."""
+        if "stored" in self.__dict__:
+            return self.size
+        return header_size(self.data, self.path)
+
     def check_size(self, tool: str | None = None) -> None:
         """Raise :class:`ImageTooSmallError` if ``tool`` (or any tool) cannot measure it."""
         check_min_size(self.path, self.size, tool)
@@ -108,13 +117,13 @@ def check_min_size(path: str | Path, size: tuple[int, int], tool: str | None = N
         raise ImageTooSmallError(str(path), size, minimum, tool)
 
 
-def pixel_budget() -> int:
-    """Most pixels one tool call takes (``AGENTIC_IQA_MAX_PIXELS``, default 6 MP)."""
-    text = os.environ.get("AGENTIC_IQA_MAX_PIXELS", "").strip()
+def pixel_cap() -> int | None:
+    """The explicit cap on pixels per image (``AGENTIC_IQA_MAX_PIXELS``); None when unset."""
+    text = os.environ.get(MAX_PIXELS_VARIABLE, "").strip()
     try:
-        return max(1, int(float(text))) if text else DEFAULT_MAX_PIXELS
+        return max(1, int(float(text))) if text else None
     except ValueError:
-        return DEFAULT_MAX_PIXELS
+        return None
 
 
 def digest_bytes(data: bytes) -> str:
@@ -132,27 +141,85 @@ def read_bytes(path: str | Path) -> bytes:
         raise ImageLoadError(str(path), f"cannot read file ({exc.strerror or exc})") from None
 
 
+_PILLOW_SET: list[bool] = []
+
+
+def _pillow() -> None:
+    """Pillow's decompression-bomb limit, set here and nowhere else, to
+    :data:`DECODE_CEILING` (179 MP): no warning below it (a 100-MP camera photo is an ordinary
+    input, and budgets per tool call bound its memory).  Above it :func:`_opened` refuses the
+    file itself, with its size, whatever Pillow's limit is by then (a caller may change it);
+    Pillow's own warning there is silenced (the refusal says it), its error (above twice the
+    limit) is turned into the same refusal."""
+    if _PILLOW_SET:
+        return
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = DECODE_CEILING
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    _PILLOW_SET.append(True)
+
+
 @contextmanager
-def _decoded(data: bytes, path: str) -> Iterator[Image.Image]:
-    """The fully decoded image, Pillow's many errors turned into one :class:`ImageLoadError`."""
+def _opened(data: bytes, path: str) -> Iterator[Image.Image]:
+    """The image with its header read and no pixel decoded, refused above the decode ceiling
+    and the explicit cap; Pillow's many errors turned into one :class:`ImageLoadError`."""
+    _pillow()
     from PIL import Image, UnidentifiedImageError
 
     if not data:
         raise ImageLoadError(path, "file is empty")
     try:
         with Image.open(io.BytesIO(data)) as image:
-            budget = pixel_budget()  # from the header, before a byte of pixels is decoded
-            if image.size[0] * image.size[1] > budget:
-                raise ImageTooLargeError(path, image.size, budget)
-            image.load()
+            width, height = image.size
+            if width * height > DECODE_CEILING:
+                raise _bomb(path, width, height)
+            cap = pixel_cap()
+            if cap is not None and width * height > cap:
+                raise ImageTooLargeError(path, image.size, cap)
             yield image
     except UnidentifiedImageError:
         raise ImageLoadError(path, "not a recognised image format") from None
-    except Image.DecompressionBombError as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow's refusal above twice its limit (or its warning, where warnings are errors)
         raise ImageLoadError(path, f"image too large to decode safely ({exc})") from None
     except (OSError, SyntaxError, ValueError) as exc:
         # Pillow reports truncated or corrupt data as OSError/SyntaxError/ValueError.
         raise ImageLoadError(path, f"corrupt or truncated image data ({exc})") from None
+
+
+def _bomb(path: str, width: int, height: int) -> ImageLoadError:
+    return ImageLoadError(path, f"image too large to decode safely: {width}x{height} pixels "
+                                f"({width * height / 1e6:.0f} MP) is above the decode ceiling "
+                                f"of {DECODE_CEILING / 1e6:.0f} MP, which guards against "
+                                "decompression bombs")
+
+
+@contextmanager
+def _decoded(data: bytes, path: str) -> Iterator[Image.Image]:
+    """The fully decoded image (see :func:`_opened` for what is refused first)."""
+    with _opened(data, path) as image:
+        image.load()
+        yield image
+
+
+def header_size(data: bytes, path: str = "<bytes>") -> tuple[int, int]:
+    """(width, height) as displayed (EXIF orientation applied) from the file's header alone:
+    no pixel is decoded, so a budget is checked in microseconds, even on a file that would
+    take gigabytes to decode (or is truncated: that shows on decoding)."""
+    from PIL import Image
+
+    with _opened(data, path) as image:
+        width, height = image.size
+        if image.format == "PNG":  # PNG's getexif() decodes the file to find a late eXIf chunk
+            raw = image.info.get("exif")
+            exif = Image.Exif()
+            if raw:
+                exif.load(raw)
+            orientation = exif.get(0x0112)
+        else:
+            orientation = image.getexif().get(0x0112)
+    return (height, width) if orientation in _QUARTER_TURNS else (width, height)
 
 
 def decode(data: bytes, path: str = "<bytes>") -> np.ndarray:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import numerics
+from . import memory, numerics
 from . import weights as weight_files
 from .cache import ScoreCache, cache_key, open_store
 from .catalog import Catalog, Precision, ToolSpec, load_catalog
@@ -30,10 +30,11 @@ from .errors import (
     NonFiniteScoreError,
     ToolError,
     ToolFailure,
+    ToolMemoryError,
     ToolRuntimeError,
     ToolUnavailableError,
 )
-from .images import LoadedImage, read_image
+from .images import LoadedImage, pixel_cap, read_image
 from .settings import ToolSettings
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,39 @@ class ToolRegistry:
         if self.settings.device != "auto":
             return self.settings.device
         return _auto_device()
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def memory_estimate(self, name: str, pixels: int) -> int:
+        """Bytes one call of ``name`` needs on an image of ``pixels`` (:mod:`.memory`): tiled
+        or whole-image as the registry would score it."""
+        spec = self.get(name)
+        tiled = spec.pyiqa_name in memory.TILED_METRICS \
+            and pixels > self.settings.tile_above_pixels
+        return memory.estimate(spec.pyiqa_name, pixels, full_reference=spec.is_full_reference,
+                               tiled=tiled, tile_size=self.settings.tile_size)
+
+    def largest_image(self, name: str) -> int:
+        """The most pixels one call of ``name`` takes within the memory budget (and the
+        decode ceiling, and ``AGENTIC_IQA_MAX_PIXELS`` if set): what ``tools list`` shows."""
+        spec = self.get(name)
+        tiles_above = self.settings.tile_above_pixels \
+            if spec.pyiqa_name in memory.TILED_METRICS else None
+        return memory.largest_pixels(spec.pyiqa_name, self.settings.tool_memory,
+                                     full_reference=spec.is_full_reference,
+                                     tiles_above=tiles_above, tile_size=self.settings.tile_size,
+                                     cap=pixel_cap())
+
+    def check_memory(self, name: str, image: LoadedImage) -> None:
+        """Raise :class:`ToolMemoryError` when one call of ``name`` on ``image`` (and a
+        reference of its size) would exceed the budget per call; from the file's header, so
+        nothing is decoded or built first."""
+        spec = self.get(name)
+        width, height = image.header_size
+        needed = self.memory_estimate(spec.name, width * height)
+        if needed > self.settings.tool_memory:
+            raise ToolMemoryError(image.path, (width, height), spec.name, needed,
+                                  self.settings.tool_memory)
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -291,8 +325,11 @@ class ToolRegistry:
         if hit is not None:
             raw, cached = hit[0], True
         else:
-            # Decode (and compare sizes) outside the tool's own error handling: a bad input
-            # image is the caller's problem, not a tool failure that a fallback could fix.
+            # The budget from the header first: a photo too large for this tool is refused
+            # before a pixel is decoded.  Then decode (and compare sizes) outside the tool's own
+            # error handling: a bad input image is the caller's problem, not a tool failure
+            # that a fallback could fix.
+            self.check_memory(spec.name, target)
             _ = target.stored
             if ref is not None:
                 check_same_size(spec.name, target, ref)
@@ -388,6 +425,7 @@ class ToolRegistry:
             if key in seen or self.cache.get(key) is not None:
                 continue
             try:
+                self.check_memory(spec.name, target)
                 shape = target.stored.shape
                 if ref is not None and ref.stored.shape != shape:
                     continue
@@ -481,18 +519,35 @@ def _numerics_for(spec: ToolSpec) -> AbstractContextManager[None]:
     return numerics.separable_normalisation() if spec.precision == "float64" else nullcontext()
 
 
+#: Bytes of uint8 pixels converted to the input tensor at a time (:func:`_to_tensor`).
+_BAND_BYTES = 8 << 20
+
+
 def _to_tensor(image: LoadedImage | None, device: str, precision: Precision) -> Any:
     """1 x 3 x H x W on ``device`` in ``precision``: the dtype the metric then computes in.
 
     pyiqa never casts its input, and its hand-crafted metrics move their constants to the input's
     dtype, so a float64 tensor is all BRISQUE, NIQE and PIQE need to compute in float64.
+
+    Filled a band of rows at a time from :attr:`LoadedImage.stored` with the values of
+    :attr:`LoadedImage.pixels` (float32 / 255), which is never computed or kept here: the
+    tensor is the only full-size float copy, and it goes with the call, so the tools of one
+    step do not each leave a float copy of the image behind.
     """
     import torch
 
+    from .images import to_float
+
     if image is None:
         return None
-    pixels = torch.from_numpy(image.pixels).permute(2, 0, 1).unsqueeze(0).contiguous()
-    return pixels.to(device=device, dtype=getattr(torch, precision))
+    stored = image.stored
+    height, width = stored.shape[:2]
+    tensor = torch.empty((1, 3, height, width), dtype=getattr(torch, precision), device=device)
+    rows = max(1, _BAND_BYTES // max(1, width * 3))
+    for top in range(0, height, rows):
+        band = torch.from_numpy(to_float(stored[top:top + rows]))
+        tensor[0, :, top:top + rows].copy_(band.permute(2, 0, 1))
+    return tensor
 
 
 def _cast_model(metric: Any, precision: Precision) -> Any:

@@ -2,7 +2,7 @@
 
 The product's ``configs/tools.yaml`` holds the defaults a user edits; the environment overrides
 it (``AGENTIC_IQA_DEVICE=cuda``, ``AGENTIC_IQA_WEIGHTS_DIR=/models/pyiqa``,
-``AGENTIC_IQA_TOOL_CACHE=redis://cache:6379/2``).
+``AGENTIC_IQA_TOOL_CACHE=redis://cache:6379/2``, ``AGENTIC_IQA_TOOL_MEMORY=4GB``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .memory import DEFAULT_TOOL_MEMORY, parse_bytes
 
 
 def default_cache_url() -> str:
@@ -60,6 +62,19 @@ class ToolSettings(BaseSettings):
         "and 16x16 blocks for PIQE); memory per tool call grows with its square. None: "
         "iqa_tools.tiling.DEFAULT_TILE for the device",
     )
+
+    tool_memory: int = Field(
+        default=DEFAULT_TOOL_MEMORY, gt=0,
+        description="bytes one tool call may use (e.g. 1.5GB, 800MB, 2GiB), estimated from the "
+        "image's header before any work (iqa_tools.memory); a larger call fails as too large, "
+        "naming the tool, the estimate and this setting. The default takes BRISQUE, NIQE and "
+        "PIQE up to the decode ceiling (179 MP)",
+    )
+
+    @field_validator("tool_memory", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> int:
+        return parse_bytes(value)
 
     @field_validator("weights_dir", "metadata_path", mode="after")
     @classmethod

@@ -41,12 +41,11 @@ import torch
 
 from . import numerics
 from .images import to_float
+from .memory import TILED_METRICS
 
 if TYPE_CHECKING:
     from .images import LoadedImage
 
-#: pyiqa names of the metrics scored tile by tile.
-TILED_METRICS = frozenset({"brisque", "niqe", "piqe", "ssim", "psnr"})
 #: Tile side per device unless ``ToolSettings.tile_size`` says otherwise.  On a CPU, 1024 px
 #: keeps a tile's float64 maps within a few tens of MB, and tiled scoring is no slower than
 #: whole-image scoring from about 1 MP.  A GPU pays per kernel launch, so it takes larger
@@ -74,7 +73,8 @@ Span = tuple[int, int]
 
 def applies(pyiqa_name: str | None, pixels: int, above: int) -> bool:
     """Whether an image of ``pixels`` is scored in tiles by this tool (``above``: the
-    threshold, :attr:`ToolSettings.tile_above_pixels`)."""
+    threshold, :attr:`ToolSettings.tile_above_pixels`; :data:`TILED_METRICS` lives in
+    :mod:`iqa_tools.memory`, which needs it without torch)."""
     return pyiqa_name in TILED_METRICS and pixels > above
 
 

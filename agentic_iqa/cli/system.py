@@ -12,6 +12,8 @@ from .common import (
     BackendOption,
     BaseUrlOption,
     ModelOption,
+    _fail,
+    err,
     out,
     use_backend,
 )
@@ -71,12 +73,20 @@ def worker(
     pool: Annotated[str, typer.Option(
         "--pool", help="prefork, solo or threads (VLM queue: threads with -c 64)")] = "prefork",
     hostname: Annotated[str | None, typer.Option("--hostname", "-n")] = None,
+    max_memory: Annotated[str | None, typer.Option(
+        "--max-memory", envvar="AGENTIC_IQA_WORKER_MAX_MEMORY",
+        help="memory this worker may use, e.g. 2GB: the tool budget per call "
+             "(AGENTIC_IQA_TOOL_MEMORY) is lowered to what fits with --concurrency, so a "
+             "too-large image fails as such instead of the worker being OOM-killed")] = None,
 ) -> None:
     """Start a Celery worker (same as `celery -A workers.celery_app:app worker`).
 
     VLM steps wait on the network: a worker of the VLM queue (``vlm_queue``) holds 64 calls in
     flight with ``--queues vlm --pool threads --concurrency 64``.
     """
+    extra: list[str] = []
+    if max_memory is not None:
+        extra = worker_memory(max_memory, concurrency, pool)
     from workers.celery_app import app as celery_app
 
     if queues is None:
@@ -87,7 +97,35 @@ def worker(
             f"--loglevel={loglevel}", f"--pool={pool}"]
     if hostname:
         argv.append(f"--hostname={hostname}")
-    celery_app.worker_main(argv)
+    celery_app.worker_main(argv + extra)
+
+
+def worker_memory(max_memory: str, concurrency: int, pool: str) -> list[str]:
+    """Fit the tool budget per call into ``--max-memory``: lower ``AGENTIC_IQA_TOOL_MEMORY``
+    in this process's environment (which the worker's processes inherit) when the configured
+    budget times the calls in flight, beside each process's idle memory, does not fit; say so
+    in one line.  Returns Celery's own ``--max-memory-per-child`` for a prefork pool: a child
+    that grew past its share (model caches) is replaced after its task."""
+    import os
+
+    from iqa_tools.memory import parse_bytes, worker_fit
+
+    from ..config import load_tool_settings
+
+    try:
+        limit = parse_bytes(max_memory)
+        configured = load_tool_settings().tool_memory
+    except ValueError as exc:
+        _fail(f"--max-memory: {exc}", code=2)
+    fit = worker_fit(limit, concurrency, pool, configured)
+    if fit.budget <= 0:
+        _fail(fit.line, code=2)
+    err.print(fit.line, highlight=False, soft_wrap=True, markup=False)
+    if fit.lowered:
+        os.environ["AGENTIC_IQA_TOOL_MEMORY"] = str(fit.budget)
+    if pool != "prefork":
+        return []
+    return [f"--max-memory-per-child={limit // concurrency // 1024}"]
 
 
 @db_app.command("upgrade")

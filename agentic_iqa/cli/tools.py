@@ -39,8 +39,11 @@ def tools_list(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     kind: Annotated[str | None, typer.Option("--type", help="FR or NR only")] = None,
 ) -> None:
-    """List every tool, whether it can run on this machine, and what is missing if not."""
+    """List every tool, whether it can run on this machine, and what is missing if not, and
+    the largest image one call takes within the memory budget per tool call."""
     from rich.table import Table
+
+    from iqa_tools import memory
 
     registry = _registry()
     rows = []
@@ -61,12 +64,14 @@ def tools_list(
                 "detail": availability.detail,
                 "missing": [w.file for w in availability.missing],
                 "normalization_warnings": spec.normalization_warnings(),
+                "max_pixels": registry.largest_image(spec.name),
+                "memory_model": memory.model_for(spec.pyiqa_name).measured,
             }
             for spec, availability in rows
         ], indent=2))
         return
     table = Table(title="IQA tools (pyiqa)")
-    for column in ("name", "type", "pyiqa", "lower better"):
+    for column in ("name", "type", "pyiqa", "lower better", "largest image"):
         table.add_column(column, no_wrap=True)
     # File names are what a user copies: on a terminal they fold at the edge, never an ellipsis.
     table.add_column("available here", overflow="fold")
@@ -74,12 +79,28 @@ def tools_list(
         colour = "green" if availability.ok else "red"
         table.add_row(spec.name, spec.type, spec.pyiqa_name or spec.factory or "",
                       "yes" if spec.lower_is_better else "",
+                      _largest(registry.largest_image(spec.name),
+                               memory.model_for(spec.pyiqa_name)),
                       f"[{colour}]{escape(availability.summary)}[/]")
     _print_unwrapped(table)
+    out.print(f"Largest image: per tool call within AGENTIC_IQA_TOOL_MEMORY="
+              f"{memory.format_bytes(registry.settings.tool_memory)} (* estimated, not "
+              "measured: the weights were not there to measure).",
+              highlight=False, soft_wrap=True, markup=False)
     ready = sum(1 for _, a in rows if a.ok)
     out.print(f"{ready} of {len(rows)} tools can run here.", highlight=False)
     for line in _tools_list_notes(registry.catalog, rows):
         out.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
+def _largest(pixels: int, model: Any) -> str:
+    """``up to 179 MP``; ``up to 2.3 MP*`` for a figure not measured; ``none`` if none fits."""
+    from iqa_tools import memory
+
+    if pixels <= 0:
+        return "none"
+    mark = "" if model.measured == "measured" else "*"
+    return f"up to {memory.format_pixels(pixels)}{mark}"
 
 
 def _print_unwrapped(renderable: Any) -> None:
@@ -143,16 +164,18 @@ def tools_run(
     """
     import logging
 
-    from iqa_tools.images import load_image
+    from iqa_tools.images import read_image
 
     registry = _registry(device)
     try:
         spec = registry.get(tool)
-        # Decoded and size-checked before any model is built: a thumbnail fails in
-        # milliseconds with the size the tool needs, not after every fallback has tried it.
-        target = load_image(image)
+        # The memory budget from the header, then decoded and size-checked before any model
+        # is built: a thumbnail fails in milliseconds with the size the tool needs, and a photo
+        # too large for the tool before a pixel is decoded.
+        target = read_image(image)
+        registry.check_memory(spec.name, target)
         target.check_size(spec.name)
-        ref = load_image(reference) if reference is not None and spec.is_full_reference \
+        ref = read_image(reference) if reference is not None and spec.is_full_reference \
             else None
         if ref is not None:
             ref.check_size(spec.name)

@@ -73,20 +73,21 @@ def test_a_key_in_the_base_urls_query_string_is_stored_nowhere(monkeypatch, tmp_
     assert b"qsecret123456" not in stored and "qsecret123456" not in result.output
 
 
-def test_an_image_over_the_pixel_budget_is_refused_from_its_header(tmp_path, monkeypatch):
-    """A 13000x13000 JPEG of 2.6 MB (under Pillow's bomb limit): refused with its size in
-    milliseconds, before its pixels are decoded, and a bad row of a manifest."""
-    Image.MAX_IMAGE_PIXELS = None
+def test_an_image_over_the_explicit_pixel_cap_is_refused_from_its_header(tmp_path, monkeypatch):
+    """A 13000x13000 JPEG of 2.6 MB (under the decode ceiling): accepted by default (memory is
+    bounded per tool call in bytes), refused with its size in milliseconds, before its pixels
+    are decoded, and a bad row of a manifest, under an explicit AGENTIC_IQA_MAX_PIXELS."""
     path = tmp_path / "huge.jpg"
     Image.new("RGB", (13000, 13000), (120, 130, 140)).save(path, quality=90)
+    monkeypatch.setenv("AGENTIC_IQA_MAX_PIXELS", str(100_000_000))
     with pytest.raises(ImageTooLargeError, match=r"13000x13000 pixels \(169.0 MP\), above "
-                                                 r"the budget of 6.0 MP"):
+                                                 r"the budget of 100.0 MP"):
         probe_image(path)
     manifest = tmp_path / "m.csv"
     manifest.write_text(f"image,mos\n{path},3\n")
     (entry,) = read_manifest(manifest)
     assert isinstance(entry, ManifestError) and "AGENTIC_IQA_MAX_PIXELS" in entry.message
-    monkeypatch.setenv("AGENTIC_IQA_MAX_PIXELS", str(200_000_000))
+    monkeypatch.delenv("AGENTIC_IQA_MAX_PIXELS")
     assert probe_image(path) == (13000, 13000)
 
 
