@@ -1,0 +1,778 @@
+"""Where an image's bytes come from: a local path, or a URL in object storage or behind HTTPS.
+
+Workers on other hosts share no disk with the submitter, so an image is named by a location
+that any host can read: ``s3://`` (also MinIO, Ceph), ``gs://``, ``az://``, ``https://`` through
+fsspec and its maintained backends, or ``file://`` and plain paths, read directly (no fsspec on
+the local path: zero overhead).
+
+* Credentials and endpoints come only from each backend's usual environment and config files
+  (``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, ``~/.aws/config``, ``GOOGLE_APPLICATION_CREDENTIALS``,
+  ``AZURE_STORAGE_*``).  A URL that carries ``user:password@`` is refused, so no location, and
+  therefore no message, ever holds one; a query string (a presigned URL) is shown as ``?***``.
+* Failures are typed (:mod:`.errors`): :class:`ObjectMissing` and :class:`StorageUnavailable`
+  fail one item; :class:`StorageAccessDenied` and :class:`StorageMisconfigured` say
+  ``stops_job``.  Throttling and timeouts are retried here, once, with exponential backoff and
+  jitter (the backends' own retry loops are turned off so the attempts are the ones configured).
+* :func:`fetch` returns the bytes with their ``sha256:`` digest, checks them against the digest
+  recorded at submit, and serves repeated reads from a local :class:`ObjectCache`.
+* :func:`join_under` confines a manifest's relative names to a root URL or folder, by the same
+  lexical rule as ``agentic_iqa.jobs.paths.confined_key`` (mirrored: this layer cannot import
+  that one), and also on the percent-decoded name.
+
+Environment (read when used): ``AGENTIC_IQA_STORAGE_ATTEMPTS`` (5), ``AGENTIC_IQA_STORAGE_BACKOFF``
+(0.2 s, the first wait), ``AGENTIC_IQA_STORAGE_BACKOFF_MAX`` (10 s), ``AGENTIC_IQA_STORAGE_TIMEOUT``
+(60 s per request), ``AGENTIC_IQA_OBJECT_CACHE`` (a folder) and ``AGENTIC_IQA_OBJECT_CACHE_BYTES``
+(2GB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import os
+import posixpath
+import re
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from .errors import (
+    ObjectChanged,
+    ObjectMissing,
+    PathOutsideRoot,
+    StorageAccessDenied,
+    StorageError,
+    StorageMisconfigured,
+    StorageUnavailable,
+)
+from .memory import parse_bytes
+
+T = TypeVar("T")
+
+#: Schemes read through fsspec, with the extra that installs each backend.
+REMOTE_SCHEMES: dict[str, str] = {
+    "s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
+    "abfss": "azure", "http": "", "https": "",
+}
+DEFAULT_CACHE_BYTES = 2_000_000_000
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+#: Backend error codes (S3 and friends), by what they mean for the job.
+_DENIED_CODES = {
+    "accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "expiredtoken",
+    "invalidtoken", "tokenrefreshrequired", "allaccessdisabled", "accountproblem",
+    "unauthorized", "forbidden", "authorizationpermissionmismatch", "authenticationfailed",
+    "401", "403",
+}
+_MISSING_CODES = {"nosuchkey", "nosuchbucket", "nosuchversion", "notfound", "404", "410",
+                  "blobnotfound", "containernotfound"}
+_TRANSIENT_CODES = {
+    "slowdown", "throttling", "throttlingexception", "requestlimitexceeded", "toomanyrequests",
+    "requesttimeout", "requesttimeoutexception", "serviceunavailable", "internalerror",
+    "serverbusy", "operationtimedout", "408", "429", "500", "502", "503", "504",
+}
+
+
+# --- locations --------------------------------------------------------------------------------
+
+def scheme(location: str) -> str | None:
+    """The URL scheme in lower case (``s3``, ``https``, ``file``), or None for a path.
+
+    A single letter before ``://`` is a Windows drive, not a scheme."""
+    found = _SCHEME.match(location)
+    if found is None or len(found.group(1)) < 2:
+        return None
+    return found.group(1).lower()
+
+
+def is_url(location: str) -> bool:
+    """Whether ``location`` is a URL (``s3://b/k``, ``https://...``, ``file:///x``), not a path."""
+    return scheme(location) is not None
+
+
+def display(location: str) -> str:
+    """``location`` as messages show it: a query string (a presigned URL's signature) and any
+    user information masked, so a message never needs redaction to be safe."""
+    if not is_url(location):
+        return location
+    parts = urlsplit(location)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + ("?***" if parts.query else "") + ("#***" if parts.fragment else "")
+
+
+def _check_url(location: str) -> str:
+    """The scheme of a URL this module may read; refuses credentials written into it."""
+    name = scheme(location)
+    assert name is not None
+    if "@" in urlsplit(location).netloc:
+        raise StorageMisconfigured(
+            f"{display(location)}: a URL must not carry a user or password; give the "
+            "credential through the backend's environment or config file instead (for S3: "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials)",
+            location=display(location))
+    if name != "file" and name not in REMOTE_SCHEMES:
+        raise StorageMisconfigured(
+            f"{display(location)}: unsupported scheme {name!r} (use a path, file://, s3://, "
+            "gs://, az://, http:// or https://)", location=display(location))
+    return name
+
+
+def _file_path(location: str) -> str:
+    """The local path of a ``file://`` URL (percent-decoded); another host's file is refused."""
+    parts = urlsplit(location)
+    if parts.netloc not in ("", "localhost"):
+        raise StorageMisconfigured(
+            f"{display(location)}: a file:// URL names a file on this machine; another host "
+            f"({parts.netloc}) is not reachable this way", location=display(location))
+    return unquote(parts.path)
+
+
+def _local_path(location: str) -> str | None:
+    """The path to open directly for a plain path or a ``file://`` URL, else None."""
+    name = scheme(location)
+    if name is None:
+        return location
+    if _check_url(location) == "file":
+        return _file_path(location)
+    return None
+
+
+# --- confinement ------------------------------------------------------------------------------
+
+def join_under(root: str, name: str) -> str:
+    """``name`` (a relative name from a manifest or dataset file) under ``root`` (a folder, a
+    ``file://`` URL or a bucket-and-prefix URL), in the root's form; it cannot leave the root.
+
+    Raises :class:`PathOutsideRoot` for a NUL byte, an absolute path or drive, a ``..`` that
+    climbs out (also when spelt ``%2e%2e`` or with backslashes), another scheme, bucket or
+    host, a query or fragment, or a name that is the root itself.  A full URL is accepted when
+    it lies under the root.  Lexical only, as ``confined_key``: a local symlink is the
+    opener's business (``Root.resolve``).
+    """
+    if _CONTROL.search(root):
+        raise StorageMisconfigured(f"root {root!r} contains a control character", location=root)
+    root_scheme = scheme(root)
+    if root_scheme is not None:
+        _check_url(root)
+    if root_scheme in (None, "file"):
+        base = _file_path(root) if root_scheme == "file" else root
+        prefix = posixpath.normpath(base.replace("\\", "/")) if base else "."
+        key = _relative_name(name, root, root_scheme, "", prefix)
+        joined = posixpath.join(prefix, key) if prefix != "." else key
+        if root_scheme == "file":
+            return "file://" + joined
+        return joined if os.sep == "/" else joined.replace("/", os.sep)
+    parts = urlsplit(root)
+    if parts.query or parts.fragment:
+        raise PathOutsideRoot(name, display(root), "a root URL with a query or fragment "
+                              "cannot hold relative names")
+    prefix = parts.path.strip("/")
+    key = _relative_name(name, root, root_scheme, parts.netloc, prefix)
+    return f"{parts.scheme}://{parts.netloc}/" + (f"{prefix}/{key}" if prefix else key)
+
+
+def _relative_name(name: str, root: str, root_scheme: str | None, netloc: str,
+                   prefix: str) -> str:
+    """The checked key of ``name`` below ``prefix``; a URL name must share the root's scheme
+    and host and is turned into its relative part first."""
+    shown = display(root)
+    if _CONTROL.search(name):
+        raise PathOutsideRoot(name, shown, "it contains a NUL byte or another control "
+                              "character")
+    name_scheme = scheme(name)
+    if name_scheme is not None:
+        if "@" in urlsplit(name).netloc:
+            raise PathOutsideRoot(display(name), shown, "a URL must not carry a user or "
+                                  "password; use the backend's environment instead")
+        if name_scheme != (root_scheme or "file"):
+            raise PathOutsideRoot(name, shown, f"another scheme ({name_scheme}://) than the "
+                                  "root's")
+        parts = urlsplit(name)
+        if root_scheme in (None, "file"):
+            path = _file_path(name)
+        elif parts.netloc.lower() != netloc.lower():
+            raise PathOutsideRoot(name, shown, f"another bucket or host ({parts.netloc}) than "
+                                  "the root's")
+        else:
+            path = parts.path
+        if parts.query or parts.fragment:
+            raise PathOutsideRoot(display(name), shown, "a query or fragment is not part of "
+                                  "an object's name")
+        top = "/" + prefix.strip("/")
+        normal = posixpath.normpath("/" + path.lstrip("/"))
+        if not (top == "/" or normal.startswith(top.rstrip("/") + "/")):
+            raise PathOutsideRoot(name, shown, "the URL is not under the root")
+        name = normal[len(top):].lstrip("/") if top != "/" else normal.lstrip("/")
+    elif root_scheme not in (None, "file") and ("?" in name or "#" in name):
+        raise PathOutsideRoot(name, shown, "'?' and '#' would start a query or fragment, not "
+                              "name an object")
+    key = ""
+    for form in _spellings(name):
+        checked = _confined_key(form, prefix, name, shown)
+        key = key or checked
+    if not key:
+        raise PathOutsideRoot(name, shown, "it names the root itself, not an object under it")
+    return key
+
+
+def _spellings(name: str) -> list[str]:
+    """``name`` as written and as a server would decode it (``%2e%2e`` is ``..``, ``%2f`` a
+    slash), up to three rounds of percent-decoding: each must stay under the root."""
+    forms = [name]
+    while len(forms) < 4:
+        decoded = unquote(forms[-1])
+        if decoded == forms[-1]:
+            break
+        forms.append(decoded)
+    return forms
+
+
+def _confined_key(text: str, prefix: str, name: str, root: str) -> str:
+    """The lexical rule of ``agentic_iqa.jobs.paths.confined_key``, mirrored: backslashes are
+    separators, an absolute path (or drive) is refused, and so is a ``..`` ending outside
+    ``prefix``; one that climbs out and back in by name ends inside and is kept."""
+    if "\x00" in text:
+        raise PathOutsideRoot(name, root, "it contains a NUL byte")
+    key = text.replace("\\", "/")
+    if key.startswith("/") or os.path.isabs(text) or _DRIVE.match(key):
+        raise PathOutsideRoot(name, root, "an absolute path; only names under the root are "
+                              "read")
+    top = "/" + prefix.strip("/")
+    normal = posixpath.normpath(posixpath.join(top, key))
+    if not (top == "/" or normal == top or normal.startswith(top + "/")):
+        raise PathOutsideRoot(name, root, "'..' climbs out of it")
+    return normal[len(top):].lstrip("/")
+
+
+# --- retries and errors -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How throttling and timeouts are retried: ``attempts`` in all, waits drawn at random up
+    to ``backoff * 2**n`` seconds (full jitter, so workers do not retry in step), at most
+    ``backoff_max``; ``timeout`` bounds each request."""
+
+    attempts: int = 5
+    backoff: float = 0.2
+    backoff_max: float = 10.0
+    timeout: float = 60.0
+
+    @classmethod
+    def from_env(cls) -> RetryPolicy:
+        """The policy from ``AGENTIC_IQA_STORAGE_*``, read now (a worker's environment)."""
+        def number(variable: str, default: float) -> float:
+            raw = os.environ.get(variable, "").strip()
+            if not raw:
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise StorageMisconfigured(f"{variable}={raw!r} is not a number") from None
+            if value < 0:
+                raise StorageMisconfigured(f"{variable}={raw!r} must not be negative")
+            return value
+
+        return cls(attempts=max(1, int(number("AGENTIC_IQA_STORAGE_ATTEMPTS", cls.attempts))),
+                   backoff=number("AGENTIC_IQA_STORAGE_BACKOFF", cls.backoff),
+                   backoff_max=number("AGENTIC_IQA_STORAGE_BACKOFF_MAX", cls.backoff_max),
+                   timeout=number("AGENTIC_IQA_STORAGE_TIMEOUT", cls.timeout) or cls.timeout)
+
+
+class _Transient(Exception):
+    """A throttled or timed-out request, retried; ``what`` says which, for the final message."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _code_and_status(exc: BaseException) -> tuple[str, int | None] | None:
+    """The backend's error code and HTTP status, for botocore and aiohttp errors (duck-typed:
+    neither is a dependency of this layer)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and isinstance(response.get("Error"), dict):
+        code = str(response["Error"].get("Code") or "")
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return code, status if isinstance(status, int) else None
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and type(exc).__module__.startswith("aiohttp"):
+        return str(status), status
+    return None
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    """(``denied`` | ``missing`` | ``transient`` | ``changed`` | ``other``, a short reason
+    without the backend's own text), from the exception and what it wraps."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 8 and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    for item in chain:
+        found = _code_and_status(item)
+        if found is not None:
+            code, status = found
+            label = f"{code} (HTTP {status})" if status and str(status) != code else code
+            for kind, codes in (("denied", _DENIED_CODES), ("missing", _MISSING_CODES),
+                                ("transient", _TRANSIENT_CODES)):
+                if code.lower() in codes or str(status) in codes:
+                    return kind, label
+            if code == "PreconditionFailed" or status == 412:
+                return "changed", label
+        kind_name = type(item).__name__
+        if kind_name in ("NoCredentialsError", "PartialCredentialsError",
+                         "CredentialRetrievalError", "NoAuthTokenError"):
+            return "denied", "no usable credential was found"
+        if isinstance(item, TimeoutError | socket.timeout | asyncio.TimeoutError) or \
+                "Timeout" in kind_name:
+            return "transient", "the request timed out"
+        if isinstance(item, ConnectionError) or kind_name in (
+                "EndpointConnectionError", "ClientConnectorError", "ServerDisconnectedError",
+                "ClientOSError", "ClientPayloadError", "ConnectionClosedError",
+                "IncompleteRead", "ResponseParserError"):
+            return "transient", f"the connection failed ({kind_name})"
+    if isinstance(exc, FileNotFoundError):
+        return "missing", "not found"
+    if isinstance(exc, PermissionError):
+        return "denied", "permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "missing", "a folder or prefix, not an object"
+    if isinstance(exc, OSError) and exc.errno == errno.EBUSY:
+        return "transient", "the store is busy (throttled)"
+    return "other", type(exc).__name__
+
+
+def _call(location: str, action: Callable[[], T], policy: RetryPolicy | None = None) -> T:
+    """``action()`` with throttling and timeouts retried, and every failure turned into a
+    :class:`StorageError` naming ``location``."""
+    policy = policy or RetryPolicy.from_env()
+    shown = display(location)
+
+    def attempt() -> T:
+        try:
+            return action()
+        except StorageError:
+            raise
+        except Exception as exc:
+            kind, reason = _classify(exc)
+            if kind == "transient":
+                raise _Transient(reason) from exc
+            if kind == "missing":
+                raise ObjectMissing(f"object {shown} not found ({reason})", shown) from None
+            if kind == "denied":
+                raise StorageAccessDenied(
+                    f"access to {shown} was refused ({reason}): check the credential the "
+                    "backend reads from its environment or config file (for S3: AWS_PROFILE, "
+                    "AWS_ACCESS_KEY_ID, ~/.aws/credentials) and its rights on this bucket",
+                    shown) from None
+            if kind == "changed":
+                raise _Changed(reason) from None
+            if isinstance(exc, ImportError):
+                raise _missing_backend(location) from None
+            raise StorageError(f"cannot read {shown}: {reason}", shown) from None
+
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.attempts),
+        wait=wait_random_exponential(multiplier=policy.backoff, max=policy.backoff_max),
+        retry=retry_if_exception_type(_Transient), reraise=False)
+    try:
+        return retrying(attempt)
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        what = last.what if isinstance(last, _Transient) else "it failed"
+        raise StorageUnavailable(
+            f"{shown} could not be read: {what}, {policy.attempts} attempt(s) in all "
+            "(AGENTIC_IQA_STORAGE_ATTEMPTS, AGENTIC_IQA_STORAGE_TIMEOUT)", shown) from None
+
+
+class _Changed(Exception):
+    """The object changed between its stat and its read (a conditional read failed)."""
+
+
+def _missing_backend(location: str) -> StorageMisconfigured:
+    extra = REMOTE_SCHEMES.get(scheme(location) or "", "")
+    hint = f"pip install 'agentic-iqa[{extra}]'" if extra else "pip install aiohttp"
+    return StorageMisconfigured(f"{display(location)}: the backend for "
+                                f"{scheme(location)}:// is not installed ({hint})",
+                                display(location))
+
+
+# --- filesystems ------------------------------------------------------------------------------
+
+_FILESYSTEMS: dict[tuple[Any, ...], Any] = {}
+_FILESYSTEMS_PID = os.getpid()
+_FILESYSTEMS_LOCK = threading.Lock()
+#: Variables that choose an endpoint or a credential: a change (a test, a re-configured
+#: process) gets a fresh filesystem; their values are hashed, never kept.
+_BACKEND_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+                "AWS_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+                "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_CONNECTION_STRING",
+                "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY")
+
+
+def _filesystem(protocol: str, timeout: float) -> Any:
+    """One fsspec filesystem per (protocol, options) per process, reused.
+
+    Created with ``skip_instance_cache`` so its settings are ours alone, and dropped after a
+    fork: an s3fs/aiobotocore client made before a Celery prefork worker forked belongs to the
+    parent's event loop (fsspec refuses it in the child), so the child makes its own.
+    """
+    global _FILESYSTEMS_PID
+    fingerprint = hashlib.sha256("\0".join(os.environ.get(v, "") for v in _BACKEND_ENV)
+                                 .encode()).hexdigest()
+    key = (protocol, timeout, fingerprint)
+    with _FILESYSTEMS_LOCK:
+        if os.getpid() != _FILESYSTEMS_PID:
+            _FILESYSTEMS.clear()
+            _FILESYSTEMS_PID = os.getpid()
+        fs = _FILESYSTEMS.get(key)
+        if fs is None:
+            fs = _new_filesystem(protocol, timeout)
+            _FILESYSTEMS[key] = fs
+        return fs
+
+
+def _new_filesystem(protocol: str, timeout: float) -> Any:
+    import fsspec
+
+    options: dict[str, Any] = {"skip_instance_cache": True}
+    if protocol in ("s3", "s3a"):
+        # One attempt per call in botocore and s3fs: the retries are ours (_call), so
+        # AGENTIC_IQA_STORAGE_ATTEMPTS is the number of requests, not a product of three loops.
+        options["config_kwargs"] = {"retries": {"total_max_attempts": 1},
+                                    "connect_timeout": timeout, "read_timeout": timeout}
+    elif protocol in ("http", "https"):
+        import aiohttp
+
+        options["client_kwargs"] = {"timeout": aiohttp.ClientTimeout(total=timeout)}
+    fs = fsspec.filesystem(protocol, **options)
+    if protocol in ("s3", "s3a"):
+        fs.retries = 1
+    return fs
+
+
+def forget_filesystems() -> None:
+    """Drop the filesystems made so far (a changed credential in a long-lived process)."""
+    with _FILESYSTEMS_LOCK:
+        _FILESYSTEMS.clear()
+
+
+def _remote(location: str) -> tuple[Any, str]:
+    """The filesystem for a remote URL and the path it takes."""
+    protocol = _check_url(location)
+    try:
+        fs = _filesystem(protocol, RetryPolicy.from_env().timeout)
+    except ImportError:
+        raise _missing_backend(location) from None
+    except ValueError:
+        raise StorageMisconfigured(f"{display(location)}: no fsspec backend for "
+                                   f"{protocol}://", display(location)) from None
+    return fs, location
+
+
+# --- stat and read ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ObjectStat:
+    """What a HEAD says: ``digest`` is ``etag:<value>`` or ``version:<id>`` where the store gives
+    one (it changes when the object does), else None (a local file: hash its bytes)."""
+
+    location: str
+    size: int | None
+    digest: str | None
+
+
+def stat(location: str) -> ObjectStat:
+    """Size and store digest of ``location`` without reading it.
+
+    Raises :class:`ObjectMissing`, :class:`StorageAccessDenied` (stops the job),
+    :class:`StorageUnavailable` after retried throttling or timeouts."""
+    path = _local_path(location)
+    if path is not None:
+        try:
+            result = os.stat(path)
+        except FileNotFoundError:
+            raise ObjectMissing(f"file {location} not found", location) from None
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"cannot read {location}: {_os_reason(exc)}", location) from None
+        if not os.path.isfile(path):
+            raise ObjectMissing(f"{location} is not a file", location)
+        return ObjectStat(location, result.st_size, None)
+    fs, target = _remote(location)
+
+    def head() -> dict[str, Any]:
+        fs.invalidate_cache(target)
+        return fs.info(target)
+
+    info = _call(location, head)
+    if info.get("type") == "directory":
+        raise ObjectMissing(f"object {display(location)} not found (a folder or prefix, not an "
+                            "object)", display(location))
+    size = info.get("size")
+    return ObjectStat(location, int(size) if size is not None else None, _store_digest(info))
+
+
+def _store_digest(info: dict[str, Any]) -> str | None:
+    """``etag:`` (quotes dropped) or ``version:`` from a backend's info, whatever it calls them."""
+    for field in ("ETag", "etag", "Etag"):
+        value = info.get(field)
+        if value:
+            return "etag:" + str(value).strip('"')
+    for field in ("VersionId", "version_id", "generation"):
+        value = info.get(field)
+        if value:
+            return f"version:{value}"
+    return None
+
+
+def read(location: str) -> bytes:
+    """The bytes at ``location``, with the error rules of :func:`stat`; a local path is read as
+    a file, with no fsspec in between."""
+    path = _local_path(location)
+    if path is not None:
+        try:
+            return Path(path).read_bytes()
+        except FileNotFoundError:
+            raise ObjectMissing(f"file {location} not found", location) from None
+        except IsADirectoryError:
+            raise ObjectMissing(f"{location} is not a file", location) from None
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"cannot read {location}: {_os_reason(exc)}", location) from None
+    if scheme(location) in ("s3", "s3a"):
+        return _s3_get(location, {})
+    fs, target = _remote(location)
+    return _call(location, lambda: fs.cat_file(target))
+
+
+def _os_reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or \
+        type(exc).__name__
+
+
+def _read_matching(location: str, digest: str | None) -> bytes:
+    """The bytes of exactly the version ``digest`` names, where the store can promise it (S3:
+    ``If-Match`` on the ETag, ``VersionId``); raises :class:`_Changed` when it no longer is."""
+    name = scheme(location)
+    if name not in ("s3", "s3a") or digest is None:
+        return read(location)
+    kind, _, value = digest.partition(":")
+    return _s3_get(location, {"IfMatch": value if value.startswith("W/") else f'"{value}"'}
+                   if kind == "etag" else {"VersionId": value})
+
+
+def _s3_get(location: str, condition: dict[str, str]) -> bytes:
+    """One GET of an S3 object (s3fs's ``cat_file`` would HEAD it first for its size)."""
+    fs, target = _remote(location)
+    bucket, key, _ = fs.split_path(target)
+
+    async def get() -> bytes:
+        response = await fs._call_s3("get_object", Bucket=bucket, Key=key, **condition)
+        try:
+            return await response["Body"].read()
+        finally:
+            response["Body"].close()
+
+    from fsspec.asyn import sync
+
+    return _call(location, lambda: sync(fs.loop, get))
+
+
+# --- cache and fetch --------------------------------------------------------------------------
+
+def default_cache_dir() -> Path:
+    """``AGENTIC_IQA_OBJECT_CACHE``, else ``$XDG_CACHE_HOME`` or ``~/.cache`` (this process's own
+    ``HOME``), then ``agentic-iqa/objects``."""
+    configured = os.environ.get("AGENTIC_IQA_OBJECT_CACHE", "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "agentic-iqa" / "objects"
+
+
+def default_cache_bytes() -> int:
+    raw = os.environ.get("AGENTIC_IQA_OBJECT_CACHE_BYTES", "").strip()
+    try:
+        return parse_bytes(raw) if raw else DEFAULT_CACHE_BYTES
+    except ValueError as exc:
+        raise StorageMisconfigured(f"AGENTIC_IQA_OBJECT_CACHE_BYTES: {exc}") from None
+
+
+class ObjectCache:
+    """Remote objects kept on local disk so each worker downloads each one once.
+
+    An entry's name is a hash of (location, store digest): an ETag identifies an object's
+    bytes only together with where it lives (two HTTP servers may both say ``"5f3c-1a"``), and
+    a changed object gets a new ETag, so a stale entry is never served, only evicted.  Several
+    processes share the folder safely: an entry is written to a temporary file and renamed
+    into place, a read bumps its time, and eviction (least recently used first, once the total
+    passes ``max_bytes``) tolerates files another process removed.  ``hits`` and ``misses``
+    count this object's look-ups.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None,
+                 max_bytes: int | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.max_bytes = max_bytes if max_bytes is not None else default_cache_bytes()
+        self.hits = 0
+        self.misses = 0
+        self._total: int | None = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(location: str, digest: str) -> str:
+        return hashlib.sha256(f"{location}\n{digest}".encode()).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / key
+
+    def get(self, location: str, digest: str) -> bytes | None:
+        """The cached bytes of this version of the object, or None (counted)."""
+        path = self._path(self.key(location, digest))
+        try:
+            data = path.read_bytes()
+            os.utime(path)
+        except OSError:
+            with self._lock:
+                self.misses += 1
+            return None
+        with self._lock:
+            self.hits += 1
+        return data
+
+    def put(self, location: str, digest: str, data: bytes) -> None:
+        """Keep ``data``; an object larger than the whole bound is not kept.  A full disk or a
+        read-only folder costs only the cache, never the read."""
+        if len(data) > self.max_bytes:
+            return
+        path = self._path(self.key(location, digest))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(handle, "wb") as out:
+                    out.write(data)
+                os.replace(temporary, path)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+        except OSError:
+            return
+        with self._lock:
+            if self._total is not None:
+                self._total += len(data)
+        if self._total is None or self._total > self.max_bytes:
+            self.evict()
+
+    def evict(self) -> None:
+        """Remove least recently used entries until the folder is within ``max_bytes``, and
+        temporary files a killed process left behind (older than an hour)."""
+        entries: list[tuple[float, int, Path]] = []
+        now = time.time()
+        for path in self.directory.glob("*/*"):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            if path.name.startswith(".tmp-"):
+                if now - info.st_mtime > 3600:
+                    path.unlink(missing_ok=True)
+                continue
+            entries.append((info.st_mtime, info.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries, key=lambda entry: entry[0]):
+            if total <= self.max_bytes:
+                break
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            total -= size
+        with self._lock:
+            self._total = total
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def fetch(location: str, *, expected: str | None = None,
+          cache: ObjectCache | None = None) -> tuple[bytes, str]:
+    """The bytes at ``location`` and their ``sha256:`` digest (computed on the bytes, so a
+    remote object and a local copy compare equal).
+
+    For a URL: one HEAD gives the store digest, the cache is asked for that version, and only a
+    miss reads the object (on S3 conditionally on the same ETag, so the bytes cached are the
+    version stated).  ``expected``, the digest recorded at submit (a store digest or a
+    ``sha256:``), raises :class:`ObjectChanged` when the object is no longer that one.
+    """
+    if _local_path(location) is not None:
+        data = read(location)
+        digest = sha256_digest(data)
+        _check_expected(location, expected, None, digest)
+        return data, digest
+    for _ in range(3):
+        info = stat(location)
+        _check_expected(location, expected, info.digest, None)
+        if cache is not None and info.digest is not None:
+            data = cache.get(location, info.digest)
+            if data is not None:
+                digest = sha256_digest(data)
+                _check_expected(location, expected, info.digest, digest)
+                return data, digest
+        try:
+            data = _read_matching(location, info.digest)
+        except _Changed:
+            continue
+        if info.digest is not None and scheme(location) not in ("s3", "s3a") and \
+                stat(location).digest != info.digest:
+            continue
+        if cache is not None and info.digest is not None:
+            cache.put(location, info.digest, data)
+        digest = sha256_digest(data)
+        _check_expected(location, expected, info.digest, digest)
+        return data, digest
+    raise StorageUnavailable(f"{display(location)} kept changing while it was read (3 tries)",
+                             display(location))
+
+
+def _check_expected(location: str, expected: str | None, store: str | None,
+                    content: str | None) -> None:
+    """Raise :class:`ObjectChanged` when ``expected`` is known not to hold.  A store digest is
+    compared with the HEAD's, a ``sha256:`` with the bytes once they are read."""
+    if expected is None:
+        return
+    if expected.startswith("sha256:"):
+        if content is None or content == expected:
+            return
+        found = content
+    elif store == expected:
+        return
+    else:
+        found = store or "no digest of that kind"
+    shown = display(location)
+    raise ObjectChanged(f"the object {shown} changed since the job was submitted: recorded "
+                        f"{expected}, now {found}", shown)
