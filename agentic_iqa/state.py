@@ -209,11 +209,19 @@ class _StateModel(BaseModel):
 
 
 def _image_path(value: str) -> str:
-    if Path(value).suffix.lower() not in IMAGE_EXTENSIONS:
+    """A local image file that exists, or an object's URL (``s3://bucket/key.jpg``), whose
+    existence its reader checks: a HEAD here would cost a request per run."""
+    from urllib.parse import urlsplit
+
+    from iqa_tools.storage import is_url
+
+    remote = is_url(value)
+    name = urlsplit(value).path if remote else value
+    if Path(name).suffix.lower() not in IMAGE_EXTENSIONS:
         raise ValueError(
             f"Invalid image format: {value!r} (expected one of {', '.join(IMAGE_EXTENSIONS)})"
         )
-    if not Path(value).is_file():
+    if not remote and not Path(value).is_file():
         raise ValueError(f"Image file not found: {value}")
     return value
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # numpy and Pillow load on the first decode: the size rules n
     import numpy as np
     from PIL import Image
 
+    from .storage import ObjectCache
+
 #: Colour behind transparent pixels.  White, as the image is shown on a page or viewer.
 ALPHA_BACKGROUND = (255, 255, 255)
 
@@ -131,6 +133,13 @@ def digest_bytes(data: bytes) -> str:
 
 
 def read_bytes(path: str | Path) -> bytes:
+    """The file's bytes; an object store's URL (``s3://``, ``https://`` ...) is fetched
+    through :mod:`.storage`, once per worker (its disk cache, by the store's digest)."""
+    location = os.fspath(path)
+    from .storage import is_url
+
+    if is_url(location):
+        return _fetched(location)
     try:
         return Path(path).read_bytes()
     except FileNotFoundError:
@@ -139,6 +148,47 @@ def read_bytes(path: str | Path) -> bytes:
         raise ImageLoadError(str(path), "is a directory, not an image file") from None
     except OSError as exc:
         raise ImageLoadError(str(path), f"cannot read file ({exc.strerror or exc})") from None
+
+
+def _fetched(location: str) -> bytes:
+    """An object's bytes; a store failure that is this item's alone (missing, throttled past
+    the retries, changed) is an :class:`ImageLoadError`, one that every item would meet (a
+    credential, a backend) is raised as is, for the job to stop."""
+    from .errors import StorageError
+    from .storage import fetch
+
+    try:
+        data, _ = fetch(location, cache=object_cache())
+    except StorageError as exc:
+        if exc.stops_job:
+            raise
+        raise ImageLoadError(exc.location or location, str(exc)) from None
+    return data
+
+
+_OBJECT_CACHE: list[object] = []
+
+
+def object_cache() -> ObjectCache:
+    """This process's disk cache of remote objects (``AGENTIC_IQA_OBJECT_CACHE``)."""
+    from .storage import ObjectCache
+
+    if not _OBJECT_CACHE:
+        _OBJECT_CACHE.append(ObjectCache())
+    return _OBJECT_CACHE[0]  # type: ignore[return-value]
+
+
+def version_key(path: str | Path) -> str:
+    """What changes when the image at ``path`` changes, cheaply: a local file's modification
+    time and size, an object's store digest (one HEAD), for caches of derived values."""
+    location = os.fspath(path)
+    from .storage import is_url, stat
+
+    if is_url(location):
+        info = stat(location)
+        return info.digest or f"size:{info.size}"
+    found = os.stat(location)
+    return f"{found.st_mtime_ns}:{found.st_size}"
 
 
 _PILLOW_SET: list[bool] = []

@@ -16,7 +16,6 @@ import logging
 import math
 import re
 from collections.abc import Collection, Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -50,8 +49,9 @@ def scope_keys(plan: PlannerOutput) -> list[str]:
     return list(plan.query_scope) if isinstance(plan.query_scope, list) else ["Global"]
 
 
-def _images(image_path: str, reference_path: str | None) -> tuple[Path, ...]:
-    return tuple(Path(p) for p in (image_path, reference_path) if p)
+def _images(image_path: str, reference_path: str | None) -> tuple[str, ...]:
+    """The images as located (a path, or an object's URL: ``Path`` would mangle ``s3://``)."""
+    return tuple(p for p in (image_path, reference_path) if p)
 
 
 def run_subtask(name: str, call: Any) -> Any:

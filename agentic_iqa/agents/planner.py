@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
 from typing import Literal
 
 from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
@@ -35,7 +34,7 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
               tool_names: list[str], replan_reason: str | None = None) -> PlannerOutput:
     replan_context = (f"Previous attempt needs replanning: {replan_reason}\n"
                       if replan_reason else "")
-    images = tuple(Path(p) for p in (image_path, reference_path) if p)
+    images = tuple(str(p) for p in (image_path, reference_path) if p)
     request = VLMRequest(
         task="plan",
         system=PLANNER_SYSTEM,

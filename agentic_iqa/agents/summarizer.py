@@ -126,7 +126,7 @@ def summarize(client: VLMClient, query: str, image_path: str, reference_path: st
         log.warning("summarizer: %s, and no new plan can supply it: the model answers from "
                     "the evidence there is", missing)
     context["replan_allowed"] = can_replan and not missing
-    images = tuple(Path(p) for p in (image_path, reference_path) if p)
+    images = tuple(str(p) for p in (image_path, reference_path) if p)
     if scoring_mode(query, plan):
         return _score(client, context, images)
     return _explain(client, context, images)

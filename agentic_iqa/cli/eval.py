@@ -112,7 +112,7 @@ def submit(
     ] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", min=1, help="only the first N rows or records")] = None,
-    image_dir: Annotated[Path | None, typer.Option(
+    image_dir: Annotated[str | None, typer.Option(
         "--image-dir", help="a manifest's image paths are relative to this folder (default: "
                             "the manifest's own folder)")] = None,
     mode: Annotated[str, typer.Option(
@@ -122,7 +122,7 @@ def submit(
     query: Annotated[str | None, typer.Option(
         "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
                               "image.'; a metric job: 'metrics: TOOLS')")] = None,
-    root: Annotated[Path | None, typer.Option(
+    root: Annotated[str | None, typer.Option(
         "--root", help="with --dataset: the dataset's folder; with a manifest: confine every "
                        "path here")] = None,
     tools: Annotated[str | None, typer.Option(
@@ -167,7 +167,7 @@ def submit(
     """
     from sqlalchemy.exc import SQLAlchemyError
 
-    from iqa_tools.errors import ToolError
+    from iqa_tools.errors import StorageMisconfigured, ToolError
 
     from ..jobs.manifest import ManifestFormatError
     from ..jobs.tools import MetricToolsError, check_tools, parse_tools
@@ -199,12 +199,13 @@ def submit(
                          metric_tools=metric_tools, roles=roles, batch=batch)
         if not broker and roles:  # it runs here: refused now, before a job is stored
             _honoured_here(config, roles)
-        job_id = lifecycle.submit(engine, manifest, name=name, query=query, root=root,
-                                  check_images=not no_check_images, mos_range=mos_range,
-                                  vlm_cache=vlm_cache, tools=metric_tools, config=config,
-                                  mode="tools" if metric_tools else mode, dataset=dataset,
-                                  split=split, image_dir=image_dir, limit=limit, batch=batch)
-    except (MetricToolsError, VLMError) as exc:
+        job_id = lifecycle.submit(engine, manifest, name=name, query=query,
+                                  root=_place(root), check_images=not no_check_images,
+                                  mos_range=mos_range, vlm_cache=vlm_cache, tools=metric_tools,
+                                  config=config, mode="tools" if metric_tools else mode,
+                                  dataset=dataset, split=split, image_dir=_place(image_dir),
+                                  limit=limit, batch=batch)
+    except (MetricToolsError, VLMError, StorageMisconfigured) as exc:
         _fail(str(exc), code=2)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
@@ -249,6 +250,15 @@ def submit(
         _run_local(engine, job_id, _agents(), workers)
     _summary(engine, job_id)
     _end_of_wait(engine, job_id)
+
+
+def _place(text: str | None) -> Path | str | None:
+    """A folder given on the command line: a path, or an object store's URL kept as is."""
+    from iqa_tools.storage import is_url
+
+    if text is None or is_url(text):
+        return text
+    return Path(text)
 
 
 @eval_app.command("datasets")

@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from typing import Any
 
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
 from iqa_tools.images import check_min_size, probe_image
+from iqa_tools.storage import is_url
 
 from ..datasets.bounded import (
     MAX_JSON_LINE,
@@ -82,8 +84,9 @@ class ManifestItem:
 
     line: int
     item_id: str
-    image: Path
-    reference: Path | None = None
+    #: A local file, or an object's URL (``s3://bucket/key``) when the image is in a store.
+    image: Path | str
+    reference: Path | str | None = None
     query: str | None = None
     mos: float | None = None
     answer: str | None = None
@@ -132,12 +135,17 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
     Raises ManifestFormatError now (not on first iteration) when the file cannot be a manifest.
     """
     source = Path(path)
-    confine = Path(root).resolve() if root is not None else None
-    if confine is not None and not confine.is_dir():
-        raise ManifestFormatError(f"--root {root} is not a folder")
+    confine: Path | str | None = None
+    if root is not None and is_url(os.fspath(root)):
+        confine = os.fspath(root)  # a bucket and prefix: checked name by name
+    elif root is not None:
+        confine = Path(root).resolve()
+        if not confine.is_dir():
+            raise ManifestFormatError(f"--root {root} is not a folder")
     if mos_range is not None:
         _check_mos_range(mos_range)
     kind = _kind(source)
+    base: Path | str
     if kind == "folder":
         rows: Iterator[_RawRow] = _folder_rows(source)
         base = source
@@ -151,7 +159,9 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
         else:
             rows = _jsonl_rows(source)
         base = source.parent
-    if image_dir is not None:
+    if image_dir is not None and is_url(os.fspath(image_dir)):
+        base = os.fspath(image_dir)  # images in an object store, under this prefix
+    elif image_dir is not None:
         base = Path(image_dir)
         if not base.is_dir():
             raise ManifestFormatError(f"--image-dir {image_dir} is not a folder")
@@ -392,7 +402,7 @@ def _folder_rows(folder: Path) -> Iterator[_RawRow]:
 # -- checking a row -------------------------------------------------------------------------------
 
 
-def _entries(rows: Iterator[_RawRow], *, base: Path, paths: Root, check_images: bool,
+def _entries(rows: Iterator[_RawRow], *, base: Path | str, paths: Root, check_images: bool,
              mos_range: tuple[float, float] | None,
              range_source: str = "--mos-range") -> Iterator[ManifestEntry]:
     seen: dict[str, int] = {}
@@ -549,7 +559,7 @@ def _answer(value: Any, line: int, options: tuple[str, ...] = ()) -> str | None:
     return letter
 
 
-def _derived_id(image_text: str, base: Path, query: str | None = None) -> str:
+def _derived_id(image_text: str, base: Path | str, query: str | None = None) -> str:
     """The image path relative to the manifest folder, normalised so ./a.jpg and a.jpg agree;
     with the row's own question, ``path#<8 hex of its hash>``: one id per (image, question),
     the same on every read."""
@@ -559,14 +569,25 @@ def _derived_id(image_text: str, base: Path, query: str | None = None) -> str:
     return f"{path}#{hashlib.sha256(query.encode()).hexdigest()[:8]}"
 
 
-def _derived_path(image_text: str, base: Path) -> str:
+def _derived_path(image_text: str, base: Path | str) -> str:
+    if is_url(image_text) or is_url(os.fspath(base)):
+        return _object_key(image_text, os.fspath(base))
     absolute = os.path.normpath(os.path.join(os.path.abspath(base), image_text))
     relative = os.path.relpath(absolute, os.path.abspath(base))
     chosen = absolute if relative.startswith(os.pardir) else relative
     return Path(chosen).as_posix()
 
 
-def _located(text: str, name: str, line: int, paths: Root) -> Path:
+def _object_key(image_text: str, base: str) -> str:
+    """An object's id: its name under the base URL, or the whole URL when it lies elsewhere
+    (never with a query string, which may sign the URL)."""
+    location = image_text.split("?", 1)[0]
+    if is_url(base) and location.startswith(base.rstrip("/") + "/"):
+        return location[len(base.rstrip("/")) + 1:]
+    return location if is_url(location) else posixpath.normpath(location)
+
+
+def _located(text: str, name: str, line: int, paths: Root) -> Path | str:
     """The file a cell names, through :func:`.paths.locate` (the one place paths are
     resolved and confined); a path it refuses is this row's error."""
     try:
@@ -576,7 +597,7 @@ def _located(text: str, name: str, line: int, paths: Root) -> Path:
         raise _BadRow(f"{name} {_shown(text, 200)} on line {line}{joint}{rejected}") from None
 
 
-def _check_image(path: Path, text: str, name: str, line: int) -> tuple[int, int]:
+def _check_image(path: Path | str, text: str, name: str, line: int) -> tuple[int, int]:
     """Decode the whole file and check its size, as the tools will; returns (width, height)."""
     try:
         size = probe_image(path)
@@ -597,7 +618,7 @@ def _check_image(path: Path, text: str, name: str, line: int) -> tuple[int, int]
     return size
 
 
-def _check_reference(reference: Path, row: Mapping[str, Any], image_size: tuple[int, int],
+def _check_reference(reference: Path | str, row: Mapping[str, Any], image_size: tuple[int, int],
                      line: int) -> None:
     """A reference must be readable and the image's size: FR tools compare pixel by pixel."""
     text = _text(row.get("reference"), "reference", line) or str(reference)

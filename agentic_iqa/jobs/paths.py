@@ -21,6 +21,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from iqa_tools.storage import is_url
+
 
 class PathRejected(ValueError):
     """A path that is not opened; the message says why, without the row's line.
@@ -52,10 +54,15 @@ class Root:
     def of(cls, base: str | os.PathLike[str], confine: str | os.PathLike[str] | None = None,
            label: str = "--root") -> Root:
         """A root with both folders resolved (symlinks), so lexical checks compare like with
-        like; a relative path resolves the same from the resolved base."""
-        return cls(base=os.path.realpath(base),
-                   confine=os.path.realpath(confine) if confine is not None else None,
-                   label=label)
+        like; a relative path resolves the same from the resolved base.  A URL (an object
+        store's bucket and prefix) is kept as given."""
+        return cls(base=_real(base),
+                   confine=_real(confine) if confine is not None else None, label=label)
+
+    @property
+    def remote(self) -> bool:
+        """Whether names are read from (or confined to) a URL rather than this disk."""
+        return is_url(self.base) or (self.confine is not None and is_url(self.confine))
 
     def resolve(self, text: str) -> str:
         """The real path of ``text`` (symlinks followed) if it may be opened, else raises."""
@@ -103,12 +110,19 @@ def confined_key(text: str, prefix: str = "", *, label: str = "--root") -> str:
     return normal[len(top):].lstrip("/")
 
 
-def locate(text: str, root: Root) -> Path:
-    """The existing regular file ``text`` names under ``root``: the single entry point.
+def locate(text: str, root: Root) -> Path | str:
+    """The existing regular file ``text`` names under ``root``: the single entry point; for an
+    object in a store (a URL, or a name under a root URL), the object's URL.
 
     Raises :class:`PathRejected` for a path that leaves a confining root (``..``, absolute,
-    symlink), holds a NUL byte, or is missing, unreadable or not a file.
+    symlink, another bucket or host), holds a NUL byte, or is missing, unreadable or not a
+    file.  A store that refuses the credential raises :class:`StorageAccessDenied`: every row
+    would fail the same way.
     """
+    if "\x00" in text:
+        raise PathRejected("contains a NUL byte")
+    if is_url(text) or root.remote:
+        return _locate_object(text, root)
     resolved = root.resolve(text)
     try:
         mode = os.stat(resolved).st_mode
@@ -119,6 +133,39 @@ def locate(text: str, root: Root) -> Path:
     if not stat.S_ISREG(mode):
         raise PathRejected("is not a file")
     return Path(resolved)
+
+
+def _locate_object(text: str, root: Root) -> str:
+    """``text`` as an object URL: a full URL (under the confining root URL, when there is
+    one), or a relative name under the base URL; the object must exist."""
+    from iqa_tools.errors import ObjectMissing, PathOutsideRoot, StorageError, StorageMisconfigured
+    from iqa_tools.storage import display, join_under, stat
+
+    try:
+        if root.confine is not None:
+            if not is_url(root.confine):
+                raise PathRejected(f"escapes {root.label} {root.confine} (an object URL, "
+                                   "outside that folder)", escape=True)
+            name = text if is_url(text) else join_under(root.base, text)
+            location = join_under(root.confine, name)
+        else:
+            location = text if is_url(text) else join_under(root.base, text)
+        stat(location)
+    except PathOutsideRoot as outside:
+        raise PathRejected(f"escapes {root.label} {outside.root} ({outside.reason})",
+                           escape=True) from None
+    except ObjectMissing:
+        raise PathRejected(f"not found (looked for {display(location)})") from None
+    except StorageMisconfigured:
+        raise  # a credential or a backend: every row would fail alike
+    except StorageError as exc:
+        raise PathRejected(f"cannot be read: {exc}") from None
+    return location
+
+
+def _real(folder: str | os.PathLike[str]) -> str:
+    text = os.fspath(folder)
+    return text if is_url(text) else os.path.realpath(text)
 
 
 def _inside(resolved: str, root: str) -> bool:

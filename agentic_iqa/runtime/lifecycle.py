@@ -72,13 +72,13 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
 
 
 def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
-           query: str | None = None, root: Path | None = None,
+           query: str | None = None, root: Path | str | None = None,
            max_replan_iterations: int | None = None,
            check_images: bool = True, mos_range: tuple[float, float] | None = None,
            vlm_cache: bool = True, tools: Sequence[str] | None = None,
            tool_settings: ToolSettings | None = None, config: RunConfig | None = None,
            mode: str | None = None, dataset: str | None = None, split: str | None = None,
-           image_dir: Path | None = None, limit: int | None = None,
+           image_dir: Path | str | None = None, limit: int | None = None,
            batch: bool = False) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
 
@@ -125,6 +125,11 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
         if root is None:
             raise ManifestFormatError(f"--dataset {dataset} needs --root: the folder the "
                                       "dataset was unpacked into")
+        if isinstance(root, str):
+            raise ManifestFormatError(
+                f"--dataset {dataset} reads its own files from a folder on this machine; a "
+                "dataset in an object store is read through a manifest of its URLs for now "
+                "(`eval submit MANIFEST --image-dir s3://bucket/prefix`)")
         described, entries = dataset_entries(dataset, root, split, check_images=check_images,
                                              limit=limit)
         source, confine = f"dataset {described['name']} ({described['split']}) in {root}", root
@@ -143,7 +148,7 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
                         else manifest.name if manifest is not None else "job")
         job_id = store.create_job(
             session, name=name or default_name, manifest=source,
-            default_query=query, root=str(confine.resolve()) if confine else None,
+            default_query=query, root=_stored_root(confine),
             max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
             tools=metric_tools, config_json=config.to_json(), mode=mode,
             dataset_json=json.dumps(described) if described else None,
@@ -151,6 +156,13 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
         store.add_items(session, job_id, (_item_row(entry) for entry in entries))
         finish_if_complete(session, reads.get_job(session, job_id))
     return job_id
+
+
+def _stored_root(confine: Path | str | None) -> str | None:
+    """The confining root as stored: a folder resolved, a URL as given."""
+    if confine is None or isinstance(confine, str):
+        return confine
+    return str(confine.resolve())
 
 
 def _with_references(entries: Iterator[ManifestEntry], fr_tools: list[str]

@@ -108,7 +108,8 @@ class VLMRequest:
     task: Task
     system: str
     user: str
-    images: tuple[Path, ...] = ()
+    #: Local paths, or objects' URLs (``s3://bucket/key``) kept as text.
+    images: tuple[Path | str, ...] = ()
     #: The structured inputs the prompt was rendered from (query, distortion_set, tools ...).
     context: Mapping[str, Any] = field(default_factory=dict)
     #: Ask for a JSON object as the answer.

@@ -100,9 +100,16 @@ def request_from_json(text: str) -> VLMRequest:
     document: dict[str, Any] = json.loads(text)
     options = document.get("answer_options")
     return VLMRequest(task=document["task"], system=document["system"], user=document["user"],
-                      images=tuple(Path(path) for path in document["images"]),
+                      images=tuple(_location(path) for path in document["images"]),
                       json_output=document["json_output"],
                       answer_options=tuple(options) if options else None)
+
+
+def _location(text: str) -> Path | str:
+    """A stored image location: an object's URL stays text, a path becomes a Path."""
+    from iqa_tools.storage import is_url
+
+    return text if is_url(text) else Path(text)
 
 
 class BatchingClient(ClientProxy):

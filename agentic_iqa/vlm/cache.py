@@ -86,6 +86,18 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def image_digest(path: str | Path) -> str:
+    """SHA-256 of an image's bytes: a local file read here, an object's from the worker's
+    disk cache (the same bytes give the same key wherever they are kept)."""
+    from iqa_tools.storage import is_url
+
+    if is_url(str(path)):
+        from iqa_tools.images import read_bytes
+
+        return hashlib.sha256(read_bytes(path)).hexdigest()
+    return file_digest(Path(path))
+
+
 def request_key(config: BackendConfig, request: VLMRequest) -> str:
     """The cache key of ``request`` sent with ``config``; reads each image to hash it."""
     options: dict[str, Any] = {}
@@ -98,7 +110,7 @@ def request_key(config: BackendConfig, request: VLMRequest) -> str:
         "versions": [project_version(), PROMPT_VERSION, prompts_digest()],
         "backend": config.backend, "model": config.model, "endpoint": endpoint_key(config),
         "task": request.task, "system": request.system, "user": request.user,
-        "images": [file_digest(Path(path)) for path in request.images],
+        "images": [image_digest(path) for path in request.images],
         "json_output": request.json_output,
         "answer_options": list(request.answer_options) if request.answer_options else None,
         "max_tokens": config.max_tokens, "max_image_side": config.max_image_side,

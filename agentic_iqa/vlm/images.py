@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -52,17 +53,28 @@ def encode_image(path: str | Path, max_side: int) -> tuple[str, str]:
     """
     if max_side < 1:
         raise ValueError(f"max_side must be positive, got {max_side}")
+    from iqa_tools.storage import is_url
+
+    if is_url(str(path)):  # an object in a store: its bytes from the worker's disk cache
+        from iqa_tools.errors import ToolError
+        from iqa_tools.images import read_bytes, version_key
+
+        try:
+            return _encode_cached(str(path), version_key(path), max_side, read_bytes)
+        except ToolError as exc:
+            raise ImageEncodingError(f"cannot read image {path}: {exc}") from None
     resolved = Path(path).absolute()
     try:
         stat = resolved.stat()
     except OSError as exc:
         raise ImageEncodingError(f"cannot read image {resolved}: {exc.strerror or exc}") from None
-    return _encode_cached(str(resolved), stat.st_mtime_ns, stat.st_size, max_side)
+    return _encode_cached(str(resolved), f"{stat.st_mtime_ns}:{stat.st_size}", max_side)
 
 
 @lru_cache(maxsize=16)
-def _encode_cached(path: str, _mtime_ns: int, _size: int, max_side: int) -> tuple[str, str]:
-    image, source_format = _open(path)
+def _encode_cached(path: str, _version: str, max_side: int,
+                   read: Callable[[str], bytes] | None = None) -> tuple[str, str]:
+    image, source_format = _open(io.BytesIO(read(path)) if read else path, path)
     image = _downscale(image, max_side)
     buffer = io.BytesIO()
     if source_format == "PNG":
@@ -74,9 +86,9 @@ def _encode_cached(path: str, _mtime_ns: int, _size: int, max_side: int) -> tupl
     return media_type, base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _open(path: str) -> tuple[Image.Image, str | None]:
+def _open(source: str | io.BytesIO, path: str) -> tuple[Image.Image, str | None]:
     try:
-        with Image.open(path) as opened:
+        with Image.open(source) as opened:
             opened.load()
             source_format = opened.format
             return _to_rgb(ImageOps.exif_transpose(opened)), source_format

@@ -124,11 +124,12 @@ def feature_vector(pixels: np.ndarray) -> dict[str, float]:
 
 
 @lru_cache(maxsize=256)
-def _cached(path: str, mtime_ns: int, size: int) -> dict[str, float]:
+def _cached(path: str, _version: str) -> dict[str, float]:
     return feature_vector(load_image(path).pixels)
 
 
 def opinion_features(path: str | Path) -> dict[str, float]:
     """The features of the image at ``path`` (computed once per file version and process)."""
-    stat = Path(path).stat()
-    return dict(_cached(str(path), stat.st_mtime_ns, stat.st_size))
+    from iqa_tools.images import version_key
+
+    return dict(_cached(str(path), version_key(path)))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from iqa_tools import load_image
+from iqa_tools.images import version_key
 
 from ...query import Region, categories_in, region_of
 from .measure import Measurements, measure
@@ -25,13 +26,12 @@ Box = tuple[float, float, float, float]
 
 
 @lru_cache(maxsize=512)
-def _measure_cached(path: str, mtime_ns: int, size: int, box: Box | None) -> Measurements:
+def _measure_cached(path: str, _version: str, box: Box | None) -> Measurements:
     return measure(load_image(path).pixels, box)
 
 
 def measurements(path: str | Path, box: Box | None = None) -> Measurements:
-    stat = Path(path).stat()
-    return _measure_cached(str(path), stat.st_mtime_ns, stat.st_size, box)
+    return _measure_cached(str(path), version_key(path), box)
 
 
 def scores(path: str | Path, reference: str | Path | None = None, box: Box | None = None

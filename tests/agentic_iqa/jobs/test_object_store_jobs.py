@@ -1,0 +1,142 @@
+"""Jobs whose images live in an object store (a local S3 server, moto), scored as the same
+images on this disk are, each object fetched once per process, bad objects as bad rows."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+boto3 = pytest.importorskip("boto3")
+moto_server = pytest.importorskip("moto.server")
+
+PHOTOS = ("i03_blurred.png", "i03_reference.png")
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """A bucket holding the example photos under ``photos/``; this process's object cache
+    empty, in the test's folder."""
+    from iqa_tools import images, storage
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "dummy-key-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects"))
+    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
+    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
+    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL", "BROKER_URL"):
+        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
+    name = f"photos-{uuid.uuid4().hex[:10]}"
+    client = boto3.client("s3", endpoint_url=moto_url)
+    client.create_bucket(Bucket=name)
+    for photo in PHOTOS:
+        client.put_object(Bucket=name, Key=f"photos/{photo}",
+                          Body=(REPO / "examples" / photo).read_bytes())
+    monkeypatch.setattr(images, "_OBJECT_CACHE", [])
+    yield name
+    storage.forget_filesystems()
+
+
+def _scores(engine, job_id: str) -> dict[str, tuple[str, dict, str | None]]:
+    from agentic_iqa.db import reads
+    from agentic_iqa.db.engine import read_scope
+
+    with read_scope(engine) as session:
+        return {row["item_id"]: (row["status"], row["raw_scores"], row["error"])
+                for row in reads.export_rows(session, job_id)}
+
+
+def test_a_metric_job_on_objects_scores_as_on_local_files_and_fetches_each_once(
+        engine, bucket: str, tmp_path: Path) -> None:
+    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.runtime import lifecycle
+    from iqa_tools import images
+
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS)
+                        + "gone,missing.png\nout,../elsewhere/i03_blurred.png\n")
+    remote = lifecycle.submit(engine, manifest, tools=["PIQE"],
+                              image_dir=f"s3://{bucket}/photos")
+    lifecycle.run_local(engine, remote, AgentsCache(), workers=1)
+    local = lifecycle.submit(engine, manifest, tools=["PIQE"],
+                             image_dir=REPO / "examples")
+    lifecycle.run_local(engine, local, AgentsCache(), workers=1)
+    on_store, on_disk = _scores(engine, remote), _scores(engine, local)
+    for photo in PHOTOS:
+        assert on_store[photo][0] == "done", on_store[photo]
+        assert on_store[photo][1] == on_disk[photo][1]  # the same scores, to the last digit
+        assert set(on_store[photo][1]) == {"PIQE"}
+    errors = sorted(error or "" for status, _, error in on_store.values() if status == "failed")
+    assert len(errors) == 2
+    assert "(id 'gone')" in errors[0] and "not found" in errors[0]
+    assert f"s3://{bucket}/photos/missing.png" in errors[0]
+    assert "(id 'out')" in errors[1] and "escapes" in errors[1]
+    cache = images.object_cache()
+    assert cache.misses == len(PHOTOS)  # each object downloaded once, then read from disk
+    assert cache.hits >= len(PHOTOS)
+
+
+def test_an_agent_job_on_objects_answers_as_on_local_files(engine, bucket: str,
+                                                           tmp_path: Path) -> None:
+    """The builtin agent (plan, tools, summary): the same answer and score per item."""
+    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.runtime import lifecycle
+
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("image\n" + "".join(f"s3://{bucket}/photos/{p}\n" for p in PHOTOS))
+    local_manifest = tmp_path / "local.csv"
+    local_manifest.write_text("image\n" + "".join(
+        f"{REPO / 'examples' / p}\n" for p in PHOTOS))
+    remote = lifecycle.submit(engine, manifest, root=f"s3://{bucket}/photos")
+    local = lifecycle.submit(engine, local_manifest)
+    for job in (remote, local):
+        lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+    from agentic_iqa.db import reads
+    from agentic_iqa.db.engine import read_scope
+
+    with read_scope(engine) as session:
+        answers = {job: [(row["status"], row["final_answer"], row["quality_score"])
+                         for row in reads.export_rows(session, job)]
+                   for job in (remote, local)}
+    assert answers[remote] == answers[local]
+    assert all(status == "done" for status, _, _ in answers[remote])
+
+
+def test_a_bucket_root_confines_full_urls_to_its_prefix(engine, bucket: str,
+                                                        tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    from agentic_iqa.runtime import lifecycle
+
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(
+        "id,image\n"
+        f"in,s3://{bucket}/photos/i03_blurred.png\n"
+        f"other,s3://another-bucket/photos/i03_blurred.png\n"
+        f"climb,s3://{bucket}/photos/../secret/x.png\n"
+        f"local,{REPO / 'examples' / 'i03_blurred.png'}\n")
+    job = lifecycle.submit(engine, manifest, root=f"s3://{bucket}/photos")
+    with engine.connect() as connection:
+        rows = {line: (status, error) for line, status, error in connection.execute(text(
+            "SELECT line, status, error FROM job_items WHERE job_id = :job"), {"job": job})}
+    assert rows[2][0] != "failed"
+    for line in (3, 4, 5):
+        assert rows[line][0] == "failed" and "escapes" in (rows[line][1] or ""), rows[line]
