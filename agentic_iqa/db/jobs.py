@@ -171,6 +171,37 @@ def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason:
     return True
 
 
+def stored_objects(session: Session, job_id: str) -> list[tuple[int, str | None, str | None,
+                                                                  str | None, str | None]]:
+    """Open items with an image or reference in an object store: (id, image, its digest at
+    submit, reference, its digest)."""
+    return [tuple(row) for row in session.execute(  # type: ignore[misc]
+        select(JobItem.id, JobItem.image, JobItem.image_digest, JobItem.reference,
+               JobItem.reference_digest)
+        .where(JobItem.job_id == job_id, JobItem.status.in_(("pending", "queued")),
+               JobItem.image_digest.is_not(None) | JobItem.reference_digest.is_not(None)))]
+
+
+def fail_changed(session: Session, failures: dict[int, str]) -> list[str]:
+    """Items whose objects changed since submit fail with the reason (their runs in flight
+    too); returns those runs."""
+    runs: list[str] = []
+    now = utc_now()
+    for item_id, reason in failures.items():
+        item = session.get(JobItem, item_id)
+        if item is None:
+            continue
+        if item.run_id is not None:
+            session.execute(update(Run).where(Run.id == item.run_id,
+                                              Run.status.in_(("pending", "running")))
+                            .values(status="failed", error=reason, finished_at=now,
+                                    lease_until=None))
+            runs.append(item.run_id)
+        item.status, item.error, item.finished_at = "failed", reason, now
+    session.flush()
+    return runs
+
+
 def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:
     """Resume: failed and cancelled items that did run go back to pending (a new run each);
     queued items keep their run, which is handed back for re-coordination.  Items that never

@@ -388,6 +388,10 @@ class JobItem(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending")
     error: Mapped[str | None] = mapped_column(Text)
     run_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    #: For an image (reference) in an object store: the store's digest of the object at
+    #: submit (``etag:...`` or ``version:...``), so a resume notices one that changed.
+    image_digest: Mapped[str | None] = mapped_column(Text)
+    reference_digest: Mapped[str | None] = mapped_column(Text)
     queued_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 

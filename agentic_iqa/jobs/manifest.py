@@ -93,6 +93,10 @@ class ManifestItem:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The candidate answers, lettered A, B, ... in this order; already in ``query``.
     options: tuple[str, ...] = ()
+    #: Store digests (ETag, version) of the image and reference objects when they are in an
+    #: object store, as found at submit.
+    image_digest: str | None = None
+    reference_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -447,12 +451,15 @@ def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, p
     answer = _answer(row.get("answer"), line, options)
     query = _question(row, line)
     reference_text = _text(row.get("reference"), "reference", line)
-    image = _located(image_text, "image", line, paths)
-    reference = (_located(reference_text, "reference", line, paths)
+    digests: dict[str, str | None] = {}
+    image = _located(image_text, "image", line, paths, digests)
+    reference = (_located(reference_text, "reference", line, paths, digests)
                  if reference_text is not None else None)
     extra = {key: value for key, value in row.items() if key not in KNOWN_COLUMNS}
     return ManifestItem(line=line, item_id=item_id, image=image, reference=reference,
-                        query=query, mos=mos, answer=answer, extra=extra, options=options)
+                        query=query, mos=mos, answer=answer, extra=extra, options=options,
+                        image_digest=digests.get(str(image)),
+                        reference_digest=digests.get(str(reference)) if reference else None)
 
 
 def _question(row: Mapping[str, Any], line: int) -> str | None:
@@ -587,11 +594,12 @@ def _object_key(image_text: str, base: str) -> str:
     return location if is_url(location) else posixpath.normpath(location)
 
 
-def _located(text: str, name: str, line: int, paths: Root) -> Path | str:
+def _located(text: str, name: str, line: int, paths: Root,
+             digests: dict[str, str | None] | None = None) -> Path | str:
     """The file a cell names, through :func:`.paths.locate` (the one place paths are
     resolved and confined); a path it refuses is this row's error."""
     try:
-        return locate(text, paths)
+        return locate(text, paths, digests=digests)
     except PathRejected as rejected:
         joint = ": path " if rejected.escape else " "
         raise _BadRow(f"{name} {_shown(text, 200)} on line {line}{joint}{rejected}") from None

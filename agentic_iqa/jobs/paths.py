@@ -110,19 +110,21 @@ def confined_key(text: str, prefix: str = "", *, label: str = "--root") -> str:
     return normal[len(top):].lstrip("/")
 
 
-def locate(text: str, root: Root) -> Path | str:
+def locate(text: str, root: Root, *, digests: dict[str, str | None] | None = None
+           ) -> Path | str:
     """The existing regular file ``text`` names under ``root``: the single entry point; for an
     object in a store (a URL, or a name under a root URL), the object's URL.
 
     Raises :class:`PathRejected` for a path that leaves a confining root (``..``, absolute,
     symlink, another bucket or host), holds a NUL byte, or is missing, unreadable or not a
     file.  A store that refuses the credential raises :class:`StorageAccessDenied`: every row
-    would fail the same way.
+    would fail the same way.  ``digests``: filled with each object's store digest (ETag,
+    version), by URL, from the one request that checked it exists.
     """
     if "\x00" in text:
         raise PathRejected("contains a NUL byte")
     if is_url(text) or root.remote:
-        return _locate_object(text, root)
+        return _locate_object(text, root, digests)
     resolved = root.resolve(text)
     try:
         mode = os.stat(resolved).st_mode
@@ -135,7 +137,7 @@ def locate(text: str, root: Root) -> Path | str:
     return Path(resolved)
 
 
-def _locate_object(text: str, root: Root) -> str:
+def _locate_object(text: str, root: Root, digests: dict[str, str | None] | None) -> str:
     """``text`` as an object URL: a full URL (under the confining root URL, when there is
     one), or a relative name under the base URL; the object must exist."""
     from iqa_tools.errors import ObjectMissing, PathOutsideRoot, StorageError, StorageMisconfigured
@@ -150,7 +152,7 @@ def _locate_object(text: str, root: Root) -> str:
             location = join_under(root.confine, name)
         else:
             location = text if is_url(text) else join_under(root.base, text)
-        stat(location)
+        found = stat(location)
     except PathOutsideRoot as outside:
         raise PathRejected(f"escapes {root.label} {outside.root} ({outside.reason})",
                            escape=True) from None
@@ -160,6 +162,8 @@ def _locate_object(text: str, root: Root) -> str:
         raise  # a credential or a backend: every row would fail alike
     except StorageError as exc:
         raise PathRejected(f"cannot be read: {exc}") from None
+    if digests is not None:
+        digests[location] = found.digest
     return location
 
 

@@ -68,6 +68,7 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
             "reference": str(entry.reference) if entry.reference else None,
             "query": entry.query, "mos": entry.mos, "answer_truth": entry.answer,
             "meta_json": json.dumps(entry.extra, default=str) if entry.extra else None,
+            "image_digest": entry.image_digest, "reference_digest": entry.reference_digest,
             "status": "pending"}
 
 
@@ -340,10 +341,47 @@ def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> Iterator[No
 def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
     """Reopen failed and cancelled items; returns (reopened, unfinished run ids to restart).
 
-    Items already done are never recomputed.
+    Items already done are never recomputed.  An item whose image (or reference) in an object
+    store is no longer the object found at submit fails with the reason instead: its score
+    would be of another image.
     """
     with session_scope(engine) as session:
-        return store.reopen(session, job_id)
+        reopened, runs = store.reopen(session, job_id)
+        stored = store.stored_objects(session, job_id)
+    changed = _changed_objects(stored)
+    if not changed:
+        return reopened, runs
+    with session_scope(engine) as session:
+        gone = set(store.fail_changed(session, changed))
+        finish_if_complete(session, reads.get_job(session, job_id))
+    return reopened, [run for run in runs if run not in gone]
+
+
+def _changed_objects(stored: list[tuple[int, str | None, str | None, str | None, str | None]]
+                     ) -> dict[int, str]:
+    """The items whose objects are not those recorded at submit, with why."""
+    from iqa_tools.errors import StorageError
+    from iqa_tools.storage import display, stat
+
+    changed: dict[int, str] = {}
+    for item_id, image, image_digest, reference, reference_digest in stored:
+        for location, recorded in ((image, image_digest), (reference, reference_digest)):
+            if not location or not recorded:
+                continue
+            try:
+                now = stat(location).digest
+            except StorageError as exc:
+                if exc.stops_job:
+                    raise
+                changed[item_id] = f"{display(location)} cannot be read any more: {exc}"
+                break
+            if now != recorded:
+                changed[item_id] = (
+                    f"{display(location)} changed since the job was submitted ({recorded}, "
+                    f"now {now}): its score would be of another image; submit a new job to "
+                    "assess the new version")
+                break
+    return changed
 
 
 def cancel(engine: Engine, job_id: str) -> int:

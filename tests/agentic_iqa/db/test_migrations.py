@@ -64,7 +64,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0010",)]
+            ("0011",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -255,7 +255,17 @@ def test_0010_adds_batches_keeps_runs_not_waiting_and_downgrades_to_0009(
         with engine.begin() as connection:
             assert connection.execute(text("SELECT id, awaiting_batch FROM runs")).all() == [
                 ("r1", False)]
+        command.upgrade(alembic_config(empty_url), "head")
         assert check_schema(engine) == []
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO job_items (job_id, line, item_key, status) "
+                "VALUES ('j1', 2, 'a', 'pending')"))
+            assert connection.execute(text(
+                "SELECT image_digest, reference_digest FROM job_items")).all() == [(None, None)]
+        command.downgrade(alembic_config(empty_url), "0010")
+        assert "image_digest" not in {
+            c["name"] for c in inspect(engine).get_columns("job_items")}
         command.downgrade(alembic_config(empty_url), "0009")
         assert {"vlm_batches", "batch_requests"}.isdisjoint(inspect(engine).get_table_names())
         assert "awaiting_batch" not in {c["name"] for c in inspect(engine).get_columns("runs")}

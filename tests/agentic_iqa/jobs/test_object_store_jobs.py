@@ -140,3 +140,29 @@ def test_a_bucket_root_confines_full_urls_to_its_prefix(engine, bucket: str,
     assert rows[2][0] != "failed"
     for line in (3, 4, 5):
         assert rows[line][0] == "failed" and "escapes" in (rows[line][1] or ""), rows[line]
+
+
+def test_a_resume_fails_the_item_whose_object_changed_since_submit(
+        engine, bucket: str, moto_url: str, tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.runtime import lifecycle
+
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
+    job = lifecycle.submit(engine, manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
+    with engine.connect() as connection:
+        digests = {key: digest for key, digest in connection.execute(text(
+            "SELECT item_key, image_digest FROM job_items WHERE job_id = :job"), {"job": job})}
+    assert all(digest and digest.startswith("etag:") for digest in digests.values())
+    boto3.client("s3", endpoint_url=moto_url).put_object(  # replaced before the job ran
+        Bucket=bucket, Key=f"photos/{PHOTOS[0]}",
+        Body=(REPO / "examples" / PHOTOS[1]).read_bytes())
+    lifecycle.resume(engine, job)
+    lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+    rows = _scores(engine, job)
+    assert rows[PHOTOS[1]][0] == "done"
+    status, _, error = rows[PHOTOS[0]]
+    assert status == "failed" and "changed since the job was submitted" in (error or "")
+    assert digests[PHOTOS[0]] in (error or "")
