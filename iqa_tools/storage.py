@@ -474,9 +474,11 @@ def _new_filesystem(protocol: str, timeout: float) -> Any:
 
 
 def forget_filesystems() -> None:
-    """Drop the filesystems made so far (a changed credential in a long-lived process)."""
+    """Drop the filesystems made so far (a changed credential in a long-lived process), and
+    the digests seen lately."""
     with _FILESYSTEMS_LOCK:
         _FILESYSTEMS.clear()
+    _SEEN.clear()
 
 
 def _remote(location: str) -> tuple[Any, str]:
@@ -531,7 +533,40 @@ def stat(location: str) -> ObjectStat:
         raise ObjectMissing(f"object {display(location)} not found (a folder or prefix, not an "
                             "object)", display(location))
     size = info.get("size")
-    return ObjectStat(location, int(size) if size is not None else None, _store_digest(info))
+    found = ObjectStat(location, int(size) if size is not None else None, _store_digest(info))
+    _remember(found)
+    return found
+
+
+#: Store digests this process saw lately, by location: a cached copy of that version is served
+#: without another HEAD for :func:`fresh_seconds` (a step reads its image several times: the
+#: planner's check, each tool, the VLM's copy).
+_SEEN: dict[str, tuple[float, str]] = {}
+_SEEN_LIMIT = 4096
+
+
+def fresh_seconds() -> float:
+    """How long a store digest seen here is trusted for a cache hit
+    (``AGENTIC_IQA_STORAGE_FRESH_SECONDS``, default 60; 0 asks the store every time)."""
+    try:
+        return max(0.0, float(os.environ.get("AGENTIC_IQA_STORAGE_FRESH_SECONDS", "60")))
+    except ValueError:
+        return 60.0
+
+
+def _remember(found: ObjectStat) -> None:
+    if found.digest is None:
+        return
+    if len(_SEEN) >= _SEEN_LIMIT:
+        _SEEN.clear()
+    _SEEN[found.location] = (time.monotonic(), found.digest)
+
+
+def _recent_digest(location: str) -> str | None:
+    seen = _SEEN.get(location)
+    if seen is None or time.monotonic() - seen[0] > fresh_seconds():
+        return None
+    return seen[1]
 
 
 def _store_digest(info: dict[str, Any]) -> str | None:
@@ -734,10 +769,15 @@ def fetch(location: str, *, expected: str | None = None,
         digest = sha256_digest(data)
         _check_expected(location, expected, None, digest)
         return data, digest
+    recent = _recent_digest(location) if expected is None else None
+    if cache is not None and recent is not None:  # seen moments ago: no request at all
+        data = cache.get(location, recent)
+        if data is not None:
+            return data, sha256_digest(data)
     for _ in range(3):
         info = stat(location)
         _check_expected(location, expected, info.digest, None)
-        if cache is not None and info.digest is not None:
+        if cache is not None and info.digest is not None and info.digest != recent:
             data = cache.get(location, info.digest)
             if data is not None:
                 digest = sha256_digest(data)

@@ -101,6 +101,7 @@ def write_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str],
 @contextmanager
 def _staged(target: Path) -> Iterator[Path]:
     """A temporary name beside ``target``, renamed onto it only when writing succeeded."""
+    target.parent.mkdir(parents=True, exist_ok=True)  # -o results/x.csv on a fresh machine
     partial = target.with_name(f".{target.name}.partial")
     try:
         yield partial

@@ -668,5 +668,6 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
         parts.append(_vlm_html(report["vlm"]))
     parts.append("</body></html>\n")
     target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)  # --html out/report.html on a fresh machine
     target.write_text("\n".join(parts), encoding="utf-8")
     return target

@@ -201,8 +201,23 @@ def test_the_second_fetch_is_a_cache_hit_and_reads_the_object_once(
     assert (cache.hits, cache.misses) == (1, 1)
     assert (other_process.hits, other_process.misses) == (1, 0)
     assert front.seen[("GET", f"/{bucket}/x.png")] == 1
-    assert front.seen[("HEAD", f"/{bucket}/x.png")] == 3
+    # A version seen moments ago is served from the cache without asking the store again.
+    assert front.seen[("HEAD", f"/{bucket}/x.png")] == 1
     assert [p.name for p in (tmp_path / "objects").glob("*/.tmp-*")] == []
+
+
+def test_once_the_digest_is_stale_a_cache_hit_asks_the_store_first(
+        moto_url: str, bucket: str, front: Front, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AGENTIC_IQA_STORAGE_FRESH_SECONDS", "0")
+    put(moto_url, bucket, "y.png", b"first version")
+    url = f"s3://{bucket}/y.png"
+    cache = storage.ObjectCache(tmp_path / "objects", max_bytes=10**6)
+    assert storage.fetch(url, cache=cache)[0] == b"first version"
+    put(moto_url, bucket, "y.png", b"second version")
+    assert storage.fetch(url, cache=cache)[0] == b"second version"
+    assert front.seen[("HEAD", f"/{bucket}/y.png")] == 2
+    assert front.seen[("GET", f"/{bucket}/y.png")] == 2
 
 
 def test_the_cache_bound_evicts_the_least_recently_used(tmp_path: Path):

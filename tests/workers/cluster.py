@@ -43,10 +43,13 @@ class Cluster:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.client = Celery(broker=broker_url)
 
-    def start(self, name: str, queues: str, concurrency: int = 1, *, cli: bool = False) -> str:
+    def start(self, name: str, queues: str, concurrency: int = 1, *, cli: bool = False,
+              cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
         """Start a worker and wait until it answers a ping; returns its hostname.
 
         ``cli=True`` starts it with ``agentic-iqa worker`` instead of the ``celery`` command.
+        ``cwd`` and ``env`` (added to the cluster's) give a worker a host of its own: its own
+        working directory, ``HOME`` and caches.
         """
         hostname = f"{name}-{self.tag}@localhost"
         log = (self.logs / f"{name}-{len(self.processes)}.log").open("wb")
@@ -58,8 +61,8 @@ class Cluster:
                        "worker", "-Q", queues, "-n", hostname, "-c", str(concurrency),
                        "--pool=prefork", "--without-gossip", "--without-mingle", "-l", "INFO"]
         self.processes[hostname] = subprocess.Popen(
-            command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            command, cwd=cwd or REPO, env={**self.env, **(env or {})}, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
