@@ -178,6 +178,28 @@ def object_cache() -> ObjectCache:
     return _OBJECT_CACHE[0]  # type: ignore[return-value]
 
 
+def prefetch(locations: list[str], *, read: bool, workers: int = 8) -> None:
+    """Ask the store about many objects at once (``read``: and download them into the object
+    cache) so that checking them one by one after costs no round trip: a manifest of 10,000
+    URLs is checked at the store's parallel pace, not its latency.  Failures are left to the
+    check that follows (each row gets its own reason)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .storage import fetch, stat
+
+    def one(location: str) -> None:
+        try:
+            if read:
+                fetch(location, cache=object_cache())
+            else:
+                stat(location)
+        except Exception:  # reported by the row's own check
+            return
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-prefetch") as pool:
+        list(pool.map(one, locations))
+
+
 def version_key(path: str | Path) -> str:
     """What changes when the image at ``path`` changes, cheaply: a local file's modification
     time and size, an object's store digest (one HEAD), for caches of derived values."""

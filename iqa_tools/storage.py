@@ -506,11 +506,14 @@ class ObjectStat:
     digest: str | None
 
 
-def stat(location: str) -> ObjectStat:
+def stat(location: str, *, fresh: bool = False) -> ObjectStat:
     """Size and store digest of ``location`` without reading it.
 
-    Raises :class:`ObjectMissing`, :class:`StorageAccessDenied` (stops the job),
-    :class:`StorageUnavailable` after retried throttling or timeouts."""
+    ``fresh``: a digest this process saw within :func:`fresh_seconds` will do (no request; the
+    size is then unknown).  Raises :class:`ObjectMissing`, :class:`StorageAccessDenied` (stops
+    the job), :class:`StorageUnavailable` after retried throttling or timeouts."""
+    if fresh and (recent := _recent_digest(location)) is not None:
+        return ObjectStat(location, None, recent)
     path = _local_path(location)
     if path is not None:
         try:
@@ -770,8 +773,15 @@ def fetch(location: str, *, expected: str | None = None,
         _check_expected(location, expected, None, digest)
         return data, digest
     recent = _recent_digest(location) if expected is None else None
-    if cache is not None and recent is not None:  # seen moments ago: no request at all
+    if cache is not None and recent is not None:  # seen moments ago: no HEAD
         data = cache.get(location, recent)
+        if data is None and scheme(location) in ("s3", "s3a"):
+            try:  # a GET of exactly that version, or _Changed
+                data = _read_matching(location, recent)
+            except _Changed:
+                data = None
+            else:
+                cache.put(location, recent, data)
         if data is not None:
             return data, sha256_digest(data)
     for _ in range(3):

@@ -152,7 +152,7 @@ def _locate_object(text: str, root: Root, digests: dict[str, str | None] | None)
             location = join_under(root.confine, name)
         else:
             location = text if is_url(text) else join_under(root.base, text)
-        found = stat(location)
+        found = stat(location, fresh=True)
     except PathOutsideRoot as outside:
         raise PathRejected(f"escapes {root.label} {outside.root} ({outside.reason})",
                            escape=True) from None

@@ -85,7 +85,7 @@ def _front_handler(front: Front) -> type[BaseHTTPRequestHandler]:
                 front.seen[(self.command, self.path.split("?")[0])] += 1
             fault = front.take_fault()
             if fault == "stall":
-                time.sleep(1.5)
+                time.sleep(2.5)
                 return
             if fault is not None:
                 status, code = fault
@@ -330,7 +330,7 @@ def test_a_store_that_keeps_throttling_gives_up_after_the_configured_attempts(
 def test_a_stalled_store_times_out_and_is_retried(
         moto_url: str, bucket: str, front: Front, monkeypatch: pytest.MonkeyPatch):
     put(moto_url, bucket, "x.png", b"data")
-    monkeypatch.setenv("AGENTIC_IQA_STORAGE_TIMEOUT", "0.3")
+    monkeypatch.setenv("AGENTIC_IQA_STORAGE_TIMEOUT", "1.0")
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_ATTEMPTS", "2")
     front.faults = ["stall"]
     assert storage.read(f"s3://{bucket}/x.png") == b"data"
