@@ -308,6 +308,6 @@ def test_a_local_batch_job_whose_process_is_killed_mid_round_is_resumed_from_the
         billed = list(batches.billed)
         created = len(batches.batches)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert f"3 done, 0 failed of 3 items" in resumed.stderr
+    assert "3 done, 0 failed of 3 items" in resumed.stderr
     assert max(Counter(digest for _, digest in billed).values()) == 1
     assert created >= 3  # the first round went on from the database, then the next rounds
