@@ -36,13 +36,32 @@ if TYPE_CHECKING:
     pass
 
 
+def _located(text: str) -> str:
+    """A file, resolved; an object's URL, checked to exist (one line when it does not, or
+    when the store refuses the credential)."""
+    from iqa_tools.errors import StorageError
+    from iqa_tools.storage import display, is_url, stat
+
+    if is_url(text):
+        try:
+            stat(text)
+        except StorageError as exc:
+            _fail(f"image {display(text)}: {exc}", code=2 if exc.stops_job else 1)
+        return text
+    if not Path(text).is_file():
+        _fail(f"image not found: {text}")
+    return str(Path(text).resolve())
+
+
 def assess(
-    image: Annotated[Path, typer.Argument(help="image to assess")],
+    image: Annotated[str, typer.Argument(
+        help="image to assess: a file, or an object's URL (s3://bucket/key.jpg, https://...)")],
     query: Annotated[str, typer.Option("--query", "-q", help="question about the image")] = (
         "Rate the quality of this image."
     ),
     reference: Annotated[
-        Path | None, typer.Option("--reference", "-r", help="reference image (full-reference)")
+        str | None, typer.Option("--reference", "-r",
+                                 help="reference image (full-reference): a file or a URL")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final state as JSON")] = False,
     max_replans: Annotated[
@@ -75,11 +94,7 @@ def assess(
     from ..vlm.usage import PriceTable, collect_calls, group_records, summarize
     from .render import output_console, render_state, render_vlm_usage, state_document
 
-    for path in (image, reference):
-        if path is not None and not path.is_file():
-            _fail(f"image not found: {path}")
-    image_path = str(image.resolve())
-    reference_path = str(reference.resolve()) if reference else None
+    image_path, reference_path = _located(image), _located(reference) if reference else None
     try:  # the plan step checks this too; here it costs no stored run and no model
         validate_inputs(image_path, reference_path)
     except ToolError as exc:

@@ -166,3 +166,21 @@ def test_a_resume_fails_the_item_whose_object_changed_since_submit(
     status, _, error = rows[PHOTOS[0]]
     assert status == "failed" and "changed since the job was submitted" in (error or "")
     assert digests[PHOTOS[0]] in (error or "")
+
+
+def test_assess_takes_an_objects_url_and_answers_as_for_the_file(bucket: str) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from agentic_iqa.cli import app
+
+    runner = CliRunner()
+    remote = runner.invoke(app, ["assess", f"s3://{bucket}/photos/{PHOTOS[0]}", "--json"])
+    local = runner.invoke(app, ["assess", str(REPO / "examples" / PHOTOS[0]), "--json"])
+    assert remote.exit_code == 0 and local.exit_code == 0, remote.output
+    answer = json.loads(remote.stdout)["summarizer_result"]
+    assert answer == json.loads(local.stdout)["summarizer_result"]
+    missing = runner.invoke(app, ["assess", f"s3://{bucket}/photos/nothing.png"])
+    assert missing.exit_code == 1
+    assert len(missing.output.strip().splitlines()) == 1 and "not found" in missing.output
