@@ -38,18 +38,15 @@ def prices_file(folder: Path, host: str) -> Path:
 
 def environment(behaviour: Behaviour, server: FakeAPIServer, folder: Path, *,
                 cache: bool = False) -> dict[str, str]:
-    """Every role on the simulated server; fast polls; prices for its host."""
-    anthropic = behaviour == Behaviour.ANTHROPIC
+    """The conformance environment (every role on the simulated server), with one score
+    cache for the jobs side by side, fast polls and prices for the server's host."""
+    from tests.conformance.harness import environment as conformance
+
     host = server.url.removeprefix("http://")
     return {
-        "AGENTIC_IQA_VLM_BACKEND": "anthropic" if anthropic else "openai",
-        "AGENTIC_IQA_VLM_MODEL": "sim-claude" if anthropic else "sim-qwen2.5-vl",
-        "AGENTIC_IQA_VLM_BASE_URL": server.url if anthropic else f"{server.url}/v1",
-        "OPENAI_API_KEY": "sk-sim-openai", "ANTHROPIC_API_KEY": "sk-sim-anthropic",
-        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{folder / 'results.sqlite3'}",
+        **conformance(behaviour, server, folder),
         "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{folder.parent / 'scores.sqlite3'}",
-        "AGENTIC_IQA_VLM_CACHE": "true" if cache else "false", "AGENTIC_IQA_DEVICE": "cpu",
-        "AGENTIC_IQA_BROKER_URL": "",
+        "AGENTIC_IQA_VLM_CACHE": "true" if cache else "false",
         "AGENTIC_IQA_BATCH_POLL_INITIAL": "0.05", "AGENTIC_IQA_BATCH_POLL_MAX": "0.2",
         "AGENTIC_IQA_PRICES_FILE": str(prices_file(folder, host)),
     }
