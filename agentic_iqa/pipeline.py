@@ -316,6 +316,8 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
             try:
                 validate_inputs(image, reference)
             except ToolError as bad:
+                if getattr(bad, "stops_job", False):  # every item would meet it: the job stops
+                    raise
                 return {"error": str(bad)}
         if state.get("mode") == "vlm":
             return {"plan": no_plan(query, reference is not None), "error": None,
@@ -446,6 +448,8 @@ def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str,
                     f"{image_data.size[0]}x{image_data.size[1]}; full-reference tools never "
                     "resize: give a reference of the same size")
     except ToolError as bad:
+        if getattr(bad, "stops_job", False):  # a store refusing this worker's credential
+            raise
         return {"error": str(bad), "steps_done": done}
     scores, logs = executor.run_metrics(agents.registry, image_data, reference_data, tools)
     update: dict[str, Any] = {"steps_done": done, "executor_evidence": ExecutorOutput(

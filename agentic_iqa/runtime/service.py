@@ -223,8 +223,10 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         raise
     except Exception as exc:  # a step that cannot finish ends the run, with the reason
-        fatal = isinstance(exc, FatalVLMError)
-        if fatal:  # a bad key or an unknown model: one clear line, no traceback
+        # A bad key, an unknown model, a store refusing the credential: every item would fail
+        # alike, so the job stops with this one line (no traceback).
+        fatal = isinstance(exc, FatalVLMError) or getattr(exc, "stops_job", False)
+        if fatal:
             log.error("run %s: %s#%d failed: %s", run_id, step, iteration, exc)
         else:
             log.exception("run %s: %s#%d failed", run_id, step, iteration)

@@ -184,3 +184,51 @@ def test_assess_takes_an_objects_url_and_answers_as_for_the_file(bucket: str) ->
     missing = runner.invoke(app, ["assess", f"s3://{bucket}/photos/nothing.png"])
     assert missing.exit_code == 1
     assert len(missing.output.strip().splitlines()) == 1 and "not found" in missing.output
+
+
+def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
+        engine, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Submitted while the store let us in; by the time the items run it answers 403
+    AccessDenied to everything (a rotated key): the job stops once, it does not fail item by
+    item."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.runtime import lifecycle
+    from iqa_tools import images, storage
+
+    class Denied(BaseHTTPRequestHandler):
+        def _deny(self) -> None:
+            body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+                    b"<Message>Access Denied</Message></Error>")
+            self.send_response(403)
+            self.send_header("content-type", "application/xml")
+            self.send_header("content-length", str(len(body) if self.command != "HEAD" else 0))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        do_GET = do_HEAD = _deny  # noqa: N815
+
+        def log_message(self, *_: object) -> None:
+            """Quiet."""
+
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
+    job = lifecycle.submit(engine, manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Denied)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "worker-objects"))
+        monkeypatch.setattr(images, "_OBJECT_CACHE", [])
+        storage.forget_filesystems()  # as a worker process would start: nothing seen yet
+        lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+    finally:
+        server.shutdown()
+    current = lifecycle.progress(engine, job)
+    assert current.status == "cancelled"
+    assert current.error is not None and current.error.startswith("stopped:")
+    assert "image store's credential" in current.error and "\n" not in current.error
+    assert current.counts.get("done", 0) == 0 and current.counts.get("failed", 0) <= 1
