@@ -58,6 +58,8 @@ def simulated_batches(behaviour: Behaviour, items: list[Item], *, delay: float =
                       ) -> Iterator[tuple[FakeAPIServer, BatchServer, SimulatedModel]]:
     model = SimulatedModel(behaviour, seed=seed)
     teach(model, items)
+    # Results come back in another order than sent, as the providers' do.
+    options.setdefault("shuffle", seed + 1)
     server, batches = serve_batches(model, delay=delay, **options)
     with server:
         yield server, batches, model
