@@ -612,29 +612,65 @@ def _os_reason(exc: BaseException) -> str:
 def _read_matching(location: str, digest: str | None) -> bytes:
     """The bytes of exactly the version ``digest`` names, where the store can promise it (S3:
     ``If-Match`` on the ETag, ``VersionId``); raises :class:`_Changed` when it no longer is."""
-    name = scheme(location)
-    if name not in ("s3", "s3a") or digest is None:
+    if scheme(location) not in ("s3", "s3a") or digest is None:
         return read(location)
-    kind, _, value = digest.partition(":")
-    return _s3_get(location, {"IfMatch": value if value.startswith("W/") else f'"{value}"'}
-                   if kind == "etag" else {"VersionId": value})
+    return _s3_get(location, _s3_condition(digest, header="IfMatch"))
 
 
 def _s3_get(location: str, condition: dict[str, str]) -> bytes:
     """One GET of an S3 object (s3fs's ``cat_file`` would HEAD it first for its size)."""
+    data, _ = _s3_get_versioned(location, condition)
+    return data  # type: ignore[return-value]
+
+
+def _s3_get_versioned(location: str, condition: dict[str, str]
+                      ) -> tuple[bytes | None, str | None]:
+    """One GET of an S3 object: its bytes and the store digest of exactly those bytes (the
+    response's own ETag or version id), or ``(None, None)`` when an ``IfNoneMatch`` in
+    ``condition`` held (HTTP 304: the copy the caller has is current)."""
     fs, target = _remote(location)
     bucket, key, _ = fs.split_path(target)
 
-    async def get() -> bytes:
-        response = await fs._call_s3("get_object", Bucket=bucket, Key=key, **condition)
+    async def get() -> tuple[bytes | None, str | None]:
         try:
-            return await response["Body"].read()
+            response = await fs._call_s3("get_object", Bucket=bucket, Key=key, **condition)
+        except Exception as exc:
+            if _not_modified(exc):
+                return None, None
+            raise
+        try:
+            return await response["Body"].read(), _store_digest(response)
         finally:
             response["Body"].close()
 
     from fsspec.asyn import sync
 
     return _call(location, lambda: sync(fs.loop, get))
+
+
+def _not_modified(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        found = _code_and_status(seen)
+        if found is not None:
+            return found[1] == 304 or found[0] in ("304", "NotModified")
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _s3_condition(digest: str | None, *, header: str) -> dict[str, str]:
+    """``IfMatch`` / ``IfNoneMatch`` (``header``) on an ``etag:`` digest, ``VersionId`` on a
+    ``version:`` one (only for ``IfMatch``: a version id names exactly one version)."""
+    if digest is None:
+        return {}
+    kind, _, value = digest.partition(":")
+    if kind == "etag":
+        return {header: value if value.startswith("W/") else f'"{value}"'}
+    if kind == "version" and header == "IfMatch":
+        return {"VersionId": value}
+    return {}
 
 
 # --- cache and fetch --------------------------------------------------------------------------
@@ -685,19 +721,37 @@ class ObjectCache:
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / key
 
-    def get(self, location: str, digest: str) -> bytes | None:
-        """The cached bytes of this version of the object, or None (counted)."""
+    def get(self, location: str, digest: str, *, count: bool = True) -> bytes | None:
+        """The cached bytes of this version of the object, or None (counted, unless ``count``
+        is False: the caller counts once it knows whether the copy was used)."""
         path = self._path(self.key(location, digest))
         try:
             data = path.read_bytes()
             os.utime(path)
         except OSError:
-            with self._lock:
-                self.misses += 1
-            return None
-        with self._lock:
-            self.hits += 1
+            data = None
+        if count:
+            self.counted(hit=data is not None)
         return data
+
+    def counted(self, *, hit: bool) -> None:
+        with self._lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+
+    def _latest_path(self, location: str) -> Path:
+        key = hashlib.sha256(f"{location}\nlatest".encode()).hexdigest()
+        return self._path(key).with_suffix(".latest")
+
+    def latest(self, location: str) -> str | None:
+        """The store digest of the version of ``location`` cached last (any process), so a
+        worker can ask the store "has it changed?" and download only if it has."""
+        try:
+            return self._latest_path(location).read_text().strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def put(self, location: str, digest: str, data: bytes) -> None:
         """Keep ``data``; an object larger than the whole bound is not kept.  A full disk or a
@@ -706,15 +760,8 @@ class ObjectCache:
             return
         path = self._path(self.key(location, digest))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    out.write(data)
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            self._write(path, data)
+            self._write(self._latest_path(location), digest.encode())
         except OSError:
             return
         with self._lock:
@@ -722,6 +769,19 @@ class ObjectCache:
                 self._total += len(data)
         if self._total is None or self._total > self.max_bytes:
             self.evict()
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        """Written whole or not at all, whatever another process reads meanwhile."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
 
     def evict(self) -> None:
         """Remove least recently used entries until the folder is within ``max_bytes``, and
@@ -784,6 +844,8 @@ def fetch(location: str, *, expected: str | None = None,
                 cache.put(location, recent, data)
         if data is not None:
             return data, sha256_digest(data)
+    if cache is not None and scheme(location) in ("s3", "s3a"):
+        return _fetch_s3(location, expected, cache)
     for _ in range(3):
         info = stat(location)
         _check_expected(location, expected, info.digest, None)
@@ -807,6 +869,36 @@ def fetch(location: str, *, expected: str | None = None,
         return data, digest
     raise StorageUnavailable(f"{display(location)} kept changing while it was read (3 tries)",
                              display(location))
+
+
+def _fetch_s3(location: str, expected: str | None, cache: ObjectCache) -> tuple[bytes, str]:
+    """One GET, conditional both ways: ``If-Match`` the version recorded at submit (``expected``;
+    HTTP 412 when it changed) and ``If-None-Match`` the version cached here (HTTP 304 and no
+    body when it is current).  A HEAD before each read would double the requests, and a store
+    that has thousands of objects to serve counts requests, not bytes."""
+    recorded = expected if expected is not None and not expected.startswith("sha256:") else None
+    known = recorded or cache.latest(location)
+    cached = cache.get(location, known, count=False) if known is not None else None
+    condition = _s3_condition(recorded, header="IfMatch")
+    if cached is not None:
+        condition.update(_s3_condition(known, header="IfNoneMatch"))
+    try:
+        data, digest = _s3_get_versioned(location, condition)
+    except _Changed:
+        shown = display(location)
+        raise ObjectChanged(f"the object {shown} changed since the job was submitted: recorded "
+                            f"{expected}, now another version", shown) from None
+    cache.counted(hit=data is None)
+    if data is None:  # 304: the cached copy is the current version
+        assert cached is not None
+        data, digest = cached, known
+    elif digest is not None:
+        cache.put(location, digest, data)
+    if digest is not None:
+        _remember(ObjectStat(location, len(data), digest))
+    content = sha256_digest(data)
+    _check_expected(location, expected, digest, content)
+    return data, content
 
 
 def _check_expected(location: str, expected: str | None, store: str | None,

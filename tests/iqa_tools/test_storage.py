@@ -58,12 +58,14 @@ def moto_url() -> Iterator[str]:
 
 @dataclass
 class Front:
-    """An S3 endpoint in front of moto: counts requests as (method, path), answers the queued
-    faults first (``(status, code)``, or ``"stall"``), forwards everything else."""
+    """An S3 endpoint in front of moto: counts requests as (method, path), and in ``bodies``
+    the GETs answered with the object (200, not "304 Not Modified"), answers the queued faults
+    first (``(status, code)``, or ``"stall"``), forwards everything else."""
 
     upstream: str
     url: str = ""
     seen: Counter = field(default_factory=Counter)
+    bodies: Counter = field(default_factory=Counter)
     faults: list = field(default_factory=list)
     always: tuple[int, str] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -104,6 +106,9 @@ def _front_handler(front: Front) -> type[BaseHTTPRequestHandler]:
             connection.request(self.command, self.path, headers=headers)
             response = connection.getresponse()
             body = response.read()
+            if self.command == "GET" and response.status == 200:
+                with front.lock:
+                    front.bodies[self.path.split("?")[0]] += 1
             self.send_response(response.status)
             for name, value in response.getheaders():
                 if name.lower() not in ("transfer-encoding", "connection", "server", "date"):
@@ -201,8 +206,9 @@ def test_the_second_fetch_is_a_cache_hit_and_reads_the_object_once(
     assert (cache.hits, cache.misses) == (1, 1)
     assert (other_process.hits, other_process.misses) == (1, 0)
     assert front.seen[("GET", f"/{bucket}/x.png")] == 1
-    # A version seen moments ago is served from the cache without asking the store again.
-    assert front.seen[("HEAD", f"/{bucket}/x.png")] == 1
+    # The GET's own ETag names the version cached, so no HEAD is needed, and a version seen
+    # moments ago is served from the cache without asking the store again.
+    assert front.seen[("HEAD", f"/{bucket}/x.png")] == 0
     assert [p.name for p in (tmp_path / "objects").glob("*/.tmp-*")] == []
 
 
@@ -216,8 +222,32 @@ def test_once_the_digest_is_stale_a_cache_hit_asks_the_store_first(
     assert storage.fetch(url, cache=cache)[0] == b"first version"
     put(moto_url, bucket, "y.png", b"second version")
     assert storage.fetch(url, cache=cache)[0] == b"second version"
-    assert front.seen[("HEAD", f"/{bucket}/y.png")] == 2
-    assert front.seen[("GET", f"/{bucket}/y.png")] == 2
+    hits = cache.hits
+    assert storage.fetch(url, cache=cache)[0] == b"second version"
+    # One conditional GET each (If-None-Match the cached ETag): the changed object's new bytes,
+    # then "304 Not Modified" answered from the cache; never a HEAD before a read.
+    assert front.seen[("HEAD", f"/{bucket}/y.png")] == 0
+    assert front.seen[("GET", f"/{bucket}/y.png")] == 3
+    assert cache.hits == hits + 1
+
+
+def test_a_worker_with_the_recorded_version_cached_reads_no_body(
+        moto_url: str, bucket: str, front: Front, tmp_path: Path):
+    data = os.urandom(5000)
+    put(moto_url, bucket, "w.png", data)
+    url = f"s3://{bucket}/w.png"
+    recorded = storage.stat(url).digest
+    cache = storage.ObjectCache(tmp_path / "objects", max_bytes=10**6)
+    assert storage.fetch(url, expected=recorded, cache=cache)[0] == data
+    storage._SEEN.clear()  # another worker process: nothing seen lately, the disk cache warm
+    worker = storage.ObjectCache(tmp_path / "objects", max_bytes=10**6)
+
+    assert storage.fetch(url, expected=recorded, cache=worker)[0] == data
+
+    # If-Match the recorded ETag and If-None-Match the cached one: "304", served from disk.
+    assert (worker.hits, worker.misses) == (1, 0)
+    assert front.seen[("GET", f"/{bucket}/w.png")] == 2
+    assert front.seen[("HEAD", f"/{bucket}/w.png")] == 1  # the submit's stat only
 
 
 def test_the_cache_bound_evicts_the_least_recently_used(tmp_path: Path):
@@ -237,7 +267,7 @@ def test_the_cache_bound_evicts_the_least_recently_used(tmp_path: Path):
     assert cache.get("s3://b/a", "etag:1") == b"a" * 100
     assert cache.get("s3://b/c", "etag:1") == b"c" * 100
     assert cache.get("s3://b/c", "etag:2") is None
-    assert sum(p.stat().st_size for p in tmp_path.glob("*/*")) == 200
+    assert sum(p.stat().st_size for p in tmp_path.glob("*/*") if p.suffix != ".latest") == 200
     assert (cache.hits, cache.misses) == (3, 3)
 
 
