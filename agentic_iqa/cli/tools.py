@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,6 +17,7 @@ from iqa_tools.errors import StoreUnavailable, ToolError
 
 from .common import (
     DeviceOption,
+    SafeConsole,
     _fail,
     _registry,
     err,
@@ -28,7 +30,7 @@ from .common import (
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
 if TYPE_CHECKING:
-    pass
+    from iqa_tools import ToolRegistry
 
 tools_app = typer.Typer(help="The IQA tools (pyiqa): list, run, download or install weights.",
                         no_args_is_help=True)
@@ -103,16 +105,16 @@ def _largest(pixels: int, model: Any) -> str:
     return f"up to {memory.format_pixels(pixels)}{mark}"
 
 
-def _print_unwrapped(renderable: Any) -> None:
+def _print_unwrapped(renderable: Any, console: Console = out) -> None:
     """On a terminal, fit the screen; into a pipe or file, print at full width (no cuts)."""
-    if out.is_terminal:
-        out.print(renderable)
+    if console.is_terminal:
+        console.print(renderable)
         return
     from rich.measure import Measurement
 
-    wide = Console(file=out.file, width=100_000)
+    wide = SafeConsole(file=console.file, width=100_000)
     width = Measurement.get(wide, wide.options, renderable).maximum
-    Console(file=out.file, width=max(width, 20)).print(renderable)
+    SafeConsole(file=console.file, width=max(width, 20)).print(renderable)
 
 
 def _tools_list_notes(catalog: Any, rows: list[tuple[Any, Any]]) -> list[str]:
@@ -141,14 +143,36 @@ def _tools_list_notes(catalog: Any, rows: list[tuple[Any, Any]]) -> list[str]:
     return notes
 
 
+#: The columns of ``tools run``'s rows, in order: the CSV header and the JSON keys.
+RUN_COLUMNS = ("image", "reference", "tool", "raw_score", "normalized_score", "lower_is_better",
+               "cached", "seconds", "fallback_from", "error")
+RUN_FORMATS = ("table", "csv", "json", "jsonl")
+_FORMAT_OF_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl"}
+
+
 @tools_app.command("run")
 def tools_run(
     tool: Annotated[str, typer.Argument(help="tool name, e.g. SSIM, BRISQUE or a pyiqa name")],
-    image: Annotated[Path, typer.Argument(help="image to assess")],
+    paths: Annotated[list[str], typer.Argument(
+        help="images, folders (their images, sorted by name) or quoted glob patterns such as "
+             "'photos/*.jpg'", metavar="PATH...", show_default=False)],
     reference: Annotated[
-        Path | None, typer.Option("--reference", "-r", help="reference image (FR tools)")
+        Path | None, typer.Option("--reference", "-r",
+                                  help="reference image (FR tools), the same for every image")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    reference_dir: Annotated[Path | None, typer.Option(
+        "--reference-dir", help="FR tools: each image's reference is the file of the same name "
+                                "(the same path below a folder given) in this folder")] = None,
+    recursive: Annotated[bool, typer.Option(
+        "--recursive", "-R", help="folders: their subfolders' images too")] = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="table, csv, json (one list) or jsonl (one object a line); default: "
+                         "from the extension of -o, else table", show_default=False)] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="write the rows to this file; - for standard output (the "
+                               "default)")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="machine-readable output (with several images: --format json)")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="recompute, ignore cache")] = False,
     fallback: Annotated[
         bool, typer.Option("--fallback/--no-fallback",
@@ -157,13 +181,38 @@ def tools_run(
     ] = False,
     device: DeviceOption = None,
 ) -> None:
-    """Run one tool on an image: raw score, score on the 1-5 scale, time, cache hit.
+    """Run one tool on images: raw score, score on the 1-5 scale, time, cache hit.
+
+    One image file: its scores, or one error line.  Several images, a folder or a glob (or
+    --format / -o): one row per image on standard output, progress on stderr; an image that
+    cannot be scored is a row with its error, and the exit code is 1 only if none could.
 
     A tool that cannot run (missing weights) is an error naming the file and the command that
     fetches it; another tool answers only with --fallback.
     """
-    import logging
+    from .image_paths import is_folder, is_pattern
 
+    if (len(paths) == 1 and fmt is None and output is None and reference_dir is None
+            and not is_folder(paths[0]) and not is_pattern(paths[0])):
+        _run_one(tool, paths[0], reference, as_json=as_json, use_cache=not no_cache,
+                 fallback=fallback, device=device)
+        return
+    if as_json:
+        if fmt not in (None, "json"):
+            _fail(f"--json means --format json: give one of them, not --format {fmt}", code=2)
+        fmt = "json"
+    if fmt is None:
+        suffix = output.suffix.lower() if output is not None and str(output) != "-" else ""
+        fmt = _FORMAT_OF_SUFFIX.get(suffix, "table")
+    if fmt not in RUN_FORMATS:
+        _fail(f"unknown format {fmt!r}: use {', '.join(RUN_FORMATS)}", code=2)
+    _run_many(tool, paths, _References(reference, reference_dir), fmt=fmt, output=output,
+              recursive=recursive, use_cache=not no_cache, fallback=fallback, device=device)
+
+
+def _run_one(tool: str, image: str, reference: Path | None, *, as_json: bool, use_cache: bool,
+             fallback: bool, device: str | None) -> None:
+    """One image: its scores in a few lines (or one JSON object), or one error line."""
     from iqa_tools.images import read_image
 
     registry = _registry(device)
@@ -179,18 +228,10 @@ def tools_run(
             else None
         if ref is not None:
             ref.check_size(spec.name)
-        # Model code prints progress to stdout; keep stdout for the answer.  A fallback is said
-        # once, below, so the registry's own warning about it is not printed too.
-        registry_log = logging.getLogger("iqa_tools.registry")
-        level = registry_log.level
-        registry_log.setLevel(logging.ERROR)
-        try:
-            with contextlib.redirect_stdout(sys.stderr):
-                result = registry.execute_tool(
-                    spec.name, target, ref, use_cache=not no_cache, allow_fallback=fallback
-                )
-        finally:
-            registry_log.setLevel(level)
+        with _quiet_registry():
+            result = registry.execute_tool(
+                spec.name, target, ref, use_cache=use_cache, allow_fallback=fallback
+            )
     except StoreUnavailable as exc:  # infrastructure, not the tool: fix the setting
         _fail(str(exc), code=2)
     except ToolError as exc:
@@ -199,7 +240,7 @@ def tools_run(
         print(json.dumps(result.to_dict(), indent=2))
         return
     direction = "lower is better" if result.lower_is_better else "higher is better"
-    out.print(f"[bold]{result.tool}[/] on {image}", highlight=False)
+    out.print(f"[bold]{result.tool}[/] on {escape(image)}", highlight=False)
     if result.fallback:
         out.print(f"[yellow]fell back from {result.requested_tool}:[/] "
                   f"{escape(result.error or '')}", highlight=False, soft_wrap=True)
@@ -207,6 +248,210 @@ def tools_run(
     out.print(f"  quality (1-5)    {result.normalized_score:.3f}", highlight=False)
     out.print(f"  time             {result.execution_time * 1000:.1f} ms"
               f"{' (cache hit)' if result.cached else ''}", highlight=False)
+
+
+@contextlib.contextmanager
+def _quiet_registry():  # noqa: ANN202 - a plain context manager
+    """Model code prints progress to stdout, which holds the answer: it goes to stderr.  A
+    fallback is said once by the command, so the registry's own warning about it is not."""
+    import logging
+
+    registry_log = logging.getLogger("iqa_tools.registry")
+    level = registry_log.level
+    registry_log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        registry_log.setLevel(level)
+
+
+class _References:
+    """Where an FR tool's reference for each image is: one file, or a folder of namesakes."""
+
+    def __init__(self, file: Path | None, folder: Path | None) -> None:
+        if file is not None and folder is not None:
+            _fail("give --reference (one reference for every image) or --reference-dir (one "
+                  "per image, by file name), not both", code=2)
+        if file is not None and file.is_dir():
+            _fail(f"--reference {file} is a folder: --reference-dir {file} pairs each image "
+                  "with the reference of the same name there", code=2)
+        if folder is not None and not folder.is_dir():
+            _fail(f"--reference-dir {folder} is not a folder", code=2)
+        self.file, self.folder = file, folder
+
+    @property
+    def given(self) -> bool:
+        return self.file is not None or self.folder is not None
+
+    def for_image(self, name: str) -> tuple[Path | None, str | None]:
+        """The reference of the image named ``name``, or why it has none."""
+        if self.folder is None:
+            return self.file, None
+        path = self.folder / name
+        if path.is_file():
+            return path, None
+        return path, (f"no reference {str(path)!r} for this image (--reference-dir pairs "
+                      "images with references by file name)")
+
+
+def _run_many(tool: str, paths: list[str], references: _References, *, fmt: str,
+              output: Path | None, recursive: bool, use_cache: bool, fallback: bool,
+              device: str | None) -> None:
+    """Every image the paths name, one row each, with the tool's model loaded once."""
+    from ..jobs.export import write_rows
+    from .image_paths import NothingToScore, expand
+
+    registry = _registry(device)
+    try:
+        spec = registry.get(tool)
+    except ToolError as exc:
+        _fail(str(exc))
+    if spec.is_full_reference and not references.given:
+        _fail(f"{spec.name} is a full-reference tool: give --reference REF (one for every "
+              "image) or --reference-dir DIR (each image's reference by the same file name)",
+              code=2)
+    if spec.is_full_reference and references.file is not None \
+            and not references.file.is_file():
+        _fail(f"--reference {references.file}: file not found", code=2)
+    availability = registry.availability(spec.name)
+    if not availability.ok and not fallback:  # said once, not once per image
+        _fail(f"{spec.name} cannot run here: {availability.detail}")
+    try:
+        images = expand(paths, recursive=recursive)
+    except NothingToScore as exc:
+        _fail(str(exc), code=2)
+    to_stdout = output is None or str(output) == "-"
+    failures: list[str] = []
+    fell_back: set[str] = set()
+
+    def rows() -> Iterator[dict[str, Any]]:
+        streamed = to_stdout and fmt in ("csv", "jsonl")
+        with _scoring_progress(quiet=streamed and out.is_terminal) as bar, _quiet_registry():
+            for image in bar.track(images, description=spec.name):
+                reference, missing = references.for_image(image.name) \
+                    if spec.is_full_reference else (None, None)
+                row, reason = _score_row(registry, spec.name, image.location, reference,
+                                         use_cache=use_cache, fallback=fallback,
+                                         error=missing)
+                if row["error"] is not None:
+                    failures.append(image.location)
+                if reason is not None and reason not in fell_back:
+                    fell_back.add(reason)
+                    err.print(f"[yellow]fell back from {row['fallback_from']} to {row['tool']}:"
+                              f"[/] {escape(reason)}", highlight=False, soft_wrap=True)
+                yield row
+
+    target = "-" if to_stdout else str(output)
+    try:
+        if fmt in ("csv", "jsonl"):
+            count = write_rows(rows(), target, fmt, list(RUN_COLUMNS))  # as each is scored
+        else:
+            collected = list(rows())
+            count = len(collected)
+            _write_whole(collected, output if not to_stdout else None, fmt)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}", code=2)
+    if not to_stdout:
+        err.print(f"wrote {count} rows to {output}", highlight=False, soft_wrap=True,
+                  markup=False)
+    if len(failures) == count:
+        _fail(f"no image could be scored: {count} failed (the error column says why)")
+    if failures:
+        err.print(f"[yellow]warning:[/] {len(failures)} of {count} images could not be scored "
+                  "(the error column says why)", highlight=False)
+
+
+def _score_row(registry: ToolRegistry, tool: str, image: str, reference: Path | None, *,
+               use_cache: bool, fallback: bool,
+               error: str | None = None) -> tuple[dict[str, Any], str | None]:
+    """One image's row (its error instead of scores if it cannot be scored, or ``error`` if
+    known beforehand), and the reason another tool answered, if one did."""
+    from iqa_tools.images import read_image
+    from iqa_tools.storage import display
+
+    from ..redact import redact
+
+    row: dict[str, Any] = dict.fromkeys(RUN_COLUMNS)
+    row.update(image=display(image), tool=tool,
+               reference=str(reference) if reference is not None else None)
+    if error is not None:
+        row["error"] = error
+        return row, None
+    try:
+        target = read_image(image)
+        registry.check_memory(tool, target)
+        target.check_size(tool)
+        ref = read_image(reference) if reference is not None else None
+        if ref is not None:
+            ref.check_size(tool)
+        result = registry.execute_tool(tool, target, ref, use_cache=use_cache,
+                                       allow_fallback=fallback)
+    except StoreUnavailable as exc:  # infrastructure: every other image would fail alike
+        _fail(str(exc), code=2)
+    except ToolError as exc:
+        row["error"] = redact(str(exc))
+        return row, None
+    row.update(tool=result.tool, raw_score=result.raw_score,
+               normalized_score=result.normalized_score, lower_is_better=result.lower_is_better,
+               cached=result.cached, seconds=round(result.execution_time, 6),
+               fallback_from=result.requested_tool if result.fallback else None)
+    return row, (redact(result.error) if result.fallback else None)
+
+
+def _scoring_progress(*, quiet: bool) -> Any:
+    """A progress bar on stderr while images are scored: on a terminal only, and not while
+    rows stream onto the same terminal (they are the progress, and the bar would erase them)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    console=err, transient=True, disable=quiet or not err.is_terminal,
+                    redirect_stdout=False, redirect_stderr=False)
+
+
+def _write_whole(rows: list[dict[str, Any]], path: Path | None, fmt: str) -> None:
+    """A table or one JSON list, on standard output (``path`` None) or into a file."""
+    if fmt == "json":
+        text = json.dumps(rows, indent=2, allow_nan=False)
+        if path is None:
+            print(text)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+        return
+    table = _rows_table(rows)
+    if path is None:
+        _print_unwrapped(table)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        _print_unwrapped(table, SafeConsole(file=handle))
+
+
+def _rows_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    with_reference = any(row["reference"] for row in rows)
+    table = Table()
+    table.add_column("image", overflow="fold")
+    if with_reference:
+        table.add_column("reference", overflow="fold")
+    for column in ("tool", "raw score", "quality (1-5)", "time"):
+        table.add_column(column, no_wrap=True, justify="left" if column == "tool" else "right")
+    table.add_column("error", overflow="fold")
+    for row in rows:
+        scored = row["error"] is None
+        tool = row["tool"] + (f" (for {row['fallback_from']})" if row["fallback_from"] else "")
+        cells = [Text(row["image"])] + ([Text(row["reference"] or "")] if with_reference else [])
+        cells += [Text(tool),
+                  Text(f"{row['raw_score']:.4f}" if scored else ""),
+                  Text(f"{row['normalized_score']:.3f}" if scored else ""),
+                  Text((f"{row['seconds'] * 1000:.1f} ms" + (" (cached)" if row["cached"]
+                                                             else "")) if scored else ""),
+                  Text(row["error"] or "", style="red")]
+        table.add_row(*cells)
+    return table
 
 
 @tools_app.command("info")
