@@ -10,7 +10,7 @@ The protocol
   the which-distortion model are calibrated on FIT photos degraded by the *calibration* generator
   (agentic_iqa.fitting.degradations, levels 0-4, every one of its two or three processes per kind:
   agentic_iqa.fitting.degradations.SHAPES).  It writes agentic_iqa/vlm/builtin/severity.json.
-  The overall opinion (opinion.json) is chosen by ``benchmarks/opinion_selection.py`` and no
+  The overall opinion (opinion.json) is chosen by ``studies/opinion_selection.py`` and no
   longer refitted here (its helpers below, ``cv_predictions``, ``nested_cv``, serve that study).
 * The report uses HELD-OUT photos only: scoring-mode SRCC/PLCC against MOS (bootstrap 95 %
   intervals) of the agent's fused score next to BRISQUE, NIQE and PIQE alone; and multiple-choice
@@ -324,9 +324,9 @@ def fit_all(args: argparse.Namespace, registry: ToolRegistry, mos: dict[str, flo
     print(f"severity thresholds from {len(calibration_names)} FIT photos -> {THRESHOLDS_FILE}")
 
     # The overall opinion (opinion.json) is not refitted here: the one shipped is chosen by
-    # benchmarks/opinion_selection.py, against the builtin from before issue 12 on unseen photos.
+    # studies/opinion_selection.py, against the builtin from before issue 12 on unseen photos.
     print(f"opinion: {WEIGHTS_FILE} is left as it is "
-          "(benchmarks/opinion_selection.py chooses it)\n")
+          "(studies/opinion_selection.py chooses it)\n")
 
 
 # -- the report: HELD-OUT only ----------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Replies written as hosted models write them, each graded by hand with the letter the model
 chose (None: it chose none), for the option reader (:mod:`agentic_iqa.options`) and
-``benchmarks/letter_reading.py``.
+``studies/letter_reading.py``.
 
 Styles: "gpt" (GPT-4o: terse, markdown, bold), "claude" (prose that reasons, often after the
 answer), "qwen" (Qwen2.5-VL: short, often a letter with its text).  ``cut`` marks a reply that

@@ -5,7 +5,7 @@ The severity and multiple-choice answers read :mod:`.measure`, which changed sin
 opinion stays on these features because, refitted or not, nothing built on the newer
 measurements matched it on photos it had not seen: by nested cross-validation over 348 LIVE-C
 photos its SRCC is 0.623 against 0.480, and on 200 photos neither saw 0.608 against 0.544
-(``benchmarks/opinion_selection.py``, ``docs/measurements/opinion-selection-2026-11-26.txt``).
+(``studies/opinion_selection.py``, ``docs/measurements/opinion-selection-2026-11-26.txt``).
 So every number here is computed exactly as then: the shipped weights depend on it.
 
 * blur: the "blur effect" of Crete-Roffet et al. (2007), 0 = crisp, 1 = fully blurred;

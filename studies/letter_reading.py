@@ -19,7 +19,7 @@ The two are our own reimplementations from their public source, not their code. 
 right (the graded letter, or none where the model gave none), wrong letter, a letter where the
 model gave none, unread (none where it gave one).
 
-    python benchmarks/letter_reading.py
+    python studies/letter_reading.py
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def letters_read(replies: list[Graded]) -> str:
 def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
                             capture_output=True).stdout.strip()
-    print(f"benchmarks/letter_reading.py on {len(CORPUS)} graded replies "
+    print(f"studies/letter_reading.py on {len(CORPUS)} graded replies "
           f"(tests/agentic_iqa/reply_corpus.py), working tree on {commit}")
     print("cells: right / wrong letter / letter where none given / unread")
     print(f"{'category':<26}{'n':>4}  " + "   ".join(f"{name:>15}" for name in READERS))

@@ -1,4 +1,4 @@
-"""The builtin's answers to multiple-choice questions against the builtin from before issue 12.
+"""Do the question models go back with the opinion?  The builtin against itself before issue 12.
 
 Issue 24: the severity and which-distortion answers judged by the rule the scoring follows,
 compared with the builtin as it was at commit c20d270 on the same questions about photos
@@ -31,7 +31,7 @@ with one resampling questions (paired, narrower, treats questions as independent
 discordant pairs (+ current right only, - c20d270 right only).  Then accuracies per distortion
 and question kind, and answers that are no option letter.
 
-    python benchmarks/questions_against_c20d270.py [--data-dir DIR] [--images 10]
+    python studies/question_models_keep_or_revert.py [--data-dir DIR] [--images 10]
 
 DIR (livec-extra/ and pyiqa-weights/ in it) defaults to $AGENTIC_IQA_DATA_DIR, else
 ../shared/data beside the repository.
@@ -59,6 +59,7 @@ import numpy as np
 from agentic_iqa.fitting import evaluation_degradations as generator
 from iqa_tools import ToolRegistry, ToolSettings
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_quality as aq  # noqa: E402  (the questions and their scoring, reused)
 from opinion_selection import OLD_AGENTS, default_data_dir, old_worktree, sha256  # noqa: E402

@@ -54,7 +54,7 @@ Evaluation
       FIT), scored on the livec-extra photos: SRCC with a bootstrap CI over those photos and
       the paired difference from d.  Out of sample for every row, d included.
 
-    python benchmarks/opinion_selection.py [--data-dir ../shared/data] [--seed 7]
+    python studies/opinion_selection.py [--data-dir ../shared/data] [--seed 7]
 
 Runtime on 2 CPU cores: ~2 minutes of measurements and ~3 minutes of c20d270 scoring the first
 time (both cached under --cache by file SHA-256), about a minute afterwards.
@@ -87,7 +87,7 @@ from agentic_iqa.vlm.builtin.measure import measure, opinion_features
 from agentic_iqa.vlm.builtin.opinion import OpinionModel, OpinionModels
 from iqa_tools import ToolRegistry, ToolSettings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import agent_quality as aq  # noqa: E402  (the --fit recipe and split, mirrored exactly)
 
 REPO = Path(__file__).resolve().parent.parent
