@@ -15,6 +15,7 @@ from agentic_iqa.datasets.base import (
     Dataset,
     DatasetFormatError,
     DatasetInfo,
+    DatasetPath,
     DatasetProblem,
     DatasetRow,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "Dataset",
     "DatasetFormatError",
     "DatasetInfo",
+    "DatasetPath",
     "DatasetProblem",
     "DatasetRow",
     "dataset_names",

@@ -16,9 +16,8 @@ root is used, else ``images/``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
-from agentic_iqa.datasets.base import DatasetInfo, DatasetProblem, DatasetRow
+from agentic_iqa.datasets.base import DatasetInfo, DatasetPath, DatasetProblem, DatasetRow
 from agentic_iqa.datasets.files import (
     BadRecord,
     choose_split,
@@ -49,7 +48,8 @@ class AGIQA3K:
         url="https://github.com/lcysyzxdxc/AGIQA-3k-Database",
     )
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         records = read_csv(path, self.info, ("name", "mos_quality"))

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from upath import UPath
+
+#: Where a dataset lives: a folder on this disk, or a bucket and prefix in an object store read
+#: through the same pathlib calls (``UPath``), so one reader serves both
+#: (:func:`agentic_iqa.datasets.files.dataset_root`).
+DatasetPath: TypeAlias = "Path | UPath"
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,8 @@ class Dataset(Protocol):
 
     info: DatasetInfo
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         """The records of ``split`` (None: ``info.default_split``) under ``root``.
 
         Raises :class:`DatasetFormatError` when called, before the first record, if the files

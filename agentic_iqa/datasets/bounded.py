@@ -16,8 +16,9 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any, BinaryIO
+
+from agentic_iqa.datasets.base import DatasetPath
 
 #: Deepest JSON value read: manifest rows are flat objects with a list of options at most.
 MAX_JSON_DEPTH = 64
@@ -112,7 +113,7 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
-def read_json_file(path: Path) -> Any:
+def read_json_file(path: DatasetPath) -> Any:
     """A whole JSON document, refused above :data:`MAX_JSON_BYTES` or too deep."""
     size = path.stat().st_size
     if size > MAX_JSON_BYTES:
@@ -143,37 +144,38 @@ def bounded_lines(handle: BinaryIO, limit: int = MAX_JSON_LINE) -> Iterator[byte
 # -- XLSX ------------------------------------------------------------------------------------------
 
 
-def check_xlsx(path: Path) -> None:
-    """Refuse a spreadsheet whose archive declares too many entries or unpacks to too much.
+def check_xlsx(handle: BinaryIO, name: str) -> None:
+    """Refuse a spreadsheet (an open, seekable file called ``name``) whose archive declares
+    too many entries or unpacks to too much.
 
     Python's zipfile never inflates an entry past the size its directory declares, so the
     declared sizes bound what openpyxl can unpack.
     """
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(handle) as archive:
             entries = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise ValueError(f"not an XLSX (zip) file: {exc}") from None
     if len(entries) > MAX_XLSX_ENTRIES:
-        raise TooLarge(f"{path.name} holds {len(entries)} entries, more than the "
+        raise TooLarge(f"{name} holds {len(entries)} entries, more than the "
                        f"{MAX_XLSX_ENTRIES} a spreadsheet needs")
     total = 0
     for entry in entries:
         budget = (MAX_XLSX_SHARED_STRINGS_BYTES if entry.filename.lower().endswith(
             "sharedstrings.xml") else MAX_XLSX_ENTRY_BYTES)
         if entry.file_size > budget:
-            raise TooLarge(f"{path.name}: {entry.filename} unpacks to "
+            raise TooLarge(f"{name}: {entry.filename} unpacks to "
                            f"{entry.file_size / 2**20:.0f} MB, more than {budget // 2**20} MB")
         total += entry.file_size
     if total > MAX_XLSX_TOTAL_BYTES:
-        raise TooLarge(f"{path.name} unpacks to {total / 2**20:.0f} MB, more than "
+        raise TooLarge(f"{name} unpacks to {total / 2**20:.0f} MB, more than "
                        f"{MAX_XLSX_TOTAL_BYTES // 2**20} MB")
 
 
 # -- MAT (version 5) -------------------------------------------------------------------------------
 
 
-def check_mat(path: Path) -> None:
+def check_mat(path: DatasetPath) -> None:
     """Refuse a MAT file whose arrays declare, or whose compressed parts inflate to, more than
     the budget, before scipy loads any of it.
 

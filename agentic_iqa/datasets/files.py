@@ -3,17 +3,57 @@ score, join an image folder and a file name.
 
 Errors name the file looked for, the root it was looked for under, and what to pass instead,
 because the person reading them has a dataset folder in front of them and nothing else.
+
+The root may be a folder in an object store (:func:`dataset_root`): the readers use only
+pathlib calls (``/``, ``is_file``, ``is_dir``, ``iterdir``, ``open``), which ``UPath`` answers
+from the store, a "folder" being a prefix.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-from agentic_iqa.datasets.base import DatasetFormatError, DatasetInfo
+from agentic_iqa.datasets.base import DatasetFormatError, DatasetInfo, DatasetPath
 from agentic_iqa.datasets.bounded import not_utf8, text_lines
+from iqa_tools.storage import REMOTE_SCHEMES, display, scheme
+
+
+def dataset_root(location: str | os.PathLike[str]) -> DatasetPath:
+    """``location`` as the readers walk it: a path (or ``file://`` URL) as a
+    :class:`~pathlib.Path`, so a symlink out of it is refused as for any folder; a store's URL
+    (``s3://bucket/prefix``, ``gs://``, ``az://``) as a ``UPath`` over fsspec.
+
+    The URL obeys :mod:`iqa_tools.storage`'s rules: no user or password in it (credentials
+    come from the backend's environment and config files only), no query or fragment.  Its
+    filesystem is its own, not fsspec's shared instance, so the endpoint and credential are
+    the environment's as it is now, as :mod:`iqa_tools.storage` reads them.
+    """
+    text = os.fspath(location)
+    kind = scheme(text)
+    if kind is None:
+        return Path(text)
+    parts = urlsplit(text)
+    if "@" in parts.netloc or parts.query or parts.fragment:
+        raise DatasetFormatError(
+            f"--root {display(text)}: give the bucket and prefix alone, with no user, "
+            "password, query or fragment; the credential comes from the backend's environment "
+            "or config file (for S3: AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws/credentials)")
+    if kind == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise DatasetFormatError(f"--root {text}: a file:// URL names a folder on this "
+                                     f"machine, not on {parts.netloc}")
+        return Path(unquote(parts.path))
+    if kind not in REMOTE_SCHEMES:
+        raise DatasetFormatError(f"--root {display(text)}: unsupported scheme {kind!r} (use "
+                                 "a folder, s3://, gs://, az:// or https://)")
+    from upath import UPath
+
+    return UPath(text.rstrip("/"), skip_instance_cache=True)
 
 
 def choose_split(info: DatasetInfo, split: str | None) -> str:
@@ -26,7 +66,7 @@ def choose_split(info: DatasetInfo, split: str | None) -> str:
     return chosen
 
 
-def find_file(root: Path, info: DatasetInfo, *names: str) -> Path:
+def find_file(root: DatasetPath, info: DatasetInfo, *names: str) -> DatasetPath:
     """The first of ``names`` (relative to ``root``) that is a file; none is a format error."""
     if not root.is_dir():
         raise DatasetFormatError(
@@ -42,7 +82,7 @@ def find_file(root: Path, info: DatasetInfo, *names: str) -> Path:
         f"dataset unpacks to, the one holding {info.files} ({info.url})")
 
 
-def image_folder(root: Path, *candidates: str) -> str:
+def image_folder(root: DatasetPath, *candidates: str) -> str:
     """The first candidate folder that exists under ``root``, else the first: where a dataset
     is unpacked under more than one name, the one on disk wins, and a missing one is reported
     per image by the caller with the path it tried."""
@@ -52,7 +92,7 @@ def image_folder(root: Path, *candidates: str) -> str:
     return candidates[0]
 
 
-def case_names(folder: Path) -> dict[str, str]:
+def case_names(folder: DatasetPath) -> dict[str, str]:
     """File names in ``folder`` by their lower-case spelling (empty when it is not there), for
     datasets whose files and score lists disagree on case."""
     if not folder.is_dir():
@@ -87,7 +127,7 @@ class BadRecord:
     reason: str
 
 
-def read_csv(path: Path, info: DatasetInfo, required: tuple[str, ...]
+def read_csv(path: DatasetPath, info: DatasetInfo, required: tuple[str, ...]
              ) -> list[dict[str, str] | BadRecord]:
     """The data records of a CSV file with a header, which must hold the ``required`` columns.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentic_iqa.datasets.base import DatasetInfo, DatasetProblem, DatasetRow
+from agentic_iqa.datasets.base import DatasetInfo, DatasetPath, DatasetProblem, DatasetRow
 from agentic_iqa.datasets.files import (
     BadRecord,
     choose_split,
@@ -69,7 +69,8 @@ class KADID10k:
         url="http://database.mmsp-kn.de/kadid-10k-database.html",
     )
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         return self._rows(read_csv(path, self.info, ("dist_img", "ref_img", "dmos")))

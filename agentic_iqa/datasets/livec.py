@@ -22,7 +22,6 @@ available.  So ``Images/trainingImages/`` is used when that folder exists, ``Ima
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ import numpy as np
 from agentic_iqa.datasets.base import (
     DatasetFormatError,
     DatasetInfo,
+    DatasetPath,
     DatasetProblem,
     DatasetRow,
 )
@@ -41,14 +41,16 @@ MOS = "Data/AllMOS_release.mat"
 TRAINING_IMAGES = 7
 
 
-def _mat_array(path: Path, key: str) -> Any:
+def _mat_array(path: DatasetPath, key: str) -> Any:
     """The variable ``key`` of a MAT file, flattened; scipy is imported only here, and loads
-    the file only once its declared and inflated sizes are within budget (:func:`check_mat`)."""
+    the file only once its declared and inflated sizes are within budget (:func:`check_mat`).
+    Read through an open handle, so the file may be an object in a store."""
     from scipy.io import loadmat
 
     try:
         check_mat(path)
-        content = loadmat(path)
+        with path.open("rb") as handle:
+            content = loadmat(handle)
     except Exception as error:  # scipy raises several types for a file that is not MAT
         raise DatasetFormatError(f"LIVE-C: {path} cannot be read as a MAT file: {error}") from None
     if key not in content:
@@ -85,7 +87,8 @@ class LiveChallenge:
         url="https://live.ece.utexas.edu/research/ChallengeDB/index.html",
     )
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         chosen = choose_split(self.info, split)
         names_path = find_file(root, self.info, NAMES)
         mos_path = find_file(root, self.info, MOS)

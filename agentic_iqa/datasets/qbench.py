@@ -23,12 +23,12 @@ those that exists under the root is used, else ``images/``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from agentic_iqa.datasets.base import (
     DatasetFormatError,
     DatasetInfo,
+    DatasetPath,
     DatasetProblem,
     DatasetRow,
 )
@@ -62,7 +62,8 @@ class LLVisionQA:
         url="https://github.com/Q-Future/Q-Bench",
     )
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         chosen = choose_split(self.info, split)
         path = find_file(root, self.info, f"llvisionqa_{chosen}.json")
         try:  # bounded in size and depth: the file comes from the internet

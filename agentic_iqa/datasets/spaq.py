@@ -15,12 +15,12 @@ works resize the photographs first; this reader points at the images as shipped.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from agentic_iqa.datasets.base import (
     DatasetFormatError,
     DatasetInfo,
+    DatasetPath,
     DatasetProblem,
     DatasetRow,
 )
@@ -31,37 +31,42 @@ SCORES = "Annotations/MOS and Image attribute scores.xlsx"
 ATTRIBUTES = ("Brightness", "Colorfulness", "Contrast", "Noisiness", "Sharpness")
 
 
-def _sheet_rows(path: Path) -> Iterator[tuple[Any, ...]]:
+def _sheet_rows(path: DatasetPath) -> Iterator[tuple[Any, ...]]:
     """The rows of the first sheet, the header first, streamed: openpyxl is imported only
     here, and opens the file only once its archive is within budget (:func:`check_xlsx`: a
     small XLSX can unpack to gigabytes of shared strings).
 
     Rows are read one at a time in read-only mode, so ``--limit`` stops the reading; each row
     is cut to the header's width, so a sheet that declares 16,384 columns costs none of them.
+    The file is read through one open handle (it may be an object in a store), held until the
+    last row.
     """
     from openpyxl import load_workbook
 
-    try:
-        check_xlsx(path)
-    except TooLarge as error:
-        raise DatasetFormatError(f"SPAQ: {path} is refused: {error}") from None
-    except ValueError as error:
-        raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}"
-                                 ) from None
-    try:
-        workbook = load_workbook(path, read_only=True, data_only=True)
-        sheet = workbook.worksheets[0]
-    except Exception as error:  # openpyxl raises several types for a file that is not XLSX
-        raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}") from None
-    try:
-        header = next(sheet.iter_rows(max_row=1, values_only=True), ())
-        width = max((index + 1 for index, cell in enumerate(header) if cell is not None),
-                    default=0)
-        yield tuple(header[:width])
-        if width:
-            yield from sheet.iter_rows(min_row=2, max_col=width, values_only=True)
-    finally:
-        workbook.close()
+    with path.open("rb") as handle:
+        try:
+            check_xlsx(handle, path.name)
+        except TooLarge as error:
+            raise DatasetFormatError(f"SPAQ: {path} is refused: {error}") from None
+        except ValueError as error:
+            raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}"
+                                     ) from None
+        try:
+            handle.seek(0)
+            workbook = load_workbook(handle, read_only=True, data_only=True)
+            sheet = workbook.worksheets[0]
+        except Exception as error:  # openpyxl raises several types for a file that is not XLSX
+            raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}"
+                                     ) from None
+        try:
+            header = next(sheet.iter_rows(max_row=1, values_only=True), ())
+            width = max((index + 1 for index, cell in enumerate(header) if cell is not None),
+                        default=0)
+            yield tuple(header[:width])
+            if width:
+                yield from sheet.iter_rows(min_row=2, max_col=width, values_only=True)
+        finally:
+            workbook.close()
 
 
 class SPAQ:
@@ -80,7 +85,8 @@ class SPAQ:
         url="https://github.com/h4nwei/SPAQ",
     )
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         table = _sheet_rows(path)

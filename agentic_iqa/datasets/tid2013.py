@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
-from agentic_iqa.datasets.base import DatasetInfo, DatasetProblem, DatasetRow
+from agentic_iqa.datasets.base import DatasetInfo, DatasetPath, DatasetProblem, DatasetRow
 from agentic_iqa.datasets.files import case_names, choose_split, find_file, joined, score
 
 SCORES = "mos_with_names.txt"
@@ -66,7 +65,8 @@ class TID2013:
         url="https://www.ponomarenko.info/tid2013.htm",
     )
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         lines = path.read_bytes().splitlines()

@@ -190,7 +190,8 @@ def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
     rows: Iterator[_RawRow] = iter(records)
     if limit is not None:
         rows = islice(rows, limit)
-    return _entries(rows, base=Path(base), paths=Root.of(base, root),
+    text = os.fspath(base)  # a URL (an object store's prefix) stays text: Path would mangle it
+    return _entries(rows, base=text if is_url(text) else Path(base), paths=Root.of(base, root),
                     check_images=check_images, mos_range=mos_range, range_source=range_source)
 
 
