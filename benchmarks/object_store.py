@@ -15,8 +15,9 @@ is then run as a ``--tools PIQE`` job (submit with its image check, then ``run_l
 
 Printed: items done, items whose raw PIQE score differs from the local run in any digit (must
 be 0), objects fetched (cache misses) and cache hits, requests to the store and throttled
-answers, items per second and the bucket's ratio to local files (aim: 0.90 or more), and the
-throttled run's items lost (must be 0).  A few warm-up items run first (imports, tools).
+answers, items per second and the bucket's ratio to local files (aim: 0.90 or more), the CPU
+time moto's server spent (a real store's is not this machine's), and the throttled run's items
+lost (must be 0).  A few warm-up items run first (imports, tools).
 
 Settings from the shell (``AGENTIC_IQA_*``, ``AWS_*``) are replaced by a sandbox of its own.
 
@@ -78,6 +79,7 @@ class Outcome:
     statuses: dict[str, str]
     fetched: int = 0
     hits: int = 0
+    store_cpu: float = 0.0
 
     @property
     def done(self) -> int:
@@ -154,6 +156,12 @@ def run_job(engine: Any, manifest: Path, image_dir: str, workers: int,
     return outcome
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def differing(outcome: Outcome, baseline: Outcome) -> int:
     return sum(outcome.scores.get(name) != scores for name, scores in baseline.scores.items())
 
@@ -225,8 +233,10 @@ def main() -> None:
         remote: list[Outcome] = []
         for repeat in range(args.repeats):
             local.append(run_job(engine, manifest, str(folder / "photos"), args.workers, None))
+            before = cpu_seconds(server.pid)
             remote.append(run_job(engine, manifest, source, args.workers,
                                   folder / f"cache-{repeat}"))
+            remote[-1].store_cpu = cpu_seconds(server.pid) - before
         baseline = min(local, key=lambda outcome: outcome.seconds)
         best = min(remote, key=lambda outcome: outcome.seconds)
 
@@ -250,7 +260,8 @@ def main() -> None:
     for index, outcome in enumerate(remote):
         print(f"s3 run {index + 1}:         {outcome.done}/{n} done, {outcome.seconds:6.2f} s, "
               f"{n / outcome.seconds:6.1f} items/s, scores differing {differing(outcome, baseline)}"
-              f", objects fetched {outcome.fetched}, cache hits {outcome.hits}")
+              f", objects fetched {outcome.fetched}, cache hits {outcome.hits}, the store's "
+              f"own CPU {outcome.store_cpu:.2f} s (on this machine's cores)")
     print(f"s3 (best):        {best.done}/{n} done, {best.seconds:6.2f} s, "
           f"{rate['s3']:6.1f} items/s, {rate['s3'] / rate['local']:.3f}x local files "
           f"(aim >= 0.90)")

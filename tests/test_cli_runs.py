@@ -141,7 +141,8 @@ def test_an_ambiguous_or_unknown_job_id_is_one_clear_error(stored):
             "give more characters"), command
         unknown = runner.invoke(app, [*command, "fedcba98"])
         assert unknown.exit_code == 1
-        assert unknown.output.strip() == "error: no job with id 'fedcba98' in the database"
+        assert unknown.output.strip() == (
+            f"error: no job with id 'fedcba98' in the database {stored['url']}")
     assert json.loads(runner.invoke(app, ["eval", "status", "abcabc02", "--json"]).stdout)[
         "name"] == "twin"
 
@@ -251,7 +252,8 @@ def test_an_ambiguous_or_unknown_run_id_is_one_clear_error_and_output_is_redacte
         "0dd0dd02-0000-4000-8000-000000000000; give more characters")
     unknown = runner.invoke(app, ["runs", "show", "ffff0000"])
     assert unknown.exit_code == 1
-    assert unknown.output.strip() == "error: no run with id 'ffff0000' in the database"
+    assert unknown.output.strip() == (
+        f"error: no run with id 'ffff0000' in the database {stored['url']}")
     shown = runner.invoke(app, ["runs", "show", "0dd0dd01"])
     as_json = runner.invoke(app, ["runs", "show", "0dd0dd01", "--json"])
     listed = runner.invoke(app, ["runs", "list", "--limit", "50"])

@@ -14,6 +14,7 @@ from .common import _redacted_logging
 from .compare import compare
 from .eval import calibrate, eval_app
 from .faults import FaultCatchingGroup
+from .models import models
 from .runs import runs_app
 from .system import check, db_app, worker
 from .tools import tools_app
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.add_typer(tools_app, name="tools")
 app.command("assess")(assess)
 app.command("check")(check)
+app.command("models")(models)
 app.command("worker")(worker)
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")

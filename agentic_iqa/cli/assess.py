@@ -113,7 +113,7 @@ def assess(
     elif store:
         from ..runtime import service
 
-        engine = _engine()
+        engine = _engine(create=True)
         run_id = service.create_run(engine, query, image_path, reference_path,
                                     max_replan_iterations=max_replans)
         if not vlm_cache:
@@ -205,7 +205,7 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
         _fail("--distributed needs a broker: set AGENTIC_IQA_BROKER_URL (e.g. redis://host:6379/0)")
     from workers.tasks import submit
 
-    engine = _engine()
+    engine = _engine(create=True)
     # Leased: if the message is lost (a broker restart), the workers' supervisor re-sends it.
     run_id = service.create_run(engine, query, image_path, reference_path,
                                 max_replan_iterations=max_replans,

@@ -160,19 +160,46 @@ def use_backend(backend: str | None, model: str | None, base_url: str | None, *,
     return configs
 
 
-def _engine():  # noqa: ANN202 - sqlalchemy Engine, imported lazily
+def _engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, imported lazily
+    """The results database, migrated.  Only a command that stores something (``create``:
+    submit, assess) may create the default SQLite file; any other exits 1 naming the file it
+    did not find and how to point at another, and leaves no file behind."""
     from ..config import PipelineSettings
-    from ..db.engine import ensure_schema, make_engine
+    from ..db.engine import NoDatabase, ensure_schema, existing_engine, make_engine
 
-    engine = make_engine(PipelineSettings.load().database_url)
+    configured = PipelineSettings.load().database_url
+    try:
+        engine = make_engine(configured) if create else existing_engine(configured)
+    except NoDatabase as exc:
+        _fail(f"{exc}: " + (
+            "the SQLite file AGENTIC_IQA_DATABASE_URL names does not exist; check "
+            "AGENTIC_IQA_DATABASE_URL (nothing was created)" if configured else
+            "no job was submitted from this folder; run the command where `agentic-iqa eval "
+            "submit` ran, or set AGENTIC_IQA_DATABASE_URL to the database that holds your "
+            "jobs (e.g. sqlite:////path/to/agentic-iqa.sqlite3)"))
     ensure_schema(engine)
     return engine
 
 
+def _found_nothing(engine: Any, exc: LookupError) -> str:
+    """The line for a job or run the database does not hold, naming that database
+    (redacted): from another folder the default SQLite file is another one."""
+    from ..db import reads
+
+    where = _safe_url(engine)
+    if isinstance(exc, reads.NoJobs):
+        return (f"no job in the database {where} yet: submit one with `agentic-iqa eval "
+                "submit MANIFEST`, or set AGENTIC_IQA_DATABASE_URL to the database that holds "
+                "your jobs")
+    if isinstance(exc, reads.JobNotFound | reads.RunNotFound):
+        return f"{exc} {where}"
+    return str(exc)  # an ambiguous prefix: the ids it matches say which database it is
+
+
 def _job_id(engine: Any, reference: str | None) -> str:
     """The job a full id, a unique prefix (the 8 characters the progress bar shows) or None
-    (the latest job) means; one clear error line otherwise (unknown, or which jobs an
-    ambiguous prefix matches)."""
+    (the latest job) means; one clear error line otherwise (unknown, naming the database, or
+    which jobs an ambiguous prefix matches)."""
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
@@ -181,7 +208,7 @@ def _job_id(engine: Any, reference: str | None) -> str:
         with read_scope(engine) as session:
             return reads.resolve_job_id(session, reference)
     except (JobNotFound, reads.AmbiguousId) as exc:
-        _fail(str(exc))
+        _fail(_found_nothing(engine, exc))
 
 
 def _safe_url(engine: Any) -> str:

@@ -22,11 +22,22 @@ from .common import (
     _engine,
     _fail,
     _first_line,
+    _found_nothing,
     _job_id,
     _safe_url,
     err,
     out,
     use_backend,
+)
+from .progress import (
+    DEFAULT_EVERY,
+    MIN_EVERY,
+    Pace,
+    eta_seconds,
+    eta_text,
+    pace_text,
+    progress_line,
+    rate_text,
 )
 
 eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, export, report.",
@@ -58,18 +69,35 @@ def _summary(engine: Any, job_id: str) -> None:
         err.print(escape(text), highlight=False, soft_wrap=True)
 
 
-def _pace(current: Any) -> str:
-    """Throughput and ETA, or the stalled count instead of an ETA that would be a lie."""
-    text = f"{current.throughput:.2f} items/s"
+#: ``--progress-every``: how often a followed job says how far it is in a log file.
+ProgressEveryOption = Annotated[float, typer.Option(
+    "--progress-every", min=MIN_EVERY, metavar="SECONDS",
+    help="when stderr is not a terminal (nohup, Slurm): a progress line (done/failed/total, "
+         "rate, ETA) every SECONDS instead of a bar")]
+
+
+def _pace(current: Any, seen: float | None = None) -> str:
+    """Rate and ETA, or the stalled count instead of an ETA that would be a lie (and no ETA
+    for a job whose process is gone).  ``seen``: items per second while this process followed
+    the job; by default (or before any item ended) the job's own rate since it was submitted."""
+    per_second = seen if seen is not None else (current.throughput if current.finished
+                                                 else None)
+    text = rate_text(per_second)
     if current.stalled:
         return text + (f", {current.stalled} stalled (no progress for a lease: being re-sent, "
                        "or no worker is running; with none, `agentic-iqa eval resume "
                        f"{current.job_id[:8]}` continues it)")
-    eta = current.eta_seconds
-    return text + (f", ETA {eta:.0f}s" if eta else "")
+    remaining = current.total - current.finished
+    if current.orphaned or current.interrupted or not remaining:
+        return text
+    return f"{text}, {eta_text(eta_seconds(remaining, per_second))}"
 
 
-def _progress_bar(engine: Any, job_id: str) -> None:
+def _progress_bar(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> None:
+    """Follow a job the workers run until it ends: a bar with rate and ETA on a terminal,
+    else a plain line every ``every`` seconds (a bar in a log file prints only at the end)."""
+    import time
+
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -80,15 +108,58 @@ def _progress_bar(engine: Any, job_id: str) -> None:
 
     from ..runtime import lifecycle
 
+    if not err.is_terminal:
+        with _progress_lines(engine, job_id, every):
+            lifecycle.wait(engine, job_id)
+        return
+    first = lifecycle.progress(engine, job_id)
+    pace = Pace(time.monotonic(), first.finished)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err) as bar:
-        task = bar.add_task(f"job {job_id[:8]}", total=None, rate="")
+        task = bar.add_task(f"job {job_id[:8]}", total=first.total, completed=first.finished,
+                            rate=_pace(first))
 
         def show(current: lifecycle.Progress) -> None:
+            seen = pace.per_second(current.finished, time.monotonic())
             bar.update(task, total=current.total, completed=current.finished,
-                       rate=_pace(current))
+                       rate=_pace(current, seen))
 
         lifecycle.wait(engine, job_id, on_progress=show)
+
+
+@contextlib.contextmanager
+def _progress_lines(engine: Any, job_id: str, every: float) -> Iterator[None]:
+    """While the block runs, a plain progress line on stderr every ``every`` seconds, read
+    from the database (what a log file under nohup or Slurm shows of a job)."""
+    import threading
+    import time
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..runtime import lifecycle
+
+    pace = Pace(time.monotonic(), lifecycle.progress(engine, job_id).finished)
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(every):
+            try:
+                current = lifecycle.progress(engine, job_id)
+            except SQLAlchemyError:  # a busy or failing database costs a line, not the job
+                continue
+            line = progress_line(job_id, current.counts, elapsed=current.elapsed,
+                                 per_second=pace.per_second(current.finished,
+                                                            time.monotonic()),
+                                 stalled=current.stalled)
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    thread = threading.Thread(target=report, name="iqa-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _agents() -> Any:
@@ -98,15 +169,77 @@ def _agents() -> Any:
     return AgentsCache()
 
 
+#: ``--model`` of ``eval submit`` and ``eval estimate``: one, or several for a sweep.
+ModelsOption = Annotated[list[str] | None, typer.Option(
+    "--model", metavar="MODEL",
+    help="model for every role, e.g. gpt-4o; repeat it for a sweep (one job per model and "
+         "dataset); BACKEND:MODEL names its backend too (openai:gpt-4o, "
+         "anthropic:claude-sonnet-4-5, builtin) (AGENTIC_IQA_VLM_MODEL)")]
+#: ``--backend``: one for every model, or one per ``--model``, in the same order.
+BackendsOption = Annotated[list[str] | None, typer.Option(
+    "--backend", metavar="BACKEND",
+    help="VLM backend for every role: builtin, openai or anthropic; repeat it, once per "
+         "--model in the same order, where the models' backends differ (default: "
+         "configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)")]
+#: ``--dataset`` (or ``--data``): one, or several for a sweep.
+DatasetsOption = Annotated[list[str] | None, typer.Option(
+    "--dataset", "--data", metavar="NAME",
+    help="a public dataset read from its own files under --root: livec, koniq10k, spaq, "
+         "kadid10k, tid2013, agiqa3k, qbench (`agentic-iqa eval datasets` lists them); repeat "
+         "it, with one --root each in the same order, for a sweep")]
+#: ``--score``: which published score is the truth.
+ScoreOption = Annotated[str, typer.Option(
+    "--score", help="the ground truth: mos (the dataset's MOS) or zscore (KonIQ-10k's "
+                    "MOS_zscore, 0-100, which many papers and pyiqa use)")]
+_BACKENDS = ("builtin", "openai", "anthropic")
+
+
+def _model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None, str | None]]:
+    """(backend, model) per job of a sweep: ``--model`` values (``BACKEND:MODEL`` names its
+    backend; a bare backend name is that backend's default), each with its ``--backend`` (one
+    for all, or one each in the same order); exits 2 when they cannot be paired."""
+    if len(backends) > 1 and models and len(backends) != len(models):
+        _fail(f"{len(backends)} --backend values for {len(models)} --model values: give one "
+              "--backend for every model, or one per --model in the same order (or spell "
+              "each model BACKEND:MODEL)", code=2)
+    if not models:
+        return [(backend, None) for backend in backends] or [(None, None)]
+    axis: list[tuple[str | None, str | None]] = []
+    for index, entry in enumerate(models):
+        backend = backends[index] if len(backends) > 1 else (backends[0] if backends else None)
+        prefix, colon, rest = entry.partition(":")
+        named: tuple[str | None, str | None] = (backend, entry)
+        if colon and prefix in _BACKENDS:
+            named = (prefix, rest or None)
+        elif entry in _BACKENDS:
+            named = (entry, None)
+        if backend is not None and named[0] != backend:
+            _fail(f"--model {entry} names the {named[0]} backend and --backend says "
+                  f"{backend}: give one of them", code=2)
+        axis.append(named)
+    return axis
+
+
+def _data_axis(datasets: list[str], roots: list[str]) -> list[tuple[str | None, str | None]]:
+    """(dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in order."""
+    if len(roots) > 1 and len(roots) != len(datasets):
+        _fail(f"{len(roots)} --root values for {len(datasets)} --dataset values: give one "
+              "--root per --dataset, in the same order", code=2)
+    if len(datasets) > 1 and len(roots) < len(datasets):
+        _fail("a sweep over datasets reads each from its own folder: give one --root per "
+              "--dataset, in the same order", code=2)
+    if not datasets:
+        return [(None, roots[0] if roots else None)]
+    return [(dataset, roots[index] if len(roots) > index else None)
+            for index, dataset in enumerate(datasets)]
+
+
 @eval_app.command("submit")
 def submit(
     manifest: Annotated[Path | None, typer.Argument(
         help="CSV, JSON or JSONL manifest, or a folder of images (or --dataset instead)")
     ] = None,
-    dataset: Annotated[str | None, typer.Option(
-        "--dataset", help="a public dataset read from its own files under --root: "
-                          "livec, koniq10k, spaq, kadid10k, tid2013, agiqa3k, qbench "
-                          "(`agentic-iqa eval datasets` lists them)")] = None,
+    dataset: DatasetsOption = None,
     split: Annotated[str | None, typer.Option(
         "--split", help="the dataset's split (default: the dataset's own, e.g. all or dev)")
     ] = None,
@@ -118,20 +251,28 @@ def submit(
     mode: Annotated[str, typer.Option(
         "--mode", help="agent (plan, tools, summary), vlm (the VLM answers alone: no plan, no "
                        "tools) or tools (the tools alone; with --tools)")] = "agent",
-    name: Annotated[str | None, typer.Option("--name")] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="the job's name (default: dataset-split-mode-model, or the manifest's "
+                       "file name); in a sweep, each job's default name after it")] = None,
     query: Annotated[str | None, typer.Option(
         "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
                               "image.'; a metric job: 'metrics: TOOLS')")] = None,
-    root: Annotated[str | None, typer.Option(
-        "--root", help="with --dataset: the dataset's folder; with a manifest: confine every "
-                       "path here")] = None,
+    root: Annotated[list[str] | None, typer.Option(
+        "--root", metavar="DIR",
+        help="with --dataset: the dataset's folder (one per --dataset); with a "
+                       "manifest: confine every path here")] = None,
     tools: Annotated[str | None, typer.Option(
         "--tools", help="a metric job: only these tools (comma-separated, e.g. BRISQUE,NIQE,"
                         "SSIM) on every image, raw and normalized scores, no agent and no VLM")
     ] = None,
-    backend: BackendOption = None,
-    model: ModelOption = None,
+    backend: BackendsOption = None,
+    model: ModelsOption = None,
     base_url: BaseUrlOption = None,
+    group: Annotated[str | None, typer.Option(
+        "--group", help="the sweep's name, stored with each of its jobs (`eval list --group`, "
+                        "`eval compare --group`); default: generated for a sweep, none for "
+                        "one job")] = None,
+    score: ScoreOption = "mos",
     wait: Annotated[bool, typer.Option("--wait", help="with workers: block until the job ends, "
                                                   "then print a summary; without a broker the "
                                                   "job runs here and the command always waits "
@@ -156,6 +297,7 @@ def submit(
                                            "Batches): half the price, answers within 24 h "
                                            "(usually minutes), in rounds")
     ] = False,
+    progress_every: ProgressEveryOption = DEFAULT_EVERY,
 ) -> None:
     """Create a job from a manifest and start it (Celery workers, or locally without a broker).
 
@@ -164,47 +306,134 @@ def submit(
     that cannot work (a missing key, an endpoint that does not answer, an unknown model or
     tool) exits 2 with one line before anything is stored.  Exits 1 if the job is cancelled or
     stopped while this command waits for it (``--wait``, or a local run).
+
+    Several --model or --dataset values make a sweep: one job per (model, dataset), all under
+    one --group; each job id is printed on its own line, and `eval compare --group NAME` puts
+    them in one table.
     """
-    from sqlalchemy.exc import SQLAlchemyError
+    from iqa_tools.errors import ToolError
 
-    from iqa_tools.errors import StorageMisconfigured, ToolError
-
-    from ..jobs.manifest import ManifestFormatError
+    from ..jobs.spec import JobSpec, JobSpecError, new_group
     from ..jobs.tools import MetricToolsError, check_tools, parse_tools
     from ..runconfig import capture
-    from ..runtime import lifecycle
-    from ..vlm.base import VLMError
 
-    if mode not in ("agent", "vlm", "tools"):
-        _fail(f"unknown --mode {mode!r}: agent, vlm or tools", code=2)
-    if mode == "tools" and tools is None:
-        _fail("--mode tools runs the tools alone: name them, e.g. --tools BRISQUE,NIQE", code=2)
-    if mode == "vlm" and tools is not None:
-        _fail("--mode vlm asks no tool: --tools goes with --mode tools", code=2)
-    if manifest is None and dataset is None:
-        _fail("give a manifest, or a dataset: --dataset NAME --root DIR", code=2)
-    if manifest is not None and dataset is not None:
-        _fail("give a manifest or --dataset, not both", code=2)
+    models, datasets, roots = _many(model), _many(dataset), _many(root)
+    try:  # the whole job, checked once, before anything is captured or stored
+        base = JobSpec.build(
+            manifest=manifest, dataset=datasets[0] if datasets else None,
+            root=_place(roots[0]) if roots else None, split=split, limit=limit,
+            image_dir=_place(image_dir), name=name, query=query,
+            mode=None if tools is not None and mode == "agent" else mode,
+            tools=parse_tools(tools) if tools is not None else None, vlm_cache=vlm_cache,
+            batch=batch, mos_range=mos_range, check_images=not no_check_images, score=score,
+            group=group)
+    except (JobSpecError, MetricToolsError) as exc:
+        _fail(str(exc), code=2)
     try:  # checked (names, weights) before anything is captured or stored
-        metric_tools = check_tools(parse_tools(tools)) if tools is not None else None
+        metric_tools = check_tools(list(base.tools)) if base.tools else None
     except (MetricToolsError, ToolError) as exc:
         _fail(str(exc), code=2)
-    roles = None if metric_tools else use_backend(backend, model, base_url)
+    axis = _model_axis(_many(backend), models)
+    if metric_tools and len(axis) > 1:
+        _fail("a metric job (--tools) asks no model: give --model once at most", code=2)
+    cells = [(backend_model, data) for backend_model in axis
+             for data in _data_axis(datasets, roots)]
+    sweep = len(cells) > 1
+    if sweep and group is None:
+        group = new_group()
     broker = _broker()
     if broker:  # a job the workers will never hear of must not be stored
         _check_broker(broker)
+    specs, configs = [], {}
+    for (cell_backend, cell_model), (cell_dataset, cell_root) in cells:
+        if (cell_backend, cell_model) not in configs:  # each model checked once
+            roles = None if metric_tools else use_backend(
+                cell_backend, cell_model, None if cell_backend == "builtin" else base_url)
+            config = capture(max_replan_iterations=_max_replans(), vlm_cache=vlm_cache,
+                             metric_tools=metric_tools, roles=roles, batch=batch)
+            if not broker and roles:  # it runs here: refused now, before a job is stored
+                _honoured_here(config, roles)
+            configs[(cell_backend, cell_model)] = config
+        config = configs[(cell_backend, cell_model)]
+        try:
+            cell = base.cell(dataset=cell_dataset, root=_place(cell_root), config=config,
+                             tools=metric_tools, group=group, name=None)
+        except JobSpecError as exc:
+            _fail(str(exc), code=2)
+        if name is not None:
+            cell = cell.model_copy(update={"name": f"{name}-{cell.default_name()}"
+                                           if sweep else name})
+        specs.append(cell)
     engine = _database()
+    job_ids = [_submit_spec(engine, spec, single=not sweep) for spec in specs]
+    if sweep:
+        err.print(f"group {group}: {len(job_ids)} jobs ({len(axis)} models x "
+                  f"{len(cells) // len(axis)} datasets); when they end: `agentic-iqa eval "
+                  f"compare --group {group}`", highlight=False, soft_wrap=True)
+    runnable = [job_id for job_id in job_ids if job_id is not None]
+    failed = len(runnable) < len(job_ids)
+    if broker:
+        from workers.tasks import start_job
+
+        for job_id in runnable:
+            start_job(job_id)
+        for job_id in runnable:
+            if wait:
+                _progress_bar(engine, job_id, progress_every)
+                _summary(engine, job_id)
+                failed |= _ended_badly(engine, job_id, single=not sweep)
+            else:
+                err.print(f"handed to the workers; follow it with `agentic-iqa eval status "
+                          f"{job_id[:8]} --watch`", highlight=False, soft_wrap=True)
+        if failed:
+            raise typer.Exit(1)
+        return
+    # No broker: the job runs here, with the same steps, in a pool of threads.
+    if wait:
+        err.print("note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in this "
+                  "process and the command waits for it anyway: --wait changes nothing",
+                  highlight=False, soft_wrap=True)
+    for job_id in runnable:
+        with contextlib.redirect_stdout(sys.stderr):
+            _run_local(engine, job_id, _agents(), workers, progress_every)
+        _summary(engine, job_id)
+        failed |= _ended_badly(engine, job_id, single=not sweep)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _many(values: list[str] | None) -> list[str]:
+    """A repeatable option's values (typer gives None or an empty list when none is given)."""
+    return list(values or [])
+
+
+def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
+    """:func:`_end_of_wait`: one job exits at once; a sweep's job says so and the others run
+    (the command exits 1 at the end)."""
+    if single:
+        _end_of_wait(engine, job_id)
+        return False
     try:
-        config = capture(max_replan_iterations=_max_replans(), vlm_cache=vlm_cache,
-                         metric_tools=metric_tools, roles=roles, batch=batch)
-        if not broker and roles:  # it runs here: refused now, before a job is stored
-            _honoured_here(config, roles)
-        job_id = lifecycle.submit(engine, manifest, name=name, query=query,
-                                  root=_place(root), check_images=not no_check_images,
-                                  mos_range=mos_range, vlm_cache=vlm_cache, tools=metric_tools,
-                                  config=config, mode="tools" if metric_tools else mode,
-                                  dataset=dataset, split=split, image_dir=_place(image_dir),
-                                  limit=limit, batch=batch)
+        _end_of_wait(engine, job_id)
+    except typer.Exit:
+        return True
+    return False
+
+
+def _submit_spec(engine: Any, spec: Any, *, single: bool) -> str | None:
+    """Store the job ``spec`` describes, print its id (stdout) and its items (stderr); None
+    for a sweep's job with nothing to run (a single job exits 1 then)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from iqa_tools.errors import StorageMisconfigured
+
+    from ..jobs.manifest import ManifestFormatError
+    from ..jobs.tools import MetricToolsError
+    from ..runtime import lifecycle
+    from ..vlm.base import VLMError
+
+    try:
+        job_id = lifecycle.submit(engine, spec)
     except (MetricToolsError, VLMError, StorageMisconfigured) as exc:
         _fail(str(exc), code=2)
     except (ManifestFormatError, OSError) as exc:
@@ -218,38 +447,26 @@ def submit(
               f"{_first_line(exc)}; {advice}", code=2)
     current = lifecycle.progress(engine, job_id)
     bad = current.counts.get("failed", 0)
-    print(job_id)
-    err.print(f"job {job_id}: {current.total} items ({bad} bad rows recorded as failed)",
+    print(job_id, flush=True)
+    named = "" if single else f" ({current.name})"
+    err.print(f"job {job_id}{named}: {current.total} items ({bad} bad rows recorded as failed)",
               highlight=False, soft_wrap=True)
     if current.total and bad == current.total:
         _summary(engine, job_id)
-        _fail(f"job {job_id}: every item is a bad row, nothing to run; the first: "
-              f"{_first_failure(engine, job_id)}")
-    if mos_range is None and (negative := _negative_mos_count(engine, job_id)):
+        message = (f"job {job_id}: every item is a bad row, nothing to run; the first: "
+                   f"{_first_failure(engine, job_id)}")
+        if single:
+            _fail(message)
+        from ..redact import redact
+
+        err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
+                  soft_wrap=True)
+        return None
+    if spec.mos_range is None and (negative := _negative_mos_count(engine, job_id)):
         err.print(f"[yellow]warning:[/] {negative} items have a negative MOS; if the scale has "
                   "no negative scores, declare it with --mos-range LOW HIGH so such rows are "
                   "reported as bad", highlight=False, soft_wrap=True)
-    if _broker():
-        from workers.tasks import start_job
-
-        start_job(job_id)
-        if wait:
-            _progress_bar(engine, job_id)
-            _summary(engine, job_id)
-            _end_of_wait(engine, job_id)
-        else:
-            err.print(f"handed to the workers; follow it with `agentic-iqa eval status "
-                      f"{job_id[:8]} --watch`", highlight=False, soft_wrap=True)
-        return
-    # No broker: the job runs here, with the same steps, in a pool of threads.
-    if wait:
-        err.print("note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in this "
-                  "process and the command waits for it anyway: --wait changes nothing",
-                  highlight=False, soft_wrap=True)
-    with contextlib.redirect_stdout(sys.stderr):
-        _run_local(engine, job_id, _agents(), workers)
-    _summary(engine, job_id)
-    _end_of_wait(engine, job_id)
+    return job_id
 
 
 def _place(text: str | None) -> Path | str | None:
@@ -283,6 +500,115 @@ def datasets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
                   soft_wrap=True)
 
 
+def job_headline(engine: Any, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A job's description (:func:`~agentic_iqa.db.reads.job_summary`) and its headline
+    figure (:func:`~agentic_iqa.jobs.sweeps.headline`), for ``eval list`` and
+    ``eval compare --group``."""
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..jobs.report import build_report
+    from ..jobs.sweeps import headline
+
+    with read_scope(engine) as session:
+        about = reads.job_summary(session, job_id)
+    _columns, rows = export_rows(engine, job_id)
+    built = build_report(rows, bootstrap=0, metric_job=about.get("mode") == "tools")
+    return about, headline(built, about.get("tools"))
+
+
+def _listed(about: dict[str, Any], dataset: str | None, model: str | None) -> bool:
+    """Whether a job passes ``eval list``'s ``--dataset`` and ``--model`` filters."""
+    from ..datasets import DatasetFormatError, get_dataset
+    from ..jobs.sweeps import dataset_label, model_label
+
+    if dataset is not None:
+        try:
+            wanted = get_dataset(dataset).info.name
+        except DatasetFormatError:
+            wanted = dataset
+        own = (about.get("dataset") or {}).get("name")
+        if wanted.lower() not in {str(own).lower(), dataset_label(about).lower()}:
+            return False
+    if model is not None:
+        label = model_label(about)
+        names = {label, label.split("/", 1)[-1], *str(about.get("model") or "").split(", "),
+                 *str(about.get("backend") or "").split(", ")}
+        if model.lower() not in {name.lower() for name in names}:
+            return False
+    return True
+
+
+@eval_app.command("list")
+def list_jobs(
+    group: Annotated[str | None, typer.Option("--group", help="only this sweep's jobs")] = None,
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", "--data", help="only jobs on this dataset (or manifest file name)")] = None,
+    status: Annotated[str | None, typer.Option(
+        "--status", help="only jobs in this state: running, done or cancelled")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="only jobs answered by this model (gpt-4o, openai/gpt-4o, builtin) "
+                        "or, for metric jobs, these tools (tools/PIQE)")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="at most this many, newest "
+                                                                "first")] = 20,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The jobs, newest first: id, name, group, dataset, mode, model, state, items
+    (done/failed/total), SRCC/PLCC against MOS or MCQ accuracy, VLM cost, when submitted."""
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..db.models import JOB_STATUSES
+    from ..jobs.sweeps import aligned, dataset_label, figure_text, model_label
+    from ..vlm.usage import format_cost
+
+    if status is not None and status not in JOB_STATUSES:
+        _fail(f"unknown --status {status!r}: {', '.join(JOB_STATUSES)}", code=2)
+    engine = _engine()
+    filtered = dataset is not None or model is not None
+    with read_scope(engine) as session:
+        ids = reads.job_ids(session, group=group, status=status,
+                            limit=None if filtered else limit)
+    listed: list[dict[str, Any]] = []
+    for job_id in ids:
+        if len(listed) >= limit:
+            break
+        about, figure = job_headline(engine, job_id)
+        if not _listed(about, dataset, model):
+            continue
+        with read_scope(engine) as session:
+            counts = reads.counts(session, job_id)
+        cost = _vlm_summary(engine, job_id).get("cost_usd")
+        listed.append({
+            "id": job_id, "name": about["name"], "group": about.get("group"),
+            "dataset": dataset_label(about), "mode": about.get("mode"),
+            "model": model_label(about), "status": about["status"],
+            "items": {"done": counts.get("done", 0), "failed": counts.get("failed", 0),
+                      "total": sum(counts.values())},
+            "figure": figure, "cost_usd": cost, "created_at": about.get("created_at")})
+    if as_json:
+        from ..redact import redact
+
+        print(redact(json.dumps(listed, indent=2, default=str)))
+        return
+    if not listed:
+        err.print(f"no job matches in the database {_safe_url(engine)}"
+                  if group or dataset or status or model else
+                  f"no job in the database {_safe_url(engine)} yet: submit one with "
+                  "`agentic-iqa eval submit`", highlight=False, soft_wrap=True)
+        return
+    from ..redact import redact
+
+    lines = [[str(value) for value in (
+        row["id"][:8], row["name"], row["group"] or "-", row["dataset"], row["mode"],
+        row["model"], row["status"],
+        f"{row['items']['done']}/{row['items']['failed']}/{row['items']['total']}",
+        figure_text(row["figure"]), format_cost(row["cost_usd"]),
+        (row["created_at"] or "-")[:16].replace("T", " "))] for row in listed]
+    header = ["id", "name", "group", "dataset", "mode", "model", "status",
+              "done/failed/total", "SRCC/PLCC or accuracy", "cost", "created (UTC)"]
+    for line in aligned(header, lines):
+        out.print(escape(redact(line) or ""), highlight=False, soft_wrap=True)
+
+
 def _check_broker(url: str) -> None:
     """Exit 2 with one line when the broker does not answer (within a few seconds)."""
     from kombu import Connection
@@ -305,11 +631,12 @@ def _check_broker(url: str) -> None:
 
 
 def _database() -> Any:
-    """The results database, migrated; one line and exit 2 when it cannot be opened."""
+    """The results database, migrated (created when it is a SQLite file not there yet: a job
+    is about to be stored); one line and exit 2 when it cannot be opened."""
     from sqlalchemy.exc import SQLAlchemyError as DatabaseError
 
     try:
-        return _engine()
+        return _engine(create=True)
     except DatabaseError as exc:
         _fail(f"the results database cannot be opened: {_first_line(exc)}", code=2)
 
@@ -330,12 +657,29 @@ def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
 
 @eval_app.command("estimate")
 def estimate(
-    manifest: Annotated[Path, typer.Argument(help="CSV or JSONL manifest, or a folder of images")],
+    manifest: Annotated[Path | None, typer.Argument(
+        help="CSV or JSONL manifest, or a folder of images (or --dataset instead)")] = None,
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", "--data", help="a public dataset read from its own files under --root, "
+                                    "as `eval submit --dataset` reads it")] = None,
+    split: Annotated[str | None, typer.Option(
+        "--split", help="the dataset's split (default: the dataset's own)")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, help="the job would take only the first N rows or records")] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="agent, vlm (the VLM alone) or tools (with --tools), as the job would "
+                       "run")] = "agent",
+    tools: Annotated[str | None, typer.Option(
+        "--tools", help="a metric job's tools (comma-separated): no VLM, so no VLM cost")
+    ] = None,
+    score: ScoreOption = "mos",
     sample: Annotated[int, typer.Option("--sample", min=1, help="items to run for real")] = 5,
-    query: Annotated[str, typer.Option("--query", "-q", help="query for rows without one")] = (
-        "Rate the quality of this image."
-    ),
-    root: Annotated[Path | None, typer.Option("--root", help="confine every path here")] = None,
+    query: Annotated[str | None, typer.Option(
+        "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
+                              "image.')")] = None,
+    root: Annotated[str | None, typer.Option(
+        "--root", help="with --dataset: the dataset's folder; with a manifest: confine every "
+                       "path here")] = None,
     workers: Annotated[int, typer.Option(
         "--workers", min=1, help="items in flight at once in the real job (capped by "
                                  "job_window)")] = 2,
@@ -350,12 +694,14 @@ def estimate(
 ) -> None:
     """Run the first SAMPLE good items for real and extrapolate calls, tokens, cost and time.
 
+    The job is described as `eval submit` describes it (a manifest, or --dataset NAME --root DIR
+    with --split and --limit; --mode, --tools, --batch), and its sample runs in that mode.
+
     The sample runs here, one item at a time, in a scratch SQLite database that is deleted
     afterwards (the results database is not touched), with the VLM response cache off so the
     figures are those of a cold run. With --batch the sample still runs online (a batch can take
     hours); its calls are priced again at each provider's batch discount.
     """
-    import itertools
     import os
     import tempfile
     import time
@@ -363,22 +709,30 @@ def estimate(
     from ..config import PipelineSettings
     from ..db import dispose_engines, make_engine, reads, upgrade
     from ..db.engine import read_scope
-    from ..jobs.estimate import batch_pricing, describe_batch, extrapolate
-    from ..jobs.manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
+    from ..jobs.estimate import batch_pricing, describe_batch, extrapolate, sample_items
+    from ..jobs.manifest import ManifestFormatError
+    from ..jobs.spec import JobSpec, JobSpecError
+    from ..jobs.tools import MetricToolsError, check_tools, parse_tools
     from ..runconfig import capture
     from ..runtime import lifecycle
     from ..vlm.usage import PriceTable
 
-    roles = use_backend(backend, model, base_url)
+    try:  # the job as `eval submit` would store it, checked the same way
+        spec = JobSpec.build(
+            manifest=manifest, dataset=dataset, root=_place(root), split=split, limit=limit,
+            mode=None if tools is not None and mode == "agent" else mode, query=query,
+            tools=check_tools(parse_tools(tools)) if tools is not None else None,
+            batch=batch, score=score)
+    except (JobSpecError, MetricToolsError) as exc:
+        _fail(str(exc), code=2)
+    roles = None if spec.tools else use_backend(backend, model, base_url)
+    source = manifest if manifest is not None else f"dataset {dataset}"
     try:
-        total = count_rows(manifest)
-        good = (entry for entry in read_manifest(manifest, root=root)
-                if isinstance(entry, ManifestItem))
-        chosen = list(itertools.islice(good, sample))
+        chosen, total = sample_items(spec, sample)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
     if not chosen:
-        _fail(f"{manifest}: no readable item to run")
+        _fail(f"{source}: no readable item to run")
     concurrency = min(workers, PipelineSettings.load().job_window)
     previous = os.environ.get("AGENTIC_IQA_VLM_CACHE")
     os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
@@ -393,9 +747,12 @@ def estimate(
             upgrade(url)
             engine = make_engine(url)
             config = capture(max_replan_iterations=_max_replans(), vlm_cache=False,
-                             roles=roles)
-            job_id = lifecycle.submit(engine, sample_manifest, name=f"estimate {manifest.name}",
-                                      query=query, check_images=False, config=config)
+                             roles=roles, metric_tools=list(spec.tools) if spec.tools else None)
+            # The sample runs online (a batch can take hours): priced at the discount below.
+            job_id = lifecycle.submit(engine, spec.cell(
+                manifest=sample_manifest, dataset=None, split=None, root=None, image_dir=None,
+                limit=None, mos_range=None, score="mos", check_images=False, vlm_cache=False,
+                batch=False, config=config, name=f"estimate {Path(str(source)).name}"))
             started = time.perf_counter()
             with contextlib.redirect_stdout(sys.stderr):
                 lifecycle.run_local(engine, job_id, _agents(), workers=1)
@@ -425,7 +782,8 @@ def estimate(
         return
     from ..vlm.usage import format_cost
 
-    out.print(f"sample: {len(chosen)} items in {seconds:.1f} s; manifest: {total} rows, "
+    out.print(f"sample: {len(chosen)} items in {seconds:.1f} s; "
+              f"{'manifest' if manifest is not None else escape(str(source))}: {total} rows, "
               f"{concurrency} at once", highlight=False, soft_wrap=True)
     if failed:
         err.print(f"[yellow]warning:[/] {len(failed)} of {len(chosen)} sampled items failed "
@@ -479,7 +837,12 @@ def _end_of_wait(engine: Any, job_id: str) -> None:
               "finished; `agentic-iqa eval resume` continues it")
 
 
-def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
+def _run_local(engine: Any, job_id: str, agents: Any, workers: int,
+               every: float = DEFAULT_EVERY) -> None:
+    """Run the job's open items here: a bar with rate and ETA on a terminal, else a plain
+    progress line every ``every`` seconds."""
+    import time
+
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -490,14 +853,29 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int) -> None:
 
     from ..runtime import lifecycle
 
+    if not err.is_terminal:
+        with _stopping_on_a_full_disk(engine, job_id), \
+                _progress_lines(engine, job_id, every):
+            lifecycle.run_local(engine, job_id, agents, workers=workers)
+        return
     current = lifecycle.progress(engine, job_id)
+    pace = Pace(time.monotonic(), current.finished)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err) as bar:
+                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task(f"job {job_id[:8]} (local, {workers} threads)",
-                            total=current.total, completed=current.finished)
+                            total=current.total, completed=current.finished,
+                            rate=pace_text(None, current.total - current.finished))
+
+        done = current.finished
+
+        def ended(count: int) -> None:
+            nonlocal done
+            done += count
+            bar.update(task, completed=done, rate=pace_text(
+                pace.per_second(done, time.monotonic()), current.total - done))
+
         with _stopping_on_a_full_disk(engine, job_id, bar.stop):
-            lifecycle.run_local(engine, job_id, agents, workers=workers,
-                                on_progress=lambda ended: bar.advance(task, ended))
+            lifecycle.run_local(engine, job_id, agents, workers=workers, on_progress=ended)
 
 
 @contextlib.contextmanager
@@ -555,6 +933,7 @@ def status(
         help="job id or a unique prefix of one (default: the latest)")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="follow until the job ends")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    progress_every: ProgressEveryOption = DEFAULT_EVERY,
 ) -> None:
     """Counts by state, throughput and ETA (or how many items are stalled)."""
     from ..db.reads import JobNotFound
@@ -564,9 +943,9 @@ def status(
     try:
         current = lifecycle.progress(engine, _job_id(engine, job))
     except JobNotFound as exc:
-        _fail(str(exc))
+        _fail(_found_nothing(engine, exc))
     if watch and current.status == "running":
-        _progress_bar(engine, current.job_id)
+        _progress_bar(engine, current.job_id, progress_every)
         current = lifecycle.progress(engine, current.job_id)
     document = {"job_id": current.job_id, "name": current.name, "status": current.status,
                 "total": current.total, "finished": current.finished, "counts": current.counts,
@@ -642,6 +1021,7 @@ def resume(
         help="job id or a unique prefix of one (default: the latest)")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
     wait: Annotated[bool, typer.Option("--wait")] = False,
+    progress_every: ProgressEveryOption = DEFAULT_EVERY,
 ) -> None:
     """Re-queue only unfinished or failed items; finished items are never recomputed.
 
@@ -663,7 +1043,7 @@ def resume(
     try:
         reopened, unfinished = lifecycle.resume(engine, job)
     except JobNotFound as exc:
-        _fail(str(exc))
+        _fail(_found_nothing(engine, exc))
     err.print(f"job {job}: {reopened} items reopened, {len(unfinished)} unfinished runs "
               "restarted", highlight=False, soft_wrap=True)
     if _broker():
@@ -671,7 +1051,7 @@ def resume(
 
         start_job(job, unfinished)
         if wait:
-            _progress_bar(engine, job)
+            _progress_bar(engine, job, progress_every)
             _summary(engine, job)
             _end_of_wait(engine, job)
         return
@@ -682,7 +1062,7 @@ def resume(
         with _stopping_on_a_full_disk(engine, job):
             for run_id in unfinished:
                 service.walk_embedded(engine, agents, run_id)
-        _run_local(engine, job, agents, workers)
+        _run_local(engine, job, agents, workers, progress_every)
     _summary(engine, job)
     _end_of_wait(engine, job)
 
@@ -722,15 +1102,14 @@ def _can_run_here(engine: Any, job_id: str) -> None:
     """Exit 2 with the reason when this process cannot run the job as it was submitted."""
     from ..db import reads
     from ..db.engine import read_scope
-    from ..runconfig import CannotHonour, RunConfig, backend_configs, check_prompts
+    from ..runconfig import CannotHonour, backend_configs, check_prompts
     from ..vlm.base import VLMConfigurationError
     from ..vlm.preflight import preflight
 
-    with read_scope(engine) as session:
-        text = reads.get_job(session, job_id).config_json
-    if not text:
+    with read_scope(engine) as session:  # the job's record says how it runs
+        config = reads.job_spec(session, job_id).config
+    if config is None:
         return  # a job stored before configurations were kept: it runs as the environment says
-    config = RunConfig.from_json(text)
     try:
         check_prompts(config)
         if not config.metric_tools:
@@ -769,7 +1148,8 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
     that scored nothing.  ``query`` is the query the item was asked: its own, or the job's.
     ``answered_by`` is who answered: the recorded VLM calls, and the builtin backend's own
-    model for an item that ran on it (it records no calls)."""
+    model for an item that ran on it (it records no calls; a job stored before configurations
+    were kept that recorded no call at all ran on it, the rule of ``eval report``'s header)."""
     from ..db import reads
     from ..db.engine import read_scope
     from ..jobs.export import export_columns, raw_column, tool_column
@@ -778,7 +1158,8 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
         job = reads.get_job(session, job_id)
         tools = sorted({*reads.tool_names(session, job_id), *(job.metric_tools or ())})
         default_query = job.default_query
-        builtin = None if job.metric_tools else _builtin_answerer(job.config_json)
+        builtin = None if job.metric_tools else _builtin_answerer(
+            job.config_json, calls_recorded=bool(reads.job_models(session, job_id)))
     columns = export_columns(tools, raw=True)
 
     def rows() -> Iterator[dict[str, Any]]:
@@ -796,11 +1177,16 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     return columns, rows()
 
 
-def _builtin_answerer(config_json: str | None) -> str | None:
-    """``builtin/<its model>`` when the builtin backend answers a role of the job, else None
-    (a job stored before configurations were kept: its calls say who answered)."""
+def _builtin_answerer(config_json: str | None, *, calls_recorded: bool) -> str | None:
+    """``builtin/<its model>`` when the builtin backend answers a role of the job, else None.
+
+    A job stored before configurations were kept names no backend: its calls say who
+    answered, and where it recorded none the builtin did (it is the only backend that records
+    none), as ``eval report``'s header says too."""
+    from ..vlm.settings import BUILTIN_MODEL
+
     if not config_json:
-        return None
+        return None if calls_recorded else f"builtin/{BUILTIN_MODEL}"
     from ..runconfig import RunConfig
 
     roles = RunConfig.from_json(config_json).roles.values()
@@ -857,12 +1243,26 @@ def report(
     html: Annotated[Path | None, typer.Option("--html", help="write an HTML report here")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
+    figures: Annotated[Path | None, typer.Option(
+        "--figures", help="write the report's figures here as SVG and PDF (a folder, made if "
+                          "missing)")] = None,
 ) -> None:
-    """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table."""
+    """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
+    the same per distortion type and level where the items give them.  ``--figures DIR``: the
+    scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows."""
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
-    from ..jobs.report import build_report, provenance_warnings, render_html, render_text
+    from ..jobs.figures import report_figures, write_figures
+    from ..jobs.in_sample import in_sample_warnings
+    from ..jobs.report import (
+        build_report,
+        provenance_warnings,
+        render_html,
+        render_text,
+        scored_label,
+    )
     from ..runtime import lifecycle
 
     engine = _engine()
@@ -875,13 +1275,26 @@ def report(
     except JobNotFound as exc:
         _fail(str(exc))
     materialised = list(rows)  # a report needs every score at once
-    built = build_report(materialised, bootstrap=bootstrap, metric_job=metric_job)
+    built = build_report(materialised, bootstrap=bootstrap, seed=seed, metric_job=metric_job)
     about = {**about, "answered_by": built["answered_by"],
-             "warnings": provenance_warnings(about, built["answered_by"])}
+             "warnings": [*provenance_warnings(about, built["answered_by"]),
+                          *in_sample_warnings(about, materialised)]}
     document = {"job": about, **built}
     document["vlm"] = _vlm_summary(engine, job_id)
+    drawn = (report_figures(document, materialised, scored=scored_label(document))
+             if html is not None or figures is not None else [])
+    if figures is not None:
+        try:
+            written = write_figures(drawn, figures)
+        except OSError as exc:
+            _fail(f"cannot write figures into {figures}: {exc.strerror or exc}")
+        for path in written:
+            err.print(f"wrote {path}", highlight=False, soft_wrap=True)
+        if not drawn:
+            err.print("no figure: no item has both a score and a MOS", highlight=False,
+                      soft_wrap=True)
     if html is not None:
-        render_html(document, materialised, html)
+        render_html(document, materialised, html, figures=drawn)
         err.print(f"wrote {html}", highlight=False, soft_wrap=True)
     if as_json:
         from ..redact import redact

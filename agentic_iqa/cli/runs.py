@@ -24,6 +24,7 @@ from rich.markup import escape
 from .common import (
     _engine,
     _fail,
+    _found_nothing,
     _safe_url,
 )
 
@@ -86,7 +87,7 @@ def list_runs(
             job_id = reads.resolve_job_id(session, job) if job is not None else None
             rows = reads.recent_runs(session, limit=limit, job_id=job_id)
     except (JobNotFound, reads.AmbiguousId) as exc:
-        _fail(str(exc))
+        _fail(_found_nothing(engine, exc))
     if as_json:
         print(redact(json.dumps(rows, indent=2)))
         return
@@ -146,7 +147,7 @@ def show(
                 run_id = reads.item_run_id(session, job_id, item or "")
             details = reads.run_details(session, run_id)
     except (RunNotFound, JobNotFound, reads.AmbiguousId, LookupError) as exc:
-        _fail(str(exc))
+        _fail(_found_nothing(engine, exc))
     if as_json:
         print(redact(json.dumps(details, indent=2, default=str)))
         return

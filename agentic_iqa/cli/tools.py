@@ -240,7 +240,7 @@ def _run_one(tool: str, image: str, reference: Path | None, *, as_json: bool, us
         print(json.dumps(result.to_dict(), indent=2))
         return
     direction = "lower is better" if result.lower_is_better else "higher is better"
-    out.print(f"[bold]{result.tool}[/] on {escape(image)}", highlight=False)
+    out.print(f"[bold]{result.tool}[/] on {escape(image)}", highlight=False, soft_wrap=True)
     if result.fallback:
         out.print(f"[yellow]fell back from {result.requested_tool}:[/] "
                   f"{escape(result.error or '')}", highlight=False, soft_wrap=True)

@@ -4,7 +4,8 @@ The download (http://database.mmsp-kn.de/koniq-10k-database.html) holds
 ``koniq10k_scores_and_distributions.csv`` with the columns ``image_name, c1..c5, c_total, MOS,
 SD, MOS_zscore`` and the images in ``1024x768/`` (or the half-size ``512x384/``).  ``MOS`` is the
 mean of the 1-5 ratings (higher is better) and is what this reader gives; ``MOS_zscore`` is the
-0-100 rescaling of z-scored ratings that many papers and pyiqa train on, kept in ``meta``.
+0-100 rescaling of z-scored ratings that many papers and pyiqa train on, kept in ``meta``, or
+the MOS itself with ``eval submit --score zscore`` (:meth:`KonIQ10k.scored`).
 
 The official train/validation/test assignment is a second file, ``koniq10k_distributions_sets.csv``
 (``metadata/`` of github.com/subpic/koniq), with ``image_name, c1..c5, c_total, MOS, SD, set``
@@ -24,11 +25,12 @@ that read ``row['MOS_zscore']`` from it (no copy of the file was available);
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import replace
 
 from agentic_iqa.datasets.base import (
     DatasetFormatError,
     DatasetInfo,
+    DatasetPath,
     DatasetProblem,
     DatasetRow,
 )
@@ -46,6 +48,8 @@ SCORES = "koniq10k_scores_and_distributions.csv"
 SETS = "koniq10k_distributions_sets.csv"
 LEVELS = ("c1", "c2", "c3", "c4", "c5")
 SPLIT_OF_SET = {"training": "train", "validation": "val", "test": "test"}
+#: The 0-100 scale of ``MOS_zscore`` (z-scored ratings rescaled), higher is better.
+ZSCORE_RANGE = (0.0, 100.0)
 
 
 def _distribution_mos(record: dict[str, str]) -> float | None:
@@ -60,7 +64,24 @@ def _distribution_mos(record: dict[str, str]) -> float | None:
 
 
 class KonIQ10k:
-    """KonIQ-10k: 1-5 MOS from the scores file (or the rating distribution), official sets."""
+    """KonIQ-10k: 1-5 MOS from the scores file (or the rating distribution), official sets;
+    :meth:`scored` ``"zscore"`` gives the ``MOS_zscore`` column as the MOS instead."""
+
+    #: The scores a job may be judged against (``eval submit --score``).
+    scores = ("mos", "zscore")
+    #: Which one this reader gives as each row's MOS.
+    score = "mos"
+
+    def scored(self, score: str) -> KonIQ10k:
+        """The reader giving ``score`` as the MOS: ``zscore`` is the 0-100 ``MOS_zscore``
+        (on its own scale; a row without it is a bad row), ``mos`` the 1-5 MOS."""
+        if score not in self.scores:
+            raise DatasetFormatError(f"KonIQ-10k publishes no {score!r} score: mos or zscore")
+        reader = type(self)()
+        reader.score = score
+        if score == "zscore":
+            reader.info = replace(self.info, mos_range=ZSCORE_RANGE)
+        return reader
 
     info = DatasetInfo(
         name="koniq10k",
@@ -75,7 +96,8 @@ class KonIQ10k:
         url="http://database.mmsp-kn.de/koniq-10k-database.html",
     )
 
-    def rows(self, root: Path, split: str | None = None) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(self, root: DatasetPath, split: str | None = None
+             ) -> Iterator[DatasetRow | DatasetProblem]:
         chosen = choose_split(self.info, split)
         first = find_file(root, self.info, SCORES, SETS)
         sets_path = root / SETS
@@ -132,6 +154,12 @@ class KonIQ10k:
                 yield DatasetProblem(line, f"{where}: {fault}")
                 continue
             meta: dict[str, object] = {}
+            if self.score == "zscore":  # the z-score is the truth; the 1-5 MOS stays beside it
+                if zscore is None:
+                    yield DatasetProblem(line, f"{where}: no MOS_zscore (the score asked for "
+                                               f"with --score zscore)")
+                    continue
+                mos, zscore, meta["mos_1_5"] = zscore, None, mos
             if zscore is not None:
                 meta["mos_zscore"] = zscore
             if (sd := score(record.get("SD"))) is not None:

@@ -154,6 +154,34 @@ def make_engine(url: str | None = None) -> Engine:
         return engine
 
 
+class NoDatabase(FileNotFoundError):
+    """The SQLite file a command would read is not there (opening it would create it empty)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"no results database at {path}")
+        self.path = path
+
+
+def sqlite_file(url: str | URL) -> Path | None:
+    """The file a SQLite URL names, made absolute; None for a server, an in-memory database
+    or a URI filename (``?uri=true``), which this code does not second-guess."""
+    parsed = make_url(url)
+    if (parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:")
+            or parsed.query.get("uri")):
+        return None
+    return Path(parsed.database).absolute()
+
+
+def existing_engine(url: str | None = None) -> Engine:
+    """:func:`make_engine` for a command that only reads: SQLite creates a missing file on
+    connect, so a status or report run from the wrong folder would leave an empty database
+    behind and say "no job"; this raises :class:`NoDatabase` instead, and creates nothing."""
+    path = sqlite_file(url or database_url())
+    if path is not None and not path.is_file():
+        raise NoDatabase(path)
+    return make_engine(url)
+
+
 def dispose_engines(url: str | None = None) -> None:
     """Close the pooled connections of one cached engine (or all) and forget it."""
     key = None if url is None else _normalise(url).render_as_string(hide_password=False)

@@ -28,11 +28,13 @@ def create_job(session: Session, *, name: str, manifest: str, default_query: str
                root: str | None = None, max_replan_iterations: int = 2,
                vlm_cache: bool = True, tools: Sequence[str] | None = None,
                config_json: str | None = None, mode: str | None = None,
-               dataset_json: str | None = None) -> str:
+               dataset_json: str | None = None, spec_json: str | None = None,
+               group: str | None = None) -> str:
     """A running job; ``tools``: a metric job, whose runs only run these tools;
     ``config_json``: the configuration its items run with (:mod:`agentic_iqa.runconfig`);
     ``mode``: agent, vlm or tools (a metric job's is tools); ``dataset_json``: the public
-    dataset it was read from."""
+    dataset it was read from; ``spec_json``: the job whole (:mod:`agentic_iqa.jobs.spec`);
+    ``group``: the sweep it belongs to."""
     mode = mode or ("tools" if tools else "agent")
     if mode not in JOB_MODES or (mode == "tools") != bool(tools):
         raise ValueError(f"mode {mode!r} with tools {tools!r}: the modes are {JOB_MODES}, "
@@ -40,7 +42,8 @@ def create_job(session: Session, *, name: str, manifest: str, default_query: str
     job = Job(name=name, manifest=manifest, default_query=default_query, root=root,
               max_replan_iterations=max_replan_iterations, status="running",
               vlm_cache=vlm_cache, tools=",".join(tools) if tools else None,
-              config_json=config_json, mode=mode, dataset_json=dataset_json)
+              config_json=config_json, mode=mode, dataset_json=dataset_json,
+              spec_json=spec_json, job_group=group)
     session.add(job)
     session.flush()
     return job.id

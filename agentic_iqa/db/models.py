@@ -349,6 +349,11 @@ class Job(Base):
     #: The public dataset the items were read from (name, split, root, MOS scale) as JSON;
     #: None for a hand-made manifest.
     dataset_json: Mapped[str | None] = mapped_column(Text)
+    #: The job whole (:class:`agentic_iqa.jobs.spec.JobSpec` as JSON): where its items came
+    #: from, how they run, its bounds.  None: a job stored before 0012 (its columns say it).
+    spec_json: Mapped[str | None] = mapped_column(Text)
+    #: The sweep the job belongs to (``eval submit --group``), so a group lists and compares.
+    job_group: Mapped[str | None] = mapped_column(Text, index=True)
 
     @property
     def metric_tools(self) -> list[str] | None:

@@ -30,6 +30,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
+    from ..jobs.spec import JobSpec
     from ..state import AgenticIQAState
     from ..vlm.usage import ModelUsage, PriceTable
 
@@ -332,6 +333,7 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
         select(func.count()).where(JobItem.job_id == job_id, JobItem.query.is_not(None))) or 0)
     models = job_models(session, job_id)
     config = RunConfig.from_json(job.config_json) if job.config_json else None
+    spec = spec_of(job)
     if job.metric_tools:
         backend, model = "none (metric job)", ", ".join(job.metric_tools)
     elif config is not None:  # what the job was submitted with; what answered is beside it
@@ -350,8 +352,46 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
         "manifest": job.manifest, "mode": job.mode,
         "dataset": json.loads(job.dataset_json) if job.dataset_json else None,
         "configuration": config.describe() if config is not None else None,
-        "error": job.error,
+        "error": job.error, "group": spec.group, "spec": spec.describe(),
+        "scored_against": spec.scored_against,
     }
+
+
+def spec_of(job: Job) -> JobSpec:
+    """The job's record: its stored spec, or one reconstructed from its columns (a job stored
+    before 0012)."""
+    from ..jobs.spec import JobSpec, reconstruct
+    from ..runconfig import RunConfig
+
+    if job.spec_json:
+        spec = JobSpec.from_json(job.spec_json)
+        return spec if spec.group == job.job_group else spec.model_copy(
+            update={"group": job.job_group})
+    return reconstruct(
+        name=job.name, manifest=job.manifest, default_query=job.default_query, root=job.root,
+        max_replan_iterations=job.max_replan_iterations, vlm_cache=job.vlm_cache,
+        tools=job.metric_tools, mode=job.mode,
+        dataset=json.loads(job.dataset_json) if job.dataset_json else None,
+        config=RunConfig.from_json(job.config_json) if job.config_json else None)
+
+
+def job_ids(session: Session, *, group: str | None = None, status: str | None = None,
+            limit: int | None = None) -> list[str]:
+    """Jobs newest first (``eval list``, ``eval compare --group``): of one sweep, in one
+    state."""
+    statement = select(Job.id).order_by(Job.created_at.desc(), Job.id)
+    if group is not None:
+        statement = statement.where(Job.job_group == group)
+    if status is not None:
+        statement = statement.where(Job.status == status)
+    if limit is not None:
+        statement = statement.limit(limit)
+    return list(session.scalars(statement))
+
+
+def job_spec(session: Session, job_id: str) -> JobSpec:
+    """The spec of the job with this id (:func:`spec_of`)."""
+    return spec_of(get_job(session, job_id))
 
 
 def _run_row(run: Run) -> dict[str, Any]:

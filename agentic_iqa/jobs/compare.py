@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
 from .export import TOOL_PREFIX
@@ -42,6 +42,9 @@ from .report import (
     _text,
     is_question,
 )
+
+if TYPE_CHECKING:
+    from .figures import NamedFigure
 
 #: SHA-256 of the images the builtin backend's parameters were fitted on (scripts/fitted_images.py).
 FITTED_IMAGES = Path(__file__).resolve().parent.parent / "vlm" / "builtin" / "fitted_images.json"
@@ -459,14 +462,20 @@ def render_text(doc: Mapping[str, Any]) -> str:
 # -- HTML -----------------------------------------------------------------------------------------
 
 
-def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write the comparison as one self-contained page (inline CSS), every text escaped."""
+def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str], *,
+                figures: Sequence[NamedFigure] | None = None) -> Path:
+    """Write the comparison as one self-contained page (inline CSS, the paired differences as
+    an inline SVG figure: ``figures``, or :func:`.figures.comparison_figures`), every text
+    escaped.  It fits a 1280-pixel window: each table scrolls sideways in its own wrapper, long
+    names wrap, figures shrink to the page."""
+    from .figures import comparison_figures, html_figure
+
     title = "Comparison of evaluation jobs"
     parts = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
              f"<title>{title}</title><style>{_STYLE}</style></head><body><h1>{title}</h1>",
              f'<p>Baseline: {html.escape(redact(doc["baseline"] or "-") or "-")} '
              "(the first job given).</p>",
-             '<h2>Jobs</h2><table id="jobs">'
+             '<h2>Jobs</h2><div class="scroll"><table id="jobs">'
              + _header("job", "name", "mode", "backend", "model", "items", "done", "with MOS",
                        "with truth", "shared with baseline", "wall time per item",
                        "cost per item")]
@@ -477,8 +486,8 @@ def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
                                                            "with_truth", "shared_with_baseline"))
                      + _cell(_seconds(job["wall_time_per_item_s"]), text=True)
                      + _cell(_cost(job["cost_per_item_usd"]), text=True) + "</tr>")
-    parts.append('</table><h2>Agreement with MOS, and the difference from the baseline</h2>'
-                 '<table id="lines">'
+    parts.append('</table></div><h2>Agreement with MOS, and the difference from the baseline'
+                 '</h2><div class="scroll"><table id="lines">'
                  + _header("line", "n", "SRCC", "95% CI", "PLCC", "95% CI", "KRCC", "95% CI",
                            "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC", "95% CI"))
     for line in doc["lines"]:
@@ -490,13 +499,15 @@ def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
                      + _cell("baseline" if line["baseline"] else diff.get("n"), text=True)
                      + "".join(_cell(diff.get(m)) + _cell(_ci(diff.get(f"{m}_ci")), text=True)
                                for m in METRICS) + "</tr>")
-    parts.append("</table>")
+    parts.append("</table></div>")
+    parts += [html_figure(named) for named in (
+        figures if figures is not None else comparison_figures(doc))]
     notes = [f"{line['label']}: " + "; ".join(reason for reason in (
         line["mos"]["reason"], (line["difference"] or {}).get("reason")) if reason)
              for line in doc["lines"]
              if line["mos"]["reason"] or (line["difference"] or {}).get("reason")]
     if any(line["mcq"] for line in doc["lines"]):
-        parts.append('<h2>Multiple choice</h2><table id="mcq">'
+        parts.append('<h2>Multiple choice</h2><div class="scroll"><table id="mcq">'
                      + _header("line", "answered", "accuracy", "shared", "Δaccuracy", "95% CI"))
         for line in doc["lines"]:
             if line["mcq"] is None:
@@ -511,7 +522,7 @@ def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
                          f"{_cell(line['mcq']['n'])}{_cell(line['mcq']['accuracy'])}"
                          f"{_cell(diff.get('n'))}{_cell(diff.get('accuracy'))}"
                          f"{_cell(_ci(diff.get('accuracy_ci')), text=True)}</tr>")
-        parts.append("</table>")
+        parts.append("</table></div>")
     parts += [f'<p class="note">{html.escape(redact(note) or "")}</p>'
               for note in [*notes, _method(doc)]]
     if doc["warnings"]:
@@ -519,5 +530,6 @@ def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
             f"<li>{html.escape(redact(text) or '')}</li>" for text in doc["warnings"]) + "</ul>")
     parts.append("</body></html>\n")
     target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(parts), encoding="utf-8")
     return target

@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..vlm.usage import ModelUsage, PriceTable, batch_key, summarize
+
+if TYPE_CHECKING:
+    from .manifest import ManifestItem
+    from .spec import JobSpec
 
 #: A provider's batch returns its results within this long (both OpenAI's and Anthropic's
 #: stated limit; usually minutes): the bound on one round of batches.
@@ -104,3 +108,38 @@ def describe_batch(result: Mapping[str, Any]) -> list[str]:
         f"the sample ran online ({result['sample_items']} items, one at a time); the batch "
         "figures are its calls priced at each provider's batch discount",
     ]
+
+
+def sample_items(spec: JobSpec, count: int) -> tuple[list[ManifestItem], int]:
+    """The first ``count`` good items of the job ``spec`` describes (a manifest or a dataset,
+    its limit applied), and how many rows the whole job would have."""
+    from itertools import islice
+    from pathlib import Path
+
+    from .manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
+    from .sources import dataset_entries
+
+    if spec.dataset is not None:
+        if spec.root is None:
+            raise ManifestFormatError(f"--dataset {spec.dataset} needs --root: the folder the "
+                                      "dataset was unpacked into")
+        _described, entries = dataset_entries(spec.dataset, spec.root, spec.split,
+                                              check_images=False, limit=spec.limit,
+                                              score=spec.score)
+        chosen: list[ManifestItem] = []
+        total = 0
+        for entry in entries:
+            total += 1
+            if len(chosen) < count and isinstance(entry, ManifestItem):
+                chosen.append(entry)
+        return chosen, total
+    manifest = Path(spec.manifest) if spec.manifest is not None else None
+    if manifest is None:
+        raise ManifestFormatError("give a manifest, or a dataset: --dataset NAME --root DIR")
+    total = count_rows(manifest)
+    if spec.limit is not None:
+        total = min(total, spec.limit)
+    good = (entry for entry in read_manifest(manifest, root=spec.root, image_dir=spec.image_dir,
+                                             mos_range=spec.mos_range, limit=spec.limit)
+            if isinstance(entry, ManifestItem))
+    return list(islice(good, count)), total

@@ -4,25 +4,28 @@ Works on plain row dicts (the export format, see :mod:`agentic_iqa.jobs.export`)
 the database, so the same report comes from a live job or from a CSV someone sent; values read
 back from a CSV as text are accepted. The report is JSON-able (it can be stored with the job);
 :func:`render_text` shows it in a terminal and :func:`render_html` writes one self-contained
-page, plot included, that can be mailed around.
+page, figures included (inline SVG, :mod:`.figures`), that can be mailed around.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
+from .cells import number as _number
+from .cells import text as _text
 from .export import RAW_PREFIX, TOOL_PREFIX
+
+if TYPE_CHECKING:
+    from .figures import NamedFigure
 
 # numpy and .metrics (scipy) are imported by the functions that compute: ``eval status``
 # imports this module only for :func:`vlm_line`.
@@ -33,24 +36,6 @@ CONFIDENCE = 0.95
 #: Why a job has no MCQ accuracy although its items are questions.
 NOT_APPLICABLE = "not applicable (tools mode gives scores, not answers)"
 WITHHELD = "answers withheld"
-
-
-def _number(value: Any) -> float | None:
-    """A finite float from a typed or text cell, else None."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
 
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
@@ -90,10 +75,12 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
     with the agent's SRCC on those same items beside it for a fair comparison. MCQ accuracy is
     over done items whose true answer is known.  Each tool also gets SRCC and PLCC of its raw
     scores (``raw:`` columns), the figures papers quote.  ``metric_job``: no agent ran, so the
-    per-tool table is the whole story and ``agent`` is None.
+    per-tool table is the whole story and ``agent`` is None.  ``breakdown``: the same per
+    distortion type and level where the items' ``meta`` gives them (:mod:`.breakdown`).
     """
     import numpy as np
 
+    from .breakdown import DistortionScores
     from .metrics import correlation_report, mcq_accuracy
 
     statuses: Counter[str] = Counter()
@@ -109,6 +96,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
     unanswered = fallbacks = items_with_fallbacks = mos_known = questions = withheld = 0
     scores: list[float] = []
     answered_by: Counter[str] = Counter()
+    distortions = DistortionScores()
     for row in rows:
         status = _text(row.get("status")) or "unknown"
         statuses[status] += 1
@@ -165,6 +153,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
                 pairs.pred.append(tool_score)
                 pairs.mos.append(mos)
                 pairs.agent.append(score)
+        distortions.add(row, mos, None if metric_job else score)
     total = sum(statuses.values())
     accuracy, answered = mcq_accuracy(answers, truths)
     agent_report = correlation_report(agent.pred, agent.mos, bootstrap=bootstrap, seed=seed)
@@ -192,6 +181,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
         "fallbacks": {"total": fallbacks, "items": items_with_fallbacks},
         "answered_by": dict(answered_by.most_common()),
         "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
+        "breakdown": distortions.report(sorted(tools) if metric_job else ["agent"]),
     }
 
 
@@ -319,6 +309,10 @@ def job_lines(job: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("finished", _job_date(job.get("finished_at"))))
     rows += [("status", job.get("status") or "-"), ("query", query),
              ("backend", job.get("backend") or "-"), ("model", job.get("model") or "-")]
+    if job.get("group"):
+        rows.append(("group", job["group"]))
+    if job.get("dataset") and job.get("scored_against"):
+        rows.append(("truth", f"scored against {job['scored_against']}"))
     if "configuration" in job:
         rows += [("config", line) for line in configuration_lines(job["configuration"])]
     if job.get("answered_by"):
@@ -380,6 +374,18 @@ def provenance_warnings(job: Mapping[str, Any], answered_by: Mapping[str, int]) 
     return warnings
 
 
+#: What a report's scores came from, by the job's mode (``eval submit --mode``).
+_SCORED = {"agent": "Agent", "vlm": "VLM", "tools": "Tools"}
+
+
+def scored_label(report: Mapping[str, Any]) -> str:
+    """"Agent", "VLM" or "Tools": what was scored (the job's mode), so that the VLM asked
+    alone is never headed as the agent."""
+    job = report.get("job") or {}
+    mode = job.get("mode") or ("tools" if report.get("kind") == "metric" else "agent")
+    return _SCORED.get(str(mode), str(mode))
+
+
 def render_text(report: Mapping[str, Any]) -> str:
     """The report as plain text for a terminal."""
     counts = report["counts"]
@@ -394,7 +400,7 @@ def render_text(report: Mapping[str, Any]) -> str:
         lines.append(f"Metric job (no agent), {report['items_with_mos']} items with MOS")
         lines.extend(_metric_lines(report))
     else:
-        lines.append(f"Agent vs MOS (n={agent['n']}):")
+        lines.append(f"{scored_label(report)} vs MOS (n={agent['n']}):")
         if agent["reason"]:
             lines.append(f"  {agent['reason']}")
         else:
@@ -415,6 +421,9 @@ def render_text(report: Mapping[str, Any]) -> str:
                 f"{_fmt(tool['plcc_logistic']):>8} {_fmt(tool['krcc']):>7} "
                 f"{_fmt(tool['agent_srcc_same_items']):>10}  "
                 f"{_FIT_SHORT.get(tool.get('logistic_fit') or '', '-')}")
+    from .breakdown import text_lines
+
+    lines.extend(text_lines(report.get("breakdown"), {"agent": scored_label(report)}))
     mcq = report.get("mcq")
     if mcq:
         lines.append(mcq_line(mcq))
@@ -471,6 +480,9 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f2f2f2; } td.text, th.text { text-align: left; }
 tr.agent td { font-weight: bold; background: #f8f8ff; }
 .note { color: #666; font-size: 0.9em; }
+.scroll { max-width: 100%; overflow-x: auto; }
+td.text, p, li, h1, figcaption { overflow-wrap: anywhere; }
+figure.plot { margin: 1em 0; } figure.plot svg { max-width: 100%; height: auto; }
 """
 
 
@@ -484,33 +496,6 @@ def _header(*names: str) -> str:
     cells = f'<th class="text">{html.escape(first)}</th>' + "".join(
         f"<th>{html.escape(name)}</th>" for name in rest)
     return f"<tr>{cells}</tr>"
-
-
-def _scatter_png(pred: list[float], mos: list[float]) -> str:
-    """Predicted score against MOS, with the fitted logistic when it fits, as base64 PNG."""
-    import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from .metrics import plcc_after_logistic
-
-    figure = Figure(figsize=(6.0, 4.5), dpi=100)
-    FigureCanvasAgg(figure)  # Agg directly: no pyplot, no global backend switch
-    axes = figure.add_subplot()
-    axes.scatter(pred, mos, s=12, alpha=0.6, edgecolors="none")
-    fit = plcc_after_logistic(pred, mos) if len(pred) >= 3 and np.ptp(pred) > 0 else None
-    if fit is not None and fit.fitted:
-        grid = np.linspace(min(pred), max(pred), 200)
-        axes.plot(grid, fit.curve(grid), color="#d62728", label=f"monotone {fit.label}")
-        axes.legend(loc="lower right")
-    axes.set_xlabel("predicted quality score")
-    axes.set_ylabel("MOS")
-    axes.set_title(f"Agent score vs MOS (n={len(pred)})")
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _correlation_rows(label: str, entry: Mapping[str, Any], css: str = "") -> str:
@@ -555,21 +540,23 @@ def report_title(report: Mapping[str, Any]) -> str:
 
 
 def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
-                path: str | os.PathLike[str], *, title: str | None = None) -> Path:
-    """Write one self-contained HTML page (inline CSS, plot as inline PNG) and return its path.
+                path: str | os.PathLike[str], *, title: str | None = None,
+                figures: Sequence[NamedFigure] | None = None) -> Path:
+    """Write one self-contained HTML page (inline CSS, figures as inline SVG) and return its
+    path.
 
-    ``rows`` supply the scatter plot's points (done items with a score and a MOS); everything
-    else comes from ``report``.  The title and the header name the job (``report["job"]``: id,
+    ``rows`` supply the scatter plots' points (:func:`.figures.report_figures`, unless the
+    ``figures`` are given: those ``eval report --figures`` writes); everything else comes
+    from ``report``.  The title and the header name the job (``report["job"]``: id,
     name, dates, query, backend, model) when the report has one; every value is HTML-escaped.
     """
+    from .breakdown import html_tables
+    from .figures import html_figure, report_figures
+
     title = title or report_title(report)
-    pred: list[float] = []
-    mos: list[float] = []
-    for row in rows:
-        score, truth = _number(row.get("quality_score")), _number(row.get("mos"))
-        if _text(row.get("status")) == "done" and score is not None and truth is not None:
-            pred.append(score)
-            mos.append(truth)
+    drawn = {named.name: named for named in (
+        figures if figures is not None
+        else report_figures(report, rows, scored=scored_label(report)))}
     counts = report["counts"]
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
              f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
@@ -600,20 +587,21 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
             parts.append(f'<tr>{_cell(tool["tool"], text=True)}{_cell(tool["scored"])}'
                          f'{_cell(tool.get("srcc_raw"))}{_cell(tool.get("plcc_raw"))}</tr>')
         parts.append("</table>")
+        parts += [html_figure(named) for name, named in drawn.items()
+                  if name.startswith("scatter-tool-")]
     else:
         if agent["reason"]:
             parts.append(f'<p class="note">{html.escape(agent["reason"])}</p>')
         parts.append('<table id="correlations">')
         parts.append(_header("scores", "n", "SRCC", "95% CI", "PLCC", "95% CI",
                              "PLCC logistic", "fit", "KRCC", "95% CI"))
-        parts.append(_correlation_rows("agent", agent, "agent"))
+        parts.append(_correlation_rows(scored_label(report).lower(), agent, "agent"))
         parts.append("</table>")
         if agent.get("logistic_note"):
             parts.append(f'<p class="note">{html.escape(agent["logistic_note"])}</p>')
         parts.append(f'<p class="note">{_interval_note(report)}</p>')
-        if pred:
-            parts.append(f'<p><img alt="agent score vs MOS" '
-                         f'src="data:image/png;base64,{_scatter_png(pred, mos)}"></p>')
+        if "scatter-agent" in drawn:
+            parts.append(html_figure(drawn["scatter-agent"]))
         else:
             parts.append('<p class="note">No done item has both a predicted score and a '
                          'MOS.</p>')
@@ -634,6 +622,11 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
                 f'{_cell(tool["agent_srcc_same_items"])}</tr>')
         parts.append("</table>")
 
+    if report.get("breakdown"):
+        parts.append("<h2>By distortion</h2>" + html_tables(
+            report["breakdown"], {"agent": scored_label(report).lower()}))
+        parts += [html_figure(named) for name, named in drawn.items()
+                  if name.startswith("breakdown-")]
     mcq = report.get("mcq")
     if mcq and mcq.get("reason"):
         parts.append(f'<h2>Multiple choice</h2><p class="note" id="mcq">'

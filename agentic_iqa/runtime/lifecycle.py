@@ -38,6 +38,7 @@ from ..jobs.manifest import (
     read_manifest,
 )
 from ..jobs.sources import dataset_entries
+from ..jobs.spec import MODES, JobSpec, JobSpecError
 from ..jobs.tools import (
     MetricToolsError,
     check_tools,
@@ -72,16 +73,32 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
             "status": "pending"}
 
 
-def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
-           query: str | None = None, root: Path | str | None = None,
-           max_replan_iterations: int | None = None,
-           check_images: bool = True, mos_range: tuple[float, float] | None = None,
-           vlm_cache: bool = True, tools: Sequence[str] | None = None,
-           tool_settings: ToolSettings | None = None, config: RunConfig | None = None,
-           mode: str | None = None, dataset: str | None = None, split: str | None = None,
-           image_dir: Path | str | None = None, limit: int | None = None,
-           batch: bool = False) -> str:
+def submit(engine: Engine, spec: JobSpec | Path | None = None, /, **keywords: Any) -> str:
     """Create the job and all its items (bad rows as failed items); returns the job id.
+
+    ``spec`` (:class:`~agentic_iqa.jobs.spec.JobSpec`) says it all, and is stored as the job's
+    record.  The older form, a manifest and keywords (:func:`spec_from_keywords`), builds one.
+    """
+    if not isinstance(spec, JobSpec):
+        spec = spec_from_keywords(spec, **keywords)
+    elif keywords:
+        raise TypeError(f"submit() takes a JobSpec or keywords, not both: {sorted(keywords)}")
+    return _submit(engine, spec)
+
+
+def spec_from_keywords(manifest: Path | None, *, name: str | None = None,
+                       query: str | None = None, root: Path | str | None = None,
+                       max_replan_iterations: int | None = None,
+                       check_images: bool = True, mos_range: tuple[float, float] | None = None,
+                       vlm_cache: bool = True, tools: Sequence[str] | None = None,
+                       tool_settings: ToolSettings | None = None, config: RunConfig | None = None,
+                       mode: str | None = None, dataset: str | None = None,
+                       split: str | None = None, image_dir: Path | str | None = None,
+                       limit: int | None = None, batch: bool = False, group: str | None = None,
+                       score: str = "mos") -> JobSpec:
+    """The spec the keywords of :func:`submit` describe; a spec that cannot run is a
+    :class:`~.tools.MetricToolsError` (mode and tools) or a
+    :class:`~.manifest.ManifestFormatError` (the source), as before specs.
 
     ``config``: what the items run with (:mod:`agentic_iqa.runconfig`); None captures the
     configuration in force here.  ``max_replan_iterations``: None takes ``max_replan_iterations`` of
@@ -100,13 +117,26 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
     providers' batch interfaces, in rounds (:mod:`.batches`); refused (``VLMConfigurationError``,
     nothing stored) where a role's backend has none.
     """
-    mode = mode or ("tools" if tools else "agent")
-    if mode not in ("agent", "vlm", "tools") or (mode == "tools") != bool(tools):
-        raise MetricToolsError(
-            "--mode tools needs --tools (e.g. --tools BRISQUE,NIQE)" if mode == "tools" else
-            f"--mode {mode} with --tools: tools alone are --mode tools" if tools else
-            f"unknown mode {mode!r}: agent, vlm or tools")
-    metric_tools = check_tools(tools, tool_settings) if tools else None
+    if mode is not None and mode not in MODES:
+        raise MetricToolsError(f"unknown mode {mode!r}: agent, vlm or tools")
+    try:
+        return JobSpec.build(
+            manifest=manifest, name=name, query=query, root=root,
+            max_replan_iterations=max_replan_iterations, check_images=check_images,
+            mos_range=mos_range, vlm_cache=vlm_cache, tools=tools, tool_settings=tool_settings,
+            config=config, mode=mode, dataset=dataset, split=split, image_dir=image_dir,
+            limit=limit, batch=batch, group=group, score=score)
+    except JobSpecError as exc:
+        mode_fault = "--mode" in str(exc) or "--tools" in str(exc)
+        raise (MetricToolsError if mode_fault else ManifestFormatError)(str(exc)) from None
+
+
+def _submit(engine: Engine, spec: JobSpec) -> str:
+    """The job ``spec`` describes, its items in, its record stored with it."""
+    tool_settings = spec.tool_settings
+    metric_tools = check_tools(list(spec.tools), tool_settings) if spec.tools else None
+    mode, config, batch, vlm_cache = spec.mode, spec.config, spec.batch, spec.vlm_cache
+    max_replan_iterations = spec.max_replan_iterations
     if max_replan_iterations is None:  # the configured bound, stored with the job
         max_replan_iterations = (config.max_replan_iterations if config is not None
                                  else PipelineSettings.load().max_replan_iterations)
@@ -119,44 +149,69 @@ def submit(engine: Engine, manifest: Path | None, *, name: str | None = None,
         from .batches import check_supported
 
         check_supported(config)
+    query = spec.query
     if query is None:
         query = metric_query(metric_tools) if metric_tools else DEFAULT_QUERY
+    manifest, dataset, split, root = spec.manifest, spec.dataset, spec.split, spec.root
+    check_images, limit, mos_range, image_dir = (spec.check_images, spec.limit, spec.mos_range,
+                                                 spec.image_dir)
     described: dict[str, Any] | None = None
     if dataset is not None:
         if root is None:
             raise ManifestFormatError(f"--dataset {dataset} needs --root: the folder the "
                                       "dataset was unpacked into")
-        if isinstance(root, str):
-            raise ManifestFormatError(
-                f"--dataset {dataset} reads its own files from a folder on this machine; a "
-                "dataset in an object store is read through a manifest of its URLs for now "
-                "(`eval submit MANIFEST --image-dir s3://bucket/prefix`)")
         described, entries = dataset_entries(dataset, root, split, check_images=check_images,
-                                             limit=limit)
+                                             limit=limit, score=spec.score)
         source, confine = f"dataset {described['name']} ({described['split']}) in {root}", root
     elif manifest is None:
         raise ManifestFormatError("give a manifest (CSV, JSON, JSONL or a folder of images) or "
                                   "--dataset NAME --root DIR")
     else:
+        manifest = Path(manifest)
         entries = read_manifest(manifest, root=root, check_images=check_images,
                                 mos_range=mos_range, image_dir=image_dir, limit=limit)
         source, confine = str(manifest.resolve()), root
     if metric_tools:
         entries = not_only_questions(
             _with_references(entries, full_reference(metric_tools, tool_settings)))
+    stored = spec.model_copy(update={
+        "config": config, "max_replan_iterations": max_replan_iterations, "query": query,
+        "tools": tuple(metric_tools) if metric_tools else None, "batch": config.batch,
+        "root": _place(_stored_root(confine)),
+        "manifest": manifest.resolve() if isinstance(manifest, Path) else manifest,
+        "dataset": described["name"] if described else None,
+        "split": described["split"] if described else spec.split,
+        "mos_range": tuple(described["mos_range"]) if described and described["mos_range"]
+        else spec.mos_range})
+    if described is not None and spec.score != "mos":
+        described = {**described, "score": spec.score}
+    name = spec.name or stored.default_name()
+    stored = stored.model_copy(update={"name": name})
     with session_scope(engine) as session:
-        default_name = (f"{described['name']}-{described['split']}" if described
-                        else manifest.name if manifest is not None else "job")
         job_id = store.create_job(
-            session, name=name or default_name, manifest=source,
+            session, name=name, manifest=source,
             default_query=query, root=_stored_root(confine),
             max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
             tools=metric_tools, config_json=config.to_json(), mode=mode,
             dataset_json=json.dumps(described) if described else None,
+            spec_json=stored.to_json(), group=spec.group,
         )
         store.add_items(session, job_id, (_item_row(entry) for entry in entries))
         finish_if_complete(session, reads.get_job(session, job_id))
     return job_id
+
+
+def _place(value: str | None) -> Path | str | None:
+    """A stored root: a folder as a path, a URL as text."""
+    from iqa_tools.storage import is_url
+
+    return value if value is None or is_url(value) else Path(value)
+
+
+def job_spec(engine: Engine, job_id: str) -> JobSpec:
+    """The job's record (reconstructed from its columns for a job stored before specs)."""
+    with read_scope(engine) as session:
+        return reads.job_spec(session, job_id)
 
 
 def _stored_root(confine: Path | str | None) -> str | None:

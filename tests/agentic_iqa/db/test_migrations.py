@@ -64,7 +64,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0011",)]
+            ("0012",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -270,6 +270,29 @@ def test_0010_adds_batches_keeps_runs_not_waiting_and_downgrades_to_0009(
         assert {"vlm_batches", "batch_requests"}.isdisjoint(inspect(engine).get_table_names())
         assert "awaiting_batch" not in {c["name"] for c in inspect(engine).get_columns("runs")}
         assert "batch" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
+    finally:
+        engine.dispose()
+
+
+def test_0012_adds_job_specs_and_groups_and_downgrades_to_0011(empty_url: str) -> None:
+    """Jobs stored before keep no spec (it is reconstructed from their columns when read) and
+    belong to no group; downgrade drops the columns only."""
+    command.upgrade(alembic_config(empty_url), "0011")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        _insert_job(engine)
+        command.upgrade(alembic_config(empty_url), "0012")
+        assert check_schema(engine) == []
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT spec_json, job_group FROM jobs")).all() == [
+                (None, None)]
+            connection.execute(text("UPDATE jobs SET job_group = 'g', spec_json = '{}'"))
+        assert "ix_jobs_job_group" in {i["name"] for i in inspect(engine).get_indexes("jobs")}
+        command.downgrade(alembic_config(empty_url), "0011")
+        columns = {c["name"] for c in inspect(engine).get_columns("jobs")}
+        assert not {"spec_json", "job_group"} & columns
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
     finally:
         engine.dispose()
 

@@ -96,7 +96,8 @@ def test_local_job_exports_and_reports_correlations_that_match_scipy(engine, man
     assert document["agent"]["srcc"] == pytest.approx(expected)
     assert document["counts"]["failed"] == 2
     assert document["tools"][0]["tool"] == "PIQE"
-    assert html.is_file() and "data:image/png;base64," in html.read_text()
+    assert html.is_file() and '<figure class="plot" id="figure-scatter-agent"><svg ' in \
+        html.read_text()
 
 
 def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):

@@ -224,7 +224,7 @@ def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
     for mode in ("agent", "vlm"):
         rows = list(export_rows(engine, jobs[mode])[1])
         assert all(row["status"] == "done" and 1 <= row["quality_score"] <= 5 for row in rows)
-    with pytest.raises(ValueError, match="--mode tools needs --tools"):
+    with pytest.raises(ValueError, match="--mode tools runs the tools alone"):
         lifecycle.submit(engine, path, mode="tools")
 
 
@@ -275,7 +275,7 @@ def test_a_dataset_in_its_own_format_becomes_a_job_that_keeps_its_scale(tmp_path
     report = json.loads(runner.invoke(app, ["eval", "report", job_id, "--json",
                                             "--bootstrap", "0"]).stdout)
     assert report["counts"]["done"] == 3 and report["counts"]["failed"] == 1
-    assert report["job"]["mode"] == "tools" and report["job"]["name"] == "koniq10k-all"
+    assert report["job"]["mode"] == "tools" and report["job"]["name"] == "koniq10k-all-tools-PIQE"
     dataset = report["job"]["dataset"]
     assert (dataset["name"], dataset["mos_range"], dataset["higher_is_better"]) == (
         "koniq10k", [1.0, 5.0], True)
