@@ -14,6 +14,7 @@ from .common import _redacted_logging
 from .compare import compare
 from .eval import calibrate, eval_app
 from .faults import FaultCatchingGroup
+from .listing import list_jobs
 from .models import models
 from .runs import runs_app
 from .system import check, db_app, worker
@@ -34,6 +35,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
 eval_app.command("calibrate")(calibrate)
 eval_app.command("compare")(compare)
+eval_app.command("list")(list_jobs)
 # The old name, kept so scripts keep working.
 app.command("calibrate", help="Same as `agentic-iqa eval calibrate`.")(calibrate)
 app.add_typer(runs_app, name="runs")

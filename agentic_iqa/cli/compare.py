@@ -91,7 +91,7 @@ def _compare_group(group: str, as_json: bool) -> None:
     from ..db import reads
     from ..db.engine import read_scope
     from ..jobs.sweeps import group_table, render_group_text
-    from .eval import job_headline
+    from .listing import job_headline
 
     engine = _engine()
     with read_scope(engine) as session:

@@ -1,0 +1,122 @@
+"""``eval list``: the jobs in the database, one line each, with the figure that sums each up
+(SRCC/PLCC against MOS or accuracy), so a sweep's or a week's jobs are found again by what
+they ran on, not by an id copied from a terminal."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from .common import _engine, _fail, _safe_url, err, out
+from .eval import _vlm_summary, export_rows
+
+
+def job_headline(engine: Any, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A job's description (:func:`~agentic_iqa.db.reads.job_summary`) and its headline
+    figure (:func:`~agentic_iqa.jobs.sweeps.headline`), for ``eval list`` and
+    ``eval compare --group``."""
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..jobs.report import build_report
+    from ..jobs.sweeps import headline
+
+    with read_scope(engine) as session:
+        about = reads.job_summary(session, job_id)
+    _columns, rows = export_rows(engine, job_id)
+    built = build_report(rows, bootstrap=0, metric_job=about.get("mode") == "tools")
+    return about, headline(built, about.get("tools"))
+
+
+def _listed(about: dict[str, Any], dataset: str | None, model: str | None) -> bool:
+    """Whether a job passes ``eval list``'s ``--dataset`` and ``--model`` filters."""
+    from ..datasets import DatasetFormatError, get_dataset
+    from ..jobs.sweeps import dataset_label, model_label
+
+    if dataset is not None:
+        try:
+            wanted = get_dataset(dataset).info.name
+        except DatasetFormatError:
+            wanted = dataset
+        own = (about.get("dataset") or {}).get("name")
+        if wanted.lower() not in {str(own).lower(), dataset_label(about).lower()}:
+            return False
+    if model is not None:
+        label = model_label(about)
+        names = {label, label.split("/", 1)[-1], *str(about.get("model") or "").split(", "),
+                 *str(about.get("backend") or "").split(", ")}
+        if model.lower() not in {name.lower() for name in names}:
+            return False
+    return True
+
+
+def list_jobs(
+    group: Annotated[str | None, typer.Option("--group", help="only this sweep's jobs")] = None,
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", "--data", help="only jobs on this dataset (or manifest file name)")] = None,
+    status: Annotated[str | None, typer.Option(
+        "--status", help="only jobs in this state: running, done or cancelled")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="only jobs answered by this model (gpt-4o, openai/gpt-4o, builtin) "
+                        "or, for metric jobs, these tools (tools/PIQE)")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="at most this many, newest "
+                                                                "first")] = 20,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The jobs, newest first: id, name, group, dataset, mode, model, state, items
+    (done/failed/total), SRCC/PLCC against MOS or MCQ accuracy, VLM cost, when submitted."""
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..db.models import JOB_STATUSES
+    from ..jobs.sweeps import aligned, dataset_label, figure_text, model_label
+    from ..vlm.usage import format_cost
+
+    if status is not None and status not in JOB_STATUSES:
+        _fail(f"unknown --status {status!r}: {', '.join(JOB_STATUSES)}", code=2)
+    engine = _engine()
+    filtered = dataset is not None or model is not None
+    with read_scope(engine) as session:
+        ids = reads.job_ids(session, group=group, status=status,
+                            limit=None if filtered else limit)
+    listed: list[dict[str, Any]] = []
+    for job_id in ids:
+        if len(listed) >= limit:
+            break
+        about, figure = job_headline(engine, job_id)
+        if not _listed(about, dataset, model):
+            continue
+        with read_scope(engine) as session:
+            counts = reads.counts(session, job_id)
+        cost = _vlm_summary(engine, job_id).get("cost_usd")
+        listed.append({
+            "id": job_id, "name": about["name"], "group": about.get("group"),
+            "dataset": dataset_label(about), "mode": about.get("mode"),
+            "model": model_label(about), "status": about["status"],
+            "items": {"done": counts.get("done", 0), "failed": counts.get("failed", 0),
+                      "total": sum(counts.values())},
+            "figure": figure, "cost_usd": cost, "created_at": about.get("created_at")})
+    if as_json:
+        from ..redact import redact
+
+        print(redact(json.dumps(listed, indent=2, default=str)))
+        return
+    if not listed:
+        err.print(f"no job matches in the database {_safe_url(engine)}"
+                  if group or dataset or status or model else
+                  f"no job in the database {_safe_url(engine)} yet: submit one with "
+                  "`agentic-iqa eval submit`", highlight=False, soft_wrap=True)
+        return
+    from ..redact import redact
+
+    lines = [[str(value) for value in (
+        row["id"][:8], row["name"], row["group"] or "-", row["dataset"], row["mode"],
+        row["model"], row["status"],
+        f"{row['items']['done']}/{row['items']['failed']}/{row['items']['total']}",
+        figure_text(row["figure"]), format_cost(row["cost_usd"]),
+        (row["created_at"] or "-")[:16].replace("T", " "))] for row in listed]
+    header = ["id", "name", "group", "dataset", "mode", "model", "status",
+              "done/failed/total", "SRCC/PLCC or accuracy", "cost", "created (UTC)"]
+    for line in aligned(header, lines):
+        out.print(escape(redact(line) or ""), highlight=False, soft_wrap=True)
