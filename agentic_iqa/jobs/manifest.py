@@ -453,30 +453,64 @@ def _prefetched(rows: Iterator[_RawRow], base: Path | str, check_images: bool
                 ) -> Iterator[tuple[int, _RawRow]]:
     """``rows`` unchanged; the objects their cells name in a store (URLs, or names under a
     base URL) are asked about a chunk at a time in parallel first (downloaded when the images
-    are checked), so each row's own check costs no round trip."""
+    are checked), so each row's own check costs no round trip.  The next chunk is fetched
+    while this one's rows are checked and stored: the store's latency and the client's own
+    work per request overlap with ours instead of adding to it."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from iqa_tools.images import prefetch
-    from iqa_tools.storage import join_under
 
     remote_base = is_url(os.fspath(base))
-    for chunk in iter(lambda: list(islice(rows, PREFETCH_ROWS)), []):
-        wanted: list[str] = []
-        for _, row in chunk:
-            if isinstance(row, str):
-                continue
-            for column in ("image", "reference"):
-                text = row.get(column)
-                if not isinstance(text, str) or not text:
-                    continue
-                if is_url(text):
-                    wanted.append(text)
-                elif remote_base:
-                    try:
-                        wanted.append(join_under(os.fspath(base), text))
-                    except Exception:  # the row's own check says why
-                        continue
+
+    def fetch(chunk: list[tuple[int, _RawRow]]) -> None:
+        wanted = _objects_named(chunk, base, remote_base)
         if len(wanted) > 1:
             prefetch(wanted, read=check_images)
-        yield from chunk
+
+    def read() -> list[tuple[int, _RawRow]]:
+        return list(islice(rows, PREFETCH_ROWS))
+
+    current = read()
+    if not current:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iqa-lookahead") as ahead:
+        pending: Future[None] | None = ahead.submit(fetch, current)
+        while current:
+            failure: BaseException | None = None
+            try:
+                following = read()
+            except Exception as exc:  # raised where it was met: after this chunk's rows
+                following, failure = [], exc
+            if pending is not None:
+                pending.result()
+            pending = ahead.submit(fetch, following) if following else None
+            yield from current
+            if failure is not None:
+                raise failure
+            current = following
+
+
+def _objects_named(chunk: list[tuple[int, _RawRow]], base: Path | str, remote_base: bool
+                   ) -> list[str]:
+    """The object URLs a chunk of rows names (URL cells, or names under a base URL)."""
+    from iqa_tools.storage import join_under
+
+    wanted: list[str] = []
+    for _, row in chunk:
+        if isinstance(row, str):
+            continue
+        for column in ("image", "reference"):
+            text = row.get(column)
+            if not isinstance(text, str) or not text:
+                continue
+            if is_url(text):
+                wanted.append(text)
+            elif remote_base:
+                try:
+                    wanted.append(join_under(os.fspath(base), text))
+                except Exception:  # the row's own check says why
+                    continue
+    return wanted
 
 
 def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, paths: Root,
