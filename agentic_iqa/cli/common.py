@@ -23,6 +23,8 @@ from iqa_tools.errors import ToolError
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.segment import Segment
 
     from iqa_tools import ToolRegistry
@@ -232,3 +234,18 @@ def _broker() -> str | None:
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _write_figures(drawn: list[Any], folder: Path, nothing: str) -> None:
+    """``eval report/compare --figures DIR``: each figure as SVG and PDF, the paths on stderr;
+    a folder that cannot be written is one line and exit 1, and no figure says why."""
+    from ..jobs.figures import write_figures
+
+    try:
+        written = write_figures(drawn, folder)
+    except OSError as exc:
+        _fail(f"cannot write figures into {folder}: {exc.strerror or exc}")
+    for path in written:
+        err.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    if not drawn:
+        err.print(f"no figure: {nothing}", highlight=False, soft_wrap=True)

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from .common import _engine, _fail, _job_id, _safe_url, err, out
+from .common import _engine, _fail, _job_id, _safe_url, _write_figures, err, out
 from .eval import _vlm_summary, export_rows
 
 
@@ -39,7 +39,7 @@ def compare(
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
     from ..jobs.compare import build_comparison, render_html, render_text
-    from ..jobs.figures import comparison_figures, write_figures
+    from ..jobs.figures import comparison_figures
 
     if group is not None:
         if jobs:
@@ -66,15 +66,7 @@ def compare(
     document = build_comparison(described, bootstrap=bootstrap, seed=seed)
     drawn = comparison_figures(document) if html is not None or figures is not None else []
     if figures is not None:
-        try:
-            written = write_figures(drawn, figures)
-        except OSError as exc:
-            _fail(f"cannot write figures into {figures}: {exc.strerror or exc}")
-        for path in written:
-            err.print(f"wrote {path}", highlight=False, soft_wrap=True)
-        if not drawn:
-            err.print("no figure: no line has a difference from the baseline",
-                      highlight=False, soft_wrap=True)
+        _write_figures(drawn, figures, "no line has a difference from the baseline")
     if html is not None:
         render_html(document, html, figures=drawn)
         err.print(f"wrote {html}", highlight=False, soft_wrap=True)

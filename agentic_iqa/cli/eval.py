@@ -25,6 +25,7 @@ from .common import (
     _found_nothing,
     _job_id,
     _safe_url,
+    _write_figures,
     err,
     out,
     use_backend,
@@ -1145,7 +1146,7 @@ def report(
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
-    from ..jobs.figures import report_figures, write_figures
+    from ..jobs.figures import report_figures
     from ..jobs.in_sample import in_sample_warnings
     from ..jobs.report import (
         build_report,
@@ -1175,15 +1176,7 @@ def report(
     drawn = (report_figures(document, materialised, scored=scored_label(document))
              if html is not None or figures is not None else [])
     if figures is not None:
-        try:
-            written = write_figures(drawn, figures)
-        except OSError as exc:
-            _fail(f"cannot write figures into {figures}: {exc.strerror or exc}")
-        for path in written:
-            err.print(f"wrote {path}", highlight=False, soft_wrap=True)
-        if not drawn:
-            err.print("no figure: no item has both a score and a MOS", highlight=False,
-                      soft_wrap=True)
+        _write_figures(drawn, figures, "no item has both a score and a MOS")
     if html is not None:
         render_html(document, materialised, html, figures=drawn)
         err.print(f"wrote {html}", highlight=False, soft_wrap=True)
