@@ -208,3 +208,20 @@ def livec_manifest(livec_dir: Path, path: Path, count: int,
             writer.writerow([str(livec_dir / "images" / row["image"]), row["mos"]])
         writer.writerows(extra_rows)
     return path
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    """A local S3-compatible server (moto's, from PyPI) for the tests of images in object
+    storage: one per test module, each test in a bucket of its own."""
+    import socket
+
+    moto_server = pytest.importorskip("moto.server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+

@@ -12,7 +12,6 @@ import hashlib
 import http.client
 import multiprocessing
 import os
-import socket
 import threading
 import time
 import uuid
@@ -25,7 +24,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from iqa_tools import storage
 from iqa_tools.errors import (
@@ -39,21 +37,6 @@ from iqa_tools.errors import (
 )
 
 SECRET = "dummy-secret-key-never-shown"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
 
 
 @dataclass

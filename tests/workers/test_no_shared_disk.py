@@ -31,7 +31,7 @@ from tests.conftest import REPO, scratch_postgres
 from tests.workers.cluster import Cluster
 
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 from tests.iqa_tools.test_storage import Front, _front_handler  # noqa: E402
 
@@ -56,17 +56,6 @@ def _photos() -> dict[str, bytes]:
         image.save(buffer, format="PNG")
         photos[f"p{index:02d}.png"] = buffer.getvalue()
     return photos
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    from tests.workers.cluster import free_port
-
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
 
 
 @pytest.fixture

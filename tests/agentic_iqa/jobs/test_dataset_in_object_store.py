@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,18 +17,7 @@ import pytest
 from tests.conftest import example_photo
 
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+pytest.importorskip("moto.server")
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ images on this disk are, each object fetched once per process, bad objects as ba
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,20 +12,9 @@ import pytest
 from tests.conftest import REPO
 
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 PHOTOS = ("i03_blurred.png", "i03_reference.png")
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
 
 
 @pytest.fixture
