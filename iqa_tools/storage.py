@@ -37,9 +37,10 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -671,6 +672,50 @@ def _s3_condition(digest: str | None, *, header: str) -> dict[str, str]:
     if kind == "version" and header == "IfMatch":
         return {"VersionId": value}
     return {}
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+def upload(source: str | os.PathLike[str], location: str) -> None:
+    """Put the local file ``source`` at the URL ``location`` (one object, replaced whole: a
+    reader sees the old object or the new one), with the retry and error rules of reads."""
+    fs, target = _remote(location)
+    _call(location, lambda: fs.put_file(os.fspath(source), target))
+
+
+@contextmanager
+def output_file(location: str | os.PathLike[str]) -> Iterator[Path]:
+    """Where to write an output meant for ``location``: the path itself on this machine; for
+    a store's URL a temporary file, uploaded when the block ends without an error (so a
+    report or an export lands where the user asked, even from a machine whose disk no one
+    else sees)."""
+    text = os.fspath(location)
+    local = _local_path(text)
+    if local is not None:
+        yield Path(local)
+        return
+    _remote(text)  # an unusable URL fails before anything is computed
+    with tempfile.TemporaryDirectory(prefix="agentic-iqa-out-") as scratch:
+        staged = Path(scratch) / (PurePosixPath(urlsplit(text).path).name or "output")
+        yield staged
+        upload(staged, text)
+
+
+@contextmanager
+def output_folder(location: str | os.PathLike[str]) -> Iterator[Path]:
+    """:func:`output_file` for a folder: each file written under it is uploaded under the URL
+    ``location`` (``--figures s3://bucket/paper/``)."""
+    text = os.fspath(location)
+    local = _local_path(text)
+    if local is not None:
+        yield Path(local)
+        return
+    _remote(text)
+    with tempfile.TemporaryDirectory(prefix="agentic-iqa-out-") as scratch:
+        yield Path(scratch)
+        for path in sorted(Path(scratch).rglob("*")):
+            if path.is_file():
+                upload(path, join_under(text, path.relative_to(scratch).as_posix()))
 
 
 # --- cache and fetch --------------------------------------------------------------------------

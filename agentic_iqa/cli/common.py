@@ -23,7 +23,6 @@ from iqa_tools.errors import ToolError
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from rich.segment import Segment
 
@@ -236,16 +235,38 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-def _write_figures(drawn: list[Any], folder: Path, nothing: str) -> None:
+def _write_figures(drawn: list[Any], folder: str, nothing: str) -> None:
     """``eval report/compare --figures DIR``: each figure as SVG and PDF, the paths on stderr;
-    a folder that cannot be written is one line and exit 1, and no figure says why."""
+    DIR may be a store's URL.  A folder that cannot be written is one line and exit 1, and no
+    figure says why."""
+    from iqa_tools.errors import StorageError
+    from iqa_tools.storage import display, is_url, join_under, output_folder
+
     from ..jobs.figures import write_figures
 
     try:
-        written = write_figures(drawn, folder)
+        with output_folder(folder) as local:
+            written = write_figures(drawn, local)
+    except StorageError as exc:
+        _fail(f"cannot write figures to {display(folder)}: {exc}")
     except OSError as exc:
         _fail(f"cannot write figures into {folder}: {exc.strerror or exc}")
     for path in written:
-        err.print(f"wrote {path}", highlight=False, soft_wrap=True)
+        shown = join_under(folder, path.name) if is_url(folder) else str(path)
+        err.print(f"wrote {display(shown)}", highlight=False, soft_wrap=True)
     if not drawn:
         err.print(f"no figure: {nothing}", highlight=False, soft_wrap=True)
+
+
+def _write_page(write: Any, where: str) -> None:
+    """``--html PATH``: ``write(local_path)`` where the user asked, a path or a store's URL,
+    then "wrote ..." on stderr; a store that refuses is one line and exit 1."""
+    from iqa_tools.errors import StorageError
+    from iqa_tools.storage import display, output_file
+
+    try:
+        with output_file(where) as local:
+            write(local)
+    except StorageError as exc:
+        _fail(f"cannot write {display(where)}: {exc}")
+    err.print(f"wrote {display(where)}", highlight=False, soft_wrap=True)

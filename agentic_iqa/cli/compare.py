@@ -4,13 +4,12 @@ baseline (the table itself is :mod:`agentic_iqa.jobs.compare`)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from .common import _engine, _fail, _job_id, _safe_url, _write_figures, err, out
+from .common import _engine, _fail, _job_id, _safe_url, _write_figures, _write_page, out
 from .eval import _vlm_summary, export_rows
 
 
@@ -22,8 +21,9 @@ def compare(
                         "model, a column per dataset, SRCC/PLCC or accuracy in each cell")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="write an HTML page here")] = None,
-    figures: Annotated[Path | None, typer.Option(
+    html: Annotated[str | None, typer.Option(
+        "--html", help="write an HTML page here (a path, or a store's URL)")] = None,
+    figures: Annotated[str | None, typer.Option(
         "--figures", help="write the paired-difference figure here as SVG and PDF (a folder, "
                           "made if missing)")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0,
@@ -68,8 +68,7 @@ def compare(
     if figures is not None:
         _write_figures(drawn, figures, "no line has a difference from the baseline")
     if html is not None:
-        render_html(document, html, figures=drawn)
-        err.print(f"wrote {html}", highlight=False, soft_wrap=True)
+        _write_page(lambda local: render_html(document, local, figures=drawn), html)
     if as_json:
         from ..redact import redact
 

@@ -26,6 +26,7 @@ from .common import (
     _job_id,
     _safe_url,
     _write_figures,
+    _write_page,
     err,
     out,
     use_backend,
@@ -1091,13 +1092,17 @@ def export(
     job: Annotated[str | None, typer.Argument(
         help="job id or a unique prefix of one (default: the latest)")] = None,
     fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet")] = "csv",
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="file to write; - for standard output (default: "
-                               "job-<id>.<format> in this folder, and its name is printed)")
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="file to write, or a store's URL (s3://bucket/key.csv); - for "
+                               "standard output (default: job-<id>.<format> in this folder, "
+                               "and its name is printed)")
     ] = None,
 ) -> None:
     """One row per item: answer, score, reasoning, level probabilities, the model that
     answered, per-tool normalized and raw scores, severities, errors."""
+    from iqa_tools.errors import StorageError
+    from iqa_tools.storage import display
+
     from ..db.reads import JobNotFound
     from ..jobs.export import write_rows
     from .faults import disk_full
@@ -1110,35 +1115,39 @@ def export(
         columns, rows = export_rows(engine, job_id)
     except JobNotFound as exc:
         _fail(str(exc))
-    if output is not None and str(output) == "-":
+    if output == "-":
         try:
             write_rows(rows, "-", fmt, columns)
         except ValueError as exc:
             _fail(str(exc), code=2)
         return
-    path = output or Path(f"job-{job_id[:8]}.{fmt}")
+    path = _place(output) or Path(f"job-{job_id[:8]}.{fmt}")
     try:
         count = write_rows(rows, path, fmt, columns)
+    except StorageError as exc:
+        _fail(f"cannot write {display(str(path))}: {exc}")
     except OSError as exc:  # the results database is read, so the full disk is the file's
         if not disk_full(exc):
             raise
-        _fail(f"the disk holding {path.resolve()} is full (nothing was written): free some "
-              "space there, or write elsewhere with -o", code=2)
+        _fail(f"the disk holding {Path(path).resolve()} is full (nothing was written): free "
+              "some space there, or write elsewhere with -o", code=2)
+    shown = display(path) if isinstance(path, str) else str(path.resolve())
     note = "" if output else " (no -o given: the default name; -o - writes to standard output)"
-    err.print(f"wrote {count} rows to {path.resolve()}{note}", highlight=False, soft_wrap=True)
+    err.print(f"wrote {count} rows to {shown}{note}", highlight=False, soft_wrap=True)
 
 
 @eval_app.command("report")
 def report(
     job: Annotated[str | None, typer.Argument(
         help="job id or a unique prefix of one (default: the latest)")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="write an HTML report here")] = None,
+    html: Annotated[str | None, typer.Option(
+        "--html", help="write an HTML report here (a path, or a store's URL)")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
-    figures: Annotated[Path | None, typer.Option(
+    figures: Annotated[str | None, typer.Option(
         "--figures", help="write the report's figures here as SVG and PDF (a folder, made if "
-                          "missing)")] = None,
+                          "missing, or a store's URL)")] = None,
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
     the same per distortion type and level where the items give them.  ``--figures DIR``: the
@@ -1178,8 +1187,8 @@ def report(
     if figures is not None:
         _write_figures(drawn, figures, "no item has both a score and a MOS")
     if html is not None:
-        render_html(document, materialised, html, figures=drawn)
-        err.print(f"wrote {html}", highlight=False, soft_wrap=True)
+        _write_page(lambda local: render_html(document, materialised, local, figures=drawn),
+                    html)
     if as_json:
         from ..redact import redact
 

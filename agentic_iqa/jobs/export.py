@@ -89,6 +89,11 @@ def write_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str],
         import sys
 
         return (_write_csv if fmt == "csv" else _write_jsonl)(rows, sys.stdout, columns)
+    from iqa_tools.storage import is_url, output_file
+
+    if is_url(os.fspath(path)):  # written here, then put in the store whole
+        with output_file(path) as local:
+            return write_rows(rows, local, fmt, columns, batch_size=batch_size)
     target = Path(path)
     with _staged(target) as partial:
         if fmt == "csv":
