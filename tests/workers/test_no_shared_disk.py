@@ -3,9 +3,11 @@ a process with its own working directory, ``HOME`` and caches, meeting only thro
 PostgreSQL results database reached by URL, and an S3 bucket (a local moto server).
 
 The images exist only in the bucket; the manifest only in the submitter's folder; reports and
-exports land where the submitter asks.  A counting S3 front between every process and moto
-shows each object downloaded once per worker, and the scores match the same jobs run here on
-the same images as local files.
+exports land where the submitter asks.  A counting S3 front between every process and moto,
+which answers 1 request in 10 with ``503 SlowDown``, shows each object downloaded once per
+worker and no item lost, and the scores match the same jobs run here on the same images as
+local files: a 200-item metric job (the one ``benchmarks/object_store.py`` times) and an agent
+job on its first 6 rows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -37,32 +40,49 @@ from tests.iqa_tools.test_storage import Front, _front_handler  # noqa: E402
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-COUNT = 6
+COUNT = 200
+AGENT_COUNT = 6
 PREFIX = "photos"
 
 
 def _photos() -> dict[str, bytes]:
-    """``COUNT`` distinct small PNGs: crops and flips of the example photos."""
+    """``COUNT`` distinct small PNGs: crops and flips of the example photos (512x384)."""
     photos = {}
     sources = [Image.open(REPO / "examples" / name).convert("RGB")
                for name in ("i03_blurred.png", "i03_reference.png")]
     for index in range(COUNT):
-        source = sources[index % 2]
-        left, top = 24 * (index // 2), 16 * (index // 2)
+        source, step = sources[index % 2], index // 2
+        left, top = 16 * (step % 22), 12 * (step // 22)
         image = source.crop((left, top, left + 160, top + 120))
         if index % 3 == 2:
             image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
-        photos[f"p{index:02d}.png"] = buffer.getvalue()
+        photos[f"p{index:03d}.png"] = buffer.getvalue()
     return photos
+
+
+@dataclass
+class Throttling(Front):
+    """A front that answers every 10th request with ``503 SlowDown``, as a busy bucket does."""
+
+    requests: int = 0
+    throttled: int = 0
+
+    def take_fault(self) -> tuple[int, str] | str | None:
+        with self.lock:
+            self.requests += 1
+            if self.requests % 10:
+                return None
+            self.throttled += 1
+        return (503, "SlowDown")
 
 
 @pytest.fixture
 def front(moto_url: str) -> Iterator[Front]:
-    """The S3 endpoint every process of the deployment talks to: counts requests, passes
-    them on to moto."""
-    state = Front(upstream=moto_url)
+    """The S3 endpoint every process of the deployment talks to: counts requests, throttles
+    1 in 10, passes the rest on to moto."""
+    state = Throttling(upstream=moto_url)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _front_handler(state))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -106,7 +126,7 @@ def _local_jobs(folder: Path, manifest: Path) -> tuple[dict, dict]:
     upgrade(url)
     engine = make_engine(url)
     metric = lifecycle.submit(engine, manifest, tools=["PIQE"], image_dir=folder)
-    agent = lifecycle.submit(engine, manifest, image_dir=folder)
+    agent = lifecycle.submit(engine, manifest, image_dir=folder, limit=AGENT_COUNT)
     for job in (metric, agent):
         lifecycle.run_local(engine, job, AgentsCache(), workers=1)
     return _rows(engine, metric), _rows(engine, agent)
@@ -156,11 +176,12 @@ def test_a_submitter_and_workers_sharing_no_disk_run_jobs_from_a_bucket(
                 return subprocess.run(
                     [sys.executable, "-m", "agentic_iqa", *args], cwd=hosts["submitter"],
                     env={**cluster.env, **environment["submitter"]}, capture_output=True,
-                    text=True, timeout=120)
+                    text=True, timeout=300)
 
             source = f"s3://{bucket}/{PREFIX}"
             jobs = {}
-            for kind, extra in (("metric", ("--tools", "PIQE")), ("agent", ())):
+            for kind, extra in (("metric", ("--tools", "PIQE")),
+                                ("agent", ("--limit", str(AGENT_COUNT)))):
                 done = cli("eval", "submit", "manifest.csv", "--image-dir", source,
                            "--name", kind, "--wait", *extra)
                 assert done.returncode == 0, done.stderr[-3000:]
@@ -186,7 +207,7 @@ def test_a_submitter_and_workers_sharing_no_disk_run_jobs_from_a_bucket(
     metric_local, agent_local = _local_jobs(local_folder, manifest)
     for kind, local in (("metric", metric_local), ("agent", agent_local)):
         rows = on_store[kind]
-        assert set(rows) == set(photos)
+        assert set(rows) == set(list(photos)[:COUNT if kind == "metric" else AGENT_COUNT])
         assert {status for status, *_ in rows.values()} == {"done"}, rows
         assert rows == local, kind  # to the last digit
     assert all(set(raw) == {"PIQE"} for _, raw, _, _ in on_store["metric"].values())
@@ -202,9 +223,12 @@ def test_a_submitter_and_workers_sharing_no_disk_run_jobs_from_a_bucket(
     cached = {name: len(_cached_objects(folder)) for name, folder in hosts.items()}
     assert cached["tools"] == COUNT
     # The submitter and the coordination worker may read the objects too (a check of the
-    # images at submit, the VLM's view): then each once as well.
-    assert cached["coordinator"] in (0, COUNT) and cached["submitter"] in (0, COUNT), cached
+    # images at submit, the VLM's view of the agent job's): then each once as well.
+    assert cached["coordinator"] in (0, AGENT_COUNT, COUNT), cached
+    assert cached["submitter"] in (0, COUNT), cached
     assert sum(gets.values()) == sum(cached.values()), (gets, cached)
+    # The bucket answered 1 request in 10 with 503 SlowDown: retried, no item lost (above).
+    assert front.throttled >= COUNT // 10, (front.requests, front.throttled)
 
     # Outputs where the submitter asked, nowhere else.
     with (hosts["submitter"] / "out" / "metric.csv").open() as handle:
