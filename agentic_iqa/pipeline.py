@@ -408,8 +408,14 @@ def tool_step_cached(state: AgenticIQAState, registry: ToolRegistry) -> bool:
     """Whether the run's upcoming tool step only reads the score cache: every tool it calls has
     a cached score for these very files.  Such a step needs no tool (GPU) worker, so any worker
     may run it where it is, saving two broker hops.  Anything unforeseen (an unknown tool, an
-    FR tool without a reference, an unreadable file) says no: the tool worker handles it."""
+    FR tool without a reference, an unreadable file) says no: the tool worker handles it.  So
+    does an image in an object store: telling would download it to a host that has no other
+    use for its bytes (the cache is keyed by the content), which costs more than the hops."""
     if next_step(state) != EXECUTE:
+        return False
+    from iqa_tools.storage import is_url
+
+    if any(is_url(path) for path in (state["image_path"], state.get("reference_path") or "")):
         return False
     try:
         tools = _planned_tools(state)
