@@ -225,3 +225,39 @@ def moto_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     server.stop()
 
+
+@pytest.fixture
+def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A results database for jobs run through the CLI, and nothing from the caller's
+    environment deciding the broker or the VLM (each test sets what it runs)."""
+    url = f"sqlite:///{tmp_path / 'results.sqlite3'}"
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
+    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
+    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
+    monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
+    monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
+    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL"):
+        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
+    return url
+
+
+@pytest.fixture
+def object_store(moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                 ) -> Iterator[str]:
+    """The local S3 server as this process's store: its endpoint and a dummy credential in the
+    environment only (as a deployment gives them), an empty object cache in the test's folder,
+    no filesystem or digest remembered from another test; yields the endpoint."""
+    from iqa_tools import images, storage
+
+    for name, value in (("AWS_ENDPOINT_URL", moto_url), ("AWS_ACCESS_KEY_ID", "dummy-key-id"),
+                        ("AWS_SECRET_ACCESS_KEY", "dummy-secret"),
+                        ("AWS_DEFAULT_REGION", "us-east-1"),
+                        ("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects")),
+                        ("AGENTIC_IQA_TOOL_CACHE", "memory"), ("AGENTIC_IQA_DEVICE", "cpu")):
+        monkeypatch.setenv(name, value)
+    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL", "BROKER_URL"):
+        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
+    monkeypatch.setattr(images, "_OBJECT_CACHE", [])
+    storage.forget_filesystems()
+    yield moto_url
+    storage.forget_filesystems()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -13,19 +12,6 @@ from agentic_iqa.cli import app
 from tests.dataset_roots import koniq_root, livec_root
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'results.sqlite3'}"
-    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
-    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-    monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
-    monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
-    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL"):
-        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
-    return url
 
 
 def _submit(*args: str) -> list[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,23 +23,14 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def store(moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def store(object_store: str, results: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """An empty bucket; the endpoint and the credential in the environment only."""
-    from iqa_tools import storage
-
-    for name, value in (("AWS_ENDPOINT_URL", moto_url), ("AWS_ACCESS_KEY_ID", "dummy-key-id"),
-                        ("AWS_SECRET_ACCESS_KEY", SECRET), ("AWS_DEFAULT_REGION", "us-east-1"),
-                        ("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'jobs.sqlite3'}"),
-                        ("AGENTIC_IQA_TOOL_CACHE", "memory"), ("AGENTIC_IQA_DEVICE", "cpu"),
-                        ("AGENTIC_IQA_STORAGE_ATTEMPTS", "2"),
-                        ("AGENTIC_IQA_STORAGE_BACKOFF", "0.01")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AGENTIC_IQA_STORAGE_ATTEMPTS", "2")
+    monkeypatch.setenv("AGENTIC_IQA_STORAGE_BACKOFF", "0.01")
     bucket = f"results-{uuid.uuid4().hex[:10]}"
-    boto3.client("s3", endpoint_url=moto_url).create_bucket(Bucket=bucket)
-    storage.forget_filesystems()
-    yield bucket
-    storage.forget_filesystems()
+    boto3.client("s3", endpoint_url=object_store).create_bucket(Bucket=bucket)
+    return bucket
 
 
 def _objects(moto_url: str, bucket: str) -> dict[str, bytes]:

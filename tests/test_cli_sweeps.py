@@ -26,17 +26,10 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'results.sqlite3'}"
-    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
-    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-    monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
+def results(results: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The CLI's results database, and a key for the simulated OpenAI-compatible model."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-key")
-    monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
-    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL"):
-        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
-    return url
+    return results
 
 
 def _roots(livec_dir: Path, folder: Path) -> tuple[Path, Path]:

@@ -21,25 +21,12 @@ pytest.importorskip("moto.server")
 
 
 @pytest.fixture
-def bucket(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+def bucket(object_store: str) -> Iterator[str]:
     """An empty bucket, credentials and endpoint in the environment only; this process's
     object cache empty, in the test's folder."""
-    from iqa_tools import images, storage
-
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "dummy-key-id")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects"))
-    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL", "BROKER_URL"):
-        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
     name = f"datasets-{uuid.uuid4().hex[:10]}"
-    boto3.client("s3", endpoint_url=moto_url).create_bucket(Bucket=name)
-    monkeypatch.setattr(images, "_OBJECT_CACHE", [])
+    boto3.client("s3", endpoint_url=object_store).create_bucket(Bucket=name)
     yield name
-    storage.forget_filesystems()
 
 
 def _upload(folder: Path, moto_url: str, bucket: str, prefix: str) -> str:

@@ -18,29 +18,16 @@ PHOTOS = ("i03_blurred.png", "i03_reference.png")
 
 
 @pytest.fixture
-def bucket(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+def bucket(object_store: str) -> Iterator[str]:
     """A bucket holding the example photos under ``photos/``; this process's object cache
     empty, in the test's folder."""
-    from iqa_tools import images, storage
-
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "dummy-key-id")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects"))
-    monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-    monkeypatch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-    for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL", "BROKER_URL"):
-        monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)
     name = f"photos-{uuid.uuid4().hex[:10]}"
-    client = boto3.client("s3", endpoint_url=moto_url)
+    client = boto3.client("s3", endpoint_url=object_store)
     client.create_bucket(Bucket=name)
     for photo in PHOTOS:
         client.put_object(Bucket=name, Key=f"photos/{photo}",
                           Body=(REPO / "examples" / photo).read_bytes())
-    monkeypatch.setattr(images, "_OBJECT_CACHE", [])
     yield name
-    storage.forget_filesystems()
 
 
 def _scores(engine, job_id: str) -> dict[str, tuple[str, dict, str | None]]:
