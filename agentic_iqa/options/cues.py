@@ -2,8 +2,9 @@
 
 Kept apart from the reading (:mod:`agentic_iqa.options`) so that the vocabulary can grow
 without touching the rule: what may touch a letter, what makes "A" the article, which words
-commit to an answer, which negate or hedge one.  Every pattern is case-insensitive except the
-letters themselves, which the reader inserts case-sensitively where only a capital may count.
+commit to an answer, which negate or hedge one, which concede or set one aside.  Every pattern
+is case-insensitive except the letters themselves, which the reader inserts case-sensitively
+where only a capital may count.
 """
 
 from __future__ import annotations
@@ -87,6 +88,65 @@ NEGATION_AFTER = re.compile(
     r"(?:both\s+|all\s+)?(?:look|looks|seem|seems|sound|sounds)\s+(?:wrong|incorrect|off|"
     r"unlikely)\b|:\s*(?:no|not|wrong|incorrect|too)\b|\?\s*(?:no|nope)\b|"
     r"[-–—]\s*(?:no|wrong|incorrect)\b(?=\s*(?:[.,;!\n]|$)))", re.I)
+#: What ends a sentence, for the rules that weigh a letter by the sentence it stands in.
+SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|\n|[。！？；]")
+#: Words that open a clause the sentence concedes: "Although B fits the grain, ...", "While
+#: option C crossed my mind, ...".  A letter in such a clause is no answer on any tier.
+CONCESSIVE = re.compile(r"\b(?:although|though|while|whilst|whereas|despite|albeit|granted|"
+                        r"even\s+if)\b", re.I)
+#: Words that weigh one side of a sentence against the other ("The noise (B) is visible but the
+#: blur dominates", "There is a little blur (B), though the blocking is far more visible").
+#: Which side is the point depends on the words, so a letter mentioned on either side of one
+#: is not read as an answer unless the reply commits to it.
+CONTRAST = re.compile(r"\b(?:but|yet|however|though|although|while|whilst|whereas|"
+                      r"nevertheless|nonetheless|even\s+so|that\s+said|then\s+again|"
+                      r"on\s+the\s+other\s+hand|aber|mais|pero)\b|但|然而", re.I)
+#: A contrast that corrects a negation rather than weighing two sides: "It is not A, but B".
+CORRECTIVE = re.compile(r"but|aber|mais|pero", re.I)
+NOT = re.compile(r"\b(?:not|no|never|neither|nor|nothing|nicht|pas)\b|n['’]t\b", re.I)
+#: A sentence that opens by setting the one before it aside: "Option B is plausible; however,
+#: the blur is heavier".
+SETS_PREVIOUS_ASIDE = re.compile(r"[\s*_`\"'#>•\-]*(?:but|yet|however|still|nevertheless|"
+                                 r"nonetheless|even\s+so|that\s+said|then\s+again|"
+                                 r"on\s+the\s+other\s+hand|mais|aber|pero)\b", re.I)
+#: After a letter (and its option text): the model considered it and moved on: "B is
+#: tempting", "Slight (B) was my first thought", "(C) crossed my mind", "A (Noise): present,
+#: but minor", "compression (C) is barely noticeable", "the noise (A) is a minor point".
+SET_ASIDE_AFTER = re.compile(
+    r"[)\]）*_`\"']*\s*[:\-–—]?\s*(?:(?:(?:is|was|seems|looks|sounds|feels|would\s+be|are|"
+    r"were)\s+)?(?:(?:very|quite|rather|somewhat|initially|also|a\s+bit)\s+)?tempting\b|"
+    r"(?:is|was)\s+(?:my\s+)?(?:first|initial)\s+(?:thought|instinct|impression|guess|"
+    r"reaction|pick)\b|crossed\s+my\s+mind\b|comes?\s+to\s+mind\b|came\s+to\s+mind\b|"
+    r"(?:(?:is|are|was|were)\s+)?(?:present|visible|noticeable|detectable|there)\s*,?\s+"
+    r"but\b|(?:is|are)\s+(?:only\s+)?(?:a\s+)?(?:minor|secondary|side)\s+(?:point|issue|"
+    r"factor|concern|detail|effect)\b|(?:is|are)\s+(?:barely|hardly|only\s+slightly)\s+"
+    r"(?:noticeable|visible|present|perceptible)\b|(?:is|are)\s+(?:minimal|negligible)\b|"
+    r"(?:is|was)\s+a\s+close\s+second\b|looked\s+(?:right|correct|good)\s+at\s+first\b)",
+    re.I)
+#: Before a letter, in its clause: "It's tempting to say D", "At first glance B", "My first
+#: thought was C".
+SET_ASIDE_BEFORE = re.compile(
+    r"\btempting\s+to\s+(?:say|pick|choose|go\s+with|call\s+it|give\s+it)\b|"
+    r"\bat\s+first\s+(?:glance|sight)\b|\binitially\b|\bmy\s+(?:first|initial)\s+"
+    r"(?:thought|instinct|impression|guess|reaction)\s+(?:was|is)\b", re.I)
+#: Before a letter, within ``MINOR_REACH`` words in its clause: a side point ("with some (C)
+#: blocking", "plus some noise (A)", "there is also slight grain (A)", "a few noisy pixels
+#: (A)"), unless the word is the option's own text (severity's "Slight (B)").
+MINOR_BEFORE = re.compile(
+    r"\b(?:some|a\s+little|a\s+bit\s+of|a\s+touch\s+of|a\s+hint\s+of|hints?\s+of|"
+    r"traces?\s+of|a\s+few|slight|slightly|minor|mild|mildly|faint|faintly|also|plus|"
+    r"as\s+well\s+as|along\s+with|in\s+addition\s+to|besides|apart\s+from|aside\s+from)\b",
+    re.I)
+MINOR_REACH = 4
+#: After a letter, in its clause: "noise (A) is also visible", "noise (A) in places too".
+MINOR_AFTER = re.compile(r"[)\]）*_`\"']*(?:\s+\S+){0,6}?\s+(?:also\b|too\s*(?=[.,;!?]|$)|"
+                         r"as\s+well\s*(?=[.,;!?]|$))", re.I)
+#: Words that put a sentence's weight on one clause: "Mostly blur, with some (C) blocking".
+#: A letter in another clause of the same sentence is a side point.
+DOMINANT = re.compile(
+    r"\b(?:mostly|mainly|chiefly|primarily|predominantly|largely|(?:pre)?domina\w*|main|"
+    r"principal|primary|biggest|major|strongest|worst|stands?\s+out)\b", re.I)
+
 #: Between the two letters of a hedge: "A or B", "B/C", "A vs B", "B 或 C".
 HEDGE_OR = (r"\s*,?\s*(?:or|/|oder|ou|o|或者?|vs\.?|versus)\s*"
             r"(?:(?:maybe|perhaps|possibly|probably|even|also)\s+)?")

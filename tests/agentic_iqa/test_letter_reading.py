@@ -58,7 +58,8 @@ def test_the_graded_corpus_reads_no_letter_the_model_did_not_choose():
 def test_the_corpus_covers_what_hosted_models_write():
     categories = {graded.category for graded in CORPUS}
     assert {"negation", "hedge", "committed then reasoning", "cut off", "option A as a word",
-            "no answer", "lower case", "markdown"} <= categories
+            "no answer", "lower case", "markdown", "set aside", "set aside, then a letter",
+            "passing mention", "committed with a caveat"} <= categories
     assert {graded.style for graded in CORPUS} == {"gpt", "claude", "qwen"}
     assert sum(graded.expected is None for graded in CORPUS) >= 40
 
