@@ -337,6 +337,34 @@ def _unknown_tool(value: Any) -> bool:
     return tool_in(value, [spec.name for spec in _catalog()]) is None
 
 
+#: The plan's fields that the input decides: a model's reply may leave them out when the
+#: validation context gives "defaults" (the planner does, from the query and the images).
+_INPUT_FIELDS = ("reference_mode", "distortion_source", "query_scope")
+
+
+def _with_defaults(data: Mapping[str, Any], defaults: Mapping[str, Any],
+                   filled: list[str]) -> dict[str, Any]:
+    """``data`` with the fields the input decides and the four flags taken from ``defaults``
+    where the model left them out (or wrote null; a null scope is already the whole image), so
+    a plan short of them is still a plan; each field filled is appended to ``filled``."""
+    data = dict(data)
+    for key in _INPUT_FIELDS:
+        if key in defaults and (key not in data or (data[key] is None and key != "query_scope")):
+            data[key] = defaults[key]
+            filled.append(key)
+    flags = {} if data.get("plan") is None else data["plan"]
+    if not isinstance(flags, Mapping) or not isinstance(defaults.get("plan"), Mapping):
+        return data  # not flags at all: left for validation to refuse
+    flags = {("tool_execution" if key == "tool_execute" else key): value for key, value in
+             _field_keys(flags, [*PlanControlFlags.model_fields, "tool_execute"]).items()}
+    lacking = [flag for flag in _PLAN_FLAGS if flags.get(flag) is None]
+    if lacking:
+        data["plan"] = {**flags, **{flag: defaults["plan"][flag] for flag in lacking}}
+        filled.extend(["plan"] if len(lacking) == len(_PLAN_FLAGS)
+                      else [f"plan.{flag}" for flag in lacking])
+    return data
+
+
 class PlannerOutput(_StateModel):
     """The Planner's plan: what the query is about and which Executor subtasks to run."""
 
@@ -388,6 +416,9 @@ class PlannerOutput(_StateModel):
         if not isinstance(data, Mapping):
             return data
         data = {**data, "plan": _flags_named(data.get("plan"))}
+        if isinstance(info.context, dict) and isinstance(info.context.get("defaults"), Mapping):
+            data = _with_defaults(data, info.context["defaults"],
+                                  info.context.setdefault("filled", []))
         tool = _one_tool(data.get("required_tool"))
         data["required_tool"] = tool
         stored = isinstance(info.context, dict) and info.context.get("stored")

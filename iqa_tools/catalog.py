@@ -126,6 +126,16 @@ class ToolSpec(_Strict):
     from_paper: bool = True
     default: bool = Field(default=True, description="offered to automatic tool selection")
     notes: str | None = None
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="other names people write for this tool (\"Multi-Scale SSIM\", \"peak "
+        "signal-to-noise ratio\"): looked up as its name is",
+    )
+    family: str | None = Field(
+        default=None, min_length=1,
+        description="the name this tool shares with its other variants (\"TOPIQ\", "
+        "\"WaDIQaM\"): written alone it names none of them for certain",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ToolSpec:
@@ -138,6 +148,9 @@ class ToolSpec(_Strict):
             raise ValueError(f"score_range must be increasing, got {self.score_range}")
         if self.weight_kwarg is not None and len(self.pyiqa_weight_files) != 1:
             raise ValueError("weight_kwarg needs exactly one weight file in the pyiqa cache")
+        for spelling in (*self.aliases, self.family or "x"):
+            if not _lookup_key(spelling):
+                raise ValueError(f"alias or family {spelling!r} has no letter or digit")
         return self
 
     @property
@@ -192,11 +205,14 @@ def _merge_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _lookup_key(name: str) -> str:
-    return re.sub(r"[\s_\-]", "", name).lower()
+    """A spelling reduced to its letters and digits, lower case: "MS-SSIM", "ms_ssim" and
+    "MS SSIM" are one key, and so are "TOPIQ (full-reference)" and "topiq full reference"."""
+    return re.sub(r"[\W_]", "", name).lower()
 
 
 class Catalog:
-    """All tools by name; look-ups ignore case, '-' and '_' and accept pyiqa names."""
+    """All tools by name; look-ups ignore case, spaces and punctuation and accept pyiqa names,
+    display names and aliases.  A family name ("WaDIQaM") is no look-up key: it is ambiguous."""
 
     def __init__(self, tools: Iterable[ToolSpec]) -> None:
         self.tools: dict[str, ToolSpec] = {tool.name: tool for tool in tools}
@@ -206,6 +222,24 @@ class Catalog:
         for tool in self.tools.values():
             if tool.pyiqa_name:
                 self._index.setdefault(_lookup_key(tool.pyiqa_name), tool.name)
+        for tool in self.tools.values():
+            for alias in tool.aliases:
+                owner = self._index.setdefault(_lookup_key(alias), tool.name)
+                if owner != tool.name:
+                    raise MetadataError(f"alias {alias!r} of {tool.name!r} is already a "
+                                        f"spelling of {owner!r}")
+        for tool in self.tools.values():
+            self._index.setdefault(_lookup_key(tool.display_name), tool.name)
+        self.families: dict[str, tuple[str, ...]] = {}
+        for tool in self.tools.values():
+            if tool.family is None:
+                continue
+            key = _lookup_key(tool.family)
+            if key in self._index:
+                raise MetadataError(f"family {tool.family!r} of {tool.name!r} is also a "
+                                    f"spelling of {self._index[key]!r}; a family name must "
+                                    "name no single tool")
+            self.families[key] = (*self.families.get(key, ()), tool.name)
 
     def __iter__(self) -> Iterator[ToolSpec]:
         return iter(self.tools.values())
@@ -230,6 +264,10 @@ class Catalog:
 
     def of_type(self, kind: Literal["FR", "NR"]) -> list[ToolSpec]:
         return [tool for tool in self if tool.type == kind]
+
+    def spellings(self) -> dict[str, str]:
+        """Every look-up key (see :func:`_lookup_key`) and the tool it names."""
+        return dict(self._index)
 
 
 DEFAULT_METADATA = "metadata/tools.json"

@@ -1,20 +1,43 @@
 """The Planner: query (+ image, + optional reference) -> validated PlannerOutput.
 
-The model's plan is read tolerantly (:mod:`.jsonreply`, the state's validators), then the parts
-that the input itself decides are set from the input, whatever the model wrote
-(:func:`reconcile`): the reference mode follows whether a reference is given, a tool is required
-only when the query names it as a tool (and never one it rules out), named distortions are looked
-at and not detected again, and an "Other" question runs no executor subtask.
+The model plans; the input only corrects what it disproves (issue 39).  The model's plan is
+read tolerantly (:mod:`.jsonreply`, the state's validators); the fields the input decides may
+be missing from it (they are filled in from the input, with a note in the log:
+:func:`input_defaults`).  Then :func:`reconcile` overrides the model only where the input
+proves it wrong:
+
+- the reference mode: "Full-Reference" exactly when a reference is given;
+- tools: a tool the query names unambiguously, in any catalogue spelling or alias ("Multi-Scale
+  SSIM" is MS-SSIM, not SSIM), is required and one it rules out is excluded; a query naming no
+  tool requires none.  A family name ("TOPIQ", "WaDIQaM") is decided by a qualifier beside it
+  ("the full-reference one", "(NR)", "blind"), else the model's choice stands when it is one of
+  the family, else the one member that fits the reference mode, if exactly one does;
+- distortions: a category the query names with a word that only ever names a distortion
+  ("blurry", "too dark", "JPEG") is Explicit, analysed and not detected.  Words that may as well
+  describe the content ("dark", "bright", "colour", "details", "flat", "lighting":
+  ``query.AMBIGUOUS_DISTORTION_TERMS``) never override the model: where it read them as a
+  distortion or as content, its reading stands.  A question about what the picture shows ("what
+  colour is the car?", "how many people are there?") is no distortion question: nothing is made
+  Explicit from its words and detection is not turned off for them; the model's plan stands;
+- an "Other" question (taste, style) runs no executor subtask.
+
+Everything else (query type, scope, answer mode, analysis) is the model's.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
-from ..query import categories_in, excluded_tools_in, parse_query, tool_in
+from ..query import (
+    distortion_words,
+    excluded_tools_in,
+    parse_query,
+    planned_subtasks,
+    required_tool_in,
+)
 from ..state import PlanControlFlags, PlannerError, PlannerOutput
 from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from .jsonreply import ask_json
@@ -44,8 +67,17 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
         context={"query": query, "has_reference": reference_path is not None,
                  "tool_names": tool_names, "replan_reason": replan_reason},
     )
+    defaults = input_defaults(query, reference_path is not None, tool_names)
+    filled: list[str] = []
+
+    def validate(data: dict[str, Any]) -> PlannerOutput:
+        context: dict[str, Any] = {"defaults": defaults, "filled": []}
+        plan = PlannerOutput.model_validate(data, context=context)
+        filled[:] = context["filled"]
+        return plan
+
     try:
-        outcome = ask_json(client, request, PlannerOutput.model_validate)
+        outcome = ask_json(client, request, validate)
     except (TransientVLMError, FatalVLMError):
         raise  # retried later by the caller; or stops a job: a permanent error fails below
     except VLMError as exc:
@@ -58,7 +90,27 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
             retry_count=outcome.attempts - 1,
             backend=getattr(client, "backend", None),
         ))
+    if filled:
+        log.warning("plan: the model's reply left out %s; taken from the input: %s",
+                    ", ".join(filled), {key: defaults[key.split(".")[0]] for key in filled})
     return reconcile(outcome.value, query, reference_path is not None, tool_names)
+
+
+def input_defaults(query: str, has_reference: bool, tool_names: list[str]) -> dict[str, Any]:
+    """The plan fields the input decides, for a reply that leaves them out: the reference mode;
+    the scope (the objects the query names, else "Global"); the source ("Explicit" when a word
+    of the query reads as a distortion, so the model's distortions are kept); the four flags
+    by the paper's rules.  :func:`reconcile` then corrects them as it does a model's."""
+    words = distortion_words(query, tool_names).read
+    objects = list(parse_query(query, tool_names).objects)
+    tool = required_tool_in(query, tool_names, reference=has_reference) if tool_names else None
+    return {
+        "reference_mode": "Full-Reference" if has_reference else "No-Reference",
+        "distortion_source": "Explicit" if words else "Inferred",
+        "query_scope": objects or "Global",
+        "plan": planned_subtasks(explicit=bool(words), region=bool(objects),
+                                 tool=tool is not None),
+    }
 
 
 def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
@@ -66,10 +118,12 @@ def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
     """``plan`` with what the input proves taken from the input, the rest as the model wrote it;
     each change is logged.
 
-    The input proves: the reference mode; the tools the query names (in any catalogue spelling)
-    and the ones it rules out; the distortions the query names, which are then looked at and not
-    detected; that an "Other" question (taste, style) runs no executor subtask.  The distortions'
-    object keys are put on the plan's scope, so the evidence is gathered for what is asked.
+    The input proves (the module's rule): the reference mode; the tools the query names
+    unambiguously and the ones it rules out (a family name by its qualifier, else the model's
+    member of it, else the one that fits the reference mode); the distortions the query names by
+    unambiguous words, which are then looked at and not detected; that an "Other" question
+    (taste, style) runs no executor subtask.  The distortions' object keys are put on the plan's
+    scope, so the evidence is gathered for what is asked.
     """
     changes: dict[str, object] = {}
     mode = "Full-Reference" if has_reference else "No-Reference"
@@ -77,9 +131,10 @@ def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
         changes["reference_mode"] = mode
     required, excluded = plan.required_tool, plan.excluded_tools
     if tool_names:
-        required = tool_in(query, tool_names)
+        required = required_tool_in(query, tool_names, reference=has_reference,
+                                    chosen=plan.required_tool)
         excluded = excluded_tools_in(query, tool_names)
-    distortions, scope = _distortions(plan, query)
+    distortions, scope = _distortions(plan, query, tool_names)
     if distortions != plan.distortions:
         changes["distortions"] = distortions
     if scope != plan.query_scope:
@@ -126,17 +181,18 @@ def _fold(name: str) -> str:
     return re.sub(r"^(?:the|a|an)\s+", "", name.strip().casefold())
 
 
-def _distortions(plan: PlannerOutput, query: str
+def _distortions(plan: PlannerOutput, query: str, tool_names: list[str]
                  ) -> tuple[dict[str, list[str]] | None, list[str] | Literal["Global"]]:
     """The plan's distortions and scope as the query proves them.
 
-    Distortions the query names are added where the model left them out; a model's distortions
-    it marked "Inferred" (guesses, not named) are dropped when the query names none; a model's
-    "Explicit" ones stay (a word the query's word list lacks).  Keys are put on the scope: the
-    whole image's ("Global") go to each scoped object, a key the scope lacks goes to the single
-    object or, when the query names it, joins the scope (the spec's fallback: Global)."""
+    Distortions the query names by unambiguous words are added where the model left them out; a
+    model's distortions it marked "Inferred" (guesses, not named) are dropped when the query
+    names none so; a model's "Explicit" ones stay (an ambiguous word it read as a distortion, or
+    a word the query's word list lacks).  Keys are put on the scope: the whole image's
+    ("Global") go to each scoped object, a key the scope lacks goes to the single object or,
+    when the query names it, joins the scope (the spec's fallback: Global)."""
     # An "Other" question's words ("a calm colour palette") name a taste, not a distortion.
-    named = categories_in(query) if plan.query_type == "IQA" else []
+    named = distortion_words(query, tool_names).certain if plan.query_type == "IQA" else ()
     model = plan.distortions or {}
     if not named and plan.distortion_source != "Explicit":
         model = {}

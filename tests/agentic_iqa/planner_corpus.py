@@ -9,11 +9,23 @@ The human plan (``want``) follows the paper's planner rules (``/work/shared/spec
 applied to the query alone, never to the reply: "Other" for taste, style, mood; the scope is the
 objects the query names; distortions are the categories the query names (the options of a
 multiple-choice question included), per object, else null; the reference mode follows the input;
-a tool is required only when the query names it as a tool, and a tool it rules out is excluded;
-flags are all off for "Other" (a tool the query names is still run), detection exactly when no
-distortion is named, analysis on, and tools: region and tool -> run without selection, region
-only -> none, tool only -> run without selection, neither -> select and run.  A tool the
-catalogue lacks is no required tool: a tool is selected.
+a tool is required only when the query names it as a tool, in any spelling or alias ("Multi-Scale
+SSIM" is MS-SSIM), and a tool it rules out is excluded; flags are all off for "Other" (a tool the
+query names is still run), detection exactly when no distortion is named, analysis on, and
+tools: region and tool -> run without selection, region only -> none, tool only -> run without
+selection, neither -> select and run.  A tool the catalogue lacks is no required tool: a tool is
+selected.  A plan missing fields is graded as any other: the grade is the query's.
+
+Issue 39 ("the model plans; the input only corrects what it disproves") adds: where the
+query's words are ambiguous, the grade is what a careful reader derives, which is the model's
+plan when that is a reasonable reading.  A word that may describe content ("the dark car", "a
+flat roof", "the bright red jacket") names no distortion there; read as a distortion ("is this
+photo dark?") it does.  A family name ("TOPIQ", "WaDIQaM") is the variant its qualifier says
+("the full-reference one", "(NR)", "blind"), else the model's member of it, else the one that
+fits the reference mode.  A question about what the picture shows ("what colour is the car?",
+"how many people are there?") names no distortion: its grade is the paper's plan of a question
+that names none, or the model's own reading where that is reasonable (tagged "model reading":
+there the builtin planner, which has no model, may read it otherwise).
 
 ``flags`` spells the four flags as detection, analysis, selection, execution ("0111").  A scope
 entry may give other spellings of the same object after "|" ("person's face|face").  Scope and
@@ -21,7 +33,9 @@ distortion keys are compared without case or a leading article; distortion lists
 
 The corpus was written after the reading fixes of issue 29, by the author of those fixes, and
 graded in full before it was first read by them: its figure is not an independent estimate.
-Misses are kept as they are: a grade follows the rules above, never the reader.
+The entries tagged "issue39" were written and graded with the fixes of issue 39, by their
+author, and are not independent either.  Misses are kept as they are: a grade follows the
+rules above, never the reader.
 """
 
 from __future__ import annotations
@@ -724,6 +738,398 @@ PSNR needs a reference anyway, so a no-reference sharpness tool will be selected
         '"plan": {"distortion_detection": false, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": false}}',
         Want("0000", query_type="Other"), tags=("other",)),
+    # -- issue 39: the model plans; the input only corrects what it disproves ---------------
+    PlannerReply(
+        "Multi-Scale SSIM index", "gpt", "Check this with the Multi-Scale SSIM index.", True,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "MS-SSIM", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "explanation"}',
+        Want("1101", required_tool="MS-SSIM"), tags=("issue39", "alias")),
+    PlannerReply(
+        "structural similarity index", "claude",
+        "Compare it with the reference using the structural similarity index.", True,
+        """I'll compare the image against its reference with the requested metric.
+
+```json
+{
+  "query_type": "IQA",
+  "query_scope": "Global",
+  "distortion_source": "Inferred",
+  "distortions": null,
+  "reference_mode": "Full-Reference",
+  "required_tool": "SSIM",
+  "plan": {"distortion_detection": true, "distortion_analysis": true,
+           "tool_selection": false, "tool_execution": true},
+  "answer_mode": "explanation"
+}
+```
+
+SSIM (the structural similarity index) needs the reference, which is given.""",
+        Want("1101", required_tool="SSIM"), tags=("issue39", "alias")),
+    PlannerReply(
+        "peak signal-to-noise ratio", "gpt",
+        "What is the peak signal-to-noise ratio of this image against the reference?", True,
+        '```json\n{"query_type": "IQA", "query_scope": "Global", "distortion_source": '
+        '"Inferred", "distortions": null, "reference_mode": "Full-Reference", '
+        '"required_tool": "PSNR", "plan": {"distortion_detection": true, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}, '
+        '"answer_mode": "explanation"}\n```',
+        Want("1101", required_tool="PSNR"), tags=("issue39", "alias")),
+    PlannerReply(
+        "signal to noise written apart", "qwen",
+        "Is the image noisy? Check it with the peak signal to noise ratio.", True,
+        '{"queryType": "iqa", "queryScope": "global", "distortionSource": "explict", '
+        '"distortions": {"global": ["noise"]}, "referenceMode": "full-reference", '
+        '"requiredTool": "psnr", "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execute": true}}',
+        Want("0101", distortions={"Global": ("Noise",)}, required_tool="PSNR"),
+        tags=("issue39", "alias")),
+    PlannerReply(
+        "visual information fidelity", "gpt",
+        "Measure the visual information fidelity of this image to its reference.", True,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "VIF", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}}',
+        Want("1101", required_tool="VIF"), tags=("issue39", "alias")),
+    PlannerReply(
+        "natural image quality evaluator", "claude",
+        "Rate this photo with the Natural Image Quality Evaluator.", False,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "No-Reference", "required_tool": "NIQE",
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true},
+ "answer_mode": "scoring"}
+```
+
+The Natural Image Quality Evaluator is NIQE, a no-reference metric.""",
+        Want("1101", required_tool="NIQE"), tags=("issue39", "alias")),
+    PlannerReply(
+        "gradient magnitude similarity deviation", "qwen",
+        "Use gradient-magnitude similarity deviation to compare it with the reference.", True,
+        '{"query_type": "iqa", "query_scope": ["Global"], "distortion_source": "inferred", '
+        '"distortions": "none", "reference_mode": "full reference", "required_tool": "gmsd", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execute": true}}',
+        Want("1101", required_tool="GMSD"), tags=("issue39", "alias")),
+    PlannerReply(
+        "multiscale structural similarity", "gpt",
+        "Score this against the reference with multiscale structural similarity.", True,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "MS-SSIM", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1101", required_tool="MS-SSIM"), tags=("issue39", "alias")),
+    PlannerReply(
+        "feature similarity", "claude",
+        "How similar is this image to the reference by feature similarity (FSIM)?", True,
+        """Plan:
+
+```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "Full-Reference", "required_tool": "FSIM",
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true}}
+```""",
+        Want("1101", required_tool="FSIM"), tags=("issue39", "alias")),
+    PlannerReply(
+        "clip iqa lower case", "gpt", "Use clip iqa to check whether the photo is blurry.", False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
+        '"distortions": {"Global": ["Blurs"]}, "reference_mode": "No-Reference", '
+        '"required_tool": "CLIP-IQA", "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}}',
+        Want("0101", distortions={"Global": ("Blurs",)}, required_tool="CLIPIQA"),
+        tags=("issue39", "alias")),
+    PlannerReply(
+        "no-reference WaDIQaM on noise", "claude",
+        "Is the photo noisy according to the no-reference WaDIQaM?", False,
+        """```json
+{
+  "query_type": "IQA",
+  "query_scope": "Global",
+  "distortion_source": "Explicit",
+  "distortions": {"Global": ["Noise"]},
+  "reference_mode": "No-Reference",
+  "required_tool": "WaDIQaM_NR",
+  "plan": {"distortion_detection": false, "distortion_analysis": true,
+           "tool_selection": false, "tool_execution": true}
+}
+```""",
+        Want("0101", distortions={"Global": ("Noise",)}, required_tool="WaDIQaM_NR"),
+        tags=("issue39", "alias", "family")),
+    PlannerReply(
+        "TOPIQ, the full-reference one", "gpt", "Score it with TOPIQ, the full-reference one.",
+        True,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "TOPIQ_FR", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+    PlannerReply(
+        "TOPIQ (full-reference) display name", "qwen",
+        "Use TOPIQ (full-reference) on this image and its reference.", True,
+        '{"queryType": "iqa", "queryScope": "global", "distortionSource": "inferred", '
+        '"distortions": null, "referenceMode": "FR", "requiredTool": "TOPIQ (full-reference)", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execute": true}}',
+        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+    PlannerReply(
+        "full-reference version of TOPIQ", "claude",
+        "Rate this image with the full-reference version of TOPIQ.", True,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "Full-Reference", "required_tool": "TOPIQ_FR",
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true},
+ "answer_mode": "scoring"}
+```""",
+        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+    PlannerReply(
+        "bare TOPIQ, family name as the tool", "gpt", "Score it with TOPIQ.", True,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "TOPIQ", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+    PlannerReply(
+        "bare WaDIQaM, the model's member", "gpt", "Use WaDIQaM to rate this image.", False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "WaDIQaM_NR", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1101", required_tool="WaDIQaM_NR"), tags=("issue39", "family")),
+    PlannerReply(
+        "bare WaDIQaM with a reference", "claude",
+        "Use WaDIQaM to rate this image against the reference.", True,
+        """The user names the WaDIQaM family; with a reference image the full-reference variant
+applies.
+
+```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "Full-Reference", "required_tool": "WaDIQaM",
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true}}
+```""",
+        Want("1101", required_tool="WaDIQaM_FR"), tags=("issue39", "family")),
+    PlannerReply(
+        "qualifier overrides the model's member", "gpt",
+        "Use WaDIQaM in its no-reference form, even though a reference is given.", True,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "WaDIQaM_FR", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}}',
+        Want("1101", required_tool="WaDIQaM_NR"), tags=("issue39", "family")),
+    PlannerReply(
+        "a family ruled out", "qwen", "Don't use WaDIQaM; just rate the image.", False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "WaDIQaM_NR", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1111", excluded_tools=("WaDIQaM_FR", "WaDIQaM_NR")), tags=("issue39", "family")),
+    PlannerReply(
+        "SSIM, not the multi-scale one", "gpt",
+        "Compare it to the reference with SSIM, not the multi-scale SSIM.", True,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "SSIM", '
+        '"excluded_tools": ["MS-SSIM"], "plan": {"distortion_detection": true, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}}',
+        Want("1101", required_tool="SSIM", excluded_tools=("MS-SSIM",)),
+        tags=("issue39", "alias", "exclusion")),
+    PlannerReply(
+        "a variant the catalogue lacks", "claude", "Rate it with the NR version of TOPIQ.", False,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "No-Reference", "required_tool": "TOPIQ_FR",
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true},
+ "answer_mode": "scoring"}
+```
+
+TOPIQ_FR is the closest available TOPIQ model.""",
+        Want("1111"), tags=("issue39", "family")),
+    PlannerReply(
+        "dark as a colour of the car", "gpt", "Is the dark car in the driveway blurry?", False,
+        '{"query_type": "IQA", "query_scope": ["car"], "distortion_source": "Explicit", '
+        '"distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference", '
+        '"required_tool": null, "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
+        Want("0100", query_scope=("car|dark car",), distortions={"car": ("Blurs",)}),
+        tags=("issue39", "ambiguous word")),
+    PlannerReply(
+        "bright as a colour of the jacket", "claude", "Is the bright red jacket noisy?", False,
+        """```json
+{
+  "query_type": "IQA",
+  "query_scope": ["jacket"],
+  "distortion_source": "Explicit",
+  "distortions": {"jacket": ["Noise"]},
+  "reference_mode": "No-Reference",
+  "required_tool": null,
+  "plan": {"distortion_detection": false, "distortion_analysis": true,
+           "tool_selection": false, "tool_execution": false}
+}
+```
+
+"Bright red" describes the jacket; the question is about noise.""",
+        Want("0100", query_scope=("jacket|red jacket",), distortions={"jacket": ("Noise",)}),
+        tags=("issue39", "ambiguous word")),
+    PlannerReply(
+        "flat as the shape of the roof", "qwen", "Does the flat roof of the barn look noisy?",
+        False,
+        '{"queryType": "iqa", "queryScope": ["roof"], "distortionSource": "explicit", '
+        '"distortions": {"roof": ["noise"]}, "referenceMode": "no reference", '
+        '"requiredTool": null, "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execute": false}}',
+        Want("0100", query_scope=("roof|flat roof",), distortions={"roof": ("Noise",)}),
+        tags=("issue39", "ambiguous word")),
+    PlannerReply(
+        "dark as the brightness of the photo", "gpt", "Is this photo dark?", False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
+        '"distortions": {"Global": ["Brightness change"]}, "reference_mode": "No-Reference", '
+        '"required_tool": null, "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}}',
+        Want("0111", distortions={"Global": ("Brightness change",)}),
+        tags=("issue39", "ambiguous word")),
+    PlannerReply(
+        "lighting as exposure", "claude", "Is the lighting in this photo good?", False,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit",
+ "distortions": {"Global": ["Brightness change"]}, "reference_mode": "No-Reference",
+ "required_tool": null,
+ "plan": {"distortion_detection": false, "distortion_analysis": true,
+          "tool_selection": true, "tool_execution": true}}
+```""",
+        Want("0111", distortions={"Global": ("Brightness change",)}),
+        tags=("issue39", "ambiguous word")),
+    PlannerReply(
+        "colour of the sky as a distortion", "gpt", "Is the colour of the sky natural?", False,
+        '{"query_type": "IQA", "query_scope": ["sky"], "distortion_source": "Explicit", '
+        '"distortions": {"sky": ["Color distortions"]}, "reference_mode": "No-Reference", '
+        '"required_tool": null, "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
+        Want("0100", query_scope=("sky",), distortions={"sky": ("Color distortions",)}),
+        tags=("issue39", "ambiguous word")),
+    PlannerReply(
+        "clear read as sharpness", "claude", "How clear is the text on the sign?", False,
+        """```json
+{"query_type": "IQA", "query_scope": ["text"], "distortion_source": "Explicit",
+ "distortions": {"text": ["Sharpness"]}, "reference_mode": "No-Reference",
+ "required_tool": null,
+ "plan": {"distortion_detection": false, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": false}}
+```
+
+Legibility of the text is a question of sharpness.""",
+        Want("0100", query_scope=("text|text on the sign",), distortions={"text": ("Sharpness",)}),
+        tags=("issue39", "ambiguous word", "model reading")),
+    PlannerReply(
+        "what color is the car", "gpt", "What color is the car?", False,
+        '{"query_type": "IQA", "query_scope": ["car"], "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": false}, "answer_mode": "explanation"}',
+        Want("1100", query_scope=("car",)), tags=("issue39", "content question")),
+    PlannerReply(
+        "tell me what colour the bus is", "qwen", "Tell me what colour the bus is.", False,
+        '{"queryType": "iqa", "queryScope": ["bus"], "distortionSource": "inferred", '
+        '"distortions": null, "referenceMode": "no reference", "requiredTool": null, '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execute": false}}',
+        Want("1100", query_scope=("bus",)), tags=("issue39", "content question")),
+    PlannerReply(
+        "content and a distortion in one question", "claude",
+        "What colour are the flowers, and are they in focus?", False,
+        """```json
+{"query_type": "IQA", "query_scope": ["flowers"], "distortion_source": "Explicit",
+ "distortions": {"flowers": ["Blurs"]}, "reference_mode": "No-Reference",
+ "required_tool": null,
+ "plan": {"distortion_detection": false, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": false}}
+```
+
+The colour is read from the image; focus is the quality question.""",
+        Want("0100", query_scope=("flowers",), distortions={"flowers": ("Blurs",)}),
+        tags=("issue39", "content question")),
+    PlannerReply(
+        "how many people", "gpt", "How many people are in this picture?", False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": true, "tool_execution": true}}',
+        Want("1111"), tags=("issue39", "content question")),
+    PlannerReply(
+        "what does the sign say", "claude", "What does the sign say?", False,
+        """```json
+{"query_type": "IQA", "query_scope": ["sign"], "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "No-Reference", "required_tool": null,
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": false}}
+```""",
+        Want("1100", query_scope=("sign",)), tags=("issue39", "content question")),
+    PlannerReply(
+        "what is in the picture, read as Other", "gpt", "What is in the picture?", False,
+        '{"query_type": "Other", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
+        '"plan": {"distortion_detection": false, "distortion_analysis": false, '
+        '"tool_selection": false, "tool_execution": false}}',
+        Want("0000", query_type="Other"),
+        tags=("issue39", "content question", "model reading")),
+    PlannerReply(
+        "which animal, colour of its fur", "qwen",
+        "Which animal is this, and what colour is its fur?", False,
+        '{"query_type": "IQA", "query_scope": ["fur"], "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": false}}',
+        Want("1100", query_scope=("fur",)), tags=("issue39", "content question")),
+    PlannerReply(
+        "reply without reference mode and source", "gpt", "Is the sky noisy?", True,
+        '{"query_type": "IQA", "query_scope": ["sky"], "distortions": {"sky": ["Noise"]}, '
+        '"required_tool": null, "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
+        Want("0100", query_scope=("sky",), distortions={"sky": ("Noise",)}),
+        tags=("issue39", "missing fields")),
+    PlannerReply(
+        "reply without flags", "claude", "Rate this image.", False,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "No-Reference", "required_tool": null,
+ "answer_mode": "scoring"}
+```
+
+A general rating: detect, analyse, select and run tools.""",
+        Want("1111"), tags=("issue39", "missing fields")),
+    PlannerReply(
+        "reply without two tool flags", "gpt", "Use BRISQUE on this photo.", False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "BRISQUE", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true}}',
+        Want("1101", required_tool="BRISQUE"), tags=("issue39", "missing fields")),
+    PlannerReply(
+        "reply without scope", "gpt", "Is the car blurry?", False,
+        '{"query_type": "IQA", "distortion_source": "Explicit", '
+        '"distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference", '
+        '"required_tool": null, "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
+        Want("0100", query_scope=("car",), distortions={"car": ("Blurs",)}),
+        tags=("issue39", "missing fields")),
+    PlannerReply(
+        "qwen reply without referenceMode and tool_execute", "qwen",
+        "How noisy is this image?", False,
+        '{"queryType": "iqa", "queryScope": "global", "distortionSource": "explict", '
+        '"distortions": {"global": ["noise"]}, "requiredTool": null, '
+        '"plan": {"distortion_detection": false, "distortion_analysis": true, '
+        '"tool_selection": true}}',
+        Want("0111", distortions={"Global": ("Noise",)}), tags=("issue39", "missing fields")),
+    PlannerReply(
+        "reply with only the query type", "claude",
+        "How does this photo compare with its reference?", True,
+        """```json
+{"query_type": "IQA", "answer_mode": "explanation"}
+```""",
+        Want("1111"), tags=("issue39", "missing fields")),
 )
 
 
