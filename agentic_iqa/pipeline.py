@@ -11,6 +11,11 @@ query, existing image files with image extensions) on every plan, then :func:`va
 before any model is asked anything and without replans.  Both runners (in-process here, stored
 in :mod:`.service`) go through the same plan step.
 
+A replan keeps the previous plan and its evidence until its new plan is made; when that plan
+cannot be made (no valid reply, transient errors outlasting every retry) the replan is recorded
+as failed and the summarizer answers with the previous evidence, told so
+(:func:`replan_failed`): a run that has evidence never ends without the summarizer's answer.
+
 In one process a :class:`~agentic_iqa.vlm.base.TransientVLMError` (timeout, 429, 5xx outlasting
 the SDK's own retries) is retried with exponential backoff and jitter (:data:`TRANSIENT_RETRY`)
 before it fails the run; the distributed pipeline has Celery's retries instead.
@@ -47,6 +52,8 @@ from .state import (
     AgenticIQAState,
     ExecutorOutput,
     PlannerInput,
+    PlannerOutput,
+    ReplanEntry,
     initial_state,
     merge_state,
     record_replan,
@@ -176,10 +183,24 @@ def next_step(state: AgenticIQAState) -> str | None:
         return None  # planning failed, or a step failed for good
     if state.get("metric_tools"):  # a metric job's run: its tools, then done; no VLM at all
         return None if EXECUTE in state.get("steps_done", []) else EXECUTE
-    if "plan" not in state:
+    if "plan" not in state or replanning(state):
         return PLAN
     done = state.get("steps_done", [])
-    plan = state["plan"]
+    for step in _executor_steps(state["plan"]):
+        if step not in done:
+            return step
+    if SUMMARIZE not in done:
+        return SUMMARIZE
+    result = state.get("summarizer_result")
+    limit = state.get("max_replan_iterations", DEFAULT_MAX_REPLAN_ITERATIONS)
+    if (result is not None and result.need_replan and state.get("iteration_count", 0) < limit
+            and failed_replan(state) is None):
+        return REPLAN
+    return None
+
+
+def _executor_steps(plan: PlannerOutput) -> list[str]:
+    """The executor subtasks ``plan`` runs, in order."""
     flags = plan.plan
     wanted = (
         # Distortions the query names are the ones looked at: never detected and replaced.
@@ -188,16 +209,35 @@ def next_step(state: AgenticIQAState) -> str | None:
         (SELECT, flags.tool_selection and not plan.required_tool),
         (EXECUTE, flags.tool_execution),
     )
-    for step, on in wanted:
-        if on and step not in done:
-            return step
-    if SUMMARIZE not in done:
-        return SUMMARIZE
-    result = state.get("summarizer_result")
-    limit = state.get("max_replan_iterations", DEFAULT_MAX_REPLAN_ITERATIONS)
-    if result is not None and result.need_replan and state.get("iteration_count", 0) < limit:
-        return REPLAN
-    return None
+    return [step for step, on in wanted if on]
+
+
+def replanning(state: AgenticIQAState) -> bool:
+    """Whether a replan was made and its new plan is yet to be made: until it is, the state
+    keeps the previous plan and its evidence, for the summarizer should the new plan fail."""
+    return (state.get("iteration_count", 0) > 0 and "plan" in state
+            and PLAN not in state.get("steps_done", []))
+
+
+def failed_replan(state: AgenticIQAState) -> ReplanEntry | None:
+    """The replan of this iteration whose plan could not be made, if it failed."""
+    history = state.get("replan_history", [])
+    last = history[-1] if history else None
+    if last is None or last.failure is None or last.iteration != state.get("iteration_count"):
+        return None
+    return last
+
+
+def replan_failed(state: AgenticIQAState, failure: str) -> dict[str, Any]:
+    """The update when a replan's plan cannot be made: the previous plan and its evidence stay
+    (the executor's steps count as done), the failure is recorded on the replan, and the
+    summarizer answers with what there is.  A run with evidence never ends unanswered."""
+    history = list(state.get("replan_history", []))
+    history[-1] = history[-1].model_copy(update={"failure": failure})
+    log.warning("replan %d (%s) failed, the summarizer answers with the previous plan's "
+                "evidence: %s", history[-1].iteration, history[-1].reason, failure)
+    return {"replan_history": history, "error": None,
+            "steps_done": [PLAN, *_executor_steps(state["plan"])]}
 
 
 @dataclass(frozen=True)
@@ -246,6 +286,8 @@ def abandoned(step: str, state: AgenticIQAState, reason: str) -> dict[str, Any] 
     """The update that gives up ``step`` after its transient errors outlasted every retry:
     its evidence stays null and the reason is kept in ``step_errors``; None for a step the run
     cannot go on without (plan, summarize), which then fails the run."""
+    if step == PLAN and replanning(state):
+        return replan_failed(state, reason)
     if step not in ABANDONABLE or "plan" not in state:
         return None
     key = f"{step}#{state.get('iteration_count', 0)}"
@@ -311,7 +353,7 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
         try:
             check_planner_input(query, image, reference, reason)
         except ValueError as bad:
-            return {"error": str(bad)}
+            return replan_failed(state, str(bad)) if replanning(state) else {"error": str(bad)}
         if not history:  # a replan sees the same files: decoded once, on the first plan
             try:
                 validate_inputs(image, reference)
@@ -326,15 +368,19 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
         try:
             plan = make_plan(agents.planner, query, image, reference, tool_names, reason)
         except PlanningFailed as failed:
+            if replanning(state):
+                return replan_failed(state, failed.error.message)
             return {"error": failed.error.model_dump_json()}
+        # A new plan gathers its own evidence: the previous plan's is dropped.
         return {"plan": plan, "error": None, "steps_done": [PLAN],
-                "executor_evidence": ExecutorOutput()}
+                "executor_evidence": None if replanning(state) else ExecutorOutput()}
     if step == REPLAN:
+        # The plan and its evidence stay until the new plan is made (see replan_failed).
         reason = state["summarizer_result"].replan_reason or "No reason provided"
         replanned = record_replan(state, reason)
         return {"iteration_count": replanned["iteration_count"],
-                "replan_history": replanned["replan_history"], "plan": None,
-                "executor_evidence": None, "summarizer_result": None, "steps_done": []}
+                "replan_history": replanned["replan_history"], "summarizer_result": None,
+                "steps_done": []}
 
     plan = state["plan"]
     evidence = _evidence(state)
@@ -359,41 +405,43 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
         selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
         image_data, reference_data = executor.load_inputs(image, reference)
         outcome = executor.run_subtask(step, lambda: executor.execute_tools(
-            agents.registry, image_data, reference_data, selected))
+            agents.registry, image_data, reference_data, selected, query, notes=notes))
         scores, logs = outcome if outcome is not None else ({}, [])
         update["executor_evidence"] = ExecutorOutput(quality_scores=scores or None,
-                                                     tool_logs=logs)
+                                                     tool_logs=logs, notes=notes)
     elif step == SUMMARIZE:
         limit = state.get("max_replan_iterations", DEFAULT_MAX_REPLAN_ITERATIONS)
         update["summarizer_result"] = summarizer.summarize(
             agents.summarizer, query, image, reference, plan, evidence,
-            can_replan=state.get("iteration_count", 0) < limit)
+            can_replan=state.get("iteration_count", 0) < limit,
+            failed_replan=failed_replan(state))
     else:
         raise ValueError(f"unknown step {step!r}; steps: {STEPS}")
     return update
 
 
-def _planned_tools(state: AgenticIQAState) -> list[str]:
-    """The tools the run's tool step calls, in order, without repeats."""
+def _planned_calls(state: AgenticIQAState) -> list[executor.ToolCall]:
+    """The calls the run's tool step makes, in order (a region's on its crop)."""
     if state.get("metric_tools"):
-        return list(state["metric_tools"])
+        return [executor.ToolCall(executor.METRIC_OBJECT, executor.metric_distortion(tool), tool)
+                for tool in state["metric_tools"]]
     plan = state["plan"]
     evidence = _evidence(state)
     distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
     selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
-    return list(dict.fromkeys(tool for per in selected.values() for tool in per.values()))
+    return executor.tool_calls(selected, state["query"])
 
 
 def planned_tool_calls(state: AgenticIQAState, registry: ToolRegistry
                        ) -> list[tuple[str, str, str | None]]:
     """The (tool, image, reference) calls the run's next step will make, when it is the tool
-    step: what a tool worker can score ahead for several runs in one batch.  Fallbacks are not
-    foreseen (they run one by one when needed)."""
+    step: what a tool worker can score ahead for several runs in one batch.  Fallbacks and a
+    region's crop are not foreseen (they run one by one when needed)."""
     if next_step(state) != EXECUTE:
         return []
     image, reference = state["image_path"], state.get("reference_path")
     calls = []
-    for tool in _planned_tools(state):
+    for tool in dict.fromkeys(call.tool for call in _planned_calls(state) if call.region is None):
         try:
             full_reference = registry.get(tool).is_full_reference
         except ToolError:
@@ -418,17 +466,18 @@ def tool_step_cached(state: AgenticIQAState, registry: ToolRegistry) -> bool:
     if any(is_url(path) for path in (state["image_path"], state.get("reference_path") or "")):
         return False
     try:
-        tools = _planned_tools(state)
+        calls = _planned_calls(state)
         image, reference = executor.load_inputs(state["image_path"], state.get("reference_path"))
-        for tool in tools:
-            full_reference = registry.get(tool).is_full_reference
+        for call in calls:
+            full_reference = registry.get(call.tool).is_full_reference
             if full_reference and reference is None:
                 return False
-            if registry.cached_score(tool, image, reference if full_reference else None) is None:
+            target, ref = executor.call_images(call, image, reference)
+            if registry.cached_score(call.tool, target, ref if full_reference else None) is None:
                 return False
     except (ToolError, InputError):
         return False
-    return bool(tools)
+    return bool(calls)
 
 
 def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any]:
@@ -474,7 +523,8 @@ def run_inprocess(query: str, image_path: str, reference_path: str | None = None
     """Run the whole agent in this process and return the final state.
 
     A step failing with a transient VLM error is retried per ``retry``; a VLM error that
-    persists ends the run with ``error`` set.
+    persists ends the run with ``error`` set, except in an executor subtask (given up) or a
+    replan's plan (the replan fails and the summarizer answers with the previous evidence).
     """
     agents = agents or default_agents()
     state = initial_state(query, str(image_path), str(reference_path) if reference_path else None,

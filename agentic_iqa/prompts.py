@@ -134,6 +134,13 @@ SUMMARIZER_MISSING_EVIDENCE = """
 Evidence the plan asked for is missing: {missing}. No more evidence can be gathered: answer
 the query from the image and the evidence above."""
 
+#: Appended to the summarizer's user prompt (both modes) when a replan was asked for but its
+#: plan could not be made: the evidence is the previous plan's, and the model answers with it.
+SUMMARIZER_REPLAN_FAILED = """
+A new plan was asked for ({reason}) but could not be made: {failure}. The plan and evidence
+above are the previous ones and no more can be gathered: answer the query from the image and
+that evidence."""
+
 #: Appended to the summarizer's user prompt when the executor left something out of the
 #: evidence (a distortion not analysed, a tool replaced): the model knows what it is reading.
 SUMMARIZER_EVIDENCE_NOTES = """

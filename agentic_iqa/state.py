@@ -630,10 +630,17 @@ class ToolExecutionLog(_StateModel):
     A failed run (``error`` set) may record NaN scores; ``fallback`` says a replacement tool ran,
     ``requested_tool`` which tool was asked for.  Two logs whose scores are both NaN compare
     equal, so a state read back from JSON equals the one written.
+
+    ``object_name`` is what the tool scored, never more: "Global" (the whole image) or a region
+    the query names by position, scored on its crop (``region``).  Tools cannot find an object
+    ("the car"), so a call made for objects scores the whole image and says for which ones in
+    ``requested_for``.  A log written before these fields (an object's name, no ``region``)
+    scored the whole image too.
     """
 
     tool_name: Text = Field(description="the tool that produced the score")
-    object_name: ObjectName
+    object_name: ObjectName = Field(
+        description='what was scored: "Global" (the whole image) or a region\'s scope key')
     distortion: DistortionKey = Field(description="the distortion the tool was chosen for")
     raw_score: float = Field(description="the tool's own output, on its own scale")
     normalized_score: float = Field(description="the score mapped onto [1, 5]")
@@ -650,6 +657,13 @@ class ToolExecutionLog(_StateModel):
         description="seconds of one-time model creation included in execution_time "
                     "(0: the model was loaded already; None: not recorded)",
     )
+    region: Text | None = Field(
+        default=None, description='the region whose crop was scored ("left half"); None: the '
+                                  "whole image")
+    requested_for: list[ObjectName] = Field(
+        default_factory=list,
+        description="the objects in scope this whole-image score was asked for: no tool "
+                    "measured them on their own")
 
     @model_validator(mode="after")
     def _scores(self) -> Self:
@@ -698,7 +712,9 @@ class ExecutorOutput(_StateModel):
         default=None, description="the tool chosen per object and distortion (canonical names)"
     )
     quality_scores: dict[ObjectName, dict[DistortionKey, tuple[ToolName, Score]]] | None = Field(
-        default=None, description="(tool, normalized score in [1, 5]) per object and distortion"
+        default=None, description="(tool, normalized score in [1, 5]) per part of the image "
+        'scored and distortion: "Global" is the whole image (what tools score for objects), a '
+        "region named by position its crop"
     )
     tool_logs: list[ToolExecutionLog] = Field(
         default_factory=list, description="every tool run, failed ones included"
@@ -766,10 +782,132 @@ class ExecutorOutput(_StateModel):
 
 #: ``quality_reasoning`` of an answer the model gave without saying why.
 NO_REASONING = "(the model gave no reasoning)"
+#: Fields of :class:`SummarizerOutput` that are the pipeline's to write (a fused score, its
+#: probabilities and their source, an unreadable answer): a model writing one is ignored.
+PIPELINE_RESULT_FIELDS = ("quality_score", "level_distribution", "probability_source",
+                          "answer_unparseable", "unparseable_reason", "notes")
+_YES = frozenset({"true", "yes", "y", "1"})
+_NO = frozenset({"false", "no", "n", "0"})
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _replan_flag(value: Any, notes: list[str]) -> bool:
+    """``need_replan`` as written: true or false, in JSON or in words.  Anything else ("maybe",
+    null, 5) is no request: a replan costs a whole round, so only a plain yes asks for one."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().casefold() in _YES | _NO:
+        flag = value.strip().casefold() in _YES
+    elif isinstance(value, int) and value in (0, 1):
+        flag = bool(value)
+    else:
+        notes.append(f"need_replan {_shown(value)} is neither true nor false: read as false "
+                     "(no replan asked for)")
+        return False
+    notes.append(f"need_replan {_shown(value)} read as {str(flag).lower()}")
+    return flag
+
+
+def _replan_reason(value: Any, notes: list[str]) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        notes.append("replan_reason given as a list: its items joined")
+        return "; ".join(v.strip() for v in value if v.strip()) or None
+    notes.append(f"replan_reason {_shown(value)} is not text: ignored")
+    return None
+
+
+def _reasoning(data: Mapping[str, Any], notes: list[str]) -> str:
+    """``quality_reasoning``, else what the model wrote under another usual name, else
+    :data:`NO_REASONING`: an answer without its why is still the answer."""
+    written = data.get("quality_reasoning", _ABSENT)
+    if isinstance(written, str) and written.strip():
+        return written
+    if isinstance(written, list) and written and all(isinstance(v, str) for v in written):
+        notes.append("quality_reasoning given as a list: its items joined")
+        return " ".join(written)
+    for other in ("reasoning", "explanation", "reason"):
+        if isinstance(data.get(other), str) and data[other].strip():
+            if written is not _ABSENT:
+                notes.append(f"quality_reasoning {_shown(written)} is no text: {other!r} read "
+                             "instead")
+            return str(data[other])
+    if written is not _ABSENT:
+        notes.append(f"quality_reasoning {_shown(written)} is no text: ignored")
+    return NO_REASONING
+
+
+def _used_evidence(value: Any, notes: list[str]) -> dict[str, Any] | None:
+    if value is None or isinstance(value, Mapping):
+        return dict(value) if value is not None else None
+    if (isinstance(value, str) and not value.strip()) or (isinstance(value, list | tuple)
+                                                          and not value):
+        notes.append(f"used_evidence {_shown(value)} is empty: ignored")
+        return None
+    notes.append(f"used_evidence is a {type(value).__name__}, not an object: kept as its items")
+    return {"items": list(value) if isinstance(value, list | tuple) else [value]}
+
+
+class SummarizerReply(_StateModel):
+    """What the summarizer's model is asked to write, read from its reply.
+
+    Only ``final_answer`` decides whether a reply is usable.  The side fields are read
+    leniently (null, another type, an empty string) and what was ignored or coerced goes to
+    ``notes``; the pipeline's own results (:data:`PIPELINE_RESULT_FIELDS`: a score, level
+    probabilities) are never taken from a model, which would otherwise become the run's score.
+    """
+
+    final_answer: Text = Field(description='an option letter ("A") or a short answer')
+    quality_reasoning: Text = Field(description="the evidence behind the answer")
+    need_replan: bool = Field(default=False, description="the evidence cannot answer the query")
+    replan_reason: str | None = Field(default=None, description="what evidence is missing")
+    used_evidence: dict[str, Any] | None = Field(
+        default=None, description="the evidence items the answer relied on")
+    notes: list[str] = Field(default_factory=list,
+                             description="what reading the reply ignored or coerced")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lenient(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = _field_keys(data, (*cls.model_fields, *PIPELINE_RESULT_FIELDS))
+        notes: list[str] = []
+        for name in PIPELINE_RESULT_FIELDS:
+            value = data.get(name)
+            if value is not None and value is not False and value != "" and value != []:
+                notes.append(f"{name} {_shown(value)} ignored: the pipeline's to give, not "
+                             "the model's")
+        read: dict[str, Any] = {
+            "quality_reasoning": _reasoning(data, notes),
+            "need_replan": (_replan_flag(data["need_replan"], notes) if "need_replan" in data
+                            else False),
+            "replan_reason": _replan_reason(data.get("replan_reason"), notes),
+            "used_evidence": _used_evidence(data.get("used_evidence"), notes),
+        }
+        if "final_answer" in data:
+            read["final_answer"] = data["final_answer"]
+        elif "answer" in data:
+            read["final_answer"] = data["answer"]
+        return {**read, "notes": notes}
 
 
 class SummarizerOutput(_StateModel):
-    """The answer and why; or a request to plan again because evidence is missing."""
+    """The pipeline's answer and why, or a request to plan again because evidence is missing.
+
+    Built by the summarizer only: from the model's :class:`SummarizerReply` (explanation
+    mode) or from its own fusion (scoring mode); never read from a model, so a number a model
+    writes never becomes the score.  A score always says where it came from
+    (``probability_source``); a stored run is read back as it was written.
+    """
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -819,22 +957,11 @@ class SummarizerOutput(_StateModel):
     unparseable_reason: str | None = Field(
         default=None, description="what the model answered instead of an option"
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _keys(cls, data: Any) -> Any:
-        data = _field_keys(data, cls.model_fields)
-        if isinstance(data, Mapping) and "final_answer" not in data and "answer" in data:
-            data = {**data, "final_answer": data["answer"]}
-        if isinstance(data, Mapping) and "quality_reasoning" not in data:
-            for other in ("reasoning", "explanation", "reason"):
-                if isinstance(data.get(other), str) and data[other].strip():
-                    data = {**data, "quality_reasoning": data[other]}
-                    break
-            else:
-                if "final_answer" in data:  # an answer without its why is still the answer
-                    data = {**data, "quality_reasoning": NO_REASONING}
-        return data
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what reading the model's reply ignored or coerced, and what the run could "
+        "not add (a replan whose plan could not be made)",
+    )
 
     @field_validator("replan_reason", mode="before")
     @classmethod
@@ -873,11 +1000,15 @@ class SummarizerOutput(_StateModel):
         return {level: value[level] for level in QUALITY_LEVELS}
 
     @model_validator(mode="after")
-    def _consistent(self) -> Self:
+    def _consistent(self, info: ValidationInfo) -> Self:
         if self.level_distribution is not None and self.probability_source is None:
             raise ValueError(
                 "level_distribution needs probability_source (\"logprobs\" or the substitute)"
             )
+        stored = isinstance(info.context, dict) and info.context.get("stored")
+        if self.quality_score is not None and self.probability_source is None and not stored:
+            raise ValueError("quality_score needs probability_source: a score says where it "
+                             "came from")
         if self.answer_unparseable and not self.unparseable_reason:
             raise ValueError("answer_unparseable needs unparseable_reason (what was answered)")
         if self.need_replan and self.replan_reason is None:
@@ -891,11 +1022,14 @@ class SummarizerOutput(_StateModel):
 
 
 class ReplanEntry(_StateModel):
-    """One replanning round: why the Summarizer asked for it."""
+    """One replanning round: why the Summarizer asked for it, and why it failed if it did."""
 
     iteration: int = Field(ge=1, description="the iteration count after this replan")
     reason: Text
     timestamp: UtcDatetime = Field(default_factory=_utc_now)
+    failure: str | None = Field(
+        default=None, description="why its new plan could not be made: the summarizer then "
+        "answered with the previous plan and its evidence")
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -905,8 +1039,10 @@ class AgenticIQAState(TypedDict):
     The inputs come first (query, image, optional reference); the Planner adds ``plan`` (or
     ``error``), the Executor adds ``executor_evidence``, the Summarizer ``summarizer_result``.
     When the Summarizer asks to replan, :func:`record_replan` counts the round and keeps the
-    reason, and the Planner runs again, at most ``max_replan_iterations`` times.  Updates are
-    applied with :func:`merge_state`; the state crosses processes with :func:`state_to_json`.
+    reason, and the Planner runs again, at most ``max_replan_iterations`` times; the previous
+    plan and evidence stay until the new plan is made, and are answered with if it cannot be.
+    Updates are applied with :func:`merge_state`; the state crosses processes with
+    :func:`state_to_json`.
     """
 
     query: str
@@ -1040,8 +1176,9 @@ def missing_evidence(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] 
                      distortion_analysis: Mapping[str, Any] | None) -> str | None:
     """What the plan asked for but the evidence lacks (plain dicts, shared with the builtin).
 
-    Tools score the whole image whatever object they were run for, so a score under "Global"
-    is a score for every object in scope."""
+    Tools cannot find an object, so for objects they score the whole image, filed under
+    "Global": that answers every object's "tool scores missing" (the summarizer is told it is
+    the whole image's, :func:`whole_image_objects`), as no plan could give more."""
     flags = plan.get("plan") or {}
     keys = _scope_keys(plan)
     if flags.get("tool_execution"):
@@ -1060,17 +1197,35 @@ def replan_can_supply(plan: Mapping[str, Any], quality_scores: Mapping[str, Any]
 
     Only tool scores for an object no tool was run for (the plan's objects missed the scope)
     can come from another plan.  Tools that ran and failed fail the same way under any plan
-    (they score the whole image, so a failure on "Global" counts for every object), and an
-    analysis the model wrote nothing readable for is asked the same question again."""
+    (for objects they score the whole image, so a failure on "Global" counts for every object),
+    and an analysis the model wrote nothing readable for is asked the same question again."""
     if not (plan.get("plan") or {}).get("tool_execution"):
         return False
     scores = quality_scores or {}
     if scores.get("Global"):
         return False
-    tried = {entry.get("object_name") for entry in tool_logs or ()}
+    tried = {name for entry in tool_logs or ()
+             for name in (entry.get("object_name"), *(entry.get("requested_for") or ()))}
     if "Global" in tried:
         return False
     return any(key not in tried and not scores.get(key) for key in _scope_keys(plan))
+
+
+def scored_on(region: str | None) -> str:
+    """What a tool call scored, in words, for every output: a region's crop or the whole image
+    (a call for objects, and every call logged before regions were cropped)."""
+    return f"{region} (crop)" if region else "whole image"
+
+
+def whole_image_objects(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None
+                        ) -> list[str]:
+    """The objects in scope that only a whole-image score speaks for: no score of their own
+    (no tool can find "the car"; a region is scored on its crop), and one under "Global".
+    What the summarizer is told to judge from the image itself (plain dicts, as above)."""
+    scores = quality_scores or {}
+    if not scores.get("Global"):
+        return []
+    return [key for key in _scope_keys(plan) if key != "Global" and not scores.get(key)]
 
 
 def _scope_keys(plan: Mapping[str, Any]) -> list[str]:

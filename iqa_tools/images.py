@@ -101,6 +101,55 @@ class LoadedImage:
         check_min_size(self.path, self.size, tool)
 
 
+Box = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class CroppedImage(LoadedImage):
+    """A region of a loaded image that a tool scores as an image of its own ("the left half").
+
+    Its digest is derived from the source's and the box, not from encoded pixels, so the score
+    cache finds a crop's score without decoding anything; its path names the region, so an error
+    says what was measured.  ``box`` is (left, top, right, bottom) as fractions."""
+
+    source: LoadedImage | None = field(default=None, repr=False)
+    box: Box = (0.0, 0.0, 1.0, 1.0)
+
+    @cached_property
+    def stored(self) -> np.ndarray:
+        """The source's stored pixels inside the box (its own contiguous copy)."""
+        import numpy as np
+
+        assert self.source is not None
+        height, width = self.source.stored.shape[:2]
+        x0, y0, x1, y1 = box_pixels(self.box, width, height)
+        return np.ascontiguousarray(self.source.stored[y0:y1, x0:x1])
+
+    @cached_property
+    def header_size(self) -> tuple[int, int]:
+        """(width, height) of the crop, from the source's header: decodes nothing."""
+        assert self.source is not None
+        x0, y0, x1, y1 = box_pixels(self.box, *self.source.header_size)
+        return x1 - x0, y1 - y0
+
+
+def box_pixels(box: Box, width: int, height: int) -> tuple[int, int, int, int]:
+    """``box`` (fractions) in pixels (x0, y0, x1, y1), at least one pixel each way: the
+    rounding the offline backend's measurements of a region use too."""
+    left, top, right, bottom = box
+    x0, y0 = int(round(left * width)), int(round(top * height))
+    x1, y1 = int(round(right * width)), int(round(bottom * height))
+    return x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)
+
+
+def crop_image(image: LoadedImage, box: Box, name: str) -> CroppedImage:
+    """The part of ``image`` in ``box``, called ``name`` ("left half") in paths and errors."""
+    key = ",".join(f"{value:.6f}" for value in box)
+    return CroppedImage(path=f"{image.path} ({name})",
+                        digest=digest_bytes(f"{image.digest}|crop|{key}".encode()), data=b"",
+                        source=image, box=box)
+
+
 def min_side(tool: str | None = None) -> int:
     """The smallest width and height ``tool`` can measure; without a tool, the common floor."""
     if tool is None:

@@ -364,8 +364,8 @@ def test_assess_output_says_plan_and_distortions_once_and_never_wraps_in_a_pipe(
     why = next(line for line in lines if line.startswith("Why: "))
     # PIQE saturates on this image (raw 100): named as no evidence, never cited as the reason.
     assert len(why) > 80 and why.endswith(
-        "Not used as evidence: PIQE 1.00/5 for the image (at the end of its scale, so it "
-        "carries no information).")
+        "Not used as evidence: PIQE 1.00/5 for the whole image (at the end of its scale, so "
+        "it carries no information).")
     assert next(line for line in lines if line.startswith("Time: ")).endswith(" ms")
 
 

@@ -193,7 +193,8 @@ def test_runs_show_prints_plan_steps_tools_and_answer(stored):
         assert re.search(r"│ succeeded\s+│ embedded\s+│ in-process\s+│ 1\s+│ "
                          r"\d\d:\d\d:\d\d\.\d{3}\s+│ \d\d:\d\d:\d\d\.\d{3}\s+│ \d+ ms", line), line
     tool = next(line for line in lines if "│ PIQE" in line)
-    assert re.search(r"│ 0\s+│ Global\s+│ Blurs\s+│ PIQE\s+│\s+[\d.]+\s+│ [1-5]\.\d\d", tool)
+    assert re.search(r"│ 0\s+│ whole image\s+│ the image\s+│ Blurs\s+│ PIQE\s+│\s+[\d.]+\s+│ "
+                     r"[1-5]\.\d\d", tool)
     assert any(line.startswith("Answer: Yes") for line in lines)
     assert any(line.startswith("Why: ") for line in lines)
 

@@ -1,12 +1,15 @@
 """The Executor: four subtasks gated by the plan's flags, each allowed to fail on its own.
 
 Detection, analysis and selection ask the VLM with the specification's prompt templates;
-execution runs the selected tools through :mod:`iqa_tools` and logs every call.  Each subtask
-keeps what is usable in a reply (evidence, not gates: issue 29) and notes what it dropped or
-replaced; a reply is asked again only when nothing in it is usable.  A subtask that fails (no
-usable reply after three attempts, an exception) leaves its field ``None`` and the next
-subtask works with what there is; only tool selection has a defined fallback (the generic tools
-of the spec: QAlign for NR, TOPIQ_FR for FR), and tool failures fall back inside the registry.
+execution runs the selected tools through :mod:`iqa_tools` and logs every call, labelled with
+what it scored: tools cannot locate an object, so for objects they score the whole image
+("Global"), and a region named by position is scored on its crop (:func:`tool_calls`).  Each
+subtask keeps what is usable in a reply (evidence, not gates: issue 29) and notes what it
+dropped or replaced; a reply is asked again only when nothing in it is usable.  A subtask that
+fails (no usable reply after three attempts, an exception) leaves its field ``None`` and the
+next subtask works with what there is; only tool selection has a defined fallback (the generic
+tools of the spec: QAlign for NR, TOPIQ_FR for FR), and tool failures fall back inside the
+registry.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import json
 import logging
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from iqa_tools import DISTORTION_CATEGORIES, ToolError, ToolRegistry, UnknownToolError
-from iqa_tools.images import LoadedImage, read_image
+from iqa_tools.images import LoadedImage, crop_image, read_image
 
 from ..prompts import (
     DISTORTION_ANALYSIS_SYSTEM,
@@ -34,6 +38,7 @@ from ..prompts import (
     TOOL_SELECTION_USER,
     render,
 )
+from ..query import Region, region_of
 from ..state import DistortionAnalysis, ExecutorOutput, PlannerOutput, ToolExecutionLog
 from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from ..vlm.builtin import selection as builtin_selection
@@ -473,49 +478,125 @@ def generic_selection(distortion_set: dict[str, list[str]], reference_mode: str
     return {key: {d: tool for d in distortions} for key, distortions in distortion_set.items()}
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool run as it will be logged: what it scores and for which objects in scope.
+
+    ``key`` is where the score is filed: "Global" (the whole image) or a region's scope key,
+    scored on the crop ``region``.  Tools cannot locate an object, so a call for objects
+    scores the whole image, once per distortion, and names them in ``requested_for``."""
+
+    key: str
+    distortion: str
+    tool: str
+    region: Region | None = None
+    requested_for: tuple[str, ...] = ()
+
+
+def tool_calls(selected: Mapping[str, Mapping[str, str]], query: str = "",
+               notes: list[str] | None = None) -> list[ToolCall]:
+    """The calls that give ``selected`` (a tool per object and distortion) its evidence.
+
+    A region the query names by position ("the left half": :func:`~agentic_iqa.query.region_of`)
+    is a known box, scored on its crop.  "Global" and every object are the whole image: one call
+    per distortion, its score the whole image's, never copied to each object as if it were
+    theirs.  Objects whose selections differ for one distortion get the first one (noted): the
+    others would score the same whole image."""
+    calls: list[ToolCall] = []
+    whole: dict[str, ToolCall] = {}
+    for key, per_distortion in selected.items():
+        region = None if key == "Global" else region_of(key, query)
+        for distortion, tool in per_distortion.items():
+            if region is not None:
+                calls.append(ToolCall(key, distortion, tool, region))
+                continue
+            objects = () if key == "Global" else (key,)
+            first = whole.get(distortion)
+            if first is None:
+                whole[distortion] = ToolCall("Global", distortion, tool, None, objects)
+                continue
+            if tool != first.tool:
+                _note(notes, f"tool execution ({key}/{distortion}): {tool} not run; tools "
+                             f"score the whole image, and {first.tool} already scores it for "
+                             f"{distortion}")
+            whole[distortion] = replace(
+                first, requested_for=tuple(dict.fromkeys((*first.requested_for, *objects))))
+    return [*whole.values(), *calls]
+
+
+def call_images(call: ToolCall, image: LoadedImage, reference: LoadedImage | None
+                ) -> tuple[LoadedImage, LoadedImage | None]:
+    """What ``call`` scores: the whole image (and reference), or both cropped to its region."""
+    if call.region is None:
+        return image, reference
+    box, name = call.region.box, call.region.name
+    return (crop_image(image, box, name),
+            crop_image(reference, box, name) if reference is not None else None)
+
+
+def whole_image_note(objects: Sequence[str]) -> str:
+    """What the summarizer and the user are told when a whole-image score is all there is for
+    objects: the score is not theirs, so they are judged from the image itself."""
+    names = objects[0] if len(objects) == 1 else \
+        f"{', '.join(objects[:-1])} and {objects[-1]}"
+    return (f"tool execution: the tool scores are the whole image's (Global); tools cannot "
+            f"locate objects, so no tool measured {names} on "
+            f"{'its' if len(objects) == 1 else 'their'} own: judge {names} from the image itself")
+
+
 def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
-                  selected: dict[str, dict[str, str]]
+                  selected: dict[str, dict[str, str]], query: str = "",
+                  notes: list[str] | None = None
                   ) -> tuple[dict[str, dict[str, tuple[str, float]]], list[ToolExecutionLog]]:
-    """Run every selected tool (the registry's cache makes repeats free) and log each call."""
+    """Run the tools of ``selected`` (:func:`tool_calls`) and log each call; the registry's
+    cache makes repeats free.  Scores are filed under what was scored ("Global" or a region),
+    and a whole-image score that stands in for objects is noted in ``notes``."""
     scores: dict[str, dict[str, tuple[str, float]]] = {}
     logs: list[ToolExecutionLog] = []
-    for key, per_distortion in selected.items():
-        for distortion, tool in per_distortion.items():
-            entry = _run_one(registry, image, reference, key, distortion, tool)
-            logs.append(entry)
-            if math.isfinite(entry.normalized_score):
-                scores.setdefault(key, {})[distortion] = (entry.tool_name, entry.normalized_score)
+    for call in tool_calls(selected, query, notes):
+        entry = _run_one(registry, image, reference, call)
+        logs.append(entry)
+        if math.isfinite(entry.normalized_score):
+            scores.setdefault(call.key, {})[call.distortion] = (entry.tool_name,
+                                                                entry.normalized_score)
+    objects = list(dict.fromkeys(name for entry in logs if math.isfinite(entry.normalized_score)
+                                 for name in entry.requested_for))
+    if objects:
+        _note(notes, whole_image_note(objects))
     return scores, logs
 
 
 def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
-             key: str, distortion: str, tool: str) -> ToolExecutionLog:
+             call: ToolCall) -> ToolExecutionLog:
+    where: dict[str, Any] = {"object_name": call.key, "distortion": call.distortion,
+                             "region": call.region.name if call.region else None,
+                             "requested_for": list(call.requested_for)}
+    tool = call.tool
     try:
+        target, ref = call_images(call, image, reference)
         spec = registry.get(tool)
         note = None
-        if spec.is_full_reference and reference is None:
+        if spec.is_full_reference and ref is None:
             # An FR tool without a reference: use the first runnable NR fallback instead.
             candidates = registry.fallback_candidates(spec)
             if not candidates:
                 raise ToolError(f"{spec.name} needs a reference and no NR fallback can run")
             note = f"{spec.name} is full-reference and no reference image was given"
             spec = candidates[0]
-        result = registry.execute_tool(spec.name, image,
-                                       reference if spec.is_full_reference else None)
+        if call.region is not None:  # a crop can be too small where the image was not
+            target.check_size(spec.name)
+        result = registry.execute_tool(spec.name, target, ref if spec.is_full_reference else None)
         fallback = result.fallback or note is not None
         return ToolExecutionLog(
             tool_name=result.tool, requested_tool=tool if fallback else None,
-            object_name=key, distortion=distortion, raw_score=result.raw_score,
-            normalized_score=result.normalized_score, execution_time=result.execution_time,
-            fallback=fallback, error=note or result.error, cached=result.cached,
-            load_time=result.load_time,
+            raw_score=result.raw_score, normalized_score=result.normalized_score,
+            execution_time=result.execution_time, fallback=fallback, error=note or result.error,
+            cached=result.cached, load_time=result.load_time, **where,
         )
     except ToolError as exc:
-        log.error("tool %s failed for %s/%s: %s", tool, key, distortion, exc)
-        return ToolExecutionLog(
-            tool_name=tool, object_name=key, distortion=distortion, raw_score=math.nan,
-            normalized_score=math.nan, execution_time=0.0, error=str(exc),
-        )
+        log.error("tool %s failed for %s/%s: %s", tool, call.key, call.distortion, exc)
+        return ToolExecutionLog(tool_name=tool, raw_score=math.nan, normalized_score=math.nan,
+                                execution_time=0.0, error=str(exc), **where)
 
 
 #: The object of a metric job's tool calls: the whole image, as in the agent's global scope.

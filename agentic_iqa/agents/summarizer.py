@@ -6,10 +6,14 @@ model could not write, no replan left) the VLM is asked all the same, told what 
 its answer stands: "Unable to determine" is what the model says, or what is left when none of
 its replies could be read.
 
-Explanation mode asks the VLM for ``SummarizerOutput`` JSON; for a multiple-choice query the
-``final_answer`` must name an option (:func:`.answers.parse_option`), else the question is asked
-again with a stricter prompt, three attempts in all, then the result is marked
-``answer_unparseable`` with the reason.  No letter is ever guessed.
+Explanation mode asks the VLM for JSON, read as a :class:`~agentic_iqa.state.SummarizerReply`:
+only ``final_answer`` decides whether a reply is usable (the side fields are read leniently,
+with a note of what was ignored or coerced).  For a multiple-choice query the ``final_answer``
+must name an option (:func:`.answers.parse_option`), else the question is asked again with a
+stricter prompt, three attempts in all, then the result is marked ``answer_unparseable`` with
+the reason.  No letter is ever guessed.  The :class:`~agentic_iqa.state.SummarizerOutput` is
+built here and nowhere else: a score, probabilities or an "unparseable" a model writes into its
+reply are ignored, so explanation mode has no score and scoring mode's score is the fusion.
 
 Scoring mode asks the five-level question (A Excellent .. E Bad) and turns p_c into a fused score
 with the tool scores (:mod:`.fusion`).  p_c comes, in order of preference, from the answer
@@ -43,6 +47,7 @@ from ..prompts import (
     STRICT_OPTION_SUFFIX,
     SUMMARIZER_EVIDENCE_NOTES,
     SUMMARIZER_MISSING_EVIDENCE,
+    SUMMARIZER_REPLAN_FAILED,
     SUMMARIZER_SYSTEM,
     SUMMARIZER_USER,
     render,
@@ -51,7 +56,9 @@ from ..query import options_in, parse_query
 from ..state import (
     ExecutorOutput,
     PlannerOutput,
+    ReplanEntry,
     SummarizerOutput,
+    SummarizerReply,
     missing_evidence,
     replan_can_supply,
 )
@@ -85,7 +92,8 @@ def scoring_mode(query: str, plan: PlannerOutput) -> bool:
 
 
 def evidence_context(query: str, image_path: str, plan: PlannerOutput,
-                     evidence: ExecutorOutput | None) -> dict[str, Any]:
+                     evidence: ExecutorOutput | None,
+                     failed_replan: ReplanEntry | None = None) -> dict[str, Any]:
     evidence = evidence or ExecutorOutput()
     dumped = evidence.model_dump(mode="json")
     planned = plan.model_dump(mode="json")
@@ -102,21 +110,27 @@ def evidence_context(query: str, image_path: str, plan: PlannerOutput,
                                              dumped.get("distortion_analysis")),
         "evidence_notes": list(evidence.notes),
         "replan_allowed": True,
+        # A replan whose plan could not be made: the evidence is the previous plan's.
+        "failed_replan": ({"reason": failed_replan.reason, "failure": failed_replan.failure}
+                          if failed_replan is not None else None),
     }
 
 
 def summarize(client: VLMClient, query: str, image_path: str, reference_path: str | None,
               plan: PlannerOutput, evidence: ExecutorOutput | None, *,
-              can_replan: bool = True) -> SummarizerOutput:
+              can_replan: bool = True,
+              failed_replan: ReplanEntry | None = None) -> SummarizerOutput:
     """The answer to ``query`` from the evidence; ``can_replan`` is False once replans are used
-    up.
+    up, and so is it after ``failed_replan`` (a replan whose plan could not be made: ``plan``
+    and ``evidence`` are the previous round's, and the model is told so).
 
     Evidence the plan asked for that a new plan can supply (tool scores for an object no tool
     was run for) is asked for with a replan, without asking the model, while replans are left.
     Otherwise the model always gets its turn: it is told what is missing, answers from the
     image and the evidence there is, and its answer stands (a replan it asks for then is not
     made: nothing new would come of it)."""
-    context = evidence_context(query, image_path, plan, evidence)
+    context = evidence_context(query, image_path, plan, evidence, failed_replan)
+    can_replan = can_replan and failed_replan is None
     missing = context["missing_evidence"]
     dumped = (evidence or ExecutorOutput()).model_dump(mode="json")
     if missing and can_replan and replan_can_supply(context["plan"], context["quality_scores"],
@@ -127,9 +141,13 @@ def summarize(client: VLMClient, query: str, image_path: str, reference_path: st
                     "the evidence there is", missing)
     context["replan_allowed"] = can_replan and not missing
     images = tuple(str(p) for p in (image_path, reference_path) if p)
-    if scoring_mode(query, plan):
-        return _score(client, context, images)
-    return _explain(client, context, images)
+    result = (_score(client, context, images) if scoring_mode(query, plan)
+              else _explain(client, context, images))
+    if failed_replan is not None:
+        note = (f"replan {failed_replan.iteration} ({failed_replan.reason}) failed: "
+                f"{failed_replan.failure}; answered with the previous plan's evidence")
+        result = result.model_copy(update={"notes": [*result.notes, note]})
+    return result
 
 
 def evidence_missing(missing: str) -> SummarizerOutput:
@@ -140,9 +158,11 @@ def evidence_missing(missing: str) -> SummarizerOutput:
 
 
 def _told(context: Mapping[str, Any]) -> str:
-    """What the summarizer's prompt adds about the evidence: what is missing, and the
-    executor's notes (a type not analysed, a tool replaced)."""
+    """What the summarizer's prompt adds about the evidence: a replan that could not add to it,
+    what is missing, and the executor's notes (a type not analysed, a tool replaced)."""
     text = ""
+    if context.get("failed_replan"):
+        text += render(SUMMARIZER_REPLAN_FAILED, **context["failed_replan"])
     if context.get("missing_evidence"):
         text += render(SUMMARIZER_MISSING_EVIDENCE, missing=context["missing_evidence"])
     if context.get("evidence_notes"):
@@ -162,8 +182,14 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
         images=images, context=context,
     )
 
-    def parse(reply: dict[str, Any]) -> SummarizerOutput:
-        answer = SummarizerOutput.model_validate(reply)
+    replan_allowed = context.get("replan_allowed", True)
+
+    def parse(written: dict[str, Any]) -> SummarizerOutput:
+        reply = SummarizerReply.model_validate(written)
+        if reply.need_replan and not replan_allowed:
+            # No replan can follow: the request is read as the answer it comes with.
+            reply = reply.model_copy(update={"need_replan": False})
+        answer = _answer(reply)
         if not multiple_choice or answer.need_replan:
             return answer
         if answer.final_answer.casefold().startswith(UNABLE.casefold()):
@@ -189,10 +215,7 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
 
     stricter = (render(STRICT_MCQ_SUFFIX, letters=_listed(options)) if multiple_choice
                 else STRICT_JSON_SUFFIX)
-    # No replan can follow: a replan request is read as the answer it comes with.
-    read = parse if context.get("replan_allowed", True) else (
-        lambda reply: parse({**reply, "need_replan": False}))
-    outcome = ask_json(client, request, read, ANSWER_ATTEMPTS, stricter,
+    outcome = ask_json(client, request, parse, ANSWER_ATTEMPTS, stricter,
                        salvage=salvage if multiple_choice else None)
     if outcome.value is None:
         reason = "; ".join(outcome.errors)
@@ -201,6 +224,17 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
             quality_reasoning=f"No usable answer after {outcome.attempts} attempts: {reason}",
         )
     return outcome.value
+
+
+def _answer(reply: SummarizerReply) -> SummarizerOutput:
+    """The pipeline's answer from the fields the model was asked for, and only those; what
+    reading them ignored or coerced is logged and kept with the answer."""
+    for note in reply.notes:
+        log.warning("summarizer reply: %s", note)
+    return SummarizerOutput(
+        final_answer=reply.final_answer, quality_reasoning=reply.quality_reasoning,
+        need_replan=reply.need_replan, replan_reason=reply.replan_reason,
+        used_evidence=reply.used_evidence, notes=list(reply.notes))
 
 
 def _listed(options: Mapping[str, str]) -> str:

@@ -22,6 +22,7 @@ from ..state import (
     DistortionAnalysis,
     PlannerOutput,
     ToolExecutionLog,
+    scored_on,
     state_to_json,
 )
 
@@ -146,6 +147,15 @@ def distortion_line(key: str, item: DistortionAnalysis) -> str:
     return f"{item.type}{where}: {item.severity}" + (f" - {explanation}" if explanation else "")
 
 
+def asked_for(object_name: str, requested_for: list[str] | None) -> str:
+    """Which of the query's objects a tool call was made for: its ``requested_for`` (a
+    whole-image score standing in for them), else what it is filed under (the image itself, a
+    region; a call logged before ``requested_for`` existed, under the object it was for)."""
+    if requested_for:
+        return ", ".join(requested_for)
+    return "the image" if object_name == "Global" else object_name
+
+
 def tool_time(entry: ToolExecutionLog) -> tuple[float, float]:
     """(seconds the tool itself took, seconds of one-time model loading in that call)."""
     load = entry.load_time or 0.0
@@ -172,7 +182,8 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
                 console.print(f"  {escape(distortion_line(key, item))}", highlight=False)
     if evidence and evidence.tool_logs:
         table = Table(title="Tools")
-        for column in ("object", "distortion", "tool", "raw", "score 1-5", "ms", "note"):
+        for column in ("scored on", "for", "distortion", "tool", "raw", "score 1-5", "ms",
+                       "note"):
             table.add_column(column)
         for entry in evidence.tool_logs:
             compute, load = tool_time(entry)
@@ -185,14 +196,17 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
                 notes = [f"failed: {entry.error}"]
             score = "-" if math.isnan(entry.normalized_score) else f"{entry.normalized_score:.2f}"
             raw = "-" if math.isnan(entry.raw_score) else f"{entry.raw_score:.4g}"
-            table.add_row(escape(entry.object_name), escape(entry.distortion),
-                          escape(entry.tool_name), raw, score, f"{compute * 1000:.0f}",
-                          escape("; ".join(notes)))
+            table.add_row(escape(scored_on(entry.region)),
+                          escape(asked_for(entry.object_name, entry.requested_for)),
+                          escape(entry.distortion), escape(entry.tool_name), raw, score,
+                          f"{compute * 1000:.0f}", escape("; ".join(notes)))
         console.print(table)
     for note in (evidence.notes if evidence else []):
         console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)
     for entry in state.get("replan_history", []):
-        console.print(f"[yellow]Replan {entry.iteration}:[/] {escape(entry.reason)}",
+        failed = (f" (failed: {entry.failure}; answered with the previous plan's evidence)"
+                  if entry.failure else "")
+        console.print(f"[yellow]Replan {entry.iteration}:[/] {escape(entry.reason + failed)}",
                       highlight=False)
     result = state.get("summarizer_result")
     if result is None:
@@ -209,6 +223,8 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
         console.print(f"[bold]Score:[/] {result.quality_score:.2f} / 5 ({distribution}; "
                       f"{result.probability_source})", highlight=False)
     console.print(f"[bold]Why:[/] {escape(result.quality_reasoning)}", highlight=False)
+    for note in result.notes:
+        console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)
     timings = state.get("step_seconds", {})
     if timings:
         console.print("[bold]Time:[/] " + ", ".join(_step_times(state, timings)),

@@ -158,7 +158,8 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
     """A stored run for a person: header, plan, steps, tools, replans, answer."""
     from rich.table import Table
 
-    from .render import output_console
+    from ..state import scored_on
+    from .render import asked_for, output_console
 
     console = console or output_console()
 
@@ -204,16 +205,22 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
     logs = details.get("tool_logs") or []
     if logs:
         table = Table(title="Tools")
-        for column in ("iteration", "object", "distortion", "tool", "raw", "score 1-5", "ms",
-                       "note"):
+        for column in ("iteration", "scored on", "for", "distortion", "tool", "raw",
+                       "score 1-5", "ms", "note"):
             table.add_column(column)
         for log in logs:
-            table.add_row(str(log["iteration"]), _text(log["object"]), _text(log["distortion"]),
+            table.add_row(str(log["iteration"]), _text(scored_on(log.get("region"))),
+                          _text(asked_for(log["object"], log.get("requested_for"))),
+                          _text(log["distortion"]),
                           _text(log["tool"]), _number(log["raw_score"], "4g"),
                           _number(log["normalized_score"], ".2f"), *_tool_time(log))
         console.print(table)
+    for note in details.get("notes") or []:
+        line(f"[yellow]Note:[/] {_text(note)}")
     for replan in details.get("replans") or []:
-        line(f"[yellow]Replan {replan['iteration']}:[/] {_text(replan['reason'])}")
+        failed = (f" (failed: {replan['failure']}; answered with the previous plan's evidence)"
+                  if replan.get("failure") else "")
+        line(f"[yellow]Replan {replan['iteration']}:[/] {_text(replan['reason'] + failed)}")
     _render_answer(details, line)
 
 
@@ -264,6 +271,8 @@ def _render_answer(details: dict[str, Any], line: Any) -> None:
             line(f"[bold]Score:[/] {details['quality_score']:.2f} / 5 ({distribution}; "
                  f"{_text(details.get('probability_source'))})")
         line(f"[bold]Why:[/] {_text(details.get('quality_reasoning'))}")
+        for note in details.get("answer_notes") or []:
+            line(f"[yellow]Note:[/] {_text(note)}")
     if details.get("error"):
         line(f"[bold red]Error:[/] {_text(details['error'])}")
     usage = details.get("vlm_usage") or {}

@@ -418,10 +418,11 @@ def recent_runs(session: Session, *, limit: int = 20, job_id: str | None = None
             for key, line, status, run in rows]
 
 
-def _load_times(steps: list[StepRecord]) -> dict[tuple[int, str, str], float | None]:
-    """Model-load seconds per (iteration, object, distortion), from the tool steps' stored
-    outputs (the tool_logs table has no column for it)."""
-    found: dict[tuple[int, str, str], float | None] = {}
+def _logged_calls(steps: list[StepRecord]) -> dict[tuple[int, str, str], dict[str, Any]]:
+    """The tool calls as the tool steps stored them, per (iteration, object, distortion): the
+    fields the tool_logs table has no column for (model-load seconds, the region cropped, the
+    objects a whole-image score was asked for)."""
+    found: dict[tuple[int, str, str], dict[str, Any]] = {}
     for record in steps:
         if record.step != "tool_execution" or not record.output_json:
             continue
@@ -432,8 +433,15 @@ def _load_times(steps: list[StepRecord]) -> dict[tuple[int, str, str], float | N
         for entry in evidence.get("tool_logs") or []:
             if isinstance(entry, dict):
                 found[(record.iteration, str(entry.get("object_name")),
-                       str(entry.get("distortion")))] = entry.get("load_time")
+                       str(entry.get("distortion")))] = entry
     return found
+
+
+def _call_extras(entry: dict[str, Any]) -> dict[str, Any]:
+    """A stored call's load time, and what it scored: ``region`` (None: the whole image) and
+    ``requested_for`` (the objects a whole-image score was asked for)."""
+    return {"load_time_s": entry.get("load_time"), "region": entry.get("region"),
+            "requested_for": list(entry.get("requested_for") or [])}
 
 
 def run_details(session: Session, run_id: str) -> dict[str, Any]:
@@ -451,10 +459,11 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
                               .order_by(ReplanRow.iteration))
     item = session.execute(select(JobItem.item_key, JobItem.line, JobItem.status)
                            .where(JobItem.run_id == run_id)).first()
-    loads = _load_times(steps)
+    logged = _logged_calls(steps)
     plan = state.get("plan")
     evidence = state.get("executor_evidence")
     result = state.get("summarizer_result")
+    failures = {entry.iteration: entry.failure for entry in state.get("replan_history", [])}
     return {
         **_run_row(run),
         "backend": run.backend, "iterations": run.iteration_count, "resends": run.resends,
@@ -479,16 +488,20 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
                        "requested_tool": log.requested_tool, "raw_score": log.raw_score,
                        "normalized_score": log.normalized_score,
                        "execution_time_s": log.execution_time,
-                       "load_time_s": loads.get((log.iteration, log.object_name,
-                                                 log.distortion)),
+                       **_call_extras(logged.get((log.iteration, log.object_name,
+                                                  log.distortion), {})),
                        "fallback": log.fallback, "cached": log.cached, "error": log.error,
                        "timestamp": _iso(log.timestamp)} for log in logs],
+        "notes": list(evidence.notes) if evidence is not None else [],
+        # A replan's failure is recorded in the state (its row is written when it is asked for).
         "replans": [{"iteration": row.iteration, "reason": row.reason,
-                     "created_at": _iso(row.created_at)} for row in replans],
+                     "created_at": _iso(row.created_at),
+                     "failure": failures.get(row.iteration)} for row in replans],
         "quality_reasoning": result.quality_reasoning if result is not None else None,
         "level_distribution": result.level_distribution if result is not None else None,
         "probability_source": result.probability_source if result is not None else None,
         "answer_unparseable": result.answer_unparseable if result is not None else None,
+        "answer_notes": list(result.notes) if result is not None else [],
         "vlm_usage": summarize(vlm_usage(session, run_id=run_id), PriceTable.load()),
     }
 
@@ -606,7 +619,7 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
                 "reasoning": None, "level_distribution": None, "answered_by": None,
                 "correct": None, "severities": None, "fallbacks": 0, "tools": None,
-                "tool_scores": {}, "raw_scores": {}, "meta": item.meta_json,
+                "scored_on": None, "tool_scores": {}, "raw_scores": {}, "meta": item.meta_json,
                 "question_type": _question_type(item.meta_json),
             }
             if run is not None:
@@ -631,6 +644,7 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 row["tool_scores"] = {t: sum(v) / len(v) for t, v in per_tool.items()}
                 row["raw_scores"] = {t: sum(v) / len(v) for t, v in per_tool_raw.items()}
                 row["tools"] = ";".join(sorted(per_tool)) or None
+                row["scored_on"] = _scored_on(run_logs, state)
             yield row
 
 
@@ -642,6 +656,29 @@ def tool_names(session: Session, job_id: str) -> list[str]:
         .where(JobItem.job_id == job_id, ToolLog.normalized_score.is_not(None))
         .order_by(ToolLog.tool_name)
     ))
+
+
+def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
+    """What an item's tool scores measured ("whole image", "left half (crop)"), from its
+    logged calls.  The table has no column for the crop, so the stored state's calls say it; in
+    a state written since crops exist, every call off "Global" scored a region's crop (calls for
+    objects are filed under "Global"), and before that every call scored the whole image."""
+    from ..state import scored_on
+
+    stored = [entry for entry in (state.get("executor_evidence") or {}).get("tool_logs") or []
+              if isinstance(entry, dict)]
+    crops = any("region" in entry for entry in stored)
+    regions = {(entry.get("object_name"), entry.get("distortion")): entry.get("region")
+               for entry in stored}
+    labels: list[str] = []
+    for log in logs:
+        if log.normalized_score is None:
+            continue
+        region = None
+        if crops and log.object_name != "Global":
+            region = regions.get((log.object_name, log.distortion)) or log.object_name
+        labels.append(scored_on(region))
+    return ";".join(dict.fromkeys(labels)) or None
 
 
 def _severities(state: dict[str, Any]) -> str | None:

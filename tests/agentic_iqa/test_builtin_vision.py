@@ -224,12 +224,12 @@ def test_a_saturated_tool_score_is_not_cited_as_the_reason():
 def test_a_tool_that_does_not_measure_the_asked_distortion_is_not_cited():
     reasoning = answer.explain(noise_context(str(EXAMPLE), "BRISQUE", 2.6))["quality_reasoning"]
     assert "BRISQUE rates" not in reasoning
-    assert "BRISQUE 2.60/5 for the image (an overall-quality score; it does not measure noise)" \
-        in reasoning
+    assert "BRISQUE 2.60/5 for the whole image (an overall-quality score; it does not measure " \
+        "noise)" in reasoning
     # An overall question may cite it; a tool whose strengths list the distortion is cited too.
     overall = noise_context(str(EXAMPLE), "BRISQUE", 2.6, "How is the quality of this photo?")
-    assert "BRISQUE rates the image 2.60/5." in answer.explain(overall)["quality_reasoning"]
-    assert "QAlign rates the image 3.10/5." in answer.explain(
+    assert "BRISQUE rates the whole image 2.60/5." in answer.explain(overall)["quality_reasoning"]
+    assert "QAlign rates the whole image 3.10/5." in answer.explain(
         noise_context(str(EXAMPLE), "QAlign", 3.1))["quality_reasoning"]
 
 

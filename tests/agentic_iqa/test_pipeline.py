@@ -192,9 +192,30 @@ class ScriptedPlanner(BuiltinClient):
 
 def test_evidence_a_new_plan_can_supply_is_replanned_for_then_the_summarizer_answers(
         builtin_agents, example_images):
-    """Scores for "sky" are missing because the plan ran no tool for it: a new plan may, so the
-    run replans to the bound; then the summarizer is asked with what there is and its answer
-    stands (issue 29: it used to be "Unable to determine" without asking)."""
+    """Scores for the right half are missing because the plan ran no tool on its crop: a new
+    plan may, so the run replans to the bound; then the summarizer is asked with what there is
+    and its answer stands (issue 29: it used to be "Unable to determine" without asking)."""
+    plan = {"query_type": "IQA", "query_scope": ["left half", "right half"],
+            "distortion_source": "Explicit", "distortions": {"left half": ["Blurs"]},
+            "reference_mode": "No-Reference", "required_tool": "PIQE",
+            "plan": {"distortion_detection": False, "distortion_analysis": True,
+                     "tool_selection": False, "tool_execution": True}}
+    client = ScriptedPlanner(plan)
+    agents = Agents(planner=client, executor=builtin_agents.executor,
+                    summarizer=builtin_agents.summarizer, registry=builtin_agents.registry)
+    state = run_inprocess("Are the left half and the right half blurry? A. Yes B. No",
+                          str(example_images["blur3"]), agents=agents, max_replan_iterations=2)
+    assert [entry.reason for entry in state["replan_history"]] == [
+        "Missing tool scores for right half"] * 2
+    result = state["summarizer_result"]
+    assert not result.need_replan and result.final_answer in {"A", "B"}
+    assert "Missing tool scores for right half" in result.quality_reasoning
+
+
+def test_a_whole_image_score_answers_every_object_and_no_replan_is_made(builtin_agents,
+                                                                         example_images):
+    """The same plan for objects: the tool run for the car scores the whole image, which is
+    all any plan could give the sky, so nothing is missing and no replan is made."""
     plan = {"query_type": "IQA", "query_scope": ["car", "sky"],
             "distortion_source": "Explicit", "distortions": {"car": ["Blurs"]},
             "reference_mode": "No-Reference", "required_tool": "PIQE",
@@ -205,11 +226,12 @@ def test_evidence_a_new_plan_can_supply_is_replanned_for_then_the_summarizer_ans
                     summarizer=builtin_agents.summarizer, registry=builtin_agents.registry)
     state = run_inprocess("Are the car and the sky blurry? A. Yes B. No",
                           str(example_images["blur3"]), agents=agents, max_replan_iterations=2)
-    assert [entry.reason for entry in state["replan_history"]] == [
-        "Missing tool scores for sky"] * 2
-    result = state["summarizer_result"]
-    assert not result.need_replan and result.final_answer in {"A", "B"}
-    assert "Missing tool scores for sky" in result.quality_reasoning
+    evidence = state["executor_evidence"]
+    assert state["replan_history"] == [] and state["iteration_count"] == 0
+    assert list(evidence.quality_scores) == ["Global"]
+    assert [(entry.object_name, entry.requested_for) for entry in evidence.tool_logs] == [
+        ("Global", ["car"])]
+    assert state["summarizer_result"].final_answer in {"A", "B"}
 
 
 @pytest.fixture

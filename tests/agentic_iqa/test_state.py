@@ -13,6 +13,7 @@ from agentic_iqa.state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     MAX_REPLAN_HISTORY,
     QUALITY_LEVELS,
+    STORED,
     AgenticIQAState,
     DistortionAnalysis,
     ExecutorOutput,
@@ -560,10 +561,19 @@ def test_replan_without_reason_gets_a_placeholder_and_a_warning(caplog):
 
 
 def test_quality_score_is_in_range():
-    assert summary(quality_score=3.25).quality_score == 3.25
+    assert summary(quality_score=3.25, probability_source="logprobs").quality_score == 3.25
     with pytest.raises(ValidationError) as exc_info:
-        summary(quality_score=5.2)
+        summary(quality_score=5.2, probability_source="logprobs")
     assert error_of(exc_info)["loc"] == ("quality_score",)
+
+
+def test_a_score_says_where_it_came_from_and_a_stored_one_is_read_as_it_was():
+    """The pipeline never gives a score without its source; a run stored before that rule
+    (a model's own score in explanation mode) still loads, as it was written."""
+    with pytest.raises(ValidationError, match="quality_score needs probability_source"):
+        summary(quality_score=3.2)
+    stored = summary().model_dump(mode="json") | {"quality_score": 3.2}
+    assert SummarizerOutput.model_validate(stored, context=STORED).quality_score == 3.2
 
 
 def test_level_distribution_is_a_distribution_over_the_five_levels():

@@ -41,7 +41,7 @@ def execution_update(state: AgenticIQAState, logs: list[ToolExecutionLog]) -> di
 def answered(state: AgenticIQAState, score: float = 3.7) -> AgenticIQAState:
     """``state`` with a scoring-mode answer from the Summarizer."""
     result = SummarizerOutput(final_answer="Good", quality_reasoning="Sharp, mild noise.",
-                              quality_score=score)
+                              quality_score=score, probability_source="logprobs")
     return merge_state(state, {"summarizer_result": result})
 
 
