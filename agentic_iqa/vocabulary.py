@@ -20,7 +20,7 @@ from iqa_tools import DISTORTION_CATEGORIES
 DISTORTION_TERMS: dict[str, tuple[str, ...]] = {
     "Blurs": ("blur", "blurs", "blurry", "blurred", "blurriness", "out of focus", "out-of-focus",
               "defocus", "defocused", "unfocused", "motion blur", "fuzzy", "smeared", "soft focus",
-              "in focus", "in-focus", "focused"),
+              "in focus", "in-focus", "focused", "unsharp"),
     "Noise": ("noise", "noisy", "grain", "grainy", "graininess", "speckle", "speckled",
               "noisiness"),
     "Compression": ("compression", "compressed", "jpeg", "jpg", "artifact", "artifacts",
@@ -45,17 +45,45 @@ DISTORTION_TERMS: dict[str, tuple[str, ...]] = {
 
 #: Words that ask whether a distortion is *absent* ("Is the car sharp?", "Is the flower in
 #: focus?", "Are the colours vivid?"): a yes/no question with one of them is answered Yes when
-#: its categories are not visible.  Sharp and in focus name both kinds of lost detail.
+#: its categories are not visible.  Sharp and in focus name both kinds of lost detail.  ("Noise
+#: free" is not here: "free" after any defect word turns it round, as "free of" before one does.)
 POSITIVE_TERMS: dict[str, tuple[str, ...]] = {
     "Blurs": ("in focus", "in-focus", "focused", "sharp", "crisp", "clear"),
     "Sharpness": ("in focus", "in-focus", "focused", "sharp", "crisp", "clear", "detailed"),
-    "Noise": ("clean", "noise-free", "noiseless", "noise free"),
+    "Noise": ("clean", "noiseless"),
     "Brightness change": ("well exposed", "well-exposed", "well lit", "well-lit",
                           "properly exposed", "correctly exposed"),
     "Contrast": ("good contrast", "contrasty", "punchy"),
     "Color distortions": ("vivid", "colourful", "colorful", "natural colours",
                           "natural colors", "true to life", "lifelike"),
 }
+
+#: Nouns that name a quality, not a defect: alone they name their category but say nothing of
+#: which way round ("Does it lack contrast?", "Is there no detail?" ask whether the defect is
+#: there, as "Is the contrast low?" does).  A good word beside one makes it a quality
+#: ("enough detail", "Is the exposure correct?"), a bad word a defect ("low contrast").
+ATTRIBUTE_TERMS: dict[str, tuple[str, ...]] = {
+    "Blurs": ("focus",),
+    "Sharpness": ("sharpness", "crispness", "clarity", "detail", "details", "definition"),
+    "Contrast": ("contrast",),
+    "Brightness change": ("brightness", "exposure", "lighting", "illumination"),
+    "Color distortions": ("color", "colour", "colors", "colours", "saturation", "hue",
+                          "white balance"),
+}
+#: Words that, before an attribute or after it ("Is the contrast good?"), make it a quality.
+GOOD_QUALIFIERS: tuple[str, ...] = (
+    "good", "enough", "sufficient", "adequate", "plenty of", "lots of", "fine", "rich", "great",
+    "excellent", "proper", "correct", "natural", "accurate", "balanced", "normal", "right", "ok",
+    "okay", "decent", "nice", "acceptable")
+#: Words that, in the same places, make it a defect ("low contrast", "Is the exposure wrong?").
+BAD_QUALIFIERS: tuple[str, ...] = (
+    "low", "poor", "bad", "wrong", "little", "reduced", "weak", "insufficient", "inadequate",
+    "incorrect", "unnatural")
+#: Nouns that, after an attribute, make it a defect ("contrast problems", "exposure issues").
+DEFECT_HEADS: tuple[str, ...] = (
+    "issue", "issues", "problem", "problems", "loss", "distortion", "distortions", "cast",
+    "casts", "shift", "shifts", "defect", "defects", "error", "errors", "artifact", "artifacts",
+    "artefact", "artefacts", "change", "changes")
 
 #: Words that, in a model's *label* for a distortion ("low contrast", "JPEG artifacts"), only
 #: qualify it; they never decide the category.
@@ -153,6 +181,7 @@ def level_name(score: float) -> str:
 
 
 __all__ = [
-    "DISTORTION_CATEGORIES", "DISTORTION_TERMS", "QUALITY_LEVELS", "SEVERITIES",
+    "ATTRIBUTE_TERMS", "BAD_QUALIFIERS", "DEFECT_HEADS", "DISTORTION_CATEGORIES",
+    "DISTORTION_TERMS", "GOOD_QUALIFIERS", "POSITIVE_TERMS", "QUALITY_LEVELS", "SEVERITIES",
     "SEVERITY_SYNONYMS", "canonical_distortion", "canonical_severity", "level_name", "level_of",
 ]

@@ -23,12 +23,21 @@ from typing import Any
 import numpy as np
 
 from ...query import categories_in, options_in
-from ...state import missing_evidence
-from ...vocabulary import POSITIVE_TERMS, level_name
+from ...state import missing_evidence, whole_image_objects
+from ...vocabulary import level_name
 from .opinion import OpinionModel, OpinionModels, as_models
 from .opinion_features import opinion_features
 from .severity import SEVERITIES
 from .vision import dominance_for, presence_for, scores_for
+from .yes_no import (
+    BAD_WORDS,
+    GOOD_WORDS,
+    TOP_WORDS,
+    Asked,
+    all_needed,
+    distortions_asked,
+    overall_asked,
+)
 
 LEVEL_WORDS = {"excellent": 5, "good": 4, "fair": 3, "poor": 2, "bad": 1,
                "high": 4, "medium": 3, "average": 3, "low": 2, "very good": 5, "very poor": 1}
@@ -200,18 +209,17 @@ def _choose_option(query: str, options: dict[str, str], severity: dict[str, floa
         return pick, f"The distortion in question is {word}."
     yes_no = {letter: text.lower().strip(" .") for letter, text in options.items()}
     if set(yes_no.values()) <= {"yes", "no"} and len(yes_no) == 2:
-        if not asked and asks_overall_quality(stem):  # "Is this image of good quality?"
+        # The same reading as a free yes/no question: "Is it free of noise?" is Yes when no
+        # noise is visible, whichever letter Yes has.
+        reply = yes_no_reply(stem, severity, detection, present)
+        if reply is not None:
+            yes, why = reply[0], f"{reply[1]}."
+        elif asks_overall_quality(stem):  # "Is this image of good quality?"
             yes, why = overall_yes(stem, estimate)
-            pick = next(k for k, v in yes_no.items() if v == ("yes" if yes else "no"))
-            return pick, why
-        # "Is the car sharp?", "Is it free of noise?" ask for an absence: Yes when not visible.
-        positive = [c for c in absence_asked(stem) if c in asked or c in severity]
-        visible = max((_excess(severity, detection, c, present) for c in positive or asked),
-                      default=-1.0) >= 0.0
-        yes = not visible if positive else visible
+        else:
+            yes, why = False, "The question names no distortion the offline backend measures."
         pick = next(k for k, v in yes_no.items() if v == ("yes" if yes else "no"))
-        return pick, ("The asked distortion is visible." if visible
-                      else "The asked distortion is not visible.")
+        return pick, why
     levels = {letter: _level_of(text) for letter, text in options.items()}
     if all(v is not None for v in levels.values()):
         pick = min(levels, key=lambda k: abs(levels[k] - estimate))
@@ -226,15 +234,13 @@ NOUNS = {"Blurs": "blur", "Noise": "noise", "Compression": "compression artefact
          "Color distortions": "colour distortion", "Sharpness": "loss of sharpness"}
 
 
-#: The first word of a question answered Yes or No (English).
-_YES_NO = re.compile(r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could|will|would|"
-                     r"should|shall|may|might|am)\b", re.I)
-#: Words of a yes/no question about overall quality: asked the good way round, or the bad.
-_GOOD_WORDS = ("good", "high quality", "high-quality", "acceptable", "fine", "nice", "usable",
-               "decent", "great", "excellent", "perfect", "outstanding", "superb")
-_BAD_WORDS = ("bad", "poor", "low quality", "low-quality", "terrible", "awful", "unusable")
-#: Words that ask for the top level, not for the good half of the scale.
-_TOP_WORDS = ("excellent", "perfect", "outstanding", "superb")
+#: The first word of a question answered Yes or No (English), negated or not ("Isn't it
+#: blurry?"), after "Answer yes or no:" if any.
+_YES_NO = re.compile(r"^\s*(?:(?:please\s+)?(?:answer|reply|respond)?\s*(?:with\s+)?"
+                     r"yes\s*(?:or|/)\s*no\s*[:,.\-]?\s*)?"
+                     r"(?:(?:is|are|was|were|does|do|did|has|have|had|could|would|should|"
+                     r"might)n't|can't|won't|shan't|is|are|was|were|does|do|did|has|have|had|"
+                     r"can|could|will|would|should|shall|may|might|am)\b", re.I)
 #: A yes/no question about overall quality is answered from the builtin's opinion against the
 #: middle of the 1-5 scale: Good and Excellent are Yes, Poor and Bad No, and Fair, the middle
 #: level, splits at its centre (3.0).  Its opinion is drawn towards the middle (the best LIVE-C
@@ -245,79 +251,32 @@ GOOD_FROM = 3.0
 #: The score from which a question asking for the top ("Is it excellent?") is answered Yes.
 TOP_FROM = 4.5
 
-#: Words that negate the phrase after them: "free of noise", "without blur", "no artefacts",
-#: "lacks any grain", "not blurry".  ("Isn't it blurry?" asks the same as "Is it blurry?".)
-_NEGATION = re.compile(
-    r"\b(?:free\s+(?:of|from)|without|devoid\s+of|lack(?:s|ing)?|no|not)\s+"
-    r"(?:(?:any|visible|noticeable|obvious|apparent|signs?\s+of|traces?\s+of|the|a|an|its|"
-    r"much|enough|sufficient)\s+)*"
-    r"(?P<phrase>[^?.,;:!]+)", re.I)
-#: Where a negated phrase ends: a clause of its own begins.
-_CLAUSE = re.compile(r"\b(?:but|while|although|though|whereas|yet|or is|and is|or are|and are)\b")
-#: "noise-free", "blur free", "artefact-free": the word before names what is absent.
-_FREE_SUFFIX = re.compile(r"(?<![\w-])(?P<word>[a-z]+)[-\s]free\b")
-#: A negated phrase that starts with one of these names a quality, not a defect: "lacks
-#: contrast", "without detail", "not sharp" ask whether the defect is *there*.
-_ATTRIBUTES = ("contrast", "sharp", "sharpness", "crisp", "crispness", "clear", "clarity",
-               "detail", "details", "detailed", "focus", "focused", "in focus", "in-focus",
-               "colour", "colours", "color", "colors", "colourful", "colorful", "vivid",
-               "saturation", "brightness", "bright", "light", "lighting", "illumination",
-               "exposure", "well", "properly", "correctly", "good", "natural", "definition")
-#: After an attribute, these make the phrase a defect again: "free of contrast problems".
-_DEFECT_HEADS = ("issue", "issues", "problem", "problems", "loss", "distortion", "distortions",
-                 "cast", "casts", "shift", "shifts", "defect", "defects", "error", "errors",
-                 "artifact", "artifacts", "artefact", "artefacts", "change", "changes")
-
 
 def is_yes_no(query: str) -> bool:
-    """A question that expects Yes or No ("Is the flower in focus?", "Does it look noisy?")."""
-    return _YES_NO.match(query) is not None
-
-
-def _negated_phrases(query: str) -> list[tuple[int, int, str]]:
-    """(start, end, phrase) of every negated phrase, the phrase cut where a new clause begins."""
-    found = []
-    for match in _NEGATION.finditer(query.casefold()):
-        phrase = match.group("phrase")
-        cut = _CLAUSE.search(phrase)
-        phrase = phrase[:cut.start()] if cut else phrase
-        found.append((match.start(), match.start("phrase") + len(phrase), phrase.strip()))
-    return found
-
-
-def _names_attribute(phrase: str) -> bool:
-    """Whether a negated phrase names a quality ("contrast", "sharpness"), so that its lack is
-    the defect, rather than a defect ("noise", "contrast problems") whose lack is the good."""
-    head = next((term for term in sorted(_ATTRIBUTES, key=len, reverse=True)
-                 if phrase == term or phrase.startswith(term + " ")), None)
-    if head is None:
-        return False
-    rest = phrase[len(head):].split()
-    return not (rest and rest[0] in _DEFECT_HEADS)
+    """A question that expects Yes or No ("Is the flower in focus?", "Does it look noisy?",
+    "Answer yes or no: is it noisy?")."""
+    return _YES_NO.match(query.replace("\u2019", "'")) is not None
 
 
 def positive_categories(query: str) -> list[str]:
     """Categories the query asks to be *absent* by a positive word ("sharp", "in focus",
     "vivid", "well exposed") that is not itself negated ("not sharp" asks for blur)."""
-    lowered = query.casefold()
-    for start, end, _phrase in reversed(_negated_phrases(lowered)):
-        lowered = lowered[:start] + " " + lowered[end:]
-    return [category for category, terms in POSITIVE_TERMS.items()
-            if any(re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", lowered)
-                   for term in terms)]
+    found: list[str] = []
+    for asked in distortions_asked(query):
+        if asked.positive:
+            found += [c for c in asked.categories if c not in found]
+    return found
 
 
 def absence_asked(query: str) -> list[str]:
-    """Categories a yes/no question asks to be *absent*, so that Yes means "not visible": a
-    positive word ("Is it sharp?"), a negated defect ("free of noise", "free from blur",
-    "without artefacts", "no grain", "lacks any blur", "not blurry") or "X-free"
-    ("noise-free").  A negated quality ("lacks contrast", "not sharp") asks for the defect."""
-    found = positive_categories(query)
-    phrases = [phrase for _start, _end, phrase in _negated_phrases(query)
-               if not _names_attribute(phrase)]
-    phrases += [match.group("word") for match in _FREE_SUFFIX.finditer(query.casefold())]
-    for phrase in phrases:
-        found += [category for category in categories_in(phrase) if category not in found]
+    """Categories a yes/no question asks to be *absent*, so that Yes means "not visible", read
+    by :mod:`.yes_no`: "sharp", "free of noise", "clear of noise", "noise-free", "Is noise
+    absent?", "no grain", "not blurry"; while "not sharp", "unsharp", "lacks contrast" and
+    "not free of noise" ask whether the defect is there."""
+    found: list[str] = []
+    for asked in distortions_asked(query):
+        if not asked.present:
+            found += [c for c in asked.categories if c not in found]
     return found
 
 
@@ -325,21 +284,17 @@ def asks_overall_quality(query: str) -> bool:
     """A question about the image's quality as a whole ("Is this image of good quality?")."""
     lowered = query.casefold()
     return re.search(r"\bquality\b", lowered) is not None or any(
-        re.search(rf"\b{re.escape(word)}\b", lowered) for word in (*_GOOD_WORDS, *_BAD_WORDS))
+        re.search(rf"\b{re.escape(word)}\b", lowered) for word in (*GOOD_WORDS, *BAD_WORDS))
 
 
 def overall_yes(query: str, estimate: float) -> tuple[bool, str]:
     """Yes or No to a yes/no question about overall quality, with why: "good" (or no word) is
     Yes from :data:`GOOD_FROM`, "poor" or "bad" below it, "excellent" from :data:`TOP_FROM`;
-    a negated word turns round ("not of good quality" asks whether it is poor)."""
-    lowered = query.casefold()
-    negated = " ".join(phrase for _start, _end, phrase in _negated_phrases(lowered))
-
-    def names(words: Sequence[str], text: str) -> bool:
-        return any(re.search(rf"\b{re.escape(word)}\b", text) for word in words)
-
-    bad = names(_BAD_WORDS, lowered) != (names(_BAD_WORDS, negated) or names(_GOOD_WORDS, negated))
-    top = names(_TOP_WORDS, lowered) and not bad
+    a negated word turns round ("not of good quality" asks whether it is poor, "not
+    excellent" whether it is below the top)."""
+    asked = overall_asked(query)
+    bad = asked is not None and asked.present
+    top = asked is not None and asked.words in TOP_WORDS
     cut = TOP_FROM if top else GOOD_FROM
     above = estimate >= cut
     side = "at or above" if above else "below"
@@ -348,29 +303,88 @@ def overall_yes(query: str, estimate: float) -> tuple[bool, str]:
                           f"scale, {side} {what}, {cut:.1f})")
 
 
+def _deciding(asked: Asked, severity: Mapping[str, float], detection: Mapping[str, float],
+              present: Mapping[str, float] | None) -> tuple[str, float]:
+    """The category that decides ``asked`` and how far it is above the point of being present:
+    the most visible of its categories, the analysed one on a tie ("sharp" names Blurs and
+    Sharpness, which are measured alike)."""
+    category = max(asked.categories, key=lambda c: (_excess(severity, detection, c, present),
+                                                    c in severity))
+    return category, _excess(severity, detection, category, present)
+
+
+def _finding(asked: Asked, severity: Mapping[str, float], detection: Mapping[str, float],
+             present: Mapping[str, float] | None) -> str:
+    """A visible distortion in words ("severe noise"); at least "slight", since it is seen."""
+    category, _ = _deciding(asked, severity, detection, present)
+    noun = NOUNS.get(category, category.lower())
+    if category not in severity:  # measured for the answer, not analysed: no severity word
+        return f"{noun} is visible"
+    return f"{SEVERITIES[max(1, min(4, int(severity[category])))]} {noun}"
+
+
+def _nouns(asked: Sequence[Asked], severity: Mapping[str, float],
+           detection: Mapping[str, float], present: Mapping[str, float] | None) -> str:
+    nouns: list[str] = []
+    for item in asked:
+        category, _ = _deciding(item, severity, detection, present)
+        noun = NOUNS.get(category, category.lower())
+        if noun not in nouns:
+            nouns.append(noun)
+    return " or ".join(nouns)
+
+
+def yes_no_reply(query: str, severity: Mapping[str, float],
+                 detection: Mapping[str, float] | None = None,
+                 present: Mapping[str, float] | None = None) -> tuple[bool, str] | None:
+    """Yes or No to a yes/no question about distortions, with the finding that decides it
+    ("No: severe noise" to "Is it free of noise?"), or None when it names no distortion.
+    What it asks to be absent must all be invisible; of what it asks to be there one must be
+    visible ("noisy or blurry"), or each ("noisy and blurry")."""
+    asked = distortions_asked(query)
+    if not asked:
+        return None
+    detection = detection or {}
+
+    def margin(item: Asked) -> float:
+        return _deciding(item, severity, detection, present)[1]
+
+    absent = [item for item in asked if not item.present]
+    wanted = [item for item in asked if item.present]
+    seen = [item for item in absent if margin(item) >= 0.0]
+    if seen:
+        return False, "No: " + _finding(max(seen, key=margin), severity, detection, present)
+    shown = [item for item in wanted if margin(item) >= 0.0]
+    unseen = [item for item in wanted if margin(item) < 0.0]
+    every = all_needed(query)
+    if wanted and (unseen if every else not shown):
+        return False, f"No: {_nouns(unseen, severity, detection, present)} is not visible"
+    decisive = shown if every else sorted(shown, key=margin)[-1:]
+    parts = [_finding(item, severity, detection, present) for item in decisive]
+    if absent:
+        parts.append(f"no {_nouns(absent, severity, detection, present)} is visible")
+    return True, "Yes: " + ", and ".join(parts)
+
+
 def _free_answer(query: str, severity: dict[str, float], estimate: float,
                  context_plan: Mapping[str, Any] | None = None,
                  detection: Mapping[str, float] | None = None, *,
                  present: Mapping[str, float] | None = None) -> str:
-    """A yes/no question gets Yes or No first, the right way round: "Is it noisy?" is Yes
-    when noise is visible, "Is it sharp?" is Yes when no blur or loss of detail is."""
-    asked = categories_in(query)
+    """A yes/no question gets Yes or No first, the right way round (:func:`yes_no_reply`):
+    "Is it noisy?" is Yes when noise is visible, "Is it sharp?" or "Is it clear of noise?"
+    when it is not; one that names no distortion is about overall quality."""
     detection = detection or {}
-    positive = [c for c in absence_asked(query) if c in asked or c in severity]
-    if positive and is_yes_no(query):
-        worst = max(positive, key=lambda c: _excess(severity, detection, c, present))
-        word = SEVERITIES[min(4, int(severity.get(worst, 0.0)))]
-        noun = NOUNS.get(worst, worst.lower())
-        if _excess(severity, detection, worst, present) >= 0.0:
-            return f"No: {word} {noun}"
-        return f"Yes: no {noun} is visible"
+    reply = yes_no_reply(query, severity, detection, present) if is_yes_no(query) else None
+    if reply is not None:
+        return reply[1]
+    asked = categories_in(query)
     if asked:
         worst = max(asked, key=lambda c: _excess(severity, detection, c, present))
         level = severity.get(worst, 0.0)
         word = SEVERITIES[min(4, int(level))]
         noun = NOUNS.get(worst, worst.lower())
         visible = _excess(severity, detection, worst, present) >= 0.0
-        if is_yes_no(query):  # "Is it blurry?"
+        if is_yes_no(query):  # names a category only :mod:`.yes_no` does not read
             return f"Yes: {word} {noun}" if visible else f"No: {noun} is not visible"
         # "How severe is the blur?", "Describe the colours": the finding, no Yes or No.
         return f"{word.capitalize()} {noun}" if visible else f"No {noun} is visible"
@@ -431,7 +445,8 @@ def measures(tool: str, asked: Sequence[str]) -> bool:
 
 def tool_evidence(context: Mapping[str, Any], asked: Sequence[str] = ()
                   ) -> tuple[list[str], list[str]]:
-    """(scores quoted as evidence, scores set aside with the reason), one per (object, tool)."""
+    """(scores quoted as evidence, scores set aside with the reason), one per (part, tool): a
+    "Global" score is the whole image's, whatever objects it was run for, and is said so."""
     cited: list[str] = []
     set_aside: list[str] = []
     seen: set[tuple[str, str]] = set()
@@ -442,7 +457,7 @@ def tool_evidence(context: Mapping[str, Any], asked: Sequence[str] = ()
             if (key, tool) in seen:
                 continue
             seen.add((key, tool))
-            where = "the image" if key == "Global" else key
+            where = "the whole image" if key == "Global" else f"{key} (its crop)"
             if saturated(tool, score):
                 set_aside.append(f"{tool} {score:.2f}/5 for {where} (at the end of its scale, "
                                  "so it carries no information)")
@@ -468,4 +483,9 @@ def _evidence_text(context: Mapping[str, Any], asked: Sequence[str] = ()) -> str
     parts.extend(cited)
     if set_aside:
         parts.append("Not used as evidence: " + "; ".join(set_aside) + ".")
+    objects = whole_image_objects(context.get("plan") or {}, context.get("quality_scores"))
+    if objects:
+        names, judged = " or ".join(objects), "it is" if len(objects) == 1 else "they are"
+        parts.append(f"The tool scores are the whole image's: no tool measured {names} on its "
+                     f"own (tools cannot locate objects), so {judged} judged from the image.")
     return " ".join(parts) if parts else "No distortion stands out."
