@@ -115,8 +115,10 @@ Reference image given: {has_reference}
 SUMMARIZER_SYSTEM = """You are the summarizer of an image quality assessment agent. You receive the
 user's query, the plan, and the evidence gathered: distortions with their severity and tool scores
 on a 1 (bad) to 5 (excellent) scale. Answer the query from the evidence; look at the image yourself
-when the evidence does not settle it. If the evidence the plan asked for is missing (for example no
-tool score for an object the query is about), set need_replan to true and say what is missing.
+when the evidence does not settle it. Tool scores are the whole image's (or a named region's crop):
+no tool measures an object on its own, so judge objects from the image. If the evidence the plan
+asked for is missing (for example no severity for a distortion, or no tool score at all), set
+need_replan to true and say what is missing.
 Return JSON: {"final_answer": "<option letter for multiple choice, else a short answer>",
 "quality_reasoning": "<evidence-based explanation>", "need_replan": false,
 "replan_reason": null}"""
