@@ -273,6 +273,14 @@ def _distortion_words() -> set[str]:
     return {word for terms in DISTORTION_TERMS.values() for term in terms for word in term.split()}
 
 
+#: Comparatives that end an object's name: "is the sky sharper than the car" names the sky.
+_COMPARATIVES = frozenset({
+    "sharper", "noisier", "blurrier", "brighter", "darker", "clearer", "cleaner", "crisper",
+    "softer", "grainier", "dimmer", "fuzzier", "lighter", "duller", "smoother", "richer",
+    "hazier", "flatter", "better", "worse", "more", "less", "most", "least",
+})
+
+
 def objects_in(text: str) -> list[str]:
     """The objects ``text`` names with a determiner ("the car", "the person's face"), less
     distortion, picture and taste words; a phrase that only says where the previous object is
@@ -285,7 +293,8 @@ def objects_in(text: str) -> list[str]:
         words: list[str] = []
         end = match.start(1)
         for word in re.finditer(r"\S+", match.group(1)):
-            if word.group() in _STOP or (words and word.group() in _AFTER_NAME):
+            if (word.group() in _STOP or word.group() in _COMPARATIVES
+                    or (words and word.group() in _AFTER_NAME)):
                 break
             words.append(word.group())
             end = match.start(1) + word.end()

@@ -1,6 +1,6 @@
 import pytest
 
-from agentic_iqa.query import categories_in, options_in, parse_query, region_of
+from agentic_iqa.query import categories_in, objects_in, options_in, parse_query, region_of
 from iqa_tools import load_catalog
 
 TOOLS = [spec.name for spec in load_catalog()]
@@ -82,3 +82,15 @@ def test_region_pixels_cover_the_named_part():
     region = region_of("bottom right", "How blurry is the bottom right?")
     assert region.pixels(500, 400) == (250, 200, 500, 400)
     assert region_of("centre", "in the centre").pixels(10, 10) == (2, 2, 8, 8)
+
+
+@pytest.mark.parametrize("query, objects", [
+    ("Is the car or the sky sharper?", ["car", "sky"]),
+    ("Is the left half noisier than the right half?", ["left half", "right half"]),
+    ("Is the face brighter than the background?", ["face", "background"]),
+    ("Is the car more blurry than the tree?", ["car", "tree"]),
+    ("Which looks worse, the road or the sky?", ["road", "sky"]),
+    ("Is the water darker than the sand?", ["water", "sand"]),
+])
+def test_a_comparative_ends_an_objects_name(query, objects):
+    assert objects_in(query) == objects
