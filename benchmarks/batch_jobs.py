@@ -236,7 +236,7 @@ def main() -> None:
           f"{own:.1f} s (online wall {base.seconds:.1f} s: {own / base.seconds:.2f}x)")
     twice, line = paid_twice(batched.billed, asked)
     print(f"  batch requests billed {len(batched.billed)}, distinct requests billed "
-          f"{len({custom_id for custom_id, _ in batched.billed})}, online calls "
+          f"{len({request(custom_id) for custom_id, _ in batched.billed})}, online calls "
           f"{len(batched.online_billed)}, {line}")
     ratio = cost(batched.ran.summary) / cost(base.summary)
     failed = check("batch", batched, base, twice, args.items)
@@ -261,8 +261,8 @@ def main() -> None:
     print(f"  done {done(ran.answers)} of {args.items}, differing from online "
           f"{differing(ran.answers, base.answers)}, rounds {ran.rounds}, wall {seconds:.1f} s")
     print(f"  requests billed {len(interrupted.billed)}, distinct requests billed "
-          f"{len({custom_id for custom_id, _ in interrupted.billed})}, online calls "
-          f"{len(interrupted.online_billed)}")
+          f"{len({request(custom_id) for custom_id, _ in interrupted.billed})}, online "
+          f"calls {len(interrupted.online_billed)}")
     twice, line = paid_twice(interrupted.billed, asked)
     print(f"  {line}")
     finish(failed + check("interrupted", interrupted, base, twice, args.items))
@@ -290,12 +290,19 @@ def finish(failed: list[str]) -> None:
         sys.exit(1)
 
 
+def request(custom_id: str) -> str:
+    """The request a batch line stands for (``q<id>``): a custom id is its batch's id, then
+    the request's."""
+    return custom_id.rsplit("_", 1)[-1]
+
+
 def paid_twice(billed: list[tuple[str, str]], asked: Counter[str]) -> tuple[int, str]:
     """Requests paid more often than asked, and the line saying so: custom ids billed twice,
     and bodies billed more often than the online job asked them (two items may ask one
     identical request, a tool selection for the same distortions: online pays it twice
     too)."""
-    by_id = sum(count - 1 for count in Counter(custom_id for custom_id, _ in billed).values())
+    by_id = sum(count - 1 for count in
+                Counter(request(custom_id) for custom_id, _ in billed).values())
     by_body = sum(max(0, count - asked[body]) for body, count in
                   Counter(body for _, body in billed).items())
     return by_id + by_body, (f"paid twice: {by_id + by_body} ({by_id} custom ids billed "

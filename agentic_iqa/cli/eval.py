@@ -1016,24 +1016,43 @@ def cancel(job: Annotated[str, typer.Argument(
         help="job id or a unique prefix of one")]) -> None:
     """Stop a job: waiting items are cancelled, running ones end as cancelled.
 
+    A batch job's open batches are cancelled at the provider too (what they answered so far is
+    kept for a resume); one that cannot be now (the provider unreachable, no key here) is
+    cancelled by the next round tick: the workers' supervisor, or this command run again.
+
     A job that already ended (done or cancelled) is left alone and the command exits 1, so a
     script that expects its cancel to have stopped something learns that it did not.
     """
+    from ..db import batches as batch_store
     from ..db import jobs as store
     from ..db import reads
     from ..db.engine import session_scope
+    from ..runtime import batches as rounds
 
     engine = _engine()
     job = _job_id(engine, job)
     try:
         with session_scope(engine) as session:  # status read and cancel in one transaction
             status = reads.get_job(session, job).status
+            batched = batch_store.is_batch_job(session, job)
             cancelled = store.cancel(session, job) if status == "running" else None
     except reads.JobNotFound as exc:
         _fail(str(exc))
-    if cancelled is None:
-        _fail(f"job {job} already finished ({status}); nothing to cancel")
-    out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False, soft_wrap=True)
+    stopped = rounds.cancel(engine, job) if batched and status in ("running", "cancelled") \
+        else rounds.Cancelled()
+    if cancelled is None and not stopped.cancelled:
+        _fail(f"job {job} already finished ({status}); nothing to cancel"
+              + "".join(f"; batch {why}" for why in stopped.deferred))
+    if cancelled is not None:
+        out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False,
+                  soft_wrap=True)
+    for provider_id in stopped.cancelled + (stopped.cancelling if cancelled is not None else []):
+        out.print(f"batch {provider_id} cancelled at the provider (what it answered so far is "
+                  "kept for a resume)", highlight=False, soft_wrap=True)
+    for why in stopped.deferred:
+        out.print(f"batch not cancelled at the provider yet ({why}): the next round tick "
+                  f"cancels it (the workers' supervisor, or `eval cancel {job}` again)",
+                  highlight=False, soft_wrap=True)
 
 
 def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:

@@ -8,7 +8,8 @@ Every function takes an open session and leaves the commit to the caller, like
 - a request is given to exactly one batch at a time (``batch_id``, set in the transaction that
   creates the batch row, under the job's lock), and only a batch's own answers are written to
   it;
-- an answer, once written, is never asked for again.
+- an answer, once written, is never asked for again;
+- a request the provider refused for good (the request itself is bad) is not sent again.
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ from .models import BatchRequest, Job, JobItem, Run, StepRecord, VlmBatch, utc_n
 
 #: A request's reason when its item fails: the provider's, and how often it was tried.
 _OPEN_REQUESTS = ("pending", "submitted")
+
+
+def line_id(batch_id: str, request_id: int) -> str:
+    """A request's ``custom_id`` in a batch: its row's ``q<id>`` after the batch row's own id.
+    The results of a batch found again after a crash by its time and size alone (Anthropic
+    lists no metadata) prove whose they are: no other batch, of this database or of another
+    on the same account, holds these ids."""
+    return f"b{batch_id.replace('-', '')[:16]}_q{request_id}"
+
+
+def line_prefix(batch_id: str) -> str:
+    """What every custom_id of the batch row ``batch_id`` begins with."""
+    return line_id(batch_id, 0).removesuffix("0")
 
 
 def answers_for(session: Session, run_id: str, step: str, iteration: int) -> dict[int, Answer]:
@@ -208,8 +222,8 @@ def gather(session: Session, job_id: str, groups: dict[str, str], *, max_request
             session.flush()
             for row in chunk:
                 row.status, row.batch_id = "submitted", batch.id
-            gathered.append(Gathered(batch.id, role, [(row.custom_id, row.request_json)
-                                                     for row in chunk]))
+            gathered.append(Gathered(batch.id, role, [(line_id(batch.id, row.id),
+                                                      row.request_json) for row in chunk]))
     session.flush()
     return gathered
 
@@ -236,6 +250,60 @@ def record_state(session: Session, batch_id: str, *, provider_id: str | None, st
     session.execute(update(VlmBatch).where(VlmBatch.id == batch_id).values(**values))
 
 
+def submitted_requests(session: Session, batch_id: str) -> list[tuple[int, str]]:
+    """The requests a batch was given and has not answered yet: (row id, request JSON)."""
+    rows = session.execute(select(BatchRequest.id, BatchRequest.request_json).where(
+        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
+        .order_by(BatchRequest.id)).all()
+    return [(int(row_id), text) for row_id, text in rows]
+
+
+def taken_provider_ids(session: Session, since: datetime) -> set[str]:
+    """Provider ids recorded for batches that may have been created since ``since``: a
+    batch found again after a crash is none of these."""
+    return set(session.scalars(select(VlmBatch.provider_id).where(
+        VlmBatch.provider_id.is_not(None),
+        VlmBatch.submitted_at.is_(None) | (VlmBatch.submitted_at >= since))))
+
+
+def release(session: Session, batch_id: str, reason: str) -> int:
+    """The batch row holds none of its requests after all (its create never reached the
+    provider, and its job stopped): they wait for the next round, no try counted, and the
+    row is closed with ``reason``.  Returns how many went back."""
+    result = session.execute(update(BatchRequest).where(
+        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
+        .values(status="pending", batch_id=None))
+    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id).values(
+        read=True, ended=True, error=redact(reason), next_poll_at=None, ended_at=utc_now()))
+    return int(result.rowcount or 0)
+
+
+def disown(session: Session, batch_id: str, reason: str) -> None:
+    """The batch adopted for row ``batch_id`` after a crash proved another's (its results
+    carry none of the row's custom_ids): it is kept as a closed row of its own, so no later
+    search takes it again, and the row is "submitting" once more, looked for again at once
+    (its own batch may be the next candidate)."""
+    row = session.get(VlmBatch, batch_id)
+    if row is None or row.provider_id is None:
+        return
+    now = utc_now()
+    session.add(VlmBatch(job_id=row.job_id, round=row.round, role=row.role,
+                         backend=row.backend, model=row.model, provider_id=row.provider_id,
+                         status="not ours", ended=True, read=True, request_count=0,
+                         error=redact(reason), submitted_at=now, ended_at=now, polls=0))
+    row.provider_id, row.status, row.ended, row.counts_json = None, "submitting", False, None
+    row.submitted_at = row.ended_at = row.expires_at = row.next_poll_at = None
+    session.flush()
+
+
+def poll_now(session: Session, job_id: str) -> None:
+    """The job's open batches are polled at the next pass (a cancel that could not reach the
+    provider is tried again there)."""
+    session.execute(update(VlmBatch).where(VlmBatch.job_id == job_id,
+                                           VlmBatch.read.is_(False))
+                    .values(next_poll_at=utc_now()))
+
+
 def claim_polls(session: Session, *, backoff: float, maximum: float,
                 stale_submitting: float, limit: int = 50) -> list[VlmBatch]:
     """Open batches due for a poll (and batches left "submitting" by a process that died),
@@ -249,7 +317,8 @@ def claim_polls(session: Session, *, backoff: float, maximum: float,
             | ((VlmBatch.status == "submitting")
                & (VlmBatch.created_at < now - timedelta(seconds=stale_submitting))
                & (VlmBatch.next_poll_at.is_(None) | (VlmBatch.next_poll_at <= now))))
-        .order_by(VlmBatch.next_poll_at).limit(limit).with_for_update(skip_locked=True)))
+        .order_by(VlmBatch.next_poll_at, VlmBatch.created_at).limit(limit)
+        .with_for_update(skip_locked=True)))
     for batch in due:
         wait = min(maximum, backoff * 2 ** min(batch.polls, 30))
         batch.polls += 1
@@ -262,11 +331,14 @@ def write_results(session: Session, batch_id: str,
                   results: Iterable[tuple[str, str, str | None, str | None]], *,
                   max_tries: int) -> dict[str, int]:
     """A batch's answers: ``(custom_id, kind, response_json, error)`` with kind succeeded,
-    errored, expired or canceled.  Answered requests keep their answer; errored and expired
-    ones go back to the next round until ``max_tries`` batches failed them, then fail with the
-    provider's reason; canceled ones (our cancel) go back without counting.  Requests the
-    provider did not mention count as expired.  Returns the count of each outcome."""
-    rows = {row.custom_id: row for row in session.scalars(select(BatchRequest).where(
+    errored, refused, expired or canceled (custom ids as :func:`line_id` makes them).
+    Answered requests keep their answer; refused ones (the provider says the request itself
+    is bad: HTTP 400, 401, 403, 404, 422...) fail at once with the provider's reason; errored
+    and expired ones go back to the next round until ``max_tries`` batches failed them, then
+    fail with the provider's reason; canceled ones (our cancel) go back without counting.
+    Requests the provider did not mention count as expired.  Returns the count of each
+    outcome."""
+    rows = {line_id(batch_id, row.id): row for row in session.scalars(select(BatchRequest).where(
         BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted"))}
     outcome: dict[str, int] = {}
     now = utc_now()
@@ -296,6 +368,10 @@ def _settle(row: BatchRequest, kind: str, response: str | None, error: str | Non
         return
     row.tries += 1
     reason = redact(error) or f"the request {kind} in its batch"
+    if kind == "refused":  # the same request fails the same way in any batch
+        row.status, row.error, row.answered_at = (
+            "failed", f"{reason} (refused by the provider: not sent again)", now)
+        return
     if row.tries >= max_tries:
         row.status, row.error, row.answered_at = (
             "failed", f"{reason} (in {row.tries} batches)", now)

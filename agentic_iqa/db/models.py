@@ -413,8 +413,9 @@ class VlmBatch(Base):
     backend and model.
 
     The row is written (``status`` "submitting", no ``provider_id``) and committed before the
-    provider is asked, and ``id`` travels in the batch's metadata: a process killed between the
-    two finds its batch again instead of paying for it twice.
+    provider is asked, and ``id`` travels in the batch's metadata (OpenAI) and its requests'
+    custom_ids: a process killed between the two finds its batch again instead of paying for
+    it twice (:mod:`agentic_iqa.runtime.batches`).
     """
 
     __tablename__ = "vlm_batches"
@@ -452,7 +453,8 @@ class VlmBatch(Base):
 class BatchRequest(Base):
     """One model call a run waits for, keyed like the call it stands for (run, step,
     iteration, seq: its place in the step), so a step replayed after its answers came finds
-    them in order.  ``custom_id`` on the provider's side is ``q<id>``."""
+    them in order.  ``custom_id`` is ``q<id>``; on the provider's side it follows its batch
+    row's id (:func:`agentic_iqa.db.batches.line_id`)."""
 
     __tablename__ = "batch_requests"
     __table_args__ = (

@@ -13,10 +13,26 @@ and every run with nothing left to wait for is sent on.
 request, batch id and answer.  The workers' supervisor calls it (any worker of the default
 queue, several at once are safe); a local job's submitting process calls it between walks of
 its runs (:func:`drive_local`); a process killed anywhere loses nothing: the next tick reads
-the provider's answers back.  The batch row is committed before the provider is asked, its id
-in the batch's metadata, so a process killed in between finds the batch again (OpenAI; the
-Anthropic API keeps no metadata, so there a batch whose creation was never recorded is sent
-again after :data:`STALE_SUBMITTING` seconds).
+the provider's answers back.
+
+Nothing is paid for twice:
+
+- The batch row is committed before the provider is asked.  A row still "submitting"
+  :data:`STALE_SUBMITTING` seconds later was left by a process that died around the create
+  call: its batch is looked for (OpenAI: by our id in its metadata; Anthropic, which keeps no
+  metadata: the oldest unrecorded batch of the same size created since the row) and adopted;
+  only a batch that is not there is sent (again).  An adopted batch's results must carry the
+  row's custom_ids (:func:`agentic_iqa.db.batches.line_id`): one that proves another's is
+  set aside unread and the row's own is looked for again.
+- The provider's SDK never retries a create (a retry after a timeout could create a second
+  batch); the row stays "submitting" and is looked for as above.
+- A job that is no longer running (cancelled, stopped) has its open batches cancelled at the
+  provider: by ``eval cancel`` at once, else by the next tick that reaches the provider (a
+  provider down, a key missing where the cancel ran, a batch created while the job was being
+  cancelled).  What they answered before the cancel took hold is still read: a resume uses it.
+- A request the provider refuses for good (the request is bad: HTTP 400, 401, 403, 404,
+  422...) fails its run at once with the provider's reason; a transient error (429, 5xx,
+  expired) sends it again in the next round, up to ``batch_max_tries`` batches.
 """
 
 from __future__ import annotations
@@ -53,6 +69,10 @@ class RoundTick:
     """What one pass did, for logs and tests."""
 
     submitted: list[str] = field(default_factory=list)
+    #: Batches whose creation was never recorded, found at the provider and adopted.
+    recovered: list[str] = field(default_factory=list)
+    #: Batches of jobs no longer running, cancelled at the provider.
+    cancelled: list[str] = field(default_factory=list)
     polled: int = 0
     read: dict[str, int] = field(default_factory=dict)
     resumed: list[str] = field(default_factory=list)
@@ -60,7 +80,11 @@ class RoundTick:
 
     @property
     def moved(self) -> bool:
-        return bool(self.submitted or self.read or self.resumed)
+        return bool(self.submitted or self.recovered or self.read or self.resumed)
+
+
+#: Batch statuses after a cancel (OpenAI's, then Anthropic's, while it takes hold).
+_CANCELLING = frozenset({"cancelling", "cancelled", "canceling", "canceled"})
 
 
 _apis: dict[tuple[str, str], Any] = {}
@@ -183,6 +207,14 @@ def _send(engine: Engine, job_id: str, config_json: str, batch: store.Gathered,
     result.submitted.append(state.provider_id)
     log.info("job %s: batch %s sent (%d requests)", job_id, state.provider_id,
              len(batch.requests))
+    with read_scope(engine) as session:
+        stopped = reads.get_job(session, job_id).status != "running"
+    if stopped:  # cancelled while the batch was being created: ``cancel`` could not see it
+        try:
+            _cancel_one(engine, settings, result, batch.batch_id, api, state.provider_id, 0)
+        except (VLMError, OSError) as exc:  # the next tick cancels it
+            result.errors.append(f"cancelling batch {state.provider_id}: "
+                                 f"{redact(str(exc))}")
 
 
 def _refused(engine: Engine, job_id: str, batch_id: str, reason: str) -> None:
@@ -215,11 +247,13 @@ def _poll(engine: Engine, settings: PipelineSettings, result: RoundTick) -> None
                for batch in store.claim_polls(session, backoff=settings.batch_poll_initial,
                                               maximum=settings.batch_poll_max,
                                               stale_submitting=STALE_SUBMITTING)]
-        configs = {job_id: reads.get_job(session, job_id).config_json
-                   for _, job_id, _, _, _ in due}
+        jobs = {job_id: reads.get_job(session, job_id) for _, job_id, _, _, _ in due}
+        facts = {job_id: (job.config_json or "", job.status == "running")
+                 for job_id, job in jobs.items()}
     for batch_id, job_id, role, provider_id, polls in due:
+        config_json, running = facts[job_id]
         try:
-            _poll_one(engine, settings, result, batch_id, job_id, configs[job_id] or "", role,
+            _poll_one(engine, settings, result, batch_id, job_id, config_json, running, role,
                       provider_id, polls)
         except Exception as exc:  # this batch's turn comes again at its next poll
             result.errors.append(f"polling batch {provider_id or batch_id}: "
@@ -227,21 +261,16 @@ def _poll(engine: Engine, settings: PipelineSettings, result: RoundTick) -> None
 
 
 def _poll_one(engine: Engine, settings: PipelineSettings, result: RoundTick, batch_id: str,
-              job_id: str, config_json: str, role: str, provider_id: str | None,
-              polls: int) -> None:
+              job_id: str, config_json: str, running: bool, role: str,
+              provider_id: str | None, polls: int) -> None:
     api = api_for(config_json, role)
     result.polled += 1
     if provider_id is None:  # left "submitting" by a process that died while asking
-        found = api.find(METADATA_KEY, batch_id)
-        if found is None:
-            with read_scope(engine) as session:
-                requests = _requests_of(session, batch_id)
-            found = api.submit(_lines(requests),
-                               metadata={METADATA_KEY: batch_id, "agentic_iqa_job": job_id})
-            result.submitted.append(found.provider_id)
-        _record(engine, batch_id, found, settings, polls=polls, submitted=True)
+        _recover(engine, settings, result, batch_id, job_id, running, api, polls)
         return
     state = api.retrieve(provider_id)
+    if not running and not state.ended and state.status not in _CANCELLING:
+        state = _cancel_one(engine, settings, result, batch_id, api, provider_id, polls)
     if state.ended and state.error and not state.counts.get("succeeded"):
         _refused(engine, job_id, batch_id, state.error)
         result.errors.append(f"batch {provider_id} of job {job_id} failed: {state.error}")
@@ -249,14 +278,13 @@ def _poll_one(engine: Engine, settings: PipelineSettings, result: RoundTick, bat
     if not state.ended:
         _record(engine, batch_id, state, settings, polls=polls)
         return
-    from ..vlm.batching import request_from_json, response_json
-
-    with read_scope(engine) as session:
-        asked = {custom_id: request_from_json(text)
-                 for custom_id, text in _requests_of(session, batch_id)}
-    rows = [(answer.custom_id, answer.kind,
-             response_json(answer.response) if answer.response is not None else None,
-             answer.error) for answer in api.results(provider_id, asked)]
+    rows = _read(engine, api, batch_id, provider_id)
+    if rows is None:  # adopted after a crash, and another's: look for the row's own again
+        with session_scope(engine) as session:
+            store.disown(session, batch_id, f"batch {provider_id} (found by its time and size "
+                         "after a crash) holds none of this batch's requests")
+        result.errors.append(f"batch {provider_id} was not this job's; looking again")
+        return
     _record(engine, batch_id, state, settings, polls=polls)
     with session_scope(engine) as session:
         outcome = store.write_results(session, batch_id, rows,
@@ -266,34 +294,133 @@ def _poll_one(engine: Engine, settings: PipelineSettings, result: RoundTick, bat
     log.info("batch %s ended: %s", provider_id, outcome)
 
 
-def _requests_of(session: Any, batch_id: str) -> list[tuple[str, str]]:
-    from sqlalchemy import select
+def _read(engine: Engine, api: Any, batch_id: str, provider_id: str
+          ) -> list[tuple[str, str, str | None, str | None]] | None:
+    """An ended batch's results as rows for :func:`agentic_iqa.db.batches.write_results`;
+    None when they name requests of another batch (one adopted after a crash by its time and
+    size that proved another's: another deployment's on the same account, say).  A batch
+    sent before custom ids named their batch (``q<id>``) is read by those ids."""
+    import re
 
-    from ..db.models import BatchRequest
+    from ..vlm.batching import request_from_json, response_json
 
-    rows = session.scalars(select(BatchRequest).where(
-        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
-        .order_by(BatchRequest.id))
-    return [(row.custom_id, row.request_json) for row in rows]
+    with read_scope(engine) as session:
+        requests = store.submitted_requests(session, batch_id)
+    asked = {store.line_id(batch_id, row_id): request_from_json(text)
+             for row_id, text in requests}
+    answers = list(api.results(provider_id, asked))
+    prefix = store.line_prefix(batch_id)
+    foreign = [answer.custom_id for answer in answers if not answer.custom_id.startswith(prefix)]
+    renamed: dict[str, str] = {}
+    if foreign and all(re.fullmatch(r"q\d+", custom_id) for custom_id in foreign):
+        legacy = {f"q{row_id}": store.line_id(batch_id, row_id) for row_id, _ in requests}
+        renamed = legacy
+        answers = list(api.results(provider_id, {old: asked[new]
+                                                 for old, new in legacy.items()}))
+    elif foreign:
+        return None
+    return [(renamed.get(answer.custom_id, answer.custom_id),
+             "refused" if answer.permanent else answer.kind,
+             response_json(answer.response) if answer.response is not None else None,
+             answer.error) for answer in answers]
 
 
-def cancel(engine: Engine, job_id: str) -> list[str]:
+def _recover(engine: Engine, settings: PipelineSettings, result: RoundTick, batch_id: str,
+             job_id: str, running: bool, api: Any, polls: int) -> None:
+    """A batch row left "submitting": adopt its batch if the provider has it, else send it
+    (its job still running) or give its requests back (the job stopped)."""
+    from ..db.models import VlmBatch
+
+    with read_scope(engine) as session:
+        row = session.get(VlmBatch, batch_id)
+        created = _aware(row.created_at)
+        count = row.request_count
+        taken = store.taken_provider_ids(session, created - timedelta(minutes=10))
+    found = api.recover({METADATA_KEY: batch_id, "agentic_iqa_job": job_id},
+                        created_after=created, request_count=count, taken=taken)
+    if found is not None:
+        result.recovered.append(found.provider_id)
+        log.warning("job %s: batch %s was created but never recorded (a process died); "
+                    "adopted", job_id, found.provider_id)
+        _record(engine, batch_id, found, settings, polls=polls, submitted=True)
+        return
+    if not running:
+        with session_scope(engine) as session:
+            store.release(session, batch_id, "never reached the provider; its job stopped")
+        return
+    with read_scope(engine) as session:
+        requests = [(store.line_id(batch_id, row_id), text)
+                    for row_id, text in store.submitted_requests(session, batch_id)]
+    found = api.submit(_lines(requests),
+                       metadata={METADATA_KEY: batch_id, "agentic_iqa_job": job_id})
+    result.submitted.append(found.provider_id)
+    _record(engine, batch_id, found, settings, polls=polls, submitted=True)
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _cancel_one(engine: Engine, settings: PipelineSettings, result: RoundTick, batch_id: str,
+                api: Any, provider_id: str, polls: int) -> Any:
+    state = api.cancel(provider_id)
+    _record(engine, batch_id, state, settings, polls=polls)
+    result.cancelled.append(provider_id)
+    log.info("batch %s cancelled at the provider (its job is not running)", provider_id)
+    return state
+
+
+@dataclass
+class Cancelled:
+    """What :func:`cancel` did at the providers."""
+
+    #: Provider ids of the batches cancelled now.
+    cancelled: list[str] = field(default_factory=list)
+    #: Provider ids of batches a cancel had already reached (a tick of the job's own process
+    #: got there first).
+    cancelling: list[str] = field(default_factory=list)
+    #: Why a batch was not cancelled now (its provider unreachable, no key in this process,
+    #: its creation under way): the next tick cancels it (a worker's supervisor within its
+    #: interval; for a local job, ``eval resume`` or ``eval cancel`` again).
+    deferred: list[str] = field(default_factory=list)
+
+
+def cancel(engine: Engine, job_id: str) -> Cancelled:
     """Cancel the job's open batches at their providers (their answers so far are still read,
-    and a resume uses them); returns the provider ids asked to cancel."""
+    and a resume uses them).  Call it once the job is no longer running: a batch that cannot
+    be cancelled now is polled at once by the next tick, which cancels it.  Never raises for
+    a provider's refusal or absence."""
     with session_scope(engine) as session:
         store.cancel_parked(session, job_id)
+        store.poll_now(session, job_id)
         job = reads.get_job(session, job_id)
         config_json = job.config_json or ""
         open_ = [(batch.id, batch.role, batch.provider_id, batch.polls)
-                 for batch in store.open_batches(session, job_id)
-                 if batch.provider_id and not batch.ended]
-    cancelled = []
+                 for batch in store.open_batches(session, job_id) if not batch.ended]
+    done = Cancelled()
     settings = PipelineSettings.load()
+    ticked = RoundTick()
     for batch_id, role, provider_id, polls in open_:
-        state = api_for(config_json, role).cancel(provider_id)
-        _record(engine, batch_id, state, settings, polls=polls)
-        cancelled.append(provider_id)
-    return cancelled
+        if provider_id is None:
+            done.deferred.append(f"a batch whose creation is not recorded yet (row "
+                                 f"{batch_id[:8]}): cancelled once it is, or found")
+            continue
+        try:
+            api = api_for(config_json, role)
+            state = api.retrieve(provider_id)
+            if state.ended:
+                continue
+            if state.status in _CANCELLING:
+                done.cancelling.append(provider_id)
+                continue
+            _cancel_one(engine, settings, ticked, batch_id, api, provider_id, polls)
+        except (VLMError, OSError, ValueError) as exc:
+            done.deferred.append(f"{provider_id}: {redact(str(exc))}")
+            with session_scope(engine) as session:
+                store.poll_now(session, job_id)
+            continue
+        done.cancelled.append(provider_id)
+    return done
 
 
 def check_supported(config: RunConfig) -> None:
@@ -348,7 +475,12 @@ def drive_local(engine: Engine, job_id: str, walk: Callable[[list[str]], None], 
             waiting = store.open_batches(session, job_id)
             pending, _ = store.pending_requests(session, job_id)
             parked = store.reopen_runs(session, job_id)
-        if job.status != "running" or not (counts.get("pending", 0) + counts.get("queued", 0)):
+        if job.status == "cancelled":  # a last pass cancels what ``eval cancel`` could not
+            tick(engine, dispatch=lambda _run: None, lease_seconds=lease_seconds,
+                 job_id=job_id, settings=settings)
+        if job.status != "running":
+            return
+        if not (counts.get("pending", 0) + counts.get("queued", 0)):
             return
         if done.moved or runs:
             continue

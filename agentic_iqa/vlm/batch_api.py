@@ -12,11 +12,18 @@ Provider differences kept behind one interface (:class:`BatchAPI`):
 
 * OpenAI takes a JSONL file (``files.create(purpose="batch")``) and returns an output file and
   an error file; a request missing from both after an ``expired``/``cancelled`` batch was never
-  run.  Batches carry ``metadata``, so :meth:`BatchAPI.find` can recover one created just
-  before a crash.
+  run.  Batches carry ``metadata``, so :meth:`BatchAPI.recover` finds one created just
+  before a crash by our id in it.
 * Anthropic takes the requests in the create call and streams one result per request.  Its
-  batches carry no metadata: ``find`` returns None, and a batch created just before a crash
-  (before its id was stored) cannot be matched again: it runs and is billed.
+  batches carry no metadata and its list shows no custom_id: :meth:`BatchAPI.recover` finds a
+  batch created just before a crash by its creation time and request count (the runtime then
+  checks its results' custom_ids, which name our batch, before using them).
+
+An errored request is *permanent* when the request itself is bad (HTTP 400, 401, 403, 404,
+413, 422: the same request fails again in any batch) and transient otherwise (429, 5xx, an
+overloaded model): :attr:`BatchResult.permanent`.  Creating a batch is never retried by the
+SDK: a create that timed out may have created it, and a second try would pay for it twice;
+the runtime recovers or re-sends it instead.
 
 No SQLAlchemy and no Celery here: storing ids and polling belong to the job runtime.  SDK
 errors become :class:`~.base.VLMError` subclasses with the key and URL secrets scrubbed, never
@@ -28,9 +35,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, TypeVar
 
 import anthropic
@@ -44,9 +51,18 @@ from .settings import BackendConfig
 CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: Keys of :attr:`BatchState.counts`.
 COUNT_KEYS = ("total", "succeeded", "errored", "expired", "canceled", "processing")
-#: How many of the newest OpenAI batches :meth:`BatchAPI.find` looks through, how many a page.
+#: How many of the newest batches :meth:`BatchAPI.recover` looks through, how many a page.
 FIND_LOOKBACK = 1000
 FIND_PAGE = 100
+#: Seconds a provider's clock may run behind ours: an Anthropic batch created up to this long
+#: before its row was written may still be that row's.
+CLOCK_SKEW = 60.0
+#: HTTP statuses of an errored request that are not about the request (a rate limit, a
+#: timeout, a conflict): sent again in the next round; any other 4xx is the request's fault.
+_TRANSIENT_4XX = frozenset({408, 409, 425, 429})
+#: Anthropic's error types of a request that fails again however often it is sent.
+_ANTHROPIC_PERMANENT = frozenset({"invalid_request_error", "authentication_error",
+                                  "permission_error", "not_found_error", "request_too_large"})
 #: Statuses of an endpoint that has no batch interface (vLLM, Ollama, a plain proxy).
 _NO_BATCHES = frozenset({404, 405, 501})
 #: Room left under a provider's byte limit for what wraps the lines (JSON brackets, the
@@ -85,6 +101,8 @@ class BatchState:
     expires_at: datetime | None
     #: Why the batch as a whole was rejected (OpenAI "failed"), scrubbed of secrets.
     error: str | None = None
+    #: When the provider created it (by the provider's clock).
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +115,14 @@ class BatchResult:
     response: VLMResponse | None
     #: The provider's reason otherwise (scrubbed).
     error: str | None
+    #: An errored request that is bad in itself (HTTP 400, 401, 403, 404, 422...): sending it
+    #: again in a later batch fails the same way and costs a round.
+    permanent: bool = False
+
+
+def permanent_status(status: int | None) -> bool:
+    """Whether an errored request's HTTP status says the request itself is bad."""
+    return status is not None and 400 <= status < 500 and status not in _TRANSIENT_4XX
 
 
 class BatchAPI(Protocol):
@@ -106,7 +132,11 @@ class BatchAPI(Protocol):
     than ``max_requests`` lines or lines whose ``line_bytes`` sum past ``max_bytes``.
     ``results`` takes the submitted requests by custom_id (an answer is read as its online
     call's, which depends on the request) and yields one result per request, those the
-    provider left out included.  ``close`` releases the HTTP clients.
+    provider left out included.  ``recover`` finds a batch whose creation was never recorded
+    (a crash between create and the commit of its id): by the ``metadata`` submitted with it
+    (OpenAI), else by ``request_count`` among the batches created since ``created_after`` that
+    are not ``taken`` (recorded already), the oldest first (Anthropic).
+    ``close`` releases the HTTP clients.
     """
 
     backend: str
@@ -125,6 +155,9 @@ class BatchAPI(Protocol):
     def cancel(self, provider_id: str) -> BatchState: ...
 
     def find(self, key: str, value: str) -> BatchState | None: ...
+
+    def recover(self, metadata: Mapping[str, str], *, created_after: datetime,
+                request_count: int, taken: Collection[str]) -> BatchState | None: ...
 
     def check_supported(self) -> None: ...
 
@@ -258,6 +291,8 @@ class OpenAIBatchAPI:
         self.model: str = client.model
         self._sdk = client._client
         self._offline = _offline_sdk(self._sdk, _OpenAIKept)
+        #: For the create call: a retry after a timeout could create a second batch.
+        self._once = self._sdk.with_options(max_retries=0)
 
     def __repr__(self) -> str:
         return f"OpenAIBatchAPI({self.client!r})"
@@ -300,7 +335,7 @@ class OpenAIBatchAPI:
         name = f"agentic-iqa-{uuid.uuid4().hex}.jsonl"
         uploaded = self._call("uploading the batch file", lambda: self._sdk.files.create(
             file=(name, data, "application/jsonl"), purpose="batch"))
-        batch = self._call("creating the batch", lambda: self._sdk.batches.create(
+        batch = self._call("creating the batch", lambda: self._once.batches.create(
             input_file_id=uploaded.id, endpoint=_CHAT_ENDPOINT, completion_window="24h",
             metadata=dict(metadata)))
         return self._state(batch)
@@ -325,6 +360,13 @@ class OpenAIBatchAPI:
 
         found = self._call("listing batches", search)
         return None if found is None else self._state(found)
+
+    def recover(self, metadata: Mapping[str, str], *, created_after: datetime,
+                request_count: int, taken: Collection[str]) -> BatchState | None:
+        """By the metadata sent with it (exact: our batch id is in it)."""
+        key, value = next(iter(metadata.items()))
+        found = self.find(key, value)
+        return None if found is None or found.provider_id in taken else found
 
     def check_supported(self) -> None:
         try:
@@ -396,7 +438,8 @@ class OpenAIBatchAPI:
         status = response.get("status_code")
         message = error.get("message") or "no reason given"
         reason = f"HTTP {status}: {message}" if status else str(message)
-        return BatchResult(custom_id, kind, None, self.client._scrub(reason))
+        return BatchResult(custom_id, kind, None, self.client._scrub(reason),
+                           permanent=kind == "errored" and permanent_status(status))
 
     def _batch(self, provider_id: str) -> Any:
         return self._call(f"reading batch {provider_id}",
@@ -415,7 +458,8 @@ class OpenAIBatchAPI:
                            expired=left if batch.status == "expired" else 0,
                            canceled=left if batch.status == "cancelled" else 0,
                            processing=0 if ended else left),
-            expires_at=_utc(batch.expires_at), error=self._rejection(batch))
+            expires_at=_utc(batch.expires_at), error=self._rejection(batch),
+            created_at=_utc(batch.created_at))
 
     def _rejection(self, batch: Any) -> str | None:
         """Why OpenAI refused the batch as a whole (status "failed")."""
@@ -454,6 +498,8 @@ class AnthropicBatchAPI:
         self.model: str = client.model
         self._sdk = client._client
         self._offline = _offline_sdk(self._sdk, _AnthropicKept)
+        #: For the create call: a retry after a timeout could create a second batch.
+        self._once = self._sdk.with_options(max_retries=0)
 
     def __repr__(self) -> str:
         return f"AnthropicBatchAPI({self.client!r})"
@@ -487,12 +533,12 @@ class AnthropicBatchAPI:
 
     def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]
                ) -> BatchState:
-        """``metadata`` is not sent: Message Batches have none (see :meth:`find`)."""
+        """``metadata`` is not sent: Message Batches have none (see :meth:`recover`)."""
         _check_lines(lines, self)
         requests = [self._request(line) for line in lines]
         _check_size(sum(len(encode_json(request)) + 1 for request in requests), self)
         batch = self._call("creating the batch",
-                           lambda: self._sdk.messages.batches.create(requests=requests))
+                           lambda: self._once.messages.batches.create(requests=requests))
         return self._state(batch)
 
     def retrieve(self, provider_id: str) -> BatchState:
@@ -504,8 +550,33 @@ class AnthropicBatchAPI:
                                       lambda: self._sdk.messages.batches.cancel(provider_id)))
 
     def find(self, key: str, value: str) -> BatchState | None:
-        """Always None: Message Batches carry no metadata to find one by."""
+        """Always None: Message Batches carry no metadata to find one by (see
+        :meth:`recover`)."""
         return None
+
+    def recover(self, metadata: Mapping[str, str], *, created_after: datetime,
+                request_count: int, taken: Collection[str]) -> BatchState | None:
+        """The oldest batch not ``taken`` with ``request_count`` requests created since
+        ``created_after`` (less :data:`CLOCK_SKEW`).  The list shows neither metadata nor
+        custom_ids, so this is a candidate: the caller checks its results' custom_ids."""
+        since = created_after if created_after.tzinfo else created_after.replace(tzinfo=UTC)
+        floor = since - timedelta(seconds=CLOCK_SKEW)
+
+        def search() -> Any:
+            oldest, when = None, None
+            for seen, batch in enumerate(self._sdk.messages.batches.list(limit=FIND_PAGE)):
+                created = _utc(batch.created_at)
+                if seen >= FIND_LOOKBACK or (created is not None and created < floor):
+                    break  # newest first: the rest are older still
+                if batch.id in taken or self._state(batch).counts["total"] != request_count:
+                    continue
+                if oldest is None or (created is not None and when is not None
+                                      and created <= when):
+                    oldest, when = batch, created
+            return oldest
+
+        found = self._call("listing batches", search)
+        return None if found is None else self._state(found)
 
     def check_supported(self) -> None:
         try:
@@ -561,7 +632,8 @@ class AnthropicBatchAPI:
         if result.type == "errored":
             error = result.error.error
             reason = f"{error.type}: {error.message}"
-            return BatchResult(custom_id, "errored", None, self.client._scrub(reason))
+            return BatchResult(custom_id, "errored", None, self.client._scrub(reason),
+                               permanent=error.type in _ANTHROPIC_PERMANENT)
         return BatchResult(custom_id, result.type, None, None)
 
     def _state(self, batch: Any) -> BatchState:
@@ -571,7 +643,7 @@ class AnthropicBatchAPI:
             provider_id=batch.id, status=batch.processing_status,
             ended=batch.processing_status == "ended",
             counts=_counts(total=sum(values.values()), **values),
-            expires_at=_utc(batch.expires_at))
+            expires_at=_utc(batch.expires_at), created_at=_utc(batch.created_at))
 
     def _call(self, what: str, call: Callable[[], _T]) -> _T:
         try:

@@ -9,9 +9,12 @@ an online request, so a deterministic model (e.g. :class:`~tests.conformance.sim
 SimulatedModel`) answers a batch exactly as it answers online.
 
 A batch stays in progress ``delay`` seconds; its lines are answered when it is first looked at
-after that (or when it is cancelled).  ``fail`` lines come back errored, ``expire`` lines
-expired, and ``reject`` refuses whole batches (OpenAI: status "failed" with ``errors.data``;
-Anthropic: HTTP 400 at create).  The evidence for tests: ``billed`` (custom_id, body digest) per
+after that (or when it is cancelled).  ``fail`` lines come back errored (HTTP 400, or the
+status the predicate gives), ``expire`` lines expired, and ``reject`` refuses whole batches
+(OpenAI: status "failed" with ``errors.data``; Anthropic: HTTP 400 at create).  ``down`` makes
+every batch path answer 503 (a provider out of reach); ``after_create`` is called with each
+batch created, before the reply leaves (a test kills its client there).  The evidence for
+tests: ``received`` (custom_id, body digest) per line of every batch created, ``billed`` per
 line answered with HTTP 200, ``online_billed`` (digest) per online call answered, ``batches``
 and ``files``.
 """
@@ -54,6 +57,11 @@ REJECT_MESSAGE = ("Enqueued token limit reached for this model in your organizat
                   "try submitting fewer tasks or waiting for existing batches to complete.")
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 _CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: Anthropic's error type for an HTTP status (as its API names them).
+_ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                          403: "permission_error", 404: "not_found_error",
+                          413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+                          529: "overloaded_error"}
 _ONLINE_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 #: Request headers not passed on to the online responder (they describe the batch request).
 _HOP_HEADERS = frozenset({"content-length", "content-type", "accept", "transfer-encoding"})
@@ -118,35 +126,43 @@ class BatchServer:
     """A :class:`FakeAPIServer` responder adding the batch interfaces to ``online``.
 
     ``delay``: seconds from create until a batch ends.  ``fail``: custom_ids (a collection or
-    a predicate) whose lines come back errored with ``fail_message``.  ``expire``: custom_ids
+    a predicate) whose lines come back errored with ``fail_message``, HTTP 400 (a request the
+    provider refuses for good) unless the predicate returns another status (an int: 429, 500,
+    529 for a transient failure).  ``expire``: custom_ids (a collection or a predicate)
     never run, reported expired when the batch ends (OpenAI: in the error file with code
     ``batch_expired``, and the batch's status "expired").  ``reject``: every batch is refused
     as a whole (a string: the reason given).  ``processed_on_cancel``: how many of a batch's
     first lines are answered before a cancel takes hold (the rest are canceled; OpenAI leaves
     them out of both files).  ``supports_batches=False``: every batch and file path answers
     404, as vLLM or Ollama do.  ``shuffle``: results in a seeded random order, as providers do
-    not keep the input order.  ``clock``: seconds, for ``delay``.
+    not keep the input order.  ``clock``: seconds, for ``delay``.  ``down``: every batch path
+    answers 503.  ``after_create``: called with each batch created, outside the server's lock,
+    before its reply is sent.
     """
 
     def __init__(self, online: Responder, *, delay: float = 0.0,
-                 fail: Collection[str] | Callable[[str], bool] = (),
+                 fail: Collection[str] | Callable[[str], bool | int] = (),
                  fail_message: str = FAIL_MESSAGE,
-                 expire: Collection[str] = (),
+                 expire: Collection[str] | Callable[[str], bool] = (),
                  reject: bool | str = False,
                  processed_on_cancel: int = 0,
                  supports_batches: bool = True,
                  shuffle: int | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 after_create: Callable[[FakeBatch], None] | None = None) -> None:
         self.online = online
         self.delay = delay
         self.fail = fail if callable(fail) else frozenset(fail).__contains__
         self.fail_message = fail_message
-        self.expire = frozenset(expire)
+        self.expire = expire if callable(expire) else frozenset(expire).__contains__
         self.reject = REJECT_MESSAGE if reject is True else (reject or None)
         self.processed_on_cancel = processed_on_cancel
         self.supports_batches = supports_batches
         self.shuffle = shuffle
         self.clock = clock
+        self.after_create = after_create
+        self.down = False
+        self.received: list[tuple[str, str]] = []
         self.billed: list[tuple[str, str]] = []
         self.online_billed: list[str] = []
         self.batches: dict[str, FakeBatch] = {}
@@ -165,8 +181,17 @@ class BatchServer:
             if found and method == request.method:
                 if not self.supports_batches:
                     return Reply(404, {"detail": "Not Found"})
+                if self.down:
+                    return Reply(503, {"error": {"type": "overloaded_error",
+                                                 "message": "Service Unavailable"}})
                 with self._lock:
-                    return handler(request, query, *found.groups())
+                    before = len(self.batches)
+                    reply = handler(request, query, *found.groups())
+                    created = list(self.batches.values())[before:]
+                if self.after_create is not None:
+                    for batch in created:
+                        self.after_create(batch)
+                return reply
         if request.method == "POST":
             return self._online(request)
         return Reply(404, {"detail": "Not Found"})
@@ -243,6 +268,8 @@ class BatchServer:
                              "message": self.reject, "param": None})
         batch.rejection = problems or None
         self.batches[batch.id] = batch
+        if not batch.rejection:
+            self._receive(batch)
         return Reply(200, self._openai_object(batch, status="validating"))
 
     def _openai_list(self, _request: Recorded, query: dict[str, str]) -> Reply:
@@ -338,6 +365,7 @@ class BatchServer:
         batch = FakeBatch(self._new_id("msgbatch_"), "anthropic", lines,
                           _passed_on(request.headers), self.clock())
         self.batches[batch.id] = batch
+        self._receive(batch)
         return Reply(200, self._anthropic_object(batch, request))
 
     def _anthropic_list(self, request: Recorded, query: dict[str, str]) -> Reply:
@@ -399,6 +427,9 @@ class BatchServer:
 
     # -- both --------------------------------------------------------------------------------
 
+    def _receive(self, batch: FakeBatch) -> None:
+        self.received.extend((custom_id, digest(body)) for custom_id, body in batch.lines)
+
     def _page(self, protocol: Protocol, after: str | None, query: dict[str, str],
               request: Recorded | None = None) -> dict[str, Any]:
         """Newest first, ``limit`` at a time, after the id ``after``."""
@@ -438,10 +469,12 @@ class BatchServer:
         for index, (custom_id, body) in enumerate(batch.lines):
             if index >= how_many:
                 outcomes[custom_id] = Outcome("canceled")
-            elif custom_id in self.expire:
+            elif self.expire(custom_id):
                 outcomes[custom_id] = Outcome("expired")
-            elif self.fail(custom_id):
-                outcomes[custom_id] = Outcome("errored", 400, self._failure(batch.protocol))
+            elif failed := self.fail(custom_id):
+                status = 400 if failed is True else int(failed)
+                outcomes[custom_id] = Outcome("errored", status,
+                                              self._failure(batch.protocol, status=status))
             else:
                 outcomes[custom_id] = self._run(batch, custom_id, body)
         batch.outcomes = outcomes
@@ -455,17 +488,20 @@ class BatchServer:
             reply = self.online(Recorded("POST", _ONLINE_PATH[batch.protocol],
                                          dict(batch.headers), body, raw, "application/json"))
         except Exception as exc:  # a responder's bug shows as the line's error, not a hang
-            return Outcome("errored", 500, self._failure(batch.protocol,
-                                                         f"{type(exc).__name__}: {exc}"))
+            return Outcome("errored", 500, self._failure(
+                batch.protocol, f"{type(exc).__name__}: {exc}", status=500))
         if reply.status != 200:
             return Outcome("errored", reply.status, reply.body)
         self.billed.append((custom_id, digest(body)))
         return Outcome("succeeded", 200, reply.body)
 
-    def _failure(self, protocol: Protocol, message: str | None = None) -> dict[str, Any]:
+    def _failure(self, protocol: Protocol, message: str | None = None, *,
+                 status: int = 400) -> dict[str, Any]:
+        kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         if protocol == "anthropic":
-            return anthropic_error(message or self.fail_message, "invalid_request_error")
-        return openai_error(message or self.fail_message, "invalid_request_error")
+            return anthropic_error(message or self.fail_message, kind)
+        return openai_error(message or self.fail_message,
+                            "invalid_request_error" if status < 500 else "server_error")
 
     def _order(self, batch: FakeBatch) -> list[str]:
         ids = batch.custom_ids

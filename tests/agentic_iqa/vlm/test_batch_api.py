@@ -289,14 +289,32 @@ def test_a_responder_that_breaks_fails_its_line_only(provider: str, batches: Any
     api = apis(config(provider, server))
     wanted = small(3)
     state = until_ended(api, api.submit(lines_of(wanted), metadata={}))
-    got = {result.custom_id: (result.kind, result.error)
+    got = {result.custom_id: (result.kind, result.error, result.permanent)
            for result in api.results(state.provider_id, wanted)}
-    prefix = "HTTP 500: " if provider == "openai" else "invalid_request_error: "
-    assert got == {"r0": ("succeeded", None),
-                   "r1": ("errored", f"{prefix}KeyError: 'unknown item'"),
-                   "r2": ("errored", ("HTTP 400: " if provider == "openai" else prefix)
-                          + FAIL_MESSAGE)}
+    broke = "HTTP 500: " if provider == "openai" else "api_error: "
+    refused = "HTTP 400: " if provider == "openai" else "invalid_request_error: "
+    assert got == {"r0": ("succeeded", None, False),
+                   "r1": ("errored", f"{broke}KeyError: 'unknown item'", False),
+                   "r2": ("errored", refused + FAIL_MESSAGE, True)}
     assert [custom_id for custom_id, _ in fake.billed] == ["r0"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_errored_request_is_permanent_when_the_request_itself_is_bad(
+        provider: str, batches: Any, apis: Any) -> None:
+    """400, 401, 403, 404, 422: the same request fails again in any batch; 408, 429, 500,
+    529: the provider's trouble, worth another round."""
+    statuses = {"r0": 400, "r1": 401, "r2": 403, "r3": 404, "r4": 422, "r5": 408, "r6": 429,
+                "r7": 500, "r8": 529}
+    server, _fake = batches(echo, fail=statuses.__getitem__)
+    api = apis(config(provider, server))
+    wanted = small(len(statuses))
+    state = until_ended(api, api.submit(lines_of(wanted), metadata={}))
+    got = {result.custom_id: (result.kind, result.permanent)
+           for result in api.results(state.provider_id, wanted)}
+    permanent = {400, 401, 403, 404} | ({422} if provider == "openai" else set())
+    assert got == {custom_id: ("errored", status in permanent)
+                   for custom_id, status in statuses.items()}
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -396,6 +414,81 @@ def test_anthropic_has_no_metadata_to_find_a_batch_by(batches: Any, apis: Any) -
     api.submit(lines_of(small(1)), metadata={"attempt": "a0"})
     assert len(fake.batches) == 1
     assert api.find("attempt", "a0") is None
+
+
+def test_anthropic_recovers_an_unrecorded_batch_by_its_creation_time_and_size(
+        batches: Any, apis: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The oldest batch of the row's size created since the row (less the clock skew) that
+    no row holds yet, read across pages; older, taken or other-sized batches are passed by."""
+    monkeypatch.setattr(batch_api_module, "FIND_PAGE", 2)
+    clock = Clock()
+    server, _fake = batches(echo, clock=clock)
+    api = apis(config("anthropic", server))
+    made = {}
+    for name, size, offset in (("before", 2, -600), ("skewed", 1, -30), ("other", 2, 0),
+                               ("taken", 3, 1), ("ours", 3, 5), ("later", 3, 40),
+                               ("newest", 1, 50)):
+        clock.now = 1_800_000_000.0 + offset
+        made[name] = api.submit(lines_of(small(size)), metadata={}).provider_id
+    row_written = datetime.fromtimestamp(1_800_000_000.0, UTC)
+
+    def recover(size: int, *taken: str) -> str | None:
+        found = api.recover({"agentic_iqa_batch": "row-1"}, created_after=row_written,
+                            request_count=size, taken={made[name] for name in taken})
+        return None if found is None else found.provider_id
+
+    assert recover(3, "taken") == made["ours"]
+    assert recover(3) == made["taken"]  # created first: the one a crashed create made
+    assert recover(3, "taken", "ours", "later") is None
+    assert recover(1) == made["skewed"]  # within CLOCK_SKEW before the row
+    assert recover(2) == made["other"]  # not "before", ten minutes older than the row
+    listed = [r.path for r in server.requests if r.path.startswith("/v1/messages/batches?")]
+    assert listed[0] == "/v1/messages/batches?limit=2" and len(listed) >= 4
+    found = api.recover({}, created_after=row_written, request_count=3, taken=())
+    assert found is not None and found.created_at == datetime.fromtimestamp(
+        1_800_000_001.0, UTC)
+
+
+def test_openai_recovers_a_batch_by_its_metadata_unless_a_row_holds_it(
+        batches: Any, apis: Any) -> None:
+    server, _fake = batches(echo)
+    api = apis(config("openai", server))
+    mine = api.submit(lines_of(small(2)), metadata={"agentic_iqa_batch": "row-1"})
+    api.submit(lines_of(small(2)), metadata={"agentic_iqa_batch": "row-2"})
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    found = api.recover({"agentic_iqa_batch": "row-1"}, created_after=since, request_count=2,
+                        taken=())
+    assert found is not None and found.provider_id == mine.provider_id
+    assert api.recover({"agentic_iqa_batch": "row-1"}, created_after=since, request_count=2,
+                       taken={mine.provider_id}) is None
+    assert api.recover({"agentic_iqa_batch": "row-3"}, created_after=since, request_count=2,
+                       taken=()) is None
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_batch_create_is_never_retried_by_the_sdk(provider: str, apis: Any) -> None:
+    """A create answered 500 may have created the batch: a retry could pay for it twice, so
+    the SDK (which retries other calls) leaves it to the runtime, which looks for it first."""
+    from tests.conformance.batch_server import BATCH_METHODS
+
+    fake = BatchServer(echo)
+    creates: list[str] = []
+    create_path = "/v1/batches" if provider == "openai" else "/v1/messages/batches"
+
+    def front(request: Recorded) -> Reply:
+        if request.method == "POST" and request.path == create_path:
+            creates.append(request.path)
+            if len(creates) == 1:
+                return Reply(500, openai_error("upstream timed out"))
+        return fake(request)
+
+    with FakeAPIServer(front, methods=BATCH_METHODS) as server:
+        api = apis(config(provider, server, max_retries=2))
+        with pytest.raises(VLMError, match="creating the batch"):
+            api.submit(lines_of(small(1)), metadata={})
+        assert creates == [create_path] and fake.batches == {}
+        state = api.submit(lines_of(small(1)), metadata={})
+    assert len(creates) == 2 and list(fake.batches) == [state.provider_id]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
