@@ -129,3 +129,55 @@ def test_report_and_compare_write_figures_and_break_down_by_distortion(tmp_path,
     refused = runner.invoke(app, ["eval", "report", ids[0], "--bootstrap", "0", "--figures",
                                   str(blocked)], env=env)
     assert refused.exit_code == 1 and "cannot write figures into" in refused.stderr
+
+
+def test_compare_names_lines_by_label_and_a_group_gets_a_page_and_figures(tmp_path, kadid):
+    env = {"AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
+           "AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu",
+           "AGENTIC_IQA_BROKER_URL": "", "COLUMNS": "200"}
+    ids = []
+    for tool, name in (("PSNR", "psnr-run"), ("SSIM", "second")):
+        result = runner.invoke(app, ["eval", "submit", "--dataset", "kadid10k", "--root",
+                                     str(kadid), "--mode", "tools", "--tools", tool, "--group",
+                                     "paper", "--name", name], env=env)
+        assert result.exit_code == 0, result.output
+        ids.append(result.stdout.strip().splitlines()[0])
+
+    figures, page = tmp_path / "figures", tmp_path / "compare.html"
+    result = runner.invoke(app, ["eval", "compare", ids[0], ids[1], "--bootstrap", "50", "--json",
+                                 "--label", f"{ids[1][:8]}=Ours <v2>", "--figures",
+                                 str(figures), "--html", str(page)], env=env)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    # The job's name where it has one, the label where one is given; ids stay in "label".
+    assert [line["name"] for line in doc["lines"]] == ["psnr-run", "Ours <v2>: SSIM"]
+    assert [line["label"] for line in doc["lines"]] == [f"{ids[0][:8]} tools/PSNR",
+                                                        f"{ids[1][:8]} tools/SSIM"]
+    root = ET.parse(figures / "paired-differences.svg").getroot()
+    texts = [node.text or "" for node in root.iter(f"{SVG}text")]
+    assert "Ours <v2>: SSIM" in texts and "Difference from the baseline psnr-run" in texts
+    assert not [text for text in texts if ids[0][:8] in text or ids[1][:8] in text]
+    html = page.read_text(encoding="utf-8")
+    assert f'title="{ids[1][:8]} tools/SSIM">Ours &lt;v2&gt;: SSIM</td>' in html
+    assert "Baseline: psnr-run" in html
+
+    for wrong in (["--label", ids[1]], ["--label", f"{ids[1]}="]):
+        refused = runner.invoke(app, ["eval", "compare", ids[0], ids[1], *wrong], env=env)
+        assert refused.exit_code == 2 and "give JOB=NAME" in refused.stderr
+
+    drawn, group_page = tmp_path / "group-figures", tmp_path / "group.html"
+    result = runner.invoke(app, ["eval", "compare", "--group", "paper", "--html",
+                                 str(group_page), "--figures", str(drawn)], env=env)
+    assert result.exit_code == 0, result.output
+    assert f"wrote {drawn / 'group-srcc.svg'}" in result.stderr
+    assert (drawn / "group-srcc.pdf").read_bytes().startswith(b"%PDF")
+    root = ET.parse(drawn / "group-srcc.svg").getroot()
+    bars = sorted(node.get("id") for node in root.iter()
+                  if (node.get("id") or "").startswith("group-srcc-"))
+    assert bars == ["group-srcc-0-0", "group-srcc-0-1"]  # one dataset, PSNR and SSIM
+    assert {"tools/PSNR", "tools/SSIM"} <= {node.text for node in root.iter(f"{SVG}text")}
+    assert '<figure class="plot" id="figure-group-srcc"><svg ' in group_page.read_text(
+        encoding="utf-8")
+    refused = runner.invoke(app, ["eval", "compare", "--group", "paper", "--label", "a=b"],
+                            env=env)
+    assert refused.exit_code == 2 and "--label" in refused.stderr

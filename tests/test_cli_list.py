@@ -40,7 +40,7 @@ def test_eval_list_shows_the_jobs_and_filters_them(tmp_path, results, livec_dir)
             newest["model"], newest["status"], newest["items"]) == (
         "livec-all-vlm-builtin", None, "livec/all", "vlm", "builtin/builtin-v1", "done",
         {"done": 2, "failed": 0, "total": 2})
-    assert newest["figure"] == {"kind": None, "n": 0}  # 2 items: no correlation yet
+    assert newest["figure"] == {"tool": None, "kind": None, "n": 0}  # 2 items: no correlation
     assert newest["cost_usd"] == 0 and newest["created_at"].startswith("20")
     metric = {row["dataset"]: row for row in every if row["group"] == "g1"}
     assert set(metric) == {"koniq10k/all", "livec/all"}

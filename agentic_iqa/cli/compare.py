@@ -1,10 +1,12 @@
 """``agentic-iqa eval compare``: jobs side by side on the items they share, the first the
-baseline (the table itself is :mod:`agentic_iqa.jobs.compare`)."""
+baseline (the table itself is :mod:`agentic_iqa.jobs.compare`), or a sweep's table; either as
+a table for a paper (``--format latex|markdown|csv``, :mod:`agentic_iqa.jobs.tables`)."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -12,20 +14,33 @@ from rich.markup import escape
 from .common import _engine, _fail, _job_id, _safe_url, _write_figures, _write_page, out
 from .eval import _vlm_summary, export_rows
 
+if TYPE_CHECKING:
+    from ..jobs.tables import PaperTable, TableFormat
+
 
 def compare(
     jobs: Annotated[list[str] | None, typer.Argument(
         help="two or more job ids or unique prefixes; the first is the baseline")] = None,
     group: Annotated[str | None, typer.Option(
         "--group", help="a sweep's jobs (`eval submit --group`) in one table: a row per "
-                        "model, a column per dataset, SRCC/PLCC or accuracy in each cell")
+                        "model or tool, a column per dataset, SRCC/PLCC or accuracy in each "
+                        "cell")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="a table for a paper: latex, markdown or csv (SRCC, PLCC, KRCC with "
+                         "intervals, best in bold, a caption)")] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="write the --format table here (a path, or a store's URL) "
+                               "instead of standard output")] = None,
     html: Annotated[str | None, typer.Option(
         "--html", help="write an HTML page here (a path, or a store's URL)")] = None,
     figures: Annotated[str | None, typer.Option(
-        "--figures", help="write the paired-difference figure here as SVG and PDF (a folder, "
-                          "made if missing)")] = None,
+        "--figures", help="write the figures here as SVG and PDF (a folder, made if missing): "
+                          "the paired differences, or a group's bars")] = None,
+    label: Annotated[list[str] | None, typer.Option(
+        "--label", help="JOB=NAME: call a job NAME in the page and figures instead of its "
+                        "name or id (repeatable; JOB: an id or unique prefix)")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0,
                                            help="resamples per interval (0: none)")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
@@ -34,17 +49,31 @@ def compare(
     each with its difference from the baseline on the items both scored (paired bootstrap
     interval), wall time and cost per item, and a warning where the builtin backend is judged
     on images it was fitted on.  ``--figures DIR``: the differences as a figure (SVG, PDF), the
-    one the HTML page shows."""
+    one the HTML page shows; lines are named by ``--label`` or the job's name.  A tool is
+    scored on its own score, sign-corrected so that higher is better; MCQ accuracy counts
+    failed and unanswered questions as wrong."""
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
     from ..jobs.compare import build_comparison, render_html, render_text
     from ..jobs.figures import comparison_figures
+    from ..jobs.names import line_names
+    from ..jobs.tables import TABLE_FORMATS
 
+    if fmt is not None and fmt not in TABLE_FORMATS:
+        _fail(f"unknown --format {fmt!r}: use {', '.join(TABLE_FORMATS)}", code=2)
+    if output is not None and fmt is None:
+        _fail("-o writes a --format table: give --format latex, markdown or csv", code=2)
+    if fmt is not None and as_json:
+        _fail("give --json or --format, not both", code=2)
     if group is not None:
         if jobs:
             _fail("give jobs or --group, not both", code=2)
-        _compare_group(group, as_json)
+        if label:
+            _fail("--label names the jobs of a comparison; a group's rows are its models and "
+                  "tools", code=2)
+        _compare_group(group, as_json, html=html, folder=figures, fmt=fmt, output=output,
+                       bootstrap=bootstrap, seed=seed)
         return
     jobs = jobs or []
     if len(jobs) < 2:
@@ -63,13 +92,18 @@ def compare(
             described.append(({**about, "vlm": _vlm_summary(engine, job_id)}, list(rows)))
     except JobNotFound as exc:
         _fail(str(exc))
-    document = build_comparison(described, bootstrap=bootstrap, seed=seed)
+    document = line_names(build_comparison(described, bootstrap=bootstrap, seed=seed),
+                          _labels(engine, label or [], ids))
     drawn = comparison_figures(document) if html is not None or figures is not None else []
     if figures is not None:
         _write_figures(drawn, figures, "no line has a difference from the baseline")
     if html is not None:
         _write_page(lambda local: render_html(document, local, figures=drawn), html)
-    if as_json:
+    if fmt is not None:
+        from ..jobs.tables import from_comparison
+
+        _write_table(from_comparison(document), fmt, output)
+    elif as_json:
         from ..redact import redact
 
         print(redact(json.dumps(document, indent=2, default=str)))
@@ -77,12 +111,46 @@ def compare(
         out.print(escape(render_text(document)), highlight=False, soft_wrap=True)
 
 
-def _compare_group(group: str, as_json: bool) -> None:
-    """``eval compare --group NAME``: the sweep's jobs in one table (JSON with ``--json``)."""
+def _labels(engine: Any, given: list[str], ids: list[str]) -> dict[str, str]:
+    """``--label JOB=NAME`` as job id -> name; a JOB not among those compared, or no name, is
+    one line and exit 2."""
+    labels: dict[str, str] = {}
+    for entry in given:
+        reference, sep, name = entry.partition("=")
+        if not sep or not reference.strip() or not name.strip():
+            _fail(f"--label {entry!r}: give JOB=NAME", code=2)
+        job_id = _job_id(engine, reference.strip())
+        if job_id not in ids:
+            _fail(f"--label {entry!r}: job {job_id[:8]} is not one of those compared", code=2)
+        labels[job_id] = name.strip()
+    return labels
+
+
+def _write_table(table: PaperTable, fmt: str, output: str | None) -> None:
+    """The paper table in ``fmt`` on standard output, or written to ``output`` (a path or a
+    store's URL), "wrote ..." on stderr."""
+    from ..jobs.tables import render
+
+    text = render(table, cast("TableFormat", fmt))
+    if output is None:
+        print(text, end="")
+        return
+    _write_page(lambda local: Path(local).write_text(text, encoding="utf-8", newline=""),
+                output)
+
+
+def _compare_group(group: str, as_json: bool, *, html: str | None = None,
+                   folder: str | None = None, fmt: str | None = None,
+                   output: str | None = None, bootstrap: int = 0, seed: int = 0) -> None:
+    """``eval compare --group NAME``: the sweep's jobs in one table, a row per model or tool
+    (JSON with ``--json``, a page with ``--html``, its bars as SVG and PDF in ``folder``
+    (``--figures``), a paper table with ``--format``: only that one draws the bootstrap
+    intervals)."""
     from ..db import reads
     from ..db.engine import read_scope
-    from ..jobs.sweeps import group_table, render_group_text
-    from .listing import job_headline
+    from ..jobs.figures import group_figures
+    from ..jobs.sweeps import group_table, render_group_html, render_group_text
+    from .listing import job_headlines
 
     engine = _engine()
     with read_scope(engine) as session:
@@ -90,8 +158,24 @@ def _compare_group(group: str, as_json: bool) -> None:
     if not ids:
         _fail(f"no job in group {group!r} in the database {_safe_url(engine)}: `agentic-iqa "
               "eval list` shows the jobs and their groups")
-    document = group_table(group, [job_headline(engine, job_id) for job_id in reversed(ids)])
-    if as_json:
+    resamples = bootstrap if fmt is not None else 0
+    cells = []
+    for job_id in reversed(ids):
+        about, figures = job_headlines(engine, job_id, bootstrap=resamples, seed=seed)
+        cells += [(about, figure) for figure in figures]
+    document = group_table(group, cells)
+    drawn = group_figures(document) if html is not None or folder is not None else []
+    if folder is not None:
+        _write_figures(drawn, folder, "no job of the group has a correlation or an accuracy")
+    if html is not None:
+        _write_page(lambda local: render_group_html(document, local, figures=drawn), html)
+    if fmt is not None:
+        from ..jobs.report import CONFIDENCE
+        from ..jobs.tables import from_group
+
+        _write_table(from_group(document, {"resamples": resamples, "seed": seed,
+                                           "confidence": CONFIDENCE}), fmt, output)
+    elif as_json:
         from ..redact import redact
 
         print(redact(json.dumps(document, indent=2, default=str)))

@@ -1,6 +1,7 @@
-"""``eval list``: the jobs in the database, one line each, with the figure that sums each up
-(SRCC/PLCC against MOS or accuracy), so a sweep's or a week's jobs are found again by what
-they ran on, not by an id copied from a terminal."""
+"""``eval list``: the jobs in the database, one line per job (per tool of a metric job), with
+the figure that sums each up (SRCC/PLCC against MOS, a tool's on its own score sign-corrected,
+or accuracy over every question), so a sweep's or a week's jobs are found again by what they
+ran on, not by an id copied from a terminal."""
 
 from __future__ import annotations
 
@@ -14,24 +15,29 @@ from .common import _engine, _fail, _safe_url, err, out
 from .eval import _vlm_summary, export_rows
 
 
-def job_headline(engine: Any, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A job's description (:func:`~agentic_iqa.db.reads.job_summary`) and its headline
-    figure (:func:`~agentic_iqa.jobs.sweeps.headline`), for ``eval list`` and
-    ``eval compare --group``."""
+def job_headlines(engine: Any, job_id: str, *, bootstrap: int = 0, seed: int = 0
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A job's description (:func:`~agentic_iqa.db.reads.job_summary`) and its figures, one
+    per line: the agent's, or each tool's of a metric job
+    (:func:`~agentic_iqa.jobs.sweeps.headlines`), for ``eval list`` and ``eval compare
+    --group``; ``bootstrap`` resamples give them intervals (a paper table's)."""
     from ..db import reads
     from ..db.engine import read_scope
     from ..jobs.report import build_report
-    from ..jobs.sweeps import headline
+    from ..jobs.sweeps import headlines
 
     with read_scope(engine) as session:
         about = reads.job_summary(session, job_id)
     _columns, rows = export_rows(engine, job_id)
-    built = build_report(rows, bootstrap=0, metric_job=about.get("mode") == "tools")
-    return about, headline(built, about.get("tools"))
+    built = build_report(rows, bootstrap=bootstrap, seed=seed,
+                         metric_job=about.get("mode") == "tools")
+    return about, headlines(built, about.get("tools"))
 
 
-def _listed(about: dict[str, Any], dataset: str | None, model: str | None) -> bool:
-    """Whether a job passes ``eval list``'s ``--dataset`` and ``--model`` filters."""
+def _listed(about: dict[str, Any], dataset: str | None, model: str | None,
+            tool: str | None = None) -> bool:
+    """Whether a job's row (one of its tools, for a metric job) passes ``eval list``'s
+    ``--dataset`` and ``--model`` filters."""
     from ..datasets import DatasetFormatError, get_dataset
     from ..jobs.sweeps import dataset_label, model_label
 
@@ -44,9 +50,10 @@ def _listed(about: dict[str, Any], dataset: str | None, model: str | None) -> bo
         if wanted.lower() not in {str(own).lower(), dataset_label(about).lower()}:
             return False
     if model is not None:
-        label = model_label(about)
-        names = {label, label.split("/", 1)[-1], *str(about.get("model") or "").split(", "),
-                 *str(about.get("backend") or "").split(", ")}
+        label = model_label(about, tool)
+        names = ({label, tool} if tool is not None else
+                 {label, label.split("/", 1)[-1], *str(about.get("model") or "").split(", "),
+                  *str(about.get("backend") or "").split(", ")})
         if model.lower() not in {name.lower() for name in names}:
             return False
     return True
@@ -65,8 +72,10 @@ def list_jobs(
                                                                 "first")] = 20,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """The jobs, newest first: id, name, group, dataset, mode, model, state, items
-    (done/failed/total), SRCC/PLCC against MOS or MCQ accuracy, VLM cost, when submitted."""
+    """The jobs, newest first, a row per job and per tool of a metric job: id, name, group,
+    dataset, mode, model (a metric job's row: its tool), state, items (done/failed/total),
+    SRCC/PLCC against MOS (a tool's on its own score, sign-corrected) or MCQ accuracy over every
+    question, VLM cost, when submitted.  ``--limit`` counts jobs."""
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.models import JOB_STATUSES
@@ -81,22 +90,29 @@ def list_jobs(
         ids = reads.job_ids(session, group=group, status=status,
                             limit=None if filtered else limit)
     listed: list[dict[str, Any]] = []
+    jobs = 0
     for job_id in ids:
-        if len(listed) >= limit:
+        if jobs >= limit:
             break
-        about, figure = job_headline(engine, job_id)
-        if not _listed(about, dataset, model):
+        about, figures = job_headlines(engine, job_id)
+        shown = [figure for figure in figures
+                 if _listed(about, dataset, model, figure.get("tool"))]
+        if not shown:
             continue
+        jobs += 1
         with read_scope(engine) as session:
             counts = reads.counts(session, job_id)
         cost = _vlm_summary(engine, job_id).get("cost_usd")
-        listed.append({
+        listed += [{
             "id": job_id, "name": about["name"], "group": about.get("group"),
-            "dataset": dataset_label(about), "mode": about.get("mode"),
-            "model": model_label(about), "status": about["status"],
+            "dataset": dataset_label(about), "subset": (about.get("spec") or {}).get("subset"),
+            "mode": about.get("mode"),
+            "model": model_label(about, figure.get("tool")), "tool": figure.get("tool"),
+            "status": about["status"],
             "items": {"done": counts.get("done", 0), "failed": counts.get("failed", 0),
                       "total": sum(counts.values())},
-            "figure": figure, "cost_usd": cost, "created_at": about.get("created_at")})
+            "figure": figure, "cost_usd": cost, "created_at": about.get("created_at")}
+            for figure in shown]
     if as_json:
         from ..redact import redact
 
@@ -111,7 +127,8 @@ def list_jobs(
     from ..redact import redact
 
     lines = [[str(value) for value in (
-        row["id"][:8], row["name"], row["group"] or "-", row["dataset"], row["mode"],
+        row["id"][:8], row["name"], row["group"] or "-",
+        row["dataset"] + (f" ({row['subset']})" if row["subset"] else ""), row["mode"],
         row["model"], row["status"],
         f"{row['items']['done']}/{row['items']['failed']}/{row['items']['total']}",
         figure_text(row["figure"]), format_cost(row["cost_usd"]),

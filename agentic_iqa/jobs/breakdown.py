@@ -129,9 +129,11 @@ class DistortionScores:
     scores: list[dict[str, float]] = field(default_factory=list)
     order: dict[str, str] = field(default_factory=dict)
 
-    def add(self, row: Mapping[str, Any], mos: float | None, agent: float | None) -> None:
+    def add(self, row: Mapping[str, Any], mos: float | None, agent: float | None,
+            tools: Mapping[str, float] | None = None) -> None:
         """One exported row: its ``meta``, its MOS, the agent's score (None where it gave
-        none) and each tool's (``tool:`` columns), under ``"agent"`` and the tools' names."""
+        none) and each tool's, under ``"agent"`` and the tools' names: ``tools`` where given
+        (the report's sign-corrected own scores), else the ``tool:`` columns."""
         from .cells import number
         from .export import TOOL_PREFIX
 
@@ -144,6 +146,7 @@ class DistortionScores:
             self.order.setdefault(kind, index)
         scores = {key[len(TOOL_PREFIX):]: value for key, cell in row.items()
                   if key.startswith(TOOL_PREFIX) and (value := number(cell)) is not None}
+        scores.update(tools or {})
         if agent is not None:
             scores["agent"] = agent
         self.types.append(kind)
@@ -218,7 +221,8 @@ def html_tables(result: Mapping[str, Any] | None,
         parts.append(f'<div class="scroll"><table id="breakdown-{by}"><tr>'
                      f'<th class="text">{_TITLES[by]}</th><th>n</th>{head}</tr>{rows}'
                      "</table></div>")
-    parts.append(f'<p class="note">SRCC and PLCC (on the scores as they are, no fit) against '
+    parts.append(f'<p class="note">SRCC and PLCC (on the scores as they are, a tool\'s own '
+                 "score sign-corrected so that higher is better; no fit) against "
                  f"MOS within each group; a group of fewer than {result['min_items']} scored "
                  "items gives its count and no correlation.</p>")
     return "".join(parts)

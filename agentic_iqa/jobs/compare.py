@@ -6,8 +6,9 @@ separate bootstrap intervals overlap even when one job is better on almost every
 difference is therefore bootstrapped paired: each draw resamples shared items and scores both
 jobs on that draw (the percentile interval of ``job - baseline``).  Items are matched by
 ``item_id``; each job is one line (its ``quality_score``), a metric job one line per tool (its
-normalized ``tool:`` score, higher is better).  The baseline is the first job's first line
-(its first tool, for a metric job).
+own ``raw:`` score, sign-corrected so that higher is better: :data:`.own_scores.CONVENTION`;
+its [1, 5] ``tool:`` score's correlations beside it).  MCQ accuracy counts a failed item as a
+wrong answer.  The baseline is the first job's first line (its first tool, for a metric job).
 
 Works on exported rows (:mod:`agentic_iqa.jobs.export`) and job descriptions
 (:func:`agentic_iqa.db.reads.job_summary` with ``vlm`` beside it), like :mod:`.report`.
@@ -28,7 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
-from .export import TOOL_PREFIX
+from .export import RAW_PREFIX, TOOL_PREFIX
+from .own_scores import (
+    CONVENTION,
+    CONVENTION_SHORT,
+    ToolFacts,
+    direction,
+    mapping_check,
+    sign,
+    tool_facts,
+)
 from .report import (
     _STYLE,
     CONFIDENCE,
@@ -36,8 +46,10 @@ from .report import (
     WITHHELD,
     _cell,
     _ci,
+    _ci_cell,
     _fmt,
     _header,
+    _label_cell,
     _number,
     _text,
     is_question,
@@ -79,8 +91,15 @@ class _Line:
     source: str
     tool: str | None = None
     pred: dict[str, float] = field(default_factory=dict)
-    #: item -> (answer, true letter) of done items whose truth is known; None for a tool.
+    #: item -> (answer, true letter) of done and failed items whose truth is known (a failed
+    #: item's answer is None: wrong); None for a tool.
     answers: dict[str, tuple[str | None, str]] | None = None
+    #: Items that failed, among ``answers``.
+    failed: set[str] = field(default_factory=set)
+    #: A tool's [1, 5] score and its raw one per item; its catalogue facts.
+    normalized: dict[str, float] = field(default_factory=dict)
+    raw: dict[str, float] = field(default_factory=dict)
+    facts: ToolFacts | None = None
 
 
 @dataclass
@@ -106,8 +125,9 @@ def _read(about: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
     if mode == "tools":
         names = list(about.get("tools") or sorted(
             {key[len(TOOL_PREFIX):] for row in rows for key in row if key.startswith(TOOL_PREFIX)}))
-        lines = [_Line(f"{short} tools/{name}", str(about.get("id")), f"tools/{name}", name)
-                 for name in names]
+        facts = tool_facts(names)
+        lines = [_Line(f"{short} tools/{name}", str(about.get("id")), f"tools/{name}", name,
+                       facts=facts[name]) for name in names]
     else:
         lines = [_Line(f"{short} {mode}", str(about.get("id")), mode, answers={})]
     for row in rows:
@@ -126,15 +146,26 @@ def _read(about: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
         if truth is not None:
             job.truth.add(item)
         job.questions += truth is not None or is_question(row.get("query"))
+        failed = _text(row.get("status")) == "failed"
         for line in lines:
             if line.tool is not None:  # a tool's score counts whatever the run's outcome
-                score = _number(row.get(f"{TOOL_PREFIX}{line.tool}"))
-            else:
-                score = _number(row.get("quality_score")) if done else None
-                if truth is not None and done:
-                    line.answers[item] = (_text(row.get("final_answer")), truth)
+                for scores, prefix in ((line.normalized, TOOL_PREFIX), (line.raw, RAW_PREFIX)):
+                    if (value := _number(row.get(f"{prefix}{line.tool}"))) is not None:
+                        scores[item] = value
+                continue
+            score = _number(row.get("quality_score")) if done else None
+            if truth is not None and (done or failed):
+                line.answers[item] = (_text(row.get("final_answer")) if done else None, truth)
+                if failed:
+                    line.failed.add(item)
             if score is not None:
                 line.pred[item] = score
+    for line in lines:
+        if line.tool is not None and line.facts is not None:
+            # Its own score, sign-corrected; the [1, 5] one only where the rows have no raw.
+            factor = sign(line.facts) if line.raw else 1.0
+            line.pred = {item: factor * value
+                         for item, value in (line.raw or line.normalized).items()}
     return job, lines
 
 
@@ -259,6 +290,10 @@ def _mcq_difference(base: _Line, line: _Line, resamples: int, seed: int,
 
 
 def _per_item_seconds(about: Mapping[str, Any], done: int) -> float | None:
+    """Wall time per item done: the time its steps were at work (``busy_seconds``: idle gaps,
+    such as an interruption before a resume, left out), else submitted to finished."""
+    if about.get("busy_seconds") is not None and done:
+        return float(about["busy_seconds"]) / done
     start, end = about.get("created_at"), about.get("finished_at")
     if not start or not end or not done:
         return None
@@ -328,16 +363,22 @@ def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
 def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, bootstrap: int,
                 seed: int) -> dict[str, Any]:
     """A line against MOS and MCQ truth, and its differences from the baseline line."""
-    from .metrics import correlation_report, mcq_accuracy
+    from .metrics import answer_letter, correlation_report, mcq_tally, proportion_ci
 
     items = [i for i in line.pred if i in job.mos]
     mcq = None
     if line.answers is not None and job.truth:
-        answers, truths = zip(*line.answers.values(), strict=True) if line.answers else ((), ())
-        accuracy, answered = mcq_accuracy(list(answers), list(truths))
-        mcq = {"accuracy": accuracy, "n": answered,
-               "correct": round(accuracy * answered) if accuracy is not None else 0,
-               "not_answered": len(job.truth) - answered, "reason": None}
+        keys = list(line.answers)
+        tally = mcq_tally([line.answers[i][0] for i in keys], [line.answers[i][1] for i in keys],
+                          [i in line.failed for i in keys])
+        outcomes = [i not in line.failed
+                    and answer_letter(line.answers[i][0]) == line.answers[i][1] for i in keys]
+        interval = proportion_ci(outcomes, n=bootstrap, confidence=CONFIDENCE, seed=seed)
+        mcq = {"accuracy": tally.accuracy, "accuracy_ci": list(interval) if interval else None,
+               "n": tally.questions, "correct": tally.correct, "answered": tally.answered,
+               "answered_accuracy": tally.answered_accuracy, "failed": tally.failed,
+               "no_answer": tally.no_answer, "not_answered": tally.failed + tally.no_answer,
+               "not_run": len(job.truth) - tally.questions, "reason": None}
     elif job.questions and (line.answers is None or not job.truth):
         # Questions no accuracy can be measured on: say why rather than leave the line out.
         mcq = {"accuracy": None, "n": 0, "correct": 0, "not_answered": 0,
@@ -347,12 +388,30 @@ def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, boot
         diff = _difference(base, line, base_job.mos, bootstrap, seed, base_job.image_of)
         if mcq is not None and not mcq["reason"] and base.answers is not None:
             mcq_diff = _mcq_difference(base, line, bootstrap, seed, base_job.image_of)
-    return {"label": line.label, "job": line.job, "source": line.source,
-            "scored": len(line.pred), "baseline": line is base,
+    return {"label": line.label, "job": line.job, "source": line.source, "tool": line.tool,
+            "scored": len(line.pred), "baseline": line is base, **_tool_fields(line, job),
             "mos": correlation_report([line.pred[i] for i in items],
                                       [job.mos[i] for i in items], bootstrap=bootstrap,
                                       seed=seed),
             "mcq": mcq, "difference": diff, "mcq_difference": mcq_diff}
+
+
+def _tool_fields(line: _Line, job: _Job) -> dict[str, Any]:
+    """A tool line's basis ("raw" or, without raw scores, "normalized"), direction, its [1, 5]
+    score's correlations (secondary) and whether that mapping is monotone over the job's raw
+    scores; None for the agent's line."""
+    from .metrics import correlation_report
+
+    if line.tool is None or line.facts is None:
+        return {"basis": None, "lower_is_better": None, "direction": None, "normalized": None,
+                "mapping": None}
+    items = [i for i in line.normalized if i in job.mos]
+    normalized = correlation_report([line.normalized[i] for i in items],
+                                    [job.mos[i] for i in items], bootstrap=0)
+    return {"basis": "raw" if line.raw else "normalized",
+            "lower_is_better": line.facts.lower_is_better, "direction": direction(line.facts),
+            "normalized": {key: normalized[key] for key in ("n", "srcc", "plcc", "krcc")},
+            "mapping": mapping_check(line.tool, line.facts, list(line.raw.values()))}
 
 
 def build_comparison(jobs: Sequence[tuple[Mapping[str, Any], Iterable[Mapping[str, Any]]]], *,
@@ -399,6 +458,24 @@ def _value_ci(entry: Mapping[str, Any] | None, name: str) -> str:
     return f"{_fmt(entry.get(name))} {_ci(entry.get(f'{name}_ci'))}"
 
 
+def _secondary(line: Mapping[str, Any]) -> tuple[str, str]:
+    """A tool line's [1,5] SRCC (flagged "!" where its mapping is not monotone over the job's
+    raw scores) and its direction; dashes for the agent's line."""
+    if not line.get("tool"):
+        return "-", "-"
+    flag = "!" if (line.get("mapping") or {}).get("monotone") is False else ""
+    better = ("[1,5] only" if line.get("basis") == "normalized"
+              else {True: "lower", False: "higher"}.get(line.get("lower_is_better"), "?"))
+    return _fmt((line.get("normalized") or {}).get("srcc")) + flag, better
+
+
+def _tool_text(line: Mapping[str, Any]) -> str:
+    if not line.get("tool"):
+        return ""
+    value, better = _secondary(line)
+    return f" {value:>10}  {better}"
+
+
 def _method(doc: Mapping[str, Any]) -> str:
     settings = doc["bootstrap"]
     return (f"{settings['confidence']:.0%} intervals: percentile bootstrap, "
@@ -420,14 +497,20 @@ def render_text(doc: Mapping[str, Any]) -> str:
             f"  {job['name'] or '-'}; {job['backend'] or '-'}, {job['model'] or '-'}")
     width = max(len(line["label"]) for line in doc["lines"]) if doc["lines"] else 4
     if any(line["mos"]["n"] or line["difference"] for line in doc["lines"]):
-        lines += ["Against MOS (each line on its own items):",
+        tools = any(line.get("tool") for line in doc["lines"])
+        lines += [("Against MOS (each line on its own items; " + CONVENTION_SHORT
+                   + "; [1,5]: a tool's score mapped onto [1,5]):") if tools
+                  else "Against MOS (each line on its own items):",
                   f"  {'line':<{width}} {'n':>5}  {'SRCC [95% CI]':<22} {'PLCC [95% CI]':<22} "
-                  f"{'KRCC [95% CI]':<22}"]
+                  f"{'KRCC [95% CI]':<22}" + (f" {'SRCC [1,5]':>10}  better" if tools else "")]
         for line in doc["lines"]:
             entry = line["mos"]
             lines.append(f"  {line['label']:<{width}} {entry['n']:>5}  "
-                         + " ".join(f"{_value_ci(entry, m):<22}" for m in METRICS).rstrip()
+                         + " ".join(f"{_value_ci(entry, m):<22}" for m in METRICS)
+                         + (_tool_text(line) if tools else "").rstrip()
                          + (f"  ({entry['reason']})" if entry["reason"] else ""))
+        lines += [f"  ! {line['label']}: {line['mapping']['warning']}" for line in doc["lines"]
+                  if (line.get("mapping") or {}).get("warning")]
         lines += ["Difference from the baseline, paired on shared items with MOS:",
                   f"  {'line':<{width}} {'n':>5}  {'ΔSRCC [95% CI]':<23} {'ΔPLCC [95% CI]':<23} "
                   f"{'ΔKRCC [95% CI]':<23}"]
@@ -440,8 +523,10 @@ def render_text(doc: Mapping[str, Any]) -> str:
                          + (" ".join(f"{_value_ci(diff, m):<23}" for m in METRICS).rstrip()
                             if diff["reason"] is None else diff["reason"]))
     if any(line["mcq"] for line in doc["lines"]):
-        lines += ["MCQ accuracy:", f"  {'line':<{width}} {'n':>5} {'accuracy':>8}  "
-                                   f"{'shared':>6}  Δaccuracy [95% CI]"]
+        lines += ["MCQ accuracy (over every question run: failed or without an answer counts "
+                  "wrong; answered: over those answered with a letter):",
+                  f"  {'line':<{width}} {'n':>5} {'accuracy':>8} {'failed':>6} {'none':>5} "
+                  f"{'answered':>8}  {'shared':>6}  Δaccuracy [95% CI]"]
         for line in doc["lines"]:
             mcq, diff = line["mcq"], line["mcq_difference"]
             if mcq is None:
@@ -452,7 +537,9 @@ def render_text(doc: Mapping[str, Any]) -> str:
                 lines.append(f"  {line['label']:<{width}} {'':>5} {'-':>8}  {'':>6}  "
                              f"{mcq['reason']}")
                 continue
-            lines.append(f"  {line['label']:<{width}} {mcq['n']:>5} {_fmt(mcq['accuracy']):>8}  "
+            lines.append(f"  {line['label']:<{width}} {mcq['n']:>5} {_fmt(mcq['accuracy']):>8} "
+                         f"{mcq['failed']:>6} {mcq['no_answer']:>5} "
+                         f"{_fmt(mcq['answered_accuracy']):>8}  "
                          f"{diff['n'] if diff else '':>6}  {versus}")
     lines.append(_method(doc))
     lines += [f"warning: {text}" for text in doc["warnings"]]
@@ -466,62 +553,88 @@ def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str], *,
                 figures: Sequence[NamedFigure] | None = None) -> Path:
     """Write the comparison as one self-contained page (inline CSS, the paired differences as
     an inline SVG figure: ``figures``, or :func:`.figures.comparison_figures`), every text
-    escaped.  It fits a 1280-pixel window: each table scrolls sideways in its own wrapper, long
-    names wrap, figures shrink to the page."""
+    escaped, each line by its name (:func:`.names.line_names`; its id on hover).  It is read in a
+    1280-pixel window: agreement and differences are two tables narrow enough to fit, numbers
+    and intervals never wrap, a row label keeps a few words' width; a wider table (many
+    jobs' names) scrolls in its own box, and figures shrink to the page."""
     from .figures import comparison_figures, html_figure
+    from .names import with_line_names
 
+    doc = with_line_names(doc)
     title = "Comparison of evaluation jobs"
+    tools = any(line.get("tool") for line in doc["lines"])
     parts = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
              f"<title>{title}</title><style>{_STYLE}</style></head><body><h1>{title}</h1>",
-             f'<p>Baseline: {html.escape(redact(doc["baseline"] or "-") or "-")} '
+             f'<p>Baseline: {html.escape(redact(doc["baseline_name"]) or "-")} '
              "(the first job given).</p>",
              '<h2>Jobs</h2><div class="scroll"><table id="jobs">'
-             + _header("job", "name", "mode", "backend", "model", "items", "done", "with MOS",
-                       "with truth", "shared with baseline", "wall time per item",
+             + _header("job", "name", "mode", "backend", "model", "items", "done",
+                       "with MOS", "with truth", "shared with baseline", "wall time per item",
                        "cost per item")]
     for job in doc["jobs"]:
-        parts.append("<tr>" + "".join(_cell(redact(str(job[key] or "-")), text=True)
-                                      for key in ("id", "name", "mode", "backend", "model"))
+        job_id, name = str(job["id"] or "-"), job["name"] or "-"
+        shown = (name if job["shown_as"] in (name, job_id[:8])
+                 else f"{job['shown_as']} (named {name})")
+        parts.append(f'<tr><td title="{html.escape(redact(job_id) or "")}">'
+                     f"{html.escape(redact(job_id[:8]) or '')}</td>" + _label_cell(shown)
+                     + "".join(_cell(redact(str(job[key] or "-")), text=True)
+                               for key in ("mode", "backend", "model"))
                      + "".join(_cell(job[key]) for key in ("items", "done", "with_mos",
                                                            "with_truth", "shared_with_baseline"))
-                     + _cell(_seconds(job["wall_time_per_item_s"]), text=True)
-                     + _cell(_cost(job["cost_per_item_usd"]), text=True) + "</tr>")
-    parts.append('</table></div><h2>Agreement with MOS, and the difference from the baseline'
-                 '</h2><div class="scroll"><table id="lines">'
+                     + _cell(_seconds(job["wall_time_per_item_s"]))
+                     + _cell(_cost(job["cost_per_item_usd"])) + "</tr>")
+    parts.append('</table></div><h2>Agreement with MOS</h2><div class="scroll">'
+                 '<table id="lines">'
                  + _header("line", "n", "SRCC", "95% CI", "PLCC", "95% CI", "KRCC", "95% CI",
-                           "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC", "95% CI"))
+                           *(("SRCC [1,5]", "better") if tools else ())))
     for line in doc["lines"]:
-        entry, diff = line["mos"], line["difference"] or {}
+        entry = line["mos"]
         css = ' class="agent"' if line["baseline"] else ""
-        parts.append(f"<tr{css}>{_cell(redact(line['label']), text=True)}{_cell(entry['n'])}"
-                     + "".join(_cell(entry[m]) + _cell(_ci(entry[f"{m}_ci"]), text=True)
-                               for m in METRICS)
-                     + _cell("baseline" if line["baseline"] else diff.get("n"), text=True)
-                     + "".join(_cell(diff.get(m)) + _cell(_ci(diff.get(f"{m}_ci")), text=True)
+        value, better = _secondary(line)
+        parts.append(f"<tr{css}>{_label_cell(line['name'], line['label'])}{_cell(entry['n'])}"
+                     + "".join(_cell(entry[m]) + _ci_cell(entry[f"{m}_ci"]) for m in METRICS)
+                     + (_cell(value) + _cell(better, text=True) if tools else "") + "</tr>")
+    parts.append('</table></div><h2>Difference from the baseline</h2><div class="scroll">'
+                 '<table id="differences">'
+                 + _header("line", "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC",
+                           "95% CI"))
+    for line in doc["lines"]:
+        diff = line["difference"] or {}
+        css = ' class="agent"' if line["baseline"] else ""
+        parts.append(f"<tr{css}>{_label_cell(line['name'], line['label'])}"
+                     + _cell("baseline" if line["baseline"] else diff.get("n"))
+                     + "".join(_cell(diff.get(m)) + _ci_cell(diff.get(f"{m}_ci"))
                                for m in METRICS) + "</tr>")
     parts.append("</table></div>")
     parts += [html_figure(named) for named in (
         figures if figures is not None else comparison_figures(doc))]
-    notes = [f"{line['label']}: " + "; ".join(reason for reason in (
+    notes = [f"{line['name']}: " + "; ".join(reason for reason in (
         line["mos"]["reason"], (line["difference"] or {}).get("reason")) if reason)
              for line in doc["lines"]
              if line["mos"]["reason"] or (line["difference"] or {}).get("reason")]
+    notes += [f"{line['name']}: {line['mapping']['warning']}" for line in doc["lines"]
+              if (line.get("mapping") or {}).get("warning")]
+    if tools:
+        notes.append(f"Tools: {CONVENTION}.")
     if any(line["mcq"] for line in doc["lines"]):
         parts.append('<h2>Multiple choice</h2><div class="scroll"><table id="mcq">'
-                     + _header("line", "answered", "accuracy", "shared", "Δaccuracy", "95% CI"))
+                     + _header("line", "questions", "accuracy", "failed", "no answer",
+                               "answered-only accuracy", "shared", "Δaccuracy", "95% CI"))
         for line in doc["lines"]:
             if line["mcq"] is None:
                 continue
             diff = line["mcq_difference"] or {}
             if line["mcq"].get("reason"):
-                parts.append(f"<tr>{_cell(redact(line['label']), text=True)}"
-                             f'<td class="text" colspan="5">'
+                parts.append(f"<tr>{_label_cell(line['name'], line['label'])}"
+                             f'<td class="text" colspan="8">'
                              f"{html.escape(line['mcq']['reason'])}</td></tr>")
                 continue
-            parts.append(f"<tr>{_cell(redact(line['label']), text=True)}"
-                         f"{_cell(line['mcq']['n'])}{_cell(line['mcq']['accuracy'])}"
+            mcq = line["mcq"]
+            parts.append(f"<tr>{_label_cell(line['name'], line['label'])}"
+                         f"{_cell(mcq['n'])}{_cell(mcq['accuracy'])}{_cell(mcq.get('failed'))}"
+                         f"{_cell(mcq.get('no_answer'))}{_cell(mcq.get('answered_accuracy'))}"
                          f"{_cell(diff.get('n'))}{_cell(diff.get('accuracy'))}"
-                         f"{_cell(_ci(diff.get('accuracy_ci')), text=True)}</tr>")
+                         f"{_ci_cell(diff.get('accuracy_ci'))}</tr>")
         parts.append("</table></div>")
     parts += [f'<p class="note">{html.escape(redact(note) or "")}</p>'
               for note in [*notes, _method(doc)]]

@@ -4,15 +4,21 @@ pages (the same figures, inline SVG).
 Drawn with matplotlib's object API on the Agg canvas (no pyplot, no global backend switch), text
 kept as SVG text (``svg.fonttype: none``), which matplotlib escapes, so a tool or group name
 from the data can neither break the XML nor turn into markup; ``$`` in such a name is escaped
-too, so it is never read as mathtext.  The figures:
+too, so it is never read as mathtext.  A PDF embeds its fonts as TrueType (``pdf.fonttype``
+42, set for our figures only): publishers' checkers (IEEE PDF eXpress) refuse the Type 3 fonts
+matplotlib writes by default.  Colours are Okabe and Ito's colour-blind-safe palette
+(:data:`OKABE_ITO`); a legend goes where it covers no point, or outside the axes.  The figures:
 
-* ``scatter-agent``: the agent's score against MOS with the monotone fit behind PLCC logistic
-  (:func:`agentic_iqa.jobs.metrics.plcc_after_logistic`); ``scatter-tool-<T>``: the same for
-  each tool of a metric job;
+* ``scatter-agent``: the agent's [1, 5] score against MOS; ``scatter-tool-<T>``: each tool of
+  a metric job, on its own (raw) score, the axis saying which way is better.  Each shows the
+  report's n, SRCC and PLCC and the monotone fit behind PLCC logistic
+  (:func:`agentic_iqa.jobs.metrics.plcc_after_logistic`);
 * ``breakdown-distortion`` and ``breakdown-level``: SRCC per distortion type and per level
   (:mod:`.breakdown`);
 * ``paired-differences``: each line's difference from the baseline of ``eval compare`` with its
-  paired bootstrap interval.
+  paired bootstrap interval, each line by its name (``--label``, or the job's name);
+* ``group-srcc``, ``group-accuracy``: a sweep's table (``eval compare --group``) as bars, a row
+  per model or tool, a bar per dataset.
 """
 
 from __future__ import annotations
@@ -27,18 +33,32 @@ from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
 from .cells import number, text
-from .export import TOOL_PREFIX
+from .export import RAW_PREFIX, TOOL_PREFIX
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
 
 #: The formats ``--figures`` writes, one file each per figure.
 FORMATS = ("svg", "pdf")
 #: Above this many points a scatter is drawn as an image inside the SVG or PDF: ten thousand
 #: vector markers make a file of megabytes that a PDF viewer renders slowly.
 RASTER_POINTS = 4000
-_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-           "#bcbd22", "#17becf")
+#: Okabe and Ito's palette (Color Universal Design), told apart with any colour vision; in the
+#: order lines take it (the yellow, faint on white, last but one).
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+             "#000000")
+#: Settings of every figure, applied around drawing and saving only (never globally): TrueType
+#: fonts in a PDF (42; Type 3 is refused by IEEE PDF eXpress), text as text in an SVG.
+RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
+#: Where a legend may go inside the axes, tried in this order before it goes outside.
+_CORNERS = ("upper left", "lower right", "upper right", "lower left", "center right",
+            "center left", "lower center", "upper center")
+#: A fit's name in a legend (5PL: the 5-parameter logistic, as the report's text says it).
+_FIT_SHORT = {"logistic5": "5PL", "logistic4": "4PL", "logistic3": "3PL", "linear": "linear"}
+#: Scatter markers' area (points squared): their radius pads the legend's box in the check.
+_MARKER_AREA = 12.0
 
 
 @dataclass(frozen=True)
@@ -70,33 +90,83 @@ def _figure(width: float, height: float) -> Figure:
     return figure
 
 
+def _color(index: int) -> str:
+    return OKABE_ITO[index % len(OKABE_ITO)]
+
+
+def _legend_outside(axes: Axes, **options: Any) -> Legend:
+    """A legend right of the axes, the layout made room for it: it covers nothing drawn."""
+    legend = axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                         **options)
+    axes.figure.tight_layout()
+    return legend
+
+
+def _legend_clear_of(axes: Axes, xy: Any, **options: Any) -> Legend:
+    """A legend in the first corner of the axes where its box, padded by a marker's radius,
+    holds none of the points ``xy`` (data coordinates); outside the axes when no corner is
+    free.  Called once the layout is final, so the points stay where they were checked."""
+    import numpy as np
+
+    figure = axes.figure
+    renderer = figure.canvas.get_renderer()
+    shown = axes.transData.transform(np.asarray(xy, dtype=float).reshape(-1, 2))
+    pad = (_MARKER_AREA ** 0.5) / 2.0 * figure.dpi / 72.0 + 1.0
+    for corner in _CORNERS:
+        legend = axes.legend(loc=corner, **options)
+        if not legend.get_window_extent(renderer).padded(pad).count_contains(shown):
+            return legend
+    return _legend_outside(axes, **options)
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.3f}"
+
+
 # -- the figures ----------------------------------------------------------------------------------
 
 
 def scatter(pred: Sequence[float], mos: Sequence[float], *, title: str, xlabel: str,
-            gid: str) -> Figure:
+            gid: str, figures: Mapping[str, Any] | None = None,
+            note: str | None = None) -> Figure:
     """Scores against MOS, with the monotone fit of PLCC logistic drawn where there is one; the
-    points are the SVG group ``<gid>-points``, the fitted curve ``<gid>-fit``."""
+    points are the SVG group ``<gid>-points``, the fitted curve ``<gid>-fit``.
+
+    The legend's title gives n, SRCC and PLCC: ``figures`` (a report's correlation entry:
+    ``n``, ``srcc``, ``plcc``, ``plcc_logistic``), so that the figure quotes the table's
+    numbers; without them they are computed from the points.  ``note``: a line under them
+    (how a lower-is-better tool's figures were signed)."""
     import numpy as np
 
-    from .metrics import plcc_after_logistic
+    from .metrics import plcc, plcc_after_logistic, srcc
 
+    if figures is None:
+        usable = len(pred) >= 3 and np.ptp(pred) > 0 and np.ptp(mos) > 0
+        figures = {"n": len(pred), "srcc": srcc(pred, mos) if usable else None,
+                   "plcc": plcc(pred, mos) if usable else None}
     figure = _figure(6.0, 4.5)
     axes = figure.add_subplot()
-    points = axes.scatter(pred, mos, s=12, alpha=0.6, edgecolors="none")
+    points = axes.scatter(pred, mos, s=_MARKER_AREA, alpha=0.7, edgecolors="none",
+                          color=OKABE_ITO[0], label="items")
     points.set_gid(f"{gid}-points")
     points.set_rasterized(len(pred) > RASTER_POINTS)
     fit = plcc_after_logistic(pred, mos) if len(pred) >= 3 and np.ptp(pred) > 0 else None
     if fit is not None and fit.fitted:
         grid = np.linspace(min(pred), max(pred), 200)
-        axes.plot(grid, fit.curve(grid), color="#d62728", gid=f"{gid}-fit",
-                  label=f"monotone {fit.label} (PLCC {fit.plcc:.3f})")
-        axes.legend(loc="lower right")
+        logistic = figures.get("plcc_logistic", fit.plcc)
+        axes.plot(grid, fit.curve(grid), color=OKABE_ITO[5], gid=f"{gid}-fit",
+                  label=f"monotone fit ({_FIT_SHORT.get(fit.form, fit.label)}), "
+                        f"PLCC {_fmt(logistic)}")
     axes.set_xlabel(_label(xlabel))
     axes.set_ylabel("MOS")
-    axes.set_title(_label(f"{title} (n={len(pred)})"))
+    axes.set_title(_label(title))
     axes.grid(alpha=0.3)
     figure.tight_layout()
+    heading = (f"n = {figures.get('n', len(pred))}, SRCC {_fmt(figures.get('srcc'))}, "
+               f"PLCC {_fmt(figures.get('plcc'))}")
+    _legend_clear_of(axes, np.column_stack([pred, mos]) if len(pred) else [],
+                     title=heading + (f"\n{_label(note)}" if note else ""), fontsize="small",
+                     title_fontsize="small", framealpha=0.9)
     return figure
 
 
@@ -122,7 +192,7 @@ def breakdown_figure(result: Mapping[str, Any], by: str, *, gid: str) -> Figure 
         if not drawn:
             continue
         bars = axes.barh([o for o, _, _ in drawn], [v for _, v, _ in drawn], height=height,
-                         color=_COLORS[line % len(_COLORS)], label=_label(name))
+                         color=_color(line), label=_label(name))
         for patch, (_, _, index) in zip(bars.patches, drawn, strict=True):
             patch.set_gid(f"{gid}-{line}-{index}")
     for position, group in zip(positions, groups, strict=True):
@@ -137,10 +207,10 @@ def breakdown_figure(result: Mapping[str, Any], by: str, *, gid: str) -> Figure 
     axes.set_xlim(min([-0.05, *(v - 0.05 for g in groups for v in _srccs(g))]), 1.0)
     axes.set_xlabel("SRCC with MOS")
     axes.set_title(f"SRCC per {'distortion type' if by == 'distortion' else 'distortion level'}")
-    if len(names) > 1:
-        axes.legend(loc="lower right", fontsize="small")
     axes.grid(axis="x", alpha=0.3)
     figure.tight_layout()
+    if len(names) > 1:
+        _legend_outside(axes, fontsize="small")
     return figure
 
 
@@ -160,8 +230,12 @@ DIFFERENCES = (("srcc", "ΔSRCC", "o"), ("plcc", "ΔPLCC", "s"), ("krcc", "ΔKRC
 
 def differences_figure(doc: Mapping[str, Any], *, gid: str) -> Figure | None:
     """Each line's difference from the baseline (ΔSRCC, ΔPLCC, ΔKRCC, Δaccuracy) with its
-    paired bootstrap interval, a row per line; each difference's markers are the SVG group
-    ``<gid>-<name>``.  None when no line has a difference."""
+    paired bootstrap interval, a row per line named as :func:`.names.line_names` says (or
+    ``--label`` said); each difference's markers are the SVG group ``<gid>-<name>``.  None
+    when no line has a difference."""
+    from .names import with_line_names
+
+    doc = with_line_names(doc)
     rows = []
     for line in doc["lines"]:
         values = {}
@@ -170,7 +244,7 @@ def differences_figure(doc: Mapping[str, Any], *, gid: str) -> Figure | None:
             if source and source.get(name) is not None:
                 values[name] = (source[name], source.get(f"{name}_ci"))
         if values:
-            rows.append((line["label"], values))
+            rows.append((line["name"], values))
     if not rows:
         return None
     shown = [d for d in DIFFERENCES if any(d[0] in values for _, values in rows)]
@@ -188,18 +262,18 @@ def differences_figure(doc: Mapping[str, Any], *, gid: str) -> Figure | None:
             low.append(value - interval[0] if interval else 0.0)
             high.append(interval[1] - value if interval else 0.0)
         bars = axes.errorbar(xs, ys, xerr=[low, high], fmt=marker, capsize=3,
-                             color=_COLORS[kind % len(_COLORS)], label=legend)
+                             color=_color(kind), label=legend)
         bars.lines[0].set_gid(f"{gid}-{name}")
-    axes.set_yticks(range(len(rows)), [_label(label) for label, _ in rows])
+    axes.set_yticks(range(len(rows)), [_label(_short(label)) for label, _ in rows])
     axes.invert_yaxis()
     axes.axvline(0.0, color="#444", linewidth=0.8)
     settings = doc["bootstrap"]
     axes.set_xlabel(f"line - baseline ({settings['confidence']:.0%} paired bootstrap interval, "
                     f"{settings['resamples']} resamples)")
-    axes.set_title(_label(f"Difference from the baseline {doc['baseline'] or '-'}"))
-    axes.legend(loc="best", fontsize="small")
+    axes.set_title(_label(_short(f"Difference from the baseline {doc['baseline_name']}", 60)))
     axes.grid(axis="x", alpha=0.3)
     figure.tight_layout()
+    _legend_outside(axes, fontsize="small")
     return figure
 
 
@@ -223,9 +297,12 @@ def _pairs(rows: Iterable[Mapping[str, Any]], column: str, *, done_only: bool
 def report_figures(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], *,
                    scored: str = "Agent") -> list[NamedFigure]:
     """The figures of a job report (:func:`agentic_iqa.jobs.report.build_report`): the agent's
-    scatter (done items with a score and a MOS; ``scored`` names what gave the scores, as
-    :func:`agentic_iqa.jobs.report.scored_label` does), or one per tool of a metric job (items
-    with that tool's score and a MOS, as its correlations), then the breakdown's."""
+    scatter (done items with a score and a MOS, its [1, 5] score; ``scored`` names what gave
+    the scores, as :func:`agentic_iqa.jobs.report.scored_label` does), or one per tool of a
+    metric job, then the breakdown's.  A tool's scatter is on the score its correlations are on
+    (``basis``): its own (``raw:`` column), where a lower-is-better one falls with MOS, or the
+    [1, 5] one where the rows carry no raw score; items with that score and a MOS, whatever
+    the run's outcome, as its correlations.  Each quotes the report's n, SRCC and PLCC."""
     rows = list(rows)
     figures = []
     if report.get("agent") is not None:
@@ -233,19 +310,27 @@ def report_figures(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
         if pred:
             title = f"{scored} score vs MOS"
             figures.append(NamedFigure("scatter-agent", title, scatter(
-                pred, mos, title=title, xlabel="predicted quality score",
-                gid="scatter-agent")))
+                pred, mos, title=title, xlabel=f"{scored} score ([1,5], higher is better)",
+                gid="scatter-agent", figures=report["agent"])))
     else:
         taken: set[str] = set()
         for tool in report.get("tools") or ():
-            pred, mos = _pairs(rows, f"{TOOL_PREFIX}{tool['tool']}", done_only=False)
+            name = tool["tool"]
+            has_raw = any(number(row.get(f"{RAW_PREFIX}{name}")) is not None for row in rows)
+            raw = tool.get("basis", "raw" if has_raw else "normalized") == "raw"
+            pred, mos = _pairs(rows, f"{RAW_PREFIX if raw else TOOL_PREFIX}{name}",
+                               done_only=False)
             if not pred:
                 continue
-            name = _unique(f"scatter-tool-{slug(tool['tool'])}", taken)
-            title = f"{tool['tool']} vs MOS"
-            figures.append(NamedFigure(name, title, scatter(
-                pred, mos, title=title, xlabel=f"{tool['tool']} (normalized, higher is better)",
-                gid=name)))
+            stem = _unique(f"scatter-tool-{slug(name)}", taken)
+            direction = tool.get("direction") or "direction unknown"
+            xlabel = (f"{name} (raw, {direction})" if raw
+                      else f"{name} ([1,5] score, higher is better)")
+            note = (f"sign-corrected: {name} negated" if raw and tool.get("lower_is_better")
+                    else None)
+            title = f"{name} vs MOS"
+            figures.append(NamedFigure(stem, title, scatter(
+                pred, mos, title=title, xlabel=xlabel, gid=stem, figures=tool, note=note)))
     result = report.get("breakdown")
     for by in ("distortion", "level"):
         figure = breakdown_figure(result, by, gid=f"breakdown-{by}") if result else None
@@ -271,6 +356,60 @@ def comparison_figures(doc: Mapping[str, Any]) -> list[NamedFigure]:
     return [NamedFigure("paired-differences", "Paired differences from the baseline", figure)]
 
 
+#: A sweep's figures: the cell's kind, what it plots, the axis and the file stem.
+_GROUP_FIGURES = (("correlation", "srcc", "SRCC with MOS", "group-srcc"),
+                  ("accuracy", "accuracy", "MCQ accuracy", "group-accuracy"))
+
+
+def group_figures(document: Mapping[str, Any]) -> list[NamedFigure]:
+    """The figures of ``eval compare --group`` (:func:`agentic_iqa.jobs.sweeps.group_table`):
+    per kind of figure in its cells (SRCC against MOS, MCQ accuracy), horizontal bars, a row
+    per model or tool, a bar per dataset; a bar is the SVG element
+    ``<stem>-<dataset>-<row>`` (positions in the table).  Empty when no cell has a figure."""
+    figures = []
+    for kind, key, axis, stem in _GROUP_FIGURES:
+        figure = _group_bars(document, kind, key, axis, gid=stem)
+        if figure is not None:
+            title = f"{axis} per model and dataset, group {document['group']}"
+            figures.append(NamedFigure(stem, title, figure))
+    return figures
+
+
+def _group_bars(document: Mapping[str, Any], kind: str, key: str, axis: str, *,
+                gid: str) -> Figure | None:
+    import numpy as np
+
+    rows, columns = list(document["rows"]), list(document["columns"])
+    values = {(r, c): cell[key] for r, row in enumerate(rows) for c, column in enumerate(columns)
+              if (cell := document["cells"][row].get(column)) and cell.get("kind") == kind
+              and cell.get(key) is not None}
+    if not values:
+        return None
+    shown = sorted({c for _, c in values})
+    height = 0.8 / len(shown)
+    figure = _figure(7.5, max(2.5, 1.2 + 0.3 * len(rows) * len(shown) ** 0.5))
+    axes = figure.add_subplot()
+    positions = np.arange(len(rows))
+    for line, column in enumerate(shown):
+        drawn = [(r, values[r, column]) for r in range(len(rows)) if (r, column) in values]
+        bars = axes.barh([positions[r] - 0.4 + height * (line + 0.5) for r, _ in drawn],
+                         [value for _, value in drawn], height=height, color=_color(line),
+                         label=_label(_short(columns[column])))
+        for patch, (r, _) in zip(bars.patches, drawn, strict=True):
+            patch.set_gid(f"{gid}-{column}-{r}")
+    axes.set_yticks(positions, [_label(_short(row)) for row in rows])
+    axes.invert_yaxis()
+    axes.axvline(0.0, color="#444", linewidth=0.8)
+    lowest = min(values.values())
+    axes.set_xlim(min(0.0, lowest - 0.05), 1.0)
+    axes.set_xlabel(axis)
+    axes.set_title(_label(_short(f"{axis}, group {document['group']}", 60)))
+    axes.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    _legend_outside(axes, fontsize="small", title="dataset", title_fontsize="small")
+    return figure
+
+
 # -- output ---------------------------------------------------------------------------------------
 
 
@@ -279,17 +418,20 @@ def svg(named: NamedFigure) -> str:
     import matplotlib
 
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": named.name}):
+    with matplotlib.rc_context({**RC, "svg.hashsalt": named.name}):
         named.figure.savefig(buffer, format="svg",
                              metadata={"Title": redact(named.title) or "", "Date": None})
     return buffer.getvalue()
 
 
 def pdf(named: NamedFigure) -> bytes:
-    """The figure as a PDF (fonts embedded), titled."""
+    """The figure as a PDF, its fonts embedded as TrueType (:data:`RC`), titled."""
+    import matplotlib
+
     buffer = io.BytesIO()
-    named.figure.savefig(buffer, format="pdf",
-                         metadata={"Title": redact(named.title) or "", "CreationDate": None})
+    with matplotlib.rc_context(RC):
+        named.figure.savefig(buffer, format="pdf",
+                             metadata={"Title": redact(named.title) or "", "CreationDate": None})
     return buffer.getvalue()
 
 

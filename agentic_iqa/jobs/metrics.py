@@ -412,3 +412,76 @@ def mcq_accuracy(predicted: Sequence[str | None], truth: Sequence[str | None]
         return None, 0
     correct = sum(1 for p, t in known if p == t)
     return correct / len(known), len(known)
+
+
+@dataclass(frozen=True)
+class McqTally:
+    """MCQ outcomes over every question that was run, as lm-evaluation-harness and VLMEvalKit
+    count them: an item that failed, or finished without a letter ("Unable to determine", an
+    unparseable reply), is a wrong answer, not one left out; otherwise a job where half the
+    items fail could report 100 %.  Answered-only accuracy is kept beside it."""
+
+    correct: int = 0
+    #: Questions answered with a letter (right or wrong).
+    answered: int = 0
+    #: Items that finished without a letter.
+    no_answer: int = 0
+    #: Items that failed: no answer at all.
+    failed: int = 0
+
+    @property
+    def questions(self) -> int:
+        """Every question counted: answered, without an answer, failed."""
+        return self.answered + self.no_answer + self.failed
+
+    @property
+    def accuracy(self) -> float | None:
+        """Right answers over every question counted (the headline)."""
+        return self.correct / self.questions if self.questions else None
+
+    @property
+    def answered_accuracy(self) -> float | None:
+        """Right answers over the questions answered with a letter."""
+        return self.correct / self.answered if self.answered else None
+
+
+def mcq_tally(predicted: Sequence[str | None], truth: Sequence[str | None],
+              failed: Sequence[bool] | None = None) -> McqTally:
+    """Count each question whose truth is a letter: right, answered wrong, no letter given, or
+    its item failed (``failed[i]``, whatever ``predicted[i]`` says)."""
+    failed = failed if failed is not None else [False] * len(predicted)
+    if not len(predicted) == len(truth) == len(failed):
+        raise ValueError(f"predicted, truth and failed differ in length: {len(predicted)}, "
+                         f"{len(truth)} and {len(failed)}")
+    correct = answered = no_answer = lost = 0
+    for answer, true, broke in zip(predicted, truth, failed, strict=True):
+        letter = answer_letter(true)
+        if letter is None:
+            continue
+        if broke:
+            lost += 1
+            continue
+        given = answer_letter(answer)
+        if given is None:
+            no_answer += 1
+            continue
+        answered += 1
+        correct += given == letter
+    return McqTally(correct=correct, answered=answered, no_answer=no_answer, failed=lost)
+
+
+def proportion_ci(outcomes: Sequence[bool] | np.ndarray, n: int = 1000,
+                  confidence: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of a share (accuracy) over ``outcomes`` resampled with
+    replacement, as the correlations' intervals are; None with no outcome or ``n`` < 1."""
+    values = np.asarray(outcomes, dtype=float)
+    if values.size == 0 or n < 1:
+        return None
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 2_000_000 // values.size)
+    means = np.concatenate([values[rng.integers(0, values.size, size=(min(chunk, n - start),
+                                                                       values.size))].mean(axis=1)
+                            for start in range(0, n, chunk)])
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)

@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Any
 from ..redact import redact
 from .cells import number as _number
 from .cells import text as _text
+from .errors import readable
 from .export import RAW_PREFIX, TOOL_PREFIX
+from .own_scores import ToolFacts, direction, sign
 
 if TYPE_CHECKING:
     from .figures import NamedFigure
+    from .metrics import McqTally
 
 # numpy and .metrics (scipy) are imported by the functions that compute: ``eval status``
 # imports this module only for :func:`vlm_line`.
@@ -46,13 +49,14 @@ def failure_reason(error: str | None) -> str:
     """An error message with its item-specific parts (quoted paths, numbers) blanked out.
 
     "image 'a.jpg' on line 7 not found" and "image 'b.jpg' on line 9 not found" are the same
-    reason; the report counts reasons and keeps one full message as an example.
+    reason; the report counts reasons and keeps one full message as an example.  An error
+    stored before items were given readable errors (a planner's JSON, a traceback) is read as
+    :func:`~.errors.readable` says.
     """
-    text = redact(_text(error))
-    if text is None:
+    text = redact(readable(_text(error)))
+    if not text:
         return "(no error message)"
-    first = text.splitlines()[0].strip()
-    return _NUMBER.sub("N", _QUOTED.sub("'…'", first))[:200]
+    return _NUMBER.sub("N", _QUOTED.sub("'…'", text))[:200]
 
 
 @dataclass
@@ -64,36 +68,45 @@ class _Pairs:
     agent: list[float | None] = field(default_factory=list)
     raw: list[float] = field(default_factory=list)
     raw_mos: list[float] = field(default_factory=list)
+    raw_agent: list[float | None] = field(default_factory=list)
+    #: Every raw score the tool gave, with or without a MOS: the range its mapping is checked on.
+    raw_all: list[float] = field(default_factory=list)
 
 
 def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
                  seed: int = 0, metric_job: bool = False) -> dict[str, Any]:
     """Counts, failures by reason, agent and per-tool correlation with MOS, and MCQ accuracy.
 
-    The agent's correlation uses done items with a quality score and a MOS; each tool's uses
-    the items where it has a score and a MOS (whatever the run's outcome, since the tool ran),
-    with the agent's SRCC on those same items beside it for a fair comparison. MCQ accuracy is
-    over done items whose true answer is known.  Each tool also gets SRCC and PLCC of its raw
-    scores (``raw:`` columns), the figures papers quote.  ``metric_job``: no agent ran, so the
-    per-tool table is the whole story and ``agent`` is None.  ``breakdown``: the same per
-    distortion type and level where the items' ``meta`` gives them (:mod:`.breakdown`).
+    The agent's correlation uses done items with a quality score and a MOS (its fused [1, 5]
+    score: it has no other).  Each tool's uses the items where it has a score and a MOS
+    (whatever the run's outcome, since the tool ran), on its own score (``raw:`` columns),
+    sign-corrected as :data:`.own_scores.CONVENTION` says, as papers and pyiqa quote a metric;
+    its [1, 5] score's correlations are beside it (``normalized``), with a warning where the
+    mapping is not monotone over the job's raw scores (``mapping``), and the agent's SRCC on the
+    same items.  MCQ accuracy counts every question run, a failed item or one without a letter
+    as wrong (:class:`.metrics.McqTally`).  ``metric_job``: no agent ran, so the per-tool table
+    is the whole story and ``agent`` is None.  ``breakdown``: the same per distortion type and
+    level where the items' ``meta`` gives them (:mod:`.breakdown`).
     """
     import numpy as np
 
     from .breakdown import DistortionScores
-    from .metrics import correlation_report, mcq_accuracy
+    from .metrics import correlation_report, mcq_tally
+    from .own_scores import CONVENTION
 
     statuses: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     examples: dict[str, tuple[str | None, str | None]] = {}
     agent = _Pairs()
     tools: dict[str, _Pairs] = {}
+    facts: dict[str, ToolFacts] = {}
     tool_scores: dict[str, list[float]] = {}
     tool_usage: Counter[str] = Counter()
     answers: list[str | None] = []
     truths: list[str | None] = []
     question_types: list[str] = []
-    unanswered = fallbacks = items_with_fallbacks = mos_known = questions = withheld = 0
+    failed_flags: list[bool] = []
+    not_run = fallbacks = items_with_fallbacks = mos_known = questions = withheld = 0
     scores: list[float] = []
     answered_by: Counter[str] = Counter()
     distortions = DistortionScores()
@@ -107,7 +120,7 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
             reason = failure_reason(row.get("error"))
             failures[reason] += 1
             examples.setdefault(reason, (_text(row.get("item_id")),
-                                         redact(_text(row.get("error")))))
+                                         redact(readable(_text(row.get("error"))))))
         mos = _number(row.get("mos"))
         score = _number(row.get("quality_score")) if done else None
         mos_known += mos is not None
@@ -121,24 +134,32 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
             questions += 1
             withheld += truth is None
         if truth is not None:
-            if done:
-                answers.append(_text(row.get("final_answer")))
+            if done or status == "failed":
+                answers.append(_text(row.get("final_answer")) if done else None)
                 truths.append(truth)
+                failed_flags.append(not done)
                 question_types.append(_text(row.get("question_type")) or "")
-            else:
-                unanswered += 1
+            else:  # pending, queued, or the job cancelled before it: not run
+                not_run += 1
         count = int(_number(row.get("fallbacks")) or 0)
         fallbacks += count
         items_with_fallbacks += count > 0
         tool_usage.update(name for name in (_text(row.get("tools")) or "").split(";")
                           if name.strip())
+        own: dict[str, float] = {}
         for key, value in row.items():
             if key.startswith(RAW_PREFIX):
                 raw_score = _number(value)
-                if raw_score is not None and mos is not None:
-                    pairs = tools.setdefault(key[len(RAW_PREFIX):], _Pairs())
+                if raw_score is None:
+                    continue
+                name = key[len(RAW_PREFIX):]
+                pairs = tools.setdefault(name, _Pairs())
+                pairs.raw_all.append(raw_score)
+                own[name] = raw_score
+                if mos is not None:
                     pairs.raw.append(raw_score)
                     pairs.raw_mos.append(mos)
+                    pairs.raw_agent.append(score)
                 continue
             if not key.startswith(TOOL_PREFIX):
                 continue
@@ -153,9 +174,11 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
                 pairs.pred.append(tool_score)
                 pairs.mos.append(mos)
                 pairs.agent.append(score)
-        distortions.add(row, mos, None if metric_job else score)
+        facts = _facts(facts, {*own, *tools})
+        distortions.add(row, mos, None if metric_job else score,
+                        {name: sign(facts[name]) * value for name, value in own.items()})
     total = sum(statuses.values())
-    accuracy, answered = mcq_accuracy(answers, truths)
+    tally = mcq_tally(answers, truths, failed_flags)
     agent_report = correlation_report(agent.pred, agent.mos, bootstrap=bootstrap, seed=seed)
     if not mos_known:
         agent_report["reason"] = "no item has a MOS: nothing to correlate with"
@@ -173,10 +196,13 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
         "items_with_mos": mos_known,
         "quality_score_mean": float(np.mean(scores)) if scores else None,
         "agent": None if metric_job else agent_report,
-        "tools": [_tool_entry(name, tools[name], tool_scores.get(name, []), bootstrap, seed)
-                  for name in sorted(tools)],
-        "mcq": _mcq_entry(accuracy, answered, unanswered, questions, withheld,
-                          _accuracy_by_type(answers, truths, question_types), metric_job),
+        "tools": [_tool_entry(name, tools[name], tool_scores.get(name, []), facts[name],
+                              bootstrap, seed) for name in sorted(tools)],
+        "convention": CONVENTION,
+        "mcq": _mcq_entry(tally, not_run, questions, withheld,
+                          _accuracy_by_type(answers, truths, failed_flags, question_types),
+                          metric_job, _outcomes(answers, truths, failed_flags), bootstrap,
+                          seed),
         "tool_usage": dict(sorted(tool_usage.items())),
         "fallbacks": {"total": fallbacks, "items": items_with_fallbacks},
         "answered_by": dict(answered_by.most_common()),
@@ -193,65 +219,123 @@ def is_question(query: Any) -> bool:
     return bool(text and options_in(text))
 
 
-def _mcq_entry(accuracy: float | None, answered: int, unanswered: int, questions: int,
-               withheld: int, by_type: list[dict[str, Any]], metric_job: bool
-               ) -> dict[str, Any] | None:
-    """MCQ accuracy; or, where the items are questions that no accuracy can be measured on,
-    why (``reason``): a metric job gives scores, not answers; a split without its answers
-    (Q-Bench's test) has nothing to be right against.  None when no item is a question."""
-    if not questions and not unanswered:
+def _facts(known: dict[str, ToolFacts], names: Iterable[str]) -> dict[str, ToolFacts]:
+    """``known`` with the catalogue's facts of any name it lacks (looked up once per name)."""
+    from .own_scores import tool_facts
+
+    missing = [name for name in names if name not in known]
+    if missing:
+        known.update(tool_facts(missing))
+    return known
+
+
+def _outcomes(answers: list[str | None], truths: list[str | None],
+              failed: list[bool]) -> list[bool]:
+    """Right or wrong per counted question (a failed item, or no letter: wrong)."""
+    from .metrics import answer_letter
+
+    outcomes = []
+    for answer, truth, broke in zip(answers, truths, failed, strict=True):
+        letter = answer_letter(truth)
+        if letter is not None:
+            outcomes.append(not broke and answer_letter(answer) == letter)
+    return outcomes
+
+
+def _tally_fields(tally: McqTally) -> dict[str, Any]:
+    """The counts of a :class:`.metrics.McqTally` as a report's fields: ``accuracy`` over every
+    question counted (``n``), ``answered_accuracy`` over those answered with a letter."""
+    return {"accuracy": tally.accuracy, "n": tally.questions, "correct": tally.correct,
+            "answered": tally.answered, "answered_accuracy": tally.answered_accuracy,
+            "no_answer": tally.no_answer, "failed": tally.failed,
+            "not_answered": tally.no_answer + tally.failed}
+
+
+def _mcq_entry(tally: McqTally, not_run: int, questions: int, withheld: int,
+               by_type: list[dict[str, Any]], metric_job: bool, outcomes: list[bool],
+               bootstrap: int, seed: int) -> dict[str, Any] | None:
+    """MCQ accuracy over every question run (``accuracy``, of ``n``; a failed item or one
+    without a letter is wrong), answered-only accuracy and the counts beside it; or, where the
+    items are questions that no accuracy can be measured on, why (``reason``): a metric job
+    gives scores, not answers; a split without its answers (Q-Bench's test) has nothing to be
+    right against.  None when no item is a question."""
+    from .metrics import proportion_ci
+
+    if not questions and not tally.questions and not not_run:
         return None
-    entry: dict[str, Any] = {"accuracy": accuracy, "n": answered,
-                             "correct": round(accuracy * answered) if accuracy is not None
-                             else 0, "not_answered": unanswered, "by_type": by_type,
-                             "questions": questions, "withheld": withheld, "reason": None}
+    entry: dict[str, Any] = {**_tally_fields(tally), "accuracy_ci": None, "not_run": not_run,
+                             "by_type": by_type, "questions": questions, "withheld": withheld,
+                             "reason": None}
+    if tally.questions and bootstrap > 0:
+        interval = proportion_ci(outcomes, n=bootstrap, confidence=CONFIDENCE, seed=seed)
+        entry["accuracy_ci"] = list(interval) if interval else None
     if metric_job:
-        entry.update(accuracy=None, n=0, correct=0, not_answered=0, by_type=[],
+        entry.update(accuracy=None, answered_accuracy=None, accuracy_ci=None, n=0, correct=0,
+                     answered=0, no_answer=0, failed=0, not_answered=0, not_run=0, by_type=[],
                      reason=NOT_APPLICABLE)
-    elif withheld == questions:
+    elif withheld == questions and not tally.questions:
         entry["reason"] = (f"{WITHHELD} (none of the {questions} questions gives its correct "
                            "answer, e.g. Q-Bench's test split): accuracy cannot be measured")
     return entry
 
 
 def mcq_line(mcq: Mapping[str, Any]) -> str:
-    """The MCQ accuracy in one line, or why there is none."""
+    """The MCQ accuracy in one line (over every question run, failures wrong), or why there
+    is none."""
     if mcq.get("reason"):
         return f"MCQ accuracy: {mcq['reason']}"
-    unanswered = f", {mcq['not_answered']} not answered" if mcq["not_answered"] else ""
+    wrong = [f"{mcq['failed']} failed" if mcq.get("failed") else "",
+             f"{mcq['no_answer']} without an answer" if mcq.get("no_answer") else ""]
+    counted = (f"; {' and '.join(w for w in wrong if w)}, counted wrong"
+               if any(wrong) else "")
+    interval = f" {CONFIDENCE:.0%} CI {_ci(mcq['accuracy_ci'])}" if mcq.get("accuracy_ci") else ""
+    answered = (f"; answered only: {_fmt(mcq.get('answered_accuracy'))} "
+                f"({mcq['correct']}/{mcq.get('answered', 0)})")
+    not_run = f"; {mcq['not_run']} not run" if mcq.get("not_run") else ""
     kept_back = (f"; {mcq['withheld']} more without a correct answer ({WITHHELD})"
                  if mcq.get("withheld") else "")
-    return (f"MCQ accuracy: {_fmt(mcq['accuracy'])} ({mcq['correct']}/{mcq['n']} "
-            f"correct{unanswered}{kept_back})")
+    return (f"MCQ accuracy: {_fmt(mcq['accuracy'])}{interval} ({mcq['correct']}/{mcq['n']} "
+            f"correct{counted}{answered}{not_run}{kept_back})")
 
 
-def _accuracy_by_type(answers: list[str | None], truths: list[str | None],
+def _accuracy_by_type(answers: list[str | None], truths: list[str | None], failed: list[bool],
                       question_types: list[str]) -> list[dict[str, Any]]:
-    """MCQ accuracy per question type (Q-Bench's yes-or-no, what, how...), where the items say
-    their type; empty when none does."""
-    from .metrics import mcq_accuracy
+    """MCQ accuracy per question type (Q-Bench's yes-or-no, what, how...), counted as the
+    overall one is, where the items say their type; empty when none does."""
+    from .metrics import mcq_tally
 
     if not any(question_types):
         return []
     entries = []
     for kind in sorted(set(question_types)):
         picked = [i for i, t in enumerate(question_types) if t == kind]
-        accuracy, n = mcq_accuracy([answers[i] for i in picked], [truths[i] for i in picked])
-        entries.append({"type": kind or "(none)", "accuracy": accuracy, "n": n,
-                        "correct": round(accuracy * n) if accuracy is not None else 0})
+        tally = mcq_tally([answers[i] for i in picked], [truths[i] for i in picked],
+                          [failed[i] for i in picked])
+        entries.append({"type": kind or "(none)", **_tally_fields(tally)})
     return entries
 
 
-def _tool_entry(name: str, pairs: _Pairs, scores: list[float], bootstrap: int,
-                seed: int) -> dict[str, Any]:
+def _tool_entry(name: str, pairs: _Pairs, scores: list[float], facts: ToolFacts,
+                bootstrap: int, seed: int) -> dict[str, Any]:
+    """A tool's correlations on its own score, sign-corrected (``basis`` "raw"; "normalized"
+    where the rows carry no raw score, a CSV from before), the [1, 5] score's beside them
+    (``normalized``), and whether the mapping is monotone over the job's raw scores."""
     import numpy as np
 
     from .metrics import correlation_report, plcc, srcc
+    from .own_scores import mapping_check
 
-    entry: dict[str, Any] = {"tool": name, "scored": len(scores),
-                             "mean_score": float(np.mean(scores)) if scores else None}
-    entry.update(correlation_report(pairs.pred, pairs.mos, bootstrap=bootstrap, seed=seed))
-    both = [(a, m) for a, m in zip(pairs.agent, pairs.mos, strict=True) if a is not None]
+    basis = "raw" if pairs.raw_all else "normalized"
+    factor = sign(facts) if basis == "raw" else 1.0
+    pred, mos, agent = ((pairs.raw, pairs.raw_mos, pairs.raw_agent) if basis == "raw"
+                        else (pairs.pred, pairs.mos, pairs.agent))
+    entry: dict[str, Any] = {"tool": name, "scored": len(scores) or len(pairs.raw_all),
+                             "mean_score": float(np.mean(scores)) if scores else None,
+                             "basis": basis, "lower_is_better": facts.lower_is_better,
+                             "direction": direction(facts), "sign": factor}
+    entry.update(correlation_report([factor * value for value in pred], mos,
+                                    bootstrap=bootstrap, seed=seed))
+    both = [(a, m) for a, m in zip(agent, mos, strict=True) if a is not None]
     agent_value = None
     if len(both) >= 3:
         value = srcc([a for a, _ in both], [m for _, m in both])
@@ -259,8 +343,13 @@ def _tool_entry(name: str, pairs: _Pairs, scores: list[float], bootstrap: int,
     entry["agent_srcc_same_items"] = agent_value
     entry["agent_n_same_items"] = len(both)
     raw_ok = len(pairs.raw) >= 3 and np.ptp(pairs.raw) > 0 and np.ptp(pairs.raw_mos) > 0
+    # The raw score's correlations with the tool's own sign, as pyiqa prints them.
     entry["srcc_raw"] = _finite(srcc(pairs.raw, pairs.raw_mos)) if raw_ok else None
     entry["plcc_raw"] = _finite(plcc(pairs.raw, pairs.raw_mos)) if raw_ok else None
+    normalized = correlation_report(pairs.pred, pairs.mos, bootstrap=0)
+    entry["normalized"] = {key: normalized[key] for key in (
+        "n", "srcc", "plcc", "krcc", "plcc_logistic", "logistic_fit", "reason")}
+    entry["mapping"] = mapping_check(name, facts, pairs.raw_all)
     return entry
 
 
@@ -311,6 +400,8 @@ def job_lines(job: Mapping[str, Any]) -> list[tuple[str, str]]:
              ("backend", job.get("backend") or "-"), ("model", job.get("model") or "-")]
     if job.get("group"):
         rows.append(("group", job["group"]))
+    if (job.get("spec") or {}).get("subset"):
+        rows.append(("rows", job["spec"]["subset"]))
     if job.get("dataset") and job.get("scored_against"):
         rows.append(("truth", f"scored against {job['scored_against']}"))
     if "configuration" in job:
@@ -411,16 +502,7 @@ def render_text(report: Mapping[str, Any]) -> str:
                          f"(monotone {_fit_name(agent)}"
                          + (f"; {agent['logistic_note']})" if agent["logistic_note"] else ")"))
     if report["tools"] and agent is not None:
-        lines.append("Tools vs MOS:")
-        lines.append(f"  {'tool':<16} {'scored':>6} {'n':>5} {'SRCC':>7} {'PLCC':>7} "
-                     f"{'PLCC-log':>8} {'KRCC':>7} {'agent SRCC':>10}  fit")
-        for tool in report["tools"]:
-            lines.append(
-                f"  {tool['tool']:<16} {tool['scored']:>6} {tool['n']:>5} "
-                f"{_fmt(tool['srcc']):>7} {_fmt(tool['plcc']):>7} "
-                f"{_fmt(tool['plcc_logistic']):>8} {_fmt(tool['krcc']):>7} "
-                f"{_fmt(tool['agent_srcc_same_items']):>10}  "
-                f"{_FIT_SHORT.get(tool.get('logistic_fit') or '', '-')}")
+        lines.extend(_tool_lines(report, agent_column=True))
     from .breakdown import text_lines
 
     lines.extend(text_lines(report.get("breakdown"), {"agent": scored_label(report)}))
@@ -429,7 +511,9 @@ def render_text(report: Mapping[str, Any]) -> str:
         lines.append(mcq_line(mcq))
         for entry in mcq.get("by_type") or ():
             lines.append(f"  {entry['type']:<24} {_fmt(entry['accuracy'])} "
-                         f"({entry['correct']}/{entry['n']})")
+                         f"({entry['correct']}/{entry['n']}; answered only "
+                         f"{_fmt(entry.get('answered_accuracy'))}, "
+                         f"{entry.get('not_answered', 0)} failed or without an answer)")
     failures = report["failures"]
     if failures["total"]:
         lines.append(f"Failures: {failures['total']} ({failures['distinct_reasons']} reasons)")
@@ -447,19 +531,53 @@ def render_text(report: Mapping[str, Any]) -> str:
 
 
 def _metric_lines(report: Mapping[str, Any]) -> list[str]:
-    """A metric job's table: each tool against MOS, normalized (higher is better) and raw."""
-    lines = ["Tools vs MOS (normalized scores, higher is better; raw: the tool's own scale):",
-             f"  {'tool':<16} {'scored':>6} {'n':>5} {'SRCC':>7} {'95% CI':>16} {'PLCC':>7} "
-             f"{'PLCC-log':>8} {'KRCC':>7} {'SRCC raw':>8} {'PLCC raw':>8}  fit"]
-    for tool in report["tools"]:
+    """A metric job's table: each tool against MOS on its own score, sign-corrected."""
+    return _tool_lines(report, agent_column=False)
+
+
+def _flag(tool: Mapping[str, Any]) -> str:
+    """"!" beside a [1,5] figure whose mapping is not monotone over the job's raw scores."""
+    return "!" if (tool.get("mapping") or {}).get("monotone") is False else ""
+
+
+def _short_direction(tool: Mapping[str, Any]) -> str:
+    if tool.get("basis") == "normalized":
+        return "[1,5]"
+    return {True: "lower", False: "higher"}.get(tool.get("lower_is_better"), "?")
+
+
+def _tool_lines(report: Mapping[str, Any], *, agent_column: bool) -> list[str]:
+    """Each tool against MOS: SRCC (with its interval), PLCC, PLCC logistic and KRCC on the
+    tool's own score sign-corrected (the headline), then SRCC and PLCC of its [1,5] score,
+    flagged "!" where that mapping is not monotone over the job's raw scores."""
+    tools = report["tools"]
+    width = max([16, *(len(str(tool["tool"])) for tool in tools)])
+    agent_head = f" {'agent SRCC':>10}" if agent_column else ""
+    lines = ["Tools vs MOS (SRCC, PLCC, KRCC on each tool's own score, sign-corrected so that "
+             "higher is better; [1,5]: on the paper's mapping of it):",
+             f"  {'tool':<{width}} {'better':>6} {'scored':>6} {'n':>5} {'SRCC':>7} "
+             f"{'95% CI':>16} {'PLCC':>7} {'PLCC-log':>8} {'KRCC':>7}{agent_head} "
+             f"{'SRCC [1,5]':>10} {'PLCC [1,5]':>10}  fit"]
+    for tool in tools:
+        normalized = tool.get("normalized") or {}
+        agent = f" {_fmt(tool['agent_srcc_same_items']):>10}" if agent_column else ""
+        flag = _flag(tool)
         lines.append(
-            f"  {tool['tool']:<16} {tool['scored']:>6} {tool['n']:>5} {_fmt(tool['srcc']):>7} "
-            f"{_ci(tool['srcc_ci']):>16} {_fmt(tool['plcc']):>7} "
-            f"{_fmt(tool['plcc_logistic']):>8} {_fmt(tool['krcc']):>7} "
-            f"{_fmt(tool.get('srcc_raw')):>8} {_fmt(tool.get('plcc_raw')):>8}  "
-            f"{_FIT_SHORT.get(tool.get('logistic_fit') or '', '-')}")
-    lines.append("  fit: the monotone curve behind PLCC-log (5PL/4PL/3PL: 5-, 4- or 3-parameter "
-                 "logistic; linear: too few points or no logistic fitted)")
+            f"  {tool['tool']:<{width}} {_short_direction(tool):>6} {tool['scored']:>6} "
+            f"{tool['n']:>5} {_fmt(tool['srcc']):>7} {_ci(tool['srcc_ci']):>16} "
+            f"{_fmt(tool['plcc']):>7} {_fmt(tool['plcc_logistic']):>8} "
+            f"{_fmt(tool['krcc']):>7}{agent} "
+            f"{_fmt(normalized.get('srcc')) + flag:>10} {_fmt(normalized.get('plcc')) + flag:>10}"
+            f"  {_FIT_SHORT.get(tool.get('logistic_fit') or '', '-')}")
+    lines.append("  better: the tool's direction (lower: its score is negated, so a raw SRCC "
+                 "of -0.54 reads 0.54); fit: the monotone curve behind PLCC-log (5PL/4PL/"
+                 "3PL: 5-, 4- or 3-parameter logistic; linear: too few points or no logistic "
+                 "fitted)")
+    if any(tool.get("basis") == "normalized" for tool in tools):
+        lines.append("  [1,5] in better: the rows carry no raw score for that tool; its "
+                     "figures are on its [1,5] score")
+    lines += [f"  ! {tool['mapping']['warning']}" for tool in tools
+              if (tool.get("mapping") or {}).get("warning")]
     return lines
 
 
@@ -472,16 +590,26 @@ def vlm_line(vlm: Mapping[str, Any]) -> str:
 
 # -- HTML -----------------------------------------------------------------------------------------
 
+#: The pages' style.  Numbers and intervals never wrap (a line break inside "[0.451, 0.726]"
+#: makes two numbers of one); text wraps, inside a word only where the word is longer than
+#: the cell, and a text cell keeps a few words' width (a row label is never squeezed to a
+#: letter a line); a table wider than the page scrolls in its own box.
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 960px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em;
+       max-width: 1120px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th { background: #f2f2f2; } td.text, th.text { text-align: left; }
+table { border-collapse: collapse; margin: 0.5em 0; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
+td { white-space: nowrap; }
+th { background: #f2f2f2; }
+td.text, th.text { text-align: left; white-space: normal; overflow-wrap: anywhere;
+                   min-width: 5em; }
+td.label { min-width: 11em; }
+td.ci { white-space: nowrap; }
 tr.agent td { font-weight: bold; background: #f8f8ff; }
 .note { color: #666; font-size: 0.9em; }
 .scroll { max-width: 100%; overflow-x: auto; }
-td.text, p, li, h1, figcaption { overflow-wrap: anywhere; }
+p, li, h1, figcaption { overflow-wrap: anywhere; }
 figure.plot { margin: 1em 0; } figure.plot svg { max-width: 100%; height: auto; }
 """
 
@@ -489,6 +617,18 @@ figure.plot { margin: 1em 0; } figure.plot svg { max-width: 100%; height: auto; 
 def _cell(value: Any, digits: int = 3, *, text: bool = False) -> str:
     css = ' class="text"' if text else ""
     return f"<td{css}>{html.escape(_fmt(value, digits))}</td>"
+
+
+def _ci_cell(interval: list[float] | None) -> str:
+    """A confidence interval, kept on one line (``td.ci``)."""
+    return f'<td class="ci">{html.escape(_ci(interval))}</td>'
+
+
+def _label_cell(value: Any, title: str | None = None) -> str:
+    """A row's name (``td.label``: a few words wide at least); ``title``: what it stands for,
+    shown on hover (the job id behind a name)."""
+    hover = f' title="{html.escape(redact(title) or "")}"' if title else ""
+    return f'<td class="text label"{hover}>{html.escape(redact(_fmt(value)) or "")}</td>'
 
 
 def _header(*names: str) -> str:
@@ -500,10 +640,43 @@ def _header(*names: str) -> str:
 
 def _correlation_rows(label: str, entry: Mapping[str, Any], css: str = "") -> str:
     return (f'<tr class="{css}">{_cell(label, text=True)}{_cell(entry["n"])}'
-            f'{_cell(entry["srcc"])}{_cell(_ci(entry["srcc_ci"]), text=True)}'
-            f'{_cell(entry["plcc"])}{_cell(_ci(entry["plcc_ci"]), text=True)}'
+            f'{_cell(entry["srcc"])}{_ci_cell(entry["srcc_ci"])}'
+            f'{_cell(entry["plcc"])}{_ci_cell(entry["plcc_ci"])}'
             f'{_cell(entry["plcc_logistic"])}{_cell(_fit_name(entry), text=True)}'
-            f'{_cell(entry["krcc"])}{_cell(_ci(entry["krcc_ci"]), text=True)}</tr>')
+            f'{_cell(entry["krcc"])}{_ci_cell(entry["krcc_ci"])}</tr>')
+
+
+def _direction_text(tool: Mapping[str, Any]) -> str:
+    """"lower is better, negated", "higher is better", or "[1,5] score" without a raw one."""
+    if tool.get("basis") == "normalized":
+        return "[1,5] score: no raw score in the rows"
+    text = str(tool.get("direction") or "direction unknown")
+    return f"{text}, negated" if tool.get("lower_is_better") else text
+
+
+def _normalized_html(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The tools' [1,5] figures (secondary), the raw score's with the tool's own sign, and a
+    warning per tool whose mapping is not monotone over the job's raw scores."""
+    parts = ['<table id="normalized">' + _header(
+        "tool", "scored", "SRCC [1,5]", "PLCC [1,5]", "KRCC [1,5]",
+        "[1,5] mapping monotone on this job's raw scores", "SRCC, tool's own sign",
+        "PLCC, tool's own sign")]
+    for tool in tools:
+        normalized, mapping = tool.get("normalized") or {}, tool.get("mapping") or {}
+        monotone = {True: "yes", False: f"no: {mapping.get('items', 0)} item(s) ranked the "
+                    "wrong way"}.get(mapping.get("monotone"), "-")
+        parts.append(f'<tr>{_cell(tool["tool"], text=True)}{_cell(tool["scored"])}'
+                     f'{_cell(normalized.get("srcc"))}{_cell(normalized.get("plcc"))}'
+                     f'{_cell(normalized.get("krcc"))}{_cell(monotone, text=True)}'
+                     f'{_cell(tool.get("srcc_raw"))}{_cell(tool.get("plcc_raw"))}</tr>')
+    parts.append("</table>")
+    parts += [f'<p class="note warning">{html.escape(tool["mapping"]["warning"])}</p>'
+              for tool in tools if (tool.get("mapping") or {}).get("warning")]
+    parts.append('<p class="note">[1,5]: the same on the score mapped by the paper\'s logistic '
+                 "(Table 5), secondary; a mapping that is not monotone over the photos' raw "
+                 "scores ranks some of them the wrong way. Tool's own sign: the raw score's "
+                 "correlation as pyiqa prints it.</p>")
+    return "".join(parts)
 
 
 def _interval_note(report: Mapping[str, Any]) -> str:
@@ -573,20 +746,18 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
     agent = report.get("agent")
     parts.append("<h2>Agreement with human opinion (MOS)</h2>")
     if agent is None:
-        parts.append('<p class="note">A metric job: no agent ran. Each tool\'s normalized '
-                     'score (higher is better) per item against MOS; raw: its own scale.</p>')
+        parts.append('<p class="note">A metric job: no agent ran. Each tool\'s own score per '
+                     "item against MOS, sign-corrected so that higher is better (a "
+                     "lower-is-better tool's score is negated).</p>")
         parts.append('<table id="correlations">')
         parts.append(_header("tool", "n", "SRCC", "95% CI", "PLCC", "95% CI", "PLCC logistic",
                              "fit", "KRCC", "95% CI"))
         for tool in report["tools"]:
-            parts.append(_correlation_rows(tool["tool"], tool, "tool"))
+            parts.append(_correlation_rows(f"{tool['tool']} ({_direction_text(tool)})", tool,
+                                           "tool"))
         parts.append("</table>")
         parts.append(f'<p class="note">{_interval_note(report)}</p>')
-        parts.append('<table id="raw">' + _header("tool", "scored", "SRCC raw", "PLCC raw"))
-        for tool in report["tools"]:
-            parts.append(f'<tr>{_cell(tool["tool"], text=True)}{_cell(tool["scored"])}'
-                         f'{_cell(tool.get("srcc_raw"))}{_cell(tool.get("plcc_raw"))}</tr>')
-        parts.append("</table>")
+        parts.append(_normalized_html(report["tools"]))
         parts += [html_figure(named) for name, named in drawn.items()
                   if name.startswith("scatter-tool-")]
     else:
@@ -607,20 +778,23 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
                          'MOS.</p>')
 
     if report["tools"] and agent is not None:
-        parts.append("<h2>Per tool</h2><p class=\"note\">Each tool's mean normalized score "
-                     "per item against MOS, on the items where the tool gave a score; the "
-                     "agent's SRCC on the same items is beside it.</p>")
+        parts.append("<h2>Per tool</h2><p class=\"note\">Each tool's own score (mean per "
+                     "item), sign-corrected so that higher is better, against MOS, on the items "
+                     "where the tool gave a score; the agent's SRCC on the same items is beside "
+                     "it.</p>")
         parts.append('<table id="tools">')
-        parts.append(_header("tool", "scored", "n with MOS", "SRCC", "95% CI", "PLCC",
+        parts.append(_header("tool", "better", "scored", "n with MOS", "SRCC", "95% CI", "PLCC",
                              "PLCC logistic", "fit", "KRCC", "agent SRCC, same items"))
         for tool in report["tools"]:
             parts.append(
-                f'<tr class="tool">{_cell(tool["tool"], text=True)}{_cell(tool["scored"])}'
-                f'{_cell(tool["n"])}{_cell(tool["srcc"])}{_cell(_ci(tool["srcc_ci"]), text=True)}'
+                f'<tr class="tool">{_cell(tool["tool"], text=True)}'
+                f'{_cell(_direction_text(tool), text=True)}{_cell(tool["scored"])}'
+                f'{_cell(tool["n"])}{_cell(tool["srcc"])}{_ci_cell(tool["srcc_ci"])}'
                 f'{_cell(tool["plcc"])}{_cell(tool["plcc_logistic"])}'
                 f'{_cell(_fit_name(tool), text=True)}{_cell(tool["krcc"])}'
                 f'{_cell(tool["agent_srcc_same_items"])}</tr>')
         parts.append("</table>")
+        parts.append(_normalized_html(report["tools"]))
 
     if report.get("breakdown"):
         parts.append("<h2>By distortion</h2>" + html_tables(
@@ -632,18 +806,28 @@ def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
         parts.append(f'<h2>Multiple choice</h2><p class="note" id="mcq">'
                      f"{html.escape(mcq_line(mcq))}</p>")
     elif mcq:
-        parts.append("<h2>Multiple choice</h2><table>")
-        parts.append(_header("accuracy", "correct", "answered", "not answered"))
-        parts.append(f"<tr>{_cell(mcq['accuracy'])}{_cell(mcq['correct'])}{_cell(mcq['n'])}"
-                     f"{_cell(mcq['not_answered'])}</tr></table>")
+        parts.append('<h2>Multiple choice</h2><table id="mcq">')
+        parts.append(_header("accuracy", "95% CI", "correct", "questions", "failed",
+                             "no answer", "answered-only accuracy", "answered", "not run"))
+        parts.append(f"<tr>{_cell(mcq['accuracy'])}{_ci_cell(mcq.get('accuracy_ci'))}"
+                     f"{_cell(mcq['correct'])}{_cell(mcq['n'])}{_cell(mcq.get('failed'))}"
+                     f"{_cell(mcq.get('no_answer'))}{_cell(mcq.get('answered_accuracy'))}"
+                     f"{_cell(mcq.get('answered'))}{_cell(mcq.get('not_run'))}</tr></table>")
+        parts.append('<p class="note">Accuracy is over every question run: an item that failed, '
+                     "or finished without a letter (\"Unable to determine\", an unparseable "
+                     "reply), counts as wrong, as lm-evaluation-harness and VLMEvalKit count "
+                     "it; answered-only accuracy leaves those out. Questions not run (queued, or "
+                     "the job cancelled first) are not counted.</p>")
         if mcq.get("withheld"):
             parts.append(f'<p class="note">{mcq["withheld"]} question(s) without a correct '
                          f"answer ({WITHHELD}) are not counted.</p>")
         if mcq.get("by_type"):
-            parts.append('<table id="mcq-types">' + _header("question type", "accuracy",
-                                                            "correct", "answered"))
+            parts.append('<table id="mcq-types">' + _header(
+                "question type", "accuracy", "correct", "questions", "failed or no answer",
+                "answered-only accuracy"))
             parts.extend(f"<tr>{_cell(e['type'], text=True)}{_cell(e['accuracy'])}"
-                         f"{_cell(e['correct'])}{_cell(e['n'])}</tr>" for e in mcq["by_type"])
+                         f"{_cell(e['correct'])}{_cell(e['n'])}{_cell(e.get('not_answered'))}"
+                         f"{_cell(e.get('answered_accuracy'))}</tr>" for e in mcq["by_type"])
             parts.append("</table>")
 
     failures = report["failures"]

@@ -151,8 +151,10 @@ def test_report_figures_are_svg_and_pdf_with_every_point_and_bar(tmp_path: Path)
     assert len(list(points.iter(f"{SVG}use"))) == 33  # every done item with a score and MOS
     assert len(list(element(scatter, "scatter-agent-fit").iter(f"{SVG}path"))) == 1
     texts = [node.text for node in scatter.iter(f"{SVG}text")]
-    assert "Agent score vs MOS (n=33)" in texts
-    assert any(text and text.startswith("monotone ") for text in texts)
+    assert "Agent score vs MOS" in texts
+    agent = report["agent"]
+    assert f"n = 33, SRCC {agent['srcc']:.3f}, PLCC {agent['plcc']:.3f}" in texts
+    assert any(text and text.startswith("monotone fit (") for text in texts)
 
     bars = svg_tree(tmp_path / "new/figures/breakdown-distortion.svg")
     ids = [node.get("id") for node in bars.iter() if
@@ -245,8 +247,9 @@ def test_the_paired_differences_figure_has_a_marker_per_line_and_difference(
     for name in ("srcc", "plcc", "krcc"):  # two lines differ from the baseline
         assert len(list(element(root, f"paired-differences-{name}").iter(f"{SVG}use"))) == 2
     texts = {node.text for node in root.iter(f"{SVG}text")}
-    assert {"bbbbbbbb tools/BRISQUE", "bbbbbbbb tools/NIQE", "ΔSRCC"} <= texts
-    assert "Difference from the baseline aaaaaaaa agent" in texts
+    # Lines by their jobs' names (the tools job's escaped as text), not by ids.
+    assert {"<b>tools</b>: BRISQUE", "<b>tools</b>: NIQE", "ΔSRCC"} <= texts
+    assert "Difference from the baseline a-very-long-job-name-a-very-lo…" in texts
     # No difference to show (every line the baseline's): no figure.
     single = {**doc, "lines": doc["lines"][:1]}
     assert comparison_figures(single) == []
@@ -260,10 +263,12 @@ def test_the_compare_page_fits_a_1280_pixel_window_and_embeds_the_figure(
     widths = [int(w) for w in re.findall(r"width:\s*(\d+)px", page)]
     assert widths and max(widths) <= 1280  # the body's cap; nothing wider is fixed
     assert re.search(r"\.scroll \{[^}]*max-width: 100%;[^}]*overflow-x: auto;", style)
-    assert re.search(r"td\.text[^{]*\{[^}]*overflow-wrap: anywhere", style)
+    assert re.search(r"td\.ci \{[^}]*white-space: nowrap", style)
     assert re.search(r"figure\.plot svg \{[^}]*max-width: 100%", style)
-    # Every table scrolls inside its own wrapper, never the page.
-    assert page.count("<table") == page.count('<div class="scroll"><table') == 2
+    # Every table scrolls inside its own wrapper, never the page (test_pages_in_a_browser
+    # measures that they fit); every interval is a td.ci.
+    assert page.count("<table") == page.count('<div class="scroll"><table') == 3
+    assert page.count('<td class="ci">[') == 3 * 3 + 2 * 3
     svg = re.search(r'<figure class="plot" id="figure-paired-differences">(<svg [^>]*>)', page)
     assert svg and 'viewBox="' in svg.group(1)  # scales down with max-width
     assert "&lt;b&gt;tools&lt;/b&gt;" in page and "<b>tools</b>" not in page

@@ -128,13 +128,17 @@ def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
     for tool in TOOLS:
         normalized = [float(row[f"tool:{tool}"]) for row in exported]
         raw = [float(row[f"raw:{tool}"]) for row in exported]
+        # The headline is the tool's own score, sign-corrected (issue 40); [1,5] beside it.
+        own_sign = -1 if tool == "PIQE" else 1  # PIQE: lower is better
         assert tools[tool]["n"] == 8
-        assert tools[tool]["srcc"] == pytest.approx(spearmanr(normalized, mos).statistic)
+        assert tools[tool]["srcc"] == pytest.approx(own_sign * spearmanr(raw, mos).statistic)
         assert tools[tool]["srcc_raw"] == pytest.approx(spearmanr(raw, mos).statistic)
+        assert tools[tool]["normalized"]["srcc"] == pytest.approx(
+            spearmanr(normalized, mos).statistic)
     assert tools["PSNR"]["srcc"] > 0.8  # more noise, lower PSNR, lower MOS
     text = render_text(report)
     assert "Metric job (no agent)" in text and "Agent vs MOS" not in text
-    assert "PSNR" in text and "SRCC raw" in text
+    assert "PSNR" in text and "SRCC [1,5]" in text
     page = render_html(report, exported, tmp_path / "report.html").read_text()
     assert 'class="agent"' not in page and page.count('<tr class="tool">') == 3
 

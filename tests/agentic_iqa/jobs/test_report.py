@@ -99,13 +99,19 @@ def test_mcq_accuracy_over_done_items_with_known_truth() -> None:
         {**base, "status": "failed", "final_answer": None, "answer_truth": "D", "error": "x"},
     ]
     mcq = build_report(rows, bootstrap=0)["mcq"]
-    assert mcq == {"accuracy": pytest.approx(2 / 3), "n": 3, "correct": 2, "not_answered": 1,
-                   "by_type": [], "questions": 4, "withheld": 0, "reason": None}
+    # The failed item is a wrong answer (issue 40): 2 right of 4; answered only, 2 of 3.
+    assert mcq == {"accuracy": 0.5, "n": 4, "correct": 2, "answered": 3,
+                   "answered_accuracy": pytest.approx(2 / 3), "no_answer": 0, "failed": 1,
+                   "not_answered": 1, "accuracy_ci": None, "not_run": 0, "by_type": [],
+                   "questions": 4, "withheld": 0, "reason": None}
     kinds = ["yes-or-no", "what", "what", None, "what"]
     typed = [{**row, "question_type": kind} for row, kind in zip(rows, kinds, strict=True)]
     assert build_report(typed, bootstrap=0)["mcq"]["by_type"] == [
-        {"type": "what", "accuracy": 0.5, "n": 2, "correct": 1},
-        {"type": "yes-or-no", "accuracy": 1.0, "n": 1, "correct": 1}]
+        {"type": "what", "accuracy": pytest.approx(1 / 3), "n": 3, "correct": 1,
+         "answered": 2, "answered_accuracy": 0.5, "no_answer": 0, "failed": 1,
+         "not_answered": 1},
+        {"type": "yes-or-no", "accuracy": 1.0, "n": 1, "correct": 1, "answered": 1,
+         "answered_accuracy": 1.0, "no_answer": 0, "failed": 0, "not_answered": 0}]
     assert build_report(rows[3:4])["mcq"] is None
 
 
@@ -122,7 +128,7 @@ def test_text_rendering_lists_the_essentials() -> None:
     text = render_text(build_report(job_rows(), bootstrap=100))
     assert "Items: 62 (done 54, failed 7, queued 1)" in text
     assert "SRCC" in text and "95% CI" in text and "PLCC logistic" in text
-    assert re.search(r"BRISQUE\s+60\s+60\s+0\.\d{3}", text) and "NIQE" in text
+    assert re.search(r"BRISQUE\s+\[1,5\]\s+60\s+60\s+0\.\d{3}", text) and "NIQE" in text
     assert "Tools used: BRISQUE 62, NIQE 30" in text
     assert "6  tool '…' timed out after N s" in text
 
