@@ -123,6 +123,38 @@ def redact(text: str | None) -> str | None:
     return result
 
 
+#: A URL with a query string, found in any text (an export's cell, a stored location).
+_URL_WITH_QUERY = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s?#'\"<>]*\?[^\s#'\"<>]+")
+#: Query parameters that sign or authorise a URL: AWS (``X-Amz-Signature``, ``-Credential``,
+#: ``-Security-Token``), Google (``X-Goog-Signature``, ``Signature``), Azure SAS (``sig``),
+#: CloudFront (``Signature``, ``Policy``, ``Key-Pair-Id``), and ``token=``, ``key=``, ``code=``.
+_SIGNING_PARAMETER = re.compile(r"sig|token|secret|pass|credential|key|auth|policy|^code$",
+                                re.IGNORECASE)
+
+
+def redact_url_secrets(text: str) -> str:
+    """``text`` with every URL's signing parameters masked (``X-Amz-Signature=***``), the rest
+    of the query kept (an expiry, a version id tell the reader which object it was), and any
+    user or password masked.  For exports: the stored location keeps what it needs to be read."""
+    if "://" not in text:
+        return text
+    if "@" in text:
+        text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    if "?" not in text:
+        return text
+    return _URL_WITH_QUERY.sub(_mask_signing, text)
+
+
+def _mask_signing(match: re.Match[str]) -> str:
+    url, _, query = match[0].partition("?")
+    parts = []
+    for part in query.split("&"):
+        name, equals, value = part.partition("=")
+        masked = equals and value and _SIGNING_PARAMETER.search(name.replace("%2D", "-"))
+        parts.append(f"{name}={MASK}" if masked else part)
+    return f"{url}?{'&'.join(parts)}"
+
+
 def _mask_authorization(match: re.Match[str]) -> str:
     """The header's name and scheme kept, its credential masked (already masked: unchanged)."""
     scheme = f"{match['scheme']} " if match["scheme"] else ""

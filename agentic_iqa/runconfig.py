@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from iqa_tools.access import AccessPolicy
+
 from . import __version__
 from .redact import redact
 from .vlm.settings import ROLES, BackendConfig, load_backend_configs, load_rate_limits
@@ -72,6 +74,9 @@ class RunConfig(BaseModel):
     metric_tools: list[str] | None = None
     #: The model calls go through the provider's batch interface, in rounds (``--batch``).
     batch: bool = False
+    #: What the job's items may read (its ``--root``, ``--image-dir``, ``--allow-urls`` and
+    #: allow-list): every worker reads them under it; None for a job stored before it was kept.
+    access: AccessPolicy | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -164,3 +164,19 @@ class StorageMisconfigured(StorageError):
 class StorageAccessDenied(StorageMisconfigured):
     """The store refused the credential (access denied, unknown key, bad signature, no
     credential at all): a wrong credential fails every item, so the job stops early."""
+
+
+class LocationRefused(StorageError):
+    """A location the reading's policy does not allow (:mod:`.access`): outside ``--root``, a
+    manifest's URL nobody opted into, a private or metadata address, a user or password in the
+    URL.  Decided before any request, so nothing is sent; this item fails, the others go on.
+    ``reason``: why, without the location (for a message that names it already)."""
+
+    def __init__(self, message: str, location: str = "", reason: str | None = None) -> None:
+        super().__init__(message, location)
+        self.reason = reason or message
+
+
+class ObjectTooLarge(StorageError):
+    """The object is larger than ``AGENTIC_IQA_MAX_OBJECT_BYTES``: refused from its declared
+    size, or cut off once that many bytes arrived, and never stored in the object cache."""

@@ -183,12 +183,19 @@ def digest_bytes(data: bytes) -> str:
 
 def read_bytes(path: str | Path) -> bytes:
     """The file's bytes; an object store's URL (``s3://``, ``https://`` ...) is fetched
-    through :mod:`.storage`, once per worker (its disk cache, by the store's digest)."""
+    through :mod:`.storage`, once per worker (its disk cache, by the store's digest).  A local
+    path passes the same gate first (:mod:`.access`: under ``--root`` when a job has one)."""
     location = os.fspath(path)
+    from .access import current
+    from .errors import StorageError
     from .storage import is_url
 
     if is_url(location):
         return _fetched(location)
+    try:
+        current().admit(location)
+    except StorageError as refused:
+        raise ImageLoadError(str(path), str(refused)) from None
     try:
         return Path(path).read_bytes()
     except FileNotFoundError:
@@ -230,20 +237,28 @@ def object_cache() -> ObjectCache:
 def prefetch(locations: list[str], *, read: bool, workers: int = 8) -> None:
     """Ask the store about many objects at once (``read``: and download them into the object
     cache) so that checking them one by one after costs no round trip: a manifest of 10,000
-    URLs is checked at the store's parallel pace, not its latency.  Failures are left to the
-    check that follows (each row gets its own reason)."""
+    URLs is checked at the store's parallel pace, not its latency.  Every thread reads under
+    the caller's reading (:mod:`.access`: the same gate), and a failure is kept in it, so the
+    row's own check reports it without asking again (a stalled URL costs its deadline once)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from .access import current, reading
+    from .errors import StorageError
     from .storage import fetch, stat
 
+    scope = current()
+
     def one(location: str) -> None:
-        try:
-            if read:
-                fetch(location, cache=object_cache())
-            else:
-                stat(location)
-        except Exception:  # reported by the row's own check
-            return
+        with reading(scope):
+            try:
+                if read:
+                    fetch(location, cache=object_cache())
+                else:
+                    stat(location)
+            except StorageError as exc:
+                scope.failed(location, exc)
+            except Exception:  # reported by the row's own check
+                return
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-prefetch") as pool:
         list(pool.map(one, locations))
@@ -375,7 +390,12 @@ def probe_image(path: str | Path) -> tuple[int, int]:
     As strict as :func:`load_image` (a truncated file fails, where Pillow's ``verify()`` passes
     it) but with no float copy and no hash, so thousands of files can be checked up front.
     """
-    with _decoded(read_bytes(path), str(path)) as image:
+    return probe_data(read_bytes(path), str(path))
+
+
+def probe_data(data: bytes, path: str = "<bytes>") -> tuple[int, int]:
+    """:func:`probe_image` on bytes already read (a caller that also hashes them)."""
+    with _decoded(data, path) as image:
         width, height = image.size
         if image.getexif().get(0x0112) in _QUARTER_TURNS:
             return height, width

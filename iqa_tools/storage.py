@@ -18,11 +18,19 @@ the local path: zero overhead).
 * :func:`join_under` confines a manifest's relative names to a root URL or folder, by the same
   lexical rule as ``agentic_iqa.jobs.paths.confined_key`` (mirrored: this layer cannot import
   that one), and also on the percent-decoded name.
+* Every :func:`stat`, :func:`read`, :func:`fetch` and :func:`upload`, and every redirect an
+  HTTP server answers, first passes the gate of the reading in force (:mod:`.access`): a
+  location it refuses is a :class:`LocationRefused`, and no request is sent.  HTTP goes through
+  :mod:`.web` (one request each, redirects back here, connections only to allowed addresses).
+* An object is at most ``AGENTIC_IQA_MAX_OBJECT_BYTES``: refused from its declared size, else
+  counted while it streams, before anything is kept; and one object's reads (its HEAD, GET,
+  redirects and retries together) end within ``AGENTIC_IQA_STORAGE_DEADLINE``.
 
 Environment (read when used): ``AGENTIC_IQA_STORAGE_ATTEMPTS`` (5), ``AGENTIC_IQA_STORAGE_BACKOFF``
 (0.2 s, the first wait), ``AGENTIC_IQA_STORAGE_BACKOFF_MAX`` (10 s), ``AGENTIC_IQA_STORAGE_TIMEOUT``
-(60 s per request), ``AGENTIC_IQA_OBJECT_CACHE`` (a folder) and ``AGENTIC_IQA_OBJECT_CACHE_BYTES``
-(2GB).
+(60 s per request), ``AGENTIC_IQA_STORAGE_DEADLINE`` (120 s per object, all attempts),
+``AGENTIC_IQA_MAX_OBJECT_BYTES`` (256MiB), ``AGENTIC_IQA_OBJECT_CACHE`` (a folder) and
+``AGENTIC_IQA_OBJECT_CACHE_BYTES`` (2GB).
 """
 
 from __future__ import annotations
@@ -31,18 +39,17 @@ import asyncio
 import errno
 import hashlib
 import os
-import posixpath
-import re
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from tenacity import (
     RetryError,
@@ -52,29 +59,35 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from . import access
 from .errors import (
+    LocationRefused,
     ObjectChanged,
     ObjectMissing,
-    PathOutsideRoot,
+    ObjectTooLarge,
     StorageAccessDenied,
     StorageError,
     StorageMisconfigured,
     StorageUnavailable,
 )
+from .locations import (  # the names other modules import from here, re-exported
+    REMOTE_SCHEMES as REMOTE_SCHEMES,
+)
+from .locations import _check_url, _file_path, display, join_under, scheme
+from .locations import is_url as is_url
 from .memory import parse_bytes
 
 T = TypeVar("T")
 
-#: Schemes read through fsspec, with the extra that installs each backend.
-REMOTE_SCHEMES: dict[str, str] = {
-    "s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
-    "abfss": "azure", "http": "", "https": "",
-}
 DEFAULT_CACHE_BYTES = 2_000_000_000
-
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
-_DRIVE = re.compile(r"^[A-Za-z]:")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The largest object read (``AGENTIC_IQA_MAX_OBJECT_BYTES``): a 100-MP camera raw converted
+#: to a 16-bit TIFF is about 600 MB, but the photographs IQA datasets hold are under 50 MB.
+DEFAULT_MAX_OBJECT_BYTES = 256 * 1024 * 1024
+#: Seconds one object's reads may take in all, retries included (``AGENTIC_IQA_STORAGE_DEADLINE``).
+DEFAULT_DEADLINE = 120.0
+#: Redirects followed (each through the gate) before an HTTP read gives up.
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 #: Backend error codes (S3 and friends), by what they mean for the job.
 _DENIED_CODES = {
@@ -92,63 +105,6 @@ _TRANSIENT_CODES = {
 }
 
 
-# --- locations --------------------------------------------------------------------------------
-
-def scheme(location: str) -> str | None:
-    """The URL scheme in lower case (``s3``, ``https``, ``file``), or None for a path.
-
-    A single letter before ``://`` is a Windows drive, not a scheme."""
-    found = _SCHEME.match(location)
-    if found is None or len(found.group(1)) < 2:
-        return None
-    return found.group(1).lower()
-
-
-def is_url(location: str) -> bool:
-    """Whether ``location`` is a URL (``s3://b/k``, ``https://...``, ``file:///x``), not a path."""
-    return scheme(location) is not None
-
-
-def display(location: str) -> str:
-    """``location`` as messages show it: a query string (a presigned URL's signature) and any
-    user information masked, so a message never needs redaction to be safe."""
-    if not is_url(location):
-        return location
-    parts = urlsplit(location)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    shown = f"{parts.scheme}://{netloc}{parts.path}"
-    return shown + ("?***" if parts.query else "") + ("#***" if parts.fragment else "")
-
-
-def _check_url(location: str) -> str:
-    """The scheme of a URL this module may read; refuses credentials written into it."""
-    name = scheme(location)
-    assert name is not None
-    if "@" in urlsplit(location).netloc:
-        raise StorageMisconfigured(
-            f"{display(location)}: a URL must not carry a user or password; give the "
-            "credential through the backend's environment or config file instead (for S3: "
-            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials)",
-            location=display(location))
-    if name != "file" and name not in REMOTE_SCHEMES:
-        raise StorageMisconfigured(
-            f"{display(location)}: unsupported scheme {name!r} (use a path, file://, s3://, "
-            "gs://, az://, http:// or https://)", location=display(location))
-    return name
-
-
-def _file_path(location: str) -> str:
-    """The local path of a ``file://`` URL (percent-decoded); another host's file is refused."""
-    parts = urlsplit(location)
-    if parts.netloc not in ("", "localhost"):
-        raise StorageMisconfigured(
-            f"{display(location)}: a file:// URL names a file on this machine; another host "
-            f"({parts.netloc}) is not reachable this way", location=display(location))
-    return unquote(parts.path)
-
-
 def _local_path(location: str) -> str | None:
     """The path to open directly for a plain path or a ``file://`` URL, else None."""
     name = scheme(location)
@@ -157,113 +113,6 @@ def _local_path(location: str) -> str | None:
     if _check_url(location) == "file":
         return _file_path(location)
     return None
-
-
-# --- confinement ------------------------------------------------------------------------------
-
-def join_under(root: str, name: str) -> str:
-    """``name`` (a relative name from a manifest or dataset file) under ``root`` (a folder, a
-    ``file://`` URL or a bucket-and-prefix URL), in the root's form; it cannot leave the root.
-
-    Raises :class:`PathOutsideRoot` for a NUL byte, an absolute path or drive, a ``..`` that
-    climbs out (also when spelt ``%2e%2e`` or with backslashes), another scheme, bucket or
-    host, a query or fragment, or a name that is the root itself.  A full URL is accepted when
-    it lies under the root.  Lexical only, as ``confined_key``: a local symlink is the
-    opener's business (``Root.resolve``).
-    """
-    if _CONTROL.search(root):
-        raise StorageMisconfigured(f"root {root!r} contains a control character", location=root)
-    root_scheme = scheme(root)
-    if root_scheme is not None:
-        _check_url(root)
-    if root_scheme in (None, "file"):
-        base = _file_path(root) if root_scheme == "file" else root
-        prefix = posixpath.normpath(base.replace("\\", "/")) if base else "."
-        key = _relative_name(name, root, root_scheme, "", prefix)
-        joined = posixpath.join(prefix, key) if prefix != "." else key
-        if root_scheme == "file":
-            return "file://" + joined
-        return joined if os.sep == "/" else joined.replace("/", os.sep)
-    parts = urlsplit(root)
-    if parts.query or parts.fragment:
-        raise PathOutsideRoot(name, display(root), "a root URL with a query or fragment "
-                              "cannot hold relative names")
-    prefix = parts.path.strip("/")
-    key = _relative_name(name, root, root_scheme, parts.netloc, prefix)
-    return f"{parts.scheme}://{parts.netloc}/" + (f"{prefix}/{key}" if prefix else key)
-
-
-def _relative_name(name: str, root: str, root_scheme: str | None, netloc: str,
-                   prefix: str) -> str:
-    """The checked key of ``name`` below ``prefix``; a URL name must share the root's scheme
-    and host and is turned into its relative part first."""
-    shown = display(root)
-    if _CONTROL.search(name):
-        raise PathOutsideRoot(name, shown, "it contains a NUL byte or another control "
-                              "character")
-    name_scheme = scheme(name)
-    if name_scheme is not None:
-        if "@" in urlsplit(name).netloc:
-            raise PathOutsideRoot(display(name), shown, "a URL must not carry a user or "
-                                  "password; use the backend's environment instead")
-        if name_scheme != (root_scheme or "file"):
-            raise PathOutsideRoot(name, shown, f"another scheme ({name_scheme}://) than the "
-                                  "root's")
-        parts = urlsplit(name)
-        if root_scheme in (None, "file"):
-            path = _file_path(name)
-        elif parts.netloc.lower() != netloc.lower():
-            raise PathOutsideRoot(name, shown, f"another bucket or host ({parts.netloc}) than "
-                                  "the root's")
-        else:
-            path = parts.path
-        if parts.query or parts.fragment:
-            raise PathOutsideRoot(display(name), shown, "a query or fragment is not part of "
-                                  "an object's name")
-        top = "/" + prefix.strip("/")
-        normal = posixpath.normpath("/" + path.lstrip("/"))
-        if not (top == "/" or normal.startswith(top.rstrip("/") + "/")):
-            raise PathOutsideRoot(name, shown, "the URL is not under the root")
-        name = normal[len(top):].lstrip("/") if top != "/" else normal.lstrip("/")
-    elif root_scheme not in (None, "file") and ("?" in name or "#" in name):
-        raise PathOutsideRoot(name, shown, "'?' and '#' would start a query or fragment, not "
-                              "name an object")
-    key = ""
-    for form in _spellings(name):
-        checked = _confined_key(form, prefix, name, shown)
-        key = key or checked
-    if not key:
-        raise PathOutsideRoot(name, shown, "it names the root itself, not an object under it")
-    return key
-
-
-def _spellings(name: str) -> list[str]:
-    """``name`` as written and as a server would decode it (``%2e%2e`` is ``..``, ``%2f`` a
-    slash), up to three rounds of percent-decoding: each must stay under the root."""
-    forms = [name]
-    while len(forms) < 4:
-        decoded = unquote(forms[-1])
-        if decoded == forms[-1]:
-            break
-        forms.append(decoded)
-    return forms
-
-
-def _confined_key(text: str, prefix: str, name: str, root: str) -> str:
-    """The lexical rule of ``agentic_iqa.jobs.paths.confined_key``, mirrored: backslashes are
-    separators, an absolute path (or drive) is refused, and so is a ``..`` ending outside
-    ``prefix``; one that climbs out and back in by name ends inside and is kept."""
-    if "\x00" in text:
-        raise PathOutsideRoot(name, root, "it contains a NUL byte")
-    key = text.replace("\\", "/")
-    if key.startswith("/") or os.path.isabs(text) or _DRIVE.match(key):
-        raise PathOutsideRoot(name, root, "an absolute path; only names under the root are "
-                              "read")
-    top = "/" + prefix.strip("/")
-    normal = posixpath.normpath(posixpath.join(top, key))
-    if not (top == "/" or normal == top or normal.startswith(top + "/")):
-        raise PathOutsideRoot(name, root, "'..' climbs out of it")
-    return normal[len(top):].lstrip("/")
 
 
 # --- retries and errors -----------------------------------------------------------------------
@@ -317,7 +166,8 @@ def _code_and_status(exc: BaseException) -> tuple[str, int | None] | None:
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return code, status if isinstance(status, int) else None
     status = getattr(exc, "status", None)
-    if isinstance(status, int) and type(exc).__module__.startswith("aiohttp"):
+    if isinstance(status, int) and (type(exc).__module__.startswith("aiohttp")
+                                    or type(exc).__module__ == "iqa_tools.web"):
         return str(status), status
     return None
 
@@ -364,9 +214,61 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return "other", type(exc).__name__
 
 
+def max_object_bytes() -> int:
+    """``AGENTIC_IQA_MAX_OBJECT_BYTES`` (256MiB): the largest object read, read now."""
+    raw = os.environ.get("AGENTIC_IQA_MAX_OBJECT_BYTES", "").strip()
+    try:
+        return max(1, parse_bytes(raw)) if raw else DEFAULT_MAX_OBJECT_BYTES
+    except ValueError as exc:
+        raise StorageMisconfigured(f"AGENTIC_IQA_MAX_OBJECT_BYTES: {exc}") from None
+
+
+def deadline_seconds() -> float:
+    """``AGENTIC_IQA_STORAGE_DEADLINE`` (120 s): one object's reads in all, read now."""
+    raw = os.environ.get("AGENTIC_IQA_STORAGE_DEADLINE", "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_DEADLINE
+    except ValueError:
+        raise StorageMisconfigured(f"AGENTIC_IQA_STORAGE_DEADLINE={raw!r} is not a number"
+                                   ) from None
+    return value if value > 0 else DEFAULT_DEADLINE
+
+
+#: When the object being read must be done (time.monotonic), set by the outermost read.
+_DEADLINE: ContextVar[float | None] = ContextVar("iqa_tools_storage_deadline", default=None)
+
+
+@contextmanager
+def _deadline() -> Iterator[None]:
+    """One deadline for everything done to read one object (a fetch's HEAD and GET, each
+    redirect, every retry): the outermost operation starts it, nested ones share it."""
+    if _DEADLINE.get() is not None:
+        yield
+        return
+    token = _DEADLINE.set(time.monotonic() + deadline_seconds())
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _remaining() -> float:
+    """Seconds left before the deadline (the whole deadline outside any read)."""
+    ends = _DEADLINE.get()
+    return deadline_seconds() if ends is None else ends - time.monotonic()
+
+
+def _request_timeout(policy: RetryPolicy | None = None) -> float:
+    """One request's time limit: ``AGENTIC_IQA_STORAGE_TIMEOUT``, or what is left of the
+    deadline when that is less."""
+    timeout = (policy or RetryPolicy.from_env()).timeout
+    return max(0.05, min(timeout, _remaining()))
+
+
 def _call(location: str, action: Callable[[], T], policy: RetryPolicy | None = None) -> T:
     """``action()`` with throttling and timeouts retried, and every failure turned into a
-    :class:`StorageError` naming ``location``."""
+    :class:`StorageError` naming ``location``; no attempt starts, and no wait lasts, past the
+    object's deadline (:func:`_deadline`)."""
     policy = policy or RetryPolicy.from_env()
     shown = display(location)
 
@@ -391,17 +293,35 @@ def _call(location: str, action: Callable[[], T], policy: RetryPolicy | None = N
                 raise _Changed(reason) from None
             if isinstance(exc, ImportError):
                 raise _missing_backend(location) from None
+            if isinstance(exc, access.AddressRefused):
+                raise LocationRefused(f"{shown}: {exc.strerror}", shown) from None
             raise StorageError(f"cannot read {shown}: {reason}", shown) from None
 
-    retrying = Retrying(
-        stop=stop_after_attempt(policy.attempts),
-        wait=wait_random_exponential(multiplier=policy.backoff, max=policy.backoff_max),
-        retry=retry_if_exception_type(_Transient), reraise=False)
+    backoff = wait_random_exponential(multiplier=policy.backoff, max=policy.backoff_max)
+    stop_attempts = stop_after_attempt(policy.attempts)
+
+    def stop(state: Any) -> bool:
+        return bool(stop_attempts(state)) or _remaining() <= 0.05
+
+    def wait(state: Any) -> float:
+        return max(0.0, min(backoff(state), _remaining() - 0.05))
+
+    if _remaining() <= 0.05:
+        raise StorageUnavailable(f"{shown} could not be read within its deadline of "
+                                 f"{deadline_seconds():g} s (AGENTIC_IQA_STORAGE_DEADLINE)",
+                                 shown)
+    retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(_Transient),
+                        reraise=False)
     try:
         return retrying(attempt)
     except RetryError as exc:
         last = exc.last_attempt.exception()
         what = last.what if isinstance(last, _Transient) else "it failed"
+        count = exc.last_attempt.attempt_number
+        if count < policy.attempts:
+            raise StorageUnavailable(
+                f"{shown} could not be read: {what}, {count} attempt(s) within its deadline of "
+                f"{deadline_seconds():g} s (AGENTIC_IQA_STORAGE_DEADLINE)", shown) from None
         raise StorageUnavailable(
             f"{shown} could not be read: {what}, {policy.attempts} attempt(s) in all "
             "(AGENTIC_IQA_STORAGE_ATTEMPTS, AGENTIC_IQA_STORAGE_TIMEOUT)", shown) from None
@@ -495,6 +415,93 @@ def _remote(location: str) -> tuple[Any, str]:
     return fs, location
 
 
+# --- the gate ---------------------------------------------------------------------------------
+
+def _admit(location: str, *, redirected_from: str | None = None) -> None:
+    """Every read of a location starts here: the reading in force (:mod:`.access`) says whether
+    it may be read, before any request (:class:`LocationRefused` if not)."""
+    try:
+        access.current().admit(location, redirected_from=redirected_from)
+    except access.AddressRefused as refused:  # a name resolved while judging it
+        raise LocationRefused(f"{display(location)}: {refused.strerror}",
+                              display(location)) from None
+
+
+def _too_large(location: str, size: int, cap: int, *, declared: bool) -> ObjectTooLarge:
+    shown = display(location)
+    what = f"is {size} bytes" if declared else f"sent more than {cap} bytes"
+    return ObjectTooLarge(f"{shown} {what}, above the cap of {cap} bytes per object "
+                          "(AGENTIC_IQA_MAX_OBJECT_BYTES); nothing of it was kept", shown)
+
+
+# --- HTTP --------------------------------------------------------------------------------------
+
+def _http(location: str, method: str, headers: Mapping[str, str] | None = None) -> Any:
+    """One HTTP exchange for ``location`` (already admitted): redirects followed only where the
+    gate admits their target, each request on the pool its host may use, within the object's
+    deadline; 4xx and 5xx raised as the backends' errors are (:func:`_classify`)."""
+    try:
+        from . import web
+    except ImportError:
+        raise _missing_backend(location) from None
+
+    scope = access.current()
+    cap = max_object_bytes()
+    url, origin = location, None
+    for _ in range(MAX_REDIRECTS + 1):
+        if origin is not None:
+            _admit(url, redirected_from=origin)
+        strict = not scope.policy.exempt(url, redirected_from=origin)
+
+        def exchange(target: str = url, strict: bool = strict) -> Any:
+            try:
+                return web.request(target, method, strict=strict, timeout=_request_timeout(),
+                                   cap=cap, headers=headers)
+            except web.BodyTooLarge as large:
+                raise _too_large(location, large.size, cap, declared=large.declared) from None
+
+        reply = _call(location, exchange)
+        target = reply.headers.get("location")
+        if reply.status not in _REDIRECTS or not target:
+            return reply
+        origin, url = url, urljoin(url, target)
+    raise StorageError(f"{display(location)}: more than {MAX_REDIRECTS} redirects",
+                       display(location))
+
+
+def _http_digest(headers: Mapping[str, str]) -> str | None:
+    etag = headers.get("etag", "").strip()
+    return "etag:" + etag.strip('"') if etag else None
+
+
+def _fetch_http(location: str, expected: str | None, cache: ObjectCache | None
+                ) -> tuple[bytes, str]:
+    """One GET, conditional on the version cached here (``If-None-Match``: "304 Not
+    Modified" and no body when it is current); the digest recorded at submit compared with
+    the response's own ETag, or with the bytes' sha256 where a checksum was recorded."""
+    known = expected if expected is not None and expected.startswith("etag:") else (
+        cache.latest(location) if cache is not None else None)
+    cached = cache.get(location, known, count=False) if cache is not None and known else None
+    headers = {"If-None-Match": f'"{known.partition(":")[2]}"'} \
+        if cached is not None and known else {}
+    reply = _http(location, "GET", headers)
+    if reply.status == 304 and cached is not None:
+        data, digest = cached, known
+    elif reply.status == 200 and reply.body is not None:
+        data, digest = reply.body, _http_digest(reply.headers)
+        if cache is not None and digest is not None:
+            cache.put(location, digest, data)
+    else:
+        raise StorageError(f"cannot read {display(location)}: HTTP {reply.status}",
+                           display(location))
+    if cache is not None and digest is not None:
+        cache.counted(hit=reply.status == 304)
+        _remember(ObjectStat(location, len(data), digest))
+    content = sha256_digest(data)
+    _check_expected(location, expected, digest, content)
+    return data, content
+
+
 # --- stat and read ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -513,6 +520,7 @@ def stat(location: str, *, fresh: bool = False) -> ObjectStat:
     ``fresh``: a digest this process saw within :func:`fresh_seconds` will do (no request; the
     size is then unknown).  Raises :class:`ObjectMissing`, :class:`StorageAccessDenied` (stops
     the job), :class:`StorageUnavailable` after retried throttling or timeouts."""
+    _admit(location)
     if fresh and (recent := _recent_digest(location)) is not None:
         return ObjectStat(location, None, recent)
     path = _local_path(location)
@@ -526,17 +534,27 @@ def stat(location: str, *, fresh: bool = False) -> ObjectStat:
         if not os.path.isfile(path):
             raise ObjectMissing(f"{location} is not a file", location)
         return ObjectStat(location, result.st_size, None)
-    fs, target = _remote(location)
+    with _deadline():
+        if scheme(location) in access.WEB_SCHEMES:
+            reply = _http(location, "HEAD")
+            length = reply.headers.get("content-length", "").strip()
+            info: dict[str, Any] = {"size": int(length) if length.isdigit() else None,
+                                    "ETag": reply.headers.get("etag")}
+        else:
+            fs, target = _remote(location)
 
-    def head() -> dict[str, Any]:
-        fs.invalidate_cache(target)
-        return fs.info(target)
+            def head() -> dict[str, Any]:
+                fs.invalidate_cache(target)
+                return fs.info(target)
 
-    info = _call(location, head)
+            info = _call(location, head)
     if info.get("type") == "directory":
         raise ObjectMissing(f"object {display(location)} not found (a folder or prefix, not an "
                             "object)", display(location))
     size = info.get("size")
+    cap = max_object_bytes()
+    if size is not None and int(size) > cap:
+        raise _too_large(location, int(size), cap, declared=True)
     found = ObjectStat(location, int(size) if size is not None else None, _store_digest(info))
     _remember(found)
     return found
@@ -588,7 +606,8 @@ def _store_digest(info: dict[str, Any]) -> str | None:
 
 def read(location: str) -> bytes:
     """The bytes at ``location``, with the error rules of :func:`stat`; a local path is read as
-    a file, with no fsspec in between."""
+    a file, with no fsspec in between.  An object above :func:`max_object_bytes` is refused."""
+    _admit(location)
     path = _local_path(location)
     if path is not None:
         try:
@@ -599,10 +618,34 @@ def read(location: str) -> bytes:
             raise ObjectMissing(f"{location} is not a file", location) from None
         except (OSError, ValueError) as exc:
             raise StorageError(f"cannot read {location}: {_os_reason(exc)}", location) from None
-    if scheme(location) in ("s3", "s3a"):
-        return _s3_get(location, {})
-    fs, target = _remote(location)
-    return _call(location, lambda: fs.cat_file(target))
+    with _deadline():
+        if scheme(location) in ("s3", "s3a"):
+            return _s3_get(location, {})
+        if scheme(location) in access.WEB_SCHEMES:
+            reply = _http(location, "GET")
+            if reply.body is None:
+                raise StorageError(f"cannot read {display(location)}: HTTP {reply.status}",
+                                   display(location))
+            return reply.body  # type: ignore[no-any-return]
+        fs, target = _remote(location)
+        return _call(location, lambda: _read_capped(fs, target, location))
+
+
+def _read_capped(fs: Any, target: str, location: str) -> bytes:
+    """An object read through fsspec in blocks, given up once it passes the cap."""
+    cap = max_object_bytes()
+    chunks: list[bytes] = []
+    total = 0
+    with fs.open(target, "rb") as handle:
+        size = getattr(handle, "size", None)
+        if isinstance(size, int) and size > cap:
+            raise _too_large(location, size, cap, declared=True)
+        while chunk := handle.read(1 << 20):
+            total += len(chunk)
+            if total > cap:
+                raise _too_large(location, total, cap, declared=False)
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _os_reason(exc: BaseException) -> str:
@@ -628,9 +671,12 @@ def _s3_get_versioned(location: str, condition: dict[str, str]
                       ) -> tuple[bytes | None, str | None]:
     """One GET of an S3 object: its bytes and the store digest of exactly those bytes (the
     response's own ETag or version id), or ``(None, None)`` when an ``IfNoneMatch`` in
-    ``condition`` held (HTTP 304: the copy the caller has is current)."""
+    ``condition`` held (HTTP 304: the copy the caller has is current).  The body is refused
+    from its ``Content-Length`` above the cap, else counted as it streams, and the whole
+    request ends within the object's deadline."""
     fs, target = _remote(location)
     bucket, key, _ = fs.split_path(target)
+    cap = max_object_bytes()
 
     async def get() -> tuple[bytes | None, str | None]:
         try:
@@ -639,14 +685,26 @@ def _s3_get_versioned(location: str, condition: dict[str, str]
             if _not_modified(exc):
                 return None, None
             raise
+        body = response["Body"]
         try:
-            return await response["Body"].read(), _store_digest(response)
+            size = response.get("ContentLength")
+            if isinstance(size, int) and size > cap:
+                raise _too_large(location, size, cap, declared=True)
+            chunks: list[bytes] = []
+            total = 0
+            while chunk := await body.read(1 << 20):
+                total += len(chunk)
+                if total > cap:
+                    raise _too_large(location, total, cap, declared=False)
+                chunks.append(chunk)
+            return b"".join(chunks), _store_digest(response)
         finally:
-            response["Body"].close()
+            body.close()
 
     from fsspec.asyn import sync
 
-    return _call(location, lambda: sync(fs.loop, get))
+    with _deadline():  # botocore's read timeout bounds each attempt; the deadline, them all
+        return _call(location, lambda: sync(fs.loop, get))
 
 
 def _not_modified(exc: BaseException) -> bool:
@@ -679,6 +737,7 @@ def _s3_condition(digest: str | None, *, header: str) -> dict[str, str]:
 def upload(source: str | os.PathLike[str], location: str) -> None:
     """Put the local file ``source`` at the URL ``location`` (one object, replaced whole: a
     reader sees the old object or the new one), with the retry and error rules of reads."""
+    _admit(location)
     fs, target = _remote(location)
     _call(location, lambda: fs.put_file(os.fspath(source), target))
 
@@ -694,6 +753,7 @@ def output_file(location: str | os.PathLike[str]) -> Iterator[Path]:
     if local is not None:
         yield Path(local)
         return
+    _admit(text)
     _remote(text)  # an unusable URL fails before anything is computed
     with tempfile.TemporaryDirectory(prefix="agentic-iqa-out-") as scratch:
         staged = Path(scratch) / (PurePosixPath(urlsplit(text).path).name or "output")
@@ -710,6 +770,7 @@ def output_folder(location: str | os.PathLike[str]) -> Iterator[Path]:
     if local is not None:
         yield Path(local)
         return
+    _admit(text)
     _remote(text)
     with tempfile.TemporaryDirectory(prefix="agentic-iqa-out-") as scratch:
         yield Path(scratch)
@@ -870,14 +931,28 @@ def fetch(location: str, *, expected: str | None = None,
     For a URL: one HEAD gives the store digest, the cache is asked for that version, and only a
     miss reads the object (on S3 conditionally on the same ETag, so the bytes cached are the
     version stated).  ``expected``, the digest recorded at submit (a store digest or a
-    ``sha256:``), raises :class:`ObjectChanged` when the object is no longer that one.
+    ``sha256:``), raises :class:`ObjectChanged` when the object is no longer that one; without
+    it, the digest the reading in force recorded for ``location`` (a worker's item) is used.
     """
+    _admit(location)
+    if expected is None:
+        expected = access.expected_digest(location)
+    with _deadline():
+        return _fetch(location, expected, cache)
+
+
+def _fetch(location: str, expected: str | None, cache: ObjectCache | None
+           ) -> tuple[bytes, str]:
     if _local_path(location) is not None:
         data = read(location)
         digest = sha256_digest(data)
         _check_expected(location, expected, None, digest)
         return data, digest
-    recent = _recent_digest(location) if expected is None else None
+    recent = _recent_digest(location)
+    scope = access.current()
+    if recent is not None and expected is not None and not expected.startswith("sha256:") \
+            and (expected != recent or location not in scope.verified):
+        recent = None  # the store says, once per reading, whether it is still that version
     if cache is not None and recent is not None:  # seen moments ago: no HEAD
         data = cache.get(location, recent)
         if data is None and scheme(location) in ("s3", "s3a"):
@@ -888,9 +963,24 @@ def fetch(location: str, *, expected: str | None = None,
             else:
                 cache.put(location, recent, data)
         if data is not None:
-            return data, sha256_digest(data)
+            content = sha256_digest(data)
+            _check_expected(location, expected, recent, content)
+            return data, content
     if cache is not None and scheme(location) in ("s3", "s3a"):
-        return _fetch_s3(location, expected, cache)
+        found = _fetch_s3(location, expected, cache)
+    elif scheme(location) in access.WEB_SCHEMES:
+        found = _fetch_http(location, expected, cache)
+    else:
+        found = _fetch_generic(location, expected, cache, recent)
+    if expected is not None:
+        scope.verified.add(location)
+    return found
+
+
+def _fetch_generic(location: str, expected: str | None, cache: ObjectCache | None,
+                   recent: str | None) -> tuple[bytes, str]:
+    """gs://, az:// and S3 without a cache: a HEAD for the store digest, then the bytes of
+    that version (checked again after the read where the store cannot promise it)."""
     for _ in range(3):
         info = stat(location)
         _check_expected(location, expected, info.digest, None)
@@ -931,8 +1021,12 @@ def _fetch_s3(location: str, expected: str | None, cache: ObjectCache) -> tuple[
         data, digest = _s3_get_versioned(location, condition)
     except _Changed:
         shown = display(location)
+        try:
+            now = stat(location).digest or "no digest of that kind"
+        except StorageError:
+            now = "another version"
         raise ObjectChanged(f"the object {shown} changed since the job was submitted: recorded "
-                            f"{expected}, now another version", shown) from None
+                            f"{expected}, now {now}", shown) from None
     cache.counted(hit=data is None)
     if data is None:  # 304: the cached copy is the current version
         assert cached is not None

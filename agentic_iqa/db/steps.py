@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -34,12 +35,23 @@ from ..state import (
 )
 from ..vlm.usage import CallRecord
 from .items import close_item_for_run
-from .models import Job, ReplanRow, Run, StepRecord, ToolLog, UtcDateTime, VlmCall, utc_now
+from .models import (
+    Job,
+    JobItem,
+    ReplanRow,
+    Run,
+    StepRecord,
+    ToolLog,
+    UtcDateTime,
+    VlmCall,
+    utc_now,
+)
 from .reads import RunNotFound, get_run
 
 _RUNS = Run.__table__
 _STEPS = StepRecord.__table__
 _JOBS = Job.__table__
+_ITEMS = JobItem.__table__
 
 # NaN as "NaN", like the state's own models, so a failed tool's score survives in step outputs.
 _UPDATE = TypeAdapter(dict[str, Any], config=ConfigDict(ser_json_inf_nan="strings"))
@@ -105,14 +117,19 @@ class RunContext:
     vlm_cache: bool
     #: The configuration of the run's job (None: no job, or a job stored before it was kept).
     config: RunConfig | None = None
+    #: The digests its item's image and reference had at submit, by location: what is read
+    #: must still be that (an object replaced since fails the item, not scored).
+    digests: Mapping[str, str] = dataclass_field(default_factory=dict)
 
 
 #: Every step of every run begins with this read: a Core statement built once (the ORM's
 #: identity map and attribute loading cost more than the SQL here).
 _RUN_CONTEXT = (
     select(_RUNS.c.status, _RUNS.c.job_id, _RUNS.c.state_json, _RUNS.c.vlm_cache,
-           _JOBS.c.vlm_cache.label("job_vlm_cache"), _JOBS.c.config_json)
-    .select_from(_RUNS.outerjoin(_JOBS, _JOBS.c.id == _RUNS.c.job_id))
+           _JOBS.c.vlm_cache.label("job_vlm_cache"), _JOBS.c.config_json,
+           _ITEMS.c.image, _ITEMS.c.image_digest, _ITEMS.c.reference, _ITEMS.c.reference_digest)
+    .select_from(_RUNS.outerjoin(_JOBS, _JOBS.c.id == _RUNS.c.job_id)
+                 .outerjoin(_ITEMS, _ITEMS.c.run_id == _RUNS.c.id))
     .where(_RUNS.c.id == bindparam("b_run"))
 )
 
@@ -122,9 +139,12 @@ def run_context(session: Session, run_id: str) -> RunContext:
     row = session.execute(_RUN_CONTEXT, {"b_run": run_id}).first()
     if row is None:
         raise RunNotFound(run_id)
+    digests = {location: digest for location, digest in (
+        (row.image, row.image_digest), (row.reference, row.reference_digest))
+        if location and digest}
     return RunContext(row.status, row.job_id, state_from_json(row.state_json),
                       bool(row.vlm_cache) and row.job_vlm_cache is not False,
-                      _config(row.config_json))
+                      _config(row.config_json), digests)
 
 
 @functools.lru_cache(maxsize=16)

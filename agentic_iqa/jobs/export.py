@@ -26,15 +26,20 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from ..redact import redact_url_secrets
+
 ExportFormat = Literal["csv", "jsonl", "parquet"]
 FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
 
 #: The exported row format, in column order; one ``tool:<NAME>`` column (mean normalized
 #: score) per tool follows, then, where asked for, one ``raw:<NAME>`` column (mean raw score).
+#: ``scored_on`` says what those scores measured: "whole image" (also when the query named
+#: objects: tools cannot locate them) or a region's crop ("left half (crop)").
 ROW_COLUMNS: tuple[str, ...] = (
     "item_id", "line", "image", "reference", "query", "status", "error", "run_id",
     "final_answer", "quality_score", "reasoning", "level_distribution", "answered_by", "mos",
-    "answer_truth", "correct", "severities", "fallbacks", "tools", "question_type", "meta",
+    "answer_truth", "correct", "severities", "fallbacks", "tools", "scored_on",
+    "question_type", "meta",
 )
 TOOL_PREFIX = "tool:"
 RAW_PREFIX = "raw:"
@@ -116,11 +121,19 @@ def _staged(target: Path) -> Iterator[Path]:
 
 
 def _plain(value: Any) -> Any:
-    """JSON-safe value: non-finite floats become None, paths become text."""
+    """JSON-safe value: non-finite floats become None, paths become text; a URL's signature
+    (a presigned URL's ``X-Amz-Signature``, ``sig=``, ``token=``) masked in any text, nested
+    ones included: an export is shared, the stored location keeps them to be read."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, str):
+        return redact_url_secrets(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
     return value
 
 

@@ -11,7 +11,15 @@ The one thing kept per row is the set of ids already seen (duplicate detection n
 hundred bytes per row, nothing of the rows themselves.  Only good rows claim an id: a row that
 turns out bad never makes a later, valid row with the same id a "duplicate".  A bad row is
 stored under :func:`bad_row_key`, a key in a form no row's id may take, so the keys of bad and
-good rows can never collide.
+good rows can never collide.  A bad row that gave an id of its own (an ``id`` cell) keeps it,
+so the user finds the failure under the id they wrote, when no other row has that id: such rows
+are held back (up to :data:`MAX_HELD_IDS`) and come out keyed by their id at the end, or keyed
+by their line as soon as a good row claims the id.
+
+Every location a row names is read under one :class:`iqa_tools.access.Reading` (the job's
+policy: ``--root``, ``--image-dir``, ``--allow-urls``, ``AGENTIC_IQA_ALLOWED_LOCATIONS``): the
+lookahead that downloads a chunk's objects ahead, and each row's own check, pass the same gate
+before any request, and what the lookahead found broken is not asked again.
 """
 
 from __future__ import annotations
@@ -25,14 +33,15 @@ import os
 import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from iqa_tools.access import AccessPolicy, Reading, reading
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
-from iqa_tools.images import check_min_size, probe_image
-from iqa_tools.storage import is_url
+from iqa_tools.images import check_min_size, digest_bytes, probe_data, read_bytes
+from iqa_tools.storage import display, is_url, scheme
 
 from ..datasets.bounded import (
     MAX_JSON_LINE,
@@ -45,6 +54,7 @@ from ..datasets.bounded import (
 )
 from ..query import with_options
 from .paths import PathRejected, Root, locate
+from .subset import RowChoice
 
 #: File extensions taken as images when a plain folder is given as the manifest.
 IMAGE_EXTENSIONS = frozenset({".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp"})
@@ -101,11 +111,20 @@ class ManifestItem:
 
 @dataclass(frozen=True)
 class ManifestError:
-    """One row that cannot be assessed, with a message that names the line and the problem."""
+    """One row that cannot be assessed, with a message that names the line and the problem.
+
+    ``key``: what the row is stored under: the id its ``id`` cell gave when no other row has
+    it, else :func:`bad_row_key`.  ``given``: that id, while it may still be the key."""
 
     line: int
     item_id: str | None
     message: str
+    key: str = ""
+    given: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", bad_row_key(self.line))
 
 
 ManifestEntry = ManifestItem | ManifestError
@@ -121,7 +140,9 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
                   check_images: bool = True,
                   mos_range: tuple[float, float] | None = None,
                   image_dir: str | os.PathLike[str] | None = None,
-                  limit: int | None = None) -> Iterator[ManifestEntry]:
+                  limit: int | None = None,
+                  access: AccessPolicy | None = None,
+                  subset: RowChoice | None = None) -> Iterator[ManifestEntry]:
     """Items and bad rows of a CSV, JSON, JSONL or image-folder manifest, in file order.
 
     Image and reference paths are relative to ``image_dir`` when given, else to the manifest's
@@ -131,6 +152,9 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
     ``verify()`` passes truncated files) and checks it is at least
     :data:`iqa_tools.images.MIN_IMAGE_SIDE` pixels a side, so files no tool can read fail here
     and not in the middle of a run. With ``mos_range`` (low, high) a MOS outside it is a bad row.
+    ``access``: what the rows may name (:class:`iqa_tools.access.AccessPolicy`); None: ``root``
+    and ``image_dir`` named, no ``--allow-urls``, the environment's allow-list.  ``subset``:
+    the rows taken (:mod:`.subset`: offset, limit, a seeded sample), chosen before any check.
 
     The ``item_id`` of every :class:`ManifestItem` is unique: an id is claimed by the first good
     row that has it, and a later row with the same id is an error whose ``item_id`` is None. A
@@ -171,15 +195,21 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
             raise ManifestFormatError(f"--image-dir {image_dir} is not a folder")
     if limit is not None:
         rows = islice(rows, limit)
+    if subset is not None:
+        rows = subset.apply(rows)
+    if access is None:
+        access = AccessPolicy.for_source(root=root, image_dir=image_dir)
     return _entries(rows, base=base, paths=Root.of(base, confine), check_images=check_images,
-                    mos_range=mos_range)
+                    mos_range=mos_range, access=access)
 
 
 def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
                  root: str | os.PathLike[str] | None = None, check_images: bool = True,
                  mos_range: tuple[float, float] | None = None,
                  range_source: str = "--mos-range",
-                 limit: int | None = None) -> Iterator[ManifestEntry]:
+                 limit: int | None = None,
+                 access: AccessPolicy | None = None,
+                 subset: RowChoice | None = None) -> Iterator[ManifestEntry]:
     """Items and bad records of rows read elsewhere (a public dataset's own files), checked
     exactly as a manifest's rows are: ``(line, cells)`` with the manifest's column names, or
     ``(line, why it cannot be read)``; paths are relative to ``base`` and, with ``root``,
@@ -190,9 +220,14 @@ def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
     rows: Iterator[_RawRow] = iter(records)
     if limit is not None:
         rows = islice(rows, limit)
+    if subset is not None:
+        rows = subset.apply(rows)
     text = os.fspath(base)  # a URL (an object store's prefix) stays text: Path would mangle it
+    if access is None:
+        access = AccessPolicy.for_source(root=root, image_dir=base)
     return _entries(rows, base=text if is_url(text) else Path(base), paths=Root.of(base, root),
-                    check_images=check_images, mos_range=mos_range, range_source=range_source)
+                    check_images=check_images, mos_range=mos_range, range_source=range_source,
+                    access=access)
 
 
 def _check_mos_range(mos_range: tuple[float, float]) -> None:
@@ -408,54 +443,89 @@ def _folder_rows(folder: Path) -> Iterator[_RawRow]:
 
 
 def _entries(rows: Iterator[_RawRow], *, base: Path | str, paths: Root, check_images: bool,
-             mos_range: tuple[float, float] | None,
+             mos_range: tuple[float, float] | None, access: AccessPolicy,
              range_source: str = "--mos-range") -> Iterator[ManifestEntry]:
     seen: dict[str, int] = {}
-    for line, row in _prefetched(rows, base, check_images):
+    held: dict[str, ManifestError] = {}  # bad rows that may keep their own id, by that id
+    scope = Reading(access)
+    for line, row in _prefetched(rows, base, check_images, scope):
         if isinstance(row, str):
             yield ManifestError(line, None, row)
             continue
-        item_id: str | None = None
-        try:
-            item_id = _text(row.get("id"), "id", line)
-            image_text = _text(row.get("image"), "image", line)
-            if image_text is None:
-                raise _BadRow(f"line {line} has no image")
-            if item_id is None:
-                item_id = _derived_id(image_text, base, _question(row, line))
-            if _BAD_ROW_KEY.fullmatch(item_id):
-                raise _BadRow(f"id {item_id!r} on line {line} is reserved for rows that "
-                              "cannot be assessed: choose another id")
-            # Cheap checks (paths, --root) before the duplicate check, so an escaping path is
-            # reported as an escape; the costly image decode after it.
-            item = _item(row, line, item_id, image_text, paths=paths, mos_range=mos_range,
-                         range_source=range_source)
-            if item_id in seen:
-                duplicate, item_id = item_id, None
-                raise _BadRow(f"duplicate id {duplicate!r} on line {line}: "
-                              f"first used on line {seen[duplicate]}")
-            if check_images:
-                size = _check_image(item.image, image_text, "image", line)
-                if item.reference is not None:
-                    _check_reference(item.reference, row, size, line)
-        except _BadRow as bad:
-            yield ManifestError(line, item_id, str(bad))
+        with reading(scope):
+            entry = _entry(line, row, base=base, paths=paths, check_images=check_images,
+                           mos_range=mos_range, range_source=range_source, seen=seen)
+        if isinstance(entry, ManifestError):
+            if entry.given is not None and entry.given not in held \
+                    and len(held) < MAX_HELD_IDS:
+                held[entry.given] = entry
+                continue
+            yield replace(entry, given=None)
             continue
-        seen[item.item_id] = line
-        yield item
+        if entry.item_id in held:  # a good row takes the id: the bad row keeps its line
+            yield replace(held.pop(entry.item_id), given=None)
+        yield entry
+    for entry in held.values():
+        yield replace(entry, key=entry.given or entry.key, given=None)
+
+
+#: Bad rows held back at most, waiting to learn whether their own id is free (a few hundred
+#: bytes each); past it, a bad row is keyed by its line at once.
+MAX_HELD_IDS = 10_000
+
+
+def _entry(line: int, row: Mapping[str, Any], *, base: Path | str, paths: Root,
+           check_images: bool, mos_range: tuple[float, float] | None, range_source: str,
+           seen: dict[str, int]) -> ManifestEntry:
+    """One row checked: its item, or its error (with the id it gave, when no earlier good row
+    has it: the key it may keep)."""
+    item_id: str | None = None
+    given: str | None = None
+    try:
+        given = item_id = _text(row.get("id"), "id", line)
+        image_text = _text(row.get("image"), "image", line)
+        if image_text is None:
+            raise _BadRow(f"line {line} has no image")
+        if item_id is None:
+            item_id = _derived_id(image_text, base, _question(row, line))
+        if _BAD_ROW_KEY.fullmatch(item_id):
+            raise _BadRow(f"id {item_id!r} on line {line} is reserved for rows that "
+                          "cannot be assessed: choose another id")
+        # Cheap checks (paths, --root) before the duplicate check, so an escaping path is
+        # reported as an escape; the costly image decode after it.
+        item = _item(row, line, item_id, image_text, paths=paths, mos_range=mos_range,
+                     range_source=range_source)
+        if item_id in seen:
+            duplicate, item_id = item_id, None
+            raise _BadRow(f"duplicate id {duplicate!r} on line {line}: "
+                          f"first used on line {seen[duplicate]}")
+        if check_images:
+            size, checksum = _check_image(item.image, image_text, "image", line)
+            reference_checksum = None
+            if item.reference is not None:
+                reference_checksum = _check_reference(item.reference, row, size, line)
+            item = replace(item, image_digest=checksum or item.image_digest,
+                           reference_digest=reference_checksum or item.reference_digest)
+    except _BadRow as bad:
+        free = given is not None and given == item_id and given not in seen \
+            and not _BAD_ROW_KEY.fullmatch(given)
+        return ManifestError(line, item_id, str(bad), given=given if free else None)
+    seen[item.item_id] = line
+    return item
 
 
 #: Rows whose objects are asked about together (``_prefetched``).
 PREFETCH_ROWS = 64
 
 
-def _prefetched(rows: Iterator[_RawRow], base: Path | str, check_images: bool
+def _prefetched(rows: Iterator[_RawRow], base: Path | str, check_images: bool, scope: Reading
                 ) -> Iterator[tuple[int, _RawRow]]:
     """``rows`` unchanged; the objects their cells name in a store (URLs, or names under a
     base URL) are asked about a chunk at a time in parallel first (downloaded when the images
     are checked), so each row's own check costs no round trip.  The next chunk is fetched
     while this one's rows are checked and stored: the store's latency and the client's own
-    work per request overlap with ours instead of adding to it."""
+    work per request overlap with ours instead of adding to it.  Only what ``scope``'s gate
+    admits is asked for, in ``scope`` (its failures kept there for the rows' own checks)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from iqa_tools.images import prefetch
@@ -463,9 +533,11 @@ def _prefetched(rows: Iterator[_RawRow], base: Path | str, check_images: bool
     remote_base = is_url(os.fspath(base))
 
     def fetch(chunk: list[tuple[int, _RawRow]]) -> None:
-        wanted = _objects_named(chunk, base, remote_base)
-        if len(wanted) > 1:
-            prefetch(wanted, read=check_images)
+        with reading(scope):
+            wanted = [location for location in _objects_named(chunk, base, remote_base)
+                      if _admitted(scope, location)]
+            if len(wanted) > 1:
+                prefetch(wanted, read=check_images)
 
     def read() -> list[tuple[int, _RawRow]]:
         return list(islice(rows, PREFETCH_ROWS))
@@ -488,6 +560,15 @@ def _prefetched(rows: Iterator[_RawRow], base: Path | str, check_images: bool
             if failure is not None:
                 raise failure
             current = following
+
+
+def _admitted(scope: Reading, location: str) -> bool:
+    """Whether the gate lets ``location`` be asked for (the row's own check says why not)."""
+    try:
+        scope.admit(location)
+    except Exception:
+        return False
+    return True
 
 
 def _objects_named(chunk: list[tuple[int, _RawRow]], base: Path | str, remote_base: bool
@@ -656,8 +737,10 @@ def _derived_path(image_text: str, base: Path | str) -> str:
 
 def _object_key(image_text: str, base: str) -> str:
     """An object's id: its name under the base URL, or the whole URL when it lies elsewhere
-    (never with a query string, which may sign the URL)."""
+    (never with a query string, which may sign the URL, nor a user or password)."""
     location = image_text.split("?", 1)[0]
+    if is_url(location) and "@" in location.split("/", 3)[2]:
+        location = display(location)
     if is_url(base) and location.startswith(base.rstrip("/") + "/"):
         return location[len(base.rstrip("/")) + 1:]
     return location if is_url(location) else posixpath.normpath(location)
@@ -671,13 +754,27 @@ def _located(text: str, name: str, line: int, paths: Root,
         return locate(text, paths, digests=digests)
     except PathRejected as rejected:
         joint = ": path " if rejected.escape else " "
-        raise _BadRow(f"{name} {_shown(text, 200)} on line {line}{joint}{rejected}") from None
+        raise _BadRow(f"{name} {_shown(_masked(text), 200)} on line {line}{joint}{rejected}"
+                      ) from None
 
 
-def _check_image(path: Path | str, text: str, name: str, line: int) -> tuple[int, int]:
-    """Decode the whole file and check its size, as the tools will; returns (width, height)."""
+def _masked(text: str) -> str:
+    """A cell as messages quote it: a URL's user, password and query masked."""
+    return display(text) if is_url(text) else text
+
+
+def _check_image(path: Path | str, text: str, name: str, line: int
+                 ) -> tuple[tuple[int, int], str | None]:
+    """Decode the whole file and check its size, as the tools will; returns (width, height)
+    and, for an object read over HTTP(S), the ``sha256:`` of the bytes checked: the digest
+    its items are read by later (a web server's ETag need not change with its bytes)."""
+    text = _masked(text)
+    checksum = None
     try:
-        size = probe_image(path)
+        data = read_bytes(path)
+        if scheme(str(path)) in ("http", "https"):
+            checksum = "sha256:" + digest_bytes(data)
+        size = probe_data(data, str(path))
         check_min_size(path, size)
     except ImageTooSmallError as small:
         width, height = small.size
@@ -692,16 +789,18 @@ def _check_image(path: Path | str, text: str, name: str, line: int) -> tuple[int
         reason = str(exc) or type(exc).__name__
         raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {reason}"
                       ) from None
-    return size
+    return size, checksum
 
 
 def _check_reference(reference: Path | str, row: Mapping[str, Any], image_size: tuple[int, int],
-                     line: int) -> None:
-    """A reference must be readable and the image's size: FR tools compare pixel by pixel."""
-    text = _text(row.get("reference"), "reference", line) or str(reference)
-    reference_size = _check_image(reference, text, "reference", line)
+                     line: int) -> str | None:
+    """A reference must be readable and the image's size: FR tools compare pixel by pixel.
+    Returns the ``sha256:`` of an HTTP(S) reference's bytes (see :func:`_check_image`)."""
+    text = _masked(_text(row.get("reference"), "reference", line) or str(reference))
+    reference_size, checksum = _check_image(reference, text, "reference", line)
     if reference_size != image_size:
         raise _BadRow(f"reference {text!r} on line {line} is "
                       f"{reference_size[0]}x{reference_size[1]} but the image is "
                       f"{image_size[0]}x{image_size[1]}; full-reference tools need the same "
                       "size")
+    return checksum

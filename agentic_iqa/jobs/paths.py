@@ -140,7 +140,13 @@ def locate(text: str, root: Root, *, digests: dict[str, str | None] | None = Non
 def _locate_object(text: str, root: Root, digests: dict[str, str | None] | None) -> str:
     """``text`` as an object URL: a full URL (under the confining root URL, when there is
     one), or a relative name under the base URL; the object must exist."""
-    from iqa_tools.errors import ObjectMissing, PathOutsideRoot, StorageError, StorageMisconfigured
+    from iqa_tools.errors import (
+        LocationRefused,
+        ObjectMissing,
+        PathOutsideRoot,
+        StorageError,
+        StorageMisconfigured,
+    )
     from iqa_tools.storage import display, join_under, stat
 
     try:
@@ -156,6 +162,8 @@ def _locate_object(text: str, root: Root, digests: dict[str, str | None] | None)
     except PathOutsideRoot as outside:
         raise PathRejected(f"escapes {root.label} {outside.root} ({outside.reason})",
                            escape=True) from None
+    except LocationRefused as refused:  # the reading's gate (iqa_tools.access): never asked
+        raise PathRejected(f"is not read: {refused.reason}") from None
     except ObjectMissing:
         raise PathRejected(f"not found (looked for {display(location)})") from None
     except StorageMisconfigured:

@@ -117,7 +117,8 @@ def test_submit_mos_range_fails_rows_outside_it_and_warns_about_negative_mos(tmp
     assert "negative MOS" not in ranged.output and "(2 bad rows recorded" in ranged.output
     job_id = ranged.stdout.strip().splitlines()[0]
     errors = {key: error for key, (_l, _s, error) in items(make_engine(cli_env), job_id).items()}
-    assert "mos '-5' on line 3 is outside the declared range 0 to 100" in errors["<line 3>"]
+    # a bad row is found under the id it gave (no other row has "below")
+    assert "mos '-5' on line 3 is outside the declared range 0 to 100" in errors["below"]
 
     backwards = runner.invoke(app, ["eval", "submit", str(manifest), "--mos-range", "5", "1"])
     assert backwards.exit_code == 1 and "is not a range" in backwards.output
