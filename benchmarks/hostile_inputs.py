@@ -11,9 +11,11 @@ commit), and the table shows both:
     .venv/bin/python benchmarks/hostile_inputs.py --before /tmp/head-wt
     git worktree remove --force /tmp/head-wt
 
-Probes: an XLSX of 60 million shared strings in 2.5 MB (SPAQ); a MAT file with a compressed
-4 GB array in 4 MB (LIVE-C); a JSONL line nested 200,000 deep; a NUL byte in a CSV manifest's
-image path; a KonIQ-10k name that climbs out of --root.
+Probes: an XLSX of 60 million shared strings in 2.5 MB (SPAQ), and XLSX files whose parts
+(five million shared strings in a part named otherwise, three million cell formats, a row of
+eight million cells, two million rows with heights) are counted by element (issue 41); a MAT
+file with a compressed 4 GB array in 4 MB (LIVE-C); a JSONL line nested 200,000 deep; a NUL
+byte in a CSV manifest's image path; a KonIQ-10k name that climbs out of --root.
 """
 
 from __future__ import annotations
@@ -74,6 +76,71 @@ def xlsx_bomb(root: Path, strings: int = 60_000_000) -> list[str]:
     return ["--dataset", "spaq", "--root", str(root)]
 
 
+MAIN_NS = b'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+SST_TYPE = ("application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml")
+
+
+def _spaq_rewritten(root: Path, part: str, head: bytes, item: bytes, count: int, tail: bytes,
+                    content_type: str | None = None) -> list[str]:
+    """SPAQ's spreadsheet with ``part`` replaced by ``head + item * count + tail`` (declared
+    with ``content_type`` when given)."""
+    from openpyxl import Workbook
+
+    plain = root / "plain.xlsx"
+    workbook = Workbook()
+    workbook.active.append(["Image name", "MOS"])
+    workbook.active.append(["a.png", 50.0])
+    workbook.save(plain)
+    target = root / "Annotations" / "MOS and Image attribute scores.xlsx"
+    target.parent.mkdir(parents=True)
+    with zipfile.ZipFile(plain) as source, \
+            zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for entry in source.infolist():
+            data = source.read(entry)
+            if entry.filename == "[Content_Types].xml" and content_type:
+                data = data.replace(b"</Types>", f'<Override PartName="/{part}" ContentType='
+                                    f'"{content_type}" /></Types>'.encode())
+            if entry.filename != part:
+                archive.writestr(entry, data)
+        with archive.open(part, "w", force_zip64=True) as written:
+            written.write(head)
+            block = item * 100_000
+            for _ in range(count // 100_000):
+                written.write(block)
+            written.write(tail)
+    plain.unlink()
+    return ["--dataset", "spaq", "--root", str(root)]
+
+
+def xlsx_renamed_strings(root: Path) -> list[str]:
+    """Five million empty shared strings in a part not named sharedStrings.xml."""
+    return _spaq_rewritten(root, "xl/strings.xml", b"<sst " + MAIN_NS + b">", b"<si/>",
+                           5_000_000, b"</sst>", SST_TYPE)
+
+
+def xlsx_styles(root: Path) -> list[str]:
+    """A stylesheet of three million cell formats."""
+    return _spaq_rewritten(root, "xl/styles.xml", b"<styleSheet " + MAIN_NS + b"><cellXfs>",
+                           b"<xf/>", 3_000_000, b"</cellXfs></styleSheet>")
+
+
+def xlsx_wide_row(root: Path) -> list[str]:
+    """A sheet whose one row holds eight million cells."""
+    return _spaq_rewritten(root, "xl/worksheets/sheet1.xml",
+                           b"<worksheet " + MAIN_NS + b"><sheetData><row>", b"<c/>",
+                           8_000_000, b"</row></sheetData></worksheet>")
+
+
+def xlsx_row_heights(root: Path) -> list[str]:
+    """A sheet of two million empty rows below the header, each with a height."""
+    header = (b'<row><c t="inlineStr"><is><t>Image name</t></is></c>'
+              b'<c t="inlineStr"><is><t>MOS</t></is></c></row>')
+    return _spaq_rewritten(root, "xl/worksheets/sheet1.xml",
+                           b"<worksheet " + MAIN_NS + b"><sheetData>" + header,
+                           b'<row ht="9" customHeight="1"/>', 2_000_000,
+                           b"</sheetData></worksheet>")
+
+
 def mat_bomb(root: Path) -> list[str]:
     """LIVE-C's MOS file holding one compressed double array of 4 GB (1 x 2**29 - 16)."""
     names = np.empty((8, 1), dtype=object)
@@ -119,7 +186,10 @@ def koniq_escape(root: Path) -> list[str]:
     return ["--dataset", "koniq", "--root", str(root)]
 
 
-PROBES = {"xlsx bomb (2.5 MB, 60M strings)": xlsx_bomb, "MAT bomb (4 GB array)": mat_bomb,
+PROBES = {"xlsx bomb (2.5 MB, 60M strings)": xlsx_bomb,
+          "xlsx, 5M strings in a renamed part": xlsx_renamed_strings,
+          "xlsx, 3M cell formats": xlsx_styles, "xlsx, a row of 8M cells": xlsx_wide_row,
+          "xlsx, 2M rows with heights": xlsx_row_heights, "MAT bomb (4 GB array)": mat_bomb,
           "JSONL line 200,000 deep": deep_jsonl, "NUL in a CSV image path": nul_csv,
           "KonIQ name ../../outside": koniq_escape}
 

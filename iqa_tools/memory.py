@@ -28,6 +28,7 @@ without loading numpy, Pillow or torch.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -101,6 +102,29 @@ MODELS: dict[str, MemoryModel] = {
     "fsim": MemoryModel(base=_BASE, per_pixel=250.0),
     "vsi": MemoryModel(base=_BASE, per_pixel=220.0),
 }
+
+
+#: The builtin backend's measurements of one image (its detection, analysis and opinion
+#: features: :mod:`agentic_iqa.vlm.builtin.pixels`) at its cap of 1024 pixels on the long side,
+#: above an idle process (76 MB): 86 MB on a 1024x768 JPEG and 112 MB on a 3000x3000 one, its
+#: half-scale decode included; a 24-MP PNG, decoded whole, 268 MB, estimated at 366 MB
+#: (2026-11-27, the builtin's features alone in a fresh process); with room.
+BUILTIN_FEATURES = 150_000_000
+#: The reductions a JPEG decoder applies while decoding (Pillow's ``draft``).
+JPEG_DRAFT_SCALES = (1, 2, 4, 8)
+
+
+def builtin_estimate(width: int, height: int, *, long_side: int, jpeg: bool) -> int:
+    """Peak bytes of the builtin backend's measurements of a ``width`` x ``height`` image
+    brought to ``long_side`` pixels: its features, and decoding it, which for a JPEG larger
+    than the cap happens at the largest of 1/2, 1/4, 1/8 scale that still covers it, and for
+    anything else at full size (8-bit, never a full-size float copy)."""
+    decoded = width * height
+    ratio = max(width, height) / long_side
+    if jpeg and ratio > 1:
+        scale = max(candidate for candidate in JPEG_DRAFT_SCALES if candidate <= ratio)
+        decoded = math.ceil(width / scale) * math.ceil(height / scale)
+    return BUILTIN_FEATURES + (STORED_BYTES_PER_PIXEL + DECODE_BYTES_PER_PIXEL) * decoded
 
 
 def model_for(tool: str | None) -> MemoryModel:

@@ -10,7 +10,12 @@ Reliability choices, deliberately:
   safe: a finished step is skipped, tool-log rows are unique;
 * the broker's ``visibility_timeout`` is above the longest task's hard time limit, so Redis never
   hands a task that is still running to a second worker;
-* soft/hard time limits per kind of step: VLM steps short, tool steps long;
+* time limits per step, whichever task runs it (:func:`workers.tasks.step_time_limit`): VLM
+  steps short, tool steps long, a tool step run inside the coordinating task or after a VLM
+  step on a worker of every queue included.  Celery's own limits per task are the backstop:
+  a tool task's are a tool step's; any other task may run a tool step (a cached one, or any on
+  a worker of the tool queue) after up to ``inline_seconds`` of other steps, so its limits
+  cover that (:func:`task_limits`);
 * VLM steps may have a queue of their own (``vlm_queue``) for workers with a thread pool
   (``--pool threads --concurrency 64``): they wait on the network, not the CPU, and their
   fleet-wide rate limits live in Redis (:mod:`agentic_iqa.vlm.ratelimit`).  A thread pool has
@@ -34,6 +39,18 @@ STEP_TASK_PREFIX = "agentic_iqa.step."
 TOOL_BATCH_TASK = STEP_TASK_PREFIX + "tool_execution.batch"
 
 
+def task_limits(settings: PipelineSettings, *, tool_task: bool) -> tuple[float, float]:
+    """Celery's (soft, hard) time limit of a task: a tool step's for a tool task, else the
+    longest step that may run last in a chain of ``inline_seconds``.  The soft one lies a
+    little past the step's own (which says which limit ran out, and what to raise), the hard
+    one ``hard_time_limit_margin`` past it: a step deaf to its soft limit is killed there."""
+    longest = settings.tool_soft_time_limit if tool_task else (
+        settings.inline_seconds + max(settings.vlm_soft_time_limit,
+                                      settings.tool_soft_time_limit))
+    margin = settings.hard_time_limit_margin
+    return longest + min(5.0, margin / 2), longest + margin
+
+
 def make_app(settings: PipelineSettings | None = None) -> Celery:
     settings = settings or PipelineSettings.load()
     app = Celery("agentic_iqa")
@@ -43,8 +60,9 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
               for step in STEPS if step not in TOOL_STEPS}
     routes[tool_task] = {"queue": settings.tool_queue}
     routes[TOOL_BATCH_TASK] = {"queue": settings.tool_queue}
-    tool_limits = {"soft_time_limit": settings.tool_soft_time_limit,
-                   "time_limit": settings.tool_soft_time_limit + settings.hard_time_limit_margin}
+    tool_soft, tool_hard = task_limits(settings, tool_task=True)
+    soft, hard = task_limits(settings, tool_task=False)
+    tool_limits = {"soft_time_limit": tool_soft, "time_limit": tool_hard}
     queues = list(dict.fromkeys([settings.default_queue, vlm_queue, settings.tool_queue]))
     app.conf.update(
         broker_url=settings.broker_url or "redis://127.0.0.1:6379/0",
@@ -59,8 +77,8 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
         task_default_queue=settings.default_queue,
         task_queues=[Queue(name) for name in queues],
         task_routes=routes,
-        task_soft_time_limit=settings.vlm_soft_time_limit,
-        task_time_limit=settings.vlm_soft_time_limit + settings.hard_time_limit_margin,
+        task_soft_time_limit=soft,
+        task_time_limit=hard,
         # A batch's limit is one tool step's: size batches so that a batch fits in it.
         task_annotations={tool_task: tool_limits, TOOL_BATCH_TASK: tool_limits},
         broker_transport_options={

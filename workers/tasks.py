@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
+from billiard.exceptions import SoftTimeLimitExceeded
 from celery import Task, signals
 from celery_batches import Batches, SimpleRequest
 from sqlalchemy.engine import Engine
@@ -48,7 +52,14 @@ from agentic_iqa.runtime.supervisor import SupervisorThread
 from agentic_iqa.state import AgenticIQAState
 from agentic_iqa.vlm.base import TransientVLMError
 
-from .celery_app import COORDINATE, FEED_JOB, STEP_TASK_PREFIX, TOOL_BATCH_TASK, app
+from .celery_app import (
+    COORDINATE,
+    FEED_JOB,
+    STEP_TASK_PREFIX,
+    TOOL_BATCH_TASK,
+    app,
+    task_limits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +88,64 @@ def engine() -> Engine:
     return make_engine(settings().database_url)
 
 
+def step_limit(step: str) -> int:
+    """Seconds ``step`` may run: the tool limit for a tool step, the VLM limit otherwise."""
+    if step in TOOL_STEPS:
+        return settings().tool_soft_time_limit
+    return settings().vlm_soft_time_limit
+
+
+def time_limit_reason(step: str, seconds: float) -> str:
+    """What ran out and what to raise, in one sentence."""
+    if step in TOOL_STEPS:
+        return (f"the tool step ran past its time limit of {seconds:g} s "
+                "(AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT, or `agentic-iqa worker --tool-time-limit`): "
+                "raise it for photos this large")
+    return (f"the {step} step ran past its time limit of {seconds:g} s for a model step "
+            "(AGENTIC_IQA_VLM_SOFT_TIME_LIMIT, or `agentic-iqa worker --vlm-time-limit`): raise "
+            "it if the model is this slow, or check its endpoint")
+
+
+class StepTimeLimit(SoftTimeLimitExceeded):
+    """A step ran past its own time limit.  Celery's soft-limit exception, so that tool code
+    lets it through as it does Celery's own (a deadline, not a tool's failure); its ``reason``
+    is the step's error."""
+
+    def __init__(self, step: str, seconds: float) -> None:
+        self.reason = time_limit_reason(step, seconds)
+        super().__init__(self.reason)
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@contextmanager
+def step_time_limit(step: str) -> Iterator[None]:
+    """The step's own time limit (:func:`step_limit`), whichever task runs it: a tool step run
+    inside the coordinating task or after a VLM step gets the tool limit, not that task's.
+
+    A timer (SIGALRM) of the process's main thread, where a prefork or solo worker runs its
+    tasks; elsewhere (a thread pool, which Celery gives no limits either) nothing.  Once it has
+    run out it fires again every second until the step ends: code that swallows one exception
+    (a subtask's "log and go on") does not outlast its limit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seconds = step_limit(step)
+
+    def expired(_signum: int, _frame: Any) -> None:
+        raise StepTimeLimit(step, seconds)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def queue_for(step: str) -> str:
     """Tool steps to the tool queue; every other step calls a VLM: the VLM queue."""
     return settings().tool_queue if step in TOOL_STEPS else settings().vlm_steps_queue
@@ -99,14 +168,15 @@ def coordinate(self: Task, run_id: str) -> str | None:
     (:func:`_execute`), which saves a message, a worker round trip and a transaction per step.
     """
     hostname = self.request.hostname or socket.gethostname()
+    since = time.monotonic()
     upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds,
-                               worker=hostname, chain=_stays_here(time.monotonic()),
+                               worker=hostname, chain=_stays_here(since, tool_task=False),
                                agents=agents_source())
     if upcoming is None:
         return None
     if upcoming.begun is not None:
         _execute(upcoming.step, run_id, upcoming.iteration, hostname, None, delivered=False,
-                 begun=upcoming.begun)
+                 begun=upcoming.begun, since=since, tool_task=False)
     else:
         _send(run_id, upcoming)
     return upcoming.step
@@ -118,18 +188,22 @@ def _consumed_queues() -> frozenset[str]:
     return frozenset(queues.consume_from or queues)
 
 
-def _stays_here(since: float) -> service.Chain:
+def _stays_here(since: float, *, tool_task: bool) -> service.Chain:
     """Whether a run's upcoming step runs on in this process, and for which queue: when this
     worker consumes the step's queue too (a worker of every queue runs a whole run from one
     message), or when it is a tool step that only reads cached scores, within
-    ``inline_seconds`` of ``since``.  With batching on, tool steps that compute go through the
-    tool queue, where they are grouped."""
+    ``inline_seconds`` of ``since`` (when the task began), and only when the step's whole own
+    limit fits in what is left of the task's (``tool_task``: a tool step's task), so that
+    Celery never cuts a step short of its limit.  With batching on, tool steps that compute go
+    through the tool queue, where they are grouped."""
     here = _consumed_queues()
     until = since + settings().inline_seconds
+    budget = task_limits(settings(), tool_task=tool_task)[0]
     batching = settings().tool_batch_size > 1
 
     def chain(upcoming: service.NextStep, state: AgenticIQAState) -> str | None:
-        if time.monotonic() >= until:
+        now = time.monotonic()
+        if now >= until or now - since + step_limit(upcoming.step) > budget:
             return None
         queue = queue_for(upcoming.step)
         tool_step = upcoming.step in TOOL_STEPS
@@ -170,7 +244,8 @@ def _send(run_id: str, upcoming: service.NextStep) -> None:
 
 def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
              delivery: dict[str, Any] | None, *, delivered: bool = True,
-             begun: service.Begun | None = None, own_attempt: int | None = None) -> None:
+             begun: service.Begun | None = None, own_attempt: int | None = None,
+             since: float | None = None, tool_task: bool | None = None) -> None:
     """Run a step and hand over: the run's following steps that belong to a queue this worker
     consumes run here too, one after the other, for up to ``inline_seconds`` (each with its own
     record and lease, begun in the transaction that completed the step before it, so
@@ -179,9 +254,14 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
 
     A :class:`TransientVLMError` of the delivered step is the caller's (the task retries it);
     one of a step run here without its own message becomes one, sent with a short delay.
+
+    Each step runs under its own time limit (:func:`step_time_limit`).  ``since``: when the
+    task began (default now); ``tool_task``: whether it is a tool step's task (default: whether
+    ``step`` is a tool step), which sets what may still be chained.
     """
     lease = settings().lease_seconds
-    chain = _stays_here(time.monotonic())
+    chain = _stays_here(time.monotonic() if since is None else since,
+                        tool_task=step in TOOL_STEPS if tool_task is None else tool_task)
     while True:
         queue = ((delivery or {}).get("routing_key") if delivered else None) or queue_for(step)
         try:
@@ -189,7 +269,7 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
                 engine(), agents_source(), run_id, step, iteration, lease_seconds=lease,
                 worker=hostname or socket.gethostname(), queue=queue,
                 max_attempts=settings().max_step_attempts, begun=begun, chain=chain,
-                own_attempt=own_attempt if delivered else None)
+                own_attempt=own_attempt if delivered else None, time_limit=step_time_limit)
         except CannotHonour as reason:
             # Never run on something else: say why, keep the item queued, offer it again.
             _wait_to_honour(run_id, step, iteration, hostname, str(reason))
@@ -287,6 +367,7 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
     One item's failure is its own: it is recorded on its run (or, for a database error, left
     to the supervisor, whose lease-based re-send heals it), and the other items go on.
     """
+    since = time.monotonic()
     items = [(str(request.args[0]), int(request.args[1])) for request in requests]
     try:
         service.score_tools_ahead(engine(), agents_source(), items,
@@ -297,7 +378,8 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
     try:
         for request, (run_id, iteration) in zip(requests, items, strict=True):
             try:
-                _execute(step, run_id, iteration, request.hostname, request.delivery_info)
+                _execute(step, run_id, iteration, request.hostname, request.delivery_info,
+                         since=since, tool_task=True)
             except TransientVLMError as exc:
                 service.fail(engine(), run_id, step, iteration, f"{step} failed: {exc}")
             except Exception:

@@ -82,6 +82,9 @@ def _redacted_logging(debug: Annotated[bool, typer.Option(
 
     if not logging.getLogger().handlers:  # what Python's last-resort handler would print
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    # --debug: a failed step's traceback in the log, which its item's error never carries
+    logging.getLogger("agentic_iqa.runtime.service").setLevel(
+        logging.DEBUG if debugging() else logging.NOTSET)
     install_log_redaction()
 
 

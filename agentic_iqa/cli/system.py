@@ -78,15 +78,28 @@ def worker(
         help="memory this worker may use, e.g. 2GB: the tool budget per call "
              "(AGENTIC_IQA_TOOL_MEMORY) is lowered to what fits with --concurrency, so a "
              "too-large image fails as such instead of the worker being OOM-killed")] = None,
+    tool_time_limit: Annotated[int | None, typer.Option(
+        "--tool-time-limit", min=1, envvar="AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT",
+        help="seconds a tool step may run, wherever it runs (default 900): raise it for "
+             "very large photos")] = None,
+    vlm_time_limit: Annotated[int | None, typer.Option(
+        "--vlm-time-limit", min=1, envvar="AGENTIC_IQA_VLM_SOFT_TIME_LIMIT",
+        help="seconds a model step may run (default 300)")] = None,
 ) -> None:
     """Start a Celery worker (same as `celery -A workers.celery_app:app worker`).
 
     VLM steps wait on the network: a worker of the VLM queue (``vlm_queue``) holds 64 calls in
     flight with ``--queues vlm --pool threads --concurrency 64``.
     """
+    import os
+
     extra: list[str] = []
     if max_memory is not None:
         extra = worker_memory(max_memory, concurrency, pool)
+    # Before the app is built from the settings; the worker's processes inherit them.
+    for name, value in (("TOOL", tool_time_limit), ("VLM", vlm_time_limit)):
+        if value is not None:
+            os.environ[f"AGENTIC_IQA_{name}_SOFT_TIME_LIMIT"] = str(value)
     from workers.celery_app import app as celery_app
 
     if queues is None:

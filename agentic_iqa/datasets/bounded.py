@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import struct
 import zipfile
 import zlib
@@ -33,6 +34,26 @@ MAX_XLSX_ENTRIES = 1000
 MAX_XLSX_ENTRY_BYTES = 64 * 2**20
 MAX_XLSX_SHARED_STRINGS_BYTES = 16 * 2**20
 MAX_XLSX_TOTAL_BYTES = 128 * 2**20
+#: XLSX, counted in the unpacked XML before openpyxl reads any of it: its memory is per
+#: element, not per byte (five million empty shared strings are 25 MB of XML, 2 MB zipped, and
+#: took 1.1 GB).  Shared strings: openpyxl keeps every one (SPAQ's sheet has 11,126 rows, a
+#: few strings each).  Rows of a sheet: a row with attributes leaves a dict behind.  Elements
+#: of one row: a row is parsed whole (16,384 columns is Excel's own limit, four elements a
+#: cell).  Elements of every other part (styles, workbook, relationships), which are parsed
+#: whole into objects.  With these, any XLSX is read within a few hundred MB.
+MAX_XLSX_SHARED_STRINGS = 200_000
+MAX_XLSX_ROWS = 200_000
+MAX_XLSX_ROW_ELEMENTS = 4 * 16_384
+MAX_XLSX_ELEMENTS = 100_000
+#: Content types by which openpyxl finds an archive's parts (not their names, which a file
+#: may choose freely).
+_SHARED_STRINGS_TYPE = ("application/vnd.openxmlformats-officedocument.spreadsheetml."
+                        "sharedStrings+xml")
+_WORKSHEET_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
+#: An element's start tag (not a closing tag, declaration or comment), its local name.
+_START_TAG = re.compile(rb"<(?![/?!])(?:[A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*)")
+#: Longest tag name looked at across a chunk's end.
+_NAME_SPAN = 256
 #: MAT: bytes one file may inflate to, and elements its arrays may declare (LIVE-C's two files
 #: hold 1169 names and 1169 numbers).
 MAX_MAT_BYTES = 8 * 2**20
@@ -170,6 +191,98 @@ def check_xlsx(handle: BinaryIO, name: str) -> None:
     if total > MAX_XLSX_TOTAL_BYTES:
         raise TooLarge(f"{name} unpacks to {total / 2**20:.0f} MB, more than "
                        f"{MAX_XLSX_TOTAL_BYTES // 2**20} MB")
+    handle.seek(0)
+    with zipfile.ZipFile(handle) as archive:
+        _check_xlsx_parts(archive, name)
+
+
+def _check_xlsx_parts(archive: zipfile.ZipFile, name: str) -> None:
+    """Count what openpyxl would build of each XML part, streamed (a chunk at a time), and
+    refuse the file at the first count above its budget: shared strings in the shared-strings
+    part (found by its content type, whatever its name), rows and elements per row in a
+    worksheet, elements in every other part."""
+    types = _content_types(archive, name)
+    others = 0
+    for entry in archive.infolist():
+        part = entry.filename
+        kind = types.get(part.lower())
+        if kind == _SHARED_STRINGS_TYPE or part.lower().endswith("sharedstrings.xml"):
+            if entry.file_size > MAX_XLSX_SHARED_STRINGS_BYTES:
+                raise TooLarge(f"{name}: {part} (its shared strings) unpacks to "
+                               f"{entry.file_size / 2**20:.0f} MB, more than "
+                               f"{MAX_XLSX_SHARED_STRINGS_BYTES // 2**20} MB")
+            strings = _count(archive, entry, name, strings=True)[2]
+            if strings > MAX_XLSX_SHARED_STRINGS:
+                raise TooLarge(f"{name}: {part} holds more than {MAX_XLSX_SHARED_STRINGS:,} "
+                               "shared strings (a spreadsheet of this dataset needs a few "
+                               "thousand)")
+        elif kind == _WORKSHEET_TYPE:
+            _count(archive, entry, name, rows=True)
+        elif part.lower().endswith((".xml", ".rels", ".vml")) or (kind or "").endswith("xml"):
+            others += _count(archive, entry, name, budget=MAX_XLSX_ELEMENTS - others)[0]
+
+
+def _content_types(archive: zipfile.ZipFile, name: str) -> dict[str, str]:
+    """Part name (lower case, no leading slash) to its declared content type, from
+    ``[Content_Types].xml`` (itself counted first)."""
+    import xml.etree.ElementTree as ElementTree
+
+    try:
+        entry = archive.getinfo("[Content_Types].xml")
+    except KeyError:
+        return {}
+    _count(archive, entry, name, budget=MAX_XLSX_ELEMENTS)
+    try:
+        root = ElementTree.fromstring(archive.read(entry))
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"its content types cannot be read: {exc}") from None
+    return {str(node.get("PartName", "")).lstrip("/").lower(): str(node.get("ContentType"))
+            for node in root if node.tag.rsplit("}", 1)[-1] == "Override"}
+
+
+def _count(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, name: str, *,
+           budget: int | None = None, rows: bool = False, strings: bool = False
+           ) -> tuple[int, int, int]:
+    """(elements, rows, shared strings) of one XML part, counted from its start tags as it
+    unpacks; raises :class:`TooLarge` past ``budget`` elements or, with ``rows``, past the
+    rows or elements of one row a sheet may have."""
+    elements = row_count = row_elements = shared = 0
+    pending = b""
+    with archive.open(entry) as stream:
+        while True:
+            chunk = stream.read(2**20)
+            data = pending + chunk
+            # A tag cut by the chunk's end waits for the next chunk, unless its name is
+            # already whole (a long text after it).
+            cut = data.rfind(b"<") if chunk else -1
+            if cut < 0 or len(data) - cut > _NAME_SPAN:
+                cut = len(data)
+            for found in _START_TAG.finditer(data, 0, cut):
+                elements += 1
+                tag = found.group(1)
+                if tag == b"row":
+                    row_count, row_elements = row_count + 1, 0
+                    if rows and row_count > MAX_XLSX_ROWS:
+                        raise TooLarge(f"{name}: {entry.filename} holds more than "
+                                       f"{MAX_XLSX_ROWS:,} rows")
+                else:
+                    row_elements += 1
+                    if rows and row_count and row_elements > MAX_XLSX_ROW_ELEMENTS:
+                        raise TooLarge(
+                            f"{name}: {entry.filename}: row {row_count} holds more than "
+                            f"{MAX_XLSX_ROW_ELEMENTS:,} XML elements (Excel's 16,384 columns)")
+                shared += tag == b"si"
+            pending = data[cut:]
+            if budget is not None and elements > budget:
+                raise TooLarge(f"{name}: {entry.filename} brings the XML elements of its parts "
+                               f"other than sheets and shared strings above "
+                               f"{MAX_XLSX_ELEMENTS:,}, more than a dataset's spreadsheet "
+                               "needs")
+            if strings and shared > MAX_XLSX_SHARED_STRINGS:
+                break
+            if not chunk:
+                break
+    return elements, row_count, shared
 
 
 # -- MAT (version 5) -------------------------------------------------------------------------------

@@ -9,11 +9,14 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from ..jobs.errors import readable
 from .models import Job, JobItem, Run, utc_now
 
 
 def close_item_for_run(session: Session, run: Run) -> None:
-    """A run of a job ended: its item is done or failed (cancelled if the job was)."""
+    """A run of a job ended: its item is done or failed (cancelled if the job was), with the
+    run's error as one readable sentence (:func:`~agentic_iqa.jobs.errors.readable`); the run
+    keeps it whole."""
     if run.job_id is None:
         return
     # The job's row is locked first: two runs closing the last two items at once would each
@@ -24,11 +27,13 @@ def close_item_for_run(session: Session, run: Run) -> None:
         status = "cancelled"
     session.execute(
         update(JobItem).where(JobItem.run_id == run.id, JobItem.status == "queued")
-        .values(status=status, error=None if status == "done" else run.error,
+        .values(status=status, error=None if status == "done" else readable(run.error),
                 finished_at=utc_now())
     )
     if job is not None:
-        if job.waiting is not None:  # an item ran: whoever could not, someone could
+        # An item ran: whoever could not, someone could.  A run stopped here (Ctrl-C, a full
+        # disk) stays stopped while its last items end: only a resume lifts that note.
+        if job.waiting is not None and not job.waiting.startswith("interrupted"):
             job.waiting = job.waiting_at = None
         finish_if_complete(session, job)
 

@@ -9,6 +9,8 @@ and exported with ``yield_per``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -49,9 +51,32 @@ def create_job(session: Session, *, name: str, manifest: str, default_query: str
     return job.id
 
 
-def set_dispatch(session: Session, job_id: str, dispatch: str) -> None:
-    """Who feeds the job from now on: ``workers`` (the supervisor) or ``local``."""
-    get_job(session, job_id).dispatch = dispatch
+def set_dispatch(session: Session, job_id: str, dispatch: str, *,
+                 holder: str | None = None) -> None:
+    """Who feeds the job from now on: ``workers`` (the supervisor) or ``local``; ``holder``:
+    the local process that renews its leases (:class:`~agentic_iqa.runtime.heartbeat.Holder`
+    as JSON), so that a resume can tell whether it is still there."""
+    job = get_job(session, job_id)
+    job.dispatch, job.lease_holder = dispatch, holder
+
+
+@dataclass(frozen=True)
+class Leases:
+    """The live leases of a job's runs in flight: how many, when the last runs out, and the
+    local process recorded as renewing them (None: the workers, or a job stored before)."""
+
+    live: int
+    until: datetime | None
+    holder: str | None
+
+
+def leases(session: Session, job_id: str) -> Leases:
+    """The job's live leases (:class:`Leases`), read in one statement and its job's row."""
+    live, until = session.execute(
+        select(func.count(), func.max(Run.lease_until))
+        .where(Run.job_id == job_id, Run.status.in_(("pending", "running")),
+               Run.lease_until.is_not(None), Run.lease_until >= utc_now())).one()
+    return Leases(int(live or 0), until, get_job(session, job_id).lease_holder)
 
 
 def extend_leases(session: Session, job_id: str, seconds: float) -> int:

@@ -354,6 +354,9 @@ class Job(Base):
     spec_json: Mapped[str | None] = mapped_column(Text)
     #: The sweep the job belongs to (``eval submit --group``), so a group lists and compares.
     job_group: Mapped[str | None] = mapped_column(Text, index=True)
+    #: The process running a local job and renewing its leases (host, boot id, pid, start time
+    #: as JSON: :class:`agentic_iqa.runtime.heartbeat.Holder`); None on the workers.
+    lease_holder: Mapped[str | None] = mapped_column(Text)
 
     @property
     def metric_tools(self) -> list[str] | None:

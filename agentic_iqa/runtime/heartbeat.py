@@ -8,18 +8,27 @@ which under load costs milliseconds of scheduling.
 
 A beat that fails (database briefly away) is logged and tried at the next beat: a missed beat
 costs at worst a duplicate delivery, which waits or takes over, never double work.
+
+A local job also records which process holds its leases (:class:`Holder`: host, boot id, pid
+and the pid's start time), so that ``eval resume`` on the same host can tell a holder that died
+(SIGKILL, a closed laptop lid's OOM) from one that is still working, and take over at once
+instead of waiting out a lease nobody renews.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from sqlalchemy.engine import Engine
 
@@ -108,3 +117,80 @@ def _beat(held: _Held) -> None:
 
 #: This process's heartbeats.
 HEARTBEATS = Heartbeats()
+
+
+#: Where Linux says which boot this is: a new random id at every boot, so a pid recorded under
+#: another boot id names no process of this one.
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+#: What a recorded holder is, seen from here: running, gone (it died), or not ours to tell.
+HolderState = Literal["alive", "gone", "unknown"]
+
+
+def _boot_id() -> str | None:
+    try:
+        return BOOT_ID.read_text().strip() or None
+    except OSError:  # not Linux: a holder can then never be told dead, only waited out
+        return None
+
+
+def _started(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat), so that a
+    pid reused by a later process is not mistaken for the holder; None when there is none,
+    or only its zombie (killed, not yet reaped by its parent: it runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count from its last ')'.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process holding a local job's leases, recorded so another process can check it."""
+
+    host: str
+    boot: str | None
+    pid: int
+    started: int | None
+
+    @classmethod
+    def here(cls) -> Holder:
+        """This process."""
+        pid = os.getpid()
+        return cls(socket.gethostname(), _boot_id(), pid, _started(pid))
+
+    def to_json(self) -> str:
+        return json.dumps({"host": self.host, "boot": self.boot, "pid": self.pid,
+                           "started": self.started})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Holder | None:
+        """The holder recorded as ``text``; None for none (or a record this cannot read)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(str(data["host"]), data.get("boot"), int(data["pid"]),
+                       data.get("started"))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def state(self) -> HolderState:
+        """``gone`` only when it is certain: the same boot of this host (boot id) and no
+        process with that pid, or one that started at another time (the pid was reused);
+        ``alive`` when that very process runs; ``unknown`` for another host or boot, or where
+        there is no boot id to compare."""
+        here = _boot_id()
+        if here is None or self.boot is None or self.boot != here:
+            return "unknown"
+        started = _started(self.pid)
+        if started is None or (self.started is not None and started != self.started):
+            return "gone"
+        return "alive"
+
+    def describe(self) -> str:
+        """"process 4242 on host gpu-07", for messages."""
+        return f"process {self.pid} on host {self.host}"

@@ -47,6 +47,7 @@ from ..jobs.tools import (
     not_only_questions,
 )
 from ..runconfig import RunConfig, capture
+from .heartbeat import Holder
 
 if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: not for status
     from .service import AgentsSource
@@ -55,14 +56,13 @@ DEFAULT_QUERY = "Rate the quality of this image."
 
 
 def _item_row(entry: ManifestEntry) -> dict[str, Any]:
-    """The item's columns; a bad row is keyed by its line, in a form no manifest id can take.
-
-    A bad row never keeps its own id as the key: a later good row may claim that id, and two
-    items of a job cannot share a key. The id it gave stays in the error text.
+    """The item's columns; a bad row is keyed by the id it gave when no other row has it, else
+    by its line, in a form no manifest id can take (:attr:`ManifestError.key`): two items of a
+    job cannot share a key. The id it gave stays in the error text.
     """
     if isinstance(entry, ManifestError):
         given = f" (id {entry.item_id!r})" if entry.item_id else ""
-        return {"line": entry.line, "item_key": bad_row_key(entry.line),
+        return {"line": entry.line, "item_key": entry.key or bad_row_key(entry.line),
                 "status": "failed", "error": f"line {entry.line}{given}: {entry.message}",
                 "finished_at": datetime.now(UTC)}
     return {"line": entry.line, "item_key": entry.item_id, "image": str(entry.image),
@@ -145,6 +145,8 @@ def _submit(engine: Engine, spec: JobSpec) -> str:
                          metric_tools=metric_tools, tool_settings=tool_settings, batch=batch)
     elif batch and not config.batch:
         config = config.model_copy(update={"batch": True})
+    access = spec.access_policy()  # what its rows may name, and its workers read (runconfig)
+    config = config.model_copy(update={"access": access})
     if config.batch:
         from .batches import check_supported
 
@@ -153,23 +155,22 @@ def _submit(engine: Engine, spec: JobSpec) -> str:
     if query is None:
         query = metric_query(metric_tools) if metric_tools else DEFAULT_QUERY
     manifest, dataset, split, root = spec.manifest, spec.dataset, spec.split, spec.root
-    check_images, limit, mos_range, image_dir = (spec.check_images, spec.limit, spec.mos_range,
-                                                 spec.image_dir)
+    check_images, mos_range, image_dir = spec.check_images, spec.mos_range, spec.image_dir
     described: dict[str, Any] | None = None
     if dataset is not None:
         if root is None:
             raise ManifestFormatError(f"--dataset {dataset} needs --root: the folder the "
                                       "dataset was unpacked into")
         described, entries = dataset_entries(dataset, root, split, check_images=check_images,
-                                             limit=limit, score=spec.score)
+                                             score=spec.score, subset=spec.subset)
         source, confine = f"dataset {described['name']} ({described['split']}) in {root}", root
     elif manifest is None:
         raise ManifestFormatError("give a manifest (CSV, JSON, JSONL or a folder of images) or "
                                   "--dataset NAME --root DIR")
     else:
         manifest = Path(manifest)
-        entries = read_manifest(manifest, root=root, check_images=check_images,
-                                mos_range=mos_range, image_dir=image_dir, limit=limit)
+        entries = read_manifest(manifest, root=root, check_images=check_images, access=access,
+                                mos_range=mos_range, image_dir=image_dir, subset=spec.subset)
         source, confine = str(manifest.resolve()), root
     if metric_tools:
         entries = not_only_questions(
@@ -177,7 +178,7 @@ def _submit(engine: Engine, spec: JobSpec) -> str:
     stored = spec.model_copy(update={
         "config": config, "max_replan_iterations": max_replan_iterations, "query": query,
         "tools": tuple(metric_tools) if metric_tools else None, "batch": config.batch,
-        "root": _place(_stored_root(confine)),
+        "allowed_locations": access.allowed, "root": _place(_stored_root(confine)),
         "manifest": manifest.resolve() if isinstance(manifest, Path) else manifest,
         "dataset": described["name"] if described else None,
         "split": described["split"] if described else spec.split,
@@ -261,7 +262,9 @@ LOCAL_LEASE_SECONDS = 30.0
 
 def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int = 2,
               window: int | None = None, tool_batch_size: int | None = None,
-              on_progress: Callable[[int], None] | None = None) -> None:
+              on_progress: Callable[[int], None] | None = None,
+              restart: Sequence[str] = (),
+              on_interrupt: Callable[[], None] | None = None) -> None:
     """Work the job in this process with a pool of ``workers`` threads until nothing is left.
 
     ``agents``: the agents, or a function of the job's stored configuration giving them
@@ -269,19 +272,23 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
     submitted.  The job's runs hold a lease this process renews while it works.
     ``tool_batch_size`` above 1: each thread scores the first tool steps of its share of runs
     together (:func:`service.walk_batch`); by default :func:`local_batch_size`.
-    ``on_progress`` is told how many items just ended.
+    ``on_progress`` is told how many items just ended.  ``restart``: runs a resume found in
+    flight (:func:`resume`), walked to their end first, under this process's leases.
+    A Ctrl-C (KeyboardInterrupt) marks the job interrupted and tells ``on_interrupt`` at once,
+    then waits for the items in flight to end before it propagates (:func:`_interruptible`).
     """
     from . import service
 
     with read_scope(engine) as session:
         batched = _is_batch(reads.get_job(session, job_id).config_json)
     if batched:
-        _run_local_batched(engine, job_id, agents, workers=workers, on_progress=on_progress)
+        _run_local_batched(engine, job_id, agents, workers=workers, on_progress=on_progress,
+                           restart=restart, on_interrupt=on_interrupt)
         return
     batch_size = tool_batch_size or local_batch_size(engine, job_id, agents)
     window = window or max(8, 4 * workers, batch_size * workers if batch_size > 1 else 0)
     with session_scope(engine) as session:
-        store.set_dispatch(session, job_id, "local")
+        store.set_dispatch(session, job_id, "local", holder=Holder.here().to_json())
 
     def walk(run_ids: list[str]) -> int:
         if batch_size > 1:
@@ -291,9 +298,13 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
         return len(run_ids)
 
     with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool:
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool, \
+            _interruptible(engine, job_id, on_interrupt):
         # One worker walks the runs in this thread (no hand-over to a pool thread per item).
         work = map if workers == 1 else pool.map
+        for ended in work(walk, [[run_id] for run_id in restart]):
+            if on_progress is not None:
+                on_progress(ended)
         while True:
             batch: list[str] = []
             feed(engine, job_id, window, batch.append, lease_seconds=LOCAL_LEASE_SECONDS)
@@ -312,13 +323,15 @@ def _is_batch(config_json: str | None) -> bool:
 
 
 def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int,
-                       on_progress: Callable[[int], None] | None) -> None:
+                       on_progress: Callable[[int], None] | None,
+                       restart: Sequence[str] = (),
+                       on_interrupt: Callable[[], None] | None = None) -> None:
     """A batch job (``--batch``) from this process: its runs walked by ``workers`` threads
     until they wait for a batch, its rounds driven here (:func:`.batches.drive_local`)."""
     from . import batches, service
 
     with session_scope(engine) as session:
-        store.set_dispatch(session, job_id, "local")
+        store.set_dispatch(session, job_id, "local", holder=Holder.here().to_json())
     settings = PipelineSettings.load()
 
     def finished() -> int:
@@ -326,7 +339,8 @@ def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, wor
         return current.finished
 
     with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool:
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool, \
+            _interruptible(engine, job_id, on_interrupt):
         before = finished()
 
         def walk(run_ids: list[str]) -> None:
@@ -338,6 +352,8 @@ def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, wor
                 on_progress(now - before)
             before = now
 
+        if restart:
+            walk(list(restart))
         batches.drive_local(
             engine, job_id, walk, lease_seconds=LOCAL_LEASE_SECONDS, settings=settings,
             feed=lambda dispatch: feed(engine, job_id, settings.batch_window, dispatch,
@@ -371,6 +387,21 @@ def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
 
 
 @contextmanager
+def _interruptible(engine: Engine, job_id: str,
+                   on_interrupt: Callable[[], None] | None) -> Iterator[None]:
+    """A Ctrl-C while the block runs: the job is marked interrupted (:func:`note_interrupted`)
+    and ``on_interrupt`` told before the pool around the block waits for the items in flight,
+    so that ``eval status`` says so at once, not "running, ETA" until they end."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        note_interrupted(engine, job_id)
+        if on_interrupt is not None:
+            on_interrupt()
+        raise
+
+
+@contextmanager
 def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> Iterator[None]:
     """While the block runs, the job's open runs' leases are pushed ahead every quarter lease
     (one UPDATE): alive here means not stalled; a killed process stops renewing."""
@@ -393,6 +424,48 @@ def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> Iterator[No
         thread.join(timeout=5)
 
 
+@dataclass(frozen=True)
+class TakeOver:
+    """What :func:`take_over` found: the job's live leases (``live`` runs, the last running out
+    at ``until``), the process recorded as renewing them and its state seen from here
+    (:meth:`~.heartbeat.Holder.state`; None: none recorded), and whether this process now holds
+    them (``taken``)."""
+
+    taken: bool
+    live: int
+    until: datetime | None
+    holder: Holder | None
+    state: str | None
+
+    @property
+    def seconds_left(self) -> float:
+        """Until the last live lease runs out (0: none left)."""
+        if self.until is None:
+            return 0.0
+        return max(0.0, (_aware(self.until) - datetime.now(UTC)).total_seconds())
+
+
+def take_over(engine: Engine, job_id: str, *, force: bool = False) -> TakeOver:
+    """Make this process the job's holder, if nobody else is: its runs in flight hold no live
+    lease, or their holder is a process of this host that is gone (killed: its pid is no
+    longer that process), or ``force``.  The leases are then renewed in this process's name in
+    the same transaction, so a second resume beside this one finds a live holder.
+
+    The job's row is locked while deciding: of two resumes of a job whose process died, one
+    takes it over and the other finds the first one alive.
+    """
+    with session_scope(engine) as session:
+        reads.get_job(session, job_id, lock=True)
+        found = store.leases(session, job_id)
+        holder = Holder.from_json(found.holder)
+        state = holder.state() if holder is not None else None
+        taken = force or found.live == 0 or state == "gone"
+        if taken:
+            store.set_dispatch(session, job_id, "local", holder=Holder.here().to_json())
+            store.extend_leases(session, job_id, LOCAL_LEASE_SECONDS)
+    return TakeOver(taken, found.live, found.until, holder, state)
+
+
 def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
     """Reopen failed and cancelled items; returns (reopened, unfinished run ids to restart).
 
@@ -403,6 +476,9 @@ def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
     with session_scope(engine) as session:
         reopened, runs = store.reopen(session, job_id)
         stored = store.stored_objects(session, job_id)
+        job = reads.get_job(session, job_id)
+        if job.waiting and job.waiting.startswith(INTERRUPTED):  # it goes on now
+            job.waiting = job.waiting_at = None
     changed = _changed_objects(stored)
     if not changed:
         return reopened, runs
@@ -421,8 +497,8 @@ def _changed_objects(stored: list[tuple[int, str | None, str | None, str | None,
     changed: dict[int, str] = {}
     for item_id, image, image_digest, reference, reference_digest in stored:
         for location, recorded in ((image, image_digest), (reference, reference_digest)):
-            if not location or not recorded:
-                continue
+            if not location or not recorded or recorded.startswith("sha256:"):
+                continue  # a checksum of the bytes: the worker's read compares it
             try:
                 now = stat(location).digest
             except StorageError as exc:
@@ -504,7 +580,13 @@ class Progress:
 
     @property
     def interrupted(self) -> bool:
-        """Its run here stopped on a full disk (:func:`note_disk_full`) and none went on since."""
+        """Its run here was stopped (Ctrl-C: :func:`note_interrupted`; a full disk:
+        :func:`note_disk_full`) and nothing went on since."""
+        return bool(self.waiting and self.waiting.startswith(INTERRUPTED))
+
+    @property
+    def disk_full(self) -> bool:
+        """Its run here stopped on a full disk, and nothing went on since."""
         return bool(self.waiting and self.waiting.startswith(DISK_FULL))
 
     @property
@@ -517,8 +599,22 @@ class Progress:
         return remaining / self.throughput if self.throughput > 0 else None
 
 
-#: How a job's ``waiting`` note begins when its run here stopped on a full disk.
-DISK_FULL = "interrupted: the disk is full"
+#: How a job's ``waiting`` note begins when its run here was stopped before its end.
+INTERRUPTED = "interrupted"
+#: ... and when that was a full disk.
+DISK_FULL = f"{INTERRUPTED}: the disk is full"
+
+
+def note_interrupted(engine: Engine, job_id: str) -> bool:
+    """Mark the job as stopped here by Ctrl-C (status then says "interrupted", with no ETA,
+    until a resume); False when the database would not take the note."""
+    try:
+        with session_scope(engine) as session:
+            store.note_waiting(session, job_id, f"{INTERRUPTED} (Ctrl-C): `agentic-iqa eval "
+                               f"resume {job_id[:8]}` continues it")
+        return True
+    except Exception:  # the interrupt itself must still end the command
+        return False
 
 
 def space_needed(engine: Engine, job_id: str) -> int | None:
@@ -575,8 +671,11 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         unclaimed = running and open_items > 0 and (
             datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS \
             and not reads.run_count(session, job.id)
+        holder = Holder.from_json(job.lease_holder) if job.dispatch == "local" else None
+        # A local job whose process is gone is stalled at once, not when its leases run out.
         orphaned = (running and (job.dispatch == "local" or unclaimed) and open_items > 0
-                    and not reads.live_leases(session, job.id))
+                    and (not reads.live_leases(session, job.id)
+                         or (holder is not None and holder.state() == "gone")))
         tools = job.metric_tools
         batch = None
         if _is_batch(job.config_json):

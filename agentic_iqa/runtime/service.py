@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
@@ -18,6 +19,8 @@ from typing import Any, Literal
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+
+from iqa_tools.access import AccessPolicy, reading
 
 from ..db import batches, jobs, reads, steps
 from ..db.engine import session_scope
@@ -37,8 +40,16 @@ from ..vlm.batching import AwaitingBatch, BatchScope, batch_scope
 from ..vlm.usage import CallCollector, collecting
 from .heartbeat import HEARTBEATS
 
+#: A step's reading (:func:`iqa_tools.access.reading`'s arguments): the job's access policy
+#: (None: the ambient one) and the digests recorded at submit, by location.
+ReadingSpec = tuple[AccessPolicy | None, dict[str, str]]
+
 log = logging.getLogger(__name__)
 
+
+#: A step's own time limit: given the step's name, a context around its work that raises
+#: (an exception with a ``reason`` sentence) once the step has run too long.
+TimeLimit = Callable[[str], AbstractContextManager[object]]
 
 #: What runs a run's steps: the agents themselves (tests, an in-process caller that decides),
 #: or a function giving them for the run's stored job configuration (the CLI and workers:
@@ -64,6 +75,9 @@ class Begun:
     asked: frozenset[str]
     #: The agents that run it: the job's configuration, honoured (checked before it began).
     agents: Agents
+    #: What its reads go through (:mod:`iqa_tools.access`): the job's policy, and the digests
+    #: its item's objects had at submit.  No default: whoever begins a step says it.
+    reading: ReadingSpec
 
 
 @dataclass(frozen=True)
@@ -140,7 +154,7 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
             return upcoming
         return replace(upcoming, begun=Begun(
             run.state, attempt.attempts, run.job_id, run.vlm_cache,
-            frozenset(steps.vlm_keys_asked(session, run_id)), resolved))
+            frozenset(steps.vlm_keys_asked(session, run_id)), resolved, _reading_of(run)))
 
 
 def _decide(session: Session, run_id: str, state: AgenticIQAState,
@@ -169,7 +183,8 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
                  max_attempts: int | None = None,
                  begun: Begun | None = None,
                  chain: Chain | None = None,
-                 own_attempt: int | None = None) -> StepResult:
+                 own_attempt: int | None = None,
+                 time_limit: TimeLimit | None = None) -> StepResult:
     """Run one step of one run, persist it and decide the next one (:class:`StepResult`);
     :data:`SKIPPED` when the step was already done or is no longer the run's next step (a
     duplicate or stale delivery).
@@ -189,6 +204,10 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     A database error after the step began carries the attempt (``exc.step_attempt``): a retry
     passing it as ``own_attempt`` takes its own dead attempt over at once instead of waiting
     for its lease (a dropped connection heals in seconds, not a lease).
+
+    ``time_limit``: the step's own time limit, around its work alone (a worker's: a tool step
+    gets the tool limit whichever task runs it); what it raises fails the step and the run with
+    its sentence, as any error does, and never interrupts the writing of an outcome.
     """
     if begun is None:
         begun_here = _begin(engine, agents, run_id, step, iteration, worker=worker,
@@ -205,7 +224,8 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     scope = _batch_scope(engine, begun, run_id, step, iteration)
     try:
         with HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds, attempt), \
-                collecting(collector), batch_scope(scope):
+                collecting(collector), batch_scope(scope), reading(*begun.reading), \
+                (time_limit(step) if time_limit is not None else nullcontext()):
             update = run_step(step, state, begun.agents)
     except AwaitingBatch as waiting:  # the run waits for a round (nothing was paid for)
         with session_scope(engine) as session:
@@ -226,12 +246,11 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
         # A bad key, an unknown model, a store refusing the credential: every item would fail
         # alike, so the job stops with this one line (no traceback).
         fatal = isinstance(exc, FatalVLMError) or getattr(exc, "stops_job", False)
-        if fatal:
-            log.error("run %s: %s#%d failed: %s", run_id, step, iteration, exc)
-        else:
-            log.exception("run %s: %s#%d failed", run_id, step, iteration)
-        reason = f"{step} failed: {exc}" if fatal else \
-            f"{step} failed: {type(exc).__name__}: {exc}"
+        reason = failure_reason(step, exc, fatal=fatal)
+        # One line; the traceback only when this process logs at DEBUG (--debug, a worker's
+        # --loglevel DEBUG), never in the item's error.
+        log.error("run %s: %s#%d failed: %s", run_id, step, iteration, reason,
+                  exc_info=not fatal and log.isEnabledFor(logging.DEBUG))
         try:
             with session_scope(engine) as session:
                 steps.fail_step(session, run_id, step, iteration, error=reason,
@@ -256,6 +275,31 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     except DBAPIError as lost:  # the outcome was not written: whose attempt it was, for a retry
         lost.step_attempt = attempt  # type: ignore[attr-defined]
         raise
+
+
+def failure_reason(step: str, exc: BaseException, *, fatal: bool = False) -> str:
+    """Why ``step`` failed, as one line: an error that carries its own sentence (a time limit:
+    ``exc.reason``) says it; a fatal backend error its message; anything else its type and
+    message, or its type alone when it has no message (never "X: X()")."""
+    own = getattr(exc, "reason", None)
+    if isinstance(own, str) and own:
+        return own
+    message = " ".join(str(exc).split())
+    if fatal and message:
+        return f"{step} failed: {message}"
+    kind = type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return (f"{step} ran out of memory: give the process more memory, or lower the tool "
+                "budget (AGENTIC_IQA_TOOL_MEMORY, worker --max-memory) so that too large an "
+                "image is refused before it is read")
+    if "SoftTimeLimitExceeded" in kind:  # a worker task's limit, past every step's own
+        return (f"{step} ran past its worker task's time limit "
+                "(AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT for tool steps, "
+                "AGENTIC_IQA_VLM_SOFT_TIME_LIMIT for model steps): raise it for inputs this "
+                "large")
+    if not message or message in (kind, f"{kind}()", repr(exc)):
+        return f"{step} failed: {kind}"
+    return f"{step} failed: {kind}: {message}"
 
 
 def _batch_scope(engine: Engine, begun: Begun, run_id: str, step: str, iteration: int
@@ -337,7 +381,14 @@ def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iterati
             steps.fail_run(session, run_id, error=reason)
             return StepResult(RAN)
         return Begun(state, record.attempts, run.job_id, run.vlm_cache,
-                     frozenset(steps.vlm_keys_asked(session, run_id)), resolved)
+                     frozenset(steps.vlm_keys_asked(session, run_id)), resolved,
+                     _reading_of(run))
+
+
+def _reading_of(run: steps.RunContext) -> ReadingSpec:
+    """The job's access policy (None: no job, or one stored before policies: the ambient one)
+    and its item's digests, for :func:`iqa_tools.access.reading`."""
+    return (run.config.access if run.config is not None else None, dict(run.digests))
 
 
 def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *,
@@ -358,12 +409,14 @@ def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, in
     from iqa_tools.images import LoadedImage, read_image
 
     calls: dict[int, list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
-    images: dict[str, LoadedImage] = {}
+    images: dict[tuple[str, str], LoadedImage] = {}
 
-    def image(path: str) -> LoadedImage:
-        if path not in images:
-            images[path] = read_image(path)
-        return images[path]
+    def image(path: str, spec: ReadingSpec) -> LoadedImage:
+        key = (path, repr(spec))  # one job's reading never serves another's
+        if key not in images:
+            with reading(*spec):
+                images[key] = read_image(path)
+        return images[key]
 
     with session_scope(engine) as session:
         runs = []
@@ -375,13 +428,14 @@ def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, in
                 log.info("run %s: not batched: %s", run_id, exc)
                 continue
             if run.state.get("iteration_count", 0) == iteration:
-                runs.append((run.state, registry))
-    for state, registry in runs:  # one batch per registry: jobs may differ in tool settings
+                runs.append((run.state, registry, _reading_of(run)))
+    for state, registry, spec in runs:  # one batch per registry: jobs may differ in settings
         registries[id(registry)] = registry
         for tool, image_path, reference_path in planned_tool_calls(state, registry):
             try:
                 calls.setdefault(id(registry), []).append(
-                    (tool, image(image_path), image(reference_path) if reference_path else None))
+                    (tool, image(image_path, spec),
+                     image(reference_path, spec) if reference_path else None))
             except Exception as exc:  # unreadable input: its step reports it
                 log.info("%s: not batched: %s", image_path, exc)
     return sum(registries[key].score_batches(batch, max_batch=max_batch)

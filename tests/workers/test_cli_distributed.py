@@ -321,6 +321,38 @@ def test_a_tool_step_past_its_soft_time_limit_fails_with_the_reason_and_the_job_
 
 
 @pytest.mark.faults
+def test_a_tool_step_inside_the_coordinating_task_gets_the_tool_time_limit(
+        make_cluster, sqlite_url, tmp_path, time_limit_tools):
+    """One worker of every queue runs a metric item's tool step inside the task that
+    coordinates it, whose own limit is a model step's (here 3 s): the step still gets the tool
+    limit, and its error says which limit ran out and what to raise."""
+    upgrade(sqlite_url)
+    cluster = make_cluster(sqlite_url, (time_limit_tools,),
+                           AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT=str(SOFT_LIMIT),
+                           AGENTIC_IQA_VLM_SOFT_TIME_LIMIT="3",
+                           AGENTIC_IQA_HARD_TIME_LIMIT_MARGIN="30")
+    cluster.start("every", "default,gpu")
+    manifest = manifest_of(tmp_path / "photos", 1, slow=1)
+    submitted = cli(cluster, "eval", "submit", str(manifest), "--tools", "Dawdle")
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    engine = make_engine(sqlite_url)
+    job_id = the_job(engine)
+
+    final = lifecycle.wait(engine, job_id, poll=0.3, timeout=90)
+    assert (final.status, final.counts) == ("done", {"failed": 1}), final
+    with session_scope(engine) as session:
+        item = session.execute(select(JobItem).where(JobItem.job_id == job_id)).scalar_one()
+        step = session.execute(select(StepRecord).where(
+            StepRecord.run_id == item.run_id, StepRecord.step == "tool_execution")).scalar_one()
+    took = (step.finished_at - step.started_at).total_seconds()
+    assert SOFT_LIMIT - 1 <= took < 25, took  # the tool limit, not the task's 3 s
+    assert item.error == (
+        f"the tool step ran past its time limit of {SOFT_LIMIT} s (AGENTIC_IQA_TOOL_SOFT_TIME_"
+        "LIMIT, or `agentic-iqa worker --tool-time-limit`): raise it for photos this large")
+    assert "SoftTimeLimitExceeded" not in (step.error or "")
+
+
+@pytest.mark.faults
 def test_a_tool_step_killed_by_the_hard_time_limit_fails_the_run_instead_of_looping(
         make_cluster, sqlite_url, tmp_path, time_limit_tools):
     upgrade(sqlite_url)

@@ -24,9 +24,8 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
-from iqa_tools import load_image
-
 from .measure import colourfulness, luminance
+from .pixels import feature_pixels
 
 _NOISE_KERNEL = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], dtype=np.float64)
 _SHIFTS = ((0, 1), (1, 0), (1, 1), (1, -1))
@@ -125,7 +124,7 @@ def feature_vector(pixels: np.ndarray) -> dict[str, float]:
 
 @lru_cache(maxsize=256)
 def _cached(path: str, _version: str) -> dict[str, float]:
-    return feature_vector(load_image(path).pixels)
+    return feature_vector(feature_pixels(path))
 
 
 def opinion_features(path: str | Path) -> dict[str, float]:

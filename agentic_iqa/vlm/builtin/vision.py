@@ -15,11 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from iqa_tools import load_image
 from iqa_tools.images import version_key
 
 from ...query import Region, categories_in, region_of
 from .measure import Measurements, measure
+from .pixels import feature_pixels
 from .severity import category_scores, dominance, explain, presence, severity_word
 
 Box = tuple[float, float, float, float]
@@ -27,7 +27,7 @@ Box = tuple[float, float, float, float]
 
 @lru_cache(maxsize=512)
 def _measure_cached(path: str, _version: str, box: Box | None) -> Measurements:
-    return measure(load_image(path).pixels, box)
+    return measure(feature_pixels(path), box)
 
 
 def measurements(path: str | Path, box: Box | None = None) -> Measurements:

@@ -64,7 +64,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0012",)]
+            ("0013",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:
@@ -282,7 +282,6 @@ def test_0012_adds_job_specs_and_groups_and_downgrades_to_0011(empty_url: str) -
     try:
         _insert_job(engine)
         command.upgrade(alembic_config(empty_url), "0012")
-        assert check_schema(engine) == []
         with engine.begin() as connection:
             assert connection.execute(text("SELECT spec_json, job_group FROM jobs")).all() == [
                 (None, None)]
@@ -291,6 +290,26 @@ def test_0012_adds_job_specs_and_groups_and_downgrades_to_0011(empty_url: str) -
         command.downgrade(alembic_config(empty_url), "0011")
         columns = {c["name"] for c in inspect(engine).get_columns("jobs")}
         assert not {"spec_json", "job_group"} & columns
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
+    finally:
+        engine.dispose()
+
+
+def test_0013_adds_the_lease_holder_and_downgrades_to_0012(empty_url: str) -> None:
+    """Jobs stored before have no holder (their leases are waited out); downgrade drops the
+    column only."""
+    command.upgrade(alembic_config(empty_url), "0012")
+    engine = build_engine(empty_url, pooled=False)
+    try:
+        _insert_job(engine)
+        command.upgrade(alembic_config(empty_url), "0013")
+        assert check_schema(engine) == []
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT lease_holder FROM jobs")).all() == [(None,)]
+            connection.execute(text("UPDATE jobs SET lease_holder = '{}'"))
+        command.downgrade(alembic_config(empty_url), "0012")
+        assert "lease_holder" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
         with engine.connect() as connection:
             assert connection.execute(text("SELECT id FROM jobs")).all() == [("j1",)]
     finally:
