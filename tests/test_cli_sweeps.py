@@ -158,7 +158,7 @@ def test_estimate_takes_a_dataset_as_submit_does(tmp_path, results, livec_dir):
     with simulated(Behaviour.CLEAN, _taught(koniq, livec, livec_dir)) as (server, _model):
         result = runner.invoke(app, [
             "eval", "estimate", "--dataset", "koniq", "--root", str(koniq), "--limit", "2",
-            "--mode", "vlm", "--sample", "1", "--backend", "openai", "--model", "gpt-4o",
+            "--mode", "vlm", "--measure", "1", "--backend", "openai", "--model", "gpt-4o",
             "--base-url", f"{server.url}/v1", "--json"])
         calls = len([r for r in server.requests if r.path.endswith("/chat/completions")])
     assert result.exit_code == 0, result.output
@@ -168,7 +168,7 @@ def test_estimate_takes_a_dataset_as_submit_does(tmp_path, results, livec_dir):
     assert calls >= 1 and figures["calls"] == pytest.approx(2 * calls)
     assert figures["input_tokens"] > 0 and figures["wall_seconds"] > 0
     text = runner.invoke(app, ["eval", "estimate", "--dataset", "koniq", "--root", str(koniq),
-                               "--tools", "PIQE", "--sample", "1"])
+                               "--tools", "PIQE", "--measure", "1"])
     assert text.exit_code == 0, text.output
     assert "dataset koniq: 3 rows" in text.stdout and "0 VLM calls" in text.stdout
     refused = runner.invoke(app, ["eval", "estimate", "--dataset", "livec", "--root",

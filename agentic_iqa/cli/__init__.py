@@ -7,6 +7,12 @@ use in their bodies.
 
 from __future__ import annotations
 
+import inspect
+import os
+import re
+import sys
+from typing import Any
+
 import typer
 
 from .assess import assess
@@ -20,8 +26,63 @@ from .runs import runs_app
 from .system import check, db_app, worker
 from .tools import tools_app
 
+#: Help wraps here when stdout is not a terminal (and COLUMNS does not say otherwise).
+PIPE_WIDTH = 100
+_DOUBLE_BACKTICKS = re.compile(r"``(.+?)``")
+_LIST_ITEM = re.compile(r"\s*([-*]|\d+\.)\s")
+
+
+def readable(text: str | None) -> str | None:
+    """A docstring as help: each paragraph one line, so that it wraps to the width it is shown
+    at (typer's rich help keeps the source's line breaks; a list item or an indented line keeps
+    its own), and code in reST's double backquotes in Markdown's single ones, as shown."""
+    if not text:
+        return text
+    paragraphs = []
+    for paragraph in re.split(r"\n\s*\n", inspect.cleandoc(text)):
+        lines = paragraph.splitlines()
+        if lines and lines[0].startswith("\b"):  # click's "do not rewrap" mark
+            paragraphs.append(paragraph)
+            continue
+        joined = [lines[0].strip()] if lines else []
+        for line in lines[1:]:
+            if _LIST_ITEM.match(line) or line.startswith("  "):
+                joined.append("\n" + line.rstrip())
+            else:
+                joined.append(" " + line.strip())
+        paragraphs.append("".join(joined))
+    return _DOUBLE_BACKTICKS.sub(r"`\1`", "\n\n".join(paragraphs))
+
+
+def _fit_help(command: Any, *, plain: bool) -> None:
+    """Every command's help and its parameters' :func:`readable`; ``plain``: printed by click
+    as plain text (no boxes, no colour, nothing cut to fit), as a pipe or a file wants it."""
+    command.help = readable(command.help)
+    if hasattr(command, "rich_markup_mode"):
+        command.rich_markup_mode = None if plain else "rich"
+    for parameter in command.params:
+        if getattr(parameter, "help", None):
+            parameter.help = readable(parameter.help)
+    for child in getattr(command, "commands", {}).values():
+        _fit_help(child, plain=plain)
+
+
+class RootGroup(FaultCatchingGroup):
+    """The ``agentic-iqa`` group: its help as rich panels on a terminal; into a pipe or a file
+    as plain text at full width (rich would cut it to 80 columns, with ellipses)."""
+
+    def main(self, *args: Any, **extra: Any) -> Any:
+        plain = not sys.stdout.isatty()
+        _fit_help(self, plain=plain)
+        if plain:
+            columns = os.environ.get("COLUMNS", "")
+            extra.setdefault("terminal_width", int(columns) if columns.isdigit()
+                             else PIPE_WIDTH)
+        return super().main(*args, **extra)
+
+
 app = typer.Typer(
-    cls=FaultCatchingGroup,
+    cls=RootGroup,
     callback=_redacted_logging,
     help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
     no_args_is_help=True,
@@ -45,4 +106,4 @@ def main() -> None:  # pragma: no cover - console entry point
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["RootGroup", "app", "main", "readable"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,9 +14,6 @@ import typer
 from rich.markup import escape
 
 from .common import (
-    BackendOption,
-    BaseUrlOption,
-    ModelOption,
     _broker,
     _duration,
     _engine,
@@ -29,11 +26,10 @@ from .common import (
     _write_page,
     err,
     out,
-    use_backend,
 )
+from .jobflags import JobFlags, ProgressEveryOption, base_spec, job_options, job_specs
 from .progress import (
     DEFAULT_EVERY,
-    MIN_EVERY,
     Pace,
     eta_seconds,
     eta_text,
@@ -54,11 +50,13 @@ def _summary(engine: Any, job_id: str) -> None:
     current = lifecycle.progress(engine, job_id)
     counts = current.counts
     short = job_id[:8]
+    subset = lifecycle.job_spec(engine, job_id).subset.describe()
     tally = ", ".join(f"{counts.get(state, 0)} {state}" for state in ("done", "failed")) + \
         "".join(f", {counts[state]} {state}" for state in ("cancelled", "queued", "pending")
                 if counts.get(state))
     lines = [
-        f"job {short} ({current.name}) {current.status} after {_duration(current.elapsed)}: "
+        f"job {short} ({current.name}{', ' + subset if subset else ''}) {current.status} after "
+        f"{_duration(current.elapsed)}: "
         f"{tally} of {current.total} items",
         f"results: job {job_id} in {_safe_url(engine)}",
         "next:",
@@ -69,13 +67,6 @@ def _summary(engine: Any, job_id: str) -> None:
     ]
     for text in lines:
         err.print(escape(text), highlight=False, soft_wrap=True)
-
-
-#: ``--progress-every``: how often a followed job says how far it is in a log file.
-ProgressEveryOption = Annotated[float, typer.Option(
-    "--progress-every", min=MIN_EVERY, metavar="SECONDS",
-    help="when stderr is not a terminal (nohup, Slurm): a progress line (done/failed/total, "
-         "rate, ETA) every SECONDS instead of a bar")]
 
 
 def _pace(current: Any, seen: float | None = None) -> str:
@@ -171,206 +162,34 @@ def _agents() -> Any:
     return AgentsCache()
 
 
-#: ``--model`` of ``eval submit`` and ``eval estimate``: one, or several for a sweep.
-ModelsOption = Annotated[list[str] | None, typer.Option(
-    "--model", metavar="MODEL",
-    help="model for every role, e.g. gpt-4o; repeat it for a sweep (one job per model and "
-         "dataset); BACKEND:MODEL names its backend too (openai:gpt-4o, "
-         "anthropic:claude-sonnet-4-5, builtin) (AGENTIC_IQA_VLM_MODEL)")]
-#: ``--backend``: one for every model, or one per ``--model``, in the same order.
-BackendsOption = Annotated[list[str] | None, typer.Option(
-    "--backend", metavar="BACKEND",
-    help="VLM backend for every role: builtin, openai or anthropic; repeat it, once per "
-         "--model in the same order, where the models' backends differ (default: "
-         "configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)")]
-#: ``--dataset`` (or ``--data``): one, or several for a sweep.
-DatasetsOption = Annotated[list[str] | None, typer.Option(
-    "--dataset", "--data", metavar="NAME",
-    help="a public dataset read from its own files under --root: livec, koniq10k, spaq, "
-         "kadid10k, tid2013, agiqa3k, qbench (`agentic-iqa eval datasets` lists them); repeat "
-         "it, with one --root each in the same order, for a sweep")]
-#: ``--score``: which published score is the truth.
-ScoreOption = Annotated[str, typer.Option(
-    "--score", help="the ground truth: mos (the dataset's MOS) or zscore (KonIQ-10k's "
-                    "MOS_zscore, 0-100, which many papers and pyiqa use)")]
-_BACKENDS = ("builtin", "openai", "anthropic")
-
-
-def _model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None, str | None]]:
-    """(backend, model) per job of a sweep: ``--model`` values (``BACKEND:MODEL`` names its
-    backend; a bare backend name is that backend's default), each with its ``--backend`` (one
-    for all, or one each in the same order); exits 2 when they cannot be paired."""
-    if len(backends) > 1 and models and len(backends) != len(models):
-        _fail(f"{len(backends)} --backend values for {len(models)} --model values: give one "
-              "--backend for every model, or one per --model in the same order (or spell "
-              "each model BACKEND:MODEL)", code=2)
-    if not models:
-        return [(backend, None) for backend in backends] or [(None, None)]
-    axis: list[tuple[str | None, str | None]] = []
-    for index, entry in enumerate(models):
-        backend = backends[index] if len(backends) > 1 else (backends[0] if backends else None)
-        prefix, colon, rest = entry.partition(":")
-        named: tuple[str | None, str | None] = (backend, entry)
-        if colon and prefix in _BACKENDS:
-            named = (prefix, rest or None)
-        elif entry in _BACKENDS:
-            named = (entry, None)
-        if backend is not None and named[0] != backend:
-            _fail(f"--model {entry} names the {named[0]} backend and --backend says "
-                  f"{backend}: give one of them", code=2)
-        axis.append(named)
-    return axis
-
-
-def _data_axis(datasets: list[str], roots: list[str]) -> list[tuple[str | None, str | None]]:
-    """(dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in order."""
-    if len(roots) > 1 and len(roots) != len(datasets):
-        _fail(f"{len(roots)} --root values for {len(datasets)} --dataset values: give one "
-              "--root per --dataset, in the same order", code=2)
-    if len(datasets) > 1 and len(roots) < len(datasets):
-        _fail("a sweep over datasets reads each from its own folder: give one --root per "
-              "--dataset, in the same order", code=2)
-    if not datasets:
-        return [(None, roots[0] if roots else None)]
-    return [(dataset, roots[index] if len(roots) > index else None)
-            for index, dataset in enumerate(datasets)]
-
-
 @eval_app.command("submit")
-def submit(
-    manifest: Annotated[Path | None, typer.Argument(
-        help="CSV, JSON or JSONL manifest, or a folder of images (or --dataset instead)")
-    ] = None,
-    dataset: DatasetsOption = None,
-    split: Annotated[str | None, typer.Option(
-        "--split", help="the dataset's split (default: the dataset's own, e.g. all or dev)")
-    ] = None,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", min=1, help="only the first N rows or records")] = None,
-    image_dir: Annotated[str | None, typer.Option(
-        "--image-dir", help="a manifest's image paths are relative to this folder (default: "
-                            "the manifest's own folder)")] = None,
-    mode: Annotated[str, typer.Option(
-        "--mode", help="agent (plan, tools, summary), vlm (the VLM answers alone: no plan, no "
-                       "tools) or tools (the tools alone; with --tools)")] = "agent",
-    name: Annotated[str | None, typer.Option(
-        "--name", help="the job's name (default: dataset-split-mode-model, or the manifest's "
-                       "file name); in a sweep, each job's default name after it")] = None,
-    query: Annotated[str | None, typer.Option(
-        "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
-                              "image.'; a metric job: 'metrics: TOOLS')")] = None,
-    root: Annotated[list[str] | None, typer.Option(
-        "--root", metavar="DIR",
-        help="with --dataset: the dataset's folder (one per --dataset); with a "
-                       "manifest: confine every path here")] = None,
-    tools: Annotated[str | None, typer.Option(
-        "--tools", help="a metric job: only these tools (comma-separated, e.g. BRISQUE,NIQE,"
-                        "SSIM) on every image, raw and normalized scores, no agent and no VLM")
-    ] = None,
-    backend: BackendsOption = None,
-    model: ModelsOption = None,
-    base_url: BaseUrlOption = None,
-    group: Annotated[str | None, typer.Option(
-        "--group", help="the sweep's name, stored with each of its jobs (`eval list --group`, "
-                        "`eval compare --group`); default: generated for a sweep, none for "
-                        "one job")] = None,
-    score: ScoreOption = "mos",
-    wait: Annotated[bool, typer.Option("--wait", help="with workers: block until the job ends, "
-                                                  "then print a summary; without a broker the "
-                                                  "job runs here and the command always waits "
-                                                  "(--wait is then a no-op, with a note)")
-                    ] = False,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="local threads (no broker)")] = 2,
-    no_check_images: Annotated[
-        bool, typer.Option("--no-check-images", help="skip opening each image at submit")
-    ] = False,
-    mos_range: Annotated[
-        tuple[float, float] | None,
-        typer.Option("--mos-range", help="the MOS scale LOW HIGH: a MOS outside it is a bad "
-                                         "row (default: any finite number)"),
-    ] = None,
-    vlm_cache: Annotated[
-        bool, typer.Option("--vlm-cache/--no-vlm-cache",
-                           help="answer deterministic VLM requests from the response cache")
-    ] = True,
-    batch: Annotated[
-        bool, typer.Option("--batch", help="send the model calls through the provider's batch "
-                                           "interface (OpenAI Batch API, Anthropic Message "
-                                           "Batches): half the price, answers within 24 h "
-                                           "(usually minutes), in rounds")
-    ] = False,
-    progress_every: ProgressEveryOption = DEFAULT_EVERY,
-) -> None:
+@job_options
+def submit(flags: JobFlags) -> None:
     """Create a job from a manifest and start it (Celery workers, or locally without a broker).
 
     The job stores how it is run (backends, models and base URLs per role, prompts, tools,
     caches; never a key): every item runs so, wherever and whenever it runs.  A configuration
     that cannot work (a missing key, an endpoint that does not answer, an unknown model or
     tool) exits 2 with one line before anything is stored.  Exits 1 if the job is cancelled or
-    stopped while this command waits for it (``--wait``, or a local run).
+    stopped while this command waits for it (--wait, or a local run); Ctrl-C on a local run
+    marks the job interrupted and says how to resume it (exit 130).
 
     Several --model or --dataset values make a sweep: one job per (model, dataset), all under
     one --group; each job id is printed on its own line, and `eval compare --group NAME` puts
-    them in one table.
+    them in one table.  `eval estimate` takes the same flags: replace submit by estimate to
+    learn what the job will cost first.
     """
-    from iqa_tools.errors import ToolError
-
-    from ..jobs.spec import JobSpec, JobSpecError, new_group
-    from ..jobs.tools import MetricToolsError, check_tools, parse_tools
-    from ..runconfig import capture
-
-    models, datasets, roots = _many(model), _many(dataset), _many(root)
-    try:  # the whole job, checked once, before anything is captured or stored
-        base = JobSpec.build(
-            manifest=manifest, dataset=datasets[0] if datasets else None,
-            root=_place(roots[0]) if roots else None, split=split, limit=limit,
-            image_dir=_place(image_dir), name=name, query=query,
-            mode=None if tools is not None and mode == "agent" else mode,
-            tools=parse_tools(tools) if tools is not None else None, vlm_cache=vlm_cache,
-            batch=batch, mos_range=mos_range, check_images=not no_check_images, score=score,
-            group=group)
-    except (JobSpecError, MetricToolsError) as exc:
-        _fail(str(exc), code=2)
-    try:  # checked (names, weights) before anything is captured or stored
-        metric_tools = check_tools(list(base.tools)) if base.tools else None
-    except (MetricToolsError, ToolError) as exc:
-        _fail(str(exc), code=2)
-    axis = _model_axis(_many(backend), models)
-    if metric_tools and len(axis) > 1:
-        _fail("a metric job (--tools) asks no model: give --model once at most", code=2)
-    cells = [(backend_model, data) for backend_model in axis
-             for data in _data_axis(datasets, roots)]
-    sweep = len(cells) > 1
-    if sweep and group is None:
-        group = new_group()
+    base = base_spec(flags)  # the whole job, checked once, before anything is captured
     broker = _broker()
     if broker:  # a job the workers will never hear of must not be stored
         _check_broker(broker)
-    specs, configs = [], {}
-    for (cell_backend, cell_model), (cell_dataset, cell_root) in cells:
-        if (cell_backend, cell_model) not in configs:  # each model checked once
-            roles = None if metric_tools else use_backend(
-                cell_backend, cell_model, None if cell_backend == "builtin" else base_url)
-            config = capture(max_replan_iterations=_max_replans(), vlm_cache=vlm_cache,
-                             metric_tools=metric_tools, roles=roles, batch=batch)
-            if not broker and roles:  # it runs here: refused now, before a job is stored
-                _honoured_here(config, roles)
-            configs[(cell_backend, cell_model)] = config
-        config = configs[(cell_backend, cell_model)]
-        try:
-            cell = base.cell(dataset=cell_dataset, root=_place(cell_root), config=config,
-                             tools=metric_tools, group=group, name=None)
-        except JobSpecError as exc:
-            _fail(str(exc), code=2)
-        if name is not None:
-            cell = cell.model_copy(update={"name": f"{name}-{cell.default_name()}"
-                                           if sweep else name})
-        specs.append(cell)
+    planned = job_specs(flags, base, here=not broker)
+    sweep, group, wait = planned.sweep, planned.group, flags.wait
     engine = _database()
-    job_ids = [_submit_spec(engine, spec, single=not sweep) for spec in specs]
+    job_ids = [_submit_spec(engine, spec, single=not sweep) for spec in planned.specs]
     if sweep:
-        err.print(f"group {group}: {len(job_ids)} jobs ({len(axis)} models x "
-                  f"{len(cells) // len(axis)} datasets); when they end: `agentic-iqa eval "
+        err.print(f"group {group}: {len(job_ids)} jobs ({planned.models} models x "
+                  f"{planned.datasets} datasets); when they end: `agentic-iqa eval "
                   f"compare --group {group}`", highlight=False, soft_wrap=True)
     runnable = [job_id for job_id in job_ids if job_id is not None]
     failed = len(runnable) < len(job_ids)
@@ -381,7 +200,7 @@ def submit(
             start_job(job_id)
         for job_id in runnable:
             if wait:
-                _progress_bar(engine, job_id, progress_every)
+                _progress_bar(engine, job_id, flags.progress_every)
                 _summary(engine, job_id)
                 failed |= _ended_badly(engine, job_id, single=not sweep)
             else:
@@ -397,16 +216,11 @@ def submit(
                   highlight=False, soft_wrap=True)
     for job_id in runnable:
         with contextlib.redirect_stdout(sys.stderr):
-            _run_local(engine, job_id, _agents(), workers, progress_every)
+            _run_local(engine, job_id, _agents(), flags.workers, flags.progress_every)
         _summary(engine, job_id)
         failed |= _ended_badly(engine, job_id, single=not sweep)
     if failed:
         raise typer.Exit(1)
-
-
-def _many(values: list[str] | None) -> list[str]:
-    """A repeatable option's values (typer gives None or an empty list when none is given)."""
-    return list(values or [])
 
 
 def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
@@ -534,12 +348,6 @@ def _database() -> Any:
         _fail(f"the results database cannot be opened: {_first_line(exc)}", code=2)
 
 
-def _max_replans() -> int:
-    from ..config import PipelineSettings
-
-    return PipelineSettings.load().max_replan_iterations
-
-
 def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
     from ..db import reads
     from ..db.engine import read_scope
@@ -549,52 +357,49 @@ def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
 
 
 @eval_app.command("estimate")
+@job_options
 def estimate(
-    manifest: Annotated[Path | None, typer.Argument(
-        help="CSV or JSONL manifest, or a folder of images (or --dataset instead)")] = None,
-    dataset: Annotated[str | None, typer.Option(
-        "--dataset", "--data", help="a public dataset read from its own files under --root, "
-                                    "as `eval submit --dataset` reads it")] = None,
-    split: Annotated[str | None, typer.Option(
-        "--split", help="the dataset's split (default: the dataset's own)")] = None,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", min=1, help="the job would take only the first N rows or records")] = None,
-    mode: Annotated[str, typer.Option(
-        "--mode", help="agent, vlm (the VLM alone) or tools (with --tools), as the job would "
-                       "run")] = "agent",
-    tools: Annotated[str | None, typer.Option(
-        "--tools", help="a metric job's tools (comma-separated): no VLM, so no VLM cost")
-    ] = None,
-    score: ScoreOption = "mos",
-    sample: Annotated[int, typer.Option("--sample", min=1, help="items to run for real")] = 5,
-    query: Annotated[str | None, typer.Option(
-        "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
-                              "image.')")] = None,
-    root: Annotated[str | None, typer.Option(
-        "--root", help="with --dataset: the dataset's folder; with a manifest: confine every "
-                       "path here")] = None,
-    workers: Annotated[int, typer.Option(
-        "--workers", min=1, help="items in flight at once in the real job (capped by "
-                                 "job_window)")] = 2,
-    backend: BackendOption = None,
-    model: ModelOption = None,
-    base_url: BaseUrlOption = None,
-    batch: Annotated[bool, typer.Option(
-        "--batch", help="also price the job through the providers' batch APIs (eval submit "
-                        "--batch): cost at each provider's batch_discount, wall time in "
-                        "rounds of batches")] = False,
+    flags: JobFlags,
+    measure: Annotated[int, typer.Option(
+        "--measure", min=1, metavar="N",
+        help="how many of the job's items to run for real, drawn at random from them")] = 5,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Run the first SAMPLE good items for real and extrapolate calls, tokens, cost and time.
+    """Run a few of the job's items for real and extrapolate calls, tokens, cost and time.
 
-    The job is described as `eval submit` describes it (a manifest, or --dataset NAME --root DIR
-    with --split and --limit; --mode, --tools, --batch), and its sample runs in that mode.
+    Takes every flag `eval submit` takes, read by the same code (--sample and --seed, --offset
+    and --limit choose the job's rows as they would), so `eval estimate ARGS` estimates
+    `eval submit ARGS`; --wait, --name, --group and --progress-every change nothing here.  A
+    sweep is estimated job by job.
 
-    The sample runs here, one item at a time, in a scratch SQLite database that is deleted
-    afterwards (the results database is not touched), with the VLM response cache off so the
-    figures are those of a cold run. With --batch the sample still runs online (a batch can take
-    hours); its calls are priced again at each provider's batch discount.
+    The --measure items run here as the job would run them, --workers at once, in a scratch
+    SQLite database that is deleted afterwards (the results database is not touched), with the
+    VLM response cache and the tool score cache off so the figures are those of a cold run.
+    The first wave of items carries the warm-up (imports, model loads) the job pays once; the
+    items after it give the pace, so --measure should exceed --workers.  With --batch the
+    items still run online (a batch can take hours); their calls are priced again at each
+    provider's batch discount.
     """
+    base = base_spec(flags)
+    planned = job_specs(flags, base, here=True)
+    results = [_estimate_job(spec, flags, measure) for spec in planned.specs]
+    if as_json:
+        print(json.dumps(results[0] if len(results) == 1 else {
+            "group": planned.group, "jobs": results,
+            "wall_seconds": sum(result["wall_seconds"] for result in results)}, indent=2))
+        return
+    for spec, result in zip(planned.specs, results, strict=True):
+        _print_estimate(spec, result, named=planned.sweep)
+    if planned.sweep:
+        out.print(f"the sweep: {len(results)} jobs, about "
+                  f"{_duration(sum(result['wall_seconds'] for result in results))} one after "
+                  "another here", highlight=False, soft_wrap=True)
+
+
+def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
+    """One job's estimate: ``measure`` of its items run here, cold, as many at once as the
+    job will run, each timed as it ends, then extrapolated
+    (:func:`agentic_iqa.jobs.estimate.extrapolate`)."""
     import os
     import tempfile
     import time
@@ -602,33 +407,22 @@ def estimate(
     from ..config import PipelineSettings
     from ..db import dispose_engines, make_engine, reads, upgrade
     from ..db.engine import read_scope
-    from ..jobs.estimate import batch_pricing, describe_batch, extrapolate, sample_items
+    from ..jobs.estimate import SamplePace, batch_pricing, extrapolate, sample_items
     from ..jobs.manifest import ManifestFormatError
-    from ..jobs.spec import JobSpec, JobSpecError
-    from ..jobs.tools import MetricToolsError, check_tools, parse_tools
-    from ..runconfig import capture
     from ..runtime import lifecycle
     from ..vlm.usage import PriceTable
 
-    try:  # the job as `eval submit` would store it, checked the same way
-        spec = JobSpec.build(
-            manifest=manifest, dataset=dataset, root=_place(root), split=split, limit=limit,
-            mode=None if tools is not None and mode == "agent" else mode, query=query,
-            tools=check_tools(parse_tools(tools)) if tools is not None else None,
-            batch=batch, score=score)
-    except (JobSpecError, MetricToolsError) as exc:
-        _fail(str(exc), code=2)
-    roles = None if spec.tools else use_backend(backend, model, base_url)
-    source = manifest if manifest is not None else f"dataset {dataset}"
+    source = spec.manifest if spec.manifest is not None else f"dataset {spec.dataset}"
     try:
-        chosen, total = sample_items(spec, sample)
+        chosen, total = sample_items(spec, measure)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
     if not chosen:
         _fail(f"{source}: no readable item to run")
-    concurrency = min(workers, PipelineSettings.load().job_window)
-    previous = os.environ.get("AGENTIC_IQA_VLM_CACHE")
-    os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
+    concurrency = min(flags.workers, PipelineSettings.load().job_window)
+    cold = {"AGENTIC_IQA_VLM_CACHE": "false", "AGENTIC_IQA_TOOL_CACHE": "memory"}
+    previous = {name: os.environ.get(name) for name in cold}
+    os.environ.update(cold)
     try:
         with tempfile.TemporaryDirectory(prefix="agentic-iqa-estimate-") as scratch:
             lines = [json.dumps({"image": str(item.image), "id": item.item_id,
@@ -639,55 +433,76 @@ def estimate(
             url = f"sqlite:///{Path(scratch) / 'estimate.sqlite3'}"
             upgrade(url)
             engine = make_engine(url)
-            config = capture(max_replan_iterations=_max_replans(), vlm_cache=False,
-                             roles=roles, metric_tools=list(spec.tools) if spec.tools else None)
+            config = spec.config.model_copy(update={"vlm_cache": False, "batch": False})
             # The sample runs online (a batch can take hours): priced at the discount below.
-            job_id = lifecycle.submit(engine, spec.cell(
+            job_id = lifecycle.submit(engine, spec.cell(  # read where the job's rows would be
                 manifest=sample_manifest, dataset=None, split=None, root=None, image_dir=None,
-                limit=None, mos_range=None, score="mos", check_images=False, vlm_cache=False,
-                batch=False, config=config, name=f"estimate {Path(str(source)).name}"))
+                allowed_locations=spec.access_policy().as_allowed(), limit=None, offset=0,
+                sample=None, seed=None, mos_range=None, score="mos", check_images=False,
+                vlm_cache=False, batch=False, config=config, group=None,
+                name=f"estimate {Path(str(source)).name}"))
+            ended: list[float] = []
+
+            def timed(count: int) -> None:
+                ended.extend([time.perf_counter() - started] * count)
+
             started = time.perf_counter()
-            with contextlib.redirect_stdout(sys.stderr):
-                lifecycle.run_local(engine, job_id, _agents(), workers=1)
+            with contextlib.redirect_stdout(sys.stderr):  # as the job will: so many at once
+                lifecycle.run_local(engine, job_id, _agents(), workers=concurrency,
+                                    on_progress=timed)
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
                 prices = PriceTable.load()
                 measured = reads.vlm_summary(session, job_id, prices)
                 as_batch = (batch_pricing(reads.vlm_usage(session, job_id=job_id), prices)
-                            if batch else None)
+                            if spec.batch else None)
                 failed = [(item.item_key, item.error) for item in reads.failed_items(
                     session, job_id)]
             dispose_engines(url)
     finally:
-        if previous is None:
-            os.environ.pop("AGENTIC_IQA_VLM_CACHE", None)
-        else:
-            os.environ["AGENTIC_IQA_VLM_CACHE"] = previous
-    result = extrapolate(measured, sample_items=len(chosen), sample_seconds=seconds,
-                         total_items=total, concurrency=concurrency, batch=as_batch)
-    result["sample_failed"] = len(failed)
-    result["sample_failures"] = [{"item": key, "error": error} for key, error in failed]
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     if len(failed) == len(chosen):  # nothing to extrapolate from: say why, do not print zeros
         _fail(f"every sampled item failed ({len(failed)} of {len(chosen)}), so there is "
               f"nothing to estimate from: {failed[0][1]}")
-    if as_json:
-        print(json.dumps(result, indent=2))
-        return
+    result = extrapolate(measured, sample_items=len(chosen), sample_seconds=seconds,
+                         total_items=total, concurrency=concurrency, batch=as_batch,
+                         pace=SamplePace.of(ended, concurrency))
+    result.update(name=spec.name or spec.default_name(), sample_failed=len(failed),
+                  sample_failures=[{"item": key, "error": error} for key, error in failed],
+                  subset=spec.subset.describe() or None)
+    return result
+
+
+def _print_estimate(spec: Any, result: dict[str, Any], *, named: bool) -> None:
+    """One job's estimate as text: the sample, its pace, the extrapolated figures."""
+    from ..jobs.estimate import describe_batch
     from ..vlm.usage import format_cost
 
-    out.print(f"sample: {len(chosen)} items in {seconds:.1f} s; "
-              f"{'manifest' if manifest is not None else escape(str(source))}: {total} rows, "
-              f"{concurrency} at once", highlight=False, soft_wrap=True)
+    source = (Path(str(spec.manifest)).name if spec.manifest is not None
+              else f"dataset {spec.dataset}")
+    rows = f"{result['total_items']} rows" + (f" ({result['subset']})" if result["subset"]
+                                             else "")
+    if named:
+        out.print(f"job {escape(result['name'])}:", highlight=False, soft_wrap=True)
+    out.print(f"measured: {result['sample_items']} items in {result['sample_seconds']:.1f} s, "
+              f"{result['concurrency']} at once (warm-up {result['warmup_seconds']:.1f} s once, "
+              f"then {result['seconds_per_item']:.2f} s an item); {escape(source)}: {rows}",
+              highlight=False, soft_wrap=True)
+    failed = result["sample_failures"]
     if failed:
-        err.print(f"[yellow]warning:[/] {len(failed)} of {len(chosen)} sampled items failed "
-                  f"(the estimate counts them as they cost): {escape(failed[0][1] or '')}",
-                  highlight=False, soft_wrap=True)
-    out.print(f"estimate (extrapolated from the sample): {result['calls']:.0f} VLM calls, "
+        err.print(f"[yellow]warning:[/] {len(failed)} of {result['sample_items']} measured items "
+                  f"failed (the estimate counts them as they cost): "
+                  f"{escape(failed[0]['error'] or '')}", highlight=False, soft_wrap=True)
+    out.print(f"estimate (extrapolated): {result['calls']:.0f} VLM calls, "
               f"{result['input_tokens']:.0f} input tokens, {result['output_tokens']:.0f} output "
               f"tokens, cost {format_cost(result['cost_usd'])} "
               f"({format_cost(result['cost_per_item_usd'])} per item), about "
               f"{result['wall_seconds']:.0f} s", highlight=False, soft_wrap=True)
-    if batch:
+    if spec.batch:
         for line in describe_batch(result):
             out.print(line, highlight=False, soft_wrap=True)
 
@@ -731,9 +546,9 @@ def _end_of_wait(engine: Any, job_id: str) -> None:
 
 
 def _run_local(engine: Any, job_id: str, agents: Any, workers: int,
-               every: float = DEFAULT_EVERY) -> None:
+               every: float = DEFAULT_EVERY, restart: Sequence[str] = ()) -> None:
     """Run the job's open items here: a bar with rate and ETA on a terminal, else a plain
-    progress line every ``every`` seconds."""
+    progress line every ``every`` seconds.  ``restart``: runs a resume found in flight."""
     import time
 
     from rich.progress import (
@@ -747,9 +562,10 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int,
     from ..runtime import lifecycle
 
     if not err.is_terminal:
-        with _stopping_on_a_full_disk(engine, job_id), \
-                _progress_lines(engine, job_id, every):
-            lifecycle.run_local(engine, job_id, agents, workers=workers)
+        with _stopping_on_ctrl_c(engine, job_id) as interrupted, \
+                _stopping_on_a_full_disk(engine, job_id), _progress_lines(engine, job_id, every):
+            lifecycle.run_local(engine, job_id, agents, workers=workers, restart=restart,
+                                on_interrupt=interrupted)
         return
     current = lifecycle.progress(engine, job_id)
     pace = Pace(time.monotonic(), current.finished)
@@ -767,8 +583,43 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int,
             bar.update(task, completed=done, rate=pace_text(
                 pace.per_second(done, time.monotonic()), current.total - done))
 
-        with _stopping_on_a_full_disk(engine, job_id, bar.stop):
-            lifecycle.run_local(engine, job_id, agents, workers=workers, on_progress=ended)
+        with _stopping_on_ctrl_c(engine, job_id) as interrupted, \
+                _stopping_on_a_full_disk(engine, job_id, bar.stop):
+            lifecycle.run_local(engine, job_id, agents, workers=workers, on_progress=ended,
+                                restart=restart, on_interrupt=interrupted)
+
+
+@contextlib.contextmanager
+def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]]:
+    """Ctrl-C on a job run here: the job is marked interrupted at once (by the run, or here
+    if it came before the run began) and one line says how to resume it; the command ends
+    with 130 once the items in flight have ended, or at once on a second Ctrl-C (those items
+    are then left to the resume)."""
+    import os
+    import threading
+
+    from ..runtime import lifecycle
+
+    said = False
+
+    def interrupted() -> None:
+        nonlocal said
+        said = True
+        err.print(f"interrupted: `agentic-iqa eval resume {job_id[:8]}` continues it (the "
+                  "items in flight end first; Ctrl-C again stops at once)", highlight=False,
+                  soft_wrap=True, markup=False)
+
+    try:
+        yield interrupted
+    except KeyboardInterrupt:
+        if not said:
+            lifecycle.note_interrupted(engine, job_id)
+            interrupted()
+        if any(thread.name.startswith("iqa-job") and thread.is_alive()
+               for thread in threading.enumerate()):  # the second Ctrl-C: stop now
+            sys.stderr.flush()
+            os._exit(130)
+        raise typer.Exit(130) from None
 
 
 @contextlib.contextmanager
@@ -840,7 +691,9 @@ def status(
     if watch and current.status == "running":
         _progress_bar(engine, current.job_id, progress_every)
         current = lifecycle.progress(engine, current.job_id)
-    document = {"job_id": current.job_id, "name": current.name, "status": current.status,
+    document = {"job_id": current.job_id, "name": current.name,
+                "status": "interrupted" if current.interrupted else current.status,
+                "interrupted": current.interrupted,
                 "total": current.total, "finished": current.finished, "counts": current.counts,
                 "items_per_second": current.throughput, "eta_seconds": current.eta_seconds,
                 "stalled": current.stalled, "kind": "metric" if current.tools else "agent",
@@ -853,7 +706,8 @@ def status(
         return
     from ..jobs.report import vlm_line
 
-    state = ("interrupted (disk full)" if current.interrupted else
+    state = ("interrupted (disk full)" if current.disk_full else
+             "interrupted" if current.interrupted else
              "stalled" if current.orphaned else current.status)
     out.print(f"job {current.job_id} ({escape(current.name)}): {state}",
               highlight=False, soft_wrap=True)
@@ -915,12 +769,21 @@ def resume(
     workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
     wait: Annotated[bool, typer.Option("--wait")] = False,
     progress_every: ProgressEveryOption = DEFAULT_EVERY,
+    take_over: Annotated[bool, typer.Option(
+        "--take-over", help="run it here now, even while another process may hold its "
+        "leases (asks first)")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask (with --take-over)")
+                   ] = False,
 ) -> None:
     """Re-queue only unfinished or failed items; finished items are never recomputed.
 
     The items run as the job was submitted (its stored backends, models, prompts and tools),
     whatever this shell's environment says; run here, a job this process cannot run so (no key
     for its backend) exits 2 with what to set, before anything changes.
+
+    Run here, a job whose process on this host is gone (killed) is taken over at once; one
+    whose leases are held by a process this host cannot see is waited for until its leases
+    run out (a countdown), or taken over now with ``--take-over``.
     """
     from ..db.reads import JobNotFound
     from ..runtime import lifecycle
@@ -932,7 +795,7 @@ def resume(
         _check_broker(broker)
     else:
         _can_run_here(engine, job)
-        _not_run_elsewhere(engine, job)
+        _not_run_elsewhere(engine, job, take_over=take_over, yes=yes)
     try:
         reopened, unfinished = lifecycle.resume(engine, job)
     except JobNotFound as exc:
@@ -948,47 +811,77 @@ def resume(
             _summary(engine, job)
             _end_of_wait(engine, job)
         return
-    from ..runtime import service
-
     agents = _agents()
     with contextlib.redirect_stdout(sys.stderr):
-        with _stopping_on_a_full_disk(engine, job):
-            for run_id in unfinished:
-                service.walk_embedded(engine, agents, run_id)
-        _run_local(engine, job, agents, workers, progress_every)
+        _run_local(engine, job, agents, workers, progress_every, restart=unfinished)
     _summary(engine, job)
     _end_of_wait(engine, job)
 
 
-def _not_run_elsewhere(engine: Any, job_id: str) -> None:
-    """Exit 1 with one line when another process runs the job here (its runs hold live
-    leases): two resumes would race for the same items, and the second would end at once
-    having done nothing."""
-    from ..db import reads
-    from ..db.engine import read_scope
+#: Seconds between two countdown lines while a resume waits for leases (not on a terminal).
+LEASE_LINE_EVERY = 10.0
+
+
+def _not_run_elsewhere(engine: Any, job_id: str, *, take_over: bool = False,
+                       yes: bool = False) -> None:
+    """Make this process the job's holder before anything changes, or exit 1 with one line.
+
+    A holder of this host that is gone (killed) is taken over at once.  One that is alive here
+    means another process runs the job: two resumes would race for the same items.  One this
+    host cannot see (another machine, or workers) is waited for, a countdown to its last lease,
+    until the leases run out; if they are renewed meanwhile, their holder is alive.
+    ``take_over``: go on now, after a confirmation (``yes``: none).
+    """
+    import time
+
     from ..runtime import lifecycle
 
-    if lifecycle.progress(engine, job_id).interrupted:  # its leases outlive a full disk's stop
+    if lifecycle.progress(engine, job_id).disk_full:  # its leases outlive a full disk's stop
         return
-    with read_scope(engine) as session:
-        held = reads.live_leases(session, job_id)
-    if held:
-        _fail(f"job {job_id[:8]} is being run by another process ({held} runs hold a live "
-              f"lease): let it finish, or follow it with `agentic-iqa eval status "
-              f"{job_id[:8]} --watch`; once it is gone, `agentic-iqa eval resume "
-              f"{job_id[:8]}` continues it", code=1)
+    found = lifecycle.take_over(engine, job_id)
+    if found.taken:
+        if found.live and found.holder is not None:
+            err.print(f"job {job_id[:8]}: {found.holder.describe()}, which ran it, is gone; "
+                      f"taking over its {found.live} runs in flight now", highlight=False,
+                      soft_wrap=True)
+        return
+    short = job_id[:8]
+    holder = found.holder.describe() if found.holder is not None else "another process"
+    if take_over:
+        alive = " and it is still running" if found.state == "alive" else ""
+        if not yes and not typer.confirm(
+                f"job {short}: {found.live} runs hold a live lease of {holder}{alive}; taking "
+                "over runs them here too, and what it is computing now is done twice. Take "
+                "over?", err=True):
+            _fail(f"job {short} left to {holder}", code=1)
+        lifecycle.take_over(engine, job_id, force=True)
+        return
 
+    def busy(renewed: bool) -> None:
+        why = "; they are being renewed" if renewed else ""
+        _fail(f"job {short} is being run by another process ({found.live} runs hold a live "
+              f"lease of {holder}{why}): let it finish, or follow it with `agentic-iqa eval "
+              f"status {short} --watch`; once it is gone, `agentic-iqa eval resume {short}` "
+              "continues it (`--take-over` runs it here now)", code=1)
 
-def _honoured_here(config: Any, roles: dict[str, Any]) -> None:
-    """Exit 2 with one line when this process could not run the job it is about to store (a
-    base URL whose credential the stored configuration masks is taken from the flags)."""
-    from ..runconfig import CannotHonour, backend_configs, hold_flagged_roles
-
-    hold_flagged_roles(roles)
-    try:
-        backend_configs(config)
-    except CannotHonour as exc:
-        _fail(f"the job cannot run here: {exc}", code=2)
+    if found.state == "alive":
+        busy(renewed=False)
+    first_until, last_line = found.until, -LEASE_LINE_EVERY
+    with (err.status("") if err.is_terminal else contextlib.nullcontext()) as shown:
+        while not found.taken:
+            if found.until and first_until and found.until > first_until:
+                busy(renewed=True)
+            left = found.seconds_left
+            text = (f"job {short}: {found.live} runs hold a lease of {holder}, which this host "
+                    f"cannot check; waiting {left:.0f} s for it to run out (`--take-over` goes "
+                    "on now)")
+            if shown is not None:
+                shown.update(text)
+            elif time.monotonic() - last_line >= LEASE_LINE_EVERY:
+                err.print(text, highlight=False, soft_wrap=True, markup=False)
+                last_line = time.monotonic()
+            time.sleep(min(1.0, max(0.05, left)))
+            found = lifecycle.take_over(engine, job_id)
 
 
 def _can_run_here(engine: Any, job_id: str) -> None:

@@ -150,9 +150,17 @@ RUN_FORMATS = ("table", "csv", "json", "jsonl")
 _FORMAT_OF_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl"}
 
 
+#: Columns of a row of several tools: the image, then per tool its ``tool:NAME`` (the 1-5
+#: score) and ``raw:NAME`` columns as ``eval export`` names them, then these.
+WIDE_COLUMNS = ("seconds", "cached", "error")
+
+
 @tools_app.command("run")
 def tools_run(
-    tool: Annotated[str, typer.Argument(help="tool name, e.g. SSIM, BRISQUE or a pyiqa name")],
+    tool: Annotated[str, typer.Argument(
+        help="tool name, e.g. SSIM, BRISQUE or a pyiqa name; several, comma-separated "
+             "(BRISQUE,NIQE), score each image together: one row per image, a column per tool",
+        metavar="TOOL[,TOOL...]")],
     paths: Annotated[list[str], typer.Argument(
         help="images, folders (their images, sorted by name) or quoted glob patterns such as "
              "'photos/*.jpg'", metavar="PATH...", show_default=False)],
@@ -181,18 +189,28 @@ def tools_run(
     ] = False,
     device: DeviceOption = None,
 ) -> None:
-    """Run one tool on images: raw score, score on the 1-5 scale, time, cache hit.
+    """Run tools on images: raw score, score on the 1-5 scale, time, cache hit.
 
-    One image file: its scores, or one error line.  Several images, a folder or a glob (or
-    --format / -o): one row per image on standard output, progress on stderr; an image that
-    cannot be scored is a row with its error, and the exit code is 1 only if none could.
+    One tool on one image file: its scores, or one error line.  Several images, a folder or a
+    glob (or --format / -o): one row per image on standard output, progress on stderr; an image
+    that cannot be scored is a row with its error, and the exit code is 1 only if none could.
+
+    Several tools (BRISQUE,NIQE; a name given twice counts once): each image is read and
+    decoded once and scored by every tool, one row per image with a tool:NAME (1-5) and a
+    raw:NAME column per tool, as `eval export` names them; a tool that fails on an image leaves
+    its cells empty and says why in the error column.
 
     A tool that cannot run (missing weights) is an error naming the file and the command that
     fetches it; another tool answers only with --fallback.
     """
     from .image_paths import is_folder, is_pattern
 
-    if (len(paths) == 1 and fmt is None and output is None and reference_dir is None
+    names = _tool_names(tool)
+    if len(names) > 1 and fallback:
+        _fail("--fallback lets another tool answer for one tool that cannot run; with several "
+              "tools, name those that run here (`agentic-iqa tools list`)", code=2)
+    if (len(names) == 1 and len(paths) == 1 and fmt is None and output is None
+            and reference_dir is None
             and not is_folder(paths[0]) and not is_pattern(paths[0])):
         _run_one(tool, paths[0], reference, as_json=as_json, use_cache=not no_cache,
                  fallback=fallback, device=device)
@@ -206,8 +224,21 @@ def tools_run(
         fmt = _FORMAT_OF_SUFFIX.get(suffix, "table")
     if fmt not in RUN_FORMATS:
         _fail(f"unknown format {fmt!r}: use {', '.join(RUN_FORMATS)}", code=2)
-    _run_many(tool, paths, _References(reference, reference_dir), fmt=fmt, output=output,
+    if len(names) > 1:
+        _run_tools(names, paths, _References(reference, reference_dir), fmt=fmt,
+                   output=output, recursive=recursive, use_cache=not no_cache, device=device)
+        return
+    _run_many(names[0], paths, _References(reference, reference_dir), fmt=fmt, output=output,
               recursive=recursive, use_cache=not no_cache, fallback=fallback, device=device)
+
+
+def _tool_names(argument: str) -> list[str]:
+    """The tools TOOL[,TOOL...] names, in order, each once (exit 2 when it names none)."""
+    names = [name.strip() for name in argument.split(",") if name.strip()]
+    if not names:
+        _fail(f"no tool named in {argument!r}: give one, e.g. BRISQUE, or several, e.g. "
+              "BRISQUE,NIQE", code=2)
+    return list(dict.fromkeys(names))
 
 
 def _run_one(tool: str, image: str, reference: Path | None, *, as_json: bool, use_cache: bool,
@@ -362,6 +393,137 @@ def _run_many(tool: str, paths: list[str], references: _References, *, fmt: str,
                   "(the error column says why)", highlight=False)
 
 
+def _run_tools(names: list[str], paths: list[str], references: _References, *, fmt: str,
+               output: Path | None, recursive: bool, use_cache: bool, device: str | None) -> None:
+    """Every image the paths name scored by every tool: one row each, a column per tool, each
+    image read and decoded once for all of them, each tool's model loaded once."""
+    from ..jobs.export import raw_column, tool_column, write_rows
+    from .image_paths import NothingToScore, expand
+
+    registry = _registry(device)
+    try:
+        specs = list({spec.name: spec for spec in map(registry.get, names)}.values())
+    except ToolError as exc:
+        _fail(str(exc))
+    needing = [spec.name for spec in specs if spec.is_full_reference]
+    if needing and not references.given:
+        kind = "is a full-reference tool" if len(needing) == 1 else "are full-reference tools"
+        _fail(f"{', '.join(needing)} {kind}: give --reference REF (one for every image) or "
+              "--reference-dir DIR (each image's reference by the same file name)", code=2)
+    if needing and references.file is not None and not references.file.is_file():
+        _fail(f"--reference {references.file}: file not found", code=2)
+    for spec in specs:  # said once, not once per image
+        availability = registry.availability(spec.name)
+        if not availability.ok:
+            _fail(f"{spec.name} cannot run here: {availability.detail}")
+    try:
+        images = expand(paths, recursive=recursive)
+    except NothingToScore as exc:
+        _fail(str(exc), code=2)
+    tools = [spec.name for spec in specs]
+    columns = ["image", "reference", *(column for name in tools
+                                       for column in (tool_column(name), raw_column(name))),
+               *WIDE_COLUMNS]
+    to_stdout = output is None or str(output) == "-"
+    unscored: list[str] = []
+    partial: list[str] = []
+
+    def rows() -> Iterator[dict[str, Any]]:
+        streamed = to_stdout and fmt in ("csv", "jsonl")
+        with _scoring_progress(quiet=streamed and out.is_terminal) as bar, _quiet_registry():
+            for image in bar.track(images, description="+".join(tools)):
+                reference, missing = references.for_image(image.name) if needing \
+                    else (None, None)
+                row = _score_wide(registry, specs, image.location, reference,
+                                  use_cache=use_cache, missing=missing)
+                scored = sum(row[raw_column(name)] is not None for name in tools)
+                if not scored:
+                    unscored.append(image.location)
+                elif scored < len(tools):
+                    partial.append(image.location)
+                yield row
+
+    count = _write_rows(rows(), columns, fmt, output, to_stdout, write_rows)
+    if len(unscored) == count:
+        _fail(f"no image could be scored: {count} failed (the error column says why)")
+    if unscored or partial:
+        err.print(f"[yellow]warning:[/] {len(unscored)} of {count} images could not be scored "
+                  f"by any tool, {len(partial)} by only some (the error column says why)",
+                  highlight=False)
+
+
+def _write_rows(rows: Iterator[dict[str, Any]], columns: list[str], fmt: str,
+                output: Path | None, to_stdout: bool, write_rows: Any) -> int:
+    """Rows streamed (csv, jsonl) or whole (table, json), to stdout or ``output``; how many."""
+    target = "-" if to_stdout else str(output)
+    try:
+        if fmt in ("csv", "jsonl"):
+            count = write_rows(rows, target, fmt, columns)  # as each is scored
+        else:
+            collected = list(rows)
+            count = len(collected)
+            _write_whole(collected, output if not to_stdout else None, fmt)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}", code=2)
+    if not to_stdout:
+        err.print(f"wrote {count} rows to {output}", highlight=False, soft_wrap=True,
+                  markup=False)
+    return count
+
+
+def _score_wide(registry: ToolRegistry, specs: list[Any], image: str, reference: Path | None,
+                *, use_cache: bool, missing: str | None) -> dict[str, Any]:
+    """One image's row of several tools: read and decoded once, then scored by each (a
+    full-reference tool against its reference, ``missing`` saying why it has none); a tool
+    that cannot score it leaves its cells empty and says why in ``error``."""
+    import time
+
+    from iqa_tools.images import read_image
+    from iqa_tools.storage import display
+
+    from ..jobs.export import raw_column, tool_column
+    from ..redact import redact
+
+    started = time.perf_counter()
+    row: dict[str, Any] = {"image": display(image),
+                           "reference": str(reference) if reference is not None else None}
+    for spec in specs:
+        row[tool_column(spec.name)] = row[raw_column(spec.name)] = None
+    errors: list[str] = []
+    cached: list[bool] = []
+    try:
+        target = read_image(image)
+        ref = read_image(reference) if reference is not None and missing is None else None
+    except StoreUnavailable as exc:
+        _fail(str(exc), code=2)
+    except ToolError as exc:  # the file itself: no tool can score it
+        row.update(seconds=None, cached=None, error=redact(str(exc)))
+        return row
+    for spec in specs:
+        if spec.is_full_reference and ref is None:
+            errors.append(f"{spec.name}: {missing or 'no reference'}")
+            continue
+        try:
+            registry.check_memory(spec.name, target)
+            target.check_size(spec.name)
+            if ref is not None and spec.is_full_reference:
+                ref.check_size(spec.name)
+            result = registry.execute_tool(spec.name, target,
+                                           ref if spec.is_full_reference else None,
+                                           use_cache=use_cache, allow_fallback=False)
+        except StoreUnavailable as exc:  # infrastructure: every other image would fail alike
+            _fail(str(exc), code=2)
+        except ToolError as exc:
+            errors.append(f"{spec.name}: {redact(str(exc))}")
+            continue
+        row[tool_column(spec.name)] = result.normalized_score
+        row[raw_column(spec.name)] = result.raw_score
+        cached.append(result.cached)
+    row.update(seconds=round(time.perf_counter() - started, 6),
+               cached=all(cached) if cached else None, error="; ".join(errors) or None)
+    return row
+
+
 def _score_row(registry: ToolRegistry, tool: str, image: str, reference: Path | None, *,
                use_cache: bool, fallback: bool,
                error: str | None = None) -> tuple[dict[str, Any], str | None]:
@@ -419,7 +581,7 @@ def _write_whole(rows: list[dict[str, Any]], path: Path | None, fmt: str) -> Non
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n", encoding="utf-8")
         return
-    table = _rows_table(rows)
+    table = _rows_table(rows) if not rows or "tool" in rows[0] else _wide_table(rows)
     if path is None:
         _print_unwrapped(table)
         return
@@ -449,6 +611,38 @@ def _rows_table(rows: list[dict[str, Any]]) -> Any:
                   Text(f"{row['normalized_score']:.3f}" if scored else ""),
                   Text((f"{row['seconds'] * 1000:.1f} ms" + (" (cached)" if row["cached"]
                                                              else "")) if scored else ""),
+                  Text(row["error"] or "", style="red")]
+        table.add_row(*cells)
+    return table
+
+
+def _wide_table(rows: list[dict[str, Any]]) -> Any:
+    """Rows of several tools: a raw and a 1-5 column per tool."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..jobs.export import RAW_PREFIX, raw_column, tool_column
+
+    tools = [key[len(RAW_PREFIX):] for key in rows[0] if key.startswith(RAW_PREFIX)]
+    with_reference = any(row["reference"] for row in rows)
+    table = Table()
+    table.add_column("image", overflow="fold")
+    if with_reference:
+        table.add_column("reference", overflow="fold")
+    for name in tools:
+        table.add_column(f"{name} raw", no_wrap=True, justify="right")
+        table.add_column(f"{name} (1-5)", no_wrap=True, justify="right")
+    table.add_column("time", no_wrap=True, justify="right")
+    table.add_column("error", overflow="fold")
+    for row in rows:
+        cells = [Text(row["image"])] + ([Text(row["reference"] or "")] if with_reference else [])
+        for name in tools:
+            raw, score = row[raw_column(name)], row[tool_column(name)]
+            cells += [Text("" if raw is None else f"{raw:.4f}"),
+                      Text("" if score is None else f"{score:.3f}")]
+        seconds = row["seconds"]
+        cells += [Text("" if seconds is None else f"{seconds * 1000:.1f} ms"
+                       + (" (cached)" if row["cached"] else "")),
                   Text(row["error"] or "", style="red")]
         table.add_row(*cells)
     return table

@@ -353,8 +353,29 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
         "dataset": json.loads(job.dataset_json) if job.dataset_json else None,
         "configuration": config.describe() if config is not None else None,
         "error": job.error, "group": spec.group, "spec": spec.describe(),
-        "scored_against": spec.scored_against,
+        "scored_against": spec.scored_against, "busy_seconds": busy_seconds(session, job_id),
     }
+
+
+def busy_seconds(session: Session, job_id: str) -> float | None:
+    """Seconds in which at least one of the job's steps was at work: the union of its steps'
+    own start-to-end intervals, so that a job interrupted for a day and resumed, or waiting
+    for batches, is not charged the wait (its created-to-finished span would be); None when no
+    step has ended."""
+    spans = session.execute(
+        select(StepRecord.started_at, StepRecord.finished_at).join(Run, Run.id == StepRecord.run_id)
+        .where(Run.job_id == job_id, StepRecord.finished_at.is_not(None))
+        .order_by(StepRecord.started_at)).all()
+    if not spans:
+        return None
+    total, start, end = 0.0, spans[0][0], spans[0][1]
+    for begun, ended in spans[1:]:
+        if begun > end:  # a gap: nothing of the job was at work
+            total += (end - start).total_seconds()
+            start, end = begun, ended
+        else:
+            end = max(end, ended)
+    return total + (end - start).total_seconds()
 
 
 def spec_of(job: Job) -> JobSpec:
@@ -547,9 +568,11 @@ def stalled_count(session: Session, job_id: str) -> int:
 
 
 def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem]:
-    """The job's failed items (the first ``limit``), with their reasons."""
+    """The job's failed items (the first ``limit``, in manifest order: bad rows that keep their
+    own id are stored after the others), with their reasons."""
     return list(session.scalars(select(JobItem).where(
-        JobItem.job_id == job_id, JobItem.status == "failed").order_by(JobItem.id).limit(limit)))
+        JobItem.job_id == job_id, JobItem.status == "failed").order_by(JobItem.line, JobItem.id)
+        .limit(limit)))
 
 
 def run_count(session: Session, job_id: str) -> int:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..vlm.usage import ModelUsage, PriceTable, batch_key, summarize
+from .subset import RawRow, Subset
 
 if TYPE_CHECKING:
     from .manifest import ManifestItem
@@ -36,16 +37,46 @@ def batch_pricing(usages: Iterable[ModelUsage], prices: PriceTable) -> dict[str,
     }
 
 
+@dataclass(frozen=True)
+class SamplePace:
+    """What the measured items took, run as the job will run them (``concurrency`` at once):
+    ``warmup``, what the job pays once (imports, model loads, the first calls of each tool),
+    and ``seconds``, the wall time each further item adds (items in flight overlapping)."""
+
+    warmup: float
+    seconds: float
+
+    @classmethod
+    def of(cls, ends: Sequence[float], concurrency: int) -> SamplePace:
+        """From when each measured item ended, in seconds since they started: the first
+        ``concurrency`` items (the first wave) carry the warm-up, the later ones give the
+        pace.  Measured on one wave alone, every item is pace and none warm-up (an estimate
+        on the high side)."""
+        if not ends:
+            raise ValueError("the sample ran no item: nothing to extrapolate from")
+        ends = sorted(ends)
+        wave = max(1, min(concurrency, len(ends)))
+        if len(ends) <= wave:
+            return cls(0.0, ends[-1] / len(ends))
+        seconds = (ends[-1] - ends[wave - 1]) / (len(ends) - wave)
+        return cls(max(0.0, ends[wave - 1] - wave * seconds), seconds)
+
+    def wall_seconds(self, items: int) -> float:
+        """The job's wall time: the warm-up once, then ``items`` at the measured pace."""
+        return self.warmup + items * self.seconds
+
+
 def extrapolate(sample: Mapping[str, Any], *, sample_items: int, sample_seconds: float,
-                total_items: int, concurrency: int, batch: Mapping[str, Any] | None = None
-                ) -> dict[str, Any]:
+                total_items: int, concurrency: int, batch: Mapping[str, Any] | None = None,
+                pace: SamplePace | None = None) -> dict[str, Any]:
     """The whole manifest's calls, tokens, cost and wall time, from a sample run.
 
-    The model is linear: each per-item mean of the sample (calls, tokens, cost) times
-    ``total_items``; wall time = seconds per item in the sample (run one at a time) x
-    ``total_items`` / ``concurrency`` (items in flight at once), so it assumes throughput grows
-    with concurrency and ignores rate limits and the warm-up the sample paid. A cost that is
-    unknown for the sample is unknown for the whole.
+    Calls, tokens and cost are linear: each per-item mean of the sample times
+    ``total_items``.  Wall time, given the sample's ``pace`` (:class:`SamplePace`, measured
+    with ``concurrency`` items in flight as the job will have), is its warm-up once plus the
+    items at that pace; without one, seconds per sampled item x ``total_items`` /
+    ``concurrency``.  Both ignore rate limits.  A cost unknown for the sample is unknown for
+    the whole.
 
     ``batch`` (from :func:`batch_pricing`) adds the batch cost, extrapolated the same way, and
     the batch wall time: an item's calls go in sequence, one per round of batches, so the job
@@ -56,6 +87,8 @@ def extrapolate(sample: Mapping[str, Any], *, sample_items: int, sample_seconds:
         raise ValueError("the sample ran no item: nothing to extrapolate from")
     scale = total_items / sample_items
     cost = sample.get("cost_usd")
+    wall = (pace.wall_seconds(total_items) if pace is not None
+            else sample_seconds / sample_items * total_items / max(concurrency, 1))
     result = {
         "sample_items": sample_items, "total_items": total_items, "concurrency": concurrency,
         "sample_seconds": sample_seconds,
@@ -66,8 +99,10 @@ def extrapolate(sample: Mapping[str, Any], *, sample_items: int, sample_seconds:
         "cost_usd": None if cost is None else cost * scale,
         "cost_per_item_usd": None if cost is None else cost / sample_items,
         "unpriced_models": list(sample.get("unpriced_models", [])),
-        "wall_seconds": sample_seconds / sample_items * total_items / max(concurrency, 1),
+        "wall_seconds": wall,
     }
+    if pace is not None:
+        result.update(warmup_seconds=pace.warmup, seconds_per_item=pace.seconds)
     if batch is not None:
         batch_cost = batch.get("cost_usd")
         rounds = math.ceil(sample["calls"] / sample_items)
@@ -105,41 +140,56 @@ def describe_batch(result: Mapping[str, Any]) -> list[str]:
         f"batch wall time: about {rounds} rounds of batches (the model calls per item, made in "
         "sequence); a batch's results come within 24 hours, usually minutes, so about "
         f"{rounds} x the batch latency (at most {rounds * 24} h), not the sample's pace",
-        f"the sample ran online ({result['sample_items']} items, one at a time); the batch "
-        "figures are its calls priced at each provider's batch discount",
+        f"the sample ran online ({result['sample_items']} items, {result['concurrency']} at "
+        "once); the batch figures are its calls priced at each provider's batch discount",
     ]
 
 
 def sample_items(spec: JobSpec, count: int) -> tuple[list[ManifestItem], int]:
-    """The first ``count`` good items of the job ``spec`` describes (a manifest or a dataset,
-    its limit applied), and how many rows the whole job would have."""
-    from itertools import islice
+    """``count`` good items of the job ``spec`` describes (a manifest or a dataset, its subset
+    applied), drawn at random by a fixed hash of their ids so that they are the same on every
+    call and not only the file's first rows (LIVE-C's first rows are its .bmp images), and how
+    many rows the whole job would have.  The draw is made on the rows before they are checked:
+    only the drawn rows' images are looked at (a manifest of URLs is not asked about whole)."""
     from pathlib import Path
 
-    from .manifest import ManifestFormatError, ManifestItem, count_rows, read_manifest
+    from .manifest import ManifestFormatError, ManifestItem, read_manifest
     from .sources import dataset_entries
 
+    measured = _Measured(spec.subset, MEASURE_SPARE * count)
     if spec.dataset is not None:
         if spec.root is None:
             raise ManifestFormatError(f"--dataset {spec.dataset} needs --root: the folder the "
                                       "dataset was unpacked into")
         _described, entries = dataset_entries(spec.dataset, spec.root, spec.split,
-                                              check_images=False, limit=spec.limit,
-                                              score=spec.score)
-        chosen: list[ManifestItem] = []
-        total = 0
-        for entry in entries:
-            total += 1
-            if len(chosen) < count and isinstance(entry, ManifestItem):
-                chosen.append(entry)
-        return chosen, total
-    manifest = Path(spec.manifest) if spec.manifest is not None else None
-    if manifest is None:
+                                              check_images=False, score=spec.score,
+                                              subset=measured)
+    elif spec.manifest is None:
         raise ManifestFormatError("give a manifest, or a dataset: --dataset NAME --root DIR")
-    total = count_rows(manifest)
-    if spec.limit is not None:
-        total = min(total, spec.limit)
-    good = (entry for entry in read_manifest(manifest, root=spec.root, image_dir=spec.image_dir,
-                                             mos_range=spec.mos_range, limit=spec.limit)
-            if isinstance(entry, ManifestItem))
-    return list(islice(good, count)), total
+    else:
+        entries = read_manifest(Path(spec.manifest), root=spec.root, image_dir=spec.image_dir,
+                                mos_range=spec.mos_range, subset=measured, check_images=False,
+                                access=spec.access_policy())
+    good = [entry for entry in entries if isinstance(entry, ManifestItem)]
+    return good[:count], measured.rows
+
+
+#: Rows drawn for each item to measure: room for drawn rows that turn out bad.
+MEASURE_SPARE = 2
+
+
+class _Measured:
+    """The job's rows as its subset chooses them, counted (``rows``, once they are read), then
+    ``count`` of them drawn by a fixed seed: the rows an estimate runs, chosen before any is
+    checked (:class:`~.subset.RowChoice`)."""
+
+    def __init__(self, job: Subset, count: int) -> None:
+        self.job, self.count, self.rows = job, count, 0
+
+    def apply(self, rows: Iterable[RawRow]) -> Iterator[RawRow]:
+        def counted() -> Iterator[RawRow]:
+            for row in self.job.apply(rows):
+                self.rows += 1
+                yield row
+
+        return Subset(sample=self.count, seed=0).apply(counted())

@@ -24,13 +24,16 @@ from ..datasets import Dataset, DatasetFormatError, DatasetProblem, DatasetRow, 
 from ..datasets.files import dataset_root
 from ..redact import redact
 from .manifest import KNOWN_COLUMNS, ManifestEntry, ManifestFormatError, read_records
+from .subset import RowChoice
 
 
 def dataset_entries(name: str, root: Path | str, split: str | None = None, *,
                     check_images: bool = True, limit: int | None = None,
-                    score: str = "mos") -> tuple[dict[str, Any], Iterator[ManifestEntry]]:
+                    score: str = "mos", subset: RowChoice | None = None
+                    ) -> tuple[dict[str, Any], Iterator[ManifestEntry]]:
     """The dataset's description (:func:`describe`) and its items under ``root``, a folder or
-    an object store's URL (``s3://bucket/prefix``).
+    an object store's URL (``s3://bucket/prefix``); ``subset``: the records taken
+    (:mod:`.subset`), chosen before any image is opened.
 
     Raises :class:`~.manifest.ManifestFormatError` now when ``root`` is not that dataset (its
     files are missing, the split is unknown) or its store cannot be read, before anything is
@@ -62,7 +65,8 @@ def dataset_entries(name: str, root: Path | str, split: str | None = None, *,
     # A dataset file comes from the internet: every path it names stays under --root.
     entries = read_records(_records(records), location, root=location,
                            check_images=check_images, mos_range=dataset.info.mos_range,
-                           range_source=f"{dataset.info.name}'s published scale", limit=limit)
+                           range_source=f"{dataset.info.name}'s published scale", limit=limit,
+                           subset=subset)
     return describe(dataset, location, chosen), entries
 
 

@@ -27,7 +27,10 @@ from pydantic import (
     model_validator,
 )
 
+from iqa_tools.access import AccessPolicy
+
 from ..runconfig import RunConfig
+from .subset import Subset
 
 Mode = Literal["agent", "vlm", "tools"]
 MODES: tuple[str, ...] = ("agent", "vlm", "tools")
@@ -79,6 +82,13 @@ class JobSpec(BaseModel):
     #: A manifest's image paths are relative to it.
     image_dir: Path | str | None = None
     limit: int | None = Field(default=None, ge=1)
+    #: ``--offset K``: the first K rows are skipped (before ``limit`` and ``sample``).
+    offset: int = Field(default=0, ge=0)
+    #: ``--sample N``: N rows drawn by a seeded hash of each row's identity
+    #: (:mod:`agentic_iqa.jobs.subset`), the same rows for the same ``seed`` and source.
+    sample: int | None = Field(default=None, ge=1)
+    #: The seed of ``sample`` (0 when a sample is drawn without one; None without a sample).
+    seed: int | None = None
     #: The query of rows without one (None: the default, or a metric job's).
     query: str | None = None
     #: The MOS scale (low, high): a MOS outside it makes its row a bad row.
@@ -87,6 +97,10 @@ class JobSpec(BaseModel):
     score: Score = "mos"
     #: Each image is opened at submit (a bad one becomes a failed item there and then).
     check_images: bool = True
+    #: ``--allow-urls``: a manifest's URLs are read wherever they point, at public addresses.
+    allow_urls: bool = False
+    #: ``AGENTIC_IQA_ALLOWED_LOCATIONS`` as the job was submitted with (None: read it then).
+    allowed_locations: tuple[str, ...] | None = None
 
     # -- how they run --
     mode: Mode = "agent"
@@ -143,6 +157,9 @@ class JobSpec(BaseModel):
                 if self.mode == "tools" else
                 "--mode vlm asks no tool: --tools goes with --mode tools" if self.mode == "vlm"
                 else "--mode agent with --tools: tools alone are --mode tools")
+        if self.seed is not None and self.sample is None:
+            raise JobSpecError("--seed chooses the rows of --sample N: give --sample too "
+                               "(--limit N takes the first N rows)")
         if self.manifest is not None and self.dataset is not None:
             raise JobSpecError("give a manifest or --dataset, not both")
         if self.manifest is None and self.dataset is None:
@@ -162,7 +179,10 @@ class JobSpec(BaseModel):
     @classmethod
     def build(cls, **fields: Any) -> JobSpec:
         """The spec, or :class:`JobSpecError` with the first fault as one line (a pydantic
-        error lists every field on several lines)."""
+        error lists every field on several lines).  A sample drawn without a seed is drawn
+        with seed 0, stored as such, so the record says how to draw it again."""
+        if fields.get("sample") is not None and fields.get("seed") is None:
+            fields = {**fields, "seed": 0}
         try:
             return cls(**fields)
         except ValidationError as exc:
@@ -193,8 +213,18 @@ class JobSpec(BaseModel):
             document["tools"] = tuple(document["tools"])
         if isinstance(document.get("mos_range"), list):
             document["mos_range"] = tuple(document["mos_range"])
+        if isinstance(document.get("allowed_locations"), list):
+            document["allowed_locations"] = tuple(document["allowed_locations"])
         fields = {key: value for key, value in document.items() if key in cls.model_fields}
         return cls.model_construct(**fields)
+
+    def access_policy(self) -> AccessPolicy:
+        """What the job's rows may name (:mod:`iqa_tools.access`): ``root`` confines them,
+        ``root`` and ``image_dir`` are named, ``--allow-urls`` and the allow-list (the
+        environment's now, unless the spec holds one) open the rest."""
+        return AccessPolicy.for_source(root=self.root, image_dir=self.image_dir,
+                                       allow_urls=self.allow_urls,
+                                       allowed=self.allowed_locations)
 
     # -- what it says --------------------------------------------------------------------------
 
@@ -222,6 +252,11 @@ class JobSpec(BaseModel):
                 else str(manifest).rstrip("/").rsplit("/", 1)[-1] if manifest else "job")
 
     @property
+    def subset(self) -> Subset:
+        """The rows the job takes of its source: offset, limit, sample and seed."""
+        return Subset.of(self)
+
+    @property
     def scored_against(self) -> str:
         """The ground truth's column, as a report header says it."""
         return SCORE_COLUMN[self.score]
@@ -230,6 +265,7 @@ class JobSpec(BaseModel):
         """The spec as a report or ``--json`` shows it (the configuration is beside it)."""
         document = self.model_dump(mode="json", exclude={"config"})
         document["scored_against"] = self.scored_against
+        document["subset"] = self.subset.describe() or None
         return document
 
 

@@ -277,7 +277,7 @@ def test_estimate_runs_a_sample_and_extrapolates(
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{results}")
     monkeypatch.setenv("AGENTIC_IQA_JOB_WINDOW", "3")
 
-    result = runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2",
+    result = runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2",
                                  "--workers", "4", "--json"])
     assert result.exit_code == 0, result.output
     estimate = json.loads(result.stdout)
@@ -288,7 +288,12 @@ def test_estimate_runs_a_sample_and_extrapolates(
     assert estimate["input_tokens"] == pytest.approx(20 * 1000)
     assert estimate["cost_usd"] == pytest.approx(20 * CALL_COST)
     assert estimate["cost_per_item_usd"] == pytest.approx(2 * CALL_COST)
-    assert estimate["wall_seconds"] == pytest.approx(estimate["sample_seconds"] / 2 * 10 / 3)
+    # Both measured items ran at once (3 in flight, as the job will run): one wave, whose
+    # time is all pace and no warm-up.
+    assert estimate["warmup_seconds"] == 0.0
+    assert estimate["seconds_per_item"] == pytest.approx(estimate["sample_seconds"] / 2,
+                                                         rel=0.2)
+    assert estimate["wall_seconds"] == pytest.approx(10 * estimate["seconds_per_item"])
     assert not results.exists()  # the results database was never touched
     assert "cost_usd_batch" not in estimate  # batch figures only when asked for
 
@@ -304,7 +309,7 @@ def test_estimate_batch_prices_the_job_online_and_at_the_batch_discount(
     monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(prices))
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'results.sqlite3'}")
 
-    result = runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2", "--batch",
+    result = runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2", "--batch",
                                  "--json"])
     assert result.exit_code == 0, result.output
     estimate = json.loads(result.stdout)
@@ -317,17 +322,17 @@ def test_estimate_batch_prices_the_job_online_and_at_the_batch_discount(
     assert estimate["batch_rounds"] == 2  # plan, then the answer
     assert estimate["batch_wall_seconds_max"] == 2 * 24 * 3600
 
-    text = runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2", "--batch"],
+    text = runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2", "--batch"],
                          env={"COLUMNS": "400"})
     assert text.exit_code == 0, text.output
     assert (f"batch (extrapolated from the sample): cost ${10 * CALL_COST:.4f} "
             f"(${CALL_COST:.4f} per item) against ${20 * CALL_COST:.4f} online: 0.50 x online "
             f"(batch_discount: {host} 0.5)") in text.stdout
     assert "about 2 rounds of batches" in text.stdout and "(at most 48 h)" in text.stdout
-    assert "the sample ran online (2 items, one at a time)" in text.stdout
+    assert "the sample ran online (2 items, 2 at once)" in text.stdout
 
     monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(tmp_path / "prices.yaml"))  # no discount
-    unknown = json.loads(runner.invoke(app, ["eval", "estimate", str(big), "--sample", "2",
+    unknown = json.loads(runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2",
                                              "--batch", "--json"]).stdout)
     assert unknown["cost_usd"] == pytest.approx(20 * CALL_COST)
     assert unknown["cost_usd_batch"] is None and unknown["batch_discount"] == {host: None}

@@ -144,7 +144,7 @@ def test_an_estimate_whose_every_sample_failed_says_so_instead_of_zeros(tmp_path
     with simulated(Behaviour.ALWAYS_REFUSES, items) as (server, _model):
         monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
         result = runner.invoke(app, [
-            "eval", "estimate", str(write_manifest(items, tmp_path / "m.csv")), "--sample", "2",
+            "eval", "estimate", str(write_manifest(items, tmp_path / "m.csv")), "--measure", "2",
             "--backend", "openai", "--model", "sim", "--base-url", f"{server.url}/v1"])
     assert result.exit_code == 1
     assert "every sampled item failed (2 of 2)" in result.output
