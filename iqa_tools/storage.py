@@ -283,6 +283,13 @@ def _call(location: str, action: Callable[[], T], policy: RetryPolicy | None = N
                 raise _Transient(reason) from exc
             if kind == "missing":
                 raise ObjectMissing(f"object {shown} not found ({reason})", shown) from None
+            if kind == "denied" and scheme(location) in access.WEB_SCHEMES:
+                # No credential is ever sent to a web server: its refusal is this URL's own
+                # (a private file, an expired presigned link), not one every item would meet.
+                raise StorageError(
+                    f"access to {shown} was refused ({reason}): the server will not give this "
+                    "file without a credential, and none is sent to a web address; make it "
+                    "public, or give a presigned URL", shown) from None
             if kind == "denied":
                 raise StorageAccessDenied(
                     f"access to {shown} was refused ({reason}): check the credential the "

@@ -478,13 +478,22 @@ def test_an_http_url_is_read_and_fetched(web: str, tmp_path: Path):
         storage.fetch(url, expected="sha256:" + "0" * 64)
 
 
-def test_an_http_host_that_refuses_is_access_denied(front: Front):
-    front.always = (401, "Unauthorized")
-    with pytest.raises(StorageAccessDenied):
-        storage.stat(f"{front.url}/x.png")
-    front.always = (403, "Forbidden")
-    with pytest.raises(StorageAccessDenied):
-        storage.read(f"{front.url}/x.png")
+@pytest.mark.parametrize("status, code", [(401, "Unauthorized"), (403, "Forbidden")])
+def test_a_web_server_that_refuses_one_url_fails_that_item_not_the_job(front: Front, status,
+                                                                      code):
+    """No credential is sent to a web address, so a refusal is that URL's own: a private file
+    among public ones fails its item and the job goes on (an S3 store refusing the worker's
+    credential still stops the job: test_object_store_jobs)."""
+    front.always = (status, code)
+    for read in (storage.stat, storage.read):
+        with pytest.raises(StorageError) as refused:
+            read(f"{front.url}/x.png")
+        assert not isinstance(refused.value, StorageAccessDenied)
+        assert refused.value.stops_job is False
+        assert "refused" in str(refused.value) and "presigned URL" in str(refused.value)
+
+
+def test_an_http_host_that_throttles_is_unavailable(front: Front):
     front.always = (429, "TooManyRequests")
     with pytest.raises(StorageUnavailable):
         storage.read(f"{front.url}/x.png")
