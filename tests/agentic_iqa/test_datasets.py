@@ -460,3 +460,52 @@ def test_importing_the_package_loads_neither_scipy_nor_openpyxl() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                             text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_a_dataset_file_under_a_web_root_is_never_fetched_from_where_it_redirects():
+    """fsspec's web filesystem follows redirects by itself: under ``--root https://host/ds`` a
+    file that answers 302 to another server must not make that server answer anything."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agentic_iqa.datasets.files import dataset_root
+
+    hits: list[str] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("content-length", "9")
+            self.end_headers()
+            self.wfile.write(b"image,mos")
+
+        do_HEAD = do_GET  # noqa: N815
+
+        def log_message(self, *_: object) -> None:
+            """Quiet."""
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Root(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(302)
+            self.send_header("location", f"http://127.0.0.1:{other.server_address[1]}/x.csv")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_HEAD = do_GET  # noqa: N815
+
+        def log_message(self, *_: object) -> None:
+            """Quiet."""
+
+    root = ThreadingHTTPServer(("127.0.0.1", 0), Root)
+    for server in (other, root):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        folder = dataset_root(f"http://127.0.0.1:{root.server_address[1]}/ds")
+        assert (folder / "mos.csv").read_text() == ""  # the redirect's own (empty) answer
+    finally:
+        for server in (other, root):
+            server.shutdown()
+    assert hits == []
