@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentic_iqa.jobs.spec import JobSpec
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -144,7 +146,8 @@ def interrupted_job(items: list[Any], folder: Path, *, delay: float, seed: int,
                 cluster.start("worker", "default,gpu", concurrency=concurrency)
                 started = time.perf_counter()
                 job_id = lifecycle.submit(
-                    engine, write_manifest(items, folder / "manifest.csv"), batch=True)
+                    engine, JobSpec.build(manifest=write_manifest(items, folder / "manifest.csv"),
+                                          batch=True))
                 result = subprocess.run([sys.executable, "-c", START_JOB, job_id], cwd=REPO,
                                         env=cluster.env, capture_output=True, text=True,
                                         timeout=120)

@@ -34,6 +34,8 @@ import time
 import uuid
 from pathlib import Path
 
+from agentic_iqa.jobs.spec import JobSpec
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -146,7 +148,8 @@ def main() -> None:
         workers = {"default": cluster.start("default", "default"),
                    "gpu": cluster.start("gpu", "gpu")}
         # Baseline: the same job on other photos (no cache hits), no faults, same workers.
-        calm_job = lifecycle.submit(engine, make_images(work / "calm", args.items, seed=10**6))
+        calm = make_images(work / "calm", args.items, seed=10**6)
+        calm_job = lifecycle.submit(engine, JobSpec.build(manifest=calm))
         calm_started = time.monotonic()
         lifecycle.wait(engine, calm_job, poll=0.2, timeout=args.timeout)
         calm_s = time.monotonic() - calm_started
@@ -184,7 +187,8 @@ def main() -> None:
                 drop_connections(args.postgres_url, scratch)
 
         started = time.monotonic()
-        job_id = lifecycle.submit(engine, make_images(work / "faulty", args.items))
+        faulty = make_images(work / "faulty", args.items)
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=faulty))
         last = 0
         schedule = [fault for fault in args.faults.split(",") if fault]
         next_fault = started + args.fault_every

@@ -33,10 +33,12 @@ SETUP = """
 import sys
 from pathlib import Path
 from agentic_iqa.db import make_engine, upgrade
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 url, manifest = sys.argv[1], Path(sys.argv[2])
 upgrade(url)
-print(lifecycle.submit(make_engine(url), manifest, name="bench", check_images=False))
+spec = JobSpec.build(manifest=manifest, name="bench", check_images=False)
+print(lifecycle.submit(make_engine(url), spec))
 """
 
 

@@ -38,6 +38,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from agentic_iqa.jobs.spec import JobSpec
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -109,11 +111,13 @@ def mode_local(args: argparse.Namespace) -> dict:
     engine = _engine()
     agents = metric_agents() if args.job_tools else default_agents()
     # Warm-up (not timed): models built and torch started, as for the bare loop's metrics.
-    warm = lifecycle.submit(engine, _warmup_manifest(args.workdir, 2), tools=_job_tools(args))
+    warm = lifecycle.submit(engine, JobSpec.build(manifest=_warmup_manifest(args.workdir, 2),
+                                                  tools=_job_tools(args)))
     lifecycle.run_local(engine, warm, agents, workers=1)
     with _profiled(args.profile):
         started = time.perf_counter()
-        job_id = lifecycle.submit(engine, args.manifest, tools=_job_tools(args))
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=args.manifest,
+                                                        tools=_job_tools(args)))
         lifecycle.run_local(engine, job_id, agents, workers=args.threads)
         seconds = time.perf_counter() - started
     final = lifecycle.progress(engine, job_id)
@@ -182,12 +186,13 @@ def mode_distributed(args: argparse.Namespace) -> dict:
                 raise TimeoutError("workers did not start")
         # Warm-up (not timed): every worker process imports torch and builds its models, as
         # the bare loop's metrics are built before its clock starts.
-        warm = lifecycle.submit(engine, _warmup_manifest(args.workdir, 2 * len(queues)),
-                                tools=_job_tools(args))
+        warm_up = _warmup_manifest(args.workdir, 2 * len(queues))
+        warm = lifecycle.submit(engine, JobSpec.build(manifest=warm_up, tools=_job_tools(args)))
         client.send_task("agentic_iqa.feed_job", args=(warm,), queue="default")
         lifecycle.wait(engine, warm, poll=0.2, timeout=300)
         started = time.perf_counter()
-        job_id = lifecycle.submit(engine, args.manifest, tools=_job_tools(args))
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=args.manifest,
+                                                        tools=_job_tools(args)))
         client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
         peaks: dict[int, float] = {}
         while lifecycle.progress(engine, job_id).status == "running":

@@ -49,6 +49,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agentic_iqa.jobs.spec import JobSpec  # noqa: E402
 from tests.iqa_tools.test_storage import Front, _front_handler  # noqa: E402
 
 
@@ -142,8 +143,9 @@ def run_job(engine: Any, manifest: Path, image_dir: str, workers: int,
     if cache_dir is not None:
         os.environ["AGENTIC_IQA_OBJECT_CACHE"] = str(cache_dir)
     started = time.perf_counter()
-    job = lifecycle.submit(engine, manifest, tools=["PIQE"], image_dir=image_dir,
-                           name=f"bench-{uuid.uuid4().hex[:6]}")
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
+                                                 image_dir=image_dir,
+                                                 name=f"bench-{uuid.uuid4().hex[:6]}"))
     lifecycle.run_local(engine, job, AgentsCache(), workers=workers)
     seconds = time.perf_counter() - started
     with read_scope(engine) as session:

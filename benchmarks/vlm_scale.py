@@ -180,11 +180,12 @@ def write_manifest(folder: Path, items: int) -> Path:
 def run_job(engine: Any, manifest: Path, broker: str) -> tuple[float, int, int]:
     from celery import Celery
 
+    from agentic_iqa.jobs.spec import JobSpec
     from agentic_iqa.runtime import lifecycle
 
     client = Celery(broker=broker)
     started = time.perf_counter()
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
     # Until every item has ended (the job's own status closes on a supervisor tick after that).
     final = lifecycle.progress(engine, job_id)

@@ -85,3 +85,89 @@ def test_models_lists_backends_configured_models_and_prices(results, monkeypatch
     text = runner.invoke(app, ["models"]).stdout
     assert "planner" in text and "openai/gpt-4o" in text and "$2.50" in text
     assert "claude-sonnet-4-5" in text
+
+
+#: Tables holding a row (or more) per item: a listing that reads them reads every job's items.
+PER_ITEM_TABLES = ("job_items", "runs", "step_records", "tool_logs", "vlm_calls")
+
+
+def _big_job(engine, folder, photo, name: str, items: int) -> str:
+    """A job of ``items`` rows (one photo each), stored and not run."""
+    import csv
+
+    from agentic_iqa.jobs.spec import JobSpec
+    from agentic_iqa.runtime import lifecycle
+
+    manifest = folder / f"{name}.csv"
+    with manifest.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "mos", "id"])
+        writer.writerows([str(photo), 20 + index % 70, f"{name}-{index}"]
+                         for index in range(items))
+    return lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=("PIQE",),
+                                                  check_images=False, name=name))
+
+
+def _listing_with_statements(engine) -> tuple[list[dict], list[str]]:
+    from sqlalchemy import event
+
+    sent: list[str] = []
+
+    def seen(_connection, _cursor, statement, *_args) -> None:
+        sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        listed = _listed()
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    return listed, sent
+
+
+def test_eval_list_reads_no_item_of_jobs_of_ten_thousand_items(tmp_path, results, livec_dir):
+    """Issue 42: `eval list` reads each job's row (its counts, its figures stored when it
+    ended), never its items, so three 10,000-item jobs list as fast as three of ten; a job that
+    ended without stored figures (stored before they were kept) gets them once."""
+    from sqlalchemy import text
+
+    from agentic_iqa.db.engine import make_engine
+
+    livec = livec_root(livec_dir, tmp_path / "livec", 5)
+    (small,) = _submit("--tools", "PIQE", "--dataset", "livec", "--root", str(livec))
+    engine = make_engine(results)
+    photo = next(path for path in (livec / "Images").iterdir() if path.is_file())
+    cancelled = [_big_job(engine, tmp_path, photo, name, 10_000) for name in ("big-a", "big-b")]
+    waiting = _big_job(engine, tmp_path, photo, "big-c", 10_000)
+    for job_id in cancelled:
+        result = runner.invoke(app, ["eval", "cancel", job_id])
+        assert result.exit_code == 0, result.output
+
+    listed, sent = _listing_with_statements(engine)
+    assert [row["id"] for row in listed] == [waiting, *reversed(cancelled), small]
+    assert [statement for statement in sent
+            if any(table in statement for table in PER_ITEM_TABLES)] == []
+    by_id = {row["id"]: row for row in listed}
+    assert by_id[small]["items"] == {"done": 5, "failed": 0, "total": 5}
+    assert by_id[small]["figure"]["kind"] == "correlation" and by_id[small]["figure"]["n"] == 5
+    assert by_id[small]["cost_usd"] == 0
+    for job_id in cancelled:
+        assert (by_id[job_id]["status"], by_id[job_id]["items"]) == (
+            "cancelled", {"done": 0, "failed": 0, "total": 10_000})
+        assert by_id[job_id]["figure"]["kind"] is None
+    assert (by_id[waiting]["status"], by_id[waiting]["items"]["total"]) == ("running", 10_000)
+    assert by_id[waiting]["figure"] == {"tool": "PIQE", "kind": None, "n": 0}
+    assert by_id[waiting]["cost_usd"] is None
+    report = json.loads(runner.invoke(app, ["eval", "report", small, "--json"]).stdout)
+    (tool,) = report["tools"]
+    assert by_id[small]["figure"]["srcc"] == pytest.approx(tool["srcc"])
+
+    with engine.begin() as connection:  # as a job stored before figures were kept
+        connection.execute(text("UPDATE jobs SET headline_json = NULL WHERE id = :id"),
+                           {"id": small})
+    again, sent = _listing_with_statements(engine)
+    assert again == listed
+    assert [statement for statement in sent if "job_items" in statement]  # computed once
+    once_more, sent = _listing_with_statements(engine)
+    assert once_more == listed
+    assert [statement for statement in sent
+            if any(table in statement for table in PER_ITEM_TABLES)] == []

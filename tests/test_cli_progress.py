@@ -22,6 +22,7 @@ from agentic_iqa.cli.progress import (
     rate,
     rate_text,
 )
+from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import natural_image
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,7 +135,7 @@ def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
     url = os.environ["AGENTIC_IQA_DATABASE_URL"]
     upgrade(url)
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, photos, tools=["PIQE"])
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=photos, tools=["PIQE"]))
     watched = {}
     watcher = threading.Thread(target=lambda: watched.update(result=CliRunner().invoke(
         app, ["eval", "status", job_id[:8], "--watch", "--progress-every", "0.1"])))

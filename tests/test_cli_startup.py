@@ -64,6 +64,7 @@ def test_tools_list_loads_no_heavy_module() -> None:
 def one_job(tmp_path: Path) -> str:
     """A migrated SQLite database holding one submitted job of two items."""
     from agentic_iqa.db import dispose_engines, make_engine, upgrade
+    from agentic_iqa.jobs.spec import JobSpec
     from agentic_iqa.runtime import lifecycle
 
     url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
@@ -72,7 +73,8 @@ def one_job(tmp_path: Path) -> str:
     image = REPO / "examples" / "i03_blurred.png"
     manifest.write_text(f'{{"image": "{image}", "id": "a"}}\n{{"image": "{image}", "id": "b"}}\n',
                         encoding="utf-8")
-    lifecycle.submit(make_engine(url), manifest, name="startup", check_images=False)
+    lifecycle.submit(make_engine(url), JobSpec.build(manifest=manifest, name="startup",
+                                                     check_images=False))
     dispose_engines(url)
     return url
 

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from .common import _engine, _fail, _job_id, _safe_url, _write_figures, _write_page, out
-from .eval import _vlm_summary, export_rows
+from .eval import _vlm_summary
 
 if TYPE_CHECKING:
     from ..jobs.tables import PaperTable, TableFormat
@@ -55,7 +55,13 @@ def compare(
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
-    from ..jobs.compare import build_comparison, render_html, render_text
+    from ..jobs.compare import (
+        build_comparison,
+        fitted_images,
+        render_html,
+        render_text,
+        uses_builtin,
+    )
     from ..jobs.figures import comparison_figures
     from ..jobs.names import line_names
     from ..jobs.tables import TABLE_FORMATS
@@ -84,12 +90,17 @@ def compare(
         _fail("a job is given more than once: "
               + ", ".join(sorted({i[:8] for i in ids if ids.count(i) > 1})), code=2)
     described = []
+    hashes: dict[str, str | None] = {}
     try:
         for job_id in ids:
             with read_scope(engine) as session:
                 about = reads.job_summary(session, job_id)
-            _columns, rows = export_rows(engine, job_id)
-            described.append(({**about, "vlm": _vlm_summary(engine, job_id)}, list(rows)))
+                # Columns with each item's id and image digests: arrays, not a dict per item.
+                columns = reads.report_columns(session, job_id, identities=True)
+                if uses_builtin(about):  # by the digests stored at submit; pending never
+                    columns.fitted_overlap = reads.in_sample_overlap(
+                        session, job_id, columns.size, fitted_images(), hashes)
+            described.append(({**about, "vlm": _vlm_summary(engine, job_id)}, columns))
     except JobNotFound as exc:
         _fail(str(exc))
     document = line_names(build_comparison(described, bootstrap=bootstrap, seed=seed),

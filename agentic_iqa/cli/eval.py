@@ -186,6 +186,9 @@ def submit(flags: JobFlags) -> None:
     planned = job_specs(flags, base, here=not broker)
     sweep, group, wait = planned.sweep, planned.group, flags.wait
     engine = _database()
+    if not sweep and not planned.specs[0].batch:
+        _submit_running(engine, planned.specs[0], broker, flags)
+        return
     job_ids = [_submit_spec(engine, spec, single=not sweep) for spec in planned.specs]
     if sweep:
         err.print(f"group {group}: {len(job_ids)} jobs ({planned.models} models x "
@@ -236,38 +239,101 @@ def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
     return False
 
 
+def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags) -> None:
+    """One job whose items start as soon as its first rows are stored: here (no broker) or on
+    the workers, while the rest of its rows are read; its id on stdout at once, its items and
+    bad rows on stderr when every row is in."""
+    from ..runtime import lifecycle
+
+    submission = lifecycle.Submission(engine, spec)
+    job_id: str | None = None
+    try:
+        job_id = _submitted(engine, submission.started)
+        print(job_id, flush=True)
+        if broker:
+            from workers.tasks import start_job
+
+            start_job(job_id)
+        elif flags.wait:
+            err.print("note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in "
+                      "this process and the command waits for it anyway: --wait changes "
+                      "nothing", highlight=False, soft_wrap=True)
+        if not broker:
+            with contextlib.redirect_stdout(sys.stderr):
+                _run_local(engine, job_id, _agents(), flags.workers, flags.progress_every)
+    except BaseException:
+        if submission.reading:  # its rows after this one are never read: the job says so
+            submission.stop()
+            with contextlib.suppress(BaseException):
+                submission.result()
+            if job_id is not None:
+                err.print(f"job {job_id[:8]}: {lifecycle.progress(engine, job_id).error}",
+                          highlight=False, soft_wrap=True, markup=False)
+        raise
+    _submitted(engine, submission.result)
+    tally = submission.tally
+    if _items_stored(engine, job_id, spec, single=True, counts=(tally.items, tally.bad)) is None:
+        return
+    if broker and not flags.wait:
+        err.print(f"handed to the workers; follow it with `agentic-iqa eval status "
+                  f"{job_id[:8]} --watch`", highlight=False, soft_wrap=True)
+        return
+    if broker:
+        _progress_bar(engine, job_id, flags.progress_every)
+    _summary(engine, job_id)
+    _end_of_wait(engine, job_id)
+
+
 def _submit_spec(engine: Any, spec: Any, *, single: bool) -> str | None:
     """Store the job ``spec`` describes, print its id (stdout) and its items (stderr); None
     for a sweep's job with nothing to run (a single job exits 1 then)."""
+    from ..runtime import lifecycle
+
+    job_id = _submitted(engine, lambda: lifecycle.submit(engine, spec))
+    print(job_id, flush=True)
+    return _items_stored(engine, job_id, spec, single=single)
+
+
+def _submitted(engine: Any, stored: Callable[[], str]) -> str:
+    """The job id ``stored`` returns; its error as one line and the exit code it calls for
+    (2: fix the configuration or the database; 1: the manifest)."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from iqa_tools.errors import StorageMisconfigured
 
     from ..jobs.manifest import ManifestFormatError
     from ..jobs.tools import MetricToolsError
-    from ..runtime import lifecycle
     from ..vlm.base import VLMError
 
     try:
-        job_id = lifecycle.submit(engine, spec)
+        return stored()
     except (MetricToolsError, VLMError, StorageMisconfigured) as exc:
         _fail(str(exc), code=2)
     except (ManifestFormatError, OSError) as exc:
         _fail(str(exc))
-    except SQLAlchemyError as exc:  # read-only, full, gone: nothing was stored
+    except SQLAlchemyError as exc:  # read-only, full, gone: nothing more was stored
         from .faults import disk_full
 
         advice = ("free some space, then submit again" if disk_full(exc) else
                   "check AGENTIC_IQA_DATABASE_URL, that the server is up and can be written")
         _fail(f"the results database {_safe_url(engine)} refused the job: "
               f"{_first_line(exc)}; {advice}", code=2)
+    raise AssertionError("unreachable")  # _fail raised
+
+
+def _items_stored(engine: Any, job_id: str, spec: Any, *, single: bool,
+                  counts: tuple[int, int] | None = None) -> str | None:
+    """Say how many items the job has and how many rows were bad (stderr); None for a sweep's
+    job with nothing to run (a single job exits 1 then).  ``counts``: (items, bad rows) as its
+    submit stored them; by default the job's items now (none has run yet)."""
+    from ..runtime import lifecycle
+
     current = lifecycle.progress(engine, job_id)
-    bad = current.counts.get("failed", 0)
-    print(job_id, flush=True)
+    total, bad = counts or (current.total, current.counts.get("failed", 0))
     named = "" if single else f" ({current.name})"
-    err.print(f"job {job_id}{named}: {current.total} items ({bad} bad rows recorded as failed)",
+    err.print(f"job {job_id}{named}: {total} items ({bad} bad rows recorded as failed)",
               highlight=False, soft_wrap=True)
-    if current.total and bad == current.total:
+    if total and bad == total:
         _summary(engine, job_id)
         message = (f"job {job_id}: every item is a bad row, nothing to run; the first: "
                    f"{_first_failure(engine, job_id)}")
@@ -937,6 +1003,9 @@ def cancel(job: Annotated[str, typer.Argument(
         _fail(f"job {job} already finished ({status}); nothing to cancel"
               + "".join(f"; batch {why}" for why in stopped.deferred))
     if cancelled is not None:
+        from ..runtime import lifecycle
+
+        lifecycle.settle_if_idle(engine, job)  # its figures for `eval list`, once
         out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False,
                   soft_wrap=True)
     for provider_id in stopped.cancelled + (stopped.cancelling if cancelled is not None else []):
@@ -961,42 +1030,25 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
 
     with read_scope(engine) as session:
         job = reads.get_job(session, job_id)
-        tools = sorted({*reads.tool_names(session, job_id), *(job.metric_tools or ())})
+        # A metric job's runs run its tools and no other: no need to read every call's name.
+        tools = sorted({*(job.metric_tools or reads.tool_names(session, job_id))})
         default_query = job.default_query
-        builtin = None if job.metric_tools else _builtin_answerer(
-            job.config_json, calls_recorded=bool(reads.job_models(session, job_id)))
+        builtin = reads.builtin_answerer(session, job)
     columns = export_columns(tools, raw=True)
+    tool_columns = [(name, tool_column(name), raw_column(name)) for name in tools]
 
     def rows() -> Iterator[dict[str, Any]]:
         with read_scope(engine) as session:
-            for row in reads.export_rows(session, job_id):
+            for row in reads.export_rows(session, job_id, reads.PAGE, builtin=builtin):
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
                 # The query the item was (or would be) asked: its own, else the job's default.
-                row["query"] = row.get("query") or default_query
-                if builtin and row.get("run_id"):
-                    row["answered_by"] = ";".join(sorted(
-                        {*(row.get("answered_by") or "").split(";"), builtin} - {""}))
-                yield {**row, **{tool_column(name): scores.get(name) for name in tools},
-                       **{raw_column(name): raw.get(name) for name in tools}}
+                row["query"] = row["query"] or default_query
+                for name, normalized_column, raw_name in tool_columns:
+                    row[normalized_column] = scores.get(name)
+                    row[raw_name] = raw.get(name)
+                yield row
 
     return columns, rows()
-
-
-def _builtin_answerer(config_json: str | None, *, calls_recorded: bool) -> str | None:
-    """``builtin/<its model>`` when the builtin backend answers a role of the job, else None.
-
-    A job stored before configurations were kept names no backend: its calls say who
-    answered, and where it recorded none the builtin did (it is the only backend that records
-    none), as ``eval report``'s header says too."""
-    from ..vlm.settings import BUILTIN_MODEL
-
-    if not config_json:
-        return None if calls_recorded else f"builtin/{BUILTIN_MODEL}"
-    from ..runconfig import RunConfig
-
-    roles = RunConfig.from_json(config_json).roles.values()
-    return next((f"builtin/{c.answering_model}" for c in roles if c.backend == "builtin"),
-                None)
 
 
 @eval_app.command("export")
@@ -1068,7 +1120,7 @@ def report(
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
     from ..jobs.figures import report_figures
-    from ..jobs.in_sample import in_sample_warnings
+    from ..jobs.in_sample import fitted_images, in_sample_warnings, uses_builtin
     from ..jobs.report import (
         build_report,
         provenance_warnings,
@@ -1076,31 +1128,32 @@ def report(
         render_text,
         scored_label,
     )
-    from ..runtime import lifecycle
 
     engine = _engine()
     job_id = _job_id(engine, job)
     try:
-        _columns, rows = export_rows(engine, job_id)
-        metric_job = lifecycle.progress(engine, job_id).tools is not None
         with read_scope(engine) as session:
             about = reads.job_summary(session, job_id)
+            # Columns, a page at a time: arrays of floats, not a dict per item.
+            columns = reads.report_columns(session, job_id)
+            if uses_builtin(about):  # by the digests stored at submit; pending items never
+                columns.fitted_overlap = reads.in_sample_overlap(
+                    session, job_id, columns.size, fitted_images())
     except JobNotFound as exc:
         _fail(str(exc))
-    materialised = list(rows)  # a report needs every score at once
-    built = build_report(materialised, bootstrap=bootstrap, seed=seed, metric_job=metric_job)
+    built = build_report(columns, bootstrap=bootstrap, seed=seed,
+                         metric_job=about.get("tools") is not None)
     about = {**about, "answered_by": built["answered_by"],
              "warnings": [*provenance_warnings(about, built["answered_by"]),
-                          *in_sample_warnings(about, materialised)]}
+                          *in_sample_warnings(about, columns)]}
     document = {"job": about, **built}
     document["vlm"] = _vlm_summary(engine, job_id)
-    drawn = (report_figures(document, materialised, scored=scored_label(document))
+    drawn = (report_figures(document, columns, scored=scored_label(document))
              if html is not None or figures is not None else [])
     if figures is not None:
         _write_figures(drawn, figures, "no item has both a score and a MOS")
     if html is not None:
-        _write_page(lambda local: render_html(document, materialised, local, figures=drawn),
-                    html)
+        _write_page(lambda local: render_html(document, columns, local, figures=drawn), html)
     if as_json:
         from ..redact import redact
 

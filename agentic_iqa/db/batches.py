@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..vlm.batching import Answer, Wanted
+from .items import move
 from .models import BatchRequest, Job, JobItem, Run, StepRecord, VlmBatch, utc_now
 
 #: A request's reason when its item fails: the provider's, and how often it was tried.
@@ -122,9 +123,10 @@ def cancel_parked(session: Session, job_id: str) -> int:
     session.execute(update(Run).where(Run.id.in_(parked)).values(
         status="failed", error="cancelled with its job", awaiting_batch=False,
         lease_until=None, finished_at=now))
-    session.execute(update(JobItem).where(JobItem.run_id.in_(parked),
-                                          JobItem.status == "queued")
-                    .values(status="cancelled", finished_at=now))
+    closed = session.execute(update(JobItem).where(JobItem.run_id.in_(parked),
+                                                   JobItem.status == "queued")
+                             .values(status="cancelled", finished_at=now)).rowcount
+    move(session, job_id, {("queued", "cancelled"): int(closed or 0)})
     return len(parked)
 
 

@@ -112,6 +112,9 @@ class Run(Base):
     __table_args__ = (
         _status_check(RUN_STATUSES),
         Index("ix_runs_status_lease_until", "status", "lease_until"),
+        # A job's runs in flight (leases renewed, counted, taken over) are found without
+        # reading its finished ones: a million-item job has a window of them open.
+        Index("ix_runs_job_id_status", "job_id", "status"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
@@ -126,7 +129,7 @@ class Run(Base):
     iteration_count: Mapped[int] = mapped_column(Integer, default=0)
     max_replan_iterations: Mapped[int] = mapped_column(Integer)
     backend: Mapped[str | None] = mapped_column(String(64))
-    job_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    job_id: Mapped[str | None] = mapped_column(String(36))
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
@@ -309,6 +312,8 @@ JOB_DISPATCH = ("workers", "local")
 #: How a job's items are answered: the agent, the VLM alone (no plan, no tools), the tools alone.
 JOB_MODES = ("agent", "vlm", "tools")
 ITEM_STATUSES = ("pending", "queued", "done", "failed", "cancelled")
+#: The column of ``jobs`` that counts a job's items in each state.
+ITEM_COUNTERS = {status: f"items_{status}" for status in ITEM_STATUSES}
 
 
 class Job(Base):
@@ -357,6 +362,30 @@ class Job(Base):
     #: The process running a local job and renewing its leases (host, boot id, pid, start time
     #: as JSON: :class:`agentic_iqa.runtime.heartbeat.Holder`); None on the workers.
     lease_holder: Mapped[str | None] = mapped_column(Text)
+    #: The job's items by state, kept in the transaction that moves an item (claimed, closed,
+    #: cancelled, reopened), so that progress, ``eval status`` and ``eval list`` never count a
+    #: million rows.  None: not counted yet (a job whose items are still going in); the next
+    #: writer that needs them counts once (:func:`agentic_iqa.db.items.recount`).
+    items_pending: Mapped[int | None] = mapped_column(Integer)
+    items_queued: Mapped[int | None] = mapped_column(Integer)
+    items_done: Mapped[int | None] = mapped_column(Integer)
+    items_failed: Mapped[int | None] = mapped_column(Integer)
+    items_cancelled: Mapped[int | None] = mapped_column(Integer)
+    #: What ``eval list`` shows of an ended job (its figures per line, cost), as JSON, stored
+    #: when the job ends, so that listing never reads its items; None: not computed yet.
+    headline_json: Mapped[str | None] = mapped_column(Text)
+    #: Every item of the job has an id above this one (the highest item id stored when the job
+    #: was created): a walk through its items by id starts here, not at the first row of the
+    #: table, whichever index the planner takes.
+    items_after: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: The highest item id claimed so far: the job's pending items lie above it (a resume,
+    #: which reopens items below it, sets it back to :attr:`items_after`), so a claim reads the
+    #: window after it whichever index the planner takes (PostgreSQL walks the primary key when
+    #: it guesses that is cheaper, and without a bound it walked past every item already run).
+    claim_after: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: True while its submit is still adding rows (its first items may already run): the job
+    #: is not finished before its last row is in.
+    submitting: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     @property
     def metric_tools(self) -> list[str] | None:
@@ -378,7 +407,11 @@ class JobItem(Base):
     __table_args__ = (
         UniqueConstraint("job_id", "item_key"),
         _status_check(ITEM_STATUSES),
-        Index("ix_job_items_job_id_status", "job_id", "status"),
+        # Claiming (a job's pending items in id order, LIMIT a window) and counting by state
+        # read this index alone, in order: no sort of the job's rows, at any size.
+        Index("ix_job_items_job_id_status_id", "job_id", "status", "id"),
+        # Exports and reports page through a job's items by id (keyset) on this one.
+        Index("ix_job_items_job_id_id", "job_id", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

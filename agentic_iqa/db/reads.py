@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row, bindparam, case, func, or_, select, text
@@ -18,6 +19,8 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from .models import (
+    ITEM_COUNTERS,
+    ITEM_STATUSES,
     Job,
     JobItem,
     ReplanRow,
@@ -30,6 +33,9 @@ from .models import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from ..jobs.columns import JobColumns
     from ..jobs.spec import JobSpec
     from ..state import AgenticIQAState
     from ..vlm.usage import ModelUsage, PriceTable
@@ -320,20 +326,30 @@ def job_models(session: Session, job_id: str) -> list[tuple[str, str]]:
 
 
 def job_summary(session: Session, job_id: str) -> dict[str, Any]:
-    """What a job is, for a report's header: id, name, dates, query, backend and model.
-
-    Backend and model are those the job was submitted with (a builtin role names the
-    builtin's own model, whatever name was stored beside it), else those the runs' VLM calls
-    recorded; the builtin backend records no calls, so a job without any is reported as
-    ``builtin`` (a metric job asks no VLM at all).
-    """
-    from ..runconfig import RunConfig
-    job = get_job(session, job_id)
+    """What a job is, for a report's header: id, name, dates, query, backend and model
+    (:func:`job_about`), with how many items ask their own query and the seconds its steps
+    were at work (:func:`busy_seconds`), which read its items and steps."""
+    about = job_about(session, get_job(session, job_id))
     own_queries = int(session.scalar(
         select(func.count()).where(JobItem.job_id == job_id, JobItem.query.is_not(None))) or 0)
-    models = job_models(session, job_id)
+    return {**about, "items_with_own_query": own_queries,
+            "busy_seconds": busy_seconds(session, job_id)}
+
+
+def job_about(session: Session, job: Job) -> dict[str, Any]:
+    """What a job is, from its own row (``eval list`` reads nothing else): id, name, dates,
+    query, backend and model, tools, source, mode, group, spec.
+
+    Backend and model are those the job was submitted with (a builtin role names the
+    builtin's own model, whatever name was stored beside it), else (a job stored before
+    configurations were kept) those the runs' VLM calls recorded; the builtin backend records
+    no calls, so a job without any is reported as ``builtin`` (a metric job asks no VLM at
+    all).
+    """
+    from ..runconfig import RunConfig
     config = RunConfig.from_json(job.config_json) if job.config_json else None
     spec = spec_of(job)
+    models = [] if job.metric_tools or config is not None else job_models(session, job.id)
     if job.metric_tools:
         backend, model = "none (metric job)", ", ".join(job.metric_tools)
     elif config is not None:  # what the job was submitted with; what answered is beside it
@@ -347,13 +363,13 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
     return {
         "id": job.id, "name": job.name, "status": job.status,
         "created_at": _iso(job.created_at), "finished_at": _iso(job.finished_at),
-        "query": job.default_query, "items_with_own_query": own_queries,
+        "query": job.default_query,
         "backend": backend, "model": model, "tools": job.metric_tools,
         "manifest": job.manifest, "mode": job.mode,
         "dataset": json.loads(job.dataset_json) if job.dataset_json else None,
         "configuration": config.describe() if config is not None else None,
         "error": job.error, "group": spec.group, "spec": spec.describe(),
-        "scored_against": spec.scored_against, "busy_seconds": busy_seconds(session, job_id),
+        "scored_against": spec.scored_against,
     }
 
 
@@ -532,10 +548,12 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
 
 def items_run(session: Session, job_id: str) -> int:
     """Items whose run has ended (done or failed after running): the divisor of cost per
-    item. Bad rows never ran and cost nothing."""
-    return int(session.scalar(select(func.count()).where(
-        JobItem.job_id == job_id, JobItem.run_id.is_not(None),
-        JobItem.status.in_(("done", "failed")))) or 0)
+    item. Bad rows never ran and cost nothing.  From the job's counts, less its failed items
+    without a run (read among its failed ones alone)."""
+    counted = counts(session, job_id)
+    never_ran = int(session.scalar(select(func.count()).where(
+        JobItem.job_id == job_id, JobItem.status == "failed", JobItem.run_id.is_(None))) or 0)
+    return counted.get("done", 0) + counted.get("failed", 0) - never_ran
 
 
 def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
@@ -543,9 +561,10 @@ def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
     """The job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
     from ..vlm.usage import PriceTable, summarize
 
-    get_job(session, job_id)
-    return summarize(vlm_usage(session, job_id=job_id), prices or PriceTable.load(),
-                     items=items_run(session, job_id))
+    job = get_job(session, job_id)
+    # A metric job asks no model: nothing to sum over its million runs.
+    usage = [] if job.metric_tools else vlm_usage(session, job_id=job_id)
+    return summarize(usage, prices or PriceTable.load(), items=items_run(session, job_id))
 
 
 def jobs_to_feed(session: Session) -> list[str]:
@@ -555,6 +574,16 @@ def jobs_to_feed(session: Session) -> list[str]:
         .where(select(JobItem.id).where(JobItem.job_id == Job.id, JobItem.status == "pending")
                .exists())
     ))
+
+
+def jobs_to_settle(session: Session, *, since: datetime, limit: int = 5) -> list[str]:
+    """Jobs the workers ran that ended since ``since`` with nothing in flight and no headline
+    stored yet (:func:`agentic_iqa.runtime.lifecycle.job_ended` has not run for them)."""
+    return list(session.scalars(
+        select(Job.id).where(Job.status.in_(("done", "cancelled")), Job.dispatch == "workers",
+                             Job.headline_json.is_(None), Job.items_queued == 0,
+                             Job.finished_at >= since)
+        .order_by(Job.finished_at).limit(limit)))
 
 
 def stalled_count(session: Session, job_id: str) -> int:
@@ -575,10 +604,10 @@ def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem
         .limit(limit)))
 
 
-def run_count(session: Session, job_id: str) -> int:
-    """Runs the job has had: none means no process ever began one of its items."""
-    return int(session.scalar(select(func.count()).select_from(Run)
-                              .where(Run.job_id == job_id)) or 0)
+def has_runs(session: Session, job_id: str) -> bool:
+    """Whether the job has had a run: none means no process ever began one of its items
+    (one row of an index, not a count of a million)."""
+    return session.scalar(select(Run.id).where(Run.job_id == job_id).limit(1)) is not None
 
 
 def live_leases(session: Session, job_id: str) -> int:
@@ -589,7 +618,24 @@ def live_leases(session: Session, job_id: str) -> int:
                Run.lease_until.is_not(None), Run.lease_until >= utc_now())) or 0)
 
 
+_JOBS = Job.__table__
+_COUNTERS = select(*(_JOBS.c[column] for column in ITEM_COUNTERS.values())).where(
+    _JOBS.c.id == bindparam("b_job"))
+
+
 def counts(session: Session, job_id: str) -> dict[str, int]:
+    """The job's items by state (the states it has items in): the counts kept on its row as
+    items move (:mod:`.items`), five numbers whatever its size; counted from the items only
+    for a job whose counts are not known yet."""
+    row = session.execute(_COUNTERS, {"b_job": job_id}).first()
+    if row is None or any(count is None for count in row):
+        return count_items(session, job_id)
+    return {status: int(count) for status, count in zip(ITEM_STATUSES, row, strict=True)
+            if count}
+
+
+def count_items(session: Session, job_id: str) -> dict[str, int]:
+    """The job's items by state, counted from the items (one pass over its index entries)."""
     rows = session.execute(
         select(JobItem.status, func.count()).where(JobItem.job_id == job_id)
         .group_by(JobItem.status)
@@ -599,42 +645,171 @@ def counts(session: Session, job_id: str) -> dict[str, int]:
 
 def _question_type(meta_json: str | None) -> str | None:
     """The item's question type as its dataset or manifest gives it (Q-Bench's ``type``)."""
-    import json
-
     if not meta_json:
         return None
     value = json.loads(meta_json).get("question_type")
     return str(value) if value not in (None, "") else None
 
 
-def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dict[str, Any]]:
-    """Items with their run's answer and the tool logs' per-tool means (normalized in
-    ``tool_scores``, raw in ``raw_scores``), streamed in batches."""
-    import json
+# -- a job's items, a page at a time ---------------------------------------------------------------
+#
+# Every reader of a job's items walks them by id, a page at a time: ``job_id = ? AND id > ?
+# ORDER BY id LIMIT n`` on the index ``ix_job_items_job_id_id`` (job_id, id), which serves the
+# order, so a page costs its own rows on SQLite and PostgreSQL alike (with only (job_id,
+# status) SQLite sorted the whole job for every page: quadratic).  The page's tool calls and
+# answering models are read for the same id range.  No ORM object is built and no run's
+# stored state is parsed where its columns say what is needed.
+#
+# On SQLite every table is named with the index it is read by (``INDEXED BY``): its planner
+# trusts statistics taken when the table was small (``ANALYZE`` after a submit, before any run
+# existed) and then scans ``runs`` once for every item of a page; PostgreSQL refreshes its own.
 
+#: Items per page of a report's columns, and of ``eval export``.
+PAGE = 5000
+#: The index every page of a job's items is read from (:class:`~.models.JobItem`).
+ITEMS_BY_ID = "ix_job_items_job_id_id"
+#: SQLite's names of the unique indexes the other rows of a page are found by.
+_SQLITE_UNIQUE = {"runs": "sqlite_autoindex_runs_1", "tool_logs": "sqlite_autoindex_tool_logs_1",
+                  "vlm_calls": "sqlite_autoindex_vlm_calls_1",
+                  "item_keys": "sqlite_autoindex_job_items_1"}
+
+
+def _table(dialect: str, table: str, index: str) -> str:
+    """``table``, read from ``index`` on SQLite (``INDEXED BY``)."""
+    return f"{table} INDEXED BY {index}" if dialect == "sqlite" else table
+
+
+@cache
+def _statements(dialect: str) -> dict[str, Any]:
+    """The statements that read a job's items a page at a time, for one dialect: ``:job``, the
+    page after ``:after`` (its ``:limit`` items, or up to ``:last``)."""
+    items = _table(dialect, "job_items", ITEMS_BY_ID)
+    with_runs = (f"FROM {items} LEFT OUTER JOIN {_table(dialect, 'runs', _SQLITE_UNIQUE['runs'])}"
+                 " ON runs.id = job_items.run_id")
+    page = ("WHERE job_items.job_id = :job AND job_items.id > :after "
+            "ORDER BY job_items.id LIMIT :limit")
+    in_range = "job_items.job_id = :job AND job_items.id > :after AND job_items.id <= :last"
+    failed = "job_items.status = 'failed'"
+    asked = "job_items.answer_truth IS NOT NULL"
+    export = ("SELECT job_items.id, job_items.item_key, job_items.line, job_items.image, "
+              'job_items.reference, job_items."query", job_items.status, job_items.error, '
+              "job_items.run_id, job_items.mos, job_items.answer_truth, job_items.meta_json, "
+              "runs.id AS ran, runs.final_answer, runs.quality_score, {state} AS run_state "
+              f"{with_runs} {page}")
+    report = ("SELECT job_items.id, job_items.status, job_items.mos, job_items.answer_truth, "
+              f'job_items."query", CASE WHEN {asked} OR job_items.mos IS NOT NULL THEN '
+              f"job_items.meta_json END, CASE WHEN {failed} THEN job_items.error END, {{key}}, "
+              "{image}, job_items.run_id, runs.quality_score, "
+              f"CASE WHEN {asked} THEN runs.final_answer END {with_runs} {page}")
+    keys = ('job_items.item_key COLLATE "C"' if dialect == "postgresql"
+            else "job_items.item_key")
+    return {
+        "export": text(export.format(state="runs.state_json")),
+        "export_metric": text(export.format(state="NULL")),
+        "report": text(report.format(key=f"CASE WHEN {failed} THEN job_items.item_key END",
+                                     image="NULL")),
+        "report_identities": text(report.format(key="job_items.item_key",
+                                                image="job_items.image")),
+        "logs": text(
+            "SELECT job_items.id, tool_logs.tool_name, tool_logs.raw_score, "
+            "tool_logs.normalized_score, tool_logs.fallback, tool_logs.object_name, "
+            f"tool_logs.distortion FROM {items} JOIN "
+            f"{_table(dialect, 'tool_logs', _SQLITE_UNIQUE['tool_logs'])} "
+            f"ON tool_logs.run_id = job_items.run_id WHERE {in_range}"),
+        "answerers": text(
+            "SELECT DISTINCT job_items.id, vlm_calls.backend, vlm_calls.model FROM "
+            f"{items} JOIN {_table(dialect, 'vlm_calls', _SQLITE_UNIQUE['vlm_calls'])} "
+            f"ON vlm_calls.run_id = job_items.run_id WHERE {in_range} "
+            "AND vlm_calls.error IS NULL"),
+        "ran_images": text(
+            f"SELECT job_items.id, job_items.image, job_items.image_digest FROM {items} "
+            "WHERE job_items.job_id = :job AND job_items.id > :after "
+            "AND job_items.status IN ('done', 'failed') AND job_items.image IS NOT NULL "
+            "ORDER BY job_items.id LIMIT :limit"),
+        # SQLite's BINARY collation and PostgreSQL's "C" compare UTF-8 bytewise: code points,
+        # the order Python sorts text in.
+        "key_order": text(
+            f"SELECT job_items.id FROM {_table(dialect, 'job_items', _SQLITE_UNIQUE['item_keys'])}"
+            f" WHERE job_items.job_id = :job ORDER BY {keys}"),
+    }
+
+
+def _sql(session: Session, name: str) -> Any:
+    return _statements(session.get_bind().dialect.name)[name]
+
+
+def _first_id(session: Session, job_id: str) -> int:
+    """Below every item id of the job (the walk starts after it)."""
+    return int(session.scalar(select(Job.items_after).where(Job.id == job_id)) or 0)
+
+
+def _page_logs(session: Session, job_id: str, after: int, last: int) -> list[Row[Any]]:
+    """The tool calls of a page's items (its id range), each item's in the order of the table's
+    key (iteration, object, distortion) as SQLite reads them, unsorted as the export always read
+    them: an export's and a report's per-tool means are summed in that order, one statement
+    for both, so the same means."""
+    return list(session.execute(_sql(session, "logs"),
+                                {"job": job_id, "after": after, "last": last}))
+
+
+def _page_answerers(session: Session, job_id: str, after: int, last: int,
+                    builtin: str | None) -> dict[int, str]:
+    """Who answered each item of a page that ran: the recorded VLM calls' backend/model and,
+    where the builtin answers a role (it records no call), the builtin's own."""
+    answered: dict[int, set[str]] = {}
+    for item, backend, model in session.execute(
+            _sql(session, "answerers"), {"job": job_id, "after": after, "last": last}):
+        answered.setdefault(item, set()).add(f"{backend}/{model}")
+    return {item: ";".join(sorted(names | ({builtin} if builtin else set())))
+            for item, names in answered.items()}
+
+
+def builtin_answerer(session: Session, job: Job) -> str | None:
+    """``builtin/<its model>`` when the builtin backend answers a role of the job, else None.
+
+    A job stored before configurations were kept names no backend: its calls say who
+    answered, and where it recorded none the builtin did (it is the only backend that records
+    none), as ``eval report``'s header says too."""
+    from ..vlm.settings import BUILTIN_MODEL
+
+    if job.metric_tools:
+        return None
+    if not job.config_json:
+        return None if job_models(session, job.id) else f"builtin/{BUILTIN_MODEL}"
+    from ..runconfig import RunConfig
+
+    roles = RunConfig.from_json(job.config_json).roles.values()
+    return next((f"builtin/{c.answering_model}" for c in roles if c.backend == "builtin"),
+                None)
+
+
+def export_rows(session: Session, job_id: str, batch: int = 500, *,
+                builtin: str | None = None) -> Iterator[dict[str, Any]]:
+    """Items with their run's answer and the tool logs' per-tool means (normalized in
+    ``tool_scores``, raw in ``raw_scores``), streamed a page of ``batch`` items at a time.
+
+    ``answered_by`` names the recorded VLM calls' models, and ``builtin`` (the builtin's own,
+    :func:`builtin_answerer`) for every item that ran.  A metric job's runs have no summary,
+    severities nor crops, so their stored state is never parsed; another job's is, for its
+    reasoning, level probabilities and severities, which only the state holds.
+    """
     from ..jobs.metrics import answer_letter  # numpy: only exports and reports need it
 
-    last_id = 0
+    metric = bool(session.scalar(select(Job.tools).where(Job.id == job_id)))
+    statement = _sql(session, "export_metric" if metric else "export")
+    after = _first_id(session, job_id)
     while True:
-        page = session.execute(
-            select(JobItem, Run).outerjoin(Run, Run.id == JobItem.run_id)
-            .where(JobItem.job_id == job_id, JobItem.id > last_id)
-            .order_by(JobItem.id).limit(batch)
-        ).all()
+        page = session.execute(statement, {"job": job_id, "after": after,
+                                           "limit": batch}).all()
         if not page:
             return
-        last_id = page[-1][0].id
-        run_ids = [run.id for _item, run in page if run is not None]
-        logs: dict[str, list[ToolLog]] = {}
-        answered: dict[str, set[str]] = {}
-        if run_ids:
-            for log in session.scalars(select(ToolLog).where(ToolLog.run_id.in_(run_ids))):
-                logs.setdefault(log.run_id, []).append(log)
-            for run_id, backend, model in session.execute(  # who actually answered
-                    select(VlmCall.run_id, VlmCall.backend, VlmCall.model).distinct()
-                    .where(VlmCall.run_id.in_(run_ids), VlmCall.error.is_(None))):
-                answered.setdefault(run_id, set()).add(f"{backend}/{model}")
-        for item, run in page:
+        last = page[-1].id
+        logs: dict[int, list[Row[Any]]] = {}
+        for log in _page_logs(session, job_id, after, last):
+            logs.setdefault(log[0], []).append(log)
+        answered = ({} if metric else _page_answerers(session, job_id, after, last, builtin))
+        after = last
+        for item in page:
             row: dict[str, Any] = {
                 "item_id": item.item_key, "line": item.line, "image": item.image,
                 "reference": item.reference, "query": item.query, "status": item.status,
@@ -645,17 +820,21 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 "scored_on": None, "tool_scores": {}, "raw_scores": {}, "meta": item.meta_json,
                 "question_type": _question_type(item.meta_json),
             }
-            if run is not None:
-                row["final_answer"], row["quality_score"] = run.final_answer, run.quality_score
-                if item.answer_truth and run.final_answer:
-                    row["correct"] = answer_letter(run.final_answer) == item.answer_truth
-                state = json.loads(run.state_json)
-                summary = state.get("summarizer_result") or {}
+            if item.run_id:
+                row["answered_by"] = builtin
+            if item.ran is not None:
+                row["final_answer"], row["quality_score"] = item.final_answer, item.quality_score
+                if item.answer_truth and item.final_answer:
+                    row["correct"] = answer_letter(item.final_answer) == item.answer_truth
+                run_logs = logs.get(item.id, [])
+                parsed = (json.loads(item.run_state) if item.run_state is not None
+                          and (not metric or any(log.object_name != "Global"
+                                                 for log in run_logs)) else {})
+                summary = parsed.get("summarizer_result") or {}
                 row["reasoning"] = redact(summary.get("quality_reasoning"))
                 row["level_distribution"] = summary.get("level_distribution")
-                row["answered_by"] = ";".join(sorted(answered.get(run.id, ()))) or None
-                row["severities"] = _severities(state)
-                run_logs = logs.get(run.id, [])
+                row["answered_by"] = answered.get(item.id, builtin)
+                row["severities"] = _severities(parsed)
                 row["fallbacks"] = sum(1 for log in run_logs if log.fallback)
                 per_tool: dict[str, list[float]] = {}
                 per_tool_raw: dict[str, list[float]] = {}
@@ -667,8 +846,145 @@ def export_rows(session: Session, job_id: str, batch: int = 500) -> Iterator[dic
                 row["tool_scores"] = {t: sum(v) / len(v) for t, v in per_tool.items()}
                 row["raw_scores"] = {t: sum(v) / len(v) for t, v in per_tool_raw.items()}
                 row["tools"] = ";".join(sorted(per_tool)) or None
-                row["scored_on"] = _scored_on(run_logs, state)
+                row["scored_on"] = _scored_on(run_logs, parsed)
             yield row
+
+
+def report_columns(session: Session, job_id: str, *, identities: bool = False,
+                   page: int = PAGE) -> JobColumns:
+    """The job's items as a report reads them (:class:`~agentic_iqa.jobs.columns.JobColumns`),
+    from columns only: the items', their runs' answer and score, their tool calls' scores
+    averaged per tool (as the export's), who answered; never a run's stored state, and an
+    item's error, id or question only where the report uses it.  ``identities``: each item's
+    id and image digests and its id's rank, for ``eval compare``.  Memory: the arrays (some 60
+    bytes an item) and one page."""
+    import numpy as np
+
+    from ..jobs.columns import ColumnsBuilder, Page
+
+    job = get_job(session, job_id)
+    builtin = builtin_answerer(session, job)
+    metric, default_query = bool(job.metric_tools), job.default_query
+    tools = sorted({*(job.metric_tools or ()), *([] if metric else tool_names(session, job_id))})
+    statement = _sql(session, "report_identities" if identities else "report")
+    builder = ColumnsBuilder(identities=identities)
+    ids: list[np.ndarray] = []
+    after = _first_id(session, job_id)
+    while True:
+        rows = session.execute(statement, {"job": job_id, "after": after,
+                                           "limit": page}).all()
+        if not rows:
+            break
+        (item_ids, statuses, mos, truths, queries, metas, errors, keys, images, runs, scores,
+         answers) = zip(*rows, strict=True)
+        last = item_ids[-1]
+        at = np.array(item_ids, dtype=np.int64)
+        if identities:
+            ids.append(at)
+        size = at.size
+        ran = np.array([bool(run) for run in runs], dtype=bool)
+        raw: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
+        normalized: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
+        fallbacks = np.zeros(size)
+        usage: dict[str, np.ndarray] = {}
+        logs = _page_logs(session, job_id, after, last)
+        if logs:
+            log_items, log_tools, log_raw, log_normalized, log_fallback, *_ = zip(*logs,
+                                                                                  strict=True)
+            where = np.searchsorted(at, np.array(log_items, dtype=np.int64))
+            raw_values = np.array(log_raw, dtype=float)
+            normalized_values = np.array(log_normalized, dtype=float)
+            fallbacks = np.bincount(where, weights=np.array(log_fallback, dtype=float),
+                                    minlength=size)
+            names = np.array(log_tools, dtype=object)
+            for name in dict.fromkeys(log_tools):
+                mine = names == name
+                for values, target in ((normalized_values, normalized), (raw_values, raw)):
+                    given = mine & ~np.isnan(values)
+                    count = np.bincount(where[given], minlength=size)
+                    if target is normalized:
+                        usage[name] = count > 0
+                    if name not in target:  # not one of the export's tool columns
+                        continue
+                    # Summed in the calls' order, as the export's mean is: the same value.
+                    total = np.bincount(where[given], weights=values[given], minlength=size)
+                    scored = count > 0
+                    target[name][scored] = total[scored] / count[scored]
+        fallbacks[~ran] = 0
+        for name, scored in usage.items():
+            builder.columns.tool_usage[name] += int(np.count_nonzero(scored & ran))
+        answered = ({} if metric else _page_answerers(session, job_id, after, last, builtin))
+        who = ([answered.get(item, builtin) if run else None
+                for item, run in zip(item_ids, runs, strict=True)] if answered or builtin
+               else [None] * size)
+        for name in raw:
+            raw[name][~ran] = np.nan
+            normalized[name][~ran] = np.nan
+        builder.add(Page(
+            status=statuses, mos=np.array(mos, dtype=float),
+            score=np.where(ran, np.array(scores, dtype=float), np.nan), truth=truths,
+            answer=answers, query=[query or default_query for query in queries],
+            question_type=[_question_type(meta) if truth is not None else None
+                           for meta, truth in zip(metas, truths, strict=True)],
+            meta=metas, error=[redact(error) for error in errors], item=keys, image=images,
+            answered_by=who, tools=None, fallbacks=fallbacks, raw=raw, normalized=normalized,
+            tool_columns=tools))
+        after = last
+    key_rank = _key_ranks(session, job_id, np.concatenate(ids) if ids else None) \
+        if identities else None
+    return builder.finish(key_rank=key_rank)
+
+
+def _key_ranks(session: Session, job_id: str, item_ids: np.ndarray | None) -> np.ndarray:
+    """Each item's (in ``item_ids``' order) rank among the job's item ids in code-point
+    order, as Python sorts text: the database orders them (bytewise: SQLite's BINARY, the "C"
+    collation on PostgreSQL), so no id is held as text here."""
+    import numpy as np
+
+    ranks = np.zeros(0 if item_ids is None else item_ids.size, dtype=np.int64)
+    if item_ids is None or not item_ids.size:
+        return ranks
+    result = session.execute(_sql(session, "key_order"), {"job": job_id},
+                             execution_options={"yield_per": PAGE})
+    rank = 0
+    for chunk in result.partitions():
+        found = np.array([row[0] for row in chunk], dtype=np.int64)
+        ranks[np.searchsorted(item_ids, found)] = np.arange(rank, rank + found.size)
+        rank += found.size
+    return ranks
+
+
+def in_sample_overlap(session: Session, job_id: str, items: int, fitted: Mapping[str, str],
+                      hashes: dict[str, str | None] | None = None, *,
+                      page: int = PAGE) -> dict[str, int]:
+    """How many of the job's items that ran (done or failed) are images the builtin was fitted
+    on, by the SHA-256 recorded when each was submitted (an image without one is read and
+    hashed: :func:`~agentic_iqa.jobs.in_sample.fitted_overlap`), of its ``items``; pending
+    items are never read."""
+    from ..jobs.in_sample import fitted_overlap
+
+    statement = _sql(session, "ran_images")
+
+    def ran() -> Iterator[tuple[str, str | None]]:
+        after = _first_id(session, job_id)
+        while rows := session.execute(statement, {"job": job_id, "after": after,
+                                                  "limit": page}).all():
+            after = rows[-1].id
+            yield from ((row.image, row.image_digest) for row in rows)
+
+    return fitted_overlap(ran(), items, fitted, hashes)
+
+
+def report_for_job(session: Session, job_id: str, *, bootstrap: int = 0, seed: int = 0
+                   ) -> dict[str, Any]:
+    """The job's report (:func:`agentic_iqa.jobs.report.build_report`) read from its columns
+    a page at a time (:func:`report_columns`): what ``eval report`` computes, and what a job's
+    stored headline is made of (``bootstrap`` 0: no intervals, seconds for a million items)."""
+    from ..jobs.report import build_report
+
+    metric = bool(session.scalar(select(Job.tools).where(Job.id == job_id)))
+    return build_report(report_columns(session, job_id), bootstrap=bootstrap, seed=seed,
+                        metric_job=metric)
 
 
 def tool_names(session: Session, job_id: str) -> list[str]:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import Table, bindparam, case, func, select, update
+from sqlalchemy import Table, bindparam, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -34,7 +34,7 @@ from ..state import (
     state_to_json,
 )
 from ..vlm.usage import CallRecord
-from .items import close_item_for_run
+from .items import close_item
 from .models import (
     Job,
     JobItem,
@@ -44,6 +44,7 @@ from .models import (
     ToolLog,
     UtcDateTime,
     VlmCall,
+    new_run_id,
     utc_now,
 )
 from .reads import RunNotFound, get_run
@@ -106,6 +107,30 @@ def create_run(session: Session, *, query: str, image_path: str,
     return run.id
 
 
+def create_runs(session: Session, inputs: Sequence[tuple[str, str, str | None]], *,
+                max_replan_iterations: int, job_id: str, lease_seconds: float | None = None,
+                metric_tools: Sequence[str] | None = None,
+                mode: Literal["agent", "vlm"] = "agent"
+                ) -> list[tuple[str, AgenticIQAState]]:
+    """:func:`create_run` for a window of a job's items, (query, image, reference) each: one
+    INSERT for them all; returns their ids and initial states, in order."""
+    lease_until = lease_deadline(lease_seconds)
+    rows, states = [], []
+    for query, image_path, reference_path in inputs:
+        state = initial_state(query, image_path, reference_path,
+                              max_replan_iterations=max_replan_iterations,
+                              metric_tools=metric_tools, mode=mode)
+        states.append(state)
+        rows.append({"id": new_run_id(), "query": query, "image_path": image_path,
+                     "reference_path": reference_path, "status": "pending",
+                     "state_json": state_to_json(state), "iteration_count": 0,
+                     "max_replan_iterations": max_replan_iterations, "job_id": job_id,
+                     "created_at": utc_now(), "lease_until": lease_until})
+    if rows:
+        session.execute(insert(_RUNS), rows)
+    return [(row["id"], state) for row, state in zip(rows, states, strict=True)]
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a step needs of its run before it begins, read in one statement."""
@@ -151,6 +176,11 @@ def run_context(session: Session, run_id: str) -> RunContext:
 def _config(text: str | None) -> RunConfig | None:
     """A job's stored configuration, parsed once per process (every step reads it)."""
     return RunConfig.from_json(text) if text else None
+
+
+def job_config(text: str | None) -> RunConfig | None:
+    """A job's stored configuration (``jobs.config_json``), parsed once per process."""
+    return _config(text)
 
 
 _JOB_STATUS = select(_JOBS.c.status).where(_JOBS.c.id == bindparam("b_job"))
@@ -244,15 +274,17 @@ def _insert_first_attempt(session: Session) -> Any:
 
 def first_attempt(session: Session, run_id: str, step: str, iteration: int, *,
                   worker: str | None = None, queue: str | None = None,
-                  lease_seconds: float | None = None, run_started: bool = False
-                  ) -> Attempt | None:
+                  lease_seconds: float | None = None, run_started: bool = False,
+                  started_at: datetime | None = None) -> Attempt | None:
     """Begin a step that has no record yet, as its first attempt: one INSERT of the row as it
     should end up; None when the step has a record already (then see :func:`begin_step`).
 
     ``run_started``: the caller knows the run is running and has moved its lease already (the
     transaction that finished the step before), so the run's row is left alone.
+    ``started_at``: when the step began, for a step recorded as it ends (a local run's first
+    step: :attr:`agentic_iqa.runtime.service.Begun.recorded`); default now.
     """
-    now = utc_now()
+    now = started_at or utc_now()
     lease_until = lease_deadline(lease_seconds)
     try:
         inserted = session.execute(_insert_first_attempt(session), {
@@ -433,39 +465,52 @@ def finish_run(session: Session, run_id: str, *, state: AgenticIQAState,
 
     ``state_saved``: ``state`` is already the run's stored state (the caller just wrote or
     read it), so it is not serialised and written a second time."""
-    run = get_run(session, run_id)
     result = state.get("summarizer_result")
     metric_done = bool(state.get("metric_tools")) and not state.get("error")
-    run.status = "succeeded" if result is not None or metric_done else "failed"
-    run.final_answer = result.final_answer if result is not None else None
-    run.quality_score = result.quality_score if result is not None else None
-    run.error = redact(state.get("error"))
-    run.iteration_count = state.get("iteration_count", 0)
+    values: dict[str, Any] = {
+        "status": "succeeded" if result is not None or metric_done else "failed",
+        "final_answer": result.final_answer if result is not None else None,
+        "quality_score": result.quality_score if result is not None else None,
+        "error": redact(state.get("error")), "iteration_count": state.get("iteration_count", 0),
+        "finished_at": utc_now(), "lease_until": None}
     if not state_saved:
-        run.state_json = redact(state_to_json(state))
-    run.finished_at = utc_now()
-    run.lease_until = None
-    session.flush()
-    _close_job_item(session, run)
+        values["state_json"] = redact(state_to_json(state))
+    _end_run(session, run_id, values)
 
 
-def _close_job_item(session: Session, run: Run) -> None:
-    if run.job_id is not None:
-        close_item_for_run(session, run)
+def _end_run(session: Session, run_id: str, values: dict[str, Any]) -> None:
+    """Write a run's end (one UPDATE by key, no read of the run first) and close its job's
+    item (:func:`~.items.close_item`), in the caller's transaction."""
+    session.flush()  # an ORM caller's changes to the run come before these
+    ended = session.execute(update(_RUNS).where(_RUNS.c.id == run_id).values(values)
+                            .returning(_RUNS.c.job_id)).first()
+    if ended is None:
+        raise RunNotFound(run_id)
+    _expire_run(session, run_id)
+    if ended.job_id is not None:
+        close_item(session, run_id=run_id, job_id=ended.job_id,
+                   succeeded=values["status"] == "succeeded", error=values.get("error"))
+
+
+def _expire_run(session: Session, run_id: str) -> None:
+    """A Run this session holds no longer says what the database does: read it again when
+    used (callers that loaded it, such as a fenced step's, see the run's end)."""
+    run = session.identity_map.get(session.identity_key(Run, run_id))
+    if run is not None:
+        session.expire(run)
 
 
 def fail_run(session: Session, run_id: str, *, error: str) -> None:
     """Close the run as failed (a step gave up for good)."""
-    run = get_run(session, run_id)
-    run.status = "failed"
-    run.error = redact(error)
-    run.finished_at = utc_now()
-    run.lease_until = None
-    state = state_from_json(run.state_json)
+    state_json = session.scalar(select(_RUNS.c.state_json).where(_RUNS.c.id == run_id))
+    if state_json is None:
+        raise RunNotFound(run_id)
+    values: dict[str, Any] = {"status": "failed", "error": redact(error),
+                              "finished_at": utc_now(), "lease_until": None}
+    state = state_from_json(state_json)
     if not state.get("error"):  # every reader of the state sees why, not only of the row
-        run.state_json = redact(state_to_json(merge_state(state, {"error": error})))
-    session.flush()
-    _close_job_item(session, run)
+        values["state_json"] = redact(state_to_json(merge_state(state, {"error": error})))
+    _end_run(session, run_id, values)
 
 
 def extend_lease(session: Session, run_id: str, seconds: float, *,

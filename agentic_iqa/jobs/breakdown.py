@@ -5,8 +5,8 @@ The groups come from each item's ``meta`` (the export's ``meta`` column, JSON te
 the KADID-10k and TID2013 readers put ``distortion``, ``distortion_index`` and ``level`` there
 (read from the image names), and a manifest's extra columns (``distortion``, ``level``, or a
 ``meta`` column holding a JSON object) land there too.  :func:`breakdown` is pure: groups,
-MOS and scores in, JSON-able data out; :class:`DistortionScores` collects them while the
-report reads its rows once.
+MOS and scores in, JSON-able data out (the report gives it its columns:
+:class:`.columns.JobColumns`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import html
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 #: A group with fewer items gives its count and no correlation (two points always agree).
 MIN_ITEMS = 3
@@ -68,37 +69,43 @@ def distortion_of(meta: Any) -> tuple[str | None, str | None, str | None]:
     return kind, index, _first(fields, LEVEL_KEYS)
 
 
-def _group_entry(positions: list[int], mos: Sequence[float],
-                 scores: Mapping[str, Sequence[float | None]]) -> dict[str, Any]:
-    import numpy as np
-
+def _group_entry(positions: np.ndarray, mos: np.ndarray, scores: Mapping[str, np.ndarray]
+                 ) -> dict[str, Any]:
     from .metrics import plcc, srcc
 
     lines: dict[str, dict[str, Any]] = {}
     for name, values in scores.items():
-        pairs = [(values[i], mos[i]) for i in positions if values[i] is not None]
-        entry: dict[str, Any] = {"n": len(pairs), "srcc": None, "plcc": None}
-        if len(pairs) >= MIN_ITEMS:
-            x, y = np.array([p for p, _ in pairs]), np.array([m for _, m in pairs])
+        at = positions[~np.isnan(values[positions])]
+        entry: dict[str, Any] = {"n": int(at.size), "srcc": None, "plcc": None}
+        if at.size >= MIN_ITEMS:
+            x, y = values[at], mos[at]
             if np.ptp(x) > 0 and np.ptp(y) > 0:
                 entry.update(srcc=_finite(srcc(x, y)), plcc=_finite(plcc(x, y)))
         lines[name] = entry
-    return {"n": len(positions), "lines": lines}
+    return {"n": int(positions.size), "lines": lines}
+
+
+def _column(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
+    """Scores as floats, None as NaN (the marks of an item a line did not score)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        return values
+    return np.array([math.nan if value is None else value for value in values], dtype=float)
 
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def breakdown(types: Sequence[str | None], levels: Sequence[str | None], mos: Sequence[float],
-              scores: Mapping[str, Sequence[float | None]],
+def breakdown(types: Sequence[str | None], levels: Sequence[str | None],
+              mos: Sequence[float] | np.ndarray,
+              scores: Mapping[str, Sequence[float | None] | np.ndarray],
               order: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """Per distortion type and per level: items (``n``), and each line's n, SRCC and PLCC
     (scipy's, PLCC on the scores as they are) against MOS; None when no item has a type or
     a level.
 
     Item ``i`` has type ``types[i]``, level ``levels[i]``, MOS ``mos[i]`` and score
-    ``scores[line][i]`` (None where that line did not score it).  ``order``: type -> its
+    ``scores[line][i]`` (None or NaN where that line did not score it).  ``order``: type -> its
     index in the dataset's list (types sort by it, else by name).  Fewer than
     :data:`MIN_ITEMS` scored items, or constant scores or MOS, give None correlations.
     """
@@ -106,6 +113,8 @@ def breakdown(types: Sequence[str | None], levels: Sequence[str | None], mos: Se
         return None
     order = order or {}
     result: dict[str, Any] = {"lines": list(scores), "min_items": MIN_ITEMS}
+    truth = np.asarray(mos, dtype=float)
+    columns = {name: _column(values) for name, values in scores.items()}
     for by, values, rank in (
             ("distortion", types, lambda name: (*_rank(order.get(name, "")), name)),
             ("level", levels, _rank)):
@@ -113,52 +122,10 @@ def breakdown(types: Sequence[str | None], levels: Sequence[str | None], mos: Se
         for position, group in enumerate(values):
             if group is not None:
                 groups.setdefault(group, []).append(position)
-        result[by] = [{"group": name, **_group_entry(groups[name], mos, scores)}
+        result[by] = [{"group": name, **_group_entry(np.array(groups[name], dtype=np.int64),
+                                                     truth, columns)}
                       for name in sorted(groups, key=rank)]
     return result
-
-
-@dataclass
-class DistortionScores:
-    """Type, level, MOS and scores of the items with a MOS and a distortion, collected row by
-    row as a report reads them (group names and floats only, no rows kept)."""
-
-    types: list[str | None] = field(default_factory=list)
-    levels: list[str | None] = field(default_factory=list)
-    mos: list[float] = field(default_factory=list)
-    scores: list[dict[str, float]] = field(default_factory=list)
-    order: dict[str, str] = field(default_factory=dict)
-
-    def add(self, row: Mapping[str, Any], mos: float | None, agent: float | None,
-            tools: Mapping[str, float] | None = None) -> None:
-        """One exported row: its ``meta``, its MOS, the agent's score (None where it gave
-        none) and each tool's, under ``"agent"`` and the tools' names: ``tools`` where given
-        (the report's sign-corrected own scores), else the ``tool:`` columns."""
-        from .cells import number
-        from .export import TOOL_PREFIX
-
-        if mos is None:
-            return
-        kind, index, level = distortion_of(row.get("meta"))
-        if kind is None and level is None:
-            return
-        if kind is not None and index is not None:
-            self.order.setdefault(kind, index)
-        scores = {key[len(TOOL_PREFIX):]: value for key, cell in row.items()
-                  if key.startswith(TOOL_PREFIX) and (value := number(cell)) is not None}
-        scores.update(tools or {})
-        if agent is not None:
-            scores["agent"] = agent
-        self.types.append(kind)
-        self.levels.append(level)
-        self.mos.append(mos)
-        self.scores.append(scores)
-
-    def report(self, lines: Sequence[str]) -> dict[str, Any] | None:
-        """:func:`breakdown` of what was collected, for ``lines`` ("agent", tool names)."""
-        return breakdown(self.types, self.levels, self.mos,
-                         {name: [item.get(name) for item in self.scores] for name in lines},
-                         self.order)
 
 
 # -- text and HTML --------------------------------------------------------------------------------

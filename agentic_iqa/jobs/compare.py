@@ -10,26 +10,26 @@ own ``raw:`` score, sign-corrected so that higher is better: :data:`.own_scores.
 its [1, 5] ``tool:`` score's correlations beside it).  MCQ accuracy counts a failed item as a
 wrong answer.  The baseline is the first job's first line (its first tool, for a metric job).
 
-Works on exported rows (:mod:`agentic_iqa.jobs.export`) and job descriptions
+Works on exported rows (:mod:`agentic_iqa.jobs.export`) or a job's columns read with
+identities (:class:`.columns.JobColumns`: an id's and an image's 64-bit digest per item, so
+two jobs of a million items match in arrays), and job descriptions
 (:func:`agentic_iqa.db.reads.job_summary` with ``vlm`` beside it), like :mod:`.report`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
-import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
-from .export import RAW_PREFIX, TOOL_PREFIX
+from .in_sample import FITTED_IMAGES as FITTED_IMAGES
+from .in_sample import fitted_images, job_mode, uses_builtin
 from .own_scores import (
     CONVENTION,
     CONVENTION_SHORT,
@@ -50,122 +50,85 @@ from .report import (
     _fmt,
     _header,
     _label_cell,
-    _number,
-    _text,
-    is_question,
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from .columns import JobColumns
     from .figures import NamedFigure
 
-#: SHA-256 of the images the builtin backend's parameters were fitted on (scripts/fitted_images.py).
-FITTED_IMAGES = Path(__file__).resolve().parent.parent / "vlm" / "builtin" / "fitted_images.json"
 METRICS = ("srcc", "plcc", "krcc")
-
-
-@cache
-def fitted_images(path: Path = FITTED_IMAGES) -> dict[str, str]:
-    """sha256 -> "set/file name" of every fitted image; read once, and only when needed."""
-    return json.loads(path.read_text(encoding="utf-8"))["sha256"]
-
-
-def job_mode(job: Mapping[str, Any]) -> str:
-    """"agent", "vlm" or "tools" (a metric job); jobs stored before modes: by their tools."""
-    return job.get("mode") or ("tools" if job.get("tools") else "agent")
-
-
-def uses_builtin(job: Mapping[str, Any]) -> bool:
-    """Whether the builtin backend answered any role (a metric job asks no backend)."""
-    if job_mode(job) == "tools":
-        return False
-    roles = (job.get("configuration") or {}).get("roles") or {}
-    if roles:
-        return any(role.get("backend") == "builtin" for role in roles.values())
-    return "builtin" in str(job.get("backend") or "builtin").split(", ")
-
-
-@dataclass
-class _Line:
-    label: str
-    job: str
-    source: str
-    tool: str | None = None
-    pred: dict[str, float] = field(default_factory=dict)
-    #: item -> (answer, true letter) of done and failed items whose truth is known (a failed
-    #: item's answer is None: wrong); None for a tool.
-    answers: dict[str, tuple[str | None, str]] | None = None
-    #: Items that failed, among ``answers``.
-    failed: set[str] = field(default_factory=set)
-    #: A tool's [1, 5] score and its raw one per item; its catalogue facts.
-    normalized: dict[str, float] = field(default_factory=dict)
-    raw: dict[str, float] = field(default_factory=dict)
-    facts: ToolFacts | None = None
 
 
 @dataclass
 class _Job:
+    """A job's columns, and the positions of its items with an id (the last row of an id)."""
+
     about: Mapping[str, Any]
-    items: list[str] = field(default_factory=list)
-    mos: dict[str, float] = field(default_factory=dict)
-    truth: set[str] = field(default_factory=set)
-    images: list[str] = field(default_factory=list)
-    #: item -> its image: items of one image are resampled together.
-    image_of: dict[str, str] = field(default_factory=dict)
-    done: int = 0
-    #: Items that are multiple-choice questions, with or without their correct answer.
-    questions: int = 0
+    columns: JobColumns
+    items: np.ndarray
 
 
-def _read(about: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
+@dataclass
+class _Line:
+    """One line of the table: the agent's, or a tool's of a metric job, as per-item arrays."""
+
+    label: str
+    job: str
+    source: str
+    tool: str | None = None
+    #: The score a line is judged on, per item of its job (NaN: none).
+    pred: np.ndarray | None = None
+    #: The MCQ outcome per item (:data:`.columns.RIGHT` ...; counted: done and failed items
+    #: whose correct answer is a letter); None for a tool.
+    answers: np.ndarray | None = None
+    #: A tool's [1, 5] score and its raw one per item; its catalogue facts.
+    normalized: np.ndarray | None = None
+    raw: np.ndarray | None = None
+    facts: ToolFacts | None = None
+
+
+def _keyed(columns: JobColumns) -> np.ndarray:
+    """Positions of the items with an id, the last row of each (ids are unique in a job)."""
+    import numpy as np
+
+    assert columns.key is not None and columns.has_key is not None
+    at = np.flatnonzero(columns.has_key)
+    if not at.size:
+        return at
+    keys = columns.key[at]
+    _, last = np.unique(keys[::-1], return_index=True)
+    return np.sort(at[at.size - 1 - last])
+
+
+def _read(about: Mapping[str, Any], data: Iterable[Mapping[str, Any]] | JobColumns
           ) -> tuple[_Job, list[_Line]]:
-    from .metrics import answer_letter
+    import numpy as np
 
-    job, mode, short = _Job(about), job_mode(about), str(about.get("id") or "?")[:8]
-    rows = list(rows)
+    from .columns import JobColumns
+
+    columns = data if isinstance(data, JobColumns) else JobColumns.from_rows(data)
+    if columns.key is None:
+        raise ValueError("a comparison needs each item's id: columns read with identities")
+    job = _Job(about, columns, _keyed(columns))
+    mode, short = job_mode(about), str(about.get("id") or "?")[:8]
     if mode == "tools":
-        names = list(about.get("tools") or sorted(
-            {key[len(TOOL_PREFIX):] for row in rows for key in row if key.startswith(TOOL_PREFIX)}))
+        names = list(about.get("tools") or sorted(columns.tool_columns))
         facts = tool_facts(names)
-        lines = [_Line(f"{short} tools/{name}", str(about.get("id")), f"tools/{name}", name,
-                       facts=facts[name]) for name in names]
-    else:
-        lines = [_Line(f"{short} {mode}", str(about.get("id")), mode, answers={})]
-    for row in rows:
-        item = _text(row.get("item_id"))
-        if item is None:
-            continue
-        job.items.append(item)
-        if image := _text(row.get("image")):
-            job.images.append(image)
-            job.image_of[item] = image
-        done = _text(row.get("status")) == "done"
-        job.done += done
-        if (mos := _number(row.get("mos"))) is not None:
-            job.mos[item] = mos
-        truth = answer_letter(_text(row.get("answer_truth")))
-        if truth is not None:
-            job.truth.add(item)
-        job.questions += truth is not None or is_question(row.get("query"))
-        failed = _text(row.get("status")) == "failed"
-        for line in lines:
-            if line.tool is not None:  # a tool's score counts whatever the run's outcome
-                for scores, prefix in ((line.normalized, TOOL_PREFIX), (line.raw, RAW_PREFIX)):
-                    if (value := _number(row.get(f"{prefix}{line.tool}"))) is not None:
-                        scores[item] = value
-                continue
-            score = _number(row.get("quality_score")) if done else None
-            if truth is not None and (done or failed):
-                line.answers[item] = (_text(row.get("final_answer")) if done else None, truth)
-                if failed:
-                    line.failed.add(item)
-            if score is not None:
-                line.pred[item] = score
-    for line in lines:
-        if line.tool is not None and line.facts is not None:
+        lines = []
+        for name in names:
+            raw = columns.raw.get(name, np.full(columns.size, np.nan))
+            normalized = columns.normalized.get(name, np.full(columns.size, np.nan))
             # Its own score, sign-corrected; the [1, 5] one only where the rows have no raw.
-            factor = sign(line.facts) if line.raw else 1.0
-            line.pred = {item: factor * value
-                         for item, value in (line.raw or line.normalized).items()}
+            has_raw = bool(np.count_nonzero(~np.isnan(raw[job.items])))
+            pred = sign(facts[name]) * raw if has_raw else normalized
+            lines.append(_Line(f"{short} tools/{name}", str(about.get("id")),
+                               f"tools/{name}", name, pred=pred, normalized=normalized,
+                               raw=raw, facts=facts[name]))
+    else:
+        lines = [_Line(f"{short} {mode}", str(about.get("id")), mode, pred=columns.score,
+                       answers=columns.mcq)]
     return job, lines
 
 
@@ -173,38 +136,43 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _paired_ci(draws: Callable[[Any], Any], n: int, resamples: int, seed: int
-               ) -> list[float] | None:
+def _paired_ci(draws: Callable[[Any], Any], n: int, resamples: int, seed: int,
+               estimate: float | None = None) -> list[float] | None:
     """Percentile interval of ``draws(index)``, which scores both lines on each row of item
     positions: the same items, resampled with replacement, for both (the pairing).  Undefined
-    draws are left out, as in :func:`agentic_iqa.jobs.metrics.bootstrap_ci`."""
+    draws are left out, as in :func:`agentic_iqa.jobs.metrics.bootstrap_ci`; above
+    :data:`~agentic_iqa.jobs.metrics.BOOTSTRAP_PAIRS` positions, the m-out-of-n bootstrap
+    around ``estimate``."""
     import numpy as np
+
+    from .metrics import draw_resamples
 
     if resamples < 1 or n == 0:
         return None
-    rng = np.random.default_rng(seed)
-    chunk = max(1, 2_000_000 // n)  # index matrices of a few tens of MB at most
-    values = np.concatenate([draws(rng.integers(0, n, size=(min(chunk, resamples - start), n)))
-                             for start in range(0, resamples, chunk)])
-    values = values[np.isfinite(values)]
+    values = draw_resamples(draws, n, resamples, seed, estimate)
     if values.size == 0:
         return None
     tail = (1.0 - CONFIDENCE) / 2.0
     return [float(value) for value in np.quantile(values, [tail, 1.0 - tail])]
 
 
-def _groups(shared: Sequence[str], image_of: Mapping[str, str]) -> list[Any] | None:
-    """Positions in ``shared`` by image, when some image has several items (several questions
-    about one photo are not independent draws: resampling them one by one would make the
-    intervals too narrow); None when every item is its own image."""
+def _groups(shared: np.ndarray, image: np.ndarray) -> list[Any] | None:
+    """Positions in ``shared`` by image (``image``: each shared item's image digest), when
+    some image has several items (several questions about one photo are not independent
+    draws: resampling them one by one would make the intervals too narrow); None when every
+    item is its own image."""
     import numpy as np
 
-    by_image: dict[str, list[int]] = {}
-    for position, item in enumerate(shared):
-        by_image.setdefault(image_of.get(item, item), []).append(position)
-    if len(by_image) == len(shared):
+    _, first, inverse = np.unique(image, return_index=True, return_inverse=True)
+    if first.size == shared.size:
         return None
-    return [np.array(positions) for positions in by_image.values()]
+    order = np.argsort(first, kind="stable")  # images in the order they first come
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    group = rank[inverse.reshape(-1)]
+    by_group = np.argsort(group, kind="stable")
+    bounds = np.flatnonzero(np.diff(group[by_group])) + 1
+    return np.split(by_group, bounds)
 
 
 def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any,
@@ -213,11 +181,11 @@ def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any,
     or with ``groups`` per row of drawn images (their items together)."""
     import numpy as np
 
-    from .metrics import metric_rows
+    from .metrics import resampler
 
     if groups is None:
-        return lambda index: (metric_rows(metric, b[index], y[index])
-                              - metric_rows(metric, a[index], y[index]))
+        scored, baseline = resampler(metric, b, y), resampler(metric, a, y)
+        return lambda index: scored(index) - baseline(index)
 
     def by_image(index: Any) -> Any:
         values = np.empty(len(index))
@@ -229,64 +197,114 @@ def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any,
     return by_image
 
 
-def _difference(base: _Line, line: _Line, truth: Mapping[str, float], resamples: int,
-                seed: int, image_of: Mapping[str, str]) -> dict[str, Any]:
+def _match(job: _Job, base: _Job) -> np.ndarray:
+    """For each of the baseline's items (``base.items``), the position of the same item in
+    ``job`` (by id), or -1."""
+    import numpy as np
+
+    if job is base:
+        return base.items.copy()
+    assert job.columns.key is not None and base.columns.key is not None
+    keys = job.columns.key[job.items]
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    wanted = base.columns.key[base.items]
+    at = np.minimum(np.searchsorted(ordered, wanted), max(ordered.size - 1, 0))
+    found = ordered.size > 0
+    matched = np.full(wanted.size, -1, dtype=np.int64)
+    if found:
+        same = ordered[at] == wanted
+        matched[same] = job.items[order[at[same]]]
+    return matched
+
+
+def _shared(base_job: _Job, mask: np.ndarray, matched: np.ndarray, line_mask: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The baseline's items where ``mask`` holds and whose match in the line's job (``matched``)
+    holds ``line_mask``, in the order of their ids (as the ids sort): positions in the
+    baseline's job and in the line's."""
+    import numpy as np
+
+    ok = (matched >= 0) & mask[base_job.items]
+    ok[ok] = line_mask[matched[ok]]
+    base_at, line_at = base_job.items[ok], matched[ok]
+    assert base_job.columns.key_rank is not None
+    order = np.argsort(base_job.columns.key_rank[base_at], kind="stable")
+    return base_at[order], line_at[order]
+
+
+def _difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: int,
+                seed: int) -> dict[str, Any]:
     """``line - baseline`` on the items both scored that have a MOS (the baseline job's)."""
     import numpy as np
 
     from .metrics import krcc, plcc, srcc
 
-    shared = sorted(set(base.pred) & set(line.pred) & set(truth))
-    entry: dict[str, Any] = {"n": len(shared), "reason": None,
+    assert base.pred is not None and line.pred is not None
+    truth = base_job.columns.mos
+    base_at, line_at = _shared(base_job, ~np.isnan(base.pred) & ~np.isnan(truth),
+                               _match(job, base_job), ~np.isnan(line.pred))
+    shared = base_at.size
+    entry: dict[str, Any] = {"n": int(shared), "reason": None,
                              **{key: None for name in METRICS for key in (name, f"{name}_ci")}}
-    if len(shared) < 3:
-        entry["reason"] = (f"{len(shared)} item(s) scored by both with a MOS: at least 3 are "
+    if shared < 3:
+        entry["reason"] = (f"{shared} item(s) scored by both with a MOS: at least 3 are "
                            "needed" if shared else
                            "no item is scored by both with a MOS: nothing to compare")
         return entry
-    a = np.array([base.pred[i] for i in shared])
-    b = np.array([line.pred[i] for i in shared])
-    y = np.array([truth[i] for i in shared])
-    groups = _groups(shared, image_of)
+    a, b, y = base.pred[base_at], line.pred[line_at], truth[base_at]
+    assert base_job.columns.image is not None
+    groups = _groups(base_at, base_job.columns.image[base_at])
     for name, metric in zip(METRICS, (srcc, plcc, krcc), strict=True):
         entry[name] = _finite(metric(b, y) - metric(a, y))
         if entry[name] is not None:
             entry[f"{name}_ci"] = _paired_ci(
                 _metric_draws(metric, a, b, y, groups),
-                len(shared) if groups is None else len(groups), resamples, seed)
+                shared if groups is None else len(groups), resamples, seed, entry[name])
     if entry["srcc"] is None:
         entry["reason"] = "scores or MOS are constant on the shared items: no correlation"
     return entry
 
 
-def _mcq_difference(base: _Line, line: _Line, resamples: int, seed: int,
-                    image_of: Mapping[str, str]) -> dict[str, Any]:
+def _mcq_difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: int,
+                    seed: int) -> dict[str, Any]:
     import numpy as np
 
-    from .metrics import answer_letter
+    from .columns import NOT_COUNTED, RIGHT
+    from .metrics import BOOTSTRAP_PAIRS
 
     assert base.answers is not None and line.answers is not None
-    shared = sorted(set(base.answers) & set(line.answers))
-    if not shared:
+    base_at, line_at = _shared(base_job, base.answers != NOT_COUNTED, _match(job, base_job),
+                               line.answers != NOT_COUNTED)
+    if not base_at.size:
         return {"n": 0, "accuracy": None, "accuracy_ci": None,
                 "reason": "no question is answered by both"}
-
-    def right(answers: Mapping[str, tuple[str | None, str]]) -> Any:
-        return np.array([answer_letter(answers[i][0]) == answers[i][1] for i in shared],
-                        dtype=float)
-
-    a, b = right(base.answers), right(line.answers)
-    groups = _groups(shared, image_of)
-    if groups is None:
+    a = (base.answers[base_at] == RIGHT).astype(float)
+    b = (line.answers[line_at] == RIGHT).astype(float)
+    assert base_job.columns.image is not None
+    groups = _groups(base_at, base_job.columns.image[base_at])
+    shared = base_at.size
+    estimate = float(b.mean() - a.mean())
+    if groups is None and shared > BOOTSTRAP_PAIRS and resamples > 0:
+        # A resample's gains and losses are multinomial: drawn so, exactly.
+        change = b - a
+        shares = [float(np.mean(change == value)) for value in (-1.0, 1.0)]
+        counts = np.random.default_rng(seed).multinomial(
+            shared, [shares[0], shares[1], max(0.0, 1.0 - shares[0] - shares[1])],
+            size=resamples)
+        draws = (counts[:, 1] - counts[:, 0]) / shared
+        tail = (1.0 - CONFIDENCE) / 2.0
+        ci = [float(value) for value in np.quantile(draws, [tail, 1.0 - tail])]
+    elif groups is None:
         ci = _paired_ci(lambda index: b[index].mean(axis=1) - a[index].mean(axis=1),
-                        len(shared), resamples, seed)
+                        shared, resamples, seed, estimate)
     else:  # drawn images: their questions' summed differences over their count
         gained = np.array([(b[group] - a[group]).sum() for group in groups])
         asked = np.array([len(group) for group in groups], dtype=float)
         ci = _paired_ci(lambda index: gained[index].sum(axis=1) / asked[index].sum(axis=1),
-                        len(groups), resamples, seed)
-    return {"n": len(shared), "accuracy": float(b.mean() - a.mean()), "reason": None,
-            "images": len(shared) if groups is None else len(groups), "accuracy_ci": ci}
+                        len(groups), resamples, seed, estimate)
+    return {"n": int(shared), "accuracy": estimate, "reason": None,
+            "images": int(shared if groups is None else len(groups)), "accuracy_ci": ci}
 
 
 def _per_item_seconds(about: Mapping[str, Any], done: int) -> float | None:
@@ -303,57 +321,40 @@ def _per_item_seconds(about: Mapping[str, Any], done: int) -> float | None:
     return (last - first).total_seconds() / done
 
 
-def _sha256(path: str) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
-    except OSError:
-        return None
-
-
-def _overlap(job: _Job, fitted: Mapping[str, str], hashes: dict[str, str | None]
-             ) -> dict[str, Any]:
-    """How many of the job's images are fitted ones (by their bytes), and how many could not
-    be read to tell."""
-    found = unreadable = 0
-    for image in job.images:
-        if image not in hashes:
-            hashes[image] = _sha256(os.path.expanduser(image))
-        digest = hashes[image]
-        unreadable += digest is None
-        found += digest is not None and digest in fitted
-    return {"items": found, "of": len(job.items), "unreadable": unreadable}
-
-
 def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
                hashes: dict[str, str | None]) -> tuple[dict[str, Any], list[str]]:
     """A job's counts, time and cost per item, and what a reader must be warned of."""
-    about, short = job.about, str(job.about.get("id") or "?")[:8]
+    import numpy as np
+
+    from .in_sample import overlap_of, overlap_warnings
+
+    about, short, columns = job.about, str(job.about.get("id") or "?")[:8], job.columns
+    assert columns.has_key is not None
     vlm = about.get("vlm") or {}
+    keyed = columns.has_key
+    done = int(np.count_nonzero(columns.done & keyed))
     entry = {key: about.get(key) for key in ("id", "name", "status", "backend", "model",
                                              "tools", "dataset", "created_at", "finished_at")}
-    entry.update(mode=job_mode(about), items=len(job.items), done=job.done,
-                 with_mos=len(job.mos), with_truth=len(job.truth),
-                 shared_with_baseline=len(set(job.items) & set(base.items)),
-                 wall_time_per_item_s=_per_item_seconds(about, job.done),
+    matched = _match(job, base)
+    entry.update(mode=job_mode(about), items=int(np.count_nonzero(keyed)), done=done,
+                 with_mos=int(np.count_nonzero(~np.isnan(columns.mos[job.items]))),
+                 with_truth=int(np.count_nonzero(columns.truth_letter[job.items])),
+                 shared_with_baseline=int(np.count_nonzero(matched >= 0)),
+                 wall_time_per_item_s=_per_item_seconds(about, done),
                  cost_usd=vlm.get("cost_usd"), cost_per_item_usd=vlm.get("cost_per_item_usd"),
                  vlm_calls=vlm.get("calls"), fitted_overlap=None)
     warnings = []
     if about.get("status") not in (None, "done"):
         warnings.append(f"job {short} is {about.get('status')}: its figures cover the "
-                        f"{job.done} item(s) done so far")
+                        f"{done} item(s) done so far")
     if uses_builtin(about):
-        overlap = _overlap(job, fitted if fitted is not None else fitted_images(), hashes)
-        entry["fitted_overlap"] = overlap
-        if overlap["items"]:
-            warnings.append(f"{overlap['items']} of {overlap['of']} items of job {short} are "
-                            "images the builtin backend was fitted on: its figures on them are "
-                            "in-sample")
-        if overlap["unreadable"]:
-            warnings.append(f"{overlap['unreadable']} image(s) of job {short} could not be "
-                            "read: not checked against the builtin's fitted images")
-    mismatched = sum(1 for item, mos in job.mos.items()
-                     if item in base.mos and abs(mos - base.mos[item]) > 1e-9)
+        overlap = overlap_of(columns, fitted if fitted is not None else fitted_images(), hashes)
+        entry["fitted_overlap"] = {**overlap, "of": entry["items"]}
+        warnings += overlap_warnings(about, entry["fitted_overlap"])
+    found = matched >= 0
+    theirs, ours = columns.mos[matched[found]], base.columns.mos[base.items[found]]
+    mismatched = int(np.count_nonzero(~np.isnan(theirs) & ~np.isnan(ours)
+                                      & (np.abs(theirs - ours) > 1e-9)))
     if mismatched:
         warnings.append(f"{mismatched} shared item(s) of job {short} have another MOS than in "
                         "the baseline's job: differences use the baseline's")
@@ -363,36 +364,44 @@ def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
 def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, bootstrap: int,
                 seed: int) -> dict[str, Any]:
     """A line against MOS and MCQ truth, and its differences from the baseline line."""
-    from .metrics import answer_letter, correlation_report, mcq_tally, proportion_ci
+    import numpy as np
 
-    items = [i for i in line.pred if i in job.mos]
+    from .columns import NOT_COUNTED, RIGHT
+    from .metrics import correlation_report, proportion_ci
+    from .report import _tally
+
+    assert line.pred is not None
+    columns = job.columns
+    items = job.items[~np.isnan(line.pred[job.items]) & ~np.isnan(columns.mos[job.items])]
+    truths = int(np.count_nonzero(columns.truth_letter[job.items]))
+    questions = int(np.count_nonzero(columns.question[job.items]))
     mcq = None
-    if line.answers is not None and job.truth:
-        keys = list(line.answers)
-        tally = mcq_tally([line.answers[i][0] for i in keys], [line.answers[i][1] for i in keys],
-                          [i in line.failed for i in keys])
-        outcomes = [i not in line.failed
-                    and answer_letter(line.answers[i][0]) == line.answers[i][1] for i in keys]
-        interval = proportion_ci(outcomes, n=bootstrap, confidence=CONFIDENCE, seed=seed)
+    if line.answers is not None and truths:
+        counted = line.answers[job.items]
+        counted = counted[counted != NOT_COUNTED]
+        tally = _tally(counted)
+        interval = proportion_ci(counted == RIGHT, n=bootstrap, confidence=CONFIDENCE,
+                                 seed=seed)
         mcq = {"accuracy": tally.accuracy, "accuracy_ci": list(interval) if interval else None,
                "n": tally.questions, "correct": tally.correct, "answered": tally.answered,
-               "answered_accuracy": tally.answered_accuracy, "failed": tally.failed,
+               "answered_accuracy": tally.answered_accuracy,
+               "failed": tally.failed,
                "no_answer": tally.no_answer, "not_answered": tally.failed + tally.no_answer,
-               "not_run": len(job.truth) - tally.questions, "reason": None}
-    elif job.questions and (line.answers is None or not job.truth):
+               "not_run": truths - tally.questions, "reason": None}
+    elif questions and (line.answers is None or not truths):
         # Questions no accuracy can be measured on: say why rather than leave the line out.
         mcq = {"accuracy": None, "n": 0, "correct": 0, "not_answered": 0,
                "reason": NOT_APPLICABLE if line.answers is None else WITHHELD}
     diff = mcq_diff = None
     if base is not None and line is not base:
-        diff = _difference(base, line, base_job.mos, bootstrap, seed, base_job.image_of)
+        diff = _difference(base, line, base_job, job, bootstrap, seed)
         if mcq is not None and not mcq["reason"] and base.answers is not None:
-            mcq_diff = _mcq_difference(base, line, bootstrap, seed, base_job.image_of)
+            mcq_diff = _mcq_difference(base, line, base_job, job, bootstrap, seed)
     return {"label": line.label, "job": line.job, "source": line.source, "tool": line.tool,
-            "scored": len(line.pred), "baseline": line is base, **_tool_fields(line, job),
-            "mos": correlation_report([line.pred[i] for i in items],
-                                      [job.mos[i] for i in items], bootstrap=bootstrap,
-                                      seed=seed),
+            "scored": int(np.count_nonzero(~np.isnan(line.pred[job.items]))),
+            "baseline": line is base, **_tool_fields(line, job),
+            "mos": correlation_report(line.pred[items], columns.mos[items],
+                                      bootstrap=bootstrap, seed=seed),
             "mcq": mcq, "difference": diff, "mcq_difference": mcq_diff}
 
 
@@ -400,24 +409,30 @@ def _tool_fields(line: _Line, job: _Job) -> dict[str, Any]:
     """A tool line's basis ("raw" or, without raw scores, "normalized"), direction, its [1, 5]
     score's correlations (secondary) and whether that mapping is monotone over the job's raw
     scores; None for the agent's line."""
+    import numpy as np
+
     from .metrics import correlation_report
 
-    if line.tool is None or line.facts is None:
+    if line.tool is None or line.facts is None or line.normalized is None or line.raw is None:
         return {"basis": None, "lower_is_better": None, "direction": None, "normalized": None,
                 "mapping": None}
-    items = [i for i in line.normalized if i in job.mos]
-    normalized = correlation_report([line.normalized[i] for i in items],
-                                    [job.mos[i] for i in items], bootstrap=0)
-    return {"basis": "raw" if line.raw else "normalized",
+    mos = job.columns.mos
+    items = job.items[~np.isnan(line.normalized[job.items]) & ~np.isnan(mos[job.items])]
+    normalized = correlation_report(line.normalized[items], mos[items], bootstrap=0)
+    raw = line.raw[job.items]
+    raw = raw[~np.isnan(raw)]
+    return {"basis": "raw" if raw.size else "normalized",
             "lower_is_better": line.facts.lower_is_better, "direction": direction(line.facts),
             "normalized": {key: normalized[key] for key in ("n", "srcc", "plcc", "krcc")},
-            "mapping": mapping_check(line.tool, line.facts, list(line.raw.values()))}
+            "mapping": mapping_check(line.tool, line.facts, raw)}
 
 
-def build_comparison(jobs: Sequence[tuple[Mapping[str, Any], Iterable[Mapping[str, Any]]]], *,
+def build_comparison(jobs: Sequence[tuple[Mapping[str, Any],
+                                          Iterable[Mapping[str, Any]] | JobColumns]], *,
                      bootstrap: int = 1000, seed: int = 0,
                      fitted: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The comparison of ``jobs`` (description, rows), the first job's first line the baseline.
+    """The comparison of ``jobs`` (description, rows or columns read with identities), the
+    first job's first line the baseline.
 
     ``fitted``: sha256 -> name of the images the builtin backend was fitted on (default: the
     shipped list, read only when a job uses the builtin backend).

@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 import re
 
+from ..redact import redact
+from .cells import text as _text
+
 #: Longest item error kept (a tool's message can quote a whole array).
 MAX_CHARS = 600
 
@@ -67,3 +70,21 @@ def _planner_record(text: str) -> str | None:
     advice = _PLAN_ADVICE.get(str(record.get("error_type")), _PLAN_ADVICE["internal_error"])
     prefix = "" if message.lower().startswith("plan") else "planning failed: "
     return f"{prefix}{message}; {advice}"
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
+
+
+def failure_reason(error: str | None) -> str:
+    """An error message with its item-specific parts (quoted paths, numbers) blanked out.
+
+    "image 'a.jpg' on line 7 not found" and "image 'b.jpg' on line 9 not found" are the same
+    reason; the report counts reasons and keeps one full message as an example.  An error
+    stored before items were given readable errors (a planner's JSON, a traceback) is read as
+    :func:`~.errors.readable` says.
+    """
+    text = redact(readable(_text(error)))
+    if not text:
+        return "(no error message)"
+    return _NUMBER.sub("N", _QUOTED.sub("'…'", text))[:200]

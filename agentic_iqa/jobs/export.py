@@ -124,6 +124,13 @@ def _plain(value: Any) -> Any:
     """JSON-safe value: non-finite floats become None, paths become text; a URL's signature
     (a presigned URL's ``X-Amz-Signature``, ``sig=``, ``token=``) masked in any text, nested
     ones included: an export is shared, the stored location keeps them to be read."""
+    kind = type(value)  # the common cells first, by their exact type: millions of them
+    if value is None or kind is int or kind is bool:
+        return value
+    if kind is str:
+        return redact_url_secrets(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, os.PathLike):
@@ -147,6 +154,15 @@ def neutralise(text: str) -> str:
 
 
 def _cell(value: Any) -> str:
+    kind = type(value)  # the common cells first, as :func:`_plain` then the rules below would
+    if value is None:
+        return ""
+    if kind is str:
+        return neutralise(redact_url_secrets(value))
+    if kind is float:
+        return repr(value) if math.isfinite(value) else ""
+    if kind is int or kind is bool:
+        return str(value)
     value = _plain(value)
     if value is None:
         return ""

@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
-from .cells import number, text
-from .export import RAW_PREFIX, TOOL_PREFIX
 
 if TYPE_CHECKING:
+    import numpy as np
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.legend import Legend
+
+    from .columns import JobColumns
 
 #: The formats ``--figures`` writes, one file each per figure.
 FORMATS = ("svg", "pdf")
@@ -280,21 +281,16 @@ def differences_figure(doc: Mapping[str, Any], *, gid: str) -> Figure | None:
 # -- which figures a report and a comparison have -------------------------------------------------
 
 
-def _pairs(rows: Iterable[Mapping[str, Any]], column: str, *, done_only: bool
-           ) -> tuple[list[float], list[float]]:
-    pred: list[float] = []
-    mos: list[float] = []
-    for row in rows:
-        if done_only and text(row.get("status")) != "done":
-            continue
-        score, truth = number(row.get(column)), number(row.get("mos"))
-        if score is not None and truth is not None:
-            pred.append(score)
-            mos.append(truth)
-    return pred, mos
+def _pairs(columns: JobColumns, scores: np.ndarray | None) -> tuple[list[float], list[float]]:
+    """The items with a score and a MOS, in item order."""
+    if scores is None:
+        return [], []
+    at = columns.positions(scores)
+    return scores[at].tolist(), columns.mos[at].tolist()
 
 
-def report_figures(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], *,
+def report_figures(report: Mapping[str, Any],
+                   rows: Iterable[Mapping[str, Any]] | JobColumns, *,
                    scored: str = "Agent") -> list[NamedFigure]:
     """The figures of a job report (:func:`agentic_iqa.jobs.report.build_report`): the agent's
     scatter (done items with a score and a MOS, its [1, 5] score; ``scored`` names what gave
@@ -302,11 +298,17 @@ def report_figures(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
     metric job, then the breakdown's.  A tool's scatter is on the score its correlations are on
     (``basis``): its own (``raw:`` column), where a lower-is-better one falls with MOS, or the
     [1, 5] one where the rows carry no raw score; items with that score and a MOS, whatever
-    the run's outcome, as its correlations.  Each quotes the report's n, SRCC and PLCC."""
-    rows = list(rows)
+    the run's outcome, as its correlations.  Each quotes the report's n, SRCC and PLCC.
+    ``rows``: exported rows, or the job's :class:`.columns.JobColumns`."""
+    import numpy as np
+
+    from .columns import JobColumns
+
+    columns = rows if isinstance(rows, JobColumns) else JobColumns.from_rows(
+        rows, identities=False)
     figures = []
     if report.get("agent") is not None:
-        pred, mos = _pairs(rows, "quality_score", done_only=True)
+        pred, mos = _pairs(columns, columns.score)
         if pred:
             title = f"{scored} score vs MOS"
             figures.append(NamedFigure("scatter-agent", title, scatter(
@@ -316,10 +318,10 @@ def report_figures(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
         taken: set[str] = set()
         for tool in report.get("tools") or ():
             name = tool["tool"]
-            has_raw = any(number(row.get(f"{RAW_PREFIX}{name}")) is not None for row in rows)
+            own = columns.raw.get(name)
+            has_raw = own is not None and bool(np.count_nonzero(~np.isnan(own)))
             raw = tool.get("basis", "raw" if has_raw else "normalized") == "raw"
-            pred, mos = _pairs(rows, f"{RAW_PREFIX if raw else TOOL_PREFIX}{name}",
-                               done_only=False)
+            pred, mos = _pairs(columns, own if raw else columns.normalized.get(name))
             if not pred:
                 continue
             stem = _unique(f"scatter-tool-{slug(name)}", taken)

@@ -7,14 +7,18 @@ typo does not sink a 10,000-image job; only a file that cannot be a manifest at 
 extension, unreadable, no ``image`` column) raises :class:`ManifestFormatError`, and it does so
 when :func:`read_manifest` is called, before the first item, so a job can refuse it up front.
 
-The one thing kept per row is the set of ids already seen (duplicate detection needs it): a few
-hundred bytes per row, nothing of the rows themselves.  Only good rows claim an id: a row that
-turns out bad never makes a later, valid row with the same id a "duplicate".  A bad row is
-stored under :func:`bad_row_key`, a key in a form no row's id may take, so the keys of bad and
-good rows can never collide.  A bad row that gave an id of its own (an ``id`` cell) keeps it,
-so the user finds the failure under the id they wrote, when no other row has that id: such rows
-are held back (up to :data:`MAX_HELD_IDS`) and come out keyed by their id at the end, or keyed
-by their line as soon as a good row claims the id.
+The one thing kept per row is the set of ids already seen (duplicate detection needs it):
+:class:`SeenIds`, 24 bytes a row past its first rows, nothing of the rows themselves.  Only
+good rows claim an id: a row that turns out bad never makes a later, valid row with the same
+id a "duplicate".  A bad row is stored under :func:`bad_row_key`, a key in a form no row's
+id may take, so the keys of bad and good rows can never collide.  A bad row that gave an id of
+its own (an ``id`` cell) keeps it, so the user finds the failure under the id they wrote, when
+no other row has that id: such rows are held back (up to :data:`MAX_HELD_IDS`) and come out
+keyed by their id at the end, or keyed by their line as soon as a good row claims the id.
+
+Rows are read by a thread of their own and checked a chunk of what is ready at a time (their
+images decoded by a pool of threads), so the database's work and the checks overlap, and a
+source that pauses (a pipe, a slow store) hands over the rows it gave without waiting.
 
 Every location a row names is read under one :class:`iqa_tools.access.Reading` (the job's
 policy: ``--root``, ``--image-dir``, ``--allow-urls``, ``AGENTIC_IQA_ALLOWED_LOCATIONS``): the
@@ -36,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from iqa_tools.access import AccessPolicy, Reading, reading
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
@@ -177,15 +181,17 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
     if kind == "folder":
         rows: Iterator[_RawRow] = _folder_rows(source)
         base = source
-    else:
+    elif kind == "json":
         _check_readable(source)
-        if kind == "csv":
-            _csv_header(source)
-            rows = _csv_rows(source)
-        elif kind == "json":
-            rows = _json_rows(source)
-        else:
-            rows = _jsonl_rows(source)
+        rows = _json_rows(source)
+        base = source.parent
+    else:  # opened once and read in one pass: a named pipe streams as well as a file
+        handle = _opened(source)
+        try:
+            rows = _csv_rows(source, handle) if kind == "csv" else _jsonl_rows(handle)
+        except BaseException:
+            handle.close()
+            raise
         base = source.parent
     if image_dir is not None and is_url(os.fspath(image_dir)):
         base = os.fspath(image_dir)  # images in an object store, under this prefix
@@ -288,9 +294,14 @@ def _kind(source: Path) -> str:
 
 
 def _check_readable(source: Path) -> None:
+    with _opened(source) as handle:
+        handle.read(1)
+
+
+def _opened(source: Path) -> BinaryIO:
+    """The manifest open for reading, or why not as a :class:`ManifestFormatError`."""
     try:
-        with source.open("rb") as handle:
-            handle.read(1)
+        return source.open("rb")
     except FileNotFoundError as exc:
         raise ManifestFormatError(f"manifest {source} not found") from exc
     except OSError as exc:
@@ -299,10 +310,17 @@ def _check_readable(source: Path) -> None:
 
 def _csv_header(source: Path) -> list[str]:
     with source.open("rb") as handle:
-        try:
-            header = next(csv.reader(text_lines(handle)), None)
-        except csv.Error as exc:
-            raise ManifestFormatError(f"manifest {source}: unreadable header: {exc}") from exc
+        return _header_of(source, csv.reader(text_lines(handle)))
+
+
+def _header_of(source: Path, reader: Any) -> list[str]:
+    """The header row ``reader`` starts with, checked: an ``image`` column, no repeats."""
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise ManifestFormatError(f"manifest {source}: unreadable header: {exc}") from exc
+    except OSError as exc:
+        raise ManifestFormatError(f"manifest {source} cannot be read: {exc}") from exc
     if header and (fault := not_utf8(header)):
         raise ManifestFormatError(f"manifest {source}: the header (line 1) {fault}")
     if not header:
@@ -324,10 +342,16 @@ def _csv_header(source: Path) -> list[str]:
 # -- raw rows: (line, mapping of column -> value) -------------------------------------------------
 
 
-def _csv_rows(source: Path) -> Iterator[_RawRow]:
-    with source.open("rb") as handle:
-        reader = csv.reader(text_lines(handle))
-        keys = canonical_keys([name.strip() for name in next(reader)])
+def _csv_rows(source: Path, handle: BinaryIO) -> Iterator[_RawRow]:
+    """The rows of a CSV manifest open in ``handle``: its header is read and checked now (a
+    :class:`ManifestFormatError` before the first row), the rows as they are iterated."""
+    reader = csv.reader(text_lines(handle))
+    keys = canonical_keys(_header_of(source, reader))
+    return _csv_records(handle, reader, keys)
+
+
+def _csv_records(handle: BinaryIO, reader: Any, keys: list[str]) -> Iterator[_RawRow]:
+    with handle:
         end_of_previous = reader.line_num
         while True:
             try:
@@ -352,8 +376,8 @@ def _csv_rows(source: Path) -> Iterator[_RawRow]:
             yield line, dict(zip(keys, record, strict=False))
 
 
-def _jsonl_rows(source: Path) -> Iterator[_RawRow]:
-    with source.open("rb") as handle:
+def _jsonl_rows(handle: BinaryIO) -> Iterator[_RawRow]:
+    with handle:
         for line, raw in enumerate(bounded_lines(handle), start=1):
             if raw is None:
                 yield line, f"line {line} is longer than {MAX_JSON_LINE} bytes"
@@ -445,26 +469,30 @@ def _folder_rows(folder: Path) -> Iterator[_RawRow]:
 def _entries(rows: Iterator[_RawRow], *, base: Path | str, paths: Root, check_images: bool,
              mos_range: tuple[float, float] | None, access: AccessPolicy,
              range_source: str = "--mos-range") -> Iterator[ManifestEntry]:
-    seen: dict[str, int] = {}
+    seen = SeenIds()
     held: dict[str, ManifestError] = {}  # bad rows that may keep their own id, by that id
     scope = Reading(access)
-    for line, row in _prefetched(rows, base, check_images, scope):
-        if isinstance(row, str):
-            yield ManifestError(line, None, row)
-            continue
-        with reading(scope):
-            entry = _entry(line, row, base=base, paths=paths, check_images=check_images,
-                           mos_range=mos_range, range_source=range_source, seen=seen)
-        if isinstance(entry, ManifestError):
-            if entry.given is not None and entry.given not in held \
-                    and len(held) < MAX_HELD_IDS:
-                held[entry.given] = entry
-                continue
-            yield replace(entry, given=None)
-            continue
-        if entry.item_id in held:  # a good row takes the id: the bad row keeps its line
-            yield replace(held.pop(entry.item_id), given=None)
-        yield entry
+    # Rows are read by a thread of their own and taken a chunk of what is ready at a time, so
+    # a slow source is never waited for to fill one; a chunk's images are decoded by a pool
+    # of threads (decoding releases the GIL).
+    with _Ahead(rows, PREFETCH_ROWS) as ahead, \
+            _ImageChecks(scope, enabled=check_images) as checks:
+        for chunk in _prefetched(ahead, base, check_images, scope):
+            with reading(scope):
+                prepared = [_prepared(line, row, base=base, paths=paths, mos_range=mos_range,
+                                      range_source=range_source) for line, row in chunk]
+            for entry in map(_settled, prepared, checks.verdicts(prepared),
+                             [seen] * len(prepared)):
+                if isinstance(entry, ManifestError):
+                    if entry.given is not None and entry.given not in held \
+                            and len(held) < MAX_HELD_IDS:
+                        held[entry.given] = entry
+                        continue
+                    yield replace(entry, given=None)
+                    continue
+                if entry.item_id in held:  # a good row takes the id: the bad row keeps its line
+                    yield replace(held.pop(entry.item_id), given=None)
+                yield entry
     for entry in held.values():
         yield replace(entry, key=entry.given or entry.key, given=None)
 
@@ -474,11 +502,33 @@ def _entries(rows: Iterator[_RawRow], *, base: Path | str, paths: Root, check_im
 MAX_HELD_IDS = 10_000
 
 
-def _entry(line: int, row: Mapping[str, Any], *, base: Path | str, paths: Root,
-           check_images: bool, mos_range: tuple[float, float] | None, range_source: str,
-           seen: dict[str, int]) -> ManifestEntry:
-    """One row checked: its item, or its error (with the id it gave, when no earlier good row
-    has it: the key it may keep)."""
+def check_threads() -> int:
+    """Threads decoding images at submit: one per core, at most 8 (the rest of a row's check
+    is this thread's; more would only queue for the GIL)."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A row after its cheap checks (cells, paths, ``--root``), before its image is opened
+    and its id claimed: its item, or why it is bad (``error``), with the id it gave and the
+    id it would take (None when even its ``id`` cell could not be read)."""
+
+    line: int
+    row: Mapping[str, Any] | None
+    given: str | None = None
+    item_id: str | None = None
+    image_text: str = ""
+    item: ManifestItem | None = None
+    error: str | None = None
+    #: The reference's cell as a message quotes it (a URL's credentials masked).
+    reference_text: str = ""
+
+
+def _prepared(line: int, row: Mapping[str, Any] | str, *, base: Path | str, paths: Root,
+              mos_range: tuple[float, float] | None, range_source: str) -> _Prepared:
+    if isinstance(row, str):
+        return _Prepared(line, None, error=row)
     item_id: str | None = None
     given: str | None = None
     try:
@@ -495,37 +545,348 @@ def _entry(line: int, row: Mapping[str, Any], *, base: Path | str, paths: Root,
         # reported as an escape; the costly image decode after it.
         item = _item(row, line, item_id, image_text, paths=paths, mos_range=mos_range,
                      range_source=range_source)
-        if item_id in seen:
-            duplicate, item_id = item_id, None
-            raise _BadRow(f"duplicate id {duplicate!r} on line {line}: "
-                          f"first used on line {seen[duplicate]}")
-        if check_images:
-            size, checksum = _check_image(item.image, image_text, "image", line)
-            reference_checksum = None
-            if item.reference is not None:
-                reference_checksum = _check_reference(item.reference, row, size, line)
-            item = replace(item, image_digest=checksum or item.image_digest,
-                           reference_digest=reference_checksum or item.reference_digest)
     except _BadRow as bad:
-        free = given is not None and given == item_id and given not in seen \
+        return _Prepared(line, row, given, item_id, error=str(bad))
+    reference_text = _masked(_text(row.get("reference"), "reference", line)
+                             or str(item.reference)) if item.reference is not None else ""
+    return _Prepared(line, row, given, item_id, image_text, item,
+                     reference_text=reference_text)
+
+
+def _settled(prepared: _Prepared, verdict: ManifestItem | str | None,
+             seen: SeenIds) -> ManifestEntry:
+    """The row's entry, in file order: its cheap checks' fault, else a duplicate id, else its
+    image's ``verdict`` (the item with its digests, or why it cannot be read; None: not
+    checked); a good row claims its id.  A bad row keeps the id it gave when no earlier good
+    row has it (the key it may keep)."""
+    line, given, item_id, error = prepared.line, prepared.given, prepared.item_id, prepared.error
+    item = prepared.item
+    if prepared.row is None:
+        return ManifestError(line, None, error or "")
+    first = seen.line_of(item_id) if error is None and item_id is not None else None
+    if first is not None:
+        error = f"duplicate id {item_id!r} on line {line}: first used on line {first}"
+        item_id = None
+    elif error is None and isinstance(verdict, str):
+        error = verdict
+    elif error is None and verdict is not None:
+        item = verdict
+    if error is not None or item is None:
+        free = given is not None and given == item_id and seen.line_of(given) is None \
             and not _BAD_ROW_KEY.fullmatch(given)
-        return ManifestError(line, item_id, str(bad), given=given if free else None)
-    seen[item.item_id] = line
+        return ManifestError(line, item_id, error or "", given=given if free else None)
+    seen.claim(item.item_id, line)
     return item
 
 
-#: Rows whose objects are asked about together (``_prefetched``).
+class SeenIds:
+    """The ids good rows have claimed so far, and the line of each: exact (a dict) for the
+    last :data:`RECENT` ids, then kept as a 128-bit hash and a line, sorted in arrays: 24
+    bytes an id instead of a dict entry's 150 or so, so a million-row manifest is read in
+    flat memory (two ids that share a 128-bit BLAKE2 hash never come in practice)."""
+
+    #: Ids kept exactly before they are folded into the arrays.
+    RECENT = 1 << 16
+
+    def __init__(self) -> None:
+        self._recent: dict[str, int] = {}
+        self._low: Any = None   # sorted first halves of the hashes (numpy uint64)
+        self._high: Any = None  # their second halves, in the same order
+        self._lines: Any = None
+
+    @staticmethod
+    def _hash(key: str) -> tuple[int, int]:
+        digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little")
+
+    def line_of(self, key: str) -> int | None:
+        """The line that claimed ``key``; None when no row has."""
+        line = self._recent.get(key)
+        if line is not None or self._low is None:
+            return line
+        import numpy as np
+
+        low, high = self._hash(key)
+        index = int(np.searchsorted(self._low, np.uint64(low)))
+        while index < len(self._low) and int(self._low[index]) == low:
+            if int(self._high[index]) == high:
+                return int(self._lines[index])
+            index += 1
+        return None
+
+    def claim(self, key: str, line: int) -> None:
+        self._recent[key] = line
+        if len(self._recent) >= self.RECENT:
+            self._fold()
+
+    def _fold(self) -> None:
+        """The exact ids into the sorted arrays (one sort of them all, every RECENT ids)."""
+        import numpy as np
+
+        hashes = [self._hash(key) for key in self._recent]
+        low = np.fromiter((pair[0] for pair in hashes), np.uint64, len(hashes))
+        high = np.fromiter((pair[1] for pair in hashes), np.uint64, len(hashes))
+        lines = np.fromiter(self._recent.values(), np.int64, len(hashes))
+        if self._low is not None:
+            low = np.concatenate([self._low, low])
+            high = np.concatenate([self._high, high])
+            lines = np.concatenate([self._lines, lines])
+        order = np.argsort(low, kind="stable")
+        self._low, self._high, self._lines = low[order], high[order], lines[order]
+        self._recent = {}
+
+
+#: Images checked in threads before the next ones go to a pool of processes (starting it
+#: costs about a second, so a small manifest never does); a local file's check is then
+#: decoded in parallel whole, not only where the decoder lets go of the GIL.
+PROCESS_CHECKS_AFTER = 256
+
+
+class _ImageChecks:
+    """The image checks of a manifest's rows under the reading ``scope`` (the job's gate):
+    local files in :func:`check_threads` processes once :data:`PROCESS_CHECKS_AFTER` rows
+    were checked, objects in a store (and everything before) in as many threads."""
+
+    def __init__(self, scope: Reading, *, enabled: bool) -> None:
+        self._scope = scope
+        self._enabled = enabled
+        self._threads: Any = None
+        self._processes: Any = None
+        self._checked = 0
+
+    def __enter__(self) -> _ImageChecks:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for pool in (self._threads, self._processes):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def verdicts(self, chunk: list[_Prepared]) -> list[ManifestItem | str | None]:
+        """Per row: None (not checked: checks off, or already bad), the item with its
+        digests, or why its image (or reference) cannot be read."""
+        if not self._enabled:
+            return [None] * len(chunk)
+        wanted = [prepared for prepared in chunk if prepared.item is not None]
+        found: dict[int, ManifestItem | str] = {}
+        pending = self._in_processes(wanted) if self._checked >= PROCESS_CHECKS_AFTER else []
+        sent = {id(prepared) for share, _future in pending for prepared in share}
+        here = [prepared for prepared in wanted if id(prepared) not in sent]
+        for prepared, verdict in zip(here, self._in_threads(here), strict=True):
+            found[id(prepared)] = verdict
+        for share, future in pending:
+            try:
+                results = future.result()
+            except Exception:  # the pool broke (a process killed): check them here instead
+                self._processes, results = None, None
+            if results is None:
+                for prepared in share:
+                    found[id(prepared)] = self._verdict(prepared)
+                continue
+            for prepared, (why, image_digest, reference_digest) in zip(share, results,
+                                                                        strict=True):
+                item = prepared.item
+                assert item is not None
+                found[id(prepared)] = why if why is not None else replace(
+                    item, image_digest=image_digest or item.image_digest,
+                    reference_digest=reference_digest or item.reference_digest)
+        self._checked += len(wanted)
+        return [found.get(id(prepared)) for prepared in chunk]
+
+    def _in_threads(self, wanted: list[_Prepared]) -> list[ManifestItem | str]:
+        if len(wanted) <= 1:
+            return [self._verdict(prepared) for prepared in wanted]
+        if self._threads is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._threads = ThreadPoolExecutor(max_workers=check_threads(),
+                                               thread_name_prefix="iqa-image-check")
+        return list(self._threads.map(self._verdict, wanted))
+
+    def _in_processes(self, wanted: list[_Prepared]) -> list[tuple[list[_Prepared], Any]]:
+        """The local files among ``wanted`` sent to the processes, a share each: (share,
+        future of its results); none where processes cannot be forked (they are then
+        checked in threads)."""
+        import multiprocessing
+
+        local = [prepared for prepared in wanted if _on_disk(prepared)]
+        if not local or "fork" not in multiprocessing.get_all_start_methods():
+            return []
+        if self._processes is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            # fork, not spawn: spawn imports the caller's __main__ again in every process
+            # (a script that submits at its top level would submit in each).  The children
+            # only read files and decode them, so the threads of this process do not matter.
+            self._processes = ProcessPoolExecutor(
+                max_workers=check_threads(), mp_context=multiprocessing.get_context("fork"),
+                initializer=_start_checks, initargs=(self._scope.policy,))
+        workers = check_threads()
+        shares = [local[index::workers] for index in range(workers) if local[index::workers]]
+        return [(share, self._processes.submit(_checked_files, [
+            (str(prepared.item.image), prepared.image_text,  # type: ignore[union-attr]
+             _text_of(prepared.item.reference), prepared.reference_text,  # type: ignore[union-attr]
+             prepared.line) for prepared in share])) for share in shares]
+
+    def _verdict(self, prepared: _Prepared) -> ManifestItem | str:
+        item = prepared.item
+        assert item is not None
+        with reading(self._scope):
+            try:
+                size, checksum = _check_image(item.image, prepared.image_text, "image",
+                                              prepared.line)
+                reference_checksum = None
+                if item.reference is not None:
+                    reference_checksum = _check_reference(item.reference,
+                                                          prepared.reference_text, size,
+                                                          prepared.line)
+            except _BadRow as bad:
+                return str(bad)
+        return replace(item, image_digest=checksum or item.image_digest,
+                       reference_digest=reference_checksum or item.reference_digest)
+
+
+def _on_disk(prepared: _Prepared) -> bool:
+    """Whether a row's image and reference are local files (an object is checked here, where
+    the lookahead's downloads and failures are)."""
+    item = prepared.item
+    return item is not None and isinstance(item.image, Path) \
+        and (item.reference is None or isinstance(item.reference, Path))
+
+
+def _text_of(location: Path | str | None) -> str | None:
+    return None if location is None else str(location)
+
+
+#: The job's policy in a checking process (:func:`_start_checks`).
+_CHECKS_POLICY: AccessPolicy | None = None
+
+
+def _start_checks(policy: AccessPolicy) -> None:
+    """A checking process starts: every file it opens passes the job's gate."""
+    global _CHECKS_POLICY
+    _CHECKS_POLICY = policy
+
+
+def _checked_files(rows: list[tuple[str, str, str | None, str, int]]
+                   ) -> list[tuple[str | None, str | None, str | None]]:
+    """In a checking process: each local (image, its cell, reference, its cell, line) decoded
+    and measured as :func:`_check_image` does; (why it is bad, or None, and the digests)."""
+    results: list[tuple[str | None, str | None, str | None]] = []
+    with reading(Reading(_CHECKS_POLICY or AccessPolicy.ambient())):
+        for image, image_text, reference, reference_text, line in rows:
+            try:
+                size, checksum = _check_image(Path(image), image_text, "image", line)
+                reference_checksum = None
+                if reference is not None:
+                    reference_checksum = _check_reference(Path(reference), reference_text,
+                                                          size, line)
+            except _BadRow as bad:
+                results.append((str(bad), None, None))
+                continue
+            results.append((None, checksum, reference_checksum))
+    return results
+
+
+class _Ahead:
+    """``rows`` read by a thread of their own, taken a list of what is ready at a time: a
+    source that pauses (a pipe, a generator over a slow store) is never waited for to fill a
+    list, and a fast one gives full lists.  An error of the source is raised after the rows
+    before it were taken."""
+
+    #: How long a blocking take waits for more rows after its first, to fill its list.
+    LINGER_SECONDS = 0.05
+
+    def __init__(self, rows: Iterator[_RawRow], size: int) -> None:
+        import queue
+        import threading
+
+        self._size = size
+        # A SimpleQueue (C, a fraction of a Queue's cost per row) held to 4 lists' worth.
+        self._ready: queue.SimpleQueue[tuple[Any, BaseException | None, bool]] = \
+            queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+        self.ended = False
+        self._thread = threading.Thread(target=self._read, args=(rows,),
+                                        name="iqa-manifest-reader", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> _Ahead:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+
+    def _put(self, entry: tuple[Any, BaseException | None, bool]) -> bool:
+        while self._ready.qsize() >= 4 * self._size:
+            if self._stop.wait(0.001):
+                return False
+        if self._stop.is_set():
+            return False
+        self._ready.put(entry)
+        return True
+
+    def _read(self, rows: Iterator[_RawRow]) -> None:
+        try:
+            for row in rows:
+                if not self._put((row, None, False)):
+                    return
+        except BaseException as exc:  # handed to the taker, raised after the rows before it
+            self._put((None, exc, True))
+            return
+        finally:
+            close = getattr(rows, "close", None)
+            if self._stop.is_set() and close is not None:
+                close()
+        self._put((None, None, True))
+
+    def take(self, *, block: bool) -> list[tuple[int, _RawRow]]:
+        """Up to ``size`` rows: with ``block``, at least one (none once the rows ended), and
+        those that follow within :data:`LINGER_SECONDS`; else only those ready now."""
+        import queue
+        import time
+
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+        taken: list[tuple[int, _RawRow]] = []
+        deadline = 0.0
+        while not self.ended and len(taken) < self._size:
+            try:
+                if block and not taken:
+                    row, failure, ended = self._ready.get()
+                    deadline = time.monotonic() + self.LINGER_SECONDS
+                elif block:
+                    row, failure, ended = self._ready.get(
+                        timeout=max(0.0, deadline - time.monotonic()))
+                else:
+                    row, failure, ended = self._ready.get_nowait()
+            except queue.Empty:
+                break
+            if ended:
+                self.ended = True
+                if failure is not None and not taken:
+                    raise failure
+                self._failure = failure
+                break
+            taken.append(row)
+        return taken
+
+
+#: Rows taken, checked and asked about (their objects in a store) together, at most.
 PREFETCH_ROWS = 64
 
 
-def _prefetched(rows: Iterator[_RawRow], base: Path | str, check_images: bool, scope: Reading
-                ) -> Iterator[tuple[int, _RawRow]]:
-    """``rows`` unchanged; the objects their cells name in a store (URLs, or names under a
-    base URL) are asked about a chunk at a time in parallel first (downloaded when the images
-    are checked), so each row's own check costs no round trip.  The next chunk is fetched
-    while this one's rows are checked and stored: the store's latency and the client's own
-    work per request overlap with ours instead of adding to it.  Only what ``scope``'s gate
-    admits is asked for, in ``scope`` (its failures kept there for the rows' own checks)."""
+def _prefetched(ahead: _Ahead, base: Path | str, check_images: bool, scope: Reading
+                ) -> Iterator[list[tuple[int, _RawRow]]]:
+    """The rows ``ahead`` gives, a chunk at a time; the objects their cells name in a store
+    (URLs, or names under a base URL) are asked about a chunk at a time in parallel first
+    (downloaded when the images are checked), so each row's own check costs no round trip.
+    The next chunk, when its rows are ready, is fetched while this one's rows are checked and
+    stored: the store's latency and the client's own work per request overlap with ours
+    instead of adding to it.  Only what ``scope``'s gate admits is asked for, in ``scope``
+    (its failures kept there for the rows' own checks)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from iqa_tools.images import prefetch
@@ -539,26 +900,26 @@ def _prefetched(rows: Iterator[_RawRow], base: Path | str, check_images: bool, s
             if len(wanted) > 1:
                 prefetch(wanted, read=check_images)
 
-    def read() -> list[tuple[int, _RawRow]]:
-        return list(islice(rows, PREFETCH_ROWS))
-
-    current = read()
+    current = ahead.take(block=True)
     if not current:
         return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iqa-lookahead") as ahead:
-        pending: Future[None] | None = ahead.submit(fetch, current)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iqa-lookahead") as pool:
+        pending: Future[None] | None = pool.submit(fetch, current)
         while current:
             failure: BaseException | None = None
             try:
-                following = read()
+                following = ahead.take(block=False)
             except Exception as exc:  # raised where it was met: after this chunk's rows
                 following, failure = [], exc
             if pending is not None:
                 pending.result()
-            pending = ahead.submit(fetch, following) if following else None
-            yield from current
+            pending = pool.submit(fetch, following) if following else None
+            yield current
             if failure is not None:
                 raise failure
+            if not following:
+                following = ahead.take(block=True)
+                pending = pool.submit(fetch, following) if following else None
             current = following
 
 
@@ -584,7 +945,7 @@ def _objects_named(chunk: list[tuple[int, _RawRow]], base: Path | str, remote_ba
             text = row.get(column)
             if not isinstance(text, str) or not text:
                 continue
-            if is_url(text):
+            if "://" in text and is_url(text):  # a URL has one: most paths are over at once
                 wanted.append(text)
             elif remote_base:
                 try:
@@ -792,11 +1153,11 @@ def _check_image(path: Path | str, text: str, name: str, line: int
     return size, checksum
 
 
-def _check_reference(reference: Path | str, row: Mapping[str, Any], image_size: tuple[int, int],
+def _check_reference(reference: Path | str, text: str, image_size: tuple[int, int],
                      line: int) -> str | None:
     """A reference must be readable and the image's size: FR tools compare pixel by pixel.
-    Returns the ``sha256:`` of an HTTP(S) reference's bytes (see :func:`_check_image`)."""
-    text = _masked(_text(row.get("reference"), "reference", line) or str(reference))
+    ``text``: its cell, as messages quote it.  Returns the ``sha256:`` of an HTTP(S)
+    reference's bytes (see :func:`_check_image`)."""
     reference_size, checksum = _check_image(reference, text, "reference", line)
     if reference_size != image_size:
         raise _BadRow(f"reference {text!r} on line {line} is "

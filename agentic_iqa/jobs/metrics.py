@@ -22,6 +22,25 @@ import numpy as np
 
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
+#: Above this many pairs the point estimates are computed by :func:`_lean_srcc`,
+#: :func:`_lean_plcc` and :func:`_lean_krcc`: the same definitions as scipy's, in a few arrays
+#: of the input's size (scipy's take 90 to 150 MB at a million pairs; a report of a million
+#: items must stay within 300 MB).  Below it scipy's own, so every smaller job reports what it
+#: always did.
+LARGE = 50_000
+#: Above this many pairs the logistic behind PLCC logistic is fitted on a seeded sample of this
+#: many pairs (its PLCC is still computed on every pair): the bounded least-squares fit holds
+#: several copies of its Jacobian, 400 MB at a million pairs, and five parameters are as well
+#: determined by 50,000 points as by a million.
+FIT_SAMPLE = 50_000
+#: Above this many pairs (or images) each bootstrap resample draws this many (the m-out-of-n
+#: bootstrap, Bickel, Götze and van Zwet 1997) and its deviation from the full sample's value is
+#: scaled by sqrt(m/n): a statistic that is asymptotically normal (SRCC, PLCC, KRCC) varies as
+#: 1/sqrt(size), so the interval keeps its width for n pairs, in a thousand resamples of 10,000
+#: pairs (seconds) instead of a thousand of n (KRCC at a million pairs: minutes).  Shares
+#: (accuracy) are drawn exactly instead: a resample's count of right answers is binomial.
+BOOTSTRAP_PAIRS = 10_000
+
 
 def _arrays(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
@@ -45,6 +64,8 @@ def srcc(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray) 
     from scipy import stats
 
     x, y = _arrays(pred, mos)
+    if x.size > LARGE:
+        return _lean_srcc(x, y)
     return float(_quiet(lambda: stats.spearmanr(x, y).statistic))
 
 
@@ -53,6 +74,8 @@ def plcc(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray) 
     from scipy import stats
 
     x, y = _arrays(pred, mos)
+    if x.size > LARGE:
+        return _lean_plcc(x, y)
     return float(_quiet(lambda: stats.pearsonr(x, y).statistic))
 
 
@@ -61,7 +84,167 @@ def krcc(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray) 
     from scipy import stats
 
     x, y = _arrays(pred, mos)
+    if x.size > LARGE:
+        return _lean_krcc(x, y)
     return float(_quiet(lambda: stats.kendalltau(x, y).statistic))
+
+
+# -- the same statistics for many pairs, in bounded memory ----------------------------------------
+
+
+def _lean_plcc(x: np.ndarray, y: np.ndarray, *, own: bool = False) -> float:
+    """Pearson's r as scipy computes it (centred, then divided by a norm taken over the largest
+    deviation), in two arrays of the input's size; ``own``: x and y may be overwritten."""
+    if x.size < 2 or np.all(x == x[0]) or np.all(y == y[0]) or not (
+            np.isfinite(x).all() and np.isfinite(y).all()):
+        return math.nan
+    xm = _unit(x, own=own)
+    ym = _unit(y, own=own)
+    return float(min(1.0, max(-1.0, float(np.dot(xm, ym)))))
+
+
+def _unit(values: np.ndarray, *, own: bool = False) -> np.ndarray:
+    """``values`` centred and divided by their norm, the norm taken of the centred values over
+    their largest magnitude (no overflow), as scipy's pearsonr does; in place when ``own``."""
+    mean = values.mean()
+    centred = values if own else values.copy()
+    centred -= mean
+    largest = float(max(centred.max(), -centred.min()))
+    scaled = centred / largest
+    norm = largest * math.sqrt(float(np.dot(scaled, scaled)))
+    del scaled
+    centred /= norm
+    return centred
+
+
+def _sorted_runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A stable argsort of ``values``, where each run of equal values starts in that order,
+    and each run's length."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    change = np.empty(values.size, dtype=bool)
+    change[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=change[1:])
+    del ordered
+    starts = np.flatnonzero(change)
+    del change
+    sizes = np.diff(starts, append=values.size)
+    return order, starts, sizes
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties averaged, equal to ``scipy.stats.rankdata`` (half-integers, so
+    exactly), in a few arrays of the input's size."""
+    order, starts, sizes = _sorted_runs(values)
+    mean_rank = 0.5 * (starts + sizes + starts + 1)
+    del starts
+    ranks = np.empty(values.size, dtype=float)
+    ranks[order] = np.repeat(mean_rank, sizes)
+    return ranks
+
+
+def _lean_srcc(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho: Pearson's r of the average ranks, as scipy defines it."""
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return math.nan
+    return _lean_plcc(average_ranks(x), average_ranks(y), own=True)
+
+
+def _dense(values: np.ndarray) -> np.ndarray:
+    """Each value's index among the distinct values, in order (int32: ids below 2**31)."""
+    order, starts, sizes = _sorted_runs(values)
+    del starts
+    dense = np.empty(values.size, dtype=np.int32)
+    dense[order] = np.repeat(np.arange(sizes.size, dtype=np.int32), sizes)
+    return dense
+
+
+def _tie_pairs(ordered: np.ndarray) -> int:
+    """Pairs of equal values in a sorted array: the sum of t(t-1)/2 over its runs."""
+    change = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    sizes = np.diff(np.concatenate(([0], change, [ordered.size])))
+    return int((sizes * (sizes - 1) // 2).sum())
+
+
+def inversions(values: np.ndarray) -> int:
+    """Pairs i < j with ``values[i] > values[j]`` (non-negative integers below 2**31).
+
+    Bit by bit from the highest, as a wavelet matrix is built: among values that agree on the
+    bits above, every 1 before a 0 at this bit is an inversion; then each such group is
+    partitioned stably, its 0s first, for the next bit.  Linear work per bit in int32 arrays,
+    no sort: about 45 MB and a few seconds for a million values.
+    """
+    seq = np.asarray(values).astype(np.int32)
+    n = seq.size
+    if n < 2:
+        return 0
+    index = np.arange(n, dtype=np.int32)
+    bit = np.empty(n, dtype=np.int32)
+    change = np.empty(n, dtype=bool)
+    total = 0
+    for b in range(int(seq.max()).bit_length() - 1, -1, -1):
+        np.right_shift(seq, b, out=bit)
+        np.bitwise_and(bit, 1, out=bit)
+        high = seq >> (b + 1)
+        change[0] = True
+        np.not_equal(high[1:], high[:-1], out=change[1:])
+        del high
+        starts = np.flatnonzero(change).astype(np.int32)
+        group = np.cumsum(change, dtype=np.int32)
+        group -= 1
+        ones = np.cumsum(bit, dtype=np.int32)
+        ones -= bit  # ones before each element
+        ones -= ones[starts][group]  # ... within its group
+        zero = bit == 0
+        total += int(ones[zero].sum(dtype=np.int64))
+        last = np.empty_like(starts)
+        last[:-1] = starts[1:] - 1
+        last[-1] = n - 1
+        zeros_in = (last - starts + 1) - (ones[last] + bit[last])
+        del last
+        start = starts[group]
+        dest = index - start
+        dest -= ones  # a 0 goes after the 0s before it in its group
+        dest += start
+        np.copyto(dest, start + zeros_in[group] + ones, where=~zero)  # a 1 after all its 0s
+        del start, group, zero, ones, starts, zeros_in
+        moved = np.empty_like(seq)
+        moved[dest] = seq
+        seq = moved
+        del dest
+    return total
+
+
+def _lean_krcc(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's tau-b as scipy computes it (the same integer counts of tied and discordant
+    pairs, the same formula), discordant pairs counted by :func:`inversions`."""
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return math.nan
+    size = x.size
+    order = np.lexsort((y, x))  # by x, then y: within tied x no pair is discordant
+    xs = x[order]
+    xtie = _tie_pairs(xs)
+    joint = xs[1:] != xs[:-1]
+    del xs
+    ys = y[order]
+    del order
+    joint |= ys[1:] != ys[:-1]
+    joint = np.flatnonzero(joint) + 1
+    sizes = np.diff(np.concatenate(([0], joint, [size])))
+    ntie = int((sizes * (sizes - 1) // 2).sum())
+    del joint, sizes
+    dense = _dense(ys)
+    del ys
+    counts = np.bincount(dense)
+    ytie = int((counts * (counts - 1) // 2).sum())
+    del counts
+    tot = (size * (size - 1)) // 2
+    if xtie == tot or ytie == tot:
+        return math.nan
+    dis = inversions(dense)
+    con_minus_dis = np.int64(tot - xtie - ytie + ntie - 2 * dis)
+    tau = con_minus_dis / np.sqrt(np.int64(tot - xtie)) / np.sqrt(np.int64(tot - ytie))
+    return float(min(1.0, max(-1.0, float(tau))))
 
 
 # -- PLCC after a logistic fit --------------------------------------------------------------------
@@ -203,7 +386,7 @@ def _monotone_problem(values: np.ndarray, direction: float, spread: float) -> st
 
 
 def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray,
-                        *, parameters: int = 5) -> LogisticFit:
+                        *, parameters: int = 5, rank: float | None = None) -> LogisticFit:
     """PLCC between MOS and predictions mapped through a monotone fitted curve.
 
     The VQEG's 5-parameter logistic first (``parameters`` 4 or 3 start lower), with bounds that
@@ -213,7 +396,9 @@ def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float]
     parameter, the next simpler one is used: 4-, then 3-parameter logistic, then a straight
     line (whose PLCC is the raw PLCC's magnitude).  ``form`` says which fit was used and
     ``note`` why the first choice was not; constant input gives the raw PLCC (NaN) and
-    ``fitted=False``.
+    ``fitted=False``.  ``rank``: the SRCC of (pred, mos) when already known (its sign is the
+    trend's).  Above :data:`FIT_SAMPLE` pairs the curve is fitted on a seeded sample of that
+    many and checked and correlated on them all.
     """
     if parameters not in (3, 4, 5):
         raise ValueError(f"parameters must be 3, 4 or 5, got {parameters}")
@@ -226,7 +411,9 @@ def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float]
                 else "constant input: no fit")
         return LogisticFit(plcc=raw, fitted=False, parameters=parameters, note=note)
     z = (x - center) / scale
-    direction = 1.0 if srcc(x, y) >= 0 else -1.0
+    direction = 1.0 if (srcc(x, y) if rank is None else rank) >= 0 else -1.0
+    sample = (np.sort(np.random.default_rng(0).choice(x.size, FIT_SAMPLE, replace=False))
+              if x.size > FIT_SAMPLE else slice(None))
     grid = np.linspace(float(np.min(z)), float(np.max(z)), 256)
     spread = float(np.ptp(y))
     problems: list[str] = []
@@ -238,7 +425,7 @@ def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float]
                                 f"(it needs {POINTS_PER_PARAMETER * count})")
             continue
         try:
-            coefficients, offset = _fit(form, z, y, direction)
+            coefficients, offset = _fit(form, z[sample], y[sample], direction)
         except (RuntimeError, ValueError, TypeError, np.linalg.LinAlgError) as exc:
             problems.append(f"{fit_label(form)} fit failed ({str(exc)[:80]})")
             continue
@@ -281,6 +468,40 @@ def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return _rowwise_pearson(stats.rankdata(x, axis=1), stats.rankdata(y, axis=1))
 
 
+def _resampled_ranks(dense: np.ndarray, distinct: int, index: np.ndarray) -> np.ndarray:
+    """The tie-averaged ranks of each resample (a row of ``index``), from the values' dense ids:
+    a value's rank is the count of drawn values below it plus the mean position among its equals,
+    so no row is sorted.  Half-integers, hence exactly what ``rankdata`` gives the resample."""
+    rows = index.shape[0]
+    ids = dense[index]
+    shifted = ids + (np.arange(rows, dtype=np.int64) * distinct)[:, None]
+    counts = np.bincount(shifted.ravel(), minlength=rows * distinct).reshape(rows, distinct)
+    del shifted
+    average = np.cumsum(counts, axis=1) - (counts - 1) / 2.0
+    del counts
+    return np.take_along_axis(average, ids, axis=1)
+
+
+def resampler(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray
+              ) -> Callable[[np.ndarray], np.ndarray]:
+    """``metric_fn`` of each resample of (pred, mos), a resample being a row of positions.
+
+    SRCC ranks every resample at once from the values' dense ids (:func:`_resampled_ranks`)
+    where a resample is as large as the sample (above :data:`BOOTSTRAP_PAIRS` it sorts each
+    smaller resample), PLCC takes all rows at once, any other metric is called per row.
+    """
+    if metric_fn is srcc and pred.size > BOOTSTRAP_PAIRS:
+        return lambda index: _rowwise_spearman(pred[index], mos[index])
+    if metric_fn is srcc:
+        dense_x, dense_y = _dense(pred), _dense(mos)
+        span_x, span_y = int(dense_x.max(initial=-1)) + 1, int(dense_y.max(initial=-1)) + 1
+        return lambda index: _rowwise_pearson(_resampled_ranks(dense_x, span_x, index),
+                                              _resampled_ranks(dense_y, span_y, index))
+    if metric_fn is plcc:
+        return lambda index: _rowwise_pearson(pred[index], mos[index])
+    return lambda index: np.array([metric_fn(pred[row], mos[row]) for row in index])
+
+
 #: Metrics with a vectorised form over a whole batch of resamples (the rest are looped).
 _BATCHED: dict[Callable[..., float], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     srcc: _rowwise_spearman,
@@ -298,14 +519,37 @@ def metric_rows(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarr
     return np.array([metric_fn(x, y) for x, y in zip(pred, mos, strict=True)])
 
 
+#: Index matrices of at most this many cells (int64: 4 MB), so that a resampled metric's
+#: arrays stay within a few tens of MB whatever the size.
+_CHUNK_CELLS = 500_000
+
+
+def draw_resamples(draws: Callable[[np.ndarray], np.ndarray], size: int, n: int, seed: int,
+                   estimate: float | None = None) -> np.ndarray:
+    """``draws`` of ``n`` resamples of ``size`` positions (rows of an index matrix), the finite
+    ones; above :data:`BOOTSTRAP_PAIRS` positions each resample draws that many and its
+    deviation from ``estimate`` (the full sample's value) is scaled by sqrt(m/size)."""
+    rng = np.random.default_rng(seed)
+    drawn = min(size, BOOTSTRAP_PAIRS)
+    chunk = max(1, _CHUNK_CELLS // drawn)
+    values = np.concatenate([draws(rng.integers(0, size, size=(min(chunk, n - start), drawn)))
+                             for start in range(0, n, chunk)])
+    values = values[np.isfinite(values)]
+    if drawn < size and estimate is not None and math.isfinite(estimate):
+        values = estimate + math.sqrt(drawn / size) * (values - estimate)
+    return values
+
+
 def bootstrap_ci(metric_fn: Callable[..., float], pred: Sequence[float] | np.ndarray,
                  mos: Sequence[float] | np.ndarray, n: int = 1000, confidence: float = 0.95,
-                 seed: int = 0) -> tuple[float, float]:
+                 seed: int = 0, estimate: float | None = None) -> tuple[float, float]:
     """Percentile bootstrap interval of ``metric_fn(pred, mos)``, resampling pairs.
 
     Deterministic for a given seed. Resamples where the metric is undefined (e.g. all values
     equal) are left out; (NaN, NaN) when none is defined. SRCC and PLCC are computed for all
-    resamples at once; other metrics are called once per resample.
+    resamples at once; other metrics are called once per resample.  Above
+    :data:`BOOTSTRAP_PAIRS` pairs, the m-out-of-n bootstrap around ``estimate`` (computed
+    here when not given).
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
@@ -314,18 +558,14 @@ def bootstrap_ci(metric_fn: Callable[..., float], pred: Sequence[float] | np.nda
     x, y = _arrays(pred, mos)
     if x.size == 0:
         return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    batched = _BATCHED.get(metric_fn)
-    values = np.empty(n)
-    chunk = max(1, 2_000_000 // x.size)  # keep each index matrix to a few tens of MB
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        index = rng.integers(0, x.size, size=(stop - start, x.size))
-        if batched is not None:
-            values[start:stop] = batched(x[index], y[index])
-        else:
-            values[start:stop] = [metric_fn(x[row], y[row]) for row in index]
-    values = values[np.isfinite(values)]
+    if x.size > BOOTSTRAP_PAIRS and estimate is None:
+        estimate = metric_fn(x, y)
+    values = draw_resamples(resampler(metric_fn, x, y), x.size, n, seed, estimate)
+    return _percentiles(values, confidence)
+
+
+def _percentiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of finite draws; (NaN, NaN) without any."""
     if values.size == 0:
         return math.nan, math.nan
     tail = (1.0 - confidence) / 2.0
@@ -352,9 +592,7 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
     fewer than 3 pairs, or a constant side, every value is None and ``reason`` says why;
     ``bootstrap=0`` skips the intervals.
     """
-    x = np.array([math.nan if v is None else v for v in pred], dtype=float)
-    y = np.array([math.nan if v is None else v for v in mos], dtype=float)
-    x, y = _arrays(x, y)
+    x, y = _arrays(_floats(pred), _floats(mos))
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
     report: dict[str, Any] = {
@@ -369,16 +607,27 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
         side = "predicted scores" if np.ptp(x) == 0.0 else "MOS values"
         report["reason"] = f"all {side} are equal: correlation is undefined"
         return report
-    fit = plcc_after_logistic(x, y)
-    report.update(srcc=_finite_or_none(srcc(x, y)), plcc=_finite_or_none(plcc(x, y)),
-                  plcc_logistic=_finite_or_none(fit.plcc), krcc=_finite_or_none(krcc(x, y)),
+    estimates = {"srcc": srcc(x, y), "plcc": plcc(x, y), "krcc": krcc(x, y)}
+    fit = plcc_after_logistic(x, y, rank=estimates["srcc"])
+    report.update(srcc=_finite_or_none(estimates["srcc"]),
+                  plcc=_finite_or_none(estimates["plcc"]),
+                  plcc_logistic=_finite_or_none(fit.plcc),
+                  krcc=_finite_or_none(estimates["krcc"]),
                   logistic_note=fit.note, logistic_fit=fit.form if fit.fitted else None)
     if bootstrap > 0:
         for name, metric in (("srcc", srcc), ("plcc", plcc), ("krcc", krcc)):
-            low, high = bootstrap_ci(metric, x, y, n=bootstrap, seed=seed)
+            low, high = bootstrap_ci(metric, x, y, n=bootstrap, seed=seed,
+                                     estimate=estimates[name])
             report[f"{name}_ci"] = ([low, high] if math.isfinite(low) and math.isfinite(high)
                                     else None)
     return report
+
+
+def _floats(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
+    """Values as a float array, None as NaN (an array of floats is taken as it is)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        return values.astype(float, copy=False)
+    return np.array([math.nan if v is None else v for v in values], dtype=float)
 
 
 #: The letters a manifest's ``answer`` may hold, without option texts.
@@ -478,6 +727,9 @@ def proportion_ci(outcomes: Sequence[bool] | np.ndarray, n: int = 1000,
     if values.size == 0 or n < 1:
         return None
     rng = np.random.default_rng(seed)
+    if values.size > BOOTSTRAP_PAIRS:  # a resample's right answers are binomial: drawn so
+        shares = rng.binomial(values.size, float(values.mean()), size=n) / values.size
+        return _percentiles(shares, confidence)
     chunk = max(1, 2_000_000 // values.size)
     means = np.concatenate([values[rng.integers(0, values.size, size=(min(chunk, n - start),
                                                                        values.size))].mean(axis=1)

@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The one convention, said in reports, tables and docs.
 CONVENTION = ("a tool's SRCC, PLCC and KRCC are computed on its own (raw) score, sign-corrected "
@@ -80,24 +83,31 @@ def tool_facts(names: Iterable[str]) -> dict[str, ToolFacts]:
     return found
 
 
-def mapping_check(name: str, facts: ToolFacts, raw: Sequence[float]) -> dict[str, Any]:
+def mapping_check(name: str, facts: ToolFacts, raw: Sequence[float] | np.ndarray
+                  ) -> dict[str, Any]:
     """Whether the tool's [1, 5] mapping is monotone (in its direction) over the range of
     ``raw``, the job's own raw scores: ``monotone`` (None when it cannot be told), the range,
     ``items`` in the wrong-way spans and a ``warning`` naming them."""
+    import numpy as np
+
     from iqa_tools.normalize import monotonicity_violations
 
     entry: dict[str, Any] = {"monotone": None, "raw_range": None, "wrong_way": [],
                              "items": 0, "warning": None}
-    if not raw or facts.form is None or facts.lower_is_better is None:
+    values = np.asarray(raw, dtype=float)
+    if not values.size or facts.form is None or facts.lower_is_better is None:
         return entry
-    low, high = float(min(raw)), float(max(raw))
+    low, high = float(values.min()), float(values.max())
     entry["raw_range"] = [low, high]
     if high <= low:
         entry["monotone"] = True
         return entry
     spans = _merged(monotonicity_violations(facts.form, dict(facts.params), low, high,
                                             lower_is_better=facts.lower_is_better))
-    inside = sum(1 for value in raw if any(a <= value <= b for a, b in spans))
+    wrong = np.zeros(values.size, dtype=bool)
+    for a, b in spans:
+        wrong |= (a <= values) & (values <= b)
+    inside = int(np.count_nonzero(wrong))
     entry.update(monotone=not spans, wrong_way=[[a, b] for a, b in spans], items=inside)
     if spans:
         where = ", ".join(f"{a:.4g}..{b:.4g}" for a, b in spans)

@@ -1,8 +1,10 @@
 """A job's report from its exported rows: what finished, what failed and why, how well it agrees.
 
-Works on plain row dicts (the export format, see :mod:`agentic_iqa.jobs.export`) rather than on
-the database, so the same report comes from a live job or from a CSV someone sent; values read
-back from a CSV as text are accepted. The report is JSON-able (it can be stored with the job);
+Works on plain row dicts (the export format, see :mod:`agentic_iqa.jobs.export`) or on the same
+items as columns (:class:`.columns.JobColumns`, which the database gives a page at a time, so a
+job of a million items is reported in arrays, not dicts), never on the database itself: the
+same report comes from a live job or from a CSV someone sent; values read back from a CSV as
+text are accepted. The report is JSON-able (it can be stored with the job);
 :func:`render_text` shows it in a terminal and :func:`render_html` writes one self-contained
 page, figures included (inline SVG, :mod:`.figures`), that can be mailed around.
 """
@@ -12,21 +14,19 @@ from __future__ import annotations
 import html
 import math
 import os
-import re
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
-from .cells import number as _number
 from .cells import text as _text
-from .errors import readable
-from .export import RAW_PREFIX, TOOL_PREFIX
+from .errors import failure_reason as failure_reason
 from .own_scores import ToolFacts, direction, sign
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from .columns import JobColumns
     from .figures import NamedFigure
     from .metrics import McqTally
 
@@ -41,44 +41,14 @@ NOT_APPLICABLE = "not applicable (tools mode gives scores, not answers)"
 WITHHELD = "answers withheld"
 
 
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
-_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
-
-
-def failure_reason(error: str | None) -> str:
-    """An error message with its item-specific parts (quoted paths, numbers) blanked out.
-
-    "image 'a.jpg' on line 7 not found" and "image 'b.jpg' on line 9 not found" are the same
-    reason; the report counts reasons and keeps one full message as an example.  An error
-    stored before items were given readable errors (a planner's JSON, a traceback) is read as
-    :func:`~.errors.readable` says.
-    """
-    text = redact(readable(_text(error)))
-    if not text:
-        return "(no error message)"
-    return _NUMBER.sub("N", _QUOTED.sub("'…'", text))[:200]
-
-
-@dataclass
-class _Pairs:
-    """Scores and MOS collected in one pass over the rows (floats only, no rows kept)."""
-
-    pred: list[float] = field(default_factory=list)
-    mos: list[float] = field(default_factory=list)
-    agent: list[float | None] = field(default_factory=list)
-    raw: list[float] = field(default_factory=list)
-    raw_mos: list[float] = field(default_factory=list)
-    raw_agent: list[float | None] = field(default_factory=list)
-    #: Every raw score the tool gave, with or without a MOS: the range its mapping is checked on.
-    raw_all: list[float] = field(default_factory=list)
-
-
-def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
+def build_report(rows: Iterable[Mapping[str, Any]] | JobColumns, *, bootstrap: int = 1000,
                  seed: int = 0, metric_job: bool = False) -> dict[str, Any]:
     """Counts, failures by reason, agent and per-tool correlation with MOS, and MCQ accuracy.
 
-    The agent's correlation uses done items with a quality score and a MOS (its fused [1, 5]
-    score: it has no other).  Each tool's uses the items where it has a score and a MOS
+    ``rows``: exported rows, or a job's :class:`.columns.JobColumns` as the database gives
+    them (:func:`agentic_iqa.db.reads.report_columns`; the same report, without a dict per
+    item).  The agent's correlation uses done items with a quality score and a MOS (its fused
+    [1, 5] score: it has no other).  Each tool's uses the items where it has a score and a MOS
     (whatever the run's outcome, since the tool ran), on its own score (``raw:`` columns),
     sign-corrected as :data:`.own_scores.CONVENTION` says, as papers and pyiqa quote a metric;
     its [1, 5] score's correlations are beside it (``normalized``), with a warning where the
@@ -90,125 +60,88 @@ def build_report(rows: Iterable[Mapping[str, Any]], *, bootstrap: int = 1000,
     """
     import numpy as np
 
-    from .breakdown import DistortionScores
-    from .metrics import correlation_report, mcq_tally
+    from .columns import JobColumns
+    from .metrics import correlation_report
     from .own_scores import CONVENTION
 
-    statuses: Counter[str] = Counter()
-    failures: Counter[str] = Counter()
-    examples: dict[str, tuple[str | None, str | None]] = {}
-    agent = _Pairs()
-    tools: dict[str, _Pairs] = {}
-    facts: dict[str, ToolFacts] = {}
-    tool_scores: dict[str, list[float]] = {}
-    tool_usage: Counter[str] = Counter()
-    answers: list[str | None] = []
-    truths: list[str | None] = []
-    question_types: list[str] = []
-    failed_flags: list[bool] = []
-    not_run = fallbacks = items_with_fallbacks = mos_known = questions = withheld = 0
-    scores: list[float] = []
-    answered_by: Counter[str] = Counter()
-    distortions = DistortionScores()
-    for row in rows:
-        status = _text(row.get("status")) or "unknown"
-        statuses[status] += 1
-        done = status == "done"
-        if row.get("answered_by"):
-            answered_by[str(row["answered_by"])] += 1
-        if status == "failed":
-            reason = failure_reason(row.get("error"))
-            failures[reason] += 1
-            examples.setdefault(reason, (_text(row.get("item_id")),
-                                         redact(readable(_text(row.get("error"))))))
-        mos = _number(row.get("mos"))
-        score = _number(row.get("quality_score")) if done else None
-        mos_known += mos is not None
-        if score is not None:
-            scores.append(score)
-            if mos is not None:
-                agent.pred.append(score)
-                agent.mos.append(mos)
-        truth = _text(row.get("answer_truth"))
-        if truth is not None or is_question(row.get("query")):
-            questions += 1
-            withheld += truth is None
-        if truth is not None:
-            if done or status == "failed":
-                answers.append(_text(row.get("final_answer")) if done else None)
-                truths.append(truth)
-                failed_flags.append(not done)
-                question_types.append(_text(row.get("question_type")) or "")
-            else:  # pending, queued, or the job cancelled before it: not run
-                not_run += 1
-        count = int(_number(row.get("fallbacks")) or 0)
-        fallbacks += count
-        items_with_fallbacks += count > 0
-        tool_usage.update(name for name in (_text(row.get("tools")) or "").split(";")
-                          if name.strip())
-        own: dict[str, float] = {}
-        for key, value in row.items():
-            if key.startswith(RAW_PREFIX):
-                raw_score = _number(value)
-                if raw_score is None:
-                    continue
-                name = key[len(RAW_PREFIX):]
-                pairs = tools.setdefault(name, _Pairs())
-                pairs.raw_all.append(raw_score)
-                own[name] = raw_score
-                if mos is not None:
-                    pairs.raw.append(raw_score)
-                    pairs.raw_mos.append(mos)
-                    pairs.raw_agent.append(score)
-                continue
-            if not key.startswith(TOOL_PREFIX):
-                continue
-            name = key[len(TOOL_PREFIX):]
-            pairs = tools.setdefault(name, _Pairs())
-            tool_scores.setdefault(name, [])
-            tool_score = _number(value)
-            if tool_score is None:
-                continue
-            tool_scores[name].append(tool_score)
-            if mos is not None:
-                pairs.pred.append(tool_score)
-                pairs.mos.append(mos)
-                pairs.agent.append(score)
-        facts = _facts(facts, {*own, *tools})
-        distortions.add(row, mos, None if metric_job else score,
-                        {name: sign(facts[name]) * value for name, value in own.items()})
-    total = sum(statuses.values())
-    tally = mcq_tally(answers, truths, failed_flags)
-    agent_report = correlation_report(agent.pred, agent.mos, bootstrap=bootstrap, seed=seed)
-    if not mos_known:
+    columns = rows if isinstance(rows, JobColumns) else JobColumns.from_rows(
+        rows, identities=False)
+    statuses = columns.statuses
+    facts = _facts({}, columns.tools)
+    scored = ~np.isnan(columns.score)
+    agent_at = columns.positions(columns.score)
+    agent_report = correlation_report(columns.score[agent_at], columns.mos[agent_at],
+                                      bootstrap=bootstrap, seed=seed)
+    if not columns.with_mos:
         agent_report["reason"] = "no item has a MOS: nothing to correlate with"
+    failures = columns.failures
     return {
         "kind": "metric" if metric_job else "agent",
-        "counts": {"total": total, "done": statuses.get("done", 0),
+        "counts": {"total": columns.size, "done": statuses.get("done", 0),
                    "failed": statuses.get("failed", 0), "by_status": dict(sorted(
                        statuses.items()))},
         "failures": {
             "total": statuses.get("failed", 0), "distinct_reasons": len(failures),
-            "top": [{"reason": reason, "count": count, "example_item": examples[reason][0],
-                     "example_error": examples[reason][1]}
+            "top": [{"reason": reason, "count": count,
+                     "example_item": columns.examples[reason][0],
+                     "example_error": columns.examples[reason][1]}
                     for reason, count in failures.most_common(TOP_FAILURES)],
         },
-        "items_with_mos": mos_known,
-        "quality_score_mean": float(np.mean(scores)) if scores else None,
+        "items_with_mos": columns.with_mos,
+        "quality_score_mean": (float(np.mean(columns.score[scored])) if scored.any()
+                               else None),
         "agent": None if metric_job else agent_report,
-        "tools": [_tool_entry(name, tools[name], tool_scores.get(name, []), facts[name],
-                              bootstrap, seed) for name in sorted(tools)],
+        "tools": [_tool_entry(name, columns, facts[name], bootstrap, seed)
+                  for name in sorted(columns.tools)],
         "convention": CONVENTION,
-        "mcq": _mcq_entry(tally, not_run, questions, withheld,
-                          _accuracy_by_type(answers, truths, failed_flags, question_types),
-                          metric_job, _outcomes(answers, truths, failed_flags), bootstrap,
-                          seed),
-        "tool_usage": dict(sorted(tool_usage.items())),
-        "fallbacks": {"total": fallbacks, "items": items_with_fallbacks},
-        "answered_by": dict(answered_by.most_common()),
+        "mcq": _mcq_entry(columns, metric_job, bootstrap, seed),
+        "tool_usage": dict(sorted(columns.tool_usage.items())),
+        "fallbacks": {"total": columns.fallbacks, "items": columns.items_with_fallbacks},
+        "answered_by": dict(columns.answered_by.most_common()),
         "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
-        "breakdown": distortions.report(sorted(tools) if metric_job else ["agent"]),
+        "breakdown": _breakdown(columns, facts, metric_job),
     }
+
+
+def _own_score(columns: JobColumns, name: str, facts: ToolFacts) -> np.ndarray:
+    """A tool's score per item as its correlations take it: its raw score sign-corrected,
+    else (no raw score in the rows) its [1, 5] score."""
+    import numpy as np
+
+    raw = columns.raw.get(name)
+    normalized = columns.normalized.get(name)
+    size = columns.size
+    own = (normalized.copy() if normalized is not None
+           else np.full(size, np.nan))
+    if raw is not None:
+        has_raw = ~np.isnan(raw)
+        own[has_raw] = sign(facts) * raw[has_raw]
+    return own
+
+
+def _breakdown(columns: JobColumns, facts: Mapping[str, ToolFacts], metric_job: bool
+               ) -> dict[str, Any] | None:
+    """The report's breakdown by distortion type and level (:func:`.breakdown.breakdown`) of
+    the items with a MOS and a type or a level: the agent's score, or each tool's own score,
+    sign-corrected, of a metric job."""
+    import numpy as np
+
+    from .breakdown import breakdown
+
+    at = np.flatnonzero(~np.isnan(columns.mos)
+                        & ((columns.distortion >= 0) | (columns.level >= 0)))
+    if not at.size:
+        return None
+    lines = sorted(columns.tools) if metric_job else ["agent"]
+    scores = {name: (_own_score(columns, name, facts[name])[at] if name in facts
+                     else np.full(at.size, np.nan)) for name in lines if name != "agent"}
+    if not metric_job:
+        scores["agent"] = columns.score[at]
+    names, levels = columns.distortion_names, columns.level_names
+    return breakdown([names[i] if i >= 0 else None for i in columns.distortion[at]],
+                     [levels[i] if i >= 0 else None for i in columns.level[at]],
+                     columns.mos[at], {name: scores[name] for name in lines},
+                     columns.distortion_order)
 
 
 def is_question(query: Any) -> bool:
@@ -229,19 +162,6 @@ def _facts(known: dict[str, ToolFacts], names: Iterable[str]) -> dict[str, ToolF
     return known
 
 
-def _outcomes(answers: list[str | None], truths: list[str | None],
-              failed: list[bool]) -> list[bool]:
-    """Right or wrong per counted question (a failed item, or no letter: wrong)."""
-    from .metrics import answer_letter
-
-    outcomes = []
-    for answer, truth, broke in zip(answers, truths, failed, strict=True):
-        letter = answer_letter(truth)
-        if letter is not None:
-            outcomes.append(not broke and answer_letter(answer) == letter)
-    return outcomes
-
-
 def _tally_fields(tally: McqTally) -> dict[str, Any]:
     """The counts of a :class:`.metrics.McqTally` as a report's fields: ``accuracy`` over every
     question counted (``n``), ``answered_accuracy`` over those answered with a letter."""
@@ -251,23 +171,39 @@ def _tally_fields(tally: McqTally) -> dict[str, Any]:
             "not_answered": tally.no_answer + tally.failed}
 
 
-def _mcq_entry(tally: McqTally, not_run: int, questions: int, withheld: int,
-               by_type: list[dict[str, Any]], metric_job: bool, outcomes: list[bool],
-               bootstrap: int, seed: int) -> dict[str, Any] | None:
+def _tally(mcq: np.ndarray) -> McqTally:
+    """The :class:`.metrics.McqTally` of items' MCQ outcomes (:data:`.columns.RIGHT` ...)."""
+    import numpy as np
+
+    from .columns import FAILED, NO_ANSWER, RIGHT, WRONG
+    from .metrics import McqTally
+
+    counts = np.bincount(mcq, minlength=5)
+    return McqTally(correct=int(counts[RIGHT]), answered=int(counts[RIGHT] + counts[WRONG]),
+                    no_answer=int(counts[NO_ANSWER]), failed=int(counts[FAILED]))
+
+
+def _mcq_entry(columns: JobColumns, metric_job: bool, bootstrap: int, seed: int
+               ) -> dict[str, Any] | None:
     """MCQ accuracy over every question run (``accuracy``, of ``n``; a failed item or one
     without a letter is wrong), answered-only accuracy and the counts beside it; or, where the
     items are questions that no accuracy can be measured on, why (``reason``): a metric job
     gives scores, not answers; a split without its answers (Q-Bench's test) has nothing to be
     right against.  None when no item is a question."""
+    from .columns import NOT_COUNTED, RIGHT
     from .metrics import proportion_ci
 
+    tally = _tally(columns.mcq)
+    questions, withheld, not_run = columns.questions, columns.withheld, columns.not_run
     if not questions and not tally.questions and not not_run:
         return None
     entry: dict[str, Any] = {**_tally_fields(tally), "accuracy_ci": None, "not_run": not_run,
-                             "by_type": by_type, "questions": questions, "withheld": withheld,
-                             "reason": None}
+                             "by_type": _accuracy_by_type(columns), "questions": questions,
+                             "withheld": withheld, "reason": None}
     if tally.questions and bootstrap > 0:
-        interval = proportion_ci(outcomes, n=bootstrap, confidence=CONFIDENCE, seed=seed)
+        counted = columns.mcq[columns.mcq != NOT_COUNTED]
+        interval = proportion_ci(counted == RIGHT, n=bootstrap, confidence=CONFIDENCE,
+                                 seed=seed)
         entry["accuracy_ci"] = list(interval) if interval else None
     if metric_job:
         entry.update(accuracy=None, answered_accuracy=None, accuracy_ci=None, n=0, correct=0,
@@ -298,25 +234,21 @@ def mcq_line(mcq: Mapping[str, Any]) -> str:
             f"correct{counted}{answered}{not_run}{kept_back})")
 
 
-def _accuracy_by_type(answers: list[str | None], truths: list[str | None], failed: list[bool],
-                      question_types: list[str]) -> list[dict[str, Any]]:
+def _accuracy_by_type(columns: JobColumns) -> list[dict[str, Any]]:
     """MCQ accuracy per question type (Q-Bench's yes-or-no, what, how...), counted as the
     overall one is, where the items say their type; empty when none does."""
-    from .metrics import mcq_tally
-
-    if not any(question_types):
+    names = columns.question_types
+    if not any(names):
         return []
     entries = []
-    for kind in sorted(set(question_types)):
-        picked = [i for i, t in enumerate(question_types) if t == kind]
-        tally = mcq_tally([answers[i] for i in picked], [truths[i] for i in picked],
-                          [failed[i] for i in picked])
-        entries.append({"type": kind or "(none)", **_tally_fields(tally)})
+    for kind in sorted(names):
+        picked = columns.mcq[columns.question_type == names.index(kind)]
+        entries.append({"type": kind or "(none)", **_tally_fields(_tally(picked))})
     return entries
 
 
-def _tool_entry(name: str, pairs: _Pairs, scores: list[float], facts: ToolFacts,
-                bootstrap: int, seed: int) -> dict[str, Any]:
+def _tool_entry(name: str, columns: JobColumns, facts: ToolFacts, bootstrap: int,
+                seed: int) -> dict[str, Any]:
     """A tool's correlations on its own score, sign-corrected (``basis`` "raw"; "normalized"
     where the rows carry no raw score, a CSV from before), the [1, 5] score's beside them
     (``normalized``), and whether the mapping is monotone over the job's raw scores."""
@@ -325,31 +257,40 @@ def _tool_entry(name: str, pairs: _Pairs, scores: list[float], facts: ToolFacts,
     from .metrics import correlation_report, plcc, srcc
     from .own_scores import mapping_check
 
-    basis = "raw" if pairs.raw_all else "normalized"
+    size = columns.size
+    raw = columns.raw.get(name, np.full(size, np.nan))
+    normalized = columns.normalized.get(name, np.full(size, np.nan))
+    raw_all = raw[~np.isnan(raw)]
+    scores = normalized[~np.isnan(normalized)]
+    basis = "raw" if raw_all.size else "normalized"
     factor = sign(facts) if basis == "raw" else 1.0
-    pred, mos, agent = ((pairs.raw, pairs.raw_mos, pairs.raw_agent) if basis == "raw"
-                        else (pairs.pred, pairs.mos, pairs.agent))
-    entry: dict[str, Any] = {"tool": name, "scored": len(scores) or len(pairs.raw_all),
-                             "mean_score": float(np.mean(scores)) if scores else None,
+    own = raw if basis == "raw" else normalized
+    at = columns.positions(own)
+    pred, mos, agent = own[at], columns.mos[at], columns.score[at]
+    entry: dict[str, Any] = {"tool": name, "scored": int(scores.size or raw_all.size),
+                             "mean_score": float(np.mean(scores)) if scores.size else None,
                              "basis": basis, "lower_is_better": facts.lower_is_better,
                              "direction": direction(facts), "sign": factor}
-    entry.update(correlation_report([factor * value for value in pred], mos,
-                                    bootstrap=bootstrap, seed=seed))
-    both = [(a, m) for a, m in zip(agent, mos, strict=True) if a is not None]
+    entry.update(correlation_report(factor * pred, mos, bootstrap=bootstrap, seed=seed))
+    both = ~np.isnan(agent)
     agent_value = None
-    if len(both) >= 3:
-        value = srcc([a for a, _ in both], [m for _, m in both])
+    if np.count_nonzero(both) >= 3:
+        value = srcc(agent[both], mos[both])
         agent_value = value if math.isfinite(value) else None
     entry["agent_srcc_same_items"] = agent_value
-    entry["agent_n_same_items"] = len(both)
-    raw_ok = len(pairs.raw) >= 3 and np.ptp(pairs.raw) > 0 and np.ptp(pairs.raw_mos) > 0
+    entry["agent_n_same_items"] = int(np.count_nonzero(both))
+    raw_at = columns.positions(raw)
+    raw_pairs, raw_mos = raw[raw_at], columns.mos[raw_at]
+    raw_ok = raw_pairs.size >= 3 and np.ptp(raw_pairs) > 0 and np.ptp(raw_mos) > 0
     # The raw score's correlations with the tool's own sign, as pyiqa prints them.
-    entry["srcc_raw"] = _finite(srcc(pairs.raw, pairs.raw_mos)) if raw_ok else None
-    entry["plcc_raw"] = _finite(plcc(pairs.raw, pairs.raw_mos)) if raw_ok else None
-    normalized = correlation_report(pairs.pred, pairs.mos, bootstrap=0)
-    entry["normalized"] = {key: normalized[key] for key in (
+    entry["srcc_raw"] = _finite(srcc(raw_pairs, raw_mos)) if raw_ok else None
+    entry["plcc_raw"] = _finite(plcc(raw_pairs, raw_mos)) if raw_ok else None
+    normalized_at = columns.positions(normalized)
+    summary = correlation_report(normalized[normalized_at], columns.mos[normalized_at],
+                                 bootstrap=0)
+    entry["normalized"] = {key: summary[key] for key in (
         "n", "srcc", "plcc", "krcc", "plcc_logistic", "logistic_fit", "reason")}
-    entry["mapping"] = mapping_check(name, facts, pairs.raw_all)
+    entry["mapping"] = mapping_check(name, facts, raw_all)
     return entry
 
 
@@ -712,7 +653,7 @@ def report_title(report: Mapping[str, Any]) -> str:
     return f"Evaluation job report: {redact(str(job.get('name')))} ({str(job.get('id'))[:8]})"
 
 
-def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
+def render_html(report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]] | JobColumns,
                 path: str | os.PathLike[str], *, title: str | None = None,
                 figures: Sequence[NamedFigure] | None = None) -> Path:
     """Write one self-contained HTML page (inline CSS, figures as inline SVG) and return its

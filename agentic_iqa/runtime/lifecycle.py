@@ -8,12 +8,14 @@ at most ``window`` items are in flight, so a 10,000-item job keeps memory flat e
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,8 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
-
-from iqa_tools.settings import ToolSettings
 
 from ..config import PipelineSettings
 from ..db import jobs as store
@@ -38,7 +38,7 @@ from ..jobs.manifest import (
     read_manifest,
 )
 from ..jobs.sources import dataset_entries
-from ..jobs.spec import MODES, JobSpec, JobSpecError
+from ..jobs.spec import JobSpec
 from ..jobs.tools import (
     MetricToolsError,
     check_tools,
@@ -63,76 +63,120 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
     if isinstance(entry, ManifestError):
         given = f" (id {entry.item_id!r})" if entry.item_id else ""
         return {"line": entry.line, "item_key": entry.key or bad_row_key(entry.line),
-                "status": "failed", "error": f"line {entry.line}{given}: {entry.message}",
-                "finished_at": datetime.now(UTC)}
+                "image": None, "reference": None, "query": None, "mos": None,
+                "answer_truth": None, "meta_json": None, "status": "failed",
+                "error": f"line {entry.line}{given}: {entry.message}", "image_digest": None,
+                "reference_digest": None, "finished_at": datetime.now(UTC)}
     return {"line": entry.line, "item_key": entry.item_id, "image": str(entry.image),
             "reference": str(entry.reference) if entry.reference else None,
             "query": entry.query, "mos": entry.mos, "answer_truth": entry.answer,
             "meta_json": json.dumps(entry.extra, default=str) if entry.extra else None,
-            "image_digest": entry.image_digest, "reference_digest": entry.reference_digest,
-            "status": "pending"}
+            "status": "pending", "error": None, "image_digest": entry.image_digest,
+            "reference_digest": entry.reference_digest, "finished_at": None}
 
 
-def submit(engine: Engine, spec: JobSpec | Path | None = None, /, **keywords: Any) -> str:
-    """Create the job and all its items (bad rows as failed items); returns the job id.
+#: Items stored per transaction at most: one ``COPY`` (PostgreSQL) or one ``executemany``
+#: (SQLite) each, so a million rows are a thousand statements, and a chunk of rows of 1 kB
+#: (a question each) holds 2 MB.
+SUBMIT_CHUNK = 1_000
+#: Rows read and checked ahead of the database, at most.
+SUBMIT_AHEAD = 256
+#: A row read waits at most this long to be stored (and to be claimable), however slowly the
+#: rows after it come: a slow source (a pipe, a store) still starts its items.
+SUBMIT_WAIT_SECONDS = 1.0
 
-    ``spec`` (:class:`~agentic_iqa.jobs.spec.JobSpec`) says it all, and is stored as the job's
-    record.  The older form, a manifest and keywords (:func:`spec_from_keywords`), builds one.
+
+class SubmitStopped(Exception):
+    """The submit was asked to stop (:meth:`Submission.stop`, a Ctrl-C) before its last row."""
+
+
+@dataclass
+class Tally:
+    """The rows a submit has handed to the database so far: items, bad rows among them."""
+
+    items: int = 0
+    bad: int = 0
+
+
+def submit(engine: Engine, spec: JobSpec, *, stored: Callable[[str], None] | None = None
+           ) -> str:
+    """Create the job ``spec`` describes and its items (bad rows as failed items); returns its
+    id.  ``spec`` is stored as the job's record.
+
+    The rows are read, checked and stored as a stream, :data:`SUBMIT_CHUNK` at a time.  Nothing
+    is committed until the job is known to be one (a metric job's first row it can score: its
+    tools refuse a manifest of questions, or a first row without the reference they need, with
+    nothing stored); from then on each chunk is committed as it is read, ``stored`` is told the
+    job's id at the first commit, and its items can run (here, or on the workers) while the
+    rest are read.  The job is ``submitting`` until its last row is in, and is not finished
+    before.  A failure after the first commit (the manifest unreadable halfway, a store that
+    refuses the credential) cancels the job with the reason as its error, and is raised.
     """
     if not isinstance(spec, JobSpec):
-        spec = spec_from_keywords(spec, **keywords)
-    elif keywords:
-        raise TypeError(f"submit() takes a JobSpec or keywords, not both: {sorted(keywords)}")
-    return _submit(engine, spec)
+        raise TypeError(f"submit() takes a JobSpec, not {type(spec).__name__}: "
+                        "JobSpec.build(manifest=..., ...) describes the job")
+    return _submit(engine, spec, stored, threading.Event(), Tally())
 
 
-def spec_from_keywords(manifest: Path | None, *, name: str | None = None,
-                       query: str | None = None, root: Path | str | None = None,
-                       max_replan_iterations: int | None = None,
-                       check_images: bool = True, mos_range: tuple[float, float] | None = None,
-                       vlm_cache: bool = True, tools: Sequence[str] | None = None,
-                       tool_settings: ToolSettings | None = None, config: RunConfig | None = None,
-                       mode: str | None = None, dataset: str | None = None,
-                       split: str | None = None, image_dir: Path | str | None = None,
-                       limit: int | None = None, batch: bool = False, group: str | None = None,
-                       score: str = "mos") -> JobSpec:
-    """The spec the keywords of :func:`submit` describe; a spec that cannot run is a
-    :class:`~.tools.MetricToolsError` (mode and tools) or a
-    :class:`~.manifest.ManifestFormatError` (the source), as before specs.
+class Submission:
+    """:func:`submit` in a thread of this process, so that the job's first items can run here,
+    or be handed to the workers, while the rest of its rows are read and stored."""
 
-    ``config``: what the items run with (:mod:`agentic_iqa.runconfig`); None captures the
-    configuration in force here.  ``max_replan_iterations``: None takes ``max_replan_iterations`` of
-    ``configs/pipeline.yaml`` (or ``AGENTIC_IQA_MAX_REPLAN_ITERATIONS``).
-    ``mos_range`` (low, high): a MOS outside it makes its row a bad row.  ``vlm_cache=False``
-    is stored with the job in the same transaction, so no worker can start an item with it on.
-    ``tools``: a metric job, which runs these tools on every item instead of the agent; they are
-    checked first (:class:`~.tools.MetricToolsError`), and a full-reference tool on a row without
-    a reference refuses the whole job, rolled back before anything is committed.
-    ``mode``: "agent" (default), "vlm" (the VLM alone) or "tools" (given ``tools``).
-    ``dataset``: a public dataset by name (:mod:`agentic_iqa.datasets`) read from its own files
-    under ``root`` (then the folder to read, and every path it names stays in it, as with a
-    manifest's ``root``), ``split`` of it; its MOS scale is the job's ``mos_range``.
-    ``image_dir``: a manifest's image paths are relative to it.
-    ``limit``: the first ``limit`` rows only.  ``batch``: the model calls go through the
-    providers' batch interfaces, in rounds (:mod:`.batches`); refused (``VLMConfigurationError``,
-    nothing stored) where a role's backend has none.
-    """
-    if mode is not None and mode not in MODES:
-        raise MetricToolsError(f"unknown mode {mode!r}: agent, vlm or tools")
-    try:
-        return JobSpec.build(
-            manifest=manifest, name=name, query=query, root=root,
-            max_replan_iterations=max_replan_iterations, check_images=check_images,
-            mos_range=mos_range, vlm_cache=vlm_cache, tools=tools, tool_settings=tool_settings,
-            config=config, mode=mode, dataset=dataset, split=split, image_dir=image_dir,
-            limit=limit, batch=batch, group=group, score=score)
-    except JobSpecError as exc:
-        mode_fault = "--mode" in str(exc) or "--tools" in str(exc)
-        raise (MetricToolsError if mode_fault else ManifestFormatError)(str(exc)) from None
+    def __init__(self, engine: Engine, spec: JobSpec) -> None:
+        self._engine, self._spec = engine, spec
+        self._first = threading.Event()
+        self._halt = threading.Event()
+        self._job_id: str | None = None
+        self._error: BaseException | None = None
+        #: Its rows stored so far (every row, once :meth:`result` returned).
+        self.tally = Tally()
+        self._thread = threading.Thread(target=self._run, name="iqa-submit", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._job_id = _submit(self._engine, self._spec, self._stored, self._halt,
+                                   self.tally)
+        except BaseException as exc:  # handed to whoever waits for it
+            self._error = exc
+        finally:
+            self._first.set()
+
+    def _stored(self, job_id: str) -> None:
+        self._job_id = job_id
+        self._first.set()
+
+    def started(self) -> str:
+        """The job's id once its first items are stored; the submit's error if it failed
+        before (nothing stored then)."""
+        self._first.wait()
+        if self._job_id is None:
+            assert self._error is not None
+            raise self._error
+        return self._job_id
+
+    @property
+    def reading(self) -> bool:
+        """Whether rows are still being read and stored."""
+        return self._thread.is_alive()
+
+    def result(self) -> str:
+        """The job's id once every row is stored; the submit's error if it failed."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._job_id is not None
+        return self._job_id
+
+    def stop(self) -> None:
+        """Stop reading rows (a Ctrl-C): the job is cancelled, saying where its rows ended."""
+        self._halt.set()
 
 
-def _submit(engine: Engine, spec: JobSpec) -> str:
-    """The job ``spec`` describes, its items in, its record stored with it."""
+def _submit(engine: Engine, spec: JobSpec, stored: Callable[[str], None] | None,
+            halt: threading.Event, tally: Tally) -> str:
+    """The job ``spec`` describes, its items in, its record stored with it (:func:`submit`);
+    ``halt``: set, the rows not read yet are given up; ``tally``: counts what was stored."""
     tool_settings = spec.tool_settings
     metric_tools = check_tools(list(spec.tools), tool_settings) if spec.tools else None
     mode, config, batch, vlm_cache = spec.mode, spec.config, spec.batch, spec.vlm_cache
@@ -172,10 +216,11 @@ def _submit(engine: Engine, spec: JobSpec) -> str:
         entries = read_manifest(manifest, root=root, check_images=check_images, access=access,
                                 mos_range=mos_range, image_dir=image_dir, subset=spec.subset)
         source, confine = str(manifest.resolve()), root
+    fr_tools: list[str] = []
     if metric_tools:
-        entries = not_only_questions(
-            _with_references(entries, full_reference(metric_tools, tool_settings)))
-    stored = spec.model_copy(update={
+        fr_tools = full_reference(metric_tools, tool_settings)
+        entries = not_only_questions(_with_references(entries, fr_tools))
+    stored_spec = spec.model_copy(update={
         "config": config, "max_replan_iterations": max_replan_iterations, "query": query,
         "tools": tuple(metric_tools) if metric_tools else None, "batch": config.batch,
         "allowed_locations": access.allowed, "root": _place(_stored_root(confine)),
@@ -186,20 +231,198 @@ def _submit(engine: Engine, spec: JobSpec) -> str:
         else spec.mos_range})
     if described is not None and spec.score != "mos":
         described = {**described, "score": spec.score}
-    name = spec.name or stored.default_name()
-    stored = stored.model_copy(update={"name": name})
-    with session_scope(engine) as session:
-        job_id = store.create_job(
-            session, name=name, manifest=source,
-            default_query=query, root=_stored_root(confine),
-            max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
-            tools=metric_tools, config_json=config.to_json(), mode=mode,
-            dataset_json=json.dumps(described) if described else None,
-            spec_json=stored.to_json(), group=spec.group,
-        )
-        store.add_items(session, job_id, (_item_row(entry) for entry in entries))
-        finish_if_complete(session, reads.get_job(session, job_id))
+    name = spec.name or stored_spec.default_name()
+    stored_spec = stored_spec.model_copy(update={"name": name})
+    rows = _Rows(entries, halt, tally)
+    try:
+        chunk = rows.take(SUBMIT_CHUNK, SUBMIT_WAIT_SECONDS)  # read before any transaction
+        with session_scope(engine) as session:
+            job_id = store.create_job(
+                session, name=name, manifest=source,
+                default_query=query, root=_stored_root(confine),
+                max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
+                tools=metric_tools, config_json=config.to_json(), mode=mode,
+                dataset_json=json.dumps(described) if described else None,
+                spec_json=stored_spec.to_json(), group=spec.group,
+            )
+            job = reads.get_job(session, job_id)
+            job.submitting = True
+            # Nothing is committed before the job is known to be one (its first row a metric
+            # job can score), so a refusal leaves nothing behind.
+            known = not metric_tools
+            while True:
+                if chunk:
+                    store.add_items(session, job_id, (_item_row(entry) for entry in chunk))
+                known = known or any(_scorable(entry, fr_tools) for entry in chunk)
+                if rows.ended or (known and chunk):
+                    break
+                chunk.clear()  # held no longer than its statement
+                chunk = rows.take(SUBMIT_CHUNK, SUBMIT_WAIT_SECONDS)
+            if rows.ended:
+                job.submitting = False
+                finish_if_complete(session, job)
+    except BaseException:
+        rows.close()
+        raise
+    if stored is not None:
+        stored(job_id)
+    if not rows.ended:
+        _store_rest(engine, job_id, rows)
     return job_id
+
+
+def _scorable(entry: ManifestEntry, fr_tools: list[str]) -> bool:
+    """Whether a metric job's tools can score this entry: a good row that is no question, with
+    a reference when a full-reference tool is among them."""
+    return isinstance(entry, ManifestItem) and not entry.options \
+        and (not fr_tools or entry.reference is not None)
+
+
+def _store_rest(engine: Engine, job_id: str, rows: _Rows) -> None:
+    """The rows after the first commit, a chunk per transaction; at the last, the job is no
+    longer submitting (and done, if every item already ended).  A failure on the way cancels
+    the job with the reason (its rows after it were never stored) and is raised."""
+    try:
+        while not rows.ended:
+            chunk = rows.take(SUBMIT_CHUNK, SUBMIT_WAIT_SECONDS)
+            with session_scope(engine) as session:
+                if chunk:
+                    store.add_items(session, job_id, (_item_row(entry) for entry in chunk))
+                    chunk.clear()  # held no longer than its statement
+                if rows.ended:
+                    job = reads.get_job(session, job_id, lock=True)
+                    job.submitting = False
+                    finish_if_complete(session, job)
+    except BaseException as exc:
+        rows.close()
+        _give_up(engine, job_id, rows.last_line, exc)
+        raise
+
+
+def _give_up(engine: Engine, job_id: str, last_line: int, error: BaseException) -> None:
+    """A submit that failed after its first commit: the job is cancelled (what runs ends as
+    cancelled) with why, and where its rows stopped; best effort, the error is raised anyway."""
+    from ..redact import redact
+
+    reason = ("it was stopped" if isinstance(error, (SubmitStopped, KeyboardInterrupt))
+              else str(error) or type(error).__name__)
+    message = redact(f"submit ended after line {last_line}: {reason}; the rows after it were "
+                     "not stored: submit the job again") or ""
+    try:
+        with session_scope(engine) as session:
+            job = reads.get_job(session, job_id, lock=True)
+            job.submitting = False
+            store.cancel(session, job_id)
+            job.error = message
+    except Exception:  # the database itself may be what failed
+        return
+
+
+class _Rows:
+    """A job's entries read and checked in a thread of their own, handed over in chunks, so
+    the database's work overlaps theirs and a chunk is stored when its first row has waited
+    long enough (:data:`SUBMIT_WAIT_SECONDS`), however slowly the next rows come."""
+
+    def __init__(self, entries: Iterator[ManifestEntry], halt: threading.Event,
+                 tally: Tally) -> None:
+        import queue
+
+        # A SimpleQueue (C, a fraction of a Queue's cost per row) held to SUBMIT_AHEAD rows.
+        self._queue: queue.SimpleQueue[tuple[ManifestEntry | None, BaseException | None]] = \
+            queue.SimpleQueue()
+        self._halt = halt
+        self._tally = tally
+        self._closed = threading.Event()
+        self._failure: BaseException | None = None
+        self.ended = False
+        #: The line of the last row handed over (where a submit that failed stopped).
+        self.last_line = 0
+        self._thread = threading.Thread(target=self._read, args=(entries,),
+                                        name="iqa-submit-rows", daemon=True)
+        self._thread.start()
+
+    def _read(self, entries: Iterator[ManifestEntry]) -> None:
+        def put(entry: ManifestEntry | None, failure: BaseException | None) -> bool:
+            while self._queue.qsize() >= SUBMIT_AHEAD:
+                if self._closed.wait(0.001) or self._halt.is_set():
+                    return False
+            if self._closed.is_set() or self._halt.is_set():
+                return False
+            self._queue.put((entry, failure))
+            return True
+
+        try:
+            for entry in entries:
+                if not put(entry, None):
+                    break
+            else:
+                put(None, None)
+        except BaseException as exc:  # raised in the submit's thread, after the rows before it
+            put(None, exc)
+        finally:
+            close = getattr(entries, "close", None)
+            if close is not None:
+                close()
+
+    def take(self, limit: int, wait: float) -> list[ManifestEntry]:
+        """Up to ``limit`` entries: those that come within ``wait`` seconds of the first.
+        Raises what reading them raised once the rows before it were taken, and
+        :class:`SubmitStopped` once the submit is halted."""
+        import queue
+
+        if self._failure is not None:
+            raise self._failure
+        chunk: list[ManifestEntry] = []
+        deadline: float | None = None
+        while len(chunk) < limit and not self.ended:
+            if self._halt.is_set():
+                raise SubmitStopped("the submit was stopped")
+            timeout = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if timeout <= 0:
+                break
+            try:
+                entry, failure = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                continue
+            if entry is None:
+                if failure is None:
+                    self.ended = True
+                elif chunk:
+                    self._failure = failure
+                    break
+                else:
+                    raise failure
+                continue
+            chunk.append(entry)
+            self.last_line = entry.line
+            self._tally.items += 1
+            self._tally.bad += isinstance(entry, ManifestError)
+            if deadline is None:
+                deadline = time.monotonic() + wait
+        return chunk
+
+    def close(self) -> None:
+        """Stop reading (the submit failed): the reading thread ends at its next row."""
+        self._closed.set()
+
+
+def _with_references(entries: Iterator[ManifestEntry], fr_tools: list[str]
+                     ) -> Iterator[ManifestEntry]:
+    """``entries``; when a tool needs a reference, a first good row without one stops the
+    submit (the tools do not fit the manifest: nothing is stored yet), and a later one is a
+    bad row that says so."""
+    scored = False
+    for entry in entries:
+        if fr_tools and isinstance(entry, ManifestItem) and entry.reference is None:
+            kind = "is a full-reference tool" if len(fr_tools) == 1 else \
+                "are full-reference tools"
+            reason = (f"{', '.join(fr_tools)} {kind} and this row has no reference: give a "
+                      "`reference` for every row, or leave out the full-reference tools")
+            if not scored:
+                raise MetricToolsError(f"line {entry.line} ({entry.item_id!r}): {reason}")
+            entry = ManifestError(entry.line, entry.item_id, reason, key=entry.item_id)
+        scored = scored or isinstance(entry, ManifestItem)
+        yield entry
 
 
 def _place(value: str | None) -> Path | str | None:
@@ -222,21 +445,6 @@ def _stored_root(confine: Path | str | None) -> str | None:
     return str(confine.resolve())
 
 
-def _with_references(entries: Iterator[ManifestEntry], fr_tools: list[str]
-                     ) -> Iterator[ManifestEntry]:
-    """``entries`` unchanged; a good row without a reference stops the submit when a tool
-    needs one (it could never be scored, and the job would be half a job)."""
-    for entry in entries:
-        if fr_tools and isinstance(entry, ManifestItem) and entry.reference is None:
-            kind = "is a full-reference tool" if len(fr_tools) == 1 else \
-                "are full-reference tools"
-            raise MetricToolsError(
-                f"line {entry.line} ({entry.item_id!r}): {', '.join(fr_tools)} {kind} and this "
-                "row has no reference: give a `reference` for every row, or leave out the "
-                "full-reference tools")
-        yield entry
-
-
 def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], None], *,
          lease_seconds: float | None = None) -> int:
     """Top the job up to ``window`` items in flight; returns how many runs were dispatched.
@@ -244,15 +452,31 @@ def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], Non
     The job's row is locked while counting and claiming, so two feeders (two supervisors) never
     both fill the same gap.  ``lease_seconds``: the runs are supervised (workers).
     """
+    claimed = _claim(engine, job_id, window, lease_seconds).runs
+    for run in claimed:  # after the commit, so a worker always finds its run
+        dispatch(run.run_id)
+    return len(claimed)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """What :func:`_claim` took: the new runs, and what their first steps need of the job."""
+
+    runs: list[store.Claimed]
+    config_json: str | None
+    vlm_cache: bool
+
+
+def _claim(engine: Engine, job_id: str, window: int, lease_seconds: float | None) -> _Claim:
+    """:func:`feed`'s transaction: the job's row locked, its items in flight read from its
+    counts, the gap claimed from the index (a window's work, whatever the job's size)."""
     with session_scope(engine) as session:
         job = reads.get_job(session, job_id, lock=True)
         if _is_batch(job.config_json):  # every item waits in the same rounds
             window = max(window, PipelineSettings.load().batch_window)
         in_flight = reads.counts(session, job_id).get("queued", 0)
-        run_ids = store.claim(session, job, window - in_flight, lease_seconds=lease_seconds)
-    for run_id in run_ids:  # after the commit, so a worker always finds its run
-        dispatch(run_id)
-    return len(run_ids)
+        runs = store.claim_items(session, job, window - in_flight, lease_seconds=lease_seconds)
+        return _Claim(runs, job.config_json, job.vlm_cache)
 
 
 #: Lease of a local job's runs: this process renews it while it works, so a job whose process
@@ -290,11 +514,15 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local", holder=Holder.here().to_json())
 
+    # The first step of each run claimed here, begun from its claim: no transaction of its own.
+    firsts: dict[str, service.NextStep] = {}
+
     def walk(run_ids: list[str]) -> int:
         if batch_size > 1:
-            service.walk_batch(engine, agents, run_ids, max_batch=batch_size)
+            service.walk_batch(engine, agents, run_ids, max_batch=batch_size, firsts=firsts)
         else:
-            service.walk_embedded(engine, agents, run_ids[0])
+            service.walk_embedded(engine, agents, run_ids[0],
+                                  first=firsts.pop(run_ids[0], None))
         return len(run_ids)
 
     with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
@@ -305,20 +533,89 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
         for ended in work(walk, [[run_id] for run_id in restart]):
             if on_progress is not None:
                 on_progress(ended)
-        while True:
-            batch: list[str] = []
-            feed(engine, job_id, window, batch.append, lease_seconds=LOCAL_LEASE_SECONDS)
-            if not batch:
-                break
-            # Batched: one share per thread; else one run at a time, as threads come free.
-            shares = ([batch[index::workers] for index in range(workers)] if batch_size > 1
-                      else [[run_id] for run_id in batch])
-            for ended in work(walk, [share for share in shares if share]):
-                if on_progress is not None:
-                    on_progress(ended)
+
+        def claimed() -> list[str]:
+            claim = _claim(engine, job_id, window, LOCAL_LEASE_SECONDS)
+            firsts.update(service.first_steps(agents, job_id, claim.runs,
+                                              config_json=claim.config_json,
+                                              vlm_cache=claim.vlm_cache))
+            return [run.run_id for run in claim.runs]
+
+        if workers > 1 and batch_size == 1:
+            _keep_busy(pool, walk, claimed, lambda: _submitting(engine, job_id), window,
+                       on_progress)
+        else:  # one thread, or batches: a window at a time
+            while True:
+                batch = claimed()
+                if not batch and _submitting(engine, job_id):  # its next rows are coming
+                    time.sleep(SUBMITTING_POLL_SECONDS)
+                    continue
+                if not batch:
+                    break
+                # Batched: one share per thread; else one run at a time.
+                shares = ([batch[index::workers] for index in range(workers)]
+                          if batch_size > 1 else [[run_id] for run_id in batch])
+                for ended in work(walk, [share for share in shares if share]):
+                    if on_progress is not None:
+                        on_progress(ended)
+    job_ended(engine, job_id)
 
 
+def _keep_busy(pool: ThreadPoolExecutor, walk: Callable[[list[str]], int],
+               claimed: Callable[[], list[str]], submitting: Callable[[], bool], window: int,
+               on_progress: Callable[[int], None] | None) -> None:
+    """Walk the job's runs on the pool's threads, one run each as threads come free, claiming
+    more whenever half the window has ended: no thread waits for the slowest item of a window
+    before the next one is claimed."""
+    running: set[Future[int]] = set()
+    while True:
+        if len(running) <= window // 2:
+            running |= {pool.submit(walk, [run_id]) for run_id in claimed()}
+        if not running:
+            if not submitting():
+                return
+            time.sleep(SUBMITTING_POLL_SECONDS)  # its next rows are on their way
+            continue
+        ended, running = futures.wait(running, return_when=futures.FIRST_COMPLETED)
+        for future in ended:
+            count = future.result()
+            if on_progress is not None:
+                on_progress(count)
+
+
+def job_ended(engine: Engine, job_id: str) -> bool:
+    """What a job that ended here leaves behind (its runner's last act; the workers'
+    supervisor does the same for theirs): its counts checked against its items, the
+    planner's statistics refreshed, its headline for ``eval list`` computed and stored
+    (:mod:`.headline`).  False, doing nothing, when the job has not ended."""
+    from ..db.engine import analyze
+    from ..db.items import recount
+    from . import headline
+
+    with session_scope(engine) as session:
+        if reads.get_job(session, job_id, lock=True).status == "running":
+            return False
+        recount(session, job_id)
+        analyze(session)
+    headline.store(engine, job_id)
+    return True
+
+
+#: How often a local runner that ran out of items asks whether the submit stored more.
+SUBMITTING_POLL_SECONDS = 0.2
+
+
+def _submitting(engine: Engine, job_id: str) -> bool:
+    """Whether the job's submit is still adding rows (and the job still running)."""
+    with read_scope(engine) as session:
+        job = reads.get_job(session, job_id)
+        return job.submitting and job.status == "running"
+
+
+@functools.lru_cache(maxsize=64)
 def _is_batch(config_json: str | None) -> bool:
+    """Whether a job's stored configuration sends its calls in batches (parsed once: every
+    feed asks)."""
     return bool(config_json) and RunConfig.from_json(config_json).batch
 
 
@@ -525,7 +822,17 @@ def cancel(engine: Engine, job_id: str) -> int:
         from . import batches
 
         batches.cancel(engine, job_id)
+    settle_if_idle(engine, job_id)
     return cancelled
+
+
+def settle_if_idle(engine: Engine, job_id: str) -> bool:
+    """A job stopped here (cancelled) with nothing in flight has ended: :func:`job_ended`.
+    With items in flight, whoever ends the last of them settles it (its runner, or the
+    workers' supervisor)."""
+    with read_scope(engine) as session:
+        in_flight = reads.counts(session, job_id).get("queued", 0)
+    return not in_flight and job_ended(engine, job_id)
 
 
 @dataclass(frozen=True)
@@ -670,7 +977,7 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         # runs) is as orphaned as a local one, once the moment after submit is past.
         unclaimed = running and open_items > 0 and (
             datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS \
-            and not reads.run_count(session, job.id)
+            and not reads.has_runs(session, job.id)
         holder = Holder.from_json(job.lease_holder) if job.dispatch == "local" else None
         # A local job whose process is gone is stalled at once, not when its leases run out.
         orphaned = (running and (job.dispatch == "local" or unclaimed) and open_items > 0

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import partial
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from iqa_tools.access import AccessPolicy, reading
 
 from ..db import batches, jobs, reads, steps
 from ..db.engine import session_scope
+from ..db.models import utc_now
 from ..pipeline import (
     TRANSIENT_RETRY,
     Agents,
@@ -45,6 +47,11 @@ from .heartbeat import HEARTBEATS
 ReadingSpec = tuple[AccessPolicy | None, dict[str, str]]
 
 log = logging.getLogger(__name__)
+
+#: Jobs a fatal error stopped in this process (a key refused): the runs it claimed for them,
+#: whose first step was begun from the claim with no read of the job (:func:`first_steps`),
+#: read the job before they start, and end as cancelled without asking the model again.
+STOPPED_HERE: set[str] = set()
 
 
 #: A step's own time limit: given the step's name, a context around its work that raises
@@ -78,6 +85,11 @@ class Begun:
     #: What its reads go through (:mod:`iqa_tools.access`): the job's policy, and the digests
     #: its item's objects had at submit.  No default: whoever begins a step says it.
     reading: ReadingSpec
+    #: False: the step has no record yet (a local run's first step, known from its claim):
+    #: its first attempt is recorded in the transaction that stores its outcome, one
+    #: transaction for the whole step; a record someone else made meanwhile (a take-over)
+    #: makes this attempt stale, as a fenced one would be.
+    recorded: bool = True
 
 
 @dataclass(frozen=True)
@@ -218,6 +230,7 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
         begun = begun_here
     state, attempt = begun.state, begun.attempt
     started = time.perf_counter()
+    begun_at = utc_now()
     # The step's VLM calls (tokens, latency, cache hits) are stored with its outcome, failed
     # attempts included: their calls were paid for.
     collector = CallCollector(use_cache=begun.use_vlm_cache, seen=set(begun.asked))
@@ -228,13 +241,18 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
                 (time_limit(step) if time_limit is not None else nullcontext()):
             update = run_step(step, state, begun.agents)
     except AwaitingBatch as waiting:  # the run waits for a round (nothing was paid for)
-        with session_scope(engine) as session:
-            batches.park(session, job_id=begun.job_id or "", run_id=run_id, step=step,
-                         iteration=iteration, wanted=waiting.wanted)
+        try:
+            with session_scope(engine) as session:
+                _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
+                batches.park(session, job_id=begun.job_id or "", run_id=run_id, step=step,
+                             iteration=iteration, wanted=waiting.wanted)
+        except steps.StaleAttempt as stale:
+            return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         return StepResult(RAN)
     except TransientVLMError as exc:
         try:
             with session_scope(engine) as session:
+                _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
                 steps.fail_step(session, run_id, step, iteration,
                                      error=f"transient: {exc}", attempt=attempt)
                 steps.store_vlm_calls(session, run_id, step, iteration, attempt,
@@ -253,13 +271,16 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
                   exc_info=not fatal and log.isEnabledFor(logging.DEBUG))
         try:
             with session_scope(engine) as session:
+                _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
                 steps.fail_step(session, run_id, step, iteration, error=reason,
                                      attempt=attempt)
                 steps.store_vlm_calls(session, run_id, step, iteration, attempt,
                                            collector.records)
                 steps.fail_run(session, run_id, error=reason)
-                if fatal and begun.job_id is not None:
-                    jobs.stop_on_fatal_error(session, begun.job_id, exc, reason)
+                stopped = fatal and begun.job_id is not None and jobs.stop_on_fatal_error(
+                    session, begun.job_id, exc, reason)
+            if stopped:
+                STOPPED_HERE.add(begun.job_id or "")
         except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         return StepResult(RAN)
@@ -269,7 +290,8 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     new_state = merge_state(state, update)
     try:
         return _complete(engine, run_id, step, iteration, begun, new_state, update, collector,
-                         worker=worker, lease_seconds=lease_seconds, chain=chain)
+                         worker=worker, queue=queue, lease_seconds=lease_seconds, chain=chain,
+                         begun_at=begun_at)
     except steps.StaleAttempt as stale:
         return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
     except DBAPIError as lost:  # the outcome was not written: whose attempt it was, for a retry
@@ -325,14 +347,26 @@ def _discarded(engine: Engine, stale: steps.StaleAttempt, run_id: str, step: str
     return StepResult(SKIPPED)
 
 
+def _record(session: Session, begun: Begun, run_id: str, step: str, iteration: int,
+            worker: str | None, queue: str | None, begun_at: datetime) -> None:
+    """A step begun without a record (:attr:`Begun.recorded`) gets its first attempt now, as
+    of when it began; :class:`steps.StaleAttempt` when someone recorded it meanwhile."""
+    if begun.recorded:
+        return
+    if steps.first_attempt(session, run_id, step, iteration, worker=worker, queue=queue,
+                           started_at=begun_at) is None:
+        raise steps.StaleAttempt(run_id, step, iteration, begun.attempt)
+
+
 def _complete(engine: Engine, run_id: str, step: str, iteration: int, begun: Begun,
               new_state: AgenticIQAState, update: dict[str, Any], collector: CallCollector,
-              *, worker: str | None, lease_seconds: float | None,
-              chain: Chain | None) -> StepResult:
+              *, worker: str | None, queue: str | None = None, lease_seconds: float | None,
+              chain: Chain | None, begun_at: datetime | None = None) -> StepResult:
     """The step's outcome, the run's next step decided and, when chained, begun: one
     transaction, fenced on the attempt (:class:`steps.StaleAttempt`)."""
     attempt = begun.attempt
     with session_scope(engine) as session:
+        _record(session, begun, run_id, step, iteration, worker, queue, begun_at or utc_now())
         steps.complete_step(session, run_id, step, iteration, state=new_state,
                                  update=update, lease_seconds=lease_seconds, attempt=attempt)
         steps.store_vlm_calls(session, run_id, step, iteration, attempt,
@@ -347,7 +381,8 @@ def _complete(engine: Engine, run_id: str, step: str, iteration: int, begun: Beg
                 asked = begun.asked | collector.seen | {
                     call.request_key for call in collector.records if call.request_key}
                 upcoming = replace(upcoming, begun=replace(
-                    begun, state=new_state, attempt=record.attempts, asked=frozenset(asked)))
+                    begun, state=new_state, attempt=record.attempts, asked=frozenset(asked),
+                    recorded=True))
     return StepResult(RAN, upcoming)
 
 
@@ -385,6 +420,30 @@ def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iterati
                      _reading_of(run))
 
 
+def first_steps(agents: AgentsSource, job_id: str, claimed: Sequence[jobs.Claimed], *,
+                config_json: str | None, vlm_cache: bool) -> dict[str, NextStep]:
+    """The first step of each run just claimed for this process (:func:`jobs.claim_items`),
+    begun from what the claim knows (a new run's state, its job's configuration, its item's
+    digests) without reading it back or writing anything: the step's record is written with
+    its outcome (:attr:`Begun.recorded`), so a local item costs one transaction, not two.
+    Empty when this process cannot run the job as submitted (each run's own first step then
+    says why)."""
+    config = steps.job_config(config_json)
+    try:
+        resolved = resolve_agents(agents, config)
+    except CannotHonour:
+        return {}
+    policy = config.access if config is not None else None
+    firsts: dict[str, NextStep] = {}
+    for run in claimed:
+        step = next_step(run.state)
+        if step is not None:
+            firsts[run.run_id] = NextStep(step, run.state.get("iteration_count", 0), Begun(
+                run.state, 1, job_id, vlm_cache, frozenset(), resolved, (policy, run.digests),
+                recorded=False))
+    return firsts
+
+
 def _reading_of(run: steps.RunContext) -> ReadingSpec:
     """The job's access policy (None: no job, or one stored before policies: the ambient one)
     and its item's digests, for :func:`iqa_tools.access.reading`."""
@@ -404,8 +463,10 @@ def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[st
 
 
 def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *,
-                 max_batch: int, registries: dict[int, Any]) -> int:
-    """:func:`score_tools_ahead`, filling ``registries`` with those that scored (by id)."""
+                 max_batch: int, registries: dict[int, Any],
+                 firsts: dict[str, NextStep] | None = None) -> int:
+    """:func:`score_tools_ahead`, filling ``registries`` with those that scored (by id);
+    ``firsts``: runs whose first step is begun from their claim (their state known)."""
     from iqa_tools.images import LoadedImage, read_image
 
     calls: dict[int, list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
@@ -418,17 +479,24 @@ def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, in
                 images[key] = read_image(path)
         return images[key]
 
-    with session_scope(engine) as session:
-        runs = []
-        for run_id, iteration in items:
-            try:
-                run = steps.run_context(session, run_id)
-                registry = resolve_agents(agents, run.config).registry
-            except Exception as exc:  # the step itself reports a missing or broken run
-                log.info("run %s: not batched: %s", run_id, exc)
-                continue
-            if run.state.get("iteration_count", 0) == iteration:
-                runs.append((run.state, registry, _reading_of(run)))
+    runs = []
+    known = firsts or {}
+    for run_id, iteration in items:
+        begun = known[run_id].begun if run_id in known else None
+        if begun is not None and begun.state.get("iteration_count", 0) == iteration:
+            runs.append((begun.state, begun.agents.registry, begun.reading))
+    unknown = [(run_id, iteration) for run_id, iteration in items if run_id not in known]
+    if unknown:
+        with session_scope(engine) as session:
+            for run_id, iteration in unknown:
+                try:
+                    run = steps.run_context(session, run_id)
+                    registry = resolve_agents(agents, run.config).registry
+                except Exception as exc:  # the step itself reports a missing or broken run
+                    log.info("run %s: not batched: %s", run_id, exc)
+                    continue
+                if run.state.get("iteration_count", 0) == iteration:
+                    runs.append((run.state, registry, _reading_of(run)))
     for state, registry, spec in runs:  # one batch per registry: jobs may differ in settings
         registries[id(registry)] = registry
         for tool, image_path, reference_path in planned_tool_calls(state, registry):
@@ -443,20 +511,22 @@ def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, in
 
 
 def walk_batch(engine: Engine, agents: AgentsSource, run_ids: list[str], *,
-               max_batch: int) -> None:
+               max_batch: int, firsts: dict[str, NextStep] | None = None) -> None:
     """Walk new runs to their end in this thread (:func:`walk_embedded`), their first tool
     steps scored together ahead (a local metric job on a GPU: one forward pass per tool and
     image size instead of one per image).  Scoring ahead is an optimisation: if it fails,
-    each step computes its own scores as usual."""
+    each step computes its own scores as usual.  ``firsts``: their first steps, begun from
+    their claim (:func:`first_steps`), each taken by its run's walk."""
     registries: dict[int, Any] = {}
+    known = firsts or {}
     try:
         try:
             _score_ahead(engine, agents, [(run_id, 0) for run_id in run_ids],
-                         max_batch=max_batch, registries=registries)
+                         max_batch=max_batch, registries=registries, firsts=known)
         except Exception:
             log.exception("scoring %d runs' tool steps ahead failed", len(run_ids))
         for run_id in run_ids:
-            walk_embedded(engine, agents, run_id)
+            walk_embedded(engine, agents, run_id, first=known.pop(run_id, None))
     finally:  # a score no step took (a run that failed before it) must not outlive the batch
         for registry in registries.values():
             registry.clear_batch()
@@ -502,7 +572,7 @@ def run_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
 
 def walk_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
                   retry: TransientRetry = TRANSIENT_RETRY,
-                  lease_seconds: float | None = None) -> None:
+                  lease_seconds: float | None = None, first: NextStep | None = None) -> None:
     """Walk a stored run to its end in this process (the embedded default: no broker).
 
     A step failing with a transient VLM error is run again per ``retry`` (each attempt is
@@ -510,9 +580,14 @@ def walk_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
     given up and any other step fails the run.  ``lease_seconds``: the steps hold a lease,
     renewed by the heartbeat, so a run left by a process that died shows as stalled.
     A job's items end here: nothing reads their state back (one transaction less each).
+    ``first``: the run's first step, begun from its claim (:func:`first_steps`): no
+    transaction before it.
     """
-    upcoming = advance(engine, run_id, chain=_in_process, worker="embedded", agents=agents,
-                       lease_seconds=lease_seconds)
+    if first is not None and first.begun is not None and first.begun.job_id in STOPPED_HERE:
+        first = None  # its job was stopped here since the claim: read it, end as cancelled
+    upcoming = first if first is not None else advance(
+        engine, run_id, chain=_in_process, worker="embedded", agents=agents,
+        lease_seconds=lease_seconds)
     while upcoming is not None:
         try:
             result = retry.call(upcoming.step, partial(

@@ -12,7 +12,8 @@ end).  The supervisor, a loop in every worker of the default queue, periodically
 3. re-sends each run whose lease has passed, exactly once per lease: the database decides which
    supervisor re-sends which run, so running several is safe;
 4. drives the batch jobs' rounds (:func:`.batches.tick`): polls their open batches, reads
-   the answers, sends on the runs that have theirs, sends the next round's batch.
+   the answers, sends on the runs that have theirs, sends the next round's batch;
+5. settles a job the workers ended: its counts checked, its headline for ``eval list`` stored.
 
 Re-sending is idempotent by construction: a step already done is skipped, a step still running
 under a live lease makes the duplicate wait, a step whose owner died is taken over.  This module
@@ -25,12 +26,14 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 
 from ..db import jobs as store
 from ..db import reads, steps
-from ..db.engine import session_scope
+from ..db.engine import read_scope, session_scope
+from ..db.models import utc_now
 from ..redact import redact
 from . import batches, lifecycle
 
@@ -48,6 +51,8 @@ class Tick:
     errors: list[str] = field(default_factory=list)
     #: The batch jobs' rounds (``--batch``): batches sent, polled, read; runs sent on.
     batched: batches.RoundTick = field(default_factory=lambda: batches.RoundTick())
+    #: The job the workers ended that this round settled (its headline stored), if any.
+    settled: list[str] = field(default_factory=list)
 
 
 def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
@@ -87,7 +92,29 @@ def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
     rounds = batches.tick(engine, dispatch=dispatch, lease_seconds=lease_seconds)
     tick.batched = rounds
     tick.errors.extend(rounds.errors)
+    tick.settled = _settle_ended(engine)
     return tick
+
+
+#: Jobs the workers ended within this long are settled by a supervisor (older ones, such as
+#: jobs stored before headlines were kept, get theirs from the first ``eval list``).
+SETTLE_WITHIN = timedelta(days=1)
+
+
+def _settle_ended(engine: Engine) -> list[str]:
+    """Settle one job the workers ended (:func:`.lifecycle.job_ended`: counts checked,
+    statistics refreshed, headline stored): the job's report once, when it ends, so that
+    ``eval list`` never computes it.  Returns the job settled, if any.  Two supervisors may
+    settle the same job: both store the same headline."""
+    try:
+        with read_scope(engine) as session:
+            ended = reads.jobs_to_settle(session, since=utc_now() - SETTLE_WITHIN, limit=1)
+        for job_id in ended:
+            lifecycle.job_ended(engine, job_id)
+        return ended
+    except Exception as exc:  # a later tick tries again
+        log.warning("supervisor: settling ended jobs: %s", redact(str(exc)))
+        return []
 
 
 class SupervisorThread(threading.Thread):

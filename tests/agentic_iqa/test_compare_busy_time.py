@@ -22,6 +22,7 @@ from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import read_scope
 from agentic_iqa.db.models import Run, StepRecord
 from agentic_iqa.db.reads import busy_seconds
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import metric_agents
 from agentic_iqa.runtime import lifecycle
 from tests.conftest import natural_image
@@ -46,9 +47,11 @@ def test_an_interrupted_jobs_wait_is_not_wall_time(tmp_path, results):
     upgrade(results)
     engine = make_engine(results)
     manifest = _manifest(tmp_path / "photos", 8)
-    steady = lifecycle.submit(engine, manifest, tools=["PIQE"], name="steady")
+    steady = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
+                                                    name="steady"))
     lifecycle.run_local(engine, steady, metric_agents(), workers=2)
-    stopped = lifecycle.submit(engine, manifest, tools=["PIQE"], name="stopped")
+    stopped = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
+                                                     name="stopped"))
 
     def stop_early(_ended: int) -> None:  # the first items end, then the job is stopped
         lifecycle.cancel(engine, stopped)

@@ -19,6 +19,7 @@ from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import VlmCall
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.jobs.estimate import batch_pricing, describe_batch, extrapolate
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import default_agents
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.usage import ModelUsage, Price, PriceTable, summarize
@@ -106,7 +107,7 @@ def database(folder: Path, name: str) -> str:
 
 def run_job(url: str, manifest: Path) -> str:
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, manifest, query=QUERY)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, query=QUERY))
     lifecycle.run_local(engine, job_id, default_agents(), workers=2)
     return job_id
 

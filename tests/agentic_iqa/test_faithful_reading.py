@@ -16,6 +16,7 @@ from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
 from agentic_iqa.jobs.policy import stops_job
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import DETECT, Agents, TransientRetry, next_step, run_inprocess
 from agentic_iqa.prompts import TRUNCATED_SUFFIX
 from agentic_iqa.query import parse_query
@@ -287,7 +288,7 @@ def test_max_replan_iterations_comes_from_the_configuration(monkeypatch, tmp_pat
     manifest = tmp_path / "m.csv"
     manifest.write_text(f"image\n{example_images['original']}\n")
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     with session_scope(engine) as session:
         assert session.get(Job, job_id).max_replan_iterations == 0
 

@@ -14,6 +14,7 @@ from sqlalchemy import update
 from agentic_iqa.db import Run, dispose_engines, make_engine, session_scope, upgrade
 from agentic_iqa.db import jobs as store
 from agentic_iqa.db.models import JobItem, utc_now
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.runtime.supervisor import supervise_once
 
@@ -33,7 +34,7 @@ def _job(engine, folder: Path, count: int) -> str:
     for index in range(count):
         pixels = rng.integers(0, 255, size=(64, 64, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(images / f"img{index:02d}.png")
-    return lifecycle.submit(engine, images)
+    return lifecycle.submit(engine, JobSpec.build(manifest=images))
 
 
 def _expire_all(engine) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentic_iqa.jobs.spec import JobSpec
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer
 from tests.conformance.batch_server import BatchServer, serve_batches
 from tests.conformance.items import Item, images, multiple_choice, scoring, teach, write_manifest
@@ -104,7 +105,7 @@ def run_job(folder: Path, items: list[Item], *, batch: bool, workers: int = 2) -
     engine = make_engine(url)
     manifest = write_manifest(items, folder / "manifest.csv")
     started = time.perf_counter()
-    job_id = lifecycle.submit(engine, manifest, batch=batch)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=batch))
     lifecycle.run_local(engine, job_id, AgentsCache(), workers=workers)
     seconds = time.perf_counter() - started
     return read_ran(engine, job_id, seconds)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from agentic_iqa.jobs.spec import JobSpec
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer
 from tests.conformance.items import Item, teach, write_manifest
 from tests.conformance.simulated_model import Behaviour, SimulatedModel
@@ -135,7 +136,7 @@ def run_local_job(behaviour: Behaviour, items: list[Item], folder: Path, *, seed
     upgrade(url)
     engine = make_engine(url)
     manifest = write_manifest(items, folder / "manifest.csv")
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     lifecycle.run_local(engine, job_id, default_agents(), workers=workers)
     return read_job(behaviour, url, job_id, items, None, {})
 

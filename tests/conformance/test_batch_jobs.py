@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agentic_iqa.jobs.spec import JobSpec
 from tests.conformance.batch_jobs import (
     environment,
     make_items,
@@ -128,7 +129,8 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
         upgrade(url)
         engine = make_engine(url)
-        job_id = lifecycle.submit(engine, write_manifest(items, folder / "m.csv"), batch=True)
+        manifest = write_manifest(items, folder / "m.csv")
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
         runner = threading.Thread(target=lifecycle.run_local,
                                   args=(engine, job_id, AgentsCache()), daemon=True)
         runner.start()
@@ -233,11 +235,11 @@ def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_
         upgrade(url)
         engine = make_engine(url)
         with pytest.raises(VLMConfigurationError) as refused:
-            lifecycle.submit(engine, manifest, batch=True)
+            lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with patched_env({"AGENTIC_IQA_VLM_BACKEND": "builtin", "AGENTIC_IQA_VLM_MODEL": None,
                           "AGENTIC_IQA_VLM_BASE_URL": None}), \
                 pytest.raises(VLMConfigurationError) as builtin:
-            lifecycle.submit(engine, manifest, batch=True)
+            lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with read_scope(engine) as session:
             assert reads.latest_job(session) is None  # nothing stored
     assert "--batch" in str(refused.value) and "\n" not in str(refused.value)
@@ -543,7 +545,8 @@ def test_eval_cancel_cancels_the_open_batch_at_the_provider(
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
         upgrade(url)
         engine = make_engine(url)
-        job_id = lifecycle.submit(engine, write_manifest(items, folder / "m.csv"), batch=True)
+        manifest = write_manifest(items, folder / "m.csv")
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
         runner = _run_until_a_batch_is_open(engine, job_id)
         assert len(_open_at_provider(batches)) == 1
         shown = CliRunner().invoke(app, ["eval", "cancel", job_id])
@@ -589,7 +592,8 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
         upgrade(url)
         engine = make_engine(url)
-        job_id = lifecycle.submit(engine, write_manifest(items, folder / "m.csv"), batch=True)
+        manifest = write_manifest(items, folder / "m.csv")
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with session_scope(engine) as session:
             job_store.set_dispatch(session, job_id, "workers")
 
@@ -658,7 +662,8 @@ def test_a_batch_created_while_its_job_is_cancelled_is_cancelled_by_its_sender(
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
         upgrade(url)
         state["engine"] = engine = make_engine(url)
-        job_id = lifecycle.submit(engine, write_manifest(items, folder / "m.csv"), batch=True)
+        manifest = write_manifest(items, folder / "m.csv")
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
         lifecycle.run_local(engine, job_id, AgentsCache())
         created = list(batches.batches.values())
     assert len(created) == 1 and created[0].cancel_at is not None

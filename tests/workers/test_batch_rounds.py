@@ -21,6 +21,7 @@ import pytest
 
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 from tests.conformance.batch_jobs import (
     environment,
@@ -107,8 +108,8 @@ def test_a_batch_job_on_workers_killed_and_broker_emptied_between_rounds_pays_no
         try:
             upgrade(database_url)
             engine = make_engine(database_url)
-            job_id = lifecycle.submit(engine, write_manifest(items, folder / "manifest.csv"),
-                                      batch=True)
+            manifest = write_manifest(items, folder / "manifest.csv")
+            job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
             cluster.start("worker", "default,gpu", concurrency=2)
             _start_job(cluster, job_id)
             for round_number in FAULTY_ROUNDS:

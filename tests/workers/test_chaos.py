@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 from tests.conftest import natural_image, scratch_postgres
 from tests.workers.cluster import Cluster, RedisServer
@@ -80,7 +81,8 @@ def test_tool_worker_sigkilled_mid_step_heals_without_resume(make_cluster, datab
     cluster = make_cluster(database_url, **NO_REDIS_HEALING)
     cluster.start("default", "default")
     doomed = cluster.start("gpu", "gpu")
-    job_id = lifecycle.submit(engine, _images(tmp_path / "images", 8), query=QUERY)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=_images(tmp_path / "images", 8),
+                                                    query=QUERY))
     # Nothing is sent by hand: the supervisor finds the stored job and feeds it.
 
     def tool_step_running() -> bool:
@@ -112,7 +114,8 @@ def test_a_frozen_worker_woken_after_its_step_was_taken_over_changes_nothing(
                                             "AGENTIC_IQA_TEST_SLOW_SECONDS": "2.5"})
     cluster.start("default", "default")
     frozen = cluster.start("gpu", "gpu")
-    job_id = lifecycle.submit(engine, _images(tmp_path / "images", 4), query=QUERY)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=_images(tmp_path / "images", 4),
+                                                    query=QUERY))
 
     def running_on_frozen() -> str | None:
         with session_scope(engine) as session:
@@ -165,7 +168,8 @@ def test_broker_killed_and_restarted_empty_mid_job_heals_without_resume(
         engine = make_engine(database_url)
         cluster.start("default", "default")
         cluster.start("gpu", "gpu")
-        job_id = lifecycle.submit(engine, _images(tmp_path / "images", 12), query=QUERY)
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=_images(tmp_path / "images", 12),
+                                                        query=QUERY))
         _wait_until(lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 2, 90,
                     "the first items")
         broker.kill()  # every queued and unacknowledged message is gone
@@ -209,7 +213,8 @@ def test_a_database_read_only_for_seconds_mid_job_heals_without_resume(
         cluster = make_cluster(url, **NO_REDIS_HEALING)
         cluster.start("default", "default")
         cluster.start("gpu", "gpu")
-        job_id = lifecycle.submit(engine, _images(tmp_path / "images", 8), query=QUERY)
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=_images(tmp_path / "images", 8),
+                                                        query=QUERY))
         _wait_until(lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 2, 90,
                     "two items to finish")
         _set_read_only(postgres_admin_url, url, True)

@@ -13,6 +13,7 @@ from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 from tests.conftest import REPO, livec_manifest
 from tests.workers.cluster import Cluster
@@ -47,7 +48,8 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
     cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="4",
                            AGENTIC_IQA_FEED_INTERVAL="0.5")
     workers = [cluster.start("default", "default"), cluster.start("gpu", "gpu")]
-    job_id = lifecycle.submit(engine, livec_manifest(livec_dir, tmp_path / 'manifest.csv', 24))
+    manifest = livec_manifest(livec_dir, tmp_path / 'manifest.csv', 24)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     # As a job begun without a broker is left (``eval submit`` run locally, then stopped): no
     # supervisor feeds it.  Only start_job hands it to the workers, and they must then feed
     # all of it, not just the first window that start_job's own message fills.
@@ -115,7 +117,8 @@ def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("AGENTIC_IQA_METADATA_OVERRIDES",
                            cluster.env["AGENTIC_IQA_METADATA_OVERRIDES"])
-        job_id = lifecycle.submit(engine, livec_manifest(livec_dir, tmp_path / "m.csv", 12))
+        manifest = livec_manifest(livec_dir, tmp_path / "m.csv", 12)
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
         start_job(cluster, job_id)
         final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
         calls = len(server.requests)
@@ -150,7 +153,8 @@ def test_a_job_runs_as_submitted_whatever_the_worker_environment_says(
         monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-submitter")  # submitted with a key
         from tests.conformance.items import write_manifest
 
-        job_id = lifecycle.submit(engine, write_manifest(items, tmp_path / "m.csv"))
+        manifest = write_manifest(items, tmp_path / "m.csv")
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
         for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL"):
             monkeypatch.delenv(f"AGENTIC_IQA_{name}")
         cluster.start("nokey", "default,gpu")

@@ -30,6 +30,7 @@ import pytest
 from PIL import Image
 from sqlalchemy import select
 
+from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import REPO, scratch_postgres
 from tests.workers.cluster import Cluster
 
@@ -125,8 +126,10 @@ def _local_jobs(folder: Path, manifest: Path) -> tuple[dict, dict]:
     url = f"sqlite:///{folder / 'local.sqlite3'}"
     upgrade(url)
     engine = make_engine(url)
-    metric = lifecycle.submit(engine, manifest, tools=["PIQE"], image_dir=folder)
-    agent = lifecycle.submit(engine, manifest, image_dir=folder, limit=AGENT_COUNT)
+    metric = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
+                                                    image_dir=folder))
+    agent = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=folder,
+                                                   limit=AGENT_COUNT))
     for job in (metric, agent):
         lifecycle.run_local(engine, job, AgentsCache(), workers=1)
     return _rows(engine, metric), _rows(engine, agent)

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, StepRecord, ToolLog
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 from iqa_tools import ToolSettings
 from iqa_tools.images import read_image
@@ -38,8 +39,9 @@ def test_queued_tool_steps_run_as_batches_with_per_item_results(make_cluster, br
                            AGENTIC_IQA_TOOL_BATCH_WAIT="0.2",
                            AGENTIC_IQA_TEST_BATCH_LOG=str(batch_log))
     cluster.start("default", "default")
-    job_id = lifecycle.submit(engine, folder, tools=["Batcher"], tool_settings=ToolSettings(
-        device="cpu", tool_cache="none", metadata_overrides=[overrides]))
+    settings = ToolSettings(device="cpu", tool_cache="none", metadata_overrides=[overrides])
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder, tools=["Batcher"],
+                                                    tool_settings=settings))
     cluster.client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
     # Every item's tool step waits in the queue before a tool worker exists.
     broker = redis.Redis.from_url(broker_url)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import example_photo
 
 boto3 = pytest.importorskip("boto3")
@@ -100,8 +101,8 @@ def _remote_and_local(engine, dataset: str, url: str, folder: Path) -> tuple[dic
     from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
-    remote = lifecycle.submit(engine, None, dataset=dataset, root=url, tools=["PIQE"])
-    local = lifecycle.submit(engine, None, dataset=dataset, root=folder, tools=["PIQE"])
+    remote = lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=url, tools=["PIQE"]))
+    local = lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=folder, tools=["PIQE"]))
     for job in (remote, local):
         lifecycle.run_local(engine, job, AgentsCache(), workers=1)
     assert _described(engine, remote)["root"] == url
@@ -162,7 +163,7 @@ def test_tid2013_in_a_bucket_finds_each_file_as_the_prefix_lists_it(
         example_photo((64, 48)).save(folder / relative, format="BMP")
     (folder / "mos_with_names.txt").write_text("5.51429 i01_01_1.bmp\n4.25 I25_17_3.BMP\n")
     url = _upload(folder, moto_url, bucket, "tid2013")
-    job = lifecycle.submit(engine, None, dataset="tid2013", root=url + "/")
+    job = lifecycle.submit(engine, JobSpec.build(dataset="tid2013", root=url + "/"))
     items = _items(engine, job)
     assert {key: (item["status"], item["image"], item["reference"], item["mos"])
             for key, item in items.items()} == {
@@ -231,8 +232,8 @@ def test_every_reader_takes_its_layout_from_a_bucket_as_from_a_folder(
     folder.mkdir()
     images = layout(folder)
     url = _upload(folder, moto_url, bucket, f"public/{dataset}")
-    remote = _items(engine, lifecycle.submit(engine, None, dataset=dataset, root=url))
-    local = _items(engine, lifecycle.submit(engine, None, dataset=dataset, root=folder))
+    remote = _items(engine, lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=url)))
+    local = _items(engine, lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=folder)))
     assert [item["image"] for item in remote.values()] == [f"{url}/{name}" for name in images]
     assert [item["image"] for item in local.values()] == [
         str((folder / name).resolve()) for name in images]
@@ -252,13 +253,14 @@ def test_a_prefix_without_the_score_file_is_refused_naming_the_url(
     (folder / "koniq10k_scores_and_distributions.csv").unlink()
     url = _upload(folder, moto_url, bucket, "only-images")
     with pytest.raises(ManifestFormatError) as refused:
-        lifecycle.submit(engine, None, dataset="koniq10k", root=url)
+        lifecycle.submit(engine, JobSpec.build(dataset="koniq10k", root=url))
     message = str(refused.value)
     assert message.startswith("KonIQ-10k: koniq10k_scores_and_distributions.csv or "
                               f"koniq10k_distributions_sets.csv not found under {url};")
     with pytest.raises(ManifestFormatError, match=f"--root s3://{bucket}/nothing-here holds no "
                                                   "object"):
-        lifecycle.submit(engine, None, dataset="koniq10k", root=f"s3://{bucket}/nothing-here")
+        lifecycle.submit(engine, JobSpec.build(dataset="koniq10k",
+                                               root=f"s3://{bucket}/nothing-here"))
 
 
 def test_a_root_url_with_a_password_is_refused_without_showing_it(
@@ -267,8 +269,8 @@ def test_a_root_url_with_a_password_is_refused_without_showing_it(
     from agentic_iqa.runtime import lifecycle
 
     with pytest.raises(ManifestFormatError) as refused:
-        lifecycle.submit(engine, None, dataset="livec",
-                         root=f"s3://user:hunter2-secret@{bucket}/livec")
+        lifecycle.submit(engine, JobSpec.build(
+            dataset="livec", root=f"s3://user:hunter2-secret@{bucket}/livec"))
     message = str(refused.value)
     assert "hunter2-secret" not in message and f"s3://***@{bucket}/livec" in message
     assert "AWS_PROFILE" in message
@@ -287,7 +289,7 @@ def test_a_store_that_finds_no_credential_refuses_the_submit_in_one_line(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(ManifestFormatError) as refused:
-        lifecycle.submit(engine, None, dataset="koniq10k", root=f"s3://{bucket}/koniq")
+        lifecycle.submit(engine, JobSpec.build(dataset="koniq10k", root=f"s3://{bucket}/koniq"))
     message = str(refused.value)
     assert message.startswith(f"--root s3://{bucket}/koniq: the dataset's files cannot be read "
                               "(NoCredentialsError")

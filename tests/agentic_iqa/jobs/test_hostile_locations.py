@@ -206,7 +206,7 @@ def test_rows_outside_the_root_are_never_asked_for_nor_cached(
     manifest = _manifest(tmp_path, [f"s3://{photos}/set1/good.png",
                                     f"s3://{private}/private/secret.jpg", admin,
                                     f"s3://{photos}/set1/../../{private}/private/secret.jpg"])
-    job = lifecycle.submit(engine, manifest, root=f"s3://{photos}/set1")
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{photos}/set1"))
     found = _items(engine, job)
     assert found[2][1] == "pending"
     for line in (3, 4, 5):
@@ -236,7 +236,7 @@ def test_without_a_root_only_named_or_opted_in_urls_are_read(
             "http://metadata.google.internal/computeMetadata/v1/", *loopbacks]
     manifest = _manifest(tmp_path, rows)
 
-    closed = _items(engine, lifecycle.submit(engine, manifest))
+    closed = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
     assert [status for _, status, _ in closed.values()] == ["failed"] * len(rows)
     assert all("read only where the user named it" in error or "file://" in error
                or "metadata" in error for _, _, error in closed.values()), closed
@@ -254,7 +254,7 @@ def test_without_a_root_only_named_or_opted_in_urls_are_read(
     assert site.requests() == 0
 
     monkeypatch.setenv("AGENTIC_IQA_ALLOWED_LOCATIONS", f"{site.url}/photos/")
-    listed = _items(engine, lifecycle.submit(engine, manifest))
+    listed = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
     assert listed[len(rows) + 1][1] == "pending"  # the listed host and prefix, on loopback
     assert all(listed[line][1] == "failed" for line in range(2, len(rows) + 1))
     assert site.requests() == site.requests("/photos/good.png") > 0
@@ -273,7 +273,8 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
     site.files["/photos/flip.png"] = PHOTO
     manifest = _manifest(tmp_path, [f"{site.url}/photos/{name}" for name in
                                     ("good.png", "moved.png", "away.png", "flip.png")])
-    job = lifecycle.submit(engine, manifest, root=f"{site.url}/photos", tools=["PIQE"])
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"{site.url}/photos",
+                                                 tools=["PIQE"]))
     found = _items(engine, job)
     assert [found[line][1] for line in (2, 3, 4, 5)] == ["pending", "pending", "failed",
                                                           "pending"]
@@ -294,7 +295,7 @@ def test_a_credential_in_a_url_is_one_bad_row_not_a_stopped_submit(
     host = site.url.removeprefix("http://")
     manifest = _manifest(tmp_path, [f"http://admin:hunter2-secret@{host}/photos/good.png",
                                     "good.png"])
-    job = lifecycle.submit(engine, manifest, image_dir=f"{site.url}/photos")
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
     found = _items(engine, job)
     assert found[3][1] == "pending"
     assert found[2][1] == "failed" and "must not carry a user or password" in found[2][2]
@@ -311,7 +312,7 @@ def test_a_bad_row_is_stored_under_its_own_id_when_no_other_row_has_it(
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image,mos\ncat-7,gone.png,\ndog-2,a.png,high\ndog-2,a.png,3\n"
                         "<line 9>,a.png,\nowl,a.png,4\n")
-    found = _items(engine, lifecycle.submit(engine, manifest))
+    found = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
     assert found[2][:2] == ("cat-7", "failed") and "not found" in found[2][2]
     assert found[3][:2] == ("<line 3>", "failed")  # line 4 is a good row with the same id
     assert found[4][:2] == ("dog-2", "pending") and found[6][:2] == ("owl", "pending")
@@ -352,7 +353,8 @@ def test_a_stalled_url_costs_its_deadline_once_and_rows_wait_in_parallel(
     site.stalls.update(stalled)
     manifest = _manifest(tmp_path, [path.removeprefix("/photos/") for path in stalled])
     started = time.monotonic()
-    found = _items(engine, lifecycle.submit(engine, manifest, image_dir=f"{site.url}/photos"))
+    found = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest,
+                                                                  image_dir=f"{site.url}/photos")))
     elapsed = time.monotonic() - started
     assert all(status == "failed" and "timed out" in error for _, status, error in found.values())
     for path in stalled:
@@ -370,10 +372,12 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
     from agentic_iqa.runtime import lifecycle
 
     front, photos, _ = store
-    on_store = lifecycle.submit(engine, _manifest(tmp_path, ["good.png"], "s.csv"),
-                                tools=["PIQE"], image_dir=f"s3://{photos}/set1")
-    on_web = lifecycle.submit(engine, _manifest(tmp_path, ["good.png", "other.png"], "w.csv"),
-                              tools=["PIQE"], image_dir=f"{site.url}/photos")
+    on_store = lifecycle.submit(engine, JobSpec.build(
+        manifest=_manifest(tmp_path, ["good.png"], "s.csv"), tools=["PIQE"],
+        image_dir=f"s3://{photos}/set1"))
+    on_web = lifecycle.submit(engine, JobSpec.build(
+        manifest=_manifest(tmp_path, ["good.png", "other.png"], "w.csv"), tools=["PIQE"],
+        image_dir=f"{site.url}/photos"))
     boto3.client("s3", endpoint_url=front.upstream).put_object(
         Bucket=photos, Key="set1/good.png", Body=OTHER_PHOTO)
     site.files["/photos/good.png"] = OTHER_PHOTO
@@ -399,7 +403,7 @@ def test_an_export_masks_a_presigned_urls_signature_and_the_item_keeps_it(
     signed = (f"{site.url}/photos/good.png?X-Amz-Expires=600&X-Amz-Signature=5ec12e7f00d"
               "&X-Amz-Credential=AKIAEXAMPLE%2F20261127")
     manifest = _manifest(tmp_path, [signed])
-    job = lifecycle.submit(engine, manifest, image_dir=f"{site.url}/photos")
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
     with session_scope(engine) as session:
         assert session.scalar(select(JobItem.image).where(JobItem.job_id == job)) == signed
     columns, stream = export_rows(engine, job)

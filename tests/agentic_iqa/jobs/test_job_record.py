@@ -20,6 +20,7 @@ from agentic_iqa.db import jobs as store
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runconfig import RunConfig
 from agentic_iqa.runtime import lifecycle
 from tests.conformance.harness import simulated
@@ -59,7 +60,7 @@ def test_the_job_stores_how_it_is_run_without_credentials(items, tmp_path, resul
         monkeypatch.setenv("AGENTIC_IQA_MAX_REPLAN_ITERATIONS", "1")
         upgrade(results)
         job_id = lifecycle.submit(make_engine(results),
-                                  write_manifest(items, tmp_path / "m.csv"))
+                                  JobSpec.build(manifest=write_manifest(items, tmp_path / "m.csv")))
     with session_scope(make_engine(results)) as session:
         text = session.get(Job, job_id).config_json
     config = RunConfig.from_json(text)
@@ -79,7 +80,8 @@ def test_a_job_resumed_from_a_shell_without_the_key_refuses_then_runs_on_its_bac
         _openai_env(monkeypatch, server, key="sk-sim-submitter")
         upgrade(results)
         engine = make_engine(results)
-        job_id = lifecycle.submit(engine, write_manifest(items, tmp_path / "m.csv"))
+        manifest = write_manifest(items, tmp_path / "m.csv")
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
         _builtin_env(monkeypatch)
         refused = runner.invoke(app, ["eval", "resume"])
         assert refused.exit_code == 2, refused.output
@@ -162,7 +164,7 @@ def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume
         Image.fromarray(natural_image(index)).save(folder / f"{index}.png")
     upgrade(results)
     engine = make_engine(results)
-    job_id = lifecycle.submit(engine, folder)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder))
     # What a killed `eval submit` leaves: the job fed here, two items claimed with a lease that
     # nobody renews any more (here: already passed), one never started.
     with session_scope(engine) as session:
@@ -238,7 +240,8 @@ def test_one_vocabulary_of_flags(items, tmp_path, results, monkeypatch):
         assert usage["calls"] >= 2 and usage["models"] == ["sim-vl"]
     _builtin_env(monkeypatch)
     upgrade(results)
-    lifecycle.submit(make_engine(results), write_manifest(items, tmp_path / "m.csv"))
+    manifest = write_manifest(items, tmp_path / "m.csv")
+    lifecycle.submit(make_engine(results), JobSpec.build(manifest=manifest))
     for command in (["eval", "calibrate", "--tool", "PIQE"], ["calibrate", "--tool", "PIQE"]):
         result = runner.invoke(app, command)
         # the latest job is taken: 2 of its items have a MOS, too few to fit

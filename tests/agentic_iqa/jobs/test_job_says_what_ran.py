@@ -23,6 +23,7 @@ from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
 from agentic_iqa.jobs.report import NOT_APPLICABLE
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runconfig import capture
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.settings import ROLES, BackendConfig, backend_of_model
@@ -137,7 +138,7 @@ def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
     jobs = []
     for _ in range(2):
         config = capture(max_replan_iterations=2, vlm_cache=False, roles=roles)
-        jobs.append(lifecycle.submit(engine, path, config=config))
+        jobs.append(lifecycle.submit(engine, JobSpec.build(manifest=path, config=config)))
         lifecycle.run_local(engine, jobs[-1], agents, workers=1)
     report = runner.invoke(app, ["eval", "report", jobs[0], "--json", "--bootstrap", "0"])
     document = json.loads(report.stdout)

@@ -15,6 +15,7 @@ from agentic_iqa.cli import app
 from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.builtin import BuiltinClient
@@ -50,7 +51,7 @@ def registry():
 
 
 def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     with session_scope(engine) as session:
         failed = session.execute(
             select(JobItem.line, JobItem.error).where(JobItem.job_id == job_id,
@@ -64,7 +65,7 @@ def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
 
 def test_local_job_exports_and_reports_correlations_that_match_scipy(engine, manifest, agents,
                                                                      tmp_path, monkeypatch):
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     lifecycle.run_local(engine, job_id, agents, workers=2)
     final = lifecycle.progress(engine, job_id)
     assert final.status == "done"
@@ -101,7 +102,7 @@ def test_local_job_exports_and_reports_correlations_that_match_scipy(engine, man
 
 
 def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     first: list[str] = []
     lifecycle.feed(engine, job_id, 5, first.append)
     from agentic_iqa.runtime import service
@@ -133,7 +134,7 @@ def test_calibrate_fits_a_tool_to_the_jobs_mos_as_a_metadata_override(engine, ma
                                                                      tmp_path, monkeypatch):
     from iqa_tools import load_catalog
 
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
     monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
     output = tmp_path / "piqe.json"
@@ -166,7 +167,7 @@ def test_calibrate_needs_mos(engine, tmp_path, monkeypatch):
 
     for index in range(3):
         Image.fromarray(natural_image(index)).save(folder / f"{index}.png")
-    job_id = lifecycle.submit(engine, folder)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder))
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
     result = runner.invoke(app, ["calibrate", job_id, "--tool", "PIQE"])
     assert result.exit_code == 1
@@ -212,12 +213,13 @@ import sys
 from pathlib import Path
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 url, warm_up, manifest = sys.argv[1:4]
 upgrade(url)
 engine = make_engine(url)
-lifecycle.submit(engine, Path(warm_up), check_images=False)
-job_id = lifecycle.submit(engine, Path(manifest), check_images=False)
+lifecycle.submit(engine, JobSpec.build(manifest=Path(warm_up), check_images=False))
+job_id = lifecycle.submit(engine, JobSpec.build(manifest=Path(manifest), check_images=False))
 status = Path("/proc/self/status")
 if status.is_file():
     peak = next(int(line.split()[1]) for line in status.read_text().splitlines()

@@ -19,6 +19,7 @@ from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog, VlmCal
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.jobs.export import write_rows
 from agentic_iqa.jobs.report import build_report, render_html, render_text
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.jobs.tools import MetricToolsError, parse_tools
 from agentic_iqa.pipeline import EXECUTE, Agents, next_step
 from agentic_iqa.runtime import lifecycle
@@ -76,7 +77,8 @@ def test_next_step_of_a_metric_run_is_only_tool_execution() -> None:
 
 def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
         engine, pairs_manifest, agents, registry, tmp_path):
-    job_id = lifecycle.submit(engine, pairs_manifest, tools=["piqe", "SSIM", "psnr", "PIQE"])
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest,
+                                                    tools=["piqe", "SSIM", "psnr", "PIQE"]))
     lifecycle.run_local(engine, job_id, agents, workers=2)
     final = lifecycle.progress(engine, job_id)
     assert (final.status, final.counts, final.tools) == ("done", {"done": 8}, tuple(TOOLS))
@@ -157,9 +159,11 @@ def test_a_tool_that_fails_leaves_the_others_and_the_item_fails_only_when_all_di
     for seed in range(2):
         save(natural_image(seed, SIZE), tmp_path / f"p{seed}.png")
 
-    both = lifecycle.submit(engine, tmp_path, tools=["PIQE", "Broken"], tool_settings=settings)
+    both = lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "Broken"],
+                                                  tool_settings=settings))
     lifecycle.run_local(engine, both, agents, workers=1)
-    broken_only = lifecycle.submit(engine, tmp_path, tools=["Broken"], tool_settings=settings)
+    broken_only = lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["Broken"],
+                                                         tool_settings=settings))
     lifecycle.run_local(engine, broken_only, agents, workers=1)
 
     rows = list(export_rows(engine, both)[1])
@@ -183,7 +187,8 @@ def test_resume_reruns_only_the_failed_item_and_recomputes_nothing_done(
     good = [save(natural_image(seed, SIZE), tmp_path / f"g{seed}.png") for seed in range(3)]
     broken = tmp_path / "broken.png"
     broken.write_bytes(good[0].read_bytes()[:200])  # truncated: fails when the run decodes it
-    job_id = lifecycle.submit(engine, tmp_path, tools=["PIQE"], check_images=False)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE"],
+                                                    check_images=False))
     lifecycle.run_local(engine, job_id, agents, workers=2)
     assert lifecycle.progress(engine, job_id).counts == {"done": 3, "failed": 1}
 
@@ -208,16 +213,17 @@ def test_resume_reruns_only_the_failed_item_and_recomputes_nothing_done(
 def test_bad_tool_names_are_refused_before_anything_is_stored(engine, tmp_path):
     save(natural_image(0, SIZE), tmp_path / "a.png")
     with pytest.raises(MetricToolsError, match=r"unknown tool 'FOO'.*Known tools: .*PIQE"):
-        lifecycle.submit(engine, tmp_path, tools=["PIQE", "FOO"])
+        lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "FOO"]))
     with pytest.raises(MetricToolsError,
                        match=r"line 1 \('a.png'\): SSIM is a full-reference tool and this "
                              "row has no reference"):
-        lifecycle.submit(engine, tmp_path, tools=["PIQE", "SSIM"])
+        lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "SSIM"]))
     nothing_here = ToolSettings(device="cpu", weights_dir=tmp_path / "empty",
                                 allow_downloads=False)
     with pytest.raises(MetricToolsError, match=r"BRISQUE cannot run here \(no, needs: "
                                                r"brisque_svm_weights.pth\)"):
-        lifecycle.submit(engine, tmp_path, tools=["BRISQUE"], tool_settings=nothing_here)
+        lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["BRISQUE"],
+                                               tool_settings=nothing_here))
     with pytest.raises(MetricToolsError, match="names no tool"):
         parse_tools(" , ")
     with session_scope(engine) as session:
@@ -274,7 +280,8 @@ def test_a_local_job_with_a_tool_batch_scores_ahead_and_logs_what_each_call_comp
     registry = CountingRegistry(ToolSettings(device="cpu", tool_cache="memory"))
     client = BuiltinClient()
     agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-    job_id = lifecycle.submit(engine, pairs_manifest, tools=["PIQE", "PSNR"])
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest,
+                                                    tools=["PIQE", "PSNR"]))
     broken = tmp_path / "noisy3.png"  # readable at submit, broken by the time it runs
     broken.write_bytes(b"not a png any more")
     lifecycle.run_local(engine, job_id, agents, workers=workers, tool_batch_size=4)
@@ -309,8 +316,8 @@ def test_a_local_metric_job_batches_its_tools_by_default_only_on_a_gpu(
         return Agents(planner=client, executor=client, summarizer=client,
                       registry=ToolRegistry(ToolSettings(device=device, tool_cache="memory")))
 
-    metric_job = lifecycle.submit(engine, pairs_manifest, tools=["PIQE"])
-    agent_job = lifecycle.submit(engine, pairs_manifest)
+    metric_job = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest, tools=["PIQE"]))
+    agent_job = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest))
     assert lifecycle.local_batch_size(engine, metric_job, agents_on("cuda")) == \
         lifecycle.GPU_TOOL_BATCH == 16
     assert lifecycle.local_batch_size(engine, metric_job, agents_on("cpu")) == 1

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import REPO
 
 boto3 = pytest.importorskip("boto3")
@@ -48,11 +49,11 @@ def test_a_metric_job_on_objects_scores_as_on_local_files_and_fetches_each_once(
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS)
                         + "gone,missing.png\nout,../elsewhere/i03_blurred.png\n")
-    remote = lifecycle.submit(engine, manifest, tools=["PIQE"],
-                              image_dir=f"s3://{bucket}/photos")
+    remote = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
+                                                    image_dir=f"s3://{bucket}/photos"))
     lifecycle.run_local(engine, remote, AgentsCache(), workers=1)
-    local = lifecycle.submit(engine, manifest, tools=["PIQE"],
-                             image_dir=REPO / "examples")
+    local = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
+                                                   image_dir=REPO / "examples"))
     lifecycle.run_local(engine, local, AgentsCache(), workers=1)
     on_store, on_disk = _scores(engine, remote), _scores(engine, local)
     for photo in PHOTOS:
@@ -80,8 +81,8 @@ def test_an_agent_job_on_objects_answers_as_on_local_files(engine, bucket: str,
     local_manifest = tmp_path / "local.csv"
     local_manifest.write_text("image\n" + "".join(
         f"{REPO / 'examples' / p}\n" for p in PHOTOS))
-    remote = lifecycle.submit(engine, manifest, root=f"s3://{bucket}/photos")
-    local = lifecycle.submit(engine, local_manifest)
+    remote = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos"))
+    local = lifecycle.submit(engine, JobSpec.build(manifest=local_manifest))
     for job in (remote, local):
         lifecycle.run_local(engine, job, AgentsCache(), workers=1)
     from agentic_iqa.db import reads
@@ -108,7 +109,7 @@ def test_a_bucket_root_confines_full_urls_to_its_prefix(engine, bucket: str,
         f"other,s3://another-bucket/photos/i03_blurred.png\n"
         f"climb,s3://{bucket}/photos/../secret/x.png\n"
         f"local,{REPO / 'examples' / 'i03_blurred.png'}\n")
-    job = lifecycle.submit(engine, manifest, root=f"s3://{bucket}/photos")
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos"))
     with engine.connect() as connection:
         rows = {line: (status, error) for line, status, error in connection.execute(text(
             "SELECT line, status, error FROM job_items WHERE job_id = :job"), {"job": job})}
@@ -126,7 +127,7 @@ def test_a_resume_fails_the_item_whose_object_changed_since_submit(
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
-    job = lifecycle.submit(engine, manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos"))
     with engine.connect() as connection:
         digests = {key: digest for key, digest in connection.execute(text(
             "SELECT item_key, image_digest FROM job_items WHERE job_id = :job"), {"job": job})}
@@ -191,7 +192,7 @@ def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
-    job = lifecycle.submit(engine, manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
+    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), Denied)
     Thread(target=server.serve_forever, daemon=True).start()
     try:

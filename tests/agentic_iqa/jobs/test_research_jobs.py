@@ -25,6 +25,7 @@ from agentic_iqa.jobs.manifest import (
     read_manifest,
 )
 from agentic_iqa.jobs.report import build_report, render_text
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.query import parse_query, with_options
 from agentic_iqa.runtime import lifecycle
@@ -172,7 +173,7 @@ def test_a_qbench_json_runs_as_a_job_and_reports_accuracy_per_question_type(
                         "correct_ans": "Blur", "type": "what", "concern": "distortion"})
     path = tmp_path / "qa.json"
     path.write_text(json.dumps(records))
-    job_id = lifecycle.submit(engine, path)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=path))
     lifecycle.run_local(engine, job_id, agents, workers=2)
     _columns, rows = export_rows(engine, job_id)
     rows = list(rows)
@@ -196,8 +197,8 @@ def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
     names = photos(tmp_path, 4)
     path = write_csv(tmp_path / "m.csv", ["image", "mos"],
                      [[name, 80 - 15 * index] for index, name in enumerate(names)])
-    jobs = {mode: lifecycle.submit(engine, path, mode=mode,
-                                   tools=["PIQE"] if mode == "tools" else None)
+    jobs = {mode: lifecycle.submit(engine, JobSpec.build(
+        manifest=path, mode=mode, tools=["PIQE"] if mode == "tools" else None))
             for mode in ("agent", "vlm", "tools")}
     for job_id in jobs.values():
         lifecycle.run_local(engine, job_id, agents, workers=2)
@@ -225,7 +226,7 @@ def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
         rows = list(export_rows(engine, jobs[mode])[1])
         assert all(row["status"] == "done" and 1 <= row["quality_score"] <= 5 for row in rows)
     with pytest.raises(ValueError, match="--mode tools runs the tools alone"):
-        lifecycle.submit(engine, path, mode="tools")
+        lifecycle.submit(engine, JobSpec.build(manifest=path, mode="tools"))
 
 
 def test_a_job_whose_every_row_is_bad_exits_non_zero_with_the_first_reason(tmp_path,

@@ -52,8 +52,8 @@ def test_a_spec_round_trips_through_the_database_and_fills_the_old_columns(
 
 def test_a_job_stored_before_specs_gets_one_from_its_columns(engine, tmp_path, livec_dir):
     root = koniq_root(livec_dir, tmp_path / "koniq", 2)
-    job_id = lifecycle.submit(engine, None, dataset="koniq", root=root, tools=["PIQE"],
-                              query="q?", check_images=False)
+    job_id = lifecycle.submit(engine, JobSpec.build(dataset="koniq", root=root, tools=["PIQE"],
+                                                    query="q?", check_images=False))
     with engine.begin() as connection:
         connection.execute(text("UPDATE jobs SET spec_json = NULL, job_group = NULL"))
     spec = lifecycle.job_spec(engine, job_id)

@@ -19,6 +19,7 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.report import build_report
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.builtin import BuiltinClient
@@ -57,7 +58,7 @@ def test_an_id_equal_to_a_bad_rows_old_key_and_a_bad_rows_id_do_not_break_submit
         ["a.png", "high", "x"],        # 4: bad, gives id x
         ["a.png", "", "x"],            # 5: good: was failed as a duplicate of line 4
     ])
-    job_id = lifecycle.submit(engine, manifest)
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     found = items(engine, job_id)
     assert set(found) == {"<line 2>", "line-2", "<line 4>", "x"}
     assert found["line-2"][:2] == (3, "pending") and found["x"][:2] == (5, "pending")
@@ -78,10 +79,10 @@ def unreadable_folder(folder: Path) -> Path:
 
 def test_unreadable_images_are_failed_items_with_the_reason(engine, agents, tmp_path):
     folder = unreadable_folder(tmp_path / "photos")
-    checked = lifecycle.submit(engine, folder)
+    checked = lifecycle.submit(engine, JobSpec.build(manifest=folder))
     assert lifecycle.progress(engine, checked).counts == {"pending": 1, "failed": 2}
 
-    unchecked = lifecycle.submit(engine, folder, check_images=False)
+    unchecked = lifecycle.submit(engine, JobSpec.build(manifest=folder, check_images=False))
     lifecycle.run_local(engine, unchecked, agents, workers=1)
     assert lifecycle.progress(engine, unchecked).counts == {"done": 1, "failed": 2}
     _columns, rows = export_rows(engine, unchecked)

@@ -26,6 +26,7 @@ from agentic_iqa.db import jobs as store
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import Job, JobItem, Run
+from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.runtime.heartbeat import Holder
 from tests.conftest import REPO, natural_image
@@ -60,7 +61,7 @@ def _in_flight(engine, job_id: str, holder: Holder | None, seconds: float) -> No
 def job(tmp_path: Path, results: str) -> tuple[object, str]:
     upgrade(results)
     engine = make_engine(results)
-    return engine, lifecycle.submit(engine, _photos(tmp_path / "photos", 3))
+    return engine, lifecycle.submit(engine, JobSpec.build(manifest=_photos(tmp_path / "photos", 3)))
 
 
 def test_holders_are_told_alive_gone_or_unknown() -> None:

@@ -1,0 +1,403 @@
+"""A job's items as columns: what a report, a comparison and their figures read, in numpy arrays.
+
+A report of a million items cannot keep a dict per row (1.2 KB each).  It keeps, per item and
+in the export's order, a few numbers (MOS, score, each tool's raw and [1, 5] score, as float
+arrays with NaN where there is none), small codes (done, failed, the MCQ outcome, the
+distortion group) and, for a comparison, a 64-bit digest of the item's id and of its image; the
+rest it needs only counted (statuses, failure reasons, who answered, tools used, fallbacks), so
+it is tallied as it is read.
+
+The same columns come from two places, so a report reads the same whichever it is given:
+exported rows (a live job's, or a CSV's text cells: :meth:`JobColumns.from_rows`), or the
+database a page at a time (:func:`agentic_iqa.db.reads.report_columns`), through one
+:class:`ColumnsBuilder`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..redact import redact
+from .cells import number, text
+from .errors import readable
+from .export import RAW_PREFIX, TOOL_PREFIX
+
+#: An item's MCQ outcome (``JobColumns.mcq``): not counted (no correct letter, or not run),
+#: right, wrong, finished without a letter, failed (counted wrong).
+NOT_COUNTED, RIGHT, WRONG, NO_ANSWER, FAILED = range(5)
+#: Rows a :meth:`JobColumns.from_rows` collects before turning them into a page.
+ROWS_PER_PAGE = 5000
+
+
+def digest(value: str) -> int:
+    """A 64-bit digest of an item id or an image (BLAKE2b): equal ids match across jobs.  Two
+    different ids share one with a chance of about n^2 / 2^65 (1e-8 for two jobs of a million
+    items); an id is never stored whole for a comparison, which would cost ~100 bytes an item."""
+    return int.from_bytes(hashlib.blake2b(value.encode("utf-8", "surrogatepass"),
+                                          digest_size=8).digest(), "little")
+
+
+@dataclass
+class Page:
+    """Some items' cells, one sequence per field in item order: typed values from the database
+    (numbers as float arrays, NaN for none) or a row's cells (text from a CSV).
+
+    ``question_type``, ``meta`` and ``query``: an item's question type, its dataset's extras
+    (the distortion and level), and the query it was asked (its own, else the job's).
+    ``tools``: the names that gave a [1, 5] score (the export's ``tools`` cell); ``fallbacks``:
+    its fallback count (None: the reader tallies ``tool_usage`` itself).  ``item`` and ``image``
+    are read only with identities (comparisons) and for failed items.
+    """
+
+    status: Sequence[Any]
+    mos: Sequence[Any] | np.ndarray
+    score: Sequence[Any] | np.ndarray
+    truth: Sequence[Any]
+    answer: Sequence[Any]
+    query: Sequence[Any]
+    question_type: Sequence[Any]
+    meta: Sequence[Any]
+    error: Sequence[Any]
+    item: Sequence[Any]
+    image: Sequence[Any]
+    answered_by: Sequence[Any]
+    tools: Sequence[Any] | None
+    fallbacks: Sequence[Any] | np.ndarray
+    raw: dict[str, Sequence[Any] | np.ndarray] = field(default_factory=dict)
+    normalized: dict[str, Sequence[Any] | np.ndarray] = field(default_factory=dict)
+    #: Names with a ``tool:`` column in these rows (a tool that scored nothing has one too).
+    tool_columns: Sequence[str] = ()
+
+
+@dataclass
+class JobColumns:
+    """A job's items as arrays in item order, and its tallies (see the module's docstring)."""
+
+    size: int = 0
+    done: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    mos: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: The quality score of a done item; NaN for the others.
+    score: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: Per tool, its mean raw and mean [1, 5] score of each item (NaN: none).
+    raw: dict[str, np.ndarray] = field(default_factory=dict)
+    normalized: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Tools with a ``tool:`` column, or with a raw score, in the order first seen; those with
+    #: a ``tool:`` column.
+    tools: list[str] = field(default_factory=list)
+    tool_columns: list[str] = field(default_factory=list)
+    #: :data:`RIGHT` ... per item; ``asked``: a correct answer is given and the item ran (the
+    #: report's questions per type count those); ``question_type``: index into
+    #: ``question_types`` ("" for none), -1 where not asked.
+    mcq: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    asked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    question_type: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    question_types: list[str] = field(default_factory=list)
+    #: Items that are questions (a correct answer, or options in the query), and whose
+    #: correct answer is a letter; their counts, those without a correct answer, and those with
+    #: one that did not run.
+    question: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    truth_letter: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    questions: int = 0
+    withheld: int = 0
+    not_run: int = 0
+    #: Distortion type and level per item with a MOS (indices into the names; -1: none).
+    distortion: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    level: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    distortion_names: list[str] = field(default_factory=list)
+    level_names: list[str] = field(default_factory=list)
+    #: A distortion type's index in its dataset's list (its order in tables).
+    distortion_order: dict[str, str] = field(default_factory=dict)
+    #: With identities: each item's id and image digests (0 and ``has_key`` False: no id),
+    #: and its id's rank among the job's ids in code-point order (the order a comparison's
+    #: shared items are resampled in).
+    key: np.ndarray | None = None
+    has_key: np.ndarray | None = None
+    key_rank: np.ndarray | None = None
+    image: np.ndarray | None = None
+    statuses: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    #: A failure reason's first item and its whole (readable, redacted) error.
+    examples: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    answered_by: Counter[str] = field(default_factory=Counter)
+    tool_usage: Counter[str] = field(default_factory=Counter)
+    fallbacks: int = 0
+    items_with_fallbacks: int = 0
+    #: Items with a MOS.
+    with_mos: int = 0
+    #: Images of the items that ran (done or failed), kept only from rows: the in-sample check
+    #: of a job read from rows; a database's job is checked by its stored digests instead.
+    ran_images: list[str] | None = None
+    #: The in-sample check's counts, where the reader made it (:mod:`.in_sample`).
+    fitted_overlap: dict[str, int] | None = None
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]], *, identities: bool = True
+                  ) -> JobColumns:
+        """The columns of exported rows (typed, or a CSV's text); ``identities``: digest each
+        item's id and image, and rank the ids, for a comparison."""
+        builder = ColumnsBuilder(identities=identities, keep_images=True, rank_keys=True)
+        batch: list[Mapping[str, Any]] = []
+        names: set[str] = set()
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= ROWS_PER_PAGE:
+                builder.add(_page_of_rows(batch, names))
+                batch = []
+        if batch:
+            builder.add(_page_of_rows(batch, names))
+        return builder.finish()
+
+    def positions(self, column: np.ndarray) -> np.ndarray:
+        """Where ``column`` (a score) and the MOS are both known, in item order."""
+        return np.flatnonzero(~np.isnan(column) & ~np.isnan(self.mos))
+
+
+def _page_of_rows(rows: list[Mapping[str, Any]], names: set[str]) -> Page:
+    """A page from exported rows: their cells as they are, a column per tool found so far
+    (a tool first seen later is NaN in earlier pages)."""
+    for row in rows:
+        names.update(key[len(TOOL_PREFIX):] for key in row if key.startswith(TOOL_PREFIX))
+        names.update(key[len(RAW_PREFIX):] for key in row if key.startswith(RAW_PREFIX))
+
+    def cells(key: str) -> list[Any]:
+        return [row.get(key) for row in rows]
+
+    tool_columns: list[str] = []
+    for row in rows:  # in the order the rows name them, as a report met them
+        for key in row:
+            if key.startswith(TOOL_PREFIX) and key[len(TOOL_PREFIX):] not in tool_columns:
+                tool_columns.append(key[len(TOOL_PREFIX):])
+    return Page(
+        status=cells("status"), mos=cells("mos"), score=cells("quality_score"),
+        truth=cells("answer_truth"), answer=cells("final_answer"), query=cells("query"),
+        question_type=cells("question_type"), meta=cells("meta"), error=cells("error"),
+        item=cells("item_id"), image=cells("image"), answered_by=cells("answered_by"),
+        tools=cells("tools"), fallbacks=cells("fallbacks"),
+        raw={name: cells(f"{RAW_PREFIX}{name}") for name in sorted(names)},
+        normalized={name: cells(f"{TOOL_PREFIX}{name}") for name in sorted(names)},
+        tool_columns=tool_columns)
+
+
+def _floats(values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """Cells as floats, NaN where a cell is no finite number (as :func:`.cells.number`)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        result = values.astype(float, copy=True)
+        result[~np.isfinite(result)] = math.nan
+        return result
+    return np.array([math.nan if (value := number(cell)) is None else value for cell in values],
+                    dtype=float)
+
+
+class ColumnsBuilder:
+    """Collects :class:`Page` after page into one :class:`JobColumns` (arrays grown by
+    concatenation at the end: a list of arrays per field meanwhile)."""
+
+    def __init__(self, *, identities: bool = False, keep_images: bool = False,
+                 rank_keys: bool = False) -> None:
+        """``identities``: digest ids and images (a comparison); ``keep_images``: keep the
+        images of the items that ran (rows); ``rank_keys``: keep the ids' text to rank them
+        at the end (rows; the database ranks its own)."""
+        from ..query import options_in
+
+        self.identities = identities
+        self.columns = JobColumns(ran_images=[] if keep_images else None)
+        self.parts: dict[str, list[np.ndarray]] = {}
+        self.tool_parts: dict[str, dict[str, list[np.ndarray]]] = {"raw": {}, "normalized": {}}
+        self._options_in = options_in
+        self._question_cache: dict[str, bool] = {}
+        self._meta_cache: dict[str, tuple[str | None, str | None, str | None]] = {}
+        self._type_index: dict[str, int] = {}
+        self._level_index: dict[str, int] = {}
+        self._qtype_index: dict[str, int] = {}
+        self._key_rank_source: list[str] | None = [] if identities and rank_keys else None
+
+    def _part(self, name: str, values: np.ndarray) -> None:
+        self.parts.setdefault(name, []).append(values)
+
+    def _is_question(self, query: Any) -> bool:
+        value = text(query)
+        if not value:
+            return False
+        known = self._question_cache.get(value)
+        if known is None:
+            known = bool(self._options_in(value))
+            if len(self._question_cache) < 10_000:
+                self._question_cache[value] = known
+        return known
+
+    def _distortion(self, meta: Any) -> tuple[str | None, str | None, str | None]:
+        from .breakdown import distortion_of
+
+        if not isinstance(meta, str):
+            return distortion_of(meta)
+        found = self._meta_cache.get(meta)
+        if found is None:
+            found = distortion_of(meta)
+            if len(self._meta_cache) < 10_000:
+                self._meta_cache[meta] = found
+        return found
+
+    def add(self, page: Page) -> None:
+        """Fold one page in."""
+        from .errors import failure_reason
+        from .metrics import answer_letter
+
+        columns = self.columns
+        size = len(page.status)
+        before = columns.size
+        statuses = [text(status) or "unknown" for status in page.status]
+        columns.statuses.update(statuses)
+        done = np.fromiter((status == "done" for status in statuses), dtype=bool, count=size)
+        failed = np.fromiter((status == "failed" for status in statuses), dtype=bool,
+                             count=size)
+        mos = _floats(page.mos)
+        score = _floats(page.score)
+        score[~done] = math.nan
+        columns.with_mos += int(np.count_nonzero(~np.isnan(mos)))
+        for value in page.answered_by:
+            if value:
+                columns.answered_by[str(value)] += 1
+        for i in np.flatnonzero(failed):
+            error = page.error[i]
+            reason = failure_reason(error)
+            columns.failures[reason] += 1
+            columns.examples.setdefault(reason, (text(page.item[i]),
+                                                 redact(readable(text(error)))))
+        mcq = np.zeros(size, dtype=np.int8)
+        asked = np.zeros(size, dtype=bool)
+        qtype = np.full(size, -1, dtype=np.int32)
+        question = np.zeros(size, dtype=bool)
+        truth_letter = np.zeros(size, dtype=bool)
+        for i, cell in enumerate(page.truth):
+            truth = text(cell)
+            question[i] = truth is not None or self._is_question(page.query[i])
+            if question[i] and truth is None:
+                columns.withheld += 1
+            if truth is None:
+                continue
+            letter = answer_letter(truth)
+            truth_letter[i] = letter is not None
+            if not (done[i] or failed[i]):
+                columns.not_run += 1
+                continue
+            asked[i] = True
+            kind = text(page.question_type[i]) or ""
+            qtype[i] = self._qtype_index.setdefault(kind, len(self._qtype_index))
+            if letter is None:
+                continue
+            if failed[i]:
+                mcq[i] = FAILED
+                continue
+            given = answer_letter(text(page.answer[i]))
+            mcq[i] = NO_ANSWER if given is None else RIGHT if given == letter else WRONG
+        if isinstance(page.fallbacks, np.ndarray):
+            counts = np.nan_to_num(page.fallbacks.astype(float)).astype(np.int64)
+        else:
+            counts = np.array([int(number(value) or 0) for value in page.fallbacks],
+                              dtype=np.int64)
+        columns.fallbacks += int(counts.sum())
+        columns.items_with_fallbacks += int(np.count_nonzero(counts > 0))
+        for cell in page.tools or ():
+            names = text(cell)
+            if names:
+                columns.tool_usage.update(name for name in names.split(";") if name.strip())
+        kinds = np.full(size, -1, dtype=np.int32)
+        levels = np.full(size, -1, dtype=np.int32)
+        for i in np.flatnonzero(~np.isnan(mos)):
+            meta = page.meta[i]
+            if meta is None:
+                continue
+            kind, index, level = self._distortion(meta)
+            if kind is None and level is None:
+                continue
+            if kind is not None:
+                kinds[i] = self._type_index.setdefault(kind, len(self._type_index))
+                if index is not None:
+                    columns.distortion_order.setdefault(kind, index)
+            if level is not None:
+                levels[i] = self._level_index.setdefault(level, len(self._level_index))
+        columns.questions += int(np.count_nonzero(question))
+        for name in page.tool_columns:
+            if name not in columns.tools:
+                columns.tools.append(name)
+            if name not in columns.tool_columns:
+                columns.tool_columns.append(name)
+        for kind, given in (("raw", page.raw), ("normalized", page.normalized)):
+            known = self.tool_parts[kind]
+            for name in {*given, *known}:
+                values = _floats(given[name]) if name in given else np.full(size, math.nan)
+                if name not in known:
+                    known[name] = [np.full(before, math.nan)] if before else []
+                known[name].append(values)
+                if kind == "raw" and name not in columns.tools and \
+                        np.count_nonzero(~np.isnan(values)):
+                    columns.tools.append(name)
+        if columns.ran_images is not None:
+            columns.ran_images += [str(page.image[i]) for i in np.flatnonzero(done | failed)
+                                   if page.image[i]]
+        if self.identities:
+            keys = np.zeros(size, dtype=np.uint64)
+            has_key = np.zeros(size, dtype=bool)
+            images = np.zeros(size, dtype=np.uint64)
+            for i in range(size):
+                key = text(page.item[i])
+                image = text(page.image[i])
+                if key is not None:
+                    keys[i], has_key[i] = digest(key), True
+                images[i] = digest(image) if image is not None else keys[i]
+                if self._key_rank_source is not None:
+                    self._key_rank_source.append(key or "")
+            self._part("key", keys)
+            self._part("has_key", has_key)
+            self._part("image", images)
+        for name, values in (("done", done), ("failed", failed), ("mos", mos),
+                             ("score", score), ("mcq", mcq), ("asked", asked),
+                             ("question_type", qtype), ("question", question),
+                             ("truth_letter", truth_letter), ("distortion", kinds),
+                             ("level", levels)):
+            self._part(name, values)
+        columns.size += size
+
+    def ranks_from_keys(self) -> None:
+        """Rank the ids kept as text (rows: few enough to sort here)."""
+        assert self._key_rank_source is not None
+        source = self._key_rank_source
+        order = sorted(range(len(source)), key=source.__getitem__)
+        rank = np.empty(len(source), dtype=np.int64)
+        rank[np.array(order, dtype=np.int64)] = np.arange(len(source), dtype=np.int64)
+        self.columns.key_rank = rank
+
+    def finish(self, *, key_rank: np.ndarray | None = None) -> JobColumns:
+        """The columns; ``key_rank``: the ids' ranks when the reader knows them (the database
+        orders ids itself, so none is kept as text)."""
+        columns = self.columns
+        empty = {"done": bool, "failed": bool, "mos": float, "score": float, "mcq": np.int8,
+                 "asked": bool, "question_type": np.int32, "question": bool,
+                 "truth_letter": bool, "distortion": np.int32,
+                 "level": np.int32, "key": np.uint64, "has_key": bool, "image": np.uint64}
+        for name, kind in empty.items():
+            parts = self.parts.get(name)
+            if parts is None and name in ("key", "has_key", "image"):
+                continue
+            setattr(columns, name, np.concatenate(parts) if parts else np.zeros(0, dtype=kind))
+        for kind, target in (("raw", columns.raw), ("normalized", columns.normalized)):
+            for name, parts in self.tool_parts[kind].items():
+                target[name] = np.concatenate(parts) if parts else np.zeros(0)
+        columns.question_types = list(self._qtype_index)
+        columns.distortion_names = list(self._type_index)
+        columns.level_names = list(self._level_index)
+        if self.identities:
+            if self._key_rank_source is not None:
+                self.ranks_from_keys()
+            else:
+                columns.key_rank = key_rank
+        self.parts.clear()
+        return columns
