@@ -404,8 +404,10 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     elif step == EXECUTE:
         selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
         image_data, reference_data = executor.load_inputs(image, reference)
+        # A tool the query named is run as named; the agent's own choice says what stood in.
         outcome = executor.run_subtask(step, lambda: executor.execute_tools(
-            agents.registry, image_data, reference_data, selected, query, notes=notes))
+            agents.registry, image_data, reference_data, selected, query, notes=notes,
+            own_choice=not plan.required_tool, excluded=plan.excluded_tools))
         scores, logs = outcome if outcome is not None else ({}, [])
         update["executor_evidence"] = ExecutorOutput(quality_scores=scores or None,
                                                      tool_logs=logs, notes=notes)

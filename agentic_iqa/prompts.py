@@ -148,6 +148,12 @@ that evidence."""
 SUMMARIZER_EVIDENCE_NOTES = """
 Notes on the evidence: {notes}"""
 
+#: Appended to the summarizer's user prompt (both modes) when a tool that ran stood in for the
+#: one the agent would have used (not installed here, a failure): the scores are the stand-in's.
+#: The answer's reasoning says so whatever the model writes (``summarizer.with_stand_ins``).
+SUMMARIZER_STAND_INS = """
+Tools that stood in for others (the tool scores above are theirs): {stand_ins}"""
+
 QUALITY_LEVELS_SYSTEM = """You are an image quality expert. Considering the evidence, rate the
 overall quality of the image. Answer with a single letter:
 A. Excellent

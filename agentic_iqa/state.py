@@ -628,7 +628,9 @@ class ToolExecutionLog(_StateModel):
     """One tool run, failed ones included: the audit trail behind every score.
 
     A failed run (``error`` set) may record NaN scores; ``fallback`` says a replacement tool ran,
-    ``requested_tool`` which tool was asked for.  Two logs whose scores are both NaN compare
+    ``requested_tool`` which tool was asked for (or wanted: the agent's choice among the tools
+    that run here, when a tool of the fallback chain would have been chosen but is not
+    installed) and ``error`` why that one did not run.  Two logs whose scores are both NaN compare
     equal, so a state read back from JSON equals the one written.
 
     ``object_name`` is what the tool scored, never more: "Global" (the whole image) or a region
@@ -646,10 +648,13 @@ class ToolExecutionLog(_StateModel):
     normalized_score: float = Field(description="the score mapped onto [1, 5]")
     execution_time: float = Field(ge=0, allow_inf_nan=False, description="seconds")
     fallback: bool = Field(default=False, description="a fallback tool replaced the requested one")
-    error: Text | None = Field(default=None, description="why the requested tool failed")
+    error: Text | None = Field(default=None, description="why the requested tool failed, or "
+                               "why the tool wanted cannot run here")
     timestamp: UtcDatetime = Field(default_factory=_utc_now, description="when it ran (UTC)")
     requested_tool: str | None = Field(
-        default=None, description="the tool asked for, when a fallback ran instead"
+        default=None, description="the tool asked for, when a fallback ran instead; for a "
+        "tool of the agent's own choice, the fallback-chain tool it would have been had that "
+        "one been installed (``error`` says why it cannot run and how to get it)"
     )
     cached: bool = Field(default=False, description="the raw score came from the score cache")
     load_time: float | None = Field(
@@ -1215,6 +1220,61 @@ def scored_on(region: str | None) -> str:
     """What a tool call scored, in words, for every output: a region's crop or the whole image
     (a call for objects, and every call logged before regions were cropped)."""
     return f"{region} (crop)" if region else "whole image"
+
+
+#: What a tool log's ``error`` says after the tool's name when the tool is not installed here
+#: (missing weight files, packages or models): the registry's wording, and the executor's for
+#: a tool another stood in for.
+CANNOT_RUN = " cannot run here: "
+
+
+def stand_in_reason(requested: str, error: str | None) -> str:
+    """Why ``requested`` did not run, from its log's ``error``, without "X cannot run here: "."""
+    text = (error or "").strip()
+    prefix = f"{requested}{CANNOT_RUN}"
+    return text[len(prefix):] if text.startswith(prefix) else text or "it did not run"
+
+
+def stand_in_sentence(tool: str, requested: str, error: str | None) -> str:
+    """"PIQE stood in for BRISQUE (its parameter file ... is not installed: ...).": what the
+    answer says of a call whose tool another replaced, for every summarizer and output."""
+    return f"{tool} stood in for {requested} ({stand_in_reason(requested, error)})."
+
+
+def stand_in_label(requested: str, error: str | None) -> str:
+    """A tools table's note for such a call: "in place of BRISQUE (not installed)"."""
+    text = (error or "").strip()
+    if text.startswith(f"{requested}{CANNOT_RUN}"):
+        return f"in place of {requested} (not installed)"
+    if text.startswith(f"{requested} is full-reference"):
+        return f"in place of {requested} (no reference image)"
+    return f"in place of {requested} (it failed)" if text else f"in place of {requested}"
+
+
+def stand_ins(tool_logs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tools that stood in for others and gave a score, once per (tool, tool wanted,
+    reason), in log order: ``{"tool", "in_place_of", "reason", "distortions", "sentence"}``.
+    Logs are plain dicts (a dumped :class:`ToolExecutionLog`, or a stored run's, whose tool
+    is under "tool")."""
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for entry in tool_logs:
+        tool = entry.get("tool_name") or entry.get("tool")
+        requested = entry.get("requested_tool")
+        score = entry.get("normalized_score")
+        if not (entry.get("fallback") and requested and tool and requested != tool):
+            continue
+        if score is None or not math.isfinite(float(score)):
+            continue
+        error = entry.get("error")
+        key = (str(tool), str(requested), stand_in_reason(str(requested), error))
+        if key not in found:
+            found[key] = {"tool": key[0], "in_place_of": key[1], "reason": key[2],
+                          "distortions": [],
+                          "sentence": stand_in_sentence(key[0], key[1], error)}
+        distortion = entry.get("distortion")
+        if distortion and distortion not in found[key]["distortions"]:
+            found[key]["distortions"].append(distortion)
+    return list(found.values())
 
 
 def whole_image_objects(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None

@@ -363,9 +363,12 @@ def test_assess_output_says_plan_and_distortions_once_and_never_wraps_in_a_pipe(
     # Not a terminal: no line is cut at 80 columns, however long.
     why = next(line for line in lines if line.startswith("Why: "))
     # PIQE saturates on this image (raw 100): named as no evidence, never cited as the reason.
+    # Then what measured it: PIQE, in place of BRISQUE, whose parameter file is not here.
     assert len(why) > 80 and why.endswith(
         "Not used as evidence: PIQE 1.00/5 for the whole image (at the end of its scale, so "
-        "it carries no information).")
+        "it carries no information). PIQE stood in for BRISQUE (its parameter file "
+        "brisque_svm_weights.pth is not installed: `agentic-iqa tools download BRISQUE` "
+        "fetches it, or set AGENTIC_IQA_WEIGHTS_DIR to a folder holding it).")
     assert next(line for line in lines if line.startswith("Time: ")).endswith(" ms")
 
 

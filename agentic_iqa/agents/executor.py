@@ -10,6 +10,12 @@ fails (no usable reply after three attempts, an exception) leaves its field ``No
 next subtask works with what there is; only tool selection has a defined fallback (the generic
 tools of the spec: QAlign for NR, TOPIQ_FR for FR), and tool failures fall back inside the
 registry.
+
+No tool stands in silently: a call whose tool another replaced (a failure, an FR tool without a
+reference) logs the tool asked for and why it did not run, and so does a call of the agent's own
+choice that a tool of the fallback chain would have made, had that tool been installed here
+(:class:`Preference`: without BRISQUE's parameter file the example is measured with PIQE, and
+its log names BRISQUE, the missing file and the command that fetches it).
 """
 
 from __future__ import annotations
@@ -39,7 +45,13 @@ from ..prompts import (
     render,
 )
 from ..query import Region, region_of
-from ..state import DistortionAnalysis, ExecutorOutput, PlannerOutput, ToolExecutionLog
+from ..state import (
+    CANNOT_RUN,
+    DistortionAnalysis,
+    ExecutorOutput,
+    PlannerOutput,
+    ToolExecutionLog,
+)
 from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
 from ..vlm.builtin import selection as builtin_selection
 from ..vocabulary import canonical_distortion
@@ -544,17 +556,136 @@ def whole_image_note(objects: Sequence[str]) -> str:
             f"{'its' if len(objects) == 1 else 'their'} own: judge {names} from the image itself")
 
 
+def not_installed(registry: ToolRegistry, name: str) -> str | None:
+    """Why tool ``name`` cannot run here, in words a person can act on: the files it lacks and
+    the command that fetches them, the Python packages or Hugging Face models it needs; None
+    when it can run."""
+    spec = registry.get(name)
+    availability = registry.availability(spec.name)
+    if availability.ok:
+        return None
+    parts: list[str] = []
+    files = [w for w in availability.missing if w.location != "hf_hub"]
+    if files:
+        many = len(files) > 1
+        kind = "parameter file" if spec.weight_kwarg else "weight file"
+        them = "them" if many else "it"
+        where = (f" into {availability.weights_dir}" if availability.weights_dir is not None
+                 else f", or set AGENTIC_IQA_WEIGHTS_DIR to a folder holding {them}")
+        parts.append(f"its {kind}{'s' if many else ''} {' and '.join(w.file for w in files)} "
+                     f"{'are' if many else 'is'} not installed: `agentic-iqa tools download "
+                     f"{spec.name}` fetches {them}{where}")
+    models = [w.file for w in availability.missing if w.location == "hf_hub"]
+    if models:
+        parts.append(f"it needs the Hugging Face model{'s' if len(models) > 1 else ''} "
+                     f"{' and '.join(models)} (`huggingface-cli download` where there is "
+                     "network, then copy the hub cache folder)")
+    if availability.missing_packages:
+        packages = " ".join(availability.missing_packages)
+        parts.append(f"it needs the Python package(s) {packages} (`pip install {packages}`)")
+    return "; ".join(parts) or availability.detail
+
+
+def cannot_run(name: str, why: str) -> str:
+    """A log's ``error`` for a tool that is not installed: the registry's own wording
+    (:data:`agentic_iqa.state.CANNOT_RUN`), so both read alike."""
+    return f"{name}{CANNOT_RUN}{why}"
+
+
+class Preference:
+    """Which tool the agent's own choice would have been, had the fallback chain's tools been
+    installed here.
+
+    Selection is offered only the tools that can run here, so without BRISQUE's parameter file
+    the builtin choice for blur (and any NR distortion no offered tool is strong on) is PIQE,
+    and a model cannot choose BRISQUE either.  The tools of the registry's fallback chain
+    (default BRISQUE, then NIQE) are the ones a run counts on: for a call of the agent's own
+    choice, the builtin choice among the offered tools *and* the chain's missing ones says which
+    tool was wanted; when that one is missing, the tool that ran stood in for it.  Tools the
+    query ruled out are never wanted; FR calls are not compared (the chain is no-reference).
+    """
+
+    def __init__(self, registry: ToolRegistry, excluded: Collection[str] = ()) -> None:
+        self.registry = registry
+        self.excluded = set(excluded)
+        self._pool: tuple[list[dict[str, Any]], set[str]] | None = None
+
+    def _candidates(self) -> tuple[list[dict[str, Any]], set[str]]:
+        """(the offered NR tools plus the chain's missing ones, the names of the missing)."""
+        if self._pool is None:
+            offered = [tool for tool in tool_descriptions(self.registry, "No-Reference")
+                       if tool["type"] == "NR" and tool["name"] not in self.excluded]
+            missing: list[dict[str, Any]] = []
+            for name in self.registry.settings.fallback_chain:
+                spec = self.registry.get(name)
+                if (spec.type != "NR" or spec.name in self.excluded
+                        or any(tool["name"] == spec.name for tool in (*offered, *missing))
+                        or self.registry.availability(spec.name).ok):
+                    continue
+                missing.append({"name": spec.name, "type": spec.type,
+                                "description": spec.description,
+                                "strengths": list(spec.strengths), "available": True})
+            self._pool = (offered + missing, {tool["name"] for tool in missing})
+        return self._pool
+
+    def wanted(self, tool: str, distortion: str) -> str | None:
+        """The missing chain tool that ``tool`` stood in for on ``distortion``, or None."""
+        if self.registry.get(tool).is_full_reference:
+            return None
+        pool, missing = self._candidates()
+        if not missing:
+            return None
+        best = builtin_selection.select({"Global": [distortion]}, pool,
+                                        "No-Reference").get("Global", {}).get(distortion)
+        return best if best in missing and best != tool else None
+
+
+def _chain_gap(registry: ToolRegistry, failed: str, used: str) -> str | None:
+    """The fallback chain's tool that would have replaced ``failed``, when the fallback skipped
+    it for not being installed: ``used`` is then not the one the chain names, and says why."""
+    try:
+        failed = registry.get(failed).name
+        first = next((spec.name for spec in map(registry.get, registry.settings.fallback_chain)
+                      if spec.type == "NR" and spec.name != failed), None)
+        why = not_installed(registry, first) if first not in (None, used) else None
+    except Exception:  # the fallback's score stands; only the remark about it is lost
+        log.exception("could not tell which fallback-chain tool %s was used before", used)
+        return None
+    if first is None or why is None:
+        return None
+    return f"{first}, which the fallback chain puts before {used}, cannot run here: {why}"
+
+
+def _standing_in(registry: ToolRegistry, preference: Preference, tool: str, distortion: str
+                 ) -> tuple[str | None, str | None]:
+    """(the tool ``tool`` stood in for, why that one cannot run), or Nones.  Saying so never
+    costs the score: a problem working it out is logged and the call stands as it ran."""
+    try:
+        wanted = preference.wanted(tool, distortion)
+        return wanted, not_installed(registry, wanted) if wanted else None
+    except Exception:  # the score is there; only the remark about it is lost
+        log.exception("could not tell which tool %s stood in for on %s", tool, distortion)
+        return None, None
+
+
 def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
                   selected: dict[str, dict[str, str]], query: str = "",
-                  notes: list[str] | None = None
+                  notes: list[str] | None = None, *, own_choice: bool = True,
+                  excluded: Collection[str] = ()
                   ) -> tuple[dict[str, dict[str, tuple[str, float]]], list[ToolExecutionLog]]:
     """Run the tools of ``selected`` (:func:`tool_calls`) and log each call; the registry's
     cache makes repeats free.  Scores are filed under what was scored ("Global" or a region),
-    and a whole-image score that stands in for objects is noted in ``notes``."""
+    and a whole-image score that stands in for objects is noted in ``notes``.
+
+    ``own_choice``: the tools are the agent's choice, not one the query named; a call whose
+    tool stood in for a fallback-chain tool that is not installed here (:class:`Preference`,
+    never one of ``excluded``) then logs the tool wanted, why it cannot run and how to get it.
+    A tool the query named is run as named (the registry falls back when it cannot run)."""
     scores: dict[str, dict[str, tuple[str, float]]] = {}
     logs: list[ToolExecutionLog] = []
+    preference = Preference(registry, excluded) if own_choice else None
     for call in tool_calls(selected, query, notes):
-        entry = _run_one(registry, image, reference, call)
+        entry = _run_one(registry, image, reference, call, preference)
         logs.append(entry)
         if math.isfinite(entry.normalized_score):
             scores.setdefault(call.key, {})[call.distortion] = (entry.tool_name,
@@ -567,7 +698,7 @@ def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedI
 
 
 def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
-             call: ToolCall) -> ToolExecutionLog:
+             call: ToolCall, preference: Preference | None = None) -> ToolExecutionLog:
     where: dict[str, Any] = {"object_name": call.key, "distortion": call.distortion,
                              "region": call.region.name if call.region else None,
                              "requested_for": list(call.requested_for)}
@@ -587,10 +718,22 @@ def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage 
             target.check_size(spec.name)
         result = registry.execute_tool(spec.name, target, ref if spec.is_full_reference else None)
         fallback = result.fallback or note is not None
+        requested, error = (tool, note or result.error) if fallback else (None, None)
+        if fallback:
+            gap = _chain_gap(registry, tool, result.tool)
+            error = f"{error}; {gap}" if gap and error else error or gap
+        elif preference is not None:
+            requested, why = _standing_in(registry, preference, result.tool, call.distortion)
+            if requested and why:
+                fallback, error = True, cannot_run(requested, why)
+                log.info("%s/%s: %s stands in for %s (%s)", call.key, call.distortion,
+                         result.tool, requested, why)
+            else:
+                requested = None
         return ToolExecutionLog(
-            tool_name=result.tool, requested_tool=tool if fallback else None,
+            tool_name=result.tool, requested_tool=requested,
             raw_score=result.raw_score, normalized_score=result.normalized_score,
-            execution_time=result.execution_time, fallback=fallback, error=note or result.error,
+            execution_time=result.execution_time, fallback=fallback, error=error,
             cached=result.cached, load_time=result.load_time, **where,
         )
     except ToolError as exc:

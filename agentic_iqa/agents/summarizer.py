@@ -48,6 +48,7 @@ from ..prompts import (
     SUMMARIZER_EVIDENCE_NOTES,
     SUMMARIZER_MISSING_EVIDENCE,
     SUMMARIZER_REPLAN_FAILED,
+    SUMMARIZER_STAND_INS,
     SUMMARIZER_SYSTEM,
     SUMMARIZER_USER,
     render,
@@ -61,6 +62,7 @@ from ..state import (
     SummarizerReply,
     missing_evidence,
     replan_can_supply,
+    stand_ins,
 )
 from ..vlm.base import VLMClient, VLMRequest, VLMResponse, was_cut_off
 from ..vocabulary import level_name
@@ -109,6 +111,9 @@ def evidence_context(query: str, image_path: str, plan: PlannerOutput,
         "missing_evidence": missing_evidence(planned, dumped.get("quality_scores"),
                                              dumped.get("distortion_analysis")),
         "evidence_notes": list(evidence.notes),
+        # Tools that stood in for the ones the agent would have used (not installed here, an
+        # FR tool without a reference, a failure): the scores are theirs.
+        "stand_ins": [entry["sentence"] for entry in stand_ins(dumped.get("tool_logs") or ())],
         "replan_allowed": True,
         # A replan whose plan could not be made: the evidence is the previous plan's.
         "failed_replan": ({"reason": failed_replan.reason, "failure": failed_replan.failure}
@@ -147,7 +152,20 @@ def summarize(client: VLMClient, query: str, image_path: str, reference_path: st
         note = (f"replan {failed_replan.iteration} ({failed_replan.reason}) failed: "
                 f"{failed_replan.failure}; answered with the previous plan's evidence")
         result = result.model_copy(update={"notes": [*result.notes, note]})
-    return result
+    return with_stand_ins(result, context["stand_ins"])
+
+
+def with_stand_ins(result: SummarizerOutput, sentences: list[str]) -> SummarizerOutput:
+    """``result`` whose reasoning ends by saying which tool stood in for which, and why
+    ("PIQE stood in for BRISQUE (its parameter file ... is not installed: ...)."): what measured
+    the image is part of every answer, whatever the model wrote (a sentence it already wrote
+    word for word is not repeated)."""
+    reasoning = result.quality_reasoning.rstrip()
+    added = [sentence for sentence in sentences if sentence not in reasoning]
+    if not added or result.need_replan:
+        return result
+    return result.model_copy(update={"quality_reasoning": " ".join(
+        part for part in (reasoning, *added) if part)})
 
 
 def evidence_missing(missing: str) -> SummarizerOutput:
@@ -159,7 +177,8 @@ def evidence_missing(missing: str) -> SummarizerOutput:
 
 def _told(context: Mapping[str, Any]) -> str:
     """What the summarizer's prompt adds about the evidence: a replan that could not add to it,
-    what is missing, and the executor's notes (a type not analysed, a tool replaced)."""
+    what is missing, the executor's notes (a type not analysed, a tool replaced) and the tools
+    that stood in for others."""
     text = ""
     if context.get("failed_replan"):
         text += render(SUMMARIZER_REPLAN_FAILED, **context["failed_replan"])
@@ -167,6 +186,8 @@ def _told(context: Mapping[str, Any]) -> str:
         text += render(SUMMARIZER_MISSING_EVIDENCE, missing=context["missing_evidence"])
     if context.get("evidence_notes"):
         text += render(SUMMARIZER_EVIDENCE_NOTES, notes="; ".join(context["evidence_notes"]))
+    if context.get("stand_ins"):
+        text += render(SUMMARIZER_STAND_INS, stand_ins=" ".join(context["stand_ins"]))
     return text
 
 

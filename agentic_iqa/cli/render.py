@@ -23,6 +23,8 @@ from ..state import (
     PlannerOutput,
     ToolExecutionLog,
     scored_on,
+    stand_in_label,
+    stand_ins,
     state_to_json,
 )
 
@@ -63,6 +65,12 @@ def state_document(state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | Non
     document["quality_score"] = result.quality_score if result else None
     document["level_distribution"] = result.level_distribution if result else None
     document["answer_unparseable"] = result.answer_unparseable if result else None
+    # Which tool stood in for which, and why (the answer's reasoning says it too).
+    document["stand_ins"] = [{key: entry[key] for key in ("tool", "in_place_of", "reason",
+                                                          "distortions")}
+                             for entry in stand_ins(document["executor_evidence"]["tool_logs"]
+                                                    if document.get("executor_evidence")
+                                                    else ())]
     if vlm_usage is not None:
         document["vlm_usage"] = dict(vlm_usage)
     return document
@@ -188,8 +196,8 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
         for entry in evidence.tool_logs:
             compute, load = tool_time(entry)
             notes = ["cache"] if entry.cached else []
-            if entry.fallback:
-                notes.append(f"fallback from {entry.requested_tool}")
+            if entry.fallback and entry.requested_tool:
+                notes.append(stand_in_label(entry.requested_tool, entry.error))
             if load:
                 notes.append(f"+{load:.1f} s one-time model load")
             if entry.error and not entry.fallback:

@@ -233,8 +233,10 @@ def _tool_time(log: dict[str, Any]) -> tuple[str, str]:
     load = log.get("load_time_s") or 0.0
     compute = max(log["execution_time_s"] - load, 0.0)
     notes = ["cache"] if log.get("cached") else []
-    if log.get("fallback"):
-        notes.append(f"fallback from {log.get('requested_tool')}")
+    if log.get("fallback") and log.get("requested_tool"):
+        from ..state import stand_in_label
+
+        notes.append(stand_in_label(log["requested_tool"], log.get("error")))
     if load:
         notes.append(f"+{load:.1f} s one-time model load")
     if log.get("error") and not log.get("fallback"):
