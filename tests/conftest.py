@@ -3,9 +3,11 @@
 Tests never touch the user's caches: TORCH_HOME, HF_HOME and XDG_CACHE_HOME point into a
 temporary folder before anything imports torch, so "weights missing" is deterministic.
 
-The shared data folder (real images with human scores, TID2013 pairs, NIQE/BRISQUE parameter
-files) is found through ``AGENTIC_IQA_DATA_DIR``; if unset, ``../shared/data`` beside the
-checkout is used when present.  Tests that need it are skipped, with the reason, without it.
+The test data (real images with human scores, TID2013 pairs, NIQE/BRISQUE parameter files) is
+in the repository, ``tests/data`` (its README says what and whence); ``AGENTIC_IQA_DATA_DIR``
+names a folder of the same layout to read instead, such as the complete copy
+``scripts/fetch_data.py`` makes.  A test whose data that folder lacks is skipped with the
+command that gets it (a failure under ``AGENTIC_IQA_TEST_REQUIRE_SERVICES``, as in CI).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pytest
@@ -37,38 +40,63 @@ for _variable in [v for v in os.environ if v.startswith("AGENTIC_IQA_")]:
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _data_dir() -> Path | None:
+#: The data in the repository: all of livec-dev, tid2013-calibration and pyiqa-weights, and the
+#: first 20 photos of livec-extra (what the tests read).
+REPOSITORY_DATA = REPO / "tests" / "data"
+FETCH_DATA = "run `python scripts/fetch_data.py --into DIR` and set AGENTIC_IQA_DATA_DIR=DIR"
+
+
+def _data_dir() -> Path:
+    """``AGENTIC_IQA_DATA_DIR`` when set, else the repository's ``tests/data``."""
     configured = os.environ.get("AGENTIC_IQA_DATA_DIR")
-    if configured:
-        return Path(configured)
-    default = REPO.parent / "shared" / "data"
-    return default if default.is_dir() else None
+    return Path(configured) if configured else REPOSITORY_DATA
+
+
+def missing_data(what: str) -> NoReturn:
+    """Skip (fail where services are required): the data folder lacks ``what``; the reason
+    says how to get it."""
+    message = f"needs {what}: not in {_data_dir()}; {FETCH_DATA}"
+    if os.environ.get("AGENTIC_IQA_DATA_DIR") and (REPOSITORY_DATA / what.split()[0]).exists():
+        message += " (or unset AGENTIC_IQA_DATA_DIR: the repository's tests/data has it)"
+    if _services_required():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _data_set(name: str, marker: str) -> Path:
+    path = _data_dir() / name
+    if not (path / marker).is_file():
+        missing_data(name)
+    return path
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     path = _data_dir()
-    if path is None or not path.is_dir():
-        pytest.skip("shared data folder not found: set AGENTIC_IQA_DATA_DIR")
+    if not path.is_dir():
+        missing_data("the test data")
     return path
 
 
 @pytest.fixture(scope="session")
 def weights_dir(data_dir: Path) -> Path:
-    path = data_dir / "pyiqa-weights"
-    if not (path / "niqe_modelparameters.mat").is_file():
-        pytest.skip(f"NIQE/BRISQUE parameter files not in {path}")
-    return path
+    return _data_set("pyiqa-weights", "niqe_modelparameters.mat")
 
 
 @pytest.fixture(scope="session")
 def tid_dir(data_dir: Path) -> Path:
-    return data_dir / "tid2013-calibration"
+    return _data_set("tid2013-calibration", "calibration_summary.csv")
 
 
 @pytest.fixture(scope="session")
 def livec_dir(data_dir: Path) -> Path:
-    return data_dir / "livec-dev"
+    return _data_set("livec-dev", "mos.csv")
+
+
+@pytest.fixture(scope="session")
+def livec_extra_dir(data_dir: Path) -> Path:
+    """LIVE-C photos the builtin was never fitted on (the first 20 are in the repository)."""
+    return _data_set("livec-extra", "mos.csv")
 
 
 def example_photo(size: tuple[int, int] = (320, 240)) -> Image.Image:

@@ -6,7 +6,7 @@
 - MCQ accuracy counts a failed item as a wrong answer.
 - ``eval compare --format latex|markdown|csv`` writes a table for a paper.
 
-The metric jobs run on 20 real LIVE-C photos of the shared data folder (``livec-extra``:
+The metric jobs run on 20 real LIVE-C photos of the test data (``livec-extra``:
 two of them lie where BRISQUE's published mapping runs the wrong way), BRISQUE and NIQE with
 its parameter files (``pyiqa-weights``); pyiqa itself scores PIQE (weight-free) and NIQE on
 the same files for comparison.
@@ -33,7 +33,7 @@ from agentic_iqa.cli import app
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_error
 from tests.conformance.items import images, multiple_choice, write_manifest
 from tests.conformance.simulated_model import Behaviour, SimulatedModel
-from tests.conftest import livec_manifest
+from tests.conftest import livec_manifest, missing_data
 
 runner = CliRunner()
 PHOTOS = 20
@@ -67,12 +67,12 @@ def _exported(job: str) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def paper_jobs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+def paper_jobs(data_dir: Path, livec_extra_dir: Path, tmp_path_factory: pytest.TempPathFactory
                ) -> Iterator[PaperJobs]:
     """One database for the module's tests (the jobs take most of their time), set up as
     the ``results`` fixture sets up its own."""
     folder = tmp_path_factory.mktemp("paper")
-    manifest = livec_manifest(data_dir / "livec-extra", folder / MANIFEST_NAME, PHOTOS)
+    manifest = livec_manifest(livec_extra_dir, folder / MANIFEST_NAME, PHOTOS)
     weights = data_dir / "pyiqa-weights"
     has_weights = all((weights / name).is_file() for name in (
         "niqe_modelparameters.mat", "brisque_svm_weights.pth"))
@@ -99,7 +99,7 @@ def paper_jobs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory
 
 def _needs_brisque_and_niqe(jobs: PaperJobs) -> str:
     if jobs.both is None:
-        pytest.skip("NIQE/BRISQUE parameter files not in $AGENTIC_IQA_DATA_DIR/pyiqa-weights")
+        missing_data("pyiqa-weights (NIQE's and BRISQUE's parameter files)")
     return jobs.both
 
 

@@ -53,7 +53,8 @@ def _report(job: str, *args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def jobs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def jobs(data_dir: Path, livec_extra_dir: Path, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[dict[str, str]]:
     """Builtin jobs on the CLI: the agent on livec-dev photos (every one of them fitted on) and
     on livec-extra photos (none), and the VLM alone on the livec-dev photos."""
     folder = tmp_path_factory.mktemp("small-truths")
@@ -69,7 +70,7 @@ def jobs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
         patch.setenv("AGENTIC_IQA_DEVICE", "cpu")
         patch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
         dev = _manifest(data_dir / "livec-dev", folder / "dev.csv")
-        extra = _manifest(data_dir / "livec-extra", folder / "extra.csv")
+        extra = _manifest(livec_extra_dir, folder / "extra.csv")
         yield {"url": url, "dev": _submit(str(dev)), "extra": _submit(str(extra)),
                "vlm": _submit(str(dev), "--mode", "vlm")}
 

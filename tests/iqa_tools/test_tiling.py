@@ -16,7 +16,7 @@ from PIL import Image
 
 from iqa_tools import ToolRegistry, ToolSettings, tiling
 from iqa_tools.images import LoadedImage, digest_bytes, read_image
-from tests.conftest import natural_image
+from tests.conftest import missing_data, natural_image
 
 TILE = 48
 WHOLE = 10**12
@@ -38,7 +38,7 @@ def registry(weights: Path | None, above: int, device: str = "cpu") -> ToolRegis
 
 @pytest.fixture(scope="module")
 def weights() -> Path | None:
-    """The shared BRISQUE and NIQE parameter files, or None (those two tools then skip)."""
+    """BRISQUE's and NIQE's parameter files of the test data, or None (those tools skip)."""
     from tests.conftest import _data_dir
 
     data = _data_dir()
@@ -50,7 +50,7 @@ def weights() -> Path | None:
 def both(tool: str, target: LoadedImage, ref: LoadedImage | None, weights: Path | None,
          device: str = "cpu") -> tuple[float, float]:
     if tool in {"BRISQUE", "NIQE"} and weights is None:
-        pytest.skip("BRISQUE and NIQE need the shared parameter files (AGENTIC_IQA_DATA_DIR)")
+        missing_data("pyiqa-weights (BRISQUE's and NIQE's parameter files)")
     scores = [registry(weights, above, device).execute_tool(
         tool, target, ref, use_cache=False, allow_fallback=False).raw_score
         for above in (WHOLE, 0)]
@@ -122,7 +122,7 @@ def test_a_tile_never_asks_for_more_than_itself_and_its_halo(monkeypatch, weight
     """Peak memory follows the tile: no rectangle of pixels converted to float is larger than
     one tile with its halo on each side, whatever the image's size."""
     if weights is None:
-        pytest.skip("BRISQUE and NIQE need the shared parameter files")
+        missing_data("pyiqa-weights (BRISQUE's and NIQE's parameter files)")
     areas: list[int] = []
     rect = tiling._Pixels.rect
 
