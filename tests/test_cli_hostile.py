@@ -286,6 +286,7 @@ def test_the_stalled_note_names_the_resume_command() -> None:
     assert "`agentic-iqa eval resume 01234567`" in _pace(current)
 
 
+@pytest.mark.slow
 def test_a_job_stopped_by_a_full_disk_says_so_and_resumes_once_space_is_freed(
         tmp_path: Path) -> None:
     """SQLite on a 1 MB tmpfs: the job fills it mid-way (when this host can mount one)."""
@@ -400,6 +401,7 @@ def full_disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
 
 @pytest.mark.parametrize(("args", "kind", "expected"), FULL_DISK,
                          ids=[" ".join(a) for a, _, _ in FULL_DISK])
+@pytest.mark.slow
 def test_every_command_on_a_full_disk_reads_as_usual_or_is_one_line_saying_free_space(
         full_disk: dict[str, Any], args: list[str], kind: str, expected: str | None) -> None:
     """Reads keep working on a full disk; a write (a new job, a resume, a file on the full

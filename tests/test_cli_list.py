@@ -124,6 +124,7 @@ def _listing_with_statements(engine) -> tuple[list[dict], list[str]]:
     return listed, sent
 
 
+@pytest.mark.slow
 def test_eval_list_reads_no_item_of_jobs_of_ten_thousand_items(tmp_path, results, livec_dir):
     """Issue 42: `eval list` reads each job's row (its counts, its figures stored when it
     ended), never its items, so three 10,000-item jobs list as fast as three of ten; a job that

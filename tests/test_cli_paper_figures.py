@@ -35,6 +35,9 @@ from tests.conformance.items import images, multiple_choice, write_manifest
 from tests.conformance.simulated_model import Behaviour, SimulatedModel
 from tests.conftest import livec_manifest, missing_data
 
+# Left out of the README's test command (CI runs it): real tools on real photos, figures drawn.
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 PHOTOS = 20
 GROUP = "paper_1"

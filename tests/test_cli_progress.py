@@ -83,6 +83,7 @@ def _environment(tmp_path: Path) -> dict[str, str]:
 SUBMIT = ["eval", "submit", "--tools", "PIQE", "--workers", "1", "--progress-every", "0.1"]
 
 
+@pytest.mark.slow
 def test_a_local_job_logs_progress_lines_with_counts_and_eta(photos: Path,
                                                              tmp_path: Path) -> None:
     """stderr in a file, as under nohup or Slurm: plain lines while the job runs."""

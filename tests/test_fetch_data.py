@@ -155,6 +155,7 @@ def test_check_names_a_changed_score(tmp_path: Path) -> None:
 # -- laying out livec-extra from the release -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["zip", "folder"])
 def test_livec_extra_is_laid_out_from_the_release(tmp_path: Path, form: str) -> None:
     """The release's BMPs become the recorded PNGs' pixels, its MAT files the recorded
@@ -210,6 +211,7 @@ def test_unpacking_refuses_a_member_that_would_land_outside_the_folder(tmp_path:
 # -- the command -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_makes_a_checked_folder_and_prints_the_export_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With --full: the repository's sets copied, livec-extra made, the release unpacked, all
@@ -274,6 +276,7 @@ def test_a_web_page_instead_of_the_zip_says_to_download_it_by_hand(tmp_path: Pat
     assert not list((tmp_path / "out").rglob("*.zip*"))
 
 
+@pytest.mark.slow
 def test_a_zip_downloaded_from_a_url_is_used(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     archive = _release(tmp_path)

@@ -104,6 +104,7 @@ def test_the_tool_budget_bounds_the_builtin_too(tmp_path: Path) -> None:
     assert reduced(read_image(jpeg), FEATURE_LONG_SIDE, budget).shape == (683, 1024, 3)
 
 
+@pytest.mark.slow
 def test_the_features_of_a_large_photo_match_those_of_its_reduced_copy(tmp_path: Path) -> None:
     """What the builtin reads of a 4-MP photo is what it reads of the photo brought to the cap
     by hand: the cap decides what it sees, not the decoder path."""
@@ -132,6 +133,7 @@ print(json.dumps({"peak": int(peak) * 1024}))
 """
 
 
+@pytest.mark.slow
 def test_the_builtin_reads_a_24_mp_photo_within_400_mb(tmp_path: Path) -> None:
     """Measured in a fresh process (its own peak RSS): before issue 41 the builtin held a dozen
     full-size float64 copies of the photo, 2.3 GB on this one."""

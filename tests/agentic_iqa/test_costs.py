@@ -299,6 +299,7 @@ def test_estimate_runs_a_sample_and_extrapolates(
     assert "cost_usd_batch" not in estimate  # batch figures only when asked for
 
 
+@pytest.mark.slow
 def test_estimate_batch_prices_the_job_online_and_at_the_batch_discount(
         remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     big = ten_item_manifest(tmp_path)

@@ -58,6 +58,7 @@ def test_every_urls_query_string_and_userinfo_are_masked_whatever_the_names(text
     assert hidden not in masked and "***" in masked
 
 
+@pytest.mark.slow
 def test_a_key_in_the_base_urls_query_string_is_stored_nowhere(monkeypatch, tmp_path):
     """A failing call's error quotes the base URL: the stored run, its error and the CLI's
     output carry no ``?key=...``."""

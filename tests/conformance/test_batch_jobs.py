@@ -22,6 +22,10 @@ from tests.conformance.batch_jobs import (
 )
 from tests.conformance.simulated_model import Behaviour
 
+# Left out of the README's test command (CI runs it): end-to-end batch rounds against simulated
+# providers, processes killed.
+pytestmark = pytest.mark.slow
+
 
 def _online_and_batch(tmp_path: Path, behaviour: Behaviour, count: int, **options: object):
     items = make_items(tmp_path, count, seed=3)

@@ -19,6 +19,10 @@ from tests.conformance.harness import environment, run_cli_job, run_local_job, s
 from tests.conformance.items import images, multiple_choice, scoring
 from tests.conformance.simulated_model import CONTENT, Behaviour
 
+# Left out of the README's test command (CI runs it): whole jobs against a simulated hosted model,
+# through the CLI.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def items(tmp_path_factory: pytest.TempPathFactory):

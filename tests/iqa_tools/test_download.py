@@ -253,6 +253,7 @@ def test_a_wrong_copy_under_the_final_name_is_replaced(server, tmp_path, weights
 # -- the command line ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_downloads_into_pyiqas_cache_and_the_tools_then_run(server, tmp_path, weights_dir,
                                                                 photo):
     env = cli_env(tmp_path, mirror(server, tmp_path))

@@ -132,6 +132,7 @@ def test_second_call_is_served_from_cache_without_running_the_tool(tmp_path, pho
     assert second.normalized_score == pytest.approx(registry.get("PIQE").normalize(42.0))
 
 
+@pytest.mark.slow
 def test_new_process_reuses_the_persistent_cache(tmp_path, photo):
     import os
     import subprocess
@@ -337,6 +338,7 @@ def test_cache_key_has_the_precision_and_old_keys_are_never_served(tmp_path, pho
     assert double.execute_tool("Toy", photo).raw_score == other.raw_score
 
 
+@pytest.mark.slow
 def test_torch_threads_caps_the_threads_of_a_tool_process(tmp_path) -> None:
     """Several tool processes on one machine must not each spin a thread per core."""
     import os

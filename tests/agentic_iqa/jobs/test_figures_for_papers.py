@@ -109,6 +109,7 @@ def pdf_fonts(path: Path) -> list[tuple[str, str | None, bool]]:
     return found
 
 
+@pytest.mark.slow
 def test_pdf_figures_embed_truetype_fonts_only_and_leave_matplotlib_as_it_was(
         tmp_path: Path) -> None:
     rows = metric_rows()

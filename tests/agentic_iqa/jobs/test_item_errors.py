@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from billiard.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import select
 
@@ -82,6 +83,7 @@ def test_a_run_that_failed_with_a_planner_record_closes_its_item_readably(
     assert report_reason(PLANNER_JSON) == report_reason(item.error)
 
 
+@pytest.mark.slow
 def test_a_job_whose_model_refuses_fails_each_item_with_one_sentence(tmp_path: Path) -> None:
     """`eval submit` (a local job) on a model that refuses every plan: the items' errors and
     the command's last line say what failed and what to do, with no record and no

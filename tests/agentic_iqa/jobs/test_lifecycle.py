@@ -63,6 +63,7 @@ def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
     assert lifecycle.progress(engine, job_id).counts == {"pending": 16, "failed": 2}
 
 
+@pytest.mark.slow
 def test_local_job_exports_and_reports_correlations_that_match_scipy(engine, manifest, agents,
                                                                      tmp_path, monkeypatch):
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
@@ -264,6 +265,7 @@ def _submit_in_a_fresh_process(tmp_path: Path, manifest: Path) -> tuple[str, str
     return url, job_id, int(peak)
 
 
+@pytest.mark.slow
 def test_submitting_ten_thousand_items_keeps_memory_flat(tmp_path):
     """Ten times the items, the same peak memory: the manifest is read, checked and inserted
     as a stream.  Peak RSS of two fresh processes (SQLite's page cache and every allocation

@@ -75,6 +75,7 @@ def test_next_step_of_a_metric_run_is_only_tool_execution() -> None:
     assert next_step(initial_state("q", "a.png")) == "plan"
 
 
+@pytest.mark.slow
 def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
         engine, pairs_manifest, agents, registry, tmp_path):
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest,

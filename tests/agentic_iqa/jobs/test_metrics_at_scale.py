@@ -31,6 +31,10 @@ from agentic_iqa.jobs.metrics import (
 )
 from tests.conftest import REPO
 
+# Left out of the README's test command (CI runs it): bootstraps and correlations at a million
+# pairs.
+pytestmark = pytest.mark.slow
+
 
 def monotone_with_ties(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Scores rounded to 0.01 (ties) and a MOS that follows them through a sigmoid, plus

@@ -32,6 +32,10 @@ from agentic_iqa.db.models import Job, JobItem, Run, ToolLog
 from agentic_iqa.jobs.report import build_report
 from tests.conftest import REPO, natural_image
 
+# Left out of the README's test command (CI runs it): jobs of tens of thousands of items, memory
+# measured.
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 

@@ -110,6 +110,7 @@ def limit_redis(redis_url: str) -> Iterator[tuple[str, str]]:
 # --- across processes, through Redis -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_requests_per_minute_limit(limit_redis: tuple[str, str]) -> None:
     storage, prefix = limit_redis
     # The server allows 30 per 2-second window; the fleet is configured below, 20 per 2 s: a
@@ -137,6 +138,7 @@ def test_two_processes_share_one_requests_per_minute_limit(limit_redis: tuple[st
     assert max(sum(1 for t in arrivals if a <= t < a + 1.8) for a in arrivals) <= 30
 
 
+@pytest.mark.slow
 def test_a_429_with_retry_after_pauses_both_processes(limit_redis: tuple[str, str]) -> None:
     storage, prefix = limit_redis
     responder = RateLimitedResponder(_answer, latency=0.05)
@@ -168,6 +170,7 @@ def test_a_429_with_retry_after_pauses_both_processes(limit_redis: tuple[str, st
     assert paused_who in after
 
 
+@pytest.mark.slow
 def test_max_concurrent_calls_hold_across_processes(limit_redis: tuple[str, str]) -> None:
     storage, prefix = limit_redis
     responder = RateLimitedResponder(_answer, latency=0.15)
