@@ -17,6 +17,10 @@ from typer.testing import CliRunner
 from agentic_iqa.cli import app
 from tests.conftest import natural_image
 
+# Left out of the README's test command (CI runs it): whole jobs, then their figures
+# drawn.
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 SVG = "{http://www.w3.org/2000/svg}"
 #: KADID-10k's type numbers: 01 gaussian_blur, 10 jpeg, 11 white_noise, 25 contrast_change.

@@ -15,6 +15,10 @@ from typer.testing import CliRunner
 from agentic_iqa.cli import app
 from tests.conftest import example_photo
 
+# Left out of the README's test command (CI runs it): jobs, reports and figures
+# written to an object store server.
+pytestmark = pytest.mark.slow
+
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
 

@@ -25,6 +25,10 @@ from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job
 
+# Left out of the README's test command (CI runs it): real tools on real photos,
+# whole jobs.
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 ITEMS = 6
 

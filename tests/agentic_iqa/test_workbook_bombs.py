@@ -101,6 +101,7 @@ print(json.dumps({"outcome": outcome, "peak": peak}))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(HOSTILE))
 def test_a_hostile_workbook_under_10_mb_is_refused_within_500_mb(kind: str,
                                                                   tmp_path: Path) -> None:

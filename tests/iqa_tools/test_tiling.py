@@ -104,6 +104,7 @@ def test_tiled_scores_equal_whole_image_scores_on_awkward_sizes(tool, size, weig
     assert tiled == pytest.approx(whole, rel=REL, abs=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.data
 @pytest.mark.parametrize("tool", ["BRISQUE", "NIQE", "PIQE", "SSIM", "PSNR"])
 def test_tiled_scores_equal_whole_image_scores_on_a_real_photo(tool, livec_dir, weights):

@@ -78,6 +78,7 @@ def test_missing_weights_fail_fast_without_touching_pyiqa(photo):
     assert output[1] == "False False"
 
 
+@pytest.mark.slow
 def test_install_weights_then_run_from_pyiqa_cache(weights_dir, tmp_path, photo):
     env = {**os.environ, "TORCH_HOME": str(tmp_path / "torch"), "AGENTIC_IQA_DEVICE": "cpu",
            "AGENTIC_IQA_TOOL_CACHE": "memory"}

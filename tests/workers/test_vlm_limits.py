@@ -47,6 +47,7 @@ def test_queue_for_sends_vlm_steps_to_the_vlm_queue(monkeypatch: pytest.MonkeyPa
         **dict.fromkeys(VLM_STEPS, "vlm"), "tool_execution": "gpu"}
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_a_vlm_worker_runs_64_threads_on_the_vlm_queue(broker_url: str, tmp_path: Path) -> None:
     broker = broker_url

@@ -125,6 +125,7 @@ def peak_rss_writing(n: int, fmt: str, path: Path) -> int:
     return peak
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_writing_streams_in_flat_memory(tmp_path: Path, fmt: str) -> None:
     """Ten times the rows, the same peak memory: rows are written in batches, never held.

@@ -17,6 +17,10 @@ from tests.agentic_iqa.jobs.test_figures import comparison
 from tests.agentic_iqa.jobs.test_figures_for_papers import metric_rows, sweep
 from tests.browser import layout
 
+# Left out of the README's test command (CI runs it): pages laid out in headless
+# Chromium.
+pytestmark = pytest.mark.slow
+
 
 def assert_readable(facts: dict[str, Any], *, cis: int) -> None:
     """What makes a page readable in a window ``facts["width"]`` wide."""
