@@ -92,11 +92,14 @@ def compare(
     described = []
     hashes: dict[str, str | None] = {}
     try:
-        for job_id in ids:
+        for index, job_id in enumerate(ids):
             with read_scope(engine) as session:
                 about = reads.job_summary(session, job_id)
-                # Columns with each item's id and image digests: arrays, not a dict per item.
-                columns = reads.report_columns(session, job_id, identities=True)
+                # Columns with each item's id digest: arrays, not a dict per item; the
+                # baseline's with its ids' order and image digests (its shared items are
+                # resampled in that order, by image).
+                columns = reads.report_columns(session, job_id, identities=True,
+                                               baseline=index == 0)
                 if uses_builtin(about):  # by the digests stored at submit; pending never
                     columns.fitted_overlap = reads.in_sample_overlap(
                         session, job_id, columns.size, fitted_images(), hashes)

@@ -551,8 +551,7 @@ def items_run(session: Session, job_id: str) -> int:
     item. Bad rows never ran and cost nothing.  From the job's counts, less its failed items
     without a run (read among its failed ones alone)."""
     counted = counts(session, job_id)
-    never_ran = int(session.scalar(select(func.count()).where(
-        JobItem.job_id == job_id, JobItem.status == "failed", JobItem.run_id.is_(None))) or 0)
+    never_ran = int(session.scalar(_sql(session, "never_ran"), {"job": job_id}) or 0)
     return counted.get("done", 0) + counted.get("failed", 0) - never_ran
 
 
@@ -668,6 +667,8 @@ def _question_type(meta_json: str | None) -> str | None:
 PAGE = 5000
 #: The index every page of a job's items is read from (:class:`~.models.JobItem`).
 ITEMS_BY_ID = "ix_job_items_job_id_id"
+#: The index a job's items in one state are found by.
+ITEMS_BY_STATUS = "ix_job_items_job_id_status_id"
 #: SQLite's names of the unique indexes the other rows of a page are found by.
 _SQLITE_UNIQUE = {"runs": "sqlite_autoindex_runs_1", "tool_logs": "sqlite_autoindex_tool_logs_1",
                   "vlm_calls": "sqlite_autoindex_vlm_calls_1",
@@ -708,8 +709,13 @@ def _statements(dialect: str) -> dict[str, Any]:
         "export_metric": text(export.format(state="NULL")),
         "report": text(report.format(key=f"CASE WHEN {failed} THEN job_items.item_key END",
                                      image="NULL")),
-        "report_identities": text(report.format(key="job_items.item_key",
-                                                image="job_items.image")),
+        # An item's image groups its items in a comparison only where it was scored or
+        # answered: a pending one's is never read.
+        "report_identities": text(report.format(
+            key="job_items.item_key",
+            image="CASE WHEN job_items.run_id IS NOT NULL OR job_items.status IN ('done', "
+                  "'failed') THEN job_items.image END")),
+        "report_keys": text(report.format(key="job_items.item_key", image="NULL")),
         "logs": text(
             "SELECT job_items.id, tool_logs.tool_name, tool_logs.raw_score, "
             "tool_logs.normalized_score, tool_logs.fallback, tool_logs.object_name, "
@@ -726,6 +732,13 @@ def _statements(dialect: str) -> dict[str, Any]:
             "WHERE job_items.job_id = :job AND job_items.id > :after "
             "AND job_items.status IN ('done', 'failed') AND job_items.image IS NOT NULL "
             "ORDER BY job_items.id LIMIT :limit"),
+        # Its failed items that never ran, among its failed ones (SQLite, left to itself, walks
+        # every item without a run of every job by ``ix_job_items_run_id``: a second a
+        # million).
+        "never_ran": text(
+            f"SELECT count(*) FROM {_table(dialect, 'job_items', ITEMS_BY_STATUS)} "
+            "WHERE job_items.job_id = :job AND job_items.status = 'failed' "
+            "AND job_items.run_id IS NULL"),
         # SQLite's BINARY collation and PostgreSQL's "C" compare UTF-8 bytewise: code points,
         # the order Python sorts text in.
         "key_order": text(
@@ -748,8 +761,8 @@ def _page_logs(session: Session, job_id: str, after: int, last: int) -> list[Row
     key (iteration, object, distortion) as SQLite reads them, unsorted as the export always read
     them: an export's and a report's per-tool means are summed in that order, one statement
     for both, so the same means."""
-    return list(session.execute(_sql(session, "logs"),
-                                {"job": job_id, "after": after, "last": last}))
+    return list(session.execute(_sql(session, "logs"),  # all at once, not fetched one by one
+                                {"job": job_id, "after": after, "last": last}).all())
 
 
 def _page_answerers(session: Session, job_id: str, after: int, last: int,
@@ -851,13 +864,17 @@ def export_rows(session: Session, job_id: str, batch: int = 500, *,
 
 
 def report_columns(session: Session, job_id: str, *, identities: bool = False,
-                   page: int = PAGE) -> JobColumns:
+                   baseline: bool = True, page: int = PAGE) -> JobColumns:
     """The job's items as a report reads them (:class:`~agentic_iqa.jobs.columns.JobColumns`),
     from columns only: the items', their runs' answer and score, their tool calls' scores
     averaged per tool (as the export's), who answered; never a run's stored state, and an
     item's error, id or question only where the report uses it.  ``identities``: each item's
-    id and image digests and its id's rank, for ``eval compare``.  Memory: the arrays (some 60
-    bytes an item) and one page."""
+    id and image digests and its id's rank, for ``eval compare``, and only the columns a
+    comparison reads (no distortion nor question type; a metric job's tool scores, or another's
+    quality score and answers: :class:`~agentic_iqa.jobs.columns.ColumnsBuilder`'s
+    ``breakdown`` and ``scores``); with ``baseline`` False
+    (a job compared with the baseline) its id digests only, the baseline's ranks and images
+    being those a comparison uses.  Memory: the arrays (some 60 bytes an item) and one page."""
     import numpy as np
 
     from ..jobs.columns import ColumnsBuilder, Page
@@ -865,10 +882,22 @@ def report_columns(session: Session, job_id: str, *, identities: bool = False,
     job = get_job(session, job_id)
     builtin = builtin_answerer(session, job)
     metric, default_query = bool(job.metric_tools), job.default_query
-    tools = sorted({*(job.metric_tools or ()), *([] if metric else tool_names(session, job_id))})
-    statement = _sql(session, "report_identities" if identities else "report")
-    builder = ColumnsBuilder(identities=identities)
-    ids: list[np.ndarray] = []
+    # A comparison judges a metric job by its tools' scores, another by its quality score and
+    # answers (:func:`agentic_iqa.jobs.in_sample.job_mode`): it reads only those.
+    tool_lines = (job.mode or ("tools" if metric else "agent")) == "tools"
+    tools = sorted({*(job.metric_tools or ()),
+                    *([] if metric or (identities and not tool_lines)
+                      else tool_names(session, job_id))})
+    ranked = identities and baseline
+    statement = _sql(session, "report" if not identities else
+                     "report_identities" if baseline else "report_keys")
+    # Its arrays made once, of the job's size (the counts on its row).
+    builder = ColumnsBuilder(identities=identities, image_digests=baseline,
+                             breakdown=not identities,
+                             scores=not (identities and tool_lines),
+                             expected=sum(counts(session, job_id).values()))
+    ids = np.empty(builder.expected if ranked else 0, dtype=np.int64)
+    read = 0
     after = _first_id(session, job_id)
     while True:
         rows = session.execute(statement, {"job": job_id, "after": after,
@@ -879,9 +908,12 @@ def report_columns(session: Session, job_id: str, *, identities: bool = False,
          answers) = zip(*rows, strict=True)
         last = item_ids[-1]
         at = np.array(item_ids, dtype=np.int64)
-        if identities:
-            ids.append(at)
         size = at.size
+        if ranked:
+            if read + size > ids.size:  # more items than counted: the rest grows it
+                ids = np.concatenate([ids[:read], np.empty(max(size, ids.size), np.int64)])
+            ids[read:read + size] = at
+            read += size
         ran = np.array([bool(run) for run in runs], dtype=bool)
         raw: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
         normalized: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
@@ -930,8 +962,8 @@ def report_columns(session: Session, job_id: str, *, identities: bool = False,
             answered_by=who, tools=None, fallbacks=fallbacks, raw=raw, normalized=normalized,
             tool_columns=tools))
         after = last
-    key_rank = _key_ranks(session, job_id, np.concatenate(ids) if ids else None) \
-        if identities else None
+    key_rank = _key_ranks(session, job_id, ids[:read] if read else None) if ranked else None
+    del ids
     return builder.finish(key_rank=key_rank)
 
 
@@ -941,14 +973,17 @@ def _key_ranks(session: Session, job_id: str, item_ids: np.ndarray | None) -> np
     collation on PostgreSQL), so no id is held as text here."""
     import numpy as np
 
-    ranks = np.zeros(0 if item_ids is None else item_ids.size, dtype=np.int64)
+    size = 0 if item_ids is None else item_ids.size
+    ranks = np.zeros(size, dtype=np.int32 if size < 2**31 else np.int64)  # (4 MB a million)
     if item_ids is None or not item_ids.size:
         return ranks
     result = session.execute(_sql(session, "key_order"), {"job": job_id},
                              execution_options={"yield_per": PAGE})
     rank = 0
-    for chunk in result.partitions():
-        found = np.array([row[0] for row in chunk], dtype=np.int64)
+    # A page at a time: without a size, ``partitions`` gives a text statement's rows one by one
+    # (yield_per streams them but does not size the partitions), a numpy call per item.
+    for chunk in result.partitions(PAGE):
+        found = np.fromiter((row[0] for row in chunk), dtype=np.int64, count=len(chunk))
         ranks[np.searchsorted(item_ids, found)] = np.arange(rank, rank + found.size)
         rank += found.size
     return ranks
@@ -975,16 +1010,17 @@ def in_sample_overlap(session: Session, job_id: str, items: int, fitted: Mapping
     return fitted_overlap(ran(), items, fitted, hashes)
 
 
-def report_for_job(session: Session, job_id: str, *, bootstrap: int = 0, seed: int = 0
-                   ) -> dict[str, Any]:
+def report_for_job(session: Session, job_id: str, *, bootstrap: int = 0, seed: int = 0,
+                   logistic: bool = True) -> dict[str, Any]:
     """The job's report (:func:`agentic_iqa.jobs.report.build_report`) read from its columns
     a page at a time (:func:`report_columns`): what ``eval report`` computes, and what a job's
-    stored headline is made of (``bootstrap`` 0: no intervals, seconds for a million items)."""
+    stored headline is made of (``bootstrap`` 0: no intervals, seconds for a million items;
+    ``logistic`` False: no logistic fit, which a headline does not show)."""
     from ..jobs.report import build_report
 
     metric = bool(session.scalar(select(Job.tools).where(Job.id == job_id)))
     return build_report(report_columns(session, job_id), bootstrap=bootstrap, seed=seed,
-                        metric_job=metric)
+                        metric_job=metric, logistic=logistic)
 
 
 def tool_names(session: Session, job_id: str) -> list[str]:

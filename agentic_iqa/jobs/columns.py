@@ -44,6 +44,32 @@ def digest(value: str) -> int:
                                           digest_size=8).digest(), "little")
 
 
+def digests(values: Sequence[str]) -> np.ndarray:
+    """:func:`digest` of each of ``values``, as a uint64 array (the bytes joined once and read
+    as little-endian integers, not an int built per value)."""
+    blake2b = hashlib.blake2b
+    joined = b"".join([blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+                       for value in values])
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64)
+
+
+def _stripped(value: Any) -> str | None:
+    """:func:`.cells.text` of a cell, a text cell without a call (ids, a million a job)."""
+    if value.__class__ is str:
+        return value.strip() or None
+    return text(value)
+
+
+def _each(values: Sequence[Any], convert: Any) -> list[Any]:
+    """``convert`` of each value, computed once per distinct value (a page's statuses and
+    queries repeat a few values); unhashable cells are converted one by one."""
+    try:
+        known = {value: convert(value) for value in set(values)}
+    except TypeError:
+        return [convert(value) for value in values]
+    return [known[value] for value in values]
+
+
 @dataclass
 class Page:
     """Some items' cells, one sequence per field in item order: typed values from the database
@@ -117,7 +143,8 @@ class JobColumns:
     distortion_order: dict[str, str] = field(default_factory=dict)
     #: With identities: each item's id and image digests (0 and ``has_key`` False: no id),
     #: and its id's rank among the job's ids in code-point order (the order a comparison's
-    #: shared items are resampled in).
+    #: shared items are resampled in); a job read only to be matched with a baseline has
+    #: neither ranks nor image digests (None: only the baseline's are used).
     key: np.ndarray | None = None
     has_key: np.ndarray | None = None
     key_rank: np.ndarray | None = None
@@ -196,21 +223,70 @@ def _floats(values: Sequence[Any] | np.ndarray) -> np.ndarray:
                     dtype=float)
 
 
+class _Field:
+    """One field's values, page after page: written into one array of the size the reader
+    expects when it knows it (grown if more come), else kept as pages joined at the end.
+
+    A million items' field read as 200 pages of 5,000 and then joined is held twice while it
+    is joined, and its pages (under malloc's mmap threshold) leave the heap fragmented: the
+    process keeps far more than the columns' own size.  One array of the job's size, allocated
+    once, does neither."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.array: np.ndarray | None = None
+        self.pages: list[np.ndarray] = []
+        self.size = 0
+
+    def add(self, values: np.ndarray) -> None:
+        end = self.size + values.size
+        if not self.expected:
+            self.pages.append(values)
+        else:
+            if self.array is None:
+                self.array = np.empty(max(self.expected, end), dtype=values.dtype)
+            elif end > self.array.size:
+                grown = np.empty(max(end, 2 * self.array.size), dtype=self.array.dtype)
+                grown[:self.size] = self.array[:self.size]
+                self.array = grown
+            self.array[self.size:end] = values
+        self.size = end
+
+    def result(self, dtype: Any) -> np.ndarray:
+        """The values, the field let go of them."""
+        array, self.array = self.array, None
+        if array is None:
+            pages, self.pages = self.pages, []
+            return np.concatenate(pages) if pages else np.zeros(0, dtype=dtype)
+        return array if array.size == self.size else array[:self.size].copy()
+
+
 class ColumnsBuilder:
-    """Collects :class:`Page` after page into one :class:`JobColumns` (arrays grown by
-    concatenation at the end: a list of arrays per field meanwhile)."""
+    """Collects :class:`Page` after page into one :class:`JobColumns` (each field in one array
+    of the job's size when the reader knows it, else as pages joined at the end)."""
 
     def __init__(self, *, identities: bool = False, keep_images: bool = False,
-                 rank_keys: bool = False) -> None:
+                 rank_keys: bool = False, image_digests: bool = True,
+                 breakdown: bool = True, scores: bool = True, expected: int = 0) -> None:
         """``identities``: digest ids and images (a comparison); ``keep_images``: keep the
         images of the items that ran (rows); ``rank_keys``: keep the ids' text to rank them
-        at the end (rows; the database ranks its own)."""
+        at the end (rows; the database ranks its own); ``image_digests`` False: ids only (a
+        job compared with a baseline: only the baseline's images group its items);
+        ``breakdown`` False: no distortion, level, question type nor ``asked`` per item, and
+        ``scores`` False: no quality score per item (a comparison, which reads none of them
+        and a tool's scores for a metric job: empty arrays); ``expected``: the items to come,
+        where known (the arrays are made that size)."""
         from ..query import options_in
 
         self.identities = identities
+        self.image_digests = image_digests
+        self.expected = expected
+        self.skipped = ({"asked", "question_type", "distortion", "level"} if not breakdown
+                        else set()) | ({"score"} if not scores else set())
+        self.breakdown = breakdown
         self.columns = JobColumns(ran_images=[] if keep_images else None)
-        self.parts: dict[str, list[np.ndarray]] = {}
-        self.tool_parts: dict[str, dict[str, list[np.ndarray]]] = {"raw": {}, "normalized": {}}
+        self.parts: dict[str, _Field] = {}
+        self.tool_parts: dict[str, dict[str, _Field]] = {"raw": {}, "normalized": {}}
         self._options_in = options_in
         self._question_cache: dict[str, bool] = {}
         self._meta_cache: dict[str, tuple[str | None, str | None, str | None]] = {}
@@ -220,7 +296,12 @@ class ColumnsBuilder:
         self._key_rank_source: list[str] | None = [] if identities and rank_keys else None
 
     def _part(self, name: str, values: np.ndarray) -> None:
-        self.parts.setdefault(name, []).append(values)
+        if name in self.skipped:
+            return
+        field = self.parts.get(name)
+        if field is None:
+            field = self.parts[name] = _Field(self.expected)
+        field.add(values)
 
     def _is_question(self, query: Any) -> bool:
         value = text(query)
@@ -253,18 +334,17 @@ class ColumnsBuilder:
         columns = self.columns
         size = len(page.status)
         before = columns.size
-        statuses = [text(status) or "unknown" for status in page.status]
+        statuses = _each(page.status, lambda status: text(status) or "unknown")
         columns.statuses.update(statuses)
-        done = np.fromiter((status == "done" for status in statuses), dtype=bool, count=size)
-        failed = np.fromiter((status == "failed" for status in statuses), dtype=bool,
-                             count=size)
+        named = np.array(statuses, dtype=object)
+        done = named == "done"
+        failed = named == "failed"
+        del named
         mos = _floats(page.mos)
         score = _floats(page.score)
         score[~done] = math.nan
         columns.with_mos += int(np.count_nonzero(~np.isnan(mos)))
-        for value in page.answered_by:
-            if value:
-                columns.answered_by[str(value)] += 1
+        columns.answered_by.update(str(value) for value in page.answered_by if value)
         for i in np.flatnonzero(failed):
             error = page.error[i]
             reason = failure_reason(error)
@@ -276,13 +356,19 @@ class ColumnsBuilder:
         qtype = np.full(size, -1, dtype=np.int32)
         question = np.zeros(size, dtype=bool)
         truth_letter = np.zeros(size, dtype=bool)
-        for i, cell in enumerate(page.truth):
-            truth = text(cell)
-            question[i] = truth is not None or self._is_question(page.query[i])
-            if question[i] and truth is None:
-                columns.withheld += 1
+        truths = [None if cell is None else text(cell) for cell in page.truth]
+        # Without a correct answer an item is a question when its query gives options: asked
+        # once per distinct query of the page (most pages have one).
+        unasked = [i for i, truth in enumerate(truths) if truth is None]
+        if unasked:
+            options = _each([page.query[i] for i in unasked], self._is_question)
+            withheld = [i for i, given in zip(unasked, options, strict=True) if given]
+            question[withheld] = True
+            columns.withheld += len(withheld)
+        for i, truth in enumerate(truths):
             if truth is None:
                 continue
+            question[i] = True
             letter = answer_letter(truth)
             truth_letter[i] = letter is not None
             if not (done[i] or failed[i]):
@@ -311,11 +397,12 @@ class ColumnsBuilder:
                 columns.tool_usage.update(name for name in names.split(";") if name.strip())
         kinds = np.full(size, -1, dtype=np.int32)
         levels = np.full(size, -1, dtype=np.int32)
-        for i in np.flatnonzero(~np.isnan(mos)):
-            meta = page.meta[i]
-            if meta is None:
+        has_mos = ~np.isnan(mos)
+        for i in ([i for i, meta in enumerate(page.meta) if meta is not None]
+                  if self.breakdown else ()):
+            if not has_mos[i]:
                 continue
-            kind, index, level = self._distortion(meta)
+            kind, index, level = self._distortion(page.meta[i])
             if kind is None and level is None:
                 continue
             if kind is not None:
@@ -335,8 +422,10 @@ class ColumnsBuilder:
             for name in {*given, *known}:
                 values = _floats(given[name]) if name in given else np.full(size, math.nan)
                 if name not in known:
-                    known[name] = [np.full(before, math.nan)] if before else []
-                known[name].append(values)
+                    known[name] = _Field(self.expected)
+                    if before:
+                        known[name].add(np.full(before, math.nan))
+                known[name].add(values)
                 if kind == "raw" and name not in columns.tools and \
                         np.count_nonzero(~np.isnan(values)):
                     columns.tools.append(name)
@@ -344,20 +433,25 @@ class ColumnsBuilder:
             columns.ran_images += [str(page.image[i]) for i in np.flatnonzero(done | failed)
                                    if page.image[i]]
         if self.identities:
+            ids = [_stripped(cell) for cell in page.item]
+            has_key = np.fromiter((key is not None for key in ids), dtype=bool, count=size)
             keys = np.zeros(size, dtype=np.uint64)
-            has_key = np.zeros(size, dtype=bool)
-            images = np.zeros(size, dtype=np.uint64)
-            for i in range(size):
-                key = text(page.item[i])
-                image = text(page.image[i])
-                if key is not None:
-                    keys[i], has_key[i] = digest(key), True
-                images[i] = digest(image) if image is not None else keys[i]
-                if self._key_rank_source is not None:
-                    self._key_rank_source.append(key or "")
+            keys[has_key] = digests([key for key in ids if key is not None])
+            if self._key_rank_source is not None:
+                self._key_rank_source += [key or "" for key in ids]
             self._part("key", keys)
             self._part("has_key", has_key)
-            self._part("image", images)
+            if self.image_digests:
+                # An image's digest once a page (several items may show one image), an item
+                # without one its id's.
+                images = keys.copy()
+                shown = [_stripped(cell) for cell in page.image]
+                distinct = list(dict.fromkeys(image for image in shown if image is not None))
+                if distinct:
+                    which = {image: k for k, image in enumerate(distinct)}
+                    at = [i for i, image in enumerate(shown) if image is not None]
+                    images[at] = digests(distinct)[[which[shown[i]] for i in at]]
+                self._part("image", images)
         for name, values in (("done", done), ("failed", failed), ("mos", mos),
                              ("score", score), ("mcq", mcq), ("asked", asked),
                              ("question_type", qtype), ("question", question),
@@ -383,14 +477,17 @@ class ColumnsBuilder:
                  "asked": bool, "question_type": np.int32, "question": bool,
                  "truth_letter": bool, "distortion": np.int32,
                  "level": np.int32, "key": np.uint64, "has_key": bool, "image": np.uint64}
+        # Each field's pages let go as it is joined: the job's columns are held once, not twice.
         for name, kind in empty.items():
-            parts = self.parts.get(name)
-            if parts is None and name in ("key", "has_key", "image"):
+            field = self.parts.pop(name, None)
+            if field is None and name in ("key", "has_key", "image"):
                 continue
-            setattr(columns, name, np.concatenate(parts) if parts else np.zeros(0, dtype=kind))
+            setattr(columns, name, field.result(kind) if field is not None
+                    else np.zeros(0, dtype=kind))
         for kind, target in (("raw", columns.raw), ("normalized", columns.normalized)):
-            for name, parts in self.tool_parts[kind].items():
-                target[name] = np.concatenate(parts) if parts else np.zeros(0)
+            fields = self.tool_parts[kind]
+            for name in list(fields):
+                target[name] = fields.pop(name).result(float)
         columns.question_types = list(self._qtype_index)
         columns.distortion_names = list(self._type_index)
         columns.level_names = list(self._level_index)

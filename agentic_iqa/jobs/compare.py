@@ -59,15 +59,47 @@ if TYPE_CHECKING:
     from .figures import NamedFigure
 
 METRICS = ("srcc", "plcc", "krcc")
+#: Resampled by image with at most this many images, a drawn row's value is kept for the rows
+#: that draw the same (beyond, two rows of a thousand almost never do).
+_REPEATED_DRAWS = 16
+#: Shared items whose MOS are compared at a time.
+_CHUNK = 1 << 16
 
 
 @dataclass
 class _Job:
-    """A job's columns, and the positions of its items with an id (the last row of an id)."""
+    """A job's columns, and the positions of its items with an id (the last row of an id).
+
+    A job's items usually all have an id of their own: then ``keyed`` is None and no array of
+    positions is kept, nor any column copied to them (a million items: 8 MB each)."""
 
     about: Mapping[str, Any]
     columns: JobColumns
-    items: np.ndarray
+    #: Positions of its items with an id, the last row of each; None: every item, in order.
+    keyed: np.ndarray | None
+    #: Its match with the baseline's items (:func:`_match`), once found.
+    matched: np.ndarray | None = None
+
+    @property
+    def items(self) -> np.ndarray:
+        """Positions of its items with an id (the last row of an id)."""
+        import numpy as np
+
+        return np.arange(self.columns.size) if self.keyed is None else self.keyed
+
+    def at(self, values: np.ndarray) -> np.ndarray:
+        """``values[self.items]`` (``values`` themselves where every item counts)."""
+        return values if self.keyed is None else values[self.keyed]
+
+    def where(self, mask: np.ndarray) -> np.ndarray:
+        """``self.items[mask]``: positions of its items where ``mask`` (one per item) holds."""
+        import numpy as np
+
+        return np.flatnonzero(mask) if self.keyed is None else self.keyed[mask]
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """``self.items[index]``."""
+        return index if self.keyed is None else self.keyed[index]
 
 
 @dataclass
@@ -78,8 +110,10 @@ class _Line:
     job: str
     source: str
     tool: str | None = None
-    #: The score a line is judged on, per item of its job (NaN: none).
+    #: The score a line is judged on, per item of its job (NaN: none); with ``flip``, the
+    #: tool's raw score, judged on its negation (:meth:`judged`: no negated copy is kept).
     pred: np.ndarray | None = None
+    flip: bool = False
     #: The MCQ outcome per item (:data:`.columns.RIGHT` ...; counted: done and failed items
     #: whose correct answer is a letter); None for a tool.
     answers: np.ndarray | None = None
@@ -88,16 +122,30 @@ class _Line:
     raw: np.ndarray | None = None
     facts: ToolFacts | None = None
 
+    def judged(self, index: np.ndarray) -> np.ndarray:
+        """The score the line is judged on at the positions ``index``."""
+        import numpy as np
 
-def _keyed(columns: JobColumns) -> np.ndarray:
-    """Positions of the items with an id, the last row of each (ids are unique in a job)."""
+        assert self.pred is not None
+        values = self.pred[index]
+        return np.negative(values) if self.flip else values
+
+
+def _keyed(columns: JobColumns) -> np.ndarray | None:
+    """Positions of the items with an id, the last row of each (ids are unique in a job);
+    None when that is every item."""
     import numpy as np
 
     assert columns.key is not None and columns.has_key is not None
     at = np.flatnonzero(columns.has_key)
     if not at.size:
         return at
-    keys = columns.key[at]
+    keys = columns.key if at.size == columns.size else columns.key[at]
+    ordered = np.sort(keys)
+    unique = not np.count_nonzero(ordered[1:] == ordered[:-1])
+    del ordered
+    if unique:  # every id once (a job's usual case): all of them
+        return None if at.size == columns.size else at
     _, last = np.unique(keys[::-1], return_index=True)
     return np.sort(at[at.size - 1 - last])
 
@@ -121,11 +169,11 @@ def _read(about: Mapping[str, Any], data: Iterable[Mapping[str, Any]] | JobColum
             raw = columns.raw.get(name, np.full(columns.size, np.nan))
             normalized = columns.normalized.get(name, np.full(columns.size, np.nan))
             # Its own score, sign-corrected; the [1, 5] one only where the rows have no raw.
-            has_raw = bool(np.count_nonzero(~np.isnan(raw[job.items])))
-            pred = sign(facts[name]) * raw if has_raw else normalized
+            has_raw = bool(np.count_nonzero(job.at(~np.isnan(raw))))
             lines.append(_Line(f"{short} tools/{name}", str(about.get("id")),
-                               f"tools/{name}", name, pred=pred, normalized=normalized,
-                               raw=raw, facts=facts[name]))
+                               f"tools/{name}", name, pred=raw if has_raw else normalized,
+                               flip=has_raw and sign(facts[name]) < 0,
+                               normalized=normalized, raw=raw, facts=facts[name]))
     else:
         lines = [_Line(f"{short} {mode}", str(about.get("id")), mode, pred=columns.score,
                        answers=columns.mcq)]
@@ -187,11 +235,22 @@ def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any,
         scored, baseline = resampler(metric, b, y), resampler(metric, a, y)
         return lambda index: scored(index) - baseline(index)
 
+    # A row that draws the same images in the same order as an earlier one has its value: with
+    # few images most rows repeat one (with one image, every row draws it), and a row's metric
+    # is over all the items of its images (50,000 items: a KRCC takes tens of milliseconds).
+    remembered: dict[bytes, float] | None = {} if len(groups) <= _REPEATED_DRAWS else None
+
     def by_image(index: Any) -> Any:
         values = np.empty(len(index))
         for row, drawn in enumerate(index):
-            at = np.concatenate([groups[group] for group in drawn])
-            values[row] = metric(b[at], y[at]) - metric(a[at], y[at])
+            key = drawn.tobytes() if remembered is not None else b""
+            known = remembered.get(key) if remembered is not None else None
+            if known is None:
+                at = np.concatenate([groups[group] for group in drawn])
+                known = metric(b[at], y[at]) - metric(a[at], y[at])
+                if remembered is not None:
+                    remembered[key] = known
+            values[row] = known
         return values
 
     return by_image
@@ -202,19 +261,23 @@ def _match(job: _Job, base: _Job) -> np.ndarray:
     ``job`` (by id), or -1."""
     import numpy as np
 
-    if job is base:
-        return base.items.copy()
+    if job.matched is not None:  # a job is matched with the one baseline of its comparison
+        return job.matched
+    if job is base:  # (read only, as every match is; made again when asked)
+        return base.items
     assert job.columns.key is not None and base.columns.key is not None
-    keys = job.columns.key[job.items]
+    keys = job.at(job.columns.key)
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
-    wanted = base.columns.key[base.items]
-    at = np.minimum(np.searchsorted(ordered, wanted), max(ordered.size - 1, 0))
-    found = ordered.size > 0
+    del keys
+    wanted = base.at(base.columns.key)
     matched = np.full(wanted.size, -1, dtype=np.int64)
-    if found:
-        same = ordered[at] == wanted
-        matched[same] = job.items[order[at[same]]]
+    for start in range(0, wanted.size if ordered.size else 0, _CHUNK):  # a few MB at a time
+        part = wanted[start:start + _CHUNK]
+        at = np.minimum(np.searchsorted(ordered, part), ordered.size - 1)
+        same = ordered[at] == part
+        matched[start:start + part.size][same] = job.take(order[at[same]])
+    job.matched = matched
     return matched
 
 
@@ -225,9 +288,9 @@ def _shared(base_job: _Job, mask: np.ndarray, matched: np.ndarray, line_mask: np
     baseline's job and in the line's."""
     import numpy as np
 
-    ok = (matched >= 0) & mask[base_job.items]
+    ok = (matched >= 0) & base_job.at(mask)
     ok[ok] = line_mask[matched[ok]]
-    base_at, line_at = base_job.items[ok], matched[ok]
+    base_at, line_at = base_job.where(ok), matched[ok]
     assert base_job.columns.key_rank is not None
     order = np.argsort(base_job.columns.key_rank[base_at], kind="stable")
     return base_at[order], line_at[order]
@@ -252,7 +315,7 @@ def _difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: 
                            "needed" if shared else
                            "no item is scored by both with a MOS: nothing to compare")
         return entry
-    a, b, y = base.pred[base_at], line.pred[line_at], truth[base_at]
+    a, b, y = base.judged(base_at), line.judged(line_at), truth[base_at]
     assert base_job.columns.image is not None
     groups = _groups(base_at, base_job.columns.image[base_at])
     for name, metric in zip(METRICS, (srcc, plcc, krcc), strict=True):
@@ -337,8 +400,8 @@ def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
                                              "tools", "dataset", "created_at", "finished_at")}
     matched = _match(job, base)
     entry.update(mode=job_mode(about), items=int(np.count_nonzero(keyed)), done=done,
-                 with_mos=int(np.count_nonzero(~np.isnan(columns.mos[job.items]))),
-                 with_truth=int(np.count_nonzero(columns.truth_letter[job.items])),
+                 with_mos=int(np.count_nonzero(job.at(~np.isnan(columns.mos)))),
+                 with_truth=int(np.count_nonzero(job.at(columns.truth_letter))),
                  shared_with_baseline=int(np.count_nonzero(matched >= 0)),
                  wall_time_per_item_s=_per_item_seconds(about, done),
                  cost_usd=vlm.get("cost_usd"), cost_per_item_usd=vlm.get("cost_per_item_usd"),
@@ -351,10 +414,14 @@ def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
         overlap = overlap_of(columns, fitted if fitted is not None else fitted_images(), hashes)
         entry["fitted_overlap"] = {**overlap, "of": entry["items"]}
         warnings += overlap_warnings(about, entry["fitted_overlap"])
-    found = matched >= 0
-    theirs, ours = columns.mos[matched[found]], base.columns.mos[base.items[found]]
-    mismatched = int(np.count_nonzero(~np.isnan(theirs) & ~np.isnan(ours)
-                                      & (np.abs(theirs - ours) > 1e-9)))
+    mismatched = 0
+    for start in range(0, matched.size, _CHUNK):  # a million shared items: a few MB at a time
+        part = matched[start:start + _CHUNK]
+        found = part >= 0
+        theirs = columns.mos[part[found]]
+        ours = base.columns.mos[base.take(np.arange(start, start + part.size))[found]]
+        mismatched += int(np.count_nonzero(~np.isnan(theirs) & ~np.isnan(ours)
+                                           & (np.abs(theirs - ours) > 1e-9)))
     if mismatched:
         warnings.append(f"{mismatched} shared item(s) of job {short} have another MOS than in "
                         "the baseline's job: differences use the baseline's")
@@ -372,12 +439,12 @@ def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, boot
 
     assert line.pred is not None
     columns = job.columns
-    items = job.items[~np.isnan(line.pred[job.items]) & ~np.isnan(columns.mos[job.items])]
-    truths = int(np.count_nonzero(columns.truth_letter[job.items]))
-    questions = int(np.count_nonzero(columns.question[job.items]))
+    items = job.where(job.at(~np.isnan(line.pred) & ~np.isnan(columns.mos)))
+    truths = int(np.count_nonzero(job.at(columns.truth_letter)))
+    questions = int(np.count_nonzero(job.at(columns.question)))
     mcq = None
     if line.answers is not None and truths:
-        counted = line.answers[job.items]
+        counted = job.at(line.answers)
         counted = counted[counted != NOT_COUNTED]
         tally = _tally(counted)
         interval = proportion_ci(counted == RIGHT, n=bootstrap, confidence=CONFIDENCE,
@@ -398,9 +465,9 @@ def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, boot
         if mcq is not None and not mcq["reason"] and base.answers is not None:
             mcq_diff = _mcq_difference(base, line, base_job, job, bootstrap, seed)
     return {"label": line.label, "job": line.job, "source": line.source, "tool": line.tool,
-            "scored": int(np.count_nonzero(~np.isnan(line.pred[job.items]))),
+            "scored": int(np.count_nonzero(job.at(~np.isnan(line.pred)))),
             "baseline": line is base, **_tool_fields(line, job),
-            "mos": correlation_report(line.pred[items], columns.mos[items],
+            "mos": correlation_report(line.judged(items), columns.mos[items],
                                       bootstrap=bootstrap, seed=seed),
             "mcq": mcq, "difference": diff, "mcq_difference": mcq_diff}
 
@@ -417,9 +484,10 @@ def _tool_fields(line: _Line, job: _Job) -> dict[str, Any]:
         return {"basis": None, "lower_is_better": None, "direction": None, "normalized": None,
                 "mapping": None}
     mos = job.columns.mos
-    items = job.items[~np.isnan(line.normalized[job.items]) & ~np.isnan(mos[job.items])]
-    normalized = correlation_report(line.normalized[items], mos[items], bootstrap=0)
-    raw = line.raw[job.items]
+    items = job.where(job.at(~np.isnan(line.normalized) & ~np.isnan(mos)))
+    normalized = correlation_report(line.normalized[items], mos[items], bootstrap=0,
+                                    logistic=False)
+    raw = job.at(line.raw)
     raw = raw[~np.isnan(raw)]
     return {"basis": "raw" if raw.size else "normalized",
             "lower_is_better": line.facts.lower_is_better, "direction": direction(line.facts),

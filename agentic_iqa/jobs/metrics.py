@@ -491,15 +491,34 @@ def resampler(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray
     smaller resample), PLCC takes all rows at once, any other metric is called per row.
     """
     if metric_fn is srcc and pred.size > BOOTSTRAP_PAIRS:
-        return lambda index: _rowwise_spearman(pred[index], mos[index])
+        return _by_rows(lambda index: _rowwise_spearman(pred[index], mos[index]))
     if metric_fn is srcc:
         dense_x, dense_y = _dense(pred), _dense(mos)
         span_x, span_y = int(dense_x.max(initial=-1)) + 1, int(dense_y.max(initial=-1)) + 1
         return lambda index: _rowwise_pearson(_resampled_ranks(dense_x, span_x, index),
                                               _resampled_ranks(dense_y, span_y, index))
     if metric_fn is plcc:
-        return lambda index: _rowwise_pearson(pred[index], mos[index])
+        return _by_rows(lambda index: _rowwise_pearson(pred[index], mos[index]))
     return lambda index: np.array([metric_fn(pred[row], mos[row]) for row in index])
+
+
+#: Cells of resamples ranked or correlated at once (a few MB of arrays; each row's value is its
+#: own, whatever rows are computed beside it).
+_ROWS_CELLS = 100_000
+
+
+def _by_rows(draws: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """``draws`` of an index matrix, a few rows at a time (ranks and deviations of 50 rows of
+    10,000 at once take some 30 MB)."""
+
+    def rows(index: np.ndarray) -> np.ndarray:
+        step = max(1, _ROWS_CELLS // max(1, index.shape[1]))
+        if index.shape[0] <= step:
+            return draws(index)
+        return np.concatenate([draws(index[start:start + step])
+                               for start in range(0, index.shape[0], step)])
+
+    return rows
 
 
 #: Metrics with a vectorised form over a whole batch of resamples (the rest are looped).
@@ -582,7 +601,7 @@ def _finite_or_none(value: float) -> float | None:
 
 def correlation_report(pred: Sequence[float | None] | np.ndarray,
                        mos: Sequence[float | None] | np.ndarray, *, bootstrap: int = 1000,
-                       seed: int = 0) -> dict[str, Any]:
+                       seed: int = 0, logistic: bool = True) -> dict[str, Any]:
     """SRCC, PLCC, logistic PLCC and KRCC with 95% bootstrap intervals, as JSON-able data.
 
     ``logistic_fit`` names the monotone fit behind ``plcc_logistic`` (``"logistic5"``,
@@ -590,7 +609,8 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
 
     Pairs where either side is None or not finite are dropped (``n`` counts those kept). With
     fewer than 3 pairs, or a constant side, every value is None and ``reason`` says why;
-    ``bootstrap=0`` skips the intervals.
+    ``bootstrap=0`` skips the intervals; ``logistic=False`` the fit (``plcc_logistic`` None:
+    seconds at 50,000 pairs, for a caller that shows only SRCC, PLCC and KRCC).
     """
     x, y = _arrays(_floats(pred), _floats(mos))
     keep = np.isfinite(x) & np.isfinite(y)
@@ -608,12 +628,13 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
         report["reason"] = f"all {side} are equal: correlation is undefined"
         return report
     estimates = {"srcc": srcc(x, y), "plcc": plcc(x, y), "krcc": krcc(x, y)}
-    fit = plcc_after_logistic(x, y, rank=estimates["srcc"])
     report.update(srcc=_finite_or_none(estimates["srcc"]),
                   plcc=_finite_or_none(estimates["plcc"]),
-                  plcc_logistic=_finite_or_none(fit.plcc),
-                  krcc=_finite_or_none(estimates["krcc"]),
-                  logistic_note=fit.note, logistic_fit=fit.form if fit.fitted else None)
+                  krcc=_finite_or_none(estimates["krcc"]))
+    if logistic:
+        fit = plcc_after_logistic(x, y, rank=estimates["srcc"])
+        report.update(plcc_logistic=_finite_or_none(fit.plcc), logistic_note=fit.note,
+                      logistic_fit=fit.form if fit.fitted else None)
     if bootstrap > 0:
         for name, metric in (("srcc", srcc), ("plcc", plcc), ("krcc", krcc)):
             low, high = bootstrap_ci(metric, x, y, n=bootstrap, seed=seed,

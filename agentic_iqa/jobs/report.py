@@ -42,7 +42,8 @@ WITHHELD = "answers withheld"
 
 
 def build_report(rows: Iterable[Mapping[str, Any]] | JobColumns, *, bootstrap: int = 1000,
-                 seed: int = 0, metric_job: bool = False) -> dict[str, Any]:
+                 seed: int = 0, metric_job: bool = False, logistic: bool = True
+                 ) -> dict[str, Any]:
     """Counts, failures by reason, agent and per-tool correlation with MOS, and MCQ accuracy.
 
     ``rows``: exported rows, or a job's :class:`.columns.JobColumns` as the database gives
@@ -56,7 +57,9 @@ def build_report(rows: Iterable[Mapping[str, Any]] | JobColumns, *, bootstrap: i
     same items.  MCQ accuracy counts every question run, a failed item or one without a letter
     as wrong (:class:`.metrics.McqTally`).  ``metric_job``: no agent ran, so the per-tool table
     is the whole story and ``agent`` is None.  ``breakdown``: the same per distortion type and
-    level where the items' ``meta`` gives them (:mod:`.breakdown`).
+    level where the items' ``meta`` gives them (:mod:`.breakdown`).  ``logistic`` False: no
+    logistic fit behind a PLCC (``plcc_logistic`` None; seconds a line at 50,000 items), for
+    figures that show none (a job's headline).
     """
     import numpy as np
 
@@ -71,7 +74,7 @@ def build_report(rows: Iterable[Mapping[str, Any]] | JobColumns, *, bootstrap: i
     scored = ~np.isnan(columns.score)
     agent_at = columns.positions(columns.score)
     agent_report = correlation_report(columns.score[agent_at], columns.mos[agent_at],
-                                      bootstrap=bootstrap, seed=seed)
+                                      bootstrap=bootstrap, seed=seed, logistic=logistic)
     if not columns.with_mos:
         agent_report["reason"] = "no item has a MOS: nothing to correlate with"
     failures = columns.failures
@@ -91,7 +94,7 @@ def build_report(rows: Iterable[Mapping[str, Any]] | JobColumns, *, bootstrap: i
         "quality_score_mean": (float(np.mean(columns.score[scored])) if scored.any()
                                else None),
         "agent": None if metric_job else agent_report,
-        "tools": [_tool_entry(name, columns, facts[name], bootstrap, seed)
+        "tools": [_tool_entry(name, columns, facts[name], bootstrap, seed, logistic)
                   for name in sorted(columns.tools)],
         "convention": CONVENTION,
         "mcq": _mcq_entry(columns, metric_job, bootstrap, seed),
@@ -248,7 +251,7 @@ def _accuracy_by_type(columns: JobColumns) -> list[dict[str, Any]]:
 
 
 def _tool_entry(name: str, columns: JobColumns, facts: ToolFacts, bootstrap: int,
-                seed: int) -> dict[str, Any]:
+                seed: int, logistic: bool = True) -> dict[str, Any]:
     """A tool's correlations on its own score, sign-corrected (``basis`` "raw"; "normalized"
     where the rows carry no raw score, a CSV from before), the [1, 5] score's beside them
     (``normalized``), and whether the mapping is monotone over the job's raw scores."""
@@ -271,7 +274,8 @@ def _tool_entry(name: str, columns: JobColumns, facts: ToolFacts, bootstrap: int
                              "mean_score": float(np.mean(scores)) if scores.size else None,
                              "basis": basis, "lower_is_better": facts.lower_is_better,
                              "direction": direction(facts), "sign": factor}
-    entry.update(correlation_report(factor * pred, mos, bootstrap=bootstrap, seed=seed))
+    entry.update(correlation_report(factor * pred, mos, bootstrap=bootstrap, seed=seed,
+                                    logistic=logistic))
     both = ~np.isnan(agent)
     agent_value = None
     if np.count_nonzero(both) >= 3:
@@ -287,7 +291,7 @@ def _tool_entry(name: str, columns: JobColumns, facts: ToolFacts, bootstrap: int
     entry["plcc_raw"] = _finite(plcc(raw_pairs, raw_mos)) if raw_ok else None
     normalized_at = columns.positions(normalized)
     summary = correlation_report(normalized[normalized_at], columns.mos[normalized_at],
-                                 bootstrap=0)
+                                 bootstrap=0, logistic=logistic)
     entry["normalized"] = {key: summary[key] for key in (
         "n", "srcc", "plcc", "krcc", "plcc_logistic", "logistic_fit", "reason")}
     entry["mapping"] = mapping_check(name, facts, raw_all)

@@ -30,13 +30,15 @@ log = logging.getLogger(__name__)
 def compute(engine: Engine, job_id: str, *, bootstrap: int = 0, seed: int = 0
             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures from
-    its report (:func:`~agentic_iqa.db.reads.report_for_job`, read a page at a time);
-    ``bootstrap`` resamples give them intervals (a paper table's)."""
+    its report (:func:`~agentic_iqa.db.reads.report_for_job`, read a page at a time, without
+    the logistic fits behind a PLCC, which no figure shows); ``bootstrap`` resamples give them
+    intervals (a paper table's)."""
     from ..jobs.sweeps import headlines
 
     with read_scope(engine) as session:
         about = reads.job_about(session, reads.get_job(session, job_id))
-        built = reads.report_for_job(session, job_id, bootstrap=bootstrap, seed=seed)
+        built = reads.report_for_job(session, job_id, bootstrap=bootstrap, seed=seed,
+                                     logistic=False)
     return about, headlines(built, about.get("tools"))
 
 
