@@ -408,10 +408,12 @@ def cancel(engine: Engine, job_id: str) -> Cancelled:
         try:
             api = api_for(config_json, role)
             state = api.retrieve(provider_id)
-            if state.ended:
-                continue
-            if state.status in _CANCELLING:
+            # Cancelled already (by the job's own runner, which saw it cancelled first): said
+            # as cancelled all the same, so the user is told what became of it.
+            if state.status in _CANCELLING or (state.ended and state.counts.get("canceled")):
                 done.cancelling.append(provider_id)
+                continue
+            if state.ended:
                 continue
             _cancel_one(engine, settings, ticked, batch_id, api, provider_id, polls)
         except (VLMError, OSError, ValueError) as exc:

@@ -559,9 +559,23 @@ def test_eval_cancel_cancels_the_open_batch_at_the_provider(
         first = next(iter(batches.batches.values()))
         status = lifecycle.progress(engine, job_id).status
     assert shown.exit_code == 0, shown.output
-    assert f"batch {first.id} cancelled at the provider" in shown.output
+    assert f"job {job_id} cancelled" in shown.output
+    # The job's runner, in this process, may see the job cancelled and cancel the batch at the
+    # provider before the command's own call (then recorded ended, and not named again): either
+    # way it is cancelled there, once.
+    assert (f"batch {first.id} cancelled at the provider" in shown.output
+            or _recorded_ended(engine, job_id))
     assert not runner.is_alive() and status == "cancelled"
     assert open_after == [] and first.cancel_at is not None
+
+
+def _recorded_ended(engine: Any, job_id: str) -> bool:
+    """Whether every batch of the job is recorded as ended."""
+    from agentic_iqa.db import batches as store
+    from agentic_iqa.db.engine import read_scope
+
+    with read_scope(engine) as session:
+        return all(batch.ended for batch in store.open_batches(session, job_id))
 
 
 @pytest.mark.parametrize("retry", ["supervisor", "cancel-again"])
