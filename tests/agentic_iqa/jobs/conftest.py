@@ -1,7 +1,10 @@
-"""Fixtures of the job tests: a migrated SQLite results database per test."""
+"""Fixtures of the job tests: a migrated SQLite results database per test, the CLI's settings
+for a module of big jobs, and a scratch database of either kind."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,3 +18,27 @@ def engine(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
     upgrade(url)
     return make_engine(url)
+
+
+@pytest.fixture(scope="module")
+def cli_env(data_dir: Path) -> Iterator[None]:
+    """The CLI's settings for a module's jobs: a local run, the tools on the CPU, no VLM cache,
+    and none of the caller's other ``AGENTIC_IQA_*`` settings."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("AGENTIC_IQA_")]:
+            if name != "AGENTIC_IQA_DATA_DIR" and not name.startswith("AGENTIC_IQA_TEST_"):
+                patch.delenv(name)
+        patch.setenv("AGENTIC_IQA_WEIGHTS_DIR", str(data_dir / "pyiqa-weights"))
+        patch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
+        patch.setenv("AGENTIC_IQA_DEVICE", "cpu")
+        patch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
+        yield
+
+
+def scratch_database(kind: str, folder: Path, request: pytest.FixtureRequest) -> str:
+    """A migrated SQLite file in ``folder``, or the session's PostgreSQL database."""
+    if kind == "sqlite":
+        url = f"sqlite:///{folder / 'results.sqlite3'}"
+        upgrade(url)
+        return url
+    return request.getfixturevalue("postgres_url")

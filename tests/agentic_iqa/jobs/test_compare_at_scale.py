@@ -11,9 +11,7 @@ its ids not the baseline's.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,11 +19,12 @@ import pytest
 from PIL import Image
 from sqlalchemy import select, update
 
-from agentic_iqa.db import dispose_engines, make_engine, reads, upgrade
+from agentic_iqa.db import dispose_engines, make_engine, reads
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import JobItem, ToolLog
 from agentic_iqa.jobs.compare import _metric_draws, _paired_ci, build_comparison
 from agentic_iqa.jobs.names import line_names
+from tests.agentic_iqa.jobs.conftest import scratch_database
 from tests.agentic_iqa.jobs.test_reports_read_columns import _manifest, cli, clone, statements
 from tests.conftest import natural_image
 
@@ -37,28 +36,17 @@ ITEMS = 20_000
 
 
 @pytest.fixture(scope="module")
-def big_jobs(request: pytest.FixtureRequest, data_dir: Path,
+def big_jobs(request: pytest.FixtureRequest, cli_env: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Two clones of a one-item PIQE job, on SQLite or PostgreSQL: ``base`` (80 % done, its
     items on three images) and ``other`` (60 % done, its raw scores moved, one id in nine
     its own)."""
     kind = request.param
     folder = tmp_path_factory.mktemp(f"compare-{kind}")
-    if kind == "sqlite":
-        url = f"sqlite:///{folder / 'results.sqlite3'}"
-        upgrade(url)
-    else:
-        url = request.getfixturevalue("postgres_url")
+    url = scratch_database(kind, folder, request)
     photo = folder / "photo.png"
     Image.fromarray(natural_image(2, (96, 72))).save(photo)
     with pytest.MonkeyPatch.context() as patch:
-        for name in [n for n in os.environ if n.startswith("AGENTIC_IQA_")]:
-            if name != "AGENTIC_IQA_DATA_DIR" and not name.startswith("AGENTIC_IQA_TEST_"):
-                patch.delenv(name)
-        patch.setenv("AGENTIC_IQA_WEIGHTS_DIR", str(data_dir / "pyiqa-weights"))
-        patch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-        patch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-        patch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
         patch.setenv("AGENTIC_IQA_DATABASE_URL", url)
         template = cli("eval", "submit", str(_manifest(folder, [(str(photo), 50.0)], "one.csv")),
                        "--tools", "PIQE").strip().splitlines()[0]

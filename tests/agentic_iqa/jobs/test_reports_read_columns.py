@@ -30,6 +30,7 @@ from agentic_iqa.db import dispose_engines, make_engine, upgrade
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, ToolLog
 from agentic_iqa.jobs.report import build_report
+from tests.agentic_iqa.jobs.conftest import scratch_database
 from tests.conftest import REPO, natural_image
 
 # Left out of the README's test command (CI runs it): jobs of tens of thousands of items, memory
@@ -120,35 +121,13 @@ def clone(url: str, template: str, items: int, *, done: float, name: str) -> str
     return job_id
 
 
-@pytest.fixture(scope="module")
-def cli_env(data_dir: Path) -> Iterator[None]:
-    """The CLI's settings for these tests: a local run, the tools on the CPU, no VLM cache."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name in [n for n in os.environ if n.startswith("AGENTIC_IQA_")]:
-            if name != "AGENTIC_IQA_DATA_DIR" and not name.startswith("AGENTIC_IQA_TEST_"):
-                patch.delenv(name)
-        patch.setenv("AGENTIC_IQA_WEIGHTS_DIR", str(data_dir / "pyiqa-weights"))
-        patch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-        patch.setenv("AGENTIC_IQA_DEVICE", "cpu")
-        patch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
-        yield
-
-
-def _database(kind: str, folder: Path, request: pytest.FixtureRequest) -> str:
-    if kind == "sqlite":
-        url = f"sqlite:///{folder / 'results.sqlite3'}"
-        upgrade(url)
-        return url
-    return request.getfixturevalue("postgres_url")
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def metric_jobs(request: pytest.FixtureRequest, cli_env: None,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A real one-item PIQE job, and clones of it: 2,000 items (30 % done) and two of 30,000
     (60 % done), on SQLite and PostgreSQL."""
     folder = tmp_path_factory.mktemp(f"metric-{request.param}")
-    url = _database(request.param, folder, request)
+    url = scratch_database(request.param, folder, request)
     photo = folder / "photo.png"
     Image.fromarray(natural_image(1, (96, 72))).save(photo)
     with pytest.MonkeyPatch.context() as patch:
