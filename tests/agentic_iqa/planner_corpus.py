@@ -44,9 +44,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentic_iqa.agents.planner import PlanningFailed, make_plan
+from agentic_iqa.agents.planner import PlanningFailed, make_plan, reconcile
 from agentic_iqa.state import PlannerOutput
 from agentic_iqa.vlm.base import VLMRequest, VLMResponse
+from iqa_tools import load_catalog
 
 
 @dataclass(frozen=True)
@@ -1210,3 +1211,29 @@ def differences(item: PlannerReply, plan: PlannerOutput | None) -> dict[str, tup
         return {"plan": (None, want)}
     got = graded(plan, names)
     return {key: (got[key], want[key]) for key in FIELDS if got[key] != want[key]}
+
+
+# -- plans built by hand, for the tests of the planner's reading --------------------------------
+
+TOOLS = [spec.name for spec in load_catalog()]
+ALL_ON = {"distortion_detection": True, "distortion_analysis": True, "tool_selection": True,
+          "tool_execution": True}
+
+
+def model_plan(**changes: Any) -> dict[str, Any]:
+    """A model's plan as JSON data: the whole image, nothing named, every flag on."""
+    return {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+            "distortions": None, "reference_mode": "No-Reference", "required_tool": None,
+            "plan": dict(ALL_ON), **changes}
+
+
+def reconciled(query: str, reference: bool = False, **changes: Any) -> PlannerOutput:
+    return reconcile(PlannerOutput.model_validate(model_plan(**changes)), query, reference,
+                     TOOLS)
+
+
+def flags(plan: PlannerOutput) -> str:
+    values = plan.plan
+    return "".join("1" if on else "0" for on in (
+        values.distortion_detection, values.distortion_analysis, values.tool_selection,
+        values.tool_execution))

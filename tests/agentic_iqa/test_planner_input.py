@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentic_iqa.agents.planner import PlanningFailed, make_plan, reconcile
+from agentic_iqa.agents.planner import PlanningFailed, make_plan
 from agentic_iqa.query import (
     content_questions,
     distortion_words,
@@ -21,31 +21,17 @@ from agentic_iqa.query import (
 )
 from agentic_iqa.state import PlannerOutput
 from agentic_iqa.vlm.builtin import BuiltinClient
-from iqa_tools import load_catalog
-from tests.agentic_iqa.planner_corpus import CORPUS, OneReply, differences, read
-
-TOOLS = [spec.name for spec in load_catalog()]
-ALL_ON = {"distortion_detection": True, "distortion_analysis": True, "tool_selection": True,
-          "tool_execution": True}
-
-
-def model_plan(**changes: Any) -> dict[str, Any]:
-    """A model's plan as JSON data: the whole image, nothing named, every flag on."""
-    return {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-            "distortions": None, "reference_mode": "No-Reference", "required_tool": None,
-            "plan": dict(ALL_ON), **changes}
-
-
-def reconciled(query: str, reference: bool = False, **changes: Any) -> PlannerOutput:
-    return reconcile(PlannerOutput.model_validate(model_plan(**changes)), query, reference,
-                     TOOLS)
-
-
-def flags(plan: PlannerOutput) -> str:
-    values = plan.plan
-    return "".join("1" if on else "0" for on in (
-        values.distortion_detection, values.distortion_analysis, values.tool_selection,
-        values.tool_execution))
+from tests.agentic_iqa.planner_corpus import (
+    ALL_ON,
+    CORPUS,
+    TOOLS,
+    OneReply,
+    differences,
+    flags,
+    model_plan,
+    read,
+    reconciled,
+)
 
 
 def builtin_plan(query: str, reference: bool = False) -> PlannerOutput:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 import pytest
 
 from agentic_iqa.agents import executor
 from agentic_iqa.agents.jsonreply import extract_json_object
-from agentic_iqa.agents.planner import reconcile
 from agentic_iqa.pipeline import ANALYSE, SUMMARIZE, next_step
 from agentic_iqa.query import excluded_tools_in, tool_in
 from agentic_iqa.state import (
@@ -22,32 +20,16 @@ from agentic_iqa.state import (
     state_to_json,
 )
 from agentic_iqa.vlm.base import VLMRequest, VLMResponse
-from iqa_tools import load_catalog
-from tests.agentic_iqa.planner_corpus import CORPUS, differences, read
-
-TOOLS = [spec.name for spec in load_catalog()]
-ALL_ON = {"distortion_detection": True, "distortion_analysis": True, "tool_selection": True,
-          "tool_execution": True}
-
-
-def model_plan(**changes: Any) -> dict[str, Any]:
-    """A model's plan as JSON data: the whole image, nothing named, every flag on."""
-    return {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-            "distortions": None, "reference_mode": "No-Reference", "required_tool": None,
-            "plan": dict(ALL_ON), **changes}
-
-
-def reconciled(query: str, reference: bool = False, **changes: Any) -> PlannerOutput:
-    return reconcile(PlannerOutput.model_validate(model_plan(**changes)), query, reference,
-                     TOOLS)
-
-
-def flags(plan: PlannerOutput) -> str:
-    values = plan.plan
-    return "".join("1" if on else "0" for on in (
-        values.distortion_detection, values.distortion_analysis, values.tool_selection,
-        values.tool_execution))
-
+from tests.agentic_iqa.planner_corpus import (
+    ALL_ON,
+    CORPUS,
+    TOOLS,
+    differences,
+    flags,
+    model_plan,
+    read,
+    reconciled,
+)
 
 # -- tools are named by any catalogue spelling; a common word is not a tool; "don't use X" ----
 
