@@ -251,9 +251,10 @@ def test_in_process_limiter_without_redis(monkeypatch: pytest.MonkeyPatch) -> No
     assert texts == ['{"ok": true}'] * 25
     assert len(inner.granted) == 25 + responder.rejected()
     # The limiter's own rule, read where it acts: at most 9 calls let through in any second
-    # (0.95 s: the note is taken a few lines after the grant, later on a loaded machine).  What
-    # the server counts also depends on delivery delays, which are outside the limiter's reach.
-    assert _most_in_any_window(inner.granted, 0.95) <= 9
+    # (0.8 s: the note is taken a few lines after the grant, up to tenths of a second later on
+    # a loaded machine).  What the server counts also depends on delivery delays, which are
+    # outside the limiter's reach.  Without the limiter all 25 calls go in well under 0.8 s.
+    assert _most_in_any_window(inner.granted, 0.8) <= 9
     assert _most_in_any_window(inner.granted, 1.05) >= 9  # and not slower than it
     assert elapsed >= 2.0  # 25 calls at 9 per second: two waits for a window
 
