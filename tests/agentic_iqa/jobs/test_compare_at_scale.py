@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
 from sqlalchemy import select, update
 
 from agentic_iqa.db import dispose_engines, make_engine, reads
@@ -25,8 +24,7 @@ from agentic_iqa.db.models import JobItem, ToolLog
 from agentic_iqa.jobs.compare import _metric_draws, _paired_ci, build_comparison
 from agentic_iqa.jobs.names import line_names
 from tests.agentic_iqa.jobs.conftest import scratch_database
-from tests.agentic_iqa.jobs.test_reports_read_columns import _manifest, cli, clone, statements
-from tests.conftest import natural_image
+from tests.agentic_iqa.jobs.test_reports_read_columns import cli, clone, one_item_job, statements
 
 # Left out of the README's test command (CI runs it): jobs of 20,000 items on both
 # databases.
@@ -44,12 +42,9 @@ def big_jobs(request: pytest.FixtureRequest, cli_env: None,
     kind = request.param
     folder = tmp_path_factory.mktemp(f"compare-{kind}")
     url = scratch_database(kind, folder, request)
-    photo = folder / "photo.png"
-    Image.fromarray(natural_image(2, (96, 72))).save(photo)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTIC_IQA_DATABASE_URL", url)
-        template = cli("eval", "submit", str(_manifest(folder, [(str(photo), 50.0)], "one.csv")),
-                       "--tools", "PIQE").strip().splitlines()[0]
+        template = one_item_job(folder, 2)
         base = clone(url, template, ITEMS, done=0.8, name="base")
         other = clone(url, template, ITEMS, done=0.6, name="other")
         with session_scope(make_engine(url)) as session:

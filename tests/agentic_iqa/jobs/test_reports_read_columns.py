@@ -70,6 +70,15 @@ def _manifest(folder: Path, rows: list[tuple[str, float]], name: str) -> Path:
     return path
 
 
+def one_item_job(folder: Path, seed: int) -> str:
+    """A real one-item PIQE job on a photo of its own, submitted to the database the
+    environment names: the template :func:`clone` copies."""
+    photo = folder / "photo.png"
+    Image.fromarray(natural_image(seed, (96, 72))).save(photo)
+    return cli("eval", "submit", str(_manifest(folder, [(str(photo), 50.0)], "one.csv")),
+               "--tools", "PIQE").strip().splitlines()[0]
+
+
 def clone(url: str, template: str, items: int, *, done: float, name: str) -> str:
     """A new metric job of ``items`` items like ``template`` (a finished job of one item): the
     first ``done`` of every ten items done (its run's state and tool call copied, the score
@@ -128,12 +137,9 @@ def metric_jobs(request: pytest.FixtureRequest, cli_env: None,
     (60 % done), on SQLite and PostgreSQL."""
     folder = tmp_path_factory.mktemp(f"metric-{request.param}")
     url = scratch_database(request.param, folder, request)
-    photo = folder / "photo.png"
-    Image.fromarray(natural_image(1, (96, 72))).save(photo)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTIC_IQA_DATABASE_URL", url)
-        template = cli("eval", "submit", str(_manifest(folder, [(str(photo), 50.0)], "one.csv")),
-                       "--tools", "PIQE").strip().splitlines()[0]
+        template = one_item_job(folder, 1)
         yield {"url": url, "template": template,
                "small": clone(url, template, 2000, done=0.3, name="small"),
                "large": clone(url, template, 30_000, done=0.6, name="large"),
