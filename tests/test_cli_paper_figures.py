@@ -445,3 +445,39 @@ def test_accuracy_is_right_answers_over_every_question_run_whatever_the_mix() ->
         if run:
             assert line["mcq"]["accuracy"] == pytest.approx(right / run)
             assert line["mcq"]["n"] == run and not math.isnan(line["mcq"]["accuracy"])
+
+
+def test_questions_on_bad_manifest_rows_count_in_accuracy_as_unanswered(
+        results, tmp_path, monkeypatch) -> None:
+    """Six questions with known answers; three rows cannot be asked: a missing image (its
+    cells all read), a MOS that is not a number and an id already taken (cells at fault).
+    Their truth is kept, so accuracy is the three right answers over all six, not 3/3. A
+    fourth bad row whose answer cell is itself unreadable has no truth to count."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-key")
+    items = multiple_choice(images(tmp_path / "images", 7), 7, seed=0)
+    model = SimulatedModel(Behaviour.CLEAN)
+    for item in items:
+        model.learn(item.image, item.truth)
+    manifest = write_manifest(items, tmp_path / "questions.csv")
+    rows = list(csv.reader(manifest.open()))
+    rows[2][1] = str(tmp_path / "images" / "gone.png")  # line 3: no such image
+    rows[3][4] = "lots"  # line 4: MOS not a number
+    rows[4][0] = rows[1][0]  # line 5: the id of line 2
+    rows[5][3] = "Z"  # line 6: no such letter
+    with manifest.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+
+    with FakeAPIServer(model) as server:
+        job = _ok(runner.invoke(app, [
+            "eval", "submit", str(manifest), "--mode", "vlm", "--backend", "openai",
+            "--model", "gpt-4o", "--base-url", f"{server.url}/v1"])).split()[0]
+    mcq = _report(job)["mcq"]
+    assert (mcq["n"], mcq["correct"], mcq["failed"]) == (6, 3, 3)
+    assert mcq["accuracy"] == 0.5 and mcq["answered_accuracy"] == 1.0
+    exported = {row["line"]: row for row in _exported(job)}
+    for line in ("3", "4", "5"):
+        assert exported[line]["status"] == "failed"
+        assert exported[line]["answer_truth"] == rows[int(line) - 1][3]
+        assert exported[line]["query"] == rows[int(line) - 1][2]
+    assert (exported["6"]["status"], exported["6"]["answer_truth"]) == ("failed", "")
+    assert "answer 'Z' on line 6 is not a letter" in exported["6"]["error"]

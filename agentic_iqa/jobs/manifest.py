@@ -36,7 +36,7 @@ import math
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
@@ -118,13 +118,19 @@ class ManifestError:
     """One row that cannot be assessed, with a message that names the line and the problem.
 
     ``key``: what the row is stored under: the id its ``id`` cell gave when no other row has
-    it, else :func:`bad_row_key`.  ``given``: that id, while it may still be the key."""
+    it, else :func:`bad_row_key`.  ``given``: that id, while it may still be the key.
+    ``query``, ``answer``, ``mos``: what the row asked and its truth, where those cells could
+    be read (:func:`_salvaged`), so that a question the job could not ask counts in its
+    accuracy as unanswered instead of leaving the denominator."""
 
     line: int
     item_id: str | None
     message: str
     key: str = ""
     given: str | None = None
+    query: str | None = None
+    answer: str | None = None
+    mos: float | None = None
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -574,9 +580,34 @@ def _settled(prepared: _Prepared, verdict: ManifestItem | str | None,
     if error is not None or item is None:
         free = given is not None and given == item_id and seen.line_of(given) is None \
             and not _BAD_ROW_KEY.fullmatch(given)
-        return ManifestError(line, item_id, error or "", given=given if free else None)
+        query, answer, mos = _salvaged(prepared)
+        return ManifestError(line, item_id, error or "", given=given if free else None,
+                             query=query, answer=answer, mos=mos)
     seen.claim(item.item_id, line)
     return item
+
+
+def _salvaged(prepared: _Prepared) -> tuple[str | None, str | None, float | None]:
+    """A bad row's query, answer and MOS: its item's when its cells were all read (its image
+    was not); else its query and answer, each read on its own, None where that cell is itself
+    at fault (not its MOS: that may be the fault, and a MOS of an unscored item counts
+    nowhere)."""
+    if prepared.item is not None:
+        return prepared.item.query, prepared.item.answer, prepared.item.mos
+    row, line = prepared.row, prepared.line
+    if row is None:
+        return None, None, None
+
+    def read(parse: Callable[[], Any]) -> Any:
+        try:
+            return parse()
+        except _BadRow:
+            return None
+
+    options = read(lambda: _options(row.get("options"), line)) or ()
+    query = read(lambda: _question(row, line)) or read(lambda: _text(row.get("query"),
+                                                                      "query", line))
+    return query, read(lambda: _answer(row.get("answer"), line, options)), None
 
 
 class SeenIds:

@@ -63,8 +63,8 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
     if isinstance(entry, ManifestError):
         given = f" (id {entry.item_id!r})" if entry.item_id else ""
         return {"line": entry.line, "item_key": entry.key or bad_row_key(entry.line),
-                "image": None, "reference": None, "query": None, "mos": None,
-                "answer_truth": None, "meta_json": None, "status": "failed",
+                "image": None, "reference": None, "query": entry.query, "mos": entry.mos,
+                "answer_truth": entry.answer, "meta_json": None, "status": "failed",
                 "error": f"line {entry.line}{given}: {entry.message}", "image_digest": None,
                 "reference_digest": None, "finished_at": datetime.now(UTC)}
     return {"line": entry.line, "item_key": entry.item_id, "image": str(entry.image),
@@ -420,7 +420,8 @@ def _with_references(entries: Iterator[ManifestEntry], fr_tools: list[str]
                       "`reference` for every row, or leave out the full-reference tools")
             if not scored:
                 raise MetricToolsError(f"line {entry.line} ({entry.item_id!r}): {reason}")
-            entry = ManifestError(entry.line, entry.item_id, reason, key=entry.item_id)
+            entry = ManifestError(entry.line, entry.item_id, reason, key=entry.item_id,
+                                  query=entry.query, answer=entry.answer, mos=entry.mos)
         scored = scored or isinstance(entry, ManifestItem)
         yield entry
 

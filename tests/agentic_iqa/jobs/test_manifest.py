@@ -374,3 +374,40 @@ def test_a_mos_outside_the_declared_range_is_a_bad_row(tmp_path: Path) -> None:
     for bad in ((5, 1), (1, 1), (0, math.inf)):
         with pytest.raises(ManifestFormatError, match="is not a range"):
             read_manifest(manifest, mos_range=bad)
+
+
+@pytest.mark.parametrize(("record", "kept"), [
+    # Every cell read, the row at fault as a whole (its id taken): the item's fields.
+    ({"image": "a.png", "id": "a", "query": "Which?", "options": ["blur", "noise"],
+      "answer": "noise", "mos": 2}, ("Which?", "B", 2.0)),
+    ({"image": "bad.png", "query": "Q?", "answer": "a", "mos": 4}, ("Q?", "A", 4.0)),  # bytes
+    # A cell is at fault: the others are read each on its own; the MOS never is.
+    ({"image": "a.png", "query": "Q?", "answer": "c", "mos": "lots"}, ("Q?", "C", None)),
+    ({"image": "a.png", "query": "Q?", "answer": "Z", "mos": 4}, ("Q?", None, None)),
+    ({"image": "a.png", "query": "Q?", "answer": "A", "reference": 5}, ("Q?", "A", None)),
+    ({"image": "a.png", "query": {"text": "Q?"}, "answer": "D"}, (None, "D", None)),
+    ({"image": "gone.png", "query": "Which?", "options": ["blur", "noise"], "answer": "noise",
+      "mos": 3}, ("Which?", "B", None)),  # no such file: found before the item is built
+    ({"image": "a.png", "id": "<line 9>", "query": "Q?", "answer": "A"},  # a reserved id
+     ("Q?", "A", None)),
+    # Options at fault: the query as written, a letter kept, an option's text not mappable.
+    ({"image": "a.png", "query": "Q?", "options": ["x", "x"], "answer": "B"},
+     ("Q?", "B", None)),
+    ({"image": "a.png", "query": "Q?", "options": ["x", "x"], "answer": "x"},
+     ("Q?", None, None)),
+    ({"image": "a.png", "options": ["x", "y"], "answer": "A"}, (None, "A", None)),
+    ({"image": None, "query": "Q?", "answer": "A"}, ("Q?", "A", None)),  # no image at all
+])
+def test_a_bad_row_keeps_the_question_and_truth_it_could_read(
+        record: dict, kept: tuple, tmp_path: Path) -> None:
+    """So a question the job could not ask is counted in accuracy as unanswered."""
+    make_image(tmp_path / "a.png")
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    first = {"image": "a.png", "id": "a", "query": "First?"}
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps(first) + "\n" + json.dumps(record) + "\n")
+    _good, bad = read_manifest(manifest)
+    assert isinstance(bad, ManifestError), bad
+    query, answer, mos = kept
+    assert (bad.answer, bad.mos) == (answer, mos), bad.message
+    assert (bad.query if query is None else bad.query.split("\n")[0]) == query, bad.message
