@@ -1,8 +1,9 @@
-"""Issue 40: Ctrl-C on a job run here.  The command says how to resume (``interrupted:
-`agentic-iqa eval resume ID```) and exits 130; ``eval status`` says "interrupted" at once, in
-text and ``--json``, with no ETA; ``eval resume`` finishes the job.
+"""Issue 40: Ctrl-C (or SIGTERM) on a job run here.  The command says how to resume
+(``interrupted: `agentic-iqa eval resume ID```) and exits 130 (143); ``eval status`` and
+``eval list`` say "interrupted" at once, in text and ``--json``, with no ETA; ``eval resume``
+finishes the job.
 
-A real ``agentic-iqa eval submit`` process is sent SIGINT while it scores photo-like images
+A real ``agentic-iqa eval submit`` process is sent the signal while it scores photo-like images
 with PIQE (no weights needed).
 """
 
@@ -54,7 +55,10 @@ def _until(condition, seconds: float, what: str):  # noqa: ANN001, ANN202 - a po
     raise AssertionError(f"not within {seconds} s: {what}")
 
 
-def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(tmp_path, results):
+@pytest.mark.parametrize(("signal_number", "code", "how"), [
+    (signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
+        signal_number: int, code: int, how: str, tmp_path, results) -> None:
     manifest = _manifest(tmp_path / "photos", 40)
     process = subprocess.Popen(
         [sys.executable, "-m", "agentic_iqa", "eval", "submit", str(manifest), "--tools",
@@ -65,7 +69,7 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(tmp_pat
         assert len(job_id) == 36, process.stderr.read() if process.poll() is not None else job_id
         engine = make_engine(results)
         _until(lambda: lifecycle.progress(engine, job_id).finished >= 3, 120, "3 items done")
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal_number)
         # Marked as the signal is handled; the wait is wide because a loaded machine may be
         # slow to schedule the handler, not because marking waits for items in flight.
         interrupted = _until(lambda: lifecycle.progress(engine, job_id).interrupted or None, 30,
@@ -75,7 +79,7 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(tmp_pat
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130, stderr
+    assert process.returncode == code, stderr
     assert f"interrupted: `agentic-iqa eval resume {job_id[:8]}` continues it" in " ".join(
         stderr.split())
     assert "Traceback" not in stderr
@@ -83,12 +87,15 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(tmp_pat
     current = lifecycle.progress(engine, job_id)
     assert current.status == "running" and 3 <= current.finished < current.total
     assert current.interrupted and current.eta_seconds is None
+    assert current.waiting.startswith(f"interrupted ({how})")
     document = json.loads(runner.invoke(app, ["eval", "status", job_id, "--json"]).stdout)
     assert (document["status"], document["interrupted"], document["eta_seconds"]) == (
         "interrupted", True, None)
     text = runner.invoke(app, ["eval", "status", job_id], env={"COLUMNS": "200"}).stdout
     assert text.splitlines()[0].endswith(": interrupted") and "ETA" not in text
     assert f"`agentic-iqa eval resume {job_id[:8]}` continues it" in text
+    listed = json.loads(runner.invoke(app, ["eval", "list", "--json"]).stdout)
+    assert [row["status"] for row in listed if row["id"] == job_id] == ["interrupted"]
 
     resumed = runner.invoke(app, ["eval", "resume", job_id[:8]])
     assert resumed.exit_code == 0, resumed.output

@@ -657,11 +657,12 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int,
 
 @contextlib.contextmanager
 def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]]:
-    """Ctrl-C on a job run here: the job is marked interrupted at once (by the run, or here
-    if it came before the run began) and one line says how to resume it; the command ends
-    with 130 once the items in flight have ended, or at once on a second Ctrl-C (those items
-    are then left to the resume)."""
+    """Ctrl-C or SIGTERM on a job run here: the job is marked interrupted at once (by the run,
+    or here if it came before the run began) and one line says how to resume it; the command
+    ends with 130 (143 for SIGTERM) once the items in flight have ended, or at once on a second
+    signal (those items are then left to the resume)."""
     import os
+    import signal
     import threading
 
     from ..runtime import lifecycle
@@ -672,20 +673,30 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
         nonlocal said
         said = True
         err.print(f"interrupted: `agentic-iqa eval resume {job_id[:8]}` continues it (the "
-                  "items in flight end first; Ctrl-C again stops at once)", highlight=False,
+                  "items in flight end first; a second Ctrl-C stops at once)", highlight=False,
                   soft_wrap=True, markup=False)
 
+    def terminated(_signum: int, _frame: Any) -> None:
+        raise lifecycle.Terminated
+
+    # Signal handlers belong to the main thread (a CliRunner in another one runs without).
+    here = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminated) if here else None
     try:
         yield interrupted
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
+        code = 143 if isinstance(interrupt, lifecycle.Terminated) else 130
         if not said:
-            lifecycle.note_interrupted(engine, job_id)
+            lifecycle.note_interrupted(engine, job_id, lifecycle.signal_name(interrupt))
             interrupted()
         if any(thread.name.startswith("iqa-job") and thread.is_alive()
-               for thread in threading.enumerate()):  # the second Ctrl-C: stop now
+               for thread in threading.enumerate()):  # the second signal: stop now
             sys.stderr.flush()
-            os._exit(130)
-        raise typer.Exit(130) from None
+            os._exit(code)
+        raise typer.Exit(code) from None
+    finally:
+        if here:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -772,10 +783,7 @@ def status(
         return
     from ..jobs.report import vlm_line
 
-    state = ("interrupted (disk full)" if current.disk_full else
-             "interrupted" if current.interrupted else
-             "stalled" if current.orphaned else current.status)
-    out.print(f"job {current.job_id} ({escape(current.name)}): {state}",
+    out.print(f"job {current.job_id} ({escape(current.name)}): {current.state}",
               highlight=False, soft_wrap=True)
     if current.error:
         out.print(f"  [red]{escape(current.error)}[/]", highlight=False, soft_wrap=True)

@@ -91,6 +91,7 @@ def list_jobs(
     from ..db.engine import read_scope
     from ..db.models import JOB_STATUSES
     from ..jobs.sweeps import aligned, dataset_label, figure_text, model_label
+    from ..runtime import lifecycle
     from ..vlm.usage import format_cost
 
     if status is not None and status not in JOB_STATUSES:
@@ -109,6 +110,8 @@ def list_jobs(
             job = reads.get_job(session, job_id)
             about = reads.job_about(session, job)
             counts = reads.counts(session, job_id)
+        # As `eval status` shows it: not "running" once its run here stopped or its process died.
+        state = lifecycle.listed_state(engine, job_id)
         figures, cost = _figures(engine, job, counts)
         shown = [figure for figure in figures
                  if _listed(about, dataset, model, figure.get("tool"))]
@@ -120,7 +123,7 @@ def list_jobs(
             "dataset": dataset_label(about), "subset": (about.get("spec") or {}).get("subset"),
             "mode": about.get("mode"),
             "model": model_label(about, figure.get("tool")), "tool": figure.get("tool"),
-            "status": about["status"],
+            "status": state,
             "items": {"done": counts.get("done", 0), "failed": counts.get("failed", 0),
                       "total": sum(counts.values())},
             "figure": figure, "cost_usd": cost, "created_at": about.get("created_at")}
@@ -144,7 +147,7 @@ def list_jobs(
         row["model"], row["status"],
         f"{row['items']['done']}/{row['items']['failed']}/{row['items']['total']}",
         figure_text(row["figure"]),
-        "-" if row["status"] == "running" else format_cost(row["cost_usd"]),
+        "-" if row["status"] not in ("done", "cancelled") else format_cost(row["cost_usd"]),
         (row["created_at"] or "-")[:16].replace("T", " "))] for row in listed]
     header = ["id", "name", "group", "dataset", "mode", "model", "status",
               "done/failed/total", "SRCC/PLCC or accuracy", "cost", "created (UTC)"]

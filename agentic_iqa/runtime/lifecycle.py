@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 from ..config import PipelineSettings
 from ..db import jobs as store
 from ..db import reads
 from ..db.engine import read_scope, session_scope
 from ..db.items import finish_if_complete
+from ..db.models import Job
 from ..jobs.manifest import (
     ManifestEntry,
     ManifestError,
@@ -84,6 +86,17 @@ SUBMIT_AHEAD = 256
 #: A row read waits at most this long to be stored (and to be claimable), however slowly the
 #: rows after it come: a slow source (a pipe, a store) still starts its items.
 SUBMIT_WAIT_SECONDS = 1.0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, ``docker stop``) to a process running a job here: a
+    KeyboardInterrupt, so that it stops the job as Ctrl-C does, and can be told apart from one
+    in what the job is marked with."""
+
+
+def signal_name(interrupt: BaseException) -> str:
+    """How an interrupt came, as a job's note and a message say it."""
+    return "SIGTERM" if isinstance(interrupt, Terminated) else "Ctrl-C"
 
 
 class SubmitStopped(Exception):
@@ -499,8 +512,9 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
     together (:func:`service.walk_batch`); by default :func:`local_batch_size`.
     ``on_progress`` is told how many items just ended.  ``restart``: runs a resume found in
     flight (:func:`resume`), walked to their end first, under this process's leases.
-    A Ctrl-C (KeyboardInterrupt) marks the job interrupted and tells ``on_interrupt`` at once,
-    then waits for the items in flight to end before it propagates (:func:`_interruptible`).
+    A Ctrl-C or SIGTERM (KeyboardInterrupt) marks the job interrupted and tells
+    ``on_interrupt`` at once, then waits for the items in flight to end before it propagates
+    (:func:`_interruptible`).
     """
     from . import service
 
@@ -687,13 +701,14 @@ def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
 @contextmanager
 def _interruptible(engine: Engine, job_id: str,
                    on_interrupt: Callable[[], None] | None) -> Iterator[None]:
-    """A Ctrl-C while the block runs: the job is marked interrupted (:func:`note_interrupted`)
-    and ``on_interrupt`` told before the pool around the block waits for the items in flight,
-    so that ``eval status`` says so at once, not "running, ETA" until they end."""
+    """A Ctrl-C (or SIGTERM, :class:`Terminated`) while the block runs: the job is marked
+    interrupted (:func:`note_interrupted`) and ``on_interrupt`` told before the pool around the
+    block waits for the items in flight, so that ``eval status`` says so at once, not
+    "running, ETA" until they end."""
     try:
         yield
-    except KeyboardInterrupt:
-        note_interrupted(engine, job_id)
+    except KeyboardInterrupt as interrupt:
+        note_interrupted(engine, job_id, signal_name(interrupt))
         if on_interrupt is not None:
             on_interrupt()
         raise
@@ -893,6 +908,11 @@ class Progress:
         return bool(self.waiting and self.waiting.startswith(INTERRUPTED))
 
     @property
+    def state(self) -> str:
+        """The state a user is shown (:func:`shown_state`)."""
+        return shown_state(self.status, self.waiting, self.orphaned)
+
+    @property
     def disk_full(self) -> bool:
         """Its run here stopped on a full disk, and nothing went on since."""
         return bool(self.waiting and self.waiting.startswith(DISK_FULL))
@@ -913,12 +933,55 @@ INTERRUPTED = "interrupted"
 DISK_FULL = f"{INTERRUPTED}: the disk is full"
 
 
-def note_interrupted(engine: Engine, job_id: str) -> bool:
-    """Mark the job as stopped here by Ctrl-C (status then says "interrupted", with no ETA,
-    until a resume); False when the database would not take the note."""
+def shown_state(status: str, waiting: str | None, orphaned: bool) -> str:
+    """The state a user is shown: the job's status, or while it runs "interrupted" (its run
+    here was stopped; "interrupted (disk full)") or "stalled" (its process is gone), where
+    "running" would say that something is still working on it."""
+    if status != "running":
+        return status
+    if waiting and waiting.startswith(DISK_FULL):
+        return "interrupted (disk full)"
+    if waiting and waiting.startswith(INTERRUPTED):
+        return INTERRUPTED
+    return "stalled" if orphaned else status
+
+
+def listed_state(engine: Engine, job_id: str) -> str:
+    """:func:`shown_state` from the job's row and its runs' leases, reading none of its items
+    (``eval list``: a job of a million items lists as fast as one of ten)."""
+    with read_scope(engine) as session:
+        job = reads.get_job(session, job_id)
+        if job.status != "running":
+            return str(job.status)
+        return shown_state(job.status, job.waiting,
+                           _orphaned(session, job, reads.counts(session, job.id)))
+
+
+def _orphaned(session: Session, job: Job, counts: dict[str, int]) -> bool:
+    """A running job with open items that no process works on: a local one whose holder is
+    gone or whose leases all passed, or one never dispatched a minute after its submit."""
+    if job.status != "running":
+        return False
+    open_items = counts.get("pending", 0) + counts.get("queued", 0)
+    # A job whose process died before it began a single run (before it said where it runs)
+    # is as orphaned as a local one, once the moment after submit is past.
+    unclaimed = open_items > 0 and (
+        datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS \
+        and not reads.has_runs(session, job.id)
+    holder = Holder.from_json(job.lease_holder) if job.dispatch == "local" else None
+    # A local job whose process is gone is stalled at once, not when its leases run out.
+    return ((job.dispatch == "local" or unclaimed) and open_items > 0
+            and (not reads.live_leases(session, job.id)
+                 or (holder is not None and holder.state() == "gone")))
+
+
+def note_interrupted(engine: Engine, job_id: str, how: str = "Ctrl-C") -> bool:
+    """Mark the job as stopped here by ``how`` (Ctrl-C, SIGTERM: status then says
+    "interrupted", with no ETA, until a resume); False when the database would not take the
+    note."""
     try:
         with session_scope(engine) as session:
-            store.note_waiting(session, job_id, f"{INTERRUPTED} (Ctrl-C): `agentic-iqa eval "
+            store.note_waiting(session, job_id, f"{INTERRUPTED} ({how}): `agentic-iqa eval "
                                f"resume {job_id[:8]}` continues it")
         return True
     except Exception:  # the interrupt itself must still end the command
@@ -973,17 +1036,7 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         running = job.status == "running"
         stalled = reads.stalled_count(session, job.id) if running else 0
         counts = reads.counts(session, job.id)
-        open_items = counts.get("pending", 0) + counts.get("queued", 0)
-        # A job whose process died before it began a single run (before it said where it
-        # runs) is as orphaned as a local one, once the moment after submit is past.
-        unclaimed = running and open_items > 0 and (
-            datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS \
-            and not reads.has_runs(session, job.id)
-        holder = Holder.from_json(job.lease_holder) if job.dispatch == "local" else None
-        # A local job whose process is gone is stalled at once, not when its leases run out.
-        orphaned = (running and (job.dispatch == "local" or unclaimed) and open_items > 0
-                    and (not reads.live_leases(session, job.id)
-                         or (holder is not None and holder.state() == "gone")))
+        orphaned = _orphaned(session, job, counts)
         tools = job.metric_tools
         batch = None
         if _is_batch(job.config_json):

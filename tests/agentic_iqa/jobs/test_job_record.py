@@ -175,10 +175,16 @@ def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume
     text = runner.invoke(app, ["eval", "status"], env={"COLUMNS": "200"}).stdout
     assert "): stalled" in text
     assert f"agentic-iqa eval resume {job_id[:8]}" in text and "ETA" not in text
+    listed = json.loads(runner.invoke(app, ["eval", "list", "--json"]).stdout)
+    assert [row["status"] for row in listed if row["id"] == job_id] == ["stalled"]
+    assert len(runner.invoke(app, ["eval", "list", "--status", "running", "--json"]).stdout
+               .split(job_id)) == 2  # still stored as running: the filter finds it
     # while a process works on it, it renews the leases: not stalled
     with session_scope(engine) as session:
         store.extend_leases(session, job_id, 30)
     assert not lifecycle.progress(engine, job_id).orphaned
+    listed = json.loads(runner.invoke(app, ["eval", "list", "--json"]).stdout)
+    assert [row["status"] for row in listed if row["id"] == job_id] == ["running"]
 
 
 def test_export_has_the_reasoning_and_levels_and_writes_to_stdout(items, tmp_path, results,
