@@ -496,6 +496,9 @@ def _claim(engine: Engine, job_id: str, window: int, lease_seconds: float | None
 #: Lease of a local job's runs: this process renews it while it works, so a job whose process
 #: died shows as stalled within this many seconds (``eval status``), not "running, ETA 97 s".
 LOCAL_LEASE_SECONDS = 30.0
+#: How often a job run here reads whether it was cancelled elsewhere: its runs claimed ahead
+#: make no model call once it was (:func:`_watching_for_a_cancel`).
+CANCEL_POLL_SECONDS = 0.5
 
 
 def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int = 2,
@@ -531,6 +534,7 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
 
     # The first step of each run claimed here, begun from its claim: no transaction of its own.
     firsts: dict[str, service.NextStep] = {}
+    service.STOPPED_HERE.discard(job_id)  # it runs again (a resume): its runs may begin ahead
 
     def walk(run_ids: list[str]) -> int:
         if batch_size > 1:
@@ -541,6 +545,7 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
         return len(run_ids)
 
     with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
+            _watching_for_a_cancel(engine, job_id, service.STOPPED_HERE), \
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool, \
             _interruptible(engine, job_id, on_interrupt):
         # One worker walks the runs in this thread (no hand-over to a pool thread per item).
@@ -651,6 +656,7 @@ def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, wor
         return current.finished
 
     with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
+            _watching_for_a_cancel(engine, job_id, service.STOPPED_HERE), \
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool, \
             _interruptible(engine, job_id, on_interrupt):
         before = finished()
@@ -729,6 +735,34 @@ def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> Iterator[No
                 continue
 
     thread = threading.Thread(target=renew, name="iqa-job-leases", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+@contextmanager
+def _watching_for_a_cancel(engine: Engine, job_id: str, stopped: set[str]) -> Iterator[None]:
+    """While the block runs, whether the job was cancelled (``eval cancel`` from another
+    process) is read every :data:`CANCEL_POLL_SECONDS`; once it was, the job joins
+    ``stopped`` (:data:`~agentic_iqa.runtime.service.STOPPED_HERE`), so the runs claimed
+    here whose first step was begun from the claim end as cancelled instead of each asking
+    the model once more.  A later step of a run reads the job anyway."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(CANCEL_POLL_SECONDS):
+            try:
+                with read_scope(engine) as session:
+                    if reads.get_job(session, job_id).status == "cancelled":
+                        stopped.add(job_id)
+                        return
+            except Exception:  # a busy database: the next tick reads it
+                continue
+
+    thread = threading.Thread(target=watch, name="iqa-cancel-watch", daemon=True)
     thread.start()
     try:
         yield

@@ -48,9 +48,10 @@ ReadingSpec = tuple[AccessPolicy | None, dict[str, str]]
 
 log = logging.getLogger(__name__)
 
-#: Jobs a fatal error stopped in this process (a key refused): the runs it claimed for them,
-#: whose first step was begun from the claim with no read of the job (:func:`first_steps`),
-#: read the job before they start, and end as cancelled without asking the model again.
+#: Jobs a fatal error stopped in this process (a key refused), or that its runner saw
+#: cancelled (``eval cancel`` from another process): the runs it claimed for them, whose first
+#: step was begun from the claim with no read of the job (:func:`first_steps`), read the job
+#: before they start, and end as cancelled without asking the model again.
 STOPPED_HERE: set[str] = set()
 
 

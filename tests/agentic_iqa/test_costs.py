@@ -4,6 +4,8 @@ backend (the real SDK) against a local server speaking its protocol."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ from agentic_iqa.pipeline import default_agents
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.usage import ModelUsage, Price, PriceTable, summarize
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_completion
-from tests.conftest import REPO
+from tests.conftest import REPO, natural_image
 
 PLAN = {
     "query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
@@ -153,6 +155,45 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
         assert by_step == {("plan", 0): (0, 1), ("summarize", 0): (0, 1)}
     for url in (first_url, second_url):
         dispose_engines(url)
+
+
+def test_a_cancel_from_another_process_stops_the_calls_of_the_runs_claimed_ahead(
+        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eval cancel` elsewhere while a job runs here: the runs this process claimed ahead
+    (their first step begun from the claim) end as cancelled without asking the model; only
+    calls begun before the runner read the cancel are made.  Each call takes 0.5 s, the
+    runner reads the job every 0.5 s: at most two calls after the cancel, where the eight
+    runs of a claim window would make seven more plan calls."""
+    arrived: list[float] = []
+
+    def slow(request: Recorded) -> Reply:
+        arrived.append(time.monotonic())
+        time.sleep(0.5)
+        return answer(request)
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for index in range(12):  # distinct photos: no answer comes from the response cache
+        Image.fromarray(natural_image(index, size=(128, 96))).save(folder / f"{index}.png")
+    url = database(tmp_path, "results.sqlite3")
+    engine = make_engine(url)
+    with FakeAPIServer(slow) as server:
+        monkeypatch.setenv("AGENTIC_IQA_VLM_BASE_URL", f"{server.url}/v1")
+        job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder, query=QUERY))
+        runner_thread = threading.Thread(target=lifecycle.run_local, args=(
+            engine, job_id, default_agents()), kwargs={"workers": 1})
+        runner_thread.start()
+        deadline = time.monotonic() + 60
+        while len(arrived) < 3 and time.monotonic() < deadline:  # the second run's plan
+            time.sleep(0.02)
+        cancelled_at = time.monotonic()
+        lifecycle.cancel(make_engine(url), job_id)  # nothing of this process's is told
+        runner_thread.join(timeout=60)
+    assert not runner_thread.is_alive()
+    after = [moment for moment in arrived if moment > cancelled_at]
+    assert len(after) <= 2, (len(arrived), [round(t - cancelled_at, 2) for t in after])
+    counts = lifecycle.progress(engine, job_id).counts
+    assert counts.get("done", 0) <= 2 and sum(counts.values()) == 12, counts
 
 
 def test_no_vlm_cache_on_eval_submit_asks_the_model_again(
