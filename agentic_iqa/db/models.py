@@ -289,7 +289,9 @@ class VlmCall(Base):
 
 
 class ReplanRow(Base):
-    """One replanning round of a run, kept in full (the state keeps only the latest ten)."""
+    """One replanning round of a run, kept in full (the state keeps only the latest ten);
+    ``failure``: why its new plan could not be made (the summarizer then answered with the
+    previous plan's evidence), None when it was made."""
 
     __tablename__ = "replan_history"
     __table_args__ = (UniqueConstraint("run_id", "iteration"),)
@@ -298,6 +300,7 @@ class ReplanRow(Base):
     run_id: Mapped[str] = mapped_column(String(36), _run_fk())
     iteration: Mapped[int] = mapped_column(Integer)
     reason: Mapped[str] = mapped_column(Text)
+    failure: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
 
     run: Mapped[Run] = relationship(back_populates="replans")

@@ -500,7 +500,6 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
     plan = state.get("plan")
     evidence = state.get("executor_evidence")
     result = state.get("summarizer_result")
-    failures = {entry.iteration: entry.failure for entry in state.get("replan_history", [])}
     return {
         **_run_row(run),
         "backend": run.backend, "iterations": run.iteration_count, "resends": run.resends,
@@ -530,10 +529,9 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
                        "fallback": log.fallback, "cached": log.cached, "error": log.error,
                        "timestamp": _iso(log.timestamp)} for log in logs],
         "notes": list(evidence.notes) if evidence is not None else [],
-        # A replan's failure is recorded in the state (its row is written when it is asked for).
         "replans": [{"iteration": row.iteration, "reason": row.reason,
-                     "created_at": _iso(row.created_at),
-                     "failure": failures.get(row.iteration)} for row in replans],
+                     "created_at": _iso(row.created_at), "failure": row.failure}
+                    for row in replans],
         "quality_reasoning": result.quality_reasoning if result is not None else None,
         "level_distribution": result.level_distribution if result is not None else None,
         "probability_source": result.probability_source if result is not None else None,

@@ -28,6 +28,7 @@ from ..state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     AgenticIQAState,
     ExecutorOutput,
+    ReplanEntry,
     initial_state,
     merge_state,
     state_from_json,
@@ -415,15 +416,30 @@ def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
         _insert_missing(session, ToolLog, ("run_id", "iteration", "object_name", "distortion"),
                         [ToolLog.columns_from(entry, run_id=run_id, iteration=iteration)
                          for entry in logs])
-    _insert_missing(session, ReplanRow, ("run_id", "iteration"), [
-        {"run_id": run_id, "iteration": entry.iteration, "reason": entry.reason,
-         "created_at": entry.timestamp}
-        for entry in state.get("replan_history", [])
-    ])
+    _store_replans(session, run_id, state.get("replan_history", []))
     session.flush()
 
 
-def _insert_missing(session: Session, model: type[ToolLog] | type[ReplanRow] | type[VlmCall],
+def _store_replans(session: Session, run_id: str, history: Sequence[ReplanEntry]) -> None:
+    """The state's replans as rows: a new one inserted when it is asked for, its failure
+    written when its plan step fails (the row exists by then); a failure, once written, is
+    never cleared."""
+    if not history:
+        return
+    table = ReplanRow.__table__
+    statement = (postgresql.insert(table) if session.get_bind().dialect.name == "postgresql"
+                 else sqlite.insert(table))
+    session.execute(statement.on_conflict_do_update(
+        index_elements=["run_id", "iteration"],
+        set_={"failure": func.coalesce(table.c.failure, statement.excluded.failure)},
+        where=statement.excluded.failure.is_not(None)), [
+        {"run_id": run_id, "iteration": entry.iteration, "reason": entry.reason,
+         "created_at": entry.timestamp, "failure": redact(entry.failure)
+         if entry.failure is not None else None}
+        for entry in history])
+
+
+def _insert_missing(session: Session, model: type[ToolLog] | type[VlmCall],
                     keys: Iterable[str], rows: list[dict[str, Any]]) -> None:
     """INSERT ... ON CONFLICT (keys) DO NOTHING: rows already stored are left as they are.
 

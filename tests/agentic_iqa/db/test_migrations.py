@@ -64,7 +64,7 @@ def test_upgrade_creates_the_schema_on_an_empty_database(empty_url: str) -> None
         assert timestamp.timezone is True
     with engine.connect() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-            ("0015",)]
+            ("0016",)]
 
 
 def test_models_and_migrations_agree(engine: Engine) -> None:

@@ -182,6 +182,32 @@ def test_replans_are_stored_once_each_and_all_of_them(engine: Engine) -> None:
         assert get_run(session, run_id).iteration_count == 2
 
 
+def test_a_replans_failure_is_written_to_its_row_once_and_kept(engine: Engine) -> None:
+    """Its row is written when the replan is asked for (no failure yet); the plan step that
+    fails writes why, with a credential in it masked; a later state without it (trimmed to
+    the latest replans) clears nothing."""
+    from agentic_iqa.pipeline import replan_failed
+    from agentic_iqa.state import PlannerOutput
+    from tests.agentic_iqa.planner_corpus import model_plan
+
+    run_id = _new_run(engine)
+    planned = merge_state(fresh_state(), {"plan": PlannerOutput.model_validate(model_plan())})
+    state = record_replan(answered(planned), "look closer")
+    with session_scope(engine) as session:
+        complete_step(session, run_id, "replan", 0, state=state, update={})
+        assert [row.failure for row in replans_for(session, run_id)] == [None]
+    failed = merge_state(state, replan_failed(
+        state, "no valid plan: https://user:hunter2@vlm.example/v1 answered 500"))
+    with session_scope(engine) as session:
+        complete_step(session, run_id, "plan", 1, state=failed, update={})
+    with session_scope(engine) as session:
+        complete_step(session, run_id, "summarize", 1, state=state, update={})
+    with session_scope(engine) as session:
+        (row,) = replans_for(session, run_id)
+    assert row.failure == "no valid plan: https://***@vlm.example/v1 answered 500"
+    assert row.reason == "look closer"
+
+
 def test_finish_run_records_the_answer(engine: Engine) -> None:
     run_id = _new_run(engine)
     state = answered(fresh_state(), score=3.7)
