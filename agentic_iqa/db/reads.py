@@ -21,6 +21,7 @@ from ..redact import redact
 from .models import (
     ITEM_COUNTERS,
     ITEM_STATUSES,
+    BatchRequest,
     Job,
     JobItem,
     ReplanRow,
@@ -28,6 +29,7 @@ from .models import (
     StepRecord,
     ToolLog,
     UtcDateTime,
+    VlmBatch,
     VlmCall,
     utc_now,
 )
@@ -561,7 +563,50 @@ def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
     job = get_job(session, job_id)
     # A metric job asks no model: nothing to sum over its million runs.
     usage = [] if job.metric_tools else vlm_usage(session, job_id=job_id)
-    return summarize(usage, prices or PriceTable.load(), items=items_run(session, job_id))
+    unused = unused_batch_answers(session, job) if job.config_json else []
+    summary = summarize([*usage, *unused], prices or PriceTable.load(),
+                        items=items_run(session, job_id))
+    summary["unused_batch_answers"] = sum(entry.calls for entry in unused)
+    return summary
+
+
+def unused_batch_answers(session: Session, job: Job) -> list[ModelUsage]:
+    """Answers the provider's batches brought (and billed) that no run of the job took: its
+    runs ended first (the job was cancelled while a batch was open; a resume takes them over,
+    and they are then counted as its calls).  Per model, at the batch price."""
+    from ..runconfig import RunConfig
+    from ..vlm.cache import response_from_json
+    from ..vlm.settings import endpoint_host
+    from ..vlm.usage import ModelUsage
+
+    taken = select(VlmCall.id).where(
+        VlmCall.run_id == BatchRequest.run_id, VlmCall.step == BatchRequest.step,
+        VlmCall.iteration == BatchRequest.iteration, VlmCall.seq == BatchRequest.seq,
+        VlmCall.batch.is_not(None)).exists()
+    rows = session.execute(
+        select(BatchRequest.response_json, VlmBatch.backend, VlmBatch.model, VlmBatch.role)
+        .join(VlmBatch, VlmBatch.id == BatchRequest.batch_id)
+        .where(BatchRequest.job_id == job.id, BatchRequest.status == "answered", ~taken)).all()
+    if not rows:
+        return []
+    roles = RunConfig.from_json(job.config_json).roles
+    sums: dict[tuple[str, str, str | None], list[int]] = {}
+    for response_json, backend, model, role in rows:
+        config = roles.get(role)
+        usage = response_from_json(response_json).usage if response_json else None
+        entry = sums.setdefault((backend, model, endpoint_host(config) if config else None),
+                                [0, 0, 0, 0, 0])
+        entry[0] += 1
+        if usage is None or usage.input_tokens is None or usage.output_tokens is None:
+            entry[4] += 1
+            continue
+        entry[1] += usage.input_tokens
+        entry[2] += usage.output_tokens
+        entry[3] += usage.cached_tokens or 0
+    return [ModelUsage(backend, model, calls, 0, tokens_in, tokens_out, cached, unmetered,
+                       endpoint=endpoint, batch=True)
+            for (backend, model, endpoint), (calls, tokens_in, tokens_out, cached, unmetered)
+            in sorted(sums.items(), key=lambda pair: tuple(map(str, pair[0])))]
 
 
 def jobs_to_feed(session: Session) -> list[str]:

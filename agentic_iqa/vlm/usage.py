@@ -357,8 +357,12 @@ def format_cost(cost: float | None) -> str:
 
 
 def describe(summary: Mapping[str, Any]) -> str:
-    """One line: calls (those sent in batches, priced apart), cache hits, tokens and cost."""
-    batched = (f" ({summary['batch_calls']} in batches, at the batch price)"
+    """One line: calls (those sent in batches, priced apart, and of them those answered for
+    runs that ended without them), cache hits, tokens and cost."""
+    unused = summary.get("unused_batch_answers")
+    unused_text = (f"; {unused} answered for runs that ended without them, billed all the "
+                   "same" if unused else "")
+    batched = (f" ({summary['batch_calls']} in batches, at the batch price{unused_text})"
                if summary.get("batch_calls") else "")
     text = (f"{summary['calls']} VLM calls{batched}, {summary['cache_hits']} cache hits, "
             f"{summary['input_tokens']} input tokens ({summary['cached_tokens']} cached), "

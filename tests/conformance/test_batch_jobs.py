@@ -111,15 +111,16 @@ def test_a_bad_request_fails_at_once_and_a_transient_error_goes_to_the_next_roun
 def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
         tmp_path: Path, read_first: bool) -> None:
     """Cancelled while its first batch is open; the batch is cancelled at the provider (the
-    lines it processed are answered); the resume takes those answers over and sends only the
-    rest (whether the cancelled batch was read before the resume or after), then runs to the
-    end."""
+    lines it processed are answered, and billed: the cancelled job's cost counts them); the
+    resume takes those answers over and sends only the rest (whether the cancelled batch was
+    read before the resume or after), then runs to the end."""
     import threading
     import time
 
     from agentic_iqa.db import make_engine, upgrade
     from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.vlm.usage import describe
     from tests.conformance.items import write_manifest
 
     items = make_items(tmp_path, 4, seed=5)
@@ -154,6 +155,12 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
                 rounds.tick(engine, dispatch=lambda _run: None, lease_seconds=None,
                             job_id=job_id)
                 time.sleep(0.05)
+            cancelled = read_ran(engine, job_id).summary
+            assert len(batches.billed) == 2  # what the provider processed before the cancel
+            assert (cancelled["calls"], cancelled["batch_calls"],
+                    cancelled["unused_batch_answers"]) == (2, 2, 2)
+            assert cancelled["input_tokens"] > 0 and cancelled["output_tokens"] > 0
+            assert "2 answered for runs that ended without them, billed" in describe(cancelled)
         lifecycle.resume(engine, job_id)
         lifecycle.run_local(engine, job_id, AgentsCache())
         ran = read_ran(engine, job_id)
@@ -163,6 +170,7 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
     digests = Counter(digest for _, digest in billed)
     assert max(digests.values()) == 1  # no request body paid for twice, under any custom id
     assert ran.summary["batch_calls"] == ran.summary["calls"] == len(billed)
+    assert ran.summary["unused_batch_answers"] == 0  # the resume took them: counted once
     assert len(batches.batches) >= 3  # the cancelled one, then the rounds after the resume
     first = next(iter(batches.batches.values()))
     assert sum(o.kind == "canceled" for o in first.outcomes.values()) == 2

@@ -147,6 +147,10 @@ def test_batch_and_online_calls_of_one_model_are_summed_apart_and_priced_apart()
     summary = summarize(usages, shipped)
     assert summary["cost_usd"] == pytest.approx(one + 2 * one * 0.5)
     assert describe(summary).startswith("3 VLM calls (2 in batches, at the batch price), 0 cache")
+    summary["unused_batch_answers"] = 1  # a cancelled job's run never took one of them
+    assert describe(summary).startswith(
+        "3 VLM calls (2 in batches, at the batch price; 1 answered for runs that ended without "
+        "them, billed all the same), 0 cache")
 
 
 def test_a_provider_missing_from_batch_discount_makes_batch_cost_unknown(tmp_path: Path) -> None:
