@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -656,7 +656,6 @@ def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, wor
         return current.finished
 
     with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
-            _watching_for_a_cancel(engine, job_id, service.STOPPED_HERE), \
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool, \
             _interruptible(engine, job_id, on_interrupt):
         before = finished()
@@ -721,20 +720,20 @@ def _interruptible(engine: Engine, job_id: str,
 
 
 @contextmanager
-def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> Iterator[None]:
-    """While the block runs, the job's open runs' leases are pushed ahead every quarter lease
-    (one UPDATE): alive here means not stalled; a killed process stops renewing."""
+def _every(seconds: float, tick: Callable[[], bool | None], name: str) -> Iterator[None]:
+    """While the block runs, ``tick`` on a daemon thread every ``seconds``, until it returns
+    True; a tick that raises (a busy database) is simply tried at the next one."""
     stop = threading.Event()
 
-    def renew() -> None:
-        while not stop.wait(seconds / 4):
+    def loop() -> None:
+        while not stop.wait(seconds):
             try:
-                with session_scope(engine) as session:
-                    store.extend_leases(session, job_id, seconds)
-            except Exception:  # a busy database: the next tick renews
+                if tick():
+                    return
+            except Exception:
                 continue
 
-    thread = threading.Thread(target=renew, name="iqa-job-leases", daemon=True)
+    thread = threading.Thread(target=loop, name=name, daemon=True)
     thread.start()
     try:
         yield
@@ -743,32 +742,32 @@ def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> Iterator[No
         thread.join(timeout=5)
 
 
-@contextmanager
-def _watching_for_a_cancel(engine: Engine, job_id: str, stopped: set[str]) -> Iterator[None]:
+def _renewing_leases(engine: Engine, job_id: str, seconds: float
+                     ) -> AbstractContextManager[None]:
+    """While the block runs, the job's open runs' leases are pushed ahead every quarter lease
+    (one UPDATE): alive here means not stalled; a killed process stops renewing."""
+    def renew() -> None:
+        with session_scope(engine) as session:
+            store.extend_leases(session, job_id, seconds)
+
+    return _every(seconds / 4, renew, "iqa-job-leases")
+
+
+def _watching_for_a_cancel(engine: Engine, job_id: str, stopped: set[str]
+                           ) -> AbstractContextManager[None]:
     """While the block runs, whether the job was cancelled (``eval cancel`` from another
     process) is read every :data:`CANCEL_POLL_SECONDS`; once it was, the job joins
     ``stopped`` (:data:`~agentic_iqa.runtime.service.STOPPED_HERE`), so the runs claimed
     here whose first step was begun from the claim end as cancelled instead of each asking
     the model once more.  A later step of a run reads the job anyway."""
-    stop = threading.Event()
+    def cancelled() -> bool:
+        with read_scope(engine) as session:
+            if reads.get_job(session, job_id).status != "cancelled":
+                return False
+        stopped.add(job_id)
+        return True
 
-    def watch() -> None:
-        while not stop.wait(CANCEL_POLL_SECONDS):
-            try:
-                with read_scope(engine) as session:
-                    if reads.get_job(session, job_id).status == "cancelled":
-                        stopped.add(job_id)
-                        return
-            except Exception:  # a busy database: the next tick reads it
-                continue
-
-    thread = threading.Thread(target=watch, name="iqa-cancel-watch", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
+    return _every(CANCEL_POLL_SECONDS, cancelled, "iqa-cancel-watch")
 
 
 @dataclass(frozen=True)

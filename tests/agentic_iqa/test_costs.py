@@ -333,8 +333,9 @@ def test_estimate_runs_a_sample_and_extrapolates(
     # Both measured items ran at once (3 in flight, as the job will run): one wave, whose
     # time is all pace and no warm-up.
     assert estimate["warmup_seconds"] == 0.0
-    assert estimate["seconds_per_item"] == pytest.approx(estimate["sample_seconds"] / 2,
-                                                         rel=0.2)
+    # The pace is the wave's own end over its items: the sample's time, less what the job's
+    # end costs after its last item (on a loaded machine a good part of it).
+    assert 0 < estimate["seconds_per_item"] <= estimate["sample_seconds"] / 2
     assert estimate["wall_seconds"] == pytest.approx(10 * estimate["seconds_per_item"])
     assert not results.exists()  # the results database was never touched
     assert "cost_usd_batch" not in estimate  # batch figures only when asked for
