@@ -400,14 +400,18 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
         found = executor.run_subtask(step, lambda: executor.select_tools(
             agents.executor, agents.registry, query, distortion_set, plan.reference_mode,
             excluded=plan.excluded_tools, notes=notes))
-        update["executor_evidence"] = ExecutorOutput(selected_tools=found, notes=notes)
+        # What selection could not offer here, for the step that runs the tools (elsewhere?).
+        unavailable = executor.unavailable_chain_tools(agents.registry, plan.excluded_tools)
+        update["executor_evidence"] = ExecutorOutput(selected_tools=found, notes=notes,
+                                                     unavailable_tools=unavailable or None)
     elif step == EXECUTE:
         selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
         image_data, reference_data = executor.load_inputs(image, reference)
         # A tool the query named is run as named; the agent's own choice says what stood in.
         outcome = executor.run_subtask(step, lambda: executor.execute_tools(
             agents.registry, image_data, reference_data, selected, query, notes=notes,
-            own_choice=not plan.required_tool, excluded=plan.excluded_tools))
+            own_choice=not plan.required_tool, excluded=plan.excluded_tools,
+            unavailable=evidence.unavailable_tools))
         scores, logs = outcome if outcome is not None else ({}, [])
         update["executor_evidence"] = ExecutorOutput(quality_scores=scores or None,
                                                      tool_logs=logs, notes=notes)

@@ -724,6 +724,11 @@ class ExecutorOutput(_StateModel):
     tool_logs: list[ToolExecutionLog] = Field(
         default_factory=list, description="every tool run, failed ones included"
     )
+    unavailable_tools: dict[ToolName, str] | None = Field(
+        default=None, description="the fallback chain's tools that could not be offered where "
+        "the tools were chosen (not installed there), and why: a tool chosen in their place "
+        "stood in for them, wherever it then ran"
+    )
     notes: list[str] = Field(
         default_factory=list,
         description="what the subtasks left out of the model's replies or put in instead "

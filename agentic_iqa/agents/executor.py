@@ -605,22 +605,28 @@ class Preference:
     query ruled out are never wanted; FR calls are not compared (the chain is no-reference).
     """
 
-    def __init__(self, registry: ToolRegistry, excluded: Collection[str] = ()) -> None:
+    def __init__(self, registry: ToolRegistry, excluded: Collection[str] = (),
+                 unavailable: Mapping[str, str] | None = None) -> None:
         self.registry = registry
         self.excluded = set(excluded)
+        #: Chain tools the selection could not offer (:func:`unavailable_chain_tools` where it
+        #: ran, another worker perhaps), and why: missing whether or not they can run here.
+        self.unavailable = dict(unavailable or {})
         self._pool: tuple[list[dict[str, Any]], set[str]] | None = None
 
     def _candidates(self) -> tuple[list[dict[str, Any]], set[str]]:
         """(the offered NR tools plus the chain's missing ones, the names of the missing)."""
         if self._pool is None:
             offered = [tool for tool in tool_descriptions(self.registry, "No-Reference")
-                       if tool["type"] == "NR" and tool["name"] not in self.excluded]
+                       if tool["type"] == "NR" and tool["name"] not in self.excluded
+                       and tool["name"] not in self.unavailable]
             missing: list[dict[str, Any]] = []
             for name in self.registry.settings.fallback_chain:
                 spec = self.registry.get(name)
                 if (spec.type != "NR" or spec.name in self.excluded
                         or any(tool["name"] == spec.name for tool in (*offered, *missing))
-                        or self.registry.availability(spec.name).ok):
+                        or (self.registry.availability(spec.name).ok
+                            and spec.name not in self.unavailable)):
                     continue
                 missing.append({"name": spec.name, "type": spec.type,
                                 "description": spec.description,
@@ -656,13 +662,40 @@ def _chain_gap(registry: ToolRegistry, failed: str, used: str) -> str | None:
     return f"{first}, which the fallback chain puts before {used}, cannot run here: {why}"
 
 
+def unavailable_chain_tools(registry: ToolRegistry, excluded: Collection[str] = ()
+                            ) -> dict[str, str]:
+    """The fallback chain's NR tools that cannot be offered to selection here, and why
+    (:func:`not_installed`): kept with the selection, so that the step running the tools,
+    on another worker perhaps, says what a tool chosen in their place stood in for."""
+    missing: dict[str, str] = {}
+    for name in registry.settings.fallback_chain:
+        spec = registry.get(name)
+        if spec.type != "NR" or spec.name in excluded:
+            continue
+        why = not_installed(registry, spec.name)
+        if why is not None:
+            missing[spec.name] = why
+    return missing
+
+
+#: How a stand-in's reason ends when its tool could run where the tools ran but not where
+#: they were chosen (another worker): what to do about it.
+CHOSEN_ELSEWHERE = (" (on the worker that chose the tools; the worker that ran them has it: "
+                    "install it on every worker)")
+
+
 def _standing_in(registry: ToolRegistry, preference: Preference, tool: str, distortion: str
                  ) -> tuple[str | None, str | None]:
     """(the tool ``tool`` stood in for, why that one cannot run), or Nones.  Saying so never
     costs the score: a problem working it out is logged and the call stands as it ran."""
     try:
         wanted = preference.wanted(tool, distortion)
-        return wanted, not_installed(registry, wanted) if wanted else None
+        if wanted is None:
+            return None, None
+        here = not_installed(registry, wanted)
+        if here is None and wanted in preference.unavailable:
+            return wanted, preference.unavailable[wanted] + CHOSEN_ELSEWHERE
+        return wanted, here
     except Exception:  # the score is there; only the remark about it is lost
         log.exception("could not tell which tool %s stood in for on %s", tool, distortion)
         return None, None
@@ -671,7 +704,7 @@ def _standing_in(registry: ToolRegistry, preference: Preference, tool: str, dist
 def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
                   selected: dict[str, dict[str, str]], query: str = "",
                   notes: list[str] | None = None, *, own_choice: bool = True,
-                  excluded: Collection[str] = ()
+                  excluded: Collection[str] = (), unavailable: Mapping[str, str] | None = None
                   ) -> tuple[dict[str, dict[str, tuple[str, float]]], list[ToolExecutionLog]]:
     """Run the tools of ``selected`` (:func:`tool_calls`) and log each call; the registry's
     cache makes repeats free.  Scores are filed under what was scored ("Global" or a region),
@@ -679,11 +712,13 @@ def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedI
 
     ``own_choice``: the tools are the agent's choice, not one the query named; a call whose
     tool stood in for a fallback-chain tool that is not installed here (:class:`Preference`,
-    never one of ``excluded``) then logs the tool wanted, why it cannot run and how to get it.
+    never one of ``excluded``) then logs the tool wanted, why it cannot run and how to get it;
+    ``unavailable``: the chain tools the selection could not offer where it ran
+    (:func:`unavailable_chain_tools`), wanted too whether or not they can run here.
     A tool the query named is run as named (the registry falls back when it cannot run)."""
     scores: dict[str, dict[str, tuple[str, float]]] = {}
     logs: list[ToolExecutionLog] = []
-    preference = Preference(registry, excluded) if own_choice else None
+    preference = Preference(registry, excluded, unavailable) if own_choice else None
     for call in tool_calls(selected, query, notes):
         entry = _run_one(registry, image, reference, call, preference)
         logs.append(entry)

@@ -76,6 +76,53 @@ def test_with_brisque_installed_brisque_measures_and_nothing_is_said(weights_dir
     assert "stood in" not in state["summarizer_result"].quality_reasoning
 
 
+def _split_run(select_on: Agents, run_on: Agents) -> dict:
+    """The agent's steps as workers take them: everything up to the tool selection on
+    ``select_on``, the tools and the answer on ``run_on`` (the state travels between them)."""
+    from agentic_iqa.pipeline import EXECUTE, next_step, run_step
+    from agentic_iqa.state import initial_state, merge_state
+
+    state = initial_state(RATE, str(BLURRED))
+    while (step := next_step(state)) is not None:
+        agents = run_on if step == EXECUTE or "tool_execution" in state.get(
+            "steps_done", []) else select_on
+        state = merge_state(state, run_step(step, state, agents))
+    return state
+
+
+def test_tools_chosen_where_brisque_is_missing_and_run_where_it_is_say_so(no_weights,
+                                                                          weights_dir):
+    """Selection on a worker without BRISQUE's parameter file chooses PIQE; the worker that
+    runs the tools has the file: PIQE still stood in for BRISQUE, and the answer says where
+    BRISQUE was missing and what to do, where it said nothing."""
+    state = _split_run(agents_with(no_weights), agents_with(weights_dir))
+    logs = state["executor_evidence"].tool_logs
+    assert logs and {entry.tool_name for entry in logs} == {"PIQE"}
+    for entry in logs:
+        assert (entry.requested_tool, entry.fallback) == ("BRISQUE", True)
+        assert entry.error.startswith("BRISQUE cannot run here: its parameter file "
+                                      "brisque_svm_weights.pth is not installed")
+        assert entry.error.endswith("(on the worker that chose the tools; the worker that ran "
+                                    "them has it: install it on every worker)")
+    reasoning = state["summarizer_result"].quality_reasoning
+    assert reasoning.count("PIQE stood in for BRISQUE") == 1
+    assert "on the worker that chose the tools" in reasoning
+
+
+def test_tools_chosen_and_run_where_brisque_is_installed_say_nothing_whatever_else(
+        no_weights, weights_dir):
+    """Chosen with BRISQUE on offer: BRISQUE runs where it is installed (nothing said), and
+    where it is not the registry's own fallback says why, as on one machine."""
+    state = _split_run(agents_with(weights_dir), agents_with(weights_dir))
+    assert state["executor_evidence"].unavailable_tools is None
+    assert "stood in" not in state["summarizer_result"].quality_reasoning
+    state = _split_run(agents_with(weights_dir), agents_with(no_weights))
+    logs = state["executor_evidence"].tool_logs
+    assert logs and all(entry.requested_tool == "BRISQUE" and entry.fallback
+                        and "(on the worker that chose" not in (entry.error or "")
+                        for entry in logs)
+
+
 def test_a_tool_the_query_names_is_its_choice_not_a_stand_in(no_weights):
     state = run_inprocess("Rate the quality of this image using PIQE.", str(BLURRED),
                           agents=agents_with(no_weights))

@@ -514,7 +514,10 @@ def test_executor_output_json_round_trip():
     assert json.loads(ExecutorOutput(distortion_set={"Global": []}).model_dump_json()) == {
         "distortion_set": {"Global": []}, "distortion_analysis": None,
         "selected_tools": None, "quality_scores": None, "tool_logs": [], "notes": [],
+        "unavailable_tools": None,
     }
+    missing = ExecutorOutput(unavailable_tools={"BRISQUE": "its parameter file is missing"})
+    assert ExecutorOutput.model_validate_json(missing.model_dump_json()) == missing
     revived = ExecutorOutput.model_validate_json(text)
     assert revived == output
     assert isinstance(revived.distortion_analysis["Global"][0], DistortionAnalysis)
