@@ -328,6 +328,16 @@ def _one_tool(value: Any) -> Any:
     return names[0] if names else None
 
 
+def _family(value: Any) -> tuple[str, ...]:
+    """The members of the tool family ``value`` names ("TOPIQ": TOPIQ_FR, TOPIQ_NR), or ():
+    a family is no one tool, and no unknown one either."""
+    if not isinstance(value, str):
+        return ()
+    from iqa_tools.catalog import lookup_key
+
+    return _catalog().families.get(lookup_key(value), ())
+
+
 def _unknown_tool(value: Any) -> bool:
     """Whether ``value`` names a tool, but none the catalogue knows (in any spelling)."""
     if not isinstance(value, str) or _is_none(value) or value.strip() in _catalog():
@@ -422,7 +432,14 @@ class PlannerOutput(_StateModel):
         tool = _one_tool(data.get("required_tool"))
         data["required_tool"] = tool
         stored = isinstance(info.context, dict) and info.context.get("stored")
-        if not stored and _unknown_tool(tool):
+        if not stored and _family(tool):
+            # A family: the query's qualifier or the reference decides which (reconcile).
+            log.info("plan: required_tool %r is a family of tools (%s); the query and the "
+                     "reference decide which", tool, ", ".join(_family(tool)))
+            data["required_tool"] = None
+            if isinstance(data["plan"], Mapping):
+                data["plan"] = {**data["plan"], "tool_selection": True, "tool_execution": True}
+        elif not stored and _unknown_tool(tool):
             # The model wants a tool measured but names none the catalogue has: one is selected.
             log.warning("plan: required_tool %r is no tool of the catalogue; a tool is "
                         "selected instead", tool)
@@ -525,7 +542,7 @@ class PlannerOutput(_StateModel):
             from .query import tool_in
 
             named = tool_in(value, [spec.name for spec in catalog])
-            if named is None:
+            if named is None and not _family(value):
                 log.warning("plan: required_tool %r is no tool of the catalogue; ignored", value)
             return named
 

@@ -149,7 +149,7 @@ class ToolSpec(_Strict):
         if self.weight_kwarg is not None and len(self.pyiqa_weight_files) != 1:
             raise ValueError("weight_kwarg needs exactly one weight file in the pyiqa cache")
         for spelling in (*self.aliases, self.family or "x"):
-            if not _lookup_key(spelling):
+            if not lookup_key(spelling):
                 raise ValueError(f"alias or family {spelling!r} has no letter or digit")
         return self
 
@@ -204,7 +204,7 @@ def _merge_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return merged
 
 
-def _lookup_key(name: str) -> str:
+def lookup_key(name: str) -> str:
     """A spelling reduced to its letters and digits, lower case: "MS-SSIM", "ms_ssim" and
     "MS SSIM" are one key, and so are "TOPIQ (full-reference)" and "topiq full reference"."""
     return re.sub(r"[\W_]", "", name).lower()
@@ -218,23 +218,23 @@ class Catalog:
         self.tools: dict[str, ToolSpec] = {tool.name: tool for tool in tools}
         self._index: dict[str, str] = {}
         for tool in self.tools.values():
-            self._index.setdefault(_lookup_key(tool.name), tool.name)
+            self._index.setdefault(lookup_key(tool.name), tool.name)
         for tool in self.tools.values():
             if tool.pyiqa_name:
-                self._index.setdefault(_lookup_key(tool.pyiqa_name), tool.name)
+                self._index.setdefault(lookup_key(tool.pyiqa_name), tool.name)
         for tool in self.tools.values():
             for alias in tool.aliases:
-                owner = self._index.setdefault(_lookup_key(alias), tool.name)
+                owner = self._index.setdefault(lookup_key(alias), tool.name)
                 if owner != tool.name:
                     raise MetadataError(f"alias {alias!r} of {tool.name!r} is already a "
                                         f"spelling of {owner!r}")
         for tool in self.tools.values():
-            self._index.setdefault(_lookup_key(tool.display_name), tool.name)
+            self._index.setdefault(lookup_key(tool.display_name), tool.name)
         self.families: dict[str, tuple[str, ...]] = {}
         for tool in self.tools.values():
             if tool.family is None:
                 continue
-            key = _lookup_key(tool.family)
+            key = lookup_key(tool.family)
             if key in self._index:
                 raise MetadataError(f"family {tool.family!r} of {tool.name!r} is also a "
                                     f"spelling of {self._index[key]!r}; a family name must "
@@ -248,11 +248,11 @@ class Catalog:
         return len(self.tools)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and _lookup_key(name) in self._index
+        return isinstance(name, str) and lookup_key(name) in self._index
 
     def get(self, name: str) -> ToolSpec:
         try:
-            return self.tools[self._index[_lookup_key(name)]]
+            return self.tools[self._index[lookup_key(name)]]
         except KeyError:
             raise UnknownToolError(
                 f"unknown tool {name!r}; known tools: {', '.join(self.tools)}"
@@ -266,7 +266,7 @@ class Catalog:
         return [tool for tool in self if tool.type == kind]
 
     def spellings(self) -> dict[str, str]:
-        """Every look-up key (see :func:`_lookup_key`) and the tool it names."""
+        """Every look-up key (see :func:`lookup_key`) and the tool it names."""
         return dict(self._index)
 
 

@@ -118,6 +118,24 @@ def test_a_models_tool_that_is_not_in_the_catalogue_turns_selection_on(caplog):
     assert "'IQA-Net' is no tool of the catalogue; a tool is selected instead" in caplog.text
 
 
+@pytest.mark.parametrize(("family", "query", "reference", "tool"), [
+    ("TOPIQ", "Score it with TOPIQ, the full-reference one.", True, "TOPIQ_FR"),
+    ("wadiqam", "Score it with WaDIQaM.", False, "WaDIQaM_NR"),
+    ("WaDIQaM", "Score it with WaDIQaM.", True, "WaDIQaM_FR"),
+    ("WaDIQaM", "Score it with the no-reference WaDIQaM.", True, "WaDIQaM_NR"),
+    ("WaDIQaM", "Rate this image.", True, None),  # the query names no tool: none is run
+])
+def test_a_family_the_model_writes_is_no_unknown_tool(family, query, reference, tool, caplog):
+    """A family name ("TOPIQ", "WaDIQaM") is no unknown tool: no warning says so; the query's
+    qualifier, else the reference, says which member runs."""
+    with caplog.at_level(logging.INFO, logger="agentic_iqa.state"):
+        plan = reconciled(query, reference=reference, required_tool=family)
+    assert plan.required_tool == tool
+    assert "no tool of the catalogue" not in caplog.text
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert f"{family!r} is a family of tools (" in caplog.text
+
+
 # -- detection follows whether the query names its distortions --------------------------------
 
 def test_a_distortion_the_query_names_is_added_and_not_detected():
