@@ -110,8 +110,9 @@ def list_jobs(
             job = reads.get_job(session, job_id)
             about = reads.job_about(session, job)
             counts = reads.counts(session, job_id)
-        # As `eval status` shows it: not "running" once its run here stopped or its process died.
-        state = lifecycle.listed_state(engine, job_id)
+            # As `eval status` shows it: not "running" once its run here stopped or its
+            # process died.
+            state = lifecycle.listed_state(session, job, counts)
         figures, cost = _figures(engine, job, counts)
         shown = [figure for figure in figures
                  if _listed(about, dataset, model, figure.get("tool"))]
