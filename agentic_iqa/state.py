@@ -329,7 +329,7 @@ def _one_tool(value: Any) -> Any:
 
 
 def _family(value: Any) -> tuple[str, ...]:
-    """The members of the tool family ``value`` names ("TOPIQ": TOPIQ_FR, TOPIQ_NR), or ():
+    """The members of the tool family ``value`` names ("WaDIQaM": WaDIQaM_FR, WaDIQaM_NR), or ():
     a family is no one tool, and no unknown one either."""
     if not isinstance(value, str):
         return ()
@@ -432,17 +432,14 @@ class PlannerOutput(_StateModel):
         tool = _one_tool(data.get("required_tool"))
         data["required_tool"] = tool
         stored = isinstance(info.context, dict) and info.context.get("stored")
-        if not stored and _family(tool):
-            # A family: the query's qualifier or the reference decides which (reconcile).
-            log.info("plan: required_tool %r is a family of tools (%s); the query and the "
-                     "reference decide which", tool, ", ".join(_family(tool)))
-            data["required_tool"] = None
-            if isinstance(data["plan"], Mapping):
-                data["plan"] = {**data["plan"], "tool_selection": True, "tool_execution": True}
-        elif not stored and _unknown_tool(tool):
-            # The model wants a tool measured but names none the catalogue has: one is selected.
-            log.warning("plan: required_tool %r is no tool of the catalogue; a tool is "
-                        "selected instead", tool)
+        members = () if stored else _family(tool)
+        if members or (not stored and _unknown_tool(tool)):
+            if members:  # the query's qualifier or the reference decides which (reconcile)
+                log.info("plan: required_tool %r is a family of tools (%s); the query and the "
+                         "reference decide which", tool, ", ".join(members))
+            else:  # the model wants a tool measured but names none the catalogue has
+                log.warning("plan: required_tool %r is no tool of the catalogue; a tool is "
+                            "selected instead", tool)
             data["required_tool"] = None
             if isinstance(data["plan"], Mapping):
                 data["plan"] = {**data["plan"], "tool_selection": True, "tool_execution": True}
