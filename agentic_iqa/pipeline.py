@@ -115,8 +115,12 @@ def metric_agents(registry: ToolRegistry | None = None) -> Agents:
     from .vlm.builtin import BuiltinClient
 
     client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client,
-                  registry=registry or get_registry(load_tool_settings()))
+    return Agents(
+        planner=client,
+        executor=client,
+        summarizer=client,
+        registry=registry or get_registry(load_tool_settings()),
+    )
 
 
 def agents_for(config: RunConfig | None) -> Agents:
@@ -145,10 +149,13 @@ def agents_for(config: RunConfig | None) -> Agents:
         return metric_agents(registry)
     roles = backend_configs(config)
     batch = config.batch
-    return Agents(planner=create_client("planner", roles, batch=batch),
-                  executor=create_client("executor", roles, batch=batch),
-                  summarizer=create_client("summarizer", roles, batch=batch),
-                  registry=registry, batch=batch)
+    return Agents(
+        planner=create_client("planner", roles, batch=batch),
+        executor=create_client("executor", roles, batch=batch),
+        summarizer=create_client("summarizer", roles, batch=batch),
+        registry=registry,
+        batch=batch,
+    )
 
 
 class AgentsCache:
@@ -193,8 +200,12 @@ def next_step(state: AgenticIQAState) -> str | None:
         return SUMMARIZE
     result = state.get("summarizer_result")
     limit = state.get("max_replan_iterations", DEFAULT_MAX_REPLAN_ITERATIONS)
-    if (result is not None and result.need_replan and state.get("iteration_count", 0) < limit
-            and failed_replan(state) is None):
+    if (
+        result is not None
+        and result.need_replan
+        and state.get("iteration_count", 0) < limit
+        and failed_replan(state) is None
+    ):
         return REPLAN
     return None
 
@@ -215,8 +226,11 @@ def _executor_steps(plan: PlannerOutput) -> list[str]:
 def replanning(state: AgenticIQAState) -> bool:
     """Whether a replan was made and its new plan is yet to be made: until it is, the state
     keeps the previous plan and its evidence, for the summarizer should the new plan fail."""
-    return (state.get("iteration_count", 0) > 0 and "plan" in state
-            and PLAN not in state.get("steps_done", []))
+    return (
+        state.get("iteration_count", 0) > 0
+        and "plan" in state
+        and PLAN not in state.get("steps_done", [])
+    )
 
 
 def failed_replan(state: AgenticIQAState) -> ReplanEntry | None:
@@ -234,10 +248,17 @@ def replan_failed(state: AgenticIQAState, failure: str) -> dict[str, Any]:
     summarizer answers with what there is.  A run with evidence never ends unanswered."""
     history = list(state.get("replan_history", []))
     history[-1] = history[-1].model_copy(update={"failure": failure})
-    log.warning("replan %d (%s) failed, the summarizer answers with the previous plan's "
-                "evidence: %s", history[-1].iteration, history[-1].reason, failure)
-    return {"replan_history": history, "error": None,
-            "steps_done": [PLAN, *_executor_steps(state["plan"])]}
+    log.warning(
+        "replan %d (%s) failed, the summarizer answers with the previous plan's evidence: %s",
+        history[-1].iteration,
+        history[-1].reason,
+        failure,
+    )
+    return {
+        "replan_history": history,
+        "error": None,
+        "steps_done": [PLAN, *_executor_steps(state["plan"])],
+    }
 
 
 @dataclass(frozen=True)
@@ -254,8 +275,9 @@ class TransientRetry:
 
     def call(self, what: str, function: Callable[[], T]) -> T:
         """``function()``, retried on :class:`TransientVLMError`; the last error propagates."""
-        backoff = (wait_exponential(multiplier=self.initial, max=self.maximum)
-                   + wait_random(0, self.jitter))
+        backoff = wait_exponential(multiplier=self.initial, max=self.maximum) + wait_random(
+            0, self.jitter
+        )
 
         def wait(state: RetryCallState) -> float:
             error = state.outcome.exception() if state.outcome is not None else None
@@ -264,12 +286,21 @@ class TransientRetry:
 
         def before_sleep(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome is not None else None
-            log.warning("%s: transient VLM error (attempt %d of %d), retrying: %s", what,
-                        state.attempt_number, self.attempts, error)
+            log.warning(
+                "%s: transient VLM error (attempt %d of %d), retrying: %s",
+                what,
+                state.attempt_number,
+                self.attempts,
+                error,
+            )
 
-        retrying = Retrying(retry=retry_if_exception_type(TransientVLMError),
-                            stop=stop_after_attempt(self.attempts), wait=wait,
-                            before_sleep=before_sleep, reraise=True)
+        retrying = Retrying(
+            retry=retry_if_exception_type(TransientVLMError),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
         return retrying(function)
 
 
@@ -292,24 +323,31 @@ def abandoned(step: str, state: AgenticIQAState, reason: str) -> dict[str, Any] 
         return None
     key = f"{step}#{state.get('iteration_count', 0)}"
     log.warning("%s given up, its evidence stays empty: %s", key, reason)
-    return {"steps_done": _done(state, step), "executor_evidence": ExecutorOutput(),
-            "step_errors": {**state.get("step_errors", {}), key: reason}}
+    return {
+        "steps_done": _done(state, step),
+        "executor_evidence": ExecutorOutput(),
+        "step_errors": {**state.get("step_errors", {}), key: reason},
+    }
 
 
-def check_planner_input(query: str, image_path: str, reference_path: str | None,
-                        replan_reason: str | None = None) -> PlannerInput:
+def check_planner_input(
+    query: str, image_path: str, reference_path: str | None, replan_reason: str | None = None
+) -> PlannerInput:
     """The run's inputs as the spec's :class:`PlannerInput`; a :class:`ValueError` saying what
     is wrong (empty query, missing file, not an image) when they are not valid."""
     try:
         return PlannerInput(
-            query=query, image_path=image_path, reference_path=reference_path,
+            query=query,
+            image_path=image_path,
+            reference_path=reference_path,
             prior_context={"replan_reason": replan_reason} if replan_reason else None,
         )
     except ValidationError as invalid:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc'])}: "
             f"{str(error['msg']).removeprefix('Value error, ')}"
-            for error in invalid.errors())
+            for error in invalid.errors()
+        )
         raise ValueError(f"invalid input: {problems}") from None
 
 
@@ -330,7 +368,8 @@ def validate_inputs(image_path: str, reference_path: str | None = None) -> None:
         raise InputError(
             f"the reference {reference_path!r} is {reference_size[0]}x{reference_size[1]} "
             f"pixels but the image {image_path!r} is {size[0]}x{size[1]}; full-reference tools "
-            "compare pixel by pixel and never resize: give a reference of the same size")
+            "compare pixel by pixel and never resize: give a reference of the same size"
+        )
 
 
 def _evidence(state: AgenticIQAState) -> ExecutorOutput:
@@ -362,8 +401,12 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
                     raise
                 return {"error": str(bad)}
         if state.get("mode") == "vlm":
-            return {"plan": no_plan(query, reference is not None), "error": None,
-                    "steps_done": [PLAN], "executor_evidence": ExecutorOutput()}
+            return {
+                "plan": no_plan(query, reference is not None),
+                "error": None,
+                "steps_done": [PLAN],
+                "executor_evidence": ExecutorOutput(),
+            }
         tool_names = [spec.name for spec in agents.registry.catalog]
         try:
             plan = make_plan(agents.planner, query, image, reference, tool_names, reason)
@@ -372,15 +415,22 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
                 return replan_failed(state, failed.error.message)
             return {"error": failed.error.model_dump_json()}
         # A new plan gathers its own evidence: the previous plan's is dropped.
-        return {"plan": plan, "error": None, "steps_done": [PLAN],
-                "executor_evidence": None if replanning(state) else ExecutorOutput()}
+        return {
+            "plan": plan,
+            "error": None,
+            "steps_done": [PLAN],
+            "executor_evidence": None if replanning(state) else ExecutorOutput(),
+        }
     if step == REPLAN:
         # The plan and its evidence stay until the new plan is made (see replan_failed).
         reason = state["summarizer_result"].replan_reason or "No reason provided"
         replanned = record_replan(state, reason)
-        return {"iteration_count": replanned["iteration_count"],
-                "replan_history": replanned["replan_history"], "summarizer_result": None,
-                "steps_done": []}
+        return {
+            "iteration_count": replanned["iteration_count"],
+            "replan_history": replanned["replan_history"],
+            "summarizer_result": None,
+            "steps_done": [],
+        }
 
     plan = state["plan"]
     evidence = _evidence(state)
@@ -389,38 +439,73 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
     # What each subtask left out of the model's reply or put in instead, kept with the evidence.
     notes: list[str] = []
     if step == DETECT:
-        found = executor.run_subtask(step, lambda: executor.detect_distortions(
-            agents.executor, query, image, reference, plan, notes=notes))
+        found = executor.run_subtask(
+            step,
+            lambda: executor.detect_distortions(
+                agents.executor, query, image, reference, plan, notes=notes
+            ),
+        )
         update["executor_evidence"] = ExecutorOutput(distortion_set=found, notes=notes)
     elif step == ANALYSE:
-        found = executor.run_subtask(step, lambda: executor.analyse_distortions(
-            agents.executor, query, image, reference, distortion_set, notes=notes))
+        found = executor.run_subtask(
+            step,
+            lambda: executor.analyse_distortions(
+                agents.executor, query, image, reference, distortion_set, notes=notes
+            ),
+        )
         update["executor_evidence"] = ExecutorOutput(distortion_analysis=found, notes=notes)
     elif step == SELECT:
-        found = executor.run_subtask(step, lambda: executor.select_tools(
-            agents.executor, agents.registry, query, distortion_set, plan.reference_mode,
-            excluded=plan.excluded_tools, notes=notes))
+        found = executor.run_subtask(
+            step,
+            lambda: executor.select_tools(
+                agents.executor,
+                agents.registry,
+                query,
+                distortion_set,
+                plan.reference_mode,
+                excluded=plan.excluded_tools,
+                notes=notes,
+            ),
+        )
         # What selection could not offer here, for the step that runs the tools (elsewhere?).
         unavailable = executor.unavailable_chain_tools(agents.registry, plan.excluded_tools)
-        update["executor_evidence"] = ExecutorOutput(selected_tools=found, notes=notes,
-                                                     unavailable_tools=unavailable or None)
+        update["executor_evidence"] = ExecutorOutput(
+            selected_tools=found, notes=notes, unavailable_tools=unavailable or None
+        )
     elif step == EXECUTE:
         selected = executor.selection_for(plan, distortion_set, evidence.selected_tools)
         image_data, reference_data = executor.load_inputs(image, reference)
         # A tool the query named is run as named; the agent's own choice says what stood in.
-        outcome = executor.run_subtask(step, lambda: executor.execute_tools(
-            agents.registry, image_data, reference_data, selected, query, notes=notes,
-            own_choice=not plan.required_tool, excluded=plan.excluded_tools,
-            unavailable=evidence.unavailable_tools))
+        outcome = executor.run_subtask(
+            step,
+            lambda: executor.execute_tools(
+                agents.registry,
+                image_data,
+                reference_data,
+                selected,
+                query,
+                notes=notes,
+                own_choice=not plan.required_tool,
+                excluded=plan.excluded_tools,
+                unavailable=evidence.unavailable_tools,
+            ),
+        )
         scores, logs = outcome if outcome is not None else ({}, [])
-        update["executor_evidence"] = ExecutorOutput(quality_scores=scores or None,
-                                                     tool_logs=logs, notes=notes)
+        update["executor_evidence"] = ExecutorOutput(
+            quality_scores=scores or None, tool_logs=logs, notes=notes
+        )
     elif step == SUMMARIZE:
         limit = state.get("max_replan_iterations", DEFAULT_MAX_REPLAN_ITERATIONS)
         update["summarizer_result"] = summarizer.summarize(
-            agents.summarizer, query, image, reference, plan, evidence,
+            agents.summarizer,
+            query,
+            image,
+            reference,
+            plan,
+            evidence,
             can_replan=state.get("iteration_count", 0) < limit,
-            failed_replan=failed_replan(state))
+            failed_replan=failed_replan(state),
+        )
     else:
         raise ValueError(f"unknown step {step!r}; steps: {STEPS}")
     return update
@@ -429,8 +514,10 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
 def _planned_calls(state: AgenticIQAState) -> list[executor.ToolCall]:
     """The calls the run's tool step makes, in order (a region's on its crop)."""
     if state.get("metric_tools"):
-        return [executor.ToolCall(executor.METRIC_OBJECT, executor.metric_distortion(tool), tool)
-                for tool in state["metric_tools"]]
+        return [
+            executor.ToolCall(executor.METRIC_OBJECT, executor.metric_distortion(tool), tool)
+            for tool in state["metric_tools"]
+        ]
     plan = state["plan"]
     evidence = _evidence(state)
     distortion_set = executor.distortion_set_for(plan, evidence.distortion_set)
@@ -438,8 +525,9 @@ def _planned_calls(state: AgenticIQAState) -> list[executor.ToolCall]:
     return executor.tool_calls(selected, state["query"])
 
 
-def planned_tool_calls(state: AgenticIQAState, registry: ToolRegistry
-                       ) -> list[tuple[str, str, str | None]]:
+def planned_tool_calls(
+    state: AgenticIQAState, registry: ToolRegistry
+) -> list[tuple[str, str, str | None]]:
     """The (tool, image, reference) calls the run's next step will make, when it is the tool
     step: what a tool worker can score ahead for several runs in one batch.  Fallbacks and a
     region's crop are not foreseen (they run one by one when needed)."""
@@ -507,25 +595,34 @@ def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str,
                     f"the reference {reference!r} is {reference_data.size[0]}x"
                     f"{reference_data.size[1]} pixels but the image {image!r} is "
                     f"{image_data.size[0]}x{image_data.size[1]}; full-reference tools never "
-                    "resize: give a reference of the same size")
+                    "resize: give a reference of the same size"
+                )
     except ToolError as bad:
         if getattr(bad, "stops_job", False):  # a store refusing this worker's credential
             raise
         return {"error": str(bad), "steps_done": done}
     scores, logs = executor.run_metrics(agents.registry, image_data, reference_data, tools)
-    update: dict[str, Any] = {"steps_done": done, "executor_evidence": ExecutorOutput(
-        quality_scores=scores or None, tool_logs=logs)}
+    update: dict[str, Any] = {
+        "steps_done": done,
+        "executor_evidence": ExecutorOutput(quality_scores=scores or None, tool_logs=logs),
+    }
     if logs and all(entry.error is not None for entry in logs):
         update["error"] = "every tool failed: " + "; ".join(
-            f"{entry.tool_name}: {entry.error}" for entry in logs)
+            f"{entry.tool_name}: {entry.error}" for entry in logs
+        )
     return update
 
 
-def run_inprocess(query: str, image_path: str, reference_path: str | None = None, *,
-                  agents: Agents | None = None,
-                  max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
-                  on_step: Callable[[str, float], None] | None = None,
-                  retry: TransientRetry = TRANSIENT_RETRY) -> AgenticIQAState:
+def run_inprocess(
+    query: str,
+    image_path: str,
+    reference_path: str | None = None,
+    *,
+    agents: Agents | None = None,
+    max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
+    on_step: Callable[[str, float], None] | None = None,
+    retry: TransientRetry = TRANSIENT_RETRY,
+) -> AgenticIQAState:
     """Run the whole agent in this process and return the final state.
 
     A step failing with a transient VLM error is retried per ``retry``; a VLM error that
@@ -533,20 +630,28 @@ def run_inprocess(query: str, image_path: str, reference_path: str | None = None
     replan's plan (the replan fails and the summarizer answers with the previous evidence).
     """
     agents = agents or default_agents()
-    state = initial_state(query, str(image_path), str(reference_path) if reference_path else None,
-                          max_replan_iterations=max_replan_iterations)
+    state = initial_state(
+        query,
+        str(image_path),
+        str(reference_path) if reference_path else None,
+        max_replan_iterations=max_replan_iterations,
+    )
     timings: dict[str, float] = {}
     while (step := next_step(state)) is not None:
         started = time.perf_counter()
         try:
             update = retry.call(step, partial(run_step, step, state, agents))
         except VLMError as exc:  # permanent, or transient after every retry
-            given_up = (abandoned(step, state, f"{step} failed: {exc}")
-                        if isinstance(exc, TransientVLMError) else None)
+            given_up = (
+                abandoned(step, state, f"{step} failed: {exc}")
+                if isinstance(exc, TransientVLMError)
+                else None
+            )
             if given_up is None:  # a step the run cannot go without: the run ends
                 log.error("run failed at %s: %s", step, exc)
-                return merge_state(state, {"error": f"{step} failed: {exc}",
-                                           "step_seconds": timings})
+                return merge_state(
+                    state, {"error": f"{step} failed: {exc}", "step_seconds": timings}
+                )
             update = given_up
         state = merge_state(state, update)
         elapsed = time.perf_counter() - started

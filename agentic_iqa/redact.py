@@ -20,7 +20,9 @@ MASK = "***"
 #: ``scheme://user:password@`` or ``scheme://token@``: everything between ``//`` and ``@``.
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
 #: A URL's query string (``?key=...&x=...``), whatever its parameters are called: masked whole.
-_URL_QUERY = re.compile(r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]+)")
+_URL_QUERY = re.compile(
+    r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]+)"
+)
 #: ``?key=...``, ``&sig=...`` in a request path or URL an error echoes, whatever the name: the
 #: value is masked, the name kept (it tells which parameter was wrong).
 _QUERY_PARAM = re.compile(r"(?P<name>[?&][A-Za-z0-9_.\-\[\]%]+=)(?P<value>[^&\s'\"<>#,;)}\]]+)")
@@ -39,11 +41,15 @@ _AUTHORIZATION = re.compile(
     re.IGNORECASE,
 )
 #: ``Authorization: Bearer xyz`` / ``x-api-key: xyz`` as SDKs sometimes print them.
-_AUTH_HEADER = re.compile(r"(?P<name>\b(?:bearer|x-api-key:?)\s+)(?P<value>[A-Za-z0-9._\-]{8,})",
-                          re.IGNORECASE)
+_AUTH_HEADER = re.compile(
+    r"(?P<name>\b(?:bearer|x-api-key:?)\s+)(?P<value>[A-Za-z0-9._\-]{8,})", re.IGNORECASE
+)
 #: ``Digest username="u", response="..."``: every parameter masked (they hold quotes).
-_DIGEST = re.compile(r"(?P<name>\bdigest\s+)(?P<value>(?:[A-Za-z\-]+=(?:\"[^\"\r\n]*\"|[^,\s'\"]+)"
-                     r"[ \t]*,?[ \t]*)+)", re.IGNORECASE)
+_DIGEST = re.compile(
+    r"(?P<name>\bdigest\s+)(?P<value>(?:[A-Za-z\-]+=(?:\"[^\"\r\n]*\"|[^,\s'\"]+)"
+    r"[ \t]*,?[ \t]*)+)",
+    re.IGNORECASE,
+)
 #: ``Basic <base64>`` with no header name in front: masked when it decodes to ``user:password``.
 _BASIC = re.compile(r"(?P<name>\bbasic\s+)(?P<value>[A-Za-z0-9+/]{4,}={0,2})", re.IGNORECASE)
 #: Environment variables whose values are secrets wherever they appear.
@@ -83,9 +89,15 @@ def secret_values() -> list[str]:
     raw = getattr(os.environ, "_data", None)  # CPython's undecoded copy of the environment
     if raw is not None and _SEEN is not None and _SEEN[0] == raw:
         return _SEEN[1]
-    values = sorted({value for name, value in os.environ.items()
-                     if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET_LENGTH},
-                    key=len, reverse=True)
+    values = sorted(
+        {
+            value
+            for name, value in os.environ.items()
+            if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET_LENGTH
+        },
+        key=len,
+        reverse=True,
+    )
     if raw is not None:
         _SEEN = (dict(raw), values)
     if not _REGISTERED:
@@ -128,8 +140,9 @@ _URL_WITH_QUERY = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s?#'\"<>]*\?[^\s#
 #: Query parameters that sign or authorise a URL: AWS (``X-Amz-Signature``, ``-Credential``,
 #: ``-Security-Token``), Google (``X-Goog-Signature``, ``Signature``), Azure SAS (``sig``),
 #: CloudFront (``Signature``, ``Policy``, ``Key-Pair-Id``), and ``token=``, ``key=``, ``code=``.
-_SIGNING_PARAMETER = re.compile(r"sig|token|secret|pass|credential|key|auth|policy|^code$",
-                                re.IGNORECASE)
+_SIGNING_PARAMETER = re.compile(
+    r"sig|token|secret|pass|credential|key|auth|policy|^code$", re.IGNORECASE
+)
 
 
 def redact_url_secrets(text: str) -> str:
@@ -165,8 +178,7 @@ def _mask_basic(match: re.Match[str]) -> str:
     """``Basic <base64>`` masked when the base64 decodes to ``user:password``; prose such as
     "basic quality" is left alone."""
     try:
-        decoded = base64.b64decode(match["value"] + "=" * (-len(match["value"]) % 4),
-                                   validate=True)
+        decoded = base64.b64decode(match["value"] + "=" * (-len(match["value"]) % 4), validate=True)
     except (binascii.Error, ValueError):
         return match[0]
     return f"{match['name']}{MASK}" if b":" in decoded else match[0]

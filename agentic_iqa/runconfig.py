@@ -98,14 +98,19 @@ class RunConfig(BaseModel):
             document["roles"][role]["model"] = config.answering_model
         document["builtin_model_ignored"] = any(
             c.backend == "builtin" and c.model not in (None, c.answering_model)
-            for c in self.roles.values())
+            for c in self.roles.values()
+        )
         return document
 
     def backends(self) -> list[str]:
         """``backend/model`` of each distinct role configuration (the model that answers it),
         for one-line summaries."""
-        return sorted({f"{c.backend}/{c.answering_model}" if c.answering_model else c.backend
-                       for c in self.roles.values()})
+        return sorted(
+            {
+                f"{c.backend}/{c.answering_model}" if c.answering_model else c.backend
+                for c in self.roles.values()
+            }
+        )
 
 
 def prompts_version() -> str:
@@ -118,8 +123,11 @@ def tool_digests(settings: Any, tools: list[str] | None = None) -> dict[str, str
     """A digest of each tool's catalogue entry under these settings: ``tools`` (canonical
     names), else every default tool and the fallbacks."""
     catalog = _catalog(settings.metadata_path, tuple(settings.metadata_overrides))
-    names = tools if tools is not None else sorted(
-        {spec.name for spec in catalog if spec.default} | set(settings.fallback_chain))
+    names = (
+        tools
+        if tools is not None
+        else sorted({spec.name for spec in catalog if spec.default} | set(settings.fallback_chain))
+    )
     digests = {}
     for name in names:
         spec = catalog.get(name)
@@ -140,10 +148,15 @@ def stored_base_url(url: str | None) -> str | None:
     return redact(url) if url else url
 
 
-def capture(*, max_replan_iterations: int, vlm_cache: bool,
-            metric_tools: list[str] | None = None,
-            roles: Mapping[str, BackendConfig] | None = None,
-            tool_settings: Any = None, batch: bool = False) -> RunConfig:
+def capture(
+    *,
+    max_replan_iterations: int,
+    vlm_cache: bool,
+    metric_tools: list[str] | None = None,
+    roles: Mapping[str, BackendConfig] | None = None,
+    tool_settings: Any = None,
+    batch: bool = False,
+) -> RunConfig:
     """The configuration in force here and now (configs/*.yaml and ``AGENTIC_IQA_*``)."""
     from .config import load_tool_settings
 
@@ -151,23 +164,38 @@ def capture(*, max_replan_iterations: int, vlm_cache: bool,
     digests = tool_digests(settings, list(metric_tools) if metric_tools else None)
     catalog = _catalog(settings.metadata_path, tuple(settings.metadata_overrides))
     precision = {name: catalog.get(name).precision for name in digests}
-    configs = dict(roles) if roles is not None else (
-        {} if metric_tools else dict(load_backend_configs()))
-    stored = {role: config.model_copy(update={"base_url": stored_base_url(config.base_url)})
-              for role, config in configs.items()}
-    keyed = {role: bool(config.key_variable and os.environ.get(config.key_variable))
-             for role, config in configs.items()}
+    configs = (
+        dict(roles) if roles is not None else ({} if metric_tools else dict(load_backend_configs()))
+    )
+    stored = {
+        role: config.model_copy(update={"base_url": stored_base_url(config.base_url)})
+        for role, config in configs.items()
+    }
+    keyed = {
+        role: bool(config.key_variable and os.environ.get(config.key_variable))
+        for role, config in configs.items()
+    }
     limits: dict[str, Any] = {}
     if not metric_tools:
         rate = load_rate_limits()
         limits = rate.model_dump(mode="json")
         limits["storage_url"] = redact(limits.get("storage_url"))
     return RunConfig(
-        prompts=prompts_version(), max_replan_iterations=max_replan_iterations, roles=stored,
+        prompts=prompts_version(),
+        max_replan_iterations=max_replan_iterations,
+        roles=stored,
         keyed=keyed,
-        tools=ToolsConfig(device=settings.device, fallback_chain=list(settings.fallback_chain),
-                          catalog=digests, precision=precision),
-        vlm_cache=vlm_cache, rate_limits=limits, metric_tools=metric_tools, batch=batch)
+        tools=ToolsConfig(
+            device=settings.device,
+            fallback_chain=list(settings.fallback_chain),
+            catalog=digests,
+            precision=precision,
+        ),
+        vlm_cache=vlm_cache,
+        rate_limits=limits,
+        metric_tools=metric_tools,
+        batch=batch,
+    )
 
 
 #: Role configurations this process was given by flags (``--base-url``): its environment as
@@ -197,7 +225,8 @@ def backend_configs(config: RunConfig) -> dict[str, BackendConfig]:
             if local is None or stored_base_url(local.base_url) != wanted.base_url:
                 raise CannotHonour(
                     f"the job's {role} base URL holds a credential ({wanted.base_url}) and this "
-                    "environment's is not the same URL: set it (AGENTIC_IQA_VLM_BASE_URL) here")
+                    "environment's is not the same URL: set it (AGENTIC_IQA_VLM_BASE_URL) here"
+                )
             wanted = wanted.model_copy(update={"base_url": local.base_url})
         if wanted.backend != "builtin":
             variable = wanted.key_variable
@@ -210,7 +239,8 @@ def backend_configs(config: RunConfig) -> dict[str, BackendConfig]:
                 raise CannotHonour(
                     f"the job runs its {role} on {wanted.backend} ({wanted.model}) with a key, "
                     f"and {variable} is not set here: set it, or let a process that has it run "
-                    "the job")
+                    "the job"
+                )
         resolved[role] = wanted
     return resolved
 
@@ -229,9 +259,11 @@ def check_tools(config: RunConfig, settings: Any) -> Any:
         raise CannotHonour(
             f"this process's catalogue entries for {', '.join(differ)} are not the job's "
             "(another version of agentic-iqa or other metadata overrides): run the job where "
-            "the tools are the ones it was submitted with")
-    return settings.model_copy(update={"device": config.tools.device,
-                                       "fallback_chain": list(config.tools.fallback_chain)})
+            "the tools are the ones it was submitted with"
+        )
+    return settings.model_copy(
+        update={"device": config.tools.device, "fallback_chain": list(config.tools.fallback_chain)}
+    )
 
 
 def check_prompts(config: RunConfig) -> None:
@@ -240,8 +272,18 @@ def check_prompts(config: RunConfig) -> None:
     if config.prompts and here != config.prompts:
         raise CannotHonour(
             f"this process's prompts ({here}) are not the job's ({config.prompts}): another "
-            "version of agentic-iqa; upgrade (or downgrade) this worker")
+            "version of agentic-iqa; upgrade (or downgrade) this worker"
+        )
 
 
-__all__ = ["MASK", "CannotHonour", "RunConfig", "ToolsConfig", "backend_configs", "capture",
-           "check_prompts", "check_tools", "stored_base_url"]
+__all__ = [
+    "MASK",
+    "CannotHonour",
+    "RunConfig",
+    "ToolsConfig",
+    "backend_configs",
+    "capture",
+    "check_prompts",
+    "check_tools",
+    "stored_base_url",
+]

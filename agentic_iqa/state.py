@@ -55,7 +55,14 @@ DEFAULT_MAX_REPLAN_ITERATIONS = 2
 MAX_REPLAN_HISTORY = 10
 #: File extensions accepted for input images (compared ignoring case).
 IMAGE_EXTENSIONS: tuple[str, ...] = (
-    ".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif",
+    ".jpg",
+    ".jpeg",
+    ".png",
+    ".bmp",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".gif",
 )
 #: How far a level distribution may sum from 1 (log-probabilities rounded by the backend).
 PROBABILITY_SUM_TOLERANCE = 1e-3
@@ -63,8 +70,11 @@ PROBABILITY_SUM_TOLERANCE = 1e-3
 Severity = Literal["none", "slight", "moderate", "severe", "extreme"]
 
 
-_CATALOG_ENV = ("AGENTIC_IQA_CONFIG_DIR", "AGENTIC_IQA_METADATA_PATH",
-                "AGENTIC_IQA_METADATA_OVERRIDES")
+_CATALOG_ENV = (
+    "AGENTIC_IQA_CONFIG_DIR",
+    "AGENTIC_IQA_METADATA_PATH",
+    "AGENTIC_IQA_METADATA_OVERRIDES",
+)
 
 
 def _catalog() -> Catalog:
@@ -124,8 +134,12 @@ def _field_keys(data: Any, names: Iterable[str]) -> Any:
 
 
 def _is_global(name: Any) -> bool:
-    return isinstance(name, str) and name.strip().casefold() in {"global", "whole image",
-                                                                 "entire image", "image"}
+    return isinstance(name, str) and name.strip().casefold() in {
+        "global",
+        "whole image",
+        "entire image",
+        "image",
+    }
 
 
 def _known_distortions(values: Any, where: str) -> Any:
@@ -352,8 +366,9 @@ def _unknown_tool(value: Any) -> bool:
 _INPUT_FIELDS = ("reference_mode", "distortion_source", "query_scope")
 
 
-def _with_defaults(data: Mapping[str, Any], defaults: Mapping[str, Any],
-                   filled: list[str]) -> dict[str, Any]:
+def _with_defaults(
+    data: Mapping[str, Any], defaults: Mapping[str, Any], filled: list[str]
+) -> dict[str, Any]:
     """``data`` with the fields the input decides and the four flags taken from ``defaults``
     where the model left them out (or wrote null; a null scope is already the whole image), so
     a plan short of them is still a plan; each field filled is appended to ``filled``."""
@@ -365,13 +380,18 @@ def _with_defaults(data: Mapping[str, Any], defaults: Mapping[str, Any],
     flags = {} if data.get("plan") is None else data["plan"]
     if not isinstance(flags, Mapping) or not isinstance(defaults.get("plan"), Mapping):
         return data  # not flags at all: left for validation to refuse
-    flags = {("tool_execution" if key == "tool_execute" else key): value for key, value in
-             _field_keys(flags, [*PlanControlFlags.model_fields, "tool_execute"]).items()}
+    flags = {
+        ("tool_execution" if key == "tool_execute" else key): value
+        for key, value in _field_keys(
+            flags, [*PlanControlFlags.model_fields, "tool_execute"]
+        ).items()
+    }
     lacking = [flag for flag in _PLAN_FLAGS if flags.get(flag) is None]
     if lacking:
         data["plan"] = {**flags, **{flag: defaults["plan"][flag] for flag in lacking}}
-        filled.extend(["plan"] if len(lacking) == len(_PLAN_FLAGS)
-                      else [f"plan.{flag}" for flag in lacking])
+        filled.extend(
+            ["plan"] if len(lacking) == len(_PLAN_FLAGS) else [f"plan.{flag}" for flag in lacking]
+        )
     return data
 
 
@@ -419,27 +439,36 @@ class PlannerOutput(_StateModel):
         if isinstance(data, Mapping) and "plan" not in data:
             # The four flags written beside the other keys instead of under "plan".
             flags = _field_keys(data, [*PlanControlFlags.model_fields, "tool_execute"])
-            found = {k: flags[k] for k in (*PlanControlFlags.model_fields, "tool_execute")
-                     if k in flags}
+            found = {
+                k: flags[k] for k in (*PlanControlFlags.model_fields, "tool_execute") if k in flags
+            }
             if found:
                 data = {**data, "plan": found}
         if not isinstance(data, Mapping):
             return data
         data = {**data, "plan": _flags_named(data.get("plan"))}
         if isinstance(info.context, dict) and isinstance(info.context.get("defaults"), Mapping):
-            data = _with_defaults(data, info.context["defaults"],
-                                  info.context.setdefault("filled", []))
+            data = _with_defaults(
+                data, info.context["defaults"], info.context.setdefault("filled", [])
+            )
         tool = _one_tool(data.get("required_tool"))
         data["required_tool"] = tool
         stored = isinstance(info.context, dict) and info.context.get("stored")
         members = () if stored else _family(tool)
         if members or (not stored and _unknown_tool(tool)):
             if members:  # the query's qualifier or the reference decides which (reconcile)
-                log.info("plan: required_tool %r is a family of tools (%s); the query and the "
-                         "reference decide which", tool, ", ".join(members))
+                log.info(
+                    "plan: required_tool %r is a family of tools (%s); the query and the "
+                    "reference decide which",
+                    tool,
+                    ", ".join(members),
+                )
             else:  # the model wants a tool measured but names none the catalogue has
-                log.warning("plan: required_tool %r is no tool of the catalogue; a tool is "
-                            "selected instead", tool)
+                log.warning(
+                    "plan: required_tool %r is no tool of the catalogue; a tool is "
+                    "selected instead",
+                    tool,
+                )
             data["required_tool"] = None
             if isinstance(data["plan"], Mapping):
                 data["plan"] = {**data["plan"], "tool_selection": True, "tool_execution": True}
@@ -448,30 +477,63 @@ class PlannerOutput(_StateModel):
     @field_validator("query_type", mode="before")
     @classmethod
     def _query_type(cls, value: Any) -> Any:
-        return _one_of(value, {"iqa": "IQA", "technical": "IQA", "technicalquality": "IQA",
-                               "other": "Other", "aesthetic": "Other", "aesthetics": "Other"})
+        return _one_of(
+            value,
+            {
+                "iqa": "IQA",
+                "technical": "IQA",
+                "technicalquality": "IQA",
+                "other": "Other",
+                "aesthetic": "Other",
+                "aesthetics": "Other",
+            },
+        )
 
     @field_validator("distortion_source", mode="before")
     @classmethod
     def _fix_paper_spelling(cls, value: Any) -> Any:
-        return _one_of(value, {"explicit": "Explicit", "explict": "Explicit",
-                               "inferred": "Inferred", "implicit": "Inferred",
-                               "infer": "Inferred"})
+        return _one_of(
+            value,
+            {
+                "explicit": "Explicit",
+                "explict": "Explicit",
+                "inferred": "Inferred",
+                "implicit": "Inferred",
+                "infer": "Inferred",
+            },
+        )
 
     @field_validator("reference_mode", mode="before")
     @classmethod
     def _reference_mode(cls, value: Any) -> Any:
-        return _one_of(value, {"fullreference": "Full-Reference", "fr": "Full-Reference",
-                               "noreference": "No-Reference", "nr": "No-Reference",
-                               "blind": "No-Reference"})
+        return _one_of(
+            value,
+            {
+                "fullreference": "Full-Reference",
+                "fr": "Full-Reference",
+                "noreference": "No-Reference",
+                "nr": "No-Reference",
+                "blind": "No-Reference",
+            },
+        )
 
     @field_validator("answer_mode", mode="before")
     @classmethod
     def _answer_mode(cls, value: Any) -> Any:
-        return _one_of(value, {"scoring": "scoring", "score": "scoring", "rating": "scoring",
-                               "rate": "scoring", "explanation": "explanation",
-                               "explain": "explanation", "answer": "explanation",
-                               "text": "explanation", "multiplechoice": "explanation"})
+        return _one_of(
+            value,
+            {
+                "scoring": "scoring",
+                "score": "scoring",
+                "rating": "scoring",
+                "rate": "scoring",
+                "explanation": "explanation",
+                "explain": "explanation",
+                "answer": "explanation",
+                "text": "explanation",
+                "multiplechoice": "explanation",
+            },
+        )
 
     @field_validator("query_scope", mode="before")
     @classmethod
@@ -495,8 +557,11 @@ class PlannerOutput(_StateModel):
         if isinstance(value, str | list | tuple):
             value = {"Global": value}  # distortions not given per object: the whole image's
         if isinstance(value, Mapping):
-            value = {key: _split_names(names) for key, names in value.items()
-                     if not (isinstance(names, str) and _is_none(names))}
+            value = {
+                key: _split_names(names)
+                for key, names in value.items()
+                if not (isinstance(names, str) and _is_none(names))
+            }
         value = _distortion_lists(value, "plan distortions")
         return value or None
 
@@ -508,8 +573,9 @@ class PlannerOutput(_StateModel):
         if value is None or (isinstance(value, str) and _is_none(value)):
             return []
         names = _split_names(value)
-        if not isinstance(names, list) or (isinstance(info.context, dict)
-                                           and info.context.get("stored")):
+        if not isinstance(names, list) or (
+            isinstance(info.context, dict) and info.context.get("stored")
+        ):
             return names
         kept = []
         for name in names:
@@ -570,7 +636,8 @@ class PlannerError(_StateModel):
         """Record ``exc`` and log it: the log line is what one reads when a run keeps failing."""
         kind = type(exc)
         exception_type = (
-            kind.__qualname__ if kind.__module__ == "builtins"
+            kind.__qualname__
+            if kind.__module__ == "builtins"
             else f"{kind.__module__}.{kind.__qualname__}"
         )
         details = None
@@ -587,7 +654,11 @@ class PlannerError(_StateModel):
         )
         log.warning(
             "planner attempt %d failed (backend %s, %d retries so far): %s: %s",
-            attempt, backend or "unknown", retry_count, exception_type, error.message,
+            attempt,
+            backend or "unknown",
+            retry_count,
+            exception_type,
+            error.message,
         )
         return error
 
@@ -656,33 +727,41 @@ class ToolExecutionLog(_StateModel):
 
     tool_name: Text = Field(description="the tool that produced the score")
     object_name: ObjectName = Field(
-        description='what was scored: "Global" (the whole image) or a region\'s scope key')
+        description='what was scored: "Global" (the whole image) or a region\'s scope key'
+    )
     distortion: DistortionKey = Field(description="the distortion the tool was chosen for")
     raw_score: float = Field(description="the tool's own output, on its own scale")
     normalized_score: float = Field(description="the score mapped onto [1, 5]")
     execution_time: float = Field(ge=0, allow_inf_nan=False, description="seconds")
     fallback: bool = Field(default=False, description="a fallback tool replaced the requested one")
-    error: Text | None = Field(default=None, description="why the requested tool failed, or "
-                               "why the tool wanted cannot run here")
+    error: Text | None = Field(
+        default=None,
+        description="why the requested tool failed, or why the tool wanted cannot run here",
+    )
     timestamp: UtcDatetime = Field(default_factory=_utc_now, description="when it ran (UTC)")
     requested_tool: str | None = Field(
-        default=None, description="the tool asked for, when a fallback ran instead; for a "
+        default=None,
+        description="the tool asked for, when a fallback ran instead; for a "
         "tool of the agent's own choice, the fallback-chain tool it would have been had that "
-        "one been installed (``error`` says why it cannot run and how to get it)"
+        "one been installed (``error`` says why it cannot run and how to get it)",
     )
     cached: bool = Field(default=False, description="the raw score came from the score cache")
     load_time: float | None = Field(
-        default=None, ge=0, allow_inf_nan=False,
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
         description="seconds of one-time model creation included in execution_time "
-                    "(0: the model was loaded already; None: not recorded)",
+        "(0: the model was loaded already; None: not recorded)",
     )
     region: Text | None = Field(
-        default=None, description='the region whose crop was scored ("left half"); None: the '
-                                  "whole image")
+        default=None,
+        description='the region whose crop was scored ("left half"); None: the whole image',
+    )
     requested_for: list[ObjectName] = Field(
         default_factory=list,
         description="the objects in scope this whole-image score was asked for: no tool "
-                    "measured them on their own")
+        "measured them on their own",
+    )
 
     @model_validator(mode="after")
     def _scores(self) -> Self:
@@ -731,17 +810,19 @@ class ExecutorOutput(_StateModel):
         default=None, description="the tool chosen per object and distortion (canonical names)"
     )
     quality_scores: dict[ObjectName, dict[DistortionKey, tuple[ToolName, Score]]] | None = Field(
-        default=None, description="(tool, normalized score in [1, 5]) per part of the image "
+        default=None,
+        description="(tool, normalized score in [1, 5]) per part of the image "
         'scored and distortion: "Global" is the whole image (what tools score for objects), a '
-        "region named by position its crop"
+        "region named by position its crop",
     )
     tool_logs: list[ToolExecutionLog] = Field(
         default_factory=list, description="every tool run, failed ones included"
     )
     unavailable_tools: dict[ToolName, str] | None = Field(
-        default=None, description="the fallback chain's tools that could not be offered where "
+        default=None,
+        description="the fallback chain's tools that could not be offered where "
         "the tools were chosen (not installed there), and why: a tool chosen in their place "
-        "stood in for them, wherever it then ran"
+        "stood in for them, wherever it then ran",
     )
     notes: list[str] = Field(
         default_factory=list,
@@ -774,8 +855,9 @@ class ExecutorOutput(_StateModel):
                         try:
                             canonical_distortion(kind)
                         except ValueError:
-                            log.warning("distortion analysis: %r is no distortion category; "
-                                        "ignored", kind)
+                            log.warning(
+                                "distortion analysis: %r is no distortion category; ignored", kind
+                            )
                             continue
                     kept.append(item)
                 items = kept
@@ -795,8 +877,9 @@ class ExecutorOutput(_StateModel):
                     try:
                         kept[canonical_distortion(distortion)] = tool
                     except (ValueError, AttributeError):
-                        log.warning("tool selection: %r is no distortion category; ignored",
-                                    distortion)
+                        log.warning(
+                            "tool selection: %r is no distortion category; ignored", distortion
+                        )
                 per = kept
             result["Global" if _is_global(key) else key] = per
         return result
@@ -808,8 +891,14 @@ class ExecutorOutput(_StateModel):
 NO_REASONING = "(the model gave no reasoning)"
 #: Fields of :class:`SummarizerOutput` that are the pipeline's to write (a fused score, its
 #: probabilities and their source, an unreadable answer): a model writing one is ignored.
-PIPELINE_RESULT_FIELDS = ("quality_score", "level_distribution", "probability_source",
-                          "answer_unparseable", "unparseable_reason", "notes")
+PIPELINE_RESULT_FIELDS = (
+    "quality_score",
+    "level_distribution",
+    "probability_source",
+    "answer_unparseable",
+    "unparseable_reason",
+    "notes",
+)
 _YES = frozenset({"true", "yes", "y", "1"})
 _NO = frozenset({"false", "no", "n", "0"})
 _ABSENT = object()
@@ -830,8 +919,10 @@ def _replan_flag(value: Any, notes: list[str]) -> bool:
     elif isinstance(value, int) and value in (0, 1):
         flag = bool(value)
     else:
-        notes.append(f"need_replan {_shown(value)} is neither true nor false: read as false "
-                     "(no replan asked for)")
+        notes.append(
+            f"need_replan {_shown(value)} is neither true nor false: read as false "
+            "(no replan asked for)"
+        )
         return False
     notes.append(f"need_replan {_shown(value)} read as {str(flag).lower()}")
     return flag
@@ -861,8 +952,9 @@ def _reasoning(data: Mapping[str, Any], notes: list[str]) -> str:
     for other in ("reasoning", "explanation", "reason"):
         if isinstance(data.get(other), str) and data[other].strip():
             if written is not _ABSENT:
-                notes.append(f"quality_reasoning {_shown(written)} is no text: {other!r} read "
-                             "instead")
+                notes.append(
+                    f"quality_reasoning {_shown(written)} is no text: {other!r} read instead"
+                )
             return str(data[other])
     if written is not _ABSENT:
         notes.append(f"quality_reasoning {_shown(written)} is no text: ignored")
@@ -872,8 +964,9 @@ def _reasoning(data: Mapping[str, Any], notes: list[str]) -> str:
 def _used_evidence(value: Any, notes: list[str]) -> dict[str, Any] | None:
     if value is None or isinstance(value, Mapping):
         return dict(value) if value is not None else None
-    if (isinstance(value, str) and not value.strip()) or (isinstance(value, list | tuple)
-                                                          and not value):
+    if (isinstance(value, str) and not value.strip()) or (
+        isinstance(value, list | tuple) and not value
+    ):
         notes.append(f"used_evidence {_shown(value)} is empty: ignored")
         return None
     notes.append(f"used_evidence is a {type(value).__name__}, not an object: kept as its items")
@@ -894,9 +987,11 @@ class SummarizerReply(_StateModel):
     need_replan: bool = Field(default=False, description="the evidence cannot answer the query")
     replan_reason: str | None = Field(default=None, description="what evidence is missing")
     used_evidence: dict[str, Any] | None = Field(
-        default=None, description="the evidence items the answer relied on")
-    notes: list[str] = Field(default_factory=list,
-                             description="what reading the reply ignored or coerced")
+        default=None, description="the evidence items the answer relied on"
+    )
+    notes: list[str] = Field(
+        default_factory=list, description="what reading the reply ignored or coerced"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -908,12 +1003,14 @@ class SummarizerReply(_StateModel):
         for name in PIPELINE_RESULT_FIELDS:
             value = data.get(name)
             if value is not None and value is not False and value != "" and value != []:
-                notes.append(f"{name} {_shown(value)} ignored: the pipeline's to give, not "
-                             "the model's")
+                notes.append(
+                    f"{name} {_shown(value)} ignored: the pipeline's to give, not the model's"
+                )
         read: dict[str, Any] = {
             "quality_reasoning": _reasoning(data, notes),
-            "need_replan": (_replan_flag(data["need_replan"], notes) if "need_replan" in data
-                            else False),
+            "need_replan": (
+                _replan_flag(data["need_replan"], notes) if "need_replan" in data else False
+            ),
             "replan_reason": _replan_reason(data.get("replan_reason"), notes),
             "used_evidence": _used_evidence(data.get("used_evidence"), notes),
         }
@@ -1027,17 +1124,19 @@ class SummarizerOutput(_StateModel):
     def _consistent(self, info: ValidationInfo) -> Self:
         if self.level_distribution is not None and self.probability_source is None:
             raise ValueError(
-                "level_distribution needs probability_source (\"logprobs\" or the substitute)"
+                'level_distribution needs probability_source ("logprobs" or the substitute)'
             )
         stored = isinstance(info.context, dict) and info.context.get("stored")
         if self.quality_score is not None and self.probability_source is None and not stored:
-            raise ValueError("quality_score needs probability_source: a score says where it "
-                             "came from")
+            raise ValueError(
+                "quality_score needs probability_source: a score says where it came from"
+            )
         if self.answer_unparseable and not self.unparseable_reason:
             raise ValueError("answer_unparseable needs unparseable_reason (what was answered)")
         if self.need_replan and self.replan_reason is None:
-            log.warning("summarizer asked to replan without a reason; recording 'No reason "
-                        "provided'")
+            log.warning(
+                "summarizer asked to replan without a reason; recording 'No reason provided'"
+            )
             self.replan_reason = "No reason provided"
         return self
 
@@ -1052,8 +1151,10 @@ class ReplanEntry(_StateModel):
     reason: Text
     timestamp: UtcDatetime = Field(default_factory=_utc_now)
     failure: str | None = Field(
-        default=None, description="why its new plan could not be made: the summarizer then "
-        "answered with the previous plan and its evidence")
+        default=None,
+        description="why its new plan could not be made: the summarizer then "
+        "answered with the previous plan and its evidence",
+    )
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -1163,8 +1264,13 @@ def _add_evidence(old: Any, new: Any) -> ExecutorOutput:
         for name in ExecutorOutput.model_fields
         if name not in {"tool_logs", "notes"} and getattr(new, name) is not None
     }
-    return old.model_copy(update={**changes, "tool_logs": [*old.tool_logs, *new.tool_logs],
-                                  "notes": [*old.notes, *new.notes]})
+    return old.model_copy(
+        update={
+            **changes,
+            "tool_logs": [*old.tool_logs, *new.tool_logs],
+            "notes": [*old.notes, *new.notes],
+        }
+    )
 
 
 def record_replan(state: AgenticIQAState, reason: str) -> AgenticIQAState:
@@ -1181,7 +1287,9 @@ def record_replan(state: AgenticIQAState, reason: str) -> AgenticIQAState:
         log.warning(
             "excessive replanning (%d rounds): replan history keeps the last %d entries, "
             "dropped iterations %s",
-            iteration, MAX_REPLAN_HISTORY, [entry.iteration for entry in dropped],
+            iteration,
+            MAX_REPLAN_HISTORY,
+            [entry.iteration for entry in dropped],
         )
     return merge_state(state, {"iteration_count": iteration, "replan_history": history})
 
@@ -1196,8 +1304,11 @@ def state_from_json(text: str | bytes) -> AgenticIQAState:
     return _STATE.validate_json(text, context=STORED)
 
 
-def missing_evidence(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None,
-                     distortion_analysis: Mapping[str, Any] | None) -> str | None:
+def missing_evidence(
+    plan: Mapping[str, Any],
+    quality_scores: Mapping[str, Any] | None,
+    distortion_analysis: Mapping[str, Any] | None,
+) -> str | None:
     """What the plan asked for but the evidence lacks (plain dicts, shared with the builtin).
 
     Tools cannot find an object, so for objects they score the whole image, filed under
@@ -1215,8 +1326,11 @@ def missing_evidence(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] 
     return None
 
 
-def replan_can_supply(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None,
-                      tool_logs: Sequence[Mapping[str, Any]] | None) -> bool:
+def replan_can_supply(
+    plan: Mapping[str, Any],
+    quality_scores: Mapping[str, Any] | None,
+    tool_logs: Sequence[Mapping[str, Any]] | None,
+) -> bool:
     """Whether a new plan could supply what :func:`missing_evidence` finds missing.
 
     Only tool scores for an object no tool was run for (the plan's objects missed the scope)
@@ -1228,8 +1342,11 @@ def replan_can_supply(plan: Mapping[str, Any], quality_scores: Mapping[str, Any]
     scores = quality_scores or {}
     if scores.get("Global"):
         return False
-    tried = {name for entry in tool_logs or ()
-             for name in (entry.get("object_name"), *(entry.get("requested_for") or ()))}
+    tried = {
+        name
+        for entry in tool_logs or ()
+        for name in (entry.get("object_name"), *(entry.get("requested_for") or ()))
+    }
     if "Global" in tried:
         return False
     return any(key not in tried and not scores.get(key) for key in _scope_keys(plan))
@@ -1251,11 +1368,11 @@ def stand_in_reason(requested: str, error: str | None) -> str:
     """Why ``requested`` did not run, from its log's ``error``, without "X cannot run here: "."""
     text = (error or "").strip()
     prefix = f"{requested}{CANNOT_RUN}"
-    return text[len(prefix):] if text.startswith(prefix) else text or "it did not run"
+    return text[len(prefix) :] if text.startswith(prefix) else text or "it did not run"
 
 
 def stand_in_sentence(tool: str, requested: str, error: str | None) -> str:
-    """"PIQE stood in for BRISQUE (its parameter file ... is not installed: ...).": what the
+    """ "PIQE stood in for BRISQUE (its parameter file ... is not installed: ...).": what the
     answer says of a call whose tool another replaced, for every summarizer and output."""
     return f"{tool} stood in for {requested} ({stand_in_reason(requested, error)})."
 
@@ -1287,17 +1404,22 @@ def stand_ins(tool_logs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         error = entry.get("error")
         key = (str(tool), str(requested), stand_in_reason(str(requested), error))
         if key not in found:
-            found[key] = {"tool": key[0], "in_place_of": key[1], "reason": key[2],
-                          "distortions": [],
-                          "sentence": stand_in_sentence(key[0], key[1], error)}
+            found[key] = {
+                "tool": key[0],
+                "in_place_of": key[1],
+                "reason": key[2],
+                "distortions": [],
+                "sentence": stand_in_sentence(key[0], key[1], error),
+            }
         distortion = entry.get("distortion")
         if distortion and distortion not in found[key]["distortions"]:
             found[key]["distortions"].append(distortion)
     return list(found.values())
 
 
-def whole_image_objects(plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None
-                        ) -> list[str]:
+def whole_image_objects(
+    plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None
+) -> list[str]:
     """The objects in scope that only a whole-image score speaks for: no score of their own
     (no tool can find "the car"; a region is scored on its crop), and one under "Global".
     What the summarizer is told to judge from the image itself (plain dicts, as above)."""

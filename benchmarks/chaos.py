@@ -41,8 +41,14 @@ sys.path.insert(0, str(REPO))
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 WINDOW = 20
-FAULTS = ("kill-tool-worker", "kill-default-worker", "restart-broker", "drop-db-connections",
-          "freeze-tool-worker", "db-read-only")
+FAULTS = (
+    "kill-tool-worker",
+    "kill-default-worker",
+    "restart-broker",
+    "drop-db-connections",
+    "freeze-tool-worker",
+    "db-read-only",
+)
 
 
 def make_images(folder: Path, count: int, seed: int = 0) -> Path:
@@ -53,7 +59,8 @@ def make_images(folder: Path, count: int, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(count):
         Image.fromarray(natural_image(seed + index, (192, 144))).save(
-            folder / f"img{index:04d}.png")
+            folder / f"img{index:04d}.png"
+        )
     return folder
 
 
@@ -70,8 +77,11 @@ def in_flight(engine, job_id: str) -> set[int]:
     from agentic_iqa.db.models import JobItem
 
     with session_scope(engine) as session:
-        return set(session.scalars(select(JobItem.id).where(
-            JobItem.job_id == job_id, JobItem.status == "queued")))
+        return set(
+            session.scalars(
+                select(JobItem.id).where(JobItem.job_id == job_id, JobItem.status == "queued")
+            )
+        )
 
 
 def drop_connections(admin_url: str, database: str) -> int:
@@ -80,9 +90,15 @@ def drop_connections(admin_url: str, database: str) -> int:
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as connection:
-            return len(connection.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": database}).all())
+            return len(
+                connection.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": database},
+                ).all()
+            )
     finally:
         admin.dispose()
 
@@ -95,8 +111,12 @@ def set_read_only(admin_url: str, database: str, on: bool) -> None:
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as connection:
-            connection.execute(text(f'ALTER DATABASE "{database}" SET '
-                                    f"default_transaction_read_only = {'on' if on else 'off'}"))
+            connection.execute(
+                text(
+                    f'ALTER DATABASE "{database}" SET '
+                    f"default_transaction_read_only = {'on' if on else 'off'}"
+                )
+            )
     finally:
         admin.dispose()
     drop_connections(admin_url, database)
@@ -106,13 +126,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--lease", type=float, default=5.0, help="AGENTIC_IQA_LEASE_SECONDS")
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
-                        help="a database to create the scratch database from")
-    parser.add_argument("--fault-every", type=float, default=6.0,
-                        help="seconds between faults")
+    parser.add_argument(
+        "--postgres-url",
+        default=DEFAULT_POSTGRES,
+        help="a database to create the scratch database from",
+    )
+    parser.add_argument("--fault-every", type=float, default=6.0, help="seconds between faults")
     parser.add_argument("--timeout", type=float, default=900.0)
-    parser.add_argument("--read-only-seconds", type=float, default=4.0,
-                        help="how long the database stays read-only")
+    parser.add_argument(
+        "--read-only-seconds", type=float, default=4.0, help="how long the database stays read-only"
+    )
     parser.add_argument("--faults", default=",".join(FAULTS), help="which, in order")
     args = parser.parse_args()
 
@@ -128,33 +151,40 @@ def main() -> None:
     admin = create_engine(args.postgres_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{scratch}"'))
-    database_url = make_url(args.postgres_url).set(database=scratch).render_as_string(
-        hide_password=False)
+    database_url = (
+        make_url(args.postgres_url).set(database=scratch).render_as_string(hide_password=False)
+    )
     work = Path(tempfile.mkdtemp(prefix="agentic-iqa-chaos-"))
     broker = RedisServer(work)
     broker.start()
-    cluster = Cluster(broker.url, database_url, work, {
-        "AGENTIC_IQA_VISIBILITY_TIMEOUT": "3600",  # Redis does not heal anything here
-        "AGENTIC_IQA_LEASE_SECONDS": str(args.lease),
-        "AGENTIC_IQA_FEED_INTERVAL": "1",
-        "AGENTIC_IQA_JOB_WINDOW": str(WINDOW),
-        "AGENTIC_IQA_TOOL_CACHE": "memory",
-    })
+    cluster = Cluster(
+        broker.url,
+        database_url,
+        work,
+        {
+            "AGENTIC_IQA_VISIBILITY_TIMEOUT": "3600",  # Redis does not heal anything here
+            "AGENTIC_IQA_LEASE_SECONDS": str(args.lease),
+            "AGENTIC_IQA_FEED_INTERVAL": "1",
+            "AGENTIC_IQA_JOB_WINDOW": str(WINDOW),
+            "AGENTIC_IQA_TOOL_CACHE": "memory",
+        },
+    )
     report: dict = {"items": args.items, "lease_seconds": args.lease, "window": WINDOW}
     undo: list[tuple[float, object]] = []  # (when, action): the end of a fault still on
     try:
         upgrade(database_url)
         engine = make_engine(database_url)
-        workers = {"default": cluster.start("default", "default"),
-                   "gpu": cluster.start("gpu", "gpu")}
+        workers = {
+            "default": cluster.start("default", "default"),
+            "gpu": cluster.start("gpu", "gpu"),
+        }
         # Baseline: the same job on other photos (no cache hits), no faults, same workers.
         calm = make_images(work / "calm", args.items, seed=10**6)
         calm_job = lifecycle.submit(engine, JobSpec.build(manifest=calm))
         calm_started = time.monotonic()
         lifecycle.wait(engine, calm_job, poll=0.2, timeout=args.timeout)
         calm_s = time.monotonic() - calm_started
-        report["calm"] = {"seconds": round(calm_s, 1),
-                          "items_per_s": round(args.items / calm_s, 2)}
+        report["calm"] = {"seconds": round(calm_s, 1), "items_per_s": round(args.items / calm_s, 2)}
         drain = WINDOW * calm_s / args.items  # how long a full window takes, calmly
 
         def fault_now(fault: str) -> None:
@@ -162,17 +192,23 @@ def main() -> None:
                 def end() -> None:
                     action()
                     recovery[fault]["ended_at"] = time.monotonic()
+
                 return end
 
             if fault == "freeze-tool-worker":
                 frozen = workers["gpu"]
                 cluster.freeze(frozen)
-                undo.append((time.monotonic() + 2 * args.lease,
-                             ended(lambda: cluster.thaw(frozen))))
+                undo.append(
+                    (time.monotonic() + 2 * args.lease, ended(lambda: cluster.thaw(frozen)))
+                )
             elif fault == "db-read-only":
                 set_read_only(args.postgres_url, scratch, True)
-                undo.append((time.monotonic() + args.read_only_seconds,
-                             ended(lambda: set_read_only(args.postgres_url, scratch, False))))
+                undo.append(
+                    (
+                        time.monotonic() + args.read_only_seconds,
+                        ended(lambda: set_read_only(args.postgres_url, scratch, False)),
+                    )
+                )
             elif fault == "kill-tool-worker":
                 cluster.kill(workers["gpu"])
                 workers["gpu"] = cluster.start(f"gpu-{fault}", "gpu")
@@ -228,26 +264,37 @@ def main() -> None:
                 next_fault = time.monotonic() + args.fault_every
             time.sleep(0.1)
         elapsed = time.monotonic() - started
-        report["faults"] = [{key: value for key, value in record.items() if key != "ended_at"}
-                            for record in recovery.values()]
+        report["faults"] = [
+            {key: value for key, value in record.items() if key != "ended_at"}
+            for record in recovery.values()
+        ]
         with session_scope(engine) as session:
             counts = lifecycle.progress(engine, job_id).counts
             run_ids = select(Run.id).where(Run.job_id == job_id)
             runs = session.scalar(select(func.count()).select_from(run_ids.subquery()))
-            items = session.scalar(select(func.count()).select_from(JobItem)
-                                   .where(JobItem.job_id == job_id))
-            taken_over = session.scalar(select(func.count()).select_from(StepRecord).where(
-                StepRecord.run_id.in_(run_ids), StepRecord.attempts > 1))
-            resends = session.scalar(select(func.sum(Run.resends))
-                                     .where(Run.job_id == job_id)) or 0
-        report.update({
-            "status": lifecycle.progress(engine, job_id).status, "seconds": round(elapsed, 1),
-            "done": counts.get("done", 0), "failed": counts.get("failed", 0),
-            "duplicated": runs - items, "steps_taken_over": taken_over, "runs_resent": resends,
-            "items_per_s": round(last / elapsed, 2),
-            "slowdown_vs_calm": round(elapsed / calm_s, 2),
-            "calm_window_drain_s": round(drain, 2),
-        })
+            items = session.scalar(
+                select(func.count()).select_from(JobItem).where(JobItem.job_id == job_id)
+            )
+            taken_over = session.scalar(
+                select(func.count())
+                .select_from(StepRecord)
+                .where(StepRecord.run_id.in_(run_ids), StepRecord.attempts > 1)
+            )
+            resends = session.scalar(select(func.sum(Run.resends)).where(Run.job_id == job_id)) or 0
+        report.update(
+            {
+                "status": lifecycle.progress(engine, job_id).status,
+                "seconds": round(elapsed, 1),
+                "done": counts.get("done", 0),
+                "failed": counts.get("failed", 0),
+                "duplicated": runs - items,
+                "steps_taken_over": taken_over,
+                "runs_resent": resends,
+                "items_per_s": round(last / elapsed, 2),
+                "slowdown_vs_calm": round(elapsed / calm_s, 2),
+                "calm_window_drain_s": round(drain, 2),
+            }
+        )
     finally:
         for _when, action in undo:  # a fault still on: undo it before cleaning up
             action()  # type: ignore[operator]
@@ -259,22 +306,31 @@ def main() -> None:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
         admin.dispose()
     print(json.dumps(report, indent=2))
-    print(f"\n{report['done']} done, {report['failed']} failed, {report['duplicated']} duplicated"
-          f" of {report['items']} items in {report['seconds']} s ({report['status']}); "
-          f"{report['steps_taken_over']} steps taken over, {report['runs_resent']} runs re-sent")
+    print(
+        f"\n{report['done']} done, {report['failed']} failed, {report['duplicated']} duplicated"
+        f" of {report['items']} items in {report['seconds']} s ({report['status']}); "
+        f"{report['steps_taken_over']} steps taken over, {report['runs_resent']} runs re-sent"
+    )
     calm = report["calm"]
-    print(f"  baseline, the same job without faults: {calm['seconds']} s "
-          f"({calm['items_per_s']} items/s); with faults {report['seconds']} s "
-          f"({report['slowdown_vs_calm']}x); a calm window of {WINDOW} items drains in "
-          f"{report['calm_window_drain_s']} s")
+    print(
+        f"  baseline, the same job without faults: {calm['seconds']} s "
+        f"({calm['items_per_s']} items/s); with faults {report['seconds']} s "
+        f"({report['slowdown_vs_calm']}x); a calm window of {WINDOW} items drains in "
+        f"{report['calm_window_drain_s']} s"
+    )
     for fault in report["faults"]:
         after, healed = fault.get("next_item_s"), fault.get("healed_s")
-        lasted = "" if healed is None or healed == fault.get("healed_after_end_s") else \
-            f", {fault['healed_after_end_s']} s after the fault ended"
+        lasted = (
+            ""
+            if healed is None or healed == fault.get("healed_after_end_s")
+            else f", {fault['healed_after_end_s']} s after the fault ended"
+        )
         ratio = f" ({fault['healed_vs_calm_drain']}x a calm drain)" if healed else ""
-        print(f"  {fault['fault']:<22} at {fault['at_s']:>6.1f} s: next item after "
-              f"{after if after is not None else '-'} s; every item in flight at the fault "
-              f"finished after {healed if healed is not None else 'never'} s{lasted}{ratio}")
+        print(
+            f"  {fault['fault']:<22} at {fault['at_s']:>6.1f} s: next item after "
+            f"{after if after is not None else '-'} s; every item in flight at the fault "
+            f"finished after {healed if healed is not None else 'never'} s{lasted}{ratio}"
+        )
 
 
 if __name__ == "__main__":

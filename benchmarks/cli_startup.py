@@ -52,15 +52,22 @@ def median_seconds(command: list[str], env: dict[str, str], runs: int) -> float:
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(command, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            command,
+            env=env,
+            cwd=REPO,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
@@ -71,10 +78,17 @@ def main() -> None:
         env.pop("AGENTIC_IQA_BROKER_URL", None)
         image = REPO / "examples" / "i03_blurred.png"
         manifest = workdir / "manifest.jsonl"
-        manifest.write_text(f'{{"image": "{image}", "id": "a"}}\n'
-                            f'{{"image": "{image}", "id": "b"}}\n', encoding="utf-8")
-        subprocess.run([sys.executable, "-c", SETUP, database, str(manifest)], env=env,
-                       cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+        manifest.write_text(
+            f'{{"image": "{image}", "id": "a"}}\n{{"image": "{image}", "id": "b"}}\n',
+            encoding="utf-8",
+        )
+        subprocess.run(
+            [sys.executable, "-c", SETUP, database, str(manifest)],
+            env=env,
+            cwd=REPO,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
         base = cli()
         commands = {
@@ -84,10 +98,17 @@ def main() -> None:
             "agentic-iqa eval status": [*base, "eval", "status"],
         }
         for command in commands.values():  # warm the file cache; not timed
-            subprocess.run(command, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-        results = {label: median_seconds(command, env, args.runs)
-                   for label, command in commands.items()}
+            subprocess.run(
+                command,
+                env=env,
+                cwd=REPO,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        results = {
+            label: median_seconds(command, env, args.runs) for label, command in commands.items()
+        }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

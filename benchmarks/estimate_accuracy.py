@@ -54,41 +54,67 @@ def write_manifest(livec: Path, folder: Path) -> Path:
 
 def run(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.perf_counter()
-    result = subprocess.run([*CLI, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=3600)
+    result = subprocess.run(
+        [*CLI, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=3600
+    )
     seconds = time.perf_counter() - started
     if result.returncode:
         raise SystemExit(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr[-3000:]}")
     return result, seconds
 
 
-def measure_kind(label: str, flags: list[str], manifest: Path, work: Path,
-                 options: argparse.Namespace) -> dict[str, float]:
+def measure_kind(
+    label: str, flags: list[str], manifest: Path, work: Path, options: argparse.Namespace
+) -> dict[str, float]:
     """Estimate, then run, one kind of job; each on its own database and tool cache."""
-    env = {**os.environ, "AGENTIC_IQA_WEIGHTS_DIR": str(options.weights_dir),
-           "AGENTIC_IQA_DEVICE": "cpu"}
+    env = {
+        **os.environ,
+        "AGENTIC_IQA_WEIGHTS_DIR": str(options.weights_dir),
+        "AGENTIC_IQA_DEVICE": "cpu",
+    }
     env.pop("AGENTIC_IQA_BROKER_URL", None)
-    job = [str(manifest), "--sample", str(options.sample), "--seed", str(options.seed),
-           "--workers", str(options.workers), *flags]
+    job = [
+        str(manifest),
+        "--sample",
+        str(options.sample),
+        "--seed",
+        str(options.seed),
+        "--workers",
+        str(options.workers),
+        *flags,
+    ]
     for phase in ("estimate", "submit"):
         folder = work / f"{label}-{phase}"
         folder.mkdir()
-        env.update(AGENTIC_IQA_DATABASE_URL=f"sqlite:///{folder / 'results.sqlite3'}",
-                   XDG_CACHE_HOME=str(folder / "cache"))
+        env.update(
+            AGENTIC_IQA_DATABASE_URL=f"sqlite:///{folder / 'results.sqlite3'}",
+            XDG_CACHE_HOME=str(folder / "cache"),
+        )
         if phase == "estimate":
-            result, _ = run(["eval", "estimate", *job, "--measure", str(options.measure),
-                             "--json"], env)
+            result, _ = run(
+                ["eval", "estimate", *job, "--measure", str(options.measure), "--json"], env
+            )
             estimate = json.loads(result.stdout)
         else:
             _, command_seconds = run(["eval", "submit", *job], env)
             status, _ = run(["eval", "status", "--json"], env)
             document = json.loads(status.stdout)
     job_seconds = document["finished"] / document["items_per_second"]
-    old = (estimate["sample_seconds"] / estimate["sample_items"] * estimate["total_items"]
-           / max(estimate["concurrency"], 1))
-    return {"estimate": estimate["wall_seconds"], "old": old, "job": job_seconds,
-            "command": command_seconds, "warmup": estimate["warmup_seconds"],
-            "per_item": estimate["seconds_per_item"], "items": document["total"]}
+    old = (
+        estimate["sample_seconds"]
+        / estimate["sample_items"]
+        * estimate["total_items"]
+        / max(estimate["concurrency"], 1)
+    )
+    return {
+        "estimate": estimate["wall_seconds"],
+        "old": old,
+        "job": job_seconds,
+        "command": command_seconds,
+        "warmup": estimate["warmup_seconds"],
+        "per_item": estimate["seconds_per_item"],
+        "items": document["total"],
+    }
 
 
 def main() -> None:
@@ -102,12 +128,18 @@ def main() -> None:
     parser.add_argument("--tools", default="BRISQUE,NIQE", help="the metric job's tools")
     parser.add_argument("--repeat", type=int, default=3, help="estimate-and-run pairs per kind")
     options = parser.parse_args()
-    kinds = {"agent (builtin)": ["--model", "builtin"],
-             f"metric ({options.tools})": ["--tools", options.tools]}
-    print(f"{options.sample} LIVE-C photos (--seed {options.seed}), --workers "
-          f"{options.workers}, {options.measure} measured, {os.cpu_count()} cores")
-    print(f"{'job':<24} {'estimate':>9} {'job time':>9} {'ratio':>6} {'old model':>10} "
-          f"{'old ratio':>9} {'command':>8}  warm-up + per item")
+    kinds = {
+        "agent (builtin)": ["--model", "builtin"],
+        f"metric ({options.tools})": ["--tools", options.tools],
+    }
+    print(
+        f"{options.sample} LIVE-C photos (--seed {options.seed}), --workers "
+        f"{options.workers}, {options.measure} measured, {os.cpu_count()} cores"
+    )
+    print(
+        f"{'job':<24} {'estimate':>9} {'job time':>9} {'ratio':>6} {'old model':>10} "
+        f"{'old ratio':>9} {'command':>8}  warm-up + per item"
+    )
     with tempfile.TemporaryDirectory(prefix="estimate-accuracy-") as scratch:
         work = Path(scratch)
         manifest = write_manifest(options.livec, work)
@@ -115,16 +147,22 @@ def main() -> None:
         for label, flags in kinds.items():
             ratios = []
             for attempt in range(options.repeat):
-                figures = measure_kind(f"{label.split()[0]}{attempt}", flags, manifest, work,
-                                       options)
+                figures = measure_kind(
+                    f"{label.split()[0]}{attempt}", flags, manifest, work, options
+                )
                 ratios.append(figures["estimate"] / figures["job"])
-                print(f"{label:<24} {figures['estimate']:>8.1f}s {figures['job']:>8.1f}s "
-                      f"{ratios[-1]:>6.2f} {figures['old']:>9.1f}s "
-                      f"{figures['old'] / figures['job']:>9.2f} {figures['command']:>7.1f}s  "
-                      f"{figures['warmup']:.1f} s + {figures['per_item']:.2f} s", flush=True)
+                print(
+                    f"{label:<24} {figures['estimate']:>8.1f}s {figures['job']:>8.1f}s "
+                    f"{ratios[-1]:>6.2f} {figures['old']:>9.1f}s "
+                    f"{figures['old'] / figures['job']:>9.2f} {figures['command']:>7.1f}s  "
+                    f"{figures['warmup']:.1f} s + {figures['per_item']:.2f} s",
+                    flush=True,
+                )
             medians[label] = statistics.median(ratios)
-        print("median estimate / job: " + ", ".join(f"{label} {ratio:.2f}"
-                                                    for label, ratio in medians.items()))
+        print(
+            "median estimate / job: "
+            + ", ".join(f"{label} {ratio:.2f}" for label, ratio in medians.items())
+        )
 
 
 if __name__ == "__main__":

@@ -55,19 +55,26 @@ def xlsx_bomb(root: Path, strings: int = 60_000_000) -> list[str]:
     workbook.save(plain)
     target = root / "Annotations" / "MOS and Image attribute scores.xlsx"
     target.parent.mkdir(parents=True)
-    with zipfile.ZipFile(plain) as source, \
-            zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+    with (
+        zipfile.ZipFile(plain) as source,
+        zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive,
+    ):
         for item in source.infolist():  # openpyxl writes inline strings: declare the part
             data = source.read(item)
             if item.filename == "[Content_Types].xml":
-                data = data.replace(b"</Types>", b'<Override PartName="/xl/sharedStrings.xml" '
-                                    b'ContentType="application/vnd.openxmlformats-'
-                                    b'officedocument.spreadsheetml.sharedStrings+xml" /></Types>')
+                data = data.replace(
+                    b"</Types>",
+                    b'<Override PartName="/xl/sharedStrings.xml" '
+                    b'ContentType="application/vnd.openxmlformats-'
+                    b'officedocument.spreadsheetml.sharedStrings+xml" /></Types>',
+                )
             archive.writestr(item, data)
         with archive.open("xl/sharedStrings.xml", "w", force_zip64=True) as part:
-            part.write(b'<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.'
-                       b'openxmlformats.org/spreadsheetml/2006/main" count="%d" '
-                       b'uniqueCount="%d">' % (strings, strings))
+            part.write(
+                b'<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.'
+                b'openxmlformats.org/spreadsheetml/2006/main" count="%d" '
+                b'uniqueCount="%d">' % (strings, strings)
+            )
             block = SST_ITEM * 100_000
             for _ in range(strings // 100_000):
                 part.write(block)
@@ -77,11 +84,18 @@ def xlsx_bomb(root: Path, strings: int = 60_000_000) -> list[str]:
 
 
 MAIN_NS = b'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
-SST_TYPE = ("application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml")
+SST_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"
 
 
-def _spaq_rewritten(root: Path, part: str, head: bytes, item: bytes, count: int, tail: bytes,
-                    content_type: str | None = None) -> list[str]:
+def _spaq_rewritten(
+    root: Path,
+    part: str,
+    head: bytes,
+    item: bytes,
+    count: int,
+    tail: bytes,
+    content_type: str | None = None,
+) -> list[str]:
     """SPAQ's spreadsheet with ``part`` replaced by ``head + item * count + tail`` (declared
     with ``content_type`` when given)."""
     from openpyxl import Workbook
@@ -93,13 +107,18 @@ def _spaq_rewritten(root: Path, part: str, head: bytes, item: bytes, count: int,
     workbook.save(plain)
     target = root / "Annotations" / "MOS and Image attribute scores.xlsx"
     target.parent.mkdir(parents=True)
-    with zipfile.ZipFile(plain) as source, \
-            zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+    with (
+        zipfile.ZipFile(plain) as source,
+        zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive,
+    ):
         for entry in source.infolist():
             data = source.read(entry)
             if entry.filename == "[Content_Types].xml" and content_type:
-                data = data.replace(b"</Types>", f'<Override PartName="/{part}" ContentType='
-                                    f'"{content_type}" /></Types>'.encode())
+                data = data.replace(
+                    b"</Types>",
+                    f'<Override PartName="/{part}" ContentType='
+                    f'"{content_type}" /></Types>'.encode(),
+                )
             if entry.filename != part:
                 archive.writestr(entry, data)
         with archive.open(part, "w", force_zip64=True) as written:
@@ -114,31 +133,49 @@ def _spaq_rewritten(root: Path, part: str, head: bytes, item: bytes, count: int,
 
 def xlsx_renamed_strings(root: Path) -> list[str]:
     """Five million empty shared strings in a part not named sharedStrings.xml."""
-    return _spaq_rewritten(root, "xl/strings.xml", b"<sst " + MAIN_NS + b">", b"<si/>",
-                           5_000_000, b"</sst>", SST_TYPE)
+    return _spaq_rewritten(
+        root, "xl/strings.xml", b"<sst " + MAIN_NS + b">", b"<si/>", 5_000_000, b"</sst>", SST_TYPE
+    )
 
 
 def xlsx_styles(root: Path) -> list[str]:
     """A stylesheet of three million cell formats."""
-    return _spaq_rewritten(root, "xl/styles.xml", b"<styleSheet " + MAIN_NS + b"><cellXfs>",
-                           b"<xf/>", 3_000_000, b"</cellXfs></styleSheet>")
+    return _spaq_rewritten(
+        root,
+        "xl/styles.xml",
+        b"<styleSheet " + MAIN_NS + b"><cellXfs>",
+        b"<xf/>",
+        3_000_000,
+        b"</cellXfs></styleSheet>",
+    )
 
 
 def xlsx_wide_row(root: Path) -> list[str]:
     """A sheet whose one row holds eight million cells."""
-    return _spaq_rewritten(root, "xl/worksheets/sheet1.xml",
-                           b"<worksheet " + MAIN_NS + b"><sheetData><row>", b"<c/>",
-                           8_000_000, b"</row></sheetData></worksheet>")
+    return _spaq_rewritten(
+        root,
+        "xl/worksheets/sheet1.xml",
+        b"<worksheet " + MAIN_NS + b"><sheetData><row>",
+        b"<c/>",
+        8_000_000,
+        b"</row></sheetData></worksheet>",
+    )
 
 
 def xlsx_row_heights(root: Path) -> list[str]:
     """A sheet of two million empty rows below the header, each with a height."""
-    header = (b'<row><c t="inlineStr"><is><t>Image name</t></is></c>'
-              b'<c t="inlineStr"><is><t>MOS</t></is></c></row>')
-    return _spaq_rewritten(root, "xl/worksheets/sheet1.xml",
-                           b"<worksheet " + MAIN_NS + b"><sheetData>" + header,
-                           b'<row ht="9" customHeight="1"/>', 2_000_000,
-                           b"</sheetData></worksheet>")
+    header = (
+        b'<row><c t="inlineStr"><is><t>Image name</t></is></c>'
+        b'<c t="inlineStr"><is><t>MOS</t></is></c></row>'
+    )
+    return _spaq_rewritten(
+        root,
+        "xl/worksheets/sheet1.xml",
+        b"<worksheet " + MAIN_NS + b"><sheetData>" + header,
+        b'<row ht="9" customHeight="1"/>',
+        2_000_000,
+        b"</sheetData></worksheet>",
+    )
 
 
 def mat_bomb(root: Path) -> list[str]:
@@ -149,9 +186,16 @@ def mat_bomb(root: Path) -> list[str]:
     (root / "Data").mkdir(parents=True)
     savemat(root / "Data" / "AllImages_release.mat", {"AllImages_release": names})
     count, name = 2**29 - 16, b"AllMOS_release"  # 4 GB, and its sizes still fit 32 bits
-    head = (struct.pack("<II", 6, 8) + struct.pack("<II", 6, 0) + struct.pack("<II", 5, 8)
-            + struct.pack("<ii", 1, count) + struct.pack("<II", 1, len(name)) + name
-            + b"\0" * (-len(name) % 8) + struct.pack("<II", 9, 8 * count))
+    head = (
+        struct.pack("<II", 6, 8)
+        + struct.pack("<II", 6, 0)
+        + struct.pack("<II", 5, 8)
+        + struct.pack("<ii", 1, count)
+        + struct.pack("<II", 1, len(name))
+        + name
+        + b"\0" * (-len(name) % 8)
+        + struct.pack("<II", 9, 8 * count)
+    )
     packer = zlib.compressobj(9)
     packed = [packer.compress(struct.pack("<II", 14, len(head) + 8 * count) + head)]
     zeros = bytes(2**24)
@@ -161,7 +205,8 @@ def mat_bomb(root: Path) -> list[str]:
     body = b"".join(packed)
     header = b"MATLAB 5.0 MAT-file, probe".ljust(116) + b"\0" * 8 + struct.pack("<H", 0x0100)
     (root / "Data" / "AllMOS_release.mat").write_bytes(
-        header + b"IM" + struct.pack("<II", 15, len(body)) + body)
+        header + b"IM" + struct.pack("<II", 15, len(body)) + body
+    )
     return ["--dataset", "livec", "--root", str(root), "--split", "with-training"]
 
 
@@ -182,16 +227,22 @@ def nul_csv(root: Path) -> list[str]:
 def koniq_escape(root: Path) -> list[str]:
     _image(root.parent / "outside" / "secret.png")
     (root / "koniq10k_scores_and_distributions.csv").write_text(
-        "image_name,MOS\n../../outside/secret.png,3.5\n")
+        "image_name,MOS\n../../outside/secret.png,3.5\n"
+    )
     return ["--dataset", "koniq", "--root", str(root)]
 
 
-PROBES = {"xlsx bomb (2.5 MB, 60M strings)": xlsx_bomb,
-          "xlsx, 5M strings in a renamed part": xlsx_renamed_strings,
-          "xlsx, 3M cell formats": xlsx_styles, "xlsx, a row of 8M cells": xlsx_wide_row,
-          "xlsx, 2M rows with heights": xlsx_row_heights, "MAT bomb (4 GB array)": mat_bomb,
-          "JSONL line 200,000 deep": deep_jsonl, "NUL in a CSV image path": nul_csv,
-          "KonIQ name ../../outside": koniq_escape}
+PROBES = {
+    "xlsx bomb (2.5 MB, 60M strings)": xlsx_bomb,
+    "xlsx, 5M strings in a renamed part": xlsx_renamed_strings,
+    "xlsx, 3M cell formats": xlsx_styles,
+    "xlsx, a row of 8M cells": xlsx_wide_row,
+    "xlsx, 2M rows with heights": xlsx_row_heights,
+    "MAT bomb (4 GB array)": mat_bomb,
+    "JSONL line 200,000 deep": deep_jsonl,
+    "NUL in a CSV image path": nul_csv,
+    "KonIQ name ../../outside": koniq_escape,
+}
 
 
 def _resident(pid: int) -> int:
@@ -206,19 +257,38 @@ def _resident(pid: int) -> int:
     return 0
 
 
-def run(checkout: Path, args: list[str], folder: Path, timeout: float, memory: int
-        ) -> tuple[str, str, str, str]:
+def run(
+    checkout: Path, args: list[str], folder: Path, timeout: float, memory: int
+) -> tuple[str, str, str, str]:
     """(exit code, lines of output, peak RSS in MB, seconds) of one submit in ``checkout``."""
-    env = {**os.environ, "PYTHONPATH": str(checkout),
-           "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{folder / f'{time.monotonic_ns()}.db'}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(checkout),
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{folder / f'{time.monotonic_ns()}.db'}",
+    }
     env.pop("AGENTIC_IQA_BROKER_URL", None)
 
     output = folder / "output.txt"
     started = time.monotonic()
     with output.open("wb") as sink:
         child = subprocess.Popen(
-            [sys.executable, "-m", "agentic_iqa", "eval", "submit", *args, "--mode", "tools",
-             "--tools", "PIQE"], cwd=checkout, env=env, stdout=sink, stderr=sink)
+            [
+                sys.executable,
+                "-m",
+                "agentic_iqa",
+                "eval",
+                "submit",
+                *args,
+                "--mode",
+                "tools",
+                "--tools",
+                "PIQE",
+            ],
+            cwd=checkout,
+            env=env,
+            stdout=sink,
+            stderr=sink,
+        )
         killed = ""
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -247,20 +317,25 @@ def main() -> None:
     options = parser.parse_args()
     memory = int(options.memory_gb * 2**30)
     checkouts = {"before": options.before, "after": REPO} if options.before else {"after": REPO}
-    print("| probe | file | " + " | ".join(f"{name}: exit, lines, RSS MB, s"
-                                           for name in checkouts) + " |")
+    print(
+        "| probe | file | "
+        + " | ".join(f"{name}: exit, lines, RSS MB, s" for name in checkouts)
+        + " |"
+    )
     print("|---|---|" + "---|" * len(checkouts))
     with tempfile.TemporaryDirectory() as scratch:
         for title, build in PROBES.items():
             folder = Path(scratch) / build.__name__
             (folder / "data").mkdir(parents=True)
             args = build(folder / "data")
-            size = sum(path.stat().st_size for path in (folder / "data").rglob("*")
-                       if path.is_file())
-            cells = [", ".join(run(checkout, args, folder, options.timeout, memory))
-                     for checkout in checkouts.values()]
-            print(f"| {title} | {size / 2**20:.1f} MB | " + " | ".join(cells) + " |",
-                  flush=True)
+            size = sum(
+                path.stat().st_size for path in (folder / "data").rglob("*") if path.is_file()
+            )
+            cells = [
+                ", ".join(run(checkout, args, folder, options.timeout, memory))
+                for checkout in checkouts.values()
+            ]
+            print(f"| {title} | {size / 2**20:.1f} MB | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

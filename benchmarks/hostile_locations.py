@@ -166,13 +166,23 @@ def run_child(checkout: Path, rows: list[str], options: dict, env: dict[str, str
     with tempfile.TemporaryDirectory(prefix="hostile-locations-") as scratch:
         work = Path(scratch)
         (work / "m.csv").write_text("image\n" + "".join(f"{row}\n" for row in rows))
-        child_env = {**os.environ, **env, "PYTHONPATH": str(checkout),
-                     "AGENTIC_IQA_OBJECT_CACHE": str(work / "objects"),
-                     "XDG_CACHE_HOME": str(work / "cache"), "AGENTIC_IQA_TOOL_CACHE": "memory"}
+        child_env = {
+            **os.environ,
+            **env,
+            "PYTHONPATH": str(checkout),
+            "AGENTIC_IQA_OBJECT_CACHE": str(work / "objects"),
+            "XDG_CACHE_HOME": str(work / "cache"),
+            "AGENTIC_IQA_TOOL_CACHE": "memory",
+        }
         started = time.monotonic()
-        process = subprocess.Popen([sys.executable, "-c", CHILD, str(work), json.dumps(options)],
-                                   cwd=checkout, env=child_env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(work), json.dumps(options)],
+            cwd=checkout,
+            env=child_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         peak, killed = 0, False
         watched = psutil.Process(process.pid)
         while process.poll() is None:
@@ -197,28 +207,60 @@ def run_child(checkout: Path, rows: list[str], options: dict, env: dict[str, str
 def probes(photos: str, private: str, a: str, b: str) -> list[tuple[str, list[str], dict, dict]]:
     port = a.rsplit(":", 1)[1]
     return [
-        ("hostile rows under --root s3://photos/set1",
-         [f"s3://{photos}/set1/good.png", f"s3://{private}/private/secret.jpg",
-          f"{a}/admin?action=delete-everything"], {"root": f"s3://{photos}/set1"}, {}),
-        ("a redirect to another port under --root http://A/photos",
-         [f"{a}/photos/good.png", f"{a}/photos/away.png"], {"root": f"{a}/photos"}, {}),
-        ("no --root: loopback spellings, another bucket, file:///etc/passwd",
-         [f"http://[::1]:{port}/photos/good.png", f"http://0x7f000001:{port}/photos/good.png",
-          f"http://localhost:{port}/photos/good.png", f"s3://{private}/private/secret.jpg",
-          "file:///etc/passwd"], {}, {}),
+        (
+            "hostile rows under --root s3://photos/set1",
+            [
+                f"s3://{photos}/set1/good.png",
+                f"s3://{private}/private/secret.jpg",
+                f"{a}/admin?action=delete-everything",
+            ],
+            {"root": f"s3://{photos}/set1"},
+            {},
+        ),
+        (
+            "a redirect to another port under --root http://A/photos",
+            [f"{a}/photos/good.png", f"{a}/photos/away.png"],
+            {"root": f"{a}/photos"},
+            {},
+        ),
+        (
+            "no --root: loopback spellings, another bucket, file:///etc/passwd",
+            [
+                f"http://[::1]:{port}/photos/good.png",
+                f"http://0x7f000001:{port}/photos/good.png",
+                f"http://localhost:{port}/photos/good.png",
+                f"s3://{private}/private/secret.jpg",
+                "file:///etc/passwd",
+            ],
+            {},
+            {},
+        ),
         ("a 1 GiB object, Content-Length given", ["big.png"], {"image_dir": f"{a}/photos"}, {}),
         ("a 1 GiB object, no Content-Length", ["stream.png"], {"image_dir": f"{a}/photos"}, {}),
-        ("one stalled URL, AGENTIC_IQA_STORAGE_TIMEOUT=10", ["stall-0.png"],
-         {"image_dir": f"{a}/photos"}, {"AGENTIC_IQA_STORAGE_TIMEOUT": "10"}),
-        ("eight stalled URLs, AGENTIC_IQA_STORAGE_TIMEOUT=2",
-         [f"stall-{n}.png" for n in range(1, 9)], {"image_dir": f"{a}/photos"},
-         {"AGENTIC_IQA_STORAGE_TIMEOUT": "2"}),
-        ("one stalled URL, AGENTIC_IQA_STORAGE_TIMEOUT=10, AGENTIC_IQA_STORAGE_DEADLINE=20",
-         ["stall-9.png"], {"image_dir": f"{a}/photos"},
-         {"AGENTIC_IQA_STORAGE_TIMEOUT": "10", "AGENTIC_IQA_STORAGE_DEADLINE": "20"}),
-        ("a stalled URL beside a good one (the lookahead runs), AGENTIC_IQA_STORAGE_TIMEOUT=10",
-         ["good.png", "stall-10.png"], {"image_dir": f"{a}/photos"},
-         {"AGENTIC_IQA_STORAGE_TIMEOUT": "10"}),
+        (
+            "one stalled URL, AGENTIC_IQA_STORAGE_TIMEOUT=10",
+            ["stall-0.png"],
+            {"image_dir": f"{a}/photos"},
+            {"AGENTIC_IQA_STORAGE_TIMEOUT": "10"},
+        ),
+        (
+            "eight stalled URLs, AGENTIC_IQA_STORAGE_TIMEOUT=2",
+            [f"stall-{n}.png" for n in range(1, 9)],
+            {"image_dir": f"{a}/photos"},
+            {"AGENTIC_IQA_STORAGE_TIMEOUT": "2"},
+        ),
+        (
+            "one stalled URL, AGENTIC_IQA_STORAGE_TIMEOUT=10, AGENTIC_IQA_STORAGE_DEADLINE=20",
+            ["stall-9.png"],
+            {"image_dir": f"{a}/photos"},
+            {"AGENTIC_IQA_STORAGE_TIMEOUT": "10", "AGENTIC_IQA_STORAGE_DEADLINE": "20"},
+        ),
+        (
+            "a stalled URL beside a good one (the lookahead runs), AGENTIC_IQA_STORAGE_TIMEOUT=10",
+            ["good.png", "stall-10.png"],
+            {"image_dir": f"{a}/photos"},
+            {"AGENTIC_IQA_STORAGE_TIMEOUT": "10"},
+        ),
     ]
 
 
@@ -237,8 +279,11 @@ def main() -> None:
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     moto.start()
     upstream = f"http://127.0.0.1:{moto_port}"
-    env = {"AWS_ACCESS_KEY_ID": "dummy", "AWS_SECRET_ACCESS_KEY": "dummy",
-           "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "AWS_ACCESS_KEY_ID": "dummy",
+        "AWS_SECRET_ACCESS_KEY": "dummy",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     os.environ.update(env)
     client = boto3.client("s3", endpoint_url=upstream)
     photos, private = "photos", "another-bucket"
@@ -261,16 +306,22 @@ def main() -> None:
         for label, checkout in checkouts:
             counts = (store.total(private), web_a.total("/admin"), web_a.total(), web_b.total())
             result = run_child(checkout, rows, options, {**env, **extra})
-            reached = (store.total(private) - counts[0], web_a.total("/admin") - counts[1],
-                       web_a.total() - counts[2], web_b.total() - counts[3])
+            reached = (
+                store.total(private) - counts[0],
+                web_a.total("/admin") - counts[1],
+                web_a.total() - counts[2],
+                web_b.total() - counts[3],
+            )
             items = result.get("items", [])
             cached = result.get("cache_bytes", 0) / 2**20
-            print(f"  {label:6} {result['wall']:6.1f} s wall, submit "
-                  f"{result.get('seconds', float('nan')):6.1f} s, peak RSS "
-                  f"{result['peak'] / 2**20:7.0f} MiB, cache {cached:7.1f} MiB; "
-                  f"requests reaching: other bucket {reached[0]}, admin {reached[1]}, "
-                  f"site A {reached[2]}, site B {reached[3]}; secret cached: "
-                  f"{result.get('secret_cached')}")
+            print(
+                f"  {label:6} {result['wall']:6.1f} s wall, submit "
+                f"{result.get('seconds', float('nan')):6.1f} s, peak RSS "
+                f"{result['peak'] / 2**20:7.0f} MiB, cache {cached:7.1f} MiB; "
+                f"requests reaching: other bucket {reached[0]}, admin {reached[1]}, "
+                f"site A {reached[2]}, site B {reached[3]}; secret cached: "
+                f"{result.get('secret_cached')}"
+            )
             for status, error in items:
                 print(f"         {status:8} {error}")
             for key in ("killed", "error"):

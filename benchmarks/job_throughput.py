@@ -61,6 +61,7 @@ def peak_mb() -> float:
 
 # -- the paths, each run as `--mode NAME` in a subprocess --------------------------------------
 
+
 def mode_bare(args: argparse.Namespace) -> dict:
     import pyiqa
     import torch
@@ -111,18 +112,25 @@ def mode_local(args: argparse.Namespace) -> dict:
     engine = _engine()
     agents = metric_agents() if args.job_tools else default_agents()
     # Warm-up (not timed): models built and torch started, as for the bare loop's metrics.
-    warm = lifecycle.submit(engine, JobSpec.build(manifest=_warmup_manifest(args.workdir, 2),
-                                                  tools=_job_tools(args)))
+    warm = lifecycle.submit(
+        engine, JobSpec.build(manifest=_warmup_manifest(args.workdir, 2), tools=_job_tools(args))
+    )
     lifecycle.run_local(engine, warm, agents, workers=1)
     with _profiled(args.profile):
         started = time.perf_counter()
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=args.manifest,
-                                                        tools=_job_tools(args)))
+        job_id = lifecycle.submit(
+            engine, JobSpec.build(manifest=args.manifest, tools=_job_tools(args))
+        )
         lifecycle.run_local(engine, job_id, agents, workers=args.threads)
         seconds = time.perf_counter() - started
     final = lifecycle.progress(engine, job_id)
-    return {"items": final.total, "done": final.counts.get("done", 0), "seconds": seconds,
-            "peak_mb": peak_mb(), "job_id": job_id}
+    return {
+        "items": final.total,
+        "done": final.counts.get("done", 0),
+        "seconds": seconds,
+        "peak_mb": peak_mb(),
+        "job_id": job_id,
+    }
 
 
 @contextlib.contextmanager
@@ -148,12 +156,14 @@ def _profiled(path: Path | None) -> Iterator[None]:
                 handle.write(f"== by {title} (wall, all threads) ==\n")
                 for entry in list(stats)[:60]:
                     where = f"{Path(entry.module).name}:{entry.lineno} {entry.name}"
-                    handle.write(f"{entry.ncall:>9} {entry.tsub:>9.3f} {entry.ttot:>9.3f}  "
-                                 f"{where}\n")
+                    handle.write(
+                        f"{entry.ncall:>9} {entry.tsub:>9.3f} {entry.ttot:>9.3f}  {where}\n"
+                    )
             handle.write("== threads ==\n")
             for thread in yappi.get_thread_stats():
-                handle.write(f"{thread.name:<24}{thread.id:>6}{thread.ttot:>10.3f}"
-                             f"{thread.sched_count:>8}\n")
+                handle.write(
+                    f"{thread.name:<24}{thread.id:>6}{thread.ttot:>10.3f}{thread.sched_count:>8}\n"
+                )
 
 
 def mode_distributed(args: argparse.Namespace) -> dict:
@@ -169,15 +179,41 @@ def mode_distributed(args: argparse.Namespace) -> dict:
     workers = []
     # --workers N: N workers on both queues; --tool-workers T: T on the tool queue alone and
     # N on the default queue (a GPU box: one CUDA tool worker, CPU workers for the rest).
-    queues = ["default,gpu"] * args.workers if not args.tool_workers else \
-        ["default"] * args.workers + ["gpu"] * args.tool_workers
+    queues = (
+        ["default,gpu"] * args.workers
+        if not args.tool_workers
+        else ["default"] * args.workers + ["gpu"] * args.tool_workers
+    )
     for index, queue in enumerate(queues):
-        command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker",
-                   "-Q", queue, "-n", f"w{index}@bench", "-c", "1",
-                   "--without-gossip", "--without-mingle", "-l", "WARNING"]
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app:app",
+            "worker",
+            "-Q",
+            queue,
+            "-n",
+            f"w{index}@bench",
+            "-c",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "WARNING",
+        ]
         log = (args.workdir / f"worker{index}.log").open("wb")
-        workers.append(subprocess.Popen(command, cwd=REPO, env=os.environ.copy(), stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True))
+        workers.append(
+            subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=os.environ.copy(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
     client = Celery(broker=args.broker)
     try:
         deadline = time.monotonic() + 90
@@ -191,14 +227,17 @@ def mode_distributed(args: argparse.Namespace) -> dict:
         client.send_task("agentic_iqa.feed_job", args=(warm,), queue="default")
         lifecycle.wait(engine, warm, poll=0.2, timeout=300)
         started = time.perf_counter()
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=args.manifest,
-                                                        tools=_job_tools(args)))
+        job_id = lifecycle.submit(
+            engine, JobSpec.build(manifest=args.manifest, tools=_job_tools(args))
+        )
         client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
         peaks: dict[int, float] = {}
         while lifecycle.progress(engine, job_id).status == "running":
             for worker in workers:
-                for process in [psutil.Process(worker.pid),
-                                *psutil.Process(worker.pid).children(recursive=True)]:
+                for process in [
+                    psutil.Process(worker.pid),
+                    *psutil.Process(worker.pid).children(recursive=True),
+                ]:
                     try:
                         rss = process.memory_info().rss / 2**20
                     except psutil.Error:
@@ -212,8 +251,13 @@ def mode_distributed(args: argparse.Namespace) -> dict:
             os.killpg(worker.pid, signal.SIGTERM)
         for worker in workers:
             worker.wait(timeout=60)
-    return {"items": final.total, "done": final.counts.get("done", 0), "seconds": seconds,
-            "peak_mb": peak_mb(), "worker_peak_mb": max(peaks.values(), default=0.0)}
+    return {
+        "items": final.total,
+        "done": final.counts.get("done", 0),
+        "seconds": seconds,
+        "peak_mb": peak_mb(),
+        "worker_peak_mb": max(peaks.values(), default=0.0),
+    }
 
 
 def _warmup_images(folder: Path, count: int) -> list[Path]:
@@ -247,10 +291,25 @@ MODES = {"bare": mode_bare, "local": mode_local, "distributed": mode_distributed
 
 
 def run_mode(mode: str, args: argparse.Namespace, env: dict[str, str], **extra: str) -> dict:
-    command = [sys.executable, __file__, str(args.livec), "--mode", mode,
-               "--manifest", str(args.manifest), "--workdir", str(args.workdir),
-               "--broker", args.broker, "--threads", str(args.threads), "--device", args.device,
-               "--tool-workers", str(args.tool_workers)]
+    command = [
+        sys.executable,
+        __file__,
+        str(args.livec),
+        "--mode",
+        mode,
+        "--manifest",
+        str(args.manifest),
+        "--workdir",
+        str(args.workdir),
+        "--broker",
+        args.broker,
+        "--threads",
+        str(args.threads),
+        "--device",
+        args.device,
+        "--tool-workers",
+        str(args.tool_workers),
+    ]
     for key, value in extra.items():
         command += [f"--{key.replace('_', '-')}", value]
     if args.weights_dir:
@@ -262,8 +321,9 @@ def run_mode(mode: str, args: argparse.Namespace, env: dict[str, str], **extra: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("livec", type=Path)
     parser.add_argument("--weights-dir", type=Path, default=None)
     parser.add_argument("--limit", type=int, default=250)
@@ -273,31 +333,58 @@ def main() -> None:
     parser.add_argument("--manifest", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--tool-workers", type=int, default=0,
-                        help="distributed: this many tool-queue-only workers, and --workers "
-                        "default-queue workers (0: --workers workers on both queues)")
-    parser.add_argument("--scaling", default="1,2",
-                        help="metric job: worker counts to run distributed")
-    parser.add_argument("--batch-size", type=int, default=1,
-                        help="AGENTIC_IQA_TOOL_BATCH_SIZE for the workers (needs --tool-workers)")
+    parser.add_argument(
+        "--tool-workers",
+        type=int,
+        default=0,
+        help="distributed: this many tool-queue-only workers, and --workers "
+        "default-queue workers (0: --workers workers on both queues)",
+    )
+    parser.add_argument(
+        "--scaling", default="1,2", help="metric job: worker counts to run distributed"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=1,
+        help="AGENTIC_IQA_TOOL_BATCH_SIZE for the workers (needs --tool-workers)",
+    )
     parser.add_argument("--tools", default="")
     parser.add_argument("--job-tools", default="")
-    parser.add_argument("--with-measurements", default="",
-                        help="bare loop: also take the builtin backend's own measurements")
-    parser.add_argument("--metric-job", action="store_true",
-                        help="a metric job (--metric-tools) instead of the agent")
+    parser.add_argument(
+        "--with-measurements",
+        default="",
+        help="bare loop: also take the builtin backend's own measurements",
+    )
+    parser.add_argument(
+        "--metric-job",
+        action="store_true",
+        help="a metric job (--metric-tools) instead of the agent",
+    )
     parser.add_argument("--metric-tools", default="BRISQUE,NIQE,PIQE")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (bare loop and tools)")
-    parser.add_argument("--profile", type=Path, default=None,
-                        help="metric job: write a wall-clock profile of the local run (yappi) "
-                        "to this file")
-    parser.add_argument("--local-batch", type=int, default=0,
-                        help="metric job: also the local job with AGENTIC_IQA_TOOL_BATCH_SIZE=N")
-    parser.add_argument("--local-only", action="store_true",
-                        help="metric job: no distributed rows (no broker or PostgreSQL needed)")
-    parser.add_argument("--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
-                        help="server to create the metric job's scratch databases on ('': "
-                        "SQLite files instead)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="metric job: write a wall-clock profile of the local run (yappi) to this file",
+    )
+    parser.add_argument(
+        "--local-batch",
+        type=int,
+        default=0,
+        help="metric job: also the local job with AGENTIC_IQA_TOOL_BATCH_SIZE=N",
+    )
+    parser.add_argument(
+        "--local-only",
+        action="store_true",
+        help="metric job: no distributed rows (no broker or PostgreSQL needed)",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/test",
+        help="server to create the metric job's scratch databases on ('': SQLite files instead)",
+    )
     args = parser.parse_args()
     # The manifest lives in a temporary folder: its paths must not be relative to ours.
     args.livec = args.livec.resolve()
@@ -311,36 +398,48 @@ def main() -> None:
 
     args.workdir = Path(tempfile.mkdtemp(prefix="iqa-jobs-"))
     args.manifest = write_manifest(args.livec, args.workdir, args.limit)
-    base_env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_DEVICE": "cpu",
-                "AGENTIC_IQA_BROKER_URL": args.broker}
+    base_env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_BROKER_URL": args.broker,
+    }
     if args.weights_dir:
         base_env["AGENTIC_IQA_WEIGHTS_DIR"] = str(args.weights_dir)
 
     def fresh(name: str) -> dict[str, str]:
-        return {**base_env,
-                "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{args.workdir / (name + '.sqlite3')}",
-                "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / (name + '-cache.sqlite3')}"}
+        return {
+            **base_env,
+            "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{args.workdir / (name + '.sqlite3')}",
+            "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / (name + '-cache.sqlite3')}",
+        }
 
     local_env = {k: v for k, v in fresh("local").items() if k != "AGENTIC_IQA_BROKER_URL"}
     results = {"local (2 threads)": run_mode("local", args, local_env)}
     tools = _tools_used(local_env["AGENTIC_IQA_DATABASE_URL"])
     results["bare pyiqa loop"] = run_mode("bare", args, base_env, tools=",".join(tools))
     results["bare loop + builtin measurements"] = run_mode(
-        "bare", args, base_env, tools=",".join(tools), with_measurements="1")
+        "bare", args, base_env, tools=",".join(tools), with_measurements="1"
+    )
     results["second run (cache)"] = run_mode("local", args, local_env)
     for count in (1, 2):
         results[f"distributed, {count} worker(s)"] = run_mode(
-            "distributed", args, fresh(f"dist{count}"), workers=str(count))
+            "distributed", args, fresh(f"dist{count}"), workers=str(count)
+        )
 
     base = results["bare loop + builtin measurements"]
     base_rate = base["items"] / base["seconds"]
-    print(f"{args.limit} LIVE-C photos, builtin backend, tools used: {', '.join(tools)}; "
-          f"{os.cpu_count()} CPU cores; ratios against the bare loop + builtin measurements")
+    print(
+        f"{args.limit} LIVE-C photos, builtin backend, tools used: {', '.join(tools)}; "
+        f"{os.cpu_count()} CPU cores; ratios against the bare loop + builtin measurements"
+    )
     print(f"{'path':<34}{'items/s':>9}{'ratio':>8}{'peak MB':>10}{'worker MB':>11}")
     for label, result in results.items():
         rate = result["items"] / result["seconds"]
-        print(f"{label:<34}{rate:>9.2f}{rate / base_rate:>8.2f}{result['peak_mb']:>10.0f}"
-              f"{result.get('worker_peak_mb', 0):>11.0f}")
+        print(
+            f"{label:<34}{rate:>9.2f}{rate / base_rate:>8.2f}{result['peak_mb']:>10.0f}"
+            f"{result.get('worker_peak_mb', 0):>11.0f}"
+        )
 
 
 def metric_main(args: argparse.Namespace) -> None:
@@ -352,77 +451,113 @@ def metric_main(args: argparse.Namespace) -> None:
     tools = [t.strip() for t in args.metric_tools.split(",") if t.strip()]
     catalog = load_catalog()
     pyiqa_names = [catalog.get(name).pyiqa_name for name in tools]
-    base_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-                "AGENTIC_IQA_DEVICE": args.device, "AGENTIC_IQA_BROKER_URL": args.broker,
-                "AGENTIC_IQA_TOOL_BATCH_SIZE": str(args.batch_size)}
+    base_env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "AGENTIC_IQA_DEVICE": args.device,
+        "AGENTIC_IQA_BROKER_URL": args.broker,
+        "AGENTIC_IQA_TOOL_BATCH_SIZE": str(args.batch_size),
+    }
     if args.weights_dir:
         base_env["AGENTIC_IQA_WEIGHTS_DIR"] = str(args.weights_dir)
 
     def fresh(name: str, database_url: str) -> dict[str, str]:
-        return {**base_env, "AGENTIC_IQA_DATABASE_URL": database_url,
-                "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / (name + '-cache.sqlite3')}"}
+        return {
+            **base_env,
+            "AGENTIC_IQA_DATABASE_URL": database_url,
+            "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / (name + '-cache.sqlite3')}",
+        }
 
     job_tools = ",".join(tools)
     # Two yardsticks: pyiqa's default loop, what a user writes (float32 input; NIQE casts to
     # float64 itself), and the same loop with pyiqa in each tool's catalog precision (BRISQUE,
     # NIQE, PIQE in float64, for CPU/GPU agreement), the numerics the job's scores match.
-    same_numerics = ",".join(f"{name}:{catalog.get(tool).precision}"
-                             for name, tool in zip(pyiqa_names, tools, strict=True))
-    results = {"pyiqa default loop": run_mode("bare", args, base_env,
-                                              tools=",".join(pyiqa_names)),
-               "pyiqa loop, catalog precision": run_mode("bare", args, base_env,
-                                                         tools=same_numerics)}
-    local_env = {k: v for k, v in fresh(
-        "local", f"sqlite:///{args.workdir / 'local.sqlite3'}").items()
-        if k != "AGENTIC_IQA_BROKER_URL"}
+    same_numerics = ",".join(
+        f"{name}:{catalog.get(tool).precision}"
+        for name, tool in zip(pyiqa_names, tools, strict=True)
+    )
+    results = {
+        "pyiqa default loop": run_mode("bare", args, base_env, tools=",".join(pyiqa_names)),
+        "pyiqa loop, catalog precision": run_mode("bare", args, base_env, tools=same_numerics),
+    }
+    local_env = {
+        k: v
+        for k, v in fresh("local", f"sqlite:///{args.workdir / 'local.sqlite3'}").items()
+        if k != "AGENTIC_IQA_BROKER_URL"
+    }
     local_env["AGENTIC_IQA_TOOL_BATCH_SIZE"] = "1"
-    results["metric job, local (SQLite)"] = run_mode("local", args, local_env,
-                                                     job_tools=job_tools)
+    results["metric job, local (SQLite)"] = run_mode("local", args, local_env, job_tools=job_tools)
     if args.local_batch > 1:  # the same job with its tool steps scored together
-        batched_env = {k: v for k, v in fresh(
-            "local-batch", f"sqlite:///{args.workdir / 'local-batch.sqlite3'}").items()
-            if k != "AGENTIC_IQA_BROKER_URL"}
+        batched_env = {
+            k: v
+            for k, v in fresh(
+                "local-batch", f"sqlite:///{args.workdir / 'local-batch.sqlite3'}"
+            ).items()
+            if k != "AGENTIC_IQA_BROKER_URL"
+        }
         batched_env["AGENTIC_IQA_TOOL_BATCH_SIZE"] = str(args.local_batch)
         results[f"metric job, local, tool batch {args.local_batch}"] = run_mode(
-            "local", args, batched_env, job_tools=job_tools)
+            "local", args, batched_env, job_tools=job_tools
+        )
     # The same job again: every score now comes from the cache, so what is left is the job's
     # own cost per item (database, state, logs), the ceiling on this machine.
-    results["  again, every score cached"] = run_mode("local", args, local_env,
-                                                      job_tools=job_tools)
+    results["  again, every score cached"] = run_mode("local", args, local_env, job_tools=job_tools)
     if args.profile:  # a run of its own: the profiler's overhead must not touch the figures
-        run_mode("local", args, {**local_env, "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///"
-                                 f"{args.workdir / 'profile-cache.sqlite3'}"},
-                 job_tools=job_tools, profile=str(args.profile.resolve()))
+        run_mode(
+            "local",
+            args,
+            {
+                **local_env,
+                "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{args.workdir / 'profile-cache.sqlite3'}",
+            },
+            job_tools=job_tools,
+            profile=str(args.profile.resolve()),
+        )
     shape = f"+{args.tool_workers} tool, batch {args.batch_size}" if args.tool_workers else ""
     for count in () if args.local_only else [int(n) for n in args.scaling.split(",")]:
         # Each worker's torch gets its share of the cores (docs/benchmarks.md: OpenMP threads
         # of several processes spin against each other), unless the caller chose.
-        share = {"AGENTIC_IQA_TORCH_THREADS": os.environ.get(
-            "AGENTIC_IQA_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // count)))}
+        share = {
+            "AGENTIC_IQA_TORCH_THREADS": os.environ.get(
+                "AGENTIC_IQA_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // count))
+            )
+        }
         with _scratch_database(args, count) as url:
             kind = "PG" if url.startswith("postgresql") else "SQLite"
             results[f"metric job, {count}{shape} worker(s) ({kind})"] = run_mode(
-                "distributed", args, {**fresh(f"dist{count}", url), **share},
-                workers=str(count), job_tools=job_tools)
+                "distributed",
+                args,
+                {**fresh(f"dist{count}", url), **share},
+                workers=str(count),
+                job_tools=job_tools,
+            )
 
     default = results["pyiqa default loop"]
     default_rate = default["items"] / default["seconds"]
     same = results["pyiqa loop, catalog precision"]
     same_rate = same["items"] / same["seconds"]
-    print("ratios against pyiqa's default loop (what a user runs) and against the same loop in "
-          "the catalog's precision (the job's numerics), both measured in this invocation")
-    print(f"{args.limit} LIVE-C photos, metric job {', '.join(tools)} (pyiqa "
-          f"{', '.join(pyiqa_names)}), {args.device}, {os.cpu_count()} cores, {args.threads} local "
-          "threads, workers -c 1 (" + ("default + gpu queues apart" if args.tool_workers else
-                                       "each on queues default,gpu") + "), warmed up")
-    print(f"{'path':<48}{'items':>6}{'done':>6}{'items/s':>9}{'ms/item':>9}{'vs default':>11}"
-          f"{'vs same':>9}{'peak MB':>10}{'worker MB':>11}")
+    print(
+        "ratios against pyiqa's default loop (what a user runs) and against the same loop in "
+        "the catalog's precision (the job's numerics), both measured in this invocation"
+    )
+    print(
+        f"{args.limit} LIVE-C photos, metric job {', '.join(tools)} (pyiqa "
+        f"{', '.join(pyiqa_names)}), {args.device}, {os.cpu_count()} cores, {args.threads} local "
+        "threads, workers -c 1 ("
+        + ("default + gpu queues apart" if args.tool_workers else "each on queues default,gpu")
+        + "), warmed up"
+    )
+    print(
+        f"{'path':<48}{'items':>6}{'done':>6}{'items/s':>9}{'ms/item':>9}{'vs default':>11}"
+        f"{'vs same':>9}{'peak MB':>10}{'worker MB':>11}"
+    )
     for label, result in results.items():
         rate = result["items"] / result["seconds"]
-        print(f"{label:<48}{result['items']:>6}{result.get('done', result['items']):>6}"
-              f"{rate:>9.2f}{1000 / rate:>9.1f}{rate / default_rate:>11.2f}{rate / same_rate:>9.2f}"
-              f"{result['peak_mb']:>10.0f}{result.get('worker_peak_mb', 0):>11.0f}")
+        print(
+            f"{label:<48}{result['items']:>6}{result.get('done', result['items']):>6}"
+            f"{rate:>9.2f}{1000 / rate:>9.1f}{rate / default_rate:>11.2f}{rate / same_rate:>9.2f}"
+            f"{result['peak_mb']:>10.0f}{result.get('worker_peak_mb', 0):>11.0f}"
+        )
 
 
 @contextlib.contextmanager
@@ -476,8 +611,9 @@ def _tools_used(database_url: str) -> list[str]:
     with create_engine(database_url).connect() as connection:
         names = connection.execute(text("SELECT DISTINCT tool_name FROM tool_logs")).scalars()
         # In each tool's catalog precision (float64 for BRISQUE, NIQE, PIQE): the job's numerics.
-        return sorted(f"{catalog.get(name).pyiqa_name}:{catalog.get(name).precision}"
-                      for name in names)
+        return sorted(
+            f"{catalog.get(name).pyiqa_name}:{catalog.get(name).precision}" for name in names
+        )
 
 
 if __name__ == "__main__":

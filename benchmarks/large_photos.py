@@ -37,12 +37,15 @@ import tempfile
 import time
 from pathlib import Path
 
-DATA = Path(os.environ.get("AGENTIC_IQA_DATA_DIR", Path(__file__).resolve().parents[2]
-                           / "shared" / "data"))
+DATA = Path(
+    os.environ.get("AGENTIC_IQA_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 #: Peak GB of each way beyond a process's own (torch and pyiqa loaded: about 0.75), per
 #: megapixel: 12-MP measurements on a CPU, with room.  What decides whether a way is tried.
-GB_PER_MP = {"pyiqa": {"BRISQUE": 0.15, "NIQE": 0.5, "PIQE": 0.15},
-             "whole": {"BRISQUE": 0.2, "NIQE": 0.2, "PIQE": 0.15}}
+GB_PER_MP = {
+    "pyiqa": {"BRISQUE": 0.15, "NIQE": 0.5, "PIQE": 0.15},
+    "whole": {"BRISQUE": 0.2, "NIQE": 0.2, "PIQE": 0.15},
+}
 BASE_GB = 1.0
 WAYS = ("pyiqa", "whole", "tiled")
 
@@ -66,16 +69,16 @@ def mosaic(megapixels: float, photos: list[Path], path: Path, seed: int) -> tupl
                 side = rng.randint(source.width // 2, source.width)
                 x, y = rng.randint(0, source.width - side), rng.randint(0, source.height - side)
                 crop = source.crop((x, y, x + side, y + min(side, source.height - y)))
-                canvas.paste(crop.resize((cell_width, row_height), Image.Resampling.LANCZOS),
-                             (left, top))
+                canvas.paste(
+                    crop.resize((cell_width, row_height), Image.Resampling.LANCZOS), (left, top)
+                )
             left += cell_width
         top += row_height
     canvas.save(path, quality=95)
     return width, height
 
 
-def child(way: str, tool: str, path: Path, device: str, weights: Path | None,
-          repeat: int) -> None:
+def child(way: str, tool: str, path: Path, device: str, weights: Path | None, repeat: int) -> None:
     """Score one photo one way (``repeat`` times: the fastest counts) and print the result as
     JSON; run in a fresh process."""
     import torch
@@ -85,8 +88,11 @@ def child(way: str, tool: str, path: Path, device: str, weights: Path | None,
 
         name = tool.lower()
         files = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameters.mat"}
-        kwargs = {"pretrained_model_path": str(weights / files[name])} \
-            if weights is not None and name in files else {}
+        kwargs = (
+            {"pretrained_model_path": str(weights / files[name])}
+            if weights is not None and name in files
+            else {}
+        )
         metric = pyiqa.create_metric(name, device=torch.device(device), **kwargs)
 
         def score() -> float:
@@ -96,14 +102,22 @@ def child(way: str, tool: str, path: Path, device: str, weights: Path | None,
 
         overrides = {} if way == "tiled" else {"tile_above_pixels": 10**12}
         # No memory budget: the whole-image way is measured where the budget would refuse it.
-        registry = ToolRegistry(ToolSettings(device=device, tool_cache="none",
-                                             weights_dir=weights, tool_memory=10**15,
-                                             **overrides))
+        registry = ToolRegistry(
+            ToolSettings(
+                device=device,
+                tool_cache="none",
+                weights_dir=weights,
+                tool_memory=10**15,
+                **overrides,
+            )
+        )
         registry.metric(tool)
 
         def score() -> float:
-            return registry.execute_tool(tool, path, use_cache=False,
-                                         allow_fallback=False).raw_score
+            return registry.execute_tool(
+                tool, path, use_cache=False, allow_fallback=False
+            ).raw_score
+
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
@@ -116,14 +130,26 @@ def child(way: str, tool: str, path: Path, device: str, weights: Path | None,
 
 
 def run(way: str, tool: str, path: Path, args: argparse.Namespace) -> dict | None:
-    command = [sys.executable, __file__, "--child", way, tool, str(path), "--device",
-               args.device, "--repeat", str(args.repeat)]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        way,
+        tool,
+        str(path),
+        "--device",
+        args.device,
+        "--repeat",
+        str(args.repeat),
+    ]
     if args.weights_dir is not None:
         command += ["--weights-dir", str(args.weights_dir)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        print(f"  {way} {tool} failed ({done.returncode}): {done.stderr.strip()[-300:]}",
-              file=sys.stderr)
+        print(
+            f"  {way} {tool} failed ({done.returncode}): {done.stderr.strip()[-300:]}",
+            file=sys.stderr,
+        )
         return None
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -136,23 +162,38 @@ def available_gb() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="12,24", help="megapixels, e.g. 12,24,50,100")
     parser.add_argument("--tools", default="BRISQUE,NIQE,PIQE")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--photos", type=Path, default=DATA / "livec-dev" / "images",
-                        help="folder of photos the mosaics are made of")
+    parser.add_argument(
+        "--photos",
+        type=Path,
+        default=DATA / "livec-dev" / "images",
+        help="folder of photos the mosaics are made of",
+    )
     parser.add_argument("--weights-dir", type=Path, default=DATA / "pyiqa-weights")
-    parser.add_argument("--max-gb", type=float, default=None,
-                        help="skip a way whose estimated peak is above this (default: 80%% of "
-                        "the memory available at start)")
-    parser.add_argument("--ways", default=",".join(WAYS),
-                        help="which of pyiqa, whole, tiled to run (default: all three)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="score each photo this many times per way; the fastest counts")
-    parser.add_argument("--child", nargs=3, metavar=("WAY", "TOOL", "PATH"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--max-gb",
+        type=float,
+        default=None,
+        help="skip a way whose estimated peak is above this (default: 80%% of "
+        "the memory available at start)",
+    )
+    parser.add_argument(
+        "--ways",
+        default=",".join(WAYS),
+        help="which of pyiqa, whole, tiled to run (default: all three)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="score each photo this many times per way; the fastest counts",
+    )
+    parser.add_argument("--child", nargs=3, metavar=("WAY", "TOOL", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     weights = args.weights_dir if args.weights_dir and args.weights_dir.is_dir() else None
     args.weights_dir = weights
@@ -161,17 +202,20 @@ def main() -> None:
         child(way, tool, Path(path), args.device, weights, max(1, args.repeat))
         return
 
-    photos = sorted(p for p in args.photos.iterdir()
-                    if p.suffix.lower() in {".jpg", ".jpeg", ".png", ".bmp"})
+    photos = sorted(
+        p for p in args.photos.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png", ".bmp"}
+    )
     sizes = [float(s) for s in args.sizes.split(",") if s.strip()]
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     ways = [way for way in WAYS if way in args.ways.split(",")]
     budget = args.max_gb if args.max_gb is not None else 0.8 * available_gb()
     workdir = Path(tempfile.mkdtemp(prefix="large-photos-"))
     print(f"device {args.device}, memory budget {budget:.1f} GB, photos from {args.photos}")
-    header = (f"{'MP':>4} {'size':>11} {'tool':<8} {'pyiqa s':>8} {'GB':>5} {'whole s':>8} "
-              f"{'GB':>5} {'tiled s':>8} {'GB':>5} {'s ratio':>7} {'GB ratio':>8} "
-              f"{'max rel diff':>12}")
+    header = (
+        f"{'MP':>4} {'size':>11} {'tool':<8} {'pyiqa s':>8} {'GB':>5} {'whole s':>8} "
+        f"{'GB':>5} {'tiled s':>8} {'GB':>5} {'s ratio':>7} {'GB ratio':>8} "
+        f"{'max rel diff':>12}"
+    )
     print(header)
     print("-" * len(header))
     for index, megapixels in enumerate(sizes):
@@ -186,23 +230,38 @@ def main() -> None:
         path.unlink()
 
 
-def row(megapixels: float, width: int, height: int, tool: str,
-        results: dict[str, dict | None], device: str) -> str:
+def row(
+    megapixels: float,
+    width: int,
+    height: int,
+    tool: str,
+    results: dict[str, dict | None],
+    device: str,
+) -> str:
     def cells(way: str) -> str:
         found = results.get(way)
-        return f"{'-':>8} {'-':>5}" if found is None else \
-            f"{found['seconds']:>8.2f} {found['rss_gb']:>5.2f}"
+        return (
+            f"{'-':>8} {'-':>5}"
+            if found is None
+            else f"{found['seconds']:>8.2f} {found['rss_gb']:>5.2f}"
+        )
 
     base, whole, tiled = (results.get(way) for way in WAYS)
     time_ratio = f"{tiled['seconds'] / base['seconds']:>7.2f}" if base and tiled else f"{'-':>7}"
     memory_ratio = f"{tiled['rss_gb'] / base['rss_gb']:>8.2f}" if base and tiled else f"{'-':>8}"
-    difference = f"{abs(tiled['raw'] - whole['raw']) / abs(whole['raw']):>12.1e}" \
-        if tiled and whole else f"{'-':>12}"
-    line = (f"{megapixels:>4g} {f'{width}x{height}':>11} {tool:<8} {cells('pyiqa')} "
-            f"{cells('whole')} {cells('tiled')} {time_ratio} {memory_ratio} {difference}")
+    difference = (
+        f"{abs(tiled['raw'] - whole['raw']) / abs(whole['raw']):>12.1e}"
+        if tiled and whole
+        else f"{'-':>12}"
+    )
+    line = (
+        f"{megapixels:>4g} {f'{width}x{height}':>11} {tool:<8} {cells('pyiqa')} "
+        f"{cells('whole')} {cells('tiled')} {time_ratio} {memory_ratio} {difference}"
+    )
     if device == "cuda":
-        line += "  GPU GB " + "/".join("-" if results.get(way) is None
-                                       else f"{results[way]['gpu_gb']:.2f}" for way in WAYS)
+        line += "  GPU GB " + "/".join(
+            "-" if results.get(way) is None else f"{results[way]['gpu_gb']:.2f}" for way in WAYS
+        )
     return line
 
 

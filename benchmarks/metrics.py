@@ -37,8 +37,9 @@ def noisy_monotone(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return pred, mos
 
 
-def scipy_loop(statistic: Callable[..., Any], pred: np.ndarray, mos: np.ndarray, n: int,
-               seed: int = 0) -> tuple[float, float]:
+def scipy_loop(
+    statistic: Callable[..., Any], pred: np.ndarray, mos: np.ndarray, n: int, seed: int = 0
+) -> tuple[float, float]:
     """The baseline: one scipy call per resample, then the percentile interval."""
     rng = np.random.default_rng(seed)
     values = []
@@ -60,8 +61,9 @@ def median_seconds(work: Callable[[], object], runs: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--items", type=int, default=250)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
@@ -70,25 +72,37 @@ def main() -> None:
     n = args.resamples
 
     cases = {
-        "SRCC interval": (lambda: bootstrap_ci(srcc, pred, mos, n=n),
-                          lambda: scipy_loop(stats.spearmanr, pred, mos, n)),
-        "KRCC interval": (lambda: bootstrap_ci(krcc, pred, mos, n=n),
-                          lambda: scipy_loop(stats.kendalltau, pred, mos, n)),
+        "SRCC interval": (
+            lambda: bootstrap_ci(srcc, pred, mos, n=n),
+            lambda: scipy_loop(stats.spearmanr, pred, mos, n),
+        ),
+        "KRCC interval": (
+            lambda: bootstrap_ci(krcc, pred, mos, n=n),
+            lambda: scipy_loop(stats.kendalltau, pred, mos, n),
+        ),
         "SRCC + KRCC intervals": (
             lambda: (bootstrap_ci(srcc, pred, mos, n=n), bootstrap_ci(krcc, pred, mos, n=n)),
-            lambda: (scipy_loop(stats.spearmanr, pred, mos, n),
-                     scipy_loop(stats.kendalltau, pred, mos, n))),
+            lambda: (
+                scipy_loop(stats.spearmanr, pred, mos, n),
+                scipy_loop(stats.kendalltau, pred, mos, n),
+            ),
+        ),
         "correlation_report": (
             lambda: correlation_report(list(pred), list(mos), bootstrap=n),
-            lambda: (scipy_loop(stats.spearmanr, pred, mos, n),
-                     scipy_loop(stats.pearsonr, pred, mos, n),
-                     scipy_loop(stats.kendalltau, pred, mos, n))),
+            lambda: (
+                scipy_loop(stats.spearmanr, pred, mos, n),
+                scipy_loop(stats.pearsonr, pred, mos, n),
+                scipy_loop(stats.kendalltau, pred, mos, n),
+            ),
+        ),
     }
     for ours, baseline in cases.values():  # warm up (imports, caches); not timed
         ours()
         baseline()
-    print(f"{args.items} items, {n} resamples, median of {args.runs} runs "
-          f"(Python {sys.version.split()[0]}, numpy {np.__version__})")
+    print(
+        f"{args.items} items, {n} resamples, median of {args.runs} runs "
+        f"(Python {sys.version.split()[0]}, numpy {np.__version__})"
+    )
     print(f"{'case':<24} {'seconds':>8} {'scipy loop':>11} {'ratio':>7}")
     for label, (ours, baseline) in cases.items():
         mine = median_seconds(ours, args.runs)

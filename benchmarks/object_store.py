@@ -87,16 +87,20 @@ class Outcome:
         return sum(status == "done" for status in self.statuses.values())
 
 
-def photos(count: int, folder: Path, data_dir: Path | None,
-           size: tuple[int, int] = (256, 192)) -> Path:
+def photos(
+    count: int, folder: Path, data_dir: Path | None, size: tuple[int, int] = (256, 192)
+) -> Path:
     """``count`` distinct PNGs of ``size`` in ``folder`` and a manifest (image) naming them."""
-    sources = sorted((data_dir / "ChallengeDB_release" / "Images").glob("*.bmp"))[:8] \
-        if data_dir else []
+    sources = (
+        sorted((data_dir / "ChallengeDB_release" / "Images").glob("*.bmp"))[:8] if data_dir else []
+    )
     if not sources:
         sources = [REPO / "examples" / name for name in ("i03_blurred.png", "i03_reference.png")]
     width, height = size
-    images = [np.asarray(Image.open(path).convert("RGB").resize((width * 2, height * 2)))
-              for path in sources]
+    images = [
+        np.asarray(Image.open(path).convert("RGB").resize((width * 2, height * 2)))
+        for path in sources
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "manifest.csv"
     with manifest.open("w", newline="") as handle:
@@ -106,7 +110,7 @@ def photos(count: int, folder: Path, data_dir: Path | None,
             source = images[index % len(images)]
             step = index // len(images)
             top, left = 8 * (step % 16), 8 * ((step // 16) % 32)
-            crop = source[top:top + height, left:left + width].astype(np.int16)
+            crop = source[top : top + height, left : left + width].astype(np.int16)
             crop = np.clip(crop + (step // 512) * 3, 0, 255).astype(np.uint8)
             if index % 3 == 2:
                 crop = crop[:, ::-1]
@@ -121,16 +125,21 @@ def sandbox(folder: Path) -> None:
     for name in list(os.environ):
         if name.startswith(("AGENTIC_IQA_", "AWS_")):
             del os.environ[name]
-    os.environ.update({
-        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{folder / 'jobs.sqlite3'}",
-        "AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu",
-        "AWS_ACCESS_KEY_ID": "dummy-key-id", "AWS_SECRET_ACCESS_KEY": "dummy-secret",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    })
+    os.environ.update(
+        {
+            "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{folder / 'jobs.sqlite3'}",
+            "AGENTIC_IQA_TOOL_CACHE": "memory",
+            "AGENTIC_IQA_DEVICE": "cpu",
+            "AWS_ACCESS_KEY_ID": "dummy-key-id",
+            "AWS_SECRET_ACCESS_KEY": "dummy-secret",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
 
 
-def run_job(engine: Any, manifest: Path, image_dir: str, workers: int,
-            cache_dir: Path | None) -> Outcome:
+def run_job(
+    engine: Any, manifest: Path, image_dir: str, workers: int, cache_dir: Path | None
+) -> Outcome:
     """Submit and run the PIQE job; a remote run with a fresh object cache in ``cache_dir``."""
     from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
@@ -143,15 +152,24 @@ def run_job(engine: Any, manifest: Path, image_dir: str, workers: int,
     if cache_dir is not None:
         os.environ["AGENTIC_IQA_OBJECT_CACHE"] = str(cache_dir)
     started = time.perf_counter()
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                 image_dir=image_dir,
-                                                 name=f"bench-{uuid.uuid4().hex[:6]}"))
+    job = lifecycle.submit(
+        engine,
+        JobSpec.build(
+            manifest=manifest,
+            tools=["PIQE"],
+            image_dir=image_dir,
+            name=f"bench-{uuid.uuid4().hex[:6]}",
+        ),
+    )
     lifecycle.run_local(engine, job, AgentsCache(), workers=workers)
     seconds = time.perf_counter() - started
     with read_scope(engine) as session:
         rows = list(reads.export_rows(session, job))
-    outcome = Outcome(seconds, {Path(row["image"]).name: row["raw_scores"] for row in rows},
-                      {Path(row["image"]).name: row["status"] for row in rows})
+    outcome = Outcome(
+        seconds,
+        {Path(row["image"]).name: row["raw_scores"] for row in rows},
+        {Path(row["image"]).name: row["status"] for row in rows},
+    )
     if cache_dir is not None:
         cache = images.object_cache()
         outcome.fetched, outcome.hits = cache.misses, cache.hits
@@ -192,8 +210,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--throttle-every", type=int, default=10)
     parser.add_argument("--size", default="256x192", help="WIDTHxHEIGHT of each photo")
-    parser.add_argument("--from-data", action="store_true",
-                        help="derive the photos from $AGENTIC_IQA_DATA_DIR's LIVE-C photos")
+    parser.add_argument(
+        "--from-data",
+        action="store_true",
+        help="derive the photos from $AGENTIC_IQA_DATA_DIR's LIVE-C photos",
+    )
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     data_dir = os.environ.get("AGENTIC_IQA_DATA_DIR") if args.from_data else None
@@ -204,14 +225,17 @@ def main() -> None:
         folder = Path(scratch)
         sandbox(folder)
         size = tuple(int(part) for part in args.size.lower().split("x"))
-        manifest = photos(args.items, folder / "photos", Path(data_dir) if data_dir else None,
-                          (size[0], size[1]))
+        manifest = photos(
+            args.items, folder / "photos", Path(data_dir) if data_dir else None, (size[0], size[1])
+        )
         warm = photos(4, folder / "warm", None)
 
         port = free_port()
         server = subprocess.Popen(  # a process of its own, as a store is: not this one's GIL
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         moto_url = f"http://127.0.0.1:{port}"
         wait_for(port)
         os.environ["AWS_ENDPOINT_URL"] = moto_url
@@ -219,8 +243,9 @@ def main() -> None:
         client = boto3.client("s3", endpoint_url=moto_url)
         client.create_bucket(Bucket=bucket)
         for path in [*sorted((folder / "photos").glob("*.png")), *(folder / "warm").glob("*.png")]:
-            client.put_object(Bucket=bucket, Key=f"{path.parent.name}/{path.name}",
-                              Body=path.read_bytes())
+            client.put_object(
+                Bucket=bucket, Key=f"{path.parent.name}/{path.name}", Body=path.read_bytes()
+            )
         source = f"s3://{bucket}/photos"
 
         from agentic_iqa.db import upgrade
@@ -236,8 +261,9 @@ def main() -> None:
         for repeat in range(args.repeats):
             local.append(run_job(engine, manifest, str(folder / "photos"), args.workers, None))
             before = cpu_seconds(server.pid)
-            remote.append(run_job(engine, manifest, source, args.workers,
-                                  folder / f"cache-{repeat}"))
+            remote.append(
+                run_job(engine, manifest, source, args.workers, folder / f"cache-{repeat}")
+            )
             remote[-1].store_cpu = cpu_seconds(server.pid) - before
         baseline = min(local, key=lambda outcome: outcome.seconds)
         best = min(remote, key=lambda outcome: outcome.seconds)
@@ -254,27 +280,40 @@ def main() -> None:
 
     n = args.items
     rate = {name: n / outcome.seconds for name, outcome in (("local", baseline), ("s3", best))}
-    print(f"items: {n} photos of {args.size} px, PIQE, {args.workers} threads, best of "
-          f"{args.repeats} runs each (submit with image check + run), SQLite, moto's S3 server "
-          f"on localhost (a process of its own)")
-    print(f"local files:      {baseline.done}/{n} done, {baseline.seconds:6.2f} s, "
-          f"{rate['local']:6.1f} items/s (baseline 1.00x)")
+    print(
+        f"items: {n} photos of {args.size} px, PIQE, {args.workers} threads, best of "
+        f"{args.repeats} runs each (submit with image check + run), SQLite, moto's S3 server "
+        f"on localhost (a process of its own)"
+    )
+    print(
+        f"local files:      {baseline.done}/{n} done, {baseline.seconds:6.2f} s, "
+        f"{rate['local']:6.1f} items/s (baseline 1.00x)"
+    )
     for index, outcome in enumerate(remote):
-        print(f"s3 run {index + 1}:         {outcome.done}/{n} done, {outcome.seconds:6.2f} s, "
-              f"{n / outcome.seconds:6.1f} items/s, scores differing {differing(outcome, baseline)}"
-              f", objects fetched {outcome.fetched}, cache hits {outcome.hits}, the store's "
-              f"own CPU {outcome.store_cpu:.2f} s (on this machine's cores)")
-    print(f"s3 (best):        {best.done}/{n} done, {best.seconds:6.2f} s, "
-          f"{rate['s3']:6.1f} items/s, {rate['s3'] / rate['local']:.3f}x local files "
-          f"(aim >= 0.90)")
+        print(
+            f"s3 run {index + 1}:         {outcome.done}/{n} done, {outcome.seconds:6.2f} s, "
+            f"{n / outcome.seconds:6.1f} items/s, scores differing {differing(outcome, baseline)}"
+            f", objects fetched {outcome.fetched}, cache hits {outcome.hits}, the store's "
+            f"own CPU {outcome.store_cpu:.2f} s (on this machine's cores)"
+        )
+    print(
+        f"s3 (best):        {best.done}/{n} done, {best.seconds:6.2f} s, "
+        f"{rate['s3']:6.1f} items/s, {rate['s3'] / rate['local']:.3f}x local files "
+        f"(aim >= 0.90)"
+    )
     lost = n - throttled.done
-    print(f"s3 throttled 1 in {args.throttle_every}: {throttled.done}/{n} done, items lost "
-          f"{lost}, scores differing {differing(throttled, baseline)}, requests "
-          f"{front.requests}, answered 503 SlowDown {front.throttled}, objects fetched "
-          f"{throttled.fetched}, cache hits {throttled.hits}, {throttled.seconds:6.2f} s, "
-          f"{n / throttled.seconds:6.1f} items/s ({n / throttled.seconds / rate['local']:.3f}x)")
-    for name, outcome in (("local", baseline), ("throttled", throttled), *(
-            (f"s3 run {i + 1}", o) for i, o in enumerate(remote))):
+    print(
+        f"s3 throttled 1 in {args.throttle_every}: {throttled.done}/{n} done, items lost "
+        f"{lost}, scores differing {differing(throttled, baseline)}, requests "
+        f"{front.requests}, answered 503 SlowDown {front.throttled}, objects fetched "
+        f"{throttled.fetched}, cache hits {throttled.hits}, {throttled.seconds:6.2f} s, "
+        f"{n / throttled.seconds:6.1f} items/s ({n / throttled.seconds / rate['local']:.3f}x)"
+    )
+    for name, outcome in (
+        ("local", baseline),
+        ("throttled", throttled),
+        *((f"s3 run {i + 1}", o) for i, o in enumerate(remote)),
+    ):
         assert outcome.done == n, f"{name}: {outcome.done}/{n} done"
     assert all(differing(outcome, baseline) == 0 for outcome in (*remote, throttled))
 

@@ -50,13 +50,20 @@ def host(folder: Path, extra: dict[str, str]) -> dict[str, str]:
     """A machine of its own: its home, its caches."""
     for sub in ("home", "cache"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
-    return {"HOME": str(folder / "home"), "XDG_CACHE_HOME": str(folder / "cache"),
-            "AGENTIC_IQA_OBJECT_CACHE": str(folder / "cache" / "objects"), **extra}
+    return {
+        "HOME": str(folder / "home"),
+        "XDG_CACHE_HOME": str(folder / "cache"),
+        "AGENTIC_IQA_OBJECT_CACHE": str(folder / "cache" / "objects"),
+        **extra,
+    }
 
 
 def cached(folder: Path) -> int:
-    return sum(1 for path in (folder / "cache" / "objects").glob("*/*")
-               if not path.name.startswith(".tmp-") and path.suffix != ".latest")
+    return sum(
+        1
+        for path in (folder / "cache" / "objects").glob("*/*")
+        if not path.name.startswith(".tmp-") and path.suffix != ".latest"
+    )
 
 
 def scores(database_url: str, name: str) -> dict[str, Any]:
@@ -70,8 +77,10 @@ def scores(database_url: str, name: str) -> dict[str, Any]:
     engine = make_engine(database_url)
     with read_scope(engine) as session:
         job = session.scalars(select(Job.id).where(Job.name == name)).one()
-        rows = {Path(row["image"]).name: (row["status"], row["raw_scores"])
-                for row in reads.export_rows(session, job)}
+        rows = {
+            Path(row["image"]).name: (row["status"], row["raw_scores"])
+            for row in reads.export_rows(session, job)
+        }
     engine.dispose()
     return rows
 
@@ -96,14 +105,25 @@ def main() -> None:
         port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         moto_url = f"http://127.0.0.1:{port}"
         wait_for(port)
-        credentials = {"AWS_ACCESS_KEY_ID": "dummy-key-id",
-                       "AWS_SECRET_ACCESS_KEY": "dummy-secret", "AWS_DEFAULT_REGION": "us-east-1"}
-        client = boto3.client("s3", endpoint_url=moto_url, **{
-            "aws_access_key_id": "dummy-key-id", "aws_secret_access_key": "dummy-secret",
-            "region_name": "us-east-1"})
+        credentials = {
+            "AWS_ACCESS_KEY_ID": "dummy-key-id",
+            "AWS_SECRET_ACCESS_KEY": "dummy-secret",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        client = boto3.client(
+            "s3",
+            endpoint_url=moto_url,
+            **{
+                "aws_access_key_id": "dummy-key-id",
+                "aws_secret_access_key": "dummy-secret",
+                "region_name": "us-east-1",
+            },
+        )
         client.create_bucket(Bucket="photos")
         for path in sorted(manifest.parent.glob("*.png")):
             client.put_object(Bucket="photos", Key=f"photos/{path.name}", Body=path.read_bytes())
@@ -129,28 +149,50 @@ def main() -> None:
                 """One job through fresh workers (empty caches); wall time, scores, objects
                 the hosts cached."""
                 s3 = {**credentials, **({"AWS_ENDPOINT_URL": endpoint} if endpoint else {})}
-                hosts = {name: folder / f"{label}-{name}" for name in
-                         ("submitter", "coordinator", "tools")}
+                hosts = {
+                    name: folder / f"{label}-{name}"
+                    for name in ("submitter", "coordinator", "tools")
+                }
                 env = {name: host(path, s3) for name, path in hosts.items()}
                 cluster = Cluster(args.redis, database_url, folder / "logs")
                 try:
-                    cluster.start("default", "default", cwd=hosts["coordinator"],
-                                  env=env["coordinator"])
+                    cluster.start(
+                        "default", "default", cwd=hosts["coordinator"], env=env["coordinator"]
+                    )
                     cluster.start("gpu", "gpu", cwd=hosts["tools"], env=env["tools"])
                     started = time.perf_counter()
                     done = subprocess.run(
-                        [sys.executable, "-m", "agentic_iqa", "eval", "submit",
-                         str(submitter_manifest), "--image-dir", image_dir, "--tools", "PIQE",
-                         "--name", label, "--wait"], cwd=hosts["submitter"],
-                        env={**cluster.env, **env["submitter"]}, capture_output=True,
-                        text=True, timeout=1800)
+                        [
+                            sys.executable,
+                            "-m",
+                            "agentic_iqa",
+                            "eval",
+                            "submit",
+                            str(submitter_manifest),
+                            "--image-dir",
+                            image_dir,
+                            "--tools",
+                            "PIQE",
+                            "--name",
+                            label,
+                            "--wait",
+                        ],
+                        cwd=hosts["submitter"],
+                        env={**cluster.env, **env["submitter"]},
+                        capture_output=True,
+                        text=True,
+                        timeout=1800,
+                    )
                     seconds = time.perf_counter() - started
                 finally:
                     cluster.stop()
                 if done.returncode != 0:
                     raise RuntimeError(f"{label}: {done.stderr[-2000:]}")
-                return (seconds, scores(database_url, label),
-                        sum(cached(path) for path in hosts.values()))
+                return (
+                    seconds,
+                    scores(database_url, label),
+                    sum(cached(path) for path in hosts.values()),
+                )
 
             local: list[tuple[float, dict, int]] = []
             remote: list[tuple[float, dict, int]] = []
@@ -174,25 +216,36 @@ def main() -> None:
         return sum(status == "done" for status, _ in outcome[1].values())
 
     def differing(outcome: tuple[float, dict, Any]) -> int:
-        return sum(outcome[1].get(name, (None, None))[1] != raw
-                   for name, (_, raw) in baseline[1].items())
+        return sum(
+            outcome[1].get(name, (None, None))[1] != raw for name, (_, raw) in baseline[1].items()
+        )
 
-    print(f"items: {n} photos of {args.size} px, PIQE, a coordination worker and a tool worker "
-          f"(1 process each) sharing no disk with the submitter, Redis, PostgreSQL, moto's S3 "
-          f"server; submit --wait from start to summary, best of {args.repeats}")
-    print(f"local files:      {done(baseline)}/{n} done, {baseline[0]:6.2f} s, "
-          f"{n / baseline[0]:6.1f} items/s (baseline 1.00x)")
+    print(
+        f"items: {n} photos of {args.size} px, PIQE, a coordination worker and a tool worker "
+        f"(1 process each) sharing no disk with the submitter, Redis, PostgreSQL, moto's S3 "
+        f"server; submit --wait from start to summary, best of {args.repeats}"
+    )
+    print(
+        f"local files:      {done(baseline)}/{n} done, {baseline[0]:6.2f} s, "
+        f"{n / baseline[0]:6.1f} items/s (baseline 1.00x)"
+    )
     for index, outcome in enumerate(remote):
         objects, gets = outcome[2]
-        print(f"s3 run {index + 1}:         {done(outcome)}/{n} done, {outcome[0]:6.2f} s, "
-              f"{n / outcome[0]:6.1f} items/s, scores differing {differing(outcome)}, GETs "
-              f"with a body {gets}, objects cached on the hosts {objects}")
-    print(f"s3 (best):        {done(best)}/{n} done, {best[0]:6.2f} s, {n / best[0]:6.1f} "
-          f"items/s, {baseline[0] / best[0]:.3f}x local files (aim >= 0.90)")
-    print(f"s3 throttled 1 in 10: {done(throttled)}/{n} done, items lost {n - done(throttled)}, "
-          f"scores differing {differing(throttled)}, requests {throttling.requests}, answered "
-          f"503 SlowDown {throttling.throttled}, {throttled[0]:6.2f} s "
-          f"({baseline[0] / throttled[0]:.3f}x)")
+        print(
+            f"s3 run {index + 1}:         {done(outcome)}/{n} done, {outcome[0]:6.2f} s, "
+            f"{n / outcome[0]:6.1f} items/s, scores differing {differing(outcome)}, GETs "
+            f"with a body {gets}, objects cached on the hosts {objects}"
+        )
+    print(
+        f"s3 (best):        {done(best)}/{n} done, {best[0]:6.2f} s, {n / best[0]:6.1f} "
+        f"items/s, {baseline[0] / best[0]:.3f}x local files (aim >= 0.90)"
+    )
+    print(
+        f"s3 throttled 1 in 10: {done(throttled)}/{n} done, items lost {n - done(throttled)}, "
+        f"scores differing {differing(throttled)}, requests {throttling.requests}, answered "
+        f"503 SlowDown {throttling.throttled}, {throttled[0]:6.2f} s "
+        f"({baseline[0] / throttled[0]:.3f}x)"
+    )
     assert all(done(outcome) == n for outcome in (*local, *remote, throttled))
     assert all(differing(outcome) == 0 for outcome in (*remote, throttled))
 

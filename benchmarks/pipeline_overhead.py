@@ -32,26 +32,52 @@ QUERY = "Rate the quality of this image."
 
 
 def start_worker(name: str, queue: str, env: dict[str, str], logs: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker", "-Q",
-               queue, "-n", f"{name}@bench", "-c", "1", "--without-gossip", "--without-mingle",
-               "-l", "WARNING"]
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=(logs / f"{name}.log").open("wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app:app",
+        "worker",
+        "-Q",
+        queue,
+        "-n",
+        f"{name}@bench",
+        "-c",
+        "1",
+        "--without-gossip",
+        "--without-mingle",
+        "-l",
+        "WARNING",
+    ]
+    return subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=(logs / f"{name}.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("images", type=Path)
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/12")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="iqa-overhead-"))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_DEVICE": "cpu",
-           "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{workdir / 'tool-cache.sqlite3'}",
-           "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{workdir / 'runs.sqlite3'}",
-           "AGENTIC_IQA_BROKER_URL": args.broker}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{workdir / 'tool-cache.sqlite3'}",
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{workdir / 'runs.sqlite3'}",
+        "AGENTIC_IQA_BROKER_URL": args.broker,
+    }
     os.environ.update({k: v for k, v in env.items() if k.startswith("AGENTIC_IQA_")})
 
     import redis
@@ -93,8 +119,10 @@ def main() -> None:
         """Median created -> finished as the database recorded it: the pipeline's own time,
         without the client's polling interval."""
         with read_scope(engine) as session:
-            spans = [(run.finished_at - run.created_at).total_seconds() for run in
-                     session.scalars(select(Run).where(Run.id.in_(run_ids)))]
+            spans = [
+                (run.finished_at - run.created_at).total_seconds()
+                for run in session.scalars(select(Run).where(Run.id.in_(run_ids)))
+            ]
         return statistics.median(spans) * 1000
 
     def measure(run: Callable[[Path], str | None]) -> tuple[float, float | None]:
@@ -110,12 +138,15 @@ def main() -> None:
 
     # The distributed paths: one default-queue and one gpu-queue worker each; the second pair
     # sends every tool step to the gpu queue, cached or not (three messages per run).
-    setups = {"distributed (Celery)": {},
-              "distributed, sent": {"AGENTIC_IQA_CACHED_TOOLS_INLINE": "false"}}
+    setups = {
+        "distributed (Celery)": {},
+        "distributed, sent": {"AGENTIC_IQA_CACHED_TOOLS_INLINE": "false"},
+    }
     figures = {"in-process": measure(in_process), "embedded (SQLite)": measure(embedded)}
     for label, extra in setups.items():
-        workers = [start_worker(name, name, {**env, **extra}, workdir)
-                   for name in ("default", "gpu")]
+        workers = [
+            start_worker(name, name, {**env, **extra}, workdir) for name in ("default", "gpu")
+        ]
         try:
             deadline = time.monotonic() + 60
             while len(client.control.ping(timeout=0.5)) < 2:
@@ -129,15 +160,16 @@ def main() -> None:
                 worker.wait(timeout=30)
     base = figures["in-process"][0]
     print(f"{len(images)} photos, '{QUERY}', builtin backend, tool scores cached")
-    print(f"{'path':<22}{'median ms/run':>14}{'ratio':>8}{'stored ms/run':>15}"
-          f"{'overhead ms':>13}")
+    print(f"{'path':<22}{'median ms/run':>14}{'ratio':>8}{'stored ms/run':>15}{'overhead ms':>13}")
     for label, (value, stored) in figures.items():
         recorded = f"{stored:>15.1f}{stored - base:>13.1f}" if stored is not None else ""
         print(f"{label:<22}{value:>14.1f}{value / base:>8.2f}{recorded}")
-    print("stored: created -> finished as recorded in the database (no client polling); "
-          "overhead: stored - in-process.  distributed: a tool step whose scores are all "
-          "cached runs on the default worker (one message per run); sent: every tool step "
-          "goes to the gpu worker and back (three messages per run)")
+    print(
+        "stored: created -> finished as recorded in the database (no client polling); "
+        "overhead: stored - in-process.  distributed: a tool step whose scores are all "
+        "cached runs on the default worker (one message per run); sent: every tool step "
+        "goes to the gpu worker and back (three messages per run)"
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,9 @@ def as_written(item: PlannerReply) -> PlannerOutput | None:
 
 def builtin(item: PlannerReply, tools: list[str]) -> PlannerOutput:
     """The builtin planner's plan of the item's query: the query alone, no reply read."""
-    return make_plan(BuiltinClient(), item.query, "image.png",
-                     "reference.png" if item.reference else None, tools)
+    return make_plan(
+        BuiltinClient(), item.query, "image.png", "reference.png" if item.reference else None, tools
+    )
 
 
 def share(right: int, total: int) -> str:
@@ -65,17 +66,25 @@ def main() -> None:
     own = {item.name: differences(item, as_written(item)) for item in CORPUS}
     total = len(CORPUS)
     print(f"planner corpus: {total} graded replies")
-    print(f"  plans as the human's, the agent's reading:  "
-          f"{share(sum(not d for d in agent.values()), total)}")
-    print(f"  plans as the human's, the model's own plan: "
-          f"{share(sum(not d for d in own.values()), total)}")
+    print(
+        f"  plans as the human's, the agent's reading:  "
+        f"{share(sum(not d for d in agent.values()), total)}"
+    )
+    print(
+        f"  plans as the human's, the model's own plan: "
+        f"{share(sum(not d for d in own.values()), total)}"
+    )
     alone = {item.name: differences(item, builtin(item, tools)) for item in CORPUS}
-    print(f"  plans as the human's, the builtin planner (the query alone): "
-          f"{share(sum(not d for d in alone.values()), total)}")
+    print(
+        f"  plans as the human's, the builtin planner (the query alone): "
+        f"{share(sum(not d for d in alone.values()), total)}"
+    )
     better = [name for name in agent if own[name] and not agent[name]]
     worse = [name for name in agent if agent[name] and not own[name]]
-    print(f"  reconciliation made {len(better)} better and {len(worse)} worse"
-          + (f" ({', '.join(worse)})" if worse else ""))
+    print(
+        f"  reconciliation made {len(better)} better and {len(worse)} worse"
+        + (f" ({', '.join(worse)})" if worse else "")
+    )
 
     print("\nagreement per field (agent / model's own):")
     for field in FIELDS:
@@ -96,8 +105,7 @@ def main() -> None:
     print("\nplans that differ from the human's (field: agent's, human's):")
     for name, found in agent.items():
         if found:
-            print(f"  {name}: " + "; ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in
-                                            found.items()))
+            print(f"  {name}: " + "; ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in found.items()))
 
 
 if __name__ == "__main__":

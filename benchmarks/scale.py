@@ -89,8 +89,14 @@ def write_image(folder: Path) -> Path:
     from PIL import Image
 
     y, x = np.mgrid[0:64, 0:64].astype(np.float32)
-    pixels = np.stack([0.5 + 0.3 * np.sin(x / 7) * np.cos(y / 9), 0.5 + 0.3 * np.cos((x + y) / 11),
-                       0.45 + 0.3 * np.sin(y / 5)], axis=2)
+    pixels = np.stack(
+        [
+            0.5 + 0.3 * np.sin(x / 7) * np.cos(y / 9),
+            0.5 + 0.3 * np.cos((x + y) / 11),
+            0.45 + 0.3 * np.sin(y / 5),
+        ],
+        axis=2,
+    )
     noise = np.random.default_rng(0).normal(0, 0.03, pixels.shape)
     path = folder / "photo.png"
     Image.fromarray((np.clip(pixels + noise, 0, 1) * 255).astype(np.uint8)).save(path)
@@ -166,14 +172,21 @@ class Timed:
 def run_cli(args: Sequence[str], env: dict[str, str], *, check: bool = True) -> Timed:
     """``agentic-iqa ARGS`` in a fresh process: wall time and that process's peak memory."""
     started = time.perf_counter()
-    process = subprocess.Popen([*CLI, *args], env=env, cwd=env.get("SCALE_CWD", str(REPO)),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*CLI, *args],
+        env=env,
+        cwd=env.get("SCALE_CWD", str(REPO)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stdout, stderr = process.communicate()
     seconds = time.perf_counter() - started
     peak = _peak_of(process.pid)
     if check and process.returncode not in (0,):
-        raise RuntimeError(f"agentic-iqa {' '.join(args)} exited {process.returncode}: "
-                           f"{stderr.strip()[-2000:]}")
+        raise RuntimeError(
+            f"agentic-iqa {' '.join(args)} exited {process.returncode}: {stderr.strip()[-2000:]}"
+        )
     return Timed(seconds, peak, stdout, process.returncode)
 
 
@@ -228,8 +241,11 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
         (first,) = store.claim(session, reads.get_job(session, job_id, lock=True), 1)
     service.walk_embedded(engine, AgentsCache(), first)
     with session_scope(engine) as session:
-        output = session.scalar(select(StepRecord.output_json).where(
-            StepRecord.run_id == first, StepRecord.status == "succeeded"))
+        output = session.scalar(
+            select(StepRecord.output_json).where(
+                StepRecord.run_id == first, StepRecord.status == "succeeded"
+            )
+        )
         final = reads.load_state(session, first)
     template = json.loads(output or "{}")
     done = 1
@@ -239,14 +255,19 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
             run_ids = store.claim(session, job, min(chunk, count - done))
             if not run_ids:
                 break
-            mos = dict(session.execute(select(JobItem.run_id, JobItem.mos)
-                                       .where(JobItem.run_id.in_(run_ids))).all())
+            mos = dict(
+                session.execute(
+                    select(JobItem.run_id, JobItem.mos).where(JobItem.run_id.in_(run_ids))
+                ).all()
+            )
             for run_id in run_ids:
                 update = _scored(template, mos.get(run_id))
-                steps.first_attempt(session, run_id, "tool_execution", 0, worker="bulk",
-                                    queue="bulk")
-                steps.complete_step(session, run_id, "tool_execution", 0, state=final,
-                                    update=update, attempt=1)
+                steps.first_attempt(
+                    session, run_id, "tool_execution", 0, worker="bulk", queue="bulk"
+                )
+                steps.complete_step(
+                    session, run_id, "tool_execution", 0, state=final, update=update, attempt=1
+                )
                 steps.finish_run(session, run_id, state=final, state_saved=True)
         done += len(run_ids)
     return time.perf_counter() - started
@@ -299,26 +320,40 @@ def child_throughput(url: str, job_id: str, workers: int, items: int) -> dict[st
     paced = min(len(ended), items)
     warm = max(1, paced // 10)
     if paced <= warm:
-        return {"items": len(ended), "items_per_second": float("nan"), "wall_seconds": wall,
-                "cpu_ms_per_item": float("nan")}
+        return {
+            "items": len(ended),
+            "items_per_second": float("nan"),
+            "wall_seconds": wall,
+            "cpu_ms_per_item": float("nan"),
+        }
     counted = paced - warm
-    return {"items": len(ended), "wall_seconds": wall,
-            "items_per_second": counted / max(1e-9, ended[paced - 1] - ended[warm - 1]),
-            "cpu_ms_per_item": 1000 * (cpu_at[paced - 1] - cpu_at[warm - 1]) / counted}
+    return {
+        "items": len(ended),
+        "wall_seconds": wall,
+        "items_per_second": counted / max(1e-9, ended[paced - 1] - ended[warm - 1]),
+        "cpu_ms_per_item": 1000 * (cpu_at[paced - 1] - cpu_at[warm - 1]) / counted,
+    }
 
 
 def in_child(checkout: Path, function: str, env: dict[str, str], *args: Any) -> Any:
     """``function(*args)`` of this file in a fresh process running ``checkout``'s code (its
     imports, torch among them, stay out of this process, whose memory every command it starts
     would otherwise inherit); returns what it returned, through JSON."""
-    code = (f"import importlib.util, json, sys; sys.path.insert(0, {str(checkout)!r}); "
-            f"spec = importlib.util.spec_from_file_location('scale', {__file__!r}); "
-            "scale = sys.modules['scale'] = importlib.util.module_from_spec(spec); "
-            "spec.loader.exec_module(scale); "
-            f"print(json.dumps(getattr(scale, {function!r})(*json.loads(sys.argv[1]))))")
-    result = subprocess.run([sys.executable, "-c", code, json.dumps(args)],
-                            env={**env, "PYTHONPATH": str(checkout)}, cwd=str(checkout),
-                            capture_output=True, text=True, check=False)
+    code = (
+        f"import importlib.util, json, sys; sys.path.insert(0, {str(checkout)!r}); "
+        f"spec = importlib.util.spec_from_file_location('scale', {__file__!r}); "
+        "scale = sys.modules['scale'] = importlib.util.module_from_spec(spec); "
+        "spec.loader.exec_module(scale); "
+        f"print(json.dumps(getattr(scale, {function!r})(*json.loads(sys.argv[1]))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(args)],
+        env={**env, "PYTHONPATH": str(checkout)},
+        cwd=str(checkout),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"{function} failed: {result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -346,28 +381,46 @@ def first_run(url: str, job_id: str) -> str | None:
     from agentic_iqa.db.models import JobItem
 
     with read_scope(make_engine(url)) as session:
-        return session.scalar(select(JobItem.run_id).where(
-            JobItem.job_id == job_id, JobItem.run_id.is_not(None)).limit(1))
+        return session.scalar(
+            select(JobItem.run_id)
+            .where(JobItem.job_id == job_id, JobItem.run_id.is_not(None))
+            .limit(1)
+        )
 
 
-def measure(label: str, checkout: Path, kind: str, n: int, args: argparse.Namespace,
-            folder: Path, image: Path) -> Measured:
+def measure(
+    label: str,
+    checkout: Path,
+    kind: str,
+    n: int,
+    args: argparse.Namespace,
+    folder: Path,
+    image: Path,
+) -> Measured:
     """Every command on a job of ``n`` items in a fresh database of ``kind``, run by
     ``checkout``'s code; then the local runner's pace."""
     measured = Measured(label, kind, n)
     manifest = write_manifest(folder, image, n)
     with fresh_database(kind, folder, args.postgres_url, checkout) as url:
-        env = {**os.environ, "AGENTIC_IQA_DATABASE_URL": url,
-               "AGENTIC_IQA_BROKER_URL": args.redis_url, "AGENTIC_IQA_TOOL_CACHE": "none",
-               "XDG_CACHE_HOME": str(folder / "cache"), "PYTHONPATH": str(checkout),
-               "SCALE_CWD": str(folder)}
+        env = {
+            **os.environ,
+            "AGENTIC_IQA_DATABASE_URL": url,
+            "AGENTIC_IQA_BROKER_URL": args.redis_url,
+            "AGENTIC_IQA_TOOL_CACHE": "none",
+            "XDG_CACHE_HOME": str(folder / "cache"),
+            "PYTHONPATH": str(checkout),
+            "SCALE_CWD": str(folder),
+        }
 
         def timed(name: str, *command: str) -> Timed:
             result = run_cli(command, env)
             measured.seconds[name] = result.seconds
             measured.peak_mb[name] = result.peak_mb
-            print(f"  {label:8} {kind:8} {size_label(n):>5} {name:24} {result.seconds:8.2f} s "
-                  f"{result.peak_mb:7.0f} MB", flush=True)
+            print(
+                f"  {label:8} {kind:8} {size_label(n):>5} {name:24} {result.seconds:8.2f} s "
+                f"{result.peak_mb:7.0f} MB",
+                flush=True,
+            )
             return result
 
         base = ["eval", "submit", str(manifest), "--tools", "PIQE"]
@@ -375,14 +428,17 @@ def measure(label: str, checkout: Path, kind: str, n: int, args: argparse.Namesp
             job_a = timed("submit", *base, "--name", "A").stdout.split()[-1]
         else:
             job_a = run_cli([*base, "--no-check-images", "--name", "A"], env).stdout.split()[-1]
-        job_b = timed("submit --no-check-images", *base, "--no-check-images",
-                      "--name", "B").stdout.split()[-1]
+        job_b = timed(
+            "submit --no-check-images", *base, "--no-check-images", "--name", "B"
+        ).stdout.split()[-1]
         job_c = run_cli([*base, "--no-check-images", "--name", "C"], env).stdout.split()[-1]
         marked = max(1, int(n * DONE_FRACTION))
-        spent = sum(in_child(checkout, "bulk_done", env, url, job, marked)
-                    for job in (job_a, job_b, job_c))
-        measured.notes.append(f"{marked} items of each job marked done in bulk "
-                              f"({spent:.0f} s for the three)")
+        spent = sum(
+            in_child(checkout, "bulk_done", env, url, job, marked) for job in (job_a, job_b, job_c)
+        )
+        measured.notes.append(
+            f"{marked} items of each job marked done in bulk ({spent:.0f} s for the three)"
+        )
         run = in_child(checkout, "first_run", env, url, job_a)
         commands = {
             "status": ["eval", "status", job_a],
@@ -390,8 +446,15 @@ def measure(label: str, checkout: Path, kind: str, n: int, args: argparse.Namesp
             "runs list": ["runs", "list", "--job", job_a],
             "runs show": ["runs", "show", str(run)],
             "report": ["eval", "report", job_a, "--json"],
-            "export": ["eval", "export", job_a, "--format", "csv", "-o",
-                       str(folder / "export.csv")],
+            "export": [
+                "eval",
+                "export",
+                job_a,
+                "--format",
+                "csv",
+                "-o",
+                str(folder / "export.csv"),
+            ],
             "compare": ["eval", "compare", job_a, job_b, "--json"],
         }
         for name, command in commands.items():
@@ -404,9 +467,12 @@ def measure(label: str, checkout: Path, kind: str, n: int, args: argparse.Namesp
         for workers in args.workers if n >= args.pace_from else ():
             pace = in_child(checkout, "child_throughput", env, url, job_b, workers, args.items)
             measured.pace[workers] = pace
-            print(f"  {label:8} {kind:8} {size_label(n):>5} runner, {workers} worker(s): "
-                  f"{pace['items_per_second']:.1f} items/s, "
-                  f"{pace['cpu_ms_per_item']:.1f} ms CPU an item", flush=True)
+            print(
+                f"  {label:8} {kind:8} {size_label(n):>5} runner, {workers} worker(s): "
+                f"{pace['items_per_second']:.1f} items/s, "
+                f"{pace['cpu_ms_per_item']:.1f} ms CPU an item",
+                flush=True,
+            )
             with contextlib.suppress(Exception):  # the next pace needs the job running
                 run_cli(["eval", "resume", job_b], env)
     return measured
@@ -417,8 +483,11 @@ def measure(label: str, checkout: Path, kind: str, n: int, args: argparse.Namesp
 
 def exponent(sizes: Sequence[int], seconds: Sequence[float], startup: float) -> float | None:
     """Slope of log(seconds less start-up) against log(n), least squares; None below 2 sizes."""
-    points = [(math.log(n), math.log(max(t - startup, 0.01)))
-              for n, t in zip(sizes, seconds, strict=True) if t == t]
+    points = [
+        (math.log(n), math.log(max(t - startup, 0.01)))
+        for n, t in zip(sizes, seconds, strict=True)
+        if t == t
+    ]
     if len(points) < 2:
         return None
     mean_x = sum(x for x, _ in points) / len(points)
@@ -431,70 +500,97 @@ def _cell(value: float | None, unit: str, width: int = 9) -> str:
     return f"{'-':>{width}}" if value is None or value != value else f"{value:{width - 1}.2f}{unit}"
 
 
-def table(results: list[Measured], startups: dict[str, float], args: argparse.Namespace
-          ) -> str:
+def table(results: list[Measured], startups: dict[str, float], args: argparse.Namespace) -> str:
     """Per database: a line per command, a column per size (seconds, peak MB, and with a
     baseline its seconds and the ratio), and the growth exponent of each checkout."""
     labels = list(startups)
-    lines = [f"benchmarks/scale.py {' '.join(sys.argv[1:])}",
-             f"machine: {os.cpu_count()} CPUs (shared with other work: figures vary), "
-             f"{time.strftime('%Y-%m-%d %H:%M')}",
-             *(f"start-up of {label} (eval list on an empty database, median of 3): "
-               f"{startups[label]:.2f} s" for label in labels),
-             "cells: seconds and peak MB" + (f"; {labels[1]} seconds, ratio {labels[0]}/"
-                                             f"{labels[1]}" if len(labels) > 1 else ""),
-             "exponent: slope of log(seconds less start-up) against log(items)", ""]
+    lines = [
+        f"benchmarks/scale.py {' '.join(sys.argv[1:])}",
+        f"machine: {os.cpu_count()} CPUs (shared with other work: figures vary), "
+        f"{time.strftime('%Y-%m-%d %H:%M')}",
+        *(
+            f"start-up of {label} (eval list on an empty database, median of 3): "
+            f"{startups[label]:.2f} s"
+            for label in labels
+        ),
+        "cells: seconds and peak MB"
+        + (f"; {labels[1]} seconds, ratio {labels[0]}/{labels[1]}" if len(labels) > 1 else ""),
+        "exponent: slope of log(seconds less start-up) against log(items)",
+        "",
+    ]
     for kind in args.db:
         sizes = sorted({m.n for m in results if m.db == kind})
         if not sizes:
             continue
         found = {(m.checkout, m.n): m for m in results if m.db == kind}
         width = 30 if len(labels) > 1 else 18
-        header = f"{kind:<26}" + "".join(f"{size_label(n):>{width}}" for n in sizes) + \
-            "".join(f"{'exp ' + label:>14}" for label in labels)
+        header = (
+            f"{kind:<26}"
+            + "".join(f"{size_label(n):>{width}}" for n in sizes)
+            + "".join(f"{'exp ' + label:>14}" for label in labels)
+        )
         lines += [header, "-" * len(header)]
         names = list(dict.fromkeys(name for m in results if m.db == kind for name in m.seconds))
         for name in names:
             cells = []
             for n in sizes:
                 new = found.get((labels[0], n))
-                cell = _cell(new.seconds.get(name) if new else None, "s") + \
-                    _cell(new.peak_mb.get(name) if new else None, "M", 8)
+                cell = _cell(new.seconds.get(name) if new else None, "s") + _cell(
+                    new.peak_mb.get(name) if new else None, "M", 8
+                )
                 if len(labels) > 1:
                     old = found.get((labels[1], n))
                     before = old.seconds.get(name) if old else None
                     after = new.seconds.get(name) if new else None
                     cell += _cell(before, "s") + _cell(
-                        after / before if after and before else None, "x", 8)
+                        after / before if after and before else None, "x", 8
+                    )
                 cells.append(f"{cell:>{width}}")
             slopes = []
             for label in labels:
-                measured = [(n, found[(label, n)].seconds.get(name, float("nan")))
-                            for n in sizes if (label, n) in found]
-                slope = exponent([n for n, _ in measured], [t for _, t in measured],
-                                 startups[label])
+                measured = [
+                    (n, found[(label, n)].seconds.get(name, float("nan")))
+                    for n in sizes
+                    if (label, n) in found
+                ]
+                slope = exponent(
+                    [n for n, _ in measured], [t for _, t in measured], startups[label]
+                )
                 slopes.append(f"{'-' if slope is None else f'{slope:.2f}':>14}")
             lines.append(f"{name:<26}{''.join(cells)}{''.join(slopes)}")
         for workers in args.workers:
             cells = []
             for n in sizes:
-                paces = [found[(label, n)].pace.get(workers, {}).get("items_per_second")
-                         if (label, n) in found else None for label in labels]
+                paces = [
+                    found[(label, n)].pace.get(workers, {}).get("items_per_second")
+                    if (label, n) in found
+                    else None
+                    for label in labels
+                ]
                 cell = _cell(paces[0], "/", 9) + f"{'':8}"
                 if len(labels) > 1:
                     cell += _cell(paces[1], "/", 9) + _cell(
-                        paces[0] / paces[1] if paces[0] and paces[1] else None, "x", 8)
+                        paces[0] / paces[1] if paces[0] and paces[1] else None, "x", 8
+                    )
                 cells.append(f"{cell:>{width}}")
-            if any(found.get((label, n)) and found[(label, n)].pace.get(workers)
-                   for label in labels for n in sizes):
+            if any(
+                found.get((label, n)) and found[(label, n)].pace.get(workers)
+                for label in labels
+                for n in sizes
+            ):
                 lines.append(f"{f'runner items/s, {workers} thr':<26}{''.join(cells)}")
         for workers in args.workers:
-            cpu = [(label, n, found[(label, n)].pace[workers]["cpu_ms_per_item"])
-                   for label in labels for n in sizes
-                   if (label, n) in found and workers in found[(label, n)].pace]
+            cpu = [
+                (label, n, found[(label, n)].pace[workers]["cpu_ms_per_item"])
+                for label in labels
+                for n in sizes
+                if (label, n) in found and workers in found[(label, n)].pace
+            ]
             if cpu:
-                lines.append(f"  runner CPU ms an item, {workers} thread(s): " + ", ".join(
-                    f"{label} {size_label(n)} {value:.1f}" for label, n, value in cpu))
+                lines.append(
+                    f"  runner CPU ms an item, {workers} thread(s): "
+                    + ", ".join(f"{label} {size_label(n)} {value:.1f}" for label, n, value in cpu)
+                )
         for (label, n), m in sorted(found.items(), key=lambda entry: entry[0][1]):
             lines += [f"  {label} {size_label(n)}: {note}" for note in m.notes]
         lines.append("")
@@ -505,19 +601,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="1k,10k", help="job sizes: 1k,10k,100k,1M")
     parser.add_argument("--db", default="sqlite", help="sqlite,postgres")
-    parser.add_argument("--commands", default="submit,status,list,runs list,runs show,report,"
-                        "export,compare,cancel,resume",
-                        help="which commands to time (comma-separated)")
+    parser.add_argument(
+        "--commands",
+        default="submit,status,list,runs list,runs show,report,export,compare,cancel,resume",
+        help="which commands to time (comma-separated)",
+    )
     parser.add_argument("--workers", default="1,2", help="runner threads to measure")
-    parser.add_argument("--items", type=int, default=1000,
-                        help="items the runner runs for its pace")
-    parser.add_argument("--pace-from", type=parse_size, default=10_000,
-                        help="measure the runner's pace from this size up")
-    parser.add_argument("--baseline", type=Path,
-                        help="another checkout (a git worktree of an earlier commit) measured "
-                             "the same way, size by size, right after this one")
-    parser.add_argument("--baseline-up-to", type=parse_size, default=100_000,
-                        help="the largest size the baseline runs")
+    parser.add_argument(
+        "--items", type=int, default=1000, help="items the runner runs for its pace"
+    )
+    parser.add_argument(
+        "--pace-from",
+        type=parse_size,
+        default=10_000,
+        help="measure the runner's pace from this size up",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (a git worktree of an earlier commit) measured "
+        "the same way, size by size, right after this one",
+    )
+    parser.add_argument(
+        "--baseline-up-to",
+        type=parse_size,
+        default=100_000,
+        help="the largest size the baseline runs",
+    )
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
     parser.add_argument("--redis-url", default=DEFAULT_REDIS)
     parser.add_argument("--out", type=Path, help="also write the table to this file")
@@ -536,8 +646,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         image = write_image(folder)
         for label, checkout in checkouts.items():
             empty = folder / f"empty-{label}.sqlite3"
-            env = {**os.environ, "PYTHONPATH": str(checkout), "SCALE_CWD": str(folder),
-                   "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{empty}"}
+            env = {
+                **os.environ,
+                "PYTHONPATH": str(checkout),
+                "SCALE_CWD": str(folder),
+                "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{empty}",
+            }
             in_child(checkout, "migrate", env, env["AGENTIC_IQA_DATABASE_URL"])
             startups[label] = startup_seconds(env)
             print(f"start-up of {label}: {startups[label]:.2f} s", flush=True)

@@ -90,10 +90,15 @@ def case(args: argparse.Namespace) -> dict:
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with read_scope(engine) as session:
-        stored = session.scalar(select(func.count()).select_from(JobItem)
-                                .where(JobItem.job_id == job_id))
-    return {"seconds": round(seconds, 2), "peak_rss_mb": round(peak, 1),
-            "startup_rss_mb": round(startup, 1), "items": stored}
+        stored = session.scalar(
+            select(func.count()).select_from(JobItem).where(JobItem.job_id == job_id)
+        )
+    return {
+        "seconds": round(seconds, 2),
+        "peak_rss_mb": round(peak, 1),
+        "startup_rss_mb": round(startup, 1),
+        "items": stored,
+    }
 
 
 def scratch_postgres(admin: str) -> tuple[str, str]:
@@ -120,15 +125,19 @@ def drop_postgres(admin: str, name: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--databases", nargs="+", default=["sqlite", "postgres"],
-                        choices=["sqlite", "postgres"])
+    parser.add_argument(
+        "--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"]
+    )
     parser.add_argument("--checks", nargs="+", default=["on", "off"], choices=["on", "off"])
-    parser.add_argument("--images", type=int, default=300,
-                        help="distinct image files the checked rows cycle over")
-    parser.add_argument("--postgres-url", default=os.environ.get(
-        "AGENTIC_IQA_TEST_POSTGRES_URL", DEFAULT_POSTGRES))
-    parser.add_argument("--workdir", type=Path,
-                        default=Path(tempfile.gettempdir()) / "submit-scale")
+    parser.add_argument(
+        "--images", type=int, default=300, help="distinct image files the checked rows cycle over"
+    )
+    parser.add_argument(
+        "--postgres-url", default=os.environ.get("AGENTIC_IQA_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
+    )
+    parser.add_argument(
+        "--workdir", type=Path, default=Path(tempfile.gettempdir()) / "submit-scale"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--case", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -151,11 +160,23 @@ def main() -> None:
                     url = f"sqlite:///{path}"
                 else:
                     name, url = scratch_postgres(args.postgres_url)
-                command = [sys.executable, __file__, "--case", "--url", url, "--manifest",
-                           str(source)] + (["--check"] if checks == "on" else [])
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--case",
+                    "--url",
+                    url,
+                    "--manifest",
+                    str(source),
+                ] + (["--check"] if checks == "on" else [])
                 try:
-                    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
-                                          env={**os.environ, "PYTHONPATH": str(REPO)})
+                    done = subprocess.run(
+                        command,
+                        cwd=REPO,
+                        capture_output=True,
+                        text=True,
+                        env={**os.environ, "PYTHONPATH": str(REPO)},
+                    )
                 finally:
                     if name is not None:
                         drop_postgres(args.postgres_url, name)
@@ -164,13 +185,19 @@ def main() -> None:
                             Path(f"{path}{suffix}").unlink(missing_ok=True)
                 if done.returncode:
                     sys.exit(f"case {rows} {database} checks {checks} failed:\n{done.stderr}")
-                result = {"rows": rows, "database": database, "checks": checks,
-                          **json.loads(done.stdout.strip().splitlines()[-1])}
+                result = {
+                    "rows": rows,
+                    "database": database,
+                    "checks": checks,
+                    **json.loads(done.stdout.strip().splitlines()[-1]),
+                }
                 results.append(result)
-                print(f"{rows:>8} rows  {database:<8} checks {checks:<3}  "
-                      f"{result['seconds']:>8.2f} s  peak {result['peak_rss_mb']:>7.1f} MB "
-                      f"(startup {result['startup_rss_mb']:.1f})  items {result['items']}",
-                      flush=True)
+                print(
+                    f"{rows:>8} rows  {database:<8} checks {checks:<3}  "
+                    f"{result['seconds']:>8.2f} s  peak {result['peak_rss_mb']:>7.1f} MB "
+                    f"(startup {result['startup_rss_mb']:.1f})  items {result['items']}",
+                    flush=True,
+                )
     if args.json:
         print(json.dumps(results, indent=1))
 

@@ -24,8 +24,9 @@ from pathlib import Path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("images", type=Path)
     parser.add_argument("--weights-dir", type=Path, default=None)
     parser.add_argument("--tools", default="BRISQUE,NIQE,PIQE")
@@ -42,8 +43,9 @@ def main() -> None:
 
     paths = sorted(p for p in args.images.iterdir() if p.is_file())[: args.limit]
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    settings = ToolSettings(device=args.device, tool_cache="none", weights_dir=args.weights_dir,
-                            memory_cache_entries=1)
+    settings = ToolSettings(
+        device=args.device, tool_cache="none", weights_dir=args.weights_dir, memory_cache_entries=1
+    )
 
     def sync() -> None:
         if args.device.startswith("cuda"):
@@ -65,17 +67,17 @@ def main() -> None:
         rate = rates.setdefault(tool, {})
         started = time.perf_counter()
         with torch.inference_mode():
-            bare = [float(metric(_to_tensor(image, args.device, spec.precision)).reshape(-1)[0])
-                    for image in images]
+            bare = [
+                float(metric(_to_tensor(image, args.device, spec.precision)).reshape(-1)[0])
+                for image in images
+            ]
         sync()
         rate["bare loop"] = len(images) / (time.perf_counter() - started)
 
         started = time.perf_counter()
-        single = [registry.execute_tool(tool, image, use_cache=False).raw_score
-                  for image in images]
+        single = [registry.execute_tool(tool, image, use_cache=False).raw_score for image in images]
         rate["per call"] = len(images) / (time.perf_counter() - started)
-        assert all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(bare, single,
-                                                                          strict=True))
+        assert all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(bare, single, strict=True))
         for size in (int(b) for b in args.batches.split(",") if b.strip()):
             fresh = ToolRegistry(settings)
             started = time.perf_counter()
@@ -83,18 +85,21 @@ def main() -> None:
             batched = [fresh.execute_tool(tool, image).raw_score for image in images]
             sync()
             rate[f"batched {size}"] = len(images) / (time.perf_counter() - started)
-            worst = max(abs(a - b) / max(1.0, abs(a)) for a, b in zip(single, batched,
-                                                                      strict=True))
+            worst = max(abs(a - b) / max(1.0, abs(a)) for a, b in zip(single, batched, strict=True))
             assert worst <= 1e-6, f"{tool}: batched scores differ by {worst:.2e}"
 
-    print(f"{len(images)} photos, device {args.device}, {os.cpu_count()} CPU cores, torch "
-          f"{torch.__version__}; images/s and ratio against the bare per-image loop")
+    print(
+        f"{len(images)} photos, device {args.device}, {os.cpu_count()} CPU cores, torch "
+        f"{torch.__version__}; images/s and ratio against the bare per-image loop"
+    )
     labels = list(next(iter(rates.values())))
     print(f"{'tool':<10}" + "".join(f"{label:>18}" for label in labels))
     for tool, rate in rates.items():
         base = rate["bare loop"]
-        print(f"{tool:<10}" + "".join(f"{rate[label]:>9.1f} ({rate[label] / base:4.2f}x)"
-                                      for label in labels))
+        print(
+            f"{tool:<10}"
+            + "".join(f"{rate[label]:>9.1f} ({rate[label] / base:4.2f}x)" for label in labels)
+        )
 
 
 if __name__ == "__main__":

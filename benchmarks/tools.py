@@ -21,21 +21,28 @@ from iqa_tools import ToolRegistry, ToolSettings
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("images", type=Path, help="folder of images (NR tools score each)")
     parser.add_argument("--weights-dir", type=Path, default=None)
     parser.add_argument("--limit", type=int, default=25, help="images per tool")
-    parser.add_argument("--tools", nargs="*", default=None, help="default: every NR tool that "
-                        "can run here, plus weight-free FR tools (image vs. a JPEG copy)")
+    parser.add_argument(
+        "--tools",
+        nargs="*",
+        default=None,
+        help="default: every NR tool that "
+        "can run here, plus weight-free FR tools (image vs. a JPEG copy)",
+    )
     args = parser.parse_args()
 
     import pyiqa
     import torch
     from PIL import Image
 
-    images = sorted(p for p in args.images.iterdir()
-                    if p.suffix.lower() in {".jpg", ".jpeg", ".png", ".bmp"})[: args.limit]
+    images = sorted(
+        p for p in args.images.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png", ".bmp"}
+    )[: args.limit]
     workdir = Path(tempfile.mkdtemp(prefix="iqa-bench-"))
     # FR tools compare each image with a JPEG (quality 30) copy of itself.
     degraded = []
@@ -44,15 +51,20 @@ def main() -> None:
         Image.open(path).convert("RGB").save(copy, quality=30)
         degraded.append(copy)
 
-    settings = ToolSettings(device="cpu", weights_dir=args.weights_dir,
-                            tool_cache=f"sqlite:///{workdir}/scores.sqlite3")
+    settings = ToolSettings(
+        device="cpu", weights_dir=args.weights_dir, tool_cache=f"sqlite:///{workdir}/scores.sqlite3"
+    )
     registry = ToolRegistry(settings)
     names = args.tools or [s.name for s in registry.catalog if registry.availability(s.name).ok]
 
-    print(f"{len(images)} images from {args.images}, device cpu, torch threads "
-          f"{torch.get_num_threads()}")
-    header = (f"{'tool':<9} {'type':<4} {'cold s':>7} {'warm ms':>8} {'bare ms':>8} "
-              f"{'warm/bare':>9} {'hit ms':>7} {'hit/warm':>9}")
+    print(
+        f"{len(images)} images from {args.images}, device cpu, torch threads "
+        f"{torch.get_num_threads()}"
+    )
+    header = (
+        f"{'tool':<9} {'type':<4} {'cold s':>7} {'warm ms':>8} {'bare ms':>8} "
+        f"{'warm/bare':>9} {'hit ms':>7} {'hit/warm':>9}"
+    )
     print(header)
     print("-" * len(header))
     for name in names:
@@ -87,8 +99,10 @@ def main() -> None:
             hits.append(time.perf_counter() - t)
             assert result.cached
         w, b, h = (statistics.median(x) * 1000 for x in (warm, bare, hits))
-        print(f"{name:<9} {spec.type:<4} {cold:>7.2f} {w:>8.1f} {b:>8.1f} {w / b:>9.2f} "
-              f"{h:>7.2f} {h / w:>9.4f}")
+        print(
+            f"{name:<9} {spec.type:<4} {cold:>7.2f} {w:>8.1f} {b:>8.1f} {w / b:>9.2f} "
+            f"{h:>7.2f} {h / w:>9.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -38,43 +38,59 @@ from tests.conformance.simulated_model import Behaviour  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mcq", type=int, default=60, help="multiple-choice items")
     parser.add_argument("--scoring", type=int, default=20, help="rating items")
     parser.add_argument("--classes", default=",".join(b.value for b in Behaviour))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=4, help="local job threads")
-    parser.add_argument("--weights-dir", type=Path, default=None,
-                        help="BRISQUE/NIQE parameter files, so those tools are offered too")
+    parser.add_argument(
+        "--weights-dir",
+        type=Path,
+        default=None,
+        help="BRISQUE/NIQE parameter files, so those tools are offered too",
+    )
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="vlm-fidelity-"))
     paths = images(folder / "images", 24)
-    items = (multiple_choice(paths, args.mcq, args.seed)
-             + scoring(paths, args.scoring, args.seed))
-    extra = {"AGENTIC_IQA_WEIGHTS_DIR": str(args.weights_dir.resolve())} \
-        if args.weights_dir else {}
-    print(f"{args.mcq} multiple-choice + {args.scoring} rating items per class, seed "
-          f"{args.seed}; eval submit (local, {args.workers} threads) against a simulated right "
-          "model")
-    print(f"{'class':<18}{'right':>8}{'failed':>8}{'SRCC':>7}{'calls/item':>12}{'again':>7}"
-          f"{'exit':>6}{'s':>7}  first failure")
+    items = multiple_choice(paths, args.mcq, args.seed) + scoring(paths, args.scoring, args.seed)
+    extra = {"AGENTIC_IQA_WEIGHTS_DIR": str(args.weights_dir.resolve())} if args.weights_dir else {}
+    print(
+        f"{args.mcq} multiple-choice + {args.scoring} rating items per class, seed "
+        f"{args.seed}; eval submit (local, {args.workers} threads) against a simulated right "
+        "model"
+    )
+    print(
+        f"{'class':<18}{'right':>8}{'failed':>8}{'SRCC':>7}{'calls/item':>12}{'again':>7}"
+        f"{'exit':>6}{'s':>7}  first failure"
+    )
     for name in args.classes.split(","):
         behaviour = Behaviour(name.strip())
         started = time.perf_counter()
-        result = run_cli_job(behaviour, items, folder / behaviour.value, seed=args.seed,
-                             workers=args.workers, extra_env=extra)
+        result = run_cli_job(
+            behaviour,
+            items,
+            folder / behaviour.value,
+            seed=args.seed,
+            workers=args.workers,
+            extra_env=extra,
+        )
         seconds = time.perf_counter() - started
         failed = result.failed()
         srcc = result.scoring_srcc()
-        reason = (result.job_error or (failed[0].error if failed else "") or "")
+        reason = result.job_error or (failed[0].error if failed else "") or ""
         calls = sum(result.calls.values()) / max(1, len(items))
-        print(f"{behaviour.value:<18}{result.share_right():>8.1%}{len(failed):>8}"
-              f"{'-' if math.isnan(srcc) else f'{srcc:.3f}':>7}{calls:>12.1f}"
-              f"{len(result.asked_again):>7}"
-              f"{result.exit_code if result.exit_code is not None else '-':>6}{seconds:>7.1f}"
-              f"  {reason[:110]}", flush=True)
+        print(
+            f"{behaviour.value:<18}{result.share_right():>8.1%}{len(failed):>8}"
+            f"{'-' if math.isnan(srcc) else f'{srcc:.3f}':>7}{calls:>12.1f}"
+            f"{len(result.asked_again):>7}"
+            f"{result.exit_code if result.exit_code is not None else '-':>6}{seconds:>7.1f}"
+            f"  {reason[:110]}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

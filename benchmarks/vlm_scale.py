@@ -69,8 +69,7 @@ class Provider:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.server.request_queue_size = 512
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -78,8 +77,12 @@ class Provider:
 
     def counters(self) -> dict[str, int]:
         with self.lock:
-            return {"calls": self.calls, "rejected": self.rejected, "tokens": self.tokens,
-                    "max_per_window": max(self.windows.values(), default=0)}
+            return {
+                "calls": self.calls,
+                "rejected": self.rejected,
+                "tokens": self.tokens,
+                "max_per_window": max(self.windows.values(), default=0),
+            }
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
         now = time.time()
@@ -88,8 +91,14 @@ class Provider:
             if self.windows.get(window, 0) >= self.limit:
                 self.rejected += 1
                 wait = math.ceil((window + 1) * self.window - now)
-                error = {"error": {"message": "Rate limit reached", "type": "rate_limit_error",
-                                   "param": None, "code": None}}
+                error = {
+                    "error": {
+                        "message": "Rate limit reached",
+                        "type": "rate_limit_error",
+                        "param": None,
+                        "code": None,
+                    }
+                }
                 return 429, error, {"retry-after": str(max(1, wait))}
             self.windows[window] = self.windows.get(window, 0) + 1
         time.sleep(max(0.0, self.latency + random.uniform(-self.jitter, self.jitter)))
@@ -102,37 +111,77 @@ class Provider:
         with self.lock:
             self.calls += 1
             self.tokens += prompt_tokens + completion_tokens
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": logprobs,
-                                  "message": {"role": "assistant", "content": content,
-                                              "refusal": None}}
-        return 200, {
-            "id": "chatcmpl-bench", "object": "chat.completion", "created": int(now),
-            "model": body.get("model", "bench"), "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        }, {}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "finish_reason": "stop",
+            "logprobs": logprobs,
+            "message": {"role": "assistant", "content": content, "refusal": None},
+        }
+        return (
+            200,
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "created": int(now),
+                "model": body.get("model", "bench"),
+                "choices": [choice],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+            {},
+        )
 
     @staticmethod
     def reply_for(system: str) -> tuple[str, dict[str, Any] | None]:
         if system.startswith("You are the planner"):
-            return json.dumps({
-                "query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-                "distortions": None, "reference_mode": "No-Reference", "required_tool": None,
-                "plan": {"distortion_detection": True, "distortion_analysis": True,
-                         "tool_selection": True, "tool_execution": True}}), None
+            return json.dumps(
+                {
+                    "query_type": "IQA",
+                    "query_scope": "Global",
+                    "distortion_source": "Inferred",
+                    "distortions": None,
+                    "reference_mode": "No-Reference",
+                    "required_tool": None,
+                    "plan": {
+                        "distortion_detection": True,
+                        "distortion_analysis": True,
+                        "tool_selection": True,
+                        "tool_execution": True,
+                    },
+                }
+            ), None
         if system.startswith("You are an expert in distortion detection"):
             return json.dumps({"distortion_set": {"Global": ["Noise"]}}), None
         if system.startswith("You are a distortion analysis expert"):
-            return json.dumps({"distortion_analysis": {"Global": [
-                {"type": "Noise", "severity": "moderate",
-                 "explanation": "fine grain in the flat areas"}]}}), None
+            return json.dumps(
+                {
+                    "distortion_analysis": {
+                        "Global": [
+                            {
+                                "type": "Noise",
+                                "severity": "moderate",
+                                "explanation": "fine grain in the flat areas",
+                            }
+                        ]
+                    }
+                }
+            ), None
         if system.startswith("You are a tool executor"):
             return json.dumps({"selected_tools": {"Global": {"Noise": "PIQE"}}}), None
         if system.startswith("You are an image quality expert"):
-            top = [{"token": letter, "logprob": value, "bytes": list(letter.encode())}
-                   for letter, value in LEVELS.items()]
-            return "C", {"content": [{"token": "C", "logprob": LEVELS["C"],
-                                      "bytes": [67], "top_logprobs": top}], "refusal": None}
+            top = [
+                {"token": letter, "logprob": value, "bytes": list(letter.encode())}
+                for letter, value in LEVELS.items()
+            ]
+            return "C", {
+                "content": [
+                    {"token": "C", "logprob": LEVELS["C"], "bytes": [67], "top_logprobs": top}
+                ],
+                "refusal": None,
+            }
         return json.dumps({"final_answer": "C", "quality_reasoning": "moderate noise"}), None
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -189,8 +238,13 @@ def run_job(engine: Any, manifest: Path, broker: str) -> tuple[float, int, int]:
     client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
     # Until every item has ended (the job's own status closes on a supervisor tick after that).
     final = lifecycle.progress(engine, job_id)
-    while final.status == "running" and final.counts.get("done", 0) + final.counts.get(
-            "failed", 0) + final.counts.get("cancelled", 0) < final.total:
+    while (
+        final.status == "running"
+        and final.counts.get("done", 0)
+        + final.counts.get("failed", 0)
+        + final.counts.get("cancelled", 0)
+        < final.total
+    ):
         time.sleep(0.5)
         final = lifecycle.progress(engine, job_id)
     client.close()
@@ -198,15 +252,17 @@ def run_job(engine: Any, manifest: Path, broker: str) -> tuple[float, int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--items", type=int, default=500)
     parser.add_argument("--latency", type=float, default=0.8, help="seconds per answer")
     parser.add_argument("--jitter", type=float, default=None, help="± seconds (latency / 4)")
     parser.add_argument("--server-rpm", type=int, default=1200, help="the provider's limit")
     parser.add_argument("--limit-rpm", type=int, default=1080, help="the fleet's configured limit")
-    parser.add_argument("--window", type=int, default=10,
-                        help="seconds per counting window (server and limiter)")
+    parser.add_argument(
+        "--window", type=int, default=10, help="seconds per counting window (server and limiter)"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=64, help="threads per worker")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/11")
@@ -224,12 +280,17 @@ def main() -> None:
     provider.thread.start()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_IQA_")},
-        "PYTHONPATH": str(REPO), "AGENTIC_IQA_DEVICE": "cpu",
-        "AGENTIC_IQA_BROKER_URL": args.broker, "AGENTIC_IQA_DATABASE_URL": database,
+        "PYTHONPATH": str(REPO),
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_BROKER_URL": args.broker,
+        "AGENTIC_IQA_DATABASE_URL": database,
         "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{workdir / 'cache.sqlite3'}",
-        "AGENTIC_IQA_VLM_QUEUE": "vlm", "AGENTIC_IQA_JOB_WINDOW": str(4 * args.concurrency),
-        "AGENTIC_IQA_VLM_BACKEND": "openai", "AGENTIC_IQA_VLM_MODEL": "bench-vl",
-        "AGENTIC_IQA_VLM_BASE_URL": provider.url, "AGENTIC_IQA_VLM_TIMEOUT": "30",
+        "AGENTIC_IQA_VLM_QUEUE": "vlm",
+        "AGENTIC_IQA_JOB_WINDOW": str(4 * args.concurrency),
+        "AGENTIC_IQA_VLM_BACKEND": "openai",
+        "AGENTIC_IQA_VLM_MODEL": "bench-vl",
+        "AGENTIC_IQA_VLM_BASE_URL": provider.url,
+        "AGENTIC_IQA_VLM_TIMEOUT": "30",
         "AGENTIC_IQA_RATE_LIMIT_REQUESTS_PER_MINUTE": str(args.limit_rpm),
         "AGENTIC_IQA_RATE_LIMIT_WINDOW_SECONDS": str(args.window),
         "AGENTIC_IQA_RATE_LIMIT_MAX_WAIT": "240",
@@ -245,13 +306,37 @@ def main() -> None:
     engine = make_engine(database)
     workers = []
     for index in range(args.workers):
-        command = [sys.executable, "-c", WORKER_BOOT, "-A", "workers.celery_app:app", "worker",
-                   "-Q", "default,vlm,gpu", "-n", f"vlm{index}@bench", "-P", "threads",
-                   "-c", str(args.concurrency), "--without-gossip", "--without-mingle",
-                   "-l", "WARNING"]
+        command = [
+            sys.executable,
+            "-c",
+            WORKER_BOOT,
+            "-A",
+            "workers.celery_app:app",
+            "worker",
+            "-Q",
+            "default,vlm,gpu",
+            "-n",
+            f"vlm{index}@bench",
+            "-P",
+            "threads",
+            "-c",
+            str(args.concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "WARNING",
+        ]
         log = (workdir / f"worker{index}.log").open("wb")
-        workers.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True))
+        workers.append(
+            subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
     try:
         from celery import Celery
 
@@ -278,18 +363,26 @@ def main() -> None:
     calls_per_item = first["calls"] / max(1, done)
     ideal = args.limit_rpm / 60 / calls_per_item if calls_per_item else float("nan")
     rate = done / seconds
-    print(f"{total} items ({done} done) through {args.workers} workers x {args.concurrency} "
-          f"threads; server {args.server_rpm}/min per {args.window} s windows, latency "
-          f"{args.latency:.2f} ± {jitter:.2f} s; fleet limit {args.limit_rpm}/min; {database}")
-    print(f"  items/s            {rate:.2f}  (ideal at the limit {ideal:.2f}: "
-          f"{100 * rate / ideal:.0f} %)  in {seconds:.1f} s")
-    print(f"  429s received      {first['rejected']}  (most 200s in one server window: "
-          f"{first['max_per_window']}, allowed {provider.limit})")
+    print(
+        f"{total} items ({done} done) through {args.workers} workers x {args.concurrency} "
+        f"threads; server {args.server_rpm}/min per {args.window} s windows, latency "
+        f"{args.latency:.2f} ± {jitter:.2f} s; fleet limit {args.limit_rpm}/min; {database}"
+    )
+    print(
+        f"  items/s            {rate:.2f}  (ideal at the limit {ideal:.2f}: "
+        f"{100 * rate / ideal:.0f} %)  in {seconds:.1f} s"
+    )
+    print(
+        f"  429s received      {first['rejected']}  (most 200s in one server window: "
+        f"{first['max_per_window']}, allowed {provider.limit})"
+    )
     print(f"  calls per item     {calls_per_item:.2f}")
     print(f"  tokens per item    {first['tokens'] / max(1, done):.0f}  (as the server reports)")
-    print(f"  re-run             {second['calls'] - first['calls']} calls, "
-          f"{second['rejected'] - first['rejected']} 429s, {rerun_done} done in "
-          f"{rerun_seconds:.1f} s")
+    print(
+        f"  re-run             {second['calls'] - first['calls']} calls, "
+        f"{second['rejected'] - first['rejected']} 429s, {rerun_done} done in "
+        f"{rerun_seconds:.1f} s"
+    )
     print(f"  logs: {workdir}")
 
 

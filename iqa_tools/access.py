@@ -61,12 +61,27 @@ ANY_PORT = 0
 
 #: Cloud instance-metadata services, refused whatever the policy says: AWS (IPv4 and IPv6,
 #: ECS and EKS credentials), GCP, Azure and Oracle (169.254.169.254), Alibaba.
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(text) for text in (
-    "169.254.169.254", "169.254.170.2", "169.254.170.23", "fd00:ec2::254", "fd00:ec2::23",
-    "100.100.100.200"))
-METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata",
-                            "instance-data", "instance-data.ec2.internal",
-                            "metadata.azure.internal"})
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(text)
+    for text in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "169.254.170.23",
+        "fd00:ec2::254",
+        "fd00:ec2::23",
+        "100.100.100.200",
+    )
+)
+METADATA_NAMES = frozenset(
+    {
+        "metadata.google.internal",
+        "metadata.goog",
+        "metadata",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.internal",
+    }
+)
 #: NAT64's well-known prefix: ``64:ff9b::a9fe:a9fe`` is 169.254.169.254 behind a translator.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
@@ -79,6 +94,7 @@ class AddressRefused(OSError):
 
 
 # --- the policy ----------------------------------------------------------------------------
+
 
 class AccessPolicy(BaseModel):
     """Which locations a reading may open (see the module docstring); stored with a job."""
@@ -103,14 +119,22 @@ class AccessPolicy(BaseModel):
         return cls(caller_named=True, allowed=allowed_from_env())
 
     @classmethod
-    def for_source(cls, *, root: str | os.PathLike[str] | None = None,
-                   image_dir: str | os.PathLike[str] | None = None, allow_urls: bool = False,
-                   allowed: tuple[str, ...] | None = None) -> AccessPolicy:
+    def for_source(
+        cls,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        image_dir: str | os.PathLike[str] | None = None,
+        allow_urls: bool = False,
+        allowed: tuple[str, ...] | None = None,
+    ) -> AccessPolicy:
         """The policy of a manifest or dataset read from ``root`` (confining) and ``image_dir``;
         ``allowed`` None: the environment's allow-list now."""
         confine = _place(root) if root is not None else None
-        named = tuple(place for place in (confine, _place(image_dir) if image_dir is not None
-                                          else None) if place is not None)
+        named = tuple(
+            place
+            for place in (confine, _place(image_dir) if image_dir is not None else None)
+            if place is not None
+        )
         listed = allowed_from_env() if allowed is None else tuple(allowed)
         for entry in listed:
             _entry(entry)  # refused now, in one line, rather than row by row
@@ -131,10 +155,14 @@ class AccessPolicy(BaseModel):
         what = display(redirected_from) if redirected_from else shown
         hop = f"redirects to {shown}: " if redirected_from else ""
         if "@" in parts.netloc:
-            raise _refused(what, shown, hop + "a URL must not carry a user or password; give "
-                           "the credential through the backend's environment or config file "
-                           "instead (for S3: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-                           "AWS_PROFILE or ~/.aws/credentials)")
+            raise _refused(
+                what,
+                shown,
+                hop + "a URL must not carry a user or password; give "
+                "the credential through the backend's environment or config file "
+                "instead (for S3: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                "AWS_PROFILE or ~/.aws/credentials)",
+            )
         if redirected_from is not None and kind not in WEB_SCHEMES:
             raise _refused(what, shown, hop + "not an http(s) URL")
         reason = self._lexical(location, kind, direct=redirected_from is None)
@@ -143,8 +171,9 @@ class AccessPolicy(BaseModel):
         if kind in WEB_SCHEMES:
             host, port = _host_port(location)
             try:
-                check_host(host, port,
-                           exempt=self.exempt(location, redirected_from=redirected_from))
+                check_host(
+                    host, port, exempt=self.exempt(location, redirected_from=redirected_from)
+                )
             except AddressRefused as refused:
                 raise _refused(what, shown, hop + str(refused.strerror)) from None
 
@@ -153,8 +182,9 @@ class AccessPolicy(BaseModel):
         it is the same host the caller named, redirecting to itself), or the user named that
         host.  Its connection then comes from the pool that refuses only metadata services."""
         host, port = _host_port(location)
-        if self.caller_named and (redirected_from is None
-                                  or _host_port(redirected_from) == (host, port)):
+        if self.caller_named and (
+            redirected_from is None or _host_port(redirected_from) == (host, port)
+        ):
             return True
         named = self.named_hosts()
         return (host, port) in named or (host, ANY_PORT) in named
@@ -174,12 +204,16 @@ class AccessPolicy(BaseModel):
         if any(_entry(entry).matches(location) for entry in self.allowed):
             return None
         if kind == "file":
-            return ("file:// is read only under --root or --image-dir (a plain path is read as "
-                    "the user's own file)")
+            return (
+                "file:// is read only under --root or --image-dir (a plain path is read as "
+                "the user's own file)"
+            )
         if self.allow_urls or self.caller_named:
             return None
-        return ("a manifest's URL is read only where the user named it: under --root or "
-                f"--image-dir, with --allow-urls, or listed in {ALLOWED_VARIABLE}")
+        return (
+            "a manifest's URL is read only where the user named it: under --root or "
+            f"--image-dir, with --allow-urls, or listed in {ALLOWED_VARIABLE}"
+        )
 
     def _admit_path(self, path: str) -> None:
         """A plain path: the user's own file, unless ``--root`` confines it."""
@@ -195,8 +229,14 @@ class AccessPolicy(BaseModel):
     def as_allowed(self) -> tuple[str, ...]:
         """An allow-list that names what this policy names (its allow-list and its named
         URLs), for rows already resolved to full locations (a sample of a job's items)."""
-        return (*self.allowed, *(place for place in (*self.named, *(
-            (self.confine,) if self.confine else ())) if is_url(place)))
+        return (
+            *self.allowed,
+            *(
+                place
+                for place in (*self.named, *((self.confine,) if self.confine else ()))
+                if is_url(place)
+            ),
+        )
 
     def named_hosts(self) -> frozenset[tuple[str, int]]:
         """(host, port) of every web location the user named, the allow-list's hosts and the
@@ -226,8 +266,12 @@ def _endpoints() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=64)
-def _named_hosts(confine: str | None, named: tuple[str, ...], allowed: tuple[str, ...],
-                 endpoints: tuple[str, ...]) -> frozenset[tuple[str, int]]:
+def _named_hosts(
+    confine: str | None,
+    named: tuple[str, ...],
+    allowed: tuple[str, ...],
+    endpoints: tuple[str, ...],
+) -> frozenset[tuple[str, int]]:
     hosts: set[tuple[str, int]] = set()
     for place in (*((confine,) if confine else ()), *named, *endpoints):
         if scheme(place) in WEB_SCHEMES:
@@ -272,6 +316,7 @@ def _inside(root: str, location: str) -> bool:
 
 # --- the allow-list ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Entry:
     """One allow-list entry: a scheme (``https``, ``s3:``), a host (``images.example.com``,
@@ -310,8 +355,11 @@ class _Entry:
     def hosts(self) -> set[tuple[str, int]]:
         """The (host, port) pairs this entry names for the address rule (none for a scheme or
         a wildcard: those name no particular host)."""
-        if self.host is None or self.host.startswith("*.") or \
-                (self.scheme is not None and self.scheme not in WEB_SCHEMES):
+        if (
+            self.host is None
+            or self.host.startswith("*.")
+            or (self.scheme is not None and self.scheme not in WEB_SCHEMES)
+        ):
             return set()
         if self.port is not None:
             return {(self.host, self.port)}
@@ -329,6 +377,7 @@ def _host_matches(pattern: str, host: str) -> bool:
 @lru_cache(maxsize=256)
 def _entry(text: str) -> _Entry:
     """An allow-list entry parsed, or :class:`StorageMisconfigured` saying what is wrong."""
+
     def bad(why: str) -> StorageMisconfigured:
         return StorageMisconfigured(f"{ALLOWED_VARIABLE}: entry {text!r} {why}")
 
@@ -352,8 +401,13 @@ def _entry(text: str) -> _Entry:
         raise bad("must name a host or bucket, with no user, password, query or fragment")
     prefix = posixpath.normpath("/" + parts.path).strip("/")
     if kind in WEB_SCHEMES:
-        return _Entry(text, kind, (parts.hostname or "").rstrip("."), _port(parts, bad),
-                      prefix if prefix != "." else "")
+        return _Entry(
+            text,
+            kind,
+            (parts.hostname or "").rstrip("."),
+            _port(parts, bad),
+            prefix if prefix != "." else "",
+        )
     return _Entry(text, kind, parts.netloc.lower(), None, prefix if prefix != "." else "")
 
 
@@ -365,6 +419,7 @@ def _port(parts: object, bad: object) -> int | None:
 
 
 # --- addresses -----------------------------------------------------------------------------
+
 
 def check_host(host: str, port: int, *, exempt: bool) -> None:
     """Raise :class:`AddressRefused` when ``host`` is a metadata service, or resolves to one,
@@ -382,17 +437,21 @@ def judge_addresses(host: str, addresses: list[str], *, exempt: bool) -> None:
         address = ipaddress.ip_address(text.split("%", 1)[0])
         for form in _forms(address):
             if form in METADATA_ADDRESSES:
-                raise AddressRefused(0, f"{host} resolves to {address}, a cloud metadata "
-                                        "service, never read")
+                raise AddressRefused(
+                    0, f"{host} resolves to {address}, a cloud metadata service, never read"
+                )
             if not exempt and not form.is_global:
                 raise AddressRefused(
-                    0, f"{host} resolves to {address}, a {_kind(form)} address: read only "
+                    0,
+                    f"{host} resolves to {address}, a {_kind(form)} address: read only "
                     "from a host the user named (--root, --image-dir, the store's endpoint "
-                    f"AWS_ENDPOINT_URL, or {ALLOWED_VARIABLE})")
+                    f"AWS_ENDPOINT_URL, or {ALLOWED_VARIABLE})",
+                )
 
 
-def _forms(address: ipaddress.IPv4Address | ipaddress.IPv6Address
-           ) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+def _forms(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     """The IPv4 address an IPv6 one carries (mapped, 6to4, NAT64), then itself: each judged,
     the carried one first (its kind is what the message names)."""
     forms: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
@@ -407,9 +466,13 @@ def _forms(address: ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def _kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
-    for label, flag in (("loopback", address.is_loopback), ("unspecified", address.is_unspecified),
-                        ("link-local", address.is_link_local), ("multicast", address.is_multicast),
-                        ("private", address.is_private)):
+    for label, flag in (
+        ("loopback", address.is_loopback),
+        ("unspecified", address.is_unspecified),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("private", address.is_private),
+    ):
         if flag:
             return label
     return "non-public"
@@ -435,8 +498,9 @@ def resolve(host: str, port: int) -> list[str]:
         if kept is not None and now - kept[0] < RESOLVE_SECONDS:
             return kept[1]
     try:
-        found = sorted({info[4][0] for info in socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM)})
+        found = sorted(
+            {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+        )
     except (OSError, UnicodeError):
         return []
     with _RESOLVED_LOCK:
@@ -447,6 +511,7 @@ def resolve(host: str, port: int) -> list[str]:
 
 
 # --- the reading in force ------------------------------------------------------------------
+
 
 @dataclass
 class Reading:
@@ -486,17 +551,19 @@ def current() -> Reading:
 
 
 @contextmanager
-def reading(policy: AccessPolicy | Reading | None = None,
-            expected: Mapping[str, str | None] | None = None) -> Iterator[Reading]:
+def reading(
+    policy: AccessPolicy | Reading | None = None, expected: Mapping[str, str | None] | None = None
+) -> Iterator[Reading]:
     """Read under ``policy`` (None: the ambient one) until the block ends, each location in
     ``expected`` checked to be the version recorded then.  A :class:`Reading` is entered as
     it is (another thread of the same reading: its failures are shared)."""
     if isinstance(policy, Reading):
         scope = policy
     else:
-        scope = Reading(policy if policy is not None else AccessPolicy.ambient(),
-                        {key: value for key, value in (expected or {}).items()
-                         if key and value})
+        scope = Reading(
+            policy if policy is not None else AccessPolicy.ambient(),
+            {key: value for key, value in (expected or {}).items() if key and value},
+        )
     token = _READING.set(scope)
     try:
         yield scope

@@ -42,8 +42,9 @@ from .errors import StoreUnavailable
 CacheSource = Literal["memory", "store"]
 
 
-def cache_key(tool: str, image_digest: str, reference_digest: str | None = None, *,
-              numerics: str) -> str:
+def cache_key(
+    tool: str, image_digest: str, reference_digest: str | None = None, *, numerics: str
+) -> str:
     """The store key; ``numerics`` (required, so no caller forgets it) is the tool's precision."""
     if not numerics or "|" in numerics:
         raise ValueError(f"numerics must be a non-empty tag without '|', got {numerics!r}")
@@ -131,9 +132,11 @@ class SQLiteStore:
         return connection
 
     def get(self, key: str) -> float | None:
-        row = self._connection().execute(
-            "SELECT raw_score FROM tool_scores WHERE key = ?", (key,)
-        ).fetchone()
+        row = (
+            self._connection()
+            .execute("SELECT raw_score FROM tool_scores WHERE key = ?", (key,))
+            .fetchone()
+        )
         return None if row is None else float(row[0])
 
     def set(self, key: str, value: float) -> None:
@@ -175,9 +178,11 @@ def _unavailable(store: object, exc: Exception) -> str:
 
     where = getattr(store, "where", None) or str(getattr(store, "path", type(store).__name__))
     where = re.sub(r"://[^/@\s]*@", "://***@", where)
-    return (f"the tool-score cache at {where} does not answer ({type(exc).__name__}: "
-            f"{str(exc)[:160]}); start it, or point AGENTIC_IQA_TOOL_CACHE elsewhere "
-            "(memory, none, sqlite:///PATH)")
+    return (
+        f"the tool-score cache at {where} does not answer ({type(exc).__name__}: "
+        f"{str(exc)[:160]}); start it, or point AGENTIC_IQA_TOOL_CACHE elsewhere "
+        "(memory, none, sqlite:///PATH)"
+    )
 
 
 def open_store(url: str) -> ScoreStore:
@@ -305,9 +310,11 @@ class SQLiteTextStore(SQLiteStore):
         )
 
     def get(self, key: str) -> str | None:  # type: ignore[override]
-        row = self._connection().execute(
-            f"SELECT value FROM {self.table} WHERE key = ?", (key,)
-        ).fetchone()
+        row = (
+            self._connection()
+            .execute(f"SELECT value FROM {self.table} WHERE key = ?", (key,))
+            .fetchone()
+        )
         return None if row is None else str(row[0])
 
     def set(self, key: str, value: str) -> None:  # type: ignore[override]

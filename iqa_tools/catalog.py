@@ -33,7 +33,12 @@ DISTORTION_CATEGORIES: tuple[str, ...] = (
 )
 
 Category = Literal[
-    "Blurs", "Color distortions", "Compression", "Noise", "Brightness change", "Sharpness",
+    "Blurs",
+    "Color distortions",
+    "Compression",
+    "Noise",
+    "Brightness change",
+    "Sharpness",
     "Contrast",
 ]
 WeightLocation = Literal["pyiqa", "torch_hub", "clip", "hf_hub"]
@@ -76,15 +81,18 @@ class WeightFile(_Strict):
     location: WeightLocation
     url: str | None = None
     sha256: str | None = Field(
-        default=None, pattern=r"^[0-9a-f]{64}$",
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
         description="hex digest a download must match; null: unknown, the file is unverified",
     )
     licence: str | None = Field(
-        default=None, min_length=1,
+        default=None,
+        min_length=1,
         description="the file's licence, or 'unknown, see URL' where it is not known",
     )
     size: int | None = Field(
-        default=None, gt=0,
+        default=None,
+        gt=0,
         description="the file's size in bytes; a download of another size is refused",
     )
     note: str | None = None
@@ -128,13 +136,14 @@ class ToolSpec(_Strict):
     notes: str | None = None
     aliases: list[str] = Field(
         default_factory=list,
-        description="other names people write for this tool (\"Multi-Scale SSIM\", \"peak "
-        "signal-to-noise ratio\"): looked up as its name is",
+        description='other names people write for this tool ("Multi-Scale SSIM", "peak '
+        'signal-to-noise ratio"): looked up as its name is',
     )
     family: str | None = Field(
-        default=None, min_length=1,
-        description="the name this tool shares with its other variants (\"TOPIQ\", "
-        "\"WaDIQaM\"): written alone it names none of them for certain",
+        default=None,
+        min_length=1,
+        description='the name this tool shares with its other variants ("TOPIQ", '
+        '"WaDIQaM"): written alone it names none of them for certain',
     )
 
     @model_validator(mode="after")
@@ -181,7 +190,10 @@ class ToolSpec(_Strict):
         """Where the mapping is not monotone over the documented raw range."""
         low, high = self.score_range
         bad = monotonicity_violations(
-            self.normalization.form, self.normalization.params, low, high,
+            self.normalization.form,
+            self.normalization.params,
+            low,
+            high,
             lower_is_better=self.lower_is_better,
         )
         if not bad:
@@ -226,8 +238,9 @@ class Catalog:
             for alias in tool.aliases:
                 owner = self._index.setdefault(lookup_key(alias), tool.name)
                 if owner != tool.name:
-                    raise MetadataError(f"alias {alias!r} of {tool.name!r} is already a "
-                                        f"spelling of {owner!r}")
+                    raise MetadataError(
+                        f"alias {alias!r} of {tool.name!r} is already a spelling of {owner!r}"
+                    )
         for tool in self.tools.values():
             self._index.setdefault(lookup_key(tool.display_name), tool.name)
         self.families: dict[str, tuple[str, ...]] = {}
@@ -236,9 +249,11 @@ class Catalog:
                 continue
             key = lookup_key(tool.family)
             if key in self._index:
-                raise MetadataError(f"family {tool.family!r} of {tool.name!r} is also a "
-                                    f"spelling of {self._index[key]!r}; a family name must "
-                                    "name no single tool")
+                raise MetadataError(
+                    f"family {tool.family!r} of {tool.name!r} is also a "
+                    f"spelling of {self._index[key]!r}; a family name must "
+                    "name no single tool"
+                )
             self.families[key] = (*self.families.get(key, ()), tool.name)
 
     def __iter__(self) -> Iterator[ToolSpec]:
@@ -277,8 +292,7 @@ def default_metadata_text() -> str:
     return resources.files("iqa_tools").joinpath(DEFAULT_METADATA).read_text(encoding="utf-8")
 
 
-def load_catalog(path: str | Path | None = None,
-                 overrides: Iterable[str | Path] = ()) -> Catalog:
+def load_catalog(path: str | Path | None = None, overrides: Iterable[str | Path] = ()) -> Catalog:
     """Load and validate the metadata, then merge each override file over it, in order."""
     if path is None:
         source, text = "iqa_tools/" + DEFAULT_METADATA, default_metadata_text()

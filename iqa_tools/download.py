@@ -76,13 +76,15 @@ def select_tools(catalog: Catalog, names: Sequence[str], paper: bool = False) ->
             "name the tools whose weights to fetch (e.g. `agentic-iqa tools download NIQE "
             "BRISQUE`), or pass --paper for the paper's whole toolbox"
         )
-    chosen: dict[str, ToolSpec] = {spec.name: spec for spec in paper_tools(catalog)} \
-        if paper else {}
+    chosen: dict[str, ToolSpec] = (
+        {spec.name: spec for spec in paper_tools(catalog)} if paper else {}
+    )
     for name in names:
         spec = catalog.get(name)  # UnknownToolError names the known tools
         if spec.weight_free:
-            raise DownloadError(f"{spec.name} needs no weight files (it is weight-free): "
-                                "nothing to download")
+            raise DownloadError(
+                f"{spec.name} needs no weight files (it is weight-free): nothing to download"
+            )
         if all(w.location == "hf_hub" for w in spec.weights):
             models = " ".join(w.file for w in spec.weights)
             raise DownloadError(
@@ -129,8 +131,9 @@ def plan(specs: Iterable[ToolSpec], directory: Path | None = None) -> Plan:
                 hub.setdefault(weight.file, []).append(spec.name)
                 continue
             if not weight.url:
-                raise DownloadError(f"{spec.name}: the tool metadata records no URL for "
-                                    f"{weight.file}")
+                raise DownloadError(
+                    f"{spec.name}: the tool metadata records no URL for {weight.file}"
+                )
             destination = weight_files.download_dir(weight, directory) / weight.file
             files.setdefault(destination, (weight, []))[1].append(spec.name)
     return Plan(
@@ -164,8 +167,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def ensure(task: FileTask, *, progress: Progress | None = None,
-           timeout: float = 60.0) -> Fetched:
+def ensure(task: FileTask, *, progress: Progress | None = None, timeout: float = 60.0) -> Fetched:
     """Put ``task``'s file in place: keep a good copy already there, else fetch it.
 
     A copy already under the final name whose hash differs from the metadata's is fetched again
@@ -176,21 +178,35 @@ def ensure(task: FileTask, *, progress: Progress | None = None,
     if destination.is_file():
         digest = sha256_of(destination)
         if weight.sha256 is not None and digest == weight.sha256:
-            return Fetched(destination, digest, destination.stat().st_size, verified=True,
-                           action="present")
+            return Fetched(
+                destination, digest, destination.stat().st_size, verified=True, action="present"
+            )
         if weight.sha256 is None and content_problem(destination) is None:
-            return Fetched(destination, digest, destination.stat().st_size, verified=False,
-                           action="present")
+            return Fetched(
+                destination, digest, destination.stat().st_size, verified=False, action="present"
+            )
         replaced = True  # a wrong hash, or a page or a truncated file under the final name
     assert weight.url is not None  # plan() refuses files without a URL
-    fetched = fetch(weight.url, destination, sha256=weight.sha256, progress=progress,
-                    timeout=timeout, size=weight.size)
+    fetched = fetch(
+        weight.url,
+        destination,
+        sha256=weight.sha256,
+        progress=progress,
+        timeout=timeout,
+        size=weight.size,
+    )
     return replace(fetched, replaced=replaced)
 
 
-def fetch(url: str, destination: Path, *, sha256: str | None = None,
-          progress: Progress | None = None, timeout: float = 60.0,
-          size: int | None = None) -> Fetched:
+def fetch(
+    url: str,
+    destination: Path,
+    *,
+    sha256: str | None = None,
+    progress: Progress | None = None,
+    timeout: float = 60.0,
+    size: int | None = None,
+) -> Fetched:
     """Download ``url`` to ``destination`` through ``destination.part``, resuming that file.
 
     The size the server announces is checked before a byte is written (against ``size`` when
@@ -232,27 +248,40 @@ def fetch(url: str, destination: Path, *, sha256: str | None = None,
                 f"({type(exc).__name__}: {exc}); run the same command again to resume"
             ) from None
         if total is not None and done != total:
-            raise DownloadError(f"{name}: download from {url} stopped after {done} of {total} "
-                                "bytes (the connection closed early); run the same command "
-                                "again to resume")
+            raise DownloadError(
+                f"{name}: download from {url} stopped after {done} of {total} "
+                "bytes (the connection closed early); run the same command "
+                "again to resume"
+            )
     found = digest.hexdigest()
     if sha256 is not None and found != sha256:
         part.unlink(missing_ok=True)
-        raise ChecksumError(f"{name}: sha256 mismatch (expected {sha256}, got {found}) for "
-                            f"{url}; the downloaded file was deleted")
+        raise ChecksumError(
+            f"{name}: sha256 mismatch (expected {sha256}, got {found}) for "
+            f"{url}; the downloaded file was deleted"
+        )
     if size is not None and done != size:
         part.unlink(missing_ok=True)
-        raise DownloadError(f"{name}: {done} bytes came from {url}, the metadata says {size}; "
-                            "the downloaded file was deleted")
+        raise DownloadError(
+            f"{name}: {done} bytes came from {url}, the metadata says {size}; "
+            "the downloaded file was deleted"
+        )
     if sha256 is None:
         problem = _problem_as(part, name)
         if problem is not None:
             part.unlink(missing_ok=True)
-            raise DownloadError(f"{name}: what {url} sent is not the file: {problem}; the "
-                                "downloaded file was deleted")
+            raise DownloadError(
+                f"{name}: what {url} sent is not the file: {problem}; the "
+                "downloaded file was deleted"
+            )
     os.replace(part, destination)
-    return Fetched(destination, found, destination.stat().st_size,
-                   verified=sha256 is not None, action="resumed" if offset else "downloaded")
+    return Fetched(
+        destination,
+        found,
+        destination.stat().st_size,
+        verified=sha256 is not None,
+        action="resumed" if offset else "downloaded",
+    )
 
 
 def _problem_as(part: Path, name: str) -> str | None:
@@ -265,26 +294,34 @@ def _problem_as(part: Path, name: str) -> str | None:
         os.replace(staged, part)
 
 
-def _check_size(name: str, url: str, folder: Path, offset: int, total: int | None,
-                size: int | None) -> None:
+def _check_size(
+    name: str, url: str, folder: Path, offset: int, total: int | None, size: int | None
+) -> None:
     """Refuse a download whose announced size is not the file's, or that cannot fit."""
     if size is not None and total is not None and total != size:
-        raise DownloadError(f"{name}: {url} announces {total} bytes, the metadata says {size}: "
-                            "not the file; nothing was written")
+        raise DownloadError(
+            f"{name}: {url} announces {total} bytes, the metadata says {size}: "
+            "not the file; nothing was written"
+        )
     if size is None and total is not None and total > MAX_UNSIZED_BYTES:
-        raise DownloadError(f"{name}: {url} announces {total / 2**30:.1f} GiB, more than any "
-                            f"weight file ({MAX_UNSIZED_BYTES / 2**30:.0f} GiB at most): not "
-                            "the file; nothing was written")
+        raise DownloadError(
+            f"{name}: {url} announces {total / 2**30:.1f} GiB, more than any "
+            f"weight file ({MAX_UNSIZED_BYTES / 2**30:.0f} GiB at most): not "
+            "the file; nothing was written"
+        )
     needed = (total if total is not None else size or 0) - offset
     free = shutil.disk_usage(folder).free
     if needed > 0 and needed + DISK_MARGIN_BYTES > free:
-        raise DownloadError(f"{name}: {needed / 2**20:.0f} MiB to download and only "
-                            f"{free / 2**20:.0f} MiB free in {folder}: free some space or "
-                            "choose another folder (--dir)")
+        raise DownloadError(
+            f"{name}: {needed / 2**20:.0f} MiB to download and only "
+            f"{free / 2**20:.0f} MiB free in {folder}: free some space or "
+            "choose another folder (--dir)"
+        )
 
 
-def _open(url: str, part: Path, offset: int,
-          timeout: float) -> tuple[http.client.HTTPResponse | None, int, int | None]:
+def _open(
+    url: str, part: Path, offset: int, timeout: float
+) -> tuple[http.client.HTTPResponse | None, int, int | None]:
     """The response to read, the offset it starts at (0: the whole file) and the total size."""
     headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
     if offset:

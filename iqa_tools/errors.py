@@ -49,7 +49,8 @@ class ImageTooLargeError(InputError):
         super().__init__(
             f"image {path!r} is {width}x{height} pixels ({width * height / 1e6:.1f} MP), above "
             f"the budget of {budget / 1e6:.1f} MP per tool call, which bounds memory: downscale "
-            "it first, or raise AGENTIC_IQA_MAX_PIXELS where there is memory for it")
+            "it first, or raise AGENTIC_IQA_MAX_PIXELS where there is memory for it"
+        )
         self.path = path
         self.size = size
         self.budget = budget
@@ -61,8 +62,9 @@ class ToolMemoryError(ImageTooLargeError):
     refused before any decode or model work, with the tool, the size, the estimate, the budget
     and the setting to raise."""
 
-    def __init__(self, path: str, size: tuple[int, int], tool: str, estimate: int,
-                 budget: int) -> None:
+    def __init__(
+        self, path: str, size: tuple[int, int], tool: str, estimate: int, budget: int
+    ) -> None:
         from .memory import format_bytes
 
         width, height = size
@@ -71,7 +73,8 @@ class ToolMemoryError(ImageTooLargeError):
             f"{tool} on image {path!r} ({width}x{height} pixels, {width * height / 1e6:.1f} MP) "
             f"needs about {format_bytes(estimate)}, above the memory budget of "
             f"{format_bytes(budget)} per tool call: raise AGENTIC_IQA_TOOL_MEMORY (tool_memory "
-            "in configs/tools.yaml) where there is memory for it, or downscale the image")
+            "in configs/tools.yaml) where there is memory for it, or downscale the image",
+        )
         self.path = path
         self.size = size
         self.budget = budget
@@ -85,12 +88,14 @@ class ImageTooSmallError(InputError):
     Kept apart from :class:`ImageLoadError` because the file is fine: a bigger image would do.
     """
 
-    def __init__(self, path: str, size: tuple[int, int], minimum: int,
-                 tool: str | None = None) -> None:
+    def __init__(
+        self, path: str, size: tuple[int, int], minimum: int, tool: str | None = None
+    ) -> None:
         width, height = size
         who = f"{tool} needs" if tool else "the IQA tools need"
-        super().__init__(f"image {path!r} is {width}x{height} pixels; {who} at least "
-                         f"{minimum}x{minimum}")
+        super().__init__(
+            f"image {path!r} is {width}x{height} pixels; {who} at least {minimum}x{minimum}"
+        )
         self.path = path
         self.size = size
         self.minimum = minimum

@@ -18,7 +18,7 @@ import struct
 import zipfile
 from pathlib import Path
 
-_PAGE_STARTS = (b"<!doctype", b"<html", b"<?xml", b"<head", b"<body", b"{\"error", b"{\"message")
+_PAGE_STARTS = (b"<!doctype", b"<html", b"<?xml", b"<head", b"<body", b'{"error', b'{"message')
 _TORCH = {".pth", ".pt", ".ckpt", ".bin", ".tar"}
 _MAT_HEADER = 128
 _MI_COMPRESSED = 15
@@ -35,13 +35,18 @@ def content_problem(path: Path) -> str | None:
     if size == 0:
         return "it is empty"
     if head.lstrip().lower().startswith(_PAGE_STARTS):
-        return ("it is a web page (HTML, XML or a JSON error), not a weight file: the server "
-                "answered with a page instead of the file")
+        return (
+            "it is a web page (HTML, XML or a JSON error), not a weight file: the server "
+            "answered with a page instead of the file"
+        )
     suffix = path.suffix.lower()
     if suffix in _TORCH:
         if head.startswith(b"PK\x03\x04"):
-            return None if zipfile.is_zipfile(path) else \
-                "it is a truncated zip archive (a PyTorch checkpoint cut short)"
+            return (
+                None
+                if zipfile.is_zipfile(path)
+                else "it is a truncated zip archive (a PyTorch checkpoint cut short)"
+            )
         if head[:1] == b"\x80":  # a pickle (the legacy PyTorch format)
             return None
         return "it is neither a PyTorch zip checkpoint nor a pickle"
@@ -75,8 +80,10 @@ def _mat_problem(path: Path, head: bytes, size: int) -> str | None:
                 continue
             end = offset + 8 + length
             if end > size:
-                return (f"it is a truncated MATLAB file (an element of {length} bytes at "
-                        f"{offset} runs past the end, {size} bytes)")
+                return (
+                    f"it is a truncated MATLAB file (an element of {length} bytes at "
+                    f"{offset} runs past the end, {size} bytes)"
+                )
             padding = 0 if kind == _MI_COMPRESSED else (-length) % 8
             offset = end + padding
     return None

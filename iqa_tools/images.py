@@ -145,9 +145,13 @@ def box_pixels(box: Box, width: int, height: int) -> tuple[int, int, int, int]:
 def crop_image(image: LoadedImage, box: Box, name: str) -> CroppedImage:
     """The part of ``image`` in ``box``, called ``name`` ("left half") in paths and errors."""
     key = ",".join(f"{value:.6f}" for value in box)
-    return CroppedImage(path=f"{image.path} ({name})",
-                        digest=digest_bytes(f"{image.digest}|crop|{key}".encode()), data=b"",
-                        source=image, box=box)
+    return CroppedImage(
+        path=f"{image.path} ({name})",
+        digest=digest_bytes(f"{image.digest}|crop|{key}".encode()),
+        data=b"",
+        source=image,
+        box=box,
+    )
 
 
 def min_side(tool: str | None = None) -> int:
@@ -325,10 +329,13 @@ def _opened(data: bytes, path: str) -> Iterator[Image.Image]:
 
 
 def _bomb(path: str, width: int, height: int) -> ImageLoadError:
-    return ImageLoadError(path, f"image too large to decode safely: {width}x{height} pixels "
-                                f"({width * height / 1e6:.0f} MP) is above the decode ceiling "
-                                f"of {DECODE_CEILING / 1e6:.0f} MP, which guards against "
-                                "decompression bombs")
+    return ImageLoadError(
+        path,
+        f"image too large to decode safely: {width}x{height} pixels "
+        f"({width * height / 1e6:.0f} MP) is above the decode ceiling "
+        f"of {DECODE_CEILING / 1e6:.0f} MP, which guards against "
+        "decompression bombs",
+    )
 
 
 @contextmanager

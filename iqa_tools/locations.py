@@ -16,8 +16,15 @@ from .errors import PathOutsideRoot, StorageMisconfigured
 
 #: Schemes read through fsspec, with the extra that installs each backend.
 REMOTE_SCHEMES: dict[str, str] = {
-    "s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
-    "abfss": "azure", "http": "", "https": "",
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gcs",
+    "gcs": "gcs",
+    "az": "azure",
+    "abfs": "azure",
+    "abfss": "azure",
+    "http": "",
+    "https": "",
 }
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -25,6 +32,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 # --- locations --------------------------------------------------------------------------------
+
 
 def scheme(location: str) -> str | None:
     """The URL scheme in lower case (``s3``, ``https``, ``file``), or None for a path.
@@ -63,11 +71,14 @@ def _check_url(location: str) -> str:
             f"{display(location)}: a URL must not carry a user or password; give the "
             "credential through the backend's environment or config file instead (for S3: "
             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials)",
-            location=display(location))
+            location=display(location),
+        )
     if name != "file" and name not in REMOTE_SCHEMES:
         raise StorageMisconfigured(
             f"{display(location)}: unsupported scheme {name!r} (use a path, file://, s3://, "
-            "gs://, az://, http:// or https://)", location=display(location))
+            "gs://, az://, http:// or https://)",
+            location=display(location),
+        )
     return name
 
 
@@ -77,11 +88,14 @@ def _file_path(location: str) -> str:
     if parts.netloc not in ("", "localhost"):
         raise StorageMisconfigured(
             f"{display(location)}: a file:// URL names a file on this machine; another host "
-            f"({parts.netloc}) is not reachable this way", location=display(location))
+            f"({parts.netloc}) is not reachable this way",
+            location=display(location),
+        )
     return unquote(parts.path)
 
 
 # --- confinement ------------------------------------------------------------------------------
+
 
 def join_under(root: str, name: str) -> str:
     """``name`` (a relative name from a manifest or dataset file) under ``root`` (a folder, a
@@ -108,48 +122,52 @@ def join_under(root: str, name: str) -> str:
         return joined if os.sep == "/" else joined.replace("/", os.sep)
     parts = urlsplit(root)
     if parts.query or parts.fragment:
-        raise PathOutsideRoot(name, display(root), "a root URL with a query or fragment "
-                              "cannot hold relative names")
+        raise PathOutsideRoot(
+            name, display(root), "a root URL with a query or fragment cannot hold relative names"
+        )
     prefix = parts.path.strip("/")
     key = _relative_name(name, root, root_scheme, parts.netloc, prefix)
     return f"{parts.scheme}://{parts.netloc}/" + (f"{prefix}/{key}" if prefix else key)
 
 
-def _relative_name(name: str, root: str, root_scheme: str | None, netloc: str,
-                   prefix: str) -> str:
+def _relative_name(name: str, root: str, root_scheme: str | None, netloc: str, prefix: str) -> str:
     """The checked key of ``name`` below ``prefix``; a URL name must share the root's scheme
     and host and is turned into its relative part first."""
     shown = display(root)
     if _CONTROL.search(name):
-        raise PathOutsideRoot(name, shown, "it contains a NUL byte or another control "
-                              "character")
+        raise PathOutsideRoot(name, shown, "it contains a NUL byte or another control character")
     name_scheme = scheme(name)
     if name_scheme is not None:
         if "@" in urlsplit(name).netloc:
-            raise PathOutsideRoot(display(name), shown, "a URL must not carry a user or "
-                                  "password; use the backend's environment instead")
+            raise PathOutsideRoot(
+                display(name),
+                shown,
+                "a URL must not carry a user or password; use the backend's environment instead",
+            )
         if name_scheme != (root_scheme or "file"):
-            raise PathOutsideRoot(name, shown, f"another scheme ({name_scheme}://) than the "
-                                  "root's")
+            raise PathOutsideRoot(name, shown, f"another scheme ({name_scheme}://) than the root's")
         parts = urlsplit(name)
         if root_scheme in (None, "file"):
             path = _file_path(name)
         elif parts.netloc.lower() != netloc.lower():
-            raise PathOutsideRoot(name, shown, f"another bucket or host ({parts.netloc}) than "
-                                  "the root's")
+            raise PathOutsideRoot(
+                name, shown, f"another bucket or host ({parts.netloc}) than the root's"
+            )
         else:
             path = parts.path
         if parts.query or parts.fragment:
-            raise PathOutsideRoot(display(name), shown, "a query or fragment is not part of "
-                                  "an object's name")
+            raise PathOutsideRoot(
+                display(name), shown, "a query or fragment is not part of an object's name"
+            )
         top = "/" + prefix.strip("/")
         normal = posixpath.normpath("/" + path.lstrip("/"))
         if not (top == "/" or normal.startswith(top.rstrip("/") + "/")):
             raise PathOutsideRoot(name, shown, "the URL is not under the root")
-        name = normal[len(top):].lstrip("/") if top != "/" else normal.lstrip("/")
+        name = normal[len(top) :].lstrip("/") if top != "/" else normal.lstrip("/")
     elif root_scheme not in (None, "file") and ("?" in name or "#" in name):
-        raise PathOutsideRoot(name, shown, "'?' and '#' would start a query or fragment, not "
-                              "name an object")
+        raise PathOutsideRoot(
+            name, shown, "'?' and '#' would start a query or fragment, not name an object"
+        )
     key = ""
     for form in _spellings(name):
         checked = _confined_key(form, prefix, name, shown)
@@ -179,10 +197,9 @@ def _confined_key(text: str, prefix: str, name: str, root: str) -> str:
         raise PathOutsideRoot(name, root, "it contains a NUL byte")
     key = text.replace("\\", "/")
     if key.startswith("/") or os.path.isabs(text) or _DRIVE.match(key):
-        raise PathOutsideRoot(name, root, "an absolute path; only names under the root are "
-                              "read")
+        raise PathOutsideRoot(name, root, "an absolute path; only names under the root are read")
     top = "/" + prefix.strip("/")
     normal = posixpath.normpath(posixpath.join(top, key))
     if not (top == "/" or normal == top or normal.startswith(top + "/")):
         raise PathOutsideRoot(name, root, "'..' climbs out of it")
-    return normal[len(top):].lstrip("/")
+    return normal[len(top) :].lstrip("/")

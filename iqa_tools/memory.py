@@ -73,8 +73,11 @@ class MemoryModel:
 #: at a time, 512 bytes a pixel) and the weights.  Deliberately high: a refusal names the
 #: setting to raise, an OOM kill names nothing.  Tools that crop or resize inside pyiqa
 #: (NIMA, MANIQA, TReS, AHIQ, CKDN) still get the full-size input tensor and its copies.
-_UNMEASURED = MemoryModel(base=int(0.5 * GB), per_pixel=600.0,
-                          measured="not measured (weights absent): conservative figure")
+_UNMEASURED = MemoryModel(
+    base=int(0.5 * GB),
+    per_pixel=600.0,
+    measured="not measured (weights absent): conservative figure",
+)
 
 #: A call's constant: the decoder's buffers and the model's small tensors (measured 40 MB for
 #: decoding alone, 60-70 MB for a whole call on a small image).
@@ -132,8 +135,14 @@ def model_for(tool: str | None) -> MemoryModel:
     return MODELS.get(tool or "", _UNMEASURED)
 
 
-def estimate(tool: str, pixels: int, *, full_reference: bool = False, tiled: bool = False,
-             tile_size: int | None = None) -> int:
+def estimate(
+    tool: str,
+    pixels: int,
+    *,
+    full_reference: bool = False,
+    tiled: bool = False,
+    tile_size: int | None = None,
+) -> int:
     """Peak bytes of one call of pyiqa's ``tool`` on an image of ``pixels`` (and a reference of the
     same size for a full-reference tool), above an idle tool process."""
     model = model_for(tool)
@@ -147,9 +156,15 @@ def estimate(tool: str, pixels: int, *, full_reference: bool = False, tiled: boo
     return model.base + stored + max(decoding, int(model.per_pixel * pixels))
 
 
-def largest_pixels(tool: str, budget: int, *, full_reference: bool = False,
-                   tiles_above: int | None = None, tile_size: int | None = None,
-                   cap: int | None = None) -> int:
+def largest_pixels(
+    tool: str,
+    budget: int,
+    *,
+    full_reference: bool = False,
+    tiles_above: int | None = None,
+    tile_size: int | None = None,
+    cap: int | None = None,
+) -> int:
     """The most pixels a call of ``tool`` takes within ``budget`` bytes (0: none), up to the
     decode ceiling and ``cap``; ``tiles_above``: the size above which the tool tiles (None: it
     never does)."""
@@ -157,13 +172,18 @@ def largest_pixels(tool: str, budget: int, *, full_reference: bool = False,
 
     def fits(pixels: int) -> bool:
         tiled = tiles_above is not None and pixels > tiles_above
-        return estimate(tool, pixels, full_reference=full_reference, tiled=tiled,
-                        tile_size=tile_size) <= budget
+        return (
+            estimate(tool, pixels, full_reference=full_reference, tiled=tiled, tile_size=tile_size)
+            <= budget
+        )
 
     best = 0
     # Whole-image below the tiling size and tiled above it: each branch is monotone.
-    branches = [(1, limit)] if tiles_above is None else \
-        [(1, min(limit, tiles_above)), (tiles_above + 1, limit)]
+    branches = (
+        [(1, limit)]
+        if tiles_above is None
+        else [(1, min(limit, tiles_above)), (tiles_above + 1, limit)]
+    )
     for low, high in branches:
         if low > high or not fits(low):
             continue
@@ -175,9 +195,26 @@ def largest_pixels(tool: str, budget: int, *, full_reference: bool = False,
 
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": GB, "gb": GB,
-          "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": GB,
+    "gb": GB,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
 
 
 def parse_bytes(text: str | int | float) -> int:
@@ -223,18 +260,28 @@ def worker_fit(max_memory: int, concurrency: int, pool: str, tool_memory: int) -
     processes = concurrency if pool == "prefork" else 1
     spare = max_memory - processes * PROCESS_BASE
     share = spare // concurrency if spare > 0 else 0
-    setup = (f"--max-memory {format_bytes(max_memory)} with {concurrency} "
-             f"{'process' if processes == 1 else 'processes'}"
-             + (f" ({concurrency} calls in flight)" if processes != concurrency else ""))
+    setup = (
+        f"--max-memory {format_bytes(max_memory)} with {concurrency} "
+        f"{'process' if processes == 1 else 'processes'}"
+        + (f" ({concurrency} calls in flight)" if processes != concurrency else "")
+    )
     if share <= 0:
-        return WorkerFit(0, True, f"{setup} leaves nothing for tool calls: each process needs "
-                         f"about {format_bytes(PROCESS_BASE)} idle; give the worker more "
-                         "memory or lower --concurrency")
+        return WorkerFit(
+            0,
+            True,
+            f"{setup} leaves nothing for tool calls: each process needs "
+            f"about {format_bytes(PROCESS_BASE)} idle; give the worker more "
+            "memory or lower --concurrency",
+        )
     if share >= tool_memory:
-        return WorkerFit(tool_memory, False,
-                         f"{setup}: tool budget {format_bytes(tool_memory)} per call fits")
-    return WorkerFit(share, True,
-                     f"{setup}: tool budget lowered from {format_bytes(tool_memory)} to "
-                     f"{format_bytes(share)} per call (AGENTIC_IQA_TOOL_MEMORY), so that "
-                     f"{concurrency} call(s) and {processes} idle process(es) of "
-                     f"{format_bytes(PROCESS_BASE)} fit; larger images fail as too large")
+        return WorkerFit(
+            tool_memory, False, f"{setup}: tool budget {format_bytes(tool_memory)} per call fits"
+        )
+    return WorkerFit(
+        share,
+        True,
+        f"{setup}: tool budget lowered from {format_bytes(tool_memory)} to "
+        f"{format_bytes(share)} per call (AGENTIC_IQA_TOOL_MEMORY), so that "
+        f"{concurrency} call(s) and {processes} idle process(es) of "
+        f"{format_bytes(PROCESS_BASE)} fit; larger images fail as too large",
+    )

@@ -40,8 +40,9 @@ def sigmoid(z: float) -> float:
     return e / (1.0 + e)
 
 
-def logistic5(x: float, beta1: float, beta2: float, beta3: float, beta4: float,
-              beta5: float) -> float:
+def logistic5(
+    x: float, beta1: float, beta2: float, beta3: float, beta4: float, beta5: float
+) -> float:
     # 1/(1+exp(β2(x−β3))) is sigmoid(−β2(x−β3)).
     return beta1 * (0.5 - sigmoid(-beta2 * (x - beta3))) + beta4 * x + beta5
 
@@ -81,9 +82,16 @@ def normalize(raw: float, form: str, params: Mapping[str, float]) -> float:
     return clip_to_scale(value)
 
 
-def monotonicity_violations(form: str, params: Mapping[str, float], low: float, high: float,
-                            *, lower_is_better: bool, samples: int = 2001,
-                            tolerance: float = 1e-9) -> list[tuple[float, float]]:
+def monotonicity_violations(
+    form: str,
+    params: Mapping[str, float],
+    low: float,
+    high: float,
+    *,
+    lower_is_better: bool,
+    samples: int = 2001,
+    tolerance: float = 1e-9,
+) -> list[tuple[float, float]]:
     """Sub-intervals of ``[low, high]`` where the *unclipped* curve runs the wrong way.
 
     Higher-is-better tools must map to a non-decreasing curve, lower-is-better ones to a
@@ -99,9 +107,11 @@ def monotonicity_violations(form: str, params: Mapping[str, float], low: float, 
     if samples > 1:
         xs[-1] = float(high)
     ys = [function(x, **args) for x in xs]
-    return [(xs[i], xs[i + 1]) for i in range(len(ys) - 1)
-            if (ys[i + 1] - ys[i] > tolerance if lower_is_better
-                else ys[i + 1] - ys[i] < -tolerance)]
+    return [
+        (xs[i], xs[i + 1])
+        for i in range(len(ys) - 1)
+        if (ys[i + 1] - ys[i] > tolerance if lower_is_better else ys[i + 1] - ys[i] < -tolerance)
+    ]
 
 
 def fit_logistic5(raw: Sequence[float], target: Sequence[float]) -> dict[str, float]:
@@ -125,8 +135,9 @@ def fit_logistic5(raw: Sequence[float], target: Sequence[float]) -> dict[str, fl
     return dict(zip(FORMS["logistic5"], (float(p) for p in params), strict=True))
 
 
-def fit_monotone(raw: Sequence[float], target: Sequence[float], *, lower_is_better: bool
-                 ) -> tuple[str, dict[str, float], str | None]:
+def fit_monotone(
+    raw: Sequence[float], target: Sequence[float], *, lower_is_better: bool
+) -> tuple[str, dict[str, float], str | None]:
     """The simplest trustworthy mapping of ``raw`` onto ``target``: a five-parameter logistic
     when it runs the tool's way over the data's range, else a four-parameter logistic, else a
     straight line; returns (form, params, why the 5PL was not kept or None).
@@ -144,8 +155,9 @@ def fit_monotone(raw: Sequence[float], target: Sequence[float], *, lower_is_bett
     reasons: list[str] = []
     try:
         params = fit_logistic5(raw, target)
-        if not monotonicity_violations("logistic5", params, low, high,
-                                       lower_is_better=lower_is_better):
+        if not monotonicity_violations(
+            "logistic5", params, low, high, lower_is_better=lower_is_better
+        ):
             return "logistic5", params, None
         reasons.append("the five-parameter logistic turns back within the data's range")
     except (RuntimeError, ValueError) as exc:
@@ -157,16 +169,21 @@ def fit_monotone(raw: Sequence[float], target: Sequence[float], *, lower_is_bett
     try:
         fitted, _ = curve_fit(np.vectorize(logistic4), x, y, p0=start, maxfev=20000)
         params = dict(zip(FORMS["logistic4"], (float(p) for p in fitted), strict=True))
-        if not monotonicity_violations("logistic4", params, low, high,
-                                       lower_is_better=lower_is_better):
+        if not monotonicity_violations(
+            "logistic4", params, low, high, lower_is_better=lower_is_better
+        ):
             return "logistic4", params, "; ".join(reasons)
         reasons.append("so does the four-parameter one")
     except (RuntimeError, ValueError) as exc:
         reasons.append(f"the four-parameter logistic did not converge ({exc})")
     slope, intercept = np.polyfit(x, y, 1)
     if slope == 0 or (slope > 0) == lower_is_better:
-        raise ValueError("the tool's scores run against the target on this data (a line "
-                         f"fitted to them has slope {slope:+.3g}): no monotone mapping fits")
-    params = {"x_at_1": float((SCALE_MIN - intercept) / slope),
-              "x_at_5": float((SCALE_MAX - intercept) / slope)}
+        raise ValueError(
+            "the tool's scores run against the target on this data (a line "
+            f"fitted to them has slope {slope:+.3g}): no monotone mapping fits"
+        )
+    params = {
+        "x_at_1": float((SCALE_MIN - intercept) / slope),
+        "x_at_5": float((SCALE_MAX - intercept) / slope),
+    }
     return "linear", params, "; ".join(reasons)

@@ -32,13 +32,11 @@ from contextlib import contextmanager
 from typing import Any
 
 #: The pyiqa modules whose metrics normalise by local mean and deviation.
-NORMALISING_MODULES = ("pyiqa.archs.brisque_arch", "pyiqa.archs.niqe_arch",
-                       "pyiqa.archs.piqe_arch")
+NORMALISING_MODULES = ("pyiqa.archs.brisque_arch", "pyiqa.archs.niqe_arch", "pyiqa.archs.piqe_arch")
 #: Part of the cache key of scores computed with the separable normalisation.
 NUMERICS_TAG = "sepnorm1"
 
-_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("iqa_tools_separable",
-                                                               default=False)
+_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("iqa_tools_separable", default=False)
 _INSTALL_LOCK = threading.Lock()
 _MARK = "__iqa_tools_separable__"
 
@@ -57,13 +55,14 @@ def _taps(size: int, sigma: float) -> Any:
     from pyiqa.matlab_utils.functions import fspecial
 
     half = (size - 1) / 2.0
-    taps = torch.exp(-torch.arange(-half, half + 1, dtype=torch.float64) ** 2 / (2 * sigma**2))
+    taps = torch.exp(-(torch.arange(-half, half + 1, dtype=torch.float64) ** 2) / (2 * sigma**2))
     total = float(fspecial(size, sigma, 1).to(torch.float64).sum())
     return taps / taps.sum() * total**0.5
 
 
-def normalize_in_float64(img: Any, kernel_size: int = 7, sigma: float = 7.0 / 6, C: int = 1,
-                         padding: str = "same") -> Any:
+def normalize_in_float64(
+    img: Any, kernel_size: int = 7, sigma: float = 7.0 / 6, C: int = 1, padding: str = "same"
+) -> Any:
     """pyiqa's ``normalize_img_with_gauss`` computed in float64 with the Gaussian applied as
     two 1-D passes; returned in the input's dtype."""
     import torch
@@ -73,8 +72,7 @@ def normalize_in_float64(img: Any, kernel_size: int = 7, sigma: float = 7.0 / 6,
     return normalize_padded(padded, kernel_size, sigma, C).to(img.dtype)
 
 
-def normalize_padded(padded: Any, kernel_size: int = 7, sigma: float = 7.0 / 6,
-                     C: int = 1) -> Any:
+def normalize_padded(padded: Any, kernel_size: int = 7, sigma: float = 7.0 / 6, C: int = 1) -> Any:
     """The normalisation of the centre of a float64 block whose outer ``kernel_size // 2`` rows
     and columns are its padding: one function for the whole image and for a tile with its halo
     (:mod:`iqa_tools.tiling`), so that both compute every pixel with the same operations."""

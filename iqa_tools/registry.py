@@ -116,8 +116,12 @@ def metric_creations() -> Counter[str]:
 class ToolRegistry:
     """Runs IQA tools by name and maps their scores onto [1, 5]."""
 
-    def __init__(self, settings: ToolSettings | None = None, catalog: Catalog | None = None,
-                 cache: ScoreCache | None = None) -> None:
+    def __init__(
+        self,
+        settings: ToolSettings | None = None,
+        catalog: Catalog | None = None,
+        cache: ScoreCache | None = None,
+    ) -> None:
         self.settings = settings or ToolSettings()
         self.catalog = catalog or load_catalog(
             self.settings.metadata_path, self.settings.metadata_overrides
@@ -141,7 +145,8 @@ class ToolRegistry:
 
     def available_tools(self, kind: str | None = None) -> list[ToolSpec]:
         return [
-            spec for spec in self.catalog
+            spec
+            for spec in self.catalog
             if (kind is None or spec.type == kind) and self.availability(spec.name).ok
         ]
 
@@ -156,21 +161,30 @@ class ToolRegistry:
         """Bytes one call of ``name`` needs on an image of ``pixels`` (:mod:`.memory`): tiled
         or whole-image as the registry would score it."""
         spec = self.get(name)
-        tiled = spec.pyiqa_name in memory.TILED_METRICS \
-            and pixels > self.settings.tile_above_pixels
-        return memory.estimate(spec.pyiqa_name, pixels, full_reference=spec.is_full_reference,
-                               tiled=tiled, tile_size=self.settings.tile_size)
+        tiled = spec.pyiqa_name in memory.TILED_METRICS and pixels > self.settings.tile_above_pixels
+        return memory.estimate(
+            spec.pyiqa_name,
+            pixels,
+            full_reference=spec.is_full_reference,
+            tiled=tiled,
+            tile_size=self.settings.tile_size,
+        )
 
     def largest_image(self, name: str) -> int:
         """The most pixels one call of ``name`` takes within the memory budget (and the
         decode ceiling, and ``AGENTIC_IQA_MAX_PIXELS`` if set): what ``tools list`` shows."""
         spec = self.get(name)
-        tiles_above = self.settings.tile_above_pixels \
-            if spec.pyiqa_name in memory.TILED_METRICS else None
-        return memory.largest_pixels(spec.pyiqa_name, self.settings.tool_memory,
-                                     full_reference=spec.is_full_reference,
-                                     tiles_above=tiles_above, tile_size=self.settings.tile_size,
-                                     cap=pixel_cap())
+        tiles_above = (
+            self.settings.tile_above_pixels if spec.pyiqa_name in memory.TILED_METRICS else None
+        )
+        return memory.largest_pixels(
+            spec.pyiqa_name,
+            self.settings.tool_memory,
+            full_reference=spec.is_full_reference,
+            tiles_above=tiles_above,
+            tile_size=self.settings.tile_size,
+            cap=pixel_cap(),
+        )
 
     def check_memory(self, name: str, image: LoadedImage) -> None:
         """Raise :class:`ToolMemoryError` when one call of ``name`` on ``image`` (and a
@@ -180,8 +194,9 @@ class ToolRegistry:
         width, height = image.header_size
         needed = self.memory_estimate(spec.name, width * height)
         if needed > self.settings.tool_memory:
-            raise ToolMemoryError(image.path, (width, height), spec.name, needed,
-                                  self.settings.tool_memory)
+            raise ToolMemoryError(
+                image.path, (width, height), spec.name, needed, self.settings.tool_memory
+            )
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -221,13 +236,19 @@ class ToolRegistry:
                 f"{spec.name}: creating pyiqa metric {spec.pyiqa_name!r} failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        log.info("created %s on %s (%s) in %.2fs", spec.name, device, spec.precision,
-                 time.perf_counter() - started)
+        log.info(
+            "created %s on %s (%s) in %.2fs",
+            spec.name,
+            device,
+            spec.precision,
+            time.perf_counter() - started,
+        )
         _LOADS.seconds = _load_seconds() + time.perf_counter() - started
         return metric
 
-    def _build_pyiqa(self, spec: ToolSpec, availability: weight_files.Availability,
-                     device: str) -> Any:
+    def _build_pyiqa(
+        self, spec: ToolSpec, availability: weight_files.Availability, device: str
+    ) -> Any:
         if not self.settings.allow_downloads:
             # Without this, Hugging Face look-ups retry for minutes before failing.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -248,8 +269,15 @@ class ToolRegistry:
 
     # -- running --------------------------------------------------------------------------------
 
-    def execute_tool(self, tool: str, image: ImageInput, reference: ImageInput | None = None, *,
-                     use_cache: bool = True, allow_fallback: bool = True) -> ToolResult:
+    def execute_tool(
+        self,
+        tool: str,
+        image: ImageInput,
+        reference: ImageInput | None = None,
+        *,
+        use_cache: bool = True,
+        allow_fallback: bool = True,
+    ) -> ToolResult:
         """Score ``image`` with ``tool``; on a tool failure, fall back to another NR tool.
 
         Input problems (unreadable image, FR tool without a reference, sizes that differ) raise
@@ -272,13 +300,19 @@ class ToolRegistry:
             log.warning("%s failed, trying fallbacks: %s", spec.name, failure)
             return self._fall_back(spec, target, failure, use_cache)
 
-    def cached_score(self, tool: str, image: LoadedImage,
-                     reference: LoadedImage | None = None) -> float | None:
+    def cached_score(
+        self, tool: str, image: LoadedImage, reference: LoadedImage | None = None
+    ) -> float | None:
         """The tool's cached raw score for these files (None: not cached); never loads it."""
         spec = self.get(tool)
-        hit = self.cache.get(cache_key(spec.name, image.digest,
-                                       reference.digest if reference is not None else None,
-                                       numerics=spec.numerics))
+        hit = self.cache.get(
+            cache_key(
+                spec.name,
+                image.digest,
+                reference.digest if reference is not None else None,
+                numerics=spec.numerics,
+            )
+        )
         return None if hit is None else hit[0]
 
     def fallback_candidates(self, failed: ToolSpec) -> list[ToolSpec]:
@@ -291,8 +325,9 @@ class ToolRegistry:
                 ordered.append(spec)
         return [spec for spec in ordered if self.availability(spec.name).ok]
 
-    def _fall_back(self, failed: ToolSpec, target: LoadedImage, failure: ToolFailure,
-                   use_cache: bool) -> ToolResult:
+    def _fall_back(
+        self, failed: ToolSpec, target: LoadedImage, failure: ToolFailure, use_cache: bool
+    ) -> ToolResult:
         original = str(failure)
         attempts: list[str] = []
         for spec in self.fallback_candidates(failed):
@@ -302,26 +337,40 @@ class ToolRegistry:
                 attempts.append(f"{spec.name}: {exc}")
                 continue
             return ToolResult(
-                **{**result.to_dict(), "requested_tool": failed.name, "fallback": True,
-                   "error": original},
+                **{
+                    **result.to_dict(),
+                    "requested_tool": failed.name,
+                    "fallback": True,
+                    "error": original,
+                },
             )
         tried = "; ".join(attempts) if attempts else "no fallback tool can run here"
         raise ToolFailure(f"{original} (fallbacks: {tried})") from failure
 
-    def _run(self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None,
-             use_cache: bool) -> ToolResult:
+    def _run(
+        self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None, use_cache: bool
+    ) -> ToolResult:
         started = time.perf_counter()
         loads_before = _load_seconds()
-        key = cache_key(spec.name, target.digest, ref.digest if ref is not None else None,
-                        numerics=spec.numerics)
+        key = cache_key(
+            spec.name,
+            target.digest,
+            ref.digest if ref is not None else None,
+            numerics=spec.numerics,
+        )
         ahead = self._batch_memo().pop(key, None)
         hit = self.cache.get(key) if use_cache and ahead is None else None
         if ahead is not None:  # this call's share of a batched forward pass: computed, not cached
             raw, share = ahead
-            return ToolResult(tool=spec.name, requested_tool=spec.name, raw_score=raw,
-                              normalized_score=spec.normalize(raw),
-                              execution_time=share + time.perf_counter() - started, cached=False,
-                              lower_is_better=spec.lower_is_better)
+            return ToolResult(
+                tool=spec.name,
+                requested_tool=spec.name,
+                raw_score=raw,
+                normalized_score=spec.normalize(raw),
+                execution_time=share + time.perf_counter() - started,
+                cached=False,
+                lower_is_better=spec.lower_is_better,
+            )
         if hit is not None:
             raw, cached = hit[0], True
         else:
@@ -362,10 +411,16 @@ class ToolRegistry:
                 output = self._tiled(spec, metric, target, ref, device)
                 if output is None:
                     x = _to_tensor(target, device, spec.precision)
-                    output = metric(x, _to_tensor(ref, device, spec.precision)) \
-                        if ref is not None else metric(x)
-            raw = float(output.detach().reshape(-1)[0].cpu()) if torch.is_tensor(output) \
+                    output = (
+                        metric(x, _to_tensor(ref, device, spec.precision))
+                        if ref is not None
+                        else metric(x)
+                    )
+            raw = (
+                float(output.detach().reshape(-1)[0].cpu())
+                if torch.is_tensor(output)
                 else float(output)
+            )
         except Exception as exc:  # a metric can raise anything on odd input; keep the reason
             if _is_time_limit(exc):
                 raise
@@ -383,8 +438,9 @@ class ToolRegistry:
         height, width = image.stored.shape[:2]
         return tiling.applies(spec.pyiqa_name, height * width, self.settings.tile_above_pixels)
 
-    def _tiled(self, spec: ToolSpec, metric: Any, target: LoadedImage,
-               ref: LoadedImage | None, device: str) -> float | None:
+    def _tiled(
+        self, spec: ToolSpec, metric: Any, target: LoadedImage, ref: LoadedImage | None, device: str
+    ) -> float | None:
         """The score computed tile by tile (:mod:`iqa_tools.tiling`: the whole-image score, in
         a tile's memory, from the pixels without a full-size float copy); None below the size
         setting, or for a metric that module does not reproduce."""
@@ -403,8 +459,9 @@ class ToolRegistry:
             memo = self._batched.scores = {}
         return memo
 
-    def score_batches(self, calls: Sequence[tuple[str, LoadedImage, LoadedImage | None]], *,
-                      max_batch: int = 16) -> int:
+    def score_batches(
+        self, calls: Sequence[tuple[str, LoadedImage, LoadedImage | None]], *, max_batch: int = 16
+    ) -> int:
         """Score many (tool, image, reference) calls ahead, same-sized inputs of one tool in one
         forward pass of at most ``max_batch`` images; returns how many were computed.
 
@@ -420,8 +477,12 @@ class ToolRegistry:
             spec = self.get(tool)
             if (ref is None) == spec.is_full_reference or not self.availability(spec.name).ok:
                 continue
-            key = cache_key(spec.name, target.digest, ref.digest if ref is not None else None,
-                            numerics=spec.numerics)
+            key = cache_key(
+                spec.name,
+                target.digest,
+                ref.digest if ref is not None else None,
+                numerics=spec.numerics,
+            )
             if key in seen or self.cache.get(key) is not None:
                 continue
             try:
@@ -440,35 +501,55 @@ class ToolRegistry:
         computed = 0
         for (name, _shape), members in groups.items():
             for start in range(0, len(members), max_batch):
-                computed += self._score_group(self.get(name), members[start:start + max_batch])
+                computed += self._score_group(self.get(name), members[start : start + max_batch])
         return computed
 
-    def _score_group(self, spec: ToolSpec,
-                     members: Sequence[tuple[str, LoadedImage, LoadedImage | None]]) -> int:
+    def _score_group(
+        self, spec: ToolSpec, members: Sequence[tuple[str, LoadedImage, LoadedImage | None]]
+    ) -> int:
         import torch
 
         started = time.perf_counter()
         try:
             metric = self.metric(spec.name)
             device = self.device()
-            with _POOL.lock_for((spec.name, spec.precision, "run")), torch.inference_mode(), \
-                    _numerics_for(spec):
-                x = torch.cat([_to_tensor(target, device, spec.precision)
-                               for _, target, _ in members])
+            with (
+                _POOL.lock_for((spec.name, spec.precision, "run")),
+                torch.inference_mode(),
+                _numerics_for(spec),
+            ):
+                x = torch.cat(
+                    [_to_tensor(target, device, spec.precision) for _, target, _ in members]
+                )
                 if spec.is_full_reference:
-                    output = metric(x, torch.cat([_to_tensor(ref, device, spec.precision)
-                                                  for _, _, ref in members]))
+                    output = metric(
+                        x,
+                        torch.cat(
+                            [_to_tensor(ref, device, spec.precision) for _, _, ref in members]
+                        ),
+                    )
                 else:
                     output = metric(x)
-            raws = output.detach().reshape(-1).cpu().tolist() if torch.is_tensor(output) \
+            raws = (
+                output.detach().reshape(-1).cpu().tolist()
+                if torch.is_tensor(output)
                 else [float(output)]
+            )
         except Exception as exc:  # the per-call path runs these again and keeps each reason
-            log.warning("batch of %d %s calls failed, running them one by one: %s",
-                        len(members), spec.name, exc)
+            log.warning(
+                "batch of %d %s calls failed, running them one by one: %s",
+                len(members),
+                spec.name,
+                exc,
+            )
             return 0
         if len(raws) != len(members):
-            log.warning("%s returned %d scores for a batch of %d: running them one by one",
-                        spec.name, len(raws), len(members))
+            log.warning(
+                "%s returned %d scores for a batch of %d: running them one by one",
+                spec.name,
+                len(raws),
+                len(members),
+            )
             return 0
         share = (time.perf_counter() - started) / len(members)
         memo = self._batch_memo()
@@ -509,7 +590,7 @@ def is_one_colour(image: LoadedImage) -> bool:
     one colour is followed by the full comparison."""
     flat = image.stored.reshape(-1, image.stored.shape[-1])
     first = flat[:1]
-    if not (flat[::max(1, len(flat) // 1000)] == first).all():
+    if not (flat[:: max(1, len(flat) // 1000)] == first).all():
         return False
     return bool((flat == first).all())
 
@@ -545,8 +626,8 @@ def _to_tensor(image: LoadedImage | None, device: str, precision: Precision) -> 
     tensor = torch.empty((1, 3, height, width), dtype=getattr(torch, precision), device=device)
     rows = max(1, _BAND_BYTES // max(1, width * 3))
     for top in range(0, height, rows):
-        band = torch.from_numpy(to_float(stored[top:top + rows]))
-        tensor[0, :, top:top + rows].copy_(band.permute(2, 0, 1))
+        band = torch.from_numpy(to_float(stored[top : top + rows]))
+        tensor[0, :, top : top + rows].copy_(band.permute(2, 0, 1))
     return tensor
 
 
@@ -575,7 +656,8 @@ def get_registry(settings: ToolSettings | None = None) -> ToolRegistry:
         return _DEFAULT
 
 
-def execute_tool(tool: str, image: ImageInput, reference: ImageInput | None = None,
-                 **options: Any) -> ToolResult:
+def execute_tool(
+    tool: str, image: ImageInput, reference: ImageInput | None = None, **options: Any
+) -> ToolResult:
     """Run one tool with the process-wide registry."""
     return get_registry().execute_tool(tool, image, reference, **options)

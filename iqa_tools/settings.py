@@ -44,27 +44,31 @@ class ToolSettings(BaseSettings):
     metadata_path: Path | None = None
     metadata_overrides: list[Path] = Field(default_factory=list)
     torch_threads: int | None = Field(
-        default=None, ge=1,
+        default=None,
+        ge=1,
         description="CPU threads torch may use in this process (None: torch's default, one per "
         "core). Several tool processes on one machine each default to every core, and their "
         "OpenMP threads then spin against each other: give each cores / processes",
     )
 
     tile_above_pixels: int = Field(
-        default=1_000_000, ge=0,
+        default=1_000_000,
+        ge=0,
         description="BRISQUE, NIQE, PIQE, SSIM and PSNR score an image with more pixels than this "
         "tile by tile (iqa_tools.tiling): the same score in the memory of one tile, and from "
         "about 1 MP no slower on a CPU; smaller images keep whole-image (and batched) passes",
     )
     tile_size: int | None = Field(
-        default=None, ge=16,
+        default=None,
+        ge=16,
         description="side of a tile in pixels (rounded down to whole 96x96 patches for NIQE "
         "and 16x16 blocks for PIQE); memory per tool call grows with its square. None: "
         "iqa_tools.tiling.DEFAULT_TILE for the device",
     )
 
     tool_memory: int = Field(
-        default=DEFAULT_TOOL_MEMORY, gt=0,
+        default=DEFAULT_TOOL_MEMORY,
+        gt=0,
         description="bytes one tool call may use (e.g. 1.5GB, 800MB, 2GiB), estimated from the "
         "image's header before any work (iqa_tools.memory); a larger call fails as too large, "
         "naming the tool, the estimate and this setting. The default takes BRISQUE, NIQE and "
@@ -88,9 +92,7 @@ class ToolSettings(BaseSettings):
         if path is not None and Path(path).exists():
             document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
             values = dict(document.get("tools", document))
-        env_set = {
-            name for name in cls.model_fields if f"AGENTIC_IQA_{name.upper()}" in os.environ
-        }
+        env_set = {name for name in cls.model_fields if f"AGENTIC_IQA_{name.upper()}" in os.environ}
         values = {k: v for k, v in values.items() if k not in env_set}
         values.update(overrides)
         return cls(**values)

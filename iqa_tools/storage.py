@@ -91,17 +91,49 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 #: Backend error codes (S3 and friends), by what they mean for the job.
 _DENIED_CODES = {
-    "accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "expiredtoken",
-    "invalidtoken", "tokenrefreshrequired", "allaccessdisabled", "accountproblem",
-    "unauthorized", "forbidden", "authorizationpermissionmismatch", "authenticationfailed",
-    "401", "403",
+    "accessdenied",
+    "invalidaccesskeyid",
+    "signaturedoesnotmatch",
+    "expiredtoken",
+    "invalidtoken",
+    "tokenrefreshrequired",
+    "allaccessdisabled",
+    "accountproblem",
+    "unauthorized",
+    "forbidden",
+    "authorizationpermissionmismatch",
+    "authenticationfailed",
+    "401",
+    "403",
 }
-_MISSING_CODES = {"nosuchkey", "nosuchbucket", "nosuchversion", "notfound", "404", "410",
-                  "blobnotfound", "containernotfound"}
+_MISSING_CODES = {
+    "nosuchkey",
+    "nosuchbucket",
+    "nosuchversion",
+    "notfound",
+    "404",
+    "410",
+    "blobnotfound",
+    "containernotfound",
+}
 _TRANSIENT_CODES = {
-    "slowdown", "throttling", "throttlingexception", "requestlimitexceeded", "toomanyrequests",
-    "requesttimeout", "requesttimeoutexception", "serviceunavailable", "internalerror",
-    "serverbusy", "operationtimedout", "408", "429", "500", "502", "503", "504",
+    "slowdown",
+    "throttling",
+    "throttlingexception",
+    "requestlimitexceeded",
+    "toomanyrequests",
+    "requesttimeout",
+    "requesttimeoutexception",
+    "serviceunavailable",
+    "internalerror",
+    "serverbusy",
+    "operationtimedout",
+    "408",
+    "429",
+    "500",
+    "502",
+    "503",
+    "504",
 }
 
 
@@ -117,6 +149,7 @@ def _local_path(location: str) -> str | None:
 
 # --- retries and errors -----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How throttling and timeouts are retried: ``attempts`` in all, waits drawn at random up
@@ -131,6 +164,7 @@ class RetryPolicy:
     @classmethod
     def from_env(cls) -> RetryPolicy:
         """The policy from ``AGENTIC_IQA_STORAGE_*``, read now (a worker's environment)."""
+
         def number(variable: str, default: float) -> float:
             raw = os.environ.get(variable, "").strip()
             if not raw:
@@ -143,10 +177,12 @@ class RetryPolicy:
                 raise StorageMisconfigured(f"{variable}={raw!r} must not be negative")
             return value
 
-        return cls(attempts=max(1, int(number("AGENTIC_IQA_STORAGE_ATTEMPTS", cls.attempts))),
-                   backoff=number("AGENTIC_IQA_STORAGE_BACKOFF", cls.backoff),
-                   backoff_max=number("AGENTIC_IQA_STORAGE_BACKOFF_MAX", cls.backoff_max),
-                   timeout=number("AGENTIC_IQA_STORAGE_TIMEOUT", cls.timeout) or cls.timeout)
+        return cls(
+            attempts=max(1, int(number("AGENTIC_IQA_STORAGE_ATTEMPTS", cls.attempts))),
+            backoff=number("AGENTIC_IQA_STORAGE_BACKOFF", cls.backoff),
+            backoff_max=number("AGENTIC_IQA_STORAGE_BACKOFF_MAX", cls.backoff_max),
+            timeout=number("AGENTIC_IQA_STORAGE_TIMEOUT", cls.timeout) or cls.timeout,
+        )
 
 
 class _Transient(Exception):
@@ -166,8 +202,9 @@ def _code_and_status(exc: BaseException) -> tuple[str, int | None] | None:
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return code, status if isinstance(status, int) else None
     status = getattr(exc, "status", None)
-    if isinstance(status, int) and (type(exc).__module__.startswith("aiohttp")
-                                    or type(exc).__module__ == "iqa_tools.web"):
+    if isinstance(status, int) and (
+        type(exc).__module__.startswith("aiohttp") or type(exc).__module__ == "iqa_tools.web"
+    ):
         return str(status), status
     return None
 
@@ -185,23 +222,38 @@ def _classify(exc: BaseException) -> tuple[str, str]:
         if found is not None:
             code, status = found
             label = f"{code} (HTTP {status})" if status and str(status) != code else code
-            for kind, codes in (("denied", _DENIED_CODES), ("missing", _MISSING_CODES),
-                                ("transient", _TRANSIENT_CODES)):
+            for kind, codes in (
+                ("denied", _DENIED_CODES),
+                ("missing", _MISSING_CODES),
+                ("transient", _TRANSIENT_CODES),
+            ):
                 if code.lower() in codes or str(status) in codes:
                     return kind, label
             if code == "PreconditionFailed" or status == 412:
                 return "changed", label
         kind_name = type(item).__name__
-        if kind_name in ("NoCredentialsError", "PartialCredentialsError",
-                         "CredentialRetrievalError", "NoAuthTokenError"):
+        if kind_name in (
+            "NoCredentialsError",
+            "PartialCredentialsError",
+            "CredentialRetrievalError",
+            "NoAuthTokenError",
+        ):
             return "denied", "no usable credential was found"
-        if isinstance(item, TimeoutError | socket.timeout | asyncio.TimeoutError) or \
-                "Timeout" in kind_name:
+        if (
+            isinstance(item, TimeoutError | socket.timeout | asyncio.TimeoutError)
+            or "Timeout" in kind_name
+        ):
             return "transient", "the request timed out"
         if isinstance(item, ConnectionError) or kind_name in (
-                "EndpointConnectionError", "ClientConnectorError", "ServerDisconnectedError",
-                "ClientOSError", "ClientPayloadError", "ConnectionClosedError",
-                "IncompleteRead", "ResponseParserError"):
+            "EndpointConnectionError",
+            "ClientConnectorError",
+            "ServerDisconnectedError",
+            "ClientOSError",
+            "ClientPayloadError",
+            "ConnectionClosedError",
+            "IncompleteRead",
+            "ResponseParserError",
+        ):
             return "transient", f"the connection failed ({kind_name})"
     if isinstance(exc, FileNotFoundError):
         return "missing", "not found"
@@ -229,8 +281,9 @@ def deadline_seconds() -> float:
     try:
         value = float(raw) if raw else DEFAULT_DEADLINE
     except ValueError:
-        raise StorageMisconfigured(f"AGENTIC_IQA_STORAGE_DEADLINE={raw!r} is not a number"
-                                   ) from None
+        raise StorageMisconfigured(
+            f"AGENTIC_IQA_STORAGE_DEADLINE={raw!r} is not a number"
+        ) from None
     return value if value > 0 else DEFAULT_DEADLINE
 
 
@@ -289,13 +342,16 @@ def _call(location: str, action: Callable[[], T], policy: RetryPolicy | None = N
                 raise StorageError(
                     f"access to {shown} was refused ({reason}): the server will not give this "
                     "file without a credential, and none is sent to a web address; make it "
-                    "public, or give a presigned URL", shown) from None
+                    "public, or give a presigned URL",
+                    shown,
+                ) from None
             if kind == "denied":
                 raise StorageAccessDenied(
                     f"access to {shown} was refused ({reason}): check the credential the "
                     "backend reads from its environment or config file (for S3: AWS_PROFILE, "
                     "AWS_ACCESS_KEY_ID, ~/.aws/credentials) and its rights on this bucket",
-                    shown) from None
+                    shown,
+                ) from None
             if kind == "changed":
                 raise _Changed(reason) from None
             if isinstance(exc, ImportError):
@@ -314,11 +370,14 @@ def _call(location: str, action: Callable[[], T], policy: RetryPolicy | None = N
         return max(0.0, min(backoff(state), _remaining() - 0.05))
 
     if _remaining() <= 0.05:
-        raise StorageUnavailable(f"{shown} could not be read within its deadline of "
-                                 f"{deadline_seconds():g} s (AGENTIC_IQA_STORAGE_DEADLINE)",
-                                 shown)
-    retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(_Transient),
-                        reraise=False)
+        raise StorageUnavailable(
+            f"{shown} could not be read within its deadline of "
+            f"{deadline_seconds():g} s (AGENTIC_IQA_STORAGE_DEADLINE)",
+            shown,
+        )
+    retrying = Retrying(
+        stop=stop, wait=wait, retry=retry_if_exception_type(_Transient), reraise=False
+    )
     try:
         return retrying(attempt)
     except RetryError as exc:
@@ -328,10 +387,14 @@ def _call(location: str, action: Callable[[], T], policy: RetryPolicy | None = N
         if count < policy.attempts:
             raise StorageUnavailable(
                 f"{shown} could not be read: {what}, {count} attempt(s) within its deadline of "
-                f"{deadline_seconds():g} s (AGENTIC_IQA_STORAGE_DEADLINE)", shown) from None
+                f"{deadline_seconds():g} s (AGENTIC_IQA_STORAGE_DEADLINE)",
+                shown,
+            ) from None
         raise StorageUnavailable(
             f"{shown} could not be read: {what}, {policy.attempts} attempt(s) in all "
-            "(AGENTIC_IQA_STORAGE_ATTEMPTS, AGENTIC_IQA_STORAGE_TIMEOUT)", shown) from None
+            "(AGENTIC_IQA_STORAGE_ATTEMPTS, AGENTIC_IQA_STORAGE_TIMEOUT)",
+            shown,
+        ) from None
 
 
 class _Changed(Exception):
@@ -341,9 +404,10 @@ class _Changed(Exception):
 def _missing_backend(location: str) -> StorageMisconfigured:
     extra = REMOTE_SCHEMES.get(scheme(location) or "", "")
     hint = f"pip install 'agentic-iqa[{extra}]'" if extra else "pip install aiohttp"
-    return StorageMisconfigured(f"{display(location)}: the backend for "
-                                f"{scheme(location)}:// is not installed ({hint})",
-                                display(location))
+    return StorageMisconfigured(
+        f"{display(location)}: the backend for {scheme(location)}:// is not installed ({hint})",
+        display(location),
+    )
 
 
 # --- filesystems ------------------------------------------------------------------------------
@@ -353,11 +417,22 @@ _FILESYSTEMS_PID = os.getpid()
 _FILESYSTEMS_LOCK = threading.Lock()
 #: Variables that choose an endpoint or a credential: a change (a test, a re-configured
 #: process) gets a fresh filesystem; their values are hashed, never kept.
-_BACKEND_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
-                "AWS_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
-                "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_CONNECTION_STRING",
-                "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY")
+_BACKEND_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_ACCOUNT_NAME",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+)
 
 
 def _filesystem(protocol: str, timeout: float) -> Any:
@@ -368,8 +443,9 @@ def _filesystem(protocol: str, timeout: float) -> Any:
     parent's event loop (fsspec refuses it in the child), so the child makes its own.
     """
     global _FILESYSTEMS_PID
-    fingerprint = hashlib.sha256("\0".join(os.environ.get(v, "") for v in _BACKEND_ENV)
-                                 .encode()).hexdigest()
+    fingerprint = hashlib.sha256(
+        "\0".join(os.environ.get(v, "") for v in _BACKEND_ENV).encode()
+    ).hexdigest()
     key = (protocol, timeout, fingerprint)
     with _FILESYSTEMS_LOCK:
         if os.getpid() != _FILESYSTEMS_PID:
@@ -389,8 +465,11 @@ def _new_filesystem(protocol: str, timeout: float) -> Any:
     if protocol in ("s3", "s3a"):
         # One attempt per call in botocore and s3fs: the retries are ours (_call), so
         # AGENTIC_IQA_STORAGE_ATTEMPTS is the number of requests, not a product of three loops.
-        options["config_kwargs"] = {"retries": {"total_max_attempts": 1},
-                                    "connect_timeout": timeout, "read_timeout": timeout}
+        options["config_kwargs"] = {
+            "retries": {"total_max_attempts": 1},
+            "connect_timeout": timeout,
+            "read_timeout": timeout,
+        }
     elif protocol in ("http", "https"):
         import aiohttp
 
@@ -417,12 +496,14 @@ def _remote(location: str) -> tuple[Any, str]:
     except ImportError:
         raise _missing_backend(location) from None
     except ValueError:
-        raise StorageMisconfigured(f"{display(location)}: no fsspec backend for "
-                                   f"{protocol}://", display(location)) from None
+        raise StorageMisconfigured(
+            f"{display(location)}: no fsspec backend for {protocol}://", display(location)
+        ) from None
     return fs, location
 
 
 # --- the gate ---------------------------------------------------------------------------------
+
 
 def _admit(location: str, *, redirected_from: str | None = None) -> None:
     """Every read of a location starts here: the reading in force (:mod:`.access`) says whether
@@ -430,18 +511,23 @@ def _admit(location: str, *, redirected_from: str | None = None) -> None:
     try:
         access.current().admit(location, redirected_from=redirected_from)
     except access.AddressRefused as refused:  # a name resolved while judging it
-        raise LocationRefused(f"{display(location)}: {refused.strerror}",
-                              display(location)) from None
+        raise LocationRefused(
+            f"{display(location)}: {refused.strerror}", display(location)
+        ) from None
 
 
 def _too_large(location: str, size: int, cap: int, *, declared: bool) -> ObjectTooLarge:
     shown = display(location)
     what = f"is {size} bytes" if declared else f"sent more than {cap} bytes"
-    return ObjectTooLarge(f"{shown} {what}, above the cap of {cap} bytes per object "
-                          "(AGENTIC_IQA_MAX_OBJECT_BYTES); nothing of it was kept", shown)
+    return ObjectTooLarge(
+        f"{shown} {what}, above the cap of {cap} bytes per object "
+        "(AGENTIC_IQA_MAX_OBJECT_BYTES); nothing of it was kept",
+        shown,
+    )
 
 
 # --- HTTP --------------------------------------------------------------------------------------
+
 
 def _http(location: str, method: str, headers: Mapping[str, str] | None = None) -> Any:
     """One HTTP exchange for ``location`` (already admitted): redirects followed only where the
@@ -462,8 +548,14 @@ def _http(location: str, method: str, headers: Mapping[str, str] | None = None) 
 
         def exchange(target: str = url, strict: bool = strict) -> Any:
             try:
-                return web.request(target, method, strict=strict, timeout=_request_timeout(),
-                                   cap=cap, headers=headers)
+                return web.request(
+                    target,
+                    method,
+                    strict=strict,
+                    timeout=_request_timeout(),
+                    cap=cap,
+                    headers=headers,
+                )
             except web.BodyTooLarge as large:
                 raise _too_large(location, large.size, cap, declared=large.declared) from None
 
@@ -472,8 +564,9 @@ def _http(location: str, method: str, headers: Mapping[str, str] | None = None) 
         if reply.status not in _REDIRECTS or not target:
             return reply
         origin, url = url, urljoin(url, target)
-    raise StorageError(f"{display(location)}: more than {MAX_REDIRECTS} redirects",
-                       display(location))
+    raise StorageError(
+        f"{display(location)}: more than {MAX_REDIRECTS} redirects", display(location)
+    )
 
 
 def _http_digest(headers: Mapping[str, str]) -> str | None:
@@ -481,16 +574,21 @@ def _http_digest(headers: Mapping[str, str]) -> str | None:
     return "etag:" + etag.strip('"') if etag else None
 
 
-def _fetch_http(location: str, expected: str | None, cache: ObjectCache | None
-                ) -> tuple[bytes, str]:
+def _fetch_http(
+    location: str, expected: str | None, cache: ObjectCache | None
+) -> tuple[bytes, str]:
     """One GET, conditional on the version cached here (``If-None-Match``: "304 Not
     Modified" and no body when it is current); the digest recorded at submit compared with
     the response's own ETag, or with the bytes' sha256 where a checksum was recorded."""
-    known = expected if expected is not None and expected.startswith("etag:") else (
-        cache.latest(location) if cache is not None else None)
+    known = (
+        expected
+        if expected is not None and expected.startswith("etag:")
+        else (cache.latest(location) if cache is not None else None)
+    )
     cached = cache.get(location, known, count=False) if cache is not None and known else None
-    headers = {"If-None-Match": f'"{known.partition(":")[2]}"'} \
-        if cached is not None and known else {}
+    headers = (
+        {"If-None-Match": f'"{known.partition(":")[2]}"'} if cached is not None and known else {}
+    )
     reply = _http(location, "GET", headers)
     if reply.status == 304 and cached is not None:
         data, digest = cached, known
@@ -499,8 +597,9 @@ def _fetch_http(location: str, expected: str | None, cache: ObjectCache | None
         if cache is not None and digest is not None:
             cache.put(location, digest, data)
     else:
-        raise StorageError(f"cannot read {display(location)}: HTTP {reply.status}",
-                           display(location))
+        raise StorageError(
+            f"cannot read {display(location)}: HTTP {reply.status}", display(location)
+        )
     if cache is not None and digest is not None:
         cache.counted(hit=reply.status == 304)
         _remember(ObjectStat(location, len(data), digest))
@@ -510,6 +609,7 @@ def _fetch_http(location: str, expected: str | None, cache: ObjectCache | None
 
 
 # --- stat and read ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ObjectStat:
@@ -545,8 +645,10 @@ def stat(location: str, *, fresh: bool = False) -> ObjectStat:
         if scheme(location) in access.WEB_SCHEMES:
             reply = _http(location, "HEAD")
             length = reply.headers.get("content-length", "").strip()
-            info: dict[str, Any] = {"size": int(length) if length.isdigit() else None,
-                                    "ETag": reply.headers.get("etag")}
+            info: dict[str, Any] = {
+                "size": int(length) if length.isdigit() else None,
+                "ETag": reply.headers.get("etag"),
+            }
         else:
             fs, target = _remote(location)
 
@@ -556,8 +658,10 @@ def stat(location: str, *, fresh: bool = False) -> ObjectStat:
 
             info = _call(location, head)
     if info.get("type") == "directory":
-        raise ObjectMissing(f"object {display(location)} not found (a folder or prefix, not an "
-                            "object)", display(location))
+        raise ObjectMissing(
+            f"object {display(location)} not found (a folder or prefix, not an object)",
+            display(location),
+        )
     size = info.get("size")
     cap = max_object_bytes()
     if size is not None and int(size) > cap:
@@ -631,8 +735,9 @@ def read(location: str) -> bytes:
         if scheme(location) in access.WEB_SCHEMES:
             reply = _http(location, "GET")
             if reply.body is None:
-                raise StorageError(f"cannot read {display(location)}: HTTP {reply.status}",
-                                   display(location))
+                raise StorageError(
+                    f"cannot read {display(location)}: HTTP {reply.status}", display(location)
+                )
             return reply.body  # type: ignore[no-any-return]
         fs, target = _remote(location)
         return _call(location, lambda: _read_capped(fs, target, location))
@@ -656,8 +761,9 @@ def _read_capped(fs: Any, target: str, location: str) -> bytes:
 
 
 def _os_reason(exc: BaseException) -> str:
-    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or \
-        type(exc).__name__
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or type(
+        exc
+    ).__name__
 
 
 def _read_matching(location: str, digest: str | None) -> bytes:
@@ -674,8 +780,7 @@ def _s3_get(location: str, condition: dict[str, str]) -> bytes:
     return data  # type: ignore[return-value]
 
 
-def _s3_get_versioned(location: str, condition: dict[str, str]
-                      ) -> tuple[bytes | None, str | None]:
+def _s3_get_versioned(location: str, condition: dict[str, str]) -> tuple[bytes | None, str | None]:
     """One GET of an S3 object: its bytes and the store digest of exactly those bytes (the
     response's own ETag or version id), or ``(None, None)`` when an ``IfNoneMatch`` in
     ``condition`` held (HTTP 304: the copy the caller has is current).  The body is refused
@@ -741,6 +846,7 @@ def _s3_condition(digest: str | None, *, header: str) -> dict[str, str]:
 
 # --- outputs --------------------------------------------------------------------------------
 
+
 def upload(source: str | os.PathLike[str], location: str) -> None:
     """Put the local file ``source`` at the URL ``location`` (one object, replaced whole: a
     reader sees the old object or the new one), with the retry and error rules of reads."""
@@ -788,6 +894,7 @@ def output_folder(location: str | os.PathLike[str]) -> Iterator[Path]:
 
 # --- cache and fetch --------------------------------------------------------------------------
 
+
 def default_cache_dir() -> Path:
     """``AGENTIC_IQA_OBJECT_CACHE``, else ``$XDG_CACHE_HOME`` or ``~/.cache`` (this process's own
     ``HOME``), then ``agentic-iqa/objects``."""
@@ -818,8 +925,9 @@ class ObjectCache:
     count this object's look-ups.
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None,
-                 max_bytes: int | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, max_bytes: int | None = None
+    ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.max_bytes = max_bytes if max_bytes is not None else default_cache_bytes()
         self.hits = 0
@@ -930,8 +1038,9 @@ def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def fetch(location: str, *, expected: str | None = None,
-          cache: ObjectCache | None = None) -> tuple[bytes, str]:
+def fetch(
+    location: str, *, expected: str | None = None, cache: ObjectCache | None = None
+) -> tuple[bytes, str]:
     """The bytes at ``location`` and their ``sha256:`` digest (computed on the bytes, so a
     remote object and a local copy compare equal).
 
@@ -948,8 +1057,7 @@ def fetch(location: str, *, expected: str | None = None,
         return _fetch(location, expected, cache)
 
 
-def _fetch(location: str, expected: str | None, cache: ObjectCache | None
-           ) -> tuple[bytes, str]:
+def _fetch(location: str, expected: str | None, cache: ObjectCache | None) -> tuple[bytes, str]:
     if _local_path(location) is not None:
         data = read(location)
         digest = sha256_digest(data)
@@ -957,8 +1065,12 @@ def _fetch(location: str, expected: str | None, cache: ObjectCache | None
         return data, digest
     recent = _recent_digest(location)
     scope = access.current()
-    if recent is not None and expected is not None and not expected.startswith("sha256:") \
-            and (expected != recent or location not in scope.verified):
+    if (
+        recent is not None
+        and expected is not None
+        and not expected.startswith("sha256:")
+        and (expected != recent or location not in scope.verified)
+    ):
         recent = None  # the store says, once per reading, whether it is still that version
     if cache is not None and recent is not None:  # seen moments ago: no HEAD
         data = cache.get(location, recent)
@@ -984,8 +1096,9 @@ def _fetch(location: str, expected: str | None, cache: ObjectCache | None
     return found
 
 
-def _fetch_generic(location: str, expected: str | None, cache: ObjectCache | None,
-                   recent: str | None) -> tuple[bytes, str]:
+def _fetch_generic(
+    location: str, expected: str | None, cache: ObjectCache | None, recent: str | None
+) -> tuple[bytes, str]:
     """gs://, az:// and S3 without a cache: a HEAD for the store digest, then the bytes of
     that version (checked again after the read where the store cannot promise it)."""
     for _ in range(3):
@@ -1001,16 +1114,20 @@ def _fetch_generic(location: str, expected: str | None, cache: ObjectCache | Non
             data = _read_matching(location, info.digest)
         except _Changed:
             continue
-        if info.digest is not None and scheme(location) not in ("s3", "s3a") and \
-                stat(location).digest != info.digest:
+        if (
+            info.digest is not None
+            and scheme(location) not in ("s3", "s3a")
+            and stat(location).digest != info.digest
+        ):
             continue
         if cache is not None and info.digest is not None:
             cache.put(location, info.digest, data)
         digest = sha256_digest(data)
         _check_expected(location, expected, info.digest, digest)
         return data, digest
-    raise StorageUnavailable(f"{display(location)} kept changing while it was read (3 tries)",
-                             display(location))
+    raise StorageUnavailable(
+        f"{display(location)} kept changing while it was read (3 tries)", display(location)
+    )
 
 
 def _fetch_s3(location: str, expected: str | None, cache: ObjectCache) -> tuple[bytes, str]:
@@ -1032,8 +1149,11 @@ def _fetch_s3(location: str, expected: str | None, cache: ObjectCache) -> tuple[
             now = stat(location).digest or "no digest of that kind"
         except StorageError:
             now = "another version"
-        raise ObjectChanged(f"the object {shown} changed since the job was submitted: recorded "
-                            f"{expected}, now {now}", shown) from None
+        raise ObjectChanged(
+            f"the object {shown} changed since the job was submitted: recorded "
+            f"{expected}, now {now}",
+            shown,
+        ) from None
     cache.counted(hit=data is None)
     if data is None:  # 304: the cached copy is the current version
         assert cached is not None
@@ -1047,8 +1167,9 @@ def _fetch_s3(location: str, expected: str | None, cache: ObjectCache) -> tuple[
     return data, content
 
 
-def _check_expected(location: str, expected: str | None, store: str | None,
-                    content: str | None) -> None:
+def _check_expected(
+    location: str, expected: str | None, store: str | None, content: str | None
+) -> None:
     """Raise :class:`ObjectChanged` when ``expected`` is known not to hold.  A store digest is
     compared with the HEAD's, a ``sha256:`` with the bytes once they are read."""
     if expected is None:
@@ -1062,5 +1183,7 @@ def _check_expected(location: str, expected: str | None, store: str | None,
     else:
         found = store or "no digest of that kind"
     shown = display(location)
-    raise ObjectChanged(f"the object {shown} changed since the job was submitted: recorded "
-                        f"{expected}, now {found}", shown)
+    raise ObjectChanged(
+        f"the object {shown} changed since the job was submitted: recorded {expected}, now {found}",
+        shown,
+    )

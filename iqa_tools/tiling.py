@@ -78,8 +78,15 @@ def applies(pyiqa_name: str | None, pixels: int, above: int) -> bool:
     return pyiqa_name in TILED_METRICS and pixels > above
 
 
-def score(metric: Any, target: LoadedImage, reference: LoadedImage | None, *, device: str,
-          dtype: str, tile: int) -> float | None:
+def score(
+    metric: Any,
+    target: LoadedImage,
+    reference: LoadedImage | None,
+    *,
+    device: str,
+    dtype: str,
+    tile: int,
+) -> float | None:
     """The metric's raw score of ``target`` (against ``reference`` for SSIM and PSNR), computed
     tile by tile; None when ``metric`` is not set up as this module reproduces it (another
     version of the metric, a crop border), so that the caller runs it whole."""
@@ -88,8 +95,7 @@ def score(metric: Any, target: LoadedImage, reference: LoadedImage | None, *, de
     if scorer is None:
         return None
     source = _Pixels(target.stored, device, getattr(torch, dtype))
-    other = None if reference is None else _Pixels(reference.stored, device,
-                                                   getattr(torch, dtype))
+    other = None if reference is None else _Pixels(reference.stored, device, getattr(torch, dtype))
     # The cuDNN settings of pyiqa's own forward pass (InferenceModel.forward).
     with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
         return float(scorer(net, source, other, max(1, tile)))
@@ -102,8 +108,12 @@ def _scorer(net: Any) -> Callable[[Any, _Pixels, _Pixels | None, int], Tensor] |
     from pyiqa.archs.psnr_arch import PSNR
     from pyiqa.archs.ssim_arch import SSIM
 
-    if type(net) is BRISQUE and net.version == "original" and net.kernel_size == GAUSS \
-            and net.test_y_channel:
+    if (
+        type(net) is BRISQUE
+        and net.version == "original"
+        and net.kernel_size == GAUSS
+        and net.test_y_channel
+    ):
         return _brisque
     if type(net) is NIQE and net.crop_border == 0 and net.test_y_channel:
         return _niqe
@@ -149,7 +159,7 @@ class _Plane:
         if self._kept is not None:
             (k0, k1, l0, l1), values = self._kept
             if k0 <= r0 and r1 <= k1 and l0 <= c0 and c1 <= l1:
-                return values[..., r0 - k0:r1 - k0, c0 - l0:c1 - l0]
+                return values[..., r0 - k0 : r1 - k0, c0 - l0 : c1 - l0]
         return self._compute(r0, r1, c0, c1)
 
     def keep(self, r0: int, r1: int, c0: int, c1: int) -> None:
@@ -166,8 +176,13 @@ class _Luma(_Plane):
     """A per-pixel function of the RGB pixels (the metric's own luminance conversion), on the
     top-left ``height`` x ``width`` of the image (NIQE crops to whole patches)."""
 
-    def __init__(self, pixels: _Pixels, convert: Callable[[Tensor], Tensor],
-                 height: int | None = None, width: int | None = None) -> None:
+    def __init__(
+        self,
+        pixels: _Pixels,
+        convert: Callable[[Tensor], Tensor],
+        height: int | None = None,
+        width: int | None = None,
+    ) -> None:
         super().__init__(height or pixels.height, width or pixels.width)
         self.pixels, self.convert = pixels, convert
 
@@ -193,8 +208,12 @@ class _Halved(_Plane):
     starting at an even row and column with 4 more on each side: the block's first outputs sit
     on the whole map's grid, and only outputs outside the block see the block's reflection."""
 
-    def __init__(self, source: _Plane, before: Callable[[Tensor], Tensor] | None = None,
-                 after: Callable[[Tensor], Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        source: _Plane,
+        before: Callable[[Tensor], Tensor] | None = None,
+        after: Callable[[Tensor], Tensor] | None = None,
+    ) -> None:
         super().__init__(math.ceil(source.height / 2), math.ceil(source.width / 2))
         self.source, self.before, self.after = source, before, after
 
@@ -209,7 +228,7 @@ class _Halved(_Plane):
         block = imresize(block, scale=0.5, antialiasing=True)
         if self.after is not None:
             block = self.after(block)
-        return block[..., r0 - e0 // 2:r1 - e0 // 2, c0 - f0 // 2:c1 - f0 // 2]
+        return block[..., r0 - e0 // 2 : r1 - e0 // 2, c0 - f0 // 2 : c1 - f0 // 2]
 
 
 class _SymmetricExtension(_Plane):
@@ -247,28 +266,31 @@ def _normalised(plane: _Plane, rows: Span, cols: Span, padding: str) -> Tensor:
     ``replicate`` with the edge value."""
     row_index = np.arange(rows[0] - _GAUSS_HALF, rows[1] + _GAUSS_HALF)
     col_index = np.arange(cols[0] - _GAUSS_HALF, cols[1] + _GAUSS_HALF)
-    block = _gather(plane, np.clip(row_index, 0, plane.height - 1),
-                    np.clip(col_index, 0, plane.width - 1))
+    block = _gather(
+        plane, np.clip(row_index, 0, plane.height - 1), np.clip(col_index, 0, plane.width - 1)
+    )
     if padding == "same":
         inside_rows = torch.from_numpy((row_index >= 0) & (row_index < plane.height))
         inside_cols = torch.from_numpy((col_index >= 0) & (col_index < plane.width))
         inside = (inside_rows[:, None] & inside_cols[None, :]).to(block.device)
-        block = torch.where(inside, block, torch.zeros((), dtype=block.dtype,
-                                                       device=block.device))
+        block = torch.where(inside, block, torch.zeros((), dtype=block.dtype, device=block.device))
     elif padding != "replicate":
         raise ValueError(f"padding {padding!r} is not tiled")
     return numerics.normalize_padded(block.to(torch.float64), GAUSS, GAUSS / 6)
 
 
-def _normalised_at(plane: _Plane, rows: Sequence[int], cols: Sequence[int],
-                   padding: str) -> Tensor:
+def _normalised_at(plane: _Plane, rows: Sequence[int], cols: Sequence[int], padding: str) -> Tensor:
     """The MSCN map at every (row, col) of two index lists, each a few contiguous runs (a tile
     with the row or column that ``torch.roll`` wraps round from the other edge)."""
-    return torch.cat([
-        torch.cat([_normalised(plane, row_run, col_run, padding) for col_run in _runs(cols)],
-                  dim=-1)
-        for row_run in _runs(rows)
-    ], dim=-2)
+    return torch.cat(
+        [
+            torch.cat(
+                [_normalised(plane, row_run, col_run, padding) for col_run in _runs(cols)], dim=-1
+            )
+            for row_run in _runs(rows)
+        ],
+        dim=-2,
+    )
 
 
 def _runs(index: Sequence[int]) -> list[Span]:
@@ -308,16 +330,22 @@ def _brisque(net: Any, pixels: _Pixels, _: _Pixels | None, tile: int) -> Tensor:
 
     luma = _Luma(pixels, lambda x: to_y_channel(x, 255.0))
     scales = (luma, _Halved(luma))
-    sums = [torch.zeros(3 + 6 * len(_PAIRS), dtype=torch.float64, device=pixels.device)
-            for _ in scales]
+    sums = [
+        torch.zeros(3 + 6 * len(_PAIRS), dtype=torch.float64, device=pixels.device) for _ in scales
+    ]
     for (r0, r1), (c0, c1) in _tiles(luma.height, luma.width, _aligned(tile, 2)):
         luma.keep(r0 - HALO, r1 + HALO, c0 - HALO, c1 + HALO)
         for factor, (plane, total) in enumerate(zip(scales, sums, strict=True)):
             rows = (r0 >> factor, -(-r1 // (1 << factor)))
             cols = (c0 >> factor, -(-c1 // (1 << factor)))
             total += _mscn_sums(plane, rows, cols)
-    features = torch.cat([_nss_features(total, plane.height * plane.width)
-                          for plane, total in zip(scales, sums, strict=True)], dim=-1)
+    features = torch.cat(
+        [
+            _nss_features(total, plane.height * plane.width)
+            for plane, total in zip(scales, sums, strict=True)
+        ],
+        dim=-1,
+    )
     sv = net.sv.to(features).t()
     kernel = rbf_kernel(features=scale_features(features), sv=sv, gamma=net.gamma)
     return kernel @ net.sv_coef.to(features) - net.rho
@@ -331,15 +359,23 @@ def _mscn_sums(plane: _Plane, rows: Span, cols: Span) -> Tensor:
     col_index = [(cols[0] - 1) % width, *range(*cols)]
     around = _normalised_at(plane, row_index, col_index, "same")
     x = around[..., 1:-1, 1:]
-    values = [torch.tensor(float(x.numel()), dtype=x.dtype, device=x.device),
-              x.pow(2).sum(), x.abs().sum()]
+    values = [
+        torch.tensor(float(x.numel()), dtype=x.dtype, device=x.device),
+        x.pow(2).sum(),
+        x.abs().sum(),
+    ]
     for dy, dx in _PAIRS:
-        partner = around[..., 1 + dy:around.shape[-2] - 1 + dy, 1 + dx:around.shape[-1] + dx]
+        partner = around[..., 1 + dy : around.shape[-2] - 1 + dy, 1 + dx : around.shape[-1] + dx]
         product = x * partner
         left, right = product < 0, product > 0
-        values += [left.sum().to(x.dtype), right.sum().to(x.dtype),
-                   (product * left).pow(2).sum(), (product * right).pow(2).sum(),
-                   product.abs().sum(), product.pow(2).sum()]
+        values += [
+            left.sum().to(x.dtype),
+            right.sum().to(x.dtype),
+            (product * left).pow(2).sum(),
+            (product * right).pow(2).sum(),
+            product.abs().sum(),
+            product.pow(2).sum(),
+        ]
     return torch.stack(values)
 
 
@@ -350,17 +386,24 @@ def _nss_features(sums: Tensor, count: int) -> Tensor:
     sums = sums.view(1, -1, 1)
     n = torch.tensor([[float(count)]], dtype=sums.dtype, device=sums.device)
     gamma = torch.arange(0.2, 10 + 0.001, 0.001).to(sums)
-    r_table = (torch.lgamma(1.0 / gamma) + torch.lgamma(3.0 / gamma)
-               - 2 * torch.lgamma(2.0 / gamma)).exp().repeat(1, 1)
+    r_table = (
+        (torch.lgamma(1.0 / gamma) + torch.lgamma(3.0 / gamma) - 2 * torch.lgamma(2.0 / gamma))
+        .exp()
+        .repeat(1, 1)
+    )
     sigma_sq = sums[:, 1] / n
     sigma = sigma_sq.sqrt().squeeze(dim=-1)
     rho = sigma_sq / (sums[:, 2] / n) ** 2
     features = [gamma[(rho - r_table).abs().argmin(dim=-1)], sigma.pow(2)]
-    r_gam = (2 * torch.lgamma(2.0 / gamma)
-             - (torch.lgamma(1.0 / gamma) + torch.lgamma(3.0 / gamma))).exp().repeat(1, 1)
+    r_gam = (
+        (2 * torch.lgamma(2.0 / gamma) - (torch.lgamma(1.0 / gamma) + torch.lgamma(3.0 / gamma)))
+        .exp()
+        .repeat(1, 1)
+    )
     for pair in range(len(_PAIRS)):
         count_left, count_right, left_sq, right_sq, absolute, square = (
-            sums[:, 3 + 6 * pair + k] for k in range(6))
+            sums[:, 3 + 6 * pair + k] for k in range(6)
+        )
         left_std = torch.sqrt(left_sq / count_left)
         right_std = torch.sqrt(right_sq / count_right)
         gammahat = left_std / right_std
@@ -369,7 +412,8 @@ def _nss_features(sums: Tensor, count: int) -> Tensor:
         alpha = gamma[(r_gam - rhatnorm).abs().argmin(dim=-1)]
         sigma_l, sigma_r = left_std.squeeze(-1), right_std.squeeze(-1)
         eta = (sigma_r - sigma_l) * torch.exp(
-            torch.lgamma(2.0 / alpha) - (torch.lgamma(1.0 / alpha) + torch.lgamma(3.0 / alpha)) / 2)
+            torch.lgamma(2.0 / alpha) - (torch.lgamma(1.0 / alpha) + torch.lgamma(3.0 / alpha)) / 2
+        )
         features.extend((alpha, eta, sigma_l.pow(2), sigma_r.pow(2)))
     return torch.stack(features, dim=-1)
 
@@ -385,27 +429,39 @@ def _niqe(net: Any, pixels: _Pixels, _: _Pixels | None, tile: int) -> Tensor:
 
     patches_down, patches_across = pixels.height // NIQE_PATCH, pixels.width // NIQE_PATCH
     if patches_down == 0 or patches_across == 0:
-        raise ValueError(f"NIQE needs at least {NIQE_PATCH}x{NIQE_PATCH} pixels, got "
-                         f"{pixels.width}x{pixels.height}")
-    luma = _Luma(pixels,
-                 lambda x: diff_round(to_y_channel(x, 255, net.color_space)).to(torch.float64),
-                 patches_down * NIQE_PATCH, patches_across * NIQE_PATCH)
+        raise ValueError(
+            f"NIQE needs at least {NIQE_PATCH}x{NIQE_PATCH} pixels, got "
+            f"{pixels.width}x{pixels.height}"
+        )
+    luma = _Luma(
+        pixels,
+        lambda x: diff_round(to_y_channel(x, 255, net.color_space)).to(torch.float64),
+        patches_down * NIQE_PATCH,
+        patches_across * NIQE_PATCH,
+    )
     half = _Halved(luma, before=lambda x: x / 255.0, after=lambda x: x * 255.0)
-    features = torch.empty(1, patches_down * patches_across, 36, dtype=torch.float64,
-                           device=pixels.device)
+    features = torch.empty(
+        1, patches_down * patches_across, 36, dtype=torch.float64, device=pixels.device
+    )
     step = _aligned(tile, NIQE_PATCH) // NIQE_PATCH
     for (p0, p1), (q0, q1) in _tiles(patches_down, patches_across, step):
-        luma.keep(p0 * NIQE_PATCH - HALO, p1 * NIQE_PATCH + HALO,
-                  q0 * NIQE_PATCH - HALO, q1 * NIQE_PATCH + HALO)
+        luma.keep(
+            p0 * NIQE_PATCH - HALO,
+            p1 * NIQE_PATCH + HALO,
+            q0 * NIQE_PATCH - HALO,
+            q1 * NIQE_PATCH + HALO,
+        )
         # blockproc orders patches column by column: patch (p, q) is row q * down + p.
-        order = torch.tensor([q * patches_down + p for q in range(q0, q1) for p in range(p0, p1)],
-                             device=pixels.device)
+        order = torch.tensor(
+            [q * patches_down + p for q in range(q0, q1) for p in range(p0, p1)],
+            device=pixels.device,
+        )
         for scale, plane in enumerate((luma, half)):
             size = NIQE_PATCH >> scale
-            mscn = _normalised(plane, (p0 * size, p1 * size), (q0 * size, q1 * size),
-                               "replicate")
-            features[0, order, 18 * scale:18 * (scale + 1)] = \
-                blockproc(mscn, [size, size], fun=compute_feature)[0]
+            mscn = _normalised(plane, (p0 * size, p1 * size), (q0 * size, q1 * size), "replicate")
+            features[0, order, 18 * scale : 18 * (scale + 1)] = blockproc(
+                mscn, [size, size], fun=compute_feature
+            )[0]
     mu_pris = net.mu_pris_param.to(features).repeat(1, 1)
     cov_pris = net.cov_pris_param.to(features).repeat(1, 1, 1)
     invcov = torch.linalg.pinv((cov_pris + nancov(features)) / 2)
@@ -430,18 +486,25 @@ def _piqe(net: Any, pixels: _Pixels, _: _Pixels | None, tile: int) -> Tensor:
     grey = _Mapped(luma, lambda y: torch.round(255 * (y / brightest.reshape(1, 1, 1, 1))))
     # pyiqa pads by height % 16 and width % 16 (not up to a multiple of 16), then keeps the
     # whole 16x16 blocks of that.
-    padded = _SymmetricExtension(grey, luma.height + luma.height % PIQE_BLOCK,
-                                 luma.width + luma.width % PIQE_BLOCK)
+    padded = _SymmetricExtension(
+        grey, luma.height + luma.height % PIQE_BLOCK, luma.width + luma.width % PIQE_BLOCK
+    )
     blocks_down, blocks_across = padded.height // PIQE_BLOCK, padded.width // PIQE_BLOCK
     if blocks_down == 0 or blocks_across == 0:
-        raise ValueError(f"PIQE needs at least {PIQE_BLOCK // 2} pixels a side, got "
-                         f"{pixels.width}x{pixels.height}")
+        raise ValueError(
+            f"PIQE needs at least {PIQE_BLOCK // 2} pixels a side, got "
+            f"{pixels.width}x{pixels.height}"
+        )
     step = _aligned(tile, PIQE_BLOCK) // PIQE_BLOCK
     impaired_sum = torch.zeros(1, dtype=torch.float64, device=pixels.device)
     active_count = torch.zeros(1, dtype=torch.int64, device=pixels.device)
     for (p0, p1), (q0, q1) in _tiles(blocks_down, blocks_across, step):
-        mscn = _normalised(padded, (p0 * PIQE_BLOCK, p1 * PIQE_BLOCK),
-                           (q0 * PIQE_BLOCK, q1 * PIQE_BLOCK), "replicate")
+        mscn = _normalised(
+            padded,
+            (p0 * PIQE_BLOCK, p1 * PIQE_BLOCK),
+            (q0 * PIQE_BLOCK, q1 * PIQE_BLOCK),
+            "replicate",
+        )
         blocks = mscn.unfold(2, PIQE_BLOCK, PIQE_BLOCK).unfold(3, PIQE_BLOCK, PIQE_BLOCK)
         blocks = blocks.contiguous().view(1, -1, PIQE_BLOCK, PIQE_BLOCK)
         block_var = torch.var(blocks, dim=[2, 3], unbiased=True)
@@ -467,8 +530,12 @@ def _ssim(net: Any, pixels: _Pixels, reference: _Pixels | None, tile: int) -> Te
         raise ValueError("SSIM needs a reference image")
 
     def luminance(source: _Pixels) -> _Luma:
-        return _Luma(source, lambda x: preprocess_rgb(x, net.test_y_channel, net.data_range,
-                                                      net.color_space).to(torch.float64))
+        return _Luma(
+            source,
+            lambda x: preprocess_rgb(x, net.test_y_channel, net.data_range, net.color_space).to(
+                torch.float64
+            ),
+        )
 
     target, ref = luminance(pixels), luminance(reference)
     rows, cols = target.height - SSIM_WINDOW + 1, target.width - SSIM_WINDOW + 1
@@ -478,8 +545,9 @@ def _ssim(net: Any, pixels: _Pixels, reference: _Pixels | None, tile: int) -> Te
     channels = 0
     for (r0, r1), (c0, c1) in _tiles(rows, cols, tile):
         box = (r0, r1 + SSIM_WINDOW - 1, c0, c1 + SSIM_WINDOW - 1)
-        ssim_map = ssim(target.rect(*box), ref.rect(*box), data_range=net.data_range,
-                        get_ssim_map=True)
+        ssim_map = ssim(
+            target.rect(*box), ref.rect(*box), data_range=net.data_range, get_ssim_map=True
+        )
         total += ssim_map.sum()
         channels = ssim_map.shape[1]
     return total / (channels * rows * cols)
@@ -498,8 +566,10 @@ def _psnr(net: Any, pixels: _Pixels, reference: _Pixels | None, tile: int) -> Te
     for (r0, r1), (c0, c1) in _tiles(pixels.height, pixels.width, tile):
         x, y = pixels.rect(r0, r1, c0, c1), reference.rect(r0, r1, c0, c1)
         if net.test_y_channel and x.shape[1] == 3:
-            x, y = to_y_channel(x, data_range, color_space), to_y_channel(y, data_range,
-                                                                          color_space)
+            x, y = (
+                to_y_channel(x, data_range, color_space),
+                to_y_channel(y, data_range, color_space),
+            )
         total += ((x - y) ** 2).sum(dtype=torch.float64)
         count += x.numel()
     mse = (total / count).to(pixels.dtype)

@@ -58,15 +58,23 @@ class BodyTooLarge(Exception):
         self.declared = declared
 
 
-def request(url: str, method: str, *, strict: bool, timeout: float, cap: int,
-            headers: Mapping[str, str] | None = None) -> Reply:
+def request(
+    url: str,
+    method: str,
+    *,
+    strict: bool,
+    timeout: float,
+    cap: int,
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
     """``method`` (GET or HEAD) on ``url``: one request, finished (body included) within
     ``timeout`` seconds.  ``strict``: connect only to public addresses (a host nobody named);
     else any but a cloud metadata service's.  Each kind has its own connection pool, so a
     connection opened for a named private host is never reused for another URL."""
     loop = _loop()
     future = asyncio.run_coroutine_threadsafe(
-        _request(url, method, strict, timeout, cap, dict(headers or {})), loop)
+        _request(url, method, strict, timeout, cap, dict(headers or {})), loop
+    )
     try:
         return future.result(timeout + 5)
     except TimeoutError:
@@ -74,14 +82,16 @@ def request(url: str, method: str, *, strict: bool, timeout: float, cap: int,
         raise
 
 
-async def _request(url: str, method: str, strict: bool, timeout: float, cap: int,
-                   headers: dict[str, str]) -> Reply:
+async def _request(
+    url: str, method: str, strict: bool, timeout: float, cap: int, headers: dict[str, str]
+) -> Reply:
     session = await _session(strict)
     limit = aiohttp.ClientTimeout(total=timeout)
     try:
         async with asyncio.timeout(timeout):
-            async with session.request(method, url, headers=headers, allow_redirects=False,
-                                       timeout=limit) as response:
+            async with session.request(
+                method, url, headers=headers, allow_redirects=False, timeout=limit
+            ) as response:
                 found = {name.lower(): value for name, value in response.headers.items()}
                 if response.status >= 400:
                     raise StatusError(response.status)
@@ -165,8 +175,9 @@ async def _session(strict: bool) -> aiohttp.ClientSession:
     session = sessions.get(strict)
     if session is None or session.closed:
         connector = aiohttp.TCPConnector(resolver=_CheckedResolver(strict), ttl_dns_cache=10)
-        session = aiohttp.ClientSession(connector=connector, trust_env=False,
-                                        cookie_jar=aiohttp.DummyCookieJar())
+        session = aiohttp.ClientSession(
+            connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+        )
         sessions[strict] = session
     return session
 

@@ -128,8 +128,9 @@ def download_dir(weight: WeightFile, weights_dir: Path | None) -> Path:
     return expected_path(weight).parent
 
 
-def missing_files_message(tool: str, missing: tuple[WeightFile, ...],
-                          weights_dir: Path | None = None) -> str:
+def missing_files_message(
+    tool: str, missing: tuple[WeightFile, ...], weights_dir: Path | None = None
+) -> str:
     """One line: the missing files, the command that fetches them and the folder they go in."""
     files = [w for w in missing if w.location != "hf_hub"]
     parts: list[str] = []
@@ -137,12 +138,18 @@ def missing_files_message(tool: str, missing: tuple[WeightFile, ...],
         names = " and ".join(w.file for w in files)
         folders = " and ".join(dict.fromkeys(str(download_dir(w, weights_dir)) for w in files))
         them = "it" if len(files) == 1 else "them"
-        alternatives = f"copy {them} there" if weights_dir is not None else (
-            f"copy {them} there, e.g. with `agentic-iqa tools install-weights DIR`, or set "
-            f"AGENTIC_IQA_WEIGHTS_DIR to a folder holding {them}"
+        alternatives = (
+            f"copy {them} there"
+            if weights_dir is not None
+            else (
+                f"copy {them} there, e.g. with `agentic-iqa tools install-weights DIR`, or set "
+                f"AGENTIC_IQA_WEIGHTS_DIR to a folder holding {them}"
+            )
         )
-        parts.append(f"missing {names}: run `agentic-iqa tools download {tool}` to fetch {them} "
-                     f"into {folders} (or {alternatives})")
+        parts.append(
+            f"missing {names}: run `agentic-iqa tools download {tool}` to fetch {them} "
+            f"into {folders} (or {alternatives})"
+        )
     parts += [missing_message(w) for w in missing if w.location == "hf_hub"]
     return "; ".join(parts)
 
@@ -176,9 +183,13 @@ def find_weight(weight: WeightFile, weights_dir: Path | None) -> Path | None:
 def check(spec: ToolSpec, weights_dir: Path | None, allow_downloads: bool) -> Availability:
     absent = tuple(p for p in spec.python_packages if importlib.util.find_spec(p) is None)
     if absent:
-        return Availability(spec.name, "missing", missing_packages=absent, missing=tuple(
-            w for w in spec.weights if find_weight(w, weights_dir) is None
-        ), weights_dir=weights_dir)
+        return Availability(
+            spec.name,
+            "missing",
+            missing_packages=absent,
+            missing=tuple(w for w in spec.weights if find_weight(w, weights_dir) is None),
+            weights_dir=weights_dir,
+        )
     if spec.weight_free:
         return Availability(spec.name, "weight-free")
     found: dict[str, Path] = {}

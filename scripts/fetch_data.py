@@ -55,8 +55,11 @@ CHECKSUMS = IN_REPOSITORY / "checksums.json"
 LIVEC_PAGE = "https://live.ece.utexas.edu/research/ChallengeDB/index.html"
 ARCHIVE = "ChallengeDB_release.zip"
 RELEASE = "ChallengeDB_release"
-NAMES_MAT, MOS_MAT, STD_MAT = ("Data/AllImages_release.mat", "Data/AllMOS_release.mat",
-                               "Data/AllStdDev_release.mat")
+NAMES_MAT, MOS_MAT, STD_MAT = (
+    "Data/AllImages_release.mat",
+    "Data/AllMOS_release.mat",
+    "Data/AllStdDev_release.mat",
+)
 #: Sets the repository holds whole: copied from tests/data, never downloaded.
 COPIED = ("livec-dev", "tid2013-calibration", "pyiqa-weights")
 #: Sets of photos with a mos.csv (image, mos, mos_std) and images/.
@@ -112,10 +115,12 @@ class Release:
         members = [m for m in members if not m.startswith("__MACOSX/")]
         tables = [m for m in members if m == NAMES_MAT or m.endswith("/" + NAMES_MAT)]
         if len(tables) != 1:
-            raise DataError(f"{path} is not LIVE-C's release: it should hold exactly one "
-                            f"{NAMES_MAT} (it holds {len(tables)})")
+            raise DataError(
+                f"{path} is not LIVE-C's release: it should hold exactly one "
+                f"{NAMES_MAT} (it holds {len(tables)})"
+            )
         self.prefix = tables[0][: -len(NAMES_MAT)]
-        self.members = {m[len(self.prefix):]: m for m in members if m.startswith(self.prefix)}
+        self.members = {m[len(self.prefix) :]: m for m in members if m.startswith(self.prefix)}
 
     def __enter__(self) -> Release:
         return self
@@ -160,8 +165,10 @@ class Release:
         mos = variable(MOS_MAT, "AllMOS_release")
         std = variable(STD_MAT, "AllStdDev_release")
         if not len(names) == len(mos) == len(std):
-            raise DataError(f"{self.path}: {len(names)} names, {len(mos)} MOS and {len(std)} "
-                            "standard deviations: are the MAT files from one release?")
+            raise DataError(
+                f"{self.path}: {len(names)} names, {len(mos)} MOS and {len(std)} "
+                "standard deviations: are the MAT files from one release?"
+            )
         return {name: (float(m), float(s)) for name, m, s in zip(names, mos, std, strict=True)}
 
     def extract(self, target: Path) -> None:
@@ -170,8 +177,9 @@ class Release:
         paths = {name: (root / name).resolve() for name in self.members}
         for name, path in paths.items():
             if root not in path.parents or PurePosixPath(name).is_absolute():
-                raise DataError(f"{self.path}: refusing {self.members[name]}, which would land "
-                                f"outside {target}")
+                raise DataError(
+                    f"{self.path}: refusing {self.members[name]}, which would land outside {target}"
+                )
         for name, path in paths.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(self.read(name))
@@ -183,8 +191,10 @@ def _web_page_hint(path: Path) -> str:
     except OSError:
         return ""
     if start.startswith((b"<!doctype html", b"<html")) or b"<html" in start:
-        return (f": it is a web page. The download link on {LIVEC_PAGE} may need a browser: "
-                f"download {ARCHIVE} there and give it with --archive")
+        return (
+            f": it is a web page. The download link on {LIVEC_PAGE} may need a browser: "
+            f"download {ARCHIVE} there and give it with --archive"
+        )
     return ""
 
 
@@ -238,13 +248,19 @@ def lay_out_livec_extra(release: Release, target: Path, expected: dict[str, Any]
         source = f"{PurePosixPath(image).stem}.bmp"
         if source not in tables:
             raise DataError(f"{release.path}: {NAMES_MAT} does not list {source}")
-        if any(abs(found - float(recorded)) > MOS_TOLERANCE
-               for found, recorded in zip(tables[source], (mos, std), strict=True)):
-            disagree.append(f"{source}: MOS {tables[source][0]:.4f}, SD {tables[source][1]:.4f} "
-                            f"(recorded: {mos}, {std})")
+        if any(
+            abs(found - float(recorded)) > MOS_TOLERANCE
+            for found, recorded in zip(tables[source], (mos, std), strict=True)
+        ):
+            disagree.append(
+                f"{source}: MOS {tables[source][0]:.4f}, SD {tables[source][1]:.4f} "
+                f"(recorded: {mos}, {std})"
+            )
     if disagree:
-        raise DataError(f"{release.path}: the release's scores differ from those the tests were "
-                        f"written on for {len(disagree)} photos, e.g. {disagree[0]}")
+        raise DataError(
+            f"{release.path}: the release's scores differ from those the tests were "
+            f"written on for {len(disagree)} photos, e.g. {disagree[0]}"
+        )
     for image, _, _ in rows:
         source = f"{PurePosixPath(image).stem}.bmp"
         with Image.open(io.BytesIO(release.image(source))) as bitmap:
@@ -309,16 +325,20 @@ def check(root: Path, checksums: dict[str, Any] | None = None, partial: bool = F
         if name in PHOTO_SETS:
             _check_photos(result, name, folder, recorded, partial)
         else:
-            wrong = [(rel, _file_matches(folder / rel, digest))
-                     for rel, digest in recorded["files"].items()]
-            result.problems += [f"{name}/{rel}: {why}" for rel, why in wrong
-                                if why not in (None, "pixels")]
+            wrong = [
+                (rel, _file_matches(folder / rel, digest))
+                for rel, digest in recorded["files"].items()
+            ]
+            result.problems += [
+                f"{name}/{rel}: {why}" for rel, why in wrong if why not in (None, "pixels")
+            ]
             result.counts[name] = f"{sum(w is None for _, w in wrong)} of {len(wrong)} files"
     return result
 
 
-def _check_photos(result: Check, name: str, folder: Path, recorded: dict[str, Any],
-                  partial: bool) -> None:
+def _check_photos(
+    result: Check, name: str, folder: Path, recorded: dict[str, Any], partial: bool
+) -> None:
     expected = recorded["rows"]
     if not (folder / "NOTICE.txt").is_file():
         result.problems.append(f"{name}/NOTICE.txt is missing: the licence requires it")
@@ -333,8 +353,10 @@ def _check_photos(result: Check, name: str, folder: Path, recorded: dict[str, An
         result.problems.append(f"{name}/mos.csv: header {header}, not image,mos,mos_std")
     if rows != expected[: len(rows)]:
         first = next(i for i, row in enumerate(rows) if i >= len(expected) or row != expected[i])
-        result.problems.append(f"{name}/mos.csv: row {first + 2} is {rows[first]}, recorded "
-                               f"{expected[first] if first < len(expected) else 'nothing'}")
+        result.problems.append(
+            f"{name}/mos.csv: row {first + 2} is {rows[first]}, recorded "
+            f"{expected[first] if first < len(expected) else 'nothing'}"
+        )
         return
     if len(rows) < len(expected) and not partial:
         result.problems.append(f"{name}: {len(rows)} of {len(expected)} photos")
@@ -343,8 +365,9 @@ def _check_photos(result: Check, name: str, folder: Path, recorded: dict[str, An
     listed = [row[0] for row in rows]
     unlisted = sorted(present - set(listed))
     if unlisted:
-        result.problems.append(f"{name}/images: {len(unlisted)} files mos.csv does not list, "
-                               f"e.g. {unlisted[0]}")
+        result.problems.append(
+            f"{name}/images: {len(unlisted)} files mos.csv does not list, e.g. {unlisted[0]}"
+        )
     reencoded = 0
     for image in listed:
         why = _file_matches(images / image, recorded["files"][image])
@@ -353,8 +376,10 @@ def _check_photos(result: Check, name: str, folder: Path, recorded: dict[str, An
         elif why is not None:
             result.problems.append(f"{name}/images/{image}: {why}")
     if reencoded:
-        result.notes.append(f"{name}: {reencoded} PNGs are encoded differently from the recorded "
-                            "ones, with the same pixels")
+        result.notes.append(
+            f"{name}: {reencoded} PNGs are encoded differently from the recorded "
+            "ones, with the same pixels"
+        )
     result.counts[name] = f"{len(rows)} of {len(expected)} photos"
 
 
@@ -362,11 +387,17 @@ def check_release_folder(folder: Path) -> str:
     """An unpacked release: every image its names list holds present; a count, or DataError."""
     with Release(folder) as release:
         names = list(release.tables())
-        missing = [n for n in names if f"Images/{n}" not in release.members
-                   and f"Images/trainingImages/{n}" not in release.members]
+        missing = [
+            n
+            for n in names
+            if f"Images/{n}" not in release.members
+            and f"Images/trainingImages/{n}" not in release.members
+        ]
     if missing:
-        raise DataError(f"{folder}: {len(missing)} of the {len(names)} images "
-                        f"{NAMES_MAT} lists are missing, e.g. {missing[0]}")
+        raise DataError(
+            f"{folder}: {len(missing)} of the {len(names)} images "
+            f"{NAMES_MAT} lists are missing, e.g. {missing[0]}"
+        )
     return f"{len(names)} images with MOS"
 
 
@@ -390,17 +421,23 @@ def record(full_copy: Path) -> dict[str, Any]:
                     files[image]["pixels"] = pixels_of(data)
             sets[name] = {"count": len(rows), "rows": rows, "files": files}
         elif name in COPIED:
-            sets[name] = {"files": {
-                p.relative_to(folder).as_posix(): {"sha256": sha256_of(p.read_bytes())}
-                for p in sorted(folder.rglob("*"))
-                if p.is_file() and p.name not in ("NOTICE.txt", "README.md")}}
-    return {"about": "What scripts/fetch_data.py --check compares a data folder with: recorded "
-                     "from the complete copy the tests were written on (tests/data/README.md).",
-            "sets": sets}
+            sets[name] = {
+                "files": {
+                    p.relative_to(folder).as_posix(): {"sha256": sha256_of(p.read_bytes())}
+                    for p in sorted(folder.rglob("*"))
+                    if p.is_file() and p.name not in ("NOTICE.txt", "README.md")
+                }
+            }
+    return {
+        "about": "What scripts/fetch_data.py --check compares a data folder with: recorded "
+        "from the complete copy the tests were written on (tests/data/README.md).",
+        "sets": sets,
+    }
 
 
 def dump(document: dict[str, Any]) -> str:
     """JSON with a line per row and per file, for readable diffs."""
+
     def block(items: list[str], indent: str) -> str:
         return "\n" + ",\n".join(indent + item for item in items) + "\n"
 
@@ -408,14 +445,24 @@ def dump(document: dict[str, Any]) -> str:
     for name, content in document["sets"].items():
         parts = [f'"count": {content["count"]}'] if "count" in content else []
         if "rows" in content:
-            parts.append('"rows": [' + block([json.dumps(r) for r in content["rows"]], "    ")
-                         + "   ]")
-        parts.append('"files": {' + block([f"{json.dumps(k)}: {json.dumps(v)}"
-                                            for k, v in content["files"].items()], "    ")
-                     + "   }")
-        sets.append(f'  {json.dumps(name)}: {{\n   ' + ",\n   ".join(parts) + "\n  }")
-    text = ('{\n "about": ' + json.dumps(document["about"]) + ',\n "sets": {\n'
-            + ",\n".join(sets) + "\n }\n}\n")
+            parts.append(
+                '"rows": [' + block([json.dumps(r) for r in content["rows"]], "    ") + "   ]"
+            )
+        parts.append(
+            '"files": {'
+            + block(
+                [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in content["files"].items()], "    "
+            )
+            + "   }"
+        )
+        sets.append(f"  {json.dumps(name)}: {{\n   " + ",\n   ".join(parts) + "\n  }")
+    text = (
+        '{\n "about": '
+        + json.dumps(document["about"])
+        + ',\n "sets": {\n'
+        + ",\n".join(sets)
+        + "\n }\n}\n"
+    )
     assert json.loads(text) == document
     return text
 
@@ -445,7 +492,8 @@ def _find_release(target: Path, archive: Path | None, url: str | None) -> Path:
     raise DataError(
         f"no {ARCHIVE} given. LIVE-C's release is on {LIVEC_PAGE}: download {ARCHIVE} there "
         "(its link may need a browser), then run this again with --archive PATH/TO/"
-        f"{ARCHIVE} (or the folder it unpacks to), or put it in {target}")
+        f"{ARCHIVE} (or the folder it unpacks to), or put it in {target}"
+    )
 
 
 app = typer.Typer(add_completion=False, help=__doc__.split("\n\n", 1)[0])
@@ -453,17 +501,27 @@ app = typer.Typer(add_completion=False, help=__doc__.split("\n\n", 1)[0])
 
 @app.command()
 def main(
-    into: Annotated[Path | None, typer.Option(
-        help="folder to make (default: agentic-iqa/data in your cache folder, printed)")] = None,
-    archive: Annotated[Path | None, typer.Option(
-        help=f"LIVE-C's {ARCHIVE}, or the folder it unpacks to")] = None,
+    into: Annotated[
+        Path | None,
+        typer.Option(
+            help="folder to make (default: agentic-iqa/data in your cache folder, printed)"
+        ),
+    ] = None,
+    archive: Annotated[
+        Path | None, typer.Option(help=f"LIVE-C's {ARCHIVE}, or the folder it unpacks to")
+    ] = None,
     url: Annotated[str | None, typer.Option(help=f"download {ARCHIVE} from this URL")] = None,
-    full: Annotated[bool, typer.Option(
-        help=f"also unpack the whole release as {RELEASE}/ (about 1,169 images)")] = False,
-    check_only: Annotated[Path | None, typer.Option(
-        "--check", help="only check this folder against the recorded checksums")] = None,
-    write_checksums: Annotated[Path | None, typer.Option(
-        hidden=True, help="record this complete copy in tests/data/checksums.json")] = None,
+    full: Annotated[
+        bool, typer.Option(help=f"also unpack the whole release as {RELEASE}/ (about 1,169 images)")
+    ] = False,
+    check_only: Annotated[
+        Path | None,
+        typer.Option("--check", help="only check this folder against the recorded checksums"),
+    ] = None,
+    write_checksums: Annotated[
+        Path | None,
+        typer.Option(hidden=True, help="record this complete copy in tests/data/checksums.json"),
+    ] = None,
 ) -> None:
     try:
         if write_checksums is not None:
@@ -495,8 +553,10 @@ def main(
     except DataError as error:
         print(f"error: {error}", file=sys.stderr)
         raise typer.Exit(1) from None
-    print("\nThe tests, benchmarks and studies read it with:\n"
-          f"export AGENTIC_IQA_DATA_DIR={target.resolve()}")
+    print(
+        "\nThe tests, benchmarks and studies read it with:\n"
+        f"export AGENTIC_IQA_DATA_DIR={target.resolve()}"
+    )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,9 @@ def as_loaded(image: Image.Image, name: str) -> LoadedImage:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("images", type=Path)
     parser.add_argument("--limit", type=int, default=12)
     parser.add_argument("--out", type=Path, default=Path("fr_mappings.json"))
@@ -74,10 +75,12 @@ def main() -> None:
             row = {}
             for tool in ANCHORS + FITTED:
                 row[tool] = registry.execute_tool(tool, target, ref, allow_fallback=False)
-            rows.append({
-                "target": float(np.mean([row[t].normalized_score for t in ANCHORS])),
-                **{t: row[t].raw_score for t in FITTED},
-            })
+            rows.append(
+                {
+                    "target": float(np.mean([row[t].normalized_score for t in ANCHORS])),
+                    **{t: row[t].raw_score for t in FITTED},
+                }
+            )
         print(f"{path.name}: {len(rows)} pairs", flush=True)
 
     target = np.array([r["target"] for r in rows])

@@ -43,6 +43,7 @@ Reader = Callable[[Graded], str | None]
 
 # -- lm-evaluation-harness: multi_choice_regex, "flexible-extract" ----------------------------
 
+
 def _without_punctuation(text: str) -> str:
     return "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
 
@@ -52,8 +53,11 @@ def lm_eval_flexible(reply: str, options: Mapping[str, str]) -> str | None:
     marked = re.findall(r"\([A-Z]\)", reply)
     if marked:
         return marked[-1][1]
-    by_text = {_without_punctuation(body.strip()).lower(): letter
-               for letter, body in options.items() if body.strip()}
+    by_text = {
+        _without_punctuation(body.strip()).lower(): letter
+        for letter, body in options.items()
+        if body.strip()
+    }
     if by_text:
         pattern = "|".join(re.escape(body) for body in by_text)
         named = re.findall(pattern, _without_punctuation(reply).lower())
@@ -65,8 +69,12 @@ def lm_eval_flexible(reply: str, options: Mapping[str, str]) -> str | None:
 
 # -- VLMEvalKit: can_infer ----------------------------------------------------------------------
 
-_REFUSALS = ("Sorry, I can't help with images of people yet.", "I can't process this file.",
-             "I'm sorry, but without the image provided", "Cannot determine the answer")
+_REFUSALS = (
+    "Sorry, I can't help with images of people yet.",
+    "I can't process this file.",
+    "I'm sorry, but without the image provided",
+    "Cannot determine the answer",
+)
 _ANSWER_IS = re.compile(r"(?i)(?:correct\s+)?answer\s+is\s+\**([ABCD])\**")
 
 
@@ -137,10 +145,13 @@ def letters_read(replies: list[Graded]) -> str:
 
 
 def main() -> None:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                            capture_output=True).stdout.strip()
-    print(f"studies/letter_reading.py on {len(CORPUS)} graded replies "
-          f"(tests/agentic_iqa/reply_corpus.py), working tree on {commit}")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True, capture_output=True
+    ).stdout.strip()
+    print(
+        f"studies/letter_reading.py on {len(CORPUS)} graded replies "
+        f"(tests/agentic_iqa/reply_corpus.py), working tree on {commit}"
+    )
     print("cells: right / wrong letter / letter where none given / unread")
     print(f"{'category':<26}{'n':>4}  " + "   ".join(f"{name:>15}" for name in READERS))
     for category in dict.fromkeys(graded.category for graded in CORPUS):

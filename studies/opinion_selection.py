@@ -99,7 +99,7 @@ FEW = ("log_blur", "log_noise", "mean_luminance")
 #: The start of a script run inside the old worktree (cwd and PYTHONPATH there, argv: the
 #: tree, the weights folder, a file of inputs): that commit's own builtin agents, checked to be
 #: its code and not ours.
-OLD_AGENTS = r'''
+OLD_AGENTS = r"""
 import json, sys
 from pathlib import Path
 import agentic_iqa, iqa_tools
@@ -113,8 +113,10 @@ registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory",
                                      weights_dir=Path(sys.argv[2])))
 client = BuiltinClient()
 agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-'''
-OLD_SCORER = OLD_AGENTS + r'''
+"""
+OLD_SCORER = (
+    OLD_AGENTS
+    + r"""
 from agentic_iqa.vlm.builtin.vision import features
 for path in Path(sys.argv[3]).read_text().split("\n"):
     if path:
@@ -126,16 +128,17 @@ for path in Path(sys.argv[3]).read_text().split("\n"):
                           "tools": sorted({log.tool_name for log in logs}),
                           "tool_mean": sum(scores) / len(scores) if scores else None,
                           "features": features(path)}), flush=True)
-'''
+"""
+)
 
 
 @dataclass(frozen=True)
 class Photo:
-    source: str          # "FIT" (livec-dev FIT part) or "extra" (livec-extra)
+    source: str  # "FIT" (livec-dev FIT part) or "extra" (livec-extra)
     name: str
     path: Path
     mos: float
-    digest: str          # SHA-256 of the file
+    digest: str  # SHA-256 of the file
 
     @property
     def target(self) -> float:
@@ -143,6 +146,7 @@ class Photo:
 
 
 # -- data -------------------------------------------------------------------------------------
+
 
 def default_data_dir() -> Path:
     configured = os.environ.get("AGENTIC_IQA_DATA_DIR")
@@ -188,20 +192,26 @@ class Cache:
             self.save()
 
 
-def measurements(photos: list[Photo], registry: ToolRegistry, cache_dir: Path
-                 ) -> dict[str, dict]:
+def measurements(photos: list[Photo], registry: ToolRegistry, cache_dir: Path) -> dict[str, dict]:
     """Opinion features and (raw, normalized) tool scores per photo digest."""
     cache = Cache(cache_dir / f"measurements-{aq.code_version()}.pkl")
     started = time.perf_counter()
     for photo in photos:
         if photo.digest not in cache.data:
             pixels = np.asarray(Image.open(photo.path).convert("RGB"), dtype=np.float32) / 255.0
-            cache.put(photo.digest, {"features": opinion_features(measure(pixels)),
-                                     "tools": aq.tool_scores(registry, photo.path)})
+            cache.put(
+                photo.digest,
+                {
+                    "features": opinion_features(measure(pixels)),
+                    "tools": aq.tool_scores(registry, photo.path),
+                },
+            )
     if cache.fresh:
         cache.save()
-    print(f"measurements: {len(photos)} photos ({cache.fresh} measured now, "
-          f"{time.perf_counter() - started:.0f}s)")
+    print(
+        f"measurements: {len(photos)} photos ({cache.fresh} measured now, "
+        f"{time.perf_counter() - started:.0f}s)"
+    )
     missing = [t for t in aq.TOOLS if any(t not in cache.data[p.digest]["tools"] for p in photos)]
     if missing:
         sys.exit(f"tools unavailable here: {missing} (give --weights-dir)")
@@ -210,14 +220,19 @@ def measurements(photos: list[Photo], registry: ToolRegistry, cache_dir: Path
 
 def old_worktree(tree: Path, commit: str) -> str:
     """The worktree of ``commit`` (made if absent); returns the full commit id."""
-    full = subprocess.run(["git", "-C", str(REPO), "rev-parse", commit], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    full = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", commit], check=True, capture_output=True, text=True
+    ).stdout.strip()
     if not tree.is_dir():
         print(f"making a worktree of {commit} at {tree}")
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), full],
-                       check=True, capture_output=True)
-    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), full],
+            check=True,
+            capture_output=True,
+        )
+    head = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     if head != full:
         sys.exit(f"{tree} is at {head}, not {commit}")
     return full
@@ -228,9 +243,14 @@ def old_scores(photos: list[Photo], args: argparse.Namespace) -> tuple[dict[str,
     mean normalized tool score of its evidence and its opinion features (vision.features);
     and its opinion.json (metadata and model)."""
     full = old_worktree(args.old_tree, args.old_commit)
-    metadata = json.loads(subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{full}:agentic_iqa/vlm/builtin/opinion.json"],
-        check=True, capture_output=True, text=True).stdout)
+    metadata = json.loads(
+        subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{full}:agentic_iqa/vlm/builtin/opinion.json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     cache = Cache(args.cache / f"old-builtin-v2-{full[:12]}.pkl")
     todo = [p for p in photos if p.digest not in cache.data]
     started = time.perf_counter()
@@ -240,25 +260,39 @@ def old_scores(photos: list[Photo], args: argparse.Namespace) -> tuple[dict[str,
             listing.write("\n".join(by_path))
         environment = {**os.environ, "PYTHONPATH": str(args.old_tree)}
         process = subprocess.Popen(
-            [sys.executable, "-c", OLD_SCORER, str(args.old_tree), str(args.weights_dir),
-             listing.name], cwd=args.old_tree, env=environment, stdout=subprocess.PIPE,
-            text=True)
+            [
+                sys.executable,
+                "-c",
+                OLD_SCORER,
+                str(args.old_tree),
+                str(args.weights_dir),
+                listing.name,
+            ],
+            cwd=args.old_tree,
+            env=environment,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         tools_used: set[str] = set()
         for line in process.stdout:
             row = json.loads(line)
             tools_used.update(row["tools"])
-            cache.put(by_path[row["path"]].digest, {k: row[k] for k in ("score", "tool_mean",
-                                                              "features")})
+            cache.put(
+                by_path[row["path"]].digest, {k: row[k] for k in ("score", "tool_mean", "features")}
+            )
         cache.save()
         os.unlink(listing.name)
         if process.wait() != 0:
             sys.exit(f"the {args.old_commit} scoring run failed")
-        print(f"{args.old_commit} builtin scored {len(todo)} photos now in "
-              f"{time.perf_counter() - started:.0f}s (its pipeline ran {sorted(tools_used)})")
+        print(
+            f"{args.old_commit} builtin scored {len(todo)} photos now in "
+            f"{time.perf_counter() - started:.0f}s (its pipeline ran {sorted(tools_used)})"
+        )
     return {p.digest: cache.data[p.digest] for p in photos}, metadata
 
 
 # -- statistics -------------------------------------------------------------------------------
+
 
 def srcc(predicted, truth) -> float:
     return float(spearmanr(predicted, truth).statistic)
@@ -266,8 +300,10 @@ def srcc(predicted, truth) -> float:
 
 # -- candidates -------------------------------------------------------------------------------
 
-def row_of(entry: dict, inputs: Sequence[str] | None, extra_tools: Sequence[str] = ()
-           ) -> dict[str, float]:
+
+def row_of(
+    entry: dict, inputs: Sequence[str] | None, extra_tools: Sequence[str] = ()
+) -> dict[str, float]:
     """Opinion inputs: the named features (all if None), BRISQUE's normalized score as
     ``tool_mean`` (what the builtin's fusion sees) and other tools' normalized scores."""
     features = entry["features"]
@@ -281,7 +317,7 @@ def row_of(entry: dict, inputs: Sequence[str] | None, extra_tools: Sequence[str]
 def fused_with(estimate: float, tool: float | None, sigma: float) -> float:
     """agent_quality.fused with the opinion's spread as a parameter (0.35 now, 0.7 at
     c20d270): a Gaussian of ``sigma`` levels around the estimate, fused with the tool score."""
-    logits = {c: -((c - estimate) ** 2) / (2 * sigma ** 2) for c in range(1, 6)}
+    logits = {c: -((c - estimate) ** 2) / (2 * sigma**2) for c in range(1, 6)}
     top = max(logits.values())
     return fuse([] if tool is None else [tool], {c: math.exp(v - top) for c, v in logits.items()})
 
@@ -298,16 +334,20 @@ class Recipe:
 
     def fit(self, rows: list[dict], targets: list[float], ridge: float):
         if self.aware:
-            targets = [fusion_target(t, row.get("tool_mean"), self.sigma, ETA)
-                       for row, t in zip(rows, targets, strict=True)]
+            targets = [
+                fusion_target(t, row.get("tool_mean"), self.sigma, ETA)
+                for row, t in zip(rows, targets, strict=True)
+            ]
         return fit_opinion(rows, targets, ridge=ridge, clip=self.clip)
 
     def scores(self, model, rows: list[dict]) -> list[float]:
-        return [fused_with(model.predict(row, None), row.get("tool_mean"), self.sigma)
-                for row in rows]
+        return [
+            fused_with(model.predict(row, None), row.get("tool_mean"), self.sigma) for row in rows
+        ]
 
-    def cv_predictions(self, rows: list[dict], targets: list[float], ridge: float, folds: int,
-                       seed: int) -> list[float]:
+    def cv_predictions(
+        self, rows: list[dict], targets: list[float], ridge: float, folds: int, seed: int
+    ) -> list[float]:
         """agent_quality.cv_predictions with this recipe (the same folds for the same seed)."""
         order = [int(i) for i in np.random.default_rng(seed).permutation(len(rows))]
         predicted = [0.0] * len(rows)
@@ -320,12 +360,15 @@ class Recipe:
                 predicted[i] = value
         return predicted
 
-    def choose(self, rows: list[dict], targets: list[float], grid: Sequence[float], folds: int,
-               seed: int) -> float:
+    def choose(
+        self, rows: list[dict], targets: list[float], grid: Sequence[float], folds: int, seed: int
+    ) -> float:
         """agent_quality.choose_ridge over ``grid``: the penalty whose inner-CV fused scores
         rank the targets best (ties: the first in the grid, as max() does there)."""
+
         def quality(ridge: float) -> float:
             return srcc(self.cv_predictions(rows, targets, ridge, folds, seed), targets)
+
         return max(grid, key=quality)
 
 
@@ -345,8 +388,9 @@ class Fitted:
     grid: tuple[float, ...]
     recipe: Recipe = NOW
 
-    def train_and_score(self, n: int, targets: list[float], train: list[int],
-                        test: list[int], folds: int, seed: int) -> tuple[list[float], float]:
+    def train_and_score(
+        self, n: int, targets: list[float], train: list[int], test: list[int], folds: int, seed: int
+    ) -> tuple[list[float], float]:
         rows = [self.rows(i) for i in range(n)]
         sub_rows, sub_targets = [rows[i] for i in train], [targets[i] for i in train]
         ridge = self.recipe.choose(sub_rows, sub_targets, self.grid, folds, seed)
@@ -371,22 +415,36 @@ def draws(n: int, rounds: int, seed: int) -> np.ndarray:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=default_data_dir(),
-                        help="folder with livec-dev/ and livec-extra/ (default: "
-                             "$AGENTIC_IQA_DATA_DIR, else ../shared/data beside the repo)")
-    parser.add_argument("--weights-dir", type=Path, default=None,
-                        help="pyiqa weights (default: DATA_DIR/pyiqa-weights)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        help="folder with livec-dev/ and livec-extra/ (default: "
+        "$AGENTIC_IQA_DATA_DIR, else ../shared/data beside the repo)",
+    )
+    parser.add_argument(
+        "--weights-dir",
+        type=Path,
+        default=None,
+        help="pyiqa weights (default: DATA_DIR/pyiqa-weights)",
+    )
     parser.add_argument("--folds", type=int, default=5, help="outer and inner folds")
     parser.add_argument("--repeats", type=int, default=3, help="outer CV repeats")
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--old-commit", default=OLD_COMMIT)
-    parser.add_argument("--old-tree", type=Path, default=Path("/tmp/old-c20d270"),
-                        help="git worktree of --old-commit (made if absent)")
-    parser.add_argument("--cache", type=Path,
-                        default=Path(tempfile.gettempdir()) / "agentic-iqa-opinion-selection")
+    parser.add_argument(
+        "--old-tree",
+        type=Path,
+        default=Path("/tmp/old-c20d270"),
+        help="git worktree of --old-commit (made if absent)",
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "agentic-iqa-opinion-selection"
+    )
     args = parser.parse_args(argv)
     args.weights_dir = (args.weights_dir or args.data_dir / "pyiqa-weights").resolve()
     args.old_tree = args.old_tree.resolve()
@@ -394,10 +452,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     photos = pool(args.data_dir)
     n_fit = sum(p.source == "FIT" for p in photos)
-    print(f"pool: {n_fit} livec-dev FIT + {len(photos) - n_fit} livec-extra = {len(photos)} "
-          f"photos (livec-dev HELD-OUT not read; {aq.SPLIT_RULE})")
-    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory",
-                                         weights_dir=args.weights_dir))
+    print(
+        f"pool: {n_fit} livec-dev FIT + {len(photos) - n_fit} livec-extra = {len(photos)} "
+        f"photos (livec-dev HELD-OUT not read; {aq.SPLIT_RULE})"
+    )
+    registry = ToolRegistry(
+        ToolSettings(device="cpu", tool_cache="memory", weights_dir=args.weights_dir)
+    )
     measured = measurements(photos, registry, args.cache)
     old, old_document = old_scores(photos, args)
     entries = [measured[p.digest] for p in photos]
@@ -408,28 +469,47 @@ def main(argv: Sequence[str] | None = None) -> None:
     def old_row(i: int) -> dict[str, float]:
         """c20d270's opinion inputs: its 45 measurements and NSS statistics and the mean
         normalized score of its own run's evidence (BRISQUE)."""
-        return {**olds[i]["features"], **({"tool_mean": olds[i]["tool_mean"]}
-                                           if olds[i]["tool_mean"] is not None else {})}
+        return {
+            **olds[i]["features"],
+            **({"tool_mean": olds[i]["tool_mean"]} if olds[i]["tool_mean"] is not None else {}),
+        }
 
     old_metadata = old_document.get("metadata", {})
     old_in_sample = old_metadata.get("photos") == 250
-    print(f"{args.old_commit} opinion.json metadata: {old_metadata}  -> d is "
-          f"{'IN-SAMPLE' if old_in_sample else 'possibly in-sample'} on livec-dev FIT photos, "
-          "out of sample on livec-extra")
+    print(
+        f"{args.old_commit} opinion.json metadata: {old_metadata}  -> d is "
+        f"{'IN-SAMPLE' if old_in_sample else 'possibly in-sample'} on livec-dev FIT photos, "
+        "out of sample on livec-extra"
+    )
     # e mirrors c20d270's recipe: check that the mirror, with that commit's own weights,
     # gives that commit's quality_score.
     old_model = OpinionModel.from_dict(old_document)
     rebuilt = np.array([THEN.scores(old_model, [old_row(i)])[0] for i in range(n)])
     gap = float(np.max(np.abs(rebuilt - [o["score"] for o in olds])))
-    print(f"mirror of the {args.old_commit} recipe with its own weights vs its quality_score: "
-          f"max |difference| {gap:.2g} over {n} photos")
+    print(
+        f"mirror of the {args.old_commit} recipe with its own weights vs its quality_score: "
+        f"max |difference| {gap:.2g} over {n} photos"
+    )
     if gap > 1e-6:
         sys.exit("the mirror of the old recipe does not reproduce it")
 
     # The opinion shipped from issue 12 until this study (it now ships c20d270's again).
-    later = OpinionModels.from_dict(json.loads(subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{LATER_COMMIT}:agentic_iqa/vlm/builtin/opinion.json"],
-        check=True, capture_output=True, text=True).stdout))
+    later = OpinionModels.from_dict(
+        json.loads(
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(REPO),
+                    "show",
+                    f"{LATER_COMMIT}:agentic_iqa/vlm/builtin/opinion.json",
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+    )
     later_model = later.for_tools(["BRISQUE"])
 
     def later_score(i: int) -> float:
@@ -437,12 +517,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         return fused_with(later_model.predict(row, None), row["tool_mean"], NOW.sigma)
 
     fitted = [
-        Fitted("a  current recipe (9 feats+BRISQUE)", lambda i: row_of(entries[i], None),
-               aq.RIDGES),
-        Fitted("b1 BRISQUE+blur,noise,lum (strong)", lambda i: row_of(entries[i], FEW),
-               STRONG_RIDGES),
-        Fitted("b2 b1+NIQE,PIQE norm (strong)",
-               lambda i: row_of(entries[i], FEW, ("NIQE", "PIQE")), STRONG_RIDGES),
+        Fitted(
+            "a  current recipe (9 feats+BRISQUE)", lambda i: row_of(entries[i], None), aq.RIDGES
+        ),
+        Fitted(
+            "b1 BRISQUE+blur,noise,lum (strong)", lambda i: row_of(entries[i], FEW), STRONG_RIDGES
+        ),
+        Fitted(
+            "b2 b1+NIQE,PIQE norm (strong)",
+            lambda i: row_of(entries[i], FEW, ("NIQE", "PIQE")),
+            STRONG_RIDGES,
+        ),
         Fitted(f"e  {args.old_commit} recipe refitted", old_row, aq.RIDGES, THEN),
     ]
     fixed = [
@@ -465,28 +550,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     for repeat in range(args.repeats):
         order = np.random.default_rng([args.seed, repeat]).permutation(n)
         for fold in range(args.folds):
-            test = sorted(int(i) for i in order[fold::args.folds])
+            test = sorted(int(i) for i in order[fold :: args.folds])
             held = set(test)
             train = [i for i in range(n) if i not in held]
             inner_seed = args.seed + 1000 * repeat + fold
             for candidate in fitted:
-                scores, ridge = candidate.train_and_score(n, targets, train, test, args.folds,
-                                                          inner_seed)
+                scores, ridge = candidate.train_and_score(
+                    n, targets, train, test, args.folds, inner_seed
+                )
                 out_of_fold[candidate.label][repeat, test] = scores
                 ridges[candidate.label].append(ridge)
             for candidate in fixed:
                 out_of_fold[candidate.label][repeat, test] = [candidate.score(i) for i in test]
             for label in labels:
                 fold_srcc[label].append(srcc(out_of_fold[label][repeat, test], truth[test]))
-    print(f"nested CV: {args.repeats} x {args.folds} outer folds, inner {args.folds}-fold "
-          f"penalty choice ({time.perf_counter() - started:.0f}s)")
+    print(
+        f"nested CV: {args.repeats} x {args.folds} outer folds, inner {args.folds}-fold "
+        f"penalty choice ({time.perf_counter() - started:.0f}s)"
+    )
 
     samples = draws(n, args.bootstrap, args.seed)
     extra = np.array([p.source == "extra" for p in photos])
 
     def pooled(label: str, index: np.ndarray) -> float:
-        return float(np.mean([srcc(out_of_fold[label][r, index], truth[index])
-                              for r in range(args.repeats)]))
+        return float(
+            np.mean([srcc(out_of_fold[label][r, index], truth[index]) for r in range(args.repeats)])
+        )
 
     boot = {label: np.array([pooled(label, s) for s in samples]) for label in labels}
 
@@ -496,29 +585,42 @@ def main(argv: Sequence[str] | None = None) -> None:
     transfer, transfer_ridge = {}, {}
     for candidate in fitted:
         transfer[candidate.label], transfer_ridge[candidate.label] = candidate.train_and_score(
-            n, targets, train, test, args.folds, args.seed)
+            n, targets, train, test, args.folds, args.seed
+        )
     for candidate in fixed:
         transfer[candidate.label] = [candidate.score(i) for i in test]
     extra_truth = truth[test]
     extra_samples = draws(len(test), args.bootstrap, args.seed + 1)
-    transfer_boot = {label: np.array([srcc(np.asarray(transfer[label])[s], extra_truth[s])
-                                      for s in extra_samples]) for label in labels}
+    transfer_boot = {
+        label: np.array(
+            [srcc(np.asarray(transfer[label])[s], extra_truth[s]) for s in extra_samples]
+        )
+        for label in labels
+    }
 
     # -- the table ---------------------------------------------------------------------------
     everyone, extras = np.arange(n), np.flatnonzero(extra)
     extra_draws = extras[draws(len(extras), args.bootstrap, args.seed + 2)]
     boot_extra = {label: np.array([pooled(label, s) for s in extra_draws]) for label in labels}
     print(f"\nNESTED CV over the pool ({n} photos; SRCC with MOS)")
-    print(f"  fold mean: mean of the {args.repeats * args.folds} outer-fold SRCCs "
-          f"(~{n // args.folds} photos each); W/L: outer folds won/lost against d")
-    print("  pooled [CI]: SRCC of the pooled out-of-fold scores, mean over the "
-          f"{args.repeats} repeats; 95 % CI by bootstrap over photos ({args.bootstrap} draws, "
-          "each resampling photos once for every repeat and candidate); Δ vs d: paired, same "
-          "draws")
-    print(f"  extra: the same on the {len(extras)} livec-extra photos of the pool alone (d out "
-          "of sample there; the candidates' training folds hold the other extra photos)")
-    print(f"{'candidate':<37}{'fold mean':>9}{'W/L':>7}  {'pooled [95% CI]':<24}"
-          f"{'Δ vs d [95% CI]':<25}{'extra [95% CI]':<24}Δ vs d on extra [95% CI]")
+    print(
+        f"  fold mean: mean of the {args.repeats * args.folds} outer-fold SRCCs "
+        f"(~{n // args.folds} photos each); W/L: outer folds won/lost against d"
+    )
+    print(
+        "  pooled [CI]: SRCC of the pooled out-of-fold scores, mean over the "
+        f"{args.repeats} repeats; 95 % CI by bootstrap over photos ({args.bootstrap} draws, "
+        "each resampling photos once for every repeat and candidate); Δ vs d: paired, same "
+        "draws"
+    )
+    print(
+        f"  extra: the same on the {len(extras)} livec-extra photos of the pool alone (d out "
+        "of sample there; the candidates' training folds hold the other extra photos)"
+    )
+    print(
+        f"{'candidate':<37}{'fold mean':>9}{'W/L':>7}  {'pooled [95% CI]':<24}"
+        f"{'Δ vs d [95% CI]':<25}{'extra [95% CI]':<24}Δ vs d on extra [95% CI]"
+    )
 
     def cell(value: float, samples: np.ndarray, signed: bool = False) -> str:
         low, high = percentile_ci(samples)
@@ -527,44 +629,74 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     for label in labels:
         mine, theirs = np.asarray(fold_srcc[label]), np.asarray(fold_srcc[baseline])
-        record = "" if label == baseline else \
-            f"{int((mine > theirs).sum())}/{int((mine < theirs).sum())}"
+        record = (
+            ""
+            if label == baseline
+            else f"{int((mine > theirs).sum())}/{int((mine < theirs).sum())}"
+        )
         value, value_extra = pooled(label, everyone), pooled(label, extras)
-        delta = "" if label == baseline else cell(
-            value - pooled(baseline, everyone), boot[label] - boot[baseline], True)
-        delta_extra = "" if label == baseline else cell(
-            value_extra - pooled(baseline, extras), boot_extra[label] - boot_extra[baseline],
-            True)
-        print(f"{label:<37}{np.mean(mine):>9.3f}{record:>7}  {cell(value, boot[label]):<24}"
-              f"{delta:<25}{cell(value_extra, boot_extra[label]):<24}{delta_extra}")
-    print("penalties chosen by the inner CV over the outer folds: " + "; ".join(
-        f"{label.split()[0]} " + ", ".join(f"{r:g} x{ridges[label].count(r)}"
-                                           for r in sorted(set(ridges[label])))
-        for label in ridges))
+        delta = (
+            ""
+            if label == baseline
+            else cell(value - pooled(baseline, everyone), boot[label] - boot[baseline], True)
+        )
+        delta_extra = (
+            ""
+            if label == baseline
+            else cell(
+                value_extra - pooled(baseline, extras),
+                boot_extra[label] - boot_extra[baseline],
+                True,
+            )
+        )
+        print(
+            f"{label:<37}{np.mean(mine):>9.3f}{record:>7}  {cell(value, boot[label]):<24}"
+            f"{delta:<25}{cell(value_extra, boot_extra[label]):<24}{delta_extra}"
+        )
+    print(
+        "penalties chosen by the inner CV over the outer folds: "
+        + "; ".join(
+            f"{label.split()[0]} "
+            + ", ".join(f"{r:g} x{ridges[label].count(r)}" for r in sorted(set(ridges[label])))
+            for label in ridges
+        )
+    )
 
-    print(f"\nFIT -> EXTRA: fitted on the {len(train)} livec-dev FIT photos (penalty by "
-          f"{args.folds}-fold CV inside FIT), scored on the {len(test)} livec-extra photos; "
-          "95 % CIs by bootstrap over those photos; out of sample for every row")
+    print(
+        f"\nFIT -> EXTRA: fitted on the {len(train)} livec-dev FIT photos (penalty by "
+        f"{args.folds}-fold CV inside FIT), scored on the {len(test)} livec-extra photos; "
+        "95 % CIs by bootstrap over those photos; out of sample for every row"
+    )
     print(f"{'candidate':<37}{'SRCC [95% CI]':<26}{'Δ vs d [95% CI]':<24}penalty")
     for label in labels:
         value = srcc(transfer[label], extra_truth)
         low, high = percentile_ci(transfer_boot[label])
         d_low, d_high = percentile_ci(transfer_boot[label] - transfer_boot[baseline])
-        delta = "" if label == baseline else \
-            f"{value - srcc(transfer[baseline], extra_truth):+.3f} [{d_low:+.3f}, {d_high:+.3f}]"
-        print(f"{label:<37}{value:.3f} [{low:.3f}, {high:.3f}]".ljust(63) + f"{delta:<26}"
-              f"{transfer_ridge.get(label, '')}")
+        delta = (
+            ""
+            if label == baseline
+            else (
+                f"{value - srcc(transfer[baseline], extra_truth):+.3f} "
+                f"[{d_low:+.3f}, {d_high:+.3f}]"
+            )
+        )
+        print(
+            f"{label:<37}{value:.3f} [{low:.3f}, {high:.3f}]".ljust(63) + f"{delta:<26}"
+            f"{transfer_ridge.get(label, '')}"
+        )
 
-    print(f"\nin-sample notes: d ({args.old_commit}) was fitted on all 250 livec-dev photos, so "
-          f"on the pool's {n_fit} FIT photos its scores are in-sample (its nested-CV figure is "
-          "flattered there); the 'extra' columns and FIT -> EXTRA are out of sample for d.  The "
-          f"opinion shipped at {LATER_COMMIT} was fitted on livec-dev FIT: in-sample on FIT, out "
-          "of sample on extra.  FIT -> EXTRA trains every candidate on 148 photos while d was "
-          "fitted on 250 (FIT + the old HELD-OUT), so there d has more data, not an in-sample "
-          "advantage.  "
-          "b1/b2's three measurements were picked by reasoning before the first run, not "
-          "searched; e was added after the first run showed a, b1, b2 below d; the penalty "
-          "grids are fixed in the script (agent_quality.RIDGES, STRONG_RIDGES).")
+    print(
+        f"\nin-sample notes: d ({args.old_commit}) was fitted on all 250 livec-dev photos, so "
+        f"on the pool's {n_fit} FIT photos its scores are in-sample (its nested-CV figure is "
+        "flattered there); the 'extra' columns and FIT -> EXTRA are out of sample for d.  The "
+        f"opinion shipped at {LATER_COMMIT} was fitted on livec-dev FIT: in-sample on FIT, out "
+        "of sample on extra.  FIT -> EXTRA trains every candidate on 148 photos while d was "
+        "fitted on 250 (FIT + the old HELD-OUT), so there d has more data, not an in-sample "
+        "advantage.  "
+        "b1/b2's three measurements were picked by reasoning before the first run, not "
+        "searched; e was added after the first run showed a, b1, b2 below d; the penalty "
+        "grids are fixed in the script (agent_quality.RIDGES, STRONG_RIDGES)."
+    )
     print(f"seed {args.seed}; measurement code {aq.code_version()}; cache {args.cache}")
 
 

@@ -67,29 +67,43 @@ from opinion_selection import OLD_AGENTS, default_data_dir, old_worktree, sha256
 OLD_COMMIT = "c20d270"
 
 #: Runs inside the old worktree (cwd and PYTHONPATH there): one question a JSON line in and out.
-OLD_ANSWERER = OLD_AGENTS + r'''
+OLD_ANSWERER = (
+    OLD_AGENTS
+    + r"""
 for line in Path(sys.argv[3]).read_text().splitlines():
     job = json.loads(line)
     state = run_inprocess(job["question"], job["image"], job["reference"], agents=agents)
     result = state.get("summarizer_result")
     print(json.dumps({"key": job["key"], "answer": result.final_answer if result else "",
                       "error": state.get("error")}), flush=True)
-'''
+"""
+)
 
 
 def build(livec: Path, names: list[str], workdir: Path) -> list[dict]:
     """Every question as mcq_report makes it, its copy and reference written under workdir."""
     rows = []
-    for photo, kind, level, copy, reference, asked in aq.degraded_copies(livec, names,
-                                                                         generator, workdir):
+    for photo, kind, level, copy, reference, asked in aq.degraded_copies(
+        livec, names, generator, workdir
+    ):
         for question_kind, question, with_ref, expected in asked:
             ref = reference if with_ref else None
-            key = hashlib.sha256(json.dumps(
-                [question, sha256(copy), sha256(ref) if ref else ""]).encode()).hexdigest()
-            rows.append({"photo": photo, "qkind": question_kind, "kind": kind, "level": level,
-                         "question": question, "image": str(copy),
-                         "reference": str(ref) if ref else None, "expected": expected,
-                         "key": key})
+            key = hashlib.sha256(
+                json.dumps([question, sha256(copy), sha256(ref) if ref else ""]).encode()
+            ).hexdigest()
+            rows.append(
+                {
+                    "photo": photo,
+                    "qkind": question_kind,
+                    "kind": kind,
+                    "level": level,
+                    "question": question,
+                    "image": str(copy),
+                    "reference": str(ref) if ref else None,
+                    "expected": expected,
+                    "key": key,
+                }
+            )
     return rows
 
 
@@ -99,13 +113,19 @@ def start_old(rows: list[dict], args: argparse.Namespace, cache: dict):
     if not todo:
         return None
     jobs = Path(tempfile.mkstemp(suffix=".jsonl")[1])
-    jobs.write_text("".join(json.dumps({k: r[k] for k in ("key", "question", "image",
-                                                          "reference")}) + "\n"
-                            for r in todo.values()))
+    jobs.write_text(
+        "".join(
+            json.dumps({k: r[k] for k in ("key", "question", "image", "reference")}) + "\n"
+            for r in todo.values()
+        )
+    )
     process = subprocess.Popen(
-        [sys.executable, "-c", OLD_ANSWERER, str(args.old_tree), str(args.weights_dir),
-         str(jobs)], cwd=args.old_tree, env={**os.environ, "PYTHONPATH": str(args.old_tree)},
-        stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", OLD_ANSWERER, str(args.old_tree), str(args.weights_dir), str(jobs)],
+        cwd=args.old_tree,
+        env={**os.environ, "PYTHONPATH": str(args.old_tree)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     print(f"{OLD_COMMIT}: asking {len(todo)} questions in a subprocess")
     return process, jobs
 
@@ -135,8 +155,10 @@ def report(rows: list[dict], photos: int, draws: int, seed: int) -> None:
     groups = [("overall", lambda r: True)]
     groups += [(q, lambda r, q=q: r["qkind"] == q) for q in aq.QUESTION_KINDS]
     groups += [(k, lambda r, k=k: r["kind"] == k) for k in generator.DEGRADATIONS]
-    print(f"\n{'':<20}{'n':>5}  {'current [Wilson 95%]':<24}{'c20d270 [Wilson 95%]':<24}"
-          f"{'diff':>7} {'photo bootstrap':<18} {'question bootstrap':<18} {'+/-':>7}")
+    print(
+        f"\n{'':<20}{'n':>5}  {'current [Wilson 95%]':<24}{'c20d270 [Wilson 95%]':<24}"
+        f"{'diff':>7} {'photo bootstrap':<18} {'question bootstrap':<18} {'+/-':>7}"
+    )
     for label, chosen in groups:
         subset = [r for r in rows if chosen(r)]
         new = np.array([r["new_ok"] for r in subset], float)
@@ -155,46 +177,64 @@ def report(rows: list[dict], photos: int, draws: int, seed: int) -> None:
         if label == "defocus":
             print()
         discordant = f"+{int((new > old).sum())}/-{int((new < old).sum())}"
-        print(f"{label:<20}{len(subset):>5}  {cells[0]:<24}{cells[1]:<24}"
-              f"{new.mean() - old.mean():>+7.3f} {ci(by_photos):<18} {ci(by_questions):<18} "
-              f"{discordant:>7}")
+        print(
+            f"{label:<20}{len(subset):>5}  {cells[0]:<24}{cells[1]:<24}"
+            f"{new.mean() - old.mean():>+7.3f} {ci(by_photos):<18} {ci(by_questions):<18} "
+            f"{discordant:>7}"
+        )
     print(f"\n{'current / c20d270':<20}" + "".join(f"{q:>20}" for q in aq.QUESTION_KINDS))
     for kind in generator.DEGRADATIONS:
         cells = []
         for q in aq.QUESTION_KINDS:
             subset = [r for r in rows if r["kind"] == kind and r["qkind"] == q]
-            cells.append(f"{np.mean([r['new_ok'] for r in subset]):.3f} / "
-                         f"{np.mean([r['old_ok'] for r in subset]):.3f}")
+            cells.append(
+                f"{np.mean([r['new_ok'] for r in subset]):.3f} / "
+                f"{np.mean([r['old_ok'] for r in subset]):.3f}"
+            )
         print(f"{kind:<20}" + "".join(f"{c:>20}" for c in cells))
     print("\nanswers that are no option letter (per builtin and question kind)")
     for who in ("new", "old"):
         odd = Counter((r["qkind"], r[who]) for r in rows if r[who] not in tuple("ABCDEF"))
         errors = sum(bool(r.get("old_error")) for r in rows) if who == "old" else 0
         shown = ", ".join(f"{q}: {a!r} x{n}" for (q, a), n in sorted(odd.items())) or "none"
-        print(f"  {'current' if who == 'new' else OLD_COMMIT:<8} {shown}"
-              + (f"; runs ending in error: {errors}" if who == "old" else ""))
+        print(
+            f"  {'current' if who == 'new' else OLD_COMMIT:<8} {shown}"
+            + (f"; runs ending in error: {errors}" if who == "old" else "")
+        )
     print("\nseverity confusion (rows: true level 1-4; answered A-E), current | c20d270")
     for level in generator.LEVELS:
-        counts = [Counter(r[w] for r in rows if r["qkind"] == "severity" and r["level"] == level)
-                  for w in ("new", "old")]
-        print("  " + str(level) + "  " + " | ".join("".join(f"{c.get(x, 0):>4}" for x in "ABCDE")
-                                              for c in counts))
+        counts = [
+            Counter(r[w] for r in rows if r["qkind"] == "severity" and r["level"] == level)
+            for w in ("new", "old")
+        ]
+        print(
+            "  "
+            + str(level)
+            + "  "
+            + " | ".join("".join(f"{c.get(x, 0):>4}" for x in "ABCDE") for c in counts)
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
-    parser.add_argument("--weights-dir", type=Path, default=None,
-                        help="default: <data-dir>/pyiqa-weights")
+    parser.add_argument(
+        "--weights-dir", type=Path, default=None, help="default: <data-dir>/pyiqa-weights"
+    )
     parser.add_argument("--images", type=int, default=10, help="livec-extra photos (default 10)")
     parser.add_argument("--old-tree", type=Path, default=Path(f"/tmp/old-{OLD_COMMIT}"))
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir())
-                        / "agentic-iqa-questions-c20d270")
-    parser.add_argument("--tool-cache", type=Path, help="the current builtin's tool scores "
-                        "(default: agent_quality's, /tmp/agentic-iqa-agent-quality)",
-                        default=Path(tempfile.gettempdir()) / "agentic-iqa-agent-quality"
-                        / "tool-scores.sqlite3")
+    parser.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "agentic-iqa-questions-c20d270"
+    )
+    parser.add_argument(
+        "--tool-cache",
+        type=Path,
+        help="the current builtin's tool scores "
+        "(default: agent_quality's, /tmp/agentic-iqa-agent-quality)",
+        default=Path(tempfile.gettempdir()) / "agentic-iqa-agent-quality" / "tool-scores.sqlite3",
+    )
     parser.add_argument("--bootstrap", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
@@ -211,24 +251,39 @@ def main() -> None:
     try:
         rows = build(livec, names, workdir)
         old_run = start_old(rows, args, cache)
-        agents = aq.make_agents(ToolRegistry(ToolSettings(
-            device="cpu", tool_cache=f"sqlite:///{args.tool_cache}", weights_dir=args.weights_dir)))
+        agents = aq.make_agents(
+            ToolRegistry(
+                ToolSettings(
+                    device="cpu",
+                    tool_cache=f"sqlite:///{args.tool_cache}",
+                    weights_dir=args.weights_dir,
+                )
+            )
+        )
         started = time.perf_counter()
         for row in rows:
-            row["new"] = aq._answer(agents, row["question"], Path(row["image"]),
-                                    Path(row["reference"]) if row["reference"] else None)
+            row["new"] = aq._answer(
+                agents,
+                row["question"],
+                Path(row["image"]),
+                Path(row["reference"]) if row["reference"] else None,
+            )
         print(f"current builtin: {len(rows)} questions in {time.perf_counter() - started:.0f}s")
         finish_old(old_run, cache, cache_file)
-        print(f"{OLD_COMMIT} builtin done after {time.perf_counter() - started:.0f}s "
-              f"(answers cached in {cache_file})")
+        print(
+            f"{OLD_COMMIT} builtin done after {time.perf_counter() - started:.0f}s "
+            f"(answers cached in {cache_file})"
+        )
     finally:
         shutil.rmtree(workdir)
     for row in rows:
         row["old"], row["old_error"] = cache[row["key"]]["answer"], cache[row["key"]]["error"]
         row["new_ok"], row["old_ok"] = row["new"] == row["expected"], row["old"] == row["expected"]
-    print(f"\n{len(rows)} questions: {len(names)} livec-extra photos x "
-          f"{len(generator.DEGRADATIONS)} kinds x {len(generator.LEVELS)} levels x 5; test "
-          f"generator; difference intervals: {args.bootstrap} paired bootstrap draws")
+    print(
+        f"\n{len(rows)} questions: {len(names)} livec-extra photos x "
+        f"{len(generator.DEGRADATIONS)} kinds x {len(generator.LEVELS)} levels x 5; test "
+        f"generator; difference intervals: {args.bootstrap} paired bootstrap draws"
+    )
     report(rows, len(names), args.bootstrap, args.seed)
 
 

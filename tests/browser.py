@@ -24,21 +24,28 @@ import pytest
 
 #: ``AGENTIC_IQA_TEST_CHROMIUM`` names a browser binary; else the first one on PATH.
 CHROMIUM = os.environ.get("AGENTIC_IQA_TEST_CHROMIUM") or next(
-    (found for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
-     if (found := shutil.which(name))), None)
-
+    (
+        found
+        for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
+        if (found := shutil.which(name))
+    ),
+    None,
+)
 
 
 def require_chromium() -> str:
     """The browser, or a skip saying why there is none (a failure in CI, where ``.ci/run``
     installs it and ``AGENTIC_IQA_TEST_REQUIRE_SERVICES`` is set)."""
     if CHROMIUM is None:
-        reason = ("no Chromium on PATH (apt-get install chromium; .ci/run installs it): the "
-                  "pages' layout cannot be measured")
+        reason = (
+            "no Chromium on PATH (apt-get install chromium; .ci/run installs it): the "
+            "pages' layout cannot be measured"
+        )
         if os.environ.get("AGENTIC_IQA_TEST_REQUIRE_SERVICES", "") not in {"", "0", "false"}:
             pytest.fail(reason)
         pytest.skip(reason)
     return CHROMIUM
+
 
 #: Runs when the page has been parsed, so every table and figure is laid out.
 _MEASURE = r"""
@@ -115,12 +122,27 @@ def layout(page: Path, width: int, height: int = 900) -> dict[str, Any]:
         copy = Path(folder) / "page.html"
         copy.write_text(text.replace("</body>", _MEASURE + "</body>", 1), encoding="utf-8")
         done = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu",
-             "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--no-first-run", "--hide-scrollbars",
-             f"--user-data-dir={Path(folder) / 'profile'}", "--force-device-scale-factor=1",
-             f"--window-size={width},{height}", "--dump-dom", copy.as_uri()],
-            capture_output=True, text=True, timeout=120, check=False)
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--hide-scrollbars",
+                f"--user-data-dir={Path(folder) / 'profile'}",
+                "--force-device-scale-factor=1",
+                f"--window-size={width},{height}",
+                "--dump-dom",
+                copy.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     found = _FACTS.search(done.stdout)
     assert found, f"Chromium gave no layout facts (exit {done.returncode}): {done.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1)))

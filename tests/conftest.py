@@ -112,11 +112,14 @@ def natural_image(seed: int = 0, size: tuple[int, int] = (256, 192)) -> np.ndarr
     rng = np.random.default_rng(seed)
     width, height = size
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-    base = np.stack([
-        0.5 + 0.35 * np.sin(x / 23.0 + seed) * np.cos(y / 31.0),
-        0.5 + 0.3 * np.cos((x + y) / 37.0),
-        0.45 + 0.3 * np.sin(y / 19.0 - seed),
-    ], axis=2)
+    base = np.stack(
+        [
+            0.5 + 0.35 * np.sin(x / 23.0 + seed) * np.cos(y / 31.0),
+            0.5 + 0.3 * np.cos((x + y) / 37.0),
+            0.45 + 0.3 * np.sin(y / 19.0 - seed),
+        ],
+        axis=2,
+    )
     edges = ((x // 32 + y // 32) % 2).astype(np.float32)[:, :, None] * 0.15
     texture = rng.normal(0, 0.02, size=(height, width, 3)).astype(np.float32)
     return (np.clip(base + edges + texture, 0, 1) * 255).round().astype(np.uint8)
@@ -143,8 +146,10 @@ def xdist_index() -> int:
     name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(name.removeprefix("gw") or 0)
     if index >= MAX_PARALLEL_WORKERS:
-        pytest.fail(f"Redis has databases for {MAX_PARALLEL_WORKERS} parallel test workers; "
-                    f"run with -n {MAX_PARALLEL_WORKERS} or fewer")
+        pytest.fail(
+            f"Redis has databases for {MAX_PARALLEL_WORKERS} parallel test workers; "
+            f"run with -n {MAX_PARALLEL_WORKERS} or fewer"
+        )
     return index
 
 
@@ -222,8 +227,9 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
         yield url
 
 
-def livec_manifest(livec_dir: Path, path: Path, count: int,
-                   extra_rows: tuple[tuple[str, str], ...] = ()) -> Path:
+def livec_manifest(
+    livec_dir: Path, path: Path, count: int, extra_rows: tuple[tuple[str, str], ...] = ()
+) -> Path:
     """A CSV manifest (image, mos) of the first ``count`` LIVE-C photos, plus ``extra_rows``."""
     import csv
 
@@ -270,18 +276,21 @@ def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def object_store(moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                 ) -> Iterator[str]:
+def object_store(moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The local S3 server as this process's store: its endpoint and a dummy credential in the
     environment only (as a deployment gives them), an empty object cache in the test's folder,
     no filesystem or digest remembered from another test; yields the endpoint."""
     from iqa_tools import images, storage
 
-    for name, value in (("AWS_ENDPOINT_URL", moto_url), ("AWS_ACCESS_KEY_ID", "dummy-key-id"),
-                        ("AWS_SECRET_ACCESS_KEY", "dummy-secret"),
-                        ("AWS_DEFAULT_REGION", "us-east-1"),
-                        ("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects")),
-                        ("AGENTIC_IQA_TOOL_CACHE", "memory"), ("AGENTIC_IQA_DEVICE", "cpu")):
+    for name, value in (
+        ("AWS_ENDPOINT_URL", moto_url),
+        ("AWS_ACCESS_KEY_ID", "dummy-key-id"),
+        ("AWS_SECRET_ACCESS_KEY", "dummy-secret"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects")),
+        ("AGENTIC_IQA_TOOL_CACHE", "memory"),
+        ("AGENTIC_IQA_DEVICE", "cpu"),
+    ):
         monkeypatch.setenv(name, value)
     for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL", "BROKER_URL"):
         monkeypatch.delenv(f"AGENTIC_IQA_{name}", raising=False)

@@ -20,7 +20,7 @@ from scipy.io import savemat
 def livec_rows(livec_dir: Path, count: int, skip: int = 0) -> list[tuple[str, float]]:
     """(file name, MOS 0-100) of ``count`` photos of the shared folder, after ``skip``."""
     with (livec_dir / "mos.csv").open() as handle:
-        rows = list(csv.DictReader(handle))[skip:skip + count]
+        rows = list(csv.DictReader(handle))[skip : skip + count]
     return [(row["image"], float(row["mos"])) for row in rows]
 
 

@@ -14,8 +14,13 @@ from tests.conftest import REPO
 
 def test_the_import_contracts_are_kept():
     lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run([str(lint), "--config", str(REPO / "pyproject.toml")], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(lint), "--config", str(REPO / "pyproject.toml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "2 kept, 0 broken" in result.stdout
 

@@ -14,10 +14,19 @@ from agentic_iqa.db.engine import dispose_engines, upgrade
 
 runner = CliRunner()
 
-READING = [["eval", "report"], ["eval", "status"], ["eval", "export"],
-           ["eval", "compare", "aaaa", "bbbb"], ["eval", "calibrate", "--tool", "NIQE"],
-           ["eval", "cancel", "aaaa"], ["eval", "resume"], ["eval", "list"],
-           ["eval", "compare", "--group", "g"], ["runs", "list"], ["runs", "show", "aaaa"]]
+READING = [
+    ["eval", "report"],
+    ["eval", "status"],
+    ["eval", "export"],
+    ["eval", "compare", "aaaa", "bbbb"],
+    ["eval", "calibrate", "--tool", "NIQE"],
+    ["eval", "cancel", "aaaa"],
+    ["eval", "resume"],
+    ["eval", "list"],
+    ["eval", "compare", "--group", "g"],
+    ["runs", "list"],
+    ["runs", "show", "aaaa"],
+]
 
 
 @pytest.fixture
@@ -31,7 +40,8 @@ def empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("command", READING, ids=" ".join)
 def test_a_reading_command_in_an_empty_folder_names_the_file_and_creates_none(
-        command: list[str], empty_folder: Path) -> None:
+    command: list[str], empty_folder: Path
+) -> None:
     result = runner.invoke(app, command)
     assert result.exit_code == 1, result.output
     expected = empty_folder / "agentic-iqa.sqlite3"
@@ -41,7 +51,8 @@ def test_a_reading_command_in_an_empty_folder_names_the_file_and_creates_none(
 
 
 def test_a_configured_sqlite_file_that_does_not_exist_is_not_created(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     missing = tmp_path / "no" / "such" / "jobs.sqlite3"
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{missing}")
     result = runner.invoke(app, ["eval", "report"])
@@ -51,8 +62,7 @@ def test_a_configured_sqlite_file_that_does_not_exist_is_not_created(
     assert not (tmp_path / "no").exists()
 
 
-def test_a_database_without_jobs_is_named(tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_database_without_jobs_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
     upgrade(url)
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
@@ -62,7 +72,8 @@ def test_a_database_without_jobs_is_named(tmp_path: Path,
         assert result.output.strip() == (
             f"error: no job in the database {url} yet: submit one with `agentic-iqa eval "
             "submit MANIFEST`, or set AGENTIC_IQA_DATABASE_URL to the database that holds "
-            "your jobs"), command
+            "your jobs"
+        ), command
     unknown = runner.invoke(app, ["eval", "status", "fedcba98"])
     assert unknown.exit_code == 1
     assert unknown.output.strip() == f"error: no job with id 'fedcba98' in the database {url}"
@@ -76,7 +87,8 @@ def test_a_database_without_jobs_is_named(tmp_path: Path,
 
 
 def test_a_server_database_is_named_without_its_password(
-        postgres_admin_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    postgres_admin_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sqlalchemy.engine import make_url
 
     from tests.conftest import scratch_postgres

@@ -24,14 +24,21 @@ def _help(*command: str, columns: str | None = None) -> str:
     env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
     if columns is not None:
         env["COLUMNS"] = columns
-    result = subprocess.run([sys.executable, "-m", "agentic_iqa", *command, "--help"], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "agentic_iqa", *command, "--help"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-@pytest.mark.parametrize("command", [("eval", "submit"), ("eval", "estimate"),
-                                     ("eval", "resume"), ("tools", "run"), ()])
+@pytest.mark.parametrize(
+    "command", [("eval", "submit"), ("eval", "estimate"), ("eval", "resume"), ("tools", "run"), ()]
+)
 def test_help_into_a_pipe_is_plain_text_at_full_width(command):
     text = _help(*command)
     assert "Usage: agentic-iqa" in text
@@ -64,8 +71,10 @@ def test_a_docstring_becomes_paragraphs_of_one_line_with_markdown_code():
     - one
     - two
       still two"""
-    assert readable(text) == ("First line goes on here.\n\n"
-                              "A paragraph with `code` and `--flag X` over two lines.\n\n"
-                              "Items:\n- one\n- two\n  still two")
+    assert readable(text) == (
+        "First line goes on here.\n\n"
+        "A paragraph with `code` and `--flag X` over two lines.\n\n"
+        "Items:\n- one\n- two\n  still two"
+    )
     assert readable("\b\nkept\nas is") == "\b\nkept\nas is"
     assert readable(None) is None and readable("") == ""

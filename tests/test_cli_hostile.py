@@ -41,14 +41,29 @@ class _EchoHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         self.paths.append(self.path)
-        self._send(200, {"object": "list", "data": [
-            {"id": "gpt-4o", "object": "model", "created": 0, "owned_by": "x"}]})
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": [{"id": "gpt-4o", "object": "model", "created": 0, "owned_by": "x"}],
+            },
+        )
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.paths.append(self.path)
-        self._send(401, {"error": {"type": "auth", "message": (
-            f"denied {self.path} with Authorization: {self.headers.get('authorization')}")}})
+        self._send(
+            401,
+            {
+                "error": {
+                    "type": "auth",
+                    "message": (
+                        f"denied {self.path} with Authorization: "
+                        f"{self.headers.get('authorization')}"
+                    ),
+                }
+            },
+        )
 
     def log_message(self, *_: Any) -> None:
         """Quiet."""
@@ -74,9 +89,14 @@ def _manifest(folder: Path, name: str = "i03_blurred.png") -> Path:
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {"AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
-           "AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu", "COLUMNS": "300",
-           "OPENAI_API_KEY": KEY, "AGENTIC_IQA_BROKER_URL": ""}
+    env = {
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "COLUMNS": "300",
+        "OPENAI_API_KEY": KEY,
+        "AGENTIC_IQA_BROKER_URL": "",
+    }
     env.update(extra)
     return env
 
@@ -85,11 +105,25 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_echoed_secrets_reach_no_column_and_no_output_and_the_key_goes_in_the_query(
-        tmp_path: Path, echo_server: str) -> None:
+    tmp_path: Path, echo_server: str
+) -> None:
     manifest = _manifest(tmp_path)
     base = f"http://user:{PASSWORD}@{echo_server}/v1?key={QUERY_KEY}"
-    result = runner.invoke(app, ["eval", "submit", str(manifest), "--backend", "openai",
-                                 "--model", "gpt-4o", "--base-url", base], env=_env(tmp_path))
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "submit",
+            str(manifest),
+            "--backend",
+            "openai",
+            "--model",
+            "gpt-4o",
+            "--base-url",
+            base,
+        ],
+        env=_env(tmp_path),
+    )
     assert result.exit_code == 1, result.output  # every item failed: run, not refused
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert f"/v1/chat/completions?key={QUERY_KEY}" in _EchoHandler.paths
@@ -108,14 +142,27 @@ def test_echoed_secrets_reach_no_column_and_no_output_and_the_key_goes_in_the_qu
 def test_a_base_url_the_sdk_cannot_use_is_one_line_and_stores_nothing(tmp_path: Path) -> None:
     manifest = _manifest(tmp_path)
     for base in ("ftp://h/v1?key=abcdef123", "http://h:99999/v1?key=abcdef123"):
-        result = runner.invoke(app, ["eval", "submit", str(manifest), "--backend", "openai",
-                                     "--model", "gpt-4o", "--base-url", base],
-                               env=_env(tmp_path))
+        result = runner.invoke(
+            app,
+            [
+                "eval",
+                "submit",
+                str(manifest),
+                "--backend",
+                "openai",
+                "--model",
+                "gpt-4o",
+                "--base-url",
+                base,
+            ],
+            env=_env(tmp_path),
+        )
         assert result.exit_code == 2, result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
         assert "base_url" in result.output and "abcdef123" not in result.output
-    assert not (tmp_path / "r.sqlite3").exists() or sqlite3.connect(
-        tmp_path / "r.sqlite3").execute("select count(*) from jobs").fetchone() == (0,)
+    assert not (tmp_path / "r.sqlite3").exists() or sqlite3.connect(tmp_path / "r.sqlite3").execute(
+        "select count(*) from jobs"
+    ).fetchone() == (0,)
 
 
 def _closed_port() -> int:
@@ -132,23 +179,27 @@ ESC_QUERY = "Rate\x1b[2J this \u202eimage"
 
 
 def test_control_characters_are_escaped_in_every_human_output_and_kept_in_json(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     image = tmp_path / ESC_IMAGE
     image.write_bytes((REPO / "examples/i03_blurred.png").read_bytes())
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"image": ESC_IMAGE, "query": ESC_QUERY, "mos": 3}) + "\n")
     env = _env(tmp_path)
-    submitted = runner.invoke(app, ["eval", "submit", str(manifest), "--name", ESC_NAME],
-                              env=env)
+    submitted = runner.invoke(app, ["eval", "submit", str(manifest), "--name", ESC_NAME], env=env)
     assert submitted.exit_code == 0, submitted.output
     job = submitted.stdout.strip().splitlines()[0]
     run = json.loads(runner.invoke(app, ["runs", "list", "--json"], env=env).stdout)[0]["id"]
     other = runner.invoke(app, ["eval", "submit", str(manifest), "--name", "second"], env=env)
     outputs = {"submit": submitted.output}
-    for args in (["eval", "status", job], ["eval", "report", job, "--bootstrap", "0"],
-                 ["runs", "list"], ["runs", "list", "--job", job], ["runs", "show", run],
-                 ["eval", "compare", job, other.stdout.strip().splitlines()[0],
-                  "--bootstrap", "0"]):
+    for args in (
+        ["eval", "status", job],
+        ["eval", "report", job, "--bootstrap", "0"],
+        ["runs", "list"],
+        ["runs", "list", "--job", job],
+        ["runs", "show", run],
+        ["eval", "compare", job, other.stdout.strip().splitlines()[0], "--bootstrap", "0"],
+    ):
         result = runner.invoke(app, args, env=env)
         assert result.exit_code == 0, (args, result.output)
         outputs[" ".join(args[:2])] = result.output
@@ -163,15 +214,23 @@ def test_control_characters_are_escaped_in_every_human_output_and_kept_in_json(
 # -- 5. infrastructure faults: one line, exit 2, the traceback behind --debug ----------------------
 
 COMMANDS = [
-    ["eval", "status"], ["eval", "report"], ["eval", "export", "--format", "csv"],
-    ["runs", "list"], ["runs", "show", "abc"], ["eval", "resume"], ["eval", "cancel", "abc"],
-    ["eval", "compare", "a", "b"], ["db", "upgrade"], ["eval", "submit", "MANIFEST"],
+    ["eval", "status"],
+    ["eval", "report"],
+    ["eval", "export", "--format", "csv"],
+    ["runs", "list"],
+    ["runs", "show", "abc"],
+    ["eval", "resume"],
+    ["eval", "cancel", "abc"],
+    ["eval", "compare", "a", "b"],
+    ["db", "upgrade"],
+    ["eval", "submit", "MANIFEST"],
 ]
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a[:2]) for a in COMMANDS])
 def test_an_unreachable_database_is_one_line_and_exit_2_in_every_command(
-        tmp_path: Path, args: list[str]) -> None:
+    tmp_path: Path, args: list[str]
+) -> None:
     manifest = _manifest(tmp_path)
     args = [str(manifest) if a == "MANIFEST" else a for a in args]
     url = f"postgresql+psycopg://iqa:s3cr3t@127.0.0.1:{_closed_port()}/results"
@@ -192,13 +251,20 @@ def test_a_full_disk_under_sqlite_is_one_line_saying_free_space(tmp_path: Path) 
 
     mount = tmp_path / "full"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         manifest = _manifest(tmp_path)
-        env = _env(tmp_path, AGENTIC_IQA_DATABASE_URL=f"sqlite:///{mount / 'r.sqlite3'}",
-                   AGENTIC_IQA_LOG_DIR=str(tmp_path))
+        env = _env(
+            tmp_path,
+            AGENTIC_IQA_DATABASE_URL=f"sqlite:///{mount / 'r.sqlite3'}",
+            AGENTIC_IQA_LOG_DIR=str(tmp_path),
+        )
         with open(mount / "filler", "wb", buffering=0) as filler:  # fill it to the last block
             try:
                 while True:
@@ -216,7 +282,8 @@ def test_a_full_disk_under_sqlite_is_one_line_saying_free_space(tmp_path: Path) 
 
 @pytest.mark.parametrize("broker", ["redis://baduser:wrongpw@127.0.0.1:6379/0"])
 def test_a_broker_refusing_its_credentials_is_one_line_in_submit_and_resume(
-        tmp_path: Path, broker: str) -> None:
+    tmp_path: Path, broker: str
+) -> None:
     import redis
 
     try:
@@ -249,8 +316,7 @@ def test_a_second_resume_beside_a_running_one_says_so_and_exits_1(tmp_path: Path
     with sqlite3.connect(tmp_path / "r.sqlite3") as db:  # as another resume leaves it mid-way
         db.execute("update jobs set status='running', finished_at=null")
         db.execute("update job_items set status='queued'")
-        db.execute("update runs set status='running', "
-                   "lease_until=datetime('now', '+300 seconds')")
+        db.execute("update runs set status='running', lease_until=datetime('now', '+300 seconds')")
     result = runner.invoke(app, ["eval", "resume", job[:8]], env=env)
     assert result.exit_code == 1, result.output
     assert "being run by another process" in result.output
@@ -258,15 +324,20 @@ def test_a_second_resume_beside_a_running_one_says_so_and_exits_1(tmp_path: Path
 
 
 def test_an_orphaned_job_never_dispatched_shows_as_stalled_with_the_resume_command(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     env, job = _finished_job(tmp_path)
     with sqlite3.connect(tmp_path / "r.sqlite3") as db:  # its process died before dispatching
-        db.execute("update jobs set status='running', finished_at=null, dispatch='workers', "
-                   "created_at='2020-01-01 00:00:00'")
+        db.execute(
+            "update jobs set status='running', finished_at=null, dispatch='workers', "
+            "created_at='2020-01-01 00:00:00'"
+        )
         db.execute("update job_items set status='pending', run_id=null")
         # Items moved behind the product's back: its stored counts say "not counted yet".
-        db.execute("update jobs set items_pending=null, items_queued=null, items_done=null, "
-                   "items_failed=null, items_cancelled=null")
+        db.execute(
+            "update jobs set items_pending=null, items_queued=null, items_done=null, "
+            "items_failed=null, items_cancelled=null"
+        )
         db.execute("delete from step_records")
         db.execute("delete from runs")
     result = runner.invoke(app, ["eval", "status", job[:8]], env=env)
@@ -288,14 +359,19 @@ def test_the_stalled_note_names_the_resume_command() -> None:
 
 @pytest.mark.slow
 def test_a_job_stopped_by_a_full_disk_says_so_and_resumes_once_space_is_freed(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """SQLite on a 1 MB tmpfs: the job fills it mid-way (when this host can mount one)."""
     import subprocess
 
     mount = tmp_path / "small"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         photo = (REPO / "examples/i03_blurred.png").read_bytes()
@@ -303,8 +379,11 @@ def test_a_job_stopped_by_a_full_disk_says_so_and_resumes_once_space_is_freed(
             (tmp_path / f"p{index:02d}.png").write_bytes(photo)
         manifest = tmp_path / "m.csv"
         manifest.write_text("image\n" + "".join(f"p{i:02d}.png\n" for i in range(30)))
-        env = _env(tmp_path, AGENTIC_IQA_DATABASE_URL=f"sqlite:///{mount / 'r.sqlite3'}",
-                   AGENTIC_IQA_LOG_DIR=str(tmp_path))
+        env = _env(
+            tmp_path,
+            AGENTIC_IQA_DATABASE_URL=f"sqlite:///{mount / 'r.sqlite3'}",
+            AGENTIC_IQA_LOG_DIR=str(tmp_path),
+        )
         submitted = runner.invoke(app, ["eval", "submit", str(manifest)], env=env)
         assert submitted.exit_code == 2, submitted.output
         assert "Traceback" not in submitted.output
@@ -331,8 +410,7 @@ FULL_DISK = [
     (["eval", "status"], "read", "JOB2"),
     (["eval", "report", "JOB"], "read", "JOB"),
     (["eval", "export", "JOB", "--format", "csv", "--output", "-"], "read", "i03_blurred.png"),
-    (["eval", "export", "JOB", "--format", "csv", "--output", "FULL/out.csv"], "write",
-     "out.csv"),
+    (["eval", "export", "JOB", "--format", "csv", "--output", "FULL/out.csv"], "write", "out.csv"),
     (["runs", "list"], "read", "i03_blurred.png"),
     (["runs", "show", "RUN"], "read", "RUN"),
     (["eval", "compare", "JOB", "JOB2", "--bootstrap", "0"], "read", "JOB8"),
@@ -371,13 +449,20 @@ def full_disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     tmp_path = tmp_path_factory.mktemp("fulldisk")
     mount = tmp_path / "full"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         manifest = _manifest(tmp_path)
-        env = _env(tmp_path, AGENTIC_IQA_DATABASE_URL=f"sqlite:///{mount / 'r.sqlite3'}",
-                   AGENTIC_IQA_LOG_DIR=str(tmp_path))
+        env = _env(
+            tmp_path,
+            AGENTIC_IQA_DATABASE_URL=f"sqlite:///{mount / 'r.sqlite3'}",
+            AGENTIC_IQA_LOG_DIR=str(tmp_path),
+        )
         jobs = []
         for _ in range(3):
             result = runner.invoke(app, ["eval", "submit", str(manifest)], env=env)
@@ -386,31 +471,48 @@ def full_disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         listed = runner.invoke(app, ["runs", "list", "--json", "--job", jobs[0]], env=env)
         run = json.loads(listed.stdout)[0]["id"]
         with sqlite3.connect(mount / "r.sqlite3") as db:  # the oldest, its process gone
-            db.execute("update jobs set status='running', finished_at=null, "
-                       "created_at='2020-01-01 00:00:00' where id=?", (jobs[2],))
+            db.execute(
+                "update jobs set status='running', finished_at=null, "
+                "created_at='2020-01-01 00:00:00' where id=?",
+                (jobs[2],),
+            )
             db.execute("update job_items set status='queued' where job_id=?", (jobs[2],))
         db.close()
         dispose_engines()  # nothing held open: the WAL is checkpointed into the file
         _fill(mount)
-        yield {"env": env, "manifest": manifest, "job": jobs[0], "job2": jobs[1],
-               "stopped": jobs[2], "run": run, "mount": mount}
+        yield {
+            "env": env,
+            "manifest": manifest,
+            "job": jobs[0],
+            "job2": jobs[1],
+            "stopped": jobs[2],
+            "run": run,
+            "mount": mount,
+        }
     finally:
         dispose_engines()
         subprocess.run(["umount", "-l", str(mount)], check=False)  # lazy: an engine may hold it
 
 
-@pytest.mark.parametrize(("args", "kind", "expected"), FULL_DISK,
-                         ids=[" ".join(a) for a, _, _ in FULL_DISK])
+@pytest.mark.parametrize(
+    ("args", "kind", "expected"), FULL_DISK, ids=[" ".join(a) for a, _, _ in FULL_DISK]
+)
 @pytest.mark.slow
 def test_every_command_on_a_full_disk_reads_as_usual_or_is_one_line_saying_free_space(
-        full_disk: dict[str, Any], args: list[str], kind: str, expected: str | None) -> None:
+    full_disk: dict[str, Any], args: list[str], kind: str, expected: str | None
+) -> None:
     """Reads keep working on a full disk; a write (a new job, a resume, a file on the full
     disk) is one line saying the disk is full and what to do; never a traceback or an ETA."""
     from agentic_iqa.db.engine import dispose_engines
 
-    names = {"JOB": full_disk["job"], "JOB2": full_disk["job2"], "RUN": full_disk["run"],
-             "JOB8": full_disk["job"][:8], "STOPPED": full_disk["stopped"],
-             "MANIFEST": str(full_disk["manifest"])}
+    names = {
+        "JOB": full_disk["job"],
+        "JOB2": full_disk["job2"],
+        "RUN": full_disk["run"],
+        "JOB8": full_disk["job"][:8],
+        "STOPPED": full_disk["stopped"],
+        "MANIFEST": str(full_disk["manifest"]),
+    }
     args = [names.get(a) or a.replace("FULL", str(full_disk["mount"])) for a in args]
     dispose_engines()  # as in a new process: no connection left open by the command before
     result = runner.invoke(app, args, env=full_disk["env"])

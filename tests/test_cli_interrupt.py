@@ -55,15 +55,34 @@ def _until(condition, seconds: float, what: str):  # noqa: ANN001, ANN202 - a po
     raise AssertionError(f"not within {seconds} s: {what}")
 
 
-@pytest.mark.parametrize(("signal_number", "code", "how"), [
-    (signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+@pytest.mark.parametrize(
+    ("signal_number", "code", "how"),
+    [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")],
+)
 def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
-        signal_number: int, code: int, how: str, tmp_path, results) -> None:
+    signal_number: int, code: int, how: str, tmp_path, results
+) -> None:
     manifest = _manifest(tmp_path / "photos", 40)
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentic_iqa", "eval", "submit", str(manifest), "--tools",
-         "PIQE", "--no-check-images", "--workers", "2"], cwd=REPO, env=os.environ.copy(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "agentic_iqa",
+            "eval",
+            "submit",
+            str(manifest),
+            "--tools",
+            "PIQE",
+            "--no-check-images",
+            "--workers",
+            "2",
+        ],
+        cwd=REPO,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         job_id = process.stdout.readline().strip()  # the id comes first, then the job runs
         assert len(job_id) == 36, process.stderr.read() if process.poll() is not None else job_id
@@ -72,8 +91,11 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
         process.send_signal(signal_number)
         # Marked as the signal is handled; the wait is wide because a loaded machine may be
         # slow to schedule the handler, not because marking waits for items in flight.
-        interrupted = _until(lambda: lifecycle.progress(engine, job_id).interrupted or None, 30,
-                             "the job marked interrupted")
+        interrupted = _until(
+            lambda: lifecycle.progress(engine, job_id).interrupted or None,
+            30,
+            "the job marked interrupted",
+        )
         assert interrupted
         _, stderr = process.communicate(timeout=60)
     finally:
@@ -81,7 +103,8 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
             process.kill()
     assert process.returncode == code, stderr
     assert f"interrupted: `agentic-iqa eval resume {job_id[:8]}` continues it" in " ".join(
-        stderr.split())
+        stderr.split()
+    )
     assert "Traceback" not in stderr
 
     current = lifecycle.progress(engine, job_id)
@@ -90,7 +113,10 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
     assert current.waiting.startswith(f"interrupted ({how})")
     document = json.loads(runner.invoke(app, ["eval", "status", job_id, "--json"]).stdout)
     assert (document["status"], document["interrupted"], document["eta_seconds"]) == (
-        "interrupted", True, None)
+        "interrupted",
+        True,
+        None,
+    )
     text = runner.invoke(app, ["eval", "status", job_id], env={"COLUMNS": "200"}).stdout
     assert text.splitlines()[0].endswith(": interrupted") and "ETA" not in text
     assert f"`agentic-iqa eval resume {job_id[:8]}` continues it" in text

@@ -24,8 +24,9 @@ def phone_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("phone")
     rng = np.random.default_rng(24)
     width, height = 5657, 4243
-    coarse = Image.fromarray(rng.integers(0, 256, (height // 64 + 2, width // 64 + 2, 3),
-                                          dtype=np.uint8))
+    coarse = Image.fromarray(
+        rng.integers(0, 256, (height // 64 + 2, width // 64 + 2, 3), dtype=np.uint8)
+    )
     pixels = np.asarray(coarse.resize((width, height), Image.Resampling.BICUBIC), np.int16)
     pixels = pixels + rng.integers(-10, 11, pixels.shape, dtype=np.int16)
     path = folder / "phone.jpg"
@@ -33,20 +34,25 @@ def phone_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_a_metric_job_scores_a_24_mp_photo_with_the_defaults(phone_photo, tmp_path,
-                                                              weights_dir):
-    env = {"AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
-           "AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu",
-           "AGENTIC_IQA_BROKER_URL": "", "AGENTIC_IQA_WEIGHTS_DIR": str(weights_dir)}
-    result = runner.invoke(app, ["eval", "submit", str(phone_photo.parent), "--tools",
-                                 "BRISQUE,NIQE,PIQE"], env=env)
+def test_a_metric_job_scores_a_24_mp_photo_with_the_defaults(phone_photo, tmp_path, weights_dir):
+    env = {
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_BROKER_URL": "",
+        "AGENTIC_IQA_WEIGHTS_DIR": str(weights_dir),
+    }
+    result = runner.invoke(
+        app, ["eval", "submit", str(phone_photo.parent), "--tools", "BRISQUE,NIQE,PIQE"], env=env
+    )
     assert result.exit_code == 0, result.output
     job = result.stdout.strip().splitlines()[0].split()[0]
     status = json.loads(runner.invoke(app, ["eval", "status", job, "--json"], env=env).stdout)
     assert status["counts"] == {"done": 1}
     export = tmp_path / "rows.jsonl"
-    exported = runner.invoke(app, ["eval", "export", job, "--format", "jsonl", "-o",
-                                   str(export)], env=env)
+    exported = runner.invoke(
+        app, ["eval", "export", job, "--format", "jsonl", "-o", str(export)], env=env
+    )
     assert exported.exit_code == 0, exported.output
     (row,) = [json.loads(line) for line in export.read_text().splitlines()]
     text = json.dumps(row)
@@ -80,18 +86,39 @@ def test_assess_takes_a_24_mp_photo_with_the_defaults_within_1_5_gb(phone_photo,
 
     from tests.conftest import REPO
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_TOOL_CACHE": "memory",
-           "AGENTIC_IQA_DEVICE": "cpu",
-           "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}"}
-    done = subprocess.run([sys.executable, "-c", ASSESS, "assess", str(phone_photo), "-q",
-                           "Rate the quality of this image.", "--json"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            ASSESS,
+            "assess",
+            str(phone_photo),
+            "-q",
+            "Rate the quality of this image.",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
     assert 1.0 <= document["quality_score"] <= 5.0
     assert document["executor_evidence"]["tool_logs"]
-    (peak,) = [int(line.split()[1]) * 1024 for line in done.stderr.splitlines()
-               if line.startswith("VmHWM ")]
+    (peak,) = [
+        int(line.split()[1]) * 1024
+        for line in done.stderr.splitlines()
+        if line.startswith("VmHWM ")
+    ]
     assert peak < 1.5 * GB, f"{peak / GB:.2f} GB"
 
 
@@ -111,8 +138,9 @@ def test_tools_list_shows_each_tools_largest_image():
     (dbcnn,) = [line for line in table.stdout.splitlines() if "│ DBCNN" in line]
     assert "up to 1.7 MP*" in dbcnn
     assert "AGENTIC_IQA_TOOL_MEMORY=1.50 GB" in table.stdout
-    smaller = runner.invoke(app, ["tools", "list", "--json"],
-                            env={"AGENTIC_IQA_TOOL_MEMORY": "500MB"})
+    smaller = runner.invoke(
+        app, ["tools", "list", "--json"], env={"AGENTIC_IQA_TOOL_MEMORY": "500MB"}
+    )
     small = {row["name"]: row for row in json.loads(smaller.stdout)}
     assert small["PIQE"]["max_pixels"] < tools["PIQE"]["max_pixels"]
 
@@ -125,8 +153,9 @@ def test_worker_lowers_the_tool_budget_to_fit_its_memory(monkeypatch):
     started: list[list[str]] = []
     monkeypatch.setattr(celery_app, "worker_main", lambda argv: started.append(argv))
     monkeypatch.delenv("AGENTIC_IQA_TOOL_MEMORY", raising=False)
-    result = runner.invoke(app, ["worker", "--max-memory", "2GB", "-c", "1"],
-                           env={"COLUMNS": "300"})
+    result = runner.invoke(
+        app, ["worker", "--max-memory", "2GB", "-c", "1"], env={"COLUMNS": "300"}
+    )
     assert result.exit_code == 0, result.output
     budget = 2 * GB - PROCESS_BASE
     import os

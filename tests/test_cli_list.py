@@ -29,17 +29,41 @@ def _listed(*args: str) -> list[dict]:
 def test_eval_list_shows_the_jobs_and_filters_them(tmp_path, results, livec_dir):
     koniq = koniq_root(livec_dir, tmp_path / "koniq", 3)
     livec = livec_root(livec_dir, tmp_path / "livec", 3)
-    sweep = _submit("--tools", "PIQE", "--group", "g1", "--dataset", "koniq", "--root",
-                    str(koniq), "--dataset", "livec", "--root", str(livec))
-    (vlm,) = _submit("--mode", "vlm", "--dataset", "livec", "--root", str(livec), "--limit",
-                     "2")
+    sweep = _submit(
+        "--tools",
+        "PIQE",
+        "--group",
+        "g1",
+        "--dataset",
+        "koniq",
+        "--root",
+        str(koniq),
+        "--dataset",
+        "livec",
+        "--root",
+        str(livec),
+    )
+    (vlm,) = _submit("--mode", "vlm", "--dataset", "livec", "--root", str(livec), "--limit", "2")
     every = _listed()
     assert [row["id"] for row in every] == [vlm, *reversed(sweep)]
     newest = every[0]
-    assert (newest["name"], newest["group"], newest["dataset"], newest["mode"],
-            newest["model"], newest["status"], newest["items"]) == (
-        "livec-all-vlm-builtin", None, "livec/all", "vlm", "builtin/builtin-v1", "done",
-        {"done": 2, "failed": 0, "total": 2})
+    assert (
+        newest["name"],
+        newest["group"],
+        newest["dataset"],
+        newest["mode"],
+        newest["model"],
+        newest["status"],
+        newest["items"],
+    ) == (
+        "livec-all-vlm-builtin",
+        None,
+        "livec/all",
+        "vlm",
+        "builtin/builtin-v1",
+        "done",
+        {"done": 2, "failed": 0, "total": 2},
+    )
     assert newest["figure"] == {"tool": None, "kind": None, "n": 0}  # 2 items: no correlation
     assert newest["cost_usd"] == 0 and newest["created_at"].startswith("20")
     metric = {row["dataset"]: row for row in every if row["group"] == "g1"}
@@ -73,12 +97,14 @@ def test_models_lists_backends_configured_models_and_prices(results, monkeypatch
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert [backend["name"] for backend in document["backends"]] == [
-        "builtin", "openai", "anthropic"]
+        "builtin",
+        "openai",
+        "anthropic",
+    ]
     roles = {role["role"]: role for role in document["roles"]}
     assert (roles["planner"]["backend"], roles["planner"]["model"]) == ("openai", "gpt-4o")
     assert roles["planner"]["price"]["input"] == 2.5
-    assert (roles["executor"]["backend"], roles["executor"]["model"]) == ("builtin",
-                                                                         "builtin-v1")
+    assert (roles["executor"]["backend"], roles["executor"]["model"]) == ("builtin", "builtin-v1")
     prices = {row["model"]: row for row in document["prices"]}
     assert prices["gpt-4o"]["output"] == 10.0 and prices["claude-sonnet-4-5"]["input"] == 3.0
     assert document["batch_discount"]["openai"] == pytest.approx(0.5)
@@ -102,10 +128,10 @@ def _big_job(engine, folder, photo, name: str, items: int) -> str:
     with manifest.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["image", "mos", "id"])
-        writer.writerows([str(photo), 20 + index % 70, f"{name}-{index}"]
-                         for index in range(items))
-    return lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=("PIQE",),
-                                                  check_images=False, name=name))
+        writer.writerows([str(photo), 20 + index % 70, f"{name}-{index}"] for index in range(items))
+    return lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=("PIQE",), check_images=False, name=name)
+    )
 
 
 def _listing_with_statements(engine) -> tuple[list[dict], list[str]]:
@@ -145,15 +171,18 @@ def test_eval_list_reads_no_item_of_jobs_of_ten_thousand_items(tmp_path, results
 
     listed, sent = _listing_with_statements(engine)
     assert [row["id"] for row in listed] == [waiting, *reversed(cancelled), small]
-    assert [statement for statement in sent
-            if any(table in statement for table in PER_ITEM_TABLES)] == []
+    assert [
+        statement for statement in sent if any(table in statement for table in PER_ITEM_TABLES)
+    ] == []
     by_id = {row["id"]: row for row in listed}
     assert by_id[small]["items"] == {"done": 5, "failed": 0, "total": 5}
     assert by_id[small]["figure"]["kind"] == "correlation" and by_id[small]["figure"]["n"] == 5
     assert by_id[small]["cost_usd"] == 0
     for job_id in cancelled:
         assert (by_id[job_id]["status"], by_id[job_id]["items"]) == (
-            "cancelled", {"done": 0, "failed": 0, "total": 10_000})
+            "cancelled",
+            {"done": 0, "failed": 0, "total": 10_000},
+        )
         assert by_id[job_id]["figure"]["kind"] is None
     assert (by_id[waiting]["status"], by_id[waiting]["items"]["total"]) == ("running", 10_000)
     assert by_id[waiting]["figure"] == {"tool": "PIQE", "kind": None, "n": 0}
@@ -163,12 +192,14 @@ def test_eval_list_reads_no_item_of_jobs_of_ten_thousand_items(tmp_path, results
     assert by_id[small]["figure"]["srcc"] == pytest.approx(tool["srcc"])
 
     with engine.begin() as connection:  # as a job stored before figures were kept
-        connection.execute(text("UPDATE jobs SET headline_json = NULL WHERE id = :id"),
-                           {"id": small})
+        connection.execute(
+            text("UPDATE jobs SET headline_json = NULL WHERE id = :id"), {"id": small}
+        )
     again, sent = _listing_with_statements(engine)
     assert again == listed
     assert [statement for statement in sent if "job_items" in statement]  # computed once
     once_more, sent = _listing_with_statements(engine)
     assert once_more == listed
-    assert [statement for statement in sent
-            if any(table in statement for table in PER_ITEM_TABLES)] == []
+    assert [
+        statement for statement in sent if any(table in statement for table in PER_ITEM_TABLES)
+    ] == []

@@ -40,8 +40,10 @@ def store(object_store: str, results: str, monkeypatch: pytest.MonkeyPatch) -> s
 def _objects(moto_url: str, bucket: str) -> dict[str, bytes]:
     client = boto3.client("s3", endpoint_url=moto_url)
     listed = client.list_objects_v2(Bucket=bucket).get("Contents", [])
-    return {entry["Key"]: client.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read()
-            for entry in listed}
+    return {
+        entry["Key"]: client.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read()
+        for entry in listed
+    }
 
 
 def _metric_job(folder: Path) -> str:
@@ -52,23 +54,38 @@ def _metric_job(folder: Path) -> str:
         example_photo((160 + 16 * index, 120)).save(folder / f"p{index}.png")
         lines.append(f"p{index}.png,{2.0 + index}")
     (folder / "manifest.csv").write_text("\n".join(lines) + "\n")
-    submitted = runner.invoke(app, ["eval", "submit", str(folder / "manifest.csv"),
-                                    "--tools", "PIQE"])
+    submitted = runner.invoke(
+        app, ["eval", "submit", str(folder / "manifest.csv"), "--tools", "PIQE"]
+    )
     assert submitted.exit_code == 0, submitted.output
     return submitted.stdout.split()[0]
 
 
 def test_export_report_figures_and_compare_land_in_the_bucket(
-        store: str, moto_url: str, tmp_path: Path):
+    store: str, moto_url: str, tmp_path: Path
+):
     job = _metric_job(tmp_path / "photos")
     again = _metric_job(tmp_path / "photos")
     out = f"s3://{store}/paper"
 
     exported = runner.invoke(app, ["eval", "export", job, "-o", f"{out}/results.csv"])
-    reported = runner.invoke(app, ["eval", "report", job, "--bootstrap", "0", "--html",
-                                   f"{out}/report.html", "--figures", f"{out}/figures"])
-    compared = runner.invoke(app, ["eval", "compare", job, again, "--bootstrap", "10", "--html",
-                                   f"{out}/compare.html"])
+    reported = runner.invoke(
+        app,
+        [
+            "eval",
+            "report",
+            job,
+            "--bootstrap",
+            "0",
+            "--html",
+            f"{out}/report.html",
+            "--figures",
+            f"{out}/figures",
+        ],
+    )
+    compared = runner.invoke(
+        app, ["eval", "compare", job, again, "--bootstrap", "10", "--html", f"{out}/compare.html"]
+    )
 
     for result in (exported, reported, compared):
         assert result.exit_code == 0, result.output
@@ -77,9 +94,13 @@ def test_export_report_figures_and_compare_land_in_the_bucket(
     assert f"wrote {out}/report.html" in reported.stderr
     assert f"wrote {out}/figures/scatter-tool-PIQE.svg" in reported.stderr
     objects = _objects(moto_url, store)
-    assert set(objects) == {"paper/results.csv", "paper/report.html", "paper/compare.html",
-                            "paper/figures/scatter-tool-PIQE.svg",
-                            "paper/figures/scatter-tool-PIQE.pdf"}
+    assert set(objects) == {
+        "paper/results.csv",
+        "paper/report.html",
+        "paper/compare.html",
+        "paper/figures/scatter-tool-PIQE.svg",
+        "paper/figures/scatter-tool-PIQE.pdf",
+    }
     rows = list(csv.DictReader(io.StringIO(objects["paper/results.csv"].decode())))
     assert sorted(Path(row["image"]).name for row in rows) == ["p0.png", "p1.png", "p2.png"]
     assert all(row["status"] == "done" for row in rows)

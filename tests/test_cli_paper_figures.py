@@ -65,37 +65,76 @@ def _ok(result) -> str:
 
 
 def _exported(job: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(_ok(runner.invoke(
-        app, ["eval", "export", job, "--format", "csv", "-o", "-"])))))
+    return list(
+        csv.DictReader(
+            io.StringIO(
+                _ok(runner.invoke(app, ["eval", "export", job, "--format", "csv", "-o", "-"]))
+            )
+        )
+    )
 
 
 @pytest.fixture(scope="module")
-def paper_jobs(data_dir: Path, livec_extra_dir: Path, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[PaperJobs]:
+def paper_jobs(
+    data_dir: Path, livec_extra_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PaperJobs]:
     """One database for the module's tests (the jobs take most of their time), set up as
     the ``results`` fixture sets up its own."""
     folder = tmp_path_factory.mktemp("paper")
     manifest = livec_manifest(livec_extra_dir, folder / MANIFEST_NAME, PHOTOS)
     weights = data_dir / "pyiqa-weights"
-    has_weights = all((weights / name).is_file() for name in (
-        "niqe_modelparameters.mat", "brisque_svm_weights.pth"))
+    has_weights = all(
+        (weights / name).is_file()
+        for name in ("niqe_modelparameters.mat", "brisque_svm_weights.pth")
+    )
     url = f"sqlite:///{folder / 'results.sqlite3'}"
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in (("DATABASE_URL", url), ("TOOL_CACHE", "memory"),
-                            ("DEVICE", "cpu"), ("VLM_CACHE", "false")):
+        for name, value in (
+            ("DATABASE_URL", url),
+            ("TOOL_CACHE", "memory"),
+            ("DEVICE", "cpu"),
+            ("VLM_CACHE", "false"),
+        ):
             patch.setenv(f"AGENTIC_IQA_{name}", value)
-        for name in ("BROKER_URL", "VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL",
-                     "WEIGHTS_DIR"):
+        for name in ("BROKER_URL", "VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL", "WEIGHTS_DIR"):
             patch.delenv(f"AGENTIC_IQA_{name}", raising=False)
         both = None
         if has_weights:
             patch.setenv("AGENTIC_IQA_WEIGHTS_DIR", str(weights))
-            (both,) = _ok(runner.invoke(app, [
-                "eval", "submit", str(manifest), "--mode", "tools", "--tools", "BRISQUE,NIQE",
-                "--group", GROUP, "--name", JOB_NAME])).split()
-        (piqe,) = _ok(runner.invoke(app, [
-            "eval", "submit", str(manifest), "--tools", "PIQE", "--group", GROUP,
-            "--name", "piqe"])).split()
+            (both,) = _ok(
+                runner.invoke(
+                    app,
+                    [
+                        "eval",
+                        "submit",
+                        str(manifest),
+                        "--mode",
+                        "tools",
+                        "--tools",
+                        "BRISQUE,NIQE",
+                        "--group",
+                        GROUP,
+                        "--name",
+                        JOB_NAME,
+                    ],
+                )
+            ).split()
+        (piqe,) = _ok(
+            runner.invoke(
+                app,
+                [
+                    "eval",
+                    "submit",
+                    str(manifest),
+                    "--tools",
+                    "PIQE",
+                    "--group",
+                    GROUP,
+                    "--name",
+                    "piqe",
+                ],
+            )
+        ).split()
         rows = {job: _exported(job) for job in (both, piqe) if job}
         yield PaperJobs(url, manifest, weights if has_weights else None, both, piqe, rows)
 
@@ -111,8 +150,9 @@ def _column(rows: list[dict[str, str]], name: str) -> np.ndarray:
 
 
 def _report(job: str) -> dict:
-    return json.loads(_ok(runner.invoke(app, ["eval", "report", job, "--json",
-                                              "--bootstrap", "0"])))
+    return json.loads(
+        _ok(runner.invoke(app, ["eval", "report", job, "--json", "--bootstrap", "0"]))
+    )
 
 
 def _pyiqa_scores(metric: str, paths: list[str], **options: str) -> np.ndarray:
@@ -148,14 +188,17 @@ def test_piqes_headline_is_pyiqas_spearman_sign_corrected(paper_jobs: PaperJobs)
 
 
 def test_brisque_and_niqe_are_reported_on_their_own_scores_not_the_bent_mapping(
-        paper_jobs: PaperJobs) -> None:
+    paper_jobs: PaperJobs,
+) -> None:
     job = _needs_brisque_and_niqe(paper_jobs)
     rows = paper_jobs.rows[job]
     mos = _column(rows, "mos")
     assert paper_jobs.weights is not None
-    niqe = _pyiqa_scores("niqe", [row["image"] for row in rows[:3]],
-                         pretrained_model_path=str(paper_jobs.weights /
-                                                   "niqe_modelparameters.mat"))
+    niqe = _pyiqa_scores(
+        "niqe",
+        [row["image"] for row in rows[:3]],
+        pretrained_model_path=str(paper_jobs.weights / "niqe_modelparameters.mat"),
+    )
     assert np.allclose(_column(rows[:3], "raw:NIQE"), niqe, atol=1e-2)
     report = _report(job)
     tools = {tool["tool"]: tool for tool in report["tools"]}
@@ -166,9 +209,13 @@ def test_brisque_and_niqe_are_reported_on_their_own_scores_not_the_bent_mapping(
         assert tool["plcc"] == pytest.approx(-stats.pearsonr(raw, mos).statistic, abs=1e-12)
         assert tool["krcc"] == pytest.approx(-stats.kendalltau(raw, mos).statistic, abs=1e-12)
         assert (tool["lower_is_better"], tool["direction"], tool["n"]) == (
-            True, "lower is better", PHOTOS)
+            True,
+            "lower is better",
+            PHOTOS,
+        )
         assert tool["normalized"]["srcc"] == pytest.approx(
-            stats.spearmanr(normalized, mos).statistic, abs=1e-12)
+            stats.spearmanr(normalized, mos).statistic, abs=1e-12
+        )
     brisque = tools["BRISQUE"]
     # Two photos lie below raw 5.6, where the paper's mapping rises again: the [1,5] ranks are
     # not BRISQUE's, and the report says so beside the [1,5] figure.
@@ -203,7 +250,8 @@ def test_a_mapping_is_flagged_only_where_the_jobs_raw_scores_reach_its_wrong_way
 
 
 def test_a_two_tool_job_is_one_row_per_tool_in_list_compare_and_group(
-        paper_jobs: PaperJobs, tmp_path: Path) -> None:
+    paper_jobs: PaperJobs, tmp_path: Path
+) -> None:
     job = _needs_brisque_and_niqe(paper_jobs)
     srcc = {tool["tool"]: tool["srcc"] for tool in _report(job)["tools"]}
     srcc["PIQE"] = _report(paper_jobs.piqe)["tools"][0]["srcc"]
@@ -215,8 +263,7 @@ def test_a_two_tool_job_is_one_row_per_tool_in_list_compare_and_group(
     for row in listed:
         assert row["figure"]["srcc"] == pytest.approx(srcc[row["tool"]])
         assert row["figure"]["lower_is_better"] is True
-    only = json.loads(_ok(runner.invoke(app, ["eval", "list", "--json", "--model",
-                                              "tools/NIQE"])))
+    only = json.loads(_ok(runner.invoke(app, ["eval", "list", "--json", "--model", "tools/NIQE"])))
     assert [(row["id"], row["tool"]) for row in only] == [(job, "NIQE")]
     text = _ok(runner.invoke(app, ["eval", "list"])).splitlines()
     lines = [line for line in text if line.startswith(job[:8])]
@@ -224,8 +271,7 @@ def test_a_two_tool_job_is_one_row_per_tool_in_list_compare_and_group(
     for line, tool in zip(lines, ("BRISQUE", "NIQE"), strict=True):
         assert f"tools/{tool} " in line and f"SRCC {srcc[tool]:.3f}" in line
 
-    group = json.loads(_ok(runner.invoke(app, ["eval", "compare", "--group", GROUP,
-                                               "--json"])))
+    group = json.loads(_ok(runner.invoke(app, ["eval", "compare", "--group", GROUP, "--json"])))
     assert group["rows"] == ["tools/BRISQUE", "tools/NIQE", "tools/PIQE"]
     (column,) = group["columns"]
     for row, tool in zip(group["rows"], ("BRISQUE", "NIQE", "PIQE"), strict=True):
@@ -242,18 +288,29 @@ def test_a_two_tool_job_is_one_row_per_tool_in_list_compare_and_group(
     html = page.read_text()
     assert all(f"tools/{tool}" in html for tool in ("BRISQUE", "NIQE", "PIQE"))
 
-    compared = json.loads(_ok(runner.invoke(app, [
-        "eval", "compare", job, paper_jobs.piqe, "--json", "--bootstrap", "50"])))
+    compared = json.loads(
+        _ok(
+            runner.invoke(
+                app, ["eval", "compare", job, paper_jobs.piqe, "--json", "--bootstrap", "50"]
+            )
+        )
+    )
     assert [line["label"] for line in compared["lines"]] == [
-        f"{job[:8]} tools/BRISQUE", f"{job[:8]} tools/NIQE", f"{paper_jobs.piqe[:8]} tools/PIQE"]
+        f"{job[:8]} tools/BRISQUE",
+        f"{job[:8]} tools/NIQE",
+        f"{paper_jobs.piqe[:8]} tools/PIQE",
+    ]
     by_tool = {line["tool"]: line for line in compared["lines"]}
     for tool, line in by_tool.items():
         assert line["mos"]["srcc"] == pytest.approx(srcc[tool])
     assert by_tool["NIQE"]["difference"]["srcc"] == pytest.approx(srcc["NIQE"] - srcc["BRISQUE"])
     assert by_tool["BRISQUE"]["mapping"]["monotone"] is False
     page = tmp_path / "compare.html"
-    _ok(runner.invoke(app, ["eval", "compare", job, paper_jobs.piqe, "--bootstrap", "0",
-                            "--html", str(page)]))
+    _ok(
+        runner.invoke(
+            app, ["eval", "compare", job, paper_jobs.piqe, "--bootstrap", "0", "--html", str(page)]
+        )
+    )
     assert "SRCC [1,5]" in page.read_text() and "BRISQUE&#x27;s [1,5] mapping" in page.read_text()
 
 
@@ -265,10 +322,14 @@ def _latex_rows(text: str) -> tuple[list[str], list[list[str]]]:
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Method &"))
     end = next(i for i in range(start + 2, len(lines)) if lines[i] == r"\hline")
-    split = [re.split(r"(?<!\\)&", line.removesuffix(r" \\")) for line in lines[start:end]
-             if line != r"\hline"]
-    return [cell.strip() for cell in split[0]], [[cell.strip() for cell in row]
-                                                 for row in split[1:]]
+    split = [
+        re.split(r"(?<!\\)&", line.removesuffix(r" \\"))
+        for line in lines[start:end]
+        if line != r"\hline"
+    ]
+    return [cell.strip() for cell in split[0]], [
+        [cell.strip() for cell in row] for row in split[1:]
+    ]
 
 
 def _value(cell: str, bold: str) -> tuple[float, bool]:
@@ -290,15 +351,17 @@ def _best_in_bold(header: list[str], rows: list[list[str]], bold: str) -> None:
 
 
 def test_compare_writes_latex_markdown_and_csv_tables_with_the_best_in_bold(
-        paper_jobs: PaperJobs, tmp_path: Path) -> None:
+    paper_jobs: PaperJobs, tmp_path: Path
+) -> None:
     job = _needs_brisque_and_niqe(paper_jobs)
     pair = [job, paper_jobs.piqe, "--bootstrap", "50"]
     document = json.loads(_ok(runner.invoke(app, ["eval", "compare", *pair, "--json"])))
     expected = [[line["mos"][m] for m in ("srcc", "plcc", "krcc")] for line in document["lines"]]
 
     latex_file = tmp_path / "table.tex"
-    result = runner.invoke(app, ["eval", "compare", *pair, "--format", "latex", "-o",
-                                 str(latex_file)])
+    result = runner.invoke(
+        app, ["eval", "compare", *pair, "--format", "latex", "-o", str(latex_file)]
+    )
     assert result.exit_code == 0, result.output
     latex = latex_file.read_text()
     assert latex.count(r"\begin{tabular}") == 1 and latex.rstrip().endswith(r"\end{table}")
@@ -337,16 +400,23 @@ def test_compare_writes_latex_markdown_and_csv_tables_with_the_best_in_bold(
     for metric in ("srcc", "plcc", "krcc"):
         top = max(round(float(record[metric]), 3) for record in records)
         assert [metric in record["best"].split(";") for record in records] == [
-            round(float(record[metric]), 3) == top for record in records]
+            round(float(record[metric]), 3) == top for record in records
+        ]
 
-    grouped = _ok(runner.invoke(app, ["eval", "compare", "--group", GROUP, "--format", "latex",
-                                      "--bootstrap", "20"]))
+    grouped = _ok(
+        runner.invoke(
+            app, ["eval", "compare", "--group", GROUP, "--format", "latex", "--bootstrap", "20"]
+        )
+    )
     header, rows = _latex_rows(grouped)
     assert r"\multicolumn{4}{c}{=photos \& 5\%\_\#.csv}" in grouped
     assert [row[0] for row in rows] == ["tools/BRISQUE", "tools/NIQE", "tools/PIQE"]
     _best_in_bold(header, rows, r"\\textbf\{(-?\d\.\d{3})\}")
-    group_csv = _ok(runner.invoke(app, ["eval", "compare", "--group", GROUP, "--format", "csv",
-                                        "--bootstrap", "0"]))
+    group_csv = _ok(
+        runner.invoke(
+            app, ["eval", "compare", "--group", GROUP, "--format", "csv", "--bootstrap", "0"]
+        )
+    )
     records = list(csv.DictReader(group_csv.splitlines()[1:]))
     assert {record["dataset"] for record in records} == {"'" + MANIFEST_NAME}
     refused = runner.invoke(app, ["eval", "compare", *pair, "-o", str(tmp_path / "x.tex")])
@@ -370,17 +440,33 @@ def test_mcq_accuracy_counts_failed_items_as_wrong(results, tmp_path, monkeypatc
 
     def refusing(request):
         if any(query in json.dumps(request.body) for query in failing):
-            return Reply(422, openai_error("the image could not be processed",
-                                           "invalid_request_error"))
+            return Reply(
+                422, openai_error("the image could not be processed", "invalid_request_error")
+            )
         return model(request)
 
     manifest = write_manifest(items, tmp_path / "questions.csv")
     ids = []
     for handler in (refusing, model):
         with FakeAPIServer(handler) as server:
-            ids += _ok(runner.invoke(app, [
-                "eval", "submit", str(manifest), "--mode", "vlm", "--backend", "openai",
-                "--model", "gpt-4o", "--base-url", f"{server.url}/v1"])).split()
+            ids += _ok(
+                runner.invoke(
+                    app,
+                    [
+                        "eval",
+                        "submit",
+                        str(manifest),
+                        "--mode",
+                        "vlm",
+                        "--backend",
+                        "openai",
+                        "--model",
+                        "gpt-4o",
+                        "--base-url",
+                        f"{server.url}/v1",
+                    ],
+                )
+            ).split()
     half, clean = ids
     mcq = _report(half)["mcq"]
     assert mcq["accuracy"] == 0.5 and (mcq["n"], mcq["correct"]) == (6, 3)
@@ -391,19 +477,28 @@ def test_mcq_accuracy_counts_failed_items_as_wrong(results, tmp_path, monkeypatc
     _ok(runner.invoke(app, ["eval", "report", half, "--bootstrap", "0", "--html", str(page)]))
     assert re.search(r'<table id="mcq">.*?<td>0\.500</td>', page.read_text(), re.S)
 
-    listed = {row["id"]: row["figure"] for row in json.loads(
-        _ok(runner.invoke(app, ["eval", "list", "--json"])))}
+    listed = {
+        row["id"]: row["figure"]
+        for row in json.loads(_ok(runner.invoke(app, ["eval", "list", "--json"])))
+    }
     assert (listed[half]["accuracy"], listed[half]["failed"]) == (0.5, 3)
     assert listed[clean]["accuracy"] == 1.0
-    line = next(line for line in _ok(runner.invoke(app, ["eval", "list"])).splitlines()
-                if line.startswith(half[:8]))
+    line = next(
+        line
+        for line in _ok(runner.invoke(app, ["eval", "list"])).splitlines()
+        if line.startswith(half[:8])
+    )
     assert "acc 0.500 (3/6; 3 failed or unanswered" in line
 
-    compared = json.loads(_ok(runner.invoke(app, ["eval", "compare", half, clean, "--json",
-                                                  "--bootstrap", "200"])))
+    compared = json.loads(
+        _ok(runner.invoke(app, ["eval", "compare", half, clean, "--json", "--bootstrap", "200"]))
+    )
     first, second = compared["lines"]
     assert (first["mcq"]["accuracy"], first["mcq"]["failed"], second["mcq"]["accuracy"]) == (
-        0.5, 3, 1.0)
+        0.5,
+        3,
+        1.0,
+    )
     assert second["mcq_difference"]["n"] == 6
     assert second["mcq_difference"]["accuracy"] == pytest.approx(0.5)
 
@@ -424,9 +519,18 @@ def test_accuracy_is_right_answers_over_every_question_run_whatever_the_mix() ->
             outcome = str(rng.choice(["right", "wrong", "none", "failed", "queued"]))
             answer = {"right": truth, "wrong": "E", "none": "Unable to determine"}.get(outcome)
             status = outcome if outcome in ("failed", "queued") else "done"
-            rows.append({"item_id": f"q{index}", "image": f"/x/{index}.png", "status": status,
-                         "final_answer": answer, "answer_truth": truth, "mos": None,
-                         "question_type": kind, "quality_score": None})
+            rows.append(
+                {
+                    "item_id": f"q{index}",
+                    "image": f"/x/{index}.png",
+                    "status": status,
+                    "final_answer": answer,
+                    "answer_truth": truth,
+                    "mos": None,
+                    "question_type": kind,
+                    "quality_score": None,
+                }
+            )
             run += outcome != "queued"
             right += outcome == "right"
             answered += outcome in ("right", "wrong")
@@ -440,15 +544,17 @@ def test_accuracy_is_right_answers_over_every_question_run_whatever_the_mix() ->
             correct, total = kinds[entry["type"]]
             assert (entry["correct"], entry["n"]) == (correct, total)
         about = {"id": "a", "name": "a", "status": "done", "mode": "vlm", "tools": None}
-        line = build_comparison([(about, rows), ({**about, "id": "b"}, rows)],
-                                bootstrap=0)["lines"][0]
+        line = build_comparison([(about, rows), ({**about, "id": "b"}, rows)], bootstrap=0)[
+            "lines"
+        ][0]
         if run:
             assert line["mcq"]["accuracy"] == pytest.approx(right / run)
             assert line["mcq"]["n"] == run and not math.isnan(line["mcq"]["accuracy"])
 
 
 def test_questions_on_bad_manifest_rows_count_in_accuracy_as_unanswered(
-        results, tmp_path, monkeypatch) -> None:
+    results, tmp_path, monkeypatch
+) -> None:
     """Six questions with known answers; three rows cannot be asked: a missing image (its
     cells all read), a MOS that is not a number and an id already taken (cells at fault).
     Their truth is kept, so accuracy is the three right answers over all six, not 3/3. A
@@ -468,9 +574,24 @@ def test_questions_on_bad_manifest_rows_count_in_accuracy_as_unanswered(
         csv.writer(handle).writerows(rows)
 
     with FakeAPIServer(model) as server:
-        job = _ok(runner.invoke(app, [
-            "eval", "submit", str(manifest), "--mode", "vlm", "--backend", "openai",
-            "--model", "gpt-4o", "--base-url", f"{server.url}/v1"])).split()[0]
+        job = _ok(
+            runner.invoke(
+                app,
+                [
+                    "eval",
+                    "submit",
+                    str(manifest),
+                    "--mode",
+                    "vlm",
+                    "--backend",
+                    "openai",
+                    "--model",
+                    "gpt-4o",
+                    "--base-url",
+                    f"{server.url}/v1",
+                ],
+            )
+        ).split()[0]
     mcq = _report(job)["mcq"]
     assert (mcq["n"], mcq["correct"], mcq["failed"]) == (6, 3, 3)
     assert mcq["accuracy"] == 0.5 and mcq["answered_accuracy"] == 1.0

@@ -27,9 +27,11 @@ from tests.conftest import natural_image
 
 REPO = Path(__file__).resolve().parent.parent
 #: A log line: counts, elapsed time, rate and ETA (or "unknown" before the first item ends).
-LINE = re.compile(r"^job [0-9a-f]{8}: (\d+)/(\d+) finished \((\d+) done, (\d+) failed\) after "
-                  r"\S+( \S+)?, (no item ended yet|[\d.]+ items/(s|min)), ETA (unknown|\S+)",
-                  re.MULTILINE)
+LINE = re.compile(
+    r"^job [0-9a-f]{8}: (\d+)/(\d+) finished \((\d+) done, (\d+) failed\) after "
+    r"\S+( \S+)?, (no item ended yet|[\d.]+ items/(s|min)), ETA (unknown|\S+)",
+    re.MULTILINE,
+)
 
 
 def test_rate_and_eta_from_counts_and_seconds() -> None:
@@ -46,7 +48,12 @@ def test_rate_and_eta_are_written_for_people() -> None:
     assert rate_text(0.25) == "15.0 items/min"
     assert rate_text(None) == "no item ended yet"
     assert [clock(s) for s in (0, 45.4, 200, 3723, 97200)] == [
-        "0s", "45s", "3m 20s", "1h 02m", "1d 03h"]
+        "0s",
+        "45s",
+        "3m 20s",
+        "1h 02m",
+        "1d 03h",
+    ]
     assert eta_text(200) == "ETA 3m 20s" and eta_text(None) == "ETA unknown"
     assert pace_text(0.25, 30) == "15.0 items/min, ETA 2m 00s"
 
@@ -54,13 +61,15 @@ def test_rate_and_eta_are_written_for_people() -> None:
 def test_progress_line_counts_rate_and_eta() -> None:
     counts = {"done": 118, "failed": 2, "running": 4, "pending": 276}
     line = progress_line("1a2b3c4d-0000", counts, elapsed=507, per_second=120 / 507)
-    assert line == ("job 1a2b3c4d: 120/400 finished (118 done, 2 failed) after 8m 27s, "
-                    "14.2 items/min, ETA 19m 43s")
-    stalled = progress_line("1a2b3c4d", {"done": 1, "queued": 3}, elapsed=60,
-                            per_second=1 / 60, stalled=3)
+    assert line == (
+        "job 1a2b3c4d: 120/400 finished (118 done, 2 failed) after 8m 27s, "
+        "14.2 items/min, ETA 19m 43s"
+    )
+    stalled = progress_line(
+        "1a2b3c4d", {"done": 1, "queued": 3}, elapsed=60, per_second=1 / 60, stalled=3
+    )
     assert stalled.endswith("1.0 items/min, 3 stalled: no ETA") and "ETA " not in stalled
-    cancelled = progress_line("1a2b3c4d", {"done": 1, "cancelled": 2}, elapsed=5,
-                              per_second=None)
+    cancelled = progress_line("1a2b3c4d", {"done": 1, "cancelled": 2}, elapsed=5, per_second=None)
     assert cancelled.startswith("job 1a2b3c4d: 3/3 finished (1 done, 0 failed, 2 cancelled)")
     assert cancelled.endswith("no item ended yet, ETA 0s")
 
@@ -75,8 +84,12 @@ def photos(tmp_path: Path) -> Path:
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:
-    return {"AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
-            "AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu", "COLUMNS": "160"}
+    return {
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "COLUMNS": "160",
+    }
 
 
 #: A local metric job (no broker, no VLM), one thread, a progress line every tenth of a second.
@@ -84,14 +97,19 @@ SUBMIT = ["eval", "submit", "--tools", "PIQE", "--workers", "1", "--progress-eve
 
 
 @pytest.mark.slow
-def test_a_local_job_logs_progress_lines_with_counts_and_eta(photos: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_local_job_logs_progress_lines_with_counts_and_eta(photos: Path, tmp_path: Path) -> None:
     """stderr in a file, as under nohup or Slurm: plain lines while the job runs."""
     log = tmp_path / "job.log"
     with log.open("w") as stderr:
-        done = subprocess.run([sys.executable, "-m", "agentic_iqa", *SUBMIT, str(photos)],
-                              stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=300,
-                              env={**os.environ, **_environment(tmp_path)}, cwd=tmp_path)
+        done = subprocess.run(
+            [sys.executable, "-m", "agentic_iqa", *SUBMIT, str(photos)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            timeout=300,
+            env={**os.environ, **_environment(tmp_path)},
+            cwd=tmp_path,
+        )
     text = log.read_text()
     assert done.returncode == 0, text
     lines = LINE.findall(text)
@@ -108,15 +126,17 @@ def test_the_terminal_bar_shows_the_eta_and_no_log_lines(photos: Path, tmp_path:
 
     from agentic_iqa.cli import app
 
-    result = CliRunner().invoke(app, [*SUBMIT, str(photos)],
-                                env={**_environment(tmp_path), "TTY_COMPATIBLE": "1"})
+    result = CliRunner().invoke(
+        app, [*SUBMIT, str(photos)], env={**_environment(tmp_path), "TTY_COMPATIBLE": "1"}
+    )
     assert result.exit_code == 0, result.output
     assert re.search(r"items/(s|min), ETA \d", result.stderr), result.stderr
     assert not LINE.search(result.stderr), result.stderr
 
 
 def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
-        photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`eval status --watch`, the follower `submit --wait` and `resume --wait` use too, with
     stderr in a pipe: plain lines while the job runs elsewhere (here, another thread)."""
     import threading
@@ -138,15 +158,23 @@ def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
     engine = make_engine(url)
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=photos, tools=["PIQE"]))
     watched = {}
-    watcher = threading.Thread(target=lambda: watched.update(result=CliRunner().invoke(
-        app, ["eval", "status", job_id[:8], "--watch", "--progress-every", "0.1"])))
+    watcher = threading.Thread(
+        target=lambda: watched.update(
+            result=CliRunner().invoke(
+                app, ["eval", "status", job_id[:8], "--watch", "--progress-every", "0.1"]
+            )
+        )
+    )
     watcher.start()
     time.sleep(1.0)  # the watcher finds the job running before anything ends
     client = BuiltinClient()
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
-    lifecycle.run_local(engine, job_id, Agents(planner=client, executor=client,
-                                               summarizer=client, registry=registry),
-                        workers=1)
+    lifecycle.run_local(
+        engine,
+        job_id,
+        Agents(planner=client, executor=client, summarizer=client, registry=registry),
+        workers=1,
+    )
     watcher.join(timeout=60)
     result = watched["result"]
     assert result.exit_code == 0, result.output

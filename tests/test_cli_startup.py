@@ -17,8 +17,18 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 #: Never needed to print help, list the tools or show a job's progress.
-HEAVY = ("torch", "torchvision", "pyiqa", "scipy", "matplotlib", "pyarrow", "celery", "kombu",
-         "openai", "anthropic")
+HEAVY = (
+    "torch",
+    "torchvision",
+    "pyiqa",
+    "scipy",
+    "matplotlib",
+    "pyarrow",
+    "celery",
+    "kombu",
+    "openai",
+    "anthropic",
+)
 
 #: Runs the CLI in this interpreter (as the console script does), then reports the top-level
 #: packages loaded and the exit code on stderr's last line.
@@ -36,9 +46,14 @@ print(json.dumps({"code": code, "modules": loaded}), file=sys.stderr)
 
 
 def _run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, set[str], str]:
-    result = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=REPO,
-                            env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     report = json.loads(result.stderr.strip().splitlines()[-1])
     return report["code"], set(report["modules"]), result.stdout
 
@@ -71,17 +86,20 @@ def one_job(tmp_path: Path) -> str:
     upgrade(url)
     manifest = tmp_path / "manifest.jsonl"
     image = REPO / "examples" / "i03_blurred.png"
-    manifest.write_text(f'{{"image": "{image}", "id": "a"}}\n{{"image": "{image}", "id": "b"}}\n',
-                        encoding="utf-8")
-    lifecycle.submit(make_engine(url), JobSpec.build(manifest=manifest, name="startup",
-                                                     check_images=False))
+    manifest.write_text(
+        f'{{"image": "{image}", "id": "a"}}\n{{"image": "{image}", "id": "b"}}\n', encoding="utf-8"
+    )
+    lifecycle.submit(
+        make_engine(url), JobSpec.build(manifest=manifest, name="startup", check_images=False)
+    )
     dispose_engines(url)
     return url
 
 
 def test_eval_status_loads_no_heavy_module(one_job: str) -> None:
-    code, modules, stdout = _run(["eval", "status", "--json"],
-                                 {"AGENTIC_IQA_DATABASE_URL": one_job})
+    code, modules, stdout = _run(
+        ["eval", "status", "--json"], {"AGENTIC_IQA_DATABASE_URL": one_job}
+    )
     assert code == 0 and json.loads(stdout)["total"] == 2
     # The database is at head: the schema check is one query, not Alembic's machinery.
     assert _heavy(modules, ("alembic",)) == []
@@ -98,8 +116,9 @@ def test_script_heads_agree_with_alembic() -> None:
     assert script_heads() == set(ScriptDirectory.from_config(alembic_config()).get_heads())
 
 
-def test_ensure_schema_migrates_only_when_not_at_head(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ensure_schema_migrates_only_when_not_at_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from alembic import command
 
     from agentic_iqa.db import engine as db_engine

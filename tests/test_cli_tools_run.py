@@ -56,17 +56,21 @@ def test_a_folder_gives_one_csv_row_per_image_on_a_clean_stdout(photos):
     assert float(rows[0]["raw_score"]) < float(rows[2]["raw_score"])  # PIQE: lower is better
     assert metric_creations()["PIQE"] - before <= 1  # the model is built once, not per image
     assert "is a directory" not in result.output
-    deep = runner.invoke(app, ["tools", "run", "PIQE", str(photos), "--recursive",
-                               "--format", "csv"], env=ENV)
+    deep = runner.invoke(
+        app, ["tools", "run", "PIQE", str(photos), "--recursive", "--format", "csv"], env=ENV
+    )
     assert [row["image"] for row in _csv(deep.stdout)][-1] == str(photos / "sub" / "deep.png")
 
 
 def test_a_quoted_glob_is_expanded_and_one_matching_nothing_is_refused(photos):
-    result = runner.invoke(app, ["tools", "run", "PIQE", str(photos / "b[02].png"),
-                                 "--format", "csv"], env=ENV)
+    result = runner.invoke(
+        app, ["tools", "run", "PIQE", str(photos / "b[02].png"), "--format", "csv"], env=ENV
+    )
     assert result.exit_code == 0, result.output
-    assert [row["image"] for row in _csv(result.stdout)] == [str(photos / "b0.png"),
-                                                             str(photos / "b2.png")]
+    assert [row["image"] for row in _csv(result.stdout)] == [
+        str(photos / "b0.png"),
+        str(photos / "b2.png"),
+    ]
     nothing = runner.invoke(app, ["tools", "run", "PIQE", str(photos / "*.webp")], env=ENV)
     assert nothing.exit_code == 2
     assert f"no file matches the pattern {str(photos / '*.webp')!r}" in nothing.stderr
@@ -85,31 +89,43 @@ def test_a_corrupt_image_is_a_row_with_its_error_and_the_others_score(photos):
     assert rows["bad.jpg"]["raw_score"] == "" and "cannot load image" in rows["bad.jpg"]["error"]
     assert all(float(rows[name]["raw_score"]) >= 0 for name in ("b0.png", "b1.png", "b2.png"))
     assert "1 of 4 images could not be scored" in result.stderr
-    only_bad = runner.invoke(app, ["tools", "run", "PIQE", str(photos / "bad.jpg"),
-                                   str(photos / "gone.png"), "--format", "csv"], env=ENV)
+    only_bad = runner.invoke(
+        app,
+        [
+            "tools",
+            "run",
+            "PIQE",
+            str(photos / "bad.jpg"),
+            str(photos / "gone.png"),
+            "--format",
+            "csv",
+        ],
+        env=ENV,
+    )
     assert only_bad.exit_code == 1  # every image failed
     assert [row["error"] != "" for row in _csv(only_bad.stdout)] == [True, True]
     assert "no image could be scored: 2 failed" in only_bad.stderr
 
 
 def test_json_is_one_list_and_jsonl_one_object_a_line(photos):
-    result = runner.invoke(app, ["tools", "run", "PIQE", str(photos), "--format", "json"],
-                           env=ENV)
+    result = runner.invoke(app, ["tools", "run", "PIQE", str(photos), "--format", "json"], env=ENV)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [Path(row["image"]).name for row in rows] == ["b0.png", "b1.png", "b2.png"]
     assert all(isinstance(row["raw_score"], float) and row["error"] is None for row in rows)
     flag = runner.invoke(app, ["tools", "run", "PIQE", str(photos), "--json"], env=ENV)
     assert [row["image"] for row in json.loads(flag.stdout)] == [row["image"] for row in rows]
-    lines = runner.invoke(app, ["tools", "run", "PIQE", str(photos), "--format", "jsonl"],
-                          env=ENV).stdout.splitlines()
+    lines = runner.invoke(
+        app, ["tools", "run", "PIQE", str(photos), "--format", "jsonl"], env=ENV
+    ).stdout.splitlines()
     assert [json.loads(line)["image"] for line in lines] == [row["image"] for row in rows]
 
 
 def test_output_file_and_dash_for_stdout(photos, tmp_path):
     target = tmp_path / "out" / "scores.csv"
-    result = runner.invoke(app, ["tools", "run", "PIQE", str(photos), "-o", str(target)],
-                           env=ENV)  # the format from the extension
+    result = runner.invoke(
+        app, ["tools", "run", "PIQE", str(photos), "-o", str(target)], env=ENV
+    )  # the format from the extension
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert len(_csv(target.read_text())) == 3
@@ -117,17 +133,20 @@ def test_output_file_and_dash_for_stdout(photos, tmp_path):
     listed = tmp_path / "scores.json"
     runner.invoke(app, ["tools", "run", "PIQE", str(photos), "-o", str(listed)], env=ENV)
     assert len(json.loads(listed.read_text())) == 3
-    dash = runner.invoke(app, ["tools", "run", "PIQE", str(photos / "b0.png"), "-o", "-",
-                               "--format", "csv"], env=ENV)
+    dash = runner.invoke(
+        app, ["tools", "run", "PIQE", str(photos / "b0.png"), "-o", "-", "--format", "csv"], env=ENV
+    )
     assert dash.exit_code == 0 and [row["image"] for row in _csv(dash.stdout)] == [
-        str(photos / "b0.png")]
+        str(photos / "b0.png")
+    ]
 
 
 def test_csv_cells_cannot_start_a_formula(photos, monkeypatch):
     monkeypatch.chdir(photos)
     Image.open("b0.png").save("=HYPERLINK(1).png")
-    result = runner.invoke(app, ["tools", "run", "PIQE", "=HYPERLINK(1).png", "b1.png",
-                                 "--format", "csv"], env=ENV)
+    result = runner.invoke(
+        app, ["tools", "run", "PIQE", "=HYPERLINK(1).png", "b1.png", "--format", "csv"], env=ENV
+    )
     assert result.exit_code == 0, result.output
     assert [row["image"] for row in _csv(result.stdout)] == ["'=HYPERLINK(1).png", "b1.png"]
 
@@ -151,19 +170,42 @@ def test_full_reference_tools_pair_images_by_name_in_reference_dir(photos, tmp_p
         Image.open(photos / "b0.png").save(references / name)
     refused = runner.invoke(app, ["tools", "run", "SSIM", str(photos)], env=ENV)
     assert refused.exit_code == 2
-    assert "SSIM is a full-reference tool: give --reference REF" in " ".join(
-        refused.stderr.split())
-    result = runner.invoke(app, ["tools", "run", "SSIM", str(photos), "--reference-dir",
-                                 str(references), "--format", "csv"], env=ENV)
+    assert "SSIM is a full-reference tool: give --reference REF" in " ".join(refused.stderr.split())
+    result = runner.invoke(
+        app,
+        [
+            "tools",
+            "run",
+            "SSIM",
+            str(photos),
+            "--reference-dir",
+            str(references),
+            "--format",
+            "csv",
+        ],
+        env=ENV,
+    )
     assert result.exit_code == 0, result.output
     rows = {Path(row["image"]).name: row for row in _csv(result.stdout)}
     assert float(rows["b0.png"]["raw_score"]) == pytest.approx(1.0)  # itself
     assert float(rows["b1.png"]["raw_score"]) < 0.99
     assert rows["b1.png"]["reference"] == str(references / "b1.png")
     assert rows["b2.png"]["raw_score"] == "" and "no reference" in rows["b2.png"]["error"]
-    shared = runner.invoke(app, ["tools", "run", "SSIM", str(photos / "b1.png"),
-                                 str(photos / "b2.png"), "--reference", str(photos / "b0.png"),
-                                 "--format", "json"], env=ENV)
+    shared = runner.invoke(
+        app,
+        [
+            "tools",
+            "run",
+            "SSIM",
+            str(photos / "b1.png"),
+            str(photos / "b2.png"),
+            "--reference",
+            str(photos / "b0.png"),
+            "--format",
+            "json",
+        ],
+        env=ENV,
+    )
     scores = [row["raw_score"] for row in json.loads(shared.stdout)]
     assert scores[0] > scores[1]  # more blur, further from the sharp reference
 
@@ -183,13 +225,13 @@ def test_a_tool_without_weights_is_one_error_not_a_failed_row_per_image(tmp_path
     photos.mkdir()
     for seed in range(2):
         Image.fromarray(natural_image(seed, size=(128, 128))).save(photos / f"{seed}.png")
-    result = runner.invoke(app, ["tools", "run", "NIQE", str(photos), "--format", "csv"],
-                           env=ENV)
+    result = runner.invoke(app, ["tools", "run", "NIQE", str(photos), "--format", "csv"], env=ENV)
     assert result.exit_code == 1 and result.stdout == ""
     (line,) = [" ".join(result.stderr.split())]
     assert line.startswith("error: NIQE cannot run here: missing niqe_modelparameters.mat")
-    fallen = runner.invoke(app, ["tools", "run", "NIQE", str(photos), "--format", "csv",
-                                 "--fallback"], env=ENV)
+    fallen = runner.invoke(
+        app, ["tools", "run", "NIQE", str(photos), "--format", "csv", "--fallback"], env=ENV
+    )
     assert fallen.exit_code == 0, fallen.output
     rows = _csv(fallen.stdout)
     assert {(row["tool"], row["fallback_from"]) for row in rows} == {("PIQE", "NIQE")}
@@ -199,8 +241,9 @@ def test_a_tool_without_weights_is_one_error_not_a_failed_row_per_image(tmp_path
 
 def test_the_issues_example_brisque_on_a_folder(photos, weights_dir):
     env = {**ENV, "AGENTIC_IQA_WEIGHTS_DIR": str(weights_dir)}
-    result = runner.invoke(app, ["tools", "run", "brisque", f"{photos}/", "--format", "csv"],
-                           env=env)
+    result = runner.invoke(
+        app, ["tools", "run", "brisque", f"{photos}/", "--format", "csv"], env=env
+    )
     assert result.exit_code == 0, result.output
     rows = _csv(result.stdout)
     assert [Path(row["image"]).name for row in rows] == ["b0.png", "b1.png", "b2.png"]

@@ -26,8 +26,11 @@ runner = CliRunner()
 
 @pytest.fixture
 def env(weights_dir: Path) -> dict[str, str]:
-    return {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DEVICE": "cpu",
-            "AGENTIC_IQA_WEIGHTS_DIR": str(weights_dir)}
+    return {
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_WEIGHTS_DIR": str(weights_dir),
+    }
 
 
 @pytest.fixture
@@ -38,7 +41,8 @@ def photos(tmp_path: Path) -> Path:
     sharp = Image.fromarray(natural_image(size=(128, 128)))
     for index, radius in enumerate((0, 1.5, 3)):
         (sharp.filter(ImageFilter.GaussianBlur(radius)) if radius else sharp).save(
-            folder / f"b{index}.png")
+            folder / f"b{index}.png"
+        )
     Image.fromarray(natural_image(1, size=(64, 64))).save(folder / "small.png")
     return folder
 
@@ -48,17 +52,32 @@ def _csv(text: str) -> list[dict[str, str]]:
 
 
 def test_several_tools_give_one_row_per_image_with_each_tools_scores(photos, env):
-    result = runner.invoke(app, ["tools", "run", "PIQE,NIQE,piqe", str(photos), "--format",
-                                 "csv"], env=env)
+    result = runner.invoke(
+        app, ["tools", "run", "PIQE,NIQE,piqe", str(photos), "--format", "csv"], env=env
+    )
     assert result.exit_code == 0, result.output
     rows = _csv(result.stdout)
-    assert list(rows[0]) == ["image", "reference", "tool:PIQE", "raw:PIQE", "tool:NIQE",
-                             "raw:NIQE", "seconds", "cached", "error"]  # piqe counted once
-    assert [Path(row["image"]).name for row in rows] == ["b0.png", "b1.png", "b2.png",
-                                                          "small.png"]
+    assert list(rows[0]) == [
+        "image",
+        "reference",
+        "tool:PIQE",
+        "raw:PIQE",
+        "tool:NIQE",
+        "raw:NIQE",
+        "seconds",
+        "cached",
+        "error",
+    ]  # piqe counted once
+    assert [Path(row["image"]).name for row in rows] == ["b0.png", "b1.png", "b2.png", "small.png"]
     for name in ("PIQE", "NIQE"):  # the same scores as the tool run alone
-        alone = {Path(row["image"]).name: row for row in _csv(runner.invoke(
-            app, ["tools", "run", name, str(photos), "--format", "csv"], env=env).stdout)}
+        alone = {
+            Path(row["image"]).name: row
+            for row in _csv(
+                runner.invoke(
+                    app, ["tools", "run", name, str(photos), "--format", "csv"], env=env
+                ).stdout
+            )
+        }
         for row in rows:
             expected = alone[Path(row["image"]).name]["raw_score"]
             if not expected:  # the tool alone could not score it either
@@ -84,34 +103,42 @@ def test_each_image_is_read_and_decoded_once_for_all_the_tools(photos, env, monk
         return decode(data, path)
 
     monkeypatch.setattr(images, "decode_stored", counted)
-    result = runner.invoke(app, ["tools", "run", "PIQE,NIQE", str(photos), "--no-cache",
-                                 "--format", "jsonl"], env=env)
+    result = runner.invoke(
+        app, ["tools", "run", "PIQE,NIQE", str(photos), "--no-cache", "--format", "jsonl"], env=env
+    )
     assert result.exit_code == 0, result.output
     assert len(result.stdout.splitlines()) == 4
     assert decoded == Counter({"b0.png": 1, "b1.png": 1, "b2.png": 1, "small.png": 1})
 
 
 def test_json_and_the_table_carry_a_column_per_tool(photos, env):
-    rows = json.loads(runner.invoke(app, ["tools", "run", "PIQE,NIQE", str(photos / "b0.png"),
-                                          "--json"], env=env).stdout)
+    rows = json.loads(
+        runner.invoke(
+            app, ["tools", "run", "PIQE,NIQE", str(photos / "b0.png"), "--json"], env=env
+        ).stdout
+    )
     assert len(rows) == 1 and isinstance(rows[0]["raw:NIQE"], float)
     assert rows[0]["error"] is None and rows[0]["cached"] is False
-    table = runner.invoke(app, ["tools", "run", "PIQE,NIQE", str(photos)],
-                          env={**env, "COLUMNS": "200"})
+    table = runner.invoke(
+        app, ["tools", "run", "PIQE,NIQE", str(photos)], env={**env, "COLUMNS": "200"}
+    )
     assert table.exit_code == 0, table.output
     assert "PIQE raw" in table.stdout and "NIQE (1-5)" in table.stdout
-    assert sum("b0.png" in line or "small.png" in line for line in table.stdout.splitlines()) \
-        == 2
+    assert sum("b0.png" in line or "small.png" in line for line in table.stdout.splitlines()) == 2
 
 
-@pytest.mark.parametrize(("tools", "extra", "code", "message"), [
-    ("PIQE,NIQE", ["--fallback"], 2, "--fallback lets another tool answer for one tool"),
-    ("PIQE,NOSUCH", [], 1, "NOSUCH"),
-    (" , ", [], 2, "no tool named"),
-    ("PIQE,SSIM", [], 2, "SSIM is a full-reference tool: give --reference REF"),
-])
-def test_several_tools_that_cannot_run_together_are_one_error(photos, env, tools, extra, code,
-                                                             message):
+@pytest.mark.parametrize(
+    ("tools", "extra", "code", "message"),
+    [
+        ("PIQE,NIQE", ["--fallback"], 2, "--fallback lets another tool answer for one tool"),
+        ("PIQE,NOSUCH", [], 1, "NOSUCH"),
+        (" , ", [], 2, "no tool named"),
+        ("PIQE,SSIM", [], 2, "SSIM is a full-reference tool: give --reference REF"),
+    ],
+)
+def test_several_tools_that_cannot_run_together_are_one_error(
+    photos, env, tools, extra, code, message
+):
     result = runner.invoke(app, ["tools", "run", tools, str(photos), *extra], env=env)
     assert result.exit_code == code
     assert message in " ".join(result.stderr.split()) and result.stdout == ""

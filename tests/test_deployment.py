@@ -114,8 +114,16 @@ def walk(node: Any, path: str = "") -> list[tuple[str, Any]]:
 
 
 def test_every_service_the_deployment_doc_names_is_there(services: dict[str, Any]) -> None:
-    expected = {"redis", "postgres", "migrate", "worker", "vlm-worker", "cpu-tool-worker",
-                "gpu-worker", "flower"}
+    expected = {
+        "redis",
+        "postgres",
+        "migrate",
+        "worker",
+        "vlm-worker",
+        "cpu-tool-worker",
+        "gpu-worker",
+        "flower",
+    }
     assert expected <= set(services)
 
 
@@ -233,9 +241,10 @@ def test_gpu_worker_is_in_the_gpu_profile_with_an_nvidia_reservation(
     devices = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
     # the merge of the shared environment kept everything else
-    assert environment(gpu)["AGENTIC_IQA_BROKER_URL"] == environment(
-        services["worker"]
-    )["AGENTIC_IQA_BROKER_URL"]
+    assert (
+        environment(gpu)["AGENTIC_IQA_BROKER_URL"]
+        == environment(services["worker"])["AGENTIC_IQA_BROKER_URL"]
+    )
 
 
 def test_only_gpu_worker_is_outside_the_default_stack(services: dict[str, Any]) -> None:
@@ -324,9 +333,11 @@ def test_env_example_documents_the_app_settings_compose_fixes() -> None:
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
     text = DOCKERFILE.read_text(encoding="utf-8")
-    logical = re.sub(r"\\\n", " ", "\n".join(
-        line for line in text.splitlines() if not line.lstrip().startswith("#")
-    ))
+    logical = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")),
+    )
     result = []
     for line in logical.splitlines():
         if line.strip():
@@ -361,8 +372,17 @@ def copied_sources() -> list[str]:
 
 def test_every_path_the_dockerfile_copies_exists_and_is_not_dockerignored() -> None:
     sources = copied_sources()
-    for required in ("pyproject.toml", "README.md", "agentic_iqa", "iqa_tools", "workers",
-                     "configs", "migrations", "alembic.ini", "examples"):
+    for required in (
+        "pyproject.toml",
+        "README.md",
+        "agentic_iqa",
+        "iqa_tools",
+        "workers",
+        "configs",
+        "migrations",
+        "alembic.ini",
+        "examples",
+    ):
         assert required in sources, required
     patterns = [
         line.strip()
@@ -396,9 +416,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out)]
     if importlib.util.find_spec("hatchling") is not None:
         command.append("--no-build-isolation")
-    result = subprocess.run([*command, str(REPO)], capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-                            check=False)
+    result = subprocess.run(
+        [*command, str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        check=False,
+    )
     assert result.returncode == 0, f"building the wheel failed:\n{result.stderr[-3000:]}"
     (built,) = out.glob("agentic_iqa-*.whl")
     return built
@@ -406,9 +431,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def package_files(folder: Path) -> set[str]:
     """Every file of a source folder (caches left out), relative to the folder."""
-    return {str(path.relative_to(folder)) for path in folder.rglob("*")
-            if path.is_file() and "__pycache__" not in path.parts
-            and path.suffix not in {".pyc", ".pyo"}}
+    return {
+        str(path.relative_to(folder))
+        for path in folder.rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and path.suffix not in {".pyc", ".pyo"}
+    }
 
 
 @pytest.mark.slow
@@ -421,8 +450,11 @@ def test_the_wheel_holds_every_module_data_file_migration_and_config(wheel: Path
 
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        entry_points = next(archive.read(name).decode() for name in names
-                            if name.endswith(".dist-info/entry_points.txt"))
+        entry_points = next(
+            archive.read(name).decode()
+            for name in names
+            if name.endswith(".dist-info/entry_points.txt")
+        )
     for package in PACKAGES:
         missing = {f"{package}/{name}" for name in package_files(REPO / package)} - names
         assert not missing, f"the wheel lacks {sorted(missing)}"
@@ -430,18 +462,25 @@ def test_the_wheel_holds_every_module_data_file_migration_and_config(wheel: Path
         expected = {f"{target}/{name}" for name in package_files(REPO / source)}
         assert expected, source
         assert not expected - names, f"the wheel lacks {sorted(expected - names)}"
-    versions = {name for name in names if re.fullmatch(
-        r"agentic_iqa/migrations/versions/[^/]+\.py", name)}
+    versions = {
+        name for name in names if re.fullmatch(r"agentic_iqa/migrations/versions/[^/]+\.py", name)
+    }
     assert len(versions) == len(list((REPO / "migrations" / "versions").glob("*.py"))) > 0
-    for required in ("agentic_iqa/migrations/env.py", "agentic_iqa/migrations/script.py.mako",
-                     "agentic_iqa/configs/pipeline.yaml", "agentic_iqa/configs/tools.yaml",
-                     "agentic_iqa/configs/model_backends.yaml",
-                     "iqa_tools/metadata/tools.json", "agentic_iqa/vlm/builtin/opinion.json",
-                     "workers/celery_app.py", "workers/tasks.py"):
+    for required in (
+        "agentic_iqa/migrations/env.py",
+        "agentic_iqa/migrations/script.py.mako",
+        "agentic_iqa/configs/pipeline.yaml",
+        "agentic_iqa/configs/tools.yaml",
+        "agentic_iqa/configs/model_backends.yaml",
+        "iqa_tools/metadata/tools.json",
+        "agentic_iqa/vlm/builtin/opinion.json",
+        "workers/celery_app.py",
+        "workers/tasks.py",
+    ):
         assert required in names, required
-    assert not [name for name in names if name.startswith(("tests/", "migrations/",
-                                                           "configs/"))], \
+    assert not [name for name in names if name.startswith(("tests/", "migrations/", "configs/"))], (
         "test code or top-level copies of the data folders in the wheel"
+    )
     assert re.search(r"^agentic-iqa\s*=\s*agentic_iqa\.cli:app\s*$", entry_points, re.MULTILINE)
 
 
@@ -479,27 +518,54 @@ def test_the_installed_wheel_carries_the_migrations(wheel: Path, tmp_path: Path)
 
     target = tmp_path / "site"
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
-         "--disable-pip-version-check", "--target", str(target), str(wheel)],
-        capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     script = target / "bin" / "agentic-iqa"
     assert script.is_file(), "the wheel installs no agentic-iqa console script"
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     python = str(venv / "bin" / "python")
-    dependencies = dict.fromkeys([sysconfig.get_paths()["purelib"],
-                                  sysconfig.get_paths()["platlib"]])
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("AGENTIC_IQA_", "PYTHON"))}
+    dependencies = dict.fromkeys(
+        [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    )
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("AGENTIC_IQA_", "PYTHON"))
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(target), *dependencies])
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([python, *args], cwd=elsewhere, env=env, capture_output=True,
-                              text=True, timeout=300, check=False)
+        return subprocess.run(
+            [python, *args],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
     where = run("-c", _WHERE)
     assert where.returncode == 0, where.stderr[-3000:]
@@ -508,8 +574,7 @@ def test_the_installed_wheel_carries_the_migrations(wheel: Path, tmp_path: Path)
         assert Path(path).resolve().is_relative_to(target.resolve()), path
         assert Path(path).exists(), path
     assert (Path(found["configs"]) / "pipeline.yaml").is_file(), found["configs"]
-    checkout = [entry for entry in found["path"]
-                if (elsewhere / entry).resolve() == REPO]
+    checkout = [entry for entry in found["path"] if (elsewhere / entry).resolve() == REPO]
     assert not checkout, f"the checkout is on the installed copy's import path: {checkout}"
 
     database = elsewhere / "fresh.sqlite3"
@@ -519,12 +584,22 @@ def test_the_installed_wheel_carries_the_migrations(wheel: Path, tmp_path: Path)
     try:
         tables = set(sqlalchemy.inspect(engine).get_table_names())
         with engine.connect() as connection:
-            revisions = set(connection.execute(
-                sqlalchemy.text("SELECT version_num FROM alembic_version")).scalars())
+            revisions = set(
+                connection.execute(
+                    sqlalchemy.text("SELECT version_num FROM alembic_version")
+                ).scalars()
+            )
     finally:
         engine.dispose()
-    assert {"runs", "step_records", "tool_logs", "replan_history", "jobs", "job_items",
-            "alembic_version"} <= tables
+    assert {
+        "runs",
+        "step_records",
+        "tool_logs",
+        "replan_history",
+        "jobs",
+        "job_items",
+        "alembic_version",
+    } <= tables
     assert revisions == script_heads(REPO / "migrations")
     # The tool catalogue and configs load from the installed copy too.
     tools = run(str(script), "tools", "list", "--json")
@@ -546,34 +621,65 @@ def compose_command() -> list[str]:
     if docker is None:
         pytest.skip("no docker client on this machine")
     try:
-        probe = subprocess.run([docker, "compose", "version"], capture_output=True, text=True,
-                               timeout=60, check=False)
+        probe = subprocess.run(
+            [docker, "compose", "version"], capture_output=True, text=True, timeout=60, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"docker compose version failed: {exc}")
     if probe.returncode != 0:
-        pytest.skip("the docker client has no Compose plugin: "
-                    + (probe.stderr.strip() or probe.stdout.strip()).splitlines()[0][:200])
-    return [docker, "compose", "--project-directory", str(REPO), "-f", str(COMPOSE),
-            "--env-file", str(ENV_EXAMPLE)]
+        pytest.skip(
+            "the docker client has no Compose plugin: "
+            + (probe.stderr.strip() or probe.stdout.strip()).splitlines()[0][:200]
+        )
+    return [
+        docker,
+        "compose",
+        "--project-directory",
+        str(REPO),
+        "-f",
+        str(COMPOSE),
+        "--env-file",
+        str(ENV_EXAMPLE),
+    ]
 
 
 def run_compose(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     base = compose_command()
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("AGENTIC_IQA_", "POSTGRES_", "FLOWER_", "COMPOSE_"))}
-    return subprocess.run([*base, *args], capture_output=True, text=True, timeout=120,
-                          env={**clean, **env}, cwd=REPO, check=False)
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENTIC_IQA_", "POSTGRES_", "FLOWER_", "COMPOSE_"))
+    }
+    return subprocess.run(
+        [*base, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, **env},
+        cwd=REPO,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "gpu"]], ids=["default", "gpu"])
 def test_docker_compose_config_accepts_the_file(profile: list[str]) -> None:
-    result = run_compose([*profile, "config", "--format", "json"],
-                         POSTGRES_PASSWORD="test-only", FLOWER_PASSWORD="test-only")
+    result = run_compose(
+        [*profile, "config", "--format", "json"],
+        POSTGRES_PASSWORD="test-only",
+        FLOWER_PASSWORD="test-only",
+    )
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)  # JSON is YAML
     services = set(config["services"])
-    assert {"redis", "postgres", "migrate", "worker", "vlm-worker", "cpu-tool-worker",
-            "flower"} <= services
+    assert {
+        "redis",
+        "postgres",
+        "migrate",
+        "worker",
+        "vlm-worker",
+        "cpu-tool-worker",
+        "flower",
+    } <= services
     assert ("gpu-worker" in services) == bool(profile)
     worker_env = config["services"]["worker"]["environment"]
     assert worker_env["AGENTIC_IQA_DATABASE_URL"] == (

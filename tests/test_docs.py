@@ -16,7 +16,11 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 def test_the_docs_site_builds_strictly(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for page in ("agent", "backends", "tools", "jobs", "pipeline", "deployment", "benchmarks"):
         assert (tmp_path / "site" / page / "index.html").is_file(), page
@@ -62,8 +66,9 @@ def test_citation_cff_names_the_project_the_paper_and_pyiqa():
     assert cff["cff-version"] == "1.2.0"
     assert {"message", "title", "authors"} <= set(cff)
     titles = {reference["title"]: reference for reference in cff["references"]}
-    paper = titles["AgenticIQA: An Agentic Framework for Adaptive and Interpretable Image "
-                   "Quality Assessment"]
+    paper = titles[
+        "AgenticIQA: An Agentic Framework for Adaptive and Interpretable Image Quality Assessment"
+    ]
     assert paper["url"] == "https://arxiv.org/abs/2509.26006"
     assert paper["authors"][0] == {"family-names": "Zhu", "given-names": "Hanwei"}
     pyiqa = titles["IQA-PyTorch: PyTorch Toolbox for Image Quality Assessment"]
@@ -72,8 +77,9 @@ def test_citation_cff_names_the_project_the_paper_and_pyiqa():
 
 def test_the_measurements_page_links_every_raw_output():
     folder = REPO / "docs" / "measurements"
-    targets = {t.split("#", 1)[0] for t in LINK.findall(
-        (folder / "index.md").read_text(encoding="utf-8"))}
+    targets = {
+        t.split("#", 1)[0] for t in LINK.findall((folder / "index.md").read_text(encoding="utf-8"))
+    }
     outputs = {p.name for p in folder.iterdir() if p.is_file() and p.name != "index.md"}
     assert outputs - targets == set(), "raw outputs named but not linked"
     runs = {p.name for p in folder.iterdir() if p.is_dir()}
@@ -95,20 +101,34 @@ STUDIES = ("opinion_selection.py", "question_models_keep_or_revert.py", "letter_
 
 def test_one_off_studies_live_apart_from_the_benchmarks_and_nothing_points_at_the_old_paths():
     assert sorted(p.name for p in (REPO / "studies").glob("*.py")) == sorted(STUDIES)
-    assert not any((REPO / "benchmarks" / name).exists()
-                   for name in (*STUDIES, "questions_against_c20d270.py"))
+    assert not any(
+        (REPO / "benchmarks" / name).exists() for name in (*STUDIES, "questions_against_c20d270.py")
+    )
     listing = (REPO / "studies" / "README.md").read_text(encoding="utf-8")
     assert all(f"]({name})" in listing for name in STUDIES)
-    stale = re.compile(r"benchmarks/(opinion_selection|letter_reading|questions_against_c20d270)"
-                       r"\.py")
-    places = [REPO / "README.md", REPO / "pyproject.toml", REPO / "mkdocs.yml",
-              *(REPO / "docs").glob("*.md"), *(REPO / "docs" / "measurements").glob("*.md"),
-              *(REPO / "benchmarks").glob("*.py"), *(REPO / "studies").glob("*.py"),
-              *(REPO / "tests").rglob("*.py"), *(REPO / "agentic_iqa").rglob("*.py"),
-              *(REPO / "agentic_iqa").rglob("*.json"), *(REPO / "scripts").glob("*")]
+    stale = re.compile(
+        r"benchmarks/(opinion_selection|letter_reading|questions_against_c20d270)"
+        r"\.py"
+    )
+    places = [
+        REPO / "README.md",
+        REPO / "pyproject.toml",
+        REPO / "mkdocs.yml",
+        *(REPO / "docs").glob("*.md"),
+        *(REPO / "docs" / "measurements").glob("*.md"),
+        *(REPO / "benchmarks").glob("*.py"),
+        *(REPO / "studies").glob("*.py"),
+        *(REPO / "tests").rglob("*.py"),
+        *(REPO / "agentic_iqa").rglob("*.py"),
+        *(REPO / "agentic_iqa").rglob("*.json"),
+        *(REPO / "scripts").glob("*"),
+    ]
     this = Path(__file__).resolve()
-    found = [str(p.relative_to(REPO)) for p in places
-             if p.is_file() and p.resolve() != this and stale.search(p.read_text("utf-8"))]
+    found = [
+        str(p.relative_to(REPO))
+        for p in places
+        if p.is_file() and p.resolve() != this and stale.search(p.read_text("utf-8"))
+    ]
     assert found == []
     benchmarks = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "`studies/`" in benchmarks and all(f"studies/{name}" in benchmarks for name in STUDIES)

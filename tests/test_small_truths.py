@@ -57,8 +57,9 @@ def _report(job: str, *args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def jobs(data_dir: Path, livec_extra_dir: Path, tmp_path_factory: pytest.TempPathFactory
-         ) -> Iterator[dict[str, str]]:
+def jobs(
+    data_dir: Path, livec_extra_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
     """Builtin jobs on the CLI: the agent on livec-dev photos (every one of them fitted on) and
     on livec-extra photos (none), and the VLM alone on the livec-dev photos."""
     folder = tmp_path_factory.mktemp("small-truths")
@@ -75,8 +76,12 @@ def jobs(data_dir: Path, livec_extra_dir: Path, tmp_path_factory: pytest.TempPat
         patch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
         dev = _manifest(data_dir / "livec-dev", folder / "dev.csv")
         extra = _manifest(livec_extra_dir, folder / "extra.csv")
-        yield {"url": url, "dev": _submit(str(dev)), "extra": _submit(str(extra)),
-               "vlm": _submit(str(dev), "--mode", "vlm")}
+        yield {
+            "url": url,
+            "dev": _submit(str(dev)),
+            "extra": _submit(str(extra)),
+            "vlm": _submit(str(dev), "--mode", "vlm"),
+        }
 
 
 def test_an_export_names_the_builtin_for_a_job_stored_before_configurations(jobs):
@@ -90,22 +95,29 @@ def test_an_export_names_the_builtin_for_a_job_stored_before_configurations(jobs
     assert len(rows) == ITEMS
     assert {row["answered_by"] for row in rows} == {"builtin/builtin-v1"}
     assert _report(jobs["vlm"], "--bootstrap", "0")["job"]["answered_by"] == {
-        "builtin/builtin-v1": ITEMS}
+        "builtin/builtin-v1": ITEMS
+    }
 
 
 def test_a_report_warns_when_the_builtin_scored_images_it_was_fitted_on(jobs):
     """The rule and words of ``eval compare``: livec-dev photos are in the builtin's fitted
     list, livec-extra photos are not."""
-    warning = (f"{ITEMS} of {ITEMS} items of job {jobs['dev'][:8]} are images the builtin "
-               "backend was fitted on: its figures on them are in-sample")
+    warning = (
+        f"{ITEMS} of {ITEMS} items of job {jobs['dev'][:8]} are images the builtin "
+        "backend was fitted on: its figures on them are in-sample"
+    )
     assert warning in _report(jobs["dev"], "--bootstrap", "0")["job"]["warnings"]
     text = runner.invoke(app, ["eval", "report", jobs["dev"], "--bootstrap", "0"]).stdout
     assert f"Warning:    {warning}" in text
-    compared = json.loads(runner.invoke(app, ["eval", "compare", jobs["dev"], jobs["extra"],
-                                              "--json", "--bootstrap", "0"]).stdout)
+    compared = json.loads(
+        runner.invoke(
+            app, ["eval", "compare", jobs["dev"], jobs["extra"], "--json", "--bootstrap", "0"]
+        ).stdout
+    )
     assert warning in compared["warnings"]
-    assert not any("in-sample" in w for w in
-                   _report(jobs["extra"], "--bootstrap", "0")["job"]["warnings"])
+    assert not any(
+        "in-sample" in w for w in _report(jobs["extra"], "--bootstrap", "0")["job"]["warnings"]
+    )
 
 
 def test_a_report_is_headed_with_what_was_scored(jobs, tmp_path):
@@ -127,5 +139,6 @@ def test_report_seed_seeds_the_bootstrap_as_compare_does(jobs):
     assert intervals("3") == intervals("3")
     assert intervals("3") != intervals("4")
     default = _report(jobs["dev"], "--bootstrap", "200")
-    assert tuple(tuple(default["agent"][f"{name}_ci"]) for name in ("srcc", "plcc", "krcc")
-                 ) == intervals("0")
+    assert tuple(
+        tuple(default["agent"][f"{name}_ci"]) for name in ("srcc", "plcc", "krcc")
+    ) == intervals("0")

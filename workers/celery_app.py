@@ -44,9 +44,14 @@ def task_limits(settings: PipelineSettings, *, tool_task: bool) -> tuple[float, 
     longest step that may run last in a chain of ``inline_seconds``.  The soft one lies a
     little past the step's own (which says which limit ran out, and what to raise), the hard
     one ``hard_time_limit_margin`` past it: a step deaf to its soft limit is killed there."""
-    longest = settings.tool_soft_time_limit if tool_task else (
-        settings.inline_seconds + max(settings.vlm_soft_time_limit,
-                                      settings.tool_soft_time_limit))
+    longest = (
+        settings.tool_soft_time_limit
+        if tool_task
+        else (
+            settings.inline_seconds
+            + max(settings.vlm_soft_time_limit, settings.tool_soft_time_limit)
+        )
+    )
     margin = settings.hard_time_limit_margin
     return longest + min(5.0, margin / 2), longest + margin
 
@@ -56,8 +61,9 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
     app = Celery("agentic_iqa")
     tool_task = STEP_TASK_PREFIX + "tool_execution"
     vlm_queue = settings.vlm_steps_queue
-    routes = {STEP_TASK_PREFIX + step: {"queue": vlm_queue}
-              for step in STEPS if step not in TOOL_STEPS}
+    routes = {
+        STEP_TASK_PREFIX + step: {"queue": vlm_queue} for step in STEPS if step not in TOOL_STEPS
+    }
     routes[tool_task] = {"queue": settings.tool_queue}
     routes[TOOL_BATCH_TASK] = {"queue": settings.tool_queue}
     tool_soft, tool_hard = task_limits(settings, tool_task=True)

@@ -98,12 +98,16 @@ def step_limit(step: str) -> int:
 def time_limit_reason(step: str, seconds: float) -> str:
     """What ran out and what to raise, in one sentence."""
     if step in TOOL_STEPS:
-        return (f"the tool step ran past its time limit of {seconds:g} s "
-                "(AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT, or `agentic-iqa worker --tool-time-limit`): "
-                "raise it for photos this large")
-    return (f"the {step} step ran past its time limit of {seconds:g} s for a model step "
-            "(AGENTIC_IQA_VLM_SOFT_TIME_LIMIT, or `agentic-iqa worker --vlm-time-limit`): raise "
-            "it if the model is this slow, or check its endpoint")
+        return (
+            f"the tool step ran past its time limit of {seconds:g} s "
+            "(AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT, or `agentic-iqa worker --tool-time-limit`): "
+            "raise it for photos this large"
+        )
+    return (
+        f"the {step} step ran past its time limit of {seconds:g} s for a model step "
+        "(AGENTIC_IQA_VLM_SOFT_TIME_LIMIT, or `agentic-iqa worker --vlm-time-limit`): raise "
+        "it if the model is this slow, or check its endpoint"
+    )
 
 
 class StepTimeLimit(SoftTimeLimitExceeded):
@@ -155,8 +159,12 @@ def queue_for(step: str) -> str:
 #: while (a read-only standby during a failover: InternalError): try the task again.  Steps
 #: are idempotent, so a retry after a half-done attempt is safe.
 DB_ERRORS = (OperationalError, InternalError)
-DB_RETRY = {"autoretry_for": DB_ERRORS, "retry_backoff": True,
-            "retry_backoff_max": 30, "max_retries": 8}
+DB_RETRY = {
+    "autoretry_for": DB_ERRORS,
+    "retry_backoff": True,
+    "retry_backoff_max": 30,
+    "max_retries": 8,
+}
 
 
 @app.task(name=COORDINATE, bind=True, acks_late=True, **DB_RETRY)
@@ -169,14 +177,28 @@ def coordinate(self: Task, run_id: str) -> str | None:
     """
     hostname = self.request.hostname or socket.gethostname()
     since = time.monotonic()
-    upcoming = service.advance(engine(), run_id, lease_seconds=settings().lease_seconds,
-                               worker=hostname, chain=_stays_here(since, tool_task=False),
-                               agents=agents_source())
+    upcoming = service.advance(
+        engine(),
+        run_id,
+        lease_seconds=settings().lease_seconds,
+        worker=hostname,
+        chain=_stays_here(since, tool_task=False),
+        agents=agents_source(),
+    )
     if upcoming is None:
         return None
     if upcoming.begun is not None:
-        _execute(upcoming.step, run_id, upcoming.iteration, hostname, None, delivered=False,
-                 begun=upcoming.begun, since=since, tool_task=False)
+        _execute(
+            upcoming.step,
+            run_id,
+            upcoming.iteration,
+            hostname,
+            None,
+            delivered=False,
+            begun=upcoming.begun,
+            since=since,
+            tool_task=False,
+        )
     else:
         _send(run_id, upcoming)
     return upcoming.step
@@ -239,13 +261,23 @@ def _send(run_id: str, upcoming: service.NextStep) -> None:
     """Send the step the finished one decided on.  If the broker refuses it, the run's lease
     runs out and the supervisor re-sends it: nothing is lost, only a lease of time."""
     _task_for(upcoming.step).apply_async(
-        (run_id, upcoming.iteration), queue=queue_for(upcoming.step))
+        (run_id, upcoming.iteration), queue=queue_for(upcoming.step)
+    )
 
 
-def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
-             delivery: dict[str, Any] | None, *, delivered: bool = True,
-             begun: service.Begun | None = None, own_attempt: int | None = None,
-             since: float | None = None, tool_task: bool | None = None) -> None:
+def _execute(
+    step: str,
+    run_id: str,
+    iteration: int,
+    hostname: str | None,
+    delivery: dict[str, Any] | None,
+    *,
+    delivered: bool = True,
+    begun: service.Begun | None = None,
+    own_attempt: int | None = None,
+    since: float | None = None,
+    tool_task: bool | None = None,
+) -> None:
     """Run a step and hand over: the run's following steps that belong to a queue this worker
     consumes run here too, one after the other, for up to ``inline_seconds`` (each with its own
     record and lease, begun in the transaction that completed the step before it, so
@@ -260,24 +292,37 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
     ``step`` is a tool step), which sets what may still be chained.
     """
     lease = settings().lease_seconds
-    chain = _stays_here(time.monotonic() if since is None else since,
-                        tool_task=step in TOOL_STEPS if tool_task is None else tool_task)
+    chain = _stays_here(
+        time.monotonic() if since is None else since,
+        tool_task=step in TOOL_STEPS if tool_task is None else tool_task,
+    )
     while True:
         queue = ((delivery or {}).get("routing_key") if delivered else None) or queue_for(step)
         try:
             result = service.execute_step(
-                engine(), agents_source(), run_id, step, iteration, lease_seconds=lease,
-                worker=hostname or socket.gethostname(), queue=queue,
-                max_attempts=settings().max_step_attempts, begun=begun, chain=chain,
-                own_attempt=own_attempt if delivered else None, time_limit=step_time_limit)
+                engine(),
+                agents_source(),
+                run_id,
+                step,
+                iteration,
+                lease_seconds=lease,
+                worker=hostname or socket.gethostname(),
+                queue=queue,
+                max_attempts=settings().max_step_attempts,
+                begun=begun,
+                chain=chain,
+                own_attempt=own_attempt if delivered else None,
+                time_limit=step_time_limit,
+            )
         except CannotHonour as reason:
             # Never run on something else: say why, keep the item queued, offer it again.
             _wait_to_honour(run_id, step, iteration, hostname, str(reason))
             return
         except steps.StepBusy as busy:
             # Another delivery owns the step and is alive: come back when its lease would end.
-            _task_for(step).apply_async((run_id, iteration), queue=queue,
-                                        countdown=min(lease, busy.retry_after + 0.5))
+            _task_for(step).apply_async(
+                (run_id, iteration), queue=queue, countdown=min(lease, busy.retry_after + 0.5)
+            )
             return
         except TransientVLMError as exc:
             if delivered:
@@ -293,12 +338,17 @@ def _execute(step: str, run_id: str, iteration: int, hostname: str | None,
         if upcoming.begun is None:
             _send(run_id, upcoming)
             return
-        step, iteration, begun, delivered = (upcoming.step, upcoming.iteration, upcoming.begun,
-                                             False)
+        step, iteration, begun, delivered = (
+            upcoming.step,
+            upcoming.iteration,
+            upcoming.begun,
+            False,
+        )
 
 
-def _wait_to_honour(run_id: str, step: str, iteration: int, hostname: str | None,
-                    reason: str) -> None:
+def _wait_to_honour(
+    run_id: str, step: str, iteration: int, hostname: str | None, reason: str
+) -> None:
     """This worker cannot run the step as its job was submitted: the job says why (``eval
     status``) and the run waits a lease; then a supervisor offers it again, to whichever
     worker takes it (a message re-sent from here would most often come straight back)."""
@@ -306,42 +356,58 @@ def _wait_to_honour(run_id: str, step: str, iteration: int, hostname: str | None
     with session_scope(engine()) as session:
         job_id = steps.run_context(session, run_id).job_id
         if job_id is not None:
-            job_store.note_waiting(session, job_id,
-                                   f"worker {hostname or socket.gethostname()}: {reason}")
+            job_store.note_waiting(
+                session, job_id, f"worker {hostname or socket.gethostname()}: {reason}"
+            )
         steps.extend_lease(session, run_id, settings().lease_seconds)
 
 
-def _run_step(task: Task, step: str, run_id: str, iteration: int,
-              own_attempt: int | None = None) -> None:
+def _run_step(
+    task: Task, step: str, run_id: str, iteration: int, own_attempt: int | None = None
+) -> None:
     lease = settings().lease_seconds
     try:
-        _execute(step, run_id, iteration, task.request.hostname, task.request.delivery_info,
-                 own_attempt=own_attempt)
+        _execute(
+            step,
+            run_id,
+            iteration,
+            task.request.hostname,
+            task.request.delivery_info,
+            own_attempt=own_attempt,
+        )
     except DB_ERRORS as exc:
         # Seen here: the retry takes this attempt over at once (it need not wait out the
         # lease this very process held), after the usual backoff.
         attempt = getattr(exc, "step_attempt", None)
         if attempt is None or task.request.retries >= DB_RETRY["max_retries"]:
             raise
-        countdown = min(DB_RETRY["retry_backoff_max"], 2 ** task.request.retries)
-        raise task.retry(exc=exc, countdown=countdown, args=(run_id, iteration),
-                         kwargs={"own_attempt": attempt}) from exc
+        countdown = min(DB_RETRY["retry_backoff_max"], 2**task.request.retries)
+        raise task.retry(
+            exc=exc, countdown=countdown, args=(run_id, iteration), kwargs={"own_attempt": attempt}
+        ) from exc
     except TransientVLMError as exc:
         retries = task.request.retries
         if retries < settings().vlm_max_retries:
             # Exponential backoff: 1, 2, 4 ... seconds, capped; the lease covers the wait, so
             # the supervisor does not re-send a run that is only backing off.
-            countdown = max(min(settings().retry_backoff_max, 2 ** retries),
-                            exc.retry_after or 0)  # never sooner than the server asked
+            countdown = max(
+                min(settings().retry_backoff_max, 2**retries), exc.retry_after or 0
+            )  # never sooner than the server asked
             with session_scope(engine()) as session:
                 steps.extend_lease(session, run_id, countdown + lease)
-            raise task.retry(exc=exc, countdown=countdown,
-                             max_retries=settings().vlm_max_retries) from exc
+            raise task.retry(
+                exc=exc, countdown=countdown, max_retries=settings().vlm_max_retries
+            ) from exc
         # An executor subtask is given up (its evidence null) and the run goes on; any other
         # step fails the run.
-        upcoming = service.give_up(engine(), run_id, step, iteration,
-                                   f"{step} failed after {retries} retries: {exc}",
-                                   lease_seconds=lease)
+        upcoming = service.give_up(
+            engine(),
+            run_id,
+            step,
+            iteration,
+            f"{step} failed after {retries} retries: {exc}",
+            lease_seconds=lease,
+        )
         if upcoming is not None:
             _send(run_id, upcoming)
 
@@ -358,8 +424,13 @@ def _make_step_task(step: str) -> Any:
 STEP_TASKS: dict[str, Any] = {step: _make_step_task(step) for step in STEPS}
 
 
-@app.task(name=TOOL_BATCH_TASK, base=Batches, acks_late=True,
-          flush_every=settings().tool_batch_size, flush_interval=settings().tool_batch_wait)
+@app.task(
+    name=TOOL_BATCH_TASK,
+    base=Batches,
+    acks_late=True,
+    flush_every=settings().tool_batch_size,
+    flush_interval=settings().tool_batch_wait,
+)
 def tool_batch(requests: Sequence[SimpleRequest]) -> None:
     """Several runs' tool steps, their tool calls scored together (one forward pass per tool
     and image size), then each step run, stored and handed over on its own as usual.
@@ -370,21 +441,33 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
     since = time.monotonic()
     items = [(str(request.args[0]), int(request.args[1])) for request in requests]
     try:
-        service.score_tools_ahead(engine(), agents_source(), items,
-                                  max_batch=settings().tool_batch_size)
+        service.score_tools_ahead(
+            engine(), agents_source(), items, max_batch=settings().tool_batch_size
+        )
     except Exception:  # batching is an optimisation: each step still runs on its own
         log.exception("scoring a batch of %d tool steps ahead failed", len(items))
     step = EXECUTE
     try:
         for request, (run_id, iteration) in zip(requests, items, strict=True):
             try:
-                _execute(step, run_id, iteration, request.hostname, request.delivery_info,
-                         since=since, tool_task=True)
+                _execute(
+                    step,
+                    run_id,
+                    iteration,
+                    request.hostname,
+                    request.delivery_info,
+                    since=since,
+                    tool_task=True,
+                )
             except TransientVLMError as exc:
                 service.fail(engine(), run_id, step, iteration, f"{step} failed: {exc}")
             except Exception:
-                log.exception("run %s: %s#%d failed in a batch; the supervisor re-sends it",
-                              run_id, step, iteration)
+                log.exception(
+                    "run %s: %s#%d failed in a batch; the supervisor re-sends it",
+                    run_id,
+                    step,
+                    iteration,
+                )
     finally:
         for built in agents_source().built():
             built.registry.clear_batch()
@@ -404,8 +487,9 @@ def feed_job(job_id: str) -> int:
     the supervisor tops the job up every ``feed_interval``, from the database, so the job goes
     on if this message, the submitter or the broker's contents are lost.
     """
-    return lifecycle.feed(engine(), job_id, settings().job_window, submit,
-                          lease_seconds=settings().lease_seconds)
+    return lifecycle.feed(
+        engine(), job_id, settings().job_window, submit, lease_seconds=settings().lease_seconds
+    )
 
 
 def start_job(job_id: str, restart_runs: Sequence[str] = ()) -> None:
@@ -448,8 +532,12 @@ def _start_supervisor(sender: Any = None, **_: Any) -> None:
     if not settings().supervisor or not _consumes_default_queue(sender):
         return
     _supervisor = SupervisorThread(
-        engine, window=settings().job_window, lease_seconds=settings().lease_seconds,
-        interval=settings().feed_interval, dispatch=submit)
+        engine,
+        window=settings().job_window,
+        lease_seconds=settings().lease_seconds,
+        interval=settings().feed_interval,
+        dispatch=submit,
+    )
     _supervisor.start()
 
 

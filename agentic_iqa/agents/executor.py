@@ -92,8 +92,19 @@ def run_subtask(name: str, call: Any) -> Any:
 # -- the four subtasks ------------------------------------------------------------------------
 
 #: Object names that mean the whole image.
-WHOLE_IMAGE = frozenset({"global", "whole image", "entire image", "image", "full image",
-                         "overall", "whole", "entire frame", "frame"})
+WHOLE_IMAGE = frozenset(
+    {
+        "global",
+        "whole image",
+        "entire image",
+        "image",
+        "full image",
+        "overall",
+        "whole",
+        "entire frame",
+        "frame",
+    }
+)
 
 
 def _fold(name: Any) -> str:
@@ -111,8 +122,9 @@ def _put(aligned: dict[str, Any], key: str, value: Any) -> None:
         aligned[key] = value
 
 
-def align_to_scope(raw: Mapping[str, Any], keys: list[str], what: str,
-                   notes: list[str] | None = None) -> dict[str, Any]:
+def align_to_scope(
+    raw: Mapping[str, Any], keys: list[str], what: str, notes: list[str] | None = None
+) -> dict[str, Any]:
     """A reply's per-object mapping with its object names put on the plan's scope ``keys``.
 
     A name of the scope (any case, with or without "the") is that object; with the whole image
@@ -145,8 +157,11 @@ def align_to_scope(raw: Mapping[str, Any], keys: list[str], what: str,
         if aligned or whole:
             _note(notes, f"{what}: {names} is none of the objects in scope ({scope}); dropped")
         else:
-            _note(notes, f"{what}: {names} is none of the objects in scope ({scope}); read as "
-                         "the whole image (Global)")
+            _note(
+                notes,
+                f"{what}: {names} is none of the objects in scope ({scope}); read as "
+                "the whole image (Global)",
+            )
             for value in unplaced.values():
                 _put(whole, "Global", value)
     if "Global" in whole:
@@ -158,8 +173,11 @@ def align_to_scope(raw: Mapping[str, Any], keys: list[str], what: str,
             elif isinstance(own, dict) and isinstance(said, dict):
                 aligned[key] = {**said, **own}
             elif own is None:
-                aligned[key] = list(said) if isinstance(said, list) else (
-                    dict(said) if isinstance(said, dict) else said)
+                aligned[key] = (
+                    list(said)
+                    if isinstance(said, list)
+                    else (dict(said) if isinstance(said, dict) else said)
+                )
     return aligned
 
 
@@ -174,8 +192,7 @@ def _per_object(raw: Any, keys: list[str]) -> Any:
 
 
 def _looks_like_item(value: Mapping[str, Any]) -> bool:
-    return any(_fold(key) in {"type", "severity", "distortion", "distortion_type"}
-               for key in value)
+    return any(_fold(key) in {"type", "severity", "distortion", "distortion_type"} for key in value)
 
 
 def _note(notes: list[str] | None, text: str) -> None:
@@ -183,12 +200,15 @@ def _note(notes: list[str] | None, text: str) -> None:
         notes.append(text)
 
 
-def _keep_notes(notes: list[str] | None, what: str, outcome: Outcome[Any],
-                found: list[str]) -> None:
+def _keep_notes(
+    notes: list[str] | None, what: str, outcome: Outcome[Any], found: list[str]
+) -> None:
     """Log and keep the notes of the reply that was used, or why none was."""
     if outcome.value is None:
-        found = [f"{what}: no usable reply after {outcome.attempts} attempts"
-                 + (f" ({outcome.errors[-1]})" if outcome.errors else "")]
+        found = [
+            f"{what}: no usable reply after {outcome.attempts} attempts"
+            + (f" ({outcome.errors[-1]})" if outcome.errors else "")
+        ]
     for text in found:
         log.warning("%s", text)
         _note(notes, text)
@@ -208,21 +228,33 @@ def _categories(values: Any, what: str, notes: list[str]) -> list[str]:
         except ValueError:
             category = None
         if category is None:
-            _note(notes, f"{what}: {value!r} is no distortion category "
-                         f"({', '.join(DISTORTION_CATEGORIES)}); dropped")
+            _note(
+                notes,
+                f"{what}: {value!r} is no distortion category "
+                f"({', '.join(DISTORTION_CATEGORIES)}); dropped",
+            )
         elif category not in kept:
             kept.append(category)
     return kept
 
 
 def _scope_suffix(keys: list[str]) -> str:
-    return (STRICT_JSON_SUFFIX + " Use exactly these object keys: "
-            + ", ".join(json.dumps(key) for key in keys) + ".")
+    return (
+        STRICT_JSON_SUFFIX
+        + " Use exactly these object keys: "
+        + ", ".join(json.dumps(key) for key in keys)
+        + "."
+    )
 
 
-def detect_distortions(client: VLMClient, query: str, image_path: str,
-                       reference_path: str | None, plan: PlannerOutput,
-                       notes: list[str] | None = None) -> dict[str, list[str]] | None:
+def detect_distortions(
+    client: VLMClient,
+    query: str,
+    image_path: str,
+    reference_path: str | None,
+    plan: PlannerOutput,
+    notes: list[str] | None = None,
+) -> dict[str, list[str]] | None:
     """The distortions to look at per object.  Categories off the valid list are mapped to
     one (synonyms) or dropped, objects put on the scope; what was dropped goes to ``notes``.
     A reply is asked again only when it names distortions and none is a category."""
@@ -235,8 +267,10 @@ def detect_distortions(client: VLMClient, query: str, image_path: str,
         if not isinstance(raw, Mapping):
             raise TypeError("distortion_set must be an object")
         aligned = align_to_scope(raw, keys, "distortion detection", found)
-        result = {key: _categories(values, f"distortion detection ({key})", found)
-                  for key, values in aligned.items()}
+        result = {
+            key: _categories(values, f"distortion detection ({key})", found)
+            for key, values in aligned.items()
+        }
         named = any(values for values in aligned.values())
         if named and not any(result.values()):
             raise ValueError(f"distortion_set names no valid category: {dict(aligned)!r:.200}")
@@ -244,7 +278,8 @@ def detect_distortions(client: VLMClient, query: str, image_path: str,
         return ExecutorOutput(distortion_set=kept).distortion_set or {}
 
     request = VLMRequest(
-        task="distortion_detection", system=DISTORTION_DETECTION_SYSTEM,
+        task="distortion_detection",
+        system=DISTORTION_DETECTION_SYSTEM,
         user=render(DISTORTION_DETECTION_USER, query=query),
         images=_images(image_path, reference_path),
         context={"query": query, "image_path": image_path, "query_scope": plan.query_scope},
@@ -264,10 +299,14 @@ def _field(reply: Mapping[str, Any], name: str) -> Any:
     raise KeyError(name)
 
 
-def analyse_distortions(client: VLMClient, query: str, image_path: str,
-                        reference_path: str | None, distortion_set: dict[str, list[str]],
-                        notes: list[str] | None = None
-                        ) -> dict[str, list[DistortionAnalysis]] | None:
+def analyse_distortions(
+    client: VLMClient,
+    query: str,
+    image_path: str,
+    reference_path: str | None,
+    distortion_set: dict[str, list[str]],
+    notes: list[str] | None = None,
+) -> dict[str, list[DistortionAnalysis]] | None:
     """Severity and explanation per distortion and object.  Items of the planned types are
     kept; a type not asked for is kept as extra evidence, a planned type left out, an item
     that cannot be read and an object off the scope are noted.  A reply is asked again only
@@ -286,8 +325,11 @@ def analyse_distortions(client: VLMClient, query: str, image_path: str,
             planned = distortion_set.get(key, ())
             extra = [entry.type for entry in entries if planned and entry.type not in planned]
             if extra:
-                _note(found, f"distortion analysis ({key}): {', '.join(extra)} analysed too, "
-                             "not asked for; kept as extra evidence")
+                _note(
+                    found,
+                    f"distortion analysis ({key}): {', '.join(extra)} analysed too, "
+                    "not asked for; kept as extra evidence",
+                )
             if entries:
                 result[key] = entries
         if not result:
@@ -315,9 +357,14 @@ def _analysis_items(items: Any, what: str, notes: list[str]) -> list[DistortionA
     """The readable items of one object's analysis, one per type (the first); the others are
     noted.  ``{"Blurs": {"severity": ..., "explanation": ...}}`` is read as items too."""
     if isinstance(items, Mapping):
-        items = ([items] if _looks_like_item(items) else
-                 [{"type": kind, **value} if isinstance(value, Mapping) else {"type": kind}
-                  for kind, value in items.items()])
+        items = (
+            [items]
+            if _looks_like_item(items)
+            else [
+                {"type": kind, **value} if isinstance(value, Mapping) else {"type": kind}
+                for kind, value in items.items()
+            ]
+        )
     if not isinstance(items, list | tuple):
         _note(notes, f"{what}: {items!r:.80} is not a list of analysis items; dropped")
         return []
@@ -345,15 +392,27 @@ def tool_descriptions(registry: ToolRegistry, reference_mode: str) -> list[dict[
             continue
         if not registry.availability(spec.name).ok:
             continue
-        tools.append({"name": spec.name, "type": spec.type, "description": spec.description,
-                      "strengths": list(spec.strengths), "available": True})
+        tools.append(
+            {
+                "name": spec.name,
+                "type": spec.type,
+                "description": spec.description,
+                "strengths": list(spec.strengths),
+                "available": True,
+            }
+        )
     return tools
 
 
-def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
-                 distortion_set: dict[str, list[str]], reference_mode: str,
-                 excluded: Collection[str] = (), notes: list[str] | None = None
-                 ) -> dict[str, dict[str, str]] | None:
+def select_tools(
+    client: VLMClient,
+    registry: ToolRegistry,
+    query: str,
+    distortion_set: dict[str, list[str]],
+    reference_mode: str,
+    excluded: Collection[str] = (),
+    notes: list[str] | None = None,
+) -> dict[str, dict[str, str]] | None:
     """The model's tool per (object, distortion), among the offered tools; tools the query
     rules out (``excluded``) are not offered.
 
@@ -361,8 +420,9 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
     unknown or not offered here is replaced for its distortion only (the builtin choice among
     the offered tools), and a planned distortion the reply left out gets that choice too, each
     noted.  A reply is asked again only when no tool per distortion can be read in it."""
-    tools = [tool for tool in tool_descriptions(registry, reference_mode)
-             if tool["name"] not in excluded]
+    tools = [
+        tool for tool in tool_descriptions(registry, reference_mode) if tool["name"] not in excluded
+    ]
     allowed = {tool["name"] for tool in tools}
 
     keys = list(distortion_set)
@@ -371,16 +431,21 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
     def parse(reply: Mapping[str, Any]) -> dict[str, dict[str, str]]:
         found.clear()
         raw = _field(reply, "selected_tools")
-        if isinstance(raw, Mapping) and raw and not any(isinstance(value, Mapping)
-                                                        for value in raw.values()):
+        if (
+            isinstance(raw, Mapping)
+            and raw
+            and not any(isinstance(value, Mapping) for value in raw.values())
+        ):
             raw = {keys[0] if len(keys) == 1 else "Global": raw}  # no object level
         if not isinstance(raw, Mapping):
             raise TypeError("selected_tools must be an object")
         selected: dict[str, dict[str, str]] = {}
         for key, per in align_to_scope(raw, keys, "tool selection", found).items():
             if not isinstance(per, Mapping):
-                _note(found, f"tool selection ({key}): {per!r:.80} is not a tool per "
-                             "distortion; dropped")
+                _note(
+                    found,
+                    f"tool selection ({key}): {per!r:.80} is not a tool per distortion; dropped",
+                )
                 continue
             for distortion, value in per.items():
                 category = _categories(str(distortion), f"tool selection ({key})", found)
@@ -388,8 +453,7 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
                     continue
                 name = _tool_name(value, registry)
                 if name not in allowed:
-                    name = _replacement(key, category[0], value, name, tools, reference_mode,
-                                        found)
+                    name = _replacement(key, category[0], value, name, tools, reference_mode, found)
                 selected.setdefault(key, {})[category[0]] = name
         if not selected:
             raise ValueError(f"selected_tools has no tool per distortion: {dict(raw)!r:.200}")
@@ -397,7 +461,8 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
             for distortion in planned:
                 if distortion not in selected.get(key, {}):
                     selected.setdefault(key, {})[distortion] = _replacement(
-                        key, distortion, None, None, tools, reference_mode, found)
+                        key, distortion, None, None, tools, reference_mode, found
+                    )
         return ExecutorOutput(selected_tools=selected).selected_tools or {}
 
     description = "; ".join(
@@ -405,16 +470,21 @@ def select_tools(client: VLMClient, registry: ToolRegistry, query: str,
         + (f" Strong on: {', '.join(t['strengths'])}." if t["strengths"] else "")
         for t in tools
     )
-    system = render(TOOL_SELECTION_SYSTEM, distortion_set=distortion_set,
-                    tool_description=description)
+    system = render(
+        TOOL_SELECTION_SYSTEM, distortion_set=distortion_set, tool_description=description
+    )
     if reference_mode == "Full-Reference":
         system += FR_PREFERENCE_INSTRUCTION
     request = VLMRequest(
         task="tool_selection",
         system=system,
         user=render(TOOL_SELECTION_USER, query=query),
-        context={"query": query, "distortion_set": distortion_set, "tools": tools,
-                 "reference_mode": reference_mode},
+        context={
+            "query": query,
+            "distortion_set": distortion_set,
+            "tools": tools,
+            "reference_mode": reference_mode,
+        },
     )
     outcome = ask_json(client, request, parse, stricter=_scope_suffix(keys))
     _keep_notes(notes, "tool selection", outcome, found)
@@ -441,13 +511,21 @@ def _tool_name(value: Any, registry: ToolRegistry) -> str | None:
         return tool_in(value, [spec.name for spec in registry.catalog])
 
 
-def _replacement(key: str, distortion: str, value: Any, name: str | None,
-                 tools: list[dict[str, Any]], reference_mode: str, notes: list[str]) -> str:
+def _replacement(
+    key: str,
+    distortion: str,
+    value: Any,
+    name: str | None,
+    tools: list[dict[str, Any]],
+    reference_mode: str,
+    notes: list[str],
+) -> str:
     """The tool for one (object, distortion) the model gave no usable tool for: the builtin
     choice among the offered tools, else the spec's generic tool; noted."""
     best = builtin_selection.select({key: [distortion]}, tools, reference_mode).get(key, {})
-    tool = best.get(distortion) or GENERIC_TOOLS[
-        "FR" if reference_mode == "Full-Reference" else "NR"]
+    tool = (
+        best.get(distortion) or GENERIC_TOOLS["FR" if reference_mode == "Full-Reference" else "NR"]
+    )
     if value is None:
         why = "no tool given"
     elif name is None:
@@ -458,8 +536,9 @@ def _replacement(key: str, distortion: str, value: Any, name: str | None,
     return tool
 
 
-def prefer_full_reference(selected: dict[str, dict[str, str]], tools: list[dict[str, Any]]
-                          ) -> dict[str, dict[str, str]]:
+def prefer_full_reference(
+    selected: dict[str, dict[str, str]], tools: list[dict[str, Any]]
+) -> dict[str, dict[str, str]]:
     """Replace each NR choice with the best offered FR tool for its distortion.
 
     The spec's rule (FR tools over NR when a reference exists; NR only when no FR tool suits)
@@ -476,16 +555,24 @@ def prefer_full_reference(selected: dict[str, dict[str, str]], tools: list[dict[
         for distortion, tool in per_distortion.items():
             if kinds.get(tool) == "FR":
                 continue
-            best = builtin_selection.select({key: [distortion]}, full_reference,
-                                            "Full-Reference")[key][distortion]
-            log.info("tool selection: the model chose NR tool %s for %s/%s although a "
-                     "reference is given; using FR tool %s", tool, key, distortion, best)
+            best = builtin_selection.select({key: [distortion]}, full_reference, "Full-Reference")[
+                key
+            ][distortion]
+            log.info(
+                "tool selection: the model chose NR tool %s for %s/%s although a "
+                "reference is given; using FR tool %s",
+                tool,
+                key,
+                distortion,
+                best,
+            )
             result[key][distortion] = best
     return result
 
 
-def generic_selection(distortion_set: dict[str, list[str]], reference_mode: str
-                      ) -> dict[str, dict[str, str]]:
+def generic_selection(
+    distortion_set: dict[str, list[str]], reference_mode: str
+) -> dict[str, dict[str, str]]:
     tool = GENERIC_TOOLS["FR" if reference_mode == "Full-Reference" else "NR"]
     return {key: {d: tool for d in distortions} for key, distortions in distortion_set.items()}
 
@@ -505,8 +592,9 @@ class ToolCall:
     requested_for: tuple[str, ...] = ()
 
 
-def tool_calls(selected: Mapping[str, Mapping[str, str]], query: str = "",
-               notes: list[str] | None = None) -> list[ToolCall]:
+def tool_calls(
+    selected: Mapping[str, Mapping[str, str]], query: str = "", notes: list[str] | None = None
+) -> list[ToolCall]:
     """The calls that give ``selected`` (a tool per object and distortion) its evidence.
 
     A region the query names by position ("the left half": :func:`~agentic_iqa.query.region_of`)
@@ -528,32 +616,40 @@ def tool_calls(selected: Mapping[str, Mapping[str, str]], query: str = "",
                 whole[distortion] = ToolCall("Global", distortion, tool, None, objects)
                 continue
             if tool != first.tool:
-                _note(notes, f"tool execution ({key}/{distortion}): {tool} not run; tools "
-                             f"score the whole image, and {first.tool} already scores it for "
-                             f"{distortion}")
+                _note(
+                    notes,
+                    f"tool execution ({key}/{distortion}): {tool} not run; tools "
+                    f"score the whole image, and {first.tool} already scores it for "
+                    f"{distortion}",
+                )
             whole[distortion] = replace(
-                first, requested_for=tuple(dict.fromkeys((*first.requested_for, *objects))))
+                first, requested_for=tuple(dict.fromkeys((*first.requested_for, *objects)))
+            )
     return [*whole.values(), *calls]
 
 
-def call_images(call: ToolCall, image: LoadedImage, reference: LoadedImage | None
-                ) -> tuple[LoadedImage, LoadedImage | None]:
+def call_images(
+    call: ToolCall, image: LoadedImage, reference: LoadedImage | None
+) -> tuple[LoadedImage, LoadedImage | None]:
     """What ``call`` scores: the whole image (and reference), or both cropped to its region."""
     if call.region is None:
         return image, reference
     box, name = call.region.box, call.region.name
-    return (crop_image(image, box, name),
-            crop_image(reference, box, name) if reference is not None else None)
+    return (
+        crop_image(image, box, name),
+        crop_image(reference, box, name) if reference is not None else None,
+    )
 
 
 def whole_image_note(objects: Sequence[str]) -> str:
     """What the summarizer and the user are told when a whole-image score is all there is for
     objects: the score is not theirs, so they are judged from the image itself."""
-    names = objects[0] if len(objects) == 1 else \
-        f"{', '.join(objects[:-1])} and {objects[-1]}"
-    return (f"tool execution: the tool scores are the whole image's (Global); tools cannot "
-            f"locate objects, so no tool measured {names} on "
-            f"{'its' if len(objects) == 1 else 'their'} own: judge {names} from the image itself")
+    names = objects[0] if len(objects) == 1 else f"{', '.join(objects[:-1])} and {objects[-1]}"
+    return (
+        f"tool execution: the tool scores are the whole image's (Global); tools cannot "
+        f"locate objects, so no tool measured {names} on "
+        f"{'its' if len(objects) == 1 else 'their'} own: judge {names} from the image itself"
+    )
 
 
 def not_installed(registry: ToolRegistry, name: str) -> str | None:
@@ -570,16 +666,23 @@ def not_installed(registry: ToolRegistry, name: str) -> str | None:
         many = len(files) > 1
         kind = "parameter file" if spec.weight_kwarg else "weight file"
         them = "them" if many else "it"
-        where = (f" into {availability.weights_dir}" if availability.weights_dir is not None
-                 else f", or set AGENTIC_IQA_WEIGHTS_DIR to a folder holding {them}")
-        parts.append(f"its {kind}{'s' if many else ''} {' and '.join(w.file for w in files)} "
-                     f"{'are' if many else 'is'} not installed: `agentic-iqa tools download "
-                     f"{spec.name}` fetches {them}{where}")
+        where = (
+            f" into {availability.weights_dir}"
+            if availability.weights_dir is not None
+            else f", or set AGENTIC_IQA_WEIGHTS_DIR to a folder holding {them}"
+        )
+        parts.append(
+            f"its {kind}{'s' if many else ''} {' and '.join(w.file for w in files)} "
+            f"{'are' if many else 'is'} not installed: `agentic-iqa tools download "
+            f"{spec.name}` fetches {them}{where}"
+        )
     models = [w.file for w in availability.missing if w.location == "hf_hub"]
     if models:
-        parts.append(f"it needs the Hugging Face model{'s' if len(models) > 1 else ''} "
-                     f"{' and '.join(models)} (`huggingface-cli download` where there is "
-                     "network, then copy the hub cache folder)")
+        parts.append(
+            f"it needs the Hugging Face model{'s' if len(models) > 1 else ''} "
+            f"{' and '.join(models)} (`huggingface-cli download` where there is "
+            "network, then copy the hub cache folder)"
+        )
     if availability.missing_packages:
         packages = " ".join(availability.missing_packages)
         parts.append(f"it needs the Python package(s) {packages} (`pip install {packages}`)")
@@ -605,8 +708,12 @@ class Preference:
     query ruled out are never wanted; FR calls are not compared (the chain is no-reference).
     """
 
-    def __init__(self, registry: ToolRegistry, excluded: Collection[str] = (),
-                 unavailable: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        excluded: Collection[str] = (),
+        unavailable: Mapping[str, str] | None = None,
+    ) -> None:
         self.registry = registry
         self.excluded = set(excluded)
         #: Chain tools the selection could not offer (:func:`unavailable_chain_tools` where it
@@ -617,20 +724,35 @@ class Preference:
     def _candidates(self) -> tuple[list[dict[str, Any]], set[str]]:
         """(the offered NR tools plus the chain's missing ones, the names of the missing)."""
         if self._pool is None:
-            offered = [tool for tool in tool_descriptions(self.registry, "No-Reference")
-                       if tool["type"] == "NR" and tool["name"] not in self.excluded
-                       and tool["name"] not in self.unavailable]
+            offered = [
+                tool
+                for tool in tool_descriptions(self.registry, "No-Reference")
+                if tool["type"] == "NR"
+                and tool["name"] not in self.excluded
+                and tool["name"] not in self.unavailable
+            ]
             missing: list[dict[str, Any]] = []
             for name in self.registry.settings.fallback_chain:
                 spec = self.registry.get(name)
-                if (spec.type != "NR" or spec.name in self.excluded
-                        or any(tool["name"] == spec.name for tool in (*offered, *missing))
-                        or (self.registry.availability(spec.name).ok
-                            and spec.name not in self.unavailable)):
+                if (
+                    spec.type != "NR"
+                    or spec.name in self.excluded
+                    or any(tool["name"] == spec.name for tool in (*offered, *missing))
+                    or (
+                        self.registry.availability(spec.name).ok
+                        and spec.name not in self.unavailable
+                    )
+                ):
                     continue
-                missing.append({"name": spec.name, "type": spec.type,
-                                "description": spec.description,
-                                "strengths": list(spec.strengths), "available": True})
+                missing.append(
+                    {
+                        "name": spec.name,
+                        "type": spec.type,
+                        "description": spec.description,
+                        "strengths": list(spec.strengths),
+                        "available": True,
+                    }
+                )
             self._pool = (offered + missing, {tool["name"] for tool in missing})
         return self._pool
 
@@ -641,8 +763,11 @@ class Preference:
         pool, missing = self._candidates()
         if not missing:
             return None
-        best = builtin_selection.select({"Global": [distortion]}, pool,
-                                        "No-Reference").get("Global", {}).get(distortion)
+        best = (
+            builtin_selection.select({"Global": [distortion]}, pool, "No-Reference")
+            .get("Global", {})
+            .get(distortion)
+        )
         return best if best in missing and best != tool else None
 
 
@@ -651,8 +776,14 @@ def _chain_gap(registry: ToolRegistry, failed: str, used: str) -> str | None:
     it for not being installed: ``used`` is then not the one the chain names, and says why."""
     try:
         failed = registry.get(failed).name
-        first = next((spec.name for spec in map(registry.get, registry.settings.fallback_chain)
-                      if spec.type == "NR" and spec.name != failed), None)
+        first = next(
+            (
+                spec.name
+                for spec in map(registry.get, registry.settings.fallback_chain)
+                if spec.type == "NR" and spec.name != failed
+            ),
+            None,
+        )
         why = not_installed(registry, first) if first not in (None, used) else None
     except Exception:  # the fallback's score stands; only the remark about it is lost
         log.exception("could not tell which fallback-chain tool %s was used before", used)
@@ -662,8 +793,9 @@ def _chain_gap(registry: ToolRegistry, failed: str, used: str) -> str | None:
     return f"{first}, which the fallback chain puts before {used}, cannot run here: {why}"
 
 
-def unavailable_chain_tools(registry: ToolRegistry, excluded: Collection[str] = ()
-                            ) -> dict[str, str]:
+def unavailable_chain_tools(
+    registry: ToolRegistry, excluded: Collection[str] = ()
+) -> dict[str, str]:
     """The fallback chain's NR tools that cannot be offered to selection here, and why
     (:func:`not_installed`): kept with the selection, so that the step running the tools,
     on another worker perhaps, says what a tool chosen in their place stood in for."""
@@ -680,12 +812,15 @@ def unavailable_chain_tools(registry: ToolRegistry, excluded: Collection[str] = 
 
 #: How a stand-in's reason ends when its tool could run where the tools ran but not where
 #: they were chosen (another worker): what to do about it.
-CHOSEN_ELSEWHERE = (" (on the worker that chose the tools; the worker that ran them has it: "
-                    "install it on every worker)")
+CHOSEN_ELSEWHERE = (
+    " (on the worker that chose the tools; the worker that ran them has it: "
+    "install it on every worker)"
+)
 
 
-def _standing_in(registry: ToolRegistry, preference: Preference, tool: str, distortion: str
-                 ) -> tuple[str | None, str | None]:
+def _standing_in(
+    registry: ToolRegistry, preference: Preference, tool: str, distortion: str
+) -> tuple[str | None, str | None]:
     """(the tool ``tool`` stood in for, why that one cannot run), or Nones.  Saying so never
     costs the score: a problem working it out is logged and the call stands as it ran."""
     try:
@@ -701,11 +836,18 @@ def _standing_in(registry: ToolRegistry, preference: Preference, tool: str, dist
         return None, None
 
 
-def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
-                  selected: dict[str, dict[str, str]], query: str = "",
-                  notes: list[str] | None = None, *, own_choice: bool = True,
-                  excluded: Collection[str] = (), unavailable: Mapping[str, str] | None = None
-                  ) -> tuple[dict[str, dict[str, tuple[str, float]]], list[ToolExecutionLog]]:
+def execute_tools(
+    registry: ToolRegistry,
+    image: LoadedImage,
+    reference: LoadedImage | None,
+    selected: dict[str, dict[str, str]],
+    query: str = "",
+    notes: list[str] | None = None,
+    *,
+    own_choice: bool = True,
+    excluded: Collection[str] = (),
+    unavailable: Mapping[str, str] | None = None,
+) -> tuple[dict[str, dict[str, tuple[str, float]]], list[ToolExecutionLog]]:
     """Run the tools of ``selected`` (:func:`tool_calls`) and log each call; the registry's
     cache makes repeats free.  Scores are filed under what was scored ("Global" or a region),
     and a whole-image score that stands in for objects is noted in ``notes``.
@@ -723,20 +865,36 @@ def execute_tools(registry: ToolRegistry, image: LoadedImage, reference: LoadedI
         entry = _run_one(registry, image, reference, call, preference)
         logs.append(entry)
         if math.isfinite(entry.normalized_score):
-            scores.setdefault(call.key, {})[call.distortion] = (entry.tool_name,
-                                                                entry.normalized_score)
-    objects = list(dict.fromkeys(name for entry in logs if math.isfinite(entry.normalized_score)
-                                 for name in entry.requested_for))
+            scores.setdefault(call.key, {})[call.distortion] = (
+                entry.tool_name,
+                entry.normalized_score,
+            )
+    objects = list(
+        dict.fromkeys(
+            name
+            for entry in logs
+            if math.isfinite(entry.normalized_score)
+            for name in entry.requested_for
+        )
+    )
     if objects:
         _note(notes, whole_image_note(objects))
     return scores, logs
 
 
-def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
-             call: ToolCall, preference: Preference | None = None) -> ToolExecutionLog:
-    where: dict[str, Any] = {"object_name": call.key, "distortion": call.distortion,
-                             "region": call.region.name if call.region else None,
-                             "requested_for": list(call.requested_for)}
+def _run_one(
+    registry: ToolRegistry,
+    image: LoadedImage,
+    reference: LoadedImage | None,
+    call: ToolCall,
+    preference: Preference | None = None,
+) -> ToolExecutionLog:
+    where: dict[str, Any] = {
+        "object_name": call.key,
+        "distortion": call.distortion,
+        "region": call.region.name if call.region else None,
+        "requested_for": list(call.requested_for),
+    }
     tool = call.tool
     try:
         target, ref = call_images(call, image, reference)
@@ -761,20 +919,38 @@ def _run_one(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage 
             requested, why = _standing_in(registry, preference, result.tool, call.distortion)
             if requested and why:
                 fallback, error = True, cannot_run(requested, why)
-                log.info("%s/%s: %s stands in for %s (%s)", call.key, call.distortion,
-                         result.tool, requested, why)
+                log.info(
+                    "%s/%s: %s stands in for %s (%s)",
+                    call.key,
+                    call.distortion,
+                    result.tool,
+                    requested,
+                    why,
+                )
             else:
                 requested = None
         return ToolExecutionLog(
-            tool_name=result.tool, requested_tool=requested,
-            raw_score=result.raw_score, normalized_score=result.normalized_score,
-            execution_time=result.execution_time, fallback=fallback, error=error,
-            cached=result.cached, load_time=result.load_time, **where,
+            tool_name=result.tool,
+            requested_tool=requested,
+            raw_score=result.raw_score,
+            normalized_score=result.normalized_score,
+            execution_time=result.execution_time,
+            fallback=fallback,
+            error=error,
+            cached=result.cached,
+            load_time=result.load_time,
+            **where,
         )
     except ToolError as exc:
         log.error("tool %s failed for %s/%s: %s", tool, call.key, call.distortion, exc)
-        return ToolExecutionLog(tool_name=tool, raw_score=math.nan, normalized_score=math.nan,
-                                execution_time=0.0, error=str(exc), **where)
+        return ToolExecutionLog(
+            tool_name=tool,
+            raw_score=math.nan,
+            normalized_score=math.nan,
+            execution_time=0.0,
+            error=str(exc),
+            **where,
+        )
 
 
 #: The object of a metric job's tool calls: the whole image, as in the agent's global scope.
@@ -786,9 +962,9 @@ def metric_distortion(tool: str) -> str:
     return f"metric:{tool}"
 
 
-def run_metrics(registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None,
-                tools: list[str]) -> tuple[dict[str, dict[str, tuple[str, float]]],
-                                           list[ToolExecutionLog]]:
+def run_metrics(
+    registry: ToolRegistry, image: LoadedImage, reference: LoadedImage | None, tools: list[str]
+) -> tuple[dict[str, dict[str, tuple[str, float]]], list[ToolExecutionLog]]:
     """Run exactly ``tools`` on the whole image (a metric job): no fallback to another tool,
     since a metric job asks for these scores; a tool that fails is logged with its error and
     NaN scores, and the others still run."""
@@ -799,29 +975,46 @@ def run_metrics(registry: ToolRegistry, image: LoadedImage, reference: LoadedIma
         try:
             spec = registry.get(tool)
             result = registry.execute_tool(
-                spec.name, image, reference if spec.is_full_reference else None,
-                allow_fallback=False)
+                spec.name,
+                image,
+                reference if spec.is_full_reference else None,
+                allow_fallback=False,
+            )
             entry = ToolExecutionLog(
-                tool_name=result.tool, object_name=METRIC_OBJECT, distortion=distortion,
-                raw_score=result.raw_score, normalized_score=result.normalized_score,
-                execution_time=result.execution_time, cached=result.cached,
-                load_time=result.load_time)
-            scores.setdefault(METRIC_OBJECT, {})[distortion] = (result.tool,
-                                                                result.normalized_score)
+                tool_name=result.tool,
+                object_name=METRIC_OBJECT,
+                distortion=distortion,
+                raw_score=result.raw_score,
+                normalized_score=result.normalized_score,
+                execution_time=result.execution_time,
+                cached=result.cached,
+                load_time=result.load_time,
+            )
+            scores.setdefault(METRIC_OBJECT, {})[distortion] = (
+                result.tool,
+                result.normalized_score,
+            )
         except ToolError as exc:
             log.error("metric %s failed on %s: %s", tool, image.path, exc)
             entry = ToolExecutionLog(
-                tool_name=tool, object_name=METRIC_OBJECT, distortion=distortion,
-                raw_score=math.nan, normalized_score=math.nan, execution_time=0.0,
-                error=str(exc))
+                tool_name=tool,
+                object_name=METRIC_OBJECT,
+                distortion=distortion,
+                raw_score=math.nan,
+                normalized_score=math.nan,
+                execution_time=0.0,
+                error=str(exc),
+            )
         logs.append(entry)
     return scores, logs
 
 
 # -- planning the subtasks' inputs ------------------------------------------------------------
 
-def distortion_set_for(plan: PlannerOutput, detected: dict[str, list[str]] | None
-                       ) -> dict[str, list[str]]:
+
+def distortion_set_for(
+    plan: PlannerOutput, detected: dict[str, list[str]] | None
+) -> dict[str, list[str]]:
     """What analysis and selection work on: the distortions the query named (the plan's, put
     on the plan's scope: "Global" for the one object in scope is that object), with any
     detected ones added; else every category."""
@@ -838,18 +1031,24 @@ def distortion_set_for(plan: PlannerOutput, detected: dict[str, list[str]] | Non
     return {key: list(DISTORTION_CATEGORIES) for key in scope_keys(plan)}
 
 
-def selection_for(plan: PlannerOutput, distortion_set: dict[str, list[str]],
-                  selected: dict[str, dict[str, str]] | None) -> dict[str, dict[str, str]]:
+def selection_for(
+    plan: PlannerOutput,
+    distortion_set: dict[str, list[str]],
+    selected: dict[str, dict[str, str]] | None,
+) -> dict[str, dict[str, str]]:
     """The tools to run: the plan's required tool, the selection, or the spec's generic ones."""
     if plan.required_tool:
-        return {key: {d: plan.required_tool for d in values}
-                for key, values in distortion_set.items()}
-    return without_excluded(selected or generic_selection(distortion_set, plan.reference_mode),
-                            plan.excluded_tools)
+        return {
+            key: {d: plan.required_tool for d in values} for key, values in distortion_set.items()
+        }
+    return without_excluded(
+        selected or generic_selection(distortion_set, plan.reference_mode), plan.excluded_tools
+    )
 
 
-def without_excluded(selected: dict[str, dict[str, str]], excluded: Collection[str]
-                     ) -> dict[str, dict[str, str]]:
+def without_excluded(
+    selected: dict[str, dict[str, str]], excluded: Collection[str]
+) -> dict[str, dict[str, str]]:
     """``selected`` with each tool the query ruled out replaced by the first tool of the same
     kind (FR or NR) in the builtin preference order that it did not rule out."""
     if not excluded:
@@ -859,16 +1058,25 @@ def without_excluded(selected: dict[str, dict[str, str]], excluded: Collection[s
         result[key] = {}
         for distortion, tool in per_distortion.items():
             if tool in excluded:
-                order = (builtin_selection.FR_PREFERENCE if tool in builtin_selection.FR_PREFERENCE
-                         else builtin_selection.NR_PREFERENCE)
+                order = (
+                    builtin_selection.FR_PREFERENCE
+                    if tool in builtin_selection.FR_PREFERENCE
+                    else builtin_selection.NR_PREFERENCE
+                )
                 replacement = next((name for name in order if name not in excluded), tool)
-                log.info("tool %s for %s/%s is ruled out by the query; using %s", tool, key,
-                         distortion, replacement)
+                log.info(
+                    "tool %s for %s/%s is ruled out by the query; using %s",
+                    tool,
+                    key,
+                    distortion,
+                    replacement,
+                )
                 tool = replacement
             result[key][distortion] = tool
     return result
 
 
-def load_inputs(image_path: str, reference_path: str | None
-                ) -> tuple[LoadedImage, LoadedImage | None]:
+def load_inputs(
+    image_path: str, reference_path: str | None
+) -> tuple[LoadedImage, LoadedImage | None]:
     return read_image(image_path), read_image(reference_path) if reference_path else None

@@ -41,8 +41,9 @@ def probabilities_from_logprobs(logprobs: Mapping[int, float]) -> dict[int, floa
     return {c: w / total for c, w in weights.items()}
 
 
-def probabilities_from_statement(stated: Mapping[str, object], letters: Mapping[str, int]
-                                 ) -> dict[int, float]:
+def probabilities_from_statement(
+    stated: Mapping[str, object], letters: Mapping[str, int]
+) -> dict[int, float]:
     """p_c from probabilities a model stated per option letter (or level name), normalised.
 
     Negative values count as 0; a value that is not a number, or nothing above 0, raises
@@ -52,8 +53,11 @@ def probabilities_from_statement(stated: Mapping[str, object], letters: Mapping[
     probabilities: dict[int, float] = {}
     for letter, level in letters.items():
         value = keys.get(letter.casefold(), keys.get(QUALITY_LEVEL_NAMES[level].casefold(), 0.0))
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
-                value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
             raise ValueError(f"stated probability of {letter} is not a number: {value!r}")
         probabilities[level] = max(float(value), 0.0)
     total = sum(probabilities.values())
@@ -62,8 +66,9 @@ def probabilities_from_statement(stated: Mapping[str, object], letters: Mapping[
     return {c: probabilities.get(c, 0.0) / total for c in LEVELS}
 
 
-def fuse(tool_scores: Sequence[float], level_probabilities: Mapping[int, float],
-         eta: float = ETA) -> float:
+def fuse(
+    tool_scores: Sequence[float], level_probabilities: Mapping[int, float], eta: float = ETA
+) -> float:
     """The fused quality in [1, 5]; without tool scores it is the VLM's expected level.
 
     A one-hot ``level_probabilities`` (argmax) returns that level whatever the tools say.

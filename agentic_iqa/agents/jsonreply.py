@@ -43,7 +43,9 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?(.*?)```", r
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _REFUSAL = re.compile(
     r"^\s*(?:I'?m sorry|I am sorry|Sorry|I can(?:no|')t|I cannot|I'?m (?:not able|unable)|"
-    r"I am (?:not able|unable)|I won'?t|As an AI)\b", re.I)
+    r"I am (?:not able|unable)|I won'?t|As an AI)\b",
+    re.I,
+)
 
 
 class InvalidReply(ValueError):
@@ -60,7 +62,7 @@ def _without_comments(text: str) -> str:
         if in_string:
             kept.append(char)
             if char == "\\":
-                kept.append(text[index + 1:index + 2])
+                kept.append(text[index + 1 : index + 2])
                 index += 1
             elif char == '"':
                 in_string = False
@@ -94,7 +96,7 @@ def _objects_in(text: str) -> Any:
     comments forgiven)."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
-        for candidate in _candidates(text[match.start():]):
+        for candidate in _candidates(text[match.start() :]):
             try:
                 value, _ = decoder.raw_decode(candidate)
             except json.JSONDecodeError:
@@ -137,9 +139,14 @@ class Outcome(Generic[T]):
     errors: list[str] = field(default_factory=list)
 
 
-def ask_json(client: VLMClient, request: VLMRequest, parse: Callable[[dict[str, Any]], T],
-             attempts: int = MAX_ATTEMPTS, stricter: str = STRICT_JSON_SUFFIX,
-             salvage: Callable[[str], T | None] | None = None) -> Outcome[T]:
+def ask_json(
+    client: VLMClient,
+    request: VLMRequest,
+    parse: Callable[[dict[str, Any]], T],
+    attempts: int = MAX_ATTEMPTS,
+    stricter: str = STRICT_JSON_SUFFIX,
+    salvage: Callable[[str], T | None] | None = None,
+) -> Outcome[T]:
     """Ask, read and validate; retry with a stricter prompt on a reply that gives nothing usable.
 
     ``stricter`` is appended to the system prompt of the retries (a caller whose ``parse``
@@ -184,5 +191,12 @@ def _salvaged(salvage: Callable[[str], T | None] | None, response: VLMResponse) 
         return None
 
 
-__all__ = ["InvalidReply", "Outcome", "VLMError", "ask_json", "extract_json_object",
-           "looks_like_refusal", "reply_problem"]
+__all__ = [
+    "InvalidReply",
+    "Outcome",
+    "VLMError",
+    "ask_json",
+    "extract_json_object",
+    "looks_like_refusal",
+    "reply_problem",
+]

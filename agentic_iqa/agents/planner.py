@@ -53,19 +53,34 @@ class PlanningFailed(Exception):
         self.error = error
 
 
-def make_plan(client: VLMClient, query: str, image_path: str, reference_path: str | None,
-              tool_names: list[str], replan_reason: str | None = None) -> PlannerOutput:
-    replan_context = (f"Previous attempt needs replanning: {replan_reason}\n"
-                      if replan_reason else "")
+def make_plan(
+    client: VLMClient,
+    query: str,
+    image_path: str,
+    reference_path: str | None,
+    tool_names: list[str],
+    replan_reason: str | None = None,
+) -> PlannerOutput:
+    replan_context = (
+        f"Previous attempt needs replanning: {replan_reason}\n" if replan_reason else ""
+    )
     images = tuple(str(p) for p in (image_path, reference_path) if p)
     request = VLMRequest(
         task="plan",
         system=PLANNER_SYSTEM,
-        user=render(PLANNER_USER, query=query, has_reference="yes" if reference_path else "no",
-                    replan_context=replan_context),
+        user=render(
+            PLANNER_USER,
+            query=query,
+            has_reference="yes" if reference_path else "no",
+            replan_context=replan_context,
+        ),
         images=images,
-        context={"query": query, "has_reference": reference_path is not None,
-                 "tool_names": tool_names, "replan_reason": replan_reason},
+        context={
+            "query": query,
+            "has_reference": reference_path is not None,
+            "tool_names": tool_names,
+            "replan_reason": replan_reason,
+        },
     )
     defaults = input_defaults(query, reference_path is not None, tool_names)
     filled: list[str] = []
@@ -81,18 +96,24 @@ def make_plan(client: VLMClient, query: str, image_path: str, reference_path: st
     except (TransientVLMError, FatalVLMError):
         raise  # retried later by the caller; or stops a job: a permanent error fails below
     except VLMError as exc:
-        raise PlanningFailed(PlannerError.from_exception(
-            exc, backend=getattr(client, "backend", None))) from exc
+        raise PlanningFailed(
+            PlannerError.from_exception(exc, backend=getattr(client, "backend", None))
+        ) from exc
     if outcome.value is None:
-        raise PlanningFailed(PlannerError(
-            error_type="validation_error",
-            message="planner gave no valid plan: " + "; ".join(outcome.errors),
-            retry_count=outcome.attempts - 1,
-            backend=getattr(client, "backend", None),
-        ))
+        raise PlanningFailed(
+            PlannerError(
+                error_type="validation_error",
+                message="planner gave no valid plan: " + "; ".join(outcome.errors),
+                retry_count=outcome.attempts - 1,
+                backend=getattr(client, "backend", None),
+            )
+        )
     if filled:
-        log.warning("plan: the model's reply left out %s; taken from the input: %s",
-                    ", ".join(filled), {key: defaults[key.split(".")[0]] for key in filled})
+        log.warning(
+            "plan: the model's reply left out %s; taken from the input: %s",
+            ", ".join(filled),
+            {key: defaults[key.split(".")[0]] for key in filled},
+        )
     return reconcile(outcome.value, query, reference_path is not None, tool_names)
 
 
@@ -108,13 +129,13 @@ def input_defaults(query: str, has_reference: bool, tool_names: list[str]) -> di
         "reference_mode": "Full-Reference" if has_reference else "No-Reference",
         "distortion_source": "Explicit" if words else "Inferred",
         "query_scope": objects or "Global",
-        "plan": planned_subtasks(explicit=bool(words), region=bool(objects),
-                                 tool=tool is not None),
+        "plan": planned_subtasks(explicit=bool(words), region=bool(objects), tool=tool is not None),
     }
 
 
-def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
-              tool_names: list[str]) -> PlannerOutput:
+def reconcile(
+    plan: PlannerOutput, query: str, has_reference: bool, tool_names: list[str]
+) -> PlannerOutput:
     """``plan`` with what the input proves taken from the input, the rest as the model wrote it;
     each change is logged.
 
@@ -131,8 +152,9 @@ def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
         changes["reference_mode"] = mode
     required, excluded = plan.required_tool, plan.excluded_tools
     if tool_names:
-        required = required_tool_in(query, tool_names, reference=has_reference,
-                                    chosen=plan.required_tool)
+        required = required_tool_in(
+            query, tool_names, reference=has_reference, chosen=plan.required_tool
+        )
         excluded = excluded_tools_in(query, tool_names)
     distortions, scope = _distortions(plan, query, tool_names)
     if distortions != plan.distortions:
@@ -150,9 +172,13 @@ def reconcile(plan: PlannerOutput, query: str, has_reference: bool,
     if flags != plan.plan:
         changes["plan"] = flags
     if changes:
-        log.info("plan adjusted to the input: %s", {
-            key: value.model_dump() if hasattr(value, "model_dump") else value
-            for key, value in changes.items()})
+        log.info(
+            "plan adjusted to the input: %s",
+            {
+                key: value.model_dump() if hasattr(value, "model_dump") else value
+                for key, value in changes.items()
+            },
+        )
         plan = plan.model_copy(update=changes)
     return plan
 
@@ -164,16 +190,21 @@ def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> Plan
     are selected.  The rest is the model's."""
     flags = plan.plan.model_dump()
     if plan.query_type == "Other":
-        flags.update(distortion_detection=False, distortion_analysis=False,
-                     tool_selection=False, tool_execution=required is not None)
+        flags.update(
+            distortion_detection=False,
+            distortion_analysis=False,
+            tool_selection=False,
+            tool_execution=required is not None,
+        )
         return PlanControlFlags(**flags)
     if required is not None:
         flags.update(tool_selection=False, tool_execution=True)
     elif flags["tool_execution"]:
         flags["tool_selection"] = True
     # Detected distortions feed analysis and selection only: a plan with neither needs none.
-    flags["distortion_detection"] = not explicit and (flags["distortion_analysis"]
-                                                      or flags["tool_selection"])
+    flags["distortion_detection"] = not explicit and (
+        flags["distortion_analysis"] or flags["tool_selection"]
+    )
     return PlanControlFlags(**flags)
 
 
@@ -181,8 +212,9 @@ def _fold(name: str) -> str:
     return re.sub(r"^(?:the|a|an)\s+", "", name.strip().casefold())
 
 
-def _distortions(plan: PlannerOutput, query: str, tool_names: list[str]
-                 ) -> tuple[dict[str, list[str]] | None, list[str] | Literal["Global"]]:
+def _distortions(
+    plan: PlannerOutput, query: str, tool_names: list[str]
+) -> tuple[dict[str, list[str]] | None, list[str] | Literal["Global"]]:
     """The plan's distortions and scope as the query proves them.
 
     Distortions the query names by unambiguous words are added where the model left them out; a
@@ -231,9 +263,16 @@ def no_plan(query: str, has_reference: bool) -> PlannerOutput:
     Taste questions stay "Other" so a rating request is still told from a question."""
     aesthetic = parse_query(query).aesthetic
     return PlannerOutput(
-        query_type="Other" if aesthetic else "IQA", query_scope="Global",
-        distortion_source="Inferred", distortions=None,
+        query_type="Other" if aesthetic else "IQA",
+        query_scope="Global",
+        distortion_source="Inferred",
+        distortions=None,
         reference_mode="Full-Reference" if has_reference else "No-Reference",
         required_tool=None,
-        plan=PlanControlFlags(distortion_detection=False, distortion_analysis=False,
-                              tool_selection=False, tool_execution=False))
+        plan=PlanControlFlags(
+            distortion_detection=False,
+            distortion_analysis=False,
+            tool_selection=False,
+            tool_execution=False,
+        ),
+    )

@@ -93,9 +93,13 @@ def scoring_mode(query: str, plan: PlannerOutput) -> bool:
     return parsed.wants_rating
 
 
-def evidence_context(query: str, image_path: str, plan: PlannerOutput,
-                     evidence: ExecutorOutput | None,
-                     failed_replan: ReplanEntry | None = None) -> dict[str, Any]:
+def evidence_context(
+    query: str,
+    image_path: str,
+    plan: PlannerOutput,
+    evidence: ExecutorOutput | None,
+    failed_replan: ReplanEntry | None = None,
+) -> dict[str, Any]:
     evidence = evidence or ExecutorOutput()
     dumped = evidence.model_dump(mode="json")
     planned = plan.model_dump(mode="json")
@@ -108,23 +112,34 @@ def evidence_context(query: str, image_path: str, plan: PlannerOutput,
         "options": options_in(query),
         # What the plan asked for and the evidence lacks, what the executor noted, and whether
         # a replan may still supply it (False: the model answers from what there is).
-        "missing_evidence": missing_evidence(planned, dumped.get("quality_scores"),
-                                             dumped.get("distortion_analysis")),
+        "missing_evidence": missing_evidence(
+            planned, dumped.get("quality_scores"), dumped.get("distortion_analysis")
+        ),
         "evidence_notes": list(evidence.notes),
         # Tools that stood in for the ones the agent would have used (not installed here, an
         # FR tool without a reference, a failure): the scores are theirs.
         "stand_ins": [entry["sentence"] for entry in stand_ins(dumped.get("tool_logs") or ())],
         "replan_allowed": True,
         # A replan whose plan could not be made: the evidence is the previous plan's.
-        "failed_replan": ({"reason": failed_replan.reason, "failure": failed_replan.failure}
-                          if failed_replan is not None else None),
+        "failed_replan": (
+            {"reason": failed_replan.reason, "failure": failed_replan.failure}
+            if failed_replan is not None
+            else None
+        ),
     }
 
 
-def summarize(client: VLMClient, query: str, image_path: str, reference_path: str | None,
-              plan: PlannerOutput, evidence: ExecutorOutput | None, *,
-              can_replan: bool = True,
-              failed_replan: ReplanEntry | None = None) -> SummarizerOutput:
+def summarize(
+    client: VLMClient,
+    query: str,
+    image_path: str,
+    reference_path: str | None,
+    plan: PlannerOutput,
+    evidence: ExecutorOutput | None,
+    *,
+    can_replan: bool = True,
+    failed_replan: ReplanEntry | None = None,
+) -> SummarizerOutput:
     """The answer to ``query`` from the evidence; ``can_replan`` is False once replans are used
     up, and so is it after ``failed_replan`` (a replan whose plan could not be made: ``plan``
     and ``evidence`` are the previous round's, and the model is told so).
@@ -138,19 +153,30 @@ def summarize(client: VLMClient, query: str, image_path: str, reference_path: st
     can_replan = can_replan and failed_replan is None
     missing = context["missing_evidence"]
     dumped = (evidence or ExecutorOutput()).model_dump(mode="json")
-    if missing and can_replan and replan_can_supply(context["plan"], context["quality_scores"],
-                                                    dumped["tool_logs"]):
+    if (
+        missing
+        and can_replan
+        and replan_can_supply(context["plan"], context["quality_scores"], dumped["tool_logs"])
+    ):
         return evidence_missing(missing)
     if missing:
-        log.warning("summarizer: %s, and no new plan can supply it: the model answers from "
-                    "the evidence there is", missing)
+        log.warning(
+            "summarizer: %s, and no new plan can supply it: the model answers from "
+            "the evidence there is",
+            missing,
+        )
     context["replan_allowed"] = can_replan and not missing
     images = tuple(str(p) for p in (image_path, reference_path) if p)
-    result = (_score(client, context, images) if scoring_mode(query, plan)
-              else _explain(client, context, images))
+    result = (
+        _score(client, context, images)
+        if scoring_mode(query, plan)
+        else _explain(client, context, images)
+    )
     if failed_replan is not None:
-        note = (f"replan {failed_replan.iteration} ({failed_replan.reason}) failed: "
-                f"{failed_replan.failure}; answered with the previous plan's evidence")
+        note = (
+            f"replan {failed_replan.iteration} ({failed_replan.reason}) failed: "
+            f"{failed_replan.failure}; answered with the previous plan's evidence"
+        )
         result = result.model_copy(update={"notes": [*result.notes, note]})
     return with_stand_ins(result, context["stand_ins"])
 
@@ -164,15 +190,20 @@ def with_stand_ins(result: SummarizerOutput, sentences: list[str]) -> Summarizer
     added = [sentence for sentence in sentences if sentence not in reasoning]
     if not added or result.need_replan:
         return result
-    return result.model_copy(update={"quality_reasoning": " ".join(
-        part for part in (reasoning, *added) if part)})
+    return result.model_copy(
+        update={"quality_reasoning": " ".join(part for part in (reasoning, *added) if part)}
+    )
 
 
 def evidence_missing(missing: str) -> SummarizerOutput:
     """The replan request for evidence the plan asked for and a new plan can supply, without
     asking the VLM (it would answer without the evidence)."""
-    return SummarizerOutput(final_answer=UNABLE, need_replan=True, replan_reason=missing,
-                            quality_reasoning=f"{missing}; a new plan is asked for it.")
+    return SummarizerOutput(
+        final_answer=UNABLE,
+        need_replan=True,
+        replan_reason=missing,
+        quality_reasoning=f"{missing}; a new plan is asked for it.",
+    )
 
 
 def _told(context: Mapping[str, Any]) -> str:
@@ -191,16 +222,24 @@ def _told(context: Mapping[str, Any]) -> str:
     return text
 
 
-def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
-             ) -> SummarizerOutput:
+def _explain(
+    client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
+) -> SummarizerOutput:
     options: dict[str, str] = context["options"]
     multiple_choice = len(options) >= 2
     request = VLMRequest(
-        task="answer", system=SUMMARIZER_SYSTEM,
-        user=render(SUMMARIZER_USER, query=context["query"], plan=context["plan"],
-                    distortion_analysis=context["distortion_analysis"],
-                    quality_scores=context["quality_scores"]) + _told(context),
-        images=images, context=context,
+        task="answer",
+        system=SUMMARIZER_SYSTEM,
+        user=render(
+            SUMMARIZER_USER,
+            query=context["query"],
+            plan=context["plan"],
+            distortion_analysis=context["distortion_analysis"],
+            quality_scores=context["quality_scores"],
+        )
+        + _told(context),
+        images=images,
+        context=context,
     )
 
     replan_allowed = context.get("replan_allowed", True)
@@ -215,14 +254,20 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
             return answer
         if answer.final_answer.casefold().startswith(UNABLE.casefold()):
             # The model says it cannot choose: recorded as such, not asked until it guesses.
-            return answer.model_copy(update={
-                "final_answer": UNABLE, "answer_unparseable": True,
-                "unparseable_reason": f"the model chose none of the options: "
-                                      f"{answer.quality_reasoning}"})
+            return answer.model_copy(
+                update={
+                    "final_answer": UNABLE,
+                    "answer_unparseable": True,
+                    "unparseable_reason": f"the model chose none of the options: "
+                    f"{answer.quality_reasoning}",
+                }
+            )
         letter = parse_option(answer.final_answer, options)
         if letter is None:
-            raise ValueError(f"final_answer {answer.final_answer!r} names none of the options "
-                             f"{', '.join(options)} (one, neither negated nor hedged)")
+            raise ValueError(
+                f"final_answer {answer.final_answer!r} names none of the options "
+                f"{', '.join(options)} (one, neither negated nor hedged)"
+            )
         return answer.model_copy(update={"final_answer": letter})
 
     def salvage(text: str) -> SummarizerOutput | None:
@@ -234,14 +279,25 @@ def _explain(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...
         fields["quality_reasoning"] = f"{reasoning} (cut off at the token limit)".lstrip()
         return parse(fields)
 
-    stricter = (render(STRICT_MCQ_SUFFIX, letters=_listed(options)) if multiple_choice
-                else STRICT_JSON_SUFFIX)
-    outcome = ask_json(client, request, parse, ANSWER_ATTEMPTS, stricter,
-                       salvage=salvage if multiple_choice else None)
+    stricter = (
+        render(STRICT_MCQ_SUFFIX, letters=_listed(options))
+        if multiple_choice
+        else STRICT_JSON_SUFFIX
+    )
+    outcome = ask_json(
+        client,
+        request,
+        parse,
+        ANSWER_ATTEMPTS,
+        stricter,
+        salvage=salvage if multiple_choice else None,
+    )
     if outcome.value is None:
         reason = "; ".join(outcome.errors)
         return SummarizerOutput(
-            final_answer=UNABLE, answer_unparseable=True, unparseable_reason=reason,
+            final_answer=UNABLE,
+            answer_unparseable=True,
+            unparseable_reason=reason,
             quality_reasoning=f"No usable answer after {outcome.attempts} attempts: {reason}",
         )
     return outcome.value
@@ -253,9 +309,13 @@ def _answer(reply: SummarizerReply) -> SummarizerOutput:
     for note in reply.notes:
         log.warning("summarizer reply: %s", note)
     return SummarizerOutput(
-        final_answer=reply.final_answer, quality_reasoning=reply.quality_reasoning,
-        need_replan=reply.need_replan, replan_reason=reply.replan_reason,
-        used_evidence=reply.used_evidence, notes=list(reply.notes))
+        final_answer=reply.final_answer,
+        quality_reasoning=reply.quality_reasoning,
+        need_replan=reply.need_replan,
+        replan_reason=reply.replan_reason,
+        used_evidence=reply.used_evidence,
+        notes=list(reply.notes),
+    )
 
 
 def _listed(options: Mapping[str, str]) -> str:
@@ -282,14 +342,22 @@ def _written_fields(text: str, partial: str) -> dict[str, Any]:
     return fields
 
 
-def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
-           ) -> SummarizerOutput:
+def _score(
+    client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
+) -> SummarizerOutput:
     request = VLMRequest(
-        task="quality_levels", system=QUALITY_LEVELS_SYSTEM,
-        user=render(QUALITY_LEVELS_USER, query=context["query"],
-                    distortion_analysis=context["distortion_analysis"],
-                    quality_scores=context["quality_scores"]) + _told(context),
-        images=images, context=context, json_output=False,
+        task="quality_levels",
+        system=QUALITY_LEVELS_SYSTEM,
+        user=render(
+            QUALITY_LEVELS_USER,
+            query=context["query"],
+            distortion_analysis=context["distortion_analysis"],
+            quality_scores=context["quality_scores"],
+        )
+        + _told(context),
+        images=images,
+        context=context,
+        json_output=False,
         answer_options=tuple(QUALITY_LEVEL_OPTIONS),
     )
     measured, letter, errors = _level_answer(client, request)
@@ -298,43 +366,58 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
     elif letter is None:
         reason = "; ".join(errors)
         return SummarizerOutput(
-            final_answer=UNABLE, answer_unparseable=True, unparseable_reason=reason,
+            final_answer=UNABLE,
+            answer_unparseable=True,
+            unparseable_reason=reason,
             quality_reasoning=f"No quality level could be read after {ANSWER_ATTEMPTS} "
-                              f"attempts: {reason}",
+            f"attempts: {reason}",
         )
     else:
         stated = _stated_probabilities(client, request)
         if stated is not None:
             probabilities, source = stated, "stated"
         else:
-            probabilities = {c: 1.0 if c == QUALITY_LEVEL_OPTIONS[letter] else 0.0
-                             for c in range(1, 6)}
+            probabilities = {
+                c: 1.0 if c == QUALITY_LEVEL_OPTIONS[letter] else 0.0 for c in range(1, 6)
+            }
             source = "argmax"
-    tool_scores = [float(pair[1]) for per in (context["quality_scores"] or {}).values()
-                   for pair in per.values()]
+    tool_scores = [
+        float(pair[1])
+        for per in (context["quality_scores"] or {}).values()
+        for pair in per.values()
+    ]
     quality = fuse(tool_scores, probabilities)
     level = level_name(quality)
     distribution = {QUALITY_LEVEL_NAMES[c]: probabilities[c] for c in range(1, 6)}
-    tools_text = (f"mean tool score {sum(tool_scores) / len(tool_scores):.2f} from "
-                  f"{len(tool_scores)} tool result(s)" if tool_scores else "no tool scores")
-    opinion = ", ".join(f"{QUALITY_LEVEL_NAMES[c]} {probabilities[c]:.2f}"
-                        for c in range(5, 0, -1))
+    tools_text = (
+        f"mean tool score {sum(tool_scores) / len(tool_scores):.2f} from "
+        f"{len(tool_scores)} tool result(s)"
+        if tool_scores
+        else "no tool scores"
+    )
+    opinion = ", ".join(f"{QUALITY_LEVEL_NAMES[c]} {probabilities[c]:.2f}" for c in range(5, 0, -1))
     return SummarizerOutput(
         final_answer=level,
         quality_score=quality,
         level_distribution=distribution,
         probability_source=source,
-        quality_reasoning=(f"Fused quality {quality:.2f}/5 ({level}): {tools_text}; "
-                           f"level probabilities ({source}): {opinion}."
-                           + _analysis_text(context["distortion_analysis"])
-                           + (f" {context['missing_evidence']}: answered from the image and "
-                              "the evidence there is." if context.get("missing_evidence")
-                              else "")),
+        quality_reasoning=(
+            f"Fused quality {quality:.2f}/5 ({level}): {tools_text}; "
+            f"level probabilities ({source}): {opinion}."
+            + _analysis_text(context["distortion_analysis"])
+            + (
+                f" {context['missing_evidence']}: answered from the image and "
+                "the evidence there is."
+                if context.get("missing_evidence")
+                else ""
+            )
+        ),
     )
 
 
-def _level_answer(client: VLMClient, request: VLMRequest
-                  ) -> tuple[tuple[dict[int, float], str] | None, str | None, list[str]]:
+def _level_answer(
+    client: VLMClient, request: VLMRequest
+) -> tuple[tuple[dict[int, float], str] | None, str | None, list[str]]:
     """Ask the five-level question: ``(p_c and its source, or None; the letter answered, or
     None; why replies were rejected)``.
 
@@ -358,13 +441,16 @@ def _level_answer(client: VLMClient, request: VLMRequest
             measured = _measured(response)
             if measured is not None:
                 return measured, None, errors
-            letter = (parse_option(response.text, QUALITY_LEVEL_CHOICES, cut_off=cut)
-                      or _argmax_letter(response))
+            letter = parse_option(
+                response.text, QUALITY_LEVEL_CHOICES, cut_off=cut
+            ) or _argmax_letter(response)
             if letter is not None:
                 return None, letter, errors
-            problem = (f"the model declined: {response.text[:200]!r}"
-                       if looks_like_refusal(response.text) else
-                       f"no quality level in {response.text[:200]!r}")
+            problem = (
+                f"the model declined: {response.text[:200]!r}"
+                if looks_like_refusal(response.text)
+                else f"no quality level in {response.text[:200]!r}"
+            )
         errors.append(f"attempt {attempt}: {problem}")
         log.warning("quality_levels reply names no level (%s)", errors[-1])
         current = replace(request, system=request.system + stricter)
@@ -375,9 +461,11 @@ def _level_answer(client: VLMClient, request: VLMRequest
 def _measured(response: VLMResponse) -> tuple[dict[int, float], str] | None:
     if not response.option_logprobs or response.probability_source == "argmax":
         return None
-    by_level = {QUALITY_LEVEL_OPTIONS[letter]: value
-                for letter, value in response.option_logprobs.items()
-                if letter in QUALITY_LEVEL_OPTIONS}
+    by_level = {
+        QUALITY_LEVEL_OPTIONS[letter]: value
+        for letter, value in response.option_logprobs.items()
+        if letter in QUALITY_LEVEL_OPTIONS
+    }
     try:
         probabilities = probabilities_from_logprobs(by_level)
     except ValueError:
@@ -396,8 +484,9 @@ def _argmax_letter(response: VLMResponse) -> str | None:
 def _stated_probabilities(client: VLMClient, question: VLMRequest) -> dict[int, float] | None:
     """p_c stated by the model in a second request (no log-probabilities asked for), or None
     when no readable statement came back."""
-    request = replace(question, system=QUALITY_PROBABILITIES_SYSTEM, json_output=True,
-                      answer_options=None)
+    request = replace(
+        question, system=QUALITY_PROBABILITIES_SYSTEM, json_output=True, answer_options=None
+    )
 
     def parse(reply: dict[str, Any]) -> dict[int, float]:
         stated = reply["option_probabilities"]
@@ -409,8 +498,12 @@ def _stated_probabilities(client: VLMClient, question: VLMRequest) -> dict[int, 
 
 
 def _analysis_text(analysis: Mapping[str, Any] | None) -> str:
-    notes = [item["explanation"] for items in (analysis or {}).values() for item in items
-             if item["severity"] != "none"]
+    notes = [
+        item["explanation"]
+        for items in (analysis or {}).values()
+        for item in items
+        if item["severity"] != "none"
+    ]
     return (" " + " ".join(notes)) if notes else ""
 
 

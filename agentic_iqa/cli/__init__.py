@@ -76,8 +76,7 @@ class RootGroup(FaultCatchingGroup):
         _fit_help(self, plain=plain)
         if plain:
             columns = os.environ.get("COLUMNS", "")
-            extra.setdefault("terminal_width", int(columns) if columns.isdigit()
-                             else PIPE_WIDTH)
+            extra.setdefault("terminal_width", int(columns) if columns.isdigit() else PIPE_WIDTH)
         return super().main(*args, **extra)
 
 

@@ -54,19 +54,28 @@ def _located(text: str) -> str:
 
 
 def assess(
-    image: Annotated[str, typer.Argument(
-        help="image to assess: a file, or an object's URL (s3://bucket/key.jpg, https://...)")],
+    image: Annotated[
+        str,
+        typer.Argument(
+            help="image to assess: a file, or an object's URL (s3://bucket/key.jpg, https://...)"
+        ),
+    ],
     query: Annotated[str, typer.Option("--query", "-q", help="question about the image")] = (
         "Rate the quality of this image."
     ),
     reference: Annotated[
-        str | None, typer.Option("--reference", "-r",
-                                 help="reference image (full-reference): a file or a URL")
+        str | None,
+        typer.Option("--reference", "-r", help="reference image (full-reference): a file or a URL"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final state as JSON")] = False,
     max_replans: Annotated[
-        int | None, typer.Option("--max-replans", min=0, help="bound on replanning rounds "
-                                 "(default: max_replan_iterations in configs/pipeline.yaml)")
+        int | None,
+        typer.Option(
+            "--max-replans",
+            min=0,
+            help="bound on replanning rounds "
+            "(default: max_replan_iterations in configs/pipeline.yaml)",
+        ),
     ] = None,
     distributed: Annotated[
         bool, typer.Option("--distributed", help="run the steps on Celery workers")
@@ -79,8 +88,11 @@ def assess(
     ] = 600.0,
     device: DeviceOption = None,
     vlm_cache: Annotated[
-        bool, typer.Option("--vlm-cache/--no-vlm-cache",
-                           help="answer deterministic VLM requests from the response cache")
+        bool,
+        typer.Option(
+            "--vlm-cache/--no-vlm-cache",
+            help="answer deterministic VLM requests from the response cache",
+        ),
     ] = True,
     backend: BackendOption = None,
     model: ModelOption = None,
@@ -107,15 +119,17 @@ def assess(
 
         max_replans = PipelineSettings.load().max_replan_iterations
     if distributed:
-        state, run_id = _assess_distributed(query, image_path, reference_path, max_replans,
-                                            timeout, vlm_cache=vlm_cache)
+        state, run_id = _assess_distributed(
+            query, image_path, reference_path, max_replans, timeout, vlm_cache=vlm_cache
+        )
         usage = _run_vlm_usage(_engine(), run_id)
     elif store:
         from ..runtime import service
 
         engine = _engine(create=True)
-        run_id = service.create_run(engine, query, image_path, reference_path,
-                                    max_replan_iterations=max_replans)
+        run_id = service.create_run(
+            engine, query, image_path, reference_path, max_replan_iterations=max_replans
+        )
         if not vlm_cache:
             _disable_run_vlm_cache(engine, run_id)
         agents = _agents_for(roles, device)
@@ -123,13 +137,18 @@ def assess(
             service.run_embedded(engine, agents, run_id)
         state = _stored_state(engine, run_id)
         usage = _run_vlm_usage(engine, run_id)
-        err.print(f"run {run_id} stored in {redact(_safe_url(engine))}; `agentic-iqa runs show "
-                  f"{run_id[:8]}` shows it again", highlight=False, soft_wrap=True)
+        err.print(
+            f"run {run_id} stored in {redact(_safe_url(engine))}; `agentic-iqa runs show "
+            f"{run_id[:8]}` shows it again",
+            highlight=False,
+            soft_wrap=True,
+        )
     else:
         agents = _agents_for(roles, device)
         with contextlib.redirect_stdout(sys.stderr), collect_calls() as calls:
-            state = run_inprocess(query, image_path, reference_path, agents=agents,
-                                  max_replan_iterations=max_replans)
+            state = run_inprocess(
+                query, image_path, reference_path, agents=agents, max_replan_iterations=max_replans
+            )
         usage = summarize(group_records(calls.records), PriceTable.load())
     if as_json:  # paths, answers and tool errors may quote a URL: the whole document is redacted
         print(redact(json.dumps(state_document(state, vlm_usage=usage), indent=2)))
@@ -146,9 +165,12 @@ def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
     from ..pipeline import Agents
     from ..vlm import create_client
 
-    return Agents(planner=create_client("planner", roles),
-                  executor=create_client("executor", roles),
-                  summarizer=create_client("summarizer", roles), registry=_registry(device))
+    return Agents(
+        planner=create_client("planner", roles),
+        executor=create_client("executor", roles),
+        summarizer=create_client("summarizer", roles),
+        registry=_registry(device),
+    )
 
 
 def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engine, lazily
@@ -168,9 +190,12 @@ def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Eng
     with read_scope(engine) as session:
         usage = summarize(reads.vlm_usage(session, run_id=run_id), PriceTable.load())
         steps = reads.vlm_steps(session, run_id)
-    usage["steps"] = {f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
-                      for (step, iteration), (calls, hits) in sorted(
-                          steps.items(), key=lambda entry: (entry[0][1], entry[0][0]))}
+    usage["steps"] = {
+        f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
+        for (step, iteration), (calls, hits) in sorted(
+            steps.items(), key=lambda entry: (entry[0][1], entry[0][0])
+        )
+    }
     return usage
 
 
@@ -192,9 +217,15 @@ def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and sta
     return state
 
 
-def _assess_distributed(query: str, image_path: str, reference_path: str | None,
-                        max_replans: int, timeout: float, *,
-                        vlm_cache: bool = True):  # noqa: ANN202
+def _assess_distributed(
+    query: str,
+    image_path: str,
+    reference_path: str | None,
+    max_replans: int,
+    timeout: float,
+    *,
+    vlm_cache: bool = True,
+):  # noqa: ANN202
     import time
 
     from ..config import PipelineSettings
@@ -207,9 +238,14 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
 
     engine = _engine(create=True)
     # Leased: if the message is lost (a broker restart), the workers' supervisor re-sends it.
-    run_id = service.create_run(engine, query, image_path, reference_path,
-                                max_replan_iterations=max_replans,
-                                lease_seconds=settings.lease_seconds)
+    run_id = service.create_run(
+        engine,
+        query,
+        image_path,
+        reference_path,
+        max_replan_iterations=max_replans,
+        lease_seconds=settings.lease_seconds,
+    )
     if not vlm_cache:  # the workers read it from the run
         _disable_run_vlm_cache(engine, run_id)
     submit(run_id)
@@ -227,7 +263,9 @@ def _assess_distributed(query: str, image_path: str, reference_path: str | None,
             if done:
                 break
             if time.monotonic() > deadline:
-                _fail(f"run {run_id} did not finish in {timeout:.0f}s (still {run.status}); "
-                      "are workers consuming both queues?")
+                _fail(
+                    f"run {run_id} did not finish in {timeout:.0f}s (still {run.status}); "
+                    "are workers consuming both queues?"
+                )
             time.sleep(0.2)
     return _stored_state(engine, run_id), run_id

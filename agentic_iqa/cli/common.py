@@ -23,7 +23,6 @@ from iqa_tools.errors import ToolError
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
 if TYPE_CHECKING:
-
     from rich.segment import Segment
 
     from iqa_tools import ToolRegistry
@@ -37,8 +36,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 def terminal_safe(text: str) -> str:
     """``text`` with every control character written out as an escape (``\\x1b``): names,
     queries and answers come from datasets and models, and must not drive the terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100
-                        else f"\\u{ord(m[0]):04x}", text)
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
 
 
 class SafeConsole(Console):
@@ -46,8 +46,9 @@ class SafeConsole(Console):
     segment is escaped (:func:`terminal_safe`) after rendering, whatever printed it (tables,
     markup, progress bars); rich's own styling and control segments are left as they are."""
 
-    def render(self, renderable: RenderableType,
-               options: ConsoleOptions | None = None) -> Iterable[Segment]:
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
         for segment in super().render(renderable, options):
             if segment.control is None and _CONTROL.search(segment.text):
                 yield segment._replace(text=terminal_safe(segment.text))
@@ -70,9 +71,16 @@ def debugging() -> bool:
     return _DEBUG["on"] or os.environ.get("AGENTIC_IQA_DEBUG", "") not in ("", "0")
 
 
-def _redacted_logging(debug: Annotated[bool, typer.Option(
-        "--debug", help="print the traceback of an infrastructure fault (database, disk, "
-                        "broker) instead of one line and a log file")] = False) -> None:
+def _redacted_logging(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="print the traceback of an infrastructure fault (database, disk, "
+            "broker) instead of one line and a log file",
+        ),
+    ] = False,
+) -> None:
     """Log records of this process (SDK retries quote URLs) go out with credentials masked."""
     import logging
 
@@ -84,7 +92,8 @@ def _redacted_logging(debug: Annotated[bool, typer.Option(
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
     # --debug: a failed step's traceback in the log, which its item's error never carries
     logging.getLogger("agentic_iqa.runtime.service").setLevel(
-        logging.DEBUG if debugging() else logging.NOTSET)
+        logging.DEBUG if debugging() else logging.NOTSET
+    )
     install_log_redaction()
 
 
@@ -115,31 +124,52 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
     handled = sys.exc_info()[1]
     if handled is not None and debugging():  # --debug: what led to the line, masked
-        err.print(redact("".join(traceback.format_exception(handled))) or "", markup=False,
-                  highlight=False, soft_wrap=True)
-    err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
-              soft_wrap=True)
+        err.print(
+            redact("".join(traceback.format_exception(handled))) or "",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    err.print(
+        f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False, soft_wrap=True
+    )
     raise typer.Exit(code)
 
 
 #: The same three flags wherever a VLM is used (assess, eval submit, eval estimate).
-BackendOption = Annotated[str | None, typer.Option(
-    "--backend", help="VLM backend for every role: builtin, openai or anthropic "
-                      "(default: configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)")]
+BackendOption = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help="VLM backend for every role: builtin, openai or anthropic "
+        "(default: configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)",
+    ),
+]
 
 
-ModelOption = Annotated[str | None, typer.Option(
-    "--model", help="model for every role, e.g. gpt-4o or Qwen/Qwen2.5-VL-7B-Instruct "
-                    "(AGENTIC_IQA_VLM_MODEL)")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="model for every role, e.g. gpt-4o or Qwen/Qwen2.5-VL-7B-Instruct "
+        "(AGENTIC_IQA_VLM_MODEL)",
+    ),
+]
 
 
-BaseUrlOption = Annotated[str | None, typer.Option(
-    "--base-url", help="an OpenAI-compatible server (vLLM, Ollama), e.g. "
-                       "http://localhost:8000/v1 (AGENTIC_IQA_VLM_BASE_URL)")]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="an OpenAI-compatible server (vLLM, Ollama), e.g. "
+        "http://localhost:8000/v1 (AGENTIC_IQA_VLM_BASE_URL)",
+    ),
+]
 
 
-def use_backend(backend: str | None, model: str | None, base_url: str | None, *,
-                check: bool = True) -> dict[str, Any]:
+def use_backend(
+    backend: str | None, model: str | None, base_url: str | None, *, check: bool = True
+) -> dict[str, Any]:
     """The role configurations with the flags applied (for every role), checked before
     anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
     endpoint that does not answer or a model it does not serve exits 2 with one line.  A
@@ -150,8 +180,11 @@ def use_backend(backend: str | None, model: str | None, base_url: str | None, *,
     from ..vlm.preflight import preflight
     from ..vlm.settings import load_backend_configs
 
-    flags = {name: value for name, value in (("backend", backend), ("model", model),
-                                             ("base_url", base_url)) if value is not None}
+    flags = {
+        name: value
+        for name, value in (("backend", backend), ("model", model), ("base_url", base_url))
+        if value is not None
+    }
     notes: list[str] = []
     try:
         configs = dict(load_backend_configs(overrides=flags, notes=notes))
@@ -175,12 +208,17 @@ def _engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, impor
     try:
         engine = make_engine(configured) if create else existing_engine(configured)
     except NoDatabase as exc:
-        _fail(f"{exc}: " + (
-            "the SQLite file AGENTIC_IQA_DATABASE_URL names does not exist; check "
-            "AGENTIC_IQA_DATABASE_URL (nothing was created)" if configured else
-            "no job was submitted from this folder; run the command where `agentic-iqa eval "
-            "submit` ran, or set AGENTIC_IQA_DATABASE_URL to the database that holds your "
-            "jobs (e.g. sqlite:////path/to/agentic-iqa.sqlite3)"))
+        _fail(
+            f"{exc}: "
+            + (
+                "the SQLite file AGENTIC_IQA_DATABASE_URL names does not exist; check "
+                "AGENTIC_IQA_DATABASE_URL (nothing was created)"
+                if configured
+                else "no job was submitted from this folder; run the command where "
+                "`agentic-iqa eval submit` ran, or set AGENTIC_IQA_DATABASE_URL to the database "
+                "that holds your jobs (e.g. sqlite:////path/to/agentic-iqa.sqlite3)"
+            )
+        )
     ensure_schema(engine)
     return engine
 
@@ -192,9 +230,11 @@ def _found_nothing(engine: Any, exc: LookupError) -> str:
 
     where = _safe_url(engine)
     if isinstance(exc, reads.NoJobs):
-        return (f"no job in the database {where} yet: submit one with `agentic-iqa eval "
-                "submit MANIFEST`, or set AGENTIC_IQA_DATABASE_URL to the database that holds "
-                "your jobs")
+        return (
+            f"no job in the database {where} yet: submit one with `agentic-iqa eval "
+            "submit MANIFEST`, or set AGENTIC_IQA_DATABASE_URL to the database that holds "
+            "your jobs"
+        )
     if isinstance(exc, reads.JobNotFound | reads.RunNotFound):
         return f"{exc} {where}"
     return str(exc)  # an ambiguous prefix: the ids it matches say which database it is

@@ -19,30 +19,60 @@ if TYPE_CHECKING:
 
 
 def compare(
-    jobs: Annotated[list[str] | None, typer.Argument(
-        help="two or more job ids or unique prefixes; the first is the baseline")] = None,
-    group: Annotated[str | None, typer.Option(
-        "--group", help="a sweep's jobs (`eval submit --group`) in one table: a row per "
-                        "model or tool, a column per dataset, SRCC/PLCC or accuracy in each "
-                        "cell")
+    jobs: Annotated[
+        list[str] | None,
+        typer.Argument(help="two or more job ids or unique prefixes; the first is the baseline"),
+    ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            help="a sweep's jobs (`eval submit --group`) in one table: a row per "
+            "model or tool, a column per dataset, SRCC/PLCC or accuracy in each "
+            "cell",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
-    fmt: Annotated[str | None, typer.Option(
-        "--format", help="a table for a paper: latex, markdown or csv (SRCC, PLCC, KRCC with "
-                         "intervals, best in bold, a caption)")] = None,
-    output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="write the --format table here (a path, or a store's URL) "
-                               "instead of standard output")] = None,
-    html: Annotated[str | None, typer.Option(
-        "--html", help="write an HTML page here (a path, or a store's URL)")] = None,
-    figures: Annotated[str | None, typer.Option(
-        "--figures", help="write the figures here as SVG and PDF (a folder, made if missing): "
-                          "the paired differences, or a group's bars")] = None,
-    label: Annotated[list[str] | None, typer.Option(
-        "--label", help="JOB=NAME: call a job NAME in the page and figures instead of its "
-                        "name or id (repeatable; JOB: an id or unique prefix)")] = None,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0,
-                                           help="resamples per interval (0: none)")] = 1000,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="a table for a paper: latex, markdown or csv (SRCC, PLCC, KRCC with "
+            "intervals, best in bold, a caption)",
+        ),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="write the --format table here (a path, or a store's URL) "
+            "instead of standard output",
+        ),
+    ] = None,
+    html: Annotated[
+        str | None,
+        typer.Option("--html", help="write an HTML page here (a path, or a store's URL)"),
+    ] = None,
+    figures: Annotated[
+        str | None,
+        typer.Option(
+            "--figures",
+            help="write the figures here as SVG and PDF (a folder, made if missing): "
+            "the paired differences, or a group's bars",
+        ),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label",
+            help="JOB=NAME: call a job NAME in the page and figures instead of its "
+            "name or id (repeatable; JOB: an id or unique prefix)",
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", min=0, help="resamples per interval (0: none)")
+    ] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
 ) -> None:
     """SRCC, PLCC, KRCC against MOS (or MCQ accuracy) per job and per tool of a metric job,
@@ -76,10 +106,20 @@ def compare(
         if jobs:
             _fail("give jobs or --group, not both", code=2)
         if label:
-            _fail("--label names the jobs of a comparison; a group's rows are its models and "
-                  "tools", code=2)
-        _compare_group(group, as_json, html=html, folder=figures, fmt=fmt, output=output,
-                       bootstrap=bootstrap, seed=seed)
+            _fail(
+                "--label names the jobs of a comparison; a group's rows are its models and tools",
+                code=2,
+            )
+        _compare_group(
+            group,
+            as_json,
+            html=html,
+            folder=figures,
+            fmt=fmt,
+            output=output,
+            bootstrap=bootstrap,
+            seed=seed,
+        )
         return
     jobs = jobs or []
     if len(jobs) < 2:
@@ -87,8 +127,11 @@ def compare(
     engine = _engine()
     ids = [_job_id(engine, reference) for reference in jobs]
     if len(set(ids)) < len(ids):
-        _fail("a job is given more than once: "
-              + ", ".join(sorted({i[:8] for i in ids if ids.count(i) > 1})), code=2)
+        _fail(
+            "a job is given more than once: "
+            + ", ".join(sorted({i[:8] for i in ids if ids.count(i) > 1})),
+            code=2,
+        )
     described = []
     hashes: dict[str, str | None] = {}
     try:
@@ -98,16 +141,20 @@ def compare(
                 # Columns with each item's id digest: arrays, not a dict per item; the
                 # baseline's with its ids' order and image digests (its shared items are
                 # resampled in that order, by image).
-                columns = reads.report_columns(session, job_id, identities=True,
-                                               baseline=index == 0)
+                columns = reads.report_columns(
+                    session, job_id, identities=True, baseline=index == 0
+                )
                 if uses_builtin(about):  # by the digests stored at submit; pending never
                     columns.fitted_overlap = reads.in_sample_overlap(
-                        session, job_id, columns.size, fitted_images(), hashes)
+                        session, job_id, columns.size, fitted_images(), hashes
+                    )
             described.append(({**about, "vlm": _vlm_summary(engine, job_id)}, columns))
     except JobNotFound as exc:
         _fail(str(exc))
-    document = line_names(build_comparison(described, bootstrap=bootstrap, seed=seed),
-                          _labels(engine, label or [], ids))
+    document = line_names(
+        build_comparison(described, bootstrap=bootstrap, seed=seed),
+        _labels(engine, label or [], ids),
+    )
     drawn = comparison_figures(document) if html is not None or figures is not None else []
     if figures is not None:
         _write_figures(drawn, figures, "no line has a difference from the baseline")
@@ -149,13 +196,20 @@ def _write_table(table: PaperTable, fmt: str, output: str | None) -> None:
     if output is None:
         print(text, end="")
         return
-    _write_page(lambda local: Path(local).write_text(text, encoding="utf-8", newline=""),
-                output)
+    _write_page(lambda local: Path(local).write_text(text, encoding="utf-8", newline=""), output)
 
 
-def _compare_group(group: str, as_json: bool, *, html: str | None = None,
-                   folder: str | None = None, fmt: str | None = None,
-                   output: str | None = None, bootstrap: int = 0, seed: int = 0) -> None:
+def _compare_group(
+    group: str,
+    as_json: bool,
+    *,
+    html: str | None = None,
+    folder: str | None = None,
+    fmt: str | None = None,
+    output: str | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+) -> None:
     """``eval compare --group NAME``: the sweep's jobs in one table, a row per model or tool
     (JSON with ``--json``, a page with ``--html``, its bars as SVG and PDF in ``folder``
     (``--figures``), a paper table with ``--format``: only that one draws the bootstrap
@@ -170,8 +224,10 @@ def _compare_group(group: str, as_json: bool, *, html: str | None = None,
     with read_scope(engine) as session:
         ids = reads.job_ids(session, group=group)
     if not ids:
-        _fail(f"no job in group {group!r} in the database {_safe_url(engine)}: `agentic-iqa "
-              "eval list` shows the jobs and their groups")
+        _fail(
+            f"no job in group {group!r} in the database {_safe_url(engine)}: `agentic-iqa "
+            "eval list` shows the jobs and their groups"
+        )
     resamples = bootstrap if fmt is not None else 0
     cells = []
     for job_id in reversed(ids):
@@ -187,8 +243,11 @@ def _compare_group(group: str, as_json: bool, *, html: str | None = None,
         from ..jobs.report import CONFIDENCE
         from ..jobs.tables import from_group
 
-        _write_table(from_group(document, {"resamples": resamples, "seed": seed,
-                                           "confidence": CONFIDENCE}), fmt, output)
+        _write_table(
+            from_group(document, {"resamples": resamples, "seed": seed, "confidence": CONFIDENCE}),
+            fmt,
+            output,
+        )
     elif as_json:
         from ..redact import redact
 

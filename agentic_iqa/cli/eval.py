@@ -38,8 +38,9 @@ from .progress import (
     rate_text,
 )
 
-eval_app = typer.Typer(help="Dataset evaluation jobs: submit, watch, resume, export, report.",
-                       no_args_is_help=True)
+eval_app = typer.Typer(
+    help="Dataset evaluation jobs: submit, watch, resume, export, report.", no_args_is_help=True
+)
 
 
 def _summary(engine: Any, job_id: str) -> None:
@@ -51,9 +52,11 @@ def _summary(engine: Any, job_id: str) -> None:
     counts = current.counts
     short = job_id[:8]
     subset = lifecycle.job_spec(engine, job_id).subset.describe()
-    tally = ", ".join(f"{counts.get(state, 0)} {state}" for state in ("done", "failed")) + \
-        "".join(f", {counts[state]} {state}" for state in ("cancelled", "queued", "pending")
-                if counts.get(state))
+    tally = ", ".join(f"{counts.get(state, 0)} {state}" for state in ("done", "failed")) + "".join(
+        f", {counts[state]} {state}"
+        for state in ("cancelled", "queued", "pending")
+        if counts.get(state)
+    )
     lines = [
         f"job {short} ({current.name}{', ' + subset if subset else ''}) {current.status} after "
         f"{_duration(current.elapsed)}: "
@@ -73,13 +76,14 @@ def _pace(current: Any, seen: float | None = None) -> str:
     """Rate and ETA, or the stalled count instead of an ETA that would be a lie (and no ETA
     for a job whose process is gone).  ``seen``: items per second while this process followed
     the job; by default (or before any item ended) the job's own rate since it was submitted."""
-    per_second = seen if seen is not None else (current.throughput if current.finished
-                                                 else None)
+    per_second = seen if seen is not None else (current.throughput if current.finished else None)
     text = rate_text(per_second)
     if current.stalled:
-        return text + (f", {current.stalled} stalled (no progress for a lease: being re-sent, "
-                       "or no worker is running; with none, `agentic-iqa eval resume "
-                       f"{current.job_id[:8]}` continues it)")
+        return text + (
+            f", {current.stalled} stalled (no progress for a lease: being re-sent, "
+            "or no worker is running; with none, `agentic-iqa eval resume "
+            f"{current.job_id[:8]}` continues it)"
+        )
     remaining = current.total - current.finished
     if current.orphaned or current.interrupted or not remaining:
         return text
@@ -107,15 +111,23 @@ def _progress_bar(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> Non
         return
     first = lifecycle.progress(engine, job_id)
     pace = Pace(time.monotonic(), first.finished)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err) as bar:
-        task = bar.add_task(f"job {job_id[:8]}", total=first.total, completed=first.finished,
-                            rate=_pace(first))
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+    ) as bar:
+        task = bar.add_task(
+            f"job {job_id[:8]}", total=first.total, completed=first.finished, rate=_pace(first)
+        )
 
         def show(current: lifecycle.Progress) -> None:
             seen = pace.per_second(current.finished, time.monotonic())
-            bar.update(task, total=current.total, completed=current.finished,
-                       rate=_pace(current, seen))
+            bar.update(
+                task, total=current.total, completed=current.finished, rate=_pace(current, seen)
+            )
 
         lifecycle.wait(engine, job_id, on_progress=show)
 
@@ -140,10 +152,13 @@ def _progress_lines(engine: Any, job_id: str, every: float) -> Iterator[None]:
                 current = lifecycle.progress(engine, job_id)
             except SQLAlchemyError:  # a busy or failing database costs a line, not the job
                 continue
-            line = progress_line(job_id, current.counts, elapsed=current.elapsed,
-                                 per_second=pace.per_second(current.finished,
-                                                            time.monotonic()),
-                                 stalled=current.stalled)
+            line = progress_line(
+                job_id,
+                current.counts,
+                elapsed=current.elapsed,
+                per_second=pace.per_second(current.finished, time.monotonic()),
+                stalled=current.stalled,
+            )
             err.print(line, markup=False, highlight=False, soft_wrap=True)
 
     thread = threading.Thread(target=report, name="iqa-progress", daemon=True)
@@ -191,9 +206,13 @@ def submit(flags: JobFlags) -> None:
         return
     job_ids = [_submit_spec(engine, spec, single=not sweep) for spec in planned.specs]
     if sweep:
-        err.print(f"group {group}: {len(job_ids)} jobs ({planned.models} models x "
-                  f"{planned.datasets} datasets); when they end: `agentic-iqa eval "
-                  f"compare --group {group}`", highlight=False, soft_wrap=True)
+        err.print(
+            f"group {group}: {len(job_ids)} jobs ({planned.models} models x "
+            f"{planned.datasets} datasets); when they end: `agentic-iqa eval "
+            f"compare --group {group}`",
+            highlight=False,
+            soft_wrap=True,
+        )
     runnable = [job_id for job_id in job_ids if job_id is not None]
     failed = len(runnable) < len(job_ids)
     if broker:
@@ -207,16 +226,23 @@ def submit(flags: JobFlags) -> None:
                 _summary(engine, job_id)
                 failed |= _ended_badly(engine, job_id, single=not sweep)
             else:
-                err.print(f"handed to the workers; follow it with `agentic-iqa eval status "
-                          f"{job_id[:8]} --watch`", highlight=False, soft_wrap=True)
+                err.print(
+                    f"handed to the workers; follow it with `agentic-iqa eval status "
+                    f"{job_id[:8]} --watch`",
+                    highlight=False,
+                    soft_wrap=True,
+                )
         if failed:
             raise typer.Exit(1)
         return
     # No broker: the job runs here, with the same steps, in a pool of threads.
     if wait:
-        err.print("note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in this "
-                  "process and the command waits for it anyway: --wait changes nothing",
-                  highlight=False, soft_wrap=True)
+        err.print(
+            "note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in this "
+            "process and the command waits for it anyway: --wait changes nothing",
+            highlight=False,
+            soft_wrap=True,
+        )
     for job_id in runnable:
         with contextlib.redirect_stdout(sys.stderr):
             _run_local(engine, job_id, _agents(), flags.workers, flags.progress_every)
@@ -255,9 +281,13 @@ def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags)
 
             start_job(job_id)
         elif flags.wait:
-            err.print("note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in "
-                      "this process and the command waits for it anyway: --wait changes "
-                      "nothing", highlight=False, soft_wrap=True)
+            err.print(
+                "note: no broker (AGENTIC_IQA_BROKER_URL is not set), so the job runs in "
+                "this process and the command waits for it anyway: --wait changes "
+                "nothing",
+                highlight=False,
+                soft_wrap=True,
+            )
         if not broker:
             with contextlib.redirect_stdout(sys.stderr):
                 _run_local(engine, job_id, _agents(), flags.workers, flags.progress_every)
@@ -267,16 +297,23 @@ def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags)
             with contextlib.suppress(BaseException):
                 submission.result()
             if job_id is not None:
-                err.print(f"job {job_id[:8]}: {lifecycle.progress(engine, job_id).error}",
-                          highlight=False, soft_wrap=True, markup=False)
+                err.print(
+                    f"job {job_id[:8]}: {lifecycle.progress(engine, job_id).error}",
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )
         raise
     _submitted(engine, submission.result)
     tally = submission.tally
     if _items_stored(engine, job_id, spec, single=True, counts=(tally.items, tally.bad)) is None:
         return
     if broker and not flags.wait:
-        err.print(f"handed to the workers; follow it with `agentic-iqa eval status "
-                  f"{job_id[:8]} --watch`", highlight=False, soft_wrap=True)
+        err.print(
+            f"handed to the workers; follow it with `agentic-iqa eval status {job_id[:8]} --watch`",
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     if broker:
         _progress_bar(engine, job_id, flags.progress_every)
@@ -314,15 +351,22 @@ def _submitted(engine: Any, stored: Callable[[], str]) -> str:
     except SQLAlchemyError as exc:  # read-only, full, gone: nothing more was stored
         from .faults import disk_full
 
-        advice = ("free some space, then submit again" if disk_full(exc) else
-                  "check AGENTIC_IQA_DATABASE_URL, that the server is up and can be written")
-        _fail(f"the results database {_safe_url(engine)} refused the job: "
-              f"{_first_line(exc)}; {advice}", code=2)
+        advice = (
+            "free some space, then submit again"
+            if disk_full(exc)
+            else "check AGENTIC_IQA_DATABASE_URL, that the server is up and can be written"
+        )
+        _fail(
+            f"the results database {_safe_url(engine)} refused the job: "
+            f"{_first_line(exc)}; {advice}",
+            code=2,
+        )
     raise AssertionError("unreachable")  # _fail raised
 
 
-def _items_stored(engine: Any, job_id: str, spec: Any, *, single: bool,
-                  counts: tuple[int, int] | None = None) -> str | None:
+def _items_stored(
+    engine: Any, job_id: str, spec: Any, *, single: bool, counts: tuple[int, int] | None = None
+) -> str | None:
     """Say how many items the job has and how many rows were bad (stderr); None for a sweep's
     job with nothing to run (a single job exits 1 then).  ``counts``: (items, bad rows) as its
     submit stored them; by default the job's items now (none has run yet)."""
@@ -331,23 +375,33 @@ def _items_stored(engine: Any, job_id: str, spec: Any, *, single: bool,
     current = lifecycle.progress(engine, job_id)
     total, bad = counts or (current.total, current.counts.get("failed", 0))
     named = "" if single else f" ({current.name})"
-    err.print(f"job {job_id}{named}: {total} items ({bad} bad rows recorded as failed)",
-              highlight=False, soft_wrap=True)
+    err.print(
+        f"job {job_id}{named}: {total} items ({bad} bad rows recorded as failed)",
+        highlight=False,
+        soft_wrap=True,
+    )
     if total and bad == total:
         _summary(engine, job_id)
-        message = (f"job {job_id}: every item is a bad row, nothing to run; the first: "
-                   f"{_first_failure(engine, job_id)}")
+        message = (
+            f"job {job_id}: every item is a bad row, nothing to run; the first: "
+            f"{_first_failure(engine, job_id)}"
+        )
         if single:
             _fail(message)
         from ..redact import redact
 
-        err.print(f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False,
-                  soft_wrap=True)
+        err.print(
+            f"[bold red]error:[/] {escape(redact(message) or '')}", highlight=False, soft_wrap=True
+        )
         return None
     if spec.mos_range is None and (negative := _negative_mos_count(engine, job_id)):
-        err.print(f"[yellow]warning:[/] {negative} items have a negative MOS; if the scale has "
-                  "no negative scores, declare it with --mos-range LOW HIGH so such rows are "
-                  "reported as bad", highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]warning:[/] {negative} items have a negative MOS; if the scale has "
+            "no negative scores, declare it with --mos-range LOW HIGH so such rows are "
+            "reported as bad",
+            highlight=False,
+            soft_wrap=True,
+        )
     return job_id
 
 
@@ -373,13 +427,19 @@ def datasets(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         print(json.dumps([asdict(info) for info in infos], indent=2))
         return
     for info in infos:
-        scale = (f"MOS {info.mos_range[0]:g}-{info.mos_range[1]:g}, "
-                 f"{'higher' if info.higher_is_better else 'lower'} is better"
-                 if info.mos_range else "multiple choice")
-        out.print(f"[bold]{escape(info.name)}[/] ({escape(info.title)}): {escape(scale)}; "
-                  f"splits {escape(', '.join(info.splits))} (default {escape(info.default_split)})"
-                  f"\n  reads {escape(info.files)}\n  {escape(info.url)}", highlight=False,
-                  soft_wrap=True)
+        scale = (
+            f"MOS {info.mos_range[0]:g}-{info.mos_range[1]:g}, "
+            f"{'higher' if info.higher_is_better else 'lower'} is better"
+            if info.mos_range
+            else "multiple choice"
+        )
+        out.print(
+            f"[bold]{escape(info.name)}[/] ({escape(info.title)}): {escape(scale)}; "
+            f"splits {escape(', '.join(info.splits))} (default {escape(info.default_split)})"
+            f"\n  reads {escape(info.files)}\n  {escape(info.url)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _check_broker(url: str) -> None:
@@ -390,17 +450,24 @@ def _check_broker(url: str) -> None:
 
     try:
         with Connection(url, connect_timeout=3) as connection:
-            connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0,
-                                         timeout=3)
+            connection.ensure_connection(
+                max_retries=1, interval_start=0, interval_step=0, timeout=3
+            )
     except Exception as exc:
         from .faults import broker_refused_credentials
 
         if broker_refused_credentials(exc):
-            _fail(f"the broker at {redact(url)} refused its credentials ({_first_line(exc)}): "
-                  "fix the user or password in AGENTIC_IQA_BROKER_URL", code=2)
-        _fail(f"the broker at {redact(url)} does not answer ({type(exc).__name__}: "
-              f"{_first_line(exc)}); start it, or unset AGENTIC_IQA_BROKER_URL to run the job "
-              "here", code=2)
+            _fail(
+                f"the broker at {redact(url)} refused its credentials ({_first_line(exc)}): "
+                "fix the user or password in AGENTIC_IQA_BROKER_URL",
+                code=2,
+            )
+        _fail(
+            f"the broker at {redact(url)} does not answer ({type(exc).__name__}: "
+            f"{_first_line(exc)}); start it, or unset AGENTIC_IQA_BROKER_URL to run the job "
+            "here",
+            code=2,
+        )
 
 
 def _database() -> Any:
@@ -426,9 +493,15 @@ def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
 @job_options
 def estimate(
     flags: JobFlags,
-    measure: Annotated[int, typer.Option(
-        "--measure", min=1, metavar="N",
-        help="how many of the job's items to run for real, drawn at random from them")] = 5,
+    measure: Annotated[
+        int,
+        typer.Option(
+            "--measure",
+            min=1,
+            metavar="N",
+            help="how many of the job's items to run for real, drawn at random from them",
+        ),
+    ] = 5,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run a few of the job's items for real and extrapolate calls, tokens, cost and time.
@@ -450,16 +523,29 @@ def estimate(
     planned = job_specs(flags, base, here=True)
     results = [_estimate_job(spec, flags, measure) for spec in planned.specs]
     if as_json:
-        print(json.dumps(results[0] if len(results) == 1 else {
-            "group": planned.group, "jobs": results,
-            "wall_seconds": sum(result["wall_seconds"] for result in results)}, indent=2))
+        print(
+            json.dumps(
+                results[0]
+                if len(results) == 1
+                else {
+                    "group": planned.group,
+                    "jobs": results,
+                    "wall_seconds": sum(result["wall_seconds"] for result in results),
+                },
+                indent=2,
+            )
+        )
         return
     for spec, result in zip(planned.specs, results, strict=True):
         _print_estimate(spec, result, named=planned.sweep)
     if planned.sweep:
-        out.print(f"the sweep: {len(results)} jobs, about "
-                  f"{_duration(sum(result['wall_seconds'] for result in results))} one after "
-                  "another here", highlight=False, soft_wrap=True)
+        out.print(
+            f"the sweep: {len(results)} jobs, about "
+            f"{_duration(sum(result['wall_seconds'] for result in results))} one after "
+            "another here",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
@@ -491,9 +577,17 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
     os.environ.update(cold)
     try:
         with tempfile.TemporaryDirectory(prefix="agentic-iqa-estimate-") as scratch:
-            lines = [json.dumps({"image": str(item.image), "id": item.item_id,
-                                 "reference": str(item.reference) if item.reference else None,
-                                 "query": item.query}) for item in chosen]
+            lines = [
+                json.dumps(
+                    {
+                        "image": str(item.image),
+                        "id": item.item_id,
+                        "reference": str(item.reference) if item.reference else None,
+                        "query": item.query,
+                    }
+                )
+                for item in chosen
+            ]
             sample_manifest = Path(scratch) / "sample.jsonl"
             sample_manifest.write_text("\n".join(lines) + "\n", encoding="utf-8")
             url = f"sqlite:///{Path(scratch) / 'estimate.sqlite3'}"
@@ -501,12 +595,29 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
             engine = make_engine(url)
             config = spec.config.model_copy(update={"vlm_cache": False, "batch": False})
             # The sample runs online (a batch can take hours): priced at the discount below.
-            job_id = lifecycle.submit(engine, spec.cell(  # read where the job's rows would be
-                manifest=sample_manifest, dataset=None, split=None, root=None, image_dir=None,
-                allowed_locations=spec.access_policy().as_allowed(), limit=None, offset=0,
-                sample=None, seed=None, mos_range=None, score="mos", check_images=False,
-                vlm_cache=False, batch=False, config=config, group=None,
-                name=f"estimate {Path(str(source)).name}"))
+            job_id = lifecycle.submit(
+                engine,
+                spec.cell(  # read where the job's rows would be
+                    manifest=sample_manifest,
+                    dataset=None,
+                    split=None,
+                    root=None,
+                    image_dir=None,
+                    allowed_locations=spec.access_policy().as_allowed(),
+                    limit=None,
+                    offset=0,
+                    sample=None,
+                    seed=None,
+                    mos_range=None,
+                    score="mos",
+                    check_images=False,
+                    vlm_cache=False,
+                    batch=False,
+                    config=config,
+                    group=None,
+                    name=f"estimate {Path(str(source)).name}",
+                ),
+            )
             ended: list[float] = []
 
             def timed(count: int) -> None:
@@ -514,16 +625,21 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
 
             started = time.perf_counter()
             with contextlib.redirect_stdout(sys.stderr):  # as the job will: so many at once
-                lifecycle.run_local(engine, job_id, _agents(), workers=concurrency,
-                                    on_progress=timed)
+                lifecycle.run_local(
+                    engine, job_id, _agents(), workers=concurrency, on_progress=timed
+                )
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
                 prices = PriceTable.load()
                 measured = reads.vlm_summary(session, job_id, prices)
-                as_batch = (batch_pricing(reads.vlm_usage(session, job_id=job_id), prices)
-                            if spec.batch else None)
-                failed = [(item.item_key, item.error) for item in reads.failed_items(
-                    session, job_id)]
+                as_batch = (
+                    batch_pricing(reads.vlm_usage(session, job_id=job_id), prices)
+                    if spec.batch
+                    else None
+                )
+                failed = [
+                    (item.item_key, item.error) for item in reads.failed_items(session, job_id)
+                ]
             dispose_engines(url)
     finally:
         for name, value in previous.items():
@@ -532,14 +648,25 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
             else:
                 os.environ[name] = value
     if len(failed) == len(chosen):  # nothing to extrapolate from: say why, do not print zeros
-        _fail(f"every sampled item failed ({len(failed)} of {len(chosen)}), so there is "
-              f"nothing to estimate from: {failed[0][1]}")
-    result = extrapolate(measured, sample_items=len(chosen), sample_seconds=seconds,
-                         total_items=total, concurrency=concurrency, batch=as_batch,
-                         pace=SamplePace.of(ended, concurrency))
-    result.update(name=spec.name or spec.default_name(), sample_failed=len(failed),
-                  sample_failures=[{"item": key, "error": error} for key, error in failed],
-                  subset=spec.subset.describe() or None)
+        _fail(
+            f"every sampled item failed ({len(failed)} of {len(chosen)}), so there is "
+            f"nothing to estimate from: {failed[0][1]}"
+        )
+    result = extrapolate(
+        measured,
+        sample_items=len(chosen),
+        sample_seconds=seconds,
+        total_items=total,
+        concurrency=concurrency,
+        batch=as_batch,
+        pace=SamplePace.of(ended, concurrency),
+    )
+    result.update(
+        name=spec.name or spec.default_name(),
+        sample_failed=len(failed),
+        sample_failures=[{"item": key, "error": error} for key, error in failed],
+        subset=spec.subset.describe() or None,
+    )
     return result
 
 
@@ -548,26 +675,37 @@ def _print_estimate(spec: Any, result: dict[str, Any], *, named: bool) -> None:
     from ..jobs.estimate import describe_batch
     from ..vlm.usage import format_cost
 
-    source = (Path(str(spec.manifest)).name if spec.manifest is not None
-              else f"dataset {spec.dataset}")
-    rows = f"{result['total_items']} rows" + (f" ({result['subset']})" if result["subset"]
-                                             else "")
+    source = (
+        Path(str(spec.manifest)).name if spec.manifest is not None else f"dataset {spec.dataset}"
+    )
+    rows = f"{result['total_items']} rows" + (f" ({result['subset']})" if result["subset"] else "")
     if named:
         out.print(f"job {escape(result['name'])}:", highlight=False, soft_wrap=True)
-    out.print(f"measured: {result['sample_items']} items in {result['sample_seconds']:.1f} s, "
-              f"{result['concurrency']} at once (warm-up {result['warmup_seconds']:.1f} s once, "
-              f"then {result['seconds_per_item']:.2f} s an item); {escape(source)}: {rows}",
-              highlight=False, soft_wrap=True)
+    out.print(
+        f"measured: {result['sample_items']} items in {result['sample_seconds']:.1f} s, "
+        f"{result['concurrency']} at once (warm-up {result['warmup_seconds']:.1f} s once, "
+        f"then {result['seconds_per_item']:.2f} s an item); {escape(source)}: {rows}",
+        highlight=False,
+        soft_wrap=True,
+    )
     failed = result["sample_failures"]
     if failed:
-        err.print(f"[yellow]warning:[/] {len(failed)} of {result['sample_items']} measured items "
-                  f"failed (the estimate counts them as they cost): "
-                  f"{escape(failed[0]['error'] or '')}", highlight=False, soft_wrap=True)
-    out.print(f"estimate (extrapolated): {result['calls']:.0f} VLM calls, "
-              f"{result['input_tokens']:.0f} input tokens, {result['output_tokens']:.0f} output "
-              f"tokens, cost {format_cost(result['cost_usd'])} "
-              f"({format_cost(result['cost_per_item_usd'])} per item), about "
-              f"{result['wall_seconds']:.0f} s", highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]warning:[/] {len(failed)} of {result['sample_items']} measured items "
+            f"failed (the estimate counts them as they cost): "
+            f"{escape(failed[0]['error'] or '')}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    out.print(
+        f"estimate (extrapolated): {result['calls']:.0f} VLM calls, "
+        f"{result['input_tokens']:.0f} input tokens, {result['output_tokens']:.0f} output "
+        f"tokens, cost {format_cost(result['cost_usd'])} "
+        f"({format_cost(result['cost_per_item_usd'])} per item), about "
+        f"{result['wall_seconds']:.0f} s",
+        highlight=False,
+        soft_wrap=True,
+    )
     if spec.batch:
         for line in describe_batch(result):
             out.print(line, highlight=False, soft_wrap=True)
@@ -581,8 +719,10 @@ def _negative_mos_count(engine: Any, job_id: str) -> int:
     from ..db.models import JobItem
 
     with read_scope(engine) as session:
-        return int(session.scalar(select(func.count()).where(JobItem.job_id == job_id,
-                                                             JobItem.mos < 0)) or 0)
+        return int(
+            session.scalar(select(func.count()).where(JobItem.job_id == job_id, JobItem.mos < 0))
+            or 0
+        )
 
 
 def _first_failure(engine: Any, job_id: str) -> str:
@@ -602,17 +742,27 @@ def _end_of_wait(engine: Any, job_id: str) -> None:
 
     current = lifecycle.progress(engine, job_id)
     if current.total and current.counts.get("failed", 0) == current.total:
-        _fail(f"job {job_id}: every item failed ({current.total}); the first: "
-              f"{_first_failure(engine, job_id)}")
+        _fail(
+            f"job {job_id}: every item failed ({current.total}); the first: "
+            f"{_first_failure(engine, job_id)}"
+        )
     if current.status == "cancelled" and current.error:
         _fail(f"job {job_id} {current.error}")
     if current.status == "cancelled":
-        _fail(f"job {job_id} was cancelled: {current.finished} of {current.total} items "
-              "finished; `agentic-iqa eval resume` continues it")
+        _fail(
+            f"job {job_id} was cancelled: {current.finished} of {current.total} items "
+            "finished; `agentic-iqa eval resume` continues it"
+        )
 
 
-def _run_local(engine: Any, job_id: str, agents: Any, workers: int,
-               every: float = DEFAULT_EVERY, restart: Sequence[str] = ()) -> None:
+def _run_local(
+    engine: Any,
+    job_id: str,
+    agents: Any,
+    workers: int,
+    every: float = DEFAULT_EVERY,
+    restart: Sequence[str] = (),
+) -> None:
     """Run the job's open items here: a bar with rate and ETA on a terminal, else a plain
     progress line every ``every`` seconds.  ``restart``: runs a resume found in flight."""
     import time
@@ -628,31 +778,56 @@ def _run_local(engine: Any, job_id: str, agents: Any, workers: int,
     from ..runtime import lifecycle
 
     if not err.is_terminal:
-        with _stopping_on_ctrl_c(engine, job_id) as interrupted, \
-                _stopping_on_a_full_disk(engine, job_id), _progress_lines(engine, job_id, every):
-            lifecycle.run_local(engine, job_id, agents, workers=workers, restart=restart,
-                                on_interrupt=interrupted)
+        with (
+            _stopping_on_ctrl_c(engine, job_id) as interrupted,
+            _stopping_on_a_full_disk(engine, job_id),
+            _progress_lines(engine, job_id, every),
+        ):
+            lifecycle.run_local(
+                engine, job_id, agents, workers=workers, restart=restart, on_interrupt=interrupted
+            )
         return
     current = lifecycle.progress(engine, job_id)
     pace = Pace(time.monotonic(), current.finished)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err) as bar:
-        task = bar.add_task(f"job {job_id[:8]} (local, {workers} threads)",
-                            total=current.total, completed=current.finished,
-                            rate=pace_text(None, current.total - current.finished))
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+    ) as bar:
+        task = bar.add_task(
+            f"job {job_id[:8]} (local, {workers} threads)",
+            total=current.total,
+            completed=current.finished,
+            rate=pace_text(None, current.total - current.finished),
+        )
 
         done = current.finished
 
         def ended(count: int) -> None:
             nonlocal done
             done += count
-            bar.update(task, completed=done, rate=pace_text(
-                pace.per_second(done, time.monotonic()), current.total - done))
+            bar.update(
+                task,
+                completed=done,
+                rate=pace_text(pace.per_second(done, time.monotonic()), current.total - done),
+            )
 
-        with _stopping_on_ctrl_c(engine, job_id) as interrupted, \
-                _stopping_on_a_full_disk(engine, job_id, bar.stop):
-            lifecycle.run_local(engine, job_id, agents, workers=workers, on_progress=ended,
-                                restart=restart, on_interrupt=interrupted)
+        with (
+            _stopping_on_ctrl_c(engine, job_id) as interrupted,
+            _stopping_on_a_full_disk(engine, job_id, bar.stop),
+        ):
+            lifecycle.run_local(
+                engine,
+                job_id,
+                agents,
+                workers=workers,
+                on_progress=ended,
+                restart=restart,
+                on_interrupt=interrupted,
+            )
 
 
 @contextlib.contextmanager
@@ -672,9 +847,13 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
     def interrupted() -> None:
         nonlocal said
         said = True
-        err.print(f"interrupted: `agentic-iqa eval resume {job_id[:8]}` continues it (the "
-                  "items in flight end first; a second Ctrl-C stops at once)", highlight=False,
-                  soft_wrap=True, markup=False)
+        err.print(
+            f"interrupted: `agentic-iqa eval resume {job_id[:8]}` continues it (the "
+            "items in flight end first; a second Ctrl-C stops at once)",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
 
     def terminated(_signum: int, _frame: Any) -> None:
         raise lifecycle.Terminated
@@ -689,8 +868,10 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
         if not said:
             lifecycle.note_interrupted(engine, job_id, lifecycle.signal_name(interrupt))
             interrupted()
-        if any(thread.name.startswith("iqa-job") and thread.is_alive()
-               for thread in threading.enumerate()):  # the second signal: stop now
+        if any(
+            thread.name.startswith("iqa-job") and thread.is_alive()
+            for thread in threading.enumerate()
+        ):  # the second signal: stop now
             sys.stderr.flush()
             os._exit(code)
         raise typer.Exit(code) from None
@@ -700,8 +881,7 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
 
 
 @contextlib.contextmanager
-def _stopping_on_a_full_disk(engine: Any, job_id: str,
-                             before: Any = None) -> Iterator[None]:
+def _stopping_on_a_full_disk(engine: Any, job_id: str, before: Any = None) -> Iterator[None]:
     """A full disk while the job runs here: the job is marked so (status says "interrupted
     (disk full)", not an ETA) and one line says how much space to free and how to resume."""
     from ..runtime import lifecycle
@@ -720,9 +900,12 @@ def _stopping_on_a_full_disk(engine: Any, job_id: str,
         needed = lifecycle.space_needed(engine, job_id)
         lifecycle.note_disk_full(engine, job_id, needed)
         amount = f" (about {needed / 1e6:.0f} MB more)" if needed else ""
-        _fail(f"job {job_id[:8]} stopped: the disk holding the results database is full; "
-              f"free space{amount}, then `agentic-iqa eval resume {job_id[:8]}` continues "
-              "it where it stopped", code=2)
+        _fail(
+            f"job {job_id[:8]} stopped: the disk holding the results database is full; "
+            f"free space{amount}, then `agentic-iqa eval resume {job_id[:8]}` continues "
+            "it where it stopped",
+            code=2,
+        )
     finally:
         if reserve is not None:
             reserve.unlink(missing_ok=True)
@@ -750,8 +933,9 @@ def _reserve_space(engine: Any) -> Path | None:
 
 @eval_app.command("status")
 def status(
-    job: Annotated[str | None, typer.Argument(
-        help="job id or a unique prefix of one (default: the latest)")] = None,
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
     watch: Annotated[bool, typer.Option("--watch", help="follow until the job ends")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     progress_every: ProgressEveryOption = DEFAULT_EVERY,
@@ -768,39 +952,62 @@ def status(
     if watch and current.status == "running":
         _progress_bar(engine, current.job_id, progress_every)
         current = lifecycle.progress(engine, current.job_id)
-    document = {"job_id": current.job_id, "name": current.name,
-                "status": "interrupted" if current.interrupted else current.status,
-                "interrupted": current.interrupted,
-                "total": current.total, "finished": current.finished, "counts": current.counts,
-                "items_per_second": current.throughput, "eta_seconds": current.eta_seconds,
-                "stalled": current.stalled, "kind": "metric" if current.tools else "agent",
-                "tools": list(current.tools) if current.tools else None,
-                "error": current.error, "waiting": current.waiting,
-                "orphaned": current.orphaned, "vlm": _vlm_summary(engine, current.job_id),
-                "batch": _batch_document(current.batch)}
+    document = {
+        "job_id": current.job_id,
+        "name": current.name,
+        "status": "interrupted" if current.interrupted else current.status,
+        "interrupted": current.interrupted,
+        "total": current.total,
+        "finished": current.finished,
+        "counts": current.counts,
+        "items_per_second": current.throughput,
+        "eta_seconds": current.eta_seconds,
+        "stalled": current.stalled,
+        "kind": "metric" if current.tools else "agent",
+        "tools": list(current.tools) if current.tools else None,
+        "error": current.error,
+        "waiting": current.waiting,
+        "orphaned": current.orphaned,
+        "vlm": _vlm_summary(engine, current.job_id),
+        "batch": _batch_document(current.batch),
+    }
     if as_json:
         print(json.dumps(document, indent=2))
         return
     from ..jobs.report import vlm_line
 
-    out.print(f"job {current.job_id} ({escape(current.name)}): {current.state}",
-              highlight=False, soft_wrap=True)
+    out.print(
+        f"job {current.job_id} ({escape(current.name)}): {current.state}",
+        highlight=False,
+        soft_wrap=True,
+    )
     if current.error:
         out.print(f"  [red]{escape(current.error)}[/]", highlight=False, soft_wrap=True)
     if current.orphaned:
-        out.print(f"  [yellow]the process that ran it here is gone (no item has moved for a "
-                  f"lease): `agentic-iqa eval resume {current.job_id[:8]}` continues it[/]",
-                  highlight=False, soft_wrap=True)
+        out.print(
+            f"  [yellow]the process that ran it here is gone (no item has moved for a "
+            f"lease): `agentic-iqa eval resume {current.job_id[:8]}` continues it[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
     if current.waiting:
-        out.print(f"  [yellow]waiting: {escape(current.waiting)}[/]", highlight=False,
-                  soft_wrap=True)
+        out.print(
+            f"  [yellow]waiting: {escape(current.waiting)}[/]", highlight=False, soft_wrap=True
+        )
     if current.tools:
-        out.print(f"  metric job (no agent): {', '.join(current.tools)}", highlight=False,
-                  soft_wrap=True)
-    out.print("  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
-              highlight=False, soft_wrap=True)
-    out.print(f"  {current.finished}/{current.total} finished, {_pace(current)}",
-              highlight=False, soft_wrap=True)
+        out.print(
+            f"  metric job (no agent): {', '.join(current.tools)}", highlight=False, soft_wrap=True
+        )
+    out.print(
+        "  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(
+        f"  {current.finished}/{current.total} finished, {_pace(current)}",
+        highlight=False,
+        soft_wrap=True,
+    )
     out.print(f"  VLM: {vlm_line(document['vlm'])}", highlight=False, soft_wrap=True)
     for line in _batch_lines(current.batch):
         out.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
@@ -810,11 +1017,25 @@ def _batch_document(batch: Any) -> dict[str, Any] | None:
     """A batch job's rounds for ``eval status --json``."""
     if batch is None:
         return None
-    return {"round": batch.round, "requests": batch.requests, "open": [
-        {"round": view.round, "role": view.role, "backend": view.backend, "model": view.model,
-         "id": view.provider_id, "status": view.status, "requests": view.requests,
-         "counts": view.counts, "expires_at": view.expires_at.isoformat()
-         if view.expires_at else None, "error": view.error} for view in batch.open]}
+    return {
+        "round": batch.round,
+        "requests": batch.requests,
+        "open": [
+            {
+                "round": view.round,
+                "role": view.role,
+                "backend": view.backend,
+                "model": view.model,
+                "id": view.provider_id,
+                "status": view.status,
+                "requests": view.requests,
+                "counts": view.counts,
+                "expires_at": view.expires_at.isoformat() if view.expires_at else None,
+                "error": view.error,
+            }
+            for view in batch.open
+        ],
+    }
 
 
 def _batch_lines(batch: Any) -> list[str]:
@@ -822,32 +1043,46 @@ def _batch_lines(batch: Any) -> list[str]:
     if batch is None:
         return []
     requests = batch.requests
-    lines = [f"batch: round {batch.round}; requests: "
-             + (", ".join(f"{requests[state]} {state}" for state in
-                          ("answered", "submitted", "pending", "failed") if requests.get(state))
-                or "none yet")]
+    lines = [
+        f"batch: round {batch.round}; requests: "
+        + (
+            ", ".join(
+                f"{requests[state]} {state}"
+                for state in ("answered", "submitted", "pending", "failed")
+                if requests.get(state)
+            )
+            or "none yet"
+        )
+    ]
     for view in batch.open:
-        counts = ", ".join(f"{count} {name}" for name, count in view.counts.items()
-                           if count and name != "total")
+        counts = ", ".join(
+            f"{count} {name}" for name, count in view.counts.items() if count and name != "total"
+        )
         expires = f", expires {view.expires_at:%Y-%m-%d %H:%M} UTC" if view.expires_at else ""
-        lines.append(f"  round {view.round} {view.backend}/{view.model} "
-                     f"{view.provider_id or '(being sent)'}: {view.status}, {view.requests} "
-                     f"requests{f' ({counts})' if counts else ''}{expires}")
+        lines.append(
+            f"  round {view.round} {view.backend}/{view.model} "
+            f"{view.provider_id or '(being sent)'}: {view.status}, {view.requests} "
+            f"requests{f' ({counts})' if counts else ''}{expires}"
+        )
     return lines
 
 
 @eval_app.command("resume")
 def resume(
-    job: Annotated[str | None, typer.Argument(
-        help="job id or a unique prefix of one (default: the latest)")] = None,
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
     wait: Annotated[bool, typer.Option("--wait")] = False,
     progress_every: ProgressEveryOption = DEFAULT_EVERY,
-    take_over: Annotated[bool, typer.Option(
-        "--take-over", help="run it here now, even while another process may hold its "
-        "leases (asks first)")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask (with --take-over)")
-                   ] = False,
+    take_over: Annotated[
+        bool,
+        typer.Option(
+            "--take-over",
+            help="run it here now, even while another process may hold its leases (asks first)",
+        ),
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask (with --take-over)")] = False,
 ) -> None:
     """Re-queue only unfinished or failed items; finished items are never recomputed.
 
@@ -874,8 +1109,11 @@ def resume(
         reopened, unfinished = lifecycle.resume(engine, job)
     except JobNotFound as exc:
         _fail(_found_nothing(engine, exc))
-    err.print(f"job {job}: {reopened} items reopened, {len(unfinished)} unfinished runs "
-              "restarted", highlight=False, soft_wrap=True)
+    err.print(
+        f"job {job}: {reopened} items reopened, {len(unfinished)} unfinished runs restarted",
+        highlight=False,
+        soft_wrap=True,
+    )
     if _broker():
         from workers.tasks import start_job
 
@@ -896,8 +1134,9 @@ def resume(
 LEASE_LINE_EVERY = 10.0
 
 
-def _not_run_elsewhere(engine: Any, job_id: str, *, take_over: bool = False,
-                       yes: bool = False) -> None:
+def _not_run_elsewhere(
+    engine: Any, job_id: str, *, take_over: bool = False, yes: bool = False
+) -> None:
     """Make this process the job's holder before anything changes, or exit 1 with one line.
 
     A holder of this host that is gone (killed) is taken over at once.  One that is alive here
@@ -915,40 +1154,50 @@ def _not_run_elsewhere(engine: Any, job_id: str, *, take_over: bool = False,
     found = lifecycle.take_over(engine, job_id)
     if found.taken:
         if found.live and found.holder is not None:
-            err.print(f"job {job_id[:8]}: {found.holder.describe()}, which ran it, is gone; "
-                      f"taking over its {found.live} runs in flight now", highlight=False,
-                      soft_wrap=True)
+            err.print(
+                f"job {job_id[:8]}: {found.holder.describe()}, which ran it, is gone; "
+                f"taking over its {found.live} runs in flight now",
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     short = job_id[:8]
     holder = found.holder.describe() if found.holder is not None else "another process"
     if take_over:
         alive = " and it is still running" if found.state == "alive" else ""
         if not yes and not typer.confirm(
-                f"job {short}: {found.live} runs hold a live lease of {holder}{alive}; taking "
-                "over runs them here too, and what it is computing now is done twice. Take "
-                "over?", err=True):
+            f"job {short}: {found.live} runs hold a live lease of {holder}{alive}; taking "
+            "over runs them here too, and what it is computing now is done twice. Take "
+            "over?",
+            err=True,
+        ):
             _fail(f"job {short} left to {holder}", code=1)
         lifecycle.take_over(engine, job_id, force=True)
         return
 
     def busy(renewed: bool) -> None:
         why = "; they are being renewed" if renewed else ""
-        _fail(f"job {short} is being run by another process ({found.live} runs hold a live "
-              f"lease of {holder}{why}): let it finish, or follow it with `agentic-iqa eval "
-              f"status {short} --watch`; once it is gone, `agentic-iqa eval resume {short}` "
-              "continues it (`--take-over` runs it here now)", code=1)
+        _fail(
+            f"job {short} is being run by another process ({found.live} runs hold a live "
+            f"lease of {holder}{why}): let it finish, or follow it with `agentic-iqa eval "
+            f"status {short} --watch`; once it is gone, `agentic-iqa eval resume {short}` "
+            "continues it (`--take-over` runs it here now)",
+            code=1,
+        )
 
     if found.state == "alive":
         busy(renewed=False)
     first_until, last_line = found.until, -LEASE_LINE_EVERY
-    with (err.status("") if err.is_terminal else contextlib.nullcontext()) as shown:
+    with err.status("") if err.is_terminal else contextlib.nullcontext() as shown:
         while not found.taken:
             if found.until and first_until and found.until > first_until:
                 busy(renewed=True)
             left = found.seconds_left
-            text = (f"job {short}: {found.live} runs hold a lease of {holder}, which this host "
-                    f"cannot check; waiting {left:.0f} s for it to run out (`--take-over` goes "
-                    "on now)")
+            text = (
+                f"job {short}: {found.live} runs hold a lease of {holder}, which this host "
+                f"cannot check; waiting {left:.0f} s for it to run out (`--take-over` goes "
+                "on now)"
+            )
             if shown is not None:
                 shown.update(text)
             elif time.monotonic() - last_line >= LEASE_LINE_EVERY:
@@ -979,8 +1228,7 @@ def _can_run_here(engine: Any, job_id: str) -> None:
 
 
 @eval_app.command("cancel")
-def cancel(job: Annotated[str, typer.Argument(
-        help="job id or a unique prefix of one")]) -> None:
+def cancel(job: Annotated[str, typer.Argument(help="job id or a unique prefix of one")]) -> None:
     """Stop a job: waiting items are cancelled, running ones end as cancelled.
 
     A batch job's open batches are cancelled at the provider too (what they answered so far is
@@ -1005,24 +1253,37 @@ def cancel(job: Annotated[str, typer.Argument(
             cancelled = store.cancel(session, job) if status == "running" else None
     except reads.JobNotFound as exc:
         _fail(str(exc))
-    stopped = rounds.cancel(engine, job) if batched and status in ("running", "cancelled") \
+    stopped = (
+        rounds.cancel(engine, job)
+        if batched and status in ("running", "cancelled")
         else rounds.Cancelled()
+    )
     if cancelled is None and not stopped.cancelled:
-        _fail(f"job {job} already finished ({status}); nothing to cancel"
-              + "".join(f"; batch {why}" for why in stopped.deferred))
+        _fail(
+            f"job {job} already finished ({status}); nothing to cancel"
+            + "".join(f"; batch {why}" for why in stopped.deferred)
+        )
     if cancelled is not None:
         from ..runtime import lifecycle
 
         lifecycle.settle_if_idle(engine, job)  # its figures for `eval list`, once
-        out.print(f"job {job} cancelled ({cancelled} waiting items)", highlight=False,
-                  soft_wrap=True)
+        out.print(
+            f"job {job} cancelled ({cancelled} waiting items)", highlight=False, soft_wrap=True
+        )
     for provider_id in stopped.cancelled + (stopped.cancelling if cancelled is not None else []):
-        out.print(f"batch {provider_id} cancelled at the provider (what it answered so far is "
-                  "kept for a resume)", highlight=False, soft_wrap=True)
+        out.print(
+            f"batch {provider_id} cancelled at the provider (what it answered so far is "
+            "kept for a resume)",
+            highlight=False,
+            soft_wrap=True,
+        )
     for why in stopped.deferred:
-        out.print(f"batch not cancelled at the provider yet ({why}): the next round tick "
-                  f"cancels it (the workers' supervisor, or `eval cancel {job}` again)",
-                  highlight=False, soft_wrap=True)
+        out.print(
+            f"batch not cancelled at the provider yet ({why}): the next round tick "
+            f"cancels it (the workers' supervisor, or `eval cancel {job}` again)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
@@ -1061,13 +1322,19 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
 
 @eval_app.command("export")
 def export(
-    job: Annotated[str | None, typer.Argument(
-        help="job id or a unique prefix of one (default: the latest)")] = None,
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet")] = "csv",
-    output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="file to write, or a store's URL (s3://bucket/key.csv); - for "
-                               "standard output (default: job-<id>.<format> in this folder, "
-                               "and its name is printed)")
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="file to write, or a store's URL (s3://bucket/key.csv); - for "
+            "standard output (default: job-<id>.<format> in this folder, "
+            "and its name is printed)",
+        ),
     ] = None,
 ) -> None:
     """One row per item: answer, score, reasoning, level probabilities, the model that
@@ -1101,8 +1368,11 @@ def export(
     except OSError as exc:  # the results database is read, so the full disk is the file's
         if not disk_full(exc):
             raise
-        _fail(f"the disk holding {Path(path).resolve()} is full (nothing was written): free "
-              "some space there, or write elsewhere with -o", code=2)
+        _fail(
+            f"the disk holding {Path(path).resolve()} is full (nothing was written): free "
+            "some space there, or write elsewhere with -o",
+            code=2,
+        )
     shown = display(path) if isinstance(path, str) else str(path.resolve())
     note = "" if output else " (no -o given: the default name; -o - writes to standard output)"
     err.print(f"wrote {count} rows to {shown}{note}", highlight=False, soft_wrap=True)
@@ -1110,16 +1380,24 @@ def export(
 
 @eval_app.command("report")
 def report(
-    job: Annotated[str | None, typer.Argument(
-        help="job id or a unique prefix of one (default: the latest)")] = None,
-    html: Annotated[str | None, typer.Option(
-        "--html", help="write an HTML report here (a path, or a store's URL)")] = None,
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
+    html: Annotated[
+        str | None,
+        typer.Option("--html", help="write an HTML report here (a path, or a store's URL)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
-    figures: Annotated[str | None, typer.Option(
-        "--figures", help="write the report's figures here as SVG and PDF (a folder, made if "
-                          "missing, or a store's URL)")] = None,
+    figures: Annotated[
+        str | None,
+        typer.Option(
+            "--figures",
+            help="write the report's figures here as SVG and PDF (a folder, made if "
+            "missing, or a store's URL)",
+        ),
+    ] = None,
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
     the same per distortion type and level where the items give them.  ``--figures DIR``: the
@@ -1146,18 +1424,28 @@ def report(
             columns = reads.report_columns(session, job_id)
             if uses_builtin(about):  # by the digests stored at submit; pending items never
                 columns.fitted_overlap = reads.in_sample_overlap(
-                    session, job_id, columns.size, fitted_images())
+                    session, job_id, columns.size, fitted_images()
+                )
     except JobNotFound as exc:
         _fail(str(exc))
-    built = build_report(columns, bootstrap=bootstrap, seed=seed,
-                         metric_job=about.get("tools") is not None)
-    about = {**about, "answered_by": built["answered_by"],
-             "warnings": [*provenance_warnings(about, built["answered_by"]),
-                          *in_sample_warnings(about, columns)]}
+    built = build_report(
+        columns, bootstrap=bootstrap, seed=seed, metric_job=about.get("tools") is not None
+    )
+    about = {
+        **about,
+        "answered_by": built["answered_by"],
+        "warnings": [
+            *provenance_warnings(about, built["answered_by"]),
+            *in_sample_warnings(about, columns),
+        ],
+    }
     document = {"job": about, **built}
     document["vlm"] = _vlm_summary(engine, job_id)
-    drawn = (report_figures(document, columns, scored=scored_label(document))
-             if html is not None or figures is not None else [])
+    drawn = (
+        report_figures(document, columns, scored=scored_label(document))
+        if html is not None or figures is not None
+        else []
+    )
     if figures is not None:
         _write_figures(drawn, figures, "no item has both a score and a MOS")
     if html is not None:
@@ -1172,13 +1460,17 @@ def report(
 
 def calibrate(
     tool: Annotated[str, typer.Option("--tool", "-t", help="tool to recalibrate")],
-    job: Annotated[str | None, typer.Argument(
-        help="job id or a unique prefix of one, with MOS (default: the latest)")] = None,
+    job: Annotated[
+        str | None,
+        typer.Argument(help="job id or a unique prefix of one, with MOS (default: the latest)"),
+    ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
     mos_range: Annotated[
         tuple[float, float] | None,
-        typer.Option("--mos-range", help="MOS scale LOW HIGH mapped onto 1-5 (default: the "
-                                         "job's min and max MOS)"),
+        typer.Option(
+            "--mos-range",
+            help="MOS scale LOW HIGH mapped onto 1-5 (default: the job's min and max MOS)",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -1187,8 +1479,9 @@ def calibrate(
 
     engine = _engine()
     try:
-        result = calibrate_tool(engine, _job_id(engine, job), tool, output=output,
-                                mos_range=mos_range)
+        result = calibrate_tool(
+            engine, _job_id(engine, job), tool, output=output, mos_range=mos_range
+        )
     except (KeyError, ValueError) as exc:
         _fail(str(exc))
     if as_json:

@@ -25,6 +25,8 @@ from typer.core import TyperGroup
 
 #: Exit status of an infrastructure fault (as for a configuration that cannot work).
 FAULT_EXIT = 2
+
+
 def log_path() -> Path:
     """Where the traceback of the last fault is written."""
     folder = os.environ.get("AGENTIC_IQA_LOG_DIR") or tempfile.gettempdir()
@@ -65,8 +67,16 @@ def disk_full(exc: BaseException) -> bool:
 
 
 #: What brokers say when they refuse a user or password (redis, RabbitMQ).
-_AUTH_WORDS = ("noauth", "wrongpass", "invalid password", "username-password",
-               "authentication", "access_refused", "access refused", "not authorized")
+_AUTH_WORDS = (
+    "noauth",
+    "wrongpass",
+    "invalid password",
+    "username-password",
+    "authentication",
+    "access_refused",
+    "access refused",
+    "not authorized",
+)
 
 
 def broker_refused_credentials(exc: BaseException) -> bool:
@@ -86,12 +96,14 @@ def describe(exc: BaseException) -> str | None:
 
     def first_line(link: BaseException) -> str:
         text = str(getattr(link, "orig", None) or link).strip()
-        return (text.splitlines()[0][:200] if text else type(link).__name__)
+        return text.splitlines()[0][:200] if text else type(link).__name__
 
     if disk_full(exc):
-        return ("the disk is full (writing the results database or a cache failed): free some "
-                "space, then run the command again; a job it interrupted continues with "
-                "`agentic-iqa eval resume`")
+        return (
+            "the disk is full (writing the results database or a cache failed): free some "
+            "space, then run the command again; a job it interrupted continues with "
+            "`agentic-iqa eval resume`"
+        )
     for link in _chain(exc):
         module, name = _module(link), type(link).__name__
         text = first_line(link)
@@ -102,23 +114,36 @@ def describe(exc: BaseException) -> str | None:
             except Exception:  # the settings themselves are not at fault here
                 broker = "the broker"
             if broker_refused_credentials(link):
-                return (f"the broker {redact(broker)} refused its credentials ({text}): fix the "
-                        "user or password in AGENTIC_IQA_BROKER_URL")
-            return (f"the broker {redact(broker)} does not answer ({name}: {text}): start it, or "
-                    "check AGENTIC_IQA_BROKER_URL (unset it to run jobs in this process)")
+                return (
+                    f"the broker {redact(broker)} refused its credentials ({text}): fix the "
+                    "user or password in AGENTIC_IQA_BROKER_URL"
+                )
+            return (
+                f"the broker {redact(broker)} does not answer ({name}: {text}): start it, or "
+                "check AGENTIC_IQA_BROKER_URL (unset it to run jobs in this process)"
+            )
         if module.startswith(("sqlalchemy", "psycopg", "sqlite3")) and name in (
-                "OperationalError", "InterfaceError", "DatabaseError", "ProgrammingError",
-                "ConnectionTimeout", "TimeoutError"):
+            "OperationalError",
+            "InterfaceError",
+            "DatabaseError",
+            "ProgrammingError",
+            "ConnectionTimeout",
+            "TimeoutError",
+        ):
             try:
                 url = PipelineSettings.load().database_url
             except Exception:
                 url = "the results database"
             url = redact(_hide_password(url)) or url
             if "read-only" in lowered or "readonly" in lowered:
-                return (f"the results database {url} is read-only ({text}): make it writable, "
-                        "then run the command again")
-            return (f"the results database {url} cannot be used ({name}: {text}): check "
-                    "AGENTIC_IQA_DATABASE_URL and that the server is up")
+                return (
+                    f"the results database {url} is read-only ({text}): make it writable, "
+                    "then run the command again"
+                )
+            return (
+                f"the results database {url} cannot be used ({name}: {text}): check "
+                "AGENTIC_IQA_DATABASE_URL and that the server is up"
+            )
     return None
 
 
@@ -147,8 +172,9 @@ def report(exc: BaseException, line: str) -> None:
             where = f" (traceback: --debug, or {path})"
         except OSError:  # the full disk may be this one too
             where = " (traceback: --debug)"
-    err.print(f"[bold red]error:[/] {_escape(redact(line) or '')}{where}", highlight=False,
-              soft_wrap=True)
+    err.print(
+        f"[bold red]error:[/] {_escape(redact(line) or '')}{where}", highlight=False, soft_wrap=True
+    )
 
 
 def _escape(text: str) -> str:

@@ -37,8 +37,9 @@ class NothingToScore(ValueError):
 def is_pattern(argument: str) -> bool:
     """Whether ``argument`` is a glob we expand: it holds ``*``, ``?`` or ``[`` and names no
     existing file (a file really called ``a[1].png`` is taken as it is)."""
-    return bool(_GLOB_MAGIC & set(argument)) and not is_url(argument) \
-        and not os.path.exists(argument)
+    return (
+        bool(_GLOB_MAGIC & set(argument)) and not is_url(argument) and not os.path.exists(argument)
+    )
 
 
 def is_folder(argument: str) -> bool:
@@ -61,13 +62,16 @@ def expand(arguments: Iterable[str], *, recursive: bool = False) -> list[ImagePa
             try:
                 images = _folder(Path(argument), recursive)
             except OSError as exc:
-                raise NothingToScore(f"folder {argument} cannot be listed: "
-                                     f"{exc.strerror or exc}") from exc
+                raise NothingToScore(
+                    f"folder {argument} cannot be listed: {exc.strerror or exc}"
+                ) from exc
             if not images:
                 where = "in or below" if recursive else "in"
                 hint = "" if recursive else " (--recursive looks in subfolders too)"
-                raise NothingToScore(f"no image file ({', '.join(sorted(IMAGE_EXTENSIONS))}) "
-                                     f"{where} {argument}{hint}")
+                raise NothingToScore(
+                    f"no image file ({', '.join(sorted(IMAGE_EXTENSIONS))}) "
+                    f"{where} {argument}{hint}"
+                )
         elif is_pattern(argument):
             matches = sorted(m for m in glob.glob(argument, recursive=True) if os.path.isfile(m))
             if not matches:
@@ -85,6 +89,9 @@ def expand(arguments: Iterable[str], *, recursive: bool = False) -> list[ImagePa
 
 def _folder(folder: Path, recursive: bool) -> list[ImagePath]:
     candidates = folder.rglob("*") if recursive else folder.iterdir()
-    images = sorted(path.relative_to(folder) for path in candidates
-                    if path.suffix.lower() in IMAGE_EXTENSIONS and path.is_file())
+    images = sorted(
+        path.relative_to(folder)
+        for path in candidates
+        if path.suffix.lower() in IMAGE_EXTENSIONS and path.is_file()
+    )
     return [ImagePath(str(folder / relative), relative.as_posix()) for relative in images]

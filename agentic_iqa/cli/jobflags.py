@@ -32,10 +32,16 @@ if TYPE_CHECKING:
 BACKENDS = ("builtin", "openai", "anthropic")
 
 #: ``--progress-every``: how often a followed job says how far it is in a log file.
-ProgressEveryOption = Annotated[float, typer.Option(
-    "--progress-every", min=MIN_EVERY, metavar="SECONDS",
-    help="when stderr is not a terminal (nohup, Slurm): a progress line (done/failed/total, "
-         "rate, ETA) every SECONDS instead of a bar")]
+ProgressEveryOption = Annotated[
+    float,
+    typer.Option(
+        "--progress-every",
+        min=MIN_EVERY,
+        metavar="SECONDS",
+        help="when stderr is not a terminal (nohup, Slurm): a progress line (done/failed/total, "
+        "rate, ETA) every SECONDS instead of a bar",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -43,92 +49,201 @@ class JobFlags:
     """Every flag of a job as ``eval submit`` takes it (``eval estimate`` takes the same ones:
     those about waiting for the job are accepted there and change nothing)."""
 
-    manifest: Annotated[Path | None, typer.Argument(
-        help="CSV, JSON or JSONL manifest, or a folder of images (or --dataset instead)",
-        show_default=False)] = None
-    dataset: Annotated[list[str] | None, typer.Option(
-        "--dataset", "--data", metavar="NAME",
-        help="a public dataset read from its own files under --root: livec, koniq10k, spaq, "
-             "kadid10k, tid2013, agiqa3k, qbench (`agentic-iqa eval datasets` lists them); "
-             "repeat it, with one --root each in the same order, for a sweep")] = None
-    split: Annotated[str | None, typer.Option(
-        "--split", help="the dataset's split (default: the dataset's own, e.g. all or dev)")
+    manifest: Annotated[
+        Path | None,
+        typer.Argument(
+            help="CSV, JSON or JSONL manifest, or a folder of images (or --dataset instead)",
+            show_default=False,
+        ),
     ] = None
-    limit: Annotated[int | None, typer.Option(
-        "--limit", min=1, help="only the first N rows or records (after --offset)")] = None
-    offset: Annotated[int, typer.Option(
-        "--offset", min=0, metavar="K", help="skip the first K rows or records")] = 0
-    sample: Annotated[int | None, typer.Option(
-        "--sample", min=1, metavar="N",
-        help="N rows or records drawn at random by a hash of each row's id and --seed: the "
-             "same rows for the same seed, whatever the rows' order (after --offset and "
-             "--limit)")] = None
-    seed: Annotated[int | None, typer.Option(
-        "--seed", metavar="S", help="the seed of --sample (default 0)")] = None
-    image_dir: Annotated[str | None, typer.Option(
-        "--image-dir", help="a manifest's image paths are relative to this folder (default: "
-                            "the manifest's own folder)")] = None
-    mode: Annotated[str | None, typer.Option(
-        "--mode", help="agent (plan, tools, summary; the default), vlm (the VLM answers alone: "
-                       "no plan, no tools) or tools (the tools alone; the default with --tools)",
-        show_default=False)] = None
-    name: Annotated[str | None, typer.Option(
-        "--name", help="the job's name (default: dataset-split-mode-model, or the manifest's "
-                       "file name); in a sweep, each job's default name after it")] = None
-    query: Annotated[str | None, typer.Option(
-        "--query", "-q", help="query for rows without one (default: 'Rate the quality of this "
-                              "image.'; a metric job: 'metrics: TOOLS')")] = None
-    root: Annotated[list[str] | None, typer.Option(
-        "--root", metavar="DIR",
-        help="with --dataset: the dataset's folder (one per --dataset); with a manifest: "
-             "confine every path here")] = None
-    tools: Annotated[str | None, typer.Option(
-        "--tools", help="a metric job: only these tools (comma-separated, e.g. BRISQUE,NIQE,"
-                        "SSIM) on every image, raw and normalized scores, no agent and no VLM "
-                        "(so no --model)")] = None
-    backend: Annotated[list[str] | None, typer.Option(
-        "--backend", metavar="BACKEND",
-        help="VLM backend for every role: builtin, openai or anthropic; repeat it, once per "
-             "--model in the same order, where the models' backends differ (default: "
-             "configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)")] = None
-    model: Annotated[list[str] | None, typer.Option(
-        "--model", metavar="MODEL",
-        help="model for every role, e.g. gpt-4o; repeat it for a sweep (one job per model and "
-             "dataset); BACKEND:MODEL names its backend too (openai:gpt-4o, "
-             "anthropic:claude-sonnet-4-5, builtin) (AGENTIC_IQA_VLM_MODEL)")] = None
-    base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="an OpenAI-compatible server (vLLM, Ollama), e.g. "
-                           "http://localhost:8000/v1 (AGENTIC_IQA_VLM_BASE_URL)")] = None
-    group: Annotated[str | None, typer.Option(
-        "--group", help="the sweep's name, stored with each of its jobs (`eval list --group`, "
-                        "`eval compare --group`); default: generated for a sweep, none for "
-                        "one job")] = None
-    score: Annotated[str, typer.Option(
-        "--score", help="the ground truth: mos (the dataset's MOS) or zscore (KonIQ-10k's "
-                        "MOS_zscore, 0-100, which many papers and pyiqa use)")] = "mos"
-    wait: Annotated[bool, typer.Option(
-        "--wait", help="with workers: block until the job ends, then print a summary; without "
-                       "a broker the job runs here and the command always waits (--wait is "
-                       "then a no-op, with a note)")] = False
-    workers: Annotated[int, typer.Option(
-        "--workers", min=1, help="local threads (no broker): items in flight at once (capped "
-                                 "by job_window)")] = 2
-    no_check_images: Annotated[bool, typer.Option(
-        "--no-check-images", help="skip opening each image at submit")] = False
-    allow_urls: Annotated[bool, typer.Option(
-        "--allow-urls", help="read a manifest's URLs wherever they point (public addresses "
-                             "only); without it, only under --root or --image-dir, or where "
-                             "AGENTIC_IQA_ALLOWED_LOCATIONS lists them")] = False
-    mos_range: Annotated[tuple[float, float] | None, typer.Option(
-        "--mos-range", help="the MOS scale LOW HIGH: a MOS outside it is a bad row (default: "
-                            "any finite number)")] = None
-    vlm_cache: Annotated[bool, typer.Option(
-        "--vlm-cache/--no-vlm-cache",
-        help="answer deterministic VLM requests from the response cache")] = True
-    batch: Annotated[bool, typer.Option(
-        "--batch", help="send the model calls through the provider's batch interface (OpenAI "
-                        "Batch API, Anthropic Message Batches): half the price, answers within "
-                        "24 h (usually minutes), in rounds")] = False
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dataset",
+            "--data",
+            metavar="NAME",
+            help="a public dataset read from its own files under --root: livec, koniq10k, spaq, "
+            "kadid10k, tid2013, agiqa3k, qbench (`agentic-iqa eval datasets` lists them); "
+            "repeat it, with one --root each in the same order, for a sweep",
+        ),
+    ] = None
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split", help="the dataset's split (default: the dataset's own, e.g. all or dev)"
+        ),
+    ] = None
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="only the first N rows or records (after --offset)"),
+    ] = None
+    offset: Annotated[
+        int, typer.Option("--offset", min=0, metavar="K", help="skip the first K rows or records")
+    ] = 0
+    sample: Annotated[
+        int | None,
+        typer.Option(
+            "--sample",
+            min=1,
+            metavar="N",
+            help="N rows or records drawn at random by a hash of each row's id and --seed: the "
+            "same rows for the same seed, whatever the rows' order (after --offset and "
+            "--limit)",
+        ),
+    ] = None
+    seed: Annotated[
+        int | None, typer.Option("--seed", metavar="S", help="the seed of --sample (default 0)")
+    ] = None
+    image_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--image-dir",
+            help="a manifest's image paths are relative to this folder (default: "
+            "the manifest's own folder)",
+        ),
+    ] = None
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="agent (plan, tools, summary; the default), vlm (the VLM answers alone: "
+            "no plan, no tools) or tools (the tools alone; the default with --tools)",
+            show_default=False,
+        ),
+    ] = None
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="the job's name (default: dataset-split-mode-model, or the manifest's "
+            "file name); in a sweep, each job's default name after it",
+        ),
+    ] = None
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            "-q",
+            help="query for rows without one (default: 'Rate the quality of this "
+            "image.'; a metric job: 'metrics: TOOLS')",
+        ),
+    ] = None
+    root: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--root",
+            metavar="DIR",
+            help="with --dataset: the dataset's folder (one per --dataset); with a manifest: "
+            "confine every path here",
+        ),
+    ] = None
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools",
+            help="a metric job: only these tools (comma-separated, e.g. BRISQUE,NIQE,"
+            "SSIM) on every image, raw and normalized scores, no agent and no VLM "
+            "(so no --model)",
+        ),
+    ] = None
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backend",
+            metavar="BACKEND",
+            help="VLM backend for every role: builtin, openai or anthropic; repeat it, once per "
+            "--model in the same order, where the models' backends differ (default: "
+            "configs/model_backends.yaml, AGENTIC_IQA_VLM_BACKEND)",
+        ),
+    ] = None
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            metavar="MODEL",
+            help="model for every role, e.g. gpt-4o; repeat it for a sweep (one job per model and "
+            "dataset); BACKEND:MODEL names its backend too (openai:gpt-4o, "
+            "anthropic:claude-sonnet-4-5, builtin) (AGENTIC_IQA_VLM_MODEL)",
+        ),
+    ] = None
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="an OpenAI-compatible server (vLLM, Ollama), e.g. "
+            "http://localhost:8000/v1 (AGENTIC_IQA_VLM_BASE_URL)",
+        ),
+    ] = None
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            help="the sweep's name, stored with each of its jobs (`eval list --group`, "
+            "`eval compare --group`); default: generated for a sweep, none for "
+            "one job",
+        ),
+    ] = None
+    score: Annotated[
+        str,
+        typer.Option(
+            "--score",
+            help="the ground truth: mos (the dataset's MOS) or zscore (KonIQ-10k's "
+            "MOS_zscore, 0-100, which many papers and pyiqa use)",
+        ),
+    ] = "mos"
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="with workers: block until the job ends, then print a summary; without "
+            "a broker the job runs here and the command always waits (--wait is "
+            "then a no-op, with a note)",
+        ),
+    ] = False
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="local threads (no broker): items in flight at once (capped by job_window)",
+        ),
+    ] = 2
+    no_check_images: Annotated[
+        bool, typer.Option("--no-check-images", help="skip opening each image at submit")
+    ] = False
+    allow_urls: Annotated[
+        bool,
+        typer.Option(
+            "--allow-urls",
+            help="read a manifest's URLs wherever they point (public addresses "
+            "only); without it, only under --root or --image-dir, or where "
+            "AGENTIC_IQA_ALLOWED_LOCATIONS lists them",
+        ),
+    ] = False
+    mos_range: Annotated[
+        tuple[float, float] | None,
+        typer.Option(
+            "--mos-range",
+            help="the MOS scale LOW HIGH: a MOS outside it is a bad row (default: "
+            "any finite number)",
+        ),
+    ] = None
+    vlm_cache: Annotated[
+        bool,
+        typer.Option(
+            "--vlm-cache/--no-vlm-cache",
+            help="answer deterministic VLM requests from the response cache",
+        ),
+    ] = True
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="send the model calls through the provider's batch interface (OpenAI "
+            "Batch API, Anthropic Message Batches): half the price, answers within "
+            "24 h (usually minutes), in rounds",
+        ),
+    ] = False
     progress_every: ProgressEveryOption = DEFAULT_EVERY
 
     @property
@@ -151,16 +266,25 @@ class JobFlags:
 def _flag_parameters() -> list[inspect.Parameter]:
     """:class:`JobFlags`'s fields as the keyword parameters typer reads options from."""
     hints = get_type_hints(JobFlags, include_extras=True)
-    return [inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
-                              annotation=hints[field.name]) for field in fields(JobFlags)]
+    return [
+        inspect.Parameter(
+            field.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=field.default,
+            annotation=hints[field.name],
+        )
+        for field in fields(JobFlags)
+    ]
 
 
 def job_options(command: Callable[..., None]) -> Callable[..., None]:
     """``command(flags, **own)`` as a typer command taking every :class:`JobFlags` option
     before its own: typer sees one signature, the command gets one value."""
     names = [field.name for field in fields(JobFlags)]
-    own = [parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-           for parameter in list(inspect.signature(command, eval_str=True).parameters.values())[1:]]
+    own = [
+        parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for parameter in list(inspect.signature(command, eval_str=True).parameters.values())[1:]
+    ]
     clash = set(names) & {parameter.name for parameter in own}
     if clash:
         raise TypeError(f"{command.__name__} declares job flags again: {sorted(clash)}")
@@ -194,24 +318,46 @@ def base_spec(flags: JobFlags) -> JobSpec:
     datasets, roots = flags.datasets, flags.roots
     try:
         spec = JobSpec.build(
-            manifest=flags.manifest, dataset=datasets[0] if datasets else None,
-            root=place(roots[0]) if roots else None, split=flags.split, limit=flags.limit,
-            offset=flags.offset, sample=flags.sample, seed=flags.seed,
-            image_dir=place(flags.image_dir), name=flags.name, query=flags.query,
-            mode=flags.mode, tools=parse_tools(flags.tools) if flags.tools is not None else None,
-            vlm_cache=flags.vlm_cache, batch=flags.batch, mos_range=flags.mos_range,
-            check_images=not flags.no_check_images, score=flags.score, group=flags.group,
-            allow_urls=flags.allow_urls)
+            manifest=flags.manifest,
+            dataset=datasets[0] if datasets else None,
+            root=place(roots[0]) if roots else None,
+            split=flags.split,
+            limit=flags.limit,
+            offset=flags.offset,
+            sample=flags.sample,
+            seed=flags.seed,
+            image_dir=place(flags.image_dir),
+            name=flags.name,
+            query=flags.query,
+            mode=flags.mode,
+            tools=parse_tools(flags.tools) if flags.tools is not None else None,
+            vlm_cache=flags.vlm_cache,
+            batch=flags.batch,
+            mos_range=flags.mos_range,
+            check_images=not flags.no_check_images,
+            score=flags.score,
+            group=flags.group,
+            allow_urls=flags.allow_urls,
+        )
     except (JobSpecError, MetricToolsError) as exc:
         _fail(str(exc), code=2)
     if spec.tools and (flags.models or flags.backends or flags.base_url):
-        named = ", ".join(f"--{flag}" for flag, given in (
-            ("model", flags.models), ("backend", flags.backends), ("base-url", flags.base_url))
-            if given)
-        _fail(f"a metric job (--tools) asks no model, so {named} would be ignored: "
-              f"`--mode tools --tools {','.join(spec.tools)}` runs those tools alone on every "
-              f"image, with no model; for the agent answering with {named}, leave out --tools "
-              "(the agent chooses its own tools and cannot be limited to some)", code=2)
+        named = ", ".join(
+            f"--{flag}"
+            for flag, given in (
+                ("model", flags.models),
+                ("backend", flags.backends),
+                ("base-url", flags.base_url),
+            )
+            if given
+        )
+        _fail(
+            f"a metric job (--tools) asks no model, so {named} would be ignored: "
+            f"`--mode tools --tools {','.join(spec.tools)}` runs those tools alone on every "
+            f"image, with no model; for the agent answering with {named}, leave out --tools "
+            "(the agent chooses its own tools and cannot be limited to some)",
+            code=2,
+        )
     try:  # checked (names, weights) before anything is captured or stored
         checked = check_tools(list(spec.tools)) if spec.tools else None
     except (MetricToolsError, ToolError) as exc:
@@ -224,9 +370,12 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
     backend; a bare backend name is that backend's default), each with its ``--backend`` (one
     for all, or one each in the same order); exits 2 when they cannot be paired."""
     if len(backends) > 1 and models and len(backends) != len(models):
-        _fail(f"{len(backends)} --backend values for {len(models)} --model values: give one "
-              "--backend for every model, or one per --model in the same order (or spell "
-              "each model BACKEND:MODEL)", code=2)
+        _fail(
+            f"{len(backends)} --backend values for {len(models)} --model values: give one "
+            "--backend for every model, or one per --model in the same order (or spell "
+            "each model BACKEND:MODEL)",
+            code=2,
+        )
     if not models:
         return [(backend, None) for backend in backends] or [(None, None)]
     axis: list[tuple[str | None, str | None]] = []
@@ -239,8 +388,11 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
         elif entry in BACKENDS:
             named = (entry, None)
         if backend is not None and named[0] != backend:
-            _fail(f"--model {entry} names the {named[0]} backend and --backend says "
-                  f"{backend}: give one of them", code=2)
+            _fail(
+                f"--model {entry} names the {named[0]} backend and --backend says "
+                f"{backend}: give one of them",
+                code=2,
+            )
         axis.append(named)
     return axis
 
@@ -248,15 +400,23 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
 def data_axis(datasets: list[str], roots: list[str]) -> list[tuple[str | None, str | None]]:
     """(dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in order."""
     if len(roots) > 1 and len(roots) != len(datasets):
-        _fail(f"{len(roots)} --root values for {len(datasets)} --dataset values: give one "
-              "--root per --dataset, in the same order", code=2)
+        _fail(
+            f"{len(roots)} --root values for {len(datasets)} --dataset values: give one "
+            "--root per --dataset, in the same order",
+            code=2,
+        )
     if len(datasets) > 1 and len(roots) < len(datasets):
-        _fail("a sweep over datasets reads each from its own folder: give one --root per "
-              "--dataset, in the same order", code=2)
+        _fail(
+            "a sweep over datasets reads each from its own folder: give one --root per "
+            "--dataset, in the same order",
+            code=2,
+        )
     if not datasets:
         return [(None, roots[0] if roots else None)]
-    return [(dataset, roots[index] if len(roots) > index else None)
-            for index, dataset in enumerate(datasets)]
+    return [
+        (dataset, roots[index] if len(roots) > index else None)
+        for index, dataset in enumerate(datasets)
+    ]
 
 
 @dataclass(frozen=True)
@@ -283,8 +443,11 @@ def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
 
     axis = model_axis(flags.backends, flags.models)
     metric_tools = list(base.tools) if base.tools else None
-    cells = [(backend_model, data) for backend_model in axis
-             for data in data_axis(flags.datasets, flags.roots)]
+    cells = [
+        (backend_model, data)
+        for backend_model in axis
+        for data in data_axis(flags.datasets, flags.roots)
+    ]
     group = flags.group
     if len(cells) > 1 and group is None:
         group = new_group()
@@ -292,22 +455,40 @@ def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
     configs: dict[tuple[str | None, str | None], RunConfig] = {}
     for (cell_backend, cell_model), (cell_dataset, cell_root) in cells:
         if (cell_backend, cell_model) not in configs:  # each model checked once
-            roles = None if metric_tools else use_backend(
-                cell_backend, cell_model, None if cell_backend == "builtin" else flags.base_url)
-            config = capture(max_replan_iterations=_max_replans(), vlm_cache=flags.vlm_cache,
-                             metric_tools=metric_tools, roles=roles, batch=flags.batch)
+            roles = (
+                None
+                if metric_tools
+                else use_backend(
+                    cell_backend, cell_model, None if cell_backend == "builtin" else flags.base_url
+                )
+            )
+            config = capture(
+                max_replan_iterations=_max_replans(),
+                vlm_cache=flags.vlm_cache,
+                metric_tools=metric_tools,
+                roles=roles,
+                batch=flags.batch,
+            )
             if here and roles:  # it runs here: refused now, before a job is stored
                 _honoured_here(config, roles)
             configs[(cell_backend, cell_model)] = config
         try:
-            cell = base.cell(dataset=cell_dataset, root=place(cell_root),
-                             config=configs[(cell_backend, cell_model)],
-                             tools=metric_tools, group=group, name=None)
+            cell = base.cell(
+                dataset=cell_dataset,
+                root=place(cell_root),
+                config=configs[(cell_backend, cell_model)],
+                tools=metric_tools,
+                group=group,
+                name=None,
+            )
         except JobSpecError as exc:
             _fail(str(exc), code=2)
         if flags.name is not None:
-            cell = cell.model_copy(update={"name": f"{flags.name}-{cell.default_name()}"
-                                           if len(cells) > 1 else flags.name})
+            cell = cell.model_copy(
+                update={
+                    "name": f"{flags.name}-{cell.default_name()}" if len(cells) > 1 else flags.name
+                }
+            )
         specs.append(cell)
     return Planned(specs, group, len(axis), len(cells) // len(axis))
 
@@ -330,5 +511,15 @@ def _max_replans() -> int:
     return PipelineSettings.load().max_replan_iterations
 
 
-__all__ = ["BACKENDS", "JobFlags", "Planned", "ProgressEveryOption", "base_spec", "data_axis",
-           "job_options", "job_specs", "model_axis", "place"]
+__all__ = [
+    "BACKENDS",
+    "JobFlags",
+    "Planned",
+    "ProgressEveryOption",
+    "base_spec",
+    "data_axis",
+    "job_options",
+    "job_specs",
+    "model_axis",
+    "place",
+]

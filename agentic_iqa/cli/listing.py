@@ -19,8 +19,9 @@ from rich.markup import escape
 from .common import _engine, _fail, _safe_url, err, out
 
 
-def job_headlines(engine: Any, job_id: str, *, bootstrap: int = 0, seed: int = 0
-                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def job_headlines(
+    engine: Any, job_id: str, *, bootstrap: int = 0, seed: int = 0
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures, one
     per line: the agent's, or each tool's of a metric job
     (:func:`~agentic_iqa.jobs.sweeps.headlines`), from its report, for ``eval compare
@@ -30,8 +31,9 @@ def job_headlines(engine: Any, job_id: str, *, bootstrap: int = 0, seed: int = 0
     return headline.compute(engine, job_id, bootstrap=bootstrap, seed=seed)
 
 
-def _figures(engine: Any, job: Any, counts: dict[str, int]
-             ) -> tuple[list[dict[str, Any]], float | None]:
+def _figures(
+    engine: Any, job: Any, counts: dict[str, int]
+) -> tuple[list[dict[str, Any]], float | None]:
     """A job's figures and VLM cost as ``eval list`` shows them: stored when it ended (computed
     here, once, when they are not, or were computed on other items); none for a job still
     running, whose report would read every item it has."""
@@ -45,8 +47,9 @@ def _figures(engine: Any, job: Any, counts: dict[str, int]
     return list(document["figures"]), document.get("cost_usd")
 
 
-def _listed(about: dict[str, Any], dataset: str | None, model: str | None,
-            tool: str | None = None) -> bool:
+def _listed(
+    about: dict[str, Any], dataset: str | None, model: str | None, tool: str | None = None
+) -> bool:
     """Whether a job's row (one of its tools, for a metric job) passes ``eval list``'s
     ``--dataset`` and ``--model`` filters."""
     from ..datasets import DatasetFormatError, get_dataset
@@ -62,9 +65,16 @@ def _listed(about: dict[str, Any], dataset: str | None, model: str | None,
             return False
     if model is not None:
         label = model_label(about, tool)
-        names = ({label, tool} if tool is not None else
-                 {label, label.split("/", 1)[-1], *str(about.get("model") or "").split(", "),
-                  *str(about.get("backend") or "").split(", ")})
+        names = (
+            {label, tool}
+            if tool is not None
+            else {
+                label,
+                label.split("/", 1)[-1],
+                *str(about.get("model") or "").split(", "),
+                *str(about.get("backend") or "").split(", "),
+            }
+        )
         if model.lower() not in {name.lower() for name in names}:
             return False
     return True
@@ -72,15 +82,27 @@ def _listed(about: dict[str, Any], dataset: str | None, model: str | None,
 
 def list_jobs(
     group: Annotated[str | None, typer.Option("--group", help="only this sweep's jobs")] = None,
-    dataset: Annotated[str | None, typer.Option(
-        "--dataset", "--data", help="only jobs on this dataset (or manifest file name)")] = None,
-    status: Annotated[str | None, typer.Option(
-        "--status", help="only jobs in this state: running, done or cancelled")] = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", help="only jobs answered by this model (gpt-4o, openai/gpt-4o, builtin) "
-                        "or, for metric jobs, these tools (tools/PIQE)")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="at most this many, newest "
-                                                                "first")] = 20,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset", "--data", help="only jobs on this dataset (or manifest file name)"
+        ),
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="only jobs in this state: running, done or cancelled"),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="only jobs answered by this model (gpt-4o, openai/gpt-4o, builtin) "
+            "or, for metric jobs, these tools (tools/PIQE)",
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="at most this many, newest first")
+    ] = 20,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The jobs, newest first, a row per job and per tool of a metric job: id, name, group,
@@ -99,8 +121,7 @@ def list_jobs(
     engine = _engine()
     filtered = dataset is not None or model is not None
     with read_scope(engine) as session:
-        ids = reads.job_ids(session, group=group, status=status,
-                            limit=None if filtered else limit)
+        ids = reads.job_ids(session, group=group, status=status, limit=None if filtered else limit)
     listed: list[dict[str, Any]] = []
     jobs = 0
     for job_id in ids:
@@ -114,43 +135,80 @@ def list_jobs(
             # process died.
             state = lifecycle.listed_state(session, job, counts)
         figures, cost = _figures(engine, job, counts)
-        shown = [figure for figure in figures
-                 if _listed(about, dataset, model, figure.get("tool"))]
+        shown = [figure for figure in figures if _listed(about, dataset, model, figure.get("tool"))]
         if not shown:
             continue
         jobs += 1
-        listed += [{
-            "id": job_id, "name": about["name"], "group": about.get("group"),
-            "dataset": dataset_label(about), "subset": (about.get("spec") or {}).get("subset"),
-            "mode": about.get("mode"),
-            "model": model_label(about, figure.get("tool")), "tool": figure.get("tool"),
-            "status": state,
-            "items": {"done": counts.get("done", 0), "failed": counts.get("failed", 0),
-                      "total": sum(counts.values())},
-            "figure": figure, "cost_usd": cost, "created_at": about.get("created_at")}
-            for figure in shown]
+        listed += [
+            {
+                "id": job_id,
+                "name": about["name"],
+                "group": about.get("group"),
+                "dataset": dataset_label(about),
+                "subset": (about.get("spec") or {}).get("subset"),
+                "mode": about.get("mode"),
+                "model": model_label(about, figure.get("tool")),
+                "tool": figure.get("tool"),
+                "status": state,
+                "items": {
+                    "done": counts.get("done", 0),
+                    "failed": counts.get("failed", 0),
+                    "total": sum(counts.values()),
+                },
+                "figure": figure,
+                "cost_usd": cost,
+                "created_at": about.get("created_at"),
+            }
+            for figure in shown
+        ]
     if as_json:
         from ..redact import redact
 
         print(redact(json.dumps(listed, indent=2, default=str)))
         return
     if not listed:
-        err.print(f"no job matches in the database {_safe_url(engine)}"
-                  if group or dataset or status or model else
-                  f"no job in the database {_safe_url(engine)} yet: submit one with "
-                  "`agentic-iqa eval submit`", highlight=False, soft_wrap=True)
+        err.print(
+            f"no job matches in the database {_safe_url(engine)}"
+            if group or dataset or status or model
+            else f"no job in the database {_safe_url(engine)} yet: submit one with "
+            "`agentic-iqa eval submit`",
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     from ..redact import redact
 
-    lines = [[str(value) for value in (
-        row["id"][:8], row["name"], row["group"] or "-",
-        row["dataset"] + (f" ({row['subset']})" if row["subset"] else ""), row["mode"],
-        row["model"], row["status"],
-        f"{row['items']['done']}/{row['items']['failed']}/{row['items']['total']}",
-        figure_text(row["figure"]),
-        "-" if row["status"] not in ("done", "cancelled") else format_cost(row["cost_usd"]),
-        (row["created_at"] or "-")[:16].replace("T", " "))] for row in listed]
-    header = ["id", "name", "group", "dataset", "mode", "model", "status",
-              "done/failed/total", "SRCC/PLCC or accuracy", "cost", "created (UTC)"]
+    lines = [
+        [
+            str(value)
+            for value in (
+                row["id"][:8],
+                row["name"],
+                row["group"] or "-",
+                row["dataset"] + (f" ({row['subset']})" if row["subset"] else ""),
+                row["mode"],
+                row["model"],
+                row["status"],
+                f"{row['items']['done']}/{row['items']['failed']}/{row['items']['total']}",
+                figure_text(row["figure"]),
+                "-" if row["status"] not in ("done", "cancelled") else format_cost(row["cost_usd"]),
+                (row["created_at"] or "-")[:16].replace("T", " "),
+            )
+        ]
+        for row in listed
+    ]
+    header = [
+        "id",
+        "name",
+        "group",
+        "dataset",
+        "mode",
+        "model",
+        "status",
+        "done/failed/total",
+        "SRCC/PLCC or accuracy",
+        "cost",
+        "created (UTC)",
+    ]
     for line in aligned(header, lines):
         out.print(escape(redact(line) or ""), highlight=False, soft_wrap=True)

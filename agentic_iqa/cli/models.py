@@ -15,14 +15,17 @@ from .common import _fail, out
 BACKENDS = {
     "builtin": "offline: the agent's own measurements, no model, no network, no key",
     "openai": "OpenAI chat completions, or any OpenAI-compatible server via --base-url "
-              "(vLLM, Ollama)",
+    "(vLLM, Ollama)",
     "anthropic": "the Anthropic Messages API",
 }
 
 
 def _price(price: Any) -> dict[str, float] | None:
-    return None if price is None else {"input": price.input, "output": price.output,
-                                       "cached_input": price.cached_input}
+    return (
+        None
+        if price is None
+        else {"input": price.input, "output": price.output, "cached_input": price.cached_input}
+    )
 
 
 def _usd(value: float) -> str:
@@ -33,8 +36,10 @@ def _usd(value: float) -> str:
 def _dollars(price: dict[str, float] | None) -> str:
     if price is None:
         return "price unknown"
-    return (f"{_usd(price['input'])} in / {_usd(price['output'])} out / "
-            f"{_usd(price['cached_input'])} cached, per million tokens")
+    return (
+        f"{_usd(price['input'])} in / {_usd(price['output'])} out / "
+        f"{_usd(price['cached_input'])} cached, per million tokens"
+    )
 
 
 def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
@@ -60,22 +65,33 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         endpoint = urlsplit(config.base_url).netloc or None if config.base_url else None
         model = config.answering_model
         variable = config.key_variable
-        roles.append({
-            "role": role, "backend": config.backend, "model": model,
-            "base_url": redact(config.base_url) if config.base_url else None,
-            "key_variable": variable,
-            "key_set": bool(variable and os.environ.get(variable)) if variable else None,
-            "price": None if config.backend == "builtin" else _price(
-                prices.price_for(model, endpoint)),
-            "batch_discount": None if config.backend == "builtin" else prices.batch_factor(
-                config.backend, endpoint)})
+        roles.append(
+            {
+                "role": role,
+                "backend": config.backend,
+                "model": model,
+                "base_url": redact(config.base_url) if config.base_url else None,
+                "key_variable": variable,
+                "key_set": bool(variable and os.environ.get(variable)) if variable else None,
+                "price": None
+                if config.backend == "builtin"
+                else _price(prices.price_for(model, endpoint)),
+                "batch_discount": None
+                if config.backend == "builtin"
+                else prices.batch_factor(config.backend, endpoint),
+            }
+        )
     document = {
         "backends": [{"name": name, "about": about} for name, about in BACKENDS.items()],
         "roles": roles,
-        "prices": [{"model": name, **(_price(price) or {})}
-                   for name, price in sorted(prices.prices.items())],
-        "endpoints": {host: {name: _price(price) for name, price in table.items()}
-                      for host, table in prices.endpoints.items()},
+        "prices": [
+            {"model": name, **(_price(price) or {})}
+            for name, price in sorted(prices.prices.items())
+        ],
+        "endpoints": {
+            host: {name: _price(price) for name, price in table.items()}
+            for host, table in prices.endpoints.items()
+        },
         "batch_discount": dict(prices.batch_discount),
     }
     if as_json:
@@ -86,18 +102,25 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     lines.append("configured here (eval submit without --model):")
     for role in roles:
         where = f" at {role['base_url']}" if role["base_url"] else ""
-        key = ("" if role["key_set"] is None else
-               f", key {'set' if role['key_set'] else 'NOT set'} in {role['key_variable']}")
+        key = (
+            ""
+            if role["key_set"] is None
+            else f", key {'set' if role['key_set'] else 'NOT set'} in {role['key_variable']}"
+        )
         price = "" if role["backend"] == "builtin" else f"; {_dollars(role['price'])}"
-        lines.append(f"  {role['role']:<10} {role['backend']}/{role['model']}{where}{key}"
-                     f"{price}")
+        lines.append(f"  {role['role']:<10} {role['backend']}/{role['model']}{where}{key}{price}")
     lines.append("prices (USD per million tokens: input / output / cached input):")
-    lines += [f"  {row['model']:<20} {_usd(row['input'])} / {_usd(row['output'])} / "
-              f"{_usd(row['cached_input'])}" for row in document["prices"]]
+    lines += [
+        f"  {row['model']:<20} {_usd(row['input'])} / {_usd(row['output'])} / "
+        f"{_usd(row['cached_input'])}"
+        for row in document["prices"]
+    ]
     for host, table in document["endpoints"].items():
         lines += [f"  {name} at {host}: {_dollars(price)}" for name, price in table.items()]
     if document["batch_discount"]:
-        lines.append("batch discount (eval submit --batch): " + ", ".join(
-            f"{key} x{factor:g}" for key, factor in document["batch_discount"].items()))
+        lines.append(
+            "batch discount (eval submit --batch): "
+            + ", ".join(f"{key} x{factor:g}" for key, factor in document["batch_discount"].items())
+        )
     for line in lines:
         out.print(escape(redact(line) or ""), highlight=False, soft_wrap=True)

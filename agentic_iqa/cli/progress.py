@@ -36,7 +36,7 @@ def eta_seconds(remaining: int, per_second: float | None) -> float | None:
 
 
 def rate_text(per_second: float | None) -> str:
-    """"3.4 items/s" from one item a second up, "12.0 items/min" below it (a slow agent job
+    """ "3.4 items/s" from one item a second up, "12.0 items/min" below it (a slow agent job
     reads "0.02 items/s" badly)."""
     if per_second is None:
         return "no item ended yet"
@@ -61,7 +61,7 @@ def clock(seconds: float) -> str:
 
 
 def eta_text(seconds: float | None) -> str:
-    """"ETA 3m 20s", or "ETA unknown" while there is no rate."""
+    """ "ETA 3m 20s", or "ETA unknown" while there is no rate."""
     return "ETA unknown" if seconds is None else f"ETA {clock(seconds)}"
 
 
@@ -70,8 +70,14 @@ def pace_text(per_second: float | None, remaining: int) -> str:
     return f"{rate_text(per_second)}, {eta_text(eta_seconds(remaining, per_second))}"
 
 
-def progress_line(job_id: str, counts: Mapping[str, int], *, elapsed: float,
-                  per_second: float | None, stalled: int = 0) -> str:
+def progress_line(
+    job_id: str,
+    counts: Mapping[str, int],
+    *,
+    elapsed: float,
+    per_second: float | None,
+    stalled: int = 0,
+) -> str:
     """One line for a log: "job 1a2b3c4d: 120/400 finished (118 done, 2 failed) after 8m 27s,
     14.2 items/min, ETA 19m 43s".  With stalled items the ETA would be a lie: their count
     replaces it."""

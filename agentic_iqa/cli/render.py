@@ -38,8 +38,7 @@ def error_details(state: AgenticIQAState) -> dict[str, Any] | None:
         parsed = json.loads(error)
     except ValueError:
         return None
-    return parsed if isinstance(parsed, dict) and isinstance(parsed.get("message"), str) \
-        else None
+    return parsed if isinstance(parsed, dict) and isinstance(parsed.get("message"), str) else None
 
 
 def error_message(state: AgenticIQAState) -> str | None:
@@ -52,8 +51,9 @@ def error_message(state: AgenticIQAState) -> str | None:
     return details["message"] if details else redact(state.get("error")) or None
 
 
-def state_document(state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
+def state_document(
+    state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The final state as JSON-able data, with the answer fields repeated at the top level,
     and the run's VLM calls, tokens and cost under ``vlm_usage`` when given."""
     document: dict[str, Any] = json.loads(state_to_json(state))
@@ -66,11 +66,12 @@ def state_document(state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | Non
     document["level_distribution"] = result.level_distribution if result else None
     document["answer_unparseable"] = result.answer_unparseable if result else None
     # Which tool stood in for which, and why (the answer's reasoning says it too).
-    document["stand_ins"] = [{key: entry[key] for key in ("tool", "in_place_of", "reason",
-                                                          "distortions")}
-                             for entry in stand_ins(document["executor_evidence"]["tool_logs"]
-                                                    if document.get("executor_evidence")
-                                                    else ())]
+    document["stand_ins"] = [
+        {key: entry[key] for key in ("tool", "in_place_of", "reason", "distortions")}
+        for entry in stand_ins(
+            document["executor_evidence"]["tool_logs"] if document.get("executor_evidence") else ()
+        )
+    ]
     if vlm_usage is not None:
         document["vlm_usage"] = dict(vlm_usage)
     return document
@@ -85,9 +86,14 @@ def render_vlm_usage(usage: Mapping[str, Any], console: Console) -> None:
         return
     steps = usage.get("steps") or {}
     if steps:
-        console.print("[bold]VLM answers:[/] " + ", ".join(
-            f"{step} " + _answers(entry["calls"], entry["cache_hits"])
-            for step, entry in steps.items()), highlight=False)
+        console.print(
+            "[bold]VLM answers:[/] "
+            + ", ".join(
+                f"{step} " + _answers(entry["calls"], entry["cache_hits"])
+                for step, entry in steps.items()
+            ),
+            highlight=False,
+        )
     console.print(f"[bold]VLM usage:[/] {describe(usage)}", highlight=False)
 
 
@@ -115,12 +121,15 @@ _UNWRAPPED_WIDTH = 4096
 
 
 def describe_distortions(plan: PlannerOutput) -> str:
-    """"distortions: Blurs, Noise (explicit)", per object when the plan names objects, or
+    """ "distortions: Blurs, Noise (explicit)", per object when the plan names objects, or
     "distortions inferred from the image" when the query named none."""
     source = plan.distortion_source.lower()
     if not plan.distortions:
-        return ("distortions inferred from the image" if source == "inferred"
-                else "no distortions named")
+        return (
+            "distortions inferred from the image"
+            if source == "inferred"
+            else "no distortions named"
+        )
     groups = []
     for key, kinds in plan.distortions.items():
         names = ", ".join(kinds) or "none"
@@ -130,27 +139,29 @@ def describe_distortions(plan: PlannerOutput) -> str:
 
 def plan_line(plan: PlannerOutput) -> str:
     """The plan in one line: query type, scope, distortions, reference mode, required tool."""
-    scope = plan.query_scope if isinstance(plan.query_scope, str) \
-        else ", ".join(plan.query_scope)
-    return (f"{plan.query_type}, scope {scope}, {describe_distortions(plan)}, "
-            f"{plan.reference_mode}"
-            + (f", required tool {plan.required_tool}" if plan.required_tool else ""))
+    scope = plan.query_scope if isinstance(plan.query_scope, str) else ", ".join(plan.query_scope)
+    return (
+        f"{plan.query_type}, scope {scope}, {describe_distortions(plan)}, "
+        f"{plan.reference_mode}"
+        + (f", required tool {plan.required_tool}" if plan.required_tool else "")
+    )
 
 
 def distortion_line(key: str, item: DistortionAnalysis) -> str:
-    """"Blurs: severe - edges are smeared (...)": each distortion and its severity once.
+    """ "Blurs: severe - edges are smeared (...)": each distortion and its severity once.
 
     An explanation that starts by restating them ("Blurs: severe; edges ...", as the builtin
     backend writes it) loses that prefix, and one that qualifies the severity ("Blurs: slight
     reading, usual in clean photos; ...") its restated type; any other is kept whole.
     """
     explanation = item.explanation.strip()
-    restated = re.match(rf"\s*{re.escape(item.type)}\s*:\s*([^;.]{{0,40}});\s*", explanation,
-                        re.IGNORECASE)
+    restated = re.match(
+        rf"\s*{re.escape(item.type)}\s*:\s*([^;.]{{0,40}});\s*", explanation, re.IGNORECASE
+    )
     if restated:
         said, severity = restated.group(1).strip().casefold(), item.severity.casefold()
         qualified = said.startswith(severity) and said != severity
-        explanation = explanation[restated.start(1) if qualified else restated.end():]
+        explanation = explanation[restated.start(1) if qualified else restated.end() :]
     where = "" if key == "Global" else f" on {key}"
     return f"{item.type}{where}: {item.severity}" + (f" - {explanation}" if explanation else "")
 
@@ -190,8 +201,7 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
                 console.print(f"  {escape(distortion_line(key, item))}", highlight=False)
     if evidence and evidence.tool_logs:
         table = Table(title="Tools")
-        for column in ("scored on", "for", "distortion", "tool", "raw", "score 1-5", "ms",
-                       "note"):
+        for column in ("scored on", "for", "distortion", "tool", "raw", "score 1-5", "ms", "note"):
             table.add_column(column)
         for entry in evidence.tool_logs:
             compute, load = tool_time(entry)
@@ -204,18 +214,28 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
                 notes = [f"failed: {entry.error}"]
             score = "-" if math.isnan(entry.normalized_score) else f"{entry.normalized_score:.2f}"
             raw = "-" if math.isnan(entry.raw_score) else f"{entry.raw_score:.4g}"
-            table.add_row(escape(scored_on(entry.region)),
-                          escape(asked_for(entry.object_name, entry.requested_for)),
-                          escape(entry.distortion), escape(entry.tool_name), raw, score,
-                          f"{compute * 1000:.0f}", escape("; ".join(notes)))
+            table.add_row(
+                escape(scored_on(entry.region)),
+                escape(asked_for(entry.object_name, entry.requested_for)),
+                escape(entry.distortion),
+                escape(entry.tool_name),
+                raw,
+                score,
+                f"{compute * 1000:.0f}",
+                escape("; ".join(notes)),
+            )
         console.print(table)
-    for note in (evidence.notes if evidence else []):
+    for note in evidence.notes if evidence else []:
         console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)
     for entry in state.get("replan_history", []):
-        failed = (f" (failed: {entry.failure}; answered with the previous plan's evidence)"
-                  if entry.failure else "")
-        console.print(f"[yellow]Replan {entry.iteration}:[/] {escape(entry.reason + failed)}",
-                      highlight=False)
+        failed = (
+            f" (failed: {entry.failure}; answered with the previous plan's evidence)"
+            if entry.failure
+            else ""
+        )
+        console.print(
+            f"[yellow]Replan {entry.iteration}:[/] {escape(entry.reason + failed)}", highlight=False
+        )
     result = state.get("summarizer_result")
     if result is None:
         if failure:
@@ -223,28 +243,37 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
         return
     console.print(f"[bold green]Answer:[/] {escape(result.final_answer)}", highlight=False)
     if result.answer_unparseable:
-        console.print(f"[bold yellow]No option could be read from the model's answers:[/] "
-                      f"{escape(result.unparseable_reason or '')}", highlight=False)
+        console.print(
+            f"[bold yellow]No option could be read from the model's answers:[/] "
+            f"{escape(result.unparseable_reason or '')}",
+            highlight=False,
+        )
     if result.quality_score is not None:
-        distribution = ", ".join(f"{k} {v:.2f}" for k, v in (result.level_distribution or {}
-                                                             ).items())
-        console.print(f"[bold]Score:[/] {result.quality_score:.2f} / 5 ({distribution}; "
-                      f"{result.probability_source})", highlight=False)
+        distribution = ", ".join(
+            f"{k} {v:.2f}" for k, v in (result.level_distribution or {}).items()
+        )
+        console.print(
+            f"[bold]Score:[/] {result.quality_score:.2f} / 5 ({distribution}; "
+            f"{result.probability_source})",
+            highlight=False,
+        )
     console.print(f"[bold]Why:[/] {escape(result.quality_reasoning)}", highlight=False)
     for note in result.notes:
         console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)
     timings = state.get("step_seconds", {})
     if timings:
-        console.print("[bold]Time:[/] " + ", ".join(_step_times(state, timings)),
-                      highlight=False)
+        console.print("[bold]Time:[/] " + ", ".join(_step_times(state, timings)), highlight=False)
 
 
 def _step_times(state: AgenticIQAState, timings: Mapping[str, float]) -> list[str]:
-    """"step#i 12 ms" per step; the last tool step says how much was one-time model loading
+    """ "step#i 12 ms" per step; the last tool step says how much was one-time model loading
     (the state's tool logs are that step's)."""
     evidence = state.get("executor_evidence")
-    load = sum(tool_time(entry)[1] for entry in evidence.tool_logs) \
-        if evidence and evidence.tool_logs else 0.0
+    load = (
+        sum(tool_time(entry)[1] for entry in evidence.tool_logs)
+        if evidence and evidence.tool_logs
+        else 0.0
+    )
     tool_steps = [step for step in timings if step.startswith("tool_execution")]
     parts = []
     for step, seconds in timings.items():

@@ -28,8 +28,9 @@ from .common import (
     _safe_url,
 )
 
-runs_app = typer.Typer(help="Stored runs: list the recent ones, show one in full.",
-                       no_args_is_help=True)
+runs_app = typer.Typer(
+    help="Stored runs: list the recent ones, show one in full.", no_args_is_help=True
+)
 
 
 def _text(value: Any) -> str:
@@ -42,7 +43,7 @@ def _text(value: Any) -> str:
 
 
 def _when(iso: str | None, *, day: str | None = None) -> str:
-    """"2026-11-26 05:34:44 UTC", or only the time of day when it falls on ``day``."""
+    """ "2026-11-26 05:34:44 UTC", or only the time of day when it falls on ``day``."""
     if iso is None:
         return "-"
     moment = datetime.fromisoformat(iso)
@@ -61,16 +62,22 @@ def _answer(row: dict[str, Any]) -> str:
     answer = row.get("final_answer")
     score = row.get("quality_score")
     if answer is None:
-        return f"failed: {row['error']}" if row.get("status") == "failed" and row.get("error") \
-            else "-"
+        return (
+            f"failed: {row['error']}" if row.get("status") == "failed" and row.get("error") else "-"
+        )
     return f"{answer} ({score:.2f})" if score is not None else str(answer)
 
 
 @runs_app.command("list")
 def list_runs(
-    job: Annotated[str | None, typer.Option(
-        "--job", help="the runs of this job's items, in manifest order (a job id or a unique "
-                      "prefix of one)")] = None,
+    job: Annotated[
+        str | None,
+        typer.Option(
+            "--job",
+            help="the runs of this job's items, in manifest order (a job id or a unique "
+            "prefix of one)",
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="at most this many")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
@@ -99,30 +106,52 @@ def list_runs(
     from rich.table import Table
 
     table = Table(title=f"Runs of job {job_id[:8]}" if job_id else "Recent runs")
-    columns = (["item", "line"] if job_id else []) + ["run", "created", "status", "query",
-                                                      "image", "answer"]
+    columns = (["item", "line"] if job_id else []) + [
+        "run",
+        "created",
+        "status",
+        "query",
+        "image",
+        "answer",
+    ]
     for column in columns:
         table.add_column(column)
     for row in rows:
         cells = [_text(row["item_id"]), str(row["line"])] if job_id else []
-        cells += [row["id"][:8], _when(row["created_at"])[:16], row["status"],
-                  _text(row["query"]), _text(PurePath(row["image"]).name),
-                  _text(_answer(row))]
+        cells += [
+            row["id"][:8],
+            _when(row["created_at"])[:16],
+            row["status"],
+            _text(row["query"]),
+            _text(PurePath(row["image"]).name),
+            _text(_answer(row)),
+        ]
         table.add_row(*cells)
     console.print(table)
     more = "" if len(rows) < limit else f" (the first {limit}: --limit N shows more)"
-    console.print(f"{len(rows)} run(s){more}; `agentic-iqa runs show ID` shows one in full",
-                  highlight=False)
+    console.print(
+        f"{len(rows)} run(s){more}; `agentic-iqa runs show ID` shows one in full", highlight=False
+    )
 
 
 @runs_app.command("show")
 def show(
-    run: Annotated[str | None, typer.Argument(
-        help="run id, or a unique prefix of one (the 8 characters `runs list` shows)")] = None,
-    job: Annotated[str | None, typer.Option(
-        "--job", help="with --item: the job (id or unique prefix; default: the latest)")] = None,
-    item: Annotated[str | None, typer.Option(
-        "--item", help="a job's item: its id, line number or image file name")] = None,
+    run: Annotated[
+        str | None,
+        typer.Argument(
+            help="run id, or a unique prefix of one (the 8 characters `runs list` shows)"
+        ),
+    ] = None,
+    job: Annotated[
+        str | None,
+        typer.Option(
+            "--job", help="with --item: the job (id or unique prefix; default: the latest)"
+        ),
+    ] = None,
+    item: Annotated[
+        str | None,
+        typer.Option("--item", help="a job's item: its id, line number or image file name"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Everything stored about one run: plan, steps (worker, queue, times), tool calls, replans,
@@ -133,8 +162,10 @@ def show(
     from ..redact import redact
 
     if (run is None) == (item is None):
-        _fail("name one run: `runs show RUN` (an id or a unique prefix), or "
-              "`runs show --job JOB --item ITEM`")
+        _fail(
+            "name one run: `runs show RUN` (an id or a unique prefix), or "
+            "`runs show --job JOB --item ITEM`"
+        )
     if job is not None and item is None:
         _fail("--job goes with --item (a run id names its run on its own)")
     engine = _engine()
@@ -175,14 +206,18 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
         line(f"  reference  {_text(details['reference'])}")
     if details.get("job_id"):
         item = details.get("job_item") or {}
-        line(f"  job        {details['job_id'][:8]}, item {_text(item.get('item_id'))} "
-             f"(line {item.get('line', '-')}, {item.get('status', '-')})")
+        line(
+            f"  job        {details['job_id'][:8]}, item {_text(item.get('item_id'))} "
+            f"(line {item.get('line', '-')}, {item.get('status', '-')})"
+        )
     timing = f"  created    {_when(created)}"
     if details.get("finished_at"):
         iterations = details.get("iterations") or 0
-        timing += (f", finished {_when(details['finished_at'], day=day)} "
-                   f"({_duration(details.get('duration_s'))}; {iterations + 1} iteration"
-                   f"{'s' if iterations else ''})")
+        timing += (
+            f", finished {_when(details['finished_at'], day=day)} "
+            f"({_duration(details.get('duration_s'))}; {iterations + 1} iteration"
+            f"{'s' if iterations else ''})"
+        )
     if details.get("resends"):
         timing += f"; re-sent {details['resends']} time(s)"
     line(timing)
@@ -192,34 +227,67 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
     steps = details.get("steps") or []
     if steps:
         table = Table(title="Steps")
-        for column in ("step", "iteration", "status", "worker", "queue", "attempts",
-                       "started", "finished", "duration"):
+        for column in (
+            "step",
+            "iteration",
+            "status",
+            "worker",
+            "queue",
+            "attempts",
+            "started",
+            "finished",
+            "duration",
+        ):
             table.add_column(column)
         for step in steps:
             status = step["status"] + (f": {step['error']}" if step.get("error") else "")
-            table.add_row(step["step"], str(step["iteration"]), _text(status),
-                          _text(step["worker"]), _text(step["queue"]), str(step["attempts"]),
-                          _when(step["started_at"], day=day),
-                          _when(step["finished_at"], day=day), _duration(step["duration_s"]))
+            table.add_row(
+                step["step"],
+                str(step["iteration"]),
+                _text(status),
+                _text(step["worker"]),
+                _text(step["queue"]),
+                str(step["attempts"]),
+                _when(step["started_at"], day=day),
+                _when(step["finished_at"], day=day),
+                _duration(step["duration_s"]),
+            )
         console.print(table)
     logs = details.get("tool_logs") or []
     if logs:
         table = Table(title="Tools")
-        for column in ("iteration", "scored on", "for", "distortion", "tool", "raw",
-                       "score 1-5", "ms", "note"):
+        for column in (
+            "iteration",
+            "scored on",
+            "for",
+            "distortion",
+            "tool",
+            "raw",
+            "score 1-5",
+            "ms",
+            "note",
+        ):
             table.add_column(column)
         for log in logs:
-            table.add_row(str(log["iteration"]), _text(scored_on(log.get("region"))),
-                          _text(asked_for(log["object"], log.get("requested_for"))),
-                          _text(log["distortion"]),
-                          _text(log["tool"]), _number(log["raw_score"], "4g"),
-                          _number(log["normalized_score"], ".2f"), *_tool_time(log))
+            table.add_row(
+                str(log["iteration"]),
+                _text(scored_on(log.get("region"))),
+                _text(asked_for(log["object"], log.get("requested_for"))),
+                _text(log["distortion"]),
+                _text(log["tool"]),
+                _number(log["raw_score"], "4g"),
+                _number(log["normalized_score"], ".2f"),
+                *_tool_time(log),
+            )
         console.print(table)
     for note in details.get("notes") or []:
         line(f"[yellow]Note:[/] {_text(note)}")
     for replan in details.get("replans") or []:
-        failed = (f" (failed: {replan['failure']}; answered with the previous plan's evidence)"
-                  if replan.get("failure") else "")
+        failed = (
+            f" (failed: {replan['failure']}; answered with the previous plan's evidence)"
+            if replan.get("failure")
+            else ""
+        )
         line(f"[yellow]Replan {replan['iteration']}:[/] {_text(replan['reason'] + failed)}")
     _render_answer(details, line)
 
@@ -258,7 +326,8 @@ def _render_plan(details: dict[str, Any], line: Any) -> None:
         line("[bold]Distortions:[/]")
         for entry in details["distortions"]:
             analysis = DistortionAnalysis.model_validate(
-                {key: entry[key] for key in ("type", "severity", "explanation")})
+                {key: entry[key] for key in ("type", "severity", "explanation")}
+            )
             line(f"  {_text(distortion_line(entry['object'], analysis))}")
 
 
@@ -268,10 +337,13 @@ def _render_answer(details: dict[str, Any], line: Any) -> None:
     if details.get("final_answer") is not None:
         line(f"[bold green]Answer:[/] {_text(details['final_answer'])}")
         if details.get("quality_score") is not None:
-            distribution = ", ".join(f"{level} {p:.2f}" for level, p in
-                                     (details.get("level_distribution") or {}).items())
-            line(f"[bold]Score:[/] {details['quality_score']:.2f} / 5 ({distribution}; "
-                 f"{_text(details.get('probability_source'))})")
+            distribution = ", ".join(
+                f"{level} {p:.2f}" for level, p in (details.get("level_distribution") or {}).items()
+            )
+            line(
+                f"[bold]Score:[/] {details['quality_score']:.2f} / 5 ({distribution}; "
+                f"{_text(details.get('probability_source'))})"
+            )
         line(f"[bold]Why:[/] {_text(details.get('quality_reasoning'))}")
         for note in details.get("answer_notes") or []:
             line(f"[yellow]Note:[/] {_text(note)}")

@@ -45,46 +45,78 @@ def check(
         groups.setdefault(config, []).append(role)
     results = [(roles, probe(roles[0], config)) for config, roles in groups.items()]
     if as_json:
-        print(json.dumps([{"roles": roles, **result.__dict__} for roles, result in results],
-                         indent=2, default=str))
+        print(
+            json.dumps(
+                [{"roles": roles, **result.__dict__} for roles, result in results],
+                indent=2,
+                default=str,
+            )
+        )
     else:
         for roles, result in results:
-            head = (f"{'/'.join(roles)}: {result.backend}"
-                    + (f" {result.model}" if result.model else "") + f" at {result.where}")
+            head = (
+                f"{'/'.join(roles)}: {result.backend}"
+                + (f" {result.model}" if result.model else "")
+                + f" at {result.where}"
+            )
             if not result.ok:
                 line = f"[red]FAILED[/] {escape(head)}: {escape(result.error or '')}"
             elif result.backend == "builtin":
                 line = f"[green]ok[/] {escape(head)} (offline; no request needed)"
             else:
-                line = (f"[green]ok[/] {escape(head)}: answered {escape(repr(result.reply))} "
-                        f"as {escape(result.answered_model or '?')} in "
-                        f"{result.latency_s:.2f} s; log-probabilities: "
-                        f"{'yes' if result.logprobs else 'no (scoring asks for stated ones)'}")
+                line = (
+                    f"[green]ok[/] {escape(head)}: answered {escape(repr(result.reply))} "
+                    f"as {escape(result.answered_model or '?')} in "
+                    f"{result.latency_s:.2f} s; log-probabilities: "
+                    f"{'yes' if result.logprobs else 'no (scoring asks for stated ones)'}"
+                )
             out.print(line, highlight=False, soft_wrap=True)
     if not all(result.ok for _roles, result in results):
         raise typer.Exit(2)
 
 
 def worker(
-    queues: Annotated[str | None, typer.Option(
-        "--queues", "-Q", help="comma-separated queues (default: every configured queue)")] = None,
+    queues: Annotated[
+        str | None,
+        typer.Option(
+            "--queues", "-Q", help="comma-separated queues (default: every configured queue)"
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
-    pool: Annotated[str, typer.Option(
-        "--pool", help="prefork, solo or threads (VLM queue: threads with -c 64)")] = "prefork",
+    pool: Annotated[
+        str, typer.Option("--pool", help="prefork, solo or threads (VLM queue: threads with -c 64)")
+    ] = "prefork",
     hostname: Annotated[str | None, typer.Option("--hostname", "-n")] = None,
-    max_memory: Annotated[str | None, typer.Option(
-        "--max-memory", envvar="AGENTIC_IQA_WORKER_MAX_MEMORY",
-        help="memory this worker may use, e.g. 2GB: the tool budget per call "
-             "(AGENTIC_IQA_TOOL_MEMORY) is lowered to what fits with --concurrency, so a "
-             "too-large image fails as such instead of the worker being OOM-killed")] = None,
-    tool_time_limit: Annotated[int | None, typer.Option(
-        "--tool-time-limit", min=1, envvar="AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT",
-        help="seconds a tool step may run, wherever it runs (default 900): raise it for "
-             "very large photos")] = None,
-    vlm_time_limit: Annotated[int | None, typer.Option(
-        "--vlm-time-limit", min=1, envvar="AGENTIC_IQA_VLM_SOFT_TIME_LIMIT",
-        help="seconds a model step may run (default 300)")] = None,
+    max_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--max-memory",
+            envvar="AGENTIC_IQA_WORKER_MAX_MEMORY",
+            help="memory this worker may use, e.g. 2GB: the tool budget per call "
+            "(AGENTIC_IQA_TOOL_MEMORY) is lowered to what fits with --concurrency, so a "
+            "too-large image fails as such instead of the worker being OOM-killed",
+        ),
+    ] = None,
+    tool_time_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--tool-time-limit",
+            min=1,
+            envvar="AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT",
+            help="seconds a tool step may run, wherever it runs (default 900): raise it for "
+            "very large photos",
+        ),
+    ] = None,
+    vlm_time_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--vlm-time-limit",
+            min=1,
+            envvar="AGENTIC_IQA_VLM_SOFT_TIME_LIMIT",
+            help="seconds a model step may run (default 300)",
+        ),
+    ] = None,
 ) -> None:
     """Start a Celery worker (same as `celery -A workers.celery_app:app worker`).
 
@@ -104,10 +136,16 @@ def worker(
 
     if queues is None:
         settings = celery_app.conf.agentic_iqa
-        queues = ",".join(dict.fromkeys(
-            [settings.default_queue, settings.vlm_steps_queue, settings.tool_queue]))
-    argv = ["worker", f"--queues={queues}", f"--concurrency={concurrency}",
-            f"--loglevel={loglevel}", f"--pool={pool}"]
+        queues = ",".join(
+            dict.fromkeys([settings.default_queue, settings.vlm_steps_queue, settings.tool_queue])
+        )
+    argv = [
+        "worker",
+        f"--queues={queues}",
+        f"--concurrency={concurrency}",
+        f"--loglevel={loglevel}",
+        f"--pool={pool}",
+    ]
     if hostname:
         argv.append(f"--hostname={hostname}")
     celery_app.worker_main(argv + extra)

@@ -72,7 +72,8 @@ def get_dataset(name: str) -> Dataset:
     if canonical is None:
         raise DatasetFormatError(
             f"unknown dataset {name!r}; known: {', '.join(dataset_names())} "
-            f"(also: {', '.join(sorted(_ALIASES))})")
+            f"(also: {', '.join(sorted(_ALIASES))})"
+        )
     module, attribute = _READERS[canonical].split(":")
     reader: Dataset = getattr(importlib.import_module(module), attribute)
     return reader

@@ -48,15 +48,17 @@ class AGIQA3K:
         url="https://github.com/lcysyzxdxc/AGIQA-3k-Database",
     )
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         records = read_csv(path, self.info, ("name", "mos_quality"))
         return self._rows(records, image_folder(root, *FOLDERS))
 
-    def _rows(self, records: list[dict[str, str] | BadRecord], folder: str
-              ) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(
+        self, records: list[dict[str, str] | BadRecord], folder: str
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, record in enumerate(records, start=1):
             if isinstance(record, BadRecord):
                 yield DatasetProblem(line, f"{SCORES}, record {line}: {record.reason}")
@@ -68,15 +70,17 @@ class AGIQA3K:
                 yield DatasetProblem(line, f"{where}: no image name")
             elif mos is None:
                 yield DatasetProblem(
-                    line, f"{where}: mos_quality {record['mos_quality']!r} is not a number")
+                    line, f"{where}: mos_quality {record['mos_quality']!r} is not a number"
+                )
             else:
                 meta: dict[str, object] = {"generator": name.split("_", 1)[0]}
                 if record.get("prompt"):
                     meta["prompt"] = record["prompt"]
                 if (align := score(record.get("mos_align"))) is not None:
                     meta["mos_align"] = align
-                yield DatasetRow(line=line, image=joined(folder, name), mos=mos, item_id=name,
-                                 meta=meta)
+                yield DatasetRow(
+                    line=line, image=joined(folder, name), mos=mos, item_id=name, meta=meta
+                )
 
 
 DATASET = AGIQA3K()

@@ -71,8 +71,9 @@ class Dataset(Protocol):
 
     info: DatasetInfo
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         """The records of ``split`` (None: ``info.default_split``) under ``root``.
 
         Raises :class:`DatasetFormatError` when called, before the first record, if the files

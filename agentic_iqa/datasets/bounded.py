@@ -47,8 +47,9 @@ MAX_XLSX_ROW_ELEMENTS = 4 * 16_384
 MAX_XLSX_ELEMENTS = 100_000
 #: Content types by which openpyxl finds an archive's parts (not their names, which a file
 #: may choose freely).
-_SHARED_STRINGS_TYPE = ("application/vnd.openxmlformats-officedocument.spreadsheetml."
-                        "sharedStrings+xml")
+_SHARED_STRINGS_TYPE = (
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"
+)
 _WORKSHEET_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
 #: An element's start tag (not a closing tag, declaration or comment), its local name.
 _START_TAG = re.compile(rb"<(?![/?!])(?:[A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*)")
@@ -83,9 +84,8 @@ def text_lines(handle: BinaryIO) -> Iterator[str]:
     """
     for number, raw in enumerate(handle, start=1):
         if number == 1 and raw.startswith(codecs.BOM_UTF8):
-            raw = raw[len(codecs.BOM_UTF8):]
-        for piece in (raw.splitlines(keepends=True) if b"\r" in raw.rstrip(b"\r\n")
-                      else (raw,)):
+            raw = raw[len(codecs.BOM_UTF8) :]
+        for piece in raw.splitlines(keepends=True) if b"\r" in raw.rstrip(b"\r\n") else (raw,):
             yield piece.decode("utf-8", "surrogateescape")
 
 
@@ -123,8 +123,9 @@ def json_depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = (item.values() if isinstance(item, dict)
-                    else item if isinstance(item, list) else None)
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
         if children is None:
             continue
         deepest = max(deepest, depth)
@@ -138,12 +139,14 @@ def read_json_file(path: DatasetPath) -> Any:
     """A whole JSON document, refused above :data:`MAX_JSON_BYTES` or too deep."""
     size = path.stat().st_size
     if size > MAX_JSON_BYTES:
-        raise TooLarge(f"{path} is {size / 2**20:.0f} MB, more than the "
-                       f"{MAX_JSON_BYTES // 2**20} MB read as one JSON document (use JSONL)")
+        raise TooLarge(
+            f"{path} is {size / 2**20:.0f} MB, more than the "
+            f"{MAX_JSON_BYTES // 2**20} MB read as one JSON document (use JSONL)"
+        )
     with path.open("rb") as handle:
         data = handle.read(MAX_JSON_BYTES + 1)
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
     return load_json(data.decode("utf-8"))
 
 
@@ -178,19 +181,28 @@ def check_xlsx(handle: BinaryIO, name: str) -> None:
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise ValueError(f"not an XLSX (zip) file: {exc}") from None
     if len(entries) > MAX_XLSX_ENTRIES:
-        raise TooLarge(f"{name} holds {len(entries)} entries, more than the "
-                       f"{MAX_XLSX_ENTRIES} a spreadsheet needs")
+        raise TooLarge(
+            f"{name} holds {len(entries)} entries, more than the "
+            f"{MAX_XLSX_ENTRIES} a spreadsheet needs"
+        )
     total = 0
     for entry in entries:
-        budget = (MAX_XLSX_SHARED_STRINGS_BYTES if entry.filename.lower().endswith(
-            "sharedstrings.xml") else MAX_XLSX_ENTRY_BYTES)
+        budget = (
+            MAX_XLSX_SHARED_STRINGS_BYTES
+            if entry.filename.lower().endswith("sharedstrings.xml")
+            else MAX_XLSX_ENTRY_BYTES
+        )
         if entry.file_size > budget:
-            raise TooLarge(f"{name}: {entry.filename} unpacks to "
-                           f"{entry.file_size / 2**20:.0f} MB, more than {budget // 2**20} MB")
+            raise TooLarge(
+                f"{name}: {entry.filename} unpacks to "
+                f"{entry.file_size / 2**20:.0f} MB, more than {budget // 2**20} MB"
+            )
         total += entry.file_size
     if total > MAX_XLSX_TOTAL_BYTES:
-        raise TooLarge(f"{name} unpacks to {total / 2**20:.0f} MB, more than "
-                       f"{MAX_XLSX_TOTAL_BYTES // 2**20} MB")
+        raise TooLarge(
+            f"{name} unpacks to {total / 2**20:.0f} MB, more than "
+            f"{MAX_XLSX_TOTAL_BYTES // 2**20} MB"
+        )
     handle.seek(0)
     with zipfile.ZipFile(handle) as archive:
         _check_xlsx_parts(archive, name)
@@ -208,14 +220,18 @@ def _check_xlsx_parts(archive: zipfile.ZipFile, name: str) -> None:
         kind = types.get(part.lower())
         if kind == _SHARED_STRINGS_TYPE or part.lower().endswith("sharedstrings.xml"):
             if entry.file_size > MAX_XLSX_SHARED_STRINGS_BYTES:
-                raise TooLarge(f"{name}: {part} (its shared strings) unpacks to "
-                               f"{entry.file_size / 2**20:.0f} MB, more than "
-                               f"{MAX_XLSX_SHARED_STRINGS_BYTES // 2**20} MB")
+                raise TooLarge(
+                    f"{name}: {part} (its shared strings) unpacks to "
+                    f"{entry.file_size / 2**20:.0f} MB, more than "
+                    f"{MAX_XLSX_SHARED_STRINGS_BYTES // 2**20} MB"
+                )
             strings = _count(archive, entry, name, strings=True)[2]
             if strings > MAX_XLSX_SHARED_STRINGS:
-                raise TooLarge(f"{name}: {part} holds more than {MAX_XLSX_SHARED_STRINGS:,} "
-                               "shared strings (a spreadsheet of this dataset needs a few "
-                               "thousand)")
+                raise TooLarge(
+                    f"{name}: {part} holds more than {MAX_XLSX_SHARED_STRINGS:,} "
+                    "shared strings (a spreadsheet of this dataset needs a few "
+                    "thousand)"
+                )
         elif kind == _WORKSHEET_TYPE:
             _count(archive, entry, name, rows=True)
         elif part.lower().endswith((".xml", ".rels", ".vml")) or (kind or "").endswith("xml"):
@@ -236,13 +252,22 @@ def _content_types(archive: zipfile.ZipFile, name: str) -> dict[str, str]:
         root = ElementTree.fromstring(archive.read(entry))
     except ElementTree.ParseError as exc:
         raise ValueError(f"its content types cannot be read: {exc}") from None
-    return {str(node.get("PartName", "")).lstrip("/").lower(): str(node.get("ContentType"))
-            for node in root if node.tag.rsplit("}", 1)[-1] == "Override"}
+    return {
+        str(node.get("PartName", "")).lstrip("/").lower(): str(node.get("ContentType"))
+        for node in root
+        if node.tag.rsplit("}", 1)[-1] == "Override"
+    }
 
 
-def _count(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, name: str, *,
-           budget: int | None = None, rows: bool = False, strings: bool = False
-           ) -> tuple[int, int, int]:
+def _count(
+    archive: zipfile.ZipFile,
+    entry: zipfile.ZipInfo,
+    name: str,
+    *,
+    budget: int | None = None,
+    rows: bool = False,
+    strings: bool = False,
+) -> tuple[int, int, int]:
     """(elements, rows, shared strings) of one XML part, counted from its start tags as it
     unpacks; raises :class:`TooLarge` past ``budget`` elements or, with ``rows``, past the
     rows or elements of one row a sheet may have."""
@@ -263,21 +288,25 @@ def _count(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, name: str, *,
                 if tag == b"row":
                     row_count, row_elements = row_count + 1, 0
                     if rows and row_count > MAX_XLSX_ROWS:
-                        raise TooLarge(f"{name}: {entry.filename} holds more than "
-                                       f"{MAX_XLSX_ROWS:,} rows")
+                        raise TooLarge(
+                            f"{name}: {entry.filename} holds more than {MAX_XLSX_ROWS:,} rows"
+                        )
                 else:
                     row_elements += 1
                     if rows and row_count and row_elements > MAX_XLSX_ROW_ELEMENTS:
                         raise TooLarge(
                             f"{name}: {entry.filename}: row {row_count} holds more than "
-                            f"{MAX_XLSX_ROW_ELEMENTS:,} XML elements (Excel's 16,384 columns)")
+                            f"{MAX_XLSX_ROW_ELEMENTS:,} XML elements (Excel's 16,384 columns)"
+                        )
                 shared += tag == b"si"
             pending = data[cut:]
             if budget is not None and elements > budget:
-                raise TooLarge(f"{name}: {entry.filename} brings the XML elements of its parts "
-                               f"other than sheets and shared strings above "
-                               f"{MAX_XLSX_ELEMENTS:,}, more than a dataset's spreadsheet "
-                               "needs")
+                raise TooLarge(
+                    f"{name}: {entry.filename} brings the XML elements of its parts "
+                    f"other than sheets and shared strings above "
+                    f"{MAX_XLSX_ELEMENTS:,}, more than a dataset's spreadsheet "
+                    "needs"
+                )
             if strings and shared > MAX_XLSX_SHARED_STRINGS:
                 break
             if not chunk:
@@ -342,13 +371,14 @@ def _inflated(handle: BinaryIO, size: int, order: str, budget: int) -> int:
             chunk = inflater.unconsumed_tail
             total += len(out)
             if len(head) < 72:
-                head += out[:72 - len(head)]
+                head += out[: 72 - len(head)]
                 if len(head) >= 72 or total == len(head):
                     kind, _ = _tag(head[:8], order)
                     _check_matrix(head[8:], kind, order)
             if total > budget:
-                raise TooLarge(f"a compressed variable inflates to more than "
-                               f"{MAX_MAT_BYTES // 2**20} MB")
+                raise TooLarge(
+                    f"a compressed variable inflates to more than {MAX_MAT_BYTES // 2**20} MB"
+                )
     return total
 
 
@@ -362,8 +392,11 @@ def _check_matrix(body: bytes, kind: int, order: str) -> None:
     small = dims_kind != struct.unpack(order + "I", body[16:20])[0]
     start = 20 if small else 24
     count = dims_size // 4
-    dims = struct.unpack(order + "i" * count, body[start:start + 4 * count]) \
-        if len(body) >= start + 4 * count else ()
+    dims = (
+        struct.unpack(order + "i" * count, body[start : start + 4 * count])
+        if len(body) >= start + 4 * count
+        else ()
+    )
     elements = 1
     for dim in dims:
         elements *= max(dim, 0)
@@ -371,5 +404,6 @@ def _check_matrix(body: bytes, kind: int, order: str) -> None:
         raise TooLarge(f"a cell array declares {elements} elements, more than {MAX_MAT_CELLS}")
     declared = elements * _MAT_ITEM_BYTES.get(array_class, 8)
     if declared > MAX_MAT_BYTES:
-        raise TooLarge(f"an array declares {declared / 2**20:.0f} MB, more than "
-                       f"{MAX_MAT_BYTES // 2**20} MB")
+        raise TooLarge(
+            f"an array declares {declared / 2**20:.0f} MB, more than {MAX_MAT_BYTES // 2**20} MB"
+        )

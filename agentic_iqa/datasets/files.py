@@ -42,15 +42,20 @@ def dataset_root(location: str | os.PathLike[str]) -> DatasetPath:
         raise DatasetFormatError(
             f"--root {display(text)}: give the bucket and prefix alone, with no user, "
             "password, query or fragment; the credential comes from the backend's environment "
-            "or config file (for S3: AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws/credentials)")
+            "or config file (for S3: AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws/credentials)"
+        )
     if kind == "file":
         if parts.netloc not in ("", "localhost"):
-            raise DatasetFormatError(f"--root {text}: a file:// URL names a folder on this "
-                                     f"machine, not on {parts.netloc}")
+            raise DatasetFormatError(
+                f"--root {text}: a file:// URL names a folder on this "
+                f"machine, not on {parts.netloc}"
+            )
         return Path(unquote(parts.path))
     if kind not in REMOTE_SCHEMES:
-        raise DatasetFormatError(f"--root {display(text)}: unsupported scheme {kind!r} (use "
-                                 "a folder, s3://, gs://, az:// or https://)")
+        raise DatasetFormatError(
+            f"--root {display(text)}: unsupported scheme {kind!r} (use "
+            "a folder, s3://, gs://, az:// or https://)"
+        )
     from upath import UPath
 
     if kind in ("http", "https"):
@@ -68,7 +73,8 @@ def choose_split(info: DatasetInfo, split: str | None) -> str:
     if chosen not in info.splits:
         raise DatasetFormatError(
             f"{info.title} has no split {chosen!r}; pass --split {' | '.join(info.splits)} "
-            f"(default {info.default_split})")
+            f"(default {info.default_split})"
+        )
     return chosen
 
 
@@ -77,7 +83,8 @@ def find_file(root: DatasetPath, info: DatasetInfo, *names: str) -> DatasetPath:
     if not root.is_dir():
         raise DatasetFormatError(
             f"{info.title}: {root} is not a folder; --root must be the folder the dataset "
-            f"unpacks to, the one holding {info.files}")
+            f"unpacks to, the one holding {info.files}"
+        )
     for name in names:
         path = root / name
         if path.is_file():
@@ -85,7 +92,8 @@ def find_file(root: DatasetPath, info: DatasetInfo, *names: str) -> DatasetPath:
     looked = " or ".join(names)
     raise DatasetFormatError(
         f"{info.title}: {looked} not found under {root}; --root must be the folder the "
-        f"dataset unpacks to, the one holding {info.files} ({info.url})")
+        f"dataset unpacks to, the one holding {info.files} ({info.url})"
+    )
 
 
 def image_folder(root: DatasetPath, *candidates: str) -> str:
@@ -133,8 +141,9 @@ class BadRecord:
     reason: str
 
 
-def read_csv(path: DatasetPath, info: DatasetInfo, required: tuple[str, ...]
-             ) -> list[dict[str, str] | BadRecord]:
+def read_csv(
+    path: DatasetPath, info: DatasetInfo, required: tuple[str, ...]
+) -> list[dict[str, str] | BadRecord]:
     """The data records of a CSV file with a header, which must hold the ``required`` columns.
 
     Each line is decoded on its own, so a byte that is not UTF-8 makes its record a
@@ -153,7 +162,8 @@ def read_csv(path: DatasetPath, info: DatasetInfo, required: tuple[str, ...]
         if missing:
             raise DatasetFormatError(
                 f"{info.title}: {path} has no column {', '.join(missing)} (its columns: "
-                f"{', '.join(header) or 'none'}); is this the file as the dataset ships it?")
+                f"{', '.join(header) or 'none'}); is this the file as the dataset ships it?"
+            )
         records: list[dict[str, str] | BadRecord] = []
         while True:
             try:

@@ -34,11 +34,31 @@ from agentic_iqa.datasets.files import (
 
 SCORES = "dmos.csv"
 DISTORTIONS = (
-    "gaussian_blur", "lens_blur", "motion_blur", "color_diffusion", "color_shift",
-    "color_quantization", "color_saturation_1", "color_saturation_2", "jpeg2000", "jpeg",
-    "white_noise", "white_noise_color_component", "impulse_noise", "multiplicative_noise",
-    "denoise", "brighten", "darken", "mean_shift", "jitter", "non_eccentricity_patch", "pixelate",
-    "quantization", "color_block", "high_sharpen", "contrast_change",
+    "gaussian_blur",
+    "lens_blur",
+    "motion_blur",
+    "color_diffusion",
+    "color_shift",
+    "color_quantization",
+    "color_saturation_1",
+    "color_saturation_2",
+    "jpeg2000",
+    "jpeg",
+    "white_noise",
+    "white_noise_color_component",
+    "impulse_noise",
+    "multiplicative_noise",
+    "denoise",
+    "brighten",
+    "darken",
+    "mean_shift",
+    "jitter",
+    "non_eccentricity_patch",
+    "pixelate",
+    "quantization",
+    "color_block",
+    "high_sharpen",
+    "contrast_change",
 )
 
 
@@ -69,14 +89,16 @@ class KADID10k:
         url="http://database.mmsp-kn.de/kadid-10k-database.html",
     )
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         return self._rows(read_csv(path, self.info, ("dist_img", "ref_img", "dmos")))
 
-    def _rows(self, records: list[dict[str, str] | BadRecord]
-              ) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(
+        self, records: list[dict[str, str] | BadRecord]
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, record in enumerate(records, start=1):
             if isinstance(record, BadRecord):
                 yield DatasetProblem(line, f"{SCORES}, record {line}: {record.reason}")
@@ -89,9 +111,14 @@ class KADID10k:
             elif mos is None:
                 yield DatasetProblem(line, f"{where}: dmos {record['dmos']!r} is not a number")
             else:
-                yield DatasetRow(line=line, image=joined("images", name),
-                                 reference=joined("images", reference), mos=mos, item_id=name,
-                                 meta=distortion_of(name))
+                yield DatasetRow(
+                    line=line,
+                    image=joined("images", name),
+                    reference=joined("images", reference),
+                    mos=mos,
+                    item_id=name,
+                    meta=distortion_of(name),
+                )
 
 
 DATASET = KADID10k()

@@ -96,8 +96,9 @@ class KonIQ10k:
         url="http://database.mmsp-kn.de/koniq-10k-database.html",
     )
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         chosen = choose_split(self.info, split)
         first = find_file(root, self.info, SCORES, SETS)
         sets_path = root / SETS
@@ -105,25 +106,38 @@ class KonIQ10k:
             raise DatasetFormatError(
                 f"KonIQ-10k: split {chosen!r} needs {SETS} (metadata/ of "
                 f"https://github.com/subpic/koniq) under {root}; pass --split all to read every "
-                f"image of {SCORES}")
+                f"image of {SCORES}"
+            )
         sets: dict[str, dict[str, str]] = {}
         sets_records: list[dict[str, str] | BadRecord] = []
         if sets_path.is_file():
-            required = ("image_name", "set") if first.name == SCORES else (
-                "image_name", "set", "MOS", *LEVELS)
+            required = (
+                ("image_name", "set")
+                if first.name == SCORES
+                else ("image_name", "set", "MOS", *LEVELS)
+            )
             sets_records = read_csv(sets_path, self.info, required)
-            sets = {record["image_name"]: record for record in sets_records
-                    if not isinstance(record, BadRecord)}
+            sets = {
+                record["image_name"]: record
+                for record in sets_records
+                if not isinstance(record, BadRecord)
+            }
         if first.name == SCORES:
             records = read_csv(first, self.info, ("image_name", "MOS"))
         else:
             records = sets_records
-        return self._rows(records, first.name, sets, chosen,
-                          image_folder(root, "1024x768", "512x384"))
+        return self._rows(
+            records, first.name, sets, chosen, image_folder(root, "1024x768", "512x384")
+        )
 
-    def _rows(self, records: list[dict[str, str] | BadRecord], file: str,
-              sets: dict[str, dict[str, str]], chosen: str, folder: str
-              ) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(
+        self,
+        records: list[dict[str, str] | BadRecord],
+        file: str,
+        sets: dict[str, dict[str, str]],
+        chosen: str,
+        folder: str,
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, record in enumerate(records, start=1):
             if isinstance(record, BadRecord):
                 yield DatasetProblem(line, f"{file}, record {line}: {record.reason}")
@@ -156,8 +170,9 @@ class KonIQ10k:
             meta: dict[str, object] = {}
             if self.score == "zscore":  # the z-score is the truth; the 1-5 MOS stays beside it
                 if zscore is None:
-                    yield DatasetProblem(line, f"{where}: no MOS_zscore (the score asked for "
-                                               f"with --score zscore)")
+                    yield DatasetProblem(
+                        line, f"{where}: no MOS_zscore (the score asked for with --score zscore)"
+                    )
                     continue
                 mos, zscore, meta["mos_1_5"] = zscore, None, mos
             if zscore is not None:
@@ -166,8 +181,9 @@ class KonIQ10k:
                 meta["sd"] = sd
             if set_name:
                 meta["set"] = SPLIT_OF_SET.get(set_name, set_name)
-            yield DatasetRow(line=line, image=joined(folder, name), mos=mos, item_id=name,
-                             meta=meta)
+            yield DatasetRow(
+                line=line, image=joined(folder, name), mos=mos, item_id=name, meta=meta
+            )
 
 
 DATASET = KonIQ10k()

@@ -87,8 +87,9 @@ class LiveChallenge:
         url="https://live.ece.utexas.edu/research/ChallengeDB/index.html",
     )
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         chosen = choose_split(self.info, split)
         names_path = find_file(root, self.info, NAMES)
         mos_path = find_file(root, self.info, MOS)
@@ -97,25 +98,34 @@ class LiveChallenge:
         if len(names) != len(scores):
             raise DatasetFormatError(
                 f"LIVE-C: {names_path} lists {len(names)} images but {mos_path} has "
-                f"{len(scores)} scores; are both from the same release?")
+                f"{len(scores)} scores; are both from the same release?"
+            )
         start = 0 if chosen == "with-training" else TRAINING_IMAGES
-        return self._rows(names, scores, start, image_folder(root, "Images/trainingImages",
-                                                             "Images"))
+        return self._rows(
+            names, scores, start, image_folder(root, "Images/trainingImages", "Images")
+        )
 
-    def _rows(self, names: list[str], scores: Any, start: int, training_folder: str
-              ) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(
+        self, names: list[str], scores: Any, start: int, training_folder: str
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         for index in range(start, len(names)):
             line, name = index + 1, names[index]
             mos = score(scores[index])
             if not name:
                 yield DatasetProblem(line, f"{NAMES}, entry {line}: no image name")
             elif mos is None:
-                yield DatasetProblem(line, f"{MOS}, entry {line} ({name}): MOS "
-                                           f"{scores[index]} is not a number")
+                yield DatasetProblem(
+                    line, f"{MOS}, entry {line} ({name}): MOS {scores[index]} is not a number"
+                )
             else:
                 folder = training_folder if index < TRAINING_IMAGES else "Images"
-                yield DatasetRow(line=line, image=joined(folder, name), mos=mos, item_id=name,
-                                 meta={"training_image": True} if index < TRAINING_IMAGES else {})
+                yield DatasetRow(
+                    line=line,
+                    image=joined(folder, name),
+                    mos=mos,
+                    item_id=name,
+                    meta={"training_image": True} if index < TRAINING_IMAGES else {},
+                )
 
 
 DATASET = LiveChallenge()

@@ -62,23 +62,27 @@ class LLVisionQA:
         url="https://github.com/Q-Future/Q-Bench",
     )
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         chosen = choose_split(self.info, split)
         path = find_file(root, self.info, f"llvisionqa_{chosen}.json")
         try:  # bounded in size and depth: the file comes from the internet
             records = read_json_file(path)
         except (UnicodeDecodeError, ValueError) as error:
-            raise DatasetFormatError(f"Q-Bench: {path} is not JSON that can be read: {error}"
-                                     ) from None
+            raise DatasetFormatError(
+                f"Q-Bench: {path} is not JSON that can be read: {error}"
+            ) from None
         if not isinstance(records, list):
             raise DatasetFormatError(
                 f"Q-Bench: {path} holds a JSON {type(records).__name__}, not the list of "
-                f"questions the release ships")
+                f"questions the release ships"
+            )
         return self._rows(records, path.name, image_folder(root, "images", "images_llvisionqa"))
 
-    def _rows(self, records: list[Any], file: str, folder: str
-              ) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(
+        self, records: list[Any], file: str, folder: str
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, record in enumerate(records, start=1):
             where = f"{file}, question {line}"
             if not isinstance(record, dict):
@@ -90,13 +94,20 @@ class LLVisionQA:
                 yield DatasetProblem(line, f"{where}: no img_path")
             elif not isinstance(question, str) or not question.strip():
                 yield DatasetProblem(line, f"{where} ({image}): no question")
-            elif (not isinstance(candidates, list) or len(candidates) < 2
-                  or not all(isinstance(option, str) for option in candidates)):
-                yield DatasetProblem(line, f"{where} ({image}): candidates {candidates!r} is "
-                                           f"not a list of two or more texts")
+            elif (
+                not isinstance(candidates, list)
+                or len(candidates) < 2
+                or not all(isinstance(option, str) for option in candidates)
+            ):
+                yield DatasetProblem(
+                    line,
+                    f"{where} ({image}): candidates {candidates!r} is "
+                    f"not a list of two or more texts",
+                )
             elif answer is not None and answer not in candidates:
-                yield DatasetProblem(line, f"{where} ({image}): correct_ans {answer!r} is not "
-                                           f"one of the candidates")
+                yield DatasetProblem(
+                    line, f"{where} ({image}): correct_ans {answer!r} is not one of the candidates"
+                )
             else:
                 meta: dict[str, Any] = {}
                 if "type" in record:
@@ -105,9 +116,14 @@ class LLVisionQA:
                 if "concern" in record:
                     meta["concern"] = _named(record["concern"], CONCERNS)
                     meta["concern_code"] = record["concern"]
-                yield DatasetRow(line=line, image=joined(folder, image.strip()),
-                                 query=question.strip(), options=tuple(candidates),
-                                 answer=answer, meta=meta)
+                yield DatasetRow(
+                    line=line,
+                    image=joined(folder, image.strip()),
+                    query=question.strip(),
+                    options=tuple(candidates),
+                    answer=answer,
+                    meta=meta,
+                )
 
 
 DATASET = LLVisionQA()

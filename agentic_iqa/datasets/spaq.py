@@ -49,19 +49,22 @@ def _sheet_rows(path: DatasetPath) -> Iterator[tuple[Any, ...]]:
         except TooLarge as error:
             raise DatasetFormatError(f"SPAQ: {path} is refused: {error}") from None
         except ValueError as error:
-            raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}"
-                                     ) from None
+            raise DatasetFormatError(
+                f"SPAQ: {path} cannot be read as an XLSX file: {error}"
+            ) from None
         try:
             handle.seek(0)
             workbook = load_workbook(handle, read_only=True, data_only=True)
             sheet = workbook.worksheets[0]
         except Exception as error:  # openpyxl raises several types for a file that is not XLSX
-            raise DatasetFormatError(f"SPAQ: {path} cannot be read as an XLSX file: {error}"
-                                     ) from None
+            raise DatasetFormatError(
+                f"SPAQ: {path} cannot be read as an XLSX file: {error}"
+            ) from None
         try:
             header = next(sheet.iter_rows(max_row=1, values_only=True), ())
-            width = max((index + 1 for index, cell in enumerate(header) if cell is not None),
-                        default=0)
+            width = max(
+                (index + 1 for index, cell in enumerate(header) if cell is not None), default=0
+            )
             yield tuple(header[:width])
             if width:
                 yield from sheet.iter_rows(min_row=2, max_col=width, values_only=True)
@@ -85,8 +88,9 @@ class SPAQ:
         url="https://github.com/h4nwei/SPAQ",
     )
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         table = _sheet_rows(path)
@@ -97,11 +101,13 @@ class SPAQ:
             table.close()
             raise DatasetFormatError(
                 f"SPAQ: the first sheet of {path} has no column {', '.join(missing)} (its "
-                f"columns: {', '.join(name for name in header if name) or 'none'})")
+                f"columns: {', '.join(name for name in header if name) or 'none'})"
+            )
         return self._rows(header, table)
 
-    def _rows(self, header: list[str], table: Iterator[tuple[Any, ...]]
-              ) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(
+        self, header: list[str], table: Iterator[tuple[Any, ...]]
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         line = 0
         while True:
             line += 1
@@ -110,8 +116,10 @@ class SPAQ:
             except StopIteration:
                 return
             except Exception as error:  # broken XML mid-sheet: the records read so far stand
-                yield DatasetProblem(line, f"{SCORES}: the sheet cannot be read from record "
-                                           f"{line} on: {str(error)[:200]}")
+                yield DatasetProblem(
+                    line,
+                    f"{SCORES}: the sheet cannot be read from record {line} on: {str(error)[:200]}",
+                )
                 return
             if all(value is None or str(value).strip() == "" for value in values):
                 continue
@@ -124,10 +132,14 @@ class SPAQ:
             elif mos is None:
                 yield DatasetProblem(line, f"{where}: MOS {record.get('MOS')!r} is not a number")
             else:
-                meta = {attribute.lower(): value for attribute in ATTRIBUTES
-                        if (value := score(record.get(attribute))) is not None}
-                yield DatasetRow(line=line, image=joined("TestImage", name), mos=mos,
-                                 item_id=name, meta=meta)
+                meta = {
+                    attribute.lower(): value
+                    for attribute in ATTRIBUTES
+                    if (value := score(record.get(attribute))) is not None
+                }
+                yield DatasetRow(
+                    line=line, image=joined("TestImage", name), mos=mos, item_id=name, meta=meta
+                )
 
 
 DATASET = SPAQ()

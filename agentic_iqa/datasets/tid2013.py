@@ -32,13 +32,27 @@ DISTORTIONS = (
     "Additive Gaussian noise",
     "Additive noise in color components is more intensive than additive noise in the luminance "
     "component",
-    "Spatially correlated noise", "Masked noise", "High frequency noise", "Impulse noise",
-    "Quantization noise", "Gaussian blur", "Image denoising", "JPEG compression",
-    "JPEG2000 compression", "JPEG transmission errors", "JPEG2000 transmission errors",
-    "Non eccentricity pattern noise", "Local block-wise distortions of different intensity",
-    "Mean shift (intensity shift)", "Contrast change", "Change of color saturation",
-    "Multiplicative Gaussian noise", "Comfort noise", "Lossy compression of noisy images",
-    "Image color quantization with dither", "Chromatic aberrations",
+    "Spatially correlated noise",
+    "Masked noise",
+    "High frequency noise",
+    "Impulse noise",
+    "Quantization noise",
+    "Gaussian blur",
+    "Image denoising",
+    "JPEG compression",
+    "JPEG2000 compression",
+    "JPEG transmission errors",
+    "JPEG2000 transmission errors",
+    "Non eccentricity pattern noise",
+    "Local block-wise distortions of different intensity",
+    "Mean shift (intensity shift)",
+    "Contrast change",
+    "Change of color saturation",
+    "Multiplicative Gaussian noise",
+    "Comfort noise",
+    "Lossy compression of noisy images",
+    "Image color quantization with dither",
+    "Chromatic aberrations",
     "Sparse sampling and reconstruction",
 )
 _NAME = re.compile(r"^i(\d\d)_(\d\d)_(\d)\.bmp$", re.IGNORECASE)
@@ -65,23 +79,27 @@ class TID2013:
         url="https://www.ponomarenko.info/tid2013.htm",
     )
 
-    def rows(self, root: DatasetPath, split: str | None = None
-             ) -> Iterator[DatasetRow | DatasetProblem]:
+    def rows(
+        self, root: DatasetPath, split: str | None = None
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         choose_split(self.info, split)
         path = find_file(root, self.info, SCORES)
         lines = path.read_bytes().splitlines()
-        return self._rows(lines, case_names(root / "distorted_images"),
-                          case_names(root / "reference_images"))
+        return self._rows(
+            lines, case_names(root / "distorted_images"), case_names(root / "reference_images")
+        )
 
-    def _rows(self, lines: list[bytes], distorted: dict[str, str], references: dict[str, str]
-              ) -> Iterator[DatasetRow | DatasetProblem]:
+    def _rows(
+        self, lines: list[bytes], distorted: dict[str, str], references: dict[str, str]
+    ) -> Iterator[DatasetRow | DatasetProblem]:
         for line, raw in enumerate(lines, start=1):
             where = f"{SCORES}, line {line}"
             try:  # line by line, so a stray byte is the fault of its line alone
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                yield DatasetProblem(line, f"{where}: is not UTF-8 text (byte "
-                                           f"0x{raw[error.start]:02x})")
+                yield DatasetProblem(
+                    line, f"{where}: is not UTF-8 text (byte 0x{raw[error.start]:02x})"
+                )
                 continue
             fields = text.split()
             if not fields:
@@ -94,8 +112,11 @@ class TID2013:
             if mos is None:
                 yield DatasetProblem(line, f"{where} ({name}): MOS {value!r} is not a number")
             elif match is None:
-                yield DatasetProblem(line, f"{where}: {name!r} is not of the form iNN_TT_L.bmp, "
-                                           f"so its reference is unknown")
+                yield DatasetProblem(
+                    line,
+                    f"{where}: {name!r} is not of the form iNN_TT_L.bmp, "
+                    f"so its reference is unknown",
+                )
             else:
                 number, index, level = (int(group) for group in match.groups())
                 reference = reference_name(number)
@@ -105,9 +126,13 @@ class TID2013:
                 yield DatasetRow(
                     line=line,
                     image=joined("distorted_images", distorted.get(name.lower(), name)),
-                    reference=joined("reference_images",
-                                     references.get(reference.lower(), reference)),
-                    mos=mos, item_id=name, meta=meta)
+                    reference=joined(
+                        "reference_images", references.get(reference.lower(), reference)
+                    ),
+                    mos=mos,
+                    item_id=name,
+                    meta=meta,
+                )
 
 
 DATASET = TID2013()

@@ -48,53 +48,97 @@ def line_prefix(batch_id: str) -> str:
 def answers_for(session: Session, run_id: str, step: str, iteration: int) -> dict[int, Answer]:
     """What batches brought for this step of this run, by place: answers and final errors."""
     rows = session.execute(
-        select(BatchRequest.seq, BatchRequest.request_key, BatchRequest.status,
-               BatchRequest.response_json, BatchRequest.error, VlmBatch.provider_id)
+        select(
+            BatchRequest.seq,
+            BatchRequest.request_key,
+            BatchRequest.status,
+            BatchRequest.response_json,
+            BatchRequest.error,
+            VlmBatch.provider_id,
+        )
         .outerjoin(VlmBatch, VlmBatch.id == BatchRequest.batch_id)
-        .where(BatchRequest.run_id == run_id, BatchRequest.step == step,
-               BatchRequest.iteration == iteration,
-               BatchRequest.status.in_(("answered", "failed")))).all()
-    return {seq: Answer(key, response if status == "answered" else None,
-                        error if status == "failed" else None, provider)
-            for seq, key, status, response, error, provider in rows}
+        .where(
+            BatchRequest.run_id == run_id,
+            BatchRequest.step == step,
+            BatchRequest.iteration == iteration,
+            BatchRequest.status.in_(("answered", "failed")),
+        )
+    ).all()
+    return {
+        seq: Answer(
+            key,
+            response if status == "answered" else None,
+            error if status == "failed" else None,
+            provider,
+        )
+        for seq, key, status, response, error, provider in rows
+    }
 
 
-def park(session: Session, *, job_id: str, run_id: str, step: str, iteration: int,
-         wanted: Sequence[Wanted]) -> int:
+def park(
+    session: Session,
+    *,
+    job_id: str,
+    run_id: str,
+    step: str,
+    iteration: int,
+    wanted: Sequence[Wanted],
+) -> int:
     """The run waits for ``wanted``: the requests are stored (once per place), the step's
     attempt is handed back (waiting is not an attempt) and the run holds no lease.  Returns the
     requests newly stored."""
     added = 0
     for request in wanted:
-        row = session.scalar(select(BatchRequest).where(
-            BatchRequest.run_id == run_id, BatchRequest.step == step,
-            BatchRequest.iteration == iteration, BatchRequest.seq == request.seq))
+        row = session.scalar(
+            select(BatchRequest).where(
+                BatchRequest.run_id == run_id,
+                BatchRequest.step == step,
+                BatchRequest.iteration == iteration,
+                BatchRequest.seq == request.seq,
+            )
+        )
         if row is None:
             row = _adoptable(session, job_id, request.request_key)
         if row is not None and row.run_id != run_id:  # an earlier run's, given up: take it
             row.run_id, row.step, row.iteration, row.seq = run_id, step, iteration, request.seq
             continue
         if row is None:
-            session.add(BatchRequest(
-                job_id=job_id, run_id=run_id, step=step, iteration=iteration, seq=request.seq,
-                role=request.role, request_key=request.request_key,
-                request_json=request.request_json, status="pending", tries=0))
+            session.add(
+                BatchRequest(
+                    job_id=job_id,
+                    run_id=run_id,
+                    step=step,
+                    iteration=iteration,
+                    seq=request.seq,
+                    role=request.role,
+                    request_key=request.request_key,
+                    request_json=request.request_json,
+                    status="pending",
+                    tries=0,
+                )
+            )
             added += 1
         elif row.request_key != request.request_key:  # another request at this place now
             row.request_key, row.request_json, row.role = (
-                request.request_key, request.request_json, request.role)
+                request.request_key,
+                request.request_json,
+                request.role,
+            )
             row.status, row.batch_id, row.tries = "pending", None, 0
             row.response_json = row.error = row.answered_at = None
             added += 1
-    record = session.scalar(select(StepRecord).where(
-        StepRecord.run_id == run_id, StepRecord.step == step,
-        StepRecord.iteration == iteration))
+    record = session.scalar(
+        select(StepRecord).where(
+            StepRecord.run_id == run_id, StepRecord.step == step, StepRecord.iteration == iteration
+        )
+    )
     if record is not None:
         record.attempts = max(0, record.attempts - 1)
         record.lease_until = None
         record.error = f"waiting for {len(wanted)} answer(s) from a batch"
-    session.execute(update(Run).where(Run.id == run_id)
-                    .values(awaiting_batch=True, lease_until=None))
+    session.execute(
+        update(Run).where(Run.id == run_id).values(awaiting_batch=True, lease_until=None)
+    )
     session.flush()
     return added
 
@@ -104,28 +148,50 @@ def _adoptable(session: Session, job_id: str, key: str) -> BatchRequest | None:
     job, then resumed as a new run), answered, in a batch or waiting for one: a resume pays
     for nothing twice, and a dead run's request is never sent (:func:`gather`)."""
     return session.scalars(
-        select(BatchRequest).join(Run, Run.id == BatchRequest.run_id)
-        .where(BatchRequest.job_id == job_id, BatchRequest.request_key == key,
-               BatchRequest.status.in_(("answered", "submitted", "pending")),
-               Run.status == "failed")
-        .order_by(BatchRequest.id).limit(1)).first()
+        select(BatchRequest)
+        .join(Run, Run.id == BatchRequest.run_id)
+        .where(
+            BatchRequest.job_id == job_id,
+            BatchRequest.request_key == key,
+            BatchRequest.status.in_(("answered", "submitted", "pending")),
+            Run.status == "failed",
+        )
+        .order_by(BatchRequest.id)
+        .limit(1)
+    ).first()
 
 
 def cancel_parked(session: Session, job_id: str) -> int:
     """A cancelled job's waiting runs end as cancelled (their requests may still be answered,
     and a resumed run takes those answers over: :func:`park`)."""
-    parked = list(session.scalars(select(Run.id).where(
-        Run.job_id == job_id, Run.awaiting_batch.is_(True),
-        Run.status.in_(("pending", "running")))))
+    parked = list(
+        session.scalars(
+            select(Run.id).where(
+                Run.job_id == job_id,
+                Run.awaiting_batch.is_(True),
+                Run.status.in_(("pending", "running")),
+            )
+        )
+    )
     if not parked:
         return 0
     now = utc_now()
-    session.execute(update(Run).where(Run.id.in_(parked)).values(
-        status="failed", error="cancelled with its job", awaiting_batch=False,
-        lease_until=None, finished_at=now))
-    closed = session.execute(update(JobItem).where(JobItem.run_id.in_(parked),
-                                                   JobItem.status == "queued")
-                             .values(status="cancelled", finished_at=now)).rowcount
+    session.execute(
+        update(Run)
+        .where(Run.id.in_(parked))
+        .values(
+            status="failed",
+            error="cancelled with its job",
+            awaiting_batch=False,
+            lease_until=None,
+            finished_at=now,
+        )
+    )
+    closed = session.execute(
+        update(JobItem)
+        .where(JobItem.run_id.in_(parked), JobItem.status == "queued")
+        .values(status="cancelled", finished_at=now)
+    ).rowcount
     move(session, job_id, {("queued", "cancelled"): int(closed or 0)})
     return len(parked)
 
@@ -141,24 +207,39 @@ def running_batch_jobs(session: Session) -> list[str]:
     """Running jobs with requests waiting or batches open, and jobs (of any status) whose
     batches still have answers to read: a cancelled job's batch is read to the end, so a
     resume pays for nothing twice."""
-    waiting = select(BatchRequest.job_id).where(
-        BatchRequest.status.in_(_OPEN_REQUESTS)).distinct()
-    parked = select(Run.job_id).where(Run.awaiting_batch.is_(True),
-                                      Run.status.in_(("pending", "running"))).distinct()
+    waiting = select(BatchRequest.job_id).where(BatchRequest.status.in_(_OPEN_REQUESTS)).distinct()
+    parked = (
+        select(Run.job_id)
+        .where(Run.awaiting_batch.is_(True), Run.status.in_(("pending", "running")))
+        .distinct()
+    )
     unread = select(VlmBatch.job_id).where(VlmBatch.read.is_(False)).distinct()
-    return list(session.scalars(
-        select(Job.id).where(
-            (Job.status == "running") & (Job.id.in_(waiting) | Job.id.in_(parked))
-            | Job.id.in_(unread))
-        .order_by(Job.created_at)))
+    return list(
+        session.scalars(
+            select(Job.id)
+            .where(
+                (Job.status == "running") & (Job.id.in_(waiting) | Job.id.in_(parked))
+                | Job.id.in_(unread)
+            )
+            .order_by(Job.created_at)
+        )
+    )
 
 
 def moving_runs(session: Session, job_id: str) -> int:
     """Runs of the job at work, not waiting for a batch: a round waits for them to park."""
-    return int(session.scalar(
-        select(func.count()).select_from(Run).where(
-            Run.job_id == job_id, Run.status.in_(("pending", "running")),
-            Run.awaiting_batch.is_(False))) or 0)
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(Run)
+            .where(
+                Run.job_id == job_id,
+                Run.status.in_(("pending", "running")),
+                Run.awaiting_batch.is_(False),
+            )
+        )
+        or 0
+    )
 
 
 def pending_requests(session: Session, job_id: str) -> tuple[int, datetime | None]:
@@ -166,8 +247,12 @@ def pending_requests(session: Session, job_id: str) -> tuple[int, datetime | Non
     count, oldest = session.execute(
         select(func.count(), func.min(BatchRequest.created_at))
         .join(Run, Run.id == BatchRequest.run_id)
-        .where(BatchRequest.job_id == job_id, BatchRequest.status == "pending",
-               Run.status.in_(("pending", "running")))).one()
+        .where(
+            BatchRequest.job_id == job_id,
+            BatchRequest.status == "pending",
+            Run.status.in_(("pending", "running")),
+        )
+    ).one()
     if oldest is not None and oldest.tzinfo is None:
         from datetime import UTC
 
@@ -184,8 +269,10 @@ def open_batches(session: Session, job_id: str | None = None) -> list[VlmBatch]:
 
 
 def next_round(session: Session, job_id: str) -> int:
-    return int(session.scalar(select(func.max(VlmBatch.round))
-                              .where(VlmBatch.job_id == job_id)) or 0) + 1
+    return (
+        int(session.scalar(select(func.max(VlmBatch.round)).where(VlmBatch.job_id == job_id)) or 0)
+        + 1
+    )
 
 
 @dataclass(frozen=True)
@@ -197,16 +284,28 @@ class Gathered:
     requests: list[tuple[str, str]]
 
 
-def gather(session: Session, job_id: str, groups: dict[str, str], *, max_requests: int,
-           ) -> list[Gathered]:
+def gather(
+    session: Session,
+    job_id: str,
+    groups: dict[str, str],
+    *,
+    max_requests: int,
+) -> list[Gathered]:
     """Give every pending request of the job to a new batch: one per backend and model
     (``groups``: role -> its group's role, the first of the roles with the same backend, model
     and endpoint), split at ``max_requests``.  The caller holds the job's lock."""
-    rows = list(session.scalars(
-        select(BatchRequest).join(Run, Run.id == BatchRequest.run_id)
-        .where(BatchRequest.job_id == job_id, BatchRequest.status == "pending",
-               Run.status.in_(("pending", "running")))  # a run that ended asks nothing
-        .order_by(BatchRequest.id)))
+    rows = list(
+        session.scalars(
+            select(BatchRequest)
+            .join(Run, Run.id == BatchRequest.run_id)
+            .where(
+                BatchRequest.job_id == job_id,
+                BatchRequest.status == "pending",
+                Run.status.in_(("pending", "running")),
+            )  # a run that ended asks nothing
+            .order_by(BatchRequest.id)
+        )
+    )
     if not rows:
         return []
     by_group: dict[str, list[BatchRequest]] = {}
@@ -216,33 +315,60 @@ def gather(session: Session, job_id: str, groups: dict[str, str], *, max_request
     gathered = []
     for role, members in by_group.items():
         for start in range(0, len(members), max_requests):
-            chunk = members[start:start + max_requests]
-            batch = VlmBatch(job_id=job_id, round=number, role=role, backend="", model="",
-                             status="submitting", ended=False, read=False,
-                             request_count=len(chunk), polls=0)
+            chunk = members[start : start + max_requests]
+            batch = VlmBatch(
+                job_id=job_id,
+                round=number,
+                role=role,
+                backend="",
+                model="",
+                status="submitting",
+                ended=False,
+                read=False,
+                request_count=len(chunk),
+                polls=0,
+            )
             session.add(batch)
             session.flush()
             for row in chunk:
                 row.status, row.batch_id = "submitted", batch.id
-            gathered.append(Gathered(batch.id, role, [(line_id(batch.id, row.id),
-                                                      row.request_json) for row in chunk]))
+            gathered.append(
+                Gathered(
+                    batch.id, role, [(line_id(batch.id, row.id), row.request_json) for row in chunk]
+                )
+            )
     session.flush()
     return gathered
 
 
 def describe_batch(session: Session, batch_id: str, *, backend: str, model: str) -> None:
-    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id)
-                    .values(backend=backend, model=model))
+    session.execute(
+        update(VlmBatch).where(VlmBatch.id == batch_id).values(backend=backend, model=model)
+    )
 
 
-def record_state(session: Session, batch_id: str, *, provider_id: str | None, status: str,
-                 ended: bool, counts: dict[str, int], expires_at: datetime | None,
-                 error: str | None, next_poll_at: datetime | None,
-                 submitted: bool = False) -> None:
+def record_state(
+    session: Session,
+    batch_id: str,
+    *,
+    provider_id: str | None,
+    status: str,
+    ended: bool,
+    counts: dict[str, int],
+    expires_at: datetime | None,
+    error: str | None,
+    next_poll_at: datetime | None,
+    submitted: bool = False,
+) -> None:
     """What the provider says of the batch now."""
     values: dict[str, Any] = {
-        "status": status, "ended": ended, "counts_json": json.dumps(counts),
-        "expires_at": expires_at, "error": redact(error), "next_poll_at": next_poll_at}
+        "status": status,
+        "ended": ended,
+        "counts_json": json.dumps(counts),
+        "expires_at": expires_at,
+        "error": redact(error),
+        "next_poll_at": next_poll_at,
+    }
     if provider_id is not None:
         values["provider_id"] = provider_id
     if submitted:
@@ -254,29 +380,41 @@ def record_state(session: Session, batch_id: str, *, provider_id: str | None, st
 
 def submitted_requests(session: Session, batch_id: str) -> list[tuple[int, str]]:
     """The requests a batch was given and has not answered yet: (row id, request JSON)."""
-    rows = session.execute(select(BatchRequest.id, BatchRequest.request_json).where(
-        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
-        .order_by(BatchRequest.id)).all()
+    rows = session.execute(
+        select(BatchRequest.id, BatchRequest.request_json)
+        .where(BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
+        .order_by(BatchRequest.id)
+    ).all()
     return [(int(row_id), text) for row_id, text in rows]
 
 
 def taken_provider_ids(session: Session, since: datetime) -> set[str]:
     """Provider ids recorded for batches that may have been created since ``since``: a
     batch found again after a crash is none of these."""
-    return set(session.scalars(select(VlmBatch.provider_id).where(
-        VlmBatch.provider_id.is_not(None),
-        VlmBatch.submitted_at.is_(None) | (VlmBatch.submitted_at >= since))))
+    return set(
+        session.scalars(
+            select(VlmBatch.provider_id).where(
+                VlmBatch.provider_id.is_not(None),
+                VlmBatch.submitted_at.is_(None) | (VlmBatch.submitted_at >= since),
+            )
+        )
+    )
 
 
 def release(session: Session, batch_id: str, reason: str) -> int:
     """The batch row holds none of its requests after all (its create never reached the
     provider, and its job stopped): they wait for the next round, no try counted, and the
     row is closed with ``reason``.  Returns how many went back."""
-    result = session.execute(update(BatchRequest).where(
-        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
-        .values(status="pending", batch_id=None))
-    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id).values(
-        read=True, ended=True, error=redact(reason), next_poll_at=None, ended_at=utc_now()))
+    result = session.execute(
+        update(BatchRequest)
+        .where(BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
+        .values(status="pending", batch_id=None)
+    )
+    session.execute(
+        update(VlmBatch)
+        .where(VlmBatch.id == batch_id)
+        .values(read=True, ended=True, error=redact(reason), next_poll_at=None, ended_at=utc_now())
+    )
     return int(result.rowcount or 0)
 
 
@@ -289,10 +427,24 @@ def disown(session: Session, batch_id: str, reason: str) -> None:
     if row is None or row.provider_id is None:
         return
     now = utc_now()
-    session.add(VlmBatch(job_id=row.job_id, round=row.round, role=row.role,
-                         backend=row.backend, model=row.model, provider_id=row.provider_id,
-                         status="not ours", ended=True, read=True, request_count=0,
-                         error=redact(reason), submitted_at=now, ended_at=now, polls=0))
+    session.add(
+        VlmBatch(
+            job_id=row.job_id,
+            round=row.round,
+            role=row.role,
+            backend=row.backend,
+            model=row.model,
+            provider_id=row.provider_id,
+            status="not ours",
+            ended=True,
+            read=True,
+            request_count=0,
+            error=redact(reason),
+            submitted_at=now,
+            ended_at=now,
+            polls=0,
+        )
+    )
     row.provider_id, row.status, row.ended, row.counts_json = None, "submitting", False, None
     row.submitted_at = row.ended_at = row.expires_at = row.next_poll_at = None
     session.flush()
@@ -301,26 +453,39 @@ def disown(session: Session, batch_id: str, reason: str) -> None:
 def poll_now(session: Session, job_id: str) -> None:
     """The job's open batches are polled at the next pass (a cancel that could not reach the
     provider is tried again there)."""
-    session.execute(update(VlmBatch).where(VlmBatch.job_id == job_id,
-                                           VlmBatch.read.is_(False))
-                    .values(next_poll_at=utc_now()))
+    session.execute(
+        update(VlmBatch)
+        .where(VlmBatch.job_id == job_id, VlmBatch.read.is_(False))
+        .values(next_poll_at=utc_now())
+    )
 
 
-def claim_polls(session: Session, *, backoff: float, maximum: float,
-                stale_submitting: float, limit: int = 50) -> list[VlmBatch]:
+def claim_polls(
+    session: Session, *, backoff: float, maximum: float, stale_submitting: float, limit: int = 50
+) -> list[VlmBatch]:
     """Open batches due for a poll (and batches left "submitting" by a process that died),
     their next poll moved ahead so that one supervisor polls each."""
     now = utc_now()
-    due = list(session.scalars(
-        select(VlmBatch).where(
-            VlmBatch.read.is_(False),
-            ((VlmBatch.provider_id.is_not(None)) & (
-                VlmBatch.next_poll_at.is_(None) | (VlmBatch.next_poll_at <= now)))
-            | ((VlmBatch.status == "submitting")
-               & (VlmBatch.created_at < now - timedelta(seconds=stale_submitting))
-               & (VlmBatch.next_poll_at.is_(None) | (VlmBatch.next_poll_at <= now))))
-        .order_by(VlmBatch.next_poll_at, VlmBatch.created_at).limit(limit)
-        .with_for_update(skip_locked=True)))
+    due = list(
+        session.scalars(
+            select(VlmBatch)
+            .where(
+                VlmBatch.read.is_(False),
+                (
+                    (VlmBatch.provider_id.is_not(None))
+                    & (VlmBatch.next_poll_at.is_(None) | (VlmBatch.next_poll_at <= now))
+                )
+                | (
+                    (VlmBatch.status == "submitting")
+                    & (VlmBatch.created_at < now - timedelta(seconds=stale_submitting))
+                    & (VlmBatch.next_poll_at.is_(None) | (VlmBatch.next_poll_at <= now))
+                ),
+            )
+            .order_by(VlmBatch.next_poll_at, VlmBatch.created_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+    )
     for batch in due:
         wait = min(maximum, backoff * 2 ** min(batch.polls, 30))
         batch.polls += 1
@@ -329,9 +494,13 @@ def claim_polls(session: Session, *, backoff: float, maximum: float,
     return due
 
 
-def write_results(session: Session, batch_id: str,
-                  results: Iterable[tuple[str, str, str | None, str | None]], *,
-                  max_tries: int) -> dict[str, int]:
+def write_results(
+    session: Session,
+    batch_id: str,
+    results: Iterable[tuple[str, str, str | None, str | None]],
+    *,
+    max_tries: int,
+) -> dict[str, int]:
     """A batch's answers: ``(custom_id, kind, response_json, error)`` with kind succeeded,
     errored, refused, expired or canceled (custom ids as :func:`line_id` makes them).
     Answered requests keep their answer; refused ones (the provider says the request itself
@@ -340,8 +509,14 @@ def write_results(session: Session, batch_id: str,
     fail with the provider's reason; canceled ones (our cancel) go back without counting.
     Requests the provider did not mention count as expired.  Returns the count of each
     outcome."""
-    rows = {line_id(batch_id, row.id): row for row in session.scalars(select(BatchRequest).where(
-        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted"))}
+    rows = {
+        line_id(batch_id, row.id): row
+        for row in session.scalars(
+            select(BatchRequest).where(
+                BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted"
+            )
+        )
+    }
     outcome: dict[str, int] = {}
     now = utc_now()
     for custom_id, kind, response, error in results:
@@ -351,19 +526,35 @@ def write_results(session: Session, batch_id: str,
         _settle(row, kind, response, error, max_tries, now)
         outcome[kind] = outcome.get(kind, 0) + 1
     for row in rows.values():
-        _settle(row, "expired", None, "the batch ended without an answer to this request",
-                max_tries, now)
+        _settle(
+            row,
+            "expired",
+            None,
+            "the batch ended without an answer to this request",
+            max_tries,
+            now,
+        )
         outcome["expired"] = outcome.get("expired", 0) + 1
     session.execute(update(VlmBatch).where(VlmBatch.id == batch_id).values(read=True))
     session.flush()
     return outcome
 
 
-def _settle(row: BatchRequest, kind: str, response: str | None, error: str | None,
-            max_tries: int, now: datetime) -> None:
+def _settle(
+    row: BatchRequest,
+    kind: str,
+    response: str | None,
+    error: str | None,
+    max_tries: int,
+    now: datetime,
+) -> None:
     if kind == "succeeded" and response is not None:
         row.status, row.response_json, row.error, row.answered_at = (
-            "answered", response, None, now)
+            "answered",
+            response,
+            None,
+            now,
+        )
         return
     if kind == "canceled":
         row.status, row.batch_id = "pending", None
@@ -372,35 +563,56 @@ def _settle(row: BatchRequest, kind: str, response: str | None, error: str | Non
     reason = redact(error) or f"the request {kind} in its batch"
     if kind == "refused":  # the same request fails the same way in any batch
         row.status, row.error, row.answered_at = (
-            "failed", f"{reason} (refused by the provider: not sent again)", now)
+            "failed",
+            f"{reason} (refused by the provider: not sent again)",
+            now,
+        )
         return
     if row.tries >= max_tries:
         row.status, row.error, row.answered_at = (
-            "failed", f"{reason} (in {row.tries} batches)", now)
+            "failed",
+            f"{reason} (in {row.tries} batches)",
+            now,
+        )
     else:
         row.status, row.batch_id, row.error = "pending", None, reason
 
 
 def fail_unsent(session: Session, batch_id: str, reason: str) -> None:
     """A batch the provider refused as a whole: its requests fail with that reason."""
-    session.execute(update(BatchRequest).where(
-        BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
-        .values(status="failed", error=redact(reason), answered_at=utc_now()))
-    session.execute(update(VlmBatch).where(VlmBatch.id == batch_id)
-                    .values(read=True, ended=True, status="failed", error=redact(reason),
-                            ended_at=utc_now()))
+    session.execute(
+        update(BatchRequest)
+        .where(BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
+        .values(status="failed", error=redact(reason), answered_at=utc_now())
+    )
+    session.execute(
+        update(VlmBatch)
+        .where(VlmBatch.id == batch_id)
+        .values(read=True, ended=True, status="failed", error=redact(reason), ended_at=utc_now())
+    )
 
 
-def claim_answered_runs(session: Session, job_id: str, lease_seconds: float | None,
-                        limit: int = 10_000) -> list[str]:
+def claim_answered_runs(
+    session: Session, job_id: str, lease_seconds: float | None, limit: int = 10_000
+) -> list[str]:
     """Parked runs of a running job with nothing left to wait for, marked as moving again
     (with a lease when supervised): whoever claims one sends it on, once."""
-    open_request = exists().where(and_(BatchRequest.run_id == Run.id,
-                                       BatchRequest.status.in_(_OPEN_REQUESTS)))
-    runs = list(session.scalars(
-        select(Run).where(Run.job_id == job_id, Run.awaiting_batch.is_(True),
-                          Run.status.in_(("pending", "running")), ~open_request)
-        .limit(limit).with_for_update(skip_locked=True)))
+    open_request = exists().where(
+        and_(BatchRequest.run_id == Run.id, BatchRequest.status.in_(_OPEN_REQUESTS))
+    )
+    runs = list(
+        session.scalars(
+            select(Run)
+            .where(
+                Run.job_id == job_id,
+                Run.awaiting_batch.is_(True),
+                Run.status.in_(("pending", "running")),
+                ~open_request,
+            )
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+    )
     deadline = None if lease_seconds is None else utc_now() + timedelta(seconds=lease_seconds)
     for run in runs:
         run.awaiting_batch = False
@@ -412,9 +624,18 @@ def claim_answered_runs(session: Session, job_id: str, lease_seconds: float | No
 def reopen_runs(session: Session, job_id: str) -> int:
     """A resume: parked runs whose requests are all in (or failed) go on; requests of batches
     that ended unread are read by the rounds.  Returns parked runs left waiting."""
-    return int(session.scalar(select(func.count()).select_from(Run).where(
-        Run.job_id == job_id, Run.awaiting_batch.is_(True),
-        Run.status.in_(("pending", "running")))) or 0)
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(Run)
+            .where(
+                Run.job_id == job_id,
+                Run.awaiting_batch.is_(True),
+                Run.status.in_(("pending", "running")),
+            )
+        )
+        or 0
+    )
 
 
 @dataclass(frozen=True)
@@ -437,15 +658,27 @@ def batch_views(session: Session, job_id: str, *, open_only: bool = True) -> lis
     query = select(VlmBatch).where(VlmBatch.job_id == job_id).order_by(VlmBatch.created_at)
     if open_only:
         query = query.where(VlmBatch.read.is_(False))
-    return [BatchView(batch.round, batch.role, batch.backend, batch.model, batch.provider_id,
-                      batch.status, batch.request_count,
-                      json.loads(batch.counts_json) if batch.counts_json else {},
-                      batch.expires_at, batch.error)
-            for batch in session.scalars(query)]
+    return [
+        BatchView(
+            batch.round,
+            batch.role,
+            batch.backend,
+            batch.model,
+            batch.provider_id,
+            batch.status,
+            batch.request_count,
+            json.loads(batch.counts_json) if batch.counts_json else {},
+            batch.expires_at,
+            batch.error,
+        )
+        for batch in session.scalars(query)
+    ]
 
 
 def request_counts(session: Session, job_id: str) -> dict[str, int]:
-    rows = session.execute(select(BatchRequest.status, func.count())
-                           .where(BatchRequest.job_id == job_id)
-                           .group_by(BatchRequest.status)).all()
+    rows = session.execute(
+        select(BatchRequest.status, func.count())
+        .where(BatchRequest.job_id == job_id)
+        .group_by(BatchRequest.status)
+    ).all()
     return {status: int(count) for status, count in rows}

@@ -166,8 +166,11 @@ def sqlite_file(url: str | URL) -> Path | None:
     """The file a SQLite URL names, made absolute; None for a server, an in-memory database
     or a URI filename (``?uri=true``), which this code does not second-guess."""
     parsed = make_url(url)
-    if (parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:")
-            or parsed.query.get("uri")):
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or parsed.database in (None, "", ":memory:")
+        or parsed.query.get("uri")
+    ):
         return None
     return Path(parsed.database).absolute()
 
@@ -225,8 +228,7 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
     steps) long after the other thread committed.  Other processes still wait the SQLite way.
     """
     engine = engine or make_engine()
-    with _writer_lock(engine), Session(engine, expire_on_commit=False) as session, \
-            session.begin():
+    with _writer_lock(engine), Session(engine, expire_on_commit=False) as session, session.begin():
         yield session
 
 
@@ -239,8 +241,10 @@ def read_scope(engine: Engine | None = None) -> Iterator[Session]:
     commit wait in SQLite's busy handler.  Do not write in it.
     """
     engine = engine or make_engine()
-    with Session(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False
-                 ) as session, session.begin():
+    with (
+        Session(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False) as session,
+        session.begin(),
+    ):
         yield session
 
 
@@ -347,8 +351,11 @@ def script_heads(directory: Path | None = None) -> set[str]:
         for node in ast.parse(script.read_text(encoding="utf-8"), str(script)).body:
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 name, value = node.target.id, node.value
-            elif (isinstance(node, ast.Assign) and len(node.targets) == 1
-                  and isinstance(node.targets[0], ast.Name)):
+            elif (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
                 name, value = node.targets[0].id, node.value
             else:
                 continue

@@ -23,17 +23,28 @@ _ITEMS = JobItem.__table__
 
 #: The job's row, locked first by whoever moves its items (PostgreSQL; SQLite's BEGIN
 #: IMMEDIATE already serialises writers): a count taken under it sees every move before it.
-_LOCK_JOB = (select(_JOBS.c.status, _JOBS.c.waiting, _JOBS.c.submitting)
-             .where(_JOBS.c.id == bindparam("b_job")).with_for_update())
-_CLOSE_ITEM = (
-    update(_ITEMS).where(_ITEMS.c.run_id == bindparam("b_run"), _ITEMS.c.status == "queued")
-    .values(status=bindparam("b_status"), error=bindparam("b_error"),
-            finished_at=bindparam("b_now", type_=UtcDateTime()))
+_LOCK_JOB = (
+    select(_JOBS.c.status, _JOBS.c.waiting, _JOBS.c.submitting)
+    .where(_JOBS.c.id == bindparam("b_job"))
+    .with_for_update()
 )
-_OPEN_ITEM = (select(_ITEMS.c.id).where(_ITEMS.c.job_id == bindparam("b_job"),
-                                        _ITEMS.c.status.in_(("pending", "queued"))).limit(1))
+_CLOSE_ITEM = (
+    update(_ITEMS)
+    .where(_ITEMS.c.run_id == bindparam("b_run"), _ITEMS.c.status == "queued")
+    .values(
+        status=bindparam("b_status"),
+        error=bindparam("b_error"),
+        finished_at=bindparam("b_now", type_=UtcDateTime()),
+    )
+)
+_OPEN_ITEM = (
+    select(_ITEMS.c.id)
+    .where(_ITEMS.c.job_id == bindparam("b_job"), _ITEMS.c.status.in_(("pending", "queued")))
+    .limit(1)
+)
 _COUNTED = select(*(_JOBS.c[column] for column in ITEM_COUNTERS.values())).where(
-    _JOBS.c.id == bindparam("b_job"))
+    _JOBS.c.id == bindparam("b_job")
+)
 #: A run stopped here (Ctrl-C, a full disk) keeps its note while its last items end.
 _STOPPED_HERE = "interrupted"
 
@@ -50,12 +61,14 @@ def moved(moves: Mapping[tuple[str | None, str | None], int]) -> dict[str, objec
             deltas[source] = deltas.get(source, 0) - count
         if target is not None:
             deltas[target] = deltas.get(target, 0) + count
-    return {ITEM_COUNTERS[state]: _JOBS.c[ITEM_COUNTERS[state]] + delta
-            for state, delta in deltas.items() if delta}
+    return {
+        ITEM_COUNTERS[state]: _JOBS.c[ITEM_COUNTERS[state]] + delta
+        for state, delta in deltas.items()
+        if delta
+    }
 
 
-def move(session: Session, job_id: str, moves: Mapping[tuple[str | None, str | None], int]
-         ) -> None:
+def move(session: Session, job_id: str, moves: Mapping[tuple[str | None, str | None], int]) -> None:
     """Count the job's items that changed state (:func:`moved`), in the caller's transaction."""
     values = moved(moves)
     if values:
@@ -67,12 +80,18 @@ def close_item_for_run(session: Session, run: Run) -> None:
     run's error as one readable sentence (:func:`~agentic_iqa.jobs.errors.readable`); the run
     keeps it whole."""
     if run.job_id is not None:
-        close_item(session, run_id=run.id, job_id=run.job_id,
-                   succeeded=run.status == "succeeded", error=run.error)
+        close_item(
+            session,
+            run_id=run.id,
+            job_id=run.job_id,
+            succeeded=run.status == "succeeded",
+            error=run.error,
+        )
 
 
-def close_item(session: Session, *, run_id: str, job_id: str, succeeded: bool,
-               error: str | None) -> None:
+def close_item(
+    session: Session, *, run_id: str, job_id: str, succeeded: bool, error: str | None
+) -> None:
     """:func:`close_item_for_run` from what the caller knows of the run (no read of it): the
     job's row locked, the item moved, the job's counts moved by as many, and the job done
     when that was its last open item.  A handful of small statements, whatever the job's
@@ -82,9 +101,15 @@ def close_item(session: Session, *, run_id: str, job_id: str, succeeded: bool,
     status = "done" if succeeded else "failed"
     if job is not None and job.status == "cancelled" and status == "failed":
         status = "cancelled"
-    closed = session.execute(_CLOSE_ITEM, {
-        "b_run": run_id, "b_status": status,
-        "b_error": None if status == "done" else readable(error), "b_now": utc_now()}).rowcount
+    closed = session.execute(
+        _CLOSE_ITEM,
+        {
+            "b_run": run_id,
+            "b_status": status,
+            "b_error": None if status == "done" else readable(error),
+            "b_now": utc_now(),
+        },
+    ).rowcount
     if job is None:
         return
     values = moved({("queued", status): closed})
@@ -94,14 +119,19 @@ def close_item(session: Session, *, run_id: str, job_id: str, succeeded: bool,
         values.update(waiting=None, waiting_at=None)
     if not values:
         return
-    left = session.execute(update(_JOBS).where(_JOBS.c.id == job_id).values(values)
-                           .returning(_JOBS.c.items_pending, _JOBS.c.items_queued)).first()
+    left = session.execute(
+        update(_JOBS)
+        .where(_JOBS.c.id == job_id)
+        .values(values)
+        .returning(_JOBS.c.items_pending, _JOBS.c.items_queued)
+    ).first()
     if closed and job.status == "running" and not job.submitting and left is not None:
         _finish_if_nothing_open(session, job_id, left.items_pending, left.items_queued)
 
 
-def _finish_if_nothing_open(session: Session, job_id: str, pending: int | None,
-                            queued: int | None) -> bool:
+def _finish_if_nothing_open(
+    session: Session, job_id: str, pending: int | None, queued: int | None
+) -> bool:
     """Mark the running job done when its counts say nothing is open and an item says so too
     (one row of the index: a count that drifted would be counted again, not trusted)."""
     if pending is None or queued is None:
@@ -112,9 +142,13 @@ def _finish_if_nothing_open(session: Session, job_id: str, pending: int | None,
     if session.scalar(_OPEN_ITEM, {"b_job": job_id}) is not None:
         recount(session, job_id)
         return False
-    return bool(session.execute(
-        update(_JOBS).where(_JOBS.c.id == job_id, _JOBS.c.status == "running")
-        .values(status="done", finished_at=utc_now())).rowcount)
+    return bool(
+        session.execute(
+            update(_JOBS)
+            .where(_JOBS.c.id == job_id, _JOBS.c.status == "running")
+            .values(status="done", finished_at=utc_now())
+        ).rowcount
+    )
 
 
 def finish_if_complete(session: Session, job: Job) -> None:
@@ -137,9 +171,17 @@ def recount(session: Session, job_id: str) -> dict[str, int]:
     the counts are not known yet."""
     session.flush()
     session.execute(_LOCK_JOB, {"b_job": job_id})
-    found = {status: int(count) for status, count in session.execute(
-        select(_ITEMS.c.status, func.count()).where(_ITEMS.c.job_id == job_id)
-        .group_by(_ITEMS.c.status))}
-    session.execute(update(_JOBS).where(_JOBS.c.id == job_id).values(
-        {ITEM_COUNTERS[status]: found.get(status, 0) for status in ITEM_STATUSES}))
+    found = {
+        status: int(count)
+        for status, count in session.execute(
+            select(_ITEMS.c.status, func.count())
+            .where(_ITEMS.c.job_id == job_id)
+            .group_by(_ITEMS.c.status)
+        )
+    }
+    session.execute(
+        update(_JOBS)
+        .where(_JOBS.c.id == job_id)
+        .values({ITEM_COUNTERS[status]: found.get(status, 0) for status in ITEM_STATUSES})
+    )
     return {status: count for status, count in found.items() if count}

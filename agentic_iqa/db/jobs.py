@@ -25,19 +25,35 @@ from .steps import create_runs, lease_deadline
 
 _ITEMS = JobItem.__table__
 #: A claimed item: its run, queued (one statement for a window of items).
-_QUEUE_ITEM = (update(_ITEMS).where(_ITEMS.c.id == bindparam("b_id"))
-               .values(run_id=bindparam("b_run"), status="queued",
-                       queued_at=bindparam("b_now", type_=UtcDateTime())))
+_QUEUE_ITEM = (
+    update(_ITEMS)
+    .where(_ITEMS.c.id == bindparam("b_id"))
+    .values(
+        run_id=bindparam("b_run"),
+        status="queued",
+        queued_at=bindparam("b_now", type_=UtcDateTime()),
+    )
+)
 
 TERMINAL_ITEM = ("done", "failed", "cancelled")
 
 
-def create_job(session: Session, *, name: str, manifest: str, default_query: str,
-               root: str | None = None, max_replan_iterations: int = 2,
-               vlm_cache: bool = True, tools: Sequence[str] | None = None,
-               config_json: str | None = None, mode: str | None = None,
-               dataset_json: str | None = None, spec_json: str | None = None,
-               group: str | None = None) -> str:
+def create_job(
+    session: Session,
+    *,
+    name: str,
+    manifest: str,
+    default_query: str,
+    root: str | None = None,
+    max_replan_iterations: int = 2,
+    vlm_cache: bool = True,
+    tools: Sequence[str] | None = None,
+    config_json: str | None = None,
+    mode: str | None = None,
+    dataset_json: str | None = None,
+    spec_json: str | None = None,
+    group: str | None = None,
+) -> str:
     """A running job; ``tools``: a metric job, whose runs only run these tools;
     ``config_json``: the configuration its items run with (:mod:`agentic_iqa.runconfig`);
     ``mode``: agent, vlm or tools (a metric job's is tools); ``dataset_json``: the public
@@ -45,14 +61,26 @@ def create_job(session: Session, *, name: str, manifest: str, default_query: str
     ``group``: the sweep it belongs to."""
     mode = mode or ("tools" if tools else "agent")
     if mode not in JOB_MODES or (mode == "tools") != bool(tools):
-        raise ValueError(f"mode {mode!r} with tools {tools!r}: the modes are {JOB_MODES}, "
-                         "and tools mode is exactly a job with tools")
-    job = Job(name=name, manifest=manifest, default_query=default_query, root=root,
-              max_replan_iterations=max_replan_iterations, status="running",
-              vlm_cache=vlm_cache, tools=",".join(tools) if tools else None,
-              config_json=config_json, mode=mode, dataset_json=dataset_json,
-              spec_json=spec_json, job_group=group,
-              **{column: 0 for column in ITEM_COUNTERS.values()})  # counted from its first item
+        raise ValueError(
+            f"mode {mode!r} with tools {tools!r}: the modes are {JOB_MODES}, "
+            "and tools mode is exactly a job with tools"
+        )
+    job = Job(
+        name=name,
+        manifest=manifest,
+        default_query=default_query,
+        root=root,
+        max_replan_iterations=max_replan_iterations,
+        status="running",
+        vlm_cache=vlm_cache,
+        tools=",".join(tools) if tools else None,
+        config_json=config_json,
+        mode=mode,
+        dataset_json=dataset_json,
+        spec_json=spec_json,
+        job_group=group,
+        **{column: 0 for column in ITEM_COUNTERS.values()},
+    )  # counted from its first item
     # Its items come after every item stored so far: walks through them, and its first claim,
     # start there (the last entry of the primary key: one probe).
     job.items_after = job.claim_after = session.scalar(select(func.max(JobItem.id))) or 0
@@ -61,8 +89,9 @@ def create_job(session: Session, *, name: str, manifest: str, default_query: str
     return job.id
 
 
-def set_dispatch(session: Session, job_id: str, dispatch: str, *,
-                 holder: str | None = None) -> None:
+def set_dispatch(
+    session: Session, job_id: str, dispatch: str, *, holder: str | None = None
+) -> None:
     """Who feeds the job from now on: ``workers`` (the supervisor) or ``local``; ``holder``:
     the local process that renews its leases (:class:`~agentic_iqa.runtime.heartbeat.Holder`
     as JSON), so that a resume can tell whether it is still there."""
@@ -83,27 +112,39 @@ class Leases:
 def leases(session: Session, job_id: str) -> Leases:
     """The job's live leases (:class:`Leases`), read in one statement and its job's row."""
     live, until = session.execute(
-        select(func.count(), func.max(Run.lease_until))
-        .where(Run.job_id == job_id, Run.status.in_(("pending", "running")),
-               Run.lease_until.is_not(None), Run.lease_until >= utc_now())).one()
+        select(func.count(), func.max(Run.lease_until)).where(
+            Run.job_id == job_id,
+            Run.status.in_(("pending", "running")),
+            Run.lease_until.is_not(None),
+            Run.lease_until >= utc_now(),
+        )
+    ).one()
     return Leases(int(live or 0), until, get_job(session, job_id).lease_holder)
 
 
 def extend_leases(session: Session, job_id: str, seconds: float) -> int:
     """Push the leases of the job's open runs ``seconds`` ahead (the local runner's sign of
     life); returns how many."""
-    return int(session.execute(
-        update(Run).where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
-        .values(lease_until=lease_deadline(seconds))).rowcount or 0)
+    return int(
+        session.execute(
+            update(Run)
+            .where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
+            .values(lease_until=lease_deadline(seconds))
+        ).rowcount
+        or 0
+    )
 
 
 def finish_complete_jobs(session: Session) -> int:
     """Running jobs with nothing pending or queued are done (a lost or raced closing)."""
-    open_items = select(JobItem.id).where(JobItem.job_id == Job.id,
-                                          JobItem.status.in_(("pending", "queued")))
-    jobs = session.scalars(select(Job).where(Job.status == "running", ~open_items.exists(),
-                                             Job.submitting.is_(False))
-                           .with_for_update(skip_locked=True)).all()
+    open_items = select(JobItem.id).where(
+        JobItem.job_id == Job.id, JobItem.status.in_(("pending", "queued"))
+    )
+    jobs = session.scalars(
+        select(Job)
+        .where(Job.status == "running", ~open_items.exists(), Job.submitting.is_(False))
+        .with_for_update(skip_locked=True)
+    ).all()
     for job in jobs:
         job.status, job.finished_at = "done", utc_now()
         recount(session, job.id)  # whatever was lost on the way, its counts are right now
@@ -114,9 +155,13 @@ def close_orphaned_items(session: Session) -> int:
     """Items still 'queued' whose run already ended (its closing was lost): close them now."""
     running_jobs = select(Job.id).where(Job.status == "running")
     runs = session.scalars(  # by (job, status): the index, not a scan of every item ever
-        select(Run).join(JobItem, JobItem.run_id == Run.id)
-        .where(JobItem.job_id.in_(running_jobs), JobItem.status == "queued",
-               Run.status.in_(("succeeded", "failed")))
+        select(Run)
+        .join(JobItem, JobItem.run_id == Run.id)
+        .where(
+            JobItem.job_id.in_(running_jobs),
+            JobItem.status == "queued",
+            Run.status.in_(("succeeded", "failed")),
+        )
         .limit(500)
     ).all()
     for run in runs:
@@ -125,9 +170,22 @@ def close_orphaned_items(session: Session) -> int:
 
 
 #: The columns an item is stored with at submit (the rest start empty), in this order.
-ITEM_COLUMNS = ("job_id", "line", "item_key", "image", "reference", "query", "mos",
-                "answer_truth", "meta_json", "status", "error", "image_digest",
-                "reference_digest", "finished_at")
+ITEM_COLUMNS = (
+    "job_id",
+    "line",
+    "item_key",
+    "image",
+    "reference",
+    "query",
+    "mos",
+    "answer_truth",
+    "meta_json",
+    "status",
+    "error",
+    "image_digest",
+    "reference_digest",
+    "finished_at",
+)
 
 
 def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> int:
@@ -143,26 +201,31 @@ def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> 
     values = _item_values(job_id, rows, dialect, states)
     names = ", ".join(ITEM_COLUMNS)
     if dialect.name == "postgresql":
-        with driver.cursor() as cursor, \
-                cursor.copy(f"COPY job_items ({names}) FROM STDIN") as copy:
+        with driver.cursor() as cursor, cursor.copy(f"COPY job_items ({names}) FROM STDIN") as copy:
             for row in values:
                 copy.write_row(row)
     else:
         batch = list(values)
         if batch:
             marks = ", ".join("?" * len(ITEM_COLUMNS))
-            connection.exec_driver_sql(f"INSERT INTO job_items ({names}) VALUES ({marks})",
-                                       batch)
+            connection.exec_driver_sql(f"INSERT INTO job_items ({names}) VALUES ({marks})", batch)
     if states:  # the job's counts by state, where they are kept (NULL stays NULL: not yet)
-        counter = {ITEM_COUNTERS[state]: getattr(Job, ITEM_COUNTERS[state]) + added
-                   for state, added in states.items()}
-        session.execute(update(Job).where(Job.id == job_id).values(counter)
-                        .execution_options(synchronize_session=False))
+        counter = {
+            ITEM_COUNTERS[state]: getattr(Job, ITEM_COUNTERS[state]) + added
+            for state, added in states.items()
+        }
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(counter)
+            .execution_options(synchronize_session=False)
+        )
     return sum(states.values())
 
 
-def _item_values(job_id: str, rows: Iterable[dict[str, Any]], dialect: Any,
-                 states: dict[str, int]) -> Iterator[tuple[Any, ...]]:
+def _item_values(
+    job_id: str, rows: Iterable[dict[str, Any]], dialect: Any, states: dict[str, int]
+) -> Iterator[tuple[Any, ...]]:
     """Each row as the tuple of :data:`ITEM_COLUMNS` the driver takes, through the columns'
     own types where they convert (a UTC time as SQLite stores it), as an ORM insert would have
     written them; ``states`` counts them by status.  A row with every column is read in one
@@ -171,8 +234,11 @@ def _item_values(job_id: str, rows: Iterable[dict[str, Any]], dialect: Any,
 
     table = JobItem.__table__
     names = ITEM_COLUMNS[1:]
-    converted = [(index, process) for index, name in enumerate(ITEM_COLUMNS)
-                 if (process := table.c[name].type.bind_processor(dialect)) is not None]
+    converted = [
+        (index, process)
+        for index, name in enumerate(ITEM_COLUMNS)
+        if (process := table.c[name].type.bind_processor(dialect)) is not None
+    ]
     cells = itemgetter(*names)
     for row in rows:
         states[row["status"]] = states.get(row["status"], 0) + 1
@@ -199,15 +265,18 @@ class Claimed:
     digests: dict[str, str]
 
 
-def claim(session: Session, job: Job, limit: int, *, lease_seconds: float | None = None
-          ) -> list[str]:
+def claim(
+    session: Session, job: Job, limit: int, *, lease_seconds: float | None = None
+) -> list[str]:
     """:func:`claim_items`' run ids."""
-    return [claimed.run_id for claimed in
-            claim_items(session, job, limit, lease_seconds=lease_seconds)]
+    return [
+        claimed.run_id for claimed in claim_items(session, job, limit, lease_seconds=lease_seconds)
+    ]
 
 
-def claim_items(session: Session, job: Job, limit: int, *,
-                lease_seconds: float | None = None) -> list[Claimed]:
+def claim_items(
+    session: Session, job: Job, limit: int, *, lease_seconds: float | None = None
+) -> list[Claimed]:
     """Give up to ``limit`` pending items a run each and mark them queued, in one
     transaction of a few statements; returns the new runs (:class:`Claimed`).
 
@@ -224,33 +293,65 @@ def claim_items(session: Session, job: Job, limit: int, *,
     if not items:
         return []
     runs = create_runs(
-        session, [(item.query or job.default_query, str(item.image), item.reference)
-                  for item in items],
-        max_replan_iterations=job.max_replan_iterations, job_id=job.id,
-        lease_seconds=lease_seconds, metric_tools=job.metric_tools,
-        mode="vlm" if job.mode == "vlm" else "agent")
+        session,
+        [(item.query or job.default_query, str(item.image), item.reference) for item in items],
+        max_replan_iterations=job.max_replan_iterations,
+        job_id=job.id,
+        lease_seconds=lease_seconds,
+        metric_tools=job.metric_tools,
+        mode="vlm" if job.mode == "vlm" else "agent",
+    )
     now = utc_now()
-    session.execute(_QUEUE_ITEM, [{"b_id": item.id, "b_run": run_id, "b_now": now}
-                                  for item, (run_id, _state) in zip(items, runs, strict=True)])
+    session.execute(
+        _QUEUE_ITEM,
+        [
+            {"b_id": item.id, "b_run": run_id, "b_now": now}
+            for item, (run_id, _state) in zip(items, runs, strict=True)
+        ],
+    )
     move(session, job.id, {("pending", "queued"): len(runs)})
     last = max(item.id for item in items)
-    session.execute(update(Job.__table__).where(Job.__table__.c.id == job.id,
-                                                Job.__table__.c.claim_after < last)
-                    .values(claim_after=last))
-    return [Claimed(run_id, state, {location: digest for location, digest in (
-        (item.image, item.image_digest), (item.reference, item.reference_digest))
-        if location and digest}) for item, (run_id, state) in zip(items, runs, strict=True)]
+    session.execute(
+        update(Job.__table__)
+        .where(Job.__table__.c.id == job.id, Job.__table__.c.claim_after < last)
+        .values(claim_after=last)
+    )
+    return [
+        Claimed(
+            run_id,
+            state,
+            {
+                location: digest
+                for location, digest in (
+                    (item.image, item.image_digest),
+                    (item.reference, item.reference_digest),
+                )
+                if location and digest
+            },
+        )
+        for item, (run_id, state) in zip(items, runs, strict=True)
+    ]
 
 
 def _pending(session: Session, job_id: str, after: int, limit: int) -> list[Any]:
     """Up to ``limit`` of the job's pending items with an id above ``after``, in id order,
     locked (the columns a claim needs)."""
-    return list(session.execute(
-        select(_ITEMS.c.id, _ITEMS.c.query, _ITEMS.c.image, _ITEMS.c.reference,
-               _ITEMS.c.image_digest, _ITEMS.c.reference_digest)
-        .where(_ITEMS.c.job_id == job_id, _ITEMS.c.status == "pending", _ITEMS.c.id > after)
-        .order_by(_ITEMS.c.id).limit(limit).with_for_update(skip_locked=True)
-    ).all())
+    return list(
+        session.execute(
+            select(
+                _ITEMS.c.id,
+                _ITEMS.c.query,
+                _ITEMS.c.image,
+                _ITEMS.c.reference,
+                _ITEMS.c.image_digest,
+                _ITEMS.c.reference_digest,
+            )
+            .where(_ITEMS.c.job_id == job_id, _ITEMS.c.status == "pending", _ITEMS.c.id > after)
+            .order_by(_ITEMS.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        ).all()
+    )
 
 
 def cancel(session: Session, job_id: str) -> int:
@@ -260,7 +361,8 @@ def cancel(session: Session, job_id: str) -> int:
         return 0
     job.status, job.finished_at = "cancelled", utc_now()
     result = session.execute(
-        update(JobItem).where(JobItem.job_id == job_id, JobItem.status == "pending")
+        update(JobItem)
+        .where(JobItem.job_id == job_id, JobItem.status == "pending")
         .values(status="cancelled", finished_at=utc_now())
     )
     cancelled = int(result.rowcount or 0)
@@ -271,14 +373,20 @@ def cancel(session: Session, job_id: str) -> int:
 def store_headline(session: Session, job_id: str, document: str) -> bool:
     """Keep what ``eval list`` shows of an ended job (:mod:`agentic_iqa.runtime.headline`);
     False when the job is running again (a resume: its figures would be of another job)."""
-    return bool(session.execute(update(Job).where(Job.id == job_id, Job.status != "running")
-                                .values(headline_json=document)).rowcount)
+    return bool(
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status != "running")
+            .values(headline_json=document)
+        ).rowcount
+    )
 
 
 def note_waiting(session: Session, job_id: str, reason: str) -> None:
     """A process could not run the job's items as submitted: say why (``eval status``)."""
-    session.execute(update(Job).where(Job.id == job_id)
-                    .values(waiting=redact(reason), waiting_at=utc_now()))
+    session.execute(
+        update(Job).where(Job.id == job_id).values(waiting=redact(reason), waiting_at=utc_now())
+    )
 
 
 def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason: str) -> bool:
@@ -295,29 +403,53 @@ def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason:
     done = counts(session, job_id).get("done", 0)
     alike = 0
     if status is not None:
-        alike = int(session.scalar(select(func.count()).select_from(JobItem).join(
-            Run, Run.id == JobItem.run_id).where(
-            JobItem.job_id == job_id, Run.status == "failed",
-            Run.error.contains(f"HTTP {status}"))) or 0)
+        alike = int(
+            session.scalar(
+                select(func.count())
+                .select_from(JobItem)
+                .join(Run, Run.id == JobItem.run_id)
+                .where(
+                    JobItem.job_id == job_id,
+                    Run.status == "failed",
+                    Run.error.contains(f"HTTP {status}"),
+                )
+            )
+            or 0
+        )
     if not stops_job(status, done=done, failed_alike=alike):
         return False
     message = redact(stop_message(reason))
     cancel(session, job_id)
     job.error = message
-    session.execute(update(JobItem).where(JobItem.job_id == job_id, JobItem.status == "cancelled",
-                                          JobItem.error.is_(None)).values(error=message))
+    session.execute(
+        update(JobItem)
+        .where(JobItem.job_id == job_id, JobItem.status == "cancelled", JobItem.error.is_(None))
+        .values(error=message)
+    )
     return True
 
 
-def stored_objects(session: Session, job_id: str) -> list[tuple[int, str | None, str | None,
-                                                                  str | None, str | None]]:
+def stored_objects(
+    session: Session, job_id: str
+) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
     """Open items with an image or reference in an object store: (id, image, its digest at
     submit, reference, its digest)."""
-    return [tuple(row) for row in session.execute(  # type: ignore[misc]
-        select(JobItem.id, JobItem.image, JobItem.image_digest, JobItem.reference,
-               JobItem.reference_digest)
-        .where(JobItem.job_id == job_id, JobItem.status.in_(("pending", "queued")),
-               JobItem.image_digest.is_not(None) | JobItem.reference_digest.is_not(None)))]
+    return [
+        tuple(row)
+        for row in session.execute(  # type: ignore[misc]
+            select(
+                JobItem.id,
+                JobItem.image,
+                JobItem.image_digest,
+                JobItem.reference,
+                JobItem.reference_digest,
+            ).where(
+                JobItem.job_id == job_id,
+                JobItem.status.in_(("pending", "queued")),
+                JobItem.image_digest.is_not(None) | JobItem.reference_digest.is_not(None),
+            )
+        )
+    ]
 
 
 def fail_changed(session: Session, failures: dict[int, str]) -> list[str]:
@@ -333,10 +465,11 @@ def fail_changed(session: Session, failures: dict[int, str]) -> list[str]:
         by_job = moves.setdefault(item.job_id, {})
         by_job[(item.status, "failed")] = by_job.get((item.status, "failed"), 0) + 1
         if item.run_id is not None:
-            session.execute(update(Run).where(Run.id == item.run_id,
-                                              Run.status.in_(("pending", "running")))
-                            .values(status="failed", error=reason, finished_at=now,
-                                    lease_until=None))
+            session.execute(
+                update(Run)
+                .where(Run.id == item.run_id, Run.status.in_(("pending", "running")))
+                .values(status="failed", error=reason, finished_at=now, lease_until=None)
+            )
             runs.append(item.run_id)
         item.status, item.error, item.finished_at = "failed", reason, now
     session.flush()
@@ -356,25 +489,35 @@ def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:
     job.claim_after = job.items_after  # items below the last one claimed are pending again
     reopened = 0
     for status, which in (("failed", JobItem.run_id.is_not(None)), ("cancelled", true())):
-        again = int(session.execute(
-            update(JobItem).where(JobItem.job_id == job_id, JobItem.status == status, which)
-            .values(status="pending", run_id=None, error=None, queued_at=None,
-                    finished_at=None)).rowcount or 0)
+        again = int(
+            session.execute(
+                update(JobItem)
+                .where(JobItem.job_id == job_id, JobItem.status == status, which)
+                .values(status="pending", run_id=None, error=None, queued_at=None, finished_at=None)
+            ).rowcount
+            or 0
+        )
         move(session, job_id, {(status, "pending"): again})
         reopened += again
     queued = session.scalars(
-        select(JobItem.run_id).join(Run, Run.id == JobItem.run_id)
-        .where(JobItem.job_id == job_id, JobItem.status == "queued",
-               Run.status.in_(("pending", "running")))
+        select(JobItem.run_id)
+        .join(Run, Run.id == JobItem.run_id)
+        .where(
+            JobItem.job_id == job_id,
+            JobItem.status == "queued",
+            Run.status.in_(("pending", "running")),
+        )
     ).all()
     # A queued item whose run already ended (its closing was lost) is closed now.
     for run in session.scalars(
-        select(Run).join(JobItem, JobItem.run_id == Run.id)
-        .where(JobItem.job_id == job_id, JobItem.status == "queued",
-               Run.status.in_(("succeeded", "failed")))
+        select(Run)
+        .join(JobItem, JobItem.run_id == Run.id)
+        .where(
+            JobItem.job_id == job_id,
+            JobItem.status == "queued",
+            Run.status.in_(("succeeded", "failed")),
+        )
     ):
         close_item_for_run(session, run)
     finish_if_complete(session, job)
     return reopened, [r for r in queued if r]
-
-

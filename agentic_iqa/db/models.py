@@ -142,15 +142,21 @@ class Run(Base):
     awaiting_batch: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     steps: Mapped[list[StepRecord]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
+        back_populates="run",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
         order_by=lambda: (StepRecord.iteration, StepRecord.id),
     )
     tool_logs: Mapped[list[ToolLog]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
+        back_populates="run",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
         order_by=lambda: (ToolLog.iteration, ToolLog.id),
     )
     replans: Mapped[list[ReplanRow]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", passive_deletes=True,
+        back_populates="run",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
         order_by=lambda: ReplanRow.iteration,
     )
 
@@ -189,8 +195,10 @@ class StepRecord(Base):
     run: Mapped[Run] = relationship(back_populates="steps")
 
     def __repr__(self) -> str:
-        return (f"StepRecord(run_id={self.run_id!r}, step={self.step!r}, "
-                f"iteration={self.iteration}, status={self.status!r})")
+        return (
+            f"StepRecord(run_id={self.run_id!r}, step={self.step!r}, "
+            f"iteration={self.iteration}, status={self.status!r})"
+        )
 
 
 class ToolLog(Base):
@@ -217,32 +225,47 @@ class ToolLog(Base):
     run: Mapped[Run] = relationship(back_populates="tool_logs")
 
     @classmethod
-    def columns_from(cls, entry: ToolExecutionLog, *, run_id: str, iteration: int
-                     ) -> dict[str, Any]:
+    def columns_from(
+        cls, entry: ToolExecutionLog, *, run_id: str, iteration: int
+    ) -> dict[str, Any]:
         """The row for one logged tool call, as column values."""
         return {
-            "run_id": run_id, "iteration": iteration, "tool_name": entry.tool_name,
-            "requested_tool": entry.requested_tool, "object_name": entry.object_name,
-            "distortion": entry.distortion, "raw_score": entry.raw_score,
-            "normalized_score": entry.normalized_score, "execution_time": entry.execution_time,
-            "fallback": entry.fallback, "error": entry.error, "cached": entry.cached,
+            "run_id": run_id,
+            "iteration": iteration,
+            "tool_name": entry.tool_name,
+            "requested_tool": entry.requested_tool,
+            "object_name": entry.object_name,
+            "distortion": entry.distortion,
+            "raw_score": entry.raw_score,
+            "normalized_score": entry.normalized_score,
+            "execution_time": entry.execution_time,
+            "fallback": entry.fallback,
+            "error": entry.error,
+            "cached": entry.cached,
             "timestamp": entry.timestamp,
         }
 
     def to_execution_log(self) -> ToolExecutionLog:
         """The logged call as the state's model again (a NULL score is NaN there)."""
         return ToolExecutionLog(
-            tool_name=self.tool_name, requested_tool=self.requested_tool,
-            object_name=self.object_name, distortion=self.distortion,
+            tool_name=self.tool_name,
+            requested_tool=self.requested_tool,
+            object_name=self.object_name,
+            distortion=self.distortion,
             raw_score=math.nan if self.raw_score is None else self.raw_score,
             normalized_score=math.nan if self.normalized_score is None else self.normalized_score,
-            execution_time=self.execution_time, fallback=self.fallback, error=self.error,
-            cached=self.cached, timestamp=self.timestamp,
+            execution_time=self.execution_time,
+            fallback=self.fallback,
+            error=self.error,
+            cached=self.cached,
+            timestamp=self.timestamp,
         )
 
     def __repr__(self) -> str:
-        return (f"ToolLog(run_id={self.run_id!r}, iteration={self.iteration}, "
-                f"tool_name={self.tool_name!r}, normalized_score={self.normalized_score})")
+        return (
+            f"ToolLog(run_id={self.run_id!r}, iteration={self.iteration}, "
+            f"tool_name={self.tool_name!r}, normalized_score={self.normalized_score})"
+        )
 
 
 class VlmCall(Base):
@@ -284,8 +307,10 @@ class VlmCall(Base):
     batch: Mapped[str | None] = mapped_column(Text)
 
     def __repr__(self) -> str:
-        return (f"VlmCall(run_id={self.run_id!r}, step={self.step!r}, seq={self.seq}, "
-                f"model={self.model!r}, cache_hit={self.cache_hit})")
+        return (
+            f"VlmCall(run_id={self.run_id!r}, step={self.step!r}, seq={self.seq}, "
+            f"model={self.model!r}, cache_hit={self.cache_hit})"
+        )
 
 
 class ReplanRow(Base):
@@ -325,8 +350,9 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         _status_check(JOB_STATUSES),
-        CheckConstraint("mode IN (" + ", ".join(f"'{mode}'" for mode in JOB_MODES) + ")",
-                        name="mode"),
+        CheckConstraint(
+            "mode IN (" + ", ".join(f"'{mode}'" for mode in JOB_MODES) + ")", name="mode"
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
@@ -336,8 +362,7 @@ class Job(Base):
     root: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="running")
     max_replan_iterations: Mapped[int] = mapped_column(Integer, default=2)
-    dispatch: Mapped[str] = mapped_column(String(16), default="workers",
-                                          server_default="workers")
+    dispatch: Mapped[str] = mapped_column(String(16), default="workers", server_default="workers")
     #: False: the job's VLM requests bypass the response cache (``eval submit --no-vlm-cache``).
     vlm_cache: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
@@ -461,8 +486,9 @@ class VlmBatch(Base):
     __table_args__ = (Index("ix_vlm_batches_ended_next_poll_at", "ended", "next_poll_at"),)
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_run_id)
-    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id", ondelete="CASCADE"),
-                                        index=True)
+    job_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
     round: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(16))
     backend: Mapped[str] = mapped_column(String(32))
@@ -485,8 +511,10 @@ class VlmBatch(Base):
     polls: Mapped[int] = mapped_column(Integer, default=0)
 
     def __repr__(self) -> str:
-        return (f"VlmBatch(id={self.id!r}, round={self.round}, status={self.status!r}, "
-                f"requests={self.request_count})")
+        return (
+            f"VlmBatch(id={self.id!r}, round={self.round}, status={self.status!r}, "
+            f"requests={self.request_count})"
+        )
 
 
 class BatchRequest(Base):
@@ -515,7 +543,8 @@ class BatchRequest(Base):
     request_json: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="pending")
     batch_id: Mapped[str | None] = mapped_column(
-        String(36), ForeignKey("vlm_batches.id", ondelete="SET NULL"), index=True)
+        String(36), ForeignKey("vlm_batches.id", ondelete="SET NULL"), index=True
+    )
     #: Batches it was sent in without an answer (errored, expired) so far.
     tries: Mapped[int] = mapped_column(Integer, default=0)
     response_json: Mapped[str | None] = mapped_column(Text)
@@ -528,5 +557,7 @@ class BatchRequest(Base):
         return f"q{self.id}"
 
     def __repr__(self) -> str:
-        return (f"BatchRequest(id={self.id}, run_id={self.run_id!r}, step={self.step!r}, "
-                f"seq={self.seq}, status={self.status!r})")
+        return (
+            f"BatchRequest(id={self.id}, run_id={self.run_id!r}, step={self.step!r}, "
+            f"seq={self.seq}, status={self.status!r})"
+        )

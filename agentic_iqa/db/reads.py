@@ -93,8 +93,7 @@ class JobNotFound(KeyError):
 
 def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
     """The job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
-    job = session.get(Job, job_id, with_for_update=lock or None,
-                      populate_existing=lock)
+    job = session.get(Job, job_id, with_for_update=lock or None, populate_existing=lock)
     if job is None:
         raise JobNotFound(job_id)
     return job
@@ -122,40 +121,50 @@ def load_state(session: Session, run_id: str) -> AgenticIQAState:
 def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:
     """'running', 'succeeded' or 'failed'; None when the step never began."""
     return session.scalar(
-        select(StepRecord.status).where(StepRecord.run_id == run_id, StepRecord.step == step,
-                                        StepRecord.iteration == iteration)
+        select(StepRecord.status).where(
+            StepRecord.run_id == run_id, StepRecord.step == step, StepRecord.iteration == iteration
+        )
     )
 
 
 def current_step(session: Session, run_id: str) -> str | None:
     """The step the run is busy with ("tool_execution#0"), for progress displays."""
     record = session.scalars(
-        select(StepRecord).where(StepRecord.run_id == run_id, StepRecord.status == "running")
-        .order_by(StepRecord.id.desc()).limit(1)
+        select(StepRecord)
+        .where(StepRecord.run_id == run_id, StepRecord.status == "running")
+        .order_by(StepRecord.id.desc())
+        .limit(1)
     ).first()
     return None if record is None else f"{record.step}#{record.iteration}"
 
 
 def steps_for(session: Session, run_id: str) -> list[StepRecord]:
     """Every step record of the run, in the order the steps first began."""
-    return list(session.scalars(
-        select(StepRecord).where(StepRecord.run_id == run_id)
-        .order_by(StepRecord.iteration, StepRecord.id)
-    ))
+    return list(
+        session.scalars(
+            select(StepRecord)
+            .where(StepRecord.run_id == run_id)
+            .order_by(StepRecord.iteration, StepRecord.id)
+        )
+    )
 
 
 def tool_logs_for(session: Session, run_id: str) -> list[ToolLog]:
     """Every tool call of the run, in order."""
-    return list(session.scalars(
-        select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
-    ))
+    return list(
+        session.scalars(
+            select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
+        )
+    )
 
 
 def replans_for(session: Session, run_id: str) -> list[ReplanRow]:
     """Every replanning round of the run, in order."""
-    return list(session.scalars(
-        select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
-    ))
+    return list(
+        session.scalars(
+            select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
+        )
+    )
 
 
 def run_example_query(session: Session, name: str, **params: Any) -> list[Row[Any]]:
@@ -175,42 +184,67 @@ def _real(column: Any) -> Any:
     return func.coalesce(func.sum(case((VlmCall.cache_hit, 0), else_=column)), 0)
 
 
-def vlm_usage(session: Session, *, run_id: str | None = None, job_id: str | None = None
-              ) -> list[ModelUsage]:
+def vlm_usage(
+    session: Session, *, run_id: str | None = None, job_id: str | None = None
+) -> list[ModelUsage]:
     """Calls, cache hits and tokens per (backend, model), for a run or every run of a job;
     calls answered by a provider batch apart (they cost the batch price)."""
     is_batch = VlmCall.batch.is_not(None)
-    statement = select(
-        VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch,
-        _real(1), func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
-        _real(VlmCall.input_tokens), _real(VlmCall.output_tokens), _real(VlmCall.cached_tokens),
-        func.coalesce(func.sum(case(
-            (VlmCall.cache_hit, 0),
-            ((VlmCall.input_tokens.is_(None)) | (VlmCall.output_tokens.is_(None)), 1),
-            else_=0)), 0),
-    ).group_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch).order_by(
-        VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch)
+    statement = (
+        select(
+            VlmCall.backend,
+            VlmCall.model,
+            VlmCall.endpoint,
+            is_batch,
+            _real(1),
+            func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
+            _real(VlmCall.input_tokens),
+            _real(VlmCall.output_tokens),
+            _real(VlmCall.cached_tokens),
+            func.coalesce(
+                func.sum(
+                    case(
+                        (VlmCall.cache_hit, 0),
+                        ((VlmCall.input_tokens.is_(None)) | (VlmCall.output_tokens.is_(None)), 1),
+                        else_=0,
+                    )
+                ),
+                0,
+            ),
+        )
+        .group_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch)
+        .order_by(VlmCall.backend, VlmCall.model, VlmCall.endpoint, is_batch)
+    )
     if run_id is not None:
         statement = statement.where(VlmCall.run_id == run_id)
     if job_id is not None:
         statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
     from ..vlm.usage import ModelUsage
 
-    return [ModelUsage(backend, model, *(int(value) for value in values), endpoint=endpoint,
-                       batch=bool(batch))
-            for backend, model, endpoint, batch, *values in session.execute(statement).all()]
+    return [
+        ModelUsage(
+            backend, model, *(int(value) for value in values), endpoint=endpoint, batch=bool(batch)
+        )
+        for backend, model, endpoint, batch, *values in session.execute(statement).all()
+    ]
 
 
 def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(real calls, cache hits) per (step, iteration) of a run: whether its answers came from
     the response cache is derived from the calls, not stored on the step."""
     rows = session.execute(
-        select(VlmCall.step, VlmCall.iteration, _real(1),
-               func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0))
-        .where(VlmCall.run_id == run_id).group_by(VlmCall.step, VlmCall.iteration)
+        select(
+            VlmCall.step,
+            VlmCall.iteration,
+            _real(1),
+            func.coalesce(func.sum(case((VlmCall.cache_hit, 1), else_=0)), 0),
+        )
+        .where(VlmCall.run_id == run_id)
+        .group_by(VlmCall.step, VlmCall.iteration)
     ).all()
-    return {(step, int(iteration)): (int(calls), int(hits))
-            for step, iteration, calls, hits in rows}
+    return {
+        (step, int(iteration)): (int(calls), int(hits)) for step, iteration, calls, hits in rows
+    }
 
 
 _ID_PREFIX = re.compile(r"^[0-9a-f-]{1,36}$")
@@ -228,8 +262,10 @@ class AmbiguousId(LookupError):
     def __str__(self) -> str:
         more = "" if len(self.matches) <= MAX_MATCHES else " and more"
         listed = ", ".join(self.matches[:MAX_MATCHES])
-        return (f"{self.kind} id {self.prefix!r} is ambiguous: it starts {listed}{more}; "
-                "give more characters")
+        return (
+            f"{self.kind} id {self.prefix!r} is ambiguous: it starts {listed}{more}; "
+            "give more characters"
+        )
 
 
 class NoJobs(JobNotFound):
@@ -259,8 +295,11 @@ def _by_prefix(session: Session, column: Any, reference: str) -> list[str]:
     prefix = reference.lower()
     if not _ID_PREFIX.match(prefix):
         return []
-    return list(session.scalars(select(column).where(column.like(f"{prefix}%"))
-                                .order_by(column).limit(MAX_MATCHES + 1)))
+    return list(
+        session.scalars(
+            select(column).where(column.like(f"{prefix}%")).order_by(column).limit(MAX_MATCHES + 1)
+        )
+    )
 
 
 def resolve_job_id(session: Session, reference: str | None) -> str:
@@ -293,35 +332,45 @@ def resolve_run_id(session: Session, reference: str) -> str:
 def item_run_id(session: Session, job_id: str, item: str) -> str:
     """The run of a job's item, named by its id in the manifest, its line number or its
     image's file name (or path); a :class:`LookupError` says what matched instead."""
-    named = [JobItem.item_key == item, JobItem.image == item,
-             JobItem.image.endswith(f"/{item}", autoescape=True)]
+    named = [
+        JobItem.item_key == item,
+        JobItem.image == item,
+        JobItem.image.endswith(f"/{item}", autoescape=True),
+    ]
     if item.isdigit():
         named.append(JobItem.line == int(item))
     rows = session.execute(
         select(JobItem.item_key, JobItem.line, JobItem.image, JobItem.run_id)
         .where(JobItem.job_id == job_id, or_(*named))
-        .order_by(JobItem.line).limit(MAX_MATCHES + 1)
+        .order_by(JobItem.line)
+        .limit(MAX_MATCHES + 1)
     ).all()
     exact = [row for row in rows if row.item_key == item]  # an id beats a line or a file name
     rows = exact or rows
     if not rows:
-        raise LookupError(f"job {job_id[:8]} has no item {item!r} (an item id, a line number "
-                          "or an image file name)")
+        raise LookupError(
+            f"job {job_id[:8]} has no item {item!r} (an item id, a line number "
+            "or an image file name)"
+        )
     if len(rows) > 1:
         listed = ", ".join(f"{row.item_key} (line {row.line})" for row in rows[:MAX_MATCHES])
         raise LookupError(f"item {item!r} of job {job_id[:8]} is ambiguous: {listed}")
     row = rows[0]
     if row.run_id is None:
-        raise LookupError(f"item {row.item_key} (line {row.line}) of job {job_id[:8]} has no "
-                          "run (a bad row, or not started yet)")
+        raise LookupError(
+            f"item {row.item_key} (line {row.line}) of job {job_id[:8]} has no "
+            "run (a bad row, or not started yet)"
+        )
     return row.run_id
 
 
 def job_models(session: Session, job_id: str) -> list[tuple[str, str]]:
     """The (backend, model) pairs the job's runs asked, from the recorded VLM calls."""
     rows = session.execute(
-        select(VlmCall.backend, VlmCall.model).distinct()
-        .join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
+        select(VlmCall.backend, VlmCall.model)
+        .distinct()
+        .join(Run, Run.id == VlmCall.run_id)
+        .where(Run.job_id == job_id)
         .order_by(VlmCall.backend, VlmCall.model)
     ).all()
     return [(backend, model) for backend, model in rows]
@@ -332,10 +381,17 @@ def job_summary(session: Session, job_id: str) -> dict[str, Any]:
     (:func:`job_about`), with how many items ask their own query and the seconds its steps
     were at work (:func:`busy_seconds`), which read its items and steps."""
     about = job_about(session, get_job(session, job_id))
-    own_queries = int(session.scalar(
-        select(func.count()).where(JobItem.job_id == job_id, JobItem.query.is_not(None))) or 0)
-    return {**about, "items_with_own_query": own_queries,
-            "busy_seconds": busy_seconds(session, job_id)}
+    own_queries = int(
+        session.scalar(
+            select(func.count()).where(JobItem.job_id == job_id, JobItem.query.is_not(None))
+        )
+        or 0
+    )
+    return {
+        **about,
+        "items_with_own_query": own_queries,
+        "busy_seconds": busy_seconds(session, job_id),
+    }
 
 
 def job_about(session: Session, job: Job) -> dict[str, Any]:
@@ -349,6 +405,7 @@ def job_about(session: Session, job: Job) -> dict[str, Any]:
     all).
     """
     from ..runconfig import RunConfig
+
     config = RunConfig.from_json(job.config_json) if job.config_json else None
     spec = spec_of(job)
     models = [] if job.metric_tools or config is not None else job_models(session, job.id)
@@ -363,14 +420,22 @@ def job_about(session: Session, job: Job) -> dict[str, Any]:
     else:
         backend, model = "builtin", "builtin (offline measurements; no VLM calls recorded)"
     return {
-        "id": job.id, "name": job.name, "status": job.status,
-        "created_at": _iso(job.created_at), "finished_at": _iso(job.finished_at),
+        "id": job.id,
+        "name": job.name,
+        "status": job.status,
+        "created_at": _iso(job.created_at),
+        "finished_at": _iso(job.finished_at),
         "query": job.default_query,
-        "backend": backend, "model": model, "tools": job.metric_tools,
-        "manifest": job.manifest, "mode": job.mode,
+        "backend": backend,
+        "model": model,
+        "tools": job.metric_tools,
+        "manifest": job.manifest,
+        "mode": job.mode,
         "dataset": json.loads(job.dataset_json) if job.dataset_json else None,
         "configuration": config.describe() if config is not None else None,
-        "error": job.error, "group": spec.group, "spec": spec.describe(),
+        "error": job.error,
+        "group": spec.group,
+        "spec": spec.describe(),
         "scored_against": spec.scored_against,
     }
 
@@ -381,9 +446,11 @@ def busy_seconds(session: Session, job_id: str) -> float | None:
     for batches, is not charged the wait (its created-to-finished span would be); None when no
     step has ended."""
     spans = session.execute(
-        select(StepRecord.started_at, StepRecord.finished_at).join(Run, Run.id == StepRecord.run_id)
+        select(StepRecord.started_at, StepRecord.finished_at)
+        .join(Run, Run.id == StepRecord.run_id)
         .where(Run.job_id == job_id, StepRecord.finished_at.is_not(None))
-        .order_by(StepRecord.started_at)).all()
+        .order_by(StepRecord.started_at)
+    ).all()
     if not spans:
         return None
     total, start, end = 0.0, spans[0][0], spans[0][1]
@@ -404,18 +471,32 @@ def spec_of(job: Job) -> JobSpec:
 
     if job.spec_json:
         spec = JobSpec.from_json(job.spec_json)
-        return spec if spec.group == job.job_group else spec.model_copy(
-            update={"group": job.job_group})
+        return (
+            spec
+            if spec.group == job.job_group
+            else spec.model_copy(update={"group": job.job_group})
+        )
     return reconstruct(
-        name=job.name, manifest=job.manifest, default_query=job.default_query, root=job.root,
-        max_replan_iterations=job.max_replan_iterations, vlm_cache=job.vlm_cache,
-        tools=job.metric_tools, mode=job.mode,
+        name=job.name,
+        manifest=job.manifest,
+        default_query=job.default_query,
+        root=job.root,
+        max_replan_iterations=job.max_replan_iterations,
+        vlm_cache=job.vlm_cache,
+        tools=job.metric_tools,
+        mode=job.mode,
         dataset=json.loads(job.dataset_json) if job.dataset_json else None,
-        config=RunConfig.from_json(job.config_json) if job.config_json else None)
+        config=RunConfig.from_json(job.config_json) if job.config_json else None,
+    )
 
 
-def job_ids(session: Session, *, group: str | None = None, status: str | None = None,
-            limit: int | None = None) -> list[str]:
+def job_ids(
+    session: Session,
+    *,
+    group: str | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+) -> list[str]:
     """Jobs newest first (``eval list``, ``eval compare --group``): of one sweep, in one
     state."""
     statement = select(Job.id).order_by(Job.created_at.desc(), Job.id)
@@ -434,27 +515,41 @@ def job_spec(session: Session, job_id: str) -> JobSpec:
 
 
 def _run_row(run: Run) -> dict[str, Any]:
-    return {"id": run.id, "created_at": _iso(run.created_at), "status": run.status,
-            "query": run.query, "image": run.image_path, "reference": run.reference_path,
-            "final_answer": run.final_answer, "quality_score": run.quality_score,
-            "job_id": run.job_id, "error": run.error}
+    return {
+        "id": run.id,
+        "created_at": _iso(run.created_at),
+        "status": run.status,
+        "query": run.query,
+        "image": run.image_path,
+        "reference": run.reference_path,
+        "final_answer": run.final_answer,
+        "quality_score": run.quality_score,
+        "job_id": run.job_id,
+        "error": run.error,
+    }
 
 
-def recent_runs(session: Session, *, limit: int = 20, job_id: str | None = None
-                ) -> list[dict[str, Any]]:
+def recent_runs(
+    session: Session, *, limit: int = 20, job_id: str | None = None
+) -> list[dict[str, Any]]:
     """The latest ``limit`` runs, newest first; with ``job_id``, the runs of that job's items
     in manifest order, each with its item's id and line."""
     if job_id is None:
-        runs = session.scalars(select(Run).order_by(Run.created_at.desc(), Run.id.desc())
-                               .limit(limit))
+        runs = session.scalars(
+            select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+        )
         return [_run_row(run) for run in runs]
     rows = session.execute(
         select(JobItem.item_key, JobItem.line, JobItem.status, Run)
-        .join(Run, Run.id == JobItem.run_id).where(JobItem.job_id == job_id)
-        .order_by(JobItem.line, JobItem.id).limit(limit)
+        .join(Run, Run.id == JobItem.run_id)
+        .where(JobItem.job_id == job_id)
+        .order_by(JobItem.line, JobItem.id)
+        .limit(limit)
     ).all()
-    return [{**_run_row(run), "item_id": key, "line": line, "item_status": status}
-            for key, line, status, run in rows]
+    return [
+        {**_run_row(run), "item_id": key, "line": line, "item_status": status}
+        for key, line, status, run in rows
+    ]
 
 
 def _logged_calls(steps: list[StepRecord]) -> dict[tuple[int, str, str], dict[str, Any]]:
@@ -471,16 +566,20 @@ def _logged_calls(steps: list[StepRecord]) -> dict[tuple[int, str, str], dict[st
             continue
         for entry in evidence.get("tool_logs") or []:
             if isinstance(entry, dict):
-                found[(record.iteration, str(entry.get("object_name")),
-                       str(entry.get("distortion")))] = entry
+                found[
+                    (record.iteration, str(entry.get("object_name")), str(entry.get("distortion")))
+                ] = entry
     return found
 
 
 def _call_extras(entry: dict[str, Any]) -> dict[str, Any]:
     """A stored call's load time, and what it scored: ``region`` (None: the whole image) and
     ``requested_for`` (the objects a whole-image score was asked for)."""
-    return {"load_time_s": entry.get("load_time"), "region": entry.get("region"),
-            "requested_for": list(entry.get("requested_for") or [])}
+    return {
+        "load_time_s": entry.get("load_time"),
+        "region": entry.get("region"),
+        "requested_for": list(entry.get("requested_for") or []),
+    }
 
 
 def run_details(session: Session, run_id: str) -> dict[str, Any]:
@@ -488,52 +587,96 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
     every tool call (raw and normalized score), replans with reasons, answer and reasoning."""
     from ..state import state_from_json
     from ..vlm.usage import PriceTable, summarize
+
     run = get_run(session, run_id)
     state = state_from_json(run.state_json)
-    steps = list(session.scalars(select(StepRecord).where(StepRecord.run_id == run_id)
-                                 .order_by(StepRecord.iteration, StepRecord.id)))
-    logs = session.scalars(select(ToolLog).where(ToolLog.run_id == run_id)
-                           .order_by(ToolLog.iteration, ToolLog.id))
-    replans = session.scalars(select(ReplanRow).where(ReplanRow.run_id == run_id)
-                              .order_by(ReplanRow.iteration))
-    item = session.execute(select(JobItem.item_key, JobItem.line, JobItem.status)
-                           .where(JobItem.run_id == run_id)).first()
+    steps = list(
+        session.scalars(
+            select(StepRecord)
+            .where(StepRecord.run_id == run_id)
+            .order_by(StepRecord.iteration, StepRecord.id)
+        )
+    )
+    logs = session.scalars(
+        select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
+    )
+    replans = session.scalars(
+        select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
+    )
+    item = session.execute(
+        select(JobItem.item_key, JobItem.line, JobItem.status).where(JobItem.run_id == run_id)
+    ).first()
     logged = _logged_calls(steps)
     plan = state.get("plan")
     evidence = state.get("executor_evidence")
     result = state.get("summarizer_result")
     return {
         **_run_row(run),
-        "backend": run.backend, "iterations": run.iteration_count, "resends": run.resends,
-        "started_at": _iso(run.started_at), "finished_at": _iso(run.finished_at),
+        "backend": run.backend,
+        "iterations": run.iteration_count,
+        "resends": run.resends,
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
         "duration_s": _seconds(run.started_at or run.created_at, run.finished_at),
-        "job_item": ({"item_id": item.item_key, "line": item.line, "status": item.status}
-                     if item is not None else None),
+        "job_item": (
+            {"item_id": item.item_key, "line": item.line, "status": item.status}
+            if item is not None
+            else None
+        ),
         "metric_tools": state.get("metric_tools"),
         "plan": plan.model_dump(mode="json") if plan is not None else None,
-        "distortions": ([{"object": key, **entry.model_dump(mode="json")}
-                         for key, entries in evidence.distortion_analysis.items()
-                         for entry in entries]
-                        if evidence is not None and evidence.distortion_analysis else []),
-        "steps": [{"step": record.step, "iteration": record.iteration,
-                   "status": record.status, "worker": record.worker, "queue": record.queue,
-                   "attempts": record.attempts, "started_at": _iso(record.started_at),
-                   "finished_at": _iso(record.finished_at),
-                   "duration_s": _seconds(record.started_at, record.finished_at),
-                   "error": record.error} for record in steps],
-        "tool_logs": [{"iteration": log.iteration, "object": log.object_name,
-                       "distortion": log.distortion, "tool": log.tool_name,
-                       "requested_tool": log.requested_tool, "raw_score": log.raw_score,
-                       "normalized_score": log.normalized_score,
-                       "execution_time_s": log.execution_time,
-                       **_call_extras(logged.get((log.iteration, log.object_name,
-                                                  log.distortion), {})),
-                       "fallback": log.fallback, "cached": log.cached, "error": log.error,
-                       "timestamp": _iso(log.timestamp)} for log in logs],
+        "distortions": (
+            [
+                {"object": key, **entry.model_dump(mode="json")}
+                for key, entries in evidence.distortion_analysis.items()
+                for entry in entries
+            ]
+            if evidence is not None and evidence.distortion_analysis
+            else []
+        ),
+        "steps": [
+            {
+                "step": record.step,
+                "iteration": record.iteration,
+                "status": record.status,
+                "worker": record.worker,
+                "queue": record.queue,
+                "attempts": record.attempts,
+                "started_at": _iso(record.started_at),
+                "finished_at": _iso(record.finished_at),
+                "duration_s": _seconds(record.started_at, record.finished_at),
+                "error": record.error,
+            }
+            for record in steps
+        ],
+        "tool_logs": [
+            {
+                "iteration": log.iteration,
+                "object": log.object_name,
+                "distortion": log.distortion,
+                "tool": log.tool_name,
+                "requested_tool": log.requested_tool,
+                "raw_score": log.raw_score,
+                "normalized_score": log.normalized_score,
+                "execution_time_s": log.execution_time,
+                **_call_extras(logged.get((log.iteration, log.object_name, log.distortion), {})),
+                "fallback": log.fallback,
+                "cached": log.cached,
+                "error": log.error,
+                "timestamp": _iso(log.timestamp),
+            }
+            for log in logs
+        ],
         "notes": list(evidence.notes) if evidence is not None else [],
-        "replans": [{"iteration": row.iteration, "reason": row.reason,
-                     "created_at": _iso(row.created_at), "failure": row.failure}
-                    for row in replans],
+        "replans": [
+            {
+                "iteration": row.iteration,
+                "reason": row.reason,
+                "created_at": _iso(row.created_at),
+                "failure": row.failure,
+            }
+            for row in replans
+        ],
         "quality_reasoning": result.quality_reasoning if result is not None else None,
         "level_distribution": result.level_distribution if result is not None else None,
         "probability_source": result.probability_source if result is not None else None,
@@ -555,8 +698,7 @@ def items_run(session: Session, job_id: str) -> int:
     return counted.get("done", 0) + counted.get("failed", 0) - never_ran
 
 
-def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
-                ) -> dict[str, Any]:
+def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None) -> dict[str, Any]:
     """The job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
     from ..vlm.usage import PriceTable, summarize
 
@@ -564,8 +706,9 @@ def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None
     # A metric job asks no model: nothing to sum over its million runs.
     usage = [] if job.metric_tools else vlm_usage(session, job_id=job_id)
     unused = unused_batch_answers(session, job) if job.config_json else []
-    summary = summarize([*usage, *unused], prices or PriceTable.load(),
-                        items=items_run(session, job_id))
+    summary = summarize(
+        [*usage, *unused], prices or PriceTable.load(), items=items_run(session, job_id)
+    )
     summary["unused_batch_answers"] = sum(entry.calls for entry in unused)
     return summary
 
@@ -579,14 +722,22 @@ def unused_batch_answers(session: Session, job: Job) -> list[ModelUsage]:
     from ..vlm.settings import endpoint_host
     from ..vlm.usage import ModelUsage
 
-    taken = select(VlmCall.id).where(
-        VlmCall.run_id == BatchRequest.run_id, VlmCall.step == BatchRequest.step,
-        VlmCall.iteration == BatchRequest.iteration, VlmCall.seq == BatchRequest.seq,
-        VlmCall.batch.is_not(None)).exists()
+    taken = (
+        select(VlmCall.id)
+        .where(
+            VlmCall.run_id == BatchRequest.run_id,
+            VlmCall.step == BatchRequest.step,
+            VlmCall.iteration == BatchRequest.iteration,
+            VlmCall.seq == BatchRequest.seq,
+            VlmCall.batch.is_not(None),
+        )
+        .exists()
+    )
     rows = session.execute(
         select(BatchRequest.response_json, VlmBatch.backend, VlmBatch.model, VlmBatch.role)
         .join(VlmBatch, VlmBatch.id == BatchRequest.batch_id)
-        .where(BatchRequest.job_id == job.id, BatchRequest.status == "answered", ~taken)).all()
+        .where(BatchRequest.job_id == job.id, BatchRequest.status == "answered", ~taken)
+    ).all()
     if not rows:
         return []
     roles = RunConfig.from_json(job.config_json).roles
@@ -594,8 +745,9 @@ def unused_batch_answers(session: Session, job: Job) -> list[ModelUsage]:
     for response_json, backend, model, role in rows:
         config = roles.get(role)
         usage = response_from_json(response_json).usage if response_json else None
-        entry = sums.setdefault((backend, model, endpoint_host(config) if config else None),
-                                [0, 0, 0, 0, 0])
+        entry = sums.setdefault(
+            (backend, model, endpoint_host(config) if config else None), [0, 0, 0, 0, 0]
+        )
         entry[0] += 1
         if usage is None or usage.input_tokens is None or usage.output_tokens is None:
             entry[4] += 1
@@ -603,47 +755,89 @@ def unused_batch_answers(session: Session, job: Job) -> list[ModelUsage]:
         entry[1] += usage.input_tokens
         entry[2] += usage.output_tokens
         entry[3] += usage.cached_tokens or 0
-    return [ModelUsage(backend, model, calls, 0, tokens_in, tokens_out, cached, unmetered,
-                       endpoint=endpoint, batch=True)
-            for (backend, model, endpoint), (calls, tokens_in, tokens_out, cached, unmetered)
-            in sorted(sums.items(), key=lambda pair: tuple(map(str, pair[0])))]
+    return [
+        ModelUsage(
+            backend,
+            model,
+            calls,
+            0,
+            tokens_in,
+            tokens_out,
+            cached,
+            unmetered,
+            endpoint=endpoint,
+            batch=True,
+        )
+        for (backend, model, endpoint), (calls, tokens_in, tokens_out, cached, unmetered) in sorted(
+            sums.items(), key=lambda pair: tuple(map(str, pair[0]))
+        )
+    ]
 
 
 def jobs_to_feed(session: Session) -> list[str]:
     """Running jobs that the workers feed and that still have items waiting."""
-    return list(session.scalars(
-        select(Job.id).where(Job.status == "running", Job.dispatch == "workers")
-        .where(select(JobItem.id).where(JobItem.job_id == Job.id, JobItem.status == "pending")
-               .exists())
-    ))
+    return list(
+        session.scalars(
+            select(Job.id)
+            .where(Job.status == "running", Job.dispatch == "workers")
+            .where(
+                select(JobItem.id)
+                .where(JobItem.job_id == Job.id, JobItem.status == "pending")
+                .exists()
+            )
+        )
+    )
 
 
 def jobs_to_settle(session: Session, *, since: datetime, limit: int = 5) -> list[str]:
     """Jobs the workers ran that ended since ``since`` with nothing in flight and no headline
     stored yet (:func:`agentic_iqa.runtime.lifecycle.job_ended` has not run for them)."""
-    return list(session.scalars(
-        select(Job.id).where(Job.status.in_(("done", "cancelled")), Job.dispatch == "workers",
-                             Job.headline_json.is_(None), Job.items_queued == 0,
-                             Job.finished_at >= since)
-        .order_by(Job.finished_at).limit(limit)))
+    return list(
+        session.scalars(
+            select(Job.id)
+            .where(
+                Job.status.in_(("done", "cancelled")),
+                Job.dispatch == "workers",
+                Job.headline_json.is_(None),
+                Job.items_queued == 0,
+                Job.finished_at >= since,
+            )
+            .order_by(Job.finished_at)
+            .limit(limit)
+        )
+    )
 
 
 def stalled_count(session: Session, job_id: str) -> int:
     """Items in flight whose run's lease has passed: nothing has happened to them lately."""
-    return int(session.scalar(
-        select(func.count()).select_from(JobItem).join(Run, Run.id == JobItem.run_id)
-        .where(JobItem.job_id == job_id, JobItem.status == "queued",
-               Run.status.in_(("pending", "running")), Run.lease_until.is_not(None),
-               Run.lease_until < utc_now())
-    ) or 0)
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(JobItem)
+            .join(Run, Run.id == JobItem.run_id)
+            .where(
+                JobItem.job_id == job_id,
+                JobItem.status == "queued",
+                Run.status.in_(("pending", "running")),
+                Run.lease_until.is_not(None),
+                Run.lease_until < utc_now(),
+            )
+        )
+        or 0
+    )
 
 
 def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem]:
     """The job's failed items (the first ``limit``, in manifest order: bad rows that keep their
     own id are stored after the others), with their reasons."""
-    return list(session.scalars(select(JobItem).where(
-        JobItem.job_id == job_id, JobItem.status == "failed").order_by(JobItem.line, JobItem.id)
-        .limit(limit)))
+    return list(
+        session.scalars(
+            select(JobItem)
+            .where(JobItem.job_id == job_id, JobItem.status == "failed")
+            .order_by(JobItem.line, JobItem.id)
+            .limit(limit)
+        )
+    )
 
 
 def has_runs(session: Session, job_id: str) -> bool:
@@ -654,15 +848,25 @@ def has_runs(session: Session, job_id: str) -> bool:
 
 def live_leases(session: Session, job_id: str) -> int:
     """Runs of the job in flight whose lease is still running: someone is working on them."""
-    return int(session.scalar(
-        select(func.count()).select_from(Run)
-        .where(Run.job_id == job_id, Run.status.in_(("pending", "running")),
-               Run.lease_until.is_not(None), Run.lease_until >= utc_now())) or 0)
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(Run)
+            .where(
+                Run.job_id == job_id,
+                Run.status.in_(("pending", "running")),
+                Run.lease_until.is_not(None),
+                Run.lease_until >= utc_now(),
+            )
+        )
+        or 0
+    )
 
 
 _JOBS = Job.__table__
 _COUNTERS = select(*(_JOBS.c[column] for column in ITEM_COUNTERS.values())).where(
-    _JOBS.c.id == bindparam("b_job"))
+    _JOBS.c.id == bindparam("b_job")
+)
 
 
 def counts(session: Session, job_id: str) -> dict[str, int]:
@@ -672,14 +876,14 @@ def counts(session: Session, job_id: str) -> dict[str, int]:
     row = session.execute(_COUNTERS, {"b_job": job_id}).first()
     if row is None or any(count is None for count in row):
         return count_items(session, job_id)
-    return {status: int(count) for status, count in zip(ITEM_STATUSES, row, strict=True)
-            if count}
+    return {status: int(count) for status, count in zip(ITEM_STATUSES, row, strict=True) if count}
 
 
 def count_items(session: Session, job_id: str) -> dict[str, int]:
     """The job's items by state, counted from the items (one pass over its index entries)."""
     rows = session.execute(
-        select(JobItem.status, func.count()).where(JobItem.job_id == job_id)
+        select(JobItem.status, func.count())
+        .where(JobItem.job_id == job_id)
         .group_by(JobItem.status)
     ).all()
     return {status: int(count) for status, count in rows}
@@ -713,9 +917,12 @@ ITEMS_BY_ID = "ix_job_items_job_id_id"
 #: The index a job's items in one state are found by.
 ITEMS_BY_STATUS = "ix_job_items_job_id_status_id"
 #: SQLite's names of the unique indexes the other rows of a page are found by.
-_SQLITE_UNIQUE = {"runs": "sqlite_autoindex_runs_1", "tool_logs": "sqlite_autoindex_tool_logs_1",
-                  "vlm_calls": "sqlite_autoindex_vlm_calls_1",
-                  "item_keys": "sqlite_autoindex_job_items_1"}
+_SQLITE_UNIQUE = {
+    "runs": "sqlite_autoindex_runs_1",
+    "tool_logs": "sqlite_autoindex_tool_logs_1",
+    "vlm_calls": "sqlite_autoindex_vlm_calls_1",
+    "item_keys": "sqlite_autoindex_job_items_1",
+}
 
 
 def _table(dialect: str, table: str, index: str) -> str:
@@ -728,65 +935,80 @@ def _statements(dialect: str) -> dict[str, Any]:
     """The statements that read a job's items a page at a time, for one dialect: ``:job``, the
     page after ``:after`` (its ``:limit`` items, or up to ``:last``)."""
     items = _table(dialect, "job_items", ITEMS_BY_ID)
-    with_runs = (f"FROM {items} LEFT OUTER JOIN {_table(dialect, 'runs', _SQLITE_UNIQUE['runs'])}"
-                 " ON runs.id = job_items.run_id")
-    page = ("WHERE job_items.job_id = :job AND job_items.id > :after "
-            "ORDER BY job_items.id LIMIT :limit")
+    with_runs = (
+        f"FROM {items} LEFT OUTER JOIN {_table(dialect, 'runs', _SQLITE_UNIQUE['runs'])}"
+        " ON runs.id = job_items.run_id"
+    )
+    page = (
+        "WHERE job_items.job_id = :job AND job_items.id > :after ORDER BY job_items.id LIMIT :limit"
+    )
     in_range = "job_items.job_id = :job AND job_items.id > :after AND job_items.id <= :last"
     failed = "job_items.status = 'failed'"
     asked = "job_items.answer_truth IS NOT NULL"
-    export = ("SELECT job_items.id, job_items.item_key, job_items.line, job_items.image, "
-              'job_items.reference, job_items."query", job_items.status, job_items.error, '
-              "job_items.run_id, job_items.mos, job_items.answer_truth, job_items.meta_json, "
-              "runs.id AS ran, runs.final_answer, runs.quality_score, {state} AS run_state "
-              f"{with_runs} {page}")
-    report = ("SELECT job_items.id, job_items.status, job_items.mos, job_items.answer_truth, "
-              f'job_items."query", CASE WHEN {asked} OR job_items.mos IS NOT NULL THEN '
-              f"job_items.meta_json END, CASE WHEN {failed} THEN job_items.error END, {{key}}, "
-              "{image}, job_items.run_id, runs.quality_score, "
-              f"CASE WHEN {asked} THEN runs.final_answer END {with_runs} {page}")
-    keys = ('job_items.item_key COLLATE "C"' if dialect == "postgresql"
-            else "job_items.item_key")
+    export = (
+        "SELECT job_items.id, job_items.item_key, job_items.line, job_items.image, "
+        'job_items.reference, job_items."query", job_items.status, job_items.error, '
+        "job_items.run_id, job_items.mos, job_items.answer_truth, job_items.meta_json, "
+        "runs.id AS ran, runs.final_answer, runs.quality_score, {state} AS run_state "
+        f"{with_runs} {page}"
+    )
+    report = (
+        "SELECT job_items.id, job_items.status, job_items.mos, job_items.answer_truth, "
+        f'job_items."query", CASE WHEN {asked} OR job_items.mos IS NOT NULL THEN '
+        f"job_items.meta_json END, CASE WHEN {failed} THEN job_items.error END, {{key}}, "
+        "{image}, job_items.run_id, runs.quality_score, "
+        f"CASE WHEN {asked} THEN runs.final_answer END {with_runs} {page}"
+    )
+    keys = 'job_items.item_key COLLATE "C"' if dialect == "postgresql" else "job_items.item_key"
     return {
         "export": text(export.format(state="runs.state_json")),
         "export_metric": text(export.format(state="NULL")),
-        "report": text(report.format(key=f"CASE WHEN {failed} THEN job_items.item_key END",
-                                     image="NULL")),
+        "report": text(
+            report.format(key=f"CASE WHEN {failed} THEN job_items.item_key END", image="NULL")
+        ),
         # An item's image groups its items in a comparison only where it was scored or
         # answered: a pending one's is never read.
-        "report_identities": text(report.format(
-            key="job_items.item_key",
-            image="CASE WHEN job_items.run_id IS NOT NULL OR job_items.status IN ('done', "
-                  "'failed') THEN job_items.image END")),
+        "report_identities": text(
+            report.format(
+                key="job_items.item_key",
+                image="CASE WHEN job_items.run_id IS NOT NULL OR job_items.status IN ('done', "
+                "'failed') THEN job_items.image END",
+            )
+        ),
         "report_keys": text(report.format(key="job_items.item_key", image="NULL")),
         "logs": text(
             "SELECT job_items.id, tool_logs.tool_name, tool_logs.raw_score, "
             "tool_logs.normalized_score, tool_logs.fallback, tool_logs.object_name, "
             f"tool_logs.distortion FROM {items} JOIN "
             f"{_table(dialect, 'tool_logs', _SQLITE_UNIQUE['tool_logs'])} "
-            f"ON tool_logs.run_id = job_items.run_id WHERE {in_range}"),
+            f"ON tool_logs.run_id = job_items.run_id WHERE {in_range}"
+        ),
         "answerers": text(
             "SELECT DISTINCT job_items.id, vlm_calls.backend, vlm_calls.model FROM "
             f"{items} JOIN {_table(dialect, 'vlm_calls', _SQLITE_UNIQUE['vlm_calls'])} "
             f"ON vlm_calls.run_id = job_items.run_id WHERE {in_range} "
-            "AND vlm_calls.error IS NULL"),
+            "AND vlm_calls.error IS NULL"
+        ),
         "ran_images": text(
             f"SELECT job_items.id, job_items.image, job_items.image_digest FROM {items} "
             "WHERE job_items.job_id = :job AND job_items.id > :after "
             "AND job_items.status IN ('done', 'failed') AND job_items.image IS NOT NULL "
-            "ORDER BY job_items.id LIMIT :limit"),
+            "ORDER BY job_items.id LIMIT :limit"
+        ),
         # Its failed items that never ran, among its failed ones (SQLite, left to itself, walks
         # every item without a run of every job by ``ix_job_items_run_id``: a second a
         # million).
         "never_ran": text(
             f"SELECT count(*) FROM {_table(dialect, 'job_items', ITEMS_BY_STATUS)} "
             "WHERE job_items.job_id = :job AND job_items.status = 'failed' "
-            "AND job_items.run_id IS NULL"),
+            "AND job_items.run_id IS NULL"
+        ),
         # SQLite's BINARY collation and PostgreSQL's "C" compare UTF-8 bytewise: code points,
         # the order Python sorts text in.
         "key_order": text(
             f"SELECT job_items.id FROM {_table(dialect, 'job_items', _SQLITE_UNIQUE['item_keys'])}"
-            f" WHERE job_items.job_id = :job ORDER BY {keys}"),
+            f" WHERE job_items.job_id = :job ORDER BY {keys}"
+        ),
     }
 
 
@@ -804,20 +1026,28 @@ def _page_logs(session: Session, job_id: str, after: int, last: int) -> list[Row
     key (iteration, object, distortion) as SQLite reads them, unsorted as the export always read
     them: an export's and a report's per-tool means are summed in that order, one statement
     for both, so the same means."""
-    return list(session.execute(_sql(session, "logs"),  # all at once, not fetched one by one
-                                {"job": job_id, "after": after, "last": last}).all())
+    return list(
+        session.execute(
+            _sql(session, "logs"),  # all at once, not fetched one by one
+            {"job": job_id, "after": after, "last": last},
+        ).all()
+    )
 
 
-def _page_answerers(session: Session, job_id: str, after: int, last: int,
-                    builtin: str | None) -> dict[int, str]:
+def _page_answerers(
+    session: Session, job_id: str, after: int, last: int, builtin: str | None
+) -> dict[int, str]:
     """Who answered each item of a page that ran: the recorded VLM calls' backend/model and,
     where the builtin answers a role (it records no call), the builtin's own."""
     answered: dict[int, set[str]] = {}
     for item, backend, model in session.execute(
-            _sql(session, "answerers"), {"job": job_id, "after": after, "last": last}):
+        _sql(session, "answerers"), {"job": job_id, "after": after, "last": last}
+    ):
         answered.setdefault(item, set()).add(f"{backend}/{model}")
-    return {item: ";".join(sorted(names | ({builtin} if builtin else set())))
-            for item, names in answered.items()}
+    return {
+        item: ";".join(sorted(names | ({builtin} if builtin else set())))
+        for item, names in answered.items()
+    }
 
 
 def builtin_answerer(session: Session, job: Job) -> str | None:
@@ -835,12 +1065,12 @@ def builtin_answerer(session: Session, job: Job) -> str | None:
     from ..runconfig import RunConfig
 
     roles = RunConfig.from_json(job.config_json).roles.values()
-    return next((f"builtin/{c.answering_model}" for c in roles if c.backend == "builtin"),
-                None)
+    return next((f"builtin/{c.answering_model}" for c in roles if c.backend == "builtin"), None)
 
 
-def export_rows(session: Session, job_id: str, batch: int = 500, *,
-                builtin: str | None = None) -> Iterator[dict[str, Any]]:
+def export_rows(
+    session: Session, job_id: str, batch: int = 500, *, builtin: str | None = None
+) -> Iterator[dict[str, Any]]:
     """Items with their run's answer and the tool logs' per-tool means (normalized in
     ``tool_scores``, raw in ``raw_scores``), streamed a page of ``batch`` items at a time.
 
@@ -855,25 +1085,40 @@ def export_rows(session: Session, job_id: str, batch: int = 500, *,
     statement = _sql(session, "export_metric" if metric else "export")
     after = _first_id(session, job_id)
     while True:
-        page = session.execute(statement, {"job": job_id, "after": after,
-                                           "limit": batch}).all()
+        page = session.execute(statement, {"job": job_id, "after": after, "limit": batch}).all()
         if not page:
             return
         last = page[-1].id
         logs: dict[int, list[Row[Any]]] = {}
         for log in _page_logs(session, job_id, after, last):
             logs.setdefault(log[0], []).append(log)
-        answered = ({} if metric else _page_answerers(session, job_id, after, last, builtin))
+        answered = {} if metric else _page_answerers(session, job_id, after, last, builtin)
         after = last
         for item in page:
             row: dict[str, Any] = {
-                "item_id": item.item_key, "line": item.line, "image": item.image,
-                "reference": item.reference, "query": item.query, "status": item.status,
-                "error": redact(item.error), "run_id": item.run_id, "mos": item.mos,
-                "answer_truth": item.answer_truth, "final_answer": None, "quality_score": None,
-                "reasoning": None, "level_distribution": None, "answered_by": None,
-                "correct": None, "severities": None, "fallbacks": 0, "tools": None,
-                "scored_on": None, "tool_scores": {}, "raw_scores": {}, "meta": item.meta_json,
+                "item_id": item.item_key,
+                "line": item.line,
+                "image": item.image,
+                "reference": item.reference,
+                "query": item.query,
+                "status": item.status,
+                "error": redact(item.error),
+                "run_id": item.run_id,
+                "mos": item.mos,
+                "answer_truth": item.answer_truth,
+                "final_answer": None,
+                "quality_score": None,
+                "reasoning": None,
+                "level_distribution": None,
+                "answered_by": None,
+                "correct": None,
+                "severities": None,
+                "fallbacks": 0,
+                "tools": None,
+                "scored_on": None,
+                "tool_scores": {},
+                "raw_scores": {},
+                "meta": item.meta_json,
                 "question_type": _question_type(item.meta_json),
             }
             if item.run_id:
@@ -883,9 +1128,12 @@ def export_rows(session: Session, job_id: str, batch: int = 500, *,
                 if item.answer_truth and item.final_answer:
                     row["correct"] = answer_letter(item.final_answer) == item.answer_truth
                 run_logs = logs.get(item.id, [])
-                parsed = (json.loads(item.run_state) if item.run_state is not None
-                          and (not metric or any(log.object_name != "Global"
-                                                 for log in run_logs)) else {})
+                parsed = (
+                    json.loads(item.run_state)
+                    if item.run_state is not None
+                    and (not metric or any(log.object_name != "Global" for log in run_logs))
+                    else {}
+                )
                 summary = parsed.get("summarizer_result") or {}
                 row["reasoning"] = redact(summary.get("quality_reasoning"))
                 row["level_distribution"] = summary.get("level_distribution")
@@ -906,8 +1154,14 @@ def export_rows(session: Session, job_id: str, batch: int = 500, *,
             yield row
 
 
-def report_columns(session: Session, job_id: str, *, identities: bool = False,
-                   baseline: bool = True, page: int = PAGE) -> JobColumns:
+def report_columns(
+    session: Session,
+    job_id: str,
+    *,
+    identities: bool = False,
+    baseline: bool = True,
+    page: int = PAGE,
+) -> JobColumns:
     """The job's items as a report reads them (:class:`~agentic_iqa.jobs.columns.JobColumns`),
     from columns only: the items', their runs' answer and score, their tool calls' scores
     averaged per tool (as the export's), who answered; never a run's stored state, and an
@@ -928,34 +1182,52 @@ def report_columns(session: Session, job_id: str, *, identities: bool = False,
     # A comparison judges a metric job by its tools' scores, another by its quality score and
     # answers (:func:`agentic_iqa.jobs.in_sample.job_mode`): it reads only those.
     tool_lines = (job.mode or ("tools" if metric else "agent")) == "tools"
-    tools = sorted({*(job.metric_tools or ()),
-                    *([] if metric or (identities and not tool_lines)
-                      else tool_names(session, job_id))})
+    tools = sorted(
+        {
+            *(job.metric_tools or ()),
+            *([] if metric or (identities and not tool_lines) else tool_names(session, job_id)),
+        }
+    )
     ranked = identities and baseline
-    statement = _sql(session, "report" if not identities else
-                     "report_identities" if baseline else "report_keys")
+    statement = _sql(
+        session, "report" if not identities else "report_identities" if baseline else "report_keys"
+    )
     # Its arrays made once, of the job's size (the counts on its row).
-    builder = ColumnsBuilder(identities=identities, image_digests=baseline,
-                             breakdown=not identities,
-                             scores=not (identities and tool_lines),
-                             expected=sum(counts(session, job_id).values()))
+    builder = ColumnsBuilder(
+        identities=identities,
+        image_digests=baseline,
+        breakdown=not identities,
+        scores=not (identities and tool_lines),
+        expected=sum(counts(session, job_id).values()),
+    )
     ids = np.empty(builder.expected if ranked else 0, dtype=np.int64)
     read = 0
     after = _first_id(session, job_id)
     while True:
-        rows = session.execute(statement, {"job": job_id, "after": after,
-                                           "limit": page}).all()
+        rows = session.execute(statement, {"job": job_id, "after": after, "limit": page}).all()
         if not rows:
             break
-        (item_ids, statuses, mos, truths, queries, metas, errors, keys, images, runs, scores,
-         answers) = zip(*rows, strict=True)
+        (
+            item_ids,
+            statuses,
+            mos,
+            truths,
+            queries,
+            metas,
+            errors,
+            keys,
+            images,
+            runs,
+            scores,
+            answers,
+        ) = zip(*rows, strict=True)
         last = item_ids[-1]
         at = np.array(item_ids, dtype=np.int64)
         size = at.size
         if ranked:
             if read + size > ids.size:  # more items than counted: the rest grows it
                 ids = np.concatenate([ids[:read], np.empty(max(size, ids.size), np.int64)])
-            ids[read:read + size] = at
+            ids[read : read + size] = at
             read += size
         ran = np.array([bool(run) for run in runs], dtype=bool)
         raw: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
@@ -964,13 +1236,15 @@ def report_columns(session: Session, job_id: str, *, identities: bool = False,
         usage: dict[str, np.ndarray] = {}
         logs = _page_logs(session, job_id, after, last)
         if logs:
-            log_items, log_tools, log_raw, log_normalized, log_fallback, *_ = zip(*logs,
-                                                                                  strict=True)
+            log_items, log_tools, log_raw, log_normalized, log_fallback, *_ = zip(
+                *logs, strict=True
+            )
             where = np.searchsorted(at, np.array(log_items, dtype=np.int64))
             raw_values = np.array(log_raw, dtype=float)
             normalized_values = np.array(log_normalized, dtype=float)
-            fallbacks = np.bincount(where, weights=np.array(log_fallback, dtype=float),
-                                    minlength=size)
+            fallbacks = np.bincount(
+                where, weights=np.array(log_fallback, dtype=float), minlength=size
+            )
             names = np.array(log_tools, dtype=object)
             for name in dict.fromkeys(log_tools):
                 mine = names == name
@@ -988,22 +1262,42 @@ def report_columns(session: Session, job_id: str, *, identities: bool = False,
         fallbacks[~ran] = 0
         for name, scored in usage.items():
             builder.columns.tool_usage[name] += int(np.count_nonzero(scored & ran))
-        answered = ({} if metric else _page_answerers(session, job_id, after, last, builtin))
-        who = ([answered.get(item, builtin) if run else None
-                for item, run in zip(item_ids, runs, strict=True)] if answered or builtin
-               else [None] * size)
+        answered = {} if metric else _page_answerers(session, job_id, after, last, builtin)
+        who = (
+            [
+                answered.get(item, builtin) if run else None
+                for item, run in zip(item_ids, runs, strict=True)
+            ]
+            if answered or builtin
+            else [None] * size
+        )
         for name in raw:
             raw[name][~ran] = np.nan
             normalized[name][~ran] = np.nan
-        builder.add(Page(
-            status=statuses, mos=np.array(mos, dtype=float),
-            score=np.where(ran, np.array(scores, dtype=float), np.nan), truth=truths,
-            answer=answers, query=[query or default_query for query in queries],
-            question_type=[_question_type(meta) if truth is not None else None
-                           for meta, truth in zip(metas, truths, strict=True)],
-            meta=metas, error=[redact(error) for error in errors], item=keys, image=images,
-            answered_by=who, tools=None, fallbacks=fallbacks, raw=raw, normalized=normalized,
-            tool_columns=tools))
+        builder.add(
+            Page(
+                status=statuses,
+                mos=np.array(mos, dtype=float),
+                score=np.where(ran, np.array(scores, dtype=float), np.nan),
+                truth=truths,
+                answer=answers,
+                query=[query or default_query for query in queries],
+                question_type=[
+                    _question_type(meta) if truth is not None else None
+                    for meta, truth in zip(metas, truths, strict=True)
+                ],
+                meta=metas,
+                error=[redact(error) for error in errors],
+                item=keys,
+                image=images,
+                answered_by=who,
+                tools=None,
+                fallbacks=fallbacks,
+                raw=raw,
+                normalized=normalized,
+                tool_columns=tools,
+            )
+        )
         after = last
     key_rank = _key_ranks(session, job_id, ids[:read] if read else None) if ranked else None
     del ids
@@ -1020,8 +1314,9 @@ def _key_ranks(session: Session, job_id: str, item_ids: np.ndarray | None) -> np
     ranks = np.zeros(size, dtype=np.int32 if size < 2**31 else np.int64)  # (4 MB a million)
     if item_ids is None or not item_ids.size:
         return ranks
-    result = session.execute(_sql(session, "key_order"), {"job": job_id},
-                             execution_options={"yield_per": PAGE})
+    result = session.execute(
+        _sql(session, "key_order"), {"job": job_id}, execution_options={"yield_per": PAGE}
+    )
     rank = 0
     # A page at a time: without a size, ``partitions`` gives a text statement's rows one by one
     # (yield_per streams them but does not size the partitions), a numpy call per item.
@@ -1032,9 +1327,15 @@ def _key_ranks(session: Session, job_id: str, item_ids: np.ndarray | None) -> np
     return ranks
 
 
-def in_sample_overlap(session: Session, job_id: str, items: int, fitted: Mapping[str, str],
-                      hashes: dict[str, str | None] | None = None, *,
-                      page: int = PAGE) -> dict[str, int]:
+def in_sample_overlap(
+    session: Session,
+    job_id: str,
+    items: int,
+    fitted: Mapping[str, str],
+    hashes: dict[str, str | None] | None = None,
+    *,
+    page: int = PAGE,
+) -> dict[str, int]:
     """How many of the job's items that ran (done or failed) are images the builtin was fitted
     on, by the SHA-256 recorded when each was submitted (an image without one is read and
     hashed: :func:`~agentic_iqa.jobs.in_sample.fitted_overlap`), of its ``items``; pending
@@ -1045,16 +1346,18 @@ def in_sample_overlap(session: Session, job_id: str, items: int, fitted: Mapping
 
     def ran() -> Iterator[tuple[str, str | None]]:
         after = _first_id(session, job_id)
-        while rows := session.execute(statement, {"job": job_id, "after": after,
-                                                  "limit": page}).all():
+        while rows := session.execute(
+            statement, {"job": job_id, "after": after, "limit": page}
+        ).all():
             after = rows[-1].id
             yield from ((row.image, row.image_digest) for row in rows)
 
     return fitted_overlap(ran(), items, fitted, hashes)
 
 
-def report_for_job(session: Session, job_id: str, *, bootstrap: int = 0, seed: int = 0,
-                   logistic: bool = True) -> dict[str, Any]:
+def report_for_job(
+    session: Session, job_id: str, *, bootstrap: int = 0, seed: int = 0, logistic: bool = True
+) -> dict[str, Any]:
     """The job's report (:func:`agentic_iqa.jobs.report.build_report`) read from its columns
     a page at a time (:func:`report_columns`): what ``eval report`` computes, and what a job's
     stored headline is made of (``bootstrap`` 0: no intervals, seconds for a million items;
@@ -1062,18 +1365,26 @@ def report_for_job(session: Session, job_id: str, *, bootstrap: int = 0, seed: i
     from ..jobs.report import build_report
 
     metric = bool(session.scalar(select(Job.tools).where(Job.id == job_id)))
-    return build_report(report_columns(session, job_id), bootstrap=bootstrap, seed=seed,
-                        metric_job=metric, logistic=logistic)
+    return build_report(
+        report_columns(session, job_id),
+        bootstrap=bootstrap,
+        seed=seed,
+        metric_job=metric,
+        logistic=logistic,
+    )
 
 
 def tool_names(session: Session, job_id: str) -> list[str]:
     """Every tool that scored an item of the job (the export's per-tool columns)."""
-    return list(session.scalars(
-        select(ToolLog.tool_name).distinct()
-        .join(JobItem, JobItem.run_id == ToolLog.run_id)
-        .where(JobItem.job_id == job_id, ToolLog.normalized_score.is_not(None))
-        .order_by(ToolLog.tool_name)
-    ))
+    return list(
+        session.scalars(
+            select(ToolLog.tool_name)
+            .distinct()
+            .join(JobItem, JobItem.run_id == ToolLog.run_id)
+            .where(JobItem.job_id == job_id, ToolLog.normalized_score.is_not(None))
+            .order_by(ToolLog.tool_name)
+        )
+    )
 
 
 def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
@@ -1083,11 +1394,15 @@ def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
     objects are filed under "Global"), and before that every call scored the whole image."""
     from ..state import scored_on
 
-    stored = [entry for entry in (state.get("executor_evidence") or {}).get("tool_logs") or []
-              if isinstance(entry, dict)]
+    stored = [
+        entry
+        for entry in (state.get("executor_evidence") or {}).get("tool_logs") or []
+        if isinstance(entry, dict)
+    ]
     crops = any("region" in entry for entry in stored)
-    regions = {(entry.get("object_name"), entry.get("distortion")): entry.get("region")
-               for entry in stored}
+    regions = {
+        (entry.get("object_name"), entry.get("distortion")): entry.get("region") for entry in stored
+    }
     labels: list[str] = []
     for log in logs:
         if log.normalized_score is None:

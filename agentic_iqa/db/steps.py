@@ -65,8 +65,10 @@ class StaleAttempt(Exception):
     change nothing; the transaction that tried to write it is rolled back."""
 
     def __init__(self, run_id: str, step: str, iteration: int, attempt: int) -> None:
-        super().__init__(f"run {run_id}: {step}#{iteration} attempt {attempt} is stale (the "
-                         "step was taken over); its outcome is discarded")
+        super().__init__(
+            f"run {run_id}: {step}#{iteration} attempt {attempt} is stale (the "
+            "step was taken over); its outcome is discarded"
+        )
 
 
 class StepBusy(Exception):
@@ -82,13 +84,19 @@ def lease_deadline(seconds: float | None) -> datetime | None:
     return None if seconds is None else utc_now() + timedelta(seconds=seconds)
 
 
-def create_run(session: Session, *, query: str, image_path: str,
-               reference_path: str | None = None,
-               max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
-               backend: str | None = None, job_id: str | None = None,
-               lease_seconds: float | None = None,
-               metric_tools: Sequence[str] | None = None,
-               mode: Literal["agent", "vlm"] = "agent") -> str:
+def create_run(
+    session: Session,
+    *,
+    query: str,
+    image_path: str,
+    reference_path: str | None = None,
+    max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
+    backend: str | None = None,
+    job_id: str | None = None,
+    lease_seconds: float | None = None,
+    metric_tools: Sequence[str] | None = None,
+    mode: Literal["agent", "vlm"] = "agent",
+) -> str:
     """A new 'pending' run with its initial state; returns its id.
 
     With ``lease_seconds`` the run is handed to workers and supervised from now on: if nothing
@@ -96,37 +104,71 @@ def create_run(session: Session, *, query: str, image_path: str,
     a metric job's run, which only runs these tools (no plan, no VLM).  ``mode="vlm"``: the
     VLM answers alone (no plan, no tools).
     """
-    state = initial_state(query, image_path, reference_path,
-                          max_replan_iterations=max_replan_iterations,
-                          metric_tools=metric_tools, mode=mode)
-    run = Run(query=query, image_path=image_path, reference_path=reference_path,
-              status="pending", state_json=state_to_json(state), iteration_count=0,
-              max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,
-              created_at=utc_now(), lease_until=lease_deadline(lease_seconds))
+    state = initial_state(
+        query,
+        image_path,
+        reference_path,
+        max_replan_iterations=max_replan_iterations,
+        metric_tools=metric_tools,
+        mode=mode,
+    )
+    run = Run(
+        query=query,
+        image_path=image_path,
+        reference_path=reference_path,
+        status="pending",
+        state_json=state_to_json(state),
+        iteration_count=0,
+        max_replan_iterations=max_replan_iterations,
+        backend=backend,
+        job_id=job_id,
+        created_at=utc_now(),
+        lease_until=lease_deadline(lease_seconds),
+    )
     session.add(run)
     session.flush()
     return run.id
 
 
-def create_runs(session: Session, inputs: Sequence[tuple[str, str, str | None]], *,
-                max_replan_iterations: int, job_id: str, lease_seconds: float | None = None,
-                metric_tools: Sequence[str] | None = None,
-                mode: Literal["agent", "vlm"] = "agent"
-                ) -> list[tuple[str, AgenticIQAState]]:
+def create_runs(
+    session: Session,
+    inputs: Sequence[tuple[str, str, str | None]],
+    *,
+    max_replan_iterations: int,
+    job_id: str,
+    lease_seconds: float | None = None,
+    metric_tools: Sequence[str] | None = None,
+    mode: Literal["agent", "vlm"] = "agent",
+) -> list[tuple[str, AgenticIQAState]]:
     """:func:`create_run` for a window of a job's items, (query, image, reference) each: one
     INSERT for them all; returns their ids and initial states, in order."""
     lease_until = lease_deadline(lease_seconds)
     rows, states = [], []
     for query, image_path, reference_path in inputs:
-        state = initial_state(query, image_path, reference_path,
-                              max_replan_iterations=max_replan_iterations,
-                              metric_tools=metric_tools, mode=mode)
+        state = initial_state(
+            query,
+            image_path,
+            reference_path,
+            max_replan_iterations=max_replan_iterations,
+            metric_tools=metric_tools,
+            mode=mode,
+        )
         states.append(state)
-        rows.append({"id": new_run_id(), "query": query, "image_path": image_path,
-                     "reference_path": reference_path, "status": "pending",
-                     "state_json": state_to_json(state), "iteration_count": 0,
-                     "max_replan_iterations": max_replan_iterations, "job_id": job_id,
-                     "created_at": utc_now(), "lease_until": lease_until})
+        rows.append(
+            {
+                "id": new_run_id(),
+                "query": query,
+                "image_path": image_path,
+                "reference_path": reference_path,
+                "status": "pending",
+                "state_json": state_to_json(state),
+                "iteration_count": 0,
+                "max_replan_iterations": max_replan_iterations,
+                "job_id": job_id,
+                "created_at": utc_now(),
+                "lease_until": lease_until,
+            }
+        )
     if rows:
         session.execute(insert(_RUNS), rows)
     return [(row["id"], state) for row, state in zip(rows, states, strict=True)]
@@ -151,11 +193,23 @@ class RunContext:
 #: Every step of every run begins with this read: a Core statement built once (the ORM's
 #: identity map and attribute loading cost more than the SQL here).
 _RUN_CONTEXT = (
-    select(_RUNS.c.status, _RUNS.c.job_id, _RUNS.c.state_json, _RUNS.c.vlm_cache,
-           _JOBS.c.vlm_cache.label("job_vlm_cache"), _JOBS.c.config_json,
-           _ITEMS.c.image, _ITEMS.c.image_digest, _ITEMS.c.reference, _ITEMS.c.reference_digest)
-    .select_from(_RUNS.outerjoin(_JOBS, _JOBS.c.id == _RUNS.c.job_id)
-                 .outerjoin(_ITEMS, _ITEMS.c.run_id == _RUNS.c.id))
+    select(
+        _RUNS.c.status,
+        _RUNS.c.job_id,
+        _RUNS.c.state_json,
+        _RUNS.c.vlm_cache,
+        _JOBS.c.vlm_cache.label("job_vlm_cache"),
+        _JOBS.c.config_json,
+        _ITEMS.c.image,
+        _ITEMS.c.image_digest,
+        _ITEMS.c.reference,
+        _ITEMS.c.reference_digest,
+    )
+    .select_from(
+        _RUNS.outerjoin(_JOBS, _JOBS.c.id == _RUNS.c.job_id).outerjoin(
+            _ITEMS, _ITEMS.c.run_id == _RUNS.c.id
+        )
+    )
     .where(_RUNS.c.id == bindparam("b_run"))
 )
 
@@ -165,12 +219,22 @@ def run_context(session: Session, run_id: str) -> RunContext:
     row = session.execute(_RUN_CONTEXT, {"b_run": run_id}).first()
     if row is None:
         raise RunNotFound(run_id)
-    digests = {location: digest for location, digest in (
-        (row.image, row.image_digest), (row.reference, row.reference_digest))
-        if location and digest}
-    return RunContext(row.status, row.job_id, state_from_json(row.state_json),
-                      bool(row.vlm_cache) and row.job_vlm_cache is not False,
-                      _config(row.config_json), digests)
+    digests = {
+        location: digest
+        for location, digest in (
+            (row.image, row.image_digest),
+            (row.reference, row.reference_digest),
+        )
+        if location and digest
+    }
+    return RunContext(
+        row.status,
+        row.job_id,
+        state_from_json(row.state_json),
+        bool(row.vlm_cache) and row.job_vlm_cache is not False,
+        _config(row.config_json),
+        digests,
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -197,8 +261,9 @@ def _find_step(session: Session, run_id: str, step: str, iteration: int) -> Step
     # delivery waits for the first one's commit and then sees its attempts, not a stale count.
     statement = (
         select(StepRecord)
-        .where(StepRecord.run_id == run_id, StepRecord.step == step,
-               StepRecord.iteration == iteration)
+        .where(
+            StepRecord.run_id == run_id, StepRecord.step == step, StepRecord.iteration == iteration
+        )
         .with_for_update()
         .execution_options(populate_existing=True)
     )
@@ -216,8 +281,14 @@ def _step_record(session: Session, run_id: str, step: str, iteration: int) -> St
         return record
     try:
         with session.begin_nested():
-            record = StepRecord(run_id=run_id, step=step, iteration=iteration,
-                                status="running", attempts=0, started_at=utc_now())
+            record = StepRecord(
+                run_id=run_id,
+                step=step,
+                iteration=iteration,
+                status="running",
+                attempts=0,
+                started_at=utc_now(),
+            )
             session.add(record)
     except IntegrityError:
         record = _find_step(session, run_id, step, iteration)
@@ -253,11 +324,13 @@ _first_inserts: dict[str, Any] = {}
 #: A first delivery starts its run (pending to running, its start time, its lease): plain Core
 #: statements built once, as every step of every run goes through them.
 _START_RUN = (
-    update(_RUNS).where(_RUNS.c.id == bindparam("b_run"))
-    .values(status="running",
-            started_at=func.coalesce(_RUNS.c.started_at, bindparam("b_now", type_=UtcDateTime())),
-            lease_until=func.coalesce(bindparam("b_lease", type_=UtcDateTime()),
-                                      _RUNS.c.lease_until))
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("b_run"))
+    .values(
+        status="running",
+        started_at=func.coalesce(_RUNS.c.started_at, bindparam("b_now", type_=UtcDateTime())),
+        lease_until=func.coalesce(bindparam("b_lease", type_=UtcDateTime()), _RUNS.c.lease_until),
+    )
 )
 
 
@@ -269,14 +342,23 @@ def _insert_first_attempt(session: Session) -> Any:
         statement = _first_inserts[dialect] = (
             _dialect_insert(session, _STEPS)
             .on_conflict_do_nothing(index_elements=["run_id", "step", "iteration"])
-            .returning(_STEPS.c.id))
+            .returning(_STEPS.c.id)
+        )
     return statement
 
 
-def first_attempt(session: Session, run_id: str, step: str, iteration: int, *,
-                  worker: str | None = None, queue: str | None = None,
-                  lease_seconds: float | None = None, run_started: bool = False,
-                  started_at: datetime | None = None) -> Attempt | None:
+def first_attempt(
+    session: Session,
+    run_id: str,
+    step: str,
+    iteration: int,
+    *,
+    worker: str | None = None,
+    queue: str | None = None,
+    lease_seconds: float | None = None,
+    run_started: bool = False,
+    started_at: datetime | None = None,
+) -> Attempt | None:
     """Begin a step that has no record yet, as its first attempt: one INSERT of the row as it
     should end up; None when the step has a record already (then see :func:`begin_step`).
 
@@ -288,10 +370,20 @@ def first_attempt(session: Session, run_id: str, step: str, iteration: int, *,
     now = started_at or utc_now()
     lease_until = lease_deadline(lease_seconds)
     try:
-        inserted = session.execute(_insert_first_attempt(session), {
-            "run_id": run_id, "step": step, "iteration": iteration, "status": "running",
-            "attempts": 1, "started_at": now, "worker": worker, "queue": queue,
-            "lease_until": lease_until}).first()
+        inserted = session.execute(
+            _insert_first_attempt(session),
+            {
+                "run_id": run_id,
+                "step": step,
+                "iteration": iteration,
+                "status": "running",
+                "attempts": 1,
+                "started_at": now,
+                "worker": worker,
+                "queue": queue,
+                "lease_until": lease_until,
+            },
+        ).first()
     except IntegrityError as exc:  # the foreign key: no such run
         raise RunNotFound(run_id) from exc
     if inserted is None:
@@ -301,10 +393,18 @@ def first_attempt(session: Session, run_id: str, step: str, iteration: int, *,
     return Attempt(1, worker, queue, lease_until)
 
 
-def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
-               worker: str | None = None, queue: str | None = None,
-               lease_seconds: float | None = None, run_started: bool = False,
-               own_attempt: int | None = None) -> Attempt | None:
+def begin_step(
+    session: Session,
+    run_id: str,
+    step: str,
+    iteration: int,
+    *,
+    worker: str | None = None,
+    queue: str | None = None,
+    lease_seconds: float | None = None,
+    run_started: bool = False,
+    own_attempt: int | None = None,
+) -> Attempt | None:
     """Mark a step as running (one more attempt); None when it already succeeded.
 
     A caller that gets None skips the work: this is a redelivery of a finished task.  With
@@ -315,8 +415,16 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
     attempt, which it saw fail (a lost database connection): it is taken over at once, its
     lease not waited out.
     """
-    first = first_attempt(session, run_id, step, iteration, worker=worker, queue=queue,
-                          lease_seconds=lease_seconds, run_started=run_started)
+    first = first_attempt(
+        session,
+        run_id,
+        step,
+        iteration,
+        worker=worker,
+        queue=queue,
+        lease_seconds=lease_seconds,
+        run_started=run_started,
+    )
     if first is not None:  # the usual case
         return first
     now = utc_now()
@@ -328,8 +436,14 @@ def begin_step(session: Session, run_id: str, step: str, iteration: int, *,
     if record.status == "succeeded":
         return None
     own = own_attempt is not None and record.attempts == own_attempt
-    if (lease_seconds is not None and record.status == "running" and record.attempts > 0
-            and record.lease_until is not None and record.lease_until > now and not own):
+    if (
+        lease_seconds is not None
+        and record.status == "running"
+        and record.attempts > 0
+        and record.lease_until is not None
+        and record.lease_until > now
+        and not own
+    ):
         raise StepBusy((record.lease_until - now).total_seconds())
     taken_over = record.status == "running" and record.attempts > 0
     record.lease_until = lease_until
@@ -355,20 +469,32 @@ def _mark_running(run: Run, now: datetime) -> None:
 
 _COMPLETE_STEP = (
     update(_STEPS)
-    .where(_STEPS.c.run_id == bindparam("b_run"), _STEPS.c.step == bindparam("b_step"),
-           _STEPS.c.iteration == bindparam("b_iteration"))
-    .values(status="succeeded", output_json=bindparam("b_output"), error=None,
-            finished_at=bindparam("b_now", type_=UtcDateTime()), lease_until=None,
-            attempts=case((_STEPS.c.attempts < 1, 1), else_=_STEPS.c.attempts))
+    .where(
+        _STEPS.c.run_id == bindparam("b_run"),
+        _STEPS.c.step == bindparam("b_step"),
+        _STEPS.c.iteration == bindparam("b_iteration"),
+    )
+    .values(
+        status="succeeded",
+        output_json=bindparam("b_output"),
+        error=None,
+        finished_at=bindparam("b_now", type_=UtcDateTime()),
+        lease_until=None,
+        attempts=case((_STEPS.c.attempts < 1, 1), else_=_STEPS.c.attempts),
+    )
 )
 #: The same, fenced: only the attempt that owns the step (the latest begun) may complete it.
-_COMPLETE_OWNED_STEP = _COMPLETE_STEP.where(_STEPS.c.attempts == bindparam("b_attempt"),
-                                            _STEPS.c.status == "running")
+_COMPLETE_OWNED_STEP = _COMPLETE_STEP.where(
+    _STEPS.c.attempts == bindparam("b_attempt"), _STEPS.c.status == "running"
+)
 _SAVE_STATE = (
-    update(_RUNS).where(_RUNS.c.id == bindparam("b_run"))
-    .values(state_json=bindparam("b_state"), iteration_count=bindparam("b_iterations"),
-            lease_until=func.coalesce(bindparam("b_lease", type_=UtcDateTime()),
-                                      _RUNS.c.lease_until))
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("b_run"))
+    .values(
+        state_json=bindparam("b_state"),
+        iteration_count=bindparam("b_iterations"),
+        lease_until=func.coalesce(bindparam("b_lease", type_=UtcDateTime()), _RUNS.c.lease_until),
+    )
 )
 
 
@@ -376,9 +502,17 @@ def _update_json(update: Mapping[str, Any]) -> str:
     return _UPDATE.dump_json(dict(update)).decode()
 
 
-def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
-                  state: AgenticIQAState, update: Mapping[str, Any],
-                  lease_seconds: float | None = None, attempt: int | None = None) -> None:
+def complete_step(
+    session: Session,
+    run_id: str,
+    step: str,
+    iteration: int,
+    *,
+    state: AgenticIQAState,
+    update: Mapping[str, Any],
+    lease_seconds: float | None = None,
+    attempt: int | None = None,
+) -> None:
     """Record a step's success: its update, the run's new state, its tool calls and replans.
 
     ``state`` is the run's state with ``update`` merged.  Repeating the call changes nothing.
@@ -390,8 +524,13 @@ def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
     # step never begun (a direct call) gets its row the ORM way.
     now = utc_now()
     output = redact(_update_json(update))
-    parameters = {"b_run": run_id, "b_step": step, "b_iteration": iteration,
-                  "b_output": output, "b_now": now}
+    parameters = {
+        "b_run": run_id,
+        "b_step": step,
+        "b_iteration": iteration,
+        "b_output": output,
+        "b_now": now,
+    }
     if attempt is not None:
         owned = session.execute(_COMPLETE_OWNED_STEP, {**parameters, "b_attempt": attempt})
         if not owned.rowcount:
@@ -404,18 +543,26 @@ def complete_step(session: Session, run_id: str, step: str, iteration: int, *,
         record = _step_record(session, run_id, step, iteration)
         record.status, record.output_json, record.error = "succeeded", output, None
         record.finished_at, record.lease_until, record.attempts = now, None, 1
-    moved = session.execute(_SAVE_STATE, {
-        "b_run": run_id, "b_state": redact(state_to_json(state)),
-        "b_iterations": state.get("iteration_count", 0),
-        "b_lease": lease_deadline(lease_seconds)}).rowcount
+    moved = session.execute(
+        _SAVE_STATE,
+        {
+            "b_run": run_id,
+            "b_state": redact(state_to_json(state)),
+            "b_iterations": state.get("iteration_count", 0),
+            "b_lease": lease_deadline(lease_seconds),
+        },
+    ).rowcount
     if not moved:
         raise RunNotFound(run_id)
     evidence = update.get("executor_evidence")
     if evidence is not None:
         logs = ExecutorOutput.model_validate(evidence).tool_logs
-        _insert_missing(session, ToolLog, ("run_id", "iteration", "object_name", "distortion"),
-                        [ToolLog.columns_from(entry, run_id=run_id, iteration=iteration)
-                         for entry in logs])
+        _insert_missing(
+            session,
+            ToolLog,
+            ("run_id", "iteration", "object_name", "distortion"),
+            [ToolLog.columns_from(entry, run_id=run_id, iteration=iteration) for entry in logs],
+        )
     _store_replans(session, run_id, state.get("replan_history", []))
     session.flush()
 
@@ -427,20 +574,36 @@ def _store_replans(session: Session, run_id: str, history: Sequence[ReplanEntry]
     if not history:
         return
     table = ReplanRow.__table__
-    statement = (postgresql.insert(table) if session.get_bind().dialect.name == "postgresql"
-                 else sqlite.insert(table))
-    session.execute(statement.on_conflict_do_update(
-        index_elements=["run_id", "iteration"],
-        set_={"failure": func.coalesce(table.c.failure, statement.excluded.failure)},
-        where=statement.excluded.failure.is_not(None)), [
-        {"run_id": run_id, "iteration": entry.iteration, "reason": entry.reason,
-         "created_at": entry.timestamp, "failure": redact(entry.failure)
-         if entry.failure is not None else None}
-        for entry in history])
+    statement = (
+        postgresql.insert(table)
+        if session.get_bind().dialect.name == "postgresql"
+        else sqlite.insert(table)
+    )
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=["run_id", "iteration"],
+            set_={"failure": func.coalesce(table.c.failure, statement.excluded.failure)},
+            where=statement.excluded.failure.is_not(None),
+        ),
+        [
+            {
+                "run_id": run_id,
+                "iteration": entry.iteration,
+                "reason": entry.reason,
+                "created_at": entry.timestamp,
+                "failure": redact(entry.failure) if entry.failure is not None else None,
+            }
+            for entry in history
+        ],
+    )
 
 
-def _insert_missing(session: Session, model: type[ToolLog] | type[VlmCall],
-                    keys: Iterable[str], rows: list[dict[str, Any]]) -> None:
+def _insert_missing(
+    session: Session,
+    model: type[ToolLog] | type[VlmCall],
+    keys: Iterable[str],
+    rows: list[dict[str, Any]],
+) -> None:
     """INSERT ... ON CONFLICT (keys) DO NOTHING: rows already stored are left as they are.
 
     One statement executed for many parameter sets (not one VALUES list per call), so that it
@@ -457,8 +620,15 @@ def _insert_missing(session: Session, model: type[ToolLog] | type[VlmCall],
     session.execute(statement.on_conflict_do_nothing(index_elements=list(keys)), rows)
 
 
-def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error: str,
-              attempt: int | None = None) -> None:
+def fail_step(
+    session: Session,
+    run_id: str,
+    step: str,
+    iteration: int,
+    *,
+    error: str,
+    attempt: int | None = None,
+) -> None:
     """Record that an attempt of this step failed (the task may still be retried).
 
     ``attempt``: as for :func:`complete_step`, a stale attempt's failure changes nothing."""
@@ -474,8 +644,9 @@ def fail_step(session: Session, run_id: str, step: str, iteration: int, *, error
     session.flush()
 
 
-def finish_run(session: Session, run_id: str, *, state: AgenticIQAState,
-               state_saved: bool = False) -> None:
+def finish_run(
+    session: Session, run_id: str, *, state: AgenticIQAState, state_saved: bool = False
+) -> None:
     """Close the run with its final state: succeeded when the Summarizer answered, or, for a
     metric job's run (which has no Summarizer), when its tools ran without a run error.
 
@@ -487,8 +658,11 @@ def finish_run(session: Session, run_id: str, *, state: AgenticIQAState,
         "status": "succeeded" if result is not None or metric_done else "failed",
         "final_answer": result.final_answer if result is not None else None,
         "quality_score": result.quality_score if result is not None else None,
-        "error": redact(state.get("error")), "iteration_count": state.get("iteration_count", 0),
-        "finished_at": utc_now(), "lease_until": None}
+        "error": redact(state.get("error")),
+        "iteration_count": state.get("iteration_count", 0),
+        "finished_at": utc_now(),
+        "lease_until": None,
+    }
     if not state_saved:
         values["state_json"] = redact(state_to_json(state))
     _end_run(session, run_id, values)
@@ -498,14 +672,20 @@ def _end_run(session: Session, run_id: str, values: dict[str, Any]) -> None:
     """Write a run's end (one UPDATE by key, no read of the run first) and close its job's
     item (:func:`~.items.close_item`), in the caller's transaction."""
     session.flush()  # an ORM caller's changes to the run come before these
-    ended = session.execute(update(_RUNS).where(_RUNS.c.id == run_id).values(values)
-                            .returning(_RUNS.c.job_id)).first()
+    ended = session.execute(
+        update(_RUNS).where(_RUNS.c.id == run_id).values(values).returning(_RUNS.c.job_id)
+    ).first()
     if ended is None:
         raise RunNotFound(run_id)
     _expire_run(session, run_id)
     if ended.job_id is not None:
-        close_item(session, run_id=run_id, job_id=ended.job_id,
-                   succeeded=values["status"] == "succeeded", error=values.get("error"))
+        close_item(
+            session,
+            run_id=run_id,
+            job_id=ended.job_id,
+            succeeded=values["status"] == "succeeded",
+            error=values.get("error"),
+        )
 
 
 def _expire_run(session: Session, run_id: str) -> None:
@@ -521,16 +701,25 @@ def fail_run(session: Session, run_id: str, *, error: str) -> None:
     state_json = session.scalar(select(_RUNS.c.state_json).where(_RUNS.c.id == run_id))
     if state_json is None:
         raise RunNotFound(run_id)
-    values: dict[str, Any] = {"status": "failed", "error": redact(error),
-                              "finished_at": utc_now(), "lease_until": None}
+    values: dict[str, Any] = {
+        "status": "failed",
+        "error": redact(error),
+        "finished_at": utc_now(),
+        "lease_until": None,
+    }
     state = state_from_json(state_json)
     if not state.get("error"):  # every reader of the state sees why, not only of the row
         values["state_json"] = redact(state_to_json(merge_state(state, {"error": error})))
     _end_run(session, run_id, values)
 
 
-def extend_lease(session: Session, run_id: str, seconds: float, *,
-                 step: tuple[str, int] | tuple[str, int, int] | None = None) -> bool:
+def extend_lease(
+    session: Session,
+    run_id: str,
+    seconds: float,
+    *,
+    step: tuple[str, int] | tuple[str, int, int] | None = None,
+) -> bool:
     """Push the run's lease (and a running step's) ``seconds`` ahead; False if it has ended.
 
     Called when a run is dispatched, by a running step's heartbeat, and before a delayed retry.
@@ -541,14 +730,18 @@ def extend_lease(session: Session, run_id: str, seconds: float, *,
     if step is not None:
         name, iteration, *attempt = step
         fenced = update(StepRecord).where(
-            StepRecord.run_id == run_id, StepRecord.step == name,
-            StepRecord.iteration == iteration, StepRecord.status == "running")
+            StepRecord.run_id == run_id,
+            StepRecord.step == name,
+            StepRecord.iteration == iteration,
+            StepRecord.status == "running",
+        )
         if attempt:
             fenced = fenced.where(StepRecord.attempts == attempt[0])
         if not session.execute(fenced.values(lease_until=deadline)).rowcount and attempt:
             return False
     moved = session.execute(
-        update(Run).where(Run.id == run_id, Run.status.in_(("pending", "running")))
+        update(Run)
+        .where(Run.id == run_id, Run.status.in_(("pending", "running")))
         .values(lease_until=deadline)
     ).rowcount
     return bool(moved)
@@ -562,9 +755,15 @@ def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> l
     """
     now = utc_now()
     runs = session.scalars(
-        select(Run).where(Run.status.in_(("pending", "running")), Run.lease_until.is_not(None),
-                          Run.lease_until < now)
-        .order_by(Run.lease_until).limit(limit).with_for_update(skip_locked=True)
+        select(Run)
+        .where(
+            Run.status.in_(("pending", "running")),
+            Run.lease_until.is_not(None),
+            Run.lease_until < now,
+        )
+        .order_by(Run.lease_until)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
     ).all()
     deadline = lease_deadline(lease_seconds)
     for run in runs:
@@ -579,7 +778,8 @@ def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> l
 
 _VLM_CALLS = VlmCall.__table__
 _KEYS_ASKED = select(_VLM_CALLS.c.request_key).where(
-    _VLM_CALLS.c.run_id == bindparam("b_run"), _VLM_CALLS.c.request_key.is_not(None))
+    _VLM_CALLS.c.run_id == bindparam("b_run"), _VLM_CALLS.c.request_key.is_not(None)
+)
 
 
 def vlm_keys_asked(session: Session, run_id: str) -> set[str]:
@@ -592,23 +792,42 @@ def set_run_vlm_cache(session: Session, run_id: str, enabled: bool) -> None:
     session.flush()
 
 
-def store_vlm_calls(session: Session, run_id: str, step: str, iteration: int, attempt: int,
-                    records: Iterable[CallRecord]) -> None:
+def store_vlm_calls(
+    session: Session,
+    run_id: str,
+    step: str,
+    iteration: int,
+    attempt: int,
+    records: Iterable[CallRecord],
+) -> None:
     """The calls one attempt of a step made, in order; storing them again changes nothing."""
-    _insert_missing(session, VlmCall, ("run_id", "step", "iteration", "attempt", "seq"), [
-        {"run_id": run_id, "step": step, "iteration": iteration, "attempt": attempt,
-         "seq": seq, "role": record.role, "task": record.task, "backend": record.backend,
-         "model": record.model, "input_tokens": record.input_tokens,
-         "output_tokens": record.output_tokens, "cached_tokens": record.cached_tokens,
-         "latency_s": record.latency_s, "cache_hit": record.cache_hit,
-         "request_key": record.request_key, "created_at": utc_now(),
-         "error": redact(record.error), "endpoint": record.endpoint, "batch": record.batch}
-        for seq, record in enumerate(records)
-    ])
+    _insert_missing(
+        session,
+        VlmCall,
+        ("run_id", "step", "iteration", "attempt", "seq"),
+        [
+            {
+                "run_id": run_id,
+                "step": step,
+                "iteration": iteration,
+                "attempt": attempt,
+                "seq": seq,
+                "role": record.role,
+                "task": record.task,
+                "backend": record.backend,
+                "model": record.model,
+                "input_tokens": record.input_tokens,
+                "output_tokens": record.output_tokens,
+                "cached_tokens": record.cached_tokens,
+                "latency_s": record.latency_s,
+                "cache_hit": record.cache_hit,
+                "request_key": record.request_key,
+                "created_at": utc_now(),
+                "error": redact(record.error),
+                "endpoint": record.endpoint,
+                "batch": record.batch,
+            }
+            for seq, record in enumerate(records)
+        ],
+    )
     session.flush()
-
-
-
-
-
-

@@ -60,8 +60,8 @@ _SLOPE = (1.0, 0.7, 0.5, 0.3, 0.15)
 _SATURATION = (1.0, 0.6, 0.35, 0.15, 0.0)
 _GREY = 0.4
 #: BT.601 luma σ of i.i.d. per-channel noise of σ = 1.
-_LUMA_OF_IID = math.sqrt(0.299 ** 2 + 0.587 ** 2 + 0.114 ** 2)
-_CHROMA_BLOTCH = 1.5        # px, low-pass of the chroma noise
+_LUMA_OF_IID = math.sqrt(0.299**2 + 0.587**2 + 0.114**2)
+_CHROMA_BLOTCH = 1.5  # px, low-pass of the chroma noise
 _RESAVE_QUALITY = 85
 _SHOULDER_KNEE = 0.65
 _AIRLIGHT = 0.75
@@ -86,6 +86,7 @@ def to_srgb(v: np.ndarray) -> np.ndarray:
 
 # -- blur -------------------------------------------------------------------------------------
 
+
 def blur(image: Image.Image, level: int, shape: str = "gaussian") -> Image.Image:
     sigma = _SIGMA[level]
     if not sigma:
@@ -98,6 +99,7 @@ def blur(image: Image.Image, level: int, shape: str = "gaussian") -> Image.Image
 
 # -- noise ------------------------------------------------------------------------------------
 
+
 def noise(image: Image.Image, level: int, seed: int = 0, shape: str = "gaussian") -> Image.Image:
     sigma = _NOISE[level]
     array = np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0
@@ -108,8 +110,10 @@ def noise(image: Image.Image, level: int, seed: int = 0, shape: str = "gaussian"
     luma = rng.normal(0.0, sigma * _LUMA_OF_IID, array.shape[:2])
     offsets = np.repeat(luma[..., None], 3, axis=2)
     if shape == "chroma":
-        cb, cr = (ndimage.gaussian_filter(rng.normal(0.0, 1.0, array.shape[:2]), _CHROMA_BLOTCH)
-                  for _ in range(2))
+        cb, cr = (
+            ndimage.gaussian_filter(rng.normal(0.0, 1.0, array.shape[:2]), _CHROMA_BLOTCH)
+            for _ in range(2)
+        )
         cb, cr = (c * sigma / max(float(c.std()), 1e-12) for c in (cb, cr))
         # Cb/Cr offsets carry no BT.601 luma.
         offsets += np.stack([1.402 * cr, -0.344136 * cb - 0.714136 * cr, 1.772 * cb], axis=-1)
@@ -117,6 +121,7 @@ def noise(image: Image.Image, level: int, seed: int = 0, shape: str = "gaussian"
 
 
 # -- JPEG -------------------------------------------------------------------------------------
+
 
 def _jpeg(image: Image.Image, **options: object) -> Image.Image:
     buffer = io.BytesIO()
@@ -134,6 +139,7 @@ def jpeg(image: Image.Image, level: int, shape: str = "q420") -> Image.Image:
 
 
 # -- exposure ---------------------------------------------------------------------------------
+
 
 def darken(image: Image.Image, level: int, shape: str = "scale") -> Image.Image:
     factor = _DARK[level]
@@ -173,6 +179,7 @@ def brighten(image: Image.Image, level: int, shape: str = "clip") -> Image.Image
 
 # -- contrast ---------------------------------------------------------------------------------
 
+
 def low_contrast(image: Image.Image, level: int, shape: str = "mean") -> Image.Image:
     slope = _SLOPE[level]
     if shape == "haze":
@@ -182,9 +189,13 @@ def low_contrast(image: Image.Image, level: int, shape: str = "mean") -> Image.I
 
 # -- colour -----------------------------------------------------------------------------------
 
-_RGB_TO_XYZ = np.array([[0.4124564, 0.3575761, 0.1804375],
-                        [0.2126729, 0.7151522, 0.0721750],
-                        [0.0193339, 0.1191920, 0.9503041]])
+_RGB_TO_XYZ = np.array(
+    [
+        [0.4124564, 0.3575761, 0.1804375],
+        [0.2126729, 0.7151522, 0.0721750],
+        [0.0193339, 0.1191920, 0.9503041],
+    ]
+)
 _WHITE = _RGB_TO_XYZ.sum(axis=1)
 _EPSILON, _KAPPA = 216 / 24389, 24389 / 27
 
@@ -194,7 +205,7 @@ def _lab_f(t: np.ndarray) -> np.ndarray:
 
 
 def _lab_f_inverse(f: np.ndarray) -> np.ndarray:
-    return np.where(f ** 3 > _EPSILON, f ** 3, (116 * f - 16) / _KAPPA)
+    return np.where(f**3 > _EPSILON, f**3, (116 * f - 16) / _KAPPA)
 
 
 def _scale_lab_chroma(rgb: np.ndarray, factor: float) -> np.ndarray:

@@ -83,8 +83,10 @@ def _convolve(array: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     kh, kw = kernel.shape
     py, px = kh // 2, kw // 2
     padded = np.pad(array, ((py, kh - 1 - py), (px, kw - 1 - px), (0, 0)), mode="reflect")
-    return np.stack([signal.fftconvolve(padded[..., c], kernel, mode="valid")
-                     for c in range(array.shape[2])], axis=-1)
+    return np.stack(
+        [signal.fftconvolve(padded[..., c], kernel, mode="valid") for c in range(array.shape[2])],
+        axis=-1,
+    )
 
 
 def disk_kernel(radius: float, supersample: int = 8) -> np.ndarray:
@@ -95,8 +97,8 @@ def disk_kernel(radius: float, supersample: int = 8) -> np.ndarray:
     kernel = np.zeros((size, size))
     for dy in offsets:
         for dx in offsets:
-            yy, xx = np.mgrid[-half:half + 1, -half:half + 1]
-            kernel += ((yy + dy) ** 2 + (xx + dx) ** 2) <= radius ** 2
+            yy, xx = np.mgrid[-half : half + 1, -half : half + 1]
+            kernel += ((yy + dy) ** 2 + (xx + dx) ** 2) <= radius**2
     return kernel / kernel.sum()
 
 
@@ -111,8 +113,12 @@ def motion_kernel(length: float, angle_degrees: float, supersample: int = 16) ->
         x, y = half + t * math.cos(angle), half - t * math.sin(angle)
         x0, y0 = int(math.floor(x)), int(math.floor(y))
         fx, fy = x - x0, y - y0
-        for yy, xx, w in ((y0, x0, (1 - fx) * (1 - fy)), (y0, x0 + 1, fx * (1 - fy)),
-                          (y0 + 1, x0, (1 - fx) * fy), (y0 + 1, x0 + 1, fx * fy)):
+        for yy, xx, w in (
+            (y0, x0, (1 - fx) * (1 - fy)),
+            (y0, x0 + 1, fx * (1 - fy)),
+            (y0 + 1, x0, (1 - fx) * fy),
+            (y0 + 1, x0 + 1, fx * fy),
+        ):
             if 0 <= yy < size and 0 <= xx < size:
                 kernel[yy, xx] += w
     return kernel / kernel.sum()
@@ -140,8 +146,8 @@ def shot_noise(image: Image.Image, level: int, seed: int = 0) -> Image.Image:
     if not level:
         return image.copy()
     grey = float(to_linear(np.array(0.5)))
-    slope = 1.055 / 2.4 * grey ** (1 / 2.4 - 1)            # d sRGB / d linear at mid-grey
-    variance = (_NOISE[level] / slope) ** 2                  # in linear light, at mid-grey
+    slope = 1.055 / 2.4 * grey ** (1 / 2.4 - 1)  # d sRGB / d linear at mid-grey
+    variance = (_NOISE[level] / slope) ** 2  # in linear light, at mid-grey
     a, b = 0.9 * variance / grey, 0.1 * variance
     rng = np.random.default_rng(seed)
     linear = to_linear(as_array(image))
@@ -159,8 +165,14 @@ def jpeg_offgrid(image: Image.Image, level: int) -> Image.Image:
     dx, dy = _GRID_SHIFT
     inner = rgb.crop((dx, dy, rgb.width, rgb.height))
     buffer = io.BytesIO()
-    inner.save(buffer, format="JPEG", quality=_QUALITY[level], subsampling=0, progressive=True,
-               optimize=True)
+    inner.save(
+        buffer,
+        format="JPEG",
+        quality=_QUALITY[level],
+        subsampling=0,
+        progressive=True,
+        optimize=True,
+    )
     result = rgb.copy()
     result.paste(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"), (dx, dy))
     return result

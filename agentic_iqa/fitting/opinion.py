@@ -13,8 +13,7 @@ import numpy as np
 from ..vlm.builtin.opinion import OpinionModel
 
 
-def fusion_target(target: float, tool_mean: float | None, sigma: float, eta: float = 1.0
-                  ) -> float:
+def fusion_target(target: float, tool_mean: float | None, sigma: float, eta: float = 1.0) -> float:
     """The opinion whose Gaussian of ``sigma`` levels, fused with the tools' mean score by the
     paper's exp(-η(q̄-c)²) weights, centres on ``target``: the fused centre is the precision-
     weighted mean (2η q̄ + e/σ²) / (2η + 1/σ²), solved for e."""
@@ -24,8 +23,13 @@ def fusion_target(target: float, tool_mean: float | None, sigma: float, eta: flo
     return ((2.0 * eta + precision) * target - 2.0 * eta * tool_mean) / precision
 
 
-def fit(rows: Sequence[Mapping[str, float]], targets: Sequence[float], ridge: float = 10.0,
-        metadata: Mapping[str, object] | None = None, clip: bool = True) -> OpinionModel:
+def fit(
+    rows: Sequence[Mapping[str, float]],
+    targets: Sequence[float],
+    ridge: float = 10.0,
+    metadata: Mapping[str, object] | None = None,
+    clip: bool = True,
+) -> OpinionModel:
     """Ridge regression on standardised, clipped features (the intercept is not penalised)."""
     names = sorted(set.intersection(*(set(row) for row in rows)))
     x = np.array([[row[name] for name in names] for row in rows], dtype=float)

@@ -58,7 +58,8 @@ def fit_indicator(values: Sequence[float], levels: Sequence[int], rising: bool) 
     lv = np.asarray(levels)
     starts = np.maximum.accumulate(
         [_boundary(v[lv == 0], v[lv == 1])]
-        + [_halfway(v[lv == level - 1], v[lv == level]) for level in range(2, 5)])
+        + [_halfway(v[lv == level - 1], v[lv == level]) for level in range(2, 5)]
+    )
     clean = min(float(np.median(v[lv == 0])), float(starts[0]))
     sign = 1.0 if rising else -1.0
     return Indicator(sign * clean, tuple(float(sign * s) for s in starts), rising)
@@ -85,12 +86,17 @@ def detection_cut(absent: Sequence[float], present: Mapping[int, Sequence[float]
 
 
 def _design(rows: Sequence[Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
-    return np.c_[np.array([[float(r.get(n, 0.0)) for n in names] for r in rows]).reshape(
-        len(rows), len(names)), np.ones(len(rows))]
+    return np.c_[
+        np.array([[float(r.get(n, 0.0)) for n in names] for r in rows]).reshape(
+            len(rows), len(names)
+        ),
+        np.ones(len(rows)),
+    ]
 
 
-def fit_detector(readings: Sequence[Mapping[str, float]], positive: Sequence[bool],
-                 levels: Sequence[int]) -> Logistic:
+def fit_detector(
+    readings: Sequence[Mapping[str, float]], positive: Sequence[bool], levels: Sequence[int]
+) -> Logistic:
     """A logistic detector of one category from indicator scores: copies degraded by it
     (``positive``, at ``levels`` 1-4) against clean photos and copies degraded by anything else,
     the two sides weighing the same.  The cut is the logit with the lowest balanced error, every
@@ -117,12 +123,16 @@ def fit_detector(readings: Sequence[Mapping[str, float]], positive: Sequence[boo
 
     errors = np.array([error(c) for c in candidates])
     best = candidates[np.flatnonzero(errors <= errors.min() + 1e-12)]
-    return Logistic({n: float(b) for n, b in zip(names, beta[:-1], strict=True)},
-                    float(beta[-1]), float((best[0] + best[-1]) / 2))
+    return Logistic(
+        {n: float(b) for n, b in zip(names, beta[:-1], strict=True)},
+        float(beta[-1]),
+        float((best[0] + best[-1]) / 2),
+    )
 
 
-def fit_dominance(readings: Sequence[Mapping[str, float]], labels: Sequence[str]
-                  ) -> dict[str, Logistic]:
+def fit_dominance(
+    readings: Sequence[Mapping[str, float]], labels: Sequence[str]
+) -> dict[str, Logistic]:
     """A multinomial logistic model of which category (``labels``) degraded each copy, from its
     indicator scores: the answer to "which distortion is most severe?" without a reference."""
     names = sorted(NO_REFERENCE)
@@ -136,9 +146,12 @@ def fit_dominance(readings: Sequence[Mapping[str, float]], labels: Sequence[str]
         p = np.exp(z - z.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         beta -= 0.5 * (x.T @ (p - y) / len(x) + penalty * beta)
-    return {c: Logistic({n: float(b) for n, b in zip(names, beta[:-1, i], strict=True)},
-                        float(beta[-1, i]))
-            for i, c in enumerate(classes)}
+    return {
+        c: Logistic(
+            {n: float(b) for n, b in zip(names, beta[:-1, i], strict=True)}, float(beta[-1, i])
+        )
+        for i, c in enumerate(classes)
+    }
 
 
 def _category_kinds(specs: Mapping[str, tuple]) -> dict[str, set[str]]:
@@ -148,8 +161,10 @@ def _category_kinds(specs: Mapping[str, tuple]) -> dict[str, set[str]]:
     return kinds
 
 
-def calibrate(samples: Iterable[tuple[str, int, Measurements, Measurements]],
-              metadata: Mapping[str, object] | None = None) -> Thresholds:
+def calibrate(
+    samples: Iterable[tuple[str, int, Measurements, Measurements]],
+    metadata: Mapping[str, object] | None = None,
+) -> Thresholds:
     """Thresholds from ``(kind, level, measurements, reference measurements)`` samples made by
     the calibration generator (level 0 = the undistorted photo, kind irrelevant there), then
     the detection cut of every category on the scores those thresholds give."""
@@ -164,24 +179,39 @@ def calibrate(samples: Iterable[tuple[str, int, Measurements, Measurements]],
         tables.append(table)
     thresholds = Thresholds(tables[0], tables[1], dict(metadata or {}))
     detection: dict[str, dict[str, float]] = {}
-    for part, specs, with_reference in (("no_reference", NO_REFERENCE, False),
-                                        ("full_reference", FULL_REFERENCE, True)):
-        scored = [(k, level, category_scores(m, ref if with_reference else None, thresholds))
-                  for k, level, m, ref in rows]
+    for part, specs, with_reference in (
+        ("no_reference", NO_REFERENCE, False),
+        ("full_reference", FULL_REFERENCE, True),
+    ):
+        scored = [
+            (k, level, category_scores(m, ref if with_reference else None, thresholds))
+            for k, level, m, ref in rows
+        ]
         detection[part] = {
             category: detection_cut(
                 [s[category] for _, level, s in scored if level == 0],
-                {lv: [s[category] for k, level, s in scored if level == lv and k in kinds]
-                 for lv in range(1, 5)})
-            for category, kinds in _category_kinds(specs).items()}
+                {
+                    lv: [s[category] for k, level, s in scored if level == lv and k in kinds]
+                    for lv in range(1, 5)
+                },
+            )
+            for category, kinds in _category_kinds(specs).items()
+        }
     readings = [indicator_scores(m, None, thresholds) for _, _, m, _ in rows]
     kinds = _category_kinds(NO_REFERENCE)
-    detectors = {category: fit_detector(readings,
-                                        [level > 0 and k in of for k, level, _, _ in rows],
-                                        [level for _, level, _, _ in rows])
-                 for category, of in kinds.items()}
+    detectors = {
+        category: fit_detector(
+            readings,
+            [level > 0 and k in of for k, level, _, _ in rows],
+            [level for _, level, _, _ in rows],
+        )
+        for category, of in kinds.items()
+    }
     category_of = {kind: category for category, of in kinds.items() for kind in of}
-    degraded = [(r, category_of[k]) for r, (k, level, _, _) in zip(readings, rows, strict=True)
-                if level > 0 and k in category_of]
+    degraded = [
+        (r, category_of[k])
+        for r, (k, level, _, _) in zip(readings, rows, strict=True)
+        if level > 0 and k in category_of
+    ]
     dominant = fit_dominance([r for r, _ in degraded], [c for _, c in degraded])
     return replace(thresholds, detection=detection, detectors=detectors, dominance=dominant)

@@ -69,8 +69,9 @@ def distortion_of(meta: Any) -> tuple[str | None, str | None, str | None]:
     return kind, index, _first(fields, LEVEL_KEYS)
 
 
-def _group_entry(positions: np.ndarray, mos: np.ndarray, scores: Mapping[str, np.ndarray]
-                 ) -> dict[str, Any]:
+def _group_entry(
+    positions: np.ndarray, mos: np.ndarray, scores: Mapping[str, np.ndarray]
+) -> dict[str, Any]:
     from .metrics import plcc, srcc
 
     lines: dict[str, dict[str, Any]] = {}
@@ -96,10 +97,13 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def breakdown(types: Sequence[str | None], levels: Sequence[str | None],
-              mos: Sequence[float] | np.ndarray,
-              scores: Mapping[str, Sequence[float | None] | np.ndarray],
-              order: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def breakdown(
+    types: Sequence[str | None],
+    levels: Sequence[str | None],
+    mos: Sequence[float] | np.ndarray,
+    scores: Mapping[str, Sequence[float | None] | np.ndarray],
+    order: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
     """Per distortion type and per level: items (``n``), and each line's n, SRCC and PLCC
     (scipy's, PLCC on the scores as they are) against MOS; None when no item has a type or
     a level.
@@ -116,15 +120,17 @@ def breakdown(types: Sequence[str | None], levels: Sequence[str | None],
     truth = np.asarray(mos, dtype=float)
     columns = {name: _column(values) for name, values in scores.items()}
     for by, values, rank in (
-            ("distortion", types, lambda name: (*_rank(order.get(name, "")), name)),
-            ("level", levels, _rank)):
+        ("distortion", types, lambda name: (*_rank(order.get(name, "")), name)),
+        ("level", levels, _rank),
+    ):
         groups: dict[str, list[int]] = {}
         for position, group in enumerate(values):
             if group is not None:
                 groups.setdefault(group, []).append(position)
-        result[by] = [{"group": name, **_group_entry(np.array(groups[name], dtype=np.int64),
-                                                     truth, columns)}
-                      for name in sorted(groups, key=rank)]
+        result[by] = [
+            {"group": name, **_group_entry(np.array(groups[name], dtype=np.int64), truth, columns)}
+            for name in sorted(groups, key=rank)
+        ]
     return result
 
 
@@ -137,8 +143,9 @@ def _value(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def text_lines(result: Mapping[str, Any] | None,
-               labels: Mapping[str, str] | None = None) -> list[str]:
+def text_lines(
+    result: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None
+) -> list[str]:
     """The breakdown as text tables, one per grouping; nothing without a breakdown.
     ``labels``: a line's name as shown ("agent" -> "VLM" for a job that asked the VLM alone)."""
     if not result:
@@ -151,21 +158,28 @@ def text_lines(result: Mapping[str, Any] | None,
         if not groups:
             continue
         width = min(40, max(len(_TITLES[by]), *(len(g["group"]) for g in groups)))
-        lines.append(f"By {_TITLES[by]} (SRCC, PLCC against MOS; fewer than "
-                     f"{result['min_items']} items: no correlation):")
+        lines.append(
+            f"By {_TITLES[by]} (SRCC, PLCC against MOS; fewer than "
+            f"{result['min_items']} items: no correlation):"
+        )
         heads = [f"{shown[name][:20]} SRCC" for name in names]
-        lines.append(f"  {_TITLES[by]:<{width}} {'n':>5}" + "".join(
-            f"  {head:>{len(head)}} {'PLCC':>6}" for head in heads))
+        lines.append(
+            f"  {_TITLES[by]:<{width}} {'n':>5}"
+            + "".join(f"  {head:>{len(head)}} {'PLCC':>6}" for head in heads)
+        )
         for group in groups:
-            lines.append(f"  {group['group']:<{width}} {group['n']:>5}" + "".join(
-                f"  {_value(group['lines'][name]['srcc']):>{len(head)}} "
-                f"{_value(group['lines'][name]['plcc']):>6}"
-                for name, head in zip(names, heads, strict=True)))
+            lines.append(
+                f"  {group['group']:<{width}} {group['n']:>5}"
+                + "".join(
+                    f"  {_value(group['lines'][name]['srcc']):>{len(head)}} "
+                    f"{_value(group['lines'][name]['plcc']):>6}"
+                    for name, head in zip(names, heads, strict=True)
+                )
+            )
     return lines
 
 
-def html_tables(result: Mapping[str, Any] | None,
-                labels: Mapping[str, str] | None = None) -> str:
+def html_tables(result: Mapping[str, Any] | None, labels: Mapping[str, str] | None = None) -> str:
     """The breakdown as HTML tables (every name escaped), each in a scrolling wrapper;
     ``labels`` as for :func:`text_lines`."""
     if not result:
@@ -177,19 +191,30 @@ def html_tables(result: Mapping[str, Any] | None,
         groups = result.get(by) or []
         if not groups:
             continue
-        head = "".join(f"<th>{shown[name]} SRCC</th><th>{shown[name]} PLCC</th>"
-                       f"<th>{shown[name]} n</th>" for name in names)
+        head = "".join(
+            f"<th>{shown[name]} SRCC</th><th>{shown[name]} PLCC</th><th>{shown[name]} n</th>"
+            for name in names
+        )
         rows = "".join(
             f'<tr><td class="text">{html.escape(group["group"])}</td><td>{group["n"]}</td>'
-            + "".join(f"<td>{_value(group['lines'][name]['srcc'])}</td>"
-                      f"<td>{_value(group['lines'][name]['plcc'])}</td>"
-                      f"<td>{group['lines'][name]['n']}</td>" for name in names) + "</tr>"
-            for group in groups)
-        parts.append(f'<div class="scroll"><table id="breakdown-{by}"><tr>'
-                     f'<th class="text">{_TITLES[by]}</th><th>n</th>{head}</tr>{rows}'
-                     "</table></div>")
-    parts.append(f'<p class="note">SRCC and PLCC (on the scores as they are, a tool\'s own '
-                 "score sign-corrected so that higher is better; no fit) against "
-                 f"MOS within each group; a group of fewer than {result['min_items']} scored "
-                 "items gives its count and no correlation.</p>")
+            + "".join(
+                f"<td>{_value(group['lines'][name]['srcc'])}</td>"
+                f"<td>{_value(group['lines'][name]['plcc'])}</td>"
+                f"<td>{group['lines'][name]['n']}</td>"
+                for name in names
+            )
+            + "</tr>"
+            for group in groups
+        )
+        parts.append(
+            f'<div class="scroll"><table id="breakdown-{by}"><tr>'
+            f'<th class="text">{_TITLES[by]}</th><th>n</th>{head}</tr>{rows}'
+            "</table></div>"
+        )
+    parts.append(
+        f'<p class="note">SRCC and PLCC (on the scores as they are, a tool\'s own '
+        "score sign-corrected so that higher is better; no fit) against "
+        f"MOS within each group; a group of fewer than {result['min_items']} scored "
+        "items gives its count and no correlation.</p>"
+    )
     return "".join(parts)

@@ -40,16 +40,21 @@ def digest(value: str) -> int:
     """A 64-bit digest of an item id or an image (BLAKE2b): equal ids match across jobs.  Two
     different ids share one with a chance of about n^2 / 2^65 (1e-8 for two jobs of a million
     items); an id is never stored whole for a comparison, which would cost ~100 bytes an item."""
-    return int.from_bytes(hashlib.blake2b(value.encode("utf-8", "surrogatepass"),
-                                          digest_size=8).digest(), "little")
+    return int.from_bytes(
+        hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
+    )
 
 
 def digests(values: Sequence[str]) -> np.ndarray:
     """:func:`digest` of each of ``values``, as a uint64 array (the bytes joined once and read
     as little-endian integers, not an int built per value)."""
     blake2b = hashlib.blake2b
-    joined = b"".join([blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-                       for value in values])
+    joined = b"".join(
+        [
+            blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+            for value in values
+        ]
+    )
     return np.frombuffer(joined, dtype="<u8").astype(np.uint64)
 
 
@@ -166,8 +171,7 @@ class JobColumns:
     fitted_overlap: dict[str, int] | None = None
 
     @classmethod
-    def from_rows(cls, rows: Iterable[Mapping[str, Any]], *, identities: bool = True
-                  ) -> JobColumns:
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]], *, identities: bool = True) -> JobColumns:
         """The columns of exported rows (typed, or a CSV's text); ``identities``: digest each
         item's id and image, and rank the ids, for a comparison."""
         builder = ColumnsBuilder(identities=identities, keep_images=True, rank_keys=True)
@@ -191,8 +195,8 @@ def _page_of_rows(rows: list[Mapping[str, Any]], names: set[str]) -> Page:
     """A page from exported rows: their cells as they are, a column per tool found so far
     (a tool first seen later is NaN in earlier pages)."""
     for row in rows:
-        names.update(key[len(TOOL_PREFIX):] for key in row if key.startswith(TOOL_PREFIX))
-        names.update(key[len(RAW_PREFIX):] for key in row if key.startswith(RAW_PREFIX))
+        names.update(key[len(TOOL_PREFIX) :] for key in row if key.startswith(TOOL_PREFIX))
+        names.update(key[len(RAW_PREFIX) :] for key in row if key.startswith(RAW_PREFIX))
 
     def cells(key: str) -> list[Any]:
         return [row.get(key) for row in rows]
@@ -200,17 +204,27 @@ def _page_of_rows(rows: list[Mapping[str, Any]], names: set[str]) -> Page:
     tool_columns: list[str] = []
     for row in rows:  # in the order the rows name them, as a report met them
         for key in row:
-            if key.startswith(TOOL_PREFIX) and key[len(TOOL_PREFIX):] not in tool_columns:
-                tool_columns.append(key[len(TOOL_PREFIX):])
+            if key.startswith(TOOL_PREFIX) and key[len(TOOL_PREFIX) :] not in tool_columns:
+                tool_columns.append(key[len(TOOL_PREFIX) :])
     return Page(
-        status=cells("status"), mos=cells("mos"), score=cells("quality_score"),
-        truth=cells("answer_truth"), answer=cells("final_answer"), query=cells("query"),
-        question_type=cells("question_type"), meta=cells("meta"), error=cells("error"),
-        item=cells("item_id"), image=cells("image"), answered_by=cells("answered_by"),
-        tools=cells("tools"), fallbacks=cells("fallbacks"),
+        status=cells("status"),
+        mos=cells("mos"),
+        score=cells("quality_score"),
+        truth=cells("answer_truth"),
+        answer=cells("final_answer"),
+        query=cells("query"),
+        question_type=cells("question_type"),
+        meta=cells("meta"),
+        error=cells("error"),
+        item=cells("item_id"),
+        image=cells("image"),
+        answered_by=cells("answered_by"),
+        tools=cells("tools"),
+        fallbacks=cells("fallbacks"),
         raw={name: cells(f"{RAW_PREFIX}{name}") for name in sorted(names)},
         normalized={name: cells(f"{TOOL_PREFIX}{name}") for name in sorted(names)},
-        tool_columns=tool_columns)
+        tool_columns=tool_columns,
+    )
 
 
 def _floats(values: Sequence[Any] | np.ndarray) -> np.ndarray:
@@ -219,8 +233,9 @@ def _floats(values: Sequence[Any] | np.ndarray) -> np.ndarray:
         result = values.astype(float, copy=True)
         result[~np.isfinite(result)] = math.nan
         return result
-    return np.array([math.nan if (value := number(cell)) is None else value for cell in values],
-                    dtype=float)
+    return np.array(
+        [math.nan if (value := number(cell)) is None else value for cell in values], dtype=float
+    )
 
 
 class _Field:
@@ -247,9 +262,9 @@ class _Field:
                 self.array = np.empty(max(self.expected, end), dtype=values.dtype)
             elif end > self.array.size:
                 grown = np.empty(max(end, 2 * self.array.size), dtype=self.array.dtype)
-                grown[:self.size] = self.array[:self.size]
+                grown[: self.size] = self.array[: self.size]
                 self.array = grown
-            self.array[self.size:end] = values
+            self.array[self.size : end] = values
         self.size = end
 
     def result(self, dtype: Any) -> np.ndarray:
@@ -258,16 +273,24 @@ class _Field:
         if array is None:
             pages, self.pages = self.pages, []
             return np.concatenate(pages) if pages else np.zeros(0, dtype=dtype)
-        return array if array.size == self.size else array[:self.size].copy()
+        return array if array.size == self.size else array[: self.size].copy()
 
 
 class ColumnsBuilder:
     """Collects :class:`Page` after page into one :class:`JobColumns` (each field in one array
     of the job's size when the reader knows it, else as pages joined at the end)."""
 
-    def __init__(self, *, identities: bool = False, keep_images: bool = False,
-                 rank_keys: bool = False, image_digests: bool = True,
-                 breakdown: bool = True, scores: bool = True, expected: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        identities: bool = False,
+        keep_images: bool = False,
+        rank_keys: bool = False,
+        image_digests: bool = True,
+        breakdown: bool = True,
+        scores: bool = True,
+        expected: int = 0,
+    ) -> None:
         """``identities``: digest ids and images (a comparison); ``keep_images``: keep the
         images of the items that ran (rows); ``rank_keys``: keep the ids' text to rank them
         at the end (rows; the database ranks its own); ``image_digests`` False: ids only (a
@@ -281,8 +304,9 @@ class ColumnsBuilder:
         self.identities = identities
         self.image_digests = image_digests
         self.expected = expected
-        self.skipped = ({"asked", "question_type", "distortion", "level"} if not breakdown
-                        else set()) | ({"score"} if not scores else set())
+        self.skipped = (
+            {"asked", "question_type", "distortion", "level"} if not breakdown else set()
+        ) | ({"score"} if not scores else set())
         self.breakdown = breakdown
         self.columns = JobColumns(ran_images=[] if keep_images else None)
         self.parts: dict[str, _Field] = {}
@@ -349,8 +373,7 @@ class ColumnsBuilder:
             error = page.error[i]
             reason = failure_reason(error)
             columns.failures[reason] += 1
-            columns.examples.setdefault(reason, (text(page.item[i]),
-                                                 redact(readable(text(error)))))
+            columns.examples.setdefault(reason, (text(page.item[i]), redact(readable(text(error)))))
         mcq = np.zeros(size, dtype=np.int8)
         asked = np.zeros(size, dtype=bool)
         qtype = np.full(size, -1, dtype=np.int32)
@@ -387,8 +410,7 @@ class ColumnsBuilder:
         if isinstance(page.fallbacks, np.ndarray):
             counts = np.nan_to_num(page.fallbacks.astype(float)).astype(np.int64)
         else:
-            counts = np.array([int(number(value) or 0) for value in page.fallbacks],
-                              dtype=np.int64)
+            counts = np.array([int(number(value) or 0) for value in page.fallbacks], dtype=np.int64)
         columns.fallbacks += int(counts.sum())
         columns.items_with_fallbacks += int(np.count_nonzero(counts > 0))
         for cell in page.tools or ():
@@ -398,8 +420,9 @@ class ColumnsBuilder:
         kinds = np.full(size, -1, dtype=np.int32)
         levels = np.full(size, -1, dtype=np.int32)
         has_mos = ~np.isnan(mos)
-        for i in ([i for i, meta in enumerate(page.meta) if meta is not None]
-                  if self.breakdown else ()):
+        for i in (
+            [i for i, meta in enumerate(page.meta) if meta is not None] if self.breakdown else ()
+        ):
             if not has_mos[i]:
                 continue
             kind, index, level = self._distortion(page.meta[i])
@@ -426,12 +449,16 @@ class ColumnsBuilder:
                     if before:
                         known[name].add(np.full(before, math.nan))
                 known[name].add(values)
-                if kind == "raw" and name not in columns.tools and \
-                        np.count_nonzero(~np.isnan(values)):
+                if (
+                    kind == "raw"
+                    and name not in columns.tools
+                    and np.count_nonzero(~np.isnan(values))
+                ):
                     columns.tools.append(name)
         if columns.ran_images is not None:
-            columns.ran_images += [str(page.image[i]) for i in np.flatnonzero(done | failed)
-                                   if page.image[i]]
+            columns.ran_images += [
+                str(page.image[i]) for i in np.flatnonzero(done | failed) if page.image[i]
+            ]
         if self.identities:
             ids = [_stripped(cell) for cell in page.item]
             has_key = np.fromiter((key is not None for key in ids), dtype=bool, count=size)
@@ -452,11 +479,19 @@ class ColumnsBuilder:
                     at = [i for i, image in enumerate(shown) if image is not None]
                     images[at] = digests(distinct)[[which[shown[i]] for i in at]]
                 self._part("image", images)
-        for name, values in (("done", done), ("failed", failed), ("mos", mos),
-                             ("score", score), ("mcq", mcq), ("asked", asked),
-                             ("question_type", qtype), ("question", question),
-                             ("truth_letter", truth_letter), ("distortion", kinds),
-                             ("level", levels)):
+        for name, values in (
+            ("done", done),
+            ("failed", failed),
+            ("mos", mos),
+            ("score", score),
+            ("mcq", mcq),
+            ("asked", asked),
+            ("question_type", qtype),
+            ("question", question),
+            ("truth_letter", truth_letter),
+            ("distortion", kinds),
+            ("level", levels),
+        ):
             self._part(name, values)
         columns.size += size
 
@@ -473,17 +508,30 @@ class ColumnsBuilder:
         """The columns; ``key_rank``: the ids' ranks when the reader knows them (the database
         orders ids itself, so none is kept as text)."""
         columns = self.columns
-        empty = {"done": bool, "failed": bool, "mos": float, "score": float, "mcq": np.int8,
-                 "asked": bool, "question_type": np.int32, "question": bool,
-                 "truth_letter": bool, "distortion": np.int32,
-                 "level": np.int32, "key": np.uint64, "has_key": bool, "image": np.uint64}
+        empty = {
+            "done": bool,
+            "failed": bool,
+            "mos": float,
+            "score": float,
+            "mcq": np.int8,
+            "asked": bool,
+            "question_type": np.int32,
+            "question": bool,
+            "truth_letter": bool,
+            "distortion": np.int32,
+            "level": np.int32,
+            "key": np.uint64,
+            "has_key": bool,
+            "image": np.uint64,
+        }
         # Each field's pages let go as it is joined: the job's columns are held once, not twice.
         for name, kind in empty.items():
             field = self.parts.pop(name, None)
             if field is None and name in ("key", "has_key", "image"):
                 continue
-            setattr(columns, name, field.result(kind) if field is not None
-                    else np.zeros(0, dtype=kind))
+            setattr(
+                columns, name, field.result(kind) if field is not None else np.zeros(0, dtype=kind)
+            )
         for kind, target in (("raw", columns.raw), ("normalized", columns.normalized)):
             fields = self.tool_parts[kind]
             for name in list(fields):

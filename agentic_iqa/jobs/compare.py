@@ -150,8 +150,9 @@ def _keyed(columns: JobColumns) -> np.ndarray | None:
     return np.sort(at[at.size - 1 - last])
 
 
-def _read(about: Mapping[str, Any], data: Iterable[Mapping[str, Any]] | JobColumns
-          ) -> tuple[_Job, list[_Line]]:
+def _read(
+    about: Mapping[str, Any], data: Iterable[Mapping[str, Any]] | JobColumns
+) -> tuple[_Job, list[_Line]]:
     import numpy as np
 
     from .columns import JobColumns
@@ -170,13 +171,29 @@ def _read(about: Mapping[str, Any], data: Iterable[Mapping[str, Any]] | JobColum
             normalized = columns.normalized.get(name, np.full(columns.size, np.nan))
             # Its own score, sign-corrected; the [1, 5] one only where the rows have no raw.
             has_raw = bool(np.count_nonzero(job.at(~np.isnan(raw))))
-            lines.append(_Line(f"{short} tools/{name}", str(about.get("id")),
-                               f"tools/{name}", name, pred=raw if has_raw else normalized,
-                               flip=has_raw and sign(facts[name]) < 0,
-                               normalized=normalized, raw=raw, facts=facts[name]))
+            lines.append(
+                _Line(
+                    f"{short} tools/{name}",
+                    str(about.get("id")),
+                    f"tools/{name}",
+                    name,
+                    pred=raw if has_raw else normalized,
+                    flip=has_raw and sign(facts[name]) < 0,
+                    normalized=normalized,
+                    raw=raw,
+                    facts=facts[name],
+                )
+            )
     else:
-        lines = [_Line(f"{short} {mode}", str(about.get("id")), mode, pred=columns.score,
-                       answers=columns.mcq)]
+        lines = [
+            _Line(
+                f"{short} {mode}",
+                str(about.get("id")),
+                mode,
+                pred=columns.score,
+                answers=columns.mcq,
+            )
+        ]
     return job, lines
 
 
@@ -184,8 +201,9 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _paired_ci(draws: Callable[[Any], Any], n: int, resamples: int, seed: int,
-               estimate: float | None = None) -> list[float] | None:
+def _paired_ci(
+    draws: Callable[[Any], Any], n: int, resamples: int, seed: int, estimate: float | None = None
+) -> list[float] | None:
     """Percentile interval of ``draws(index)``, which scores both lines on each row of item
     positions: the same items, resampled with replacement, for both (the pairing).  Undefined
     draws are left out, as in :func:`agentic_iqa.jobs.metrics.bootstrap_ci`; above
@@ -223,8 +241,9 @@ def _groups(shared: np.ndarray, image: np.ndarray) -> list[Any] | None:
     return np.split(by_group, bounds)
 
 
-def _metric_draws(metric: Callable[..., float], a: Any, b: Any, y: Any,
-                  groups: list[Any] | None = None) -> Callable[[Any], Any]:
+def _metric_draws(
+    metric: Callable[..., float], a: Any, b: Any, y: Any, groups: list[Any] | None = None
+) -> Callable[[Any], Any]:
     """``metric(b, y) - metric(a, y)`` per row of positions (SRCC and PLCC all rows at once),
     or with ``groups`` per row of drawn images (their items together)."""
     import numpy as np
@@ -273,16 +292,17 @@ def _match(job: _Job, base: _Job) -> np.ndarray:
     wanted = base.at(base.columns.key)
     matched = np.full(wanted.size, -1, dtype=np.int64)
     for start in range(0, wanted.size if ordered.size else 0, _CHUNK):  # a few MB at a time
-        part = wanted[start:start + _CHUNK]
+        part = wanted[start : start + _CHUNK]
         at = np.minimum(np.searchsorted(ordered, part), ordered.size - 1)
         same = ordered[at] == part
-        matched[start:start + part.size][same] = job.take(order[at[same]])
+        matched[start : start + part.size][same] = job.take(order[at[same]])
     job.matched = matched
     return matched
 
 
-def _shared(base_job: _Job, mask: np.ndarray, matched: np.ndarray, line_mask: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
+def _shared(
+    base_job: _Job, mask: np.ndarray, matched: np.ndarray, line_mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The baseline's items where ``mask`` holds and whose match in the line's job (``matched``)
     holds ``line_mask``, in the order of their ids (as the ids sort): positions in the
     baseline's job and in the line's."""
@@ -296,8 +316,9 @@ def _shared(base_job: _Job, mask: np.ndarray, matched: np.ndarray, line_mask: np
     return base_at[order], line_at[order]
 
 
-def _difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: int,
-                seed: int) -> dict[str, Any]:
+def _difference(
+    base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: int, seed: int
+) -> dict[str, Any]:
     """``line - baseline`` on the items both scored that have a MOS (the baseline job's)."""
     import numpy as np
 
@@ -305,15 +326,24 @@ def _difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: 
 
     assert base.pred is not None and line.pred is not None
     truth = base_job.columns.mos
-    base_at, line_at = _shared(base_job, ~np.isnan(base.pred) & ~np.isnan(truth),
-                               _match(job, base_job), ~np.isnan(line.pred))
+    base_at, line_at = _shared(
+        base_job,
+        ~np.isnan(base.pred) & ~np.isnan(truth),
+        _match(job, base_job),
+        ~np.isnan(line.pred),
+    )
     shared = base_at.size
-    entry: dict[str, Any] = {"n": int(shared), "reason": None,
-                             **{key: None for name in METRICS for key in (name, f"{name}_ci")}}
+    entry: dict[str, Any] = {
+        "n": int(shared),
+        "reason": None,
+        **{key: None for name in METRICS for key in (name, f"{name}_ci")},
+    }
     if shared < 3:
-        entry["reason"] = (f"{shared} item(s) scored by both with a MOS: at least 3 are "
-                           "needed" if shared else
-                           "no item is scored by both with a MOS: nothing to compare")
+        entry["reason"] = (
+            f"{shared} item(s) scored by both with a MOS: at least 3 are needed"
+            if shared
+            else "no item is scored by both with a MOS: nothing to compare"
+        )
         return entry
     a, b, y = base.judged(base_at), line.judged(line_at), truth[base_at]
     assert base_job.columns.image is not None
@@ -323,25 +353,35 @@ def _difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: 
         if entry[name] is not None:
             entry[f"{name}_ci"] = _paired_ci(
                 _metric_draws(metric, a, b, y, groups),
-                shared if groups is None else len(groups), resamples, seed, entry[name])
+                shared if groups is None else len(groups),
+                resamples,
+                seed,
+                entry[name],
+            )
     if entry["srcc"] is None:
         entry["reason"] = "scores or MOS are constant on the shared items: no correlation"
     return entry
 
 
-def _mcq_difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: int,
-                    seed: int) -> dict[str, Any]:
+def _mcq_difference(
+    base: _Line, line: _Line, base_job: _Job, job: _Job, resamples: int, seed: int
+) -> dict[str, Any]:
     import numpy as np
 
     from .columns import NOT_COUNTED, RIGHT
     from .metrics import BOOTSTRAP_PAIRS
 
     assert base.answers is not None and line.answers is not None
-    base_at, line_at = _shared(base_job, base.answers != NOT_COUNTED, _match(job, base_job),
-                               line.answers != NOT_COUNTED)
+    base_at, line_at = _shared(
+        base_job, base.answers != NOT_COUNTED, _match(job, base_job), line.answers != NOT_COUNTED
+    )
     if not base_at.size:
-        return {"n": 0, "accuracy": None, "accuracy_ci": None,
-                "reason": "no question is answered by both"}
+        return {
+            "n": 0,
+            "accuracy": None,
+            "accuracy_ci": None,
+            "reason": "no question is answered by both",
+        }
     a = (base.answers[base_at] == RIGHT).astype(float)
     b = (line.answers[line_at] == RIGHT).astype(float)
     assert base_job.columns.image is not None
@@ -353,21 +393,36 @@ def _mcq_difference(base: _Line, line: _Line, base_job: _Job, job: _Job, resampl
         change = b - a
         shares = [float(np.mean(change == value)) for value in (-1.0, 1.0)]
         counts = np.random.default_rng(seed).multinomial(
-            shared, [shares[0], shares[1], max(0.0, 1.0 - shares[0] - shares[1])],
-            size=resamples)
+            shared, [shares[0], shares[1], max(0.0, 1.0 - shares[0] - shares[1])], size=resamples
+        )
         draws = (counts[:, 1] - counts[:, 0]) / shared
         tail = (1.0 - CONFIDENCE) / 2.0
         ci = [float(value) for value in np.quantile(draws, [tail, 1.0 - tail])]
     elif groups is None:
-        ci = _paired_ci(lambda index: b[index].mean(axis=1) - a[index].mean(axis=1),
-                        shared, resamples, seed, estimate)
+        ci = _paired_ci(
+            lambda index: b[index].mean(axis=1) - a[index].mean(axis=1),
+            shared,
+            resamples,
+            seed,
+            estimate,
+        )
     else:  # drawn images: their questions' summed differences over their count
         gained = np.array([(b[group] - a[group]).sum() for group in groups])
         asked = np.array([len(group) for group in groups], dtype=float)
-        ci = _paired_ci(lambda index: gained[index].sum(axis=1) / asked[index].sum(axis=1),
-                        len(groups), resamples, seed, estimate)
-    return {"n": int(shared), "accuracy": estimate, "reason": None,
-            "images": int(shared if groups is None else len(groups)), "accuracy_ci": ci}
+        ci = _paired_ci(
+            lambda index: gained[index].sum(axis=1) / asked[index].sum(axis=1),
+            len(groups),
+            resamples,
+            seed,
+            estimate,
+        )
+    return {
+        "n": int(shared),
+        "accuracy": estimate,
+        "reason": None,
+        "images": int(shared if groups is None else len(groups)),
+        "accuracy_ci": ci,
+    }
 
 
 def _per_item_seconds(about: Mapping[str, Any], done: int) -> float | None:
@@ -384,8 +439,9 @@ def _per_item_seconds(about: Mapping[str, Any], done: int) -> float | None:
     return (last - first).total_seconds() / done
 
 
-def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
-               hashes: dict[str, str | None]) -> tuple[dict[str, Any], list[str]]:
+def _job_entry(
+    job: _Job, base: _Job, fitted: Mapping[str, str] | None, hashes: dict[str, str | None]
+) -> tuple[dict[str, Any], list[str]]:
     """A job's counts, time and cost per item, and what a reader must be warned of."""
     import numpy as np
 
@@ -396,40 +452,64 @@ def _job_entry(job: _Job, base: _Job, fitted: Mapping[str, str] | None,
     vlm = about.get("vlm") or {}
     keyed = columns.has_key
     done = int(np.count_nonzero(columns.done & keyed))
-    entry = {key: about.get(key) for key in ("id", "name", "status", "backend", "model",
-                                             "tools", "dataset", "created_at", "finished_at")}
+    entry = {
+        key: about.get(key)
+        for key in (
+            "id",
+            "name",
+            "status",
+            "backend",
+            "model",
+            "tools",
+            "dataset",
+            "created_at",
+            "finished_at",
+        )
+    }
     matched = _match(job, base)
-    entry.update(mode=job_mode(about), items=int(np.count_nonzero(keyed)), done=done,
-                 with_mos=int(np.count_nonzero(job.at(~np.isnan(columns.mos)))),
-                 with_truth=int(np.count_nonzero(job.at(columns.truth_letter))),
-                 shared_with_baseline=int(np.count_nonzero(matched >= 0)),
-                 wall_time_per_item_s=_per_item_seconds(about, done),
-                 cost_usd=vlm.get("cost_usd"), cost_per_item_usd=vlm.get("cost_per_item_usd"),
-                 vlm_calls=vlm.get("calls"), fitted_overlap=None)
+    entry.update(
+        mode=job_mode(about),
+        items=int(np.count_nonzero(keyed)),
+        done=done,
+        with_mos=int(np.count_nonzero(job.at(~np.isnan(columns.mos)))),
+        with_truth=int(np.count_nonzero(job.at(columns.truth_letter))),
+        shared_with_baseline=int(np.count_nonzero(matched >= 0)),
+        wall_time_per_item_s=_per_item_seconds(about, done),
+        cost_usd=vlm.get("cost_usd"),
+        cost_per_item_usd=vlm.get("cost_per_item_usd"),
+        vlm_calls=vlm.get("calls"),
+        fitted_overlap=None,
+    )
     warnings = []
     if about.get("status") not in (None, "done"):
-        warnings.append(f"job {short} is {about.get('status')}: its figures cover the "
-                        f"{done} item(s) done so far")
+        warnings.append(
+            f"job {short} is {about.get('status')}: its figures cover the "
+            f"{done} item(s) done so far"
+        )
     if uses_builtin(about):
         overlap = overlap_of(columns, fitted if fitted is not None else fitted_images(), hashes)
         entry["fitted_overlap"] = {**overlap, "of": entry["items"]}
         warnings += overlap_warnings(about, entry["fitted_overlap"])
     mismatched = 0
     for start in range(0, matched.size, _CHUNK):  # a million shared items: a few MB at a time
-        part = matched[start:start + _CHUNK]
+        part = matched[start : start + _CHUNK]
         found = part >= 0
         theirs = columns.mos[part[found]]
         ours = base.columns.mos[base.take(np.arange(start, start + part.size))[found]]
-        mismatched += int(np.count_nonzero(~np.isnan(theirs) & ~np.isnan(ours)
-                                           & (np.abs(theirs - ours) > 1e-9)))
+        mismatched += int(
+            np.count_nonzero(~np.isnan(theirs) & ~np.isnan(ours) & (np.abs(theirs - ours) > 1e-9))
+        )
     if mismatched:
-        warnings.append(f"{mismatched} shared item(s) of job {short} have another MOS than in "
-                        "the baseline's job: differences use the baseline's")
+        warnings.append(
+            f"{mismatched} shared item(s) of job {short} have another MOS than in "
+            "the baseline's job: differences use the baseline's"
+        )
     return entry, warnings
 
 
-def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, bootstrap: int,
-                seed: int) -> dict[str, Any]:
+def _line_entry(
+    line: _Line, job: _Job, base: _Line | None, base_job: _Job, bootstrap: int, seed: int
+) -> dict[str, Any]:
     """A line against MOS and MCQ truth, and its differences from the baseline line."""
     import numpy as np
 
@@ -447,29 +527,49 @@ def _line_entry(line: _Line, job: _Job, base: _Line | None, base_job: _Job, boot
         counted = job.at(line.answers)
         counted = counted[counted != NOT_COUNTED]
         tally = _tally(counted)
-        interval = proportion_ci(counted == RIGHT, n=bootstrap, confidence=CONFIDENCE,
-                                 seed=seed)
-        mcq = {"accuracy": tally.accuracy, "accuracy_ci": list(interval) if interval else None,
-               "n": tally.questions, "correct": tally.correct, "answered": tally.answered,
-               "answered_accuracy": tally.answered_accuracy,
-               "failed": tally.failed,
-               "no_answer": tally.no_answer, "not_answered": tally.failed + tally.no_answer,
-               "not_run": truths - tally.questions, "reason": None}
+        interval = proportion_ci(counted == RIGHT, n=bootstrap, confidence=CONFIDENCE, seed=seed)
+        mcq = {
+            "accuracy": tally.accuracy,
+            "accuracy_ci": list(interval) if interval else None,
+            "n": tally.questions,
+            "correct": tally.correct,
+            "answered": tally.answered,
+            "answered_accuracy": tally.answered_accuracy,
+            "failed": tally.failed,
+            "no_answer": tally.no_answer,
+            "not_answered": tally.failed + tally.no_answer,
+            "not_run": truths - tally.questions,
+            "reason": None,
+        }
     elif questions and (line.answers is None or not truths):
         # Questions no accuracy can be measured on: say why rather than leave the line out.
-        mcq = {"accuracy": None, "n": 0, "correct": 0, "not_answered": 0,
-               "reason": NOT_APPLICABLE if line.answers is None else WITHHELD}
+        mcq = {
+            "accuracy": None,
+            "n": 0,
+            "correct": 0,
+            "not_answered": 0,
+            "reason": NOT_APPLICABLE if line.answers is None else WITHHELD,
+        }
     diff = mcq_diff = None
     if base is not None and line is not base:
         diff = _difference(base, line, base_job, job, bootstrap, seed)
         if mcq is not None and not mcq["reason"] and base.answers is not None:
             mcq_diff = _mcq_difference(base, line, base_job, job, bootstrap, seed)
-    return {"label": line.label, "job": line.job, "source": line.source, "tool": line.tool,
-            "scored": int(np.count_nonzero(job.at(~np.isnan(line.pred)))),
-            "baseline": line is base, **_tool_fields(line, job),
-            "mos": correlation_report(line.judged(items), columns.mos[items],
-                                      bootstrap=bootstrap, seed=seed),
-            "mcq": mcq, "difference": diff, "mcq_difference": mcq_diff}
+    return {
+        "label": line.label,
+        "job": line.job,
+        "source": line.source,
+        "tool": line.tool,
+        "scored": int(np.count_nonzero(job.at(~np.isnan(line.pred)))),
+        "baseline": line is base,
+        **_tool_fields(line, job),
+        "mos": correlation_report(
+            line.judged(items), columns.mos[items], bootstrap=bootstrap, seed=seed
+        ),
+        "mcq": mcq,
+        "difference": diff,
+        "mcq_difference": mcq_diff,
+    }
 
 
 def _tool_fields(line: _Line, job: _Job) -> dict[str, Any]:
@@ -481,24 +581,34 @@ def _tool_fields(line: _Line, job: _Job) -> dict[str, Any]:
     from .metrics import correlation_report
 
     if line.tool is None or line.facts is None or line.normalized is None or line.raw is None:
-        return {"basis": None, "lower_is_better": None, "direction": None, "normalized": None,
-                "mapping": None}
+        return {
+            "basis": None,
+            "lower_is_better": None,
+            "direction": None,
+            "normalized": None,
+            "mapping": None,
+        }
     mos = job.columns.mos
     items = job.where(job.at(~np.isnan(line.normalized) & ~np.isnan(mos)))
-    normalized = correlation_report(line.normalized[items], mos[items], bootstrap=0,
-                                    logistic=False)
+    normalized = correlation_report(line.normalized[items], mos[items], bootstrap=0, logistic=False)
     raw = job.at(line.raw)
     raw = raw[~np.isnan(raw)]
-    return {"basis": "raw" if raw.size else "normalized",
-            "lower_is_better": line.facts.lower_is_better, "direction": direction(line.facts),
-            "normalized": {key: normalized[key] for key in ("n", "srcc", "plcc", "krcc")},
-            "mapping": mapping_check(line.tool, line.facts, raw)}
+    return {
+        "basis": "raw" if raw.size else "normalized",
+        "lower_is_better": line.facts.lower_is_better,
+        "direction": direction(line.facts),
+        "normalized": {key: normalized[key] for key in ("n", "srcc", "plcc", "krcc")},
+        "mapping": mapping_check(line.tool, line.facts, raw),
+    }
 
 
-def build_comparison(jobs: Sequence[tuple[Mapping[str, Any],
-                                          Iterable[Mapping[str, Any]] | JobColumns]], *,
-                     bootstrap: int = 1000, seed: int = 0,
-                     fitted: Mapping[str, str] | None = None) -> dict[str, Any]:
+def build_comparison(
+    jobs: Sequence[tuple[Mapping[str, Any], Iterable[Mapping[str, Any]] | JobColumns]],
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    fitted: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The comparison of ``jobs`` (description, rows or columns read with identities), the
     first job's first line the baseline.
 
@@ -515,11 +625,14 @@ def build_comparison(jobs: Sequence[tuple[Mapping[str, Any],
         entry, notes = _job_entry(job, base_job, fitted, hashes)
         job_entries.append(entry)
         warnings += notes
-        line_entries += [_line_entry(line, job, base, base_job, bootstrap, seed)
-                         for line in lines]
-    return {"baseline": base.label if base else None, "jobs": job_entries,
-            "lines": line_entries, "warnings": warnings,
-            "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE}}
+        line_entries += [_line_entry(line, job, base, base_job, bootstrap, seed) for line in lines]
+    return {
+        "baseline": base.label if base else None,
+        "jobs": job_entries,
+        "lines": line_entries,
+        "warnings": warnings,
+        "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
+    }
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -547,8 +660,11 @@ def _secondary(line: Mapping[str, Any]) -> tuple[str, str]:
     if not line.get("tool"):
         return "-", "-"
     flag = "!" if (line.get("mapping") or {}).get("monotone") is False else ""
-    better = ("[1,5] only" if line.get("basis") == "normalized"
-              else {True: "lower", False: "higher"}.get(line.get("lower_is_better"), "?"))
+    better = (
+        "[1,5] only"
+        if line.get("basis") == "normalized"
+        else {True: "lower", False: "higher"}.get(line.get("lower_is_better"), "?")
+    )
     return _fmt((line.get("normalized") or {}).get("srcc")) + flag, better
 
 
@@ -561,69 +677,103 @@ def _tool_text(line: Mapping[str, Any]) -> str:
 
 def _method(doc: Mapping[str, Any]) -> str:
     settings = doc["bootstrap"]
-    return (f"{settings['confidence']:.0%} intervals: percentile bootstrap, "
-            f"{settings['resamples']} resamples (seed {settings['seed']}); differences are "
-            "line - baseline on the items both scored, resampled together (paired), by "
-            "image where an image has several items.")
+    return (
+        f"{settings['confidence']:.0%} intervals: percentile bootstrap, "
+        f"{settings['resamples']} resamples (seed {settings['seed']}); differences are "
+        "line - baseline on the items both scored, resampled together (paired), by "
+        "image where an image has several items."
+    )
 
 
 def render_text(doc: Mapping[str, Any]) -> str:
     """The comparison as plain text for a terminal."""
-    lines = [f"Baseline: {doc['baseline'] or '-'} (the first job given)", "Jobs:",
-             f"  {'job':<8}  {'mode':<6} {'items':>5} {'done':>5} {'MOS':>5} {'truth':>5} "
-             f"{'shared':>6} {'wall time/item':>14} {'cost/item':>10}  name; backend, model"]
+    lines = [
+        f"Baseline: {doc['baseline'] or '-'} (the first job given)",
+        "Jobs:",
+        f"  {'job':<8}  {'mode':<6} {'items':>5} {'done':>5} {'MOS':>5} {'truth':>5} "
+        f"{'shared':>6} {'wall time/item':>14} {'cost/item':>10}  name; backend, model",
+    ]
     for job in doc["jobs"]:
         lines.append(
             f"  {str(job['id'])[:8]:<8}  {job['mode']:<6} {job['items']:>5} {job['done']:>5} "
             f"{job['with_mos']:>5} {job['with_truth']:>5} {job['shared_with_baseline']:>6} "
             f"{_seconds(job['wall_time_per_item_s']):>14} {_cost(job['cost_per_item_usd']):>10}"
-            f"  {job['name'] or '-'}; {job['backend'] or '-'}, {job['model'] or '-'}")
+            f"  {job['name'] or '-'}; {job['backend'] or '-'}, {job['model'] or '-'}"
+        )
     width = max(len(line["label"]) for line in doc["lines"]) if doc["lines"] else 4
     if any(line["mos"]["n"] or line["difference"] for line in doc["lines"]):
         tools = any(line.get("tool") for line in doc["lines"])
-        lines += [("Against MOS (each line on its own items; " + CONVENTION_SHORT
-                   + "; [1,5]: a tool's score mapped onto [1,5]):") if tools
-                  else "Against MOS (each line on its own items):",
-                  f"  {'line':<{width}} {'n':>5}  {'SRCC [95% CI]':<22} {'PLCC [95% CI]':<22} "
-                  f"{'KRCC [95% CI]':<22}" + (f" {'SRCC [1,5]':>10}  better" if tools else "")]
+        lines += [
+            (
+                "Against MOS (each line on its own items; "
+                + CONVENTION_SHORT
+                + "; [1,5]: a tool's score mapped onto [1,5]):"
+            )
+            if tools
+            else "Against MOS (each line on its own items):",
+            f"  {'line':<{width}} {'n':>5}  {'SRCC [95% CI]':<22} {'PLCC [95% CI]':<22} "
+            f"{'KRCC [95% CI]':<22}" + (f" {'SRCC [1,5]':>10}  better" if tools else ""),
+        ]
         for line in doc["lines"]:
             entry = line["mos"]
-            lines.append(f"  {line['label']:<{width}} {entry['n']:>5}  "
-                         + " ".join(f"{_value_ci(entry, m):<22}" for m in METRICS)
-                         + (_tool_text(line) if tools else "").rstrip()
-                         + (f"  ({entry['reason']})" if entry["reason"] else ""))
-        lines += [f"  ! {line['label']}: {line['mapping']['warning']}" for line in doc["lines"]
-                  if (line.get("mapping") or {}).get("warning")]
-        lines += ["Difference from the baseline, paired on shared items with MOS:",
-                  f"  {'line':<{width}} {'n':>5}  {'ΔSRCC [95% CI]':<23} {'ΔPLCC [95% CI]':<23} "
-                  f"{'ΔKRCC [95% CI]':<23}"]
+            lines.append(
+                f"  {line['label']:<{width}} {entry['n']:>5}  "
+                + " ".join(f"{_value_ci(entry, m):<22}" for m in METRICS)
+                + (_tool_text(line) if tools else "").rstrip()
+                + (f"  ({entry['reason']})" if entry["reason"] else "")
+            )
+        lines += [
+            f"  ! {line['label']}: {line['mapping']['warning']}"
+            for line in doc["lines"]
+            if (line.get("mapping") or {}).get("warning")
+        ]
+        lines += [
+            "Difference from the baseline, paired on shared items with MOS:",
+            f"  {'line':<{width}} {'n':>5}  {'ΔSRCC [95% CI]':<23} {'ΔPLCC [95% CI]':<23} "
+            f"{'ΔKRCC [95% CI]':<23}",
+        ]
         for line in doc["lines"]:
             diff = line["difference"]
             if diff is None:
                 lines.append(f"  {line['label']:<{width}} {'':>5}  (baseline)")
                 continue
-            lines.append(f"  {line['label']:<{width}} {diff['n']:>5}  "
-                         + (" ".join(f"{_value_ci(diff, m):<23}" for m in METRICS).rstrip()
-                            if diff["reason"] is None else diff["reason"]))
+            lines.append(
+                f"  {line['label']:<{width}} {diff['n']:>5}  "
+                + (
+                    " ".join(f"{_value_ci(diff, m):<23}" for m in METRICS).rstrip()
+                    if diff["reason"] is None
+                    else diff["reason"]
+                )
+            )
     if any(line["mcq"] for line in doc["lines"]):
-        lines += ["MCQ accuracy (over every question run: failed or without an answer counts "
-                  "wrong; answered: over those answered with a letter):",
-                  f"  {'line':<{width}} {'n':>5} {'accuracy':>8} {'failed':>6} {'none':>5} "
-                  f"{'answered':>8}  {'shared':>6}  Δaccuracy [95% CI]"]
+        lines += [
+            "MCQ accuracy (over every question run: failed or without an answer counts "
+            "wrong; answered: over those answered with a letter):",
+            f"  {'line':<{width}} {'n':>5} {'accuracy':>8} {'failed':>6} {'none':>5} "
+            f"{'answered':>8}  {'shared':>6}  Δaccuracy [95% CI]",
+        ]
         for line in doc["lines"]:
             mcq, diff = line["mcq"], line["mcq_difference"]
             if mcq is None:
                 continue
-            versus = ("(baseline)" if line["baseline"] else "-" if diff is None
-                      else diff["reason"] or _value_ci(diff, "accuracy"))
+            versus = (
+                "(baseline)"
+                if line["baseline"]
+                else "-"
+                if diff is None
+                else diff["reason"] or _value_ci(diff, "accuracy")
+            )
             if mcq.get("reason"):
-                lines.append(f"  {line['label']:<{width}} {'':>5} {'-':>8}  {'':>6}  "
-                             f"{mcq['reason']}")
+                lines.append(
+                    f"  {line['label']:<{width}} {'':>5} {'-':>8}  {'':>6}  {mcq['reason']}"
+                )
                 continue
-            lines.append(f"  {line['label']:<{width}} {mcq['n']:>5} {_fmt(mcq['accuracy']):>8} "
-                         f"{mcq['failed']:>6} {mcq['no_answer']:>5} "
-                         f"{_fmt(mcq['answered_accuracy']):>8}  "
-                         f"{diff['n'] if diff else '':>6}  {versus}")
+            lines.append(
+                f"  {line['label']:<{width}} {mcq['n']:>5} {_fmt(mcq['accuracy']):>8} "
+                f"{mcq['failed']:>6} {mcq['no_answer']:>5} "
+                f"{_fmt(mcq['answered_accuracy']):>8}  "
+                f"{diff['n'] if diff else '':>6}  {versus}"
+            )
     lines.append(_method(doc))
     lines += [f"warning: {text}" for text in doc["warnings"]]
     return "\n".join((redact(line) or "").rstrip() for line in lines) + "\n"
@@ -632,8 +782,12 @@ def render_text(doc: Mapping[str, Any]) -> str:
 # -- HTML -----------------------------------------------------------------------------------------
 
 
-def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str], *,
-                figures: Sequence[NamedFigure] | None = None) -> Path:
+def render_html(
+    doc: Mapping[str, Any],
+    path: str | os.PathLike[str],
+    *,
+    figures: Sequence[NamedFigure] | None = None,
+) -> Path:
     """Write the comparison as one self-contained page (inline CSS, the paired differences as
     an inline SVG figure: ``figures``, or :func:`.figures.comparison_figures`), every text
     escaped, each line by its name (:func:`.names.line_names`; its id on hover).  It is read in a
@@ -646,84 +800,153 @@ def render_html(doc: Mapping[str, Any], path: str | os.PathLike[str], *,
     doc = with_line_names(doc)
     title = "Comparison of evaluation jobs"
     tools = any(line.get("tool") for line in doc["lines"])
-    parts = [f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-             f"<title>{title}</title><style>{_STYLE}</style></head><body><h1>{title}</h1>",
-             f'<p>Baseline: {html.escape(redact(doc["baseline_name"]) or "-")} '
-             "(the first job given).</p>",
-             '<h2>Jobs</h2><div class="scroll"><table id="jobs">'
-             + _header("job", "name", "mode", "backend", "model", "items", "done",
-                       "with MOS", "with truth", "shared with baseline", "wall time per item",
-                       "cost per item")]
+    parts = [
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{title}</title><style>{_STYLE}</style></head><body><h1>{title}</h1>",
+        f"<p>Baseline: {html.escape(redact(doc['baseline_name']) or '-')} "
+        "(the first job given).</p>",
+        '<h2>Jobs</h2><div class="scroll"><table id="jobs">'
+        + _header(
+            "job",
+            "name",
+            "mode",
+            "backend",
+            "model",
+            "items",
+            "done",
+            "with MOS",
+            "with truth",
+            "shared with baseline",
+            "wall time per item",
+            "cost per item",
+        ),
+    ]
     for job in doc["jobs"]:
         job_id, name = str(job["id"] or "-"), job["name"] or "-"
-        shown = (name if job["shown_as"] in (name, job_id[:8])
-                 else f"{job['shown_as']} (named {name})")
-        parts.append(f'<tr><td title="{html.escape(redact(job_id) or "")}">'
-                     f"{html.escape(redact(job_id[:8]) or '')}</td>" + _label_cell(shown)
-                     + "".join(_cell(redact(str(job[key] or "-")), text=True)
-                               for key in ("mode", "backend", "model"))
-                     + "".join(_cell(job[key]) for key in ("items", "done", "with_mos",
-                                                           "with_truth", "shared_with_baseline"))
-                     + _cell(_seconds(job["wall_time_per_item_s"]))
-                     + _cell(_cost(job["cost_per_item_usd"])) + "</tr>")
-    parts.append('</table></div><h2>Agreement with MOS</h2><div class="scroll">'
-                 '<table id="lines">'
-                 + _header("line", "n", "SRCC", "95% CI", "PLCC", "95% CI", "KRCC", "95% CI",
-                           *(("SRCC [1,5]", "better") if tools else ())))
+        shown = (
+            name if job["shown_as"] in (name, job_id[:8]) else f"{job['shown_as']} (named {name})"
+        )
+        parts.append(
+            f'<tr><td title="{html.escape(redact(job_id) or "")}">'
+            f"{html.escape(redact(job_id[:8]) or '')}</td>"
+            + _label_cell(shown)
+            + "".join(
+                _cell(redact(str(job[key] or "-")), text=True)
+                for key in ("mode", "backend", "model")
+            )
+            + "".join(
+                _cell(job[key])
+                for key in ("items", "done", "with_mos", "with_truth", "shared_with_baseline")
+            )
+            + _cell(_seconds(job["wall_time_per_item_s"]))
+            + _cell(_cost(job["cost_per_item_usd"]))
+            + "</tr>"
+        )
+    parts.append(
+        '</table></div><h2>Agreement with MOS</h2><div class="scroll">'
+        '<table id="lines">'
+        + _header(
+            "line",
+            "n",
+            "SRCC",
+            "95% CI",
+            "PLCC",
+            "95% CI",
+            "KRCC",
+            "95% CI",
+            *(("SRCC [1,5]", "better") if tools else ()),
+        )
+    )
     for line in doc["lines"]:
         entry = line["mos"]
         css = ' class="agent"' if line["baseline"] else ""
         value, better = _secondary(line)
-        parts.append(f"<tr{css}>{_label_cell(line['name'], line['label'])}{_cell(entry['n'])}"
-                     + "".join(_cell(entry[m]) + _ci_cell(entry[f"{m}_ci"]) for m in METRICS)
-                     + (_cell(value) + _cell(better, text=True) if tools else "") + "</tr>")
-    parts.append('</table></div><h2>Difference from the baseline</h2><div class="scroll">'
-                 '<table id="differences">'
-                 + _header("line", "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC",
-                           "95% CI"))
+        parts.append(
+            f"<tr{css}>{_label_cell(line['name'], line['label'])}{_cell(entry['n'])}"
+            + "".join(_cell(entry[m]) + _ci_cell(entry[f"{m}_ci"]) for m in METRICS)
+            + (_cell(value) + _cell(better, text=True) if tools else "")
+            + "</tr>"
+        )
+    parts.append(
+        '</table></div><h2>Difference from the baseline</h2><div class="scroll">'
+        '<table id="differences">'
+        + _header("line", "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC", "95% CI")
+    )
     for line in doc["lines"]:
         diff = line["difference"] or {}
         css = ' class="agent"' if line["baseline"] else ""
-        parts.append(f"<tr{css}>{_label_cell(line['name'], line['label'])}"
-                     + _cell("baseline" if line["baseline"] else diff.get("n"))
-                     + "".join(_cell(diff.get(m)) + _ci_cell(diff.get(f"{m}_ci"))
-                               for m in METRICS) + "</tr>")
+        parts.append(
+            f"<tr{css}>{_label_cell(line['name'], line['label'])}"
+            + _cell("baseline" if line["baseline"] else diff.get("n"))
+            + "".join(_cell(diff.get(m)) + _ci_cell(diff.get(f"{m}_ci")) for m in METRICS)
+            + "</tr>"
+        )
     parts.append("</table></div>")
-    parts += [html_figure(named) for named in (
-        figures if figures is not None else comparison_figures(doc))]
-    notes = [f"{line['name']}: " + "; ".join(reason for reason in (
-        line["mos"]["reason"], (line["difference"] or {}).get("reason")) if reason)
-             for line in doc["lines"]
-             if line["mos"]["reason"] or (line["difference"] or {}).get("reason")]
-    notes += [f"{line['name']}: {line['mapping']['warning']}" for line in doc["lines"]
-              if (line.get("mapping") or {}).get("warning")]
+    parts += [
+        html_figure(named)
+        for named in (figures if figures is not None else comparison_figures(doc))
+    ]
+    notes = [
+        f"{line['name']}: "
+        + "; ".join(
+            reason
+            for reason in (line["mos"]["reason"], (line["difference"] or {}).get("reason"))
+            if reason
+        )
+        for line in doc["lines"]
+        if line["mos"]["reason"] or (line["difference"] or {}).get("reason")
+    ]
+    notes += [
+        f"{line['name']}: {line['mapping']['warning']}"
+        for line in doc["lines"]
+        if (line.get("mapping") or {}).get("warning")
+    ]
     if tools:
         notes.append(f"Tools: {CONVENTION}.")
     if any(line["mcq"] for line in doc["lines"]):
-        parts.append('<h2>Multiple choice</h2><div class="scroll"><table id="mcq">'
-                     + _header("line", "questions", "accuracy", "failed", "no answer",
-                               "answered-only accuracy", "shared", "Δaccuracy", "95% CI"))
+        parts.append(
+            '<h2>Multiple choice</h2><div class="scroll"><table id="mcq">'
+            + _header(
+                "line",
+                "questions",
+                "accuracy",
+                "failed",
+                "no answer",
+                "answered-only accuracy",
+                "shared",
+                "Δaccuracy",
+                "95% CI",
+            )
+        )
         for line in doc["lines"]:
             if line["mcq"] is None:
                 continue
             diff = line["mcq_difference"] or {}
             if line["mcq"].get("reason"):
-                parts.append(f"<tr>{_label_cell(line['name'], line['label'])}"
-                             f'<td class="text" colspan="8">'
-                             f"{html.escape(line['mcq']['reason'])}</td></tr>")
+                parts.append(
+                    f"<tr>{_label_cell(line['name'], line['label'])}"
+                    f'<td class="text" colspan="8">'
+                    f"{html.escape(line['mcq']['reason'])}</td></tr>"
+                )
                 continue
             mcq = line["mcq"]
-            parts.append(f"<tr>{_label_cell(line['name'], line['label'])}"
-                         f"{_cell(mcq['n'])}{_cell(mcq['accuracy'])}{_cell(mcq.get('failed'))}"
-                         f"{_cell(mcq.get('no_answer'))}{_cell(mcq.get('answered_accuracy'))}"
-                         f"{_cell(diff.get('n'))}{_cell(diff.get('accuracy'))}"
-                         f"{_ci_cell(diff.get('accuracy_ci'))}</tr>")
+            parts.append(
+                f"<tr>{_label_cell(line['name'], line['label'])}"
+                f"{_cell(mcq['n'])}{_cell(mcq['accuracy'])}{_cell(mcq.get('failed'))}"
+                f"{_cell(mcq.get('no_answer'))}{_cell(mcq.get('answered_accuracy'))}"
+                f"{_cell(diff.get('n'))}{_cell(diff.get('accuracy'))}"
+                f"{_ci_cell(diff.get('accuracy_ci'))}</tr>"
+            )
         parts.append("</table></div>")
-    parts += [f'<p class="note">{html.escape(redact(note) or "")}</p>'
-              for note in [*notes, _method(doc)]]
+    parts += [
+        f'<p class="note">{html.escape(redact(note) or "")}</p>' for note in [*notes, _method(doc)]
+    ]
     if doc["warnings"]:
-        parts.append('<h2>Warnings</h2><ul id="warnings">' + "".join(
-            f"<li>{html.escape(redact(text) or '')}</li>" for text in doc["warnings"]) + "</ul>")
+        parts.append(
+            '<h2>Warnings</h2><ul id="warnings">'
+            + "".join(f"<li>{html.escape(redact(text) or '')}</li>" for text in doc["warnings"])
+            + "</ul>"
+        )
     parts.append("</body></html>\n")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -23,15 +23,16 @@ _EMPTY_REPR = re.compile(r"\b(\w+): \1\(\)")
 #: What to do after a planning failure, by the planner's ``error_type``.
 _PLAN_ADVICE = {
     "api_error": "the model's endpoint failed; check it (`agentic-iqa check`), then "
-                 "`agentic-iqa eval resume`",
+    "`agentic-iqa eval resume`",
     "validation_error": "the model's replies could not be read as a plan; try another model, "
-                        "or `agentic-iqa eval resume` to ask again",
-    "internal_error": "`agentic-iqa eval resume` tries again; the log (--debug) has the "
-                      "details",
+    "or `agentic-iqa eval resume` to ask again",
+    "internal_error": "`agentic-iqa eval resume` tries again; the log (--debug) has the details",
 }
-_TIME_LIMIT = ("ran past its worker's time limit (AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT for tool "
-               "steps, AGENTIC_IQA_VLM_SOFT_TIME_LIMIT for model steps): raise it for inputs "
-               "this large")
+_TIME_LIMIT = (
+    "ran past its worker's time limit (AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT for tool "
+    "steps, AGENTIC_IQA_VLM_SOFT_TIME_LIMIT for model steps): raise it for inputs "
+    "this large"
+)
 
 
 def readable(error: str | None) -> str | None:
@@ -53,7 +54,7 @@ def readable(error: str | None) -> str | None:
         step = text.split(" failed", 1)[0] if " failed" in text else "the step"
         text = f"{step} {_TIME_LIMIT}"
     text = _EMPTY_REPR.sub(lambda found: found.group(1), text)
-    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS - 1].rstrip() + "…"
+    return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1].rstrip() + "…"
 
 
 def _planner_record(text: str) -> str | None:

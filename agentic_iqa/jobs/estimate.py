@@ -31,9 +31,12 @@ def batch_pricing(usages: Iterable[ModelUsage], prices: PriceTable) -> dict[str,
     return {
         "cost_usd": summary["cost_usd"],
         "unpriced_models": summary["unpriced_models"],
-        "batch_discount": {batch_key(usage.backend, usage.endpoint):
-                           prices.batch_factor(usage.backend, usage.endpoint)
-                           for usage in usages},
+        "batch_discount": {
+            batch_key(usage.backend, usage.endpoint): prices.batch_factor(
+                usage.backend, usage.endpoint
+            )
+            for usage in usages
+        },
     }
 
 
@@ -66,9 +69,16 @@ class SamplePace:
         return self.warmup + items * self.seconds
 
 
-def extrapolate(sample: Mapping[str, Any], *, sample_items: int, sample_seconds: float,
-                total_items: int, concurrency: int, batch: Mapping[str, Any] | None = None,
-                pace: SamplePace | None = None) -> dict[str, Any]:
+def extrapolate(
+    sample: Mapping[str, Any],
+    *,
+    sample_items: int,
+    sample_seconds: float,
+    total_items: int,
+    concurrency: int,
+    batch: Mapping[str, Any] | None = None,
+    pace: SamplePace | None = None,
+) -> dict[str, Any]:
     """The whole manifest's calls, tokens, cost and wall time, from a sample run.
 
     Calls, tokens and cost are linear: each per-item mean of the sample times
@@ -87,10 +97,15 @@ def extrapolate(sample: Mapping[str, Any], *, sample_items: int, sample_seconds:
         raise ValueError("the sample ran no item: nothing to extrapolate from")
     scale = total_items / sample_items
     cost = sample.get("cost_usd")
-    wall = (pace.wall_seconds(total_items) if pace is not None
-            else sample_seconds / sample_items * total_items / max(concurrency, 1))
+    wall = (
+        pace.wall_seconds(total_items)
+        if pace is not None
+        else sample_seconds / sample_items * total_items / max(concurrency, 1)
+    )
     result = {
-        "sample_items": sample_items, "total_items": total_items, "concurrency": concurrency,
+        "sample_items": sample_items,
+        "total_items": total_items,
+        "concurrency": concurrency,
         "sample_seconds": sample_seconds,
         "calls": sample["calls"] * scale,
         "input_tokens": sample["input_tokens"] * scale,
@@ -106,14 +121,18 @@ def extrapolate(sample: Mapping[str, Any], *, sample_items: int, sample_seconds:
     if batch is not None:
         batch_cost = batch.get("cost_usd")
         rounds = math.ceil(sample["calls"] / sample_items)
-        result.update({
-            "cost_usd_batch": None if batch_cost is None else batch_cost * scale,
-            "cost_per_item_usd_batch": None if batch_cost is None else batch_cost / sample_items,
-            "batch_discount": dict(batch.get("batch_discount", {})),
-            "batch_unpriced_models": list(batch.get("unpriced_models", [])),
-            "batch_rounds": rounds,
-            "batch_wall_seconds_max": rounds * BATCH_WINDOW_S,
-        })
+        result.update(
+            {
+                "cost_usd_batch": None if batch_cost is None else batch_cost * scale,
+                "cost_per_item_usd_batch": None
+                if batch_cost is None
+                else batch_cost / sample_items,
+                "batch_discount": dict(batch.get("batch_discount", {})),
+                "batch_unpriced_models": list(batch.get("unpriced_models", [])),
+                "batch_rounds": rounds,
+                "batch_wall_seconds_max": rounds * BATCH_WINDOW_S,
+            }
+        )
     return result
 
 
@@ -123,8 +142,13 @@ def describe_batch(result: Mapping[str, Any]) -> list[str]:
     from ..vlm.usage import format_cost
 
     online, cost = result["cost_usd"], result["cost_usd_batch"]
-    discounts = ", ".join(f"{key} {'none' if factor is None else f'{factor:g}'}"
-                          for key, factor in result["batch_discount"].items()) or "no call"
+    discounts = (
+        ", ".join(
+            f"{key} {'none' if factor is None else f'{factor:g}'}"
+            for key, factor in result["batch_discount"].items()
+        )
+        or "no call"
+    )
     if cost is None:
         unpriced = result["batch_unpriced_models"]
         ratio = f"unknown (no price for {', '.join(unpriced)})" if unpriced else "unknown"
@@ -159,17 +183,29 @@ def sample_items(spec: JobSpec, count: int) -> tuple[list[ManifestItem], int]:
     measured = _Measured(spec.subset, MEASURE_SPARE * count)
     if spec.dataset is not None:
         if spec.root is None:
-            raise ManifestFormatError(f"--dataset {spec.dataset} needs --root: the folder the "
-                                      "dataset was unpacked into")
-        _described, entries = dataset_entries(spec.dataset, spec.root, spec.split,
-                                              check_images=False, score=spec.score,
-                                              subset=measured)
+            raise ManifestFormatError(
+                f"--dataset {spec.dataset} needs --root: the folder the dataset was unpacked into"
+            )
+        _described, entries = dataset_entries(
+            spec.dataset,
+            spec.root,
+            spec.split,
+            check_images=False,
+            score=spec.score,
+            subset=measured,
+        )
     elif spec.manifest is None:
         raise ManifestFormatError("give a manifest, or a dataset: --dataset NAME --root DIR")
     else:
-        entries = read_manifest(Path(spec.manifest), root=spec.root, image_dir=spec.image_dir,
-                                mos_range=spec.mos_range, subset=measured, check_images=False,
-                                access=spec.access_policy())
+        entries = read_manifest(
+            Path(spec.manifest),
+            root=spec.root,
+            image_dir=spec.image_dir,
+            mos_range=spec.mos_range,
+            subset=measured,
+            check_images=False,
+            access=spec.access_policy(),
+        )
     good = [entry for entry in entries if isinstance(entry, ManifestItem)]
     return good[:count], measured.rows
 

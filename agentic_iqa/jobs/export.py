@@ -36,16 +36,37 @@ FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
 #: ``scored_on`` says what those scores measured: "whole image" (also when the query named
 #: objects: tools cannot locate them) or a region's crop ("left half (crop)").
 ROW_COLUMNS: tuple[str, ...] = (
-    "item_id", "line", "image", "reference", "query", "status", "error", "run_id",
-    "final_answer", "quality_score", "reasoning", "level_distribution", "answered_by", "mos",
-    "answer_truth", "correct", "severities", "fallbacks", "tools", "scored_on",
-    "question_type", "meta",
+    "item_id",
+    "line",
+    "image",
+    "reference",
+    "query",
+    "status",
+    "error",
+    "run_id",
+    "final_answer",
+    "quality_score",
+    "reasoning",
+    "level_distribution",
+    "answered_by",
+    "mos",
+    "answer_truth",
+    "correct",
+    "severities",
+    "fallbacks",
+    "tools",
+    "scored_on",
+    "question_type",
+    "meta",
 )
 TOOL_PREFIX = "tool:"
 RAW_PREFIX = "raw:"
 #: Parquet types of the known columns; score columns are floats, any other column text.
 COLUMN_TYPES: dict[str, str] = {
-    "line": "int64", "quality_score": "float64", "mos": "float64", "correct": "bool",
+    "line": "int64",
+    "quality_score": "float64",
+    "mos": "float64",
+    "correct": "bool",
     "fallbacks": "int64",
 }
 
@@ -64,8 +85,11 @@ def export_columns(tool_names: Iterable[str], *, raw: bool = False) -> list[str]
     """The row format's columns followed by one column per tool, tools sorted by name; with
     ``raw``, one raw-score column per tool after them."""
     tools = sorted(set(tool_names))
-    return [*ROW_COLUMNS, *(tool_column(name) for name in tools),
-            *(raw_column(name) for name in tools if raw)]
+    return [
+        *ROW_COLUMNS,
+        *(tool_column(name) for name in tools),
+        *(raw_column(name) for name in tools if raw),
+    ]
 
 
 def column_type(name: str) -> str:
@@ -75,8 +99,14 @@ def column_type(name: str) -> str:
     return COLUMN_TYPES.get(name, "string")
 
 
-def write_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str],
-               fmt: ExportFormat, columns: list[str], *, batch_size: int = 1000) -> int:
+def write_rows(
+    rows: Iterable[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    fmt: ExportFormat,
+    columns: list[str],
+    *,
+    batch_size: int = 1000,
+) -> int:
     """Write exactly ``columns`` of each row (missing keys are empty) and return the row count.
 
     Keys not in ``columns`` are not written: the caller decides the columns up front, because
@@ -183,8 +213,7 @@ def _opened(target: Path | IO[str], **options: Any) -> Iterator[IO[str]]:
         yield target
 
 
-def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path | IO[str],
-               columns: list[str]) -> int:
+def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path | IO[str], columns: list[str]) -> int:
     count = 0
     with _opened(path, newline="") as handle:
         writer = csv.writer(handle)
@@ -195,8 +224,9 @@ def _write_csv(rows: Iterable[Mapping[str, Any]], path: Path | IO[str],
     return count
 
 
-def _write_jsonl(rows: Iterable[Mapping[str, Any]], path: Path | IO[str],
-                 columns: list[str]) -> int:
+def _write_jsonl(
+    rows: Iterable[Mapping[str, Any]], path: Path | IO[str], columns: list[str]
+) -> int:
     count = 0
     with _opened(path) as handle:
         for row in rows:
@@ -216,27 +246,32 @@ def _parquet_value(value: Any, kind: str) -> Any:
     return str(value)
 
 
-def _write_parquet(rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str],
-                   batch_size: int) -> int:
+def _write_parquet(
+    rows: Iterable[Mapping[str, Any]], path: Path, columns: list[str], batch_size: int
+) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     kinds = [column_type(name) for name in columns]
-    schema = pa.schema([pa.field(name, pa.type_for_alias(kind)) for name, kind in
-                        zip(columns, kinds, strict=True)])
+    schema = pa.schema(
+        [pa.field(name, pa.type_for_alias(kind)) for name, kind in zip(columns, kinds, strict=True)]
+    )
     count = 0
     iterator = iter(rows)
     with pq.ParquetWriter(path, schema) as writer:
         while batch := list(islice(iterator, batch_size)):
-            arrays = {name: [_parquet_value(row.get(name), kind) for row in batch]
-                      for name, kind in zip(columns, kinds, strict=True)}
+            arrays = {
+                name: [_parquet_value(row.get(name), kind) for row in batch]
+                for name, kind in zip(columns, kinds, strict=True)
+            }
             try:
                 table = pa.Table.from_pydict(arrays, schema=schema)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-                raise ValueError(f"rows {count + 1}-{count + len(batch)} do not fit the "
-                                 f"Parquet schema: {exc}") from exc
+                raise ValueError(
+                    f"rows {count + 1}-{count + len(batch)} do not fit the Parquet schema: {exc}"
+                ) from exc
             writer.write_table(table)
             count += len(batch)
     return count

@@ -48,14 +48,21 @@ FORMATS = ("svg", "pdf")
 RASTER_POINTS = 4000
 #: Okabe and Ito's palette (Color Universal Design), told apart with any colour vision; in the
 #: order lines take it (the yellow, faint on white, last but one).
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-             "#000000")
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 #: Settings of every figure, applied around drawing and saving only (never globally): TrueType
 #: fonts in a PDF (42; Type 3 is refused by IEEE PDF eXpress), text as text in an SVG.
 RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
 #: Where a legend may go inside the axes, tried in this order before it goes outside.
-_CORNERS = ("upper left", "lower right", "upper right", "lower left", "center right",
-            "center left", "lower center", "upper center")
+_CORNERS = (
+    "upper left",
+    "lower right",
+    "upper right",
+    "lower left",
+    "center right",
+    "center left",
+    "lower center",
+    "upper center",
+)
 #: A fit's name in a legend (5PL: the 5-parameter logistic, as the report's text says it).
 _FIT_SHORT = {"logistic5": "5PL", "logistic4": "4PL", "logistic3": "3PL", "linear": "linear"}
 #: Scatter markers' area (points squared): their radius pads the legend's box in the check.
@@ -97,8 +104,7 @@ def _color(index: int) -> str:
 
 def _legend_outside(axes: Axes, **options: Any) -> Legend:
     """A legend right of the axes, the layout made room for it: it covers nothing drawn."""
-    legend = axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                         **options)
+    legend = axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **options)
     axes.figure.tight_layout()
     return legend
 
@@ -112,7 +118,7 @@ def _legend_clear_of(axes: Axes, xy: Any, **options: Any) -> Legend:
     figure = axes.figure
     renderer = figure.canvas.get_renderer()
     shown = axes.transData.transform(np.asarray(xy, dtype=float).reshape(-1, 2))
-    pad = (_MARKER_AREA ** 0.5) / 2.0 * figure.dpi / 72.0 + 1.0
+    pad = (_MARKER_AREA**0.5) / 2.0 * figure.dpi / 72.0 + 1.0
     for corner in _CORNERS:
         legend = axes.legend(loc=corner, **options)
         if not legend.get_window_extent(renderer).padded(pad).count_contains(shown):
@@ -127,9 +133,16 @@ def _fmt(value: Any) -> str:
 # -- the figures ----------------------------------------------------------------------------------
 
 
-def scatter(pred: Sequence[float], mos: Sequence[float], *, title: str, xlabel: str,
-            gid: str, figures: Mapping[str, Any] | None = None,
-            note: str | None = None) -> Figure:
+def scatter(
+    pred: Sequence[float],
+    mos: Sequence[float],
+    *,
+    title: str,
+    xlabel: str,
+    gid: str,
+    figures: Mapping[str, Any] | None = None,
+    note: str | None = None,
+) -> Figure:
     """Scores against MOS, with the monotone fit of PLCC logistic drawn where there is one; the
     points are the SVG group ``<gid>-points``, the fitted curve ``<gid>-fit``.
 
@@ -143,31 +156,46 @@ def scatter(pred: Sequence[float], mos: Sequence[float], *, title: str, xlabel: 
 
     if figures is None:
         usable = len(pred) >= 3 and np.ptp(pred) > 0 and np.ptp(mos) > 0
-        figures = {"n": len(pred), "srcc": srcc(pred, mos) if usable else None,
-                   "plcc": plcc(pred, mos) if usable else None}
+        figures = {
+            "n": len(pred),
+            "srcc": srcc(pred, mos) if usable else None,
+            "plcc": plcc(pred, mos) if usable else None,
+        }
     figure = _figure(6.0, 4.5)
     axes = figure.add_subplot()
-    points = axes.scatter(pred, mos, s=_MARKER_AREA, alpha=0.7, edgecolors="none",
-                          color=OKABE_ITO[0], label="items")
+    points = axes.scatter(
+        pred, mos, s=_MARKER_AREA, alpha=0.7, edgecolors="none", color=OKABE_ITO[0], label="items"
+    )
     points.set_gid(f"{gid}-points")
     points.set_rasterized(len(pred) > RASTER_POINTS)
     fit = plcc_after_logistic(pred, mos) if len(pred) >= 3 and np.ptp(pred) > 0 else None
     if fit is not None and fit.fitted:
         grid = np.linspace(min(pred), max(pred), 200)
         logistic = figures.get("plcc_logistic", fit.plcc)
-        axes.plot(grid, fit.curve(grid), color=OKABE_ITO[5], gid=f"{gid}-fit",
-                  label=f"monotone fit ({_FIT_SHORT.get(fit.form, fit.label)}), "
-                        f"PLCC {_fmt(logistic)}")
+        axes.plot(
+            grid,
+            fit.curve(grid),
+            color=OKABE_ITO[5],
+            gid=f"{gid}-fit",
+            label=f"monotone fit ({_FIT_SHORT.get(fit.form, fit.label)}), PLCC {_fmt(logistic)}",
+        )
     axes.set_xlabel(_label(xlabel))
     axes.set_ylabel("MOS")
     axes.set_title(_label(title))
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    heading = (f"n = {figures.get('n', len(pred))}, SRCC {_fmt(figures.get('srcc'))}, "
-               f"PLCC {_fmt(figures.get('plcc'))}")
-    _legend_clear_of(axes, np.column_stack([pred, mos]) if len(pred) else [],
-                     title=heading + (f"\n{_label(note)}" if note else ""), fontsize="small",
-                     title_fontsize="small", framealpha=0.9)
+    heading = (
+        f"n = {figures.get('n', len(pred))}, SRCC {_fmt(figures.get('srcc'))}, "
+        f"PLCC {_fmt(figures.get('plcc'))}"
+    )
+    _legend_clear_of(
+        axes,
+        np.column_stack([pred, mos]) if len(pred) else [],
+        title=heading + (f"\n{_label(note)}" if note else ""),
+        fontsize="small",
+        title_fontsize="small",
+        framealpha=0.9,
+    )
     return figure
 
 
@@ -188,19 +216,32 @@ def breakdown_figure(result: Mapping[str, Any], by: str, *, gid: str) -> Figure 
     for line, name in enumerate(names):
         values = [group["lines"][name]["srcc"] for group in groups]
         offsets = positions - 0.4 + height * (line + 0.5)
-        drawn = [(offset, value, index) for index, (offset, value)
-                 in enumerate(zip(offsets, values, strict=True)) if value is not None]
+        drawn = [
+            (offset, value, index)
+            for index, (offset, value) in enumerate(zip(offsets, values, strict=True))
+            if value is not None
+        ]
         if not drawn:
             continue
-        bars = axes.barh([o for o, _, _ in drawn], [v for _, v, _ in drawn], height=height,
-                         color=_color(line), label=_label(name))
+        bars = axes.barh(
+            [o for o, _, _ in drawn],
+            [v for _, v, _ in drawn],
+            height=height,
+            color=_color(line),
+            label=_label(name),
+        )
         for patch, (_, _, index) in zip(bars.patches, drawn, strict=True):
             patch.set_gid(f"{gid}-{line}-{index}")
     for position, group in zip(positions, groups, strict=True):
         if not _srccs(group):
-            axes.text(0.01, position, f"no correlation (fewer than {result['min_items']} "
-                      "scored items, or constant)", va="center", fontsize="small",
-                      color="#666")
+            axes.text(
+                0.01,
+                position,
+                f"no correlation (fewer than {result['min_items']} scored items, or constant)",
+                va="center",
+                fontsize="small",
+                color="#666",
+            )
     labels = [_label(f"{_short(group['group'])} (n={group['n']})") for group in groups]
     axes.set_yticks(positions, labels)
     axes.invert_yaxis()  # the first group on top, as in the table
@@ -221,12 +262,16 @@ def _srccs(group: Mapping[str, Any]) -> list[float]:
 
 def _short(name: str, width: int = 40) -> str:
     """A long group name (TID2013's run to 90 characters) cut for a tick label."""
-    return name if len(name) <= width else name[:width - 1] + "…"
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 #: The differences of a comparison that the figure shows, and their markers.
-DIFFERENCES = (("srcc", "ΔSRCC", "o"), ("plcc", "ΔPLCC", "s"), ("krcc", "ΔKRCC", "^"),
-               ("accuracy", "ΔMCQ accuracy", "D"))
+DIFFERENCES = (
+    ("srcc", "ΔSRCC", "o"),
+    ("plcc", "ΔPLCC", "s"),
+    ("krcc", "ΔKRCC", "^"),
+    ("accuracy", "ΔMCQ accuracy", "D"),
+)
 
 
 def differences_figure(doc: Mapping[str, Any], *, gid: str) -> Figure | None:
@@ -262,15 +307,18 @@ def differences_figure(doc: Mapping[str, Any], *, gid: str) -> Figure | None:
             xs.append(value)
             low.append(value - interval[0] if interval else 0.0)
             high.append(interval[1] - value if interval else 0.0)
-        bars = axes.errorbar(xs, ys, xerr=[low, high], fmt=marker, capsize=3,
-                             color=_color(kind), label=legend)
+        bars = axes.errorbar(
+            xs, ys, xerr=[low, high], fmt=marker, capsize=3, color=_color(kind), label=legend
+        )
         bars.lines[0].set_gid(f"{gid}-{name}")
     axes.set_yticks(range(len(rows)), [_label(_short(label)) for label, _ in rows])
     axes.invert_yaxis()
     axes.axvline(0.0, color="#444", linewidth=0.8)
     settings = doc["bootstrap"]
-    axes.set_xlabel(f"line - baseline ({settings['confidence']:.0%} paired bootstrap interval, "
-                    f"{settings['resamples']} resamples)")
+    axes.set_xlabel(
+        f"line - baseline ({settings['confidence']:.0%} paired bootstrap interval, "
+        f"{settings['resamples']} resamples)"
+    )
     axes.set_title(_label(_short(f"Difference from the baseline {doc['baseline_name']}", 60)))
     axes.grid(axis="x", alpha=0.3)
     figure.tight_layout()
@@ -289,9 +337,12 @@ def _pairs(columns: JobColumns, scores: np.ndarray | None) -> tuple[list[float],
     return scores[at].tolist(), columns.mos[at].tolist()
 
 
-def report_figures(report: Mapping[str, Any],
-                   rows: Iterable[Mapping[str, Any]] | JobColumns, *,
-                   scored: str = "Agent") -> list[NamedFigure]:
+def report_figures(
+    report: Mapping[str, Any],
+    rows: Iterable[Mapping[str, Any]] | JobColumns,
+    *,
+    scored: str = "Agent",
+) -> list[NamedFigure]:
     """The figures of a job report (:func:`agentic_iqa.jobs.report.build_report`): the agent's
     scatter (done items with a score and a MOS, its [1, 5] score; ``scored`` names what gave
     the scores, as :func:`agentic_iqa.jobs.report.scored_label` does), or one per tool of a
@@ -304,16 +355,26 @@ def report_figures(report: Mapping[str, Any],
 
     from .columns import JobColumns
 
-    columns = rows if isinstance(rows, JobColumns) else JobColumns.from_rows(
-        rows, identities=False)
+    columns = rows if isinstance(rows, JobColumns) else JobColumns.from_rows(rows, identities=False)
     figures = []
     if report.get("agent") is not None:
         pred, mos = _pairs(columns, columns.score)
         if pred:
             title = f"{scored} score vs MOS"
-            figures.append(NamedFigure("scatter-agent", title, scatter(
-                pred, mos, title=title, xlabel=f"{scored} score ([1,5], higher is better)",
-                gid="scatter-agent", figures=report["agent"])))
+            figures.append(
+                NamedFigure(
+                    "scatter-agent",
+                    title,
+                    scatter(
+                        pred,
+                        mos,
+                        title=title,
+                        xlabel=f"{scored} score ([1,5], higher is better)",
+                        gid="scatter-agent",
+                        figures=report["agent"],
+                    ),
+                )
+            )
     else:
         taken: set[str] = set()
         for tool in report.get("tools") or ():
@@ -326,19 +387,33 @@ def report_figures(report: Mapping[str, Any],
                 continue
             stem = _unique(f"scatter-tool-{slug(name)}", taken)
             direction = tool.get("direction") or "direction unknown"
-            xlabel = (f"{name} (raw, {direction})" if raw
-                      else f"{name} ([1,5] score, higher is better)")
-            note = (f"sign-corrected: {name} negated" if raw and tool.get("lower_is_better")
-                    else None)
+            xlabel = (
+                f"{name} (raw, {direction})" if raw else f"{name} ([1,5] score, higher is better)"
+            )
+            note = (
+                f"sign-corrected: {name} negated" if raw and tool.get("lower_is_better") else None
+            )
             title = f"{name} vs MOS"
-            figures.append(NamedFigure(stem, title, scatter(
-                pred, mos, title=title, xlabel=xlabel, gid=stem, figures=tool, note=note)))
+            figures.append(
+                NamedFigure(
+                    stem,
+                    title,
+                    scatter(
+                        pred, mos, title=title, xlabel=xlabel, gid=stem, figures=tool, note=note
+                    ),
+                )
+            )
     result = report.get("breakdown")
     for by in ("distortion", "level"):
         figure = breakdown_figure(result, by, gid=f"breakdown-{by}") if result else None
         if figure is not None:
-            figures.append(NamedFigure(f"breakdown-{by}", f"SRCC per distortion {by}"
-                                       if by == "level" else "SRCC per distortion type", figure))
+            figures.append(
+                NamedFigure(
+                    f"breakdown-{by}",
+                    f"SRCC per distortion {by}" if by == "level" else "SRCC per distortion type",
+                    figure,
+                )
+            )
     return figures
 
 
@@ -359,8 +434,10 @@ def comparison_figures(doc: Mapping[str, Any]) -> list[NamedFigure]:
 
 
 #: A sweep's figures: the cell's kind, what it plots, the axis and the file stem.
-_GROUP_FIGURES = (("correlation", "srcc", "SRCC with MOS", "group-srcc"),
-                  ("accuracy", "accuracy", "MCQ accuracy", "group-accuracy"))
+_GROUP_FIGURES = (
+    ("correlation", "srcc", "SRCC with MOS", "group-srcc"),
+    ("accuracy", "accuracy", "MCQ accuracy", "group-accuracy"),
+)
 
 
 def group_figures(document: Mapping[str, Any]) -> list[NamedFigure]:
@@ -377,14 +454,20 @@ def group_figures(document: Mapping[str, Any]) -> list[NamedFigure]:
     return figures
 
 
-def _group_bars(document: Mapping[str, Any], kind: str, key: str, axis: str, *,
-                gid: str) -> Figure | None:
+def _group_bars(
+    document: Mapping[str, Any], kind: str, key: str, axis: str, *, gid: str
+) -> Figure | None:
     import numpy as np
 
     rows, columns = list(document["rows"]), list(document["columns"])
-    values = {(r, c): cell[key] for r, row in enumerate(rows) for c, column in enumerate(columns)
-              if (cell := document["cells"][row].get(column)) and cell.get("kind") == kind
-              and cell.get(key) is not None}
+    values = {
+        (r, c): cell[key]
+        for r, row in enumerate(rows)
+        for c, column in enumerate(columns)
+        if (cell := document["cells"][row].get(column))
+        and cell.get("kind") == kind
+        and cell.get(key) is not None
+    }
     if not values:
         return None
     shown = sorted({c for _, c in values})
@@ -394,9 +477,13 @@ def _group_bars(document: Mapping[str, Any], kind: str, key: str, axis: str, *,
     positions = np.arange(len(rows))
     for line, column in enumerate(shown):
         drawn = [(r, values[r, column]) for r in range(len(rows)) if (r, column) in values]
-        bars = axes.barh([positions[r] - 0.4 + height * (line + 0.5) for r, _ in drawn],
-                         [value for _, value in drawn], height=height, color=_color(line),
-                         label=_label(_short(columns[column])))
+        bars = axes.barh(
+            [positions[r] - 0.4 + height * (line + 0.5) for r, _ in drawn],
+            [value for _, value in drawn],
+            height=height,
+            color=_color(line),
+            label=_label(_short(columns[column])),
+        )
         for patch, (r, _) in zip(bars.patches, drawn, strict=True):
             patch.set_gid(f"{gid}-{column}-{r}")
     axes.set_yticks(positions, [_label(_short(row)) for row in rows])
@@ -421,8 +508,9 @@ def svg(named: NamedFigure) -> str:
 
     buffer = io.StringIO()
     with matplotlib.rc_context({**RC, "svg.hashsalt": named.name}):
-        named.figure.savefig(buffer, format="svg",
-                             metadata={"Title": redact(named.title) or "", "Date": None})
+        named.figure.savefig(
+            buffer, format="svg", metadata={"Title": redact(named.title) or "", "Date": None}
+        )
     return buffer.getvalue()
 
 
@@ -432,8 +520,11 @@ def pdf(named: NamedFigure) -> bytes:
 
     buffer = io.BytesIO()
     with matplotlib.rc_context(RC):
-        named.figure.savefig(buffer, format="pdf",
-                             metadata={"Title": redact(named.title) or "", "CreationDate": None})
+        named.figure.savefig(
+            buffer,
+            format="pdf",
+            metadata={"Title": redact(named.title) or "", "CreationDate": None},
+        )
     return buffer.getvalue()
 
 
@@ -456,12 +547,15 @@ def inline_svg(named: NamedFigure) -> str:
 
 def html_figure(named: NamedFigure) -> str:
     """A ``<figure>`` with the inline SVG and an escaped caption."""
-    return (f'<figure class="plot" id="figure-{named.name}">{inline_svg(named)}'
-            f"<figcaption>{html.escape(redact(named.title) or '')}</figcaption></figure>")
+    return (
+        f'<figure class="plot" id="figure-{named.name}">{inline_svg(named)}'
+        f"<figcaption>{html.escape(redact(named.title) or '')}</figcaption></figure>"
+    )
 
 
-def write_figures(figures: Iterable[NamedFigure], directory: str | Path,
-                  formats: Sequence[str] = FORMATS) -> list[Path]:
+def write_figures(
+    figures: Iterable[NamedFigure], directory: str | Path, formats: Sequence[str] = FORMATS
+) -> list[Path]:
     """Write each figure as ``<directory>/<name>.<format>`` (the directory made if missing)
     and return the paths written."""
     target = Path(directory)

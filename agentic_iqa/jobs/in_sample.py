@@ -34,7 +34,7 @@ def fitted_images(path: Path = FITTED_IMAGES) -> dict[str, str]:
 
 
 def job_mode(job: Mapping[str, Any]) -> str:
-    """"agent", "vlm" or "tools" (a metric job); jobs stored before modes: by their tools."""
+    """ "agent", "vlm" or "tools" (a metric job); jobs stored before modes: by their tools."""
     return job.get("mode") or ("tools" if job.get("tools") else "agent")
 
 
@@ -52,7 +52,7 @@ def image_sha256(image: str, recorded: str | None = None) -> str | None:
     """The image's SHA-256 (hex): the one recorded at submit, else its bytes' (None when it
     cannot be read)."""
     if recorded and recorded.startswith(SHA256):
-        return recorded[len(SHA256):]
+        return recorded[len(SHA256) :]
     try:
         with open(os.path.expanduser(image), "rb") as handle:
             return hashlib.file_digest(handle, "sha256").hexdigest()
@@ -60,9 +60,12 @@ def image_sha256(image: str, recorded: str | None = None) -> str | None:
         return None
 
 
-def fitted_overlap(images: Iterable[tuple[str, str | None]], items: int,
-                   fitted: Mapping[str, str], hashes: dict[str, str | None] | None = None
-                   ) -> dict[str, int]:
+def fitted_overlap(
+    images: Iterable[tuple[str, str | None]],
+    items: int,
+    fitted: Mapping[str, str],
+    hashes: dict[str, str | None] | None = None,
+) -> dict[str, int]:
     """Of the (image, recorded digest) of the items that ran, how many are fitted images and
     how many could not be read to tell; ``items``: the job's count (the warning's "of");
     ``hashes``: images already hashed (one comparison hashes an image once)."""
@@ -77,14 +80,16 @@ def fitted_overlap(images: Iterable[tuple[str, str | None]], items: int,
     return {"items": found, "of": items, "unreadable": unreadable}
 
 
-def overlap_of(columns: JobColumns, fitted: Mapping[str, str],
-               hashes: dict[str, str | None] | None = None) -> dict[str, int]:
+def overlap_of(
+    columns: JobColumns, fitted: Mapping[str, str], hashes: dict[str, str | None] | None = None
+) -> dict[str, int]:
     """The in-sample counts of a job's columns: made by their reader (the database's stored
     digests), else from the images of the rows that ran."""
     if columns.fitted_overlap is not None:
         return columns.fitted_overlap
-    return fitted_overlap(((image, None) for image in columns.ran_images or ()),
-                          columns.size, fitted, hashes)
+    return fitted_overlap(
+        ((image, None) for image in columns.ran_images or ()), columns.size, fitted, hashes
+    )
 
 
 def overlap_warnings(job: Mapping[str, Any], overlap: Mapping[str, int]) -> list[str]:
@@ -92,18 +97,24 @@ def overlap_warnings(job: Mapping[str, Any], overlap: Mapping[str, int]) -> list
     short = str(job.get("id") or "?")[:8]
     warnings = []
     if overlap["items"]:
-        warnings.append(f"{overlap['items']} of {overlap['of']} items of job {short} are "
-                        "images the builtin backend was fitted on: its figures on them are "
-                        "in-sample")
+        warnings.append(
+            f"{overlap['items']} of {overlap['of']} items of job {short} are "
+            "images the builtin backend was fitted on: its figures on them are "
+            "in-sample"
+        )
     if overlap["unreadable"]:
-        warnings.append(f"{overlap['unreadable']} image(s) of job {short} could not be read: "
-                        "not checked against the builtin's fitted images")
+        warnings.append(
+            f"{overlap['unreadable']} image(s) of job {short} could not be read: "
+            "not checked against the builtin's fitted images"
+        )
     return warnings
 
 
-def in_sample_warnings(job: Mapping[str, Any],
-                       rows: Iterable[Mapping[str, Any]] | JobColumns,
-                       fitted: Mapping[str, str] | None = None) -> list[str]:
+def in_sample_warnings(
+    job: Mapping[str, Any],
+    rows: Iterable[Mapping[str, Any]] | JobColumns,
+    fitted: Mapping[str, str] | None = None,
+) -> list[str]:
     """The warnings ``eval compare`` gives this job about fitted images, for its report.
 
     ``job``: the report's job description (mode, configuration or backend); ``rows``: its
@@ -114,7 +125,7 @@ def in_sample_warnings(job: Mapping[str, Any],
 
     if not uses_builtin(job):
         return []
-    columns = rows if isinstance(rows, JobColumns) else JobColumns.from_rows(
-        rows, identities=False)
-    return overlap_warnings(job, overlap_of(
-        columns, fitted if fitted is not None else fitted_images()))
+    columns = rows if isinstance(rows, JobColumns) else JobColumns.from_rows(rows, identities=False)
+    return overlap_warnings(
+        job, overlap_of(columns, fitted if fitted is not None else fitted_images())
+    )

@@ -70,9 +70,16 @@ JSON_EXTENSIONS = frozenset({".json"})
 KNOWN_COLUMNS = ("image", "reference", "query", "mos", "answer", "id", "options")
 #: Other names for the known columns, as public datasets write them (Q-Bench: img_path,
 #: question, candidates, correct_ans); used only where the known name itself is absent.
-COLUMN_ALIASES = {"img_path": "image", "image_path": "image", "question": "query",
-                  "candidates": "options", "choices": "options", "correct_ans": "answer",
-                  "correct_answer": "answer", "type": "question_type"}
+COLUMN_ALIASES = {
+    "img_path": "image",
+    "image_path": "image",
+    "question": "query",
+    "candidates": "options",
+    "choices": "options",
+    "correct_ans": "answer",
+    "correct_answer": "answer",
+    "type": "question_type",
+}
 ANSWER_ORDER = "ABCDEFGH"
 ANSWER_LETTERS = frozenset(ANSWER_ORDER)
 #: The form of :func:`bad_row_key`; an id of this form is refused, so the two never meet.
@@ -146,13 +153,17 @@ class _BadRow(Exception):
     """Internal: the current row is bad; turned into a ManifestError by the reader."""
 
 
-def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None,
-                  check_images: bool = True,
-                  mos_range: tuple[float, float] | None = None,
-                  image_dir: str | os.PathLike[str] | None = None,
-                  limit: int | None = None,
-                  access: AccessPolicy | None = None,
-                  subset: RowChoice | None = None) -> Iterator[ManifestEntry]:
+def read_manifest(
+    path: str | os.PathLike[str],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    check_images: bool = True,
+    mos_range: tuple[float, float] | None = None,
+    image_dir: str | os.PathLike[str] | None = None,
+    limit: int | None = None,
+    access: AccessPolicy | None = None,
+    subset: RowChoice | None = None,
+) -> Iterator[ManifestEntry]:
     """Items and bad rows of a CSV, JSON, JSONL or image-folder manifest, in file order.
 
     Image and reference paths are relative to ``image_dir`` when given, else to the manifest's
@@ -211,17 +222,28 @@ def read_manifest(path: str | os.PathLike[str], *, root: str | os.PathLike[str] 
         rows = subset.apply(rows)
     if access is None:
         access = AccessPolicy.for_source(root=root, image_dir=image_dir)
-    return _entries(rows, base=base, paths=Root.of(base, confine), check_images=check_images,
-                    mos_range=mos_range, access=access)
+    return _entries(
+        rows,
+        base=base,
+        paths=Root.of(base, confine),
+        check_images=check_images,
+        mos_range=mos_range,
+        access=access,
+    )
 
 
-def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
-                 root: str | os.PathLike[str] | None = None, check_images: bool = True,
-                 mos_range: tuple[float, float] | None = None,
-                 range_source: str = "--mos-range",
-                 limit: int | None = None,
-                 access: AccessPolicy | None = None,
-                 subset: RowChoice | None = None) -> Iterator[ManifestEntry]:
+def read_records(
+    records: Iterable[_RawRow],
+    base: str | os.PathLike[str],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    check_images: bool = True,
+    mos_range: tuple[float, float] | None = None,
+    range_source: str = "--mos-range",
+    limit: int | None = None,
+    access: AccessPolicy | None = None,
+    subset: RowChoice | None = None,
+) -> Iterator[ManifestEntry]:
     """Items and bad records of rows read elsewhere (a public dataset's own files), checked
     exactly as a manifest's rows are: ``(line, cells)`` with the manifest's column names, or
     ``(line, why it cannot be read)``; paths are relative to ``base`` and, with ``root``,
@@ -237,16 +259,23 @@ def read_records(records: Iterable[_RawRow], base: str | os.PathLike[str], *,
     text = os.fspath(base)  # a URL (an object store's prefix) stays text: Path would mangle it
     if access is None:
         access = AccessPolicy.for_source(root=root, image_dir=base)
-    return _entries(rows, base=text if is_url(text) else Path(base), paths=Root.of(base, root),
-                    check_images=check_images, mos_range=mos_range, range_source=range_source,
-                    access=access)
+    return _entries(
+        rows,
+        base=text if is_url(text) else Path(base),
+        paths=Root.of(base, root),
+        check_images=check_images,
+        mos_range=mos_range,
+        range_source=range_source,
+        access=access,
+    )
 
 
 def _check_mos_range(mos_range: tuple[float, float]) -> None:
     low, high = mos_range
     if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
         raise ManifestFormatError(
-            f"MOS range {low:g} {high:g} is not a range: give two finite numbers, LOW < HIGH")
+            f"MOS range {low:g} {high:g} is not a range: give two finite numbers, LOW < HIGH"
+        )
 
 
 def count_rows(path: str | os.PathLike[str]) -> int:
@@ -296,7 +325,8 @@ def _kind(source: Path) -> str:
     raise ManifestFormatError(
         f"manifest {source}: unsupported extension {source.suffix!r} (use .csv, .json (a list "
         "of objects), .jsonl or .json-lines, or a folder of images; a public dataset's own "
-        "files: --dataset NAME --root DIR)")
+        "files: --dataset NAME --root DIR)"
+    )
 
 
 def _check_readable(source: Path) -> None:
@@ -330,18 +360,23 @@ def _header_of(source: Path, reader: Any) -> list[str]:
     if header and (fault := not_utf8(header)):
         raise ManifestFormatError(f"manifest {source}: the header (line 1) {fault}")
     if not header:
-        raise ManifestFormatError(f"manifest {source} is empty: expected a header row "
-                                  "naming at least an 'image' column")
+        raise ManifestFormatError(
+            f"manifest {source} is empty: expected a header row naming at least an 'image' column"
+        )
     names = [name.strip() for name in header]
     known = [name for name in canonical_keys(names) if name in KNOWN_COLUMNS]
     if "image" not in known:
         raise ManifestFormatError(
-            f"manifest {source}: the header ({', '.join(names)}) has no 'image' column")
-    repeated = sorted({name for name in names if names.count(name) > 1}
-                      | {name for name in known if known.count(name) > 1})
+            f"manifest {source}: the header ({', '.join(names)}) has no 'image' column"
+        )
+    repeated = sorted(
+        {name for name in names if names.count(name) > 1}
+        | {name for name in known if known.count(name) > 1}
+    )
     if repeated:
         raise ManifestFormatError(
-            f"manifest {source}: column(s) {', '.join(repeated)} appear more than once")
+            f"manifest {source}: column(s) {', '.join(repeated)} appear more than once"
+        )
     return names
 
 
@@ -389,7 +424,7 @@ def _jsonl_rows(handle: BinaryIO) -> Iterator[_RawRow]:
                 yield line, f"line {line} is longer than {MAX_JSON_LINE} bytes"
                 continue
             if line == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
+                raw = raw[len(codecs.BOM_UTF8) :]
             if not raw.strip():
                 continue
             try:
@@ -423,8 +458,10 @@ def _json_rows(source: Path) -> Iterator[_RawRow]:
         if len(lists) == 1:
             document = lists[0]
     if not isinstance(document, list):
-        raise ManifestFormatError(f"manifest {source}: expected a JSON list of objects (one per "
-                                  f"item), found a {type(document).__name__}")
+        raise ManifestFormatError(
+            f"manifest {source}: expected a JSON list of objects (one per "
+            f"item), found a {type(document).__name__}"
+        )
     for line, value in enumerate(document, start=1):
         if not isinstance(value, dict):
             yield line, f"record {line} is a JSON {type(value).__name__}, not an object"
@@ -455,9 +492,11 @@ def _keyed(value: Mapping[str, Any]) -> dict[str, Any]:
 def _image_names(folder: Path) -> list[str]:
     """Names only (not rows): sorting needs them all, and a name is far smaller than a row."""
     with os.scandir(folder) as entries:
-        return sorted(entry.name for entry in entries
-                      if Path(entry.name).suffix.lower() in IMAGE_EXTENSIONS
-                      and entry.is_file())
+        return sorted(
+            entry.name
+            for entry in entries
+            if Path(entry.name).suffix.lower() in IMAGE_EXTENSIONS and entry.is_file()
+        )
 
 
 def _folder_rows(folder: Path) -> Iterator[_RawRow]:
@@ -472,26 +511,43 @@ def _folder_rows(folder: Path) -> Iterator[_RawRow]:
 # -- checking a row -------------------------------------------------------------------------------
 
 
-def _entries(rows: Iterator[_RawRow], *, base: Path | str, paths: Root, check_images: bool,
-             mos_range: tuple[float, float] | None, access: AccessPolicy,
-             range_source: str = "--mos-range") -> Iterator[ManifestEntry]:
+def _entries(
+    rows: Iterator[_RawRow],
+    *,
+    base: Path | str,
+    paths: Root,
+    check_images: bool,
+    mos_range: tuple[float, float] | None,
+    access: AccessPolicy,
+    range_source: str = "--mos-range",
+) -> Iterator[ManifestEntry]:
     seen = SeenIds()
     held: dict[str, ManifestError] = {}  # bad rows that may keep their own id, by that id
     scope = Reading(access)
     # Rows are read by a thread of their own and taken a chunk of what is ready at a time, so
     # a slow source is never waited for to fill one; a chunk's images are decoded by a pool
     # of threads (decoding releases the GIL).
-    with _Ahead(rows, PREFETCH_ROWS) as ahead, \
-            _ImageChecks(scope, enabled=check_images) as checks:
+    with _Ahead(rows, PREFETCH_ROWS) as ahead, _ImageChecks(scope, enabled=check_images) as checks:
         for chunk in _prefetched(ahead, base, check_images, scope):
             with reading(scope):
-                prepared = [_prepared(line, row, base=base, paths=paths, mos_range=mos_range,
-                                      range_source=range_source) for line, row in chunk]
-            for entry in map(_settled, prepared, checks.verdicts(prepared),
-                             [seen] * len(prepared)):
+                prepared = [
+                    _prepared(
+                        line,
+                        row,
+                        base=base,
+                        paths=paths,
+                        mos_range=mos_range,
+                        range_source=range_source,
+                    )
+                    for line, row in chunk
+                ]
+            for entry in map(_settled, prepared, checks.verdicts(prepared), [seen] * len(prepared)):
                 if isinstance(entry, ManifestError):
-                    if entry.given is not None and entry.given not in held \
-                            and len(held) < MAX_HELD_IDS:
+                    if (
+                        entry.given is not None
+                        and entry.given not in held
+                        and len(held) < MAX_HELD_IDS
+                    ):
                         held[entry.given] = entry
                         continue
                     yield replace(entry, given=None)
@@ -531,8 +587,15 @@ class _Prepared:
     reference_text: str = ""
 
 
-def _prepared(line: int, row: Mapping[str, Any] | str, *, base: Path | str, paths: Root,
-              mos_range: tuple[float, float] | None, range_source: str) -> _Prepared:
+def _prepared(
+    line: int,
+    row: Mapping[str, Any] | str,
+    *,
+    base: Path | str,
+    paths: Root,
+    mos_range: tuple[float, float] | None,
+    range_source: str,
+) -> _Prepared:
     if isinstance(row, str):
         return _Prepared(line, None, error=row)
     item_id: str | None = None
@@ -545,22 +608,34 @@ def _prepared(line: int, row: Mapping[str, Any] | str, *, base: Path | str, path
         if item_id is None:
             item_id = _derived_id(image_text, base, _question(row, line))
         if _BAD_ROW_KEY.fullmatch(item_id):
-            raise _BadRow(f"id {item_id!r} on line {line} is reserved for rows that "
-                          "cannot be assessed: choose another id")
+            raise _BadRow(
+                f"id {item_id!r} on line {line} is reserved for rows that "
+                "cannot be assessed: choose another id"
+            )
         # Cheap checks (paths, --root) before the duplicate check, so an escaping path is
         # reported as an escape; the costly image decode after it.
-        item = _item(row, line, item_id, image_text, paths=paths, mos_range=mos_range,
-                     range_source=range_source)
+        item = _item(
+            row,
+            line,
+            item_id,
+            image_text,
+            paths=paths,
+            mos_range=mos_range,
+            range_source=range_source,
+        )
     except _BadRow as bad:
         return _Prepared(line, row, given, item_id, error=str(bad))
-    reference_text = _masked(_text(row.get("reference"), "reference", line)
-                             or str(item.reference)) if item.reference is not None else ""
-    return _Prepared(line, row, given, item_id, image_text, item,
-                     reference_text=reference_text)
+    reference_text = (
+        _masked(_text(row.get("reference"), "reference", line) or str(item.reference))
+        if item.reference is not None
+        else ""
+    )
+    return _Prepared(line, row, given, item_id, image_text, item, reference_text=reference_text)
 
 
-def _settled(prepared: _Prepared, verdict: ManifestItem | str | None,
-             seen: SeenIds) -> ManifestEntry:
+def _settled(
+    prepared: _Prepared, verdict: ManifestItem | str | None, seen: SeenIds
+) -> ManifestEntry:
     """The row's entry, in file order: its cheap checks' fault, else a duplicate id, else its
     image's ``verdict`` (the item with its digests, or why it cannot be read; None: not
     checked); a good row claims its id.  A bad row keeps the id it gave when no earlier good
@@ -578,11 +653,22 @@ def _settled(prepared: _Prepared, verdict: ManifestItem | str | None,
     elif error is None and verdict is not None:
         item = verdict
     if error is not None or item is None:
-        free = given is not None and given == item_id and seen.line_of(given) is None \
+        free = (
+            given is not None
+            and given == item_id
+            and seen.line_of(given) is None
             and not _BAD_ROW_KEY.fullmatch(given)
+        )
         query, answer, mos = _salvaged(prepared)
-        return ManifestError(line, item_id, error or "", given=given if free else None,
-                             query=query, answer=answer, mos=mos)
+        return ManifestError(
+            line,
+            item_id,
+            error or "",
+            given=given if free else None,
+            query=query,
+            answer=answer,
+            mos=mos,
+        )
     seen.claim(item.item_id, line)
     return item
 
@@ -605,8 +691,9 @@ def _salvaged(prepared: _Prepared) -> tuple[str | None, str | None, float | None
             return None
 
     options = read(lambda: _options(row.get("options"), line)) or ()
-    query = read(lambda: _question(row, line)) or read(lambda: _text(row.get("query"),
-                                                                      "query", line))
+    query = read(lambda: _question(row, line)) or read(
+        lambda: _text(row.get("query"), "query", line)
+    )
     return query, read(lambda: _answer(row.get("answer"), line, options)), None
 
 
@@ -621,7 +708,7 @@ class SeenIds:
 
     def __init__(self) -> None:
         self._recent: dict[str, int] = {}
-        self._low: Any = None   # sorted first halves of the hashes (numpy uint64)
+        self._low: Any = None  # sorted first halves of the hashes (numpy uint64)
         self._high: Any = None  # their second halves, in the same order
         self._lines: Any = None
 
@@ -714,13 +801,18 @@ class _ImageChecks:
                 for prepared in share:
                     found[id(prepared)] = self._verdict(prepared)
                 continue
-            for prepared, (why, image_digest, reference_digest) in zip(share, results,
-                                                                        strict=True):
+            for prepared, (why, image_digest, reference_digest) in zip(share, results, strict=True):
                 item = prepared.item
                 assert item is not None
-                found[id(prepared)] = why if why is not None else replace(
-                    item, image_digest=image_digest or item.image_digest,
-                    reference_digest=reference_digest or item.reference_digest)
+                found[id(prepared)] = (
+                    why
+                    if why is not None
+                    else replace(
+                        item,
+                        image_digest=image_digest or item.image_digest,
+                        reference_digest=reference_digest or item.reference_digest,
+                    )
+                )
         self._checked += len(wanted)
         return [found.get(id(prepared)) for prepared in chunk]
 
@@ -730,8 +822,9 @@ class _ImageChecks:
         if self._threads is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._threads = ThreadPoolExecutor(max_workers=check_threads(),
-                                               thread_name_prefix="iqa-image-check")
+            self._threads = ThreadPoolExecutor(
+                max_workers=check_threads(), thread_name_prefix="iqa-image-check"
+            )
         return list(self._threads.map(self._verdict, wanted))
 
     def _in_processes(self, wanted: list[_Prepared]) -> list[tuple[list[_Prepared], Any]]:
@@ -750,39 +843,64 @@ class _ImageChecks:
             # (a script that submits at its top level would submit in each).  The children
             # only read files and decode them, so the threads of this process do not matter.
             self._processes = ProcessPoolExecutor(
-                max_workers=check_threads(), mp_context=multiprocessing.get_context("fork"),
-                initializer=_start_checks, initargs=(self._scope.policy,))
+                max_workers=check_threads(),
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_start_checks,
+                initargs=(self._scope.policy,),
+            )
         workers = check_threads()
         shares = [local[index::workers] for index in range(workers) if local[index::workers]]
-        return [(share, self._processes.submit(_checked_files, [
-            (str(prepared.item.image), prepared.image_text,  # type: ignore[union-attr]
-             _text_of(prepared.item.reference), prepared.reference_text,  # type: ignore[union-attr]
-             prepared.line) for prepared in share])) for share in shares]
+        return [
+            (
+                share,
+                self._processes.submit(
+                    _checked_files,
+                    [
+                        (
+                            str(prepared.item.image),
+                            prepared.image_text,  # type: ignore[union-attr]
+                            _text_of(prepared.item.reference),
+                            prepared.reference_text,  # type: ignore[union-attr]
+                            prepared.line,
+                        )
+                        for prepared in share
+                    ],
+                ),
+            )
+            for share in shares
+        ]
 
     def _verdict(self, prepared: _Prepared) -> ManifestItem | str:
         item = prepared.item
         assert item is not None
         with reading(self._scope):
             try:
-                size, checksum = _check_image(item.image, prepared.image_text, "image",
-                                              prepared.line)
+                size, checksum = _check_image(
+                    item.image, prepared.image_text, "image", prepared.line
+                )
                 reference_checksum = None
                 if item.reference is not None:
-                    reference_checksum = _check_reference(item.reference,
-                                                          prepared.reference_text, size,
-                                                          prepared.line)
+                    reference_checksum = _check_reference(
+                        item.reference, prepared.reference_text, size, prepared.line
+                    )
             except _BadRow as bad:
                 return str(bad)
-        return replace(item, image_digest=checksum or item.image_digest,
-                       reference_digest=reference_checksum or item.reference_digest)
+        return replace(
+            item,
+            image_digest=checksum or item.image_digest,
+            reference_digest=reference_checksum or item.reference_digest,
+        )
 
 
 def _on_disk(prepared: _Prepared) -> bool:
     """Whether a row's image and reference are local files (an object is checked here, where
     the lookahead's downloads and failures are)."""
     item = prepared.item
-    return item is not None and isinstance(item.image, Path) \
+    return (
+        item is not None
+        and isinstance(item.image, Path)
         and (item.reference is None or isinstance(item.reference, Path))
+    )
 
 
 def _text_of(location: Path | str | None) -> str | None:
@@ -799,8 +917,9 @@ def _start_checks(policy: AccessPolicy) -> None:
     _CHECKS_POLICY = policy
 
 
-def _checked_files(rows: list[tuple[str, str, str | None, str, int]]
-                   ) -> list[tuple[str | None, str | None, str | None]]:
+def _checked_files(
+    rows: list[tuple[str, str, str | None, str, int]],
+) -> list[tuple[str | None, str | None, str | None]]:
     """In a checking process: each local (image, its cell, reference, its cell, line) decoded
     and measured as :func:`_check_image` does; (why it is bad, or None, and the digests)."""
     results: list[tuple[str | None, str | None, str | None]] = []
@@ -810,8 +929,9 @@ def _checked_files(rows: list[tuple[str, str, str | None, str, int]]
                 size, checksum = _check_image(Path(image), image_text, "image", line)
                 reference_checksum = None
                 if reference is not None:
-                    reference_checksum = _check_reference(Path(reference), reference_text,
-                                                          size, line)
+                    reference_checksum = _check_reference(
+                        Path(reference), reference_text, size, line
+                    )
             except _BadRow as bad:
                 results.append((str(bad), None, None))
                 continue
@@ -834,13 +954,13 @@ class _Ahead:
 
         self._size = size
         # A SimpleQueue (C, a fraction of a Queue's cost per row) held to 4 lists' worth.
-        self._ready: queue.SimpleQueue[tuple[Any, BaseException | None, bool]] = \
-            queue.SimpleQueue()
+        self._ready: queue.SimpleQueue[tuple[Any, BaseException | None, bool]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._failure: BaseException | None = None
         self.ended = False
-        self._thread = threading.Thread(target=self._read, args=(rows,),
-                                        name="iqa-manifest-reader", daemon=True)
+        self._thread = threading.Thread(
+            target=self._read, args=(rows,), name="iqa-manifest-reader", daemon=True
+        )
         self._thread.start()
 
     def __enter__(self) -> _Ahead:
@@ -890,7 +1010,8 @@ class _Ahead:
                     deadline = time.monotonic() + self.LINGER_SECONDS
                 elif block:
                     row, failure, ended = self._ready.get(
-                        timeout=max(0.0, deadline - time.monotonic()))
+                        timeout=max(0.0, deadline - time.monotonic())
+                    )
                 else:
                     row, failure, ended = self._ready.get_nowait()
             except queue.Empty:
@@ -909,8 +1030,9 @@ class _Ahead:
 PREFETCH_ROWS = 64
 
 
-def _prefetched(ahead: _Ahead, base: Path | str, check_images: bool, scope: Reading
-                ) -> Iterator[list[tuple[int, _RawRow]]]:
+def _prefetched(
+    ahead: _Ahead, base: Path | str, check_images: bool, scope: Reading
+) -> Iterator[list[tuple[int, _RawRow]]]:
     """The rows ``ahead`` gives, a chunk at a time; the objects their cells name in a store
     (URLs, or names under a base URL) are asked about a chunk at a time in parallel first
     (downloaded when the images are checked), so each row's own check costs no round trip.
@@ -926,8 +1048,11 @@ def _prefetched(ahead: _Ahead, base: Path | str, check_images: bool, scope: Read
 
     def fetch(chunk: list[tuple[int, _RawRow]]) -> None:
         with reading(scope):
-            wanted = [location for location in _objects_named(chunk, base, remote_base)
-                      if _admitted(scope, location)]
+            wanted = [
+                location
+                for location in _objects_named(chunk, base, remote_base)
+                if _admitted(scope, location)
+            ]
             if len(wanted) > 1:
                 prefetch(wanted, read=check_images)
 
@@ -963,8 +1088,9 @@ def _admitted(scope: Reading, location: str) -> bool:
     return True
 
 
-def _objects_named(chunk: list[tuple[int, _RawRow]], base: Path | str, remote_base: bool
-                   ) -> list[str]:
+def _objects_named(
+    chunk: list[tuple[int, _RawRow]], base: Path | str, remote_base: bool
+) -> list[str]:
     """The object URLs a chunk of rows names (URL cells, or names under a base URL)."""
     from iqa_tools.storage import join_under
 
@@ -986,8 +1112,16 @@ def _objects_named(chunk: list[tuple[int, _RawRow]], base: Path | str, remote_ba
     return wanted
 
 
-def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, paths: Root,
-          mos_range: tuple[float, float] | None, range_source: str) -> ManifestItem:
+def _item(
+    row: Mapping[str, Any],
+    line: int,
+    item_id: str,
+    image_text: str,
+    *,
+    paths: Root,
+    mos_range: tuple[float, float] | None,
+    range_source: str,
+) -> ManifestItem:
     mos = _mos(row.get("mos"), line, mos_range, range_source)
     options = _options(row.get("options"), line)
     answer = _answer(row.get("answer"), line, options)
@@ -995,13 +1129,25 @@ def _item(row: Mapping[str, Any], line: int, item_id: str, image_text: str, *, p
     reference_text = _text(row.get("reference"), "reference", line)
     digests: dict[str, str | None] = {}
     image = _located(image_text, "image", line, paths, digests)
-    reference = (_located(reference_text, "reference", line, paths, digests)
-                 if reference_text is not None else None)
+    reference = (
+        _located(reference_text, "reference", line, paths, digests)
+        if reference_text is not None
+        else None
+    )
     extra = {key: value for key, value in row.items() if key not in KNOWN_COLUMNS}
-    return ManifestItem(line=line, item_id=item_id, image=image, reference=reference,
-                        query=query, mos=mos, answer=answer, extra=extra, options=options,
-                        image_digest=digests.get(str(image)),
-                        reference_digest=digests.get(str(reference)) if reference else None)
+    return ManifestItem(
+        line=line,
+        item_id=item_id,
+        image=image,
+        reference=reference,
+        query=query,
+        mos=mos,
+        answer=answer,
+        extra=extra,
+        options=options,
+        image_digest=digests.get(str(image)),
+        reference_digest=digests.get(str(reference)) if reference else None,
+    )
 
 
 def _question(row: Mapping[str, Any], line: int) -> str | None:
@@ -1023,18 +1169,21 @@ def _options(value: Any, line: int) -> tuple[str, ...]:
             try:
                 value = json.loads(text)
             except ValueError:
-                raise _BadRow(f"options on line {line} start like a JSON list but are not "
-                              f"one: {_shown(text)}") from None
+                raise _BadRow(
+                    f"options on line {line} start like a JSON list but are not one: {_shown(text)}"
+                ) from None
         else:
             value = text.split("|")
     if not isinstance(value, list) or not all(
-            isinstance(option, str | int | float) and not isinstance(option, bool)
-            for option in value):
+        isinstance(option, str | int | float) and not isinstance(option, bool) for option in value
+    ):
         raise _BadRow(f"options on line {line} must be a list of texts, not {_shown(value)}")
     options = tuple(str(option).strip() for option in value)
     if len(options) < 2 or len(options) > len(ANSWER_LETTERS) or not all(options):
-        raise _BadRow(f"options on line {line}: give 2 to {len(ANSWER_LETTERS)} non-empty "
-                      f"options, not {_shown(list(options))}")
+        raise _BadRow(
+            f"options on line {line}: give 2 to {len(ANSWER_LETTERS)} non-empty "
+            f"options, not {_shown(list(options))}"
+        )
     if len({option.casefold() for option in options}) < len(options):
         raise _BadRow(f"options on line {line} repeat one another: {_shown(list(options))}")
     return options
@@ -1066,8 +1215,9 @@ def _shown(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _mos(value: Any, line: int, mos_range: tuple[float, float] | None,
-         range_source: str = "--mos-range") -> float | None:
+def _mos(
+    value: Any, line: int, mos_range: tuple[float, float] | None, range_source: str = "--mos-range"
+) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     shown = _shown(value.strip() if isinstance(value, str) else value)
@@ -1082,11 +1232,14 @@ def _mos(value: Any, line: int, mos_range: tuple[float, float] | None,
     if not math.isfinite(number):
         raise _BadRow(f"mos {shown} on line {line} is not a finite number")
     if abs(number) > MAX_ABS_MOS:
-        raise _BadRow(f"mos {shown} on line {line} is beyond any opinion scale "
-                      f"(|mos| > {MAX_ABS_MOS:g})")
+        raise _BadRow(
+            f"mos {shown} on line {line} is beyond any opinion scale (|mos| > {MAX_ABS_MOS:g})"
+        )
     if mos_range is not None and not mos_range[0] <= number <= mos_range[1]:
-        raise _BadRow(f"mos {shown} on line {line} is outside the declared range "
-                      f"{mos_range[0]:g} to {mos_range[1]:g} ({range_source})")
+        raise _BadRow(
+            f"mos {shown} on line {line} is outside the declared range "
+            f"{mos_range[0]:g} to {mos_range[1]:g} ({range_source})"
+        )
     return number
 
 
@@ -1099,11 +1252,13 @@ def _answer(value: Any, line: int, options: tuple[str, ...] = ()) -> str | None:
         if text.casefold() == option.casefold():
             return letter
     letter = text.upper().rstrip(".)")
-    allowed = ANSWER_ORDER[:len(options)] if options else ANSWER_ORDER
+    allowed = ANSWER_ORDER[: len(options)] if options else ANSWER_ORDER
     if letter not in allowed:
         if options:
-            raise _BadRow(f"answer {text!r} on line {line} is neither one of the options "
-                          f"{_shown(list(options), 80)} nor a letter A-{allowed[-1]}")
+            raise _BadRow(
+                f"answer {text!r} on line {line} is neither one of the options "
+                f"{_shown(list(options), 80)} nor a letter A-{allowed[-1]}"
+            )
         raise _BadRow(f"answer {text!r} on line {line} is not a letter A-H")
     return letter
 
@@ -1134,20 +1289,22 @@ def _object_key(image_text: str, base: str) -> str:
     if is_url(location) and "@" in location.split("/", 3)[2]:
         location = display(location)
     if is_url(base) and location.startswith(base.rstrip("/") + "/"):
-        return location[len(base.rstrip("/")) + 1:]
+        return location[len(base.rstrip("/")) + 1 :]
     return location if is_url(location) else posixpath.normpath(location)
 
 
-def _located(text: str, name: str, line: int, paths: Root,
-             digests: dict[str, str | None] | None = None) -> Path | str:
+def _located(
+    text: str, name: str, line: int, paths: Root, digests: dict[str, str | None] | None = None
+) -> Path | str:
     """The file a cell names, through :func:`.paths.locate` (the one place paths are
     resolved and confined); a path it refuses is this row's error."""
     try:
         return locate(text, paths, digests=digests)
     except PathRejected as rejected:
         joint = ": path " if rejected.escape else " "
-        raise _BadRow(f"{name} {_shown(_masked(text), 200)} on line {line}{joint}{rejected}"
-                      ) from None
+        raise _BadRow(
+            f"{name} {_shown(_masked(text), 200)} on line {line}{joint}{rejected}"
+        ) from None
 
 
 def _masked(text: str) -> str:
@@ -1155,8 +1312,9 @@ def _masked(text: str) -> str:
     return display(text) if is_url(text) else text
 
 
-def _check_image(path: Path | str, text: str, name: str, line: int
-                 ) -> tuple[tuple[int, int], str | None]:
+def _check_image(
+    path: Path | str, text: str, name: str, line: int
+) -> tuple[tuple[int, int], str | None]:
     """Decode the whole file and check its size, as the tools will; returns (width, height)
     and, for an object read over HTTP(S), the ``sha256:`` of the bytes checked: the digest
     its items are read by later (a web server's ETag need not change with its bytes)."""
@@ -1170,29 +1328,34 @@ def _check_image(path: Path | str, text: str, name: str, line: int
         check_min_size(path, size)
     except ImageTooSmallError as small:
         width, height = small.size
-        raise _BadRow(f"{name} {text!r} on line {line} is {width}x{height} pixels; the IQA "
-                      f"tools need at least {small.minimum}x{small.minimum}") from None
+        raise _BadRow(
+            f"{name} {text!r} on line {line} is {width}x{height} pixels; the IQA "
+            f"tools need at least {small.minimum}x{small.minimum}"
+        ) from None
     except ImageTooLargeError as large:
         raise _BadRow(f"{name} on line {line}: {large}") from None
     except ImageLoadError as exc:
-        raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {exc.reason}"
-                      ) from None
+        raise _BadRow(
+            f"{name} {text!r} on line {line} is not a readable image: {exc.reason}"
+        ) from None
     except Exception as exc:  # a decoder bug on an odd file: still only this row is bad
         reason = str(exc) or type(exc).__name__
-        raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {reason}"
-                      ) from None
+        raise _BadRow(f"{name} {text!r} on line {line} is not a readable image: {reason}") from None
     return size, checksum
 
 
-def _check_reference(reference: Path | str, text: str, image_size: tuple[int, int],
-                     line: int) -> str | None:
+def _check_reference(
+    reference: Path | str, text: str, image_size: tuple[int, int], line: int
+) -> str | None:
     """A reference must be readable and the image's size: FR tools compare pixel by pixel.
     ``text``: its cell, as messages quote it.  Returns the ``sha256:`` of an HTTP(S)
     reference's bytes (see :func:`_check_image`)."""
     reference_size, checksum = _check_image(reference, text, "reference", line)
     if reference_size != image_size:
-        raise _BadRow(f"reference {text!r} on line {line} is "
-                      f"{reference_size[0]}x{reference_size[1]} but the image is "
-                      f"{image_size[0]}x{image_size[1]}; full-reference tools need the same "
-                      "size")
+        raise _BadRow(
+            f"reference {text!r} on line {line} is "
+            f"{reference_size[0]}x{reference_size[1]} but the image is "
+            f"{image_size[0]}x{image_size[1]}; full-reference tools need the same "
+            "size"
+        )
     return checksum

@@ -42,13 +42,15 @@ FIT_SAMPLE = 50_000
 BOOTSTRAP_PAIRS = 10_000
 
 
-def _arrays(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
+def _arrays(
+    pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(pred, dtype=float)
     y = np.asarray(mos, dtype=float)
     if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"pred and mos must be 1-D and of equal length, got shapes "
-                         f"{x.shape} and {y.shape}")
+        raise ValueError(
+            f"pred and mos must be 1-D and of equal length, got shapes {x.shape} and {y.shape}"
+        )
     return x, y
 
 
@@ -95,8 +97,12 @@ def krcc(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray) 
 def _lean_plcc(x: np.ndarray, y: np.ndarray, *, own: bool = False) -> float:
     """Pearson's r as scipy computes it (centred, then divided by a norm taken over the largest
     deviation), in two arrays of the input's size; ``own``: x and y may be overwritten."""
-    if x.size < 2 or np.all(x == x[0]) or np.all(y == y[0]) or not (
-            np.isfinite(x).all() and np.isfinite(y).all()):
+    if (
+        x.size < 2
+        or np.all(x == x[0])
+        or np.all(y == y[0])
+        or not (np.isfinite(x).all() and np.isfinite(y).all())
+    ):
         return math.nan
     xm = _unit(x, own=own)
     ym = _unit(y, own=own)
@@ -250,8 +256,7 @@ def _lean_krcc(x: np.ndarray, y: np.ndarray) -> float:
 # -- PLCC after a logistic fit --------------------------------------------------------------------
 
 
-def _logistic5(z: np.ndarray, b1: float, b2: float, b3: float, b4: float, b5: float
-               ) -> np.ndarray:
+def _logistic5(z: np.ndarray, b1: float, b2: float, b3: float, b4: float, b5: float) -> np.ndarray:
     """VQEG / Sheikh et al. (2006): b1 (1/2 - 1/(1 + exp(b2 (z - b3)))) + b4 z + b5."""
     return b1 * (0.5 - 1.0 / (1.0 + np.exp(np.clip(b2 * (z - b3), -500, 500)))) + b4 * z + b5
 
@@ -274,7 +279,9 @@ def _linear(z: np.ndarray, b1: float, b2: float) -> np.ndarray:
 #: and checked on the data's range after fitting; the next one is used when one fails.
 FIT_FORMS: tuple[str, ...] = ("logistic5", "logistic4", "logistic3", "linear")
 _MODELS: dict[str, Callable[..., np.ndarray]] = {
-    "logistic5": _logistic5, "logistic4": _logistic4, "logistic3": _logistic3,
+    "logistic5": _logistic5,
+    "logistic4": _logistic4,
+    "logistic3": _logistic3,
     "linear": _linear,
 }
 _PARAMETERS = {"logistic5": 5, "logistic4": 4, "logistic3": 3, "linear": 2}
@@ -283,12 +290,16 @@ _PARAMETERS = {"logistic5": 5, "logistic4": 4, "logistic3": 3, "linear": 2}
 POINTS_PER_PARAMETER = 2
 #: The steepest logistic fitted, per standard deviation of the predicted scores.
 MAX_STEEPNESS = 10.0
-_LABELS = {"logistic5": "5-parameter logistic", "logistic4": "4-parameter logistic",
-           "logistic3": "3-parameter logistic", "linear": "linear fit"}
+_LABELS = {
+    "logistic5": "5-parameter logistic",
+    "logistic4": "4-parameter logistic",
+    "logistic3": "3-parameter logistic",
+    "linear": "linear fit",
+}
 
 
 def fit_label(form: str | None) -> str:
-    """"5-parameter logistic", "linear fit", or "no fit" for a form of :data:`FIT_FORMS`."""
+    """ "5-parameter logistic", "linear fit", or "no fit" for a form of :data:`FIT_FORMS`."""
     return _LABELS.get(form or "", "no fit")
 
 
@@ -327,8 +338,9 @@ class LogisticFit:
         return _MODELS[self.form](z, *self.coefficients) + self.offset
 
 
-def _start_and_bounds(form: str, y: np.ndarray, direction: float
-                      ) -> tuple[list[float], tuple[list[float], list[float]]]:
+def _start_and_bounds(
+    form: str, y: np.ndarray, direction: float
+) -> tuple[list[float], tuple[list[float], list[float]]]:
     """Starting values and bounds that keep ``form`` monotone in the trend's ``direction``.
 
     5PL: the logistic's amplitude b1 and the linear term b4 take the sign of the trend and the
@@ -342,20 +354,22 @@ def _start_and_bounds(form: str, y: np.ndarray, direction: float
     spread = float(np.ptp(y)) or 1.0
     if form == "logistic5":
         sign_low, sign_high = (0.0, inf) if direction > 0 else (-inf, 0.0)
-        return ([direction * spread, 1.0, 0.0, direction * 1e-6 * spread, float(np.mean(y))],
-                ([sign_low, 0.0, -inf, sign_low, -inf], [sign_high, steep, inf, sign_high, inf]))
+        return (
+            [direction * spread, 1.0, 0.0, direction * 1e-6 * spread, float(np.mean(y))],
+            ([sign_low, 0.0, -inf, sign_low, -inf], [sign_high, steep, inf, sign_high, inf]),
+        )
     if form == "logistic4":
         high, low = float(np.max(y)), float(np.min(y))
         first, second = (high, low) if direction > 0 else (low, high)
         return [first, second, 0.0, 1.0], ([-inf, -inf, -inf, 1.0 / steep], [inf, inf, inf, inf])
     # logistic3
     slope_low, slope_high = (0.0, steep) if direction > 0 else (-steep, 0.0)
-    return ([spread, direction, 0.0],
-            ([0.0, slope_low, -inf], [inf, slope_high, inf]))
+    return ([spread, direction, 0.0], ([0.0, slope_low, -inf], [inf, slope_high, inf]))
 
 
-def _fit(form: str, z: np.ndarray, y: np.ndarray, direction: float
-         ) -> tuple[tuple[float, ...], float]:
+def _fit(
+    form: str, z: np.ndarray, y: np.ndarray, direction: float
+) -> tuple[tuple[float, ...], float]:
     """The coefficients of ``form`` fitted to (z, y), and the offset added to the model."""
     if form == "linear":
         slope, intercept = np.polyfit(z, y, 1)
@@ -367,8 +381,9 @@ def _fit(form: str, z: np.ndarray, y: np.ndarray, direction: float
     with warnings.catch_warnings():
         # Only the fit is used, so "covariance could not be estimated" does not matter.
         warnings.simplefilter("ignore")
-        coefficients, _ = optimize.curve_fit(_MODELS[form], z, y - offset, p0=start,
-                                             bounds=bounds, maxfev=20000)
+        coefficients, _ = optimize.curve_fit(
+            _MODELS[form], z, y - offset, p0=start, bounds=bounds, maxfev=20000
+        )
     return tuple(float(c) for c in coefficients), offset
 
 
@@ -385,8 +400,13 @@ def _monotone_problem(values: np.ndarray, direction: float, spread: float) -> st
     return None
 
 
-def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float] | np.ndarray,
-                        *, parameters: int = 5, rank: float | None = None) -> LogisticFit:
+def plcc_after_logistic(
+    pred: Sequence[float] | np.ndarray,
+    mos: Sequence[float] | np.ndarray,
+    *,
+    parameters: int = 5,
+    rank: float | None = None,
+) -> LogisticFit:
     """PLCC between MOS and predictions mapped through a monotone fitted curve.
 
     The VQEG's 5-parameter logistic first (``parameters`` 4 or 3 start lower), with bounds that
@@ -407,22 +427,30 @@ def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float]
     first = f"logistic{parameters}"
     center, scale = (float(np.mean(x)), float(np.std(x))) if x.size else (0.0, 0.0)
     if x.size < 3 or not math.isfinite(raw) or scale == 0.0 or np.ptp(y) == 0.0:
-        note = (f"{x.size} points cannot be fitted: raw PLCC" if x.size < 3
-                else "constant input: no fit")
+        note = (
+            f"{x.size} points cannot be fitted: raw PLCC"
+            if x.size < 3
+            else "constant input: no fit"
+        )
         return LogisticFit(plcc=raw, fitted=False, parameters=parameters, note=note)
     z = (x - center) / scale
     direction = 1.0 if (srcc(x, y) if rank is None else rank) >= 0 else -1.0
-    sample = (np.sort(np.random.default_rng(0).choice(x.size, FIT_SAMPLE, replace=False))
-              if x.size > FIT_SAMPLE else slice(None))
+    sample = (
+        np.sort(np.random.default_rng(0).choice(x.size, FIT_SAMPLE, replace=False))
+        if x.size > FIT_SAMPLE
+        else slice(None)
+    )
     grid = np.linspace(float(np.min(z)), float(np.max(z)), 256)
     spread = float(np.ptp(y))
     problems: list[str] = []
-    for form in FIT_FORMS[FIT_FORMS.index(first):]:
+    for form in FIT_FORMS[FIT_FORMS.index(first) :]:
         count = _PARAMETERS[form]
         if x.size < POINTS_PER_PARAMETER * count and form != "linear":
             if not problems:
-                problems.append(f"{x.size} points are too few for the {fit_label(form)} "
-                                f"(it needs {POINTS_PER_PARAMETER * count})")
+                problems.append(
+                    f"{x.size} points are too few for the {fit_label(form)} "
+                    f"(it needs {POINTS_PER_PARAMETER * count})"
+                )
             continue
         try:
             coefficients, offset = _fit(form, z[sample], y[sample], direction)
@@ -440,13 +468,25 @@ def plcc_after_logistic(pred: Sequence[float] | np.ndarray, mos: Sequence[float]
         if not math.isfinite(value):
             problems.append(f"{fit_label(form)} fit gives no correlation")
             continue
-        note = (f"{'; '.join(problems)}: {fit_label(form)} used instead of the "
-                f"{fit_label(first)}") if problems else None
-        return LogisticFit(plcc=value, fitted=True, parameters=count,
-                           coefficients=coefficients, center=center, scale=scale, note=note,
-                           form=form, offset=offset)
-    return LogisticFit(plcc=raw, fitted=False, parameters=parameters,
-                       note=f"{'; '.join(problems)}: raw PLCC")
+        note = (
+            (f"{'; '.join(problems)}: {fit_label(form)} used instead of the {fit_label(first)}")
+            if problems
+            else None
+        )
+        return LogisticFit(
+            plcc=value,
+            fitted=True,
+            parameters=count,
+            coefficients=coefficients,
+            center=center,
+            scale=scale,
+            note=note,
+            form=form,
+            offset=offset,
+        )
+    return LogisticFit(
+        plcc=raw, fitted=False, parameters=parameters, note=f"{'; '.join(problems)}: raw PLCC"
+    )
 
 
 # -- bootstrap ------------------------------------------------------------------------------------
@@ -482,8 +522,9 @@ def _resampled_ranks(dense: np.ndarray, distinct: int, index: np.ndarray) -> np.
     return np.take_along_axis(average, ids, axis=1)
 
 
-def resampler(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray
-              ) -> Callable[[np.ndarray], np.ndarray]:
+def resampler(
+    metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
     """``metric_fn`` of each resample of (pred, mos), a resample being a row of positions.
 
     SRCC ranks every resample at once from the values' dense ids (:func:`_resampled_ranks`)
@@ -495,8 +536,9 @@ def resampler(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray
     if metric_fn is srcc:
         dense_x, dense_y = _dense(pred), _dense(mos)
         span_x, span_y = int(dense_x.max(initial=-1)) + 1, int(dense_y.max(initial=-1)) + 1
-        return lambda index: _rowwise_pearson(_resampled_ranks(dense_x, span_x, index),
-                                              _resampled_ranks(dense_y, span_y, index))
+        return lambda index: _rowwise_pearson(
+            _resampled_ranks(dense_x, span_x, index), _resampled_ranks(dense_y, span_y, index)
+        )
     if metric_fn is plcc:
         return _by_rows(lambda index: _rowwise_pearson(pred[index], mos[index]))
     return lambda index: np.array([metric_fn(pred[row], mos[row]) for row in index])
@@ -515,8 +557,9 @@ def _by_rows(draws: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray]
         step = max(1, _ROWS_CELLS // max(1, index.shape[1]))
         if index.shape[0] <= step:
             return draws(index)
-        return np.concatenate([draws(index[start:start + step])
-                               for start in range(0, index.shape[0], step)])
+        return np.concatenate(
+            [draws(index[start : start + step]) for start in range(0, index.shape[0], step)]
+        )
 
     return rows
 
@@ -528,8 +571,7 @@ _BATCHED: dict[Callable[..., float], Callable[[np.ndarray, np.ndarray], np.ndarr
 }
 
 
-def metric_rows(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray
-                ) -> np.ndarray:
+def metric_rows(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray) -> np.ndarray:
     """``metric_fn`` of each row of ``pred`` against the same row of ``mos`` (2-D: one
     resample per row); SRCC and PLCC for all rows at once, other metrics row by row."""
     batched = _BATCHED.get(metric_fn)
@@ -543,25 +585,40 @@ def metric_rows(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarr
 _CHUNK_CELLS = 500_000
 
 
-def draw_resamples(draws: Callable[[np.ndarray], np.ndarray], size: int, n: int, seed: int,
-                   estimate: float | None = None) -> np.ndarray:
+def draw_resamples(
+    draws: Callable[[np.ndarray], np.ndarray],
+    size: int,
+    n: int,
+    seed: int,
+    estimate: float | None = None,
+) -> np.ndarray:
     """``draws`` of ``n`` resamples of ``size`` positions (rows of an index matrix), the finite
     ones; above :data:`BOOTSTRAP_PAIRS` positions each resample draws that many and its
     deviation from ``estimate`` (the full sample's value) is scaled by sqrt(m/size)."""
     rng = np.random.default_rng(seed)
     drawn = min(size, BOOTSTRAP_PAIRS)
     chunk = max(1, _CHUNK_CELLS // drawn)
-    values = np.concatenate([draws(rng.integers(0, size, size=(min(chunk, n - start), drawn)))
-                             for start in range(0, n, chunk)])
+    values = np.concatenate(
+        [
+            draws(rng.integers(0, size, size=(min(chunk, n - start), drawn)))
+            for start in range(0, n, chunk)
+        ]
+    )
     values = values[np.isfinite(values)]
     if drawn < size and estimate is not None and math.isfinite(estimate):
         values = estimate + math.sqrt(drawn / size) * (values - estimate)
     return values
 
 
-def bootstrap_ci(metric_fn: Callable[..., float], pred: Sequence[float] | np.ndarray,
-                 mos: Sequence[float] | np.ndarray, n: int = 1000, confidence: float = 0.95,
-                 seed: int = 0, estimate: float | None = None) -> tuple[float, float]:
+def bootstrap_ci(
+    metric_fn: Callable[..., float],
+    pred: Sequence[float] | np.ndarray,
+    mos: Sequence[float] | np.ndarray,
+    n: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    estimate: float | None = None,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``metric_fn(pred, mos)``, resampling pairs.
 
     Deterministic for a given seed. Resamples where the metric is undefined (e.g. all values
@@ -599,9 +656,14 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def correlation_report(pred: Sequence[float | None] | np.ndarray,
-                       mos: Sequence[float | None] | np.ndarray, *, bootstrap: int = 1000,
-                       seed: int = 0, logistic: bool = True) -> dict[str, Any]:
+def correlation_report(
+    pred: Sequence[float | None] | np.ndarray,
+    mos: Sequence[float | None] | np.ndarray,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    logistic: bool = True,
+) -> dict[str, Any]:
     """SRCC, PLCC, logistic PLCC and KRCC with 95% bootstrap intervals, as JSON-able data.
 
     ``logistic_fit`` names the monotone fit behind ``plcc_logistic`` (``"logistic5"``,
@@ -616,9 +678,17 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
     report: dict[str, Any] = {
-        "n": int(x.size), "srcc": None, "plcc": None, "plcc_logistic": None, "krcc": None,
-        "srcc_ci": None, "plcc_ci": None, "krcc_ci": None, "logistic_note": None,
-        "logistic_fit": None, "reason": None,
+        "n": int(x.size),
+        "srcc": None,
+        "plcc": None,
+        "plcc_logistic": None,
+        "krcc": None,
+        "srcc_ci": None,
+        "plcc_ci": None,
+        "krcc_ci": None,
+        "logistic_note": None,
+        "logistic_fit": None,
+        "reason": None,
     }
     if x.size < 3:
         report["reason"] = f"{x.size} scored item(s) with MOS: at least 3 are needed"
@@ -628,19 +698,24 @@ def correlation_report(pred: Sequence[float | None] | np.ndarray,
         report["reason"] = f"all {side} are equal: correlation is undefined"
         return report
     estimates = {"srcc": srcc(x, y), "plcc": plcc(x, y), "krcc": krcc(x, y)}
-    report.update(srcc=_finite_or_none(estimates["srcc"]),
-                  plcc=_finite_or_none(estimates["plcc"]),
-                  krcc=_finite_or_none(estimates["krcc"]))
+    report.update(
+        srcc=_finite_or_none(estimates["srcc"]),
+        plcc=_finite_or_none(estimates["plcc"]),
+        krcc=_finite_or_none(estimates["krcc"]),
+    )
     if logistic:
         fit = plcc_after_logistic(x, y, rank=estimates["srcc"])
-        report.update(plcc_logistic=_finite_or_none(fit.plcc), logistic_note=fit.note,
-                      logistic_fit=fit.form if fit.fitted else None)
+        report.update(
+            plcc_logistic=_finite_or_none(fit.plcc),
+            logistic_note=fit.note,
+            logistic_fit=fit.form if fit.fitted else None,
+        )
     if bootstrap > 0:
         for name, metric in (("srcc", srcc), ("plcc", plcc), ("krcc", krcc)):
-            low, high = bootstrap_ci(metric, x, y, n=bootstrap, seed=seed,
-                                     estimate=estimates[name])
-            report[f"{name}_ci"] = ([low, high] if math.isfinite(low) and math.isfinite(high)
-                                    else None)
+            low, high = bootstrap_ci(metric, x, y, n=bootstrap, seed=seed, estimate=estimates[name])
+            report[f"{name}_ci"] = (
+                [low, high] if math.isfinite(low) and math.isfinite(high) else None
+            )
     return report
 
 
@@ -666,18 +741,21 @@ def answer_letter(text: str | None) -> str | None:
     return parse_option(text, _ANY_LETTER)
 
 
-def mcq_accuracy(predicted: Sequence[str | None], truth: Sequence[str | None]
-                 ) -> tuple[float | None, int]:
+def mcq_accuracy(
+    predicted: Sequence[str | None], truth: Sequence[str | None]
+) -> tuple[float | None, int]:
     """Share of questions answered with the right letter, over those whose truth is known.
 
     Returns (accuracy, n); accuracy is None when no truth is known. An unanswered question or
     an answer that is not a letter counts as wrong.
     """
     if len(predicted) != len(truth):
-        raise ValueError(f"predicted and truth differ in length: {len(predicted)} and "
-                         f"{len(truth)}")
-    known = [(answer_letter(p), answer_letter(t)) for p, t in zip(predicted, truth, strict=True)
-             if answer_letter(t) is not None]
+        raise ValueError(f"predicted and truth differ in length: {len(predicted)} and {len(truth)}")
+    known = [
+        (answer_letter(p), answer_letter(t))
+        for p, t in zip(predicted, truth, strict=True)
+        if answer_letter(t) is not None
+    ]
     if not known:
         return None, 0
     correct = sum(1 for p, t in known if p == t)
@@ -715,14 +793,19 @@ class McqTally:
         return self.correct / self.answered if self.answered else None
 
 
-def mcq_tally(predicted: Sequence[str | None], truth: Sequence[str | None],
-              failed: Sequence[bool] | None = None) -> McqTally:
+def mcq_tally(
+    predicted: Sequence[str | None],
+    truth: Sequence[str | None],
+    failed: Sequence[bool] | None = None,
+) -> McqTally:
     """Count each question whose truth is a letter: right, answered wrong, no letter given, or
     its item failed (``failed[i]``, whatever ``predicted[i]`` says)."""
     failed = failed if failed is not None else [False] * len(predicted)
     if not len(predicted) == len(truth) == len(failed):
-        raise ValueError(f"predicted, truth and failed differ in length: {len(predicted)}, "
-                         f"{len(truth)} and {len(failed)}")
+        raise ValueError(
+            f"predicted, truth and failed differ in length: {len(predicted)}, "
+            f"{len(truth)} and {len(failed)}"
+        )
     correct = answered = no_answer = lost = 0
     for answer, true, broke in zip(predicted, truth, failed, strict=True):
         letter = answer_letter(true)
@@ -740,8 +823,9 @@ def mcq_tally(predicted: Sequence[str | None], truth: Sequence[str | None],
     return McqTally(correct=correct, answered=answered, no_answer=no_answer, failed=lost)
 
 
-def proportion_ci(outcomes: Sequence[bool] | np.ndarray, n: int = 1000,
-                  confidence: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
+def proportion_ci(
+    outcomes: Sequence[bool] | np.ndarray, n: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float] | None:
     """Percentile bootstrap interval of a share (accuracy) over ``outcomes`` resampled with
     replacement, as the correlations' intervals are; None with no outcome or ``n`` < 1."""
     values = np.asarray(outcomes, dtype=float)
@@ -752,9 +836,14 @@ def proportion_ci(outcomes: Sequence[bool] | np.ndarray, n: int = 1000,
         shares = rng.binomial(values.size, float(values.mean()), size=n) / values.size
         return _percentiles(shares, confidence)
     chunk = max(1, 2_000_000 // values.size)
-    means = np.concatenate([values[rng.integers(0, values.size, size=(min(chunk, n - start),
-                                                                       values.size))].mean(axis=1)
-                            for start in range(0, n, chunk)])
+    means = np.concatenate(
+        [
+            values[rng.integers(0, values.size, size=(min(chunk, n - start), values.size))].mean(
+                axis=1
+            )
+            for start in range(0, n, chunk)
+        ]
+    )
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return float(low), float(high)

@@ -12,16 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def line_names(doc: Mapping[str, Any], labels: Mapping[str, str] | None = None
-               ) -> dict[str, Any]:
+def line_names(doc: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The comparison with the names figures and pages give its lines (``name``), its baseline
     (``baseline_name``) and its jobs (``shown_as``): a job's ``labels`` entry (job id ->
     ``--label``), else its name, else its short id as ``label`` has it; a metric job's line
     adds its tool unless the job has only that one and its name says it; two jobs named
     alike keep their short ids.  ``label`` (ids, for ``--json`` and the text) is unchanged."""
     labels = labels or {}
-    shown = {str(job.get("id")): labels.get(str(job.get("id"))) or job.get("name") or None
-             for job in doc["jobs"]}
+    shown = {
+        str(job.get("id")): labels.get(str(job.get("id"))) or job.get("name") or None
+        for job in doc["jobs"]
+    }
     alike = Counter(name for name in shown.values() if name)
     tools = Counter(str(line.get("job")) for line in doc["lines"] if line.get("tool"))
     lines = []
@@ -37,10 +38,13 @@ def line_names(doc: Mapping[str, Any], labels: Mapping[str, str] | None = None
         if tool and (tools[job] > 1 or str(tool).lower() not in name.lower()):
             name = f"{name}: {tool}"
         lines.append({**line, "name": name})
-    jobs = [{**job, "shown_as": shown.get(str(job.get("id"))) or str(job.get("id"))[:8]}
-            for job in doc["jobs"]]
-    baseline = next((line["name"] for line in lines if line["baseline"]),
-                    doc.get("baseline") or "-")
+    jobs = [
+        {**job, "shown_as": shown.get(str(job.get("id"))) or str(job.get("id"))[:8]}
+        for job in doc["jobs"]
+    ]
+    baseline = next(
+        (line["name"] for line in lines if line["baseline"]), doc.get("baseline") or "-"
+    )
     return {**doc, "jobs": jobs, "lines": lines, "baseline_name": baseline}
 
 

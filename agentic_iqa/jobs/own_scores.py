@@ -21,13 +21,17 @@ if TYPE_CHECKING:
     import numpy as np
 
 #: The one convention, said in reports, tables and docs.
-CONVENTION = ("a tool's SRCC, PLCC and KRCC are computed on its own (raw) score, sign-corrected "
-              "so that higher is better: the score is negated for a lower-is-better tool "
-              "(BRISQUE, NIQE), so its correlations are pyiqa's with the sign flipped; "
-              "[1,5]: the same on the score mapped by the paper's logistic")
+CONVENTION = (
+    "a tool's SRCC, PLCC and KRCC are computed on its own (raw) score, sign-corrected "
+    "so that higher is better: the score is negated for a lower-is-better tool "
+    "(BRISQUE, NIQE), so its correlations are pyiqa's with the sign flipped; "
+    "[1,5]: the same on the score mapped by the paper's logistic"
+)
 #: Short form for a table's caption or a list's footnote.
-CONVENTION_SHORT = ("a tool is scored on its own (raw) score, sign-corrected so that higher is "
-                    "better (a lower-is-better tool's score negated)")
+CONVENTION_SHORT = (
+    "a tool is scored on its own (raw) score, sign-corrected so that higher is "
+    "better (a lower-is-better tool's score negated)"
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ def sign(facts: ToolFacts) -> float:
 
 
 def direction(facts: ToolFacts) -> str:
-    """"lower is better", "higher is better", or "direction unknown"."""
+    """ "lower is better", "higher is better", or "direction unknown"."""
     if facts.lower_is_better is None:
         return "direction unknown"
     return "lower is better" if facts.lower_is_better else "higher is better"
@@ -77,14 +81,16 @@ def tool_facts(names: Iterable[str]) -> dict[str, ToolFacts]:
         except UnknownToolError:
             found[name] = ToolFacts(None)
             continue
-        found[name] = ToolFacts(spec.lower_is_better, spec.normalization.form,
-                                tuple(sorted(spec.normalization.params.items())),
-                                spec.normalization.source)
+        found[name] = ToolFacts(
+            spec.lower_is_better,
+            spec.normalization.form,
+            tuple(sorted(spec.normalization.params.items())),
+            spec.normalization.source,
+        )
     return found
 
 
-def mapping_check(name: str, facts: ToolFacts, raw: Sequence[float] | np.ndarray
-                  ) -> dict[str, Any]:
+def mapping_check(name: str, facts: ToolFacts, raw: Sequence[float] | np.ndarray) -> dict[str, Any]:
     """Whether the tool's [1, 5] mapping is monotone (in its direction) over the range of
     ``raw``, the job's own raw scores: ``monotone`` (None when it cannot be told), the range,
     ``items`` in the wrong-way spans and a ``warning`` naming them."""
@@ -92,8 +98,13 @@ def mapping_check(name: str, facts: ToolFacts, raw: Sequence[float] | np.ndarray
 
     from iqa_tools.normalize import monotonicity_violations
 
-    entry: dict[str, Any] = {"monotone": None, "raw_range": None, "wrong_way": [],
-                             "items": 0, "warning": None}
+    entry: dict[str, Any] = {
+        "monotone": None,
+        "raw_range": None,
+        "wrong_way": [],
+        "items": 0,
+        "warning": None,
+    }
     values = np.asarray(raw, dtype=float)
     if not values.size or facts.form is None or facts.lower_is_better is None:
         return entry
@@ -102,8 +113,11 @@ def mapping_check(name: str, facts: ToolFacts, raw: Sequence[float] | np.ndarray
     if high <= low:
         entry["monotone"] = True
         return entry
-    spans = _merged(monotonicity_violations(facts.form, dict(facts.params), low, high,
-                                            lower_is_better=facts.lower_is_better))
+    spans = _merged(
+        monotonicity_violations(
+            facts.form, dict(facts.params), low, high, lower_is_better=facts.lower_is_better
+        )
+    )
     wrong = np.zeros(values.size, dtype=bool)
     for a, b in spans:
         wrong |= (a <= values) & (values <= b)
@@ -116,7 +130,8 @@ def mapping_check(name: str, facts: ToolFacts, raw: Sequence[float] | np.ndarray
             f"{'decreasing' if facts.lower_is_better else 'increasing'} on raw {where}, "
             f"within this job's raw range [{low:.4g}, {high:.4g}] ({inside} item(s) there): "
             "its [1,5] correlations rank those items the wrong way; the headline is on the "
-            "raw score")
+            "raw score"
+        )
     return entry
 
 
@@ -132,5 +147,10 @@ def _merged(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def lower_is_better_names(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """The tools among report or comparison entries whose scores were negated."""
-    return sorted({str(entry.get("tool")) for entry in entries
-                   if entry.get("tool") and entry.get("lower_is_better")})
+    return sorted(
+        {
+            str(entry.get("tool"))
+            for entry in entries
+            if entry.get("tool") and entry.get("lower_is_better")
+        }
+    )

@@ -53,13 +53,18 @@ class Root:
     _folders: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, base: str | os.PathLike[str], confine: str | os.PathLike[str] | None = None,
-           label: str = "--root") -> Root:
+    def of(
+        cls,
+        base: str | os.PathLike[str],
+        confine: str | os.PathLike[str] | None = None,
+        label: str = "--root",
+    ) -> Root:
         """A root with both folders resolved (symlinks), so lexical checks compare like with
         like; a relative path resolves the same from the resolved base.  A URL (an object
         store's bucket and prefix) is kept as given."""
-        return cls(base=_real(base),
-                   confine=_real(confine) if confine is not None else None, label=label)
+        return cls(
+            base=_real(base), confine=_real(confine) if confine is not None else None, label=label
+        )
 
     @property
     def remote(self) -> bool:
@@ -73,23 +78,31 @@ class Root:
         if self.confine is not None:
             if os.path.isabs(text):
                 if not _inside(os.path.realpath(text), self.confine):
-                    raise PathRejected(f"escapes {self.label} {self.confine} (an absolute "
-                                       "path outside it)", escape=True)
+                    raise PathRejected(
+                        f"escapes {self.label} {self.confine} (an absolute path outside it)",
+                        escape=True,
+                    )
             elif not _inside(self.base, self.confine):
-                raise PathRejected(f"escapes {self.label} {self.confine} (read from "
-                                   f"{self.base}, outside it)", escape=True)
+                raise PathRejected(
+                    f"escapes {self.label} {self.confine} (read from {self.base}, outside it)",
+                    escape=True,
+                )
             else:
-                confined_key(posixpath.join(os.path.relpath(self.base, self.confine), text),
-                             prefix=self.confine, label=f"{self.label} {self.confine}")
+                confined_key(
+                    posixpath.join(os.path.relpath(self.base, self.confine), text),
+                    prefix=self.confine,
+                    label=f"{self.label} {self.confine}",
+                )
         try:
             resolved = self._real(os.path.join(self.base, text))
         except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an odd name
             raise PathRejected(f"cannot be resolved: {exc}") from None
         if self.confine is not None and not _inside(resolved, self.confine):
-            raise PathRejected(f"escapes {self.label} {self.confine} (through a symlink, to "
-                               f"{resolved})", escape=True)
+            raise PathRejected(
+                f"escapes {self.label} {self.confine} (through a symlink, to {resolved})",
+                escape=True,
+            )
         return resolved
-
 
     def _real(self, path: str) -> str:
         """``os.path.realpath(path)``, its folder's part found once per folder for this root:
@@ -128,17 +141,17 @@ def confined_key(text: str, prefix: str = "", *, label: str = "--root") -> str:
         raise PathRejected("contains a NUL byte")
     key = text.replace("\\", "/")
     if key.startswith("/") or os.path.isabs(text):
-        raise PathRejected(f"escapes {label} (an absolute path; only paths under it are read)",
-                           escape=True)
+        raise PathRejected(
+            f"escapes {label} (an absolute path; only paths under it are read)", escape=True
+        )
     top = "/" + prefix.strip("/")
     normal = posixpath.normpath(posixpath.join(top, key))
     if not (top == "/" or normal == top or normal.startswith(top + "/")):
         raise PathRejected(f"escapes {label} ('..' climbs out of it)", escape=True)
-    return normal[len(top):].lstrip("/")
+    return normal[len(top) :].lstrip("/")
 
 
-def locate(text: str, root: Root, *, digests: dict[str, str | None] | None = None
-           ) -> Path | str:
+def locate(text: str, root: Root, *, digests: dict[str, str | None] | None = None) -> Path | str:
     """The existing regular file ``text`` names under ``root``: the single entry point; for an
     object in a store (a URL, or a name under a root URL), the object's URL.
 
@@ -179,16 +192,19 @@ def _locate_object(text: str, root: Root, digests: dict[str, str | None] | None)
     try:
         if root.confine is not None:
             if not is_url(root.confine):
-                raise PathRejected(f"escapes {root.label} {root.confine} (an object URL, "
-                                   "outside that folder)", escape=True)
+                raise PathRejected(
+                    f"escapes {root.label} {root.confine} (an object URL, outside that folder)",
+                    escape=True,
+                )
             name = text if is_url(text) else join_under(root.base, text)
             location = join_under(root.confine, name)
         else:
             location = text if is_url(text) else join_under(root.base, text)
         found = stat(location, fresh=True)
     except PathOutsideRoot as outside:
-        raise PathRejected(f"escapes {root.label} {outside.root} ({outside.reason})",
-                           escape=True) from None
+        raise PathRejected(
+            f"escapes {root.label} {outside.root} ({outside.reason})", escape=True
+        ) from None
     except LocationRefused as refused:  # the reading's gate (iqa_tools.access): never asked
         raise PathRejected(f"is not read: {refused.reason}") from None
     except ObjectMissing:

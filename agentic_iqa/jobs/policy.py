@@ -26,6 +26,8 @@ def stops_job(status: int | None, *, done: int, failed_alike: int) -> bool:
 
 def stop_message(reason: str) -> str:
     """The one line a stopped job shows: what failed, and that resuming needs the cause fixed."""
-    return (f"stopped: the backend refuses every request ({reason}); fix the cause (key, model, "
-            "base URL, or the image store's credential), then `agentic-iqa eval resume` runs "
-            "the items that did not finish")
+    return (
+        f"stopped: the backend refuses every request ({reason}); fix the cause (key, model, "
+        "base URL, or the image store's credential), then `agentic-iqa eval resume` runs "
+        "the items that did not finish"
+    )

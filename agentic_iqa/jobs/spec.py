@@ -154,26 +154,32 @@ class JobSpec(BaseModel):
         if (self.mode == "tools") != bool(self.tools):
             raise JobSpecError(
                 "--mode tools runs the tools alone: name them, e.g. --tools BRISQUE,NIQE"
-                if self.mode == "tools" else
-                "--mode vlm asks no tool: --tools goes with --mode tools" if self.mode == "vlm"
-                else "--mode agent with --tools: tools alone are --mode tools")
+                if self.mode == "tools"
+                else "--mode vlm asks no tool: --tools goes with --mode tools"
+                if self.mode == "vlm"
+                else "--mode agent with --tools: tools alone are --mode tools"
+            )
         if self.seed is not None and self.sample is None:
-            raise JobSpecError("--seed chooses the rows of --sample N: give --sample too "
-                               "(--limit N takes the first N rows)")
+            raise JobSpecError(
+                "--seed chooses the rows of --sample N: give --sample too "
+                "(--limit N takes the first N rows)"
+            )
         if self.manifest is not None and self.dataset is not None:
             raise JobSpecError("give a manifest or --dataset, not both")
         if self.manifest is None and self.dataset is None:
             raise JobSpecError("give a manifest, or a dataset: --dataset NAME --root DIR")
         if self.dataset is not None and self.root is None:
-            raise JobSpecError(f"--dataset {self.dataset} needs --root: the folder the dataset "
-                               "was unpacked into")
+            raise JobSpecError(
+                f"--dataset {self.dataset} needs --root: the folder the dataset was unpacked into"
+            )
         if self.score != "mos":
             offered = _scores_of(self.dataset)
             if self.score not in offered:
                 source = f"dataset {self.dataset}" if self.dataset else "a manifest"
                 raise JobSpecError(
                     f"--score {self.score}: {source} publishes no {SCORE_COLUMN[self.score]} "
-                    f"(only koniq10k does); use --score mos")
+                    f"(only koniq10k does); use --score mos"
+                )
         return self
 
     @classmethod
@@ -222,9 +228,12 @@ class JobSpec(BaseModel):
         """What the job's rows may name (:mod:`iqa_tools.access`): ``root`` confines them,
         ``root`` and ``image_dir`` are named, ``--allow-urls`` and the allow-list (the
         environment's now, unless the spec holds one) open the rest."""
-        return AccessPolicy.for_source(root=self.root, image_dir=self.image_dir,
-                                       allow_urls=self.allow_urls,
-                                       allowed=self.allowed_locations)
+        return AccessPolicy.for_source(
+            root=self.root,
+            image_dir=self.image_dir,
+            allow_urls=self.allow_urls,
+            allowed=self.allowed_locations,
+        )
 
     # -- what it says --------------------------------------------------------------------------
 
@@ -236,20 +245,31 @@ class JobSpec(BaseModel):
             return "+".join(self.tools)
         if self.config is None or not self.config.roles:
             return "builtin"
-        names = dict.fromkeys("builtin" if c.backend == "builtin" else (c.model or c.backend)
-                              for c in self.config.roles.values())
+        names = dict.fromkeys(
+            "builtin" if c.backend == "builtin" else (c.model or c.backend)
+            for c in self.config.roles.values()
+        )
         return "+".join(names)
 
     def default_name(self, dataset: str | None = None, split: str | None = None) -> str:
         """``livec-all-agent-builtin``: dataset, split, mode and model, so a list of jobs says
         which is which; a manifest's job is named for its file."""
         if self.dataset is not None:
-            parts = (dataset or self.dataset, split or self.split or "default", self.mode,
-                     self.models)
+            parts = (
+                dataset or self.dataset,
+                split or self.split or "default",
+                self.mode,
+                self.models,
+            )
             return "-".join(parts)
         manifest = self.manifest
-        return (Path(manifest).name if isinstance(manifest, Path)
-                else str(manifest).rstrip("/").rsplit("/", 1)[-1] if manifest else "job")
+        return (
+            Path(manifest).name
+            if isinstance(manifest, Path)
+            else str(manifest).rstrip("/").rsplit("/", 1)[-1]
+            if manifest
+            else "job"
+        )
 
     @property
     def subset(self) -> Subset:
@@ -292,23 +312,40 @@ def _first_error(error: ValidationError) -> str:
     return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
 
 
-def reconstruct(*, name: str, manifest: str, default_query: str, root: str | None,
-                max_replan_iterations: int, vlm_cache: bool, tools: Sequence[str] | None,
-                mode: str | None, dataset: Mapping[str, Any] | None,
-                config: RunConfig | None) -> JobSpec:
+def reconstruct(
+    *,
+    name: str,
+    manifest: str,
+    default_query: str,
+    root: str | None,
+    max_replan_iterations: int,
+    vlm_cache: bool,
+    tools: Sequence[str] | None,
+    mode: str | None,
+    dataset: Mapping[str, Any] | None,
+    config: RunConfig | None,
+) -> JobSpec:
     """The spec of a job stored before specs were (its columns say all of it but the limit,
     the image folder and the group, which were never kept)."""
     fields: dict[str, Any] = {
-        "name": name, "query": default_query, "max_replan_iterations": max_replan_iterations,
-        "vlm_cache": vlm_cache, "tools": tuple(tools) if tools else None,
-        "mode": mode or ("tools" if tools else "agent"), "config": config,
-        "batch": bool(config and config.batch), "root": _place(root),
+        "name": name,
+        "query": default_query,
+        "max_replan_iterations": max_replan_iterations,
+        "vlm_cache": vlm_cache,
+        "tools": tuple(tools) if tools else None,
+        "mode": mode or ("tools" if tools else "agent"),
+        "config": config,
+        "batch": bool(config and config.batch),
+        "root": _place(root),
     }
     if dataset:
-        fields.update(dataset=dataset.get("name"), split=dataset.get("split"),
-                      root=_place(dataset.get("root") or root),
-                      mos_range=tuple(dataset["mos_range"]) if dataset.get("mos_range")
-                      else None, score=dataset.get("score") or "mos")
+        fields.update(
+            dataset=dataset.get("name"),
+            split=dataset.get("split"),
+            root=_place(dataset.get("root") or root),
+            mos_range=tuple(dataset["mos_range"]) if dataset.get("mos_range") else None,
+            score=dataset.get("score") or "mos",
+        )
     else:
         fields["manifest"] = _place(manifest)
     return JobSpec.model_construct(**fields)
@@ -319,5 +356,14 @@ def new_group() -> str:
     return f"sweep-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-__all__ = ["MODES", "SCORES", "SCORE_COLUMN", "JobSpec", "JobSpecError", "Mode", "Score",
-           "new_group", "reconstruct"]
+__all__ = [
+    "MODES",
+    "SCORES",
+    "SCORE_COLUMN",
+    "JobSpec",
+    "JobSpecError",
+    "Mode",
+    "Score",
+    "new_group",
+    "reconstruct",
+]

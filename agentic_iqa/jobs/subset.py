@@ -50,8 +50,9 @@ def row_identity(line: int, row: Mapping[str, Any] | str) -> str:
 def rank(seed: int, identity: str) -> int:
     """A row's place in the seed's random order: 64 bits of a keyed hash of its identity
     (stable across processes and Python versions, unlike ``hash()``)."""
-    digest = hashlib.blake2b(identity.encode("utf-8", "surrogatepass"), digest_size=8,
-                             key=str(seed).encode()[:64]).digest()
+    digest = hashlib.blake2b(
+        identity.encode("utf-8", "surrogatepass"), digest_size=8, key=str(seed).encode()[:64]
+    ).digest()
     return int.from_bytes(digest, "big")
 
 
@@ -93,8 +94,7 @@ class Subset:
     def apply(self, rows: Iterable[RawRow]) -> Iterator[RawRow]:
         """The chosen rows of ``rows``, in their order."""
         stop = None if self.limit is None else self.offset + self.limit
-        window = islice(rows, self.offset, stop) if self.offset or stop is not None \
-            else iter(rows)
+        window = islice(rows, self.offset, stop) if self.offset or stop is not None else iter(rows)
         if self.sample is None:
             yield from window
             return
@@ -110,26 +110,36 @@ class Subset:
         return left
 
     def describe(self) -> str:
-        """"sample 40, seed 1, from rows 101-600", or "" for every row: what a report and the
+        """ "sample 40, seed 1, from rows 101-600", or "" for every row: what a report and the
         job list say of it."""
         parts = []
         if self.sample is not None:
             parts += [f"sample {self.sample}", f"seed {self.seed}"]
         if self.offset or self.limit is not None:
             first = self.offset + 1
-            span = (f"rows {first}-{self.offset + self.limit}" if self.limit is not None
-                    else f"rows {first} onwards")
+            span = (
+                f"rows {first}-{self.offset + self.limit}"
+                if self.limit is not None
+                else f"rows {first} onwards"
+            )
             parts.append(("from " if parts else "") + span)
         return ", ".join(parts)
 
     @classmethod
     def of(cls, spec: Mapping[str, Any] | Any) -> Subset:
         """The subset a job spec (or its stored document, from ``spec.describe()``) names."""
-        get = spec.get if isinstance(spec, Mapping) else (
-            lambda key, default=None: getattr(spec, key, default))
+        get = (
+            spec.get
+            if isinstance(spec, Mapping)
+            else (lambda key, default=None: getattr(spec, key, default))
+        )
         sample = get("sample")
-        return cls(offset=int(get("offset") or 0), limit=get("limit"), sample=sample,
-                   seed=int(get("seed") or 0) if sample is not None else 0)
+        return cls(
+            offset=int(get("offset") or 0),
+            limit=get("limit"),
+            sample=sample,
+            seed=int(get("seed") or 0) if sample is not None else 0,
+        )
 
 
 __all__ = ["RawRow", "RowChoice", "Subset", "draw", "rank", "row_identity"]

@@ -24,8 +24,7 @@ from .export import neutralise
 TableFormat = Literal["latex", "markdown", "csv"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("latex", "markdown", "csv")
 #: Metrics in column order, and their headings.
-METRIC_NAMES: dict[str, str] = {"srcc": "SRCC", "plcc": "PLCC", "krcc": "KRCC",
-                                "accuracy": "Acc."}
+METRIC_NAMES: dict[str, str] = {"srcc": "SRCC", "plcc": "PLCC", "krcc": "KRCC", "accuracy": "Acc."}
 #: Digits shown; "best" is decided on the values as shown, so a tie in print is a tie in bold.
 DIGITS = 3
 
@@ -57,8 +56,7 @@ class PaperTable:
     best: set[tuple[str, str, str]] = field(default_factory=set)
 
     def entry(self, method: str, column: str) -> Entry | None:
-        return next((e for e in self.entries if e.method == method and e.column == column),
-                    None)
+        return next((e for e in self.entries if e.method == method and e.column == column), None)
 
 
 def _shown(value: float | None) -> float | None:
@@ -71,39 +69,60 @@ def _mark_best(table: PaperTable) -> None:
     is higher-is-better: the tools' correlations are sign-corrected."""
     for column in table.columns:
         for metric in table.metrics:
-            values = [(e.method, _shown(e.values.get(metric))) for e in table.entries
-                      if e.column == column and e.values.get(metric) is not None]
+            values = [
+                (e.method, _shown(e.values.get(metric)))
+                for e in table.entries
+                if e.column == column and e.values.get(metric) is not None
+            ]
             if len(values) < 2:
                 continue
             top = max(value for _, value in values if value is not None)
             table.best |= {(method, column, metric) for method, value in values if value == top}
 
 
-def _caption(entries: Sequence[Entry], metrics: Sequence[str], bootstrap: Mapping[str, Any],
-             what: str) -> str:
+def _caption(
+    entries: Sequence[Entry], metrics: Sequence[str], bootstrap: Mapping[str, Any], what: str
+) -> str:
     counts = sorted({e.n for e in entries if e.n})
-    n = ("n = " + (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]} (per "
-                   "row: the n column)") + " items with a score and a MOS")
+    n = (
+        "n = "
+        + (
+            f"{counts[0]}"
+            if len(counts) == 1
+            else f"{counts[0]}-{counts[-1]} (per row: the n column)"
+        )
+        + " items with a score and a MOS"
+    )
     shown = [METRIC_NAMES[m] for m in metrics if m != "accuracy"]
-    measured = ([", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]]
-                if shown else [])
+    measured = (
+        [", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]]
+        if shown
+        else []
+    )
     measured = [f"{measured[0]} against MOS"] if measured else []
     if "accuracy" in metrics:
         measured.append("MCQ accuracy (Acc.)")
     parts = [f"{what}: {'; '.join(measured)}", n]
     negated = sorted({e.tool for e in entries if e.tool and e.lower_is_better})
     if any(e.tool for e in entries):
-        parts.append("tools are scored on their own (raw) scores, sign-corrected so that higher "
-                     "is better" + (f" ({', '.join(negated)}: lower is better, negated)"
-                                    if negated else "")
-                     + "; an agent or VLM on its [1, 5] score")
+        parts.append(
+            "tools are scored on their own (raw) scores, sign-corrected so that higher "
+            "is better"
+            + (f" ({', '.join(negated)}: lower is better, negated)" if negated else "")
+            + "; an agent or VLM on its [1, 5] score"
+        )
     if "accuracy" in metrics:
-        parts.append("accuracy is over every question run, a failed or unanswered item "
-                     "counting as wrong")
+        parts.append(
+            "accuracy is over every question run, a failed or unanswered item counting as wrong"
+        )
     resamples = bootstrap.get("resamples") or 0
-    parts.append(f"{bootstrap.get('confidence', 0.95):.0%} CIs in brackets: percentile "
-                 f"bootstrap over {resamples} resamples of the items (seed "
-                 f"{bootstrap.get('seed', 0)})" if resamples else "no intervals (--bootstrap 0)")
+    parts.append(
+        f"{bootstrap.get('confidence', 0.95):.0%} CIs in brackets: percentile "
+        f"bootstrap over {resamples} resamples of the items (seed "
+        f"{bootstrap.get('seed', 0)})"
+        if resamples
+        else "no intervals (--bootstrap 0)"
+    )
     parts.append("best of each column in bold")
     return "; ".join(parts) + "."
 
@@ -129,14 +148,26 @@ def from_comparison(doc: Mapping[str, Any]) -> PaperTable:
         intervals = {m: mos.get(f"{m}_ci") for m in ("srcc", "plcc", "krcc")}
         values["accuracy"] = mcq.get("accuracy")
         intervals["accuracy"] = mcq.get("accuracy_ci")
-        entries.append(Entry(line.get("name") or f"{who} {line['source']}", "",
-                             mos.get("n") or mcq.get("n"),
-                             values, intervals, str(line["job"]), line.get("tool"),
-                             line.get("lower_is_better")))
+        entries.append(
+            Entry(
+                line.get("name") or f"{who} {line['source']}",
+                "",
+                mos.get("n") or mcq.get("n"),
+                values,
+                intervals,
+                str(line["job"]),
+                line.get("tool"),
+                line.get("lower_is_better"),
+            )
+        )
     metrics = _metrics(entries)
-    table = PaperTable(entries, [e.method for e in entries], [""], metrics,
-                       _caption(entries, metrics, doc.get("bootstrap") or {},
-                                "Comparison"))
+    table = PaperTable(
+        entries,
+        [e.method for e in entries],
+        [""],
+        metrics,
+        _caption(entries, metrics, doc.get("bootstrap") or {}, "Comparison"),
+    )
     _mark_best(table)
     return table
 
@@ -152,22 +183,47 @@ def from_group(doc: Mapping[str, Any], bootstrap: Mapping[str, Any]) -> PaperTab
                 continue
             values = {m: cell.get(m) for m in METRIC_NAMES}
             intervals = {m: cell.get(f"{m}_ci") for m in METRIC_NAMES}
-            entries.append(Entry(row, column, cell.get("n"), values, intervals,
-                                 cell.get("job"), cell.get("tool"),
-                                 cell.get("lower_is_better")))
+            entries.append(
+                Entry(
+                    row,
+                    column,
+                    cell.get("n"),
+                    values,
+                    intervals,
+                    cell.get("job"),
+                    cell.get("tool"),
+                    cell.get("lower_is_better"),
+                )
+            )
     metrics = _metrics(entries)
-    table = PaperTable(entries, list(doc["rows"]), list(doc["columns"]), metrics,
-                       _caption(entries, metrics, bootstrap, f"Group {doc['group']}"))
+    table = PaperTable(
+        entries,
+        list(doc["rows"]),
+        list(doc["columns"]),
+        metrics,
+        _caption(entries, metrics, bootstrap, f"Group {doc['group']}"),
+    )
     _mark_best(table)
     return table
 
 
 # -- LaTeX ----------------------------------------------------------------------------------------
 
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-          "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-          "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-          "|": r"\textbar{}"}
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -190,14 +246,31 @@ def render_latex(table: PaperTable) -> str:
     span = 1 + len(table.metrics)
     named = any(table.columns)
     spec = "l" + "".join("|r" + "r" * len(table.metrics) for _ in table.columns)
-    lines = ["% written by agentic-iqa eval compare (plain LaTeX: no package needed)",
-             r"\begin{table}[t]", r"\centering",
-             r"\caption{" + latex_escape(redact(table.caption) or "") + "}",
-             r"\begin{tabular}{" + spec + "}", r"\hline"]
+    lines = [
+        "% written by agentic-iqa eval compare (plain LaTeX: no package needed)",
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\caption{" + latex_escape(redact(table.caption) or "") + "}",
+        r"\begin{tabular}{" + spec + "}",
+        r"\hline",
+    ]
     if named:
-        lines.append(" & ".join(["", *(r"\multicolumn{" + str(span) + "}{c}{"
-                                       + latex_escape(redact(column) or "") + "}"
-                                       for column in table.columns)]) + r" \\")
+        lines.append(
+            " & ".join(
+                [
+                    "",
+                    *(
+                        r"\multicolumn{"
+                        + str(span)
+                        + "}{c}{"
+                        + latex_escape(redact(column) or "")
+                        + "}"
+                        for column in table.columns
+                    ),
+                ]
+            )
+            + r" \\"
+        )
     heads = ["$n$", *(METRIC_NAMES[m] for m in table.metrics)]
     lines += [" & ".join(["Method", *(heads * len(table.columns))]) + r" \\", r"\hline"]
     for method in table.methods:
@@ -211,8 +284,9 @@ def render_latex(table: PaperTable) -> str:
                 if (method, column, metric) in table.best:
                     text = r"\textbf{" + text + "}"
                 interval = None if entry is None or value is None else entry.intervals.get(metric)
-                cells.append(text + (r" {\scriptsize " + _interval(interval) + "}"
-                                     if interval else ""))
+                cells.append(
+                    text + (r" {\scriptsize " + _interval(interval) + "}" if interval else "")
+                )
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
@@ -225,8 +299,9 @@ _MARKDOWN_SPECIAL = set("\\`*_[]<>|#")
 
 def markdown_escape(text: str) -> str:
     """``text`` as a Markdown table cell shows it: markup characters and ``|`` escaped."""
-    return "".join(f"\\{char}" if char in _MARKDOWN_SPECIAL else char
-                   for char in " ".join(text.split()))
+    return "".join(
+        f"\\{char}" if char in _MARKDOWN_SPECIAL else char for char in " ".join(text.split())
+    )
 
 
 def render_markdown(table: PaperTable) -> str:
@@ -235,8 +310,10 @@ def render_markdown(table: PaperTable) -> str:
     for column in table.columns:
         prefix = f"{markdown_escape(redact(column) or '')} " if column else ""
         heads += [f"{prefix}n", *(f"{prefix}{METRIC_NAMES[m]} [CI]" for m in table.metrics)]
-    lines = ["| " + " | ".join(heads) + " |",
-             "|" + "|".join([":--", *(["--:"] * (len(heads) - 1))]) + "|"]
+    lines = [
+        "| " + " | ".join(heads) + " |",
+        "|" + "|".join([":--", *(["--:"] * (len(heads) - 1))]) + "|",
+    ]
     for method in table.methods:
         cells = [markdown_escape(redact(method) or "")]
         for column in table.columns:
@@ -256,8 +333,16 @@ def render_markdown(table: PaperTable) -> str:
 
 # -- CSV ------------------------------------------------------------------------------------------
 
-CSV_COLUMNS = ("method", "dataset", "job", "tool", "lower_is_better", "n",
-               *(f"{m}{part}" for m in METRIC_NAMES for part in ("", "_low", "_high")), "best")
+CSV_COLUMNS = (
+    "method",
+    "dataset",
+    "job",
+    "tool",
+    "lower_is_better",
+    "n",
+    *(f"{m}{part}" for m in METRIC_NAMES for part in ("", "_low", "_high")),
+    "best",
+)
 
 
 def render_csv(table: PaperTable) -> str:
@@ -275,13 +360,18 @@ def render_csv(table: PaperTable) -> str:
             entry = table.entry(method, column)
             if entry is None:
                 continue
-            cells: list[Any] = [method, column, entry.job, entry.tool, entry.lower_is_better,
-                                entry.n]
+            cells: list[Any] = [
+                method,
+                column,
+                entry.job,
+                entry.tool,
+                entry.lower_is_better,
+                entry.n,
+            ]
             for metric in METRIC_NAMES:
                 interval = entry.intervals.get(metric) or (None, None)
                 cells += [entry.values.get(metric), interval[0], interval[1]]
-            cells.append(";".join(m for m in table.metrics
-                                  if (method, column, m) in table.best))
+            cells.append(";".join(m for m in table.metrics if (method, column, m) in table.best))
             writer.writerow([_csv_cell(cell) for cell in cells])
     return buffer.getvalue()
 

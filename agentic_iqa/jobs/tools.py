@@ -59,8 +59,10 @@ def check_tools(names: Sequence[str], settings: ToolSettings | None = None) -> l
             continue
         availability = weight_files.check(spec, settings.weights_dir, settings.allow_downloads)
         if not availability.ok:
-            problems.append(f"{spec.name} cannot run here ({availability.summary}); see "
-                            "`agentic-iqa tools list` and AGENTIC_IQA_WEIGHTS_DIR")
+            problems.append(
+                f"{spec.name} cannot run here ({availability.summary}); see "
+                "`agentic-iqa tools list` and AGENTIC_IQA_WEIGHTS_DIR"
+            )
         elif spec.name not in canonical:
             canonical.append(spec.name)
     if problems:
@@ -94,4 +96,5 @@ def not_only_questions(entries: Iterable[ManifestEntry]) -> Iterator[ManifestEnt
         raise MetricToolsError(
             f"--mode tools gives scores, not answers: all {items} items are multiple-choice "
             f"questions (line {first.line}: {stem!r}), and no tool can answer one; run them "
-            "with --mode agent or --mode vlm")
+            "with --mode agent or --mode vlm"
+        )

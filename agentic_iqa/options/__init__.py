@@ -89,8 +89,9 @@ class _Reading:
 
 def _normalise_text(text: str) -> str:
     """Lower case, single spaces, no surrounding markdown, quotes or end punctuation."""
-    return re.sub(r"\s+", " ", text.strip(_DECORATION).rstrip(_TRAILING).strip(_DECORATION)
-                  ).casefold()
+    return re.sub(
+        r"\s+", " ", text.strip(_DECORATION).rstrip(_TRAILING).strip(_DECORATION)
+    ).casefold()
 
 
 class _Reply:
@@ -112,8 +113,12 @@ class _Reply:
         own_text = bool(body) and re.match(rf"\s+{re.escape(body)}\b", text[end:], re.I)
         if letter.islower() and not cues.CLOSED.match(text, end):
             return None
-        if (letter == "A" and re.match(r"\s+[a-z]", text[end:]) and not own_text
-                and not cues.OPTION_WORDS.match(text, end)):
+        if (
+            letter == "A"
+            and re.match(r"\s+[a-z]", text[end:])
+            and not own_text
+            and not cues.OPTION_WORDS.match(text, end)
+        ):
             return None  # the article: "A good image"
         if letter == "I" and re.match(r"\s+[a-z]|['’]", text[end:]):
             return None  # the pronoun: "I think"
@@ -129,13 +134,15 @@ class _Reply:
         letter = self.text[start].upper()
         if body is None:
             body = self.options.get(letter, "")
-        window = self.text[max(0, start - 100):start]
+        window = self.text[max(0, start - 100) : start]
         if body:  # "No (B)" names option B by its text: the "No" is no negation
             window = re.sub(rf"{re.escape(body)}[\s*_]*[(（\[]*\s*$", "", window, flags=re.I)
         tail = self.clause_before(window)
         negations = list(cues.NEGATION_BEFORE.finditer(tail))
-        if negations and len(re.findall(r"[^\W_]+", tail[negations[-1].end():])) \
-                <= cues.NEGATION_REACH:
+        if (
+            negations
+            and len(re.findall(r"[^\W_]+", tail[negations[-1].end() :])) <= cues.NEGATION_REACH
+        ):
             return True
         if cues.SET_ASIDE_BEFORE.search(tail):
             return True
@@ -144,30 +151,35 @@ class _Reply:
             after = re.match(  # and "A and B both look wrong": the pair is negated together
                 rf"[)\]）*_`\"']*(?:\s*[(（][^()\n]{{0,40}}[)）])?(?:\s*(?:,|and)\s*"
                 rf"(?:option\s+)?[(\[]?(?:{self.capital}){cues.RIGHT}[)\]]?)?",
-                self.text[end:], re.I)
+                self.text[end:],
+                re.I,
+            )
         else:
-            after = re.match(r"[)\]）*_`\"']*(?:\s*[(（\[][^()\n]{0,40}[)）\]])?",
-                             self.text[end:])
-        rest = self.text[end + after.end():]
+            after = re.match(r"[)\]）*_`\"']*(?:\s*[(（\[][^()\n]{0,40}[)）\]])?", self.text[end:])
+        rest = self.text[end + after.end() :]
         if body:
-            rest = re.sub(rf"^\s*[-–—:.]?\s*{re.escape(body)}\b[)\]）*_]*", "", rest,
-                          flags=re.I)
-        return (cues.NEGATION_AFTER.match(rest) is not None
-                or cues.SET_ASIDE_AFTER.match(rest) is not None)
+            rest = re.sub(rf"^\s*[-–—:.]?\s*{re.escape(body)}\b[)\]）*_]*", "", rest, flags=re.I)
+        return (
+            cues.NEGATION_AFTER.match(rest) is not None
+            or cues.SET_ASIDE_AFTER.match(rest) is not None
+        )
 
     @staticmethod
     def clause_before(window: str, *, labels: bool = False) -> str:
         """The part of ``window`` after its last clause boundary (``labels``: a colon does
         not end the clause, so "Minor: noise (A)" keeps its label)."""
-        boundaries = [match for match in cues.BOUNDARY.finditer(window)
-                      if not (labels and match.group() in ":：")]
-        return window[boundaries[-1].end():] if boundaries else window
+        boundaries = [
+            match
+            for match in cues.BOUNDARY.finditer(window)
+            if not (labels and match.group() in ":：")
+        ]
+        return window[boundaries[-1].end() :] if boundaries else window
 
     def conceded(self, start: int) -> bool:
         """The mention stands in a clause a concessive opens: "Although (B) fits the grain",
         "While option C crossed my mind", "The answer is D; while C (Fair) is possible"."""
         begin, _ = self.sentence(start)
-        window = self.text[max(begin, start - 100):start]
+        window = self.text[max(begin, start - 100) : start]
         boundaries = list(cues.BOUNDARY.finditer(window))
         if boundaries and cues.CONCESSIVE.fullmatch(boundaries[-1].group()):
             return True
@@ -177,8 +189,7 @@ class _Reply:
 
     @cached_property
     def sentence_ends(self) -> list[tuple[int, int]]:
-        return [(match.start(), match.end())
-                for match in cues.SENTENCE_END.finditer(self.text)]
+        return [(match.start(), match.end()) for match in cues.SENTENCE_END.finditer(self.text)]
 
     def sentence(self, start: int) -> tuple[int, int]:
         """Where the sentence holding ``start`` begins and ends (before its full stop)."""
@@ -190,12 +201,19 @@ class _Reply:
         """The letter ends its sentence after a separator, or is the sentence: "... is blur:
         B.", "... clearly moderate — C.", "... more than slight. C."."""
         begin, end = self.sentence(start)
-        after = self.text[start + 1:end]
+        after = self.text[start + 1 : end]
         before = self.text[begin:start]
-        return (re.fullmatch(r"[)\]）*_`\"']*(?:\s*[(（][^()\n]{0,40}[)）])?[*_`\"']*\s*",
-                             after) is not None
-                and re.search(r"(?:^|[:,—–]|\s-)[\s*_`\"'(\[（]*(?:(?:option|choice)\s+"
-                              r"[(\[（]*)?$", before, re.I) is not None)
+        return (
+            re.fullmatch(r"[)\]）*_`\"']*(?:\s*[(（][^()\n]{0,40}[)）])?[*_`\"']*\s*", after)
+            is not None
+            and re.search(
+                r"(?:^|[:,—–]|\s-)[\s*_`\"'(\[（]*(?:(?:option|choice)\s+"
+                r"[(\[（]*)?$",
+                before,
+                re.I,
+            )
+            is not None
+        )
 
     def weighed(self, start: int) -> bool:
         """The mention stands in a sentence that weighs one thing against another: a contrast
@@ -207,22 +225,29 @@ class _Reply:
         begin, end = self.sentence(start)
         sentence = self.text[begin:end]
         at = start - begin
-        opener = re.match(rf"[\s*_`\"'#>•\-]*(?:even\s+)?(?:{cues.CONCESSIVE.pattern})",
-                          sentence, re.I)
+        opener = re.match(
+            rf"[\s*_`\"'#>•\-]*(?:even\s+)?(?:{cues.CONCESSIVE.pattern})", sentence, re.I
+        )
         if opener is not None:
             cut = re.compile(r",|\s[—–-]\s|:").search(sentence, opener.end())
             if cut is None or at < cut.start():
                 return True
-            sentence, at = sentence[cut.end():], at - cut.end()
-        contrasts = [match for match in cues.CONTRAST.finditer(sentence)
-                     if sentence[match.end():].strip(" *_`\"')")]  # not "Definitely B, though."
-        if contrasts and not (len(contrasts) == 1 and at > contrasts[0].end()
-                              and cues.CORRECTIVE.fullmatch(contrasts[0].group())
-                              and cues.NOT.search(sentence, 0, contrasts[0].start())):
+            sentence, at = sentence[cut.end() :], at - cut.end()
+        contrasts = [
+            match
+            for match in cues.CONTRAST.finditer(sentence)
+            if sentence[match.end() :].strip(" *_`\"')")
+        ]  # not "Definitely B, though."
+        if contrasts and not (
+            len(contrasts) == 1
+            and at > contrasts[0].end()
+            and cues.CORRECTIVE.fullmatch(contrasts[0].group())
+            and cues.NOT.search(sentence, 0, contrasts[0].start())
+        ):
             return True  # but not the correction "It is not A, but B"
         following = self.text[end:]
         stop = cues.SENTENCE_END.match(following)
-        next_sentence = following[stop.end():] if stop is not None else ""
+        next_sentence = following[stop.end() :] if stop is not None else ""
         return stop is not None and cues.SETS_PREVIOUS_ASIDE.match(next_sentence) is not None
 
     def side_point(self, start: int, end: int, body: str) -> bool:
@@ -231,19 +256,24 @@ class _Reply:
         ("Mostly blur, with some (C) blocking")."""
         begin, stop = self.sentence(start)
         tail = self.clause_before(self.text[begin:start], labels=True)
-        minor = [match for match in cues.MINOR_BEFORE.finditer(tail)
-                 if not body or not _same_word(match.group(), body)]
-        if minor and len(re.findall(r"[^\W_]+", tail[minor[-1].end():])) <= cues.MINOR_REACH:
+        minor = [
+            match
+            for match in cues.MINOR_BEFORE.finditer(tail)
+            if not body or not _same_word(match.group(), body)
+        ]
+        if minor and len(re.findall(r"[^\W_]+", tail[minor[-1].end() :])) <= cues.MINOR_REACH:
             return True
         after = self.text[end:stop]
         clause_end = cues.BOUNDARY.search(after)
-        own_after = after[:clause_end.start()] if clause_end else after
+        own_after = after[: clause_end.start()] if clause_end else after
         if cues.MINOR_AFTER.match(own_after):
             return True
         own_begin, own_end = start - len(tail), end + len(own_after)
         elsewhere = self.text[begin:own_begin] + " " + self.text[own_end:stop]
-        return (cues.DOMINANT.search(elsewhere) is not None
-                and cues.DOMINANT.search(self.text, own_begin, own_end) is None)
+        return (
+            cues.DOMINANT.search(elsewhere) is not None
+            and cues.DOMINANT.search(self.text, own_begin, own_end) is None
+        )
 
     def aside(self, start: int, end: int | None = None, body: str | None = None) -> bool:
         """A mention that the reply sets aside or makes in passing: no answer unless the
@@ -260,10 +290,11 @@ class _Reply:
         only the letters are known, nothing says the label is right, so it is no answer."""
         if self.options.get(self.text[start].upper()):
             return False
-        word = re.search(r"([^\W_]+)[*_`\"']*\s*[(（\[]\s*$", self.text[max(0, start - 40):start])
+        word = re.search(r"([^\W_]+)[*_`\"']*\s*[(（\[]\s*$", self.text[max(0, start - 40) : start])
         return word is not None and not any(
             re.fullmatch(marker, word.group(1), re.I)
-            for marker in (cues.LABEL, cues.ANSWER, r"letter"))
+            for marker in (cues.LABEL, cues.ANSWER, r"letter")
+        )
 
     # -- options named by their text -------------------------------------------------------
 
@@ -279,11 +310,13 @@ class _Reply:
             if len(words) > 1:
                 pattern = r"\b" + r"\s+".join(re.escape(word) for word in words) + r"\b"
             elif len(body) >= 4:
-                pattern = rf"\b{re.escape(body[:max(4, len(body) - 3)])}\w*"
+                pattern = rf"\b{re.escape(body[: max(4, len(body) - 3)])}\w*"
             else:
                 pattern = rf"\b{re.escape(body)}\b"
-            found += [(letter, match.start(), match.end())
-                      for match in re.finditer(pattern, self.text, re.I)]
+            found += [
+                (letter, match.start(), match.end())
+                for match in re.finditer(pattern, self.text, re.I)
+            ]
         return found
 
     def rival(self, chosen: _Reading, read: set[int]) -> bool:
@@ -298,20 +331,29 @@ class _Reply:
             if own is not None and own not in read:
                 continue
             body = self.options[letter]
-            if not (self.negated(start, end, body) or self.conceded(start)
-                    or self.aside(start, end, body)):
+            if not (
+                self.negated(start, end, body)
+                or self.conceded(start)
+                or self.aside(start, end, body)
+            ):
                 return True
         return False
 
     def labelled(self, start: int, end: int, letter: str) -> int | None:
         """Where ``letter`` labels the text from ``start`` to ``end``: "Noise (A)", "(A)
         noise", "A (Noise)", "A. Noise", "option A (noise)"."""
-        after = re.match(rf"[*_]*\s*[(（\[]\s*(?:option\s+)?(?P<l>(?-i:{letter}))\s*[)）\]]",
-                         self.text[end:], re.I)
+        after = re.match(
+            rf"[*_]*\s*[(（\[]\s*(?:option\s+)?(?P<l>(?-i:{letter}))\s*[)）\]]",
+            self.text[end:],
+            re.I,
+        )
         if after is not None:
             return end + after.start("l")
-        before = re.search(rf"(?<![A-Za-z])(?P<l>(?-i:{letter}))[)）\].:]?[*_]*\s*[-–—:]?\s*"
-                           r"[(（\[]?\s*$", self.text[max(0, start - 12):start])
+        before = re.search(
+            rf"(?<![A-Za-z])(?P<l>(?-i:{letter}))[)）\].:]?[*_]*\s*[-–—:]?\s*"
+            r"[(（\[]?\s*$",
+            self.text[max(0, start - 12) : start],
+        )
         if before is not None:
             return max(0, start - 12) + before.start("l")
         return None
@@ -319,9 +361,12 @@ class _Reply:
     @cached_property
     def hedged(self) -> set[int]:
         """Where the letters of a hedge stand: "A or B", "between B (Good) and C (Fair)"."""
+
         def one(name: str) -> str:
-            return (rf"(?:options?\s+)?[\[（(]?(?P<{name}>{self.capital}){cues.RIGHT}[)\]）]?"
-                    r"(?:\s*[(（][^()\n]{0,40}[)）])?")
+            return (
+                rf"(?:options?\s+)?[\[（(]?(?P<{name}>{self.capital}){cues.RIGHT}[)\]）]?"
+                r"(?:\s*[(（][^()\n]{0,40}[)）])?"
+            )
 
         patterns = [
             rf"{cues.LEFT}{one('x')}{cues.HEDGE_OR}{one('y')}",
@@ -357,8 +402,11 @@ class _Reply:
 
     def by_text(self, text: str) -> str | None:
         bare = _normalise_text(text)
-        found = [letter for letter, body in self.options.items()
-                 if body and _normalise_text(body) == bare]
+        found = [
+            letter
+            for letter, body in self.options.items()
+            if body and _normalise_text(body) == bare
+        ]
         return found[0] if len(found) == 1 else None
 
     def before(self, verdict: str) -> Iterator[_Reading]:
@@ -373,12 +421,17 @@ class _Reply:
         return list(self.after(cues.FINAL + cues.SEPARATOR))
 
     def committed(self) -> list[_Reading]:
-        return [*self.after(cues.ANSWER + cues.SEPARATOR),
-                *self.after(cues.LABEL + cues.SEPARATOR_REQUIRED),
-                *self.after(cues.FIRST_PERSON), *self.after(cues.CORRECTION),
-                *self.after(cues.CONCLUDING, at_end=True),
-                *self.before(cues.VERDICT_AFTER),
-                *self.first_line(), *self.letter_lines(), *self.last_sentence()]
+        return [
+            *self.after(cues.ANSWER + cues.SEPARATOR),
+            *self.after(cues.LABEL + cues.SEPARATOR_REQUIRED),
+            *self.after(cues.FIRST_PERSON),
+            *self.after(cues.CORRECTION),
+            *self.after(cues.CONCLUDING, at_end=True),
+            *self.before(cues.VERDICT_AFTER),
+            *self.first_line(),
+            *self.letter_lines(),
+            *self.last_sentence(),
+        ]
 
     def first_line(self) -> Iterator[_Reading]:
         """The reply opening with a letter: "C\\n\\nReasoning", "A, because", "B - Good"."""
@@ -387,26 +440,33 @@ class _Reply:
             return
         lead = re.match(r"[\s*_`\"'#>•\-]*[\[（(]?", line.group())
         start = line.start() + lead.end()
-        letter = self.text[start:start + 1]
-        if (not letter or letter.upper() not in self.options
-                or not re.match(cues.RIGHT, self.text[start + 1:])):
+        letter = self.text[start : start + 1]
+        if (
+            not letter
+            or letter.upper() not in self.options
+            or not re.match(cues.RIGHT, self.text[start + 1 :])
+        ):
             return
         body = re.escape(self.options[letter.upper()])
-        rest = self.text[start + 1:line.end()]
+        rest = self.text[start + 1 : line.end()]
         if letter.isupper():
-            follows = (rf"[)\]）]?(?:[*_`\"']*\s*$|[*_`\"']*\s*[.:,;!?)\]）(（\-–—]|\s+[(（]"
-                       rf"|(?!\s+(?:and|or|nor)\b){cues.OPTION_WORDS.pattern}"
-                       + (rf"|\s+{body}\b)" if body else ")"))
+            follows = (
+                rf"[)\]）]?(?:[*_`\"']*\s*$|[*_`\"']*\s*[.:,;!?)\]）(（\-–—]|\s+[(（]"
+                rf"|(?!\s+(?:and|or|nor)\b){cues.OPTION_WORDS.pattern}"
+                + (rf"|\s+{body}\b)" if body else ")")
+            )
         else:
-            follows = (rf"[)\]）.:]?\s*(?:{body}\b|$)" if body else r"[)\]）.:]?\s*$")
+            follows = rf"[)\]）.:]?\s*(?:{body}\b|$)" if body else r"[)\]）.:]?\s*$"
         if not re.match(follows, rest, re.I) or re.match(
-                rf"[)\]）]?\s*,\s*[(\[]?(?:{self.capital}){cues.RIGHT}", rest):
+            rf"[)\]）]?\s*,\s*[(\[]?(?:{self.capital}){cues.RIGHT}", rest
+        ):
             return  # "B, C" lists two letters
         reading = self.valid(start)
         if reading is None:
             return
-        if re.match(r"[)\]）*_]*(?:\s*[(（][^()\n]{0,40}[)）])?\s+[a-z]", rest) \
-                and self.weighed(start):
+        if re.match(r"[)\]）*_]*(?:\s*[(（][^()\n]{0,40}[)）])?\s+[a-z]", rest) and self.weighed(
+            start
+        ):
             return  # the subject of a sentence that weighs it: "B looks plausible, but ..."
         listed = {mention.letter for mention in self.listed(line.start(), line.end())}
         if listed - {reading.letter}:
@@ -419,7 +479,8 @@ class _Reply:
         match = re.search(
             rf"(?:[.!?;]\s+|[。！？；]\s*|\n)[\s*_`\"'#>(\[（]*(?P<l>{self.capital}){cues.RIGHT}"
             r"[)\]）]?(?:\s*[(（][^()\n]{0,40}[)）])?[*_`\"')\]）]*[.!]?[\s*_`\"'\])）]*$",
-            self.text)
+            self.text,
+        )
         if match is not None and (reading := self.valid(match.start("l"))) is not None:
             yield reading
 
@@ -428,7 +489,9 @@ class _Reply:
         for line in re.finditer(r"[^\n]+", self.text):
             match = re.fullmatch(
                 rf"[\s*_`\"'#>•\[（(]*(?P<l>{self.capital}){cues.RIGHT}[)\]）]?[.):]?(?P<rest>.*?)"
-                r"[\s*_`\"'.\])）]*", line.group())
+                r"[\s*_`\"'.\])）]*",
+                line.group(),
+            )
             if match is None:
                 continue
             rest = match.group("rest").strip(" -–—:()（）*_")
@@ -440,9 +503,11 @@ class _Reply:
 
     def marked(self) -> list[_Reading]:
         """Letters set off as options: "(B)", "**B**", "option B", "B. Good"."""
-        patterns = [rf"[(（\[](?P<l>{self.letters})[)）\]]",
-                    rf"\*\*[(\[]?(?P<l>{self.letters})[.):\]]?\*\*",
-                    rf"\b(?:option|choice)\s+[(\[]?(?P<l>{self.letters}){cues.RIGHT}"]
+        patterns = [
+            rf"[(（\[](?P<l>{self.letters})[)）\]]",
+            rf"\*\*[(\[]?(?P<l>{self.letters})[.):\]]?\*\*",
+            rf"\b(?:option|choice)\s+[(\[]?(?P<l>{self.letters}){cues.RIGHT}",
+        ]
         return [*self.matching(patterns), *self.listed()]
 
     def listed(self, begin: int = 0, end: int | None = None) -> list[_Reading]:
@@ -453,18 +518,25 @@ class _Reply:
         pattern = rf"{cues.LEFT}(?P<l>{self.capital})[.)]\s+(?:{bodies})\b"
         return self.matching([pattern], begin, end)
 
-    def matching(self, patterns: list[str], begin: int = 0, end: int | None = None
-                 ) -> list[_Reading]:
+    def matching(
+        self, patterns: list[str], begin: int = 0, end: int | None = None
+    ) -> list[_Reading]:
         span = self.text[:end] if end is not None else self.text
-        return [reading for pattern in patterns
-                for match in re.compile(pattern, re.I).finditer(span, begin)
-                if (reading := self.valid(match.start("l"))) is not None]
+        return [
+            reading
+            for pattern in patterns
+            for match in re.compile(pattern, re.I).finditer(span, begin)
+            if (reading := self.valid(match.start("l"))) is not None
+        ]
 
     def standing(self) -> list[_Reading]:
         """Capitals standing alone: "I'd say B", "This image deserves a C"."""
         pattern = rf"{cues.LEFT}(?P<l>{self.capital}){cues.RIGHT}"
-        return [reading for match in re.finditer(pattern, self.text)
-                if (reading := self.valid(match.start("l"))) is not None]
+        return [
+            reading
+            for match in re.finditer(pattern, self.text)
+            if (reading := self.valid(match.start("l"))) is not None
+        ]
 
 
 def _same_word(word: str, body: str) -> bool:
@@ -490,8 +562,12 @@ def _one(readings: Iterable[_Reading]) -> OptionMatch | None | bool:
 def _decide(reply: _Reply) -> tuple[OptionMatch | None, bool]:
     """The answer and whether the reply committed to it."""
     text = reply.text
-    whole = re.fullmatch(rf"[\s*_`\"'#>\[（(]*(?P<l>{reply.letters})[)\]）]?[.):]?"
-                         r"[\s*_`\"'\])）]*", text, re.I)
+    whole = re.fullmatch(
+        rf"[\s*_`\"'#>\[（(]*(?P<l>{reply.letters})[)\]）]?[.):]?"
+        r"[\s*_`\"'\])）]*",
+        text,
+        re.I,
+    )
     if whole is not None:
         return OptionMatch(whole.group("l").upper(), whole.start("l")), True
     by_text = reply.by_text(text)
@@ -506,8 +582,11 @@ def _decide(reply: _Reply) -> tuple[OptionMatch | None, bool]:
     if reply.hedged:
         return None, False
     for tier in (reply.marked, reply.standing):
-        readings = [reading for reading in tier()
-                    if not reply.aside(reading.start) and not reply.unchecked_label(reading.start)]
+        readings = [
+            reading
+            for reading in tier()
+            if not reply.aside(reading.start) and not reply.unchecked_label(reading.start)
+        ]
         found = _one(readings)
         if found is False:
             return None, False
@@ -519,8 +598,9 @@ def _decide(reply: _Reply) -> tuple[OptionMatch | None, bool]:
     return None, False
 
 
-def locate_option(text: str | None, options: Mapping[str, str], *,
-                  cut_off: bool = False) -> OptionMatch | None:
+def locate_option(
+    text: str | None, options: Mapping[str, str], *, cut_off: bool = False
+) -> OptionMatch | None:
     """The option ``text`` gives and where, or None when it gives none, several, a negated
     one or a hedge.
 
@@ -538,8 +618,9 @@ def locate_option(text: str | None, options: Mapping[str, str], *,
     return found if cues.SETTLED.match(text, found.start + 1) else None
 
 
-def parse_option(text: str | None, options: Mapping[str, str], *,
-                 cut_off: bool = False) -> str | None:
+def parse_option(
+    text: str | None, options: Mapping[str, str], *, cut_off: bool = False
+) -> str | None:
     """The option letter ``text`` gives, or None (see :func:`locate_option`)."""
     found = locate_option(text, options, cut_off=cut_off)
     return None if found is None else found.letter

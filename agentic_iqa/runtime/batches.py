@@ -114,8 +114,14 @@ def role_groups(config: RunConfig) -> dict[str, str]:
     return groups
 
 
-def tick(engine: Engine, *, dispatch: Callable[[str], None], lease_seconds: float | None,
-         job_id: str | None = None, settings: PipelineSettings | None = None) -> RoundTick:
+def tick(
+    engine: Engine,
+    *,
+    dispatch: Callable[[str], None],
+    lease_seconds: float | None,
+    job_id: str | None = None,
+    settings: PipelineSettings | None = None,
+) -> RoundTick:
     """One pass over the batch jobs (or ``job_id``): poll what is due, read what ended, send
     on the runs with answers, send a round's batch when it is time.  Never raises: a failure
     is recorded in the result and retried on the next pass."""
@@ -139,8 +145,14 @@ def tick(engine: Engine, *, dispatch: Callable[[str], None], lease_seconds: floa
     return result
 
 
-def _advance_job(engine: Engine, job_id: str, settings: PipelineSettings, result: RoundTick,
-                 dispatch: Callable[[str], None], lease_seconds: float | None) -> None:
+def _advance_job(
+    engine: Engine,
+    job_id: str,
+    settings: PipelineSettings,
+    result: RoundTick,
+    dispatch: Callable[[str], None],
+    lease_seconds: float | None,
+) -> None:
     with session_scope(engine) as session:
         job = reads.get_job(session, job_id, lock=True)
         if job.status != "running" or not job.config_json:
@@ -172,12 +184,17 @@ def _round_due(session: Any, job_id: str, settings: PipelineSettings) -> bool:
         return False
     if settings.batch_round_size and pending >= settings.batch_round_size:
         return True
-    if oldest is not None and (datetime.now(UTC) - oldest).total_seconds() \
-            >= settings.batch_gather_seconds:
+    if (
+        oldest is not None
+        and (datetime.now(UTC) - oldest).total_seconds() >= settings.batch_gather_seconds
+    ):
         return True
     unclaimed = reads.counts(session, job_id).get("pending", 0)
-    return not store.open_batches(session, job_id) and not unclaimed \
+    return (
+        not store.open_batches(session, job_id)
+        and not unclaimed
         and not store.moving_runs(session, job_id)
+    )
 
 
 def _lines(requests: list[tuple[str, str]]) -> list[Any]:
@@ -187,15 +204,23 @@ def _lines(requests: list[tuple[str, str]]) -> list[Any]:
     return [BatchLine(custom_id, request_from_json(text)) for custom_id, text in requests]
 
 
-def _send(engine: Engine, job_id: str, config_json: str, batch: store.Gathered,
-          settings: PipelineSettings, result: RoundTick) -> None:
+def _send(
+    engine: Engine,
+    job_id: str,
+    config_json: str,
+    batch: store.Gathered,
+    settings: PipelineSettings,
+    result: RoundTick,
+) -> None:
     """Hand a gathered batch to its provider and record what it says."""
     api = api_for(config_json, batch.role)
     with session_scope(engine) as session:
         store.describe_batch(session, batch.batch_id, backend=api.backend, model=api.model)
     try:
-        state = api.submit(_lines(batch.requests),
-                           metadata={METADATA_KEY: batch.batch_id, "agentic_iqa_job": job_id})
+        state = api.submit(
+            _lines(batch.requests),
+            metadata={METADATA_KEY: batch.batch_id, "agentic_iqa_job": job_id},
+        )
     except FatalVLMError as refused:  # the whole batch refused (validation): stop the job
         _refused(engine, job_id, batch.batch_id, str(refused))
         result.errors.append(f"batch of job {job_id} refused: {refused}")
@@ -205,16 +230,14 @@ def _send(engine: Engine, job_id: str, config_json: str, batch: store.Gathered,
         return
     _record(engine, batch.batch_id, state, settings, polls=0, submitted=True)
     result.submitted.append(state.provider_id)
-    log.info("job %s: batch %s sent (%d requests)", job_id, state.provider_id,
-             len(batch.requests))
+    log.info("job %s: batch %s sent (%d requests)", job_id, state.provider_id, len(batch.requests))
     with read_scope(engine) as session:
         stopped = reads.get_job(session, job_id).status != "running"
     if stopped:  # cancelled while the batch was being created: ``cancel`` could not see it
         try:
             _cancel_one(engine, settings, result, batch.batch_id, api, state.provider_id, 0)
         except (VLMError, OSError) as exc:  # the next tick cancels it
-            result.errors.append(f"cancelling batch {state.provider_id}: "
-                                 f"{redact(str(exc))}")
+            result.errors.append(f"cancelling batch {state.provider_id}: {redact(str(exc))}")
 
 
 def _refused(engine: Engine, job_id: str, batch_id: str, reason: str) -> None:
@@ -230,39 +253,77 @@ def _refused(engine: Engine, job_id: str, batch_id: str, reason: str) -> None:
             job.error = redact(message)
 
 
-def _record(engine: Engine, batch_id: str, state: Any, settings: PipelineSettings, *,
-            polls: int, submitted: bool = False) -> None:
+def _record(
+    engine: Engine,
+    batch_id: str,
+    state: Any,
+    settings: PipelineSettings,
+    *,
+    polls: int,
+    submitted: bool = False,
+) -> None:
     wait = min(settings.batch_poll_max, settings.batch_poll_initial * 2 ** min(polls, 30))
     with session_scope(engine) as session:
         store.record_state(
-            session, batch_id, provider_id=state.provider_id, status=state.status,
-            ended=state.ended, counts=dict(state.counts), expires_at=state.expires_at,
-            error=state.error, submitted=submitted,
-            next_poll_at=None if state.ended else datetime.now(UTC) + timedelta(seconds=wait))
+            session,
+            batch_id,
+            provider_id=state.provider_id,
+            status=state.status,
+            ended=state.ended,
+            counts=dict(state.counts),
+            expires_at=state.expires_at,
+            error=state.error,
+            submitted=submitted,
+            next_poll_at=None if state.ended else datetime.now(UTC) + timedelta(seconds=wait),
+        )
 
 
 def _poll(engine: Engine, settings: PipelineSettings, result: RoundTick) -> None:
     with session_scope(engine) as session:
-        due = [(batch.id, batch.job_id, batch.role, batch.provider_id, batch.polls)
-               for batch in store.claim_polls(session, backoff=settings.batch_poll_initial,
-                                              maximum=settings.batch_poll_max,
-                                              stale_submitting=STALE_SUBMITTING)]
+        due = [
+            (batch.id, batch.job_id, batch.role, batch.provider_id, batch.polls)
+            for batch in store.claim_polls(
+                session,
+                backoff=settings.batch_poll_initial,
+                maximum=settings.batch_poll_max,
+                stale_submitting=STALE_SUBMITTING,
+            )
+        ]
         jobs = {job_id: reads.get_job(session, job_id) for _, job_id, _, _, _ in due}
-        facts = {job_id: (job.config_json or "", job.status == "running")
-                 for job_id, job in jobs.items()}
+        facts = {
+            job_id: (job.config_json or "", job.status == "running") for job_id, job in jobs.items()
+        }
     for batch_id, job_id, role, provider_id, polls in due:
         config_json, running = facts[job_id]
         try:
-            _poll_one(engine, settings, result, batch_id, job_id, config_json, running, role,
-                      provider_id, polls)
+            _poll_one(
+                engine,
+                settings,
+                result,
+                batch_id,
+                job_id,
+                config_json,
+                running,
+                role,
+                provider_id,
+                polls,
+            )
         except Exception as exc:  # this batch's turn comes again at its next poll
-            result.errors.append(f"polling batch {provider_id or batch_id}: "
-                                 f"{redact(str(exc))}")
+            result.errors.append(f"polling batch {provider_id or batch_id}: {redact(str(exc))}")
 
 
-def _poll_one(engine: Engine, settings: PipelineSettings, result: RoundTick, batch_id: str,
-              job_id: str, config_json: str, running: bool, role: str,
-              provider_id: str | None, polls: int) -> None:
+def _poll_one(
+    engine: Engine,
+    settings: PipelineSettings,
+    result: RoundTick,
+    batch_id: str,
+    job_id: str,
+    config_json: str,
+    running: bool,
+    role: str,
+    provider_id: str | None,
+    polls: int,
+) -> None:
     api = api_for(config_json, role)
     result.polled += 1
     if provider_id is None:  # left "submitting" by a process that died while asking
@@ -281,21 +342,25 @@ def _poll_one(engine: Engine, settings: PipelineSettings, result: RoundTick, bat
     rows = _read(engine, api, batch_id, provider_id)
     if rows is None:  # adopted after a crash, and another's: look for the row's own again
         with session_scope(engine) as session:
-            store.disown(session, batch_id, f"batch {provider_id} (found by its time and size "
-                         "after a crash) holds none of this batch's requests")
+            store.disown(
+                session,
+                batch_id,
+                f"batch {provider_id} (found by its time and size "
+                "after a crash) holds none of this batch's requests",
+            )
         result.errors.append(f"batch {provider_id} was not this job's; looking again")
         return
     _record(engine, batch_id, state, settings, polls=polls)
     with session_scope(engine) as session:
-        outcome = store.write_results(session, batch_id, rows,
-                                      max_tries=settings.batch_max_tries)
+        outcome = store.write_results(session, batch_id, rows, max_tries=settings.batch_max_tries)
     for kind, count in outcome.items():
         result.read[kind] = result.read.get(kind, 0) + count
     log.info("batch %s ended: %s", provider_id, outcome)
 
 
-def _read(engine: Engine, api: Any, batch_id: str, provider_id: str
-          ) -> list[tuple[str, str, str | None, str | None]] | None:
+def _read(
+    engine: Engine, api: Any, batch_id: str, provider_id: str
+) -> list[tuple[str, str, str | None, str | None]] | None:
     """An ended batch's results as rows for :func:`agentic_iqa.db.batches.write_results`;
     None when they name requests of another batch (one adopted after a crash by its time and
     size that proved another's: another deployment's on the same account, say).  A batch
@@ -306,8 +371,7 @@ def _read(engine: Engine, api: Any, batch_id: str, provider_id: str
 
     with read_scope(engine) as session:
         requests = store.submitted_requests(session, batch_id)
-    asked = {store.line_id(batch_id, row_id): request_from_json(text)
-             for row_id, text in requests}
+    asked = {store.line_id(batch_id, row_id): request_from_json(text) for row_id, text in requests}
     answers = list(api.results(provider_id, asked))
     prefix = store.line_prefix(batch_id)
     foreign = [answer.custom_id for answer in answers if not answer.custom_id.startswith(prefix)]
@@ -315,18 +379,30 @@ def _read(engine: Engine, api: Any, batch_id: str, provider_id: str
     if foreign and all(re.fullmatch(r"q\d+", custom_id) for custom_id in foreign):
         legacy = {f"q{row_id}": store.line_id(batch_id, row_id) for row_id, _ in requests}
         renamed = legacy
-        answers = list(api.results(provider_id, {old: asked[new]
-                                                 for old, new in legacy.items()}))
+        answers = list(api.results(provider_id, {old: asked[new] for old, new in legacy.items()}))
     elif foreign:
         return None
-    return [(renamed.get(answer.custom_id, answer.custom_id),
-             "refused" if answer.permanent else answer.kind,
-             response_json(answer.response) if answer.response is not None else None,
-             answer.error) for answer in answers]
+    return [
+        (
+            renamed.get(answer.custom_id, answer.custom_id),
+            "refused" if answer.permanent else answer.kind,
+            response_json(answer.response) if answer.response is not None else None,
+            answer.error,
+        )
+        for answer in answers
+    ]
 
 
-def _recover(engine: Engine, settings: PipelineSettings, result: RoundTick, batch_id: str,
-             job_id: str, running: bool, api: Any, polls: int) -> None:
+def _recover(
+    engine: Engine,
+    settings: PipelineSettings,
+    result: RoundTick,
+    batch_id: str,
+    job_id: str,
+    running: bool,
+    api: Any,
+    polls: int,
+) -> None:
     """A batch row left "submitting": adopt its batch if the provider has it, else send it
     (its job still running) or give its requests back (the job stopped)."""
     from ..db.models import VlmBatch
@@ -336,12 +412,19 @@ def _recover(engine: Engine, settings: PipelineSettings, result: RoundTick, batc
         created = _aware(row.created_at)
         count = row.request_count
         taken = store.taken_provider_ids(session, created - timedelta(minutes=10))
-    found = api.recover({METADATA_KEY: batch_id, "agentic_iqa_job": job_id},
-                        created_after=created, request_count=count, taken=taken)
+    found = api.recover(
+        {METADATA_KEY: batch_id, "agentic_iqa_job": job_id},
+        created_after=created,
+        request_count=count,
+        taken=taken,
+    )
     if found is not None:
         result.recovered.append(found.provider_id)
-        log.warning("job %s: batch %s was created but never recorded (a process died); "
-                    "adopted", job_id, found.provider_id)
+        log.warning(
+            "job %s: batch %s was created but never recorded (a process died); adopted",
+            job_id,
+            found.provider_id,
+        )
         _record(engine, batch_id, found, settings, polls=polls, submitted=True)
         return
     if not running:
@@ -349,10 +432,13 @@ def _recover(engine: Engine, settings: PipelineSettings, result: RoundTick, batc
             store.release(session, batch_id, "never reached the provider; its job stopped")
         return
     with read_scope(engine) as session:
-        requests = [(store.line_id(batch_id, row_id), text)
-                    for row_id, text in store.submitted_requests(session, batch_id)]
-    found = api.submit(_lines(requests),
-                       metadata={METADATA_KEY: batch_id, "agentic_iqa_job": job_id})
+        requests = [
+            (store.line_id(batch_id, row_id), text)
+            for row_id, text in store.submitted_requests(session, batch_id)
+        ]
+    found = api.submit(
+        _lines(requests), metadata={METADATA_KEY: batch_id, "agentic_iqa_job": job_id}
+    )
     result.submitted.append(found.provider_id)
     _record(engine, batch_id, found, settings, polls=polls, submitted=True)
 
@@ -361,8 +447,15 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _cancel_one(engine: Engine, settings: PipelineSettings, result: RoundTick, batch_id: str,
-                api: Any, provider_id: str, polls: int) -> Any:
+def _cancel_one(
+    engine: Engine,
+    settings: PipelineSettings,
+    result: RoundTick,
+    batch_id: str,
+    api: Any,
+    provider_id: str,
+    polls: int,
+) -> Any:
     state = api.cancel(provider_id)
     _record(engine, batch_id, state, settings, polls=polls)
     result.cancelled.append(provider_id)
@@ -395,15 +488,20 @@ def cancel(engine: Engine, job_id: str) -> Cancelled:
         store.poll_now(session, job_id)
         job = reads.get_job(session, job_id)
         config_json = job.config_json or ""
-        open_ = [(batch.id, batch.role, batch.provider_id, batch.polls)
-                 for batch in store.open_batches(session, job_id) if not batch.ended]
+        open_ = [
+            (batch.id, batch.role, batch.provider_id, batch.polls)
+            for batch in store.open_batches(session, job_id)
+            if not batch.ended
+        ]
     done = Cancelled()
     settings = PipelineSettings.load()
     ticked = RoundTick()
     for batch_id, role, provider_id, polls in open_:
         if provider_id is None:
-            done.deferred.append(f"a batch whose creation is not recorded yet (row "
-                                 f"{batch_id[:8]}): cancelled once it is, or found")
+            done.deferred.append(
+                f"a batch whose creation is not recorded yet (row "
+                f"{batch_id[:8]}): cancelled once it is, or found"
+            )
             continue
         try:
             api = api_for(config_json, role)
@@ -432,15 +530,17 @@ def check_supported(config: RunConfig) -> None:
     from ..vlm.batch_api import batch_api
 
     if config.metric_tools:
-        raise VLMConfigurationError("--batch is for jobs that ask a model; a metric job "
-                                    "(--tools) calls none: drop --batch")
+        raise VLMConfigurationError(
+            "--batch is for jobs that ask a model; a metric job (--tools) calls none: drop --batch"
+        )
     roles = backend_configs(config)
     remote = {role: backend for role, backend in roles.items() if backend.backend != "builtin"}
     if not remote:
         raise VLMConfigurationError(
             "--batch sends the model calls to a provider's batch interface, and every role runs "
             "on the builtin backend (local and free): choose an openai or anthropic model "
-            "(--model), or drop --batch")
+            "(--model), or drop --batch"
+        )
     for role, group in role_groups(config).items():
         if role == group and role in remote:
             api = batch_api(remote[role])
@@ -450,10 +550,16 @@ def check_supported(config: RunConfig) -> None:
                 api.close()
 
 
-def drive_local(engine: Engine, job_id: str, walk: Callable[[list[str]], None], *,
-                lease_seconds: float, settings: PipelineSettings | None = None,
-                feed: Callable[[Callable[[str], None]], int],
-                sleep: Callable[[float], None] = time.sleep) -> None:
+def drive_local(
+    engine: Engine,
+    job_id: str,
+    walk: Callable[[list[str]], None],
+    *,
+    lease_seconds: float,
+    settings: PipelineSettings | None = None,
+    feed: Callable[[Callable[[str], None]], int],
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """A local batch job's rounds in this process: walk new runs and runs with answers until
     they park or end, then :func:`tick`; sleep until the next poll when nothing moved.  Ends
     when the job has no open item (or was cancelled)."""
@@ -463,8 +569,13 @@ def drive_local(engine: Engine, job_id: str, walk: Callable[[list[str]], None], 
         feed(runs.append)
         if runs:
             walk(runs)
-        done = tick(engine, dispatch=runs.append, lease_seconds=lease_seconds, job_id=job_id,
-                    settings=settings)
+        done = tick(
+            engine,
+            dispatch=runs.append,
+            lease_seconds=lease_seconds,
+            job_id=job_id,
+            settings=settings,
+        )
         for error in done.errors:
             log.warning("%s", error)
         resumed = [run for run in done.resumed]
@@ -478,8 +589,13 @@ def drive_local(engine: Engine, job_id: str, walk: Callable[[list[str]], None], 
             pending, _ = store.pending_requests(session, job_id)
             parked = store.reopen_runs(session, job_id)
         if job.status == "cancelled":  # a last pass cancels what ``eval cancel`` could not
-            tick(engine, dispatch=lambda _run: None, lease_seconds=lease_seconds,
-                 job_id=job_id, settings=settings)
+            tick(
+                engine,
+                dispatch=lambda _run: None,
+                lease_seconds=lease_seconds,
+                job_id=job_id,
+                settings=settings,
+            )
         if job.status != "running":
             return
         if not (counts.get("pending", 0) + counts.get("queued", 0)):

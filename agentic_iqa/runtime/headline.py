@@ -27,8 +27,9 @@ from ..db.models import Job, utc_now
 log = logging.getLogger(__name__)
 
 
-def compute(engine: Engine, job_id: str, *, bootstrap: int = 0, seed: int = 0
-            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def compute(
+    engine: Engine, job_id: str, *, bootstrap: int = 0, seed: int = 0
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures from
     its report (:func:`~agentic_iqa.db.reads.report_for_job`, read a page at a time, without
     the logistic fits behind a PLCC, which no figure shows); ``bootstrap`` resamples give them
@@ -37,8 +38,9 @@ def compute(engine: Engine, job_id: str, *, bootstrap: int = 0, seed: int = 0
 
     with read_scope(engine) as session:
         about = reads.job_about(session, reads.get_job(session, job_id))
-        built = reads.report_for_job(session, job_id, bootstrap=bootstrap, seed=seed,
-                                     logistic=False)
+        built = reads.report_for_job(
+            session, job_id, bootstrap=bootstrap, seed=seed, logistic=False
+        )
     return about, headlines(built, about.get("tools"))
 
 
@@ -73,8 +75,12 @@ def store(engine: Engine, job_id: str) -> dict[str, Any] | None:
             counts = reads.counts(session, job_id)
             cost = reads.vlm_summary(session, job_id).get("cost_usd")
         _about, figures = compute(engine, job_id)
-        document = {"figures": figures, "cost_usd": cost, "counts": counts,
-                    "computed_at": utc_now().isoformat()}
+        document = {
+            "figures": figures,
+            "cost_usd": cost,
+            "counts": counts,
+            "computed_at": utc_now().isoformat(),
+        }
         with session_scope(engine) as session:
             job_store.store_headline(session, job_id, json.dumps(document, default=_plain))
         return document

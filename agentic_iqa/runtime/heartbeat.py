@@ -65,8 +65,15 @@ class Heartbeats:
         self._started = False
 
     @contextmanager
-    def hold(self, engine: Engine, run_id: str, step: str, iteration: int,
-             lease_seconds: float | None, attempt: int | None = None) -> Iterator[None]:
+    def hold(
+        self,
+        engine: Engine,
+        run_id: str,
+        step: str,
+        iteration: int,
+        lease_seconds: float | None,
+        attempt: int | None = None,
+    ) -> Iterator[None]:
         """Renew the step's lease every quarter lease while the block runs (None: no lease);
         for ``attempt`` only while it owns the step."""
         if lease_seconds is None:
@@ -74,8 +81,15 @@ class Heartbeats:
             return
         with self._changed:
             key = next(self._ids)
-            self._held[key] = _Held(engine, run_id, step, iteration, lease_seconds,
-                                    time.monotonic() + lease_seconds / 4, attempt)
+            self._held[key] = _Held(
+                engine,
+                run_id,
+                step,
+                iteration,
+                lease_seconds,
+                time.monotonic() + lease_seconds / 4,
+                attempt,
+            )
             self._ensure_thread()
             self._changed.notify()
         try:
@@ -107,12 +121,16 @@ class Heartbeats:
 def _beat(held: _Held) -> None:
     try:
         with session_scope(held.engine) as session:
-            step = ((held.step, held.iteration) if held.attempt is None
-                    else (held.step, held.iteration, held.attempt))
+            step = (
+                (held.step, held.iteration)
+                if held.attempt is None
+                else (held.step, held.iteration, held.attempt)
+            )
             steps.extend_lease(session, held.run_id, held.lease_seconds, step=step)
     except Exception as exc:  # keep beating; the next one may get through
-        log.warning("run %s: heartbeat of %s#%d failed: %s", held.run_id, held.step,
-                    held.iteration, exc)
+        log.warning(
+            "run %s: heartbeat of %s#%d failed: %s", held.run_id, held.step, held.iteration, exc
+        )
 
 
 #: This process's heartbeats.
@@ -143,7 +161,7 @@ def _started(pid: int) -> int | None:
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: count from its last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
@@ -163,8 +181,9 @@ class Holder:
         return cls(socket.gethostname(), _boot_id(), pid, _started(pid))
 
     def to_json(self) -> str:
-        return json.dumps({"host": self.host, "boot": self.boot, "pid": self.pid,
-                           "started": self.started})
+        return json.dumps(
+            {"host": self.host, "boot": self.boot, "pid": self.pid, "started": self.started}
+        )
 
     @classmethod
     def from_json(cls, text: str | None) -> Holder | None:
@@ -173,8 +192,7 @@ class Holder:
             return None
         try:
             data = json.loads(text)
-            return cls(str(data["host"]), data.get("boot"), int(data["pid"]),
-                       data.get("started"))
+            return cls(str(data["host"]), data.get("boot"), int(data["pid"]), data.get("started"))
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -192,5 +210,5 @@ class Holder:
         return "alive"
 
     def describe(self) -> str:
-        """"process 4242 on host gpu-07", for messages."""
+        """ "process 4242 on host gpu-07", for messages."""
         return f"process {self.pid} on host {self.host}"

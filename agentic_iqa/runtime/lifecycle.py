@@ -64,17 +64,36 @@ def _item_row(entry: ManifestEntry) -> dict[str, Any]:
     """
     if isinstance(entry, ManifestError):
         given = f" (id {entry.item_id!r})" if entry.item_id else ""
-        return {"line": entry.line, "item_key": entry.key or bad_row_key(entry.line),
-                "image": None, "reference": None, "query": entry.query, "mos": entry.mos,
-                "answer_truth": entry.answer, "meta_json": None, "status": "failed",
-                "error": f"line {entry.line}{given}: {entry.message}", "image_digest": None,
-                "reference_digest": None, "finished_at": datetime.now(UTC)}
-    return {"line": entry.line, "item_key": entry.item_id, "image": str(entry.image),
-            "reference": str(entry.reference) if entry.reference else None,
-            "query": entry.query, "mos": entry.mos, "answer_truth": entry.answer,
-            "meta_json": json.dumps(entry.extra, default=str) if entry.extra else None,
-            "status": "pending", "error": None, "image_digest": entry.image_digest,
-            "reference_digest": entry.reference_digest, "finished_at": None}
+        return {
+            "line": entry.line,
+            "item_key": entry.key or bad_row_key(entry.line),
+            "image": None,
+            "reference": None,
+            "query": entry.query,
+            "mos": entry.mos,
+            "answer_truth": entry.answer,
+            "meta_json": None,
+            "status": "failed",
+            "error": f"line {entry.line}{given}: {entry.message}",
+            "image_digest": None,
+            "reference_digest": None,
+            "finished_at": datetime.now(UTC),
+        }
+    return {
+        "line": entry.line,
+        "item_key": entry.item_id,
+        "image": str(entry.image),
+        "reference": str(entry.reference) if entry.reference else None,
+        "query": entry.query,
+        "mos": entry.mos,
+        "answer_truth": entry.answer,
+        "meta_json": json.dumps(entry.extra, default=str) if entry.extra else None,
+        "status": "pending",
+        "error": None,
+        "image_digest": entry.image_digest,
+        "reference_digest": entry.reference_digest,
+        "finished_at": None,
+    }
 
 
 #: Items stored per transaction at most: one ``COPY`` (PostgreSQL) or one ``executemany``
@@ -111,8 +130,7 @@ class Tally:
     bad: int = 0
 
 
-def submit(engine: Engine, spec: JobSpec, *, stored: Callable[[str], None] | None = None
-           ) -> str:
+def submit(engine: Engine, spec: JobSpec, *, stored: Callable[[str], None] | None = None) -> str:
     """Create the job ``spec`` describes and its items (bad rows as failed items); returns its
     id.  ``spec`` is stored as the job's record.
 
@@ -126,8 +144,10 @@ def submit(engine: Engine, spec: JobSpec, *, stored: Callable[[str], None] | Non
     refuses the credential) cancels the job with the reason as its error, and is raised.
     """
     if not isinstance(spec, JobSpec):
-        raise TypeError(f"submit() takes a JobSpec, not {type(spec).__name__}: "
-                        "JobSpec.build(manifest=..., ...) describes the job")
+        raise TypeError(
+            f"submit() takes a JobSpec, not {type(spec).__name__}: "
+            "JobSpec.build(manifest=..., ...) describes the job"
+        )
     return _submit(engine, spec, stored, threading.Event(), Tally())
 
 
@@ -148,8 +168,7 @@ class Submission:
 
     def _run(self) -> None:
         try:
-            self._job_id = _submit(self._engine, self._spec, self._stored, self._halt,
-                                   self.tally)
+            self._job_id = _submit(self._engine, self._spec, self._stored, self._halt, self.tally)
         except BaseException as exc:  # handed to whoever waits for it
             self._error = exc
         finally:
@@ -186,8 +205,13 @@ class Submission:
         self._halt.set()
 
 
-def _submit(engine: Engine, spec: JobSpec, stored: Callable[[str], None] | None,
-            halt: threading.Event, tally: Tally) -> str:
+def _submit(
+    engine: Engine,
+    spec: JobSpec,
+    stored: Callable[[str], None] | None,
+    halt: threading.Event,
+    tally: Tally,
+) -> str:
     """The job ``spec`` describes, its items in, its record stored with it (:func:`submit`);
     ``halt``: set, the rows not read yet are given up; ``tally``: counts what was stored."""
     tool_settings = spec.tool_settings
@@ -195,11 +219,19 @@ def _submit(engine: Engine, spec: JobSpec, stored: Callable[[str], None] | None,
     mode, config, batch, vlm_cache = spec.mode, spec.config, spec.batch, spec.vlm_cache
     max_replan_iterations = spec.max_replan_iterations
     if max_replan_iterations is None:  # the configured bound, stored with the job
-        max_replan_iterations = (config.max_replan_iterations if config is not None
-                                 else PipelineSettings.load().max_replan_iterations)
+        max_replan_iterations = (
+            config.max_replan_iterations
+            if config is not None
+            else PipelineSettings.load().max_replan_iterations
+        )
     if config is None:  # what shapes every answer, stored with the job (runconfig)
-        config = capture(max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
-                         metric_tools=metric_tools, tool_settings=tool_settings, batch=batch)
+        config = capture(
+            max_replan_iterations=max_replan_iterations,
+            vlm_cache=vlm_cache,
+            metric_tools=metric_tools,
+            tool_settings=tool_settings,
+            batch=batch,
+        )
     elif batch and not config.batch:
         config = config.model_copy(update={"batch": True})
     access = spec.access_policy()  # what its rows may name, and its workers read (runconfig)
@@ -216,32 +248,50 @@ def _submit(engine: Engine, spec: JobSpec, stored: Callable[[str], None] | None,
     described: dict[str, Any] | None = None
     if dataset is not None:
         if root is None:
-            raise ManifestFormatError(f"--dataset {dataset} needs --root: the folder the "
-                                      "dataset was unpacked into")
-        described, entries = dataset_entries(dataset, root, split, check_images=check_images,
-                                             score=spec.score, subset=spec.subset)
+            raise ManifestFormatError(
+                f"--dataset {dataset} needs --root: the folder the dataset was unpacked into"
+            )
+        described, entries = dataset_entries(
+            dataset, root, split, check_images=check_images, score=spec.score, subset=spec.subset
+        )
         source, confine = f"dataset {described['name']} ({described['split']}) in {root}", root
     elif manifest is None:
-        raise ManifestFormatError("give a manifest (CSV, JSON, JSONL or a folder of images) or "
-                                  "--dataset NAME --root DIR")
+        raise ManifestFormatError(
+            "give a manifest (CSV, JSON, JSONL or a folder of images) or --dataset NAME --root DIR"
+        )
     else:
         manifest = Path(manifest)
-        entries = read_manifest(manifest, root=root, check_images=check_images, access=access,
-                                mos_range=mos_range, image_dir=image_dir, subset=spec.subset)
+        entries = read_manifest(
+            manifest,
+            root=root,
+            check_images=check_images,
+            access=access,
+            mos_range=mos_range,
+            image_dir=image_dir,
+            subset=spec.subset,
+        )
         source, confine = str(manifest.resolve()), root
     fr_tools: list[str] = []
     if metric_tools:
         fr_tools = full_reference(metric_tools, tool_settings)
         entries = not_only_questions(_with_references(entries, fr_tools))
-    stored_spec = spec.model_copy(update={
-        "config": config, "max_replan_iterations": max_replan_iterations, "query": query,
-        "tools": tuple(metric_tools) if metric_tools else None, "batch": config.batch,
-        "allowed_locations": access.allowed, "root": _place(_stored_root(confine)),
-        "manifest": manifest.resolve() if isinstance(manifest, Path) else manifest,
-        "dataset": described["name"] if described else None,
-        "split": described["split"] if described else spec.split,
-        "mos_range": tuple(described["mos_range"]) if described and described["mos_range"]
-        else spec.mos_range})
+    stored_spec = spec.model_copy(
+        update={
+            "config": config,
+            "max_replan_iterations": max_replan_iterations,
+            "query": query,
+            "tools": tuple(metric_tools) if metric_tools else None,
+            "batch": config.batch,
+            "allowed_locations": access.allowed,
+            "root": _place(_stored_root(confine)),
+            "manifest": manifest.resolve() if isinstance(manifest, Path) else manifest,
+            "dataset": described["name"] if described else None,
+            "split": described["split"] if described else spec.split,
+            "mos_range": tuple(described["mos_range"])
+            if described and described["mos_range"]
+            else spec.mos_range,
+        }
+    )
     if described is not None and spec.score != "mos":
         described = {**described, "score": spec.score}
     name = spec.name or stored_spec.default_name()
@@ -251,12 +301,19 @@ def _submit(engine: Engine, spec: JobSpec, stored: Callable[[str], None] | None,
         chunk = rows.take(SUBMIT_CHUNK, SUBMIT_WAIT_SECONDS)  # read before any transaction
         with session_scope(engine) as session:
             job_id = store.create_job(
-                session, name=name, manifest=source,
-                default_query=query, root=_stored_root(confine),
-                max_replan_iterations=max_replan_iterations, vlm_cache=vlm_cache,
-                tools=metric_tools, config_json=config.to_json(), mode=mode,
+                session,
+                name=name,
+                manifest=source,
+                default_query=query,
+                root=_stored_root(confine),
+                max_replan_iterations=max_replan_iterations,
+                vlm_cache=vlm_cache,
+                tools=metric_tools,
+                config_json=config.to_json(),
+                mode=mode,
                 dataset_json=json.dumps(described) if described else None,
-                spec_json=stored_spec.to_json(), group=spec.group,
+                spec_json=stored_spec.to_json(),
+                group=spec.group,
             )
             job = reads.get_job(session, job_id)
             job.submitting = True
@@ -287,8 +344,11 @@ def _submit(engine: Engine, spec: JobSpec, stored: Callable[[str], None] | None,
 def _scorable(entry: ManifestEntry, fr_tools: list[str]) -> bool:
     """Whether a metric job's tools can score this entry: a good row that is no question, with
     a reference when a full-reference tool is among them."""
-    return isinstance(entry, ManifestItem) and not entry.options \
+    return (
+        isinstance(entry, ManifestItem)
+        and not entry.options
         and (not fr_tools or entry.reference is not None)
+    )
 
 
 def _store_rest(engine: Engine, job_id: str, rows: _Rows) -> None:
@@ -317,10 +377,18 @@ def _give_up(engine: Engine, job_id: str, last_line: int, error: BaseException) 
     cancelled) with why, and where its rows stopped; best effort, the error is raised anyway."""
     from ..redact import redact
 
-    reason = ("it was stopped" if isinstance(error, (SubmitStopped, KeyboardInterrupt))
-              else str(error) or type(error).__name__)
-    message = redact(f"submit ended after line {last_line}: {reason}; the rows after it were "
-                     "not stored: submit the job again") or ""
+    reason = (
+        "it was stopped"
+        if isinstance(error, (SubmitStopped, KeyboardInterrupt))
+        else str(error) or type(error).__name__
+    )
+    message = (
+        redact(
+            f"submit ended after line {last_line}: {reason}; the rows after it were "
+            "not stored: submit the job again"
+        )
+        or ""
+    )
     try:
         with session_scope(engine) as session:
             job = reads.get_job(session, job_id, lock=True)
@@ -336,13 +404,15 @@ class _Rows:
     the database's work overlaps theirs and a chunk is stored when its first row has waited
     long enough (:data:`SUBMIT_WAIT_SECONDS`), however slowly the next rows come."""
 
-    def __init__(self, entries: Iterator[ManifestEntry], halt: threading.Event,
-                 tally: Tally) -> None:
+    def __init__(
+        self, entries: Iterator[ManifestEntry], halt: threading.Event, tally: Tally
+    ) -> None:
         import queue
 
         # A SimpleQueue (C, a fraction of a Queue's cost per row) held to SUBMIT_AHEAD rows.
-        self._queue: queue.SimpleQueue[tuple[ManifestEntry | None, BaseException | None]] = \
+        self._queue: queue.SimpleQueue[tuple[ManifestEntry | None, BaseException | None]] = (
             queue.SimpleQueue()
+        )
         self._halt = halt
         self._tally = tally
         self._closed = threading.Event()
@@ -350,8 +420,9 @@ class _Rows:
         self.ended = False
         #: The line of the last row handed over (where a submit that failed stopped).
         self.last_line = 0
-        self._thread = threading.Thread(target=self._read, args=(entries,),
-                                        name="iqa-submit-rows", daemon=True)
+        self._thread = threading.Thread(
+            target=self._read, args=(entries,), name="iqa-submit-rows", daemon=True
+        )
         self._thread.start()
 
     def _read(self, entries: Iterator[ManifestEntry]) -> None:
@@ -419,22 +490,31 @@ class _Rows:
         self._closed.set()
 
 
-def _with_references(entries: Iterator[ManifestEntry], fr_tools: list[str]
-                     ) -> Iterator[ManifestEntry]:
+def _with_references(
+    entries: Iterator[ManifestEntry], fr_tools: list[str]
+) -> Iterator[ManifestEntry]:
     """``entries``; when a tool needs a reference, a first good row without one stops the
     submit (the tools do not fit the manifest: nothing is stored yet), and a later one is a
     bad row that says so."""
     scored = False
     for entry in entries:
         if fr_tools and isinstance(entry, ManifestItem) and entry.reference is None:
-            kind = "is a full-reference tool" if len(fr_tools) == 1 else \
-                "are full-reference tools"
-            reason = (f"{', '.join(fr_tools)} {kind} and this row has no reference: give a "
-                      "`reference` for every row, or leave out the full-reference tools")
+            kind = "is a full-reference tool" if len(fr_tools) == 1 else "are full-reference tools"
+            reason = (
+                f"{', '.join(fr_tools)} {kind} and this row has no reference: give a "
+                "`reference` for every row, or leave out the full-reference tools"
+            )
             if not scored:
                 raise MetricToolsError(f"line {entry.line} ({entry.item_id!r}): {reason}")
-            entry = ManifestError(entry.line, entry.item_id, reason, key=entry.item_id,
-                                  query=entry.query, answer=entry.answer, mos=entry.mos)
+            entry = ManifestError(
+                entry.line,
+                entry.item_id,
+                reason,
+                key=entry.item_id,
+                query=entry.query,
+                answer=entry.answer,
+                mos=entry.mos,
+            )
         scored = scored or isinstance(entry, ManifestItem)
         yield entry
 
@@ -459,8 +539,14 @@ def _stored_root(confine: Path | str | None) -> str | None:
     return str(confine.resolve())
 
 
-def feed(engine: Engine, job_id: str, window: int, dispatch: Callable[[str], None], *,
-         lease_seconds: float | None = None) -> int:
+def feed(
+    engine: Engine,
+    job_id: str,
+    window: int,
+    dispatch: Callable[[str], None],
+    *,
+    lease_seconds: float | None = None,
+) -> int:
     """Top the job up to ``window`` items in flight; returns how many runs were dispatched.
 
     The job's row is locked while counting and claiming, so two feeders (two supervisors) never
@@ -501,11 +587,18 @@ LOCAL_LEASE_SECONDS = 30.0
 CANCEL_POLL_SECONDS = 0.5
 
 
-def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int = 2,
-              window: int | None = None, tool_batch_size: int | None = None,
-              on_progress: Callable[[int], None] | None = None,
-              restart: Sequence[str] = (),
-              on_interrupt: Callable[[], None] | None = None) -> None:
+def run_local(
+    engine: Engine,
+    job_id: str,
+    agents: AgentsSource,
+    *,
+    workers: int = 2,
+    window: int | None = None,
+    tool_batch_size: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    restart: Sequence[str] = (),
+    on_interrupt: Callable[[], None] | None = None,
+) -> None:
     """Work the job in this process with a pool of ``workers`` threads until nothing is left.
 
     ``agents``: the agents, or a function of the job's stored configuration giving them
@@ -524,8 +617,15 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
     with read_scope(engine) as session:
         batched = _is_batch(reads.get_job(session, job_id).config_json)
     if batched:
-        _run_local_batched(engine, job_id, agents, workers=workers, on_progress=on_progress,
-                           restart=restart, on_interrupt=on_interrupt)
+        _run_local_batched(
+            engine,
+            job_id,
+            agents,
+            workers=workers,
+            on_progress=on_progress,
+            restart=restart,
+            on_interrupt=on_interrupt,
+        )
         return
     batch_size = tool_batch_size or local_batch_size(engine, job_id, agents)
     window = window or max(8, 4 * workers, batch_size * workers if batch_size > 1 else 0)
@@ -540,14 +640,15 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
         if batch_size > 1:
             service.walk_batch(engine, agents, run_ids, max_batch=batch_size, firsts=firsts)
         else:
-            service.walk_embedded(engine, agents, run_ids[0],
-                                  first=firsts.pop(run_ids[0], None))
+            service.walk_embedded(engine, agents, run_ids[0], first=firsts.pop(run_ids[0], None))
         return len(run_ids)
 
-    with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
-            _watching_for_a_cancel(engine, job_id, service.STOPPED_HERE), \
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool, \
-            _interruptible(engine, job_id, on_interrupt):
+    with (
+        _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS),
+        _watching_for_a_cancel(engine, job_id, service.STOPPED_HERE),
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool,
+        _interruptible(engine, job_id, on_interrupt),
+    ):
         # One worker walks the runs in this thread (no hand-over to a pool thread per item).
         work = map if workers == 1 else pool.map
         for ended in work(walk, [[run_id] for run_id in restart]):
@@ -556,14 +657,21 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
 
         def claimed() -> list[str]:
             claim = _claim(engine, job_id, window, LOCAL_LEASE_SECONDS)
-            firsts.update(service.first_steps(agents, job_id, claim.runs,
-                                              config_json=claim.config_json,
-                                              vlm_cache=claim.vlm_cache))
+            firsts.update(
+                service.first_steps(
+                    agents,
+                    job_id,
+                    claim.runs,
+                    config_json=claim.config_json,
+                    vlm_cache=claim.vlm_cache,
+                )
+            )
             return [run.run_id for run in claim.runs]
 
         if workers > 1 and batch_size == 1:
-            _keep_busy(pool, walk, claimed, lambda: _submitting(engine, job_id), window,
-                       on_progress)
+            _keep_busy(
+                pool, walk, claimed, lambda: _submitting(engine, job_id), window, on_progress
+            )
         else:  # one thread, or batches: a window at a time
             while True:
                 batch = claimed()
@@ -573,17 +681,25 @@ def run_local(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int
                 if not batch:
                     break
                 # Batched: one share per thread; else one run at a time.
-                shares = ([batch[index::workers] for index in range(workers)]
-                          if batch_size > 1 else [[run_id] for run_id in batch])
+                shares = (
+                    [batch[index::workers] for index in range(workers)]
+                    if batch_size > 1
+                    else [[run_id] for run_id in batch]
+                )
                 for ended in work(walk, [share for share in shares if share]):
                     if on_progress is not None:
                         on_progress(ended)
     job_ended(engine, job_id)
 
 
-def _keep_busy(pool: ThreadPoolExecutor, walk: Callable[[list[str]], int],
-               claimed: Callable[[], list[str]], submitting: Callable[[], bool], window: int,
-               on_progress: Callable[[int], None] | None) -> None:
+def _keep_busy(
+    pool: ThreadPoolExecutor,
+    walk: Callable[[list[str]], int],
+    claimed: Callable[[], list[str]],
+    submitting: Callable[[], bool],
+    window: int,
+    on_progress: Callable[[int], None] | None,
+) -> None:
     """Walk the job's runs on the pool's threads, one run each as threads come free, claiming
     more whenever half the window has ended: no thread waits for the slowest item of a window
     before the next one is claimed."""
@@ -639,10 +755,16 @@ def _is_batch(config_json: str | None) -> bool:
     return bool(config_json) and RunConfig.from_json(config_json).batch
 
 
-def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, workers: int,
-                       on_progress: Callable[[int], None] | None,
-                       restart: Sequence[str] = (),
-                       on_interrupt: Callable[[], None] | None = None) -> None:
+def _run_local_batched(
+    engine: Engine,
+    job_id: str,
+    agents: AgentsSource,
+    *,
+    workers: int,
+    on_progress: Callable[[int], None] | None,
+    restart: Sequence[str] = (),
+    on_interrupt: Callable[[], None] | None = None,
+) -> None:
     """A batch job (``--batch``) from this process: its runs walked by ``workers`` threads
     until they wait for a batch, its rounds driven here (:func:`.batches.drive_local`)."""
     from . import batches, service
@@ -655,15 +777,23 @@ def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, wor
         current = progress(engine, job_id)
         return current.finished
 
-    with _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS), \
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool, \
-            _interruptible(engine, job_id, on_interrupt):
+    with (
+        _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS),
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool,
+        _interruptible(engine, job_id, on_interrupt),
+    ):
         before = finished()
 
         def walk(run_ids: list[str]) -> None:
             nonlocal before
-            list(pool.map(lambda run_id: service.walk_embedded(
-                engine, agents, run_id, lease_seconds=LOCAL_LEASE_SECONDS), run_ids))
+            list(
+                pool.map(
+                    lambda run_id: service.walk_embedded(
+                        engine, agents, run_id, lease_seconds=LOCAL_LEASE_SECONDS
+                    ),
+                    run_ids,
+                )
+            )
             now = finished()
             if on_progress is not None and now > before:
                 on_progress(now - before)
@@ -672,9 +802,15 @@ def _run_local_batched(engine: Engine, job_id: str, agents: AgentsSource, *, wor
         if restart:
             walk(list(restart))
         batches.drive_local(
-            engine, job_id, walk, lease_seconds=LOCAL_LEASE_SECONDS, settings=settings,
-            feed=lambda dispatch: feed(engine, job_id, settings.batch_window, dispatch,
-                                       lease_seconds=LOCAL_LEASE_SECONDS))
+            engine,
+            job_id,
+            walk,
+            lease_seconds=LOCAL_LEASE_SECONDS,
+            settings=settings,
+            feed=lambda dispatch: feed(
+                engine, job_id, settings.batch_window, dispatch, lease_seconds=LOCAL_LEASE_SECONDS
+            ),
+        )
 
 
 #: A local metric job's tool batch on a GPU when none is set: on an H200, 16 made the job
@@ -704,8 +840,9 @@ def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
 
 
 @contextmanager
-def _interruptible(engine: Engine, job_id: str,
-                   on_interrupt: Callable[[], None] | None) -> Iterator[None]:
+def _interruptible(
+    engine: Engine, job_id: str, on_interrupt: Callable[[], None] | None
+) -> Iterator[None]:
     """A Ctrl-C (or SIGTERM, :class:`Terminated`) while the block runs: the job is marked
     interrupted (:func:`note_interrupted`) and ``on_interrupt`` told before the pool around the
     block waits for the items in flight, so that ``eval status`` says so at once, not
@@ -742,10 +879,10 @@ def _every(seconds: float, tick: Callable[[], bool | None], name: str) -> Iterat
         thread.join(timeout=5)
 
 
-def _renewing_leases(engine: Engine, job_id: str, seconds: float
-                     ) -> AbstractContextManager[None]:
+def _renewing_leases(engine: Engine, job_id: str, seconds: float) -> AbstractContextManager[None]:
     """While the block runs, the job's open runs' leases are pushed ahead every quarter lease
     (one UPDATE): alive here means not stalled; a killed process stops renewing."""
+
     def renew() -> None:
         with session_scope(engine) as session:
             store.extend_leases(session, job_id, seconds)
@@ -753,13 +890,15 @@ def _renewing_leases(engine: Engine, job_id: str, seconds: float
     return _every(seconds / 4, renew, "iqa-job-leases")
 
 
-def _watching_for_a_cancel(engine: Engine, job_id: str, stopped: set[str]
-                           ) -> AbstractContextManager[None]:
+def _watching_for_a_cancel(
+    engine: Engine, job_id: str, stopped: set[str]
+) -> AbstractContextManager[None]:
     """While the block runs, whether the job was cancelled (``eval cancel`` from another
     process) is read every :data:`CANCEL_POLL_SECONDS`; once it was, the job joins
     ``stopped`` (:data:`~agentic_iqa.runtime.service.STOPPED_HERE`), so the runs claimed
     here whose first step was begun from the claim end as cancelled instead of each asking
     the model once more.  A later step of a run reads the job anyway."""
+
     def cancelled() -> bool:
         with read_scope(engine) as session:
             if reads.get_job(session, job_id).status != "cancelled":
@@ -834,8 +973,9 @@ def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
     return reopened, [run for run in runs if run not in gone]
 
 
-def _changed_objects(stored: list[tuple[int, str | None, str | None, str | None, str | None]]
-                     ) -> dict[int, str]:
+def _changed_objects(
+    stored: list[tuple[int, str | None, str | None, str | None, str | None]],
+) -> dict[int, str]:
     """The items whose objects are not those recorded at submit, with why."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, stat
@@ -856,7 +996,8 @@ def _changed_objects(stored: list[tuple[int, str | None, str | None, str | None,
                 changed[item_id] = (
                     f"{display(location)} changed since the job was submitted ({recorded}, "
                     f"now {now}): its score would be of another image; submit a new job to "
-                    "assess the new version")
+                    "assess the new version"
+                )
                 break
     return changed
 
@@ -995,14 +1136,21 @@ def _orphaned(session: Session, job: Job, counts: dict[str, int]) -> bool:
     open_items = counts.get("pending", 0) + counts.get("queued", 0)
     # A job whose process died before it began a single run (before it said where it runs)
     # is as orphaned as a local one, once the moment after submit is past.
-    unclaimed = open_items > 0 and (
-        datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS \
+    unclaimed = (
+        open_items > 0
+        and (datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS
         and not reads.has_runs(session, job.id)
+    )
     holder = Holder.from_json(job.lease_holder) if job.dispatch == "local" else None
     # A local job whose process is gone is stalled at once, not when its leases run out.
-    return ((job.dispatch == "local" or unclaimed) and open_items > 0
-            and (not reads.live_leases(session, job.id)
-                 or (holder is not None and holder.state() == "gone")))
+    return (
+        (job.dispatch == "local" or unclaimed)
+        and open_items > 0
+        and (
+            not reads.live_leases(session, job.id)
+            or (holder is not None and holder.state() == "gone")
+        )
+    )
 
 
 def note_interrupted(engine: Engine, job_id: str, how: str = "Ctrl-C") -> bool:
@@ -1011,8 +1159,11 @@ def note_interrupted(engine: Engine, job_id: str, how: str = "Ctrl-C") -> bool:
     note."""
     try:
         with session_scope(engine) as session:
-            store.note_waiting(session, job_id, f"{INTERRUPTED} ({how}): `agentic-iqa eval "
-                               f"resume {job_id[:8]}` continues it")
+            store.note_waiting(
+                session,
+                job_id,
+                f"{INTERRUPTED} ({how}): `agentic-iqa eval resume {job_id[:8]}` continues it",
+            )
         return True
     except Exception:  # the interrupt itself must still end the command
         return False
@@ -1024,8 +1175,15 @@ def space_needed(engine: Engine, job_id: str) -> int | None:
     cannot be told (a server database, nothing finished)."""
     database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
     try:
-        size = sum(os.path.getsize(path) for path in (database, f"{database}-wal")
-                   if os.path.exists(path)) if database else 0
+        size = (
+            sum(
+                os.path.getsize(path)
+                for path in (database, f"{database}-wal")
+                if os.path.exists(path)
+            )
+            if database
+            else 0
+        )
         current = progress(engine, job_id)
     except Exception:  # the estimate is a courtesy: a database that fails here says so elsewhere
         return None
@@ -1041,8 +1199,11 @@ def note_disk_full(engine: Engine, job_id: str, needed: int | None) -> bool:
     amount = f" (about {needed / 1e6:.0f} MB more for the rest)" if needed else ""
     try:
         with session_scope(engine) as session:
-            store.note_waiting(session, job_id, f"{DISK_FULL}{amount}: free space, then "
-                               f"`agentic-iqa eval resume {job_id[:8]}`")
+            store.note_waiting(
+                session,
+                job_id,
+                f"{DISK_FULL}{amount}: free space, then `agentic-iqa eval resume {job_id[:8]}`",
+            )
         return True
     except Exception:
         return False
@@ -1072,16 +1233,35 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         if _is_batch(job.config_json):
             from ..db import batches as batch_store
 
-            batch = BatchProgress(batch_store.next_round(session, job.id) - 1,
-                                  tuple(batch_store.batch_views(session, job.id)),
-                                  batch_store.request_counts(session, job.id))
-        return Progress(job.id, job.name, job.status, counts, job.created_at,
-                        job.finished_at, stalled, tuple(tools) if tools else None, job.error,
-                        job.waiting if running else None, orphaned, batch)
+            batch = BatchProgress(
+                batch_store.next_round(session, job.id) - 1,
+                tuple(batch_store.batch_views(session, job.id)),
+                batch_store.request_counts(session, job.id),
+            )
+        return Progress(
+            job.id,
+            job.name,
+            job.status,
+            counts,
+            job.created_at,
+            job.finished_at,
+            stalled,
+            tuple(tools) if tools else None,
+            job.error,
+            job.waiting if running else None,
+            orphaned,
+            batch,
+        )
 
 
-def wait(engine: Engine, job_id: str, *, poll: float = 1.0, timeout: float | None = None,
-         on_progress: Callable[[Progress], None] | None = None) -> Progress:
+def wait(
+    engine: Engine,
+    job_id: str,
+    *,
+    poll: float = 1.0,
+    timeout: float | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> Progress:
     """Block until the job is no longer running (or ``timeout`` passes)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:

@@ -57,16 +57,21 @@ class CalibrationResult:
         )
 
 
-def calibrate_tool(engine: Engine, job_id: str, tool: str, *, output: Path | None = None,
-                   mos_range: tuple[float, float] | None = None) -> CalibrationResult:
+def calibrate_tool(
+    engine: Engine,
+    job_id: str,
+    tool: str,
+    *,
+    output: Path | None = None,
+    mos_range: tuple[float, float] | None = None,
+) -> CalibrationResult:
     registry = get_registry(load_tool_settings())
     spec = registry.get(tool)
     with session_scope(engine) as session:
         get_job(session, job_id)
         items = session.execute(
             select(JobItem.image, JobItem.reference, JobItem.mos)
-            .where(JobItem.job_id == job_id, JobItem.mos.is_not(None),
-                   JobItem.image.is_not(None))
+            .where(JobItem.job_id == job_id, JobItem.mos.is_not(None), JobItem.image.is_not(None))
             .order_by(JobItem.id)
         ).all()
     raw: list[float] = []
@@ -93,15 +98,32 @@ def calibrate_tool(engine: Engine, job_id: str, tool: str, *, output: Path | Non
     fitted = np.array([normalize(x, form, params) for x in raw])
     before = np.array([spec.normalize(x) for x in raw])
     path = output or Path(f"calibration-{spec.name}.json")
-    source = (f"fitted by agentic-iqa calibrate on job {job_id} ({len(raw)} items, MOS "
-              f"{low:g}..{high:g} mapped linearly onto 1-5)"
-              + (f"; {form}, not logistic5: {fallback}" if fallback else ""))
-    path.write_text(json.dumps({"tools": {spec.name: {"normalization": {
-        "form": form, "params": params, "source": source}}}}, indent=2) + "\n")
+    source = (
+        f"fitted by agentic-iqa calibrate on job {job_id} ({len(raw)} items, MOS "
+        f"{low:g}..{high:g} mapped linearly onto 1-5)"
+        + (f"; {form}, not logistic5: {fallback}" if fallback else "")
+    )
+    path.write_text(
+        json.dumps(
+            {
+                "tools": {
+                    spec.name: {"normalization": {"form": form, "params": params, "source": source}}
+                }
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return CalibrationResult(
-        tool=spec.name, params=params, items=len(raw), skipped=skipped, mos_range=(low, high),
-        form=form, fallback=fallback,
+        tool=spec.name,
+        params=params,
+        items=len(raw),
+        skipped=skipped,
+        mos_range=(low, high),
+        form=form,
+        fallback=fallback,
         rmse_before=float(math.sqrt(np.mean((before - target) ** 2))),
         rmse_after=float(math.sqrt(np.mean((fitted - target) ** 2))),
-        srcc=float(spearmanr(raw, mos).statistic), path=path,
+        srcc=float(spearmanr(raw, mos).statistic),
+        path=path,
     )

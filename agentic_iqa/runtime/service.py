@@ -121,14 +121,27 @@ class StepResult:
     upcoming: NextStep | None = None
 
 
-def create_run(engine: Engine, query: str, image_path: str, reference_path: str | None = None,
-               *, max_replan_iterations: int = 2, backend: str | None = None,
-               job_id: str | None = None, lease_seconds: float | None = None) -> str:
+def create_run(
+    engine: Engine,
+    query: str,
+    image_path: str,
+    reference_path: str | None = None,
+    *,
+    max_replan_iterations: int = 2,
+    backend: str | None = None,
+    job_id: str | None = None,
+    lease_seconds: float | None = None,
+) -> str:
     """A stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
     with session_scope(engine) as session:
         return steps.create_run(
-            session, query=query, image_path=image_path, reference_path=reference_path,
-            max_replan_iterations=max_replan_iterations, backend=backend, job_id=job_id,
+            session,
+            query=query,
+            image_path=image_path,
+            reference_path=reference_path,
+            max_replan_iterations=max_replan_iterations,
+            backend=backend,
+            job_id=job_id,
             lease_seconds=lease_seconds,
         )
 
@@ -138,9 +151,15 @@ def load(engine: Engine, run_id: str) -> AgenticIQAState:
         return reads.load_state(session, run_id)
 
 
-def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
-            chain: Chain | None = None, worker: str | None = None,
-            agents: AgentsSource | None = None) -> NextStep | None:
+def advance(
+    engine: Engine,
+    run_id: str,
+    *,
+    lease_seconds: float | None = None,
+    chain: Chain | None = None,
+    worker: str | None = None,
+    agents: AgentsSource | None = None,
+) -> NextStep | None:
     """The step to run next for ``run_id``; when there is none, the run is closed.
 
     With ``lease_seconds`` the run's lease is renewed: its next step is about to be sent.
@@ -161,17 +180,38 @@ def advance(engine: Engine, run_id: str, *, lease_seconds: float | None = None,
         except CannotHonour:
             return upcoming  # its own delivery says why, and waits
         attempt = steps.first_attempt(
-            session, run_id, upcoming.step, upcoming.iteration, worker=worker, queue=queue,
-            lease_seconds=lease_seconds, run_started=run.status == "running")
+            session,
+            run_id,
+            upcoming.step,
+            upcoming.iteration,
+            worker=worker,
+            queue=queue,
+            lease_seconds=lease_seconds,
+            run_started=run.status == "running",
+        )
         if attempt is None:
             return upcoming
-        return replace(upcoming, begun=Begun(
-            run.state, attempt.attempts, run.job_id, run.vlm_cache,
-            frozenset(steps.vlm_keys_asked(session, run_id)), resolved, _reading_of(run)))
+        return replace(
+            upcoming,
+            begun=Begun(
+                run.state,
+                attempt.attempts,
+                run.job_id,
+                run.vlm_cache,
+                frozenset(steps.vlm_keys_asked(session, run_id)),
+                resolved,
+                _reading_of(run),
+            ),
+        )
 
 
-def _decide(session: Session, run_id: str, state: AgenticIQAState,
-            lease_seconds: float | None, job_id: str | None) -> NextStep | None:
+def _decide(
+    session: Session,
+    run_id: str,
+    state: AgenticIQAState,
+    lease_seconds: float | None,
+    job_id: str | None,
+) -> NextStep | None:
     """The next step of a running run whose current, stored ``state`` is known; closes it when
     none.
 
@@ -189,15 +229,22 @@ def _decide(session: Session, run_id: str, state: AgenticIQAState,
     return NextStep(step, state.get("iteration_count", 0))
 
 
-def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, iteration: int,
-                 *,
-                 worker: str | None = None, queue: str | None = None,
-                 lease_seconds: float | None = None,
-                 max_attempts: int | None = None,
-                 begun: Begun | None = None,
-                 chain: Chain | None = None,
-                 own_attempt: int | None = None,
-                 time_limit: TimeLimit | None = None) -> StepResult:
+def execute_step(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    step: str,
+    iteration: int,
+    *,
+    worker: str | None = None,
+    queue: str | None = None,
+    lease_seconds: float | None = None,
+    max_attempts: int | None = None,
+    begun: Begun | None = None,
+    chain: Chain | None = None,
+    own_attempt: int | None = None,
+    time_limit: TimeLimit | None = None,
+) -> StepResult:
     """Run one step of one run, persist it and decide the next one (:class:`StepResult`);
     :data:`SKIPPED` when the step was already done or is no longer the run's next step (a
     duplicate or stale delivery).
@@ -223,9 +270,18 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     its sentence, as any error does, and never interrupts the writing of an outcome.
     """
     if begun is None:
-        begun_here = _begin(engine, agents, run_id, step, iteration, worker=worker,
-                            queue=queue, lease_seconds=lease_seconds,
-                            max_attempts=max_attempts, own_attempt=own_attempt)
+        begun_here = _begin(
+            engine,
+            agents,
+            run_id,
+            step,
+            iteration,
+            worker=worker,
+            queue=queue,
+            lease_seconds=lease_seconds,
+            max_attempts=max_attempts,
+            own_attempt=own_attempt,
+        )
         if isinstance(begun_here, StepResult):
             return begun_here
         begun = begun_here
@@ -237,16 +293,26 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
     collector = CallCollector(use_cache=begun.use_vlm_cache, seen=set(begun.asked))
     scope = _batch_scope(engine, begun, run_id, step, iteration)
     try:
-        with HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds, attempt), \
-                collecting(collector), batch_scope(scope), reading(*begun.reading), \
-                (time_limit(step) if time_limit is not None else nullcontext()):
+        with (
+            HEARTBEATS.hold(engine, run_id, step, iteration, lease_seconds, attempt),
+            collecting(collector),
+            batch_scope(scope),
+            reading(*begun.reading),
+            time_limit(step) if time_limit is not None else nullcontext(),
+        ):
             update = run_step(step, state, begun.agents)
     except AwaitingBatch as waiting:  # the run waits for a round (nothing was paid for)
         try:
             with session_scope(engine) as session:
                 _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
-                batches.park(session, job_id=begun.job_id or "", run_id=run_id, step=step,
-                             iteration=iteration, wanted=waiting.wanted)
+                batches.park(
+                    session,
+                    job_id=begun.job_id or "",
+                    run_id=run_id,
+                    step=step,
+                    iteration=iteration,
+                    wanted=waiting.wanted,
+                )
         except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         return StepResult(RAN)
@@ -254,10 +320,10 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
         try:
             with session_scope(engine) as session:
                 _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
-                steps.fail_step(session, run_id, step, iteration,
-                                     error=f"transient: {exc}", attempt=attempt)
-                steps.store_vlm_calls(session, run_id, step, iteration, attempt,
-                                           collector.records)
+                steps.fail_step(
+                    session, run_id, step, iteration, error=f"transient: {exc}", attempt=attempt
+                )
+                steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
         except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         raise
@@ -268,31 +334,52 @@ def execute_step(engine: Engine, agents: AgentsSource, run_id: str, step: str, i
         reason = failure_reason(step, exc, fatal=fatal)
         # One line; the traceback only when this process logs at DEBUG (--debug, a worker's
         # --loglevel DEBUG), never in the item's error.
-        log.error("run %s: %s#%d failed: %s", run_id, step, iteration, reason,
-                  exc_info=not fatal and log.isEnabledFor(logging.DEBUG))
+        log.error(
+            "run %s: %s#%d failed: %s",
+            run_id,
+            step,
+            iteration,
+            reason,
+            exc_info=not fatal and log.isEnabledFor(logging.DEBUG),
+        )
         try:
             with session_scope(engine) as session:
                 _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
-                steps.fail_step(session, run_id, step, iteration, error=reason,
-                                     attempt=attempt)
-                steps.store_vlm_calls(session, run_id, step, iteration, attempt,
-                                           collector.records)
+                steps.fail_step(session, run_id, step, iteration, error=reason, attempt=attempt)
+                steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
                 steps.fail_run(session, run_id, error=reason)
-                stopped = fatal and begun.job_id is not None and jobs.stop_on_fatal_error(
-                    session, begun.job_id, exc, reason)
+                stopped = (
+                    fatal
+                    and begun.job_id is not None
+                    and jobs.stop_on_fatal_error(session, begun.job_id, exc, reason)
+                )
             if stopped:
                 STOPPED_HERE.add(begun.job_id or "")
         except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         return StepResult(RAN)
     key = step if step == "replan" else f"{step}#{iteration}"
-    update = {**update, "step_seconds": {**state.get("step_seconds", {}),
-                                         key: time.perf_counter() - started}}
+    update = {
+        **update,
+        "step_seconds": {**state.get("step_seconds", {}), key: time.perf_counter() - started},
+    }
     new_state = merge_state(state, update)
     try:
-        return _complete(engine, run_id, step, iteration, begun, new_state, update, collector,
-                         worker=worker, queue=queue, lease_seconds=lease_seconds, chain=chain,
-                         begun_at=begun_at)
+        return _complete(
+            engine,
+            run_id,
+            step,
+            iteration,
+            begun,
+            new_state,
+            update,
+            collector,
+            worker=worker,
+            queue=queue,
+            lease_seconds=lease_seconds,
+            chain=chain,
+            begun_at=begun_at,
+        )
     except steps.StaleAttempt as stale:
         return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
     except DBAPIError as lost:  # the outcome was not written: whose attempt it was, for a retry
@@ -312,21 +399,26 @@ def failure_reason(step: str, exc: BaseException, *, fatal: bool = False) -> str
         return f"{step} failed: {message}"
     kind = type(exc).__name__
     if isinstance(exc, MemoryError):
-        return (f"{step} ran out of memory: give the process more memory, or lower the tool "
-                "budget (AGENTIC_IQA_TOOL_MEMORY, worker --max-memory) so that too large an "
-                "image is refused before it is read")
+        return (
+            f"{step} ran out of memory: give the process more memory, or lower the tool "
+            "budget (AGENTIC_IQA_TOOL_MEMORY, worker --max-memory) so that too large an "
+            "image is refused before it is read"
+        )
     if "SoftTimeLimitExceeded" in kind:  # a worker task's limit, past every step's own
-        return (f"{step} ran past its worker task's time limit "
-                "(AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT for tool steps, "
-                "AGENTIC_IQA_VLM_SOFT_TIME_LIMIT for model steps): raise it for inputs this "
-                "large")
+        return (
+            f"{step} ran past its worker task's time limit "
+            "(AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT for tool steps, "
+            "AGENTIC_IQA_VLM_SOFT_TIME_LIMIT for model steps): raise it for inputs this "
+            "large"
+        )
     if not message or message in (kind, f"{kind}()", repr(exc)):
         return f"{step} failed: {kind}"
     return f"{step} failed: {kind}: {message}"
 
 
-def _batch_scope(engine: Engine, begun: Begun, run_id: str, step: str, iteration: int
-                 ) -> BatchScope:
+def _batch_scope(
+    engine: Engine, begun: Begun, run_id: str, step: str, iteration: int
+) -> BatchScope:
     """The answers batches brought for this step (a batch job), else an empty scope that
     answers nothing and is never asked (its clients call the model online)."""
     if not begun.agents.batch:
@@ -335,61 +427,125 @@ def _batch_scope(engine: Engine, begun: Begun, run_id: str, step: str, iteration
         return BatchScope(answers=batches.answers_for(session, run_id, step, iteration))
 
 
-def _discarded(engine: Engine, stale: steps.StaleAttempt, run_id: str, step: str,
-               iteration: int, attempt: int, collector: CallCollector) -> StepResult:
+def _discarded(
+    engine: Engine,
+    stale: steps.StaleAttempt,
+    run_id: str,
+    step: str,
+    iteration: int,
+    attempt: int,
+    collector: CallCollector,
+) -> StepResult:
     """A stale attempt (its step taken over while it ran: a frozen worker, a lost lease)
     writes nothing of its outcome; only its VLM calls are kept, under its own attempt, since
     they were made (and paid for)."""
     log.warning("%s", stale)
     if collector.records:
         with session_scope(engine) as session:
-            steps.store_vlm_calls(session, run_id, step, iteration, attempt,
-                                       collector.records)
+            steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
     return StepResult(SKIPPED)
 
 
-def _record(session: Session, begun: Begun, run_id: str, step: str, iteration: int,
-            worker: str | None, queue: str | None, begun_at: datetime) -> None:
+def _record(
+    session: Session,
+    begun: Begun,
+    run_id: str,
+    step: str,
+    iteration: int,
+    worker: str | None,
+    queue: str | None,
+    begun_at: datetime,
+) -> None:
     """A step begun without a record (:attr:`Begun.recorded`) gets its first attempt now, as
     of when it began; :class:`steps.StaleAttempt` when someone recorded it meanwhile."""
     if begun.recorded:
         return
-    if steps.first_attempt(session, run_id, step, iteration, worker=worker, queue=queue,
-                           started_at=begun_at) is None:
+    if (
+        steps.first_attempt(
+            session, run_id, step, iteration, worker=worker, queue=queue, started_at=begun_at
+        )
+        is None
+    ):
         raise steps.StaleAttempt(run_id, step, iteration, begun.attempt)
 
 
-def _complete(engine: Engine, run_id: str, step: str, iteration: int, begun: Begun,
-              new_state: AgenticIQAState, update: dict[str, Any], collector: CallCollector,
-              *, worker: str | None, queue: str | None = None, lease_seconds: float | None,
-              chain: Chain | None, begun_at: datetime | None = None) -> StepResult:
+def _complete(
+    engine: Engine,
+    run_id: str,
+    step: str,
+    iteration: int,
+    begun: Begun,
+    new_state: AgenticIQAState,
+    update: dict[str, Any],
+    collector: CallCollector,
+    *,
+    worker: str | None,
+    queue: str | None = None,
+    lease_seconds: float | None,
+    chain: Chain | None,
+    begun_at: datetime | None = None,
+) -> StepResult:
     """The step's outcome, the run's next step decided and, when chained, begun: one
     transaction, fenced on the attempt (:class:`steps.StaleAttempt`)."""
     attempt = begun.attempt
     with session_scope(engine) as session:
         _record(session, begun, run_id, step, iteration, worker, queue, begun_at or utc_now())
-        steps.complete_step(session, run_id, step, iteration, state=new_state,
-                                 update=update, lease_seconds=lease_seconds, attempt=attempt)
-        steps.store_vlm_calls(session, run_id, step, iteration, attempt,
-                                   collector.records)
+        steps.complete_step(
+            session,
+            run_id,
+            step,
+            iteration,
+            state=new_state,
+            update=update,
+            lease_seconds=lease_seconds,
+            attempt=attempt,
+        )
+        steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
         next_queue = None if upcoming is None or chain is None else chain(upcoming, new_state)
         if upcoming is not None and next_queue is not None:  # same run, same agents
             record = steps.first_attempt(
-                session, run_id, upcoming.step, upcoming.iteration, worker=worker,
-                queue=next_queue, lease_seconds=lease_seconds, run_started=True)
+                session,
+                run_id,
+                upcoming.step,
+                upcoming.iteration,
+                worker=worker,
+                queue=next_queue,
+                lease_seconds=lease_seconds,
+                run_started=True,
+            )
             if record is not None:
-                asked = begun.asked | collector.seen | {
-                    call.request_key for call in collector.records if call.request_key}
-                upcoming = replace(upcoming, begun=replace(
-                    begun, state=new_state, attempt=record.attempts, asked=frozenset(asked),
-                    recorded=True))
+                asked = (
+                    begun.asked
+                    | collector.seen
+                    | {call.request_key for call in collector.records if call.request_key}
+                )
+                upcoming = replace(
+                    upcoming,
+                    begun=replace(
+                        begun,
+                        state=new_state,
+                        attempt=record.attempts,
+                        asked=frozenset(asked),
+                        recorded=True,
+                    ),
+                )
     return StepResult(RAN, upcoming)
 
 
-def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iteration: int, *,
-           worker: str | None, queue: str | None, lease_seconds: float | None,
-           max_attempts: int | None, own_attempt: int | None = None) -> Begun | StepResult:
+def _begin(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    step: str,
+    iteration: int,
+    *,
+    worker: str | None,
+    queue: str | None,
+    lease_seconds: float | None,
+    max_attempts: int | None,
+    own_attempt: int | None = None,
+) -> Begun | StepResult:
     """The step's first transaction: read the state, skip a stale or duplicate delivery, make
     sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
     written), begin the step (or give it up when its deliveries kept dying)."""
@@ -401,28 +557,49 @@ def _begin(engine: Engine, agents: AgentsSource, run_id: str, step: str, iterati
             return StepResult(SKIPPED)
         resolved = resolve_agents(agents, run.config)
         # A running run's lease was moved by whoever sent this step (it decided on it).
-        record = steps.begin_step(session, run_id, step, iteration, worker=worker,
-                                       queue=queue, lease_seconds=lease_seconds,
-                                       run_started=run.status == "running",
-                                       own_attempt=own_attempt)
+        record = steps.begin_step(
+            session,
+            run_id,
+            step,
+            iteration,
+            worker=worker,
+            queue=queue,
+            lease_seconds=lease_seconds,
+            run_started=run.status == "running",
+            own_attempt=own_attempt,
+        )
         if record is None:
             return StepResult(SKIPPED)
         if max_attempts is not None and record.attempts > max_attempts and record.taken_over:
             # Deliveries kept beginning and dying (recorded failures such as transient VLM
             # errors are bounded by the retry policy instead).
-            reason = (f"{step} gave up after {record.attempts - 1} attempts that never "
-                      "finished: each time its worker was killed (the hard time limit, out of "
-                      "memory) or crashed on this input")
+            reason = (
+                f"{step} gave up after {record.attempts - 1} attempts that never "
+                "finished: each time its worker was killed (the hard time limit, out of "
+                "memory) or crashed on this input"
+            )
             steps.fail_step(session, run_id, step, iteration, error=reason)
             steps.fail_run(session, run_id, error=reason)
             return StepResult(RAN)
-        return Begun(state, record.attempts, run.job_id, run.vlm_cache,
-                     frozenset(steps.vlm_keys_asked(session, run_id)), resolved,
-                     _reading_of(run))
+        return Begun(
+            state,
+            record.attempts,
+            run.job_id,
+            run.vlm_cache,
+            frozenset(steps.vlm_keys_asked(session, run_id)),
+            resolved,
+            _reading_of(run),
+        )
 
 
-def first_steps(agents: AgentsSource, job_id: str, claimed: Sequence[jobs.Claimed], *,
-                config_json: str | None, vlm_cache: bool) -> dict[str, NextStep]:
+def first_steps(
+    agents: AgentsSource,
+    job_id: str,
+    claimed: Sequence[jobs.Claimed],
+    *,
+    config_json: str | None,
+    vlm_cache: bool,
+) -> dict[str, NextStep]:
     """The first step of each run just claimed for this process (:func:`jobs.claim_items`),
     begun from what the claim knows (a new run's state, its job's configuration, its item's
     digests) without reading it back or writing anything: the step's record is written with
@@ -439,9 +616,20 @@ def first_steps(agents: AgentsSource, job_id: str, claimed: Sequence[jobs.Claime
     for run in claimed:
         step = next_step(run.state)
         if step is not None:
-            firsts[run.run_id] = NextStep(step, run.state.get("iteration_count", 0), Begun(
-                run.state, 1, job_id, vlm_cache, frozenset(), resolved, (policy, run.digests),
-                recorded=False))
+            firsts[run.run_id] = NextStep(
+                step,
+                run.state.get("iteration_count", 0),
+                Begun(
+                    run.state,
+                    1,
+                    job_id,
+                    vlm_cache,
+                    frozenset(),
+                    resolved,
+                    (policy, run.digests),
+                    recorded=False,
+                ),
+            )
     return firsts
 
 
@@ -451,8 +639,9 @@ def _reading_of(run: steps.RunContext) -> ReadingSpec:
     return (run.config.access if run.config is not None else None, dict(run.digests))
 
 
-def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *,
-                      max_batch: int) -> int:
+def score_tools_ahead(
+    engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *, max_batch: int
+) -> int:
     """Batch the tool calls that several runs' tool steps are about to make (one read of their
     states, same-sized inputs of a tool in one forward pass); returns the calls computed.
 
@@ -463,9 +652,15 @@ def score_tools_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[st
     return _score_ahead(engine, agents, items, max_batch=max_batch, registries={})
 
 
-def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *,
-                 max_batch: int, registries: dict[int, Any],
-                 firsts: dict[str, NextStep] | None = None) -> int:
+def _score_ahead(
+    engine: Engine,
+    agents: AgentsSource,
+    items: list[tuple[str, int]],
+    *,
+    max_batch: int,
+    registries: dict[int, Any],
+    firsts: dict[str, NextStep] | None = None,
+) -> int:
     """:func:`score_tools_ahead`, filling ``registries`` with those that scored (by id);
     ``firsts``: runs whose first step is begun from their claim (their state known)."""
     from iqa_tools.images import LoadedImage, read_image
@@ -503,16 +698,29 @@ def _score_ahead(engine: Engine, agents: AgentsSource, items: list[tuple[str, in
         for tool, image_path, reference_path in planned_tool_calls(state, registry):
             try:
                 calls.setdefault(id(registry), []).append(
-                    (tool, image(image_path, spec),
-                     image(reference_path, spec) if reference_path else None))
+                    (
+                        tool,
+                        image(image_path, spec),
+                        image(reference_path, spec) if reference_path else None,
+                    )
+                )
             except Exception as exc:  # unreadable input: its step reports it
                 log.info("%s: not batched: %s", image_path, exc)
-    return sum(registries[key].score_batches(batch, max_batch=max_batch)
-               for key, batch in calls.items() if len(batch) >= 2)
+    return sum(
+        registries[key].score_batches(batch, max_batch=max_batch)
+        for key, batch in calls.items()
+        if len(batch) >= 2
+    )
 
 
-def walk_batch(engine: Engine, agents: AgentsSource, run_ids: list[str], *,
-               max_batch: int, firsts: dict[str, NextStep] | None = None) -> None:
+def walk_batch(
+    engine: Engine,
+    agents: AgentsSource,
+    run_ids: list[str],
+    *,
+    max_batch: int,
+    firsts: dict[str, NextStep] | None = None,
+) -> None:
     """Walk new runs to their end in this thread (:func:`walk_embedded`), their first tool
     steps scored together ahead (a local metric job on a GPU: one forward pass per tool and
     image size instead of one per image).  Scoring ahead is an optimisation: if it fails,
@@ -522,8 +730,14 @@ def walk_batch(engine: Engine, agents: AgentsSource, run_ids: list[str], *,
     known = firsts or {}
     try:
         try:
-            _score_ahead(engine, agents, [(run_id, 0) for run_id in run_ids],
-                         max_batch=max_batch, registries=registries, firsts=known)
+            _score_ahead(
+                engine,
+                agents,
+                [(run_id, 0) for run_id in run_ids],
+                max_batch=max_batch,
+                registries=registries,
+                firsts=known,
+            )
         except Exception:
             log.exception("scoring %d runs' tool steps ahead failed", len(run_ids))
         for run_id in run_ids:
@@ -540,16 +754,26 @@ def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) ->
         steps.fail_run(session, run_id, error=reason)
 
 
-def give_up(engine: Engine, run_id: str, step: str, iteration: int, reason: str, *,
-            lease_seconds: float | None = None) -> NextStep | None:
+def give_up(
+    engine: Engine,
+    run_id: str,
+    step: str,
+    iteration: int,
+    reason: str,
+    *,
+    lease_seconds: float | None = None,
+) -> NextStep | None:
     """A step whose transient errors outlasted every retry: an executor subtask is given up
     (its evidence null, :func:`agentic_iqa.pipeline.abandoned`) and the run goes on with the
     returned next step; any other step fails the run (None)."""
     with session_scope(engine) as session:
         run = steps.run_context(session, run_id)
         state = run.state
-        if (run.status in {"succeeded", "failed"} or state.get("iteration_count", 0) != iteration
-                or next_step(state) != step):
+        if (
+            run.status in {"succeeded", "failed"}
+            or state.get("iteration_count", 0) != iteration
+            or next_step(state) != step
+        ):
             return None  # stale: the step is done or the run has moved on
         update = abandoned(step, state, reason)
         if update is None:
@@ -557,23 +781,41 @@ def give_up(engine: Engine, run_id: str, step: str, iteration: int, reason: str,
             steps.fail_run(session, run_id, error=reason)
             return None
         new_state = merge_state(state, update)
-        steps.complete_step(session, run_id, step, iteration, state=new_state,
-                                 update=update, lease_seconds=lease_seconds)
+        steps.complete_step(
+            session,
+            run_id,
+            step,
+            iteration,
+            state=new_state,
+            update=update,
+            lease_seconds=lease_seconds,
+        )
         return _decide(session, run_id, new_state, lease_seconds, run.job_id)
 
 
-def run_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
-                 retry: TransientRetry = TRANSIENT_RETRY,
-                 lease_seconds: float | None = None) -> AgenticIQAState:
+def run_embedded(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    *,
+    retry: TransientRetry = TRANSIENT_RETRY,
+    lease_seconds: float | None = None,
+) -> AgenticIQAState:
     """Walk a stored run to its end in this process (:func:`walk_embedded`) and return its
     stored state."""
     walk_embedded(engine, agents, run_id, retry=retry, lease_seconds=lease_seconds)
     return load(engine, run_id)
 
 
-def walk_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
-                  retry: TransientRetry = TRANSIENT_RETRY,
-                  lease_seconds: float | None = None, first: NextStep | None = None) -> None:
+def walk_embedded(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    *,
+    retry: TransientRetry = TRANSIENT_RETRY,
+    lease_seconds: float | None = None,
+    first: NextStep | None = None,
+) -> None:
     """Walk a stored run to its end in this process (the embedded default: no broker).
 
     A step failing with a transient VLM error is run again per ``retry`` (each attempt is
@@ -586,28 +828,60 @@ def walk_embedded(engine: Engine, agents: AgentsSource, run_id: str, *,
     """
     if first is not None and first.begun is not None and first.begun.job_id in STOPPED_HERE:
         first = None  # its job was stopped here since the claim: read it, end as cancelled
-    upcoming = first if first is not None else advance(
-        engine, run_id, chain=_in_process, worker="embedded", agents=agents,
-        lease_seconds=lease_seconds)
+    upcoming = (
+        first
+        if first is not None
+        else advance(
+            engine,
+            run_id,
+            chain=_in_process,
+            worker="embedded",
+            agents=agents,
+            lease_seconds=lease_seconds,
+        )
+    )
     while upcoming is not None:
         try:
-            result = retry.call(upcoming.step, partial(
-                _attempt, engine, agents, run_id, upcoming, [upcoming.begun], lease_seconds))
+            result = retry.call(
+                upcoming.step,
+                partial(
+                    _attempt, engine, agents, run_id, upcoming, [upcoming.begun], lease_seconds
+                ),
+            )
         except TransientVLMError as exc:
-            upcoming = give_up(engine, run_id, upcoming.step, upcoming.iteration,
-                               f"{upcoming.step} failed: {exc}")
+            upcoming = give_up(
+                engine, run_id, upcoming.step, upcoming.iteration, f"{upcoming.step} failed: {exc}"
+            )
             continue
-        upcoming = (result.upcoming if result.outcome == RAN else
-                    advance(engine, run_id, lease_seconds=lease_seconds))
+        upcoming = (
+            result.upcoming
+            if result.outcome == RAN
+            else advance(engine, run_id, lease_seconds=lease_seconds)
+        )
 
 
-def _attempt(engine: Engine, agents: AgentsSource, run_id: str, upcoming: NextStep,
-             handed: list[Begun | None], lease_seconds: float | None = None) -> StepResult:
+def _attempt(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    upcoming: NextStep,
+    handed: list[Begun | None],
+    lease_seconds: float | None = None,
+) -> StepResult:
     """One attempt of an embedded step: a step begun ahead is for the first attempt only (a
     retry after a transient error begins it again, as one more attempt)."""
-    return execute_step(engine, agents, run_id, upcoming.step, upcoming.iteration,
-                        worker="embedded", queue="in-process", lease_seconds=lease_seconds,
-                        begun=handed.pop() if handed else None, chain=_in_process)
+    return execute_step(
+        engine,
+        agents,
+        run_id,
+        upcoming.step,
+        upcoming.iteration,
+        worker="embedded",
+        queue="in-process",
+        lease_seconds=lease_seconds,
+        begun=handed.pop() if handed else None,
+        chain=_in_process,
+    )
 
 
 def _in_process(_: NextStep, __: AgenticIQAState) -> str:

@@ -55,8 +55,9 @@ class Tick:
     settled: list[str] = field(default_factory=list)
 
 
-def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
-                   dispatch: Callable[[str], None]) -> Tick:
+def supervise_once(
+    engine: Engine, *, window: int, lease_seconds: float, dispatch: Callable[[str], None]
+) -> Tick:
     """One round: close orphans, feed jobs, re-send stalled runs.  Never raises.
 
     A failure of one part (the broker away while re-sending) is recorded and the rest goes on;
@@ -73,8 +74,9 @@ def supervise_once(engine: Engine, *, window: int, lease_seconds: float,
         return tick
     for job_id in job_ids:
         try:
-            tick.fed[job_id] = lifecycle.feed(engine, job_id, window, dispatch,
-                                              lease_seconds=lease_seconds)
+            tick.fed[job_id] = lifecycle.feed(
+                engine, job_id, window, dispatch, lease_seconds=lease_seconds
+            )
         except Exception as exc:
             tick.errors.append(f"feeding job {job_id}: {redact(str(exc))}")
     try:
@@ -120,9 +122,15 @@ def _settle_ended(engine: Engine) -> list[str]:
 class SupervisorThread(threading.Thread):
     """:func:`supervise_once` every ``interval`` seconds until :meth:`stop`."""
 
-    def __init__(self, engine_factory: Callable[[], Engine], *, window: int,
-                 lease_seconds: float, interval: float,
-                 dispatch: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        engine_factory: Callable[[], Engine],
+        *,
+        window: int,
+        lease_seconds: float,
+        interval: float,
+        dispatch: Callable[[str], None],
+    ) -> None:
         super().__init__(name="agentic-iqa-supervisor", daemon=True)
         self._engine_factory = engine_factory
         self._window = window
@@ -135,14 +143,21 @@ class SupervisorThread(threading.Thread):
         log.info("supervisor started: lease %.1fs, every %.1fs", self._lease, self._interval)
         while not self._stopped.wait(self._interval):
             try:
-                tick = supervise_once(self._engine_factory(), window=self._window,
-                                      lease_seconds=self._lease, dispatch=self._dispatch)
+                tick = supervise_once(
+                    self._engine_factory(),
+                    window=self._window,
+                    lease_seconds=self._lease,
+                    dispatch=self._dispatch,
+                )
             except Exception as exc:  # the engine itself could not be made; try next time
                 log.warning("supervisor: %s", redact(str(exc)))
                 continue
             if tick.resent:
-                log.warning("supervisor: re-sent %d stalled run(s): %s", len(tick.resent),
-                            ", ".join(tick.resent[:10]))
+                log.warning(
+                    "supervisor: re-sent %d stalled run(s): %s",
+                    len(tick.resent),
+                    ", ".join(tick.resent[:10]),
+                )
             for error in tick.errors:
                 log.warning("supervisor: %s", error)
 

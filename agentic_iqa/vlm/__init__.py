@@ -40,9 +40,13 @@ __all__ = [
 CONFIGURED: Any = object()
 
 
-def create_client(role: Role, configs: Mapping[Role, BackendConfig] | None = None, *,
-                  response_cache: ResponseCache | None = CONFIGURED,
-                  batch: bool = False) -> VLMClient:
+def create_client(
+    role: Role,
+    configs: Mapping[Role, BackendConfig] | None = None,
+    *,
+    response_cache: ResponseCache | None = CONFIGURED,
+    batch: bool = False,
+) -> VLMClient:
     """The client for ``role``, from ``configs`` or else ``configs/model_backends.yaml`` + env.
 
     ``response_cache``: None turns the response cache off for this client.  ``batch``: its

@@ -45,8 +45,13 @@ from .settings import BackendConfig
 
 _JSON_INSTRUCTION = "Reply with a single JSON object and nothing else."
 #: Anthropic's stop reasons in OpenAI's words (:attr:`VLMResponse.finish_reason`).
-_FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
-                   "refusal": "refusal", "pause_turn": "length"}
+_FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "refusal": "refusal",
+    "pause_turn": "length",
+}
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
@@ -73,7 +78,8 @@ class AnthropicClient:
                 timeout=config.timeout,
                 max_retries=config.max_retries,
                 http_client=anthropic.DefaultHttpxClient(
-                    event_hooks={"response": [self.handover_429]}),
+                    event_hooks={"response": [self.handover_429]}
+                ),
             )
         except (anthropic.AnthropicError, ValueError, TypeError) as exc:
             raise VLMError(self._scrub(f"cannot create the Anthropic client: {exc}")) from None
@@ -112,14 +118,19 @@ class AnthropicClient:
         finish = _FINISH_REASONS.get(message.stop_reason or "", message.stop_reason)
         refusal = (text or "refused") if message.stop_reason == "refusal" else None
         if not request.answer_options or finish != "stop":
-            return VLMResponse(text=text, model=model, usage=usage, finish_reason=finish,
-                               refusal=refusal)
+            return VLMResponse(
+                text=text, model=model, usage=usage, finish_reason=finish, refusal=refusal
+            )
         option_logprobs, source, answer = options_from_reply(text, request.answer_options)
         if not request.json_output and answer is not None:
             text = answer
         return VLMResponse(
-            text=text, model=model, option_logprobs=option_logprobs, probability_source=source,
-            usage=usage, finish_reason=finish,
+            text=text,
+            model=model,
+            option_logprobs=option_logprobs,
+            probability_source=source,
+            usage=usage,
+            finish_reason=finish,
         )
 
     def _system(self, request: VLMRequest) -> str:
@@ -180,8 +191,9 @@ def usage_of(message: Any) -> Usage | None:
     written = getattr(usage, "cache_creation_input_tokens", None)
     uncached = getattr(usage, "input_tokens", None)
     total = None if uncached is None else uncached + (read or 0) + (written or 0)
-    return Usage(input_tokens=total, output_tokens=getattr(usage, "output_tokens", None),
-                 cached_tokens=read)
+    return Usage(
+        input_tokens=total, output_tokens=getattr(usage, "output_tokens", None), cached_tokens=read
+    )
 
 
 def options_from_reply(
@@ -258,5 +270,9 @@ def _bare(text: str) -> str:
 
 
 def _classify(exc: Exception, message: str) -> VLMError:
-    return classify_sdk_error(exc, message, connection_error=anthropic.APIConnectionError,
-                              status_error=anthropic.APIStatusError)
+    return classify_sdk_error(
+        exc,
+        message,
+        connection_error=anthropic.APIConnectionError,
+        status_error=anthropic.APIStatusError,
+    )

@@ -16,12 +16,12 @@ Role = Literal["planner", "executor", "summarizer"]
 
 #: What the request asks for; remote backends ignore it, the builtin backend dispatches on it.
 Task = Literal[
-    "plan",                  # planner: query -> PlannerOutput JSON
+    "plan",  # planner: query -> PlannerOutput JSON
     "distortion_detection",  # executor subtask
-    "distortion_analysis",   # executor subtask
-    "tool_selection",        # executor subtask
-    "answer",                # summarizer, explanation mode: final answer + reasoning JSON
-    "quality_levels",        # summarizer, scoring mode: pick one of five levels (logprobs)
+    "distortion_analysis",  # executor subtask
+    "tool_selection",  # executor subtask
+    "answer",  # summarizer, explanation mode: final answer + reasoning JSON
+    "quality_levels",  # summarizer, scoring mode: pick one of five levels (logprobs)
 ]
 
 
@@ -32,8 +32,9 @@ class VLMError(Exception):
     asked us to wait (a 429's ``Retry-After``), so a limiter can pause the model fleet-wide.
     """
 
-    def __init__(self, message: str, *, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
@@ -82,8 +83,13 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return None
 
 
-def classify_sdk_error(exc: Exception, message: str, *, connection_error: type[Exception],
-                       status_error: type[Exception]) -> VLMError:
+def classify_sdk_error(
+    exc: Exception,
+    message: str,
+    *,
+    connection_error: type[Exception],
+    status_error: type[Exception],
+) -> VLMError:
     """Timeouts, lost connections and 408/409/429/5xx are worth retrying later; the rest not.
 
     ``message`` must already be free of secrets: the SDK exception is never chained.  The HTTP
@@ -94,8 +100,13 @@ def classify_sdk_error(exc: Exception, message: str, *, connection_error: type[E
     status = getattr(exc, "status_code", None) if isinstance(exc, status_error) else None
     response = getattr(exc, "response", None)
     retry_after = retry_after_seconds(getattr(response, "headers", None))
-    kind = (TransientVLMError if is_transient_status(status) else
-            FatalVLMError if status in FATAL_STATUS else VLMError)
+    kind = (
+        TransientVLMError
+        if is_transient_status(status)
+        else FatalVLMError
+        if status in FATAL_STATUS
+        else VLMError
+    )
     return kind(message, status=status, retry_after=retry_after)
 
 
@@ -170,9 +181,11 @@ def reply_problem(response: VLMResponse) -> str | None:
     if reason == "refusal":
         return f"the model refused: {response.text[:200]!r}"
     if was_cut_off(response):
-        return (f"the reply was cut off at the token limit ({len(response.text)} characters "
-                f"came back: {response.text[:120]!r}); if it keeps happening, raise the role's "
-                "max_tokens (configs/model_backends.yaml or AGENTIC_IQA_<ROLE>_MAX_TOKENS)")
+        return (
+            f"the reply was cut off at the token limit ({len(response.text)} characters "
+            f"came back: {response.text[:120]!r}); if it keeps happening, raise the role's "
+            "max_tokens (configs/model_backends.yaml or AGENTIC_IQA_<ROLE>_MAX_TOKENS)"
+        )
     if not response.text.strip():
         return "the reply was empty"
     return None

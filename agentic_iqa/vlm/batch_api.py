@@ -61,8 +61,15 @@ CLOCK_SKEW = 60.0
 #: timeout, a conflict): sent again in the next round; any other 4xx is the request's fault.
 _TRANSIENT_4XX = frozenset({408, 409, 425, 429})
 #: Anthropic's error types of a request that fails again however often it is sent.
-_ANTHROPIC_PERMANENT = frozenset({"invalid_request_error", "authentication_error",
-                                  "permission_error", "not_found_error", "request_too_large"})
+_ANTHROPIC_PERMANENT = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+    }
+)
 #: Statuses of an endpoint that has no batch interface (vLLM, Ollama, a plain proxy).
 _NO_BATCHES = frozenset({404, 405, 501})
 #: Room left under a provider's byte limit for what wraps the lines (JSON brackets, the
@@ -144,20 +151,26 @@ class BatchAPI(Protocol):
     max_requests: int
     max_bytes: int
 
-    def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]
-               ) -> BatchState: ...
+    def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]) -> BatchState: ...
 
     def retrieve(self, provider_id: str) -> BatchState: ...
 
-    def results(self, provider_id: str, requests: Mapping[str, VLMRequest]
-                ) -> Iterator[BatchResult]: ...
+    def results(
+        self, provider_id: str, requests: Mapping[str, VLMRequest]
+    ) -> Iterator[BatchResult]: ...
 
     def cancel(self, provider_id: str) -> BatchState: ...
 
     def find(self, key: str, value: str) -> BatchState | None: ...
 
-    def recover(self, metadata: Mapping[str, str], *, created_after: datetime,
-                request_count: int, taken: Collection[str]) -> BatchState | None: ...
+    def recover(
+        self,
+        metadata: Mapping[str, str],
+        *,
+        created_after: datetime,
+        request_count: int,
+        taken: Collection[str],
+    ) -> BatchState | None: ...
 
     def check_supported(self) -> None: ...
 
@@ -178,13 +191,15 @@ def batch_api(config: BackendConfig) -> BatchAPI:
 
         return AnthropicBatchAPI(AnthropicClient(config))
     raise VLMConfigurationError(
-        f"{config.backend} has no batch interface: it is local and free; drop --batch")
+        f"{config.backend} has no batch interface: it is local and free; drop --batch"
+    )
 
 
 def encode_json(document: Any) -> bytes:
     """JSON as the SDKs put it on the wire (compact, UTF-8), so sizes are counted exactly."""
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"),
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+        "utf-8"
+    )
 
 
 # -- shared helpers ------------------------------------------------------------------------------
@@ -196,8 +211,10 @@ def _check_lines(lines: Sequence[BatchLine], api: BatchAPI) -> None:
     if not lines:
         raise ValueError("a batch needs at least one line")
     if len(lines) > api.max_requests:
-        raise ValueError(f"{len(lines)} lines exceed the {api.backend} batch limit of "
-                         f"{api.max_requests} requests; split them")
+        raise ValueError(
+            f"{len(lines)} lines exceed the {api.backend} batch limit of "
+            f"{api.max_requests} requests; split them"
+        )
     ids = [line.custom_id for line in lines]
     if len(set(ids)) != len(ids):
         raise ValueError("custom_id values must be unique within a batch")
@@ -206,8 +223,10 @@ def _check_lines(lines: Sequence[BatchLine], api: BatchAPI) -> None:
 def _check_size(size: int, api: BatchAPI) -> None:
     """``size``: the sum of the lines' :meth:`BatchAPI.line_bytes`, as rendered."""
     if size > api.max_bytes:
-        raise ValueError(f"{size} bytes exceed the {api.backend} batch limit of "
-                         f"{api.max_bytes} bytes; split them")
+        raise ValueError(
+            f"{size} bytes exceed the {api.backend} batch limit of "
+            f"{api.max_bytes} bytes; split them"
+        )
 
 
 def _counts(**values: int) -> dict[str, int]:
@@ -245,22 +264,30 @@ def _offline_sdk(sdk: Any, kept: type[_OpenAIKept | _AnthropicKept]) -> Any:
     def keep(request: httpx2.Request) -> httpx2.Response:
         raise kept(request.read())
 
-    return sdk.with_options(http_client=httpx2.Client(transport=httpx2.MockTransport(keep)),
-                            max_retries=0)
+    return sdk.with_options(
+        http_client=httpx2.Client(transport=httpx2.MockTransport(keep)), max_retries=0
+    )
 
 
 def _not_ended(state: BatchState) -> VLMError:
-    return VLMError(f"batch {state.provider_id} has not ended (status {state.status}); "
-                    "its results cannot be read yet")
+    return VLMError(
+        f"batch {state.provider_id} has not ended (status {state.status}); "
+        "its results cannot be read yet"
+    )
 
 
 def _unmatched(custom_id: str) -> BatchResult:
-    return BatchResult(custom_id, "errored", None,
-                       "the provider returned a result for a request this batch did not name")
+    return BatchResult(
+        custom_id,
+        "errored",
+        None,
+        "the provider returned a result for a request this batch did not name",
+    )
 
 
-def _rest(requests: Mapping[str, VLMRequest], seen: set[str], kind: ResultKind,
-          reason: str | None) -> Iterator[BatchResult]:
+def _rest(
+    requests: Mapping[str, VLMRequest], seen: set[str], kind: ResultKind, reason: str | None
+) -> Iterator[BatchResult]:
     """One result for each request the provider said nothing about."""
     for custom_id in requests:
         if custom_id not in seen:
@@ -272,8 +299,7 @@ def _rest(requests: Mapping[str, VLMRequest], seen: set[str], kind: ResultKind,
 #: Statuses after which an OpenAI batch does no more work.
 _OPENAI_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 #: Error codes OpenAI gives requests its batch never ran.
-_OPENAI_UNRUN: dict[str, ResultKind] = {"batch_expired": "expired",
-                                        "batch_cancelled": "canceled"}
+_OPENAI_UNRUN: dict[str, ResultKind] = {"batch_expired": "expired", "batch_cancelled": "canceled"}
 _CHAT_ENDPOINT = "/v1/chat/completions"
 
 
@@ -311,8 +337,7 @@ class OpenAIBatchAPI:
         return self._line(line, self._online_body(line.request))
 
     def _line(self, line: BatchLine, body: bytes) -> bytes:
-        head = encode_json({"custom_id": line.custom_id, "method": "POST",
-                            "url": _CHAT_ENDPOINT})
+        head = encode_json({"custom_id": line.custom_id, "method": "POST", "url": _CHAT_ENDPOINT})
         return head[:-1] + b',"body":' + body + b"}\n"
 
     def _online_body(self, request: VLMRequest) -> bytes:
@@ -327,29 +352,40 @@ class OpenAIBatchAPI:
             raise self._error("writing a batch line", exc) from None
         raise VLMError("the OpenAI SDK wrote no request")  # pragma: no cover
 
-    def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]
-               ) -> BatchState:
+    def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]) -> BatchState:
         _check_lines(lines, self)
         data = b"".join(self._encode(line) for line in lines)
         _check_size(len(data), self)
         name = f"agentic-iqa-{uuid.uuid4().hex}.jsonl"
-        uploaded = self._call("uploading the batch file", lambda: self._sdk.files.create(
-            file=(name, data, "application/jsonl"), purpose="batch"))
-        batch = self._call("creating the batch", lambda: self._once.batches.create(
-            input_file_id=uploaded.id, endpoint=_CHAT_ENDPOINT, completion_window="24h",
-            metadata=dict(metadata)))
+        uploaded = self._call(
+            "uploading the batch file",
+            lambda: self._sdk.files.create(file=(name, data, "application/jsonl"), purpose="batch"),
+        )
+        batch = self._call(
+            "creating the batch",
+            lambda: self._once.batches.create(
+                input_file_id=uploaded.id,
+                endpoint=_CHAT_ENDPOINT,
+                completion_window="24h",
+                metadata=dict(metadata),
+            ),
+        )
         return self._state(batch)
 
     def retrieve(self, provider_id: str) -> BatchState:
         return self._state(self._batch(provider_id))
 
     def cancel(self, provider_id: str) -> BatchState:
-        return self._state(self._call(f"cancelling batch {provider_id}",
-                                      lambda: self._sdk.batches.cancel(provider_id)))
+        return self._state(
+            self._call(
+                f"cancelling batch {provider_id}", lambda: self._sdk.batches.cancel(provider_id)
+            )
+        )
 
     def find(self, key: str, value: str) -> BatchState | None:
         """The newest of the last :data:`FIND_LOOKBACK` batches whose ``metadata[key]`` is
         ``value``."""
+
         def search() -> Any:
             for seen, batch in enumerate(self._sdk.batches.list(limit=FIND_PAGE)):
                 if seen >= FIND_LOOKBACK:
@@ -361,8 +397,14 @@ class OpenAIBatchAPI:
         found = self._call("listing batches", search)
         return None if found is None else self._state(found)
 
-    def recover(self, metadata: Mapping[str, str], *, created_after: datetime,
-                request_count: int, taken: Collection[str]) -> BatchState | None:
+    def recover(
+        self,
+        metadata: Mapping[str, str],
+        *,
+        created_after: datetime,
+        request_count: int,
+        taken: Collection[str],
+    ) -> BatchState | None:
         """By the metadata sent with it (exact: our batch id is in it)."""
         key, value = next(iter(metadata.items()))
         found = self.find(key, value)
@@ -374,15 +416,19 @@ class OpenAIBatchAPI:
         except openai.APIStatusError as exc:
             if exc.status_code in _NO_BATCHES:
                 where = self.client.config.base_url or "api.openai.com"
-                raise VLMConfigurationError(self.client._scrub(
-                    f"{where} has no batch interface (GET /v1/batches answered HTTP "
-                    f"{exc.status_code}); drop --batch to send the calls one by one")) from None
+                raise VLMConfigurationError(
+                    self.client._scrub(
+                        f"{where} has no batch interface (GET /v1/batches answered HTTP "
+                        f"{exc.status_code}); drop --batch to send the calls one by one"
+                    )
+                ) from None
             raise self._error("checking the batch interface", exc) from None
         except openai.OpenAIError as exc:
             raise self._error("checking the batch interface", exc) from None
 
-    def results(self, provider_id: str, requests: Mapping[str, VLMRequest]
-                ) -> Iterator[BatchResult]:
+    def results(
+        self, provider_id: str, requests: Mapping[str, VLMRequest]
+    ) -> Iterator[BatchResult]:
         batch = self._batch(provider_id)
         state = self._state(batch)
         if not state.ended:
@@ -404,8 +450,7 @@ class OpenAIBatchAPI:
     def _lines(self, file_id: str | None) -> Iterator[dict[str, Any]]:
         if not file_id:
             return
-        text = self._call(f"reading file {file_id}",
-                          lambda: self._sdk.files.content(file_id).text)
+        text = self._call(f"reading file {file_id}", lambda: self._sdk.files.content(file_id).text)
         for number, row in enumerate(text.splitlines(), start=1):
             if not row.strip():
                 continue
@@ -414,8 +459,7 @@ class OpenAIBatchAPI:
             except json.JSONDecodeError:
                 raise VLMError(f"line {number} of batch file {file_id} is not JSON") from None
 
-    def _result(self, line: Mapping[str, Any], requests: Mapping[str, VLMRequest]
-                ) -> BatchResult:
+    def _result(self, line: Mapping[str, Any], requests: Mapping[str, VLMRequest]) -> BatchResult:
         from openai.types.chat import ChatCompletion
 
         custom_id = str(line.get("custom_id"))
@@ -428,8 +472,9 @@ class OpenAIBatchAPI:
         if not error and response.get("status_code") == 200:
             try:
                 completion = ChatCompletion.model_validate(body)
-                return BatchResult(custom_id, "succeeded",
-                                   self.client.response_from(completion, request), None)
+                return BatchResult(
+                    custom_id, "succeeded", self.client.response_from(completion, request), None
+                )
             except (VLMError, ValueError) as exc:
                 return BatchResult(custom_id, "errored", None, self.client._scrub(str(exc)))
         if not error and isinstance(body, dict):
@@ -438,12 +483,18 @@ class OpenAIBatchAPI:
         status = response.get("status_code")
         message = error.get("message") or "no reason given"
         reason = f"HTTP {status}: {message}" if status else str(message)
-        return BatchResult(custom_id, kind, None, self.client._scrub(reason),
-                           permanent=kind == "errored" and permanent_status(status))
+        return BatchResult(
+            custom_id,
+            kind,
+            None,
+            self.client._scrub(reason),
+            permanent=kind == "errored" and permanent_status(status),
+        )
 
     def _batch(self, provider_id: str) -> Any:
-        return self._call(f"reading batch {provider_id}",
-                          lambda: self._sdk.batches.retrieve(provider_id))
+        return self._call(
+            f"reading batch {provider_id}", lambda: self._sdk.batches.retrieve(provider_id)
+        )
 
     def _state(self, batch: Any) -> BatchState:
         counts = batch.request_counts
@@ -453,21 +504,30 @@ class OpenAIBatchAPI:
         ended = batch.status in _OPENAI_ENDED
         left = max(0, total - succeeded - errored)
         return BatchState(
-            provider_id=batch.id, status=batch.status, ended=ended,
-            counts=_counts(total=total, succeeded=succeeded, errored=errored,
-                           expired=left if batch.status == "expired" else 0,
-                           canceled=left if batch.status == "cancelled" else 0,
-                           processing=0 if ended else left),
-            expires_at=_utc(batch.expires_at), error=self._rejection(batch),
-            created_at=_utc(batch.created_at))
+            provider_id=batch.id,
+            status=batch.status,
+            ended=ended,
+            counts=_counts(
+                total=total,
+                succeeded=succeeded,
+                errored=errored,
+                expired=left if batch.status == "expired" else 0,
+                canceled=left if batch.status == "cancelled" else 0,
+                processing=0 if ended else left,
+            ),
+            expires_at=_utc(batch.expires_at),
+            error=self._rejection(batch),
+            created_at=_utc(batch.created_at),
+        )
 
     def _rejection(self, batch: Any) -> str | None:
         """Why OpenAI refused the batch as a whole (status "failed")."""
         if batch.status != "failed":
             return None
         errors = batch.errors.data if batch.errors and batch.errors.data else []
-        reasons = [f"line {e.line}: {e.message}" if e.line is not None else str(e.message)
-                   for e in errors]
+        reasons = [
+            f"line {e.line}: {e.message}" if e.line is not None else str(e.message) for e in errors
+        ]
         return self.client._scrub("; ".join(reasons) or "the batch failed (no reason given)")
 
     def _call(self, what: str, call: Callable[[], _T]) -> _T:
@@ -516,8 +576,7 @@ class AnthropicBatchAPI:
         return len(encode_json({"custom_id": line.custom_id, "params": params})) + 1
 
     def _request(self, line: BatchLine) -> dict[str, Any]:
-        return {"custom_id": line.custom_id,
-                "params": json.loads(self._online_body(line.request))}
+        return {"custom_id": line.custom_id, "params": json.loads(self._online_body(line.request))}
 
     def _online_body(self, request: VLMRequest) -> bytes:
         """The body the online ``complete()`` sends for ``request``, as the SDK writes it
@@ -531,31 +590,45 @@ class AnthropicBatchAPI:
             raise self._error("writing a batch line", exc) from None
         raise VLMError("the Anthropic SDK wrote no request")  # pragma: no cover
 
-    def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]
-               ) -> BatchState:
+    def submit(self, lines: Sequence[BatchLine], *, metadata: Mapping[str, str]) -> BatchState:
         """``metadata`` is not sent: Message Batches have none (see :meth:`recover`)."""
         _check_lines(lines, self)
         requests = [self._request(line) for line in lines]
         _check_size(sum(len(encode_json(request)) + 1 for request in requests), self)
-        batch = self._call("creating the batch",
-                           lambda: self._once.messages.batches.create(requests=requests))
+        batch = self._call(
+            "creating the batch", lambda: self._once.messages.batches.create(requests=requests)
+        )
         return self._state(batch)
 
     def retrieve(self, provider_id: str) -> BatchState:
-        return self._state(self._call(f"reading batch {provider_id}",
-                                      lambda: self._sdk.messages.batches.retrieve(provider_id)))
+        return self._state(
+            self._call(
+                f"reading batch {provider_id}",
+                lambda: self._sdk.messages.batches.retrieve(provider_id),
+            )
+        )
 
     def cancel(self, provider_id: str) -> BatchState:
-        return self._state(self._call(f"cancelling batch {provider_id}",
-                                      lambda: self._sdk.messages.batches.cancel(provider_id)))
+        return self._state(
+            self._call(
+                f"cancelling batch {provider_id}",
+                lambda: self._sdk.messages.batches.cancel(provider_id),
+            )
+        )
 
     def find(self, key: str, value: str) -> BatchState | None:
         """Always None: Message Batches carry no metadata to find one by (see
         :meth:`recover`)."""
         return None
 
-    def recover(self, metadata: Mapping[str, str], *, created_after: datetime,
-                request_count: int, taken: Collection[str]) -> BatchState | None:
+    def recover(
+        self,
+        metadata: Mapping[str, str],
+        *,
+        created_after: datetime,
+        request_count: int,
+        taken: Collection[str],
+    ) -> BatchState | None:
         """The oldest batch not ``taken`` with ``request_count`` requests created since
         ``created_after`` (less :data:`CLOCK_SKEW`).  The list shows neither metadata nor
         custom_ids, so this is a candidate: the caller checks its results' custom_ids."""
@@ -570,8 +643,7 @@ class AnthropicBatchAPI:
                     break  # newest first: the rest are older still
                 if batch.id in taken or self._state(batch).counts["total"] != request_count:
                     continue
-                if oldest is None or (created is not None and when is not None
-                                      and created <= when):
+                if oldest is None or (created is not None and when is not None and created <= when):
                     oldest, when = batch, created
             return oldest
 
@@ -584,21 +656,27 @@ class AnthropicBatchAPI:
         except anthropic.APIStatusError as exc:
             if exc.status_code in _NO_BATCHES:
                 where = self.client.config.base_url or "api.anthropic.com"
-                raise VLMConfigurationError(self.client._scrub(
-                    f"{where} has no batch interface (GET /v1/messages/batches answered HTTP "
-                    f"{exc.status_code}); drop --batch to send the calls one by one")) from None
+                raise VLMConfigurationError(
+                    self.client._scrub(
+                        f"{where} has no batch interface (GET /v1/messages/batches answered HTTP "
+                        f"{exc.status_code}); drop --batch to send the calls one by one"
+                    )
+                ) from None
             raise self._error("checking the batch interface", exc) from None
         except anthropic.AnthropicError as exc:
             raise self._error("checking the batch interface", exc) from None
 
-    def results(self, provider_id: str, requests: Mapping[str, VLMRequest]
-                ) -> Iterator[BatchResult]:
+    def results(
+        self, provider_id: str, requests: Mapping[str, VLMRequest]
+    ) -> Iterator[BatchResult]:
         state = self.retrieve(provider_id)
         if not state.ended:
             raise _not_ended(state)
         seen: set[str] = set()
-        entries = self._call(f"reading the results of batch {provider_id}",
-                             lambda: self._sdk.messages.batches.results(provider_id))
+        entries = self._call(
+            f"reading the results of batch {provider_id}",
+            lambda: self._sdk.messages.batches.results(provider_id),
+        )
         for entry in self._guarded(entries, f"reading the results of batch {provider_id}"):
             result = self._result(entry, requests)
             seen.add(result.custom_id)
@@ -627,23 +705,32 @@ class AnthropicBatchAPI:
             return _unmatched(custom_id)
         result = entry.result
         if result.type == "succeeded":
-            return BatchResult(custom_id, "succeeded",
-                               self.client.response_from(result.message, request), None)
+            return BatchResult(
+                custom_id, "succeeded", self.client.response_from(result.message, request), None
+            )
         if result.type == "errored":
             error = result.error.error
             reason = f"{error.type}: {error.message}"
-            return BatchResult(custom_id, "errored", None, self.client._scrub(reason),
-                               permanent=error.type in _ANTHROPIC_PERMANENT)
+            return BatchResult(
+                custom_id,
+                "errored",
+                None,
+                self.client._scrub(reason),
+                permanent=error.type in _ANTHROPIC_PERMANENT,
+            )
         return BatchResult(custom_id, result.type, None, None)
 
     def _state(self, batch: Any) -> BatchState:
         counts = batch.request_counts
         values = {key: getattr(counts, key, 0) for key in COUNT_KEYS if key != "total"}
         return BatchState(
-            provider_id=batch.id, status=batch.processing_status,
+            provider_id=batch.id,
+            status=batch.processing_status,
             ended=batch.processing_status == "ended",
             counts=_counts(total=sum(values.values()), **values),
-            expires_at=_utc(batch.expires_at), created_at=_utc(batch.created_at))
+            expires_at=_utc(batch.expires_at),
+            created_at=_utc(batch.created_at),
+        )
 
     def _call(self, what: str, call: Callable[[], _T]) -> _T:
         try:

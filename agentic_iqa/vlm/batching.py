@@ -89,20 +89,29 @@ def batch_scope(scope: BatchScope) -> Iterator[BatchScope]:
 def request_to_json(request: VLMRequest) -> str:
     """What a remote backend needs to build the request again (its ``context`` is the builtin
     backend's alone)."""
-    return json.dumps({
-        "task": request.task, "system": request.system, "user": request.user,
-        "images": [str(path) for path in request.images], "json_output": request.json_output,
-        "answer_options": list(request.answer_options) if request.answer_options else None,
-    })
+    return json.dumps(
+        {
+            "task": request.task,
+            "system": request.system,
+            "user": request.user,
+            "images": [str(path) for path in request.images],
+            "json_output": request.json_output,
+            "answer_options": list(request.answer_options) if request.answer_options else None,
+        }
+    )
 
 
 def request_from_json(text: str) -> VLMRequest:
     document: dict[str, Any] = json.loads(text)
     options = document.get("answer_options")
-    return VLMRequest(task=document["task"], system=document["system"], user=document["user"],
-                      images=tuple(_location(path) for path in document["images"]),
-                      json_output=document["json_output"],
-                      answer_options=tuple(options) if options else None)
+    return VLMRequest(
+        task=document["task"],
+        system=document["system"],
+        user=document["user"],
+        images=tuple(_location(path) for path in document["images"]),
+        json_output=document["json_output"],
+        answer_options=tuple(options) if options else None,
+    )
 
 
 def _location(text: str) -> Path | str:
@@ -130,8 +139,9 @@ class BatchingClient(ClientProxy):
         answer = scope.answers.get(seq)
         if answer is not None and answer.request_key == key:
             if answer.response_json is not None:
-                return replace(response_from_json(answer.response_json), cached=False,
-                               batch=answer.batch)
+                return replace(
+                    response_from_json(answer.response_json), cached=False, batch=answer.batch
+                )
             if answer.error is not None:
                 raise BatchRequestFailed(answer.error)
         scope.wanted.append(Wanted(seq, self.role, key, request_to_json(request)))
@@ -148,5 +158,15 @@ def response_json(response: VLMResponse) -> str:
     return json.dumps(document)
 
 
-__all__ = ["Answer", "AwaitingBatch", "BatchRequestFailed", "BatchScope", "BatchingClient",
-           "Wanted", "batch_scope", "request_from_json", "request_to_json", "response_json"]
+__all__ = [
+    "Answer",
+    "AwaitingBatch",
+    "BatchRequestFailed",
+    "BatchScope",
+    "BatchingClient",
+    "Wanted",
+    "batch_scope",
+    "request_from_json",
+    "request_to_json",
+    "response_json",
+]

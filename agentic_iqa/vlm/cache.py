@@ -67,8 +67,11 @@ def prompts_digest() -> str:
     """SHA-256 of every template and table in :mod:`agentic_iqa.prompts`."""
     from .. import prompts
 
-    values = {name: value for name, value in vars(prompts).items()
-              if name.isupper() and isinstance(value, str | dict | tuple | list)}
+    values = {
+        name: value
+        for name, value in vars(prompts).items()
+        if name.isupper() and isinstance(value, str | dict | tuple | list)
+    }
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -104,17 +107,25 @@ def request_key(config: BackendConfig, request: VLMRequest) -> str:
     if config.backend == "openai":
         from .openai import ANSWER_MAX_TOKENS, TOP_LOGPROBS
 
-        options = {"top_logprobs": TOP_LOGPROBS if request.answer_options else None,
-                   "answer_max_tokens": ANSWER_MAX_TOKENS}
+        options = {
+            "top_logprobs": TOP_LOGPROBS if request.answer_options else None,
+            "answer_max_tokens": ANSWER_MAX_TOKENS,
+        }
     document = {
         "versions": [project_version(), PROMPT_VERSION, prompts_digest()],
-        "backend": config.backend, "model": config.model, "endpoint": endpoint_key(config),
-        "task": request.task, "system": request.system, "user": request.user,
+        "backend": config.backend,
+        "model": config.model,
+        "endpoint": endpoint_key(config),
+        "task": request.task,
+        "system": request.system,
+        "user": request.user,
         "images": [image_digest(path) for path in request.images],
         "json_output": request.json_output,
         "answer_options": list(request.answer_options) if request.answer_options else None,
-        "max_tokens": config.max_tokens, "max_image_side": config.max_image_side,
-        "temperature": config.temperature, "seed": getattr(config, "seed", None),
+        "max_tokens": config.max_tokens,
+        "max_image_side": config.max_image_side,
+        "temperature": config.temperature,
+        "seed": getattr(config, "seed", None),
         **options,
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
@@ -122,24 +133,31 @@ def request_key(config: BackendConfig, request: VLMRequest) -> str:
 
 def response_to_json(response: VLMResponse) -> str:
     usage = response.usage
-    return json.dumps({
-        "text": response.text, "model": response.model,
-        "option_logprobs": response.option_logprobs,
-        "probability_source": response.probability_source,
-        "usage": None if usage is None else [usage.input_tokens, usage.output_tokens,
-                                             usage.cached_tokens],
-    })
+    return json.dumps(
+        {
+            "text": response.text,
+            "model": response.model,
+            "option_logprobs": response.option_logprobs,
+            "probability_source": response.probability_source,
+            "usage": None
+            if usage is None
+            else [usage.input_tokens, usage.output_tokens, usage.cached_tokens],
+        }
+    )
 
 
 def response_from_json(text: str) -> VLMResponse:
     document = json.loads(text)
     usage = document.get("usage")
     return VLMResponse(
-        text=document["text"], model=document["model"],
+        text=document["text"],
+        model=document["model"],
         option_logprobs=document.get("option_logprobs"),
         probability_source=document.get("probability_source"),
-        usage=None if usage is None else Usage(*usage), cached=True,
-        finish_reason=document.get("finish_reason"), refusal=document.get("refusal"),
+        usage=None if usage is None else Usage(*usage),
+        cached=True,
+        finish_reason=document.get("finish_reason"),
+        refusal=document.get("refusal"),
     )
 
 

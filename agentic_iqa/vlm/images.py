@@ -28,16 +28,19 @@ _SIXTEEN_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I"}
 
 #: Said before each image when a request carries an image and its reference: which is which
 #: (the prompts say "the image"; a model must not assess the reference instead).
-IMAGE_LABELS = ("Image 1, the image to assess:",
-                "Image 2, its pristine reference (compare with it; do not assess it):")
+IMAGE_LABELS = (
+    "Image 1, the image to assess:",
+    "Image 2, its pristine reference (compare with it; do not assess it):",
+)
 
 
 def image_labels(count: int) -> tuple[str | None, ...]:
     """The label said before each of ``count`` images: none for a single image."""
     if count <= 1:
         return (None,) * count
-    return tuple(IMAGE_LABELS[i] if i < len(IMAGE_LABELS) else f"Image {i + 1}:"
-                 for i in range(count))
+    return tuple(
+        IMAGE_LABELS[i] if i < len(IMAGE_LABELS) else f"Image {i + 1}:" for i in range(count)
+    )
 
 
 class ImageEncodingError(VLMError, ValueError):
@@ -72,8 +75,9 @@ def encode_image(path: str | Path, max_side: int) -> tuple[str, str]:
 
 
 @lru_cache(maxsize=16)
-def _encode_cached(path: str, _version: str, max_side: int,
-                   read: Callable[[str], bytes] | None = None) -> tuple[str, str]:
+def _encode_cached(
+    path: str, _version: str, max_side: int, read: Callable[[str], bytes] | None = None
+) -> tuple[str, str]:
     image, source_format = _open(io.BytesIO(read(path)) if read else path, path)
     image = _downscale(image, max_side)
     buffer = io.BytesIO()

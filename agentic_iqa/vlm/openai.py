@@ -73,7 +73,8 @@ class OpenAIClient:
                 timeout=config.timeout,
                 max_retries=config.max_retries,
                 http_client=openai.DefaultHttpxClient(
-                    event_hooks={"response": [self.handover_429]}),
+                    event_hooks={"response": [self.handover_429]}
+                ),
                 **kwargs,
             )
         except openai.OpenAIError as exc:
@@ -218,9 +219,11 @@ def usage_of(completion: Any) -> Usage | None:
     if usage is None:
         return None
     details = getattr(usage, "prompt_tokens_details", None)
-    return Usage(input_tokens=getattr(usage, "prompt_tokens", None),
-                 output_tokens=getattr(usage, "completion_tokens", None),
-                 cached_tokens=getattr(details, "cached_tokens", None) if details else None)
+    return Usage(
+        input_tokens=getattr(usage, "prompt_tokens", None),
+        output_tokens=getattr(usage, "completion_tokens", None),
+        cached_tokens=getattr(details, "cached_tokens", None) if details else None,
+    )
 
 
 def _normalise(token: str | None) -> str:
@@ -234,5 +237,6 @@ def _field(entry: Any, name: str) -> Any:
 
 
 def _classify(exc: Exception, message: str) -> VLMError:
-    return classify_sdk_error(exc, message, connection_error=openai.APIConnectionError,
-                              status_error=openai.APIStatusError)
+    return classify_sdk_error(
+        exc, message, connection_error=openai.APIConnectionError, status_error=openai.APIStatusError
+    )

@@ -48,32 +48,45 @@ def list_models(config: BackendConfig, *, timeout: float = TIMEOUT) -> Endpoint:
         if config.backend == "openai":
             import openai
 
-            client: Any = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
-                                        max_retries=0, default_query=default_query or None)
+            client: Any = openai.OpenAI(
+                api_key=key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                default_query=default_query or None,
+            )
             errors: tuple[type[Exception], ...] = (openai.APIConnectionError,)
             status_error: type[Exception] = openai.APIStatusError
         else:
             import anthropic
 
-            client = anthropic.Anthropic(api_key=key, base_url=base_url, timeout=timeout,
-                                         max_retries=0, default_query=default_query or None)
+            client = anthropic.Anthropic(
+                api_key=key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                default_query=default_query or None,
+            )
             errors, status_error = (anthropic.APIConnectionError,), anthropic.APIStatusError
     except Exception as exc:
-        raise VLMConfigurationError(redact(f"{config.backend}: cannot create a client for "
-                                           f"{where}: {exc}") or "") from None
+        raise VLMConfigurationError(
+            redact(f"{config.backend}: cannot create a client for {where}: {exc}") or ""
+        ) from None
     try:
         page = client.models.list()
         models = tuple(sorted({getattr(model, "id", "") for model in page} - {""}))
     except errors as exc:
         raise VLMConfigurationError(
             f"{config.backend}: cannot reach {where} ({type(exc).__name__}); check the base "
-            "URL (AGENTIC_IQA_VLM_BASE_URL) and that the server is up") from None
+            "URL (AGENTIC_IQA_VLM_BASE_URL) and that the server is up"
+        ) from None
     except status_error as exc:
         status = getattr(exc, "status_code", None)
         if status in (401, 403):
             raise VLMConfigurationError(
                 f"{config.backend}: {where} refused the key in {config.key_variable} "
-                f"(HTTP {status}); set a valid key") from None
+                f"(HTTP {status}); set a valid key"
+            ) from None
         return Endpoint(config.backend, where, None)  # no model list here: not checked
     finally:
         client.close()
@@ -88,18 +101,20 @@ def preflight(configs: Mapping[str, BackendConfig], *, timeout: float = TIMEOUT)
         if config.backend == "builtin":
             continue
         if not config.model:
-            raise VLMConfigurationError(f"{role}: the {config.backend} backend needs a model "
-                                        "(--model or AGENTIC_IQA_VLM_MODEL)")
+            raise VLMConfigurationError(
+                f"{role}: the {config.backend} backend needs a model "
+                "(--model or AGENTIC_IQA_VLM_MODEL)"
+            )
         key = (config.backend, config.base_url, config.key_variable)
         if key not in seen:
             seen[key] = list_models(config, timeout=timeout)
         endpoint = seen[key]
         if endpoint.models is not None and config.model not in endpoint.models:
-            shown = ", ".join(endpoint.models[:8]) + (" ..." if len(endpoint.models) > 8
-                                                      else "")
+            shown = ", ".join(endpoint.models[:8]) + (" ..." if len(endpoint.models) > 8 else "")
             raise VLMConfigurationError(
                 f"{role}: {endpoint.where} does not serve the model {config.model!r} (it "
-                f"serves: {shown}); set --model or AGENTIC_IQA_VLM_MODEL")
+                f"serves: {shown}); set --model or AGENTIC_IQA_VLM_MODEL"
+            )
 
 
 @dataclass(frozen=True)
@@ -126,18 +141,29 @@ def probe(role: str, config: BackendConfig) -> Probe:
     try:
         preflight({role: config})
         client = create_client(role, {role: config}, response_cache=None)  # type: ignore[dict-item]
-        request = VLMRequest(task="quality_levels", system="Answer with one letter only.",
-                             user="Reply with the letter A.", json_output=False,
-                             answer_options=("A", "B"))
+        request = VLMRequest(
+            task="quality_levels",
+            system="Answer with one letter only.",
+            user="Reply with the letter A.",
+            json_output=False,
+            answer_options=("A", "B"),
+        )
         started = time.perf_counter()
         response = client.complete(request)
         latency = time.perf_counter() - started
     except (VLMError, OSError) as exc:
-        return Probe(role, config.backend, config.model, where, False,
-                     error=redact(str(exc)))
-    return Probe(role, config.backend, config.model, where, True,
-                 answered_model=response.model, reply=response.text[:40],
-                 logprobs=response.probability_source == "logprobs", latency_s=latency)
+        return Probe(role, config.backend, config.model, where, False, error=redact(str(exc)))
+    return Probe(
+        role,
+        config.backend,
+        config.model,
+        where,
+        True,
+        answered_model=response.model,
+        reply=response.text[:40],
+        logprobs=response.probability_source == "logprobs",
+        latency_s=latency,
+    )
 
 
 __all__ = ["Endpoint", "Probe", "list_models", "preflight", "probe"]

@@ -71,7 +71,7 @@ def estimate_tokens(request: VLMRequest, max_tokens: int, tokens_per_image: int)
 
 def full_jitter(attempt: int, base: float, cap: float) -> float:
     """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
-    return random.uniform(0.0, min(cap, base * 2 ** attempt))
+    return random.uniform(0.0, min(cap, base * 2**attempt))
 
 
 class RateLimitTimeout(TransientVLMError):
@@ -174,9 +174,16 @@ class _RedisState:
 class ModelLimiter:
     """Turns to call one backend+model, shared through ``storage_url`` by every process."""
 
-    def __init__(self, backend: str, model: str, config: RateLimitConfig, *,
-                 storage_url: str = "memory://", key_prefix: str = "agentic_iqa:vlm",
-                 slot_seconds: float = 300.0) -> None:
+    def __init__(
+        self,
+        backend: str,
+        model: str,
+        config: RateLimitConfig,
+        *,
+        storage_url: str = "memory://",
+        key_prefix: str = "agentic_iqa:vlm",
+        slot_seconds: float = 300.0,
+    ) -> None:
         self.backend = backend
         self.model = model
         self.config = config
@@ -193,11 +200,13 @@ class ModelLimiter:
         self._requests = self._tokens = None
         if config.requests_per_minute:
             self._requests = limits.RateLimitItemPerSecond(
-                config.per_window(config.requests_per_minute), window)
+                config.per_window(config.requests_per_minute), window
+            )
             self._request_limiter = limits.strategies.MovingWindowRateLimiter(storage)
         if config.tokens_per_minute:
             self._tokens = limits.RateLimitItemPerSecond(
-                config.per_window(config.tokens_per_minute), window)
+                config.per_window(config.tokens_per_minute), window
+            )
             self._token_limiter = limits.strategies.SlidingWindowCounterRateLimiter(storage)
 
     def __repr__(self) -> str:
@@ -207,8 +216,9 @@ class ModelLimiter:
 
     def pause(self, seconds: float) -> None:
         """Stop every process from calling this model for ``seconds`` (the longest pause wins)."""
-        log.warning("VLM %s answered 429: pausing it for %.1f s across the fleet",
-                    self.identity, seconds)
+        log.warning(
+            "VLM %s answered 429: pausing it for %.1f s across the fleet", self.identity, seconds
+        )
         self.state.pause(self._key + ":pause", seconds)
 
     def paused_for(self) -> float:
@@ -236,8 +246,9 @@ class ModelLimiter:
             return None
         holder = uuid.uuid4().hex
         delay = 0.01
-        while not self.state.acquire_slot(self._key + ":slots", self.config.max_concurrent,
-                                          holder, self.slot_seconds):
+        while not self.state.acquire_slot(
+            self._key + ":slots", self.config.max_concurrent, holder, self.slot_seconds
+        ):
             self._sleep(random.uniform(delay / 2, delay), deadline, "a concurrency slot")
             delay = min(_POLL_MAX, delay * 2)
         return holder
@@ -259,12 +270,18 @@ class ModelLimiter:
                     continue
                 tokens_taken = True
             if self._requests is None or self._request_limiter.hit(
-                    self._requests, self.identity, "requests"):
+                self._requests, self.identity, "requests"
+            ):
                 return
             self._wait_window(self._request_limiter, self._requests, "requests", deadline)
 
-    def _wait_window(self, limiter: limits.strategies.RateLimiter, item: limits.RateLimitItem,
-                     what: str, deadline: float) -> None:
+    def _wait_window(
+        self,
+        limiter: limits.strategies.RateLimiter,
+        item: limits.RateLimitItem,
+        what: str,
+        deadline: float,
+    ) -> None:
         reset = limiter.get_window_stats(item, self.identity, what).reset_time
         wait = min(max(reset - time.time(), 0.005), _POLL_MAX * 2)
         self._sleep(wait + random.uniform(0, 0.02), deadline, f"{what} per minute")
@@ -273,7 +290,8 @@ class ModelLimiter:
         left = deadline - time.monotonic()
         if left <= 0:
             raise RateLimitTimeout(
-                f"VLM {self.identity}: waited {self.config.max_wait:.0f} s for {waiting_for}")
+                f"VLM {self.identity}: waited {self.config.max_wait:.0f} s for {waiting_for}"
+            )
         time.sleep(min(seconds, left, _POLL_MAX * 4))
 
 
@@ -298,8 +316,11 @@ class RateLimitedClient(ClientProxy):
         self._max_tokens = int(getattr(config, "max_tokens", 0) or 0)
         # The role's max_retries bounds 429 retries too, as it did inside the SDK.
         retries = getattr(config, "max_retries", None)
-        self._max_attempts = limiter.config.max_attempts if retries is None else max(
-            1, min(limiter.config.max_attempts, int(retries) + 1))
+        self._max_attempts = (
+            limiter.config.max_attempts
+            if retries is None
+            else max(1, min(limiter.config.max_attempts, int(retries) + 1))
+        )
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         config = self.limiter.config
@@ -325,16 +346,22 @@ _limiters: dict[tuple[Any, ...], ModelLimiter] = {}
 _limiters_lock = threading.Lock()
 
 
-def limiter_for(backend: str, model: str, limits_config: RateLimits,
-                slot_seconds: float = 300.0) -> ModelLimiter:
+def limiter_for(
+    backend: str, model: str, limits_config: RateLimits, slot_seconds: float = 300.0
+) -> ModelLimiter:
     """One limiter per backend+model and storage in this process, shared by all roles."""
     config = limits_config.for_model(backend, model)
     key = (backend, model, config, limits_config.storage_url, limits_config.key_prefix)
     with _limiters_lock:
         if key not in _limiters:
             _limiters[key] = ModelLimiter(
-                backend, model, config, storage_url=limits_config.storage_url,
-                key_prefix=limits_config.key_prefix, slot_seconds=slot_seconds)
+                backend,
+                model,
+                config,
+                storage_url=limits_config.storage_url,
+                key_prefix=limits_config.key_prefix,
+                slot_seconds=slot_seconds,
+            )
         return _limiters[key]
 
 
@@ -350,5 +377,6 @@ def rate_limited(client: VLMClient, limits_config: RateLimits | None = None) -> 
     slot_seconds = 300.0
     if config is not None and hasattr(config, "timeout"):
         slot_seconds = config.timeout * (getattr(config, "max_retries", 0) + 1) + 30
-    return RateLimitedClient(client, limiter_for(client.backend, client.model, limits_config,
-                                                 slot_seconds))
+    return RateLimitedClient(
+        client, limiter_for(client.backend, client.model, limits_config, slot_seconds)
+    )

@@ -95,8 +95,9 @@ class BackendConfig(BaseModel):
         except ValueError:
             raise ValueError("not a URL (a bad port or bracket)") from None
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL with a host, "
-                             "e.g. http://localhost:8000/v1") from None
+            raise ValueError(
+                "must be an http:// or https:// URL with a host, e.g. http://localhost:8000/v1"
+            ) from None
         if parts.fragment:
             raise ValueError("must not have a #fragment") from None
         return value.strip()
@@ -174,9 +175,11 @@ def backend_of_model(model: str) -> Backend | None:
     return next((backend for pattern, backend in _MODEL_BACKENDS if pattern.match(name)), None)
 
 
-def load_backend_configs(path: str | Path | None = None,
-                         overrides: Mapping[str, Any] | None = None,
-                         notes: list[str] | None = None) -> dict[Role, BackendConfig]:
+def load_backend_configs(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    notes: list[str] | None = None,
+) -> dict[Role, BackendConfig]:
     """One :class:`BackendConfig` per role; without a file every role uses ``builtin``.
 
     ``overrides`` (field -> value) apply to every role last, above the environment: the CLI's
@@ -196,17 +199,21 @@ def load_backend_configs(path: str | Path | None = None,
     defaults = _section(document, "defaults", source)
     configs: dict[Role, BackendConfig] = {}
     for role in ROLES:
-        values = {**defaults, **_section(document, role, source), **_env_overrides(role),
-                  **(overrides or {})}
+        values = {
+            **defaults,
+            **_section(document, role, source),
+            **_env_overrides(role),
+            **(overrides or {}),
+        }
         if values.get("backend", "builtin") == "builtin" and values.get("model"):
-            values["backend"] = _backend_for_model(role, str(values["model"]), overrides or {},
-                                                   notes)
+            values["backend"] = _backend_for_model(
+                role, str(values["model"]), overrides or {}, notes
+            )
         try:
             configs[role] = BackendConfig(**values)
         except ValidationError as exc:
             raise VLMConfigurationError(
-                f"{role} backend settings ({source} and AGENTIC_IQA_* variables): "
-                + _describe(exc)
+                f"{role} backend settings ({source} and AGENTIC_IQA_* variables): " + _describe(exc)
             ) from None
     return configs
 
@@ -215,8 +222,10 @@ def _origin(role: Role, field: str, overrides: Mapping[str, Any]) -> str | None:
     """Where a field's value came from: the flag, the variable, or None (the file)."""
     if field in overrides:
         return f"--{field.replace('_', '-')}"
-    for variable in (f"AGENTIC_IQA_{role.upper()}_{field.upper()}",
-                     f"AGENTIC_IQA_VLM_{field.upper()}"):
+    for variable in (
+        f"AGENTIC_IQA_{role.upper()}_{field.upper()}",
+        f"AGENTIC_IQA_VLM_{field.upper()}",
+    ):
         if variable in os.environ:
             return variable
     return None
@@ -227,8 +236,9 @@ def _said(origin: str, value: str) -> str:
     return f"{origin} {value}" if origin.startswith("--") else f"{origin}={value}"
 
 
-def _backend_for_model(role: Role, model: str, overrides: Mapping[str, Any],
-                       notes: list[str] | None) -> str:
+def _backend_for_model(
+    role: Role, model: str, overrides: Mapping[str, Any], notes: list[str] | None
+) -> str:
     """The backend for a role whose backend is ``builtin`` and whose ``model`` is set.
 
     A model from the file beside ``backend: builtin`` stays as it is (the builtin ignores
@@ -244,20 +254,27 @@ def _backend_for_model(role: Role, model: str, overrides: Mapping[str, Any],
         raise VLMConfigurationError(
             f"{named} with the builtin backend ({_said(backend_origin, 'builtin')}): the "
             "builtin answers from its own measurements and runs no model; give --backend "
-            f"openai or --backend anthropic for {model}, or leave out {model_origin}")
+            f"openai or --backend anthropic for {model}, or leave out {model_origin}"
+        )
     inferred = backend_of_model(model)
     if inferred is None:
         flag = model_origin == "--model"
         raise VLMConfigurationError(
             f"{named} names no backend, and the builtin backend runs no model: "
-            + ("add --backend openai (OpenAI, or an OpenAI-compatible server with --base-url) "
-               "or --backend anthropic" if flag else
-               "set AGENTIC_IQA_VLM_BACKEND=openai (OpenAI, or an OpenAI-compatible server "
-               "with AGENTIC_IQA_VLM_BASE_URL) or anthropic")
-            + " (only gpt-*, o1/o3/o4-*, chatgpt-* and claude-* names choose one themselves)")
-    note = (f"note: {named} without "
-            f"{'--backend' if model_origin == '--model' else 'AGENTIC_IQA_VLM_BACKEND'}: "
-            f"using the {inferred} backend (from the model's name)")
+            + (
+                "add --backend openai (OpenAI, or an OpenAI-compatible server with --base-url) "
+                "or --backend anthropic"
+                if flag
+                else "set AGENTIC_IQA_VLM_BACKEND=openai (OpenAI, or an OpenAI-compatible server "
+                "with AGENTIC_IQA_VLM_BASE_URL) or anthropic"
+            )
+            + " (only gpt-*, o1/o3/o4-*, chatgpt-* and claude-* names choose one themselves)"
+        )
+    note = (
+        f"note: {named} without "
+        f"{'--backend' if model_origin == '--model' else 'AGENTIC_IQA_VLM_BACKEND'}: "
+        f"using the {inferred} backend (from the model's name)"
+    )
     if notes is None:
         import logging
 
@@ -331,7 +348,8 @@ class RateLimitConfig(BaseModel):
         default=120.0, gt=0, description="seconds a call may wait for its turn before failing"
     )
     slot_seconds: float | None = Field(
-        default=None, gt=0,
+        default=None,
+        gt=0,
         description="a concurrency slot expires after this (a killed process frees it); "
         "null: timeout x (max_retries + 1) + 30",
     )

@@ -102,8 +102,9 @@ def collecting(collector: CallCollector) -> Iterator[CallCollector]:
         _current.reset(token)
 
 
-def collect_calls(*, use_cache: bool = True, seen: Iterable[str] = ()
-                  ) -> contextlib.AbstractContextManager[CallCollector]:
+def collect_calls(
+    *, use_cache: bool = True, seen: Iterable[str] = ()
+) -> contextlib.AbstractContextManager[CallCollector]:
     """Collect the VLM calls made in this context in a new collector until the block ends."""
     return collecting(CallCollector(use_cache=use_cache, seen=set(seen)))
 
@@ -130,26 +131,43 @@ class RecordingClient(ClientProxy):
             collector = current_collector()
             if collector is not None:  # a failed call is a fact of the run too
                 key, collector.pending_key = collector.pending_key, None
-                collector.add(CallRecord(
-                    role=self.role, task=request.task, backend=self.backend, model=self.model,
-                    input_tokens=0, output_tokens=0, cached_tokens=0,
-                    latency_s=time.perf_counter() - started, cache_hit=False,
-                    request_key=key, error=str(exc) or type(exc).__name__,
-                    endpoint=self.endpoint))
+                collector.add(
+                    CallRecord(
+                        role=self.role,
+                        task=request.task,
+                        backend=self.backend,
+                        model=self.model,
+                        input_tokens=0,
+                        output_tokens=0,
+                        cached_tokens=0,
+                        latency_s=time.perf_counter() - started,
+                        cache_hit=False,
+                        request_key=key,
+                        error=str(exc) or type(exc).__name__,
+                        endpoint=self.endpoint,
+                    )
+                )
             raise
         collector = current_collector()
         if collector is not None:
             key, collector.pending_key = collector.pending_key, None
             usage = response.usage
-            collector.add(CallRecord(
-                role=self.role, task=request.task, backend=self.backend,
-                model=response.model or self.model,
-                input_tokens=usage.input_tokens if usage else None,
-                output_tokens=usage.output_tokens if usage else None,
-                cached_tokens=usage.cached_tokens if usage else None,
-                latency_s=time.perf_counter() - started, cache_hit=response.cached,
-                request_key=key, endpoint=self.endpoint, batch=response.batch,
-            ))
+            collector.add(
+                CallRecord(
+                    role=self.role,
+                    task=request.task,
+                    backend=self.backend,
+                    model=response.model or self.model,
+                    input_tokens=usage.input_tokens if usage else None,
+                    output_tokens=usage.output_tokens if usage else None,
+                    cached_tokens=usage.cached_tokens if usage else None,
+                    latency_s=time.perf_counter() - started,
+                    cache_hit=response.cached,
+                    request_key=key,
+                    endpoint=self.endpoint,
+                    batch=response.batch,
+                )
+            )
         return response
 
 
@@ -166,8 +184,9 @@ class Price:
 
     def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int) -> float:
         uncached = max(input_tokens - cached_tokens, 0)
-        return (uncached * self.input + cached_tokens * self.cached_input
-                + output_tokens * self.output) / 1_000_000
+        return (
+            uncached * self.input + cached_tokens * self.cached_input + output_tokens * self.output
+        ) / 1_000_000
 
 
 #: The providers' own endpoints, where their published prices apply.
@@ -193,13 +212,17 @@ class PriceTable:
     :func:`batch_key`) to the factor its batch API bills of the online price.
     """
 
-    def __init__(self, prices: Mapping[str, Price],
-                 endpoints: Mapping[str, Mapping[str, Price]] | None = None,
-                 batch_discount: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        prices: Mapping[str, Price],
+        endpoints: Mapping[str, Mapping[str, Price]] | None = None,
+        batch_discount: Mapping[str, float] | None = None,
+    ) -> None:
         self.prices = dict(prices)
         self.endpoints = {host: dict(table) for host, table in (endpoints or {}).items()}
-        self.batch_discount = {str(key).lower(): float(factor)
-                               for key, factor in (batch_discount or {}).items()}
+        self.batch_discount = {
+            str(key).lower(): float(factor) for key, factor in (batch_discount or {}).items()
+        }
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> PriceTable:
@@ -214,18 +237,26 @@ class PriceTable:
             return cls({})
 
         def table(entries: Mapping[str, Any]) -> dict[str, Price]:
-            return {str(name): Price(input=float(entry["input"]), output=float(entry["output"]),
-                                     cached_input=float(entry.get("cached_input",
-                                                                  entry["input"])))
-                    for name, entry in entries.items()}
+            return {
+                str(name): Price(
+                    input=float(entry["input"]),
+                    output=float(entry["output"]),
+                    cached_input=float(entry.get("cached_input", entry["input"])),
+                )
+                for name, entry in entries.items()
+            }
 
         try:
             document = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
             prices = table(document.get("models") or {})
-            endpoints = {str(host).lower(): table(entries or {})
-                         for host, entries in (document.get("endpoints") or {}).items()}
-            discounts = {str(key).lower(): float(factor) for key, factor in
-                         (document.get("batch_discount") or {}).items()}
+            endpoints = {
+                str(host).lower(): table(entries or {})
+                for host, entries in (document.get("endpoints") or {}).items()
+            }
+            discounts = {
+                str(key).lower(): float(factor)
+                for key, factor in (document.get("batch_discount") or {}).items()
+            }
             negative = sorted(key for key, factor in discounts.items() if factor < 0)
             if negative:
                 raise ValueError(f"batch_discount below 0 for {', '.join(negative)}")
@@ -249,8 +280,17 @@ class PriceTable:
         """What a batch call costs as a fraction of the online price; None: unknown."""
         return self.batch_discount.get(batch_key(backend, endpoint).lower())
 
-    def cost(self, backend: str, model: str | None, endpoint: str | None, input_tokens: int,
-             output_tokens: int, cached_tokens: int, *, batch: bool = False) -> float | None:
+    def cost(
+        self,
+        backend: str,
+        model: str | None,
+        endpoint: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int,
+        *,
+        batch: bool = False,
+    ) -> float | None:
         """The cost of these tokens, online or (``batch``) at the provider's batch discount;
         None when the price, or for a batch the discount, is unknown."""
         price = self.price_for(model, endpoint)
@@ -308,14 +348,17 @@ def group_records(records: Iterable[CallRecord]) -> list[ModelUsage]:
         entry[3] += record.output_tokens or 0
         entry[4] += record.cached_tokens or 0
         entry[5] += record.input_tokens is None or record.output_tokens is None
-    return [ModelUsage(backend, model, *values, endpoint=endpoint, batch=batch)
-            for (backend, model, endpoint, batch), values in sorted(
-                sums.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or "",
-                                                item[0][3]))]
+    return [
+        ModelUsage(backend, model, *values, endpoint=endpoint, batch=batch)
+        for (backend, model, endpoint, batch), values in sorted(
+            sums.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or "", item[0][3])
+        )
+    ]
 
 
-def summarize(usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | None = None
-              ) -> dict[str, Any]:
+def summarize(
+    usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | None = None
+) -> dict[str, Any]:
     """Calls, cache hits, tokens and cost (None when any call's price, or a batch call's
     discount, is unknown), and the cost per item when ``items`` is given."""
     usages = list(usages)
@@ -324,12 +367,25 @@ def summarize(usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | 
     for usage in usages:
         if usage.calls == 0:
             continue
-        part = None if usage.unmetered else prices.cost(
-            usage.backend, usage.model, usage.endpoint, usage.input_tokens,
-            usage.output_tokens, usage.cached_tokens, batch=usage.batch)
+        part = (
+            None
+            if usage.unmetered
+            else prices.cost(
+                usage.backend,
+                usage.model,
+                usage.endpoint,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_tokens,
+                batch=usage.batch,
+            )
+        )
         if part is None:
-            label = (usage.model if usage.endpoint is None or usage.endpoint.lower() in
-                     VENDOR_ENDPOINTS else f"{usage.model} at {usage.endpoint}")
+            label = (
+                usage.model
+                if usage.endpoint is None or usage.endpoint.lower() in VENDOR_ENDPOINTS
+                else f"{usage.model} at {usage.endpoint}"
+            )
             unpriced.append(f"{label} in batch" if usage.batch else label)
             cost = None
         elif cost is not None:
@@ -347,7 +403,7 @@ def summarize(usages: Iterable[ModelUsage], prices: PriceTable, *, items: int | 
     }
     if items is not None:
         summary["items"] = items
-        summary["cost_per_item_usd"] = (cost / items if cost is not None and items else None)
+        summary["cost_per_item_usd"] = cost / items if cost is not None and items else None
         summary["calls_per_item"] = summary["calls"] / items if items else None
     return summary
 
@@ -360,13 +416,21 @@ def describe(summary: Mapping[str, Any]) -> str:
     """One line: calls (those sent in batches, priced apart, and of them those answered for
     runs that ended without them), cache hits, tokens and cost."""
     unused = summary.get("unused_batch_answers")
-    unused_text = (f"; {unused} answered for runs that ended without them, billed all the "
-                   "same" if unused else "")
-    batched = (f" ({summary['batch_calls']} in batches, at the batch price{unused_text})"
-               if summary.get("batch_calls") else "")
-    text = (f"{summary['calls']} VLM calls{batched}, {summary['cache_hits']} cache hits, "
-            f"{summary['input_tokens']} input tokens ({summary['cached_tokens']} cached), "
-            f"{summary['output_tokens']} output tokens, cost {format_cost(summary['cost_usd'])}")
+    unused_text = (
+        f"; {unused} answered for runs that ended without them, billed all the same"
+        if unused
+        else ""
+    )
+    batched = (
+        f" ({summary['batch_calls']} in batches, at the batch price{unused_text})"
+        if summary.get("batch_calls")
+        else ""
+    )
+    text = (
+        f"{summary['calls']} VLM calls{batched}, {summary['cache_hits']} cache hits, "
+        f"{summary['input_tokens']} input tokens ({summary['cached_tokens']} cached), "
+        f"{summary['output_tokens']} output tokens, cost {format_cost(summary['cost_usd'])}"
+    )
     if summary.get("unpriced_models"):
         text += f" (no price for {', '.join(summary['unpriced_models'])})"
     if summary.get("cost_per_item_usd") is not None:

@@ -98,7 +98,10 @@ def upgrade() -> None:
             ["run_id"], ["runs.id"], ondelete="CASCADE", name=op.f("fk_tool_logs_run_id_runs")
         ),
         sa.UniqueConstraint(
-            "run_id", "iteration", "object_name", "distortion",
+            "run_id",
+            "iteration",
+            "object_name",
+            "distortion",
             name=op.f("uq_tool_logs_run_id_iteration_object_name_distortion"),
         ),
     )

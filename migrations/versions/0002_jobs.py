@@ -34,8 +34,9 @@ def upgrade() -> None:
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("finished_at", TIMESTAMP, nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
-        sa.CheckConstraint("status IN ('running', 'done', 'cancelled')",
-                           name=op.f("ck_jobs_status")),
+        sa.CheckConstraint(
+            "status IN ('running', 'done', 'cancelled')", name=op.f("ck_jobs_status")
+        ),
     )
     op.create_table(
         "job_items",
@@ -54,8 +55,9 @@ def upgrade() -> None:
         sa.Column("queued_at", TIMESTAMP, nullable=True),
         sa.Column("finished_at", TIMESTAMP, nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_job_items")),
-        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], ondelete="CASCADE",
-                                name=op.f("fk_job_items_job_id_jobs")),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], ondelete="CASCADE", name=op.f("fk_job_items_job_id_jobs")
+        ),
         sa.UniqueConstraint("job_id", "item_key", name=op.f("uq_job_items_job_id_item_key")),
         sa.CheckConstraint(
             "status IN ('pending', 'queued', 'done', 'failed', 'cancelled')",

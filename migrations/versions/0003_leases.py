@@ -28,14 +28,14 @@ TIMESTAMP = sa.DateTime(timezone=True)
 def upgrade() -> None:
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("lease_until", TIMESTAMP, nullable=True))
-        batch.add_column(sa.Column("resends", sa.Integer(), nullable=False,
-                                   server_default="0"))
+        batch.add_column(sa.Column("resends", sa.Integer(), nullable=False, server_default="0"))
     op.create_index(op.f("ix_runs_status_lease_until"), "runs", ["status", "lease_until"])
     with op.batch_alter_table("step_records") as batch:
         batch.add_column(sa.Column("lease_until", TIMESTAMP, nullable=True))
     with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("dispatch", sa.String(16), nullable=False,
-                                   server_default="workers"))
+        batch.add_column(
+            sa.Column("dispatch", sa.String(16), nullable=False, server_default="workers")
+        )
 
 
 def downgrade() -> None:

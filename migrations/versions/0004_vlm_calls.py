@@ -44,18 +44,27 @@ def upgrade() -> None:
         sa.Column("request_key", sa.String(64), nullable=True),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_vlm_calls")),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE",
-                                name=op.f("fk_vlm_calls_run_id_runs")),
-        sa.UniqueConstraint("run_id", "step", "iteration", "attempt", "seq",
-                            name=op.f("uq_vlm_calls_run_id_step_iteration_attempt_seq")),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["runs.id"], ondelete="CASCADE", name=op.f("fk_vlm_calls_run_id_runs")
+        ),
+        sa.UniqueConstraint(
+            "run_id",
+            "step",
+            "iteration",
+            "attempt",
+            "seq",
+            name=op.f("uq_vlm_calls_run_id_step_iteration_attempt_seq"),
+        ),
     )
     op.create_index(op.f("ix_vlm_calls_model"), "vlm_calls", ["model"])
     with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("vlm_cache", sa.Boolean(), nullable=False,
-                                   server_default=sa.true()))
+        batch.add_column(
+            sa.Column("vlm_cache", sa.Boolean(), nullable=False, server_default=sa.true())
+        )
     with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("vlm_cache", sa.Boolean(), nullable=False,
-                                   server_default=sa.true()))
+        batch.add_column(
+            sa.Column("vlm_cache", sa.Boolean(), nullable=False, server_default=sa.true())
+        )
 
 
 def downgrade() -> None:

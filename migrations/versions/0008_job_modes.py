@@ -25,8 +25,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("mode", sa.String(8), nullable=False,
-                                   server_default="agent"))
+        batch.add_column(sa.Column("mode", sa.String(8), nullable=False, server_default="agent"))
         batch.add_column(sa.Column("dataset_json", sa.Text(), nullable=True))
     op.execute("UPDATE jobs SET mode = 'tools' WHERE tools IS NOT NULL")
     with op.batch_alter_table("job_items") as batch:

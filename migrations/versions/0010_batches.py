@@ -47,8 +47,9 @@ def upgrade() -> None:
         sa.Column("expires_at", TIMESTAMP, nullable=True),
         sa.Column("next_poll_at", TIMESTAMP, nullable=True),
         sa.Column("polls", sa.Integer(), nullable=False),
-        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_vlm_batches_job_id_jobs"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_vlm_batches_job_id_jobs"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_vlm_batches")),
     )
     op.create_index(op.f("ix_vlm_batches_job_id"), "vlm_batches", ["job_id"])
@@ -71,24 +72,37 @@ def upgrade() -> None:
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", TIMESTAMP, nullable=False),
         sa.Column("answered_at", TIMESTAMP, nullable=True),
-        sa.CheckConstraint("status IN ('pending', 'submitted', 'answered', 'failed')",
-                           name=op.f("ck_batch_requests_status")),
-        sa.ForeignKeyConstraint(["batch_id"], ["vlm_batches.id"],
-                                name=op.f("fk_batch_requests_batch_id_vlm_batches"),
-                                ondelete="SET NULL"),
-        sa.ForeignKeyConstraint(["job_id"], ["jobs.id"],
-                                name=op.f("fk_batch_requests_job_id_jobs"), ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"],
-                                name=op.f("fk_batch_requests_run_id_runs"), ondelete="CASCADE"),
+        sa.CheckConstraint(
+            "status IN ('pending', 'submitted', 'answered', 'failed')",
+            name=op.f("ck_batch_requests_status"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["batch_id"],
+            ["vlm_batches.id"],
+            name=op.f("fk_batch_requests_batch_id_vlm_batches"),
+            ondelete="SET NULL",
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_batch_requests_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["runs.id"], name=op.f("fk_batch_requests_run_id_runs"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_batch_requests")),
-        sa.UniqueConstraint("run_id", "step", "iteration", "seq",
-                            name=op.f("uq_batch_requests_run_id_step_iteration_seq")),
+        sa.UniqueConstraint(
+            "run_id",
+            "step",
+            "iteration",
+            "seq",
+            name=op.f("uq_batch_requests_run_id_step_iteration_seq"),
+        ),
     )
     op.create_index(op.f("ix_batch_requests_batch_id"), "batch_requests", ["batch_id"])
     op.create_index("ix_batch_requests_job_id_status", "batch_requests", ["job_id", "status"])
     with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("awaiting_batch", sa.Boolean(), nullable=False,
-                                   server_default=sa.false()))
+        batch.add_column(
+            sa.Column("awaiting_batch", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
     with op.batch_alter_table("vlm_calls") as batch:
         batch.add_column(sa.Column("batch", sa.Text(), nullable=True))
 

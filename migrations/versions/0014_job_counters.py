@@ -41,10 +41,8 @@ def upgrade() -> None:
         for status in STATUSES:
             batch.add_column(sa.Column(f"items_{status}", sa.Integer(), nullable=True))
         batch.add_column(sa.Column("headline_json", sa.Text(), nullable=True))
-        batch.add_column(sa.Column("items_after", sa.Integer(), nullable=False,
-                                   server_default="0"))
-        batch.add_column(sa.Column("claim_after", sa.Integer(), nullable=False,
-                                   server_default="0"))
+        batch.add_column(sa.Column("items_after", sa.Integer(), nullable=False, server_default="0"))
+        batch.add_column(sa.Column("claim_after", sa.Integer(), nullable=False, server_default="0"))
     op.drop_index("ix_job_items_job_id_status", table_name="job_items")
     op.create_index("ix_job_items_job_id_status_id", "job_items", ["job_id", "status", "id"])
     op.create_index("ix_job_items_job_id_id", "job_items", ["job_id", "id"])
@@ -62,7 +60,9 @@ def _fill_counters() -> None:
     (job_id, status, id) index, so it also runs in offline mode (``--sql``)."""
     counts = ", ".join(
         f"items_{status} = (SELECT COUNT(*) FROM job_items WHERE job_items.job_id = jobs.id"
-        f" AND job_items.status = '{status}')" for status in STATUSES)
+        f" AND job_items.status = '{status}')"
+        for status in STATUSES
+    )
     op.execute(f"UPDATE jobs SET {counts}")
 
 

@@ -75,7 +75,10 @@ class PlannerReply:
 
 CORPUS: tuple[PlannerReply, ...] = (
     PlannerReply(
-        "object blur", "gpt", "Is the car in this photo blurry?", False,
+        "object blur",
+        "gpt",
+        "Is the car in this photo blurry?",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -89,17 +92,24 @@ CORPUS: tuple[PlannerReply, ...] = (
   "answer_mode": "explanation"
 }
 ```""",
-        Want("0100", query_scope=("car",), distortions={"car": ("Blurs",)})),
+        Want("0100", query_scope=("car",), distortions={"car": ("Blurs",)}),
+    ),
     PlannerReply(
-        "rate plain", "gpt", "Rate the quality of this image.", False,
+        "rate plain",
+        "gpt",
+        "Rate the quality of this image.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1111")),
+        Want("1111"),
+    ),
     PlannerReply(
-        "two objects prose", "claude",
-        "How noisy is the sky compared to the person's face?", False,
+        "two objects prose",
+        "claude",
+        "How noisy is the sky compared to the person's face?",
+        False,
         """Here's the plan for this query:
 
 ```json
@@ -122,18 +132,28 @@ CORPUS: tuple[PlannerReply, ...] = (
 
 The query names two regions and one distortion (noise), so detection is unnecessary and the
 analysis can compare the noise level of each region directly.""",
-        Want("0100", query_scope=("sky", "person's face|face"),
-             distortions={"sky": ("Noise",), "person's face": ("Noise",)})),
+        Want(
+            "0100",
+            query_scope=("sky", "person's face|face"),
+            distortions={"sky": ("Noise",), "person's face": ("Noise",)},
+        ),
+    ),
     PlannerReply(
-        "qwen spellings with tool", "qwen",
-        "Use SSIM to judge this image against the reference.", True,
+        "qwen spellings with tool",
+        "qwen",
+        "Use SSIM to judge this image against the reference.",
+        True,
         '{"queryType": "iqa", "QueryScope": ["global"], "distortion source": "inferred", '
         '"distortions": null, "referenceMode": "full reference", "requiredTool": "ssim", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execute": true}}',
-        Want("1101", required_tool="SSIM")),
+        Want("1101", required_tool="SSIM"),
+    ),
     PlannerReply(
-        "Q-Align spelling", "gpt", "Rate this image with Q-Align.", False,
+        "Q-Align spelling",
+        "gpt",
+        "Rate this image with Q-Align.",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "No-Reference", "required_tool": "Q-Align",
@@ -141,9 +161,14 @@ analysis can compare the noise level of each region directly.""",
           "tool_selection": false, "tool_execution": true},
  "answer_mode": "scoring"}
 ```""",
-        Want("1101", required_tool="QAlign"), tags=("catalogue spelling",)),
+        Want("1101", required_tool="QAlign"),
+        tags=("catalogue spelling",),
+    ),
     PlannerReply(
-        "CLIP-IQA spelling", "claude", "Use CLIP-IQA to check how sharp this photo is.", False,
+        "CLIP-IQA spelling",
+        "claude",
+        "Use CLIP-IQA to check how sharp this photo is.",
+        False,
         """I'll plan this as a sharpness check with the requested tool.
 
 ```json
@@ -162,16 +187,24 @@ analysis can compare the noise level of each region directly.""",
 
 Since the user explicitly asked for CLIP-IQA, tool selection is skipped.""",
         Want("0101", distortions={"Global": ("Sharpness",)}, required_tool="CLIPIQA"),
-        tags=("catalogue spelling",)),
+        tags=("catalogue spelling",),
+    ),
     PlannerReply(
-        "MS SSIM spelling", "gpt", "Compare this image with the reference using MS SSIM.", True,
+        "MS SSIM spelling",
+        "gpt",
+        "Compare this image with the reference using MS SSIM.",
+        True,
         '{"query_type":"IQA","query_scope":"Global","distortion_source":"Inferred",'
         '"distortions":null,"reference_mode":"Full-Reference","required_tool":"MS-SSIM",'
         '"plan":{"distortion_detection":true,"distortion_analysis":true,'
         '"tool_selection":false,"tool_execution":true},"answer_mode":"explanation"}',
-        Want("1101", required_tool="MS-SSIM"), tags=("catalogue spelling",)),
+        Want("1101", required_tool="MS-SSIM"),
+        tags=("catalogue spelling",),
+    ),
     PlannerReply(
-        "unique as adjective", "gpt", "Is this street scene with unique architecture too dark?",
+        "unique as adjective",
+        "gpt",
+        "Is this street scene with unique architecture too dark?",
         False,
         """```json
 {
@@ -187,16 +220,25 @@ Since the user explicitly asked for CLIP-IQA, tool selection is skipped.""",
 }
 ```""",
         Want("0111", distortions={"Global": ("Brightness change",)}),
-        tags=("common word",)),
+        tags=("common word",),
+    ),
     PlannerReply(
-        "don't use NIQE", "qwen", "Don't use NIQE; just tell me how good this photo is.", False,
+        "don't use NIQE",
+        "qwen",
+        "Don't use NIQE; just tell me how good this photo is.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": "NIQE", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1111", excluded_tools=("NIQE",)), tags=("exclusion",)),
+        Want("1111", excluded_tools=("NIQE",)),
+        tags=("exclusion",),
+    ),
     PlannerReply(
-        "tool not in catalogue", "claude", "Rate this image.", False,
+        "tool not in catalogue",
+        "claude",
+        "Rate this image.",
+        False,
         """Here is a plan:
 
 ```json
@@ -214,17 +256,26 @@ Since the user explicitly asked for CLIP-IQA, tool selection is skipped.""",
 ```
 
 IQA-Net gives a general-purpose quality score, which suits an overall rating.""",
-        Want("1111"), tags=("unknown tool",)),
+        Want("1111"),
+        tags=("unknown tool",),
+    ),
     PlannerReply(
-        "named distortion omitted", "gpt", "Is the sky overexposed?", False,
+        "named distortion omitted",
+        "gpt",
+        "Is the sky overexposed?",
+        False,
         '{"query_type": "IQA", "query_scope": ["sky"], "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": false}, "answer_mode": "explanation"}',
         Want("0100", query_scope=("sky",), distortions={"sky": ("Brightness change",)}),
-        tags=("named distortion",)),
+        tags=("named distortion",),
+    ),
     PlannerReply(
-        "Other with flags on", "gpt", "Does this photo evoke a nostalgic mood?", False,
+        "Other with flags on",
+        "gpt",
+        "Does this photo evoke a nostalgic mood?",
+        False,
         """```json
 {"query_type": "Other", "query_scope": "Global", "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "No-Reference", "required_tool": null,
@@ -232,9 +283,14 @@ IQA-Net gives a general-purpose quality score, which suits an overall rating."""
           "tool_selection": true, "tool_execution": true},
  "answer_mode": "explanation"}
 ```""",
-        Want("0000", query_type="Other"), tags=("other",)),
+        Want("0000", query_type="Other"),
+        tags=("other",),
+    ),
     PlannerReply(
-        "Global key, object scope", "claude", "Is the dog's fur noisy?", False,
+        "Global key, object scope",
+        "claude",
+        "Is the dog's fur noisy?",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -249,30 +305,49 @@ IQA-Net gives a general-purpose quality score, which suits an overall rating."""
 ```
 The noise question is limited to the dog's fur.""",
         Want("0100", query_scope=("dog's fur|fur",), distortions={"dog's fur": ("Noise",)}),
-        tags=("scope keys",)),
+        tags=("scope keys",),
+    ),
     PlannerReply(
-        "distortions None string", "qwen", "How good is this picture overall?", False,
+        "distortions None string",
+        "qwen",
+        "How good is this picture overall?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": "None", "reference_mode": "No-Reference", "required_tool": "None", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}}',
-        Want("1111"), tags=("shape",)),
+        Want("1111"),
+        tags=("shape",),
+    ),
     PlannerReply(
-        "plan as list", "qwen", "Is there JPEG compression in this image?", False,
+        "plan as list",
+        "qwen",
+        "Is there JPEG compression in this image?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Compression"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": ["distortion_analysis", "tool_selection", '
         '"tool_execution"]}',
-        Want("0111", distortions={"Global": ("Compression",)}), tags=("shape",)),
+        Want("0111", distortions={"Global": ("Compression",)}),
+        tags=("shape",),
+    ),
     PlannerReply(
-        "required tool as list", "qwen", "What is the BRISQUE score of this photo?", False,
+        "required tool as list",
+        "qwen",
+        "What is the BRISQUE score of this photo?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": ["BRISQUE"], '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}}',
-        Want("1101", required_tool="BRISQUE"), tags=("shape",)),
+        Want("1101", required_tool="BRISQUE"),
+        tags=("shape",),
+    ),
     PlannerReply(
-        "JSON with comments", "gpt", "Is the background blurry?", False,
+        "JSON with comments",
+        "gpt",
+        "Is the background blurry?",
+        False,
         """```json
 {
   "query_type": "IQA",            // technical quality question
@@ -290,17 +365,27 @@ The noise question is limited to the dog's fur.""",
 }
 ```""",
         Want("0100", query_scope=("background",), distortions={"background": ("Blurs",)}),
-        tags=("shape",)),
+        tags=("shape",),
+    ),
     PlannerReply(
-        "scope comma string", "qwen", "Are the car and the sky noisy?", False,
+        "scope comma string",
+        "qwen",
+        "Are the car and the sky noisy?",
+        False,
         '{"query_type": "IQA", "query_scope": "car, sky", "distortion_source": "Explicit", '
         '"distortions": {"car": ["noise"], "sky": ["noise"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
-        Want("0100", query_scope=("car", "sky"),
-             distortions={"car": ("Noise",), "sky": ("Noise",)}), tags=("shape",)),
+        Want(
+            "0100", query_scope=("car", "sky"), distortions={"car": ("Noise",), "sky": ("Noise",)}
+        ),
+        tags=("shape",),
+    ),
     PlannerReply(
-        "scope and-string, Global key", "claude", "Is the car or the sky out of focus?", False,
+        "scope and-string, Global key",
+        "claude",
+        "Is the car or the sky out of focus?",
+        False,
         """Plan:
 
 ```json
@@ -315,23 +400,32 @@ The noise question is limited to the dog's fur.""",
            "tool_selection": false, "tool_execution": false}
 }
 ```""",
-        Want("0100", query_scope=("car", "sky"),
-             distortions={"car": ("Blurs",), "sky": ("Blurs",)}), tags=("shape", "scope keys")),
+        Want(
+            "0100", query_scope=("car", "sky"), distortions={"car": ("Blurs",), "sky": ("Blurs",)}
+        ),
+        tags=("shape", "scope keys"),
+    ),
     PlannerReply(
-        "MCQ distortion types", "gpt",
+        "MCQ distortion types",
+        "gpt",
         "Which distortion is most severe in this image?\nA. Noise\nB. Blur\nC. JPEG compression"
-        "\nD. Overexposure", False,
+        "\nD. Overexposure",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}, "answer_mode": "explanation"}',
-        Want("0111", distortions={"Global": ("Noise", "Blurs", "Compression",
-                                             "Brightness change")}),
-        tags=("named distortion",)),
+        Want(
+            "0111", distortions={"Global": ("Noise", "Blurs", "Compression", "Brightness change")}
+        ),
+        tags=("named distortion",),
+    ),
     PlannerReply(
-        "MCQ quality levels", "claude",
+        "MCQ quality levels",
+        "claude",
         "How would you rate the quality of this image?\nA. Excellent\nB. Good\nC. Fair\nD. Poor"
-        "\nE. Bad", False,
+        "\nE. Bad",
+        False,
         """This is a multiple-choice question about overall quality, so I'll plan a full
 assessment:
 
@@ -342,24 +436,35 @@ assessment:
           "tool_selection": true, "tool_execution": true},
  "answer_mode": "explanation"}
 ```""",
-        Want("1111")),
+        Want("1111"),
+    ),
     PlannerReply(
-        "full reference", "gpt", "How does this image compare to the reference in quality?",
+        "full reference",
+        "gpt",
+        "How does this image compare to the reference in quality?",
         True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}, "answer_mode": "explanation"}',
-        Want("1111")),
+        Want("1111"),
+    ),
     PlannerReply(
-        "reference mode wrong", "qwen", "Rate the quality of this image.", True,
+        "reference mode wrong",
+        "qwen",
+        "Rate the quality of this image.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "NR", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}}',
-        Want("1111")),
+        Want("1111"),
+    ),
     PlannerReply(
-        "tool and region", "gpt", "Use BRISQUE to assess the noise on the person's face.", False,
+        "tool and region",
+        "gpt",
+        "Use BRISQUE to assess the noise on the person's face.",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -373,33 +478,51 @@ assessment:
   "answer_mode": "explanation"
 }
 ```""",
-        Want("0101", query_scope=("person's face|face",),
-             distortions={"person's face": ("Noise",)}, required_tool="BRISQUE")),
+        Want(
+            "0101",
+            query_scope=("person's face|face",),
+            distortions={"person's face": ("Noise",)},
+            required_tool="BRISQUE",
+        ),
+    ),
     PlannerReply(
-        "flags beside the keys", "qwen", "Is the image too bright?", False,
+        "flags beside the keys",
+        "qwen",
+        "Is the image too bright?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Brightness change"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "distortion_detection": false, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}',
-        Want("0111", distortions={"Global": ("Brightness change",)})),
+        Want("0111", distortions={"Global": ("Brightness change",)}),
+    ),
     PlannerReply(
-        "paper spellings", "qwen", "Are there color distortions in the flowers?", False,
+        "paper spellings",
+        "qwen",
+        "Are there color distortions in the flowers?",
+        False,
         '{"query_type": "IQA", "query_scope": ["flowers"], "distortion_source": "Explict", '
         '"distortions": {"flowers": ["color distortion"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execute": false}}',
-        Want("0100", query_scope=("flowers",),
-             distortions={"flowers": ("Color distortions",)})),
+        Want("0100", query_scope=("flowers",), distortions={"flowers": ("Color distortions",)}),
+    ),
     PlannerReply(
-        "aesthetic Other", "gpt", "Is this photo aesthetically pleasing?", False,
+        "aesthetic Other",
+        "gpt",
+        "Is this photo aesthetically pleasing?",
+        False,
         '{"query_type": "Other", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": false, "distortion_analysis": false, '
         '"tool_selection": false, "tool_execution": false}, "answer_mode": "explanation"}',
-        Want("0000", query_type="Other")),
+        Want("0000", query_type="Other"),
+    ),
     PlannerReply(
-        "Other with a named tool", "claude",
-        "According to NIMA, how aesthetically pleasing is this photo?", False,
+        "Other with a named tool",
+        "claude",
+        "According to NIMA, how aesthetically pleasing is this photo?",
+        False,
         """The user asks about aesthetics and names NIMA, an aesthetic assessment model.
 
 ```json
@@ -414,17 +537,26 @@ assessment:
            "tool_selection": false, "tool_execution": true}
 }
 ```""",
-        Want("0001", query_type="Other", required_tool="NIMA"), tags=("other",)),
+        Want("0001", query_type="Other", required_tool="NIMA"),
+        tags=("other",),
+    ),
     PlannerReply(
-        "extra distortion from the model", "gpt", "Is the photo blurry?", False,
+        "extra distortion from the model",
+        "gpt",
+        "Is the photo blurry?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Blurs", "Sharpness"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}, '
         '"answer_mode": "explanation"}',
-        Want("0111", distortions={"Global": ("Blurs",)})),
+        Want("0111", distortions={"Global": ("Blurs",)}),
+    ),
     PlannerReply(
-        "region with tools on", "claude", "Is the tree in the foreground sharp?", False,
+        "region with tools on",
+        "claude",
+        "Is the tree in the foreground sharp?",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -438,16 +570,24 @@ assessment:
 }
 ```
 A sharpness metric on the tree region would support the visual judgement.""",
-        Want("0100", query_scope=("tree",), distortions={"tree": ("Sharpness",)})),
+        Want("0100", query_scope=("tree",), distortions={"tree": ("Sharpness",)}),
+    ),
     PlannerReply(
-        "composition called IQA", "gpt", "Is the composition of this photo balanced?", False,
+        "composition called IQA",
+        "gpt",
+        "Is the composition of this photo balanced?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}, "answer_mode": "explanation"}',
-        Want("0000", query_type="Other")),
+        Want("0000", query_type="Other"),
+    ),
     PlannerReply(
-        "region noise", "claude", "Is the lake noisy or grainy?", False,
+        "region noise",
+        "claude",
+        "Is the lake noisy or grainy?",
+        False,
         """Here's the plan:
 ```json
 {"query_type": "IQA", "query_scope": ["lake"], "distortion_source": "Explicit",
@@ -456,34 +596,54 @@ A sharpness metric on the tree region would support the visual judgement.""",
           "tool_selection": false, "tool_execution": false}}
 ```
 "Noisy" and "grainy" both describe the Noise category.""",
-        Want("0100", query_scope=("lake",), distortions={"lake": ("Noise",)})),
+        Want("0100", query_scope=("lake",), distortions={"lake": ("Noise",)}),
+    ),
     PlannerReply(
-        "yes/no free of noise", "qwen", "Is the image free of noise?\nA. Yes\nB. No", False,
+        "yes/no free of noise",
+        "qwen",
+        "Is the image free of noise?\nA. Yes\nB. No",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explict", '
         '"distortions": {"Global": ["Noise"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execute": true}}',
-        Want("0111", distortions={"Global": ("Noise",)})),
+        Want("0111", distortions={"Global": ("Noise",)}),
+    ),
     PlannerReply(
-        "LPIPS with reference", "gpt",
-        "Evaluate the quality of this photo using LPIPS against the reference.", True,
+        "LPIPS with reference",
+        "gpt",
+        "Evaluate the quality of this photo using LPIPS against the reference.",
+        True,
         """```json
 {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "Full-Reference", "required_tool": "LPIPS",
  "plan": {"distortion_detection": true, "distortion_analysis": true,
           "tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}
 ```""",
-        Want("1101", required_tool="LPIPS")),
+        Want("1101", required_tool="LPIPS"),
+    ),
     PlannerReply(
-        "use one tool, not another", "gpt", "Is the image compressed? Use PSNR, not SSIM.", True,
+        "use one tool, not another",
+        "gpt",
+        "Is the image compressed? Use PSNR, not SSIM.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Compression"]}, "reference_mode": "Full-Reference", '
         '"required_tool": "PSNR", "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}}',
-        Want("0101", distortions={"Global": ("Compression",)}, required_tool="PSNR",
-             excluded_tools=("SSIM",)), tags=("exclusion",)),
+        Want(
+            "0101",
+            distortions={"Global": ("Compression",)},
+            required_tool="PSNR",
+            excluded_tools=("SSIM",),
+        ),
+        tags=("exclusion",),
+    ),
     PlannerReply(
-        "without two tools", "claude", "Rate this photo without BRISQUE or NIQE.", False,
+        "without two tools",
+        "claude",
+        "Rate this photo without BRISQUE or NIQE.",
+        False,
         """Understood: the rating should not rely on BRISQUE or NIQE.
 
 ```json
@@ -499,16 +659,24 @@ A sharpness metric on the tree region would support the visual judgement.""",
   "answer_mode": "scoring"
 }
 ```""",
-        Want("1111", excluded_tools=("BRISQUE", "NIQE")), tags=("exclusion",)),
+        Want("1111", excluded_tools=("BRISQUE", "NIQE")),
+        tags=("exclusion",),
+    ),
     PlannerReply(
-        "German rating", "gpt", "Bewerte die Qualität dieses Bildes.", False,
+        "German rating",
+        "gpt",
+        "Bewerte die Qualität dieses Bildes.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1111")),
+        Want("1111"),
+    ),
     PlannerReply(
-        "low light omitted", "claude", "Was this photo taken in low light? Is it too dark?",
+        "low light omitted",
+        "claude",
+        "Was this photo taken in low light? Is it too dark?",
         False,
         """```json
 {
@@ -524,43 +692,69 @@ A sharpness metric on the tree region would support the visual judgement.""",
 ```
 Detection will establish whether under-exposure is present.""",
         Want("0111", distortions={"Global": ("Brightness change",)}),
-        tags=("named distortion",)),
+        tags=("named distortion",),
+    ),
     PlannerReply(
-        "washed out", "gpt", "Does this photo look washed out?", False,
+        "washed out",
+        "gpt",
+        "Does this photo look washed out?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Contrast"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}}',
-        Want("0111", distortions={"Global": ("Contrast",)})),
+        Want("0111", distortions={"Global": ("Contrast",)}),
+    ),
     PlannerReply(
-        "one of two named distortions omitted", "qwen", "Is the image noisy and blurry?", False,
+        "one of two named distortions omitted",
+        "qwen",
+        "Is the image noisy and blurry?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Noise"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}}',
-        Want("0111", distortions={"Global": ("Noise", "Blurs")}), tags=("named distortion",)),
+        Want("0111", distortions={"Global": ("Noise", "Blurs")}),
+        tags=("named distortion",),
+    ),
     PlannerReply(
-        "named tool omitted", "gpt", "What does MUSIQ say about this image?", False,
+        "named tool omitted",
+        "gpt",
+        "What does MUSIQ say about this image?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}}',
-        Want("1101", required_tool="MUSIQ")),
+        Want("1101", required_tool="MUSIQ"),
+    ),
     PlannerReply(
-        "pyiqa spelling", "qwen", "Score this against the reference with TOPIQ-FR.", True,
+        "pyiqa spelling",
+        "qwen",
+        "Score this against the reference with TOPIQ-FR.",
+        True,
         '{"query_type": "iqa", "query_scope": "global", "distortion_source": "inferred", '
         '"distortions": null, "reference_mode": "full-reference", "required_tool": "topiq_fr", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}}',
-        Want("1101", required_tool="TOPIQ_FR"), tags=("catalogue spelling",)),
+        Want("1101", required_tool="TOPIQ_FR"),
+        tags=("catalogue spelling",),
+    ),
     PlannerReply(
-        "plan as string", "qwen", "Assess the image quality.", False,
+        "plan as string",
+        "qwen",
+        "Assess the image quality.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": "none", "reference_mode": "No-Reference", "required_tool": "none", '
         '"plan": "distortion_detection, distortion_analysis, tool_selection, tool_execution"}',
-        Want("1111"), tags=("shape",)),
+        Want("1111"),
+        tags=("shape",),
+    ),
     PlannerReply(
-        "comments and trailing comma", "claude", "Is the top-left corner of the image too bright?",
+        "comments and trailing comma",
+        "claude",
+        "Is the top-left corner of the image too bright?",
         False,
         """Here is my plan (comments explain each choice):
 
@@ -580,33 +774,52 @@ Detection will establish whether under-exposure is present.""",
   },
 }
 ```""",
-        Want("0100", query_scope=("top-left corner",),
-             distortions={"top-left corner": ("Brightness change",)}), tags=("shape",)),
+        Want(
+            "0100",
+            query_scope=("top-left corner",),
+            distortions={"top-left corner": ("Brightness change",)},
+        ),
+        tags=("shape",),
+    ),
     PlannerReply(
-        "Global list scope, lower-case key", "qwen", "How noisy is this image?", False,
+        "Global list scope, lower-case key",
+        "qwen",
+        "How noisy is this image?",
+        False,
         '{"query_type": "IQA", "query_scope": ["Global"], "distortion_source": "Explicit", '
         '"distortions": {"global": ["noise"]}, "reference_mode": "No-Reference", '
         '"required_tool": "None", "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}}',
-        Want("0111", distortions={"Global": ("Noise",)})),
+        Want("0111", distortions={"Global": ("Noise",)}),
+    ),
     PlannerReply(
-        "Other with an object", "gpt", "Does the sunset look romantic?", False,
+        "Other with an object",
+        "gpt",
+        "Does the sunset look romantic?",
+        False,
         '{"query_type": "Other", "query_scope": ["sunset"], "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": false, "distortion_analysis": false, '
         '"tool_selection": false, "tool_execution": false}}',
-        Want("0000", query_type="Other", query_scope=("sunset",))),
+        Want("0000", query_type="Other", query_scope=("sunset",)),
+    ),
     PlannerReply(
-        "distortion the model invents", "gpt", "Rate this image.", False,
+        "distortion the model invents",
+        "gpt",
+        "Rate this image.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Blurs"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}, '
         '"answer_mode": "scoring"}',
-        Want("1111")),
+        Want("1111"),
+    ),
     PlannerReply(
-        "a distortion word the query lists lack", "claude",
-        "Is there visible chromatic aberration along the edges?", False,
+        "a distortion word the query lists lack",
+        "claude",
+        "Is there visible chromatic aberration along the edges?",
+        False,
         """Chromatic aberration is a colour fringing artefact, which falls under colour
 distortions.
 
@@ -622,24 +835,37 @@ distortions.
            "tool_selection": true, "tool_execution": true}
 }
 ```""",
-        Want("0111", distortions={"Global": ("Color distortions",)})),
+        Want("0111", distortions={"Global": ("Color distortions",)}),
+    ),
     PlannerReply(
-        "query tool not in catalogue", "qwen", "Rate this image with DeepIQA-X.", False,
+        "query tool not in catalogue",
+        "qwen",
+        "Rate this image with DeepIQA-X.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": "DeepIQA-X", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}}',
-        Want("1111"), tags=("unknown tool",)),
+        Want("1111"),
+        tags=("unknown tool",),
+    ),
     PlannerReply(
-        "unique as a plain word", "gpt", "What is unique about the noise in this image?", False,
+        "unique as a plain word",
+        "gpt",
+        "What is unique about the noise in this image?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Noise"]}, "reference_mode": "No-Reference", '
         '"required_tool": "UNIQUE", "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}}',
-        Want("0111", distortions={"Global": ("Noise",)}), tags=("common word",)),
+        Want("0111", distortions={"Global": ("Noise",)}),
+        tags=("common word",),
+    ),
     PlannerReply(
-        "two objects two distortions", "claude",
-        "Is the cat's fur sharp, and is the background blurry?", False,
+        "two objects two distortions",
+        "claude",
+        "Is the cat's fur sharp, and is the background blurry?",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -653,28 +879,40 @@ distortions.
 }
 ```
 Each region gets the distortion the user asked about.""",
-        Want("0100", query_scope=("cat's fur|fur", "background"),
-             distortions={"cat's fur": ("Sharpness",), "background": ("Blurs",)})),
+        Want(
+            "0100",
+            query_scope=("cat's fur|fur", "background"),
+            distortions={"cat's fur": ("Sharpness",), "background": ("Blurs",)},
+        ),
+    ),
     PlannerReply(
-        "whole-image scope string, bool strings", "qwen",
-        "What is the overall quality like?", False,
+        "whole-image scope string, bool strings",
+        "qwen",
+        "What is the overall quality like?",
+        False,
         '{"query_type": "IQA", "query_scope": "whole image", "distortion_source": "Inferred", '
         '"distortions": [], "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": "true", "distortion_analysis": "true", '
         '"tool_selection": "true", "tool_execution": "true"}}',
-        Want("1111")),
+        Want("1111"),
+    ),
     PlannerReply(
-        "sharpness MCQ", "gpt",
-        "How is the sharpness of the image?\nA. Good\nB. Fair\nC. Poor", False,
+        "sharpness MCQ",
+        "gpt",
+        "How is the sharpness of the image?\nA. Good\nB. Fair\nC. Poor",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Sharpness"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}, '
         '"answer_mode": "explanation"}',
-        Want("0111", distortions={"Global": ("Sharpness",)})),
+        Want("0111", distortions={"Global": ("Sharpness",)}),
+    ),
     PlannerReply(
-        "don't rely on a tool", "claude",
-        "Is the image sharp enough for printing? Please don't rely on PSNR.", False,
+        "don't rely on a tool",
+        "claude",
+        "Is the image sharp enough for printing? Please don't rely on PSNR.",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -689,34 +927,50 @@ Each region gets the distortion the user asked about.""",
 ```
 PSNR needs a reference anyway, so a no-reference sharpness tool will be selected.""",
         Want("0111", distortions={"Global": ("Sharpness",)}, excluded_tools=("PSNR",)),
-        tags=("exclusion",)),
+        tags=("exclusion",),
+    ),
     PlannerReply(
-        "score with unique", "gpt", "Score it with unique.", True,
+        "score with unique",
+        "gpt",
+        "Score it with unique.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "UNIQUE", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1101", required_tool="UNIQUE"), tags=("common word",)),
+        Want("1101", required_tool="UNIQUE"),
+        tags=("common word",),
+    ),
     PlannerReply(
-        "object key spelled with article", "gpt", "Is the building too dark?", False,
+        "object key spelled with article",
+        "gpt",
+        "Is the building too dark?",
+        False,
         '{"query_type": "IQA", "query_scope": ["building"], "distortion_source": "Explicit", '
         '"distortions": {"the building": ["Brightness change"]}, '
         '"reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": false, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": false}}',
         Want("0100", query_scope=("building",), distortions={"building": ("Brightness change",)}),
-        tags=("scope keys",)),
+        tags=("scope keys",),
+    ),
     PlannerReply(
-        "scope Global, object key", "qwen", "Are the leaves of the plant blurry?", False,
+        "scope Global, object key",
+        "qwen",
+        "Are the leaves of the plant blurry?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"leaves": ["blur"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
         Want("0100", query_scope=("leaves",), distortions={"leaves": ("Blurs",)}),
-        tags=("scope keys",)),
+        tags=("scope keys",),
+    ),
     PlannerReply(
-        "noise on the face with a tool list", "claude",
-        "Measure the noise on the face with NIQE.", False,
+        "noise on the face with a tool list",
+        "claude",
+        "Measure the noise on the face with NIQE.",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -729,27 +983,38 @@ PSNR needs a reference anyway, so a no-reference sharpness tool will be selected
            "tool_selection": false, "tool_execution": true}
 }
 ```""",
-        Want("0101", query_scope=("face",), distortions={"face": ("Noise",)},
-             required_tool="NIQE")),
+        Want("0101", query_scope=("face",), distortions={"face": ("Noise",)}, required_tool="NIQE"),
+    ),
     PlannerReply(
-        "Other scored as IQA with a colour word", "gpt",
-        "Do the warm colours make this photo feel cozy?", False,
+        "Other scored as IQA with a colour word",
+        "gpt",
+        "Do the warm colours make this photo feel cozy?",
+        False,
         '{"query_type": "Other", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": false, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": false}}',
-        Want("0000", query_type="Other"), tags=("other",)),
+        Want("0000", query_type="Other"),
+        tags=("other",),
+    ),
     # -- issue 39: the model plans; the input only corrects what it disproves ---------------
     PlannerReply(
-        "Multi-Scale SSIM index", "gpt", "Check this with the Multi-Scale SSIM index.", True,
+        "Multi-Scale SSIM index",
+        "gpt",
+        "Check this with the Multi-Scale SSIM index.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "MS-SSIM", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "explanation"}',
-        Want("1101", required_tool="MS-SSIM"), tags=("issue39", "alias")),
+        Want("1101", required_tool="MS-SSIM"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "structural similarity index", "claude",
-        "Compare it with the reference using the structural similarity index.", True,
+        "structural similarity index",
+        "claude",
+        "Compare it with the reference using the structural similarity index.",
+        True,
         """I'll compare the image against its reference with the requested metric.
 
 ```json
@@ -767,36 +1032,51 @@ PSNR needs a reference anyway, so a no-reference sharpness tool will be selected
 ```
 
 SSIM (the structural similarity index) needs the reference, which is given.""",
-        Want("1101", required_tool="SSIM"), tags=("issue39", "alias")),
+        Want("1101", required_tool="SSIM"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "peak signal-to-noise ratio", "gpt",
-        "What is the peak signal-to-noise ratio of this image against the reference?", True,
+        "peak signal-to-noise ratio",
+        "gpt",
+        "What is the peak signal-to-noise ratio of this image against the reference?",
+        True,
         '```json\n{"query_type": "IQA", "query_scope": "Global", "distortion_source": '
         '"Inferred", "distortions": null, "reference_mode": "Full-Reference", '
         '"required_tool": "PSNR", "plan": {"distortion_detection": true, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}, '
         '"answer_mode": "explanation"}\n```',
-        Want("1101", required_tool="PSNR"), tags=("issue39", "alias")),
+        Want("1101", required_tool="PSNR"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "signal to noise written apart", "qwen",
-        "Is the image noisy? Check it with the peak signal to noise ratio.", True,
+        "signal to noise written apart",
+        "qwen",
+        "Is the image noisy? Check it with the peak signal to noise ratio.",
+        True,
         '{"queryType": "iqa", "queryScope": "global", "distortionSource": "explict", '
         '"distortions": {"global": ["noise"]}, "referenceMode": "full-reference", '
         '"requiredTool": "psnr", "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execute": true}}',
         Want("0101", distortions={"Global": ("Noise",)}, required_tool="PSNR"),
-        tags=("issue39", "alias")),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "visual information fidelity", "gpt",
-        "Measure the visual information fidelity of this image to its reference.", True,
+        "visual information fidelity",
+        "gpt",
+        "Measure the visual information fidelity of this image to its reference.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "VIF", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}}',
-        Want("1101", required_tool="VIF"), tags=("issue39", "alias")),
+        Want("1101", required_tool="VIF"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "natural image quality evaluator", "claude",
-        "Rate this photo with the Natural Image Quality Evaluator.", False,
+        "natural image quality evaluator",
+        "claude",
+        "Rate this photo with the Natural Image Quality Evaluator.",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "No-Reference", "required_tool": "NIQE",
@@ -806,26 +1086,38 @@ SSIM (the structural similarity index) needs the reference, which is given.""",
 ```
 
 The Natural Image Quality Evaluator is NIQE, a no-reference metric.""",
-        Want("1101", required_tool="NIQE"), tags=("issue39", "alias")),
+        Want("1101", required_tool="NIQE"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "gradient magnitude similarity deviation", "qwen",
-        "Use gradient-magnitude similarity deviation to compare it with the reference.", True,
+        "gradient magnitude similarity deviation",
+        "qwen",
+        "Use gradient-magnitude similarity deviation to compare it with the reference.",
+        True,
         '{"query_type": "iqa", "query_scope": ["Global"], "distortion_source": "inferred", '
         '"distortions": "none", "reference_mode": "full reference", "required_tool": "gmsd", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execute": true}}',
-        Want("1101", required_tool="GMSD"), tags=("issue39", "alias")),
+        Want("1101", required_tool="GMSD"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "multiscale structural similarity", "gpt",
-        "Score this against the reference with multiscale structural similarity.", True,
+        "multiscale structural similarity",
+        "gpt",
+        "Score this against the reference with multiscale structural similarity.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "MS-SSIM", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1101", required_tool="MS-SSIM"), tags=("issue39", "alias")),
+        Want("1101", required_tool="MS-SSIM"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "feature similarity", "claude",
-        "How similar is this image to the reference by feature similarity (FSIM)?", True,
+        "feature similarity",
+        "claude",
+        "How similar is this image to the reference by feature similarity (FSIM)?",
+        True,
         """Plan:
 
 ```json
@@ -834,18 +1126,26 @@ The Natural Image Quality Evaluator is NIQE, a no-reference metric.""",
  "plan": {"distortion_detection": true, "distortion_analysis": true,
           "tool_selection": false, "tool_execution": true}}
 ```""",
-        Want("1101", required_tool="FSIM"), tags=("issue39", "alias")),
+        Want("1101", required_tool="FSIM"),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "clip iqa lower case", "gpt", "Use clip iqa to check whether the photo is blurry.", False,
+        "clip iqa lower case",
+        "gpt",
+        "Use clip iqa to check whether the photo is blurry.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Blurs"]}, "reference_mode": "No-Reference", '
         '"required_tool": "CLIP-IQA", "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}}',
         Want("0101", distortions={"Global": ("Blurs",)}, required_tool="CLIPIQA"),
-        tags=("issue39", "alias")),
+        tags=("issue39", "alias"),
+    ),
     PlannerReply(
-        "no-reference WaDIQaM on noise", "claude",
-        "Is the photo noisy according to the no-reference WaDIQaM?", False,
+        "no-reference WaDIQaM on noise",
+        "claude",
+        "Is the photo noisy according to the no-reference WaDIQaM?",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -859,26 +1159,37 @@ The Natural Image Quality Evaluator is NIQE, a no-reference metric.""",
 }
 ```""",
         Want("0101", distortions={"Global": ("Noise",)}, required_tool="WaDIQaM_NR"),
-        tags=("issue39", "alias", "family")),
+        tags=("issue39", "alias", "family"),
+    ),
     PlannerReply(
-        "TOPIQ, the full-reference one", "gpt", "Score it with TOPIQ, the full-reference one.",
+        "TOPIQ, the full-reference one",
+        "gpt",
+        "Score it with TOPIQ, the full-reference one.",
         True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "TOPIQ_FR", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+        Want("1101", required_tool="TOPIQ_FR"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "TOPIQ (full-reference) display name", "qwen",
-        "Use TOPIQ (full-reference) on this image and its reference.", True,
+        "TOPIQ (full-reference) display name",
+        "qwen",
+        "Use TOPIQ (full-reference) on this image and its reference.",
+        True,
         '{"queryType": "iqa", "queryScope": "global", "distortionSource": "inferred", '
         '"distortions": null, "referenceMode": "FR", "requiredTool": "TOPIQ (full-reference)", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execute": true}}',
-        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+        Want("1101", required_tool="TOPIQ_FR"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "full-reference version of TOPIQ", "claude",
-        "Rate this image with the full-reference version of TOPIQ.", True,
+        "full-reference version of TOPIQ",
+        "claude",
+        "Rate this image with the full-reference version of TOPIQ.",
+        True,
         """```json
 {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "Full-Reference", "required_tool": "TOPIQ_FR",
@@ -886,24 +1197,38 @@ The Natural Image Quality Evaluator is NIQE, a no-reference metric.""",
           "tool_selection": false, "tool_execution": true},
  "answer_mode": "scoring"}
 ```""",
-        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+        Want("1101", required_tool="TOPIQ_FR"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "bare TOPIQ, family name as the tool", "gpt", "Score it with TOPIQ.", True,
+        "bare TOPIQ, family name as the tool",
+        "gpt",
+        "Score it with TOPIQ.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "TOPIQ", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1101", required_tool="TOPIQ_FR"), tags=("issue39", "family")),
+        Want("1101", required_tool="TOPIQ_FR"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "bare WaDIQaM, the model's member", "gpt", "Use WaDIQaM to rate this image.", False,
+        "bare WaDIQaM, the model's member",
+        "gpt",
+        "Use WaDIQaM to rate this image.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": "WaDIQaM_NR", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1101", required_tool="WaDIQaM_NR"), tags=("issue39", "family")),
+        Want("1101", required_tool="WaDIQaM_NR"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "bare WaDIQaM with a reference", "claude",
-        "Use WaDIQaM to rate this image against the reference.", True,
+        "bare WaDIQaM with a reference",
+        "claude",
+        "Use WaDIQaM to rate this image against the reference.",
+        True,
         """The user names the WaDIQaM family; with a reference image the full-reference variant
 applies.
 
@@ -913,33 +1238,50 @@ applies.
  "plan": {"distortion_detection": true, "distortion_analysis": true,
           "tool_selection": false, "tool_execution": true}}
 ```""",
-        Want("1101", required_tool="WaDIQaM_FR"), tags=("issue39", "family")),
+        Want("1101", required_tool="WaDIQaM_FR"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "qualifier overrides the model's member", "gpt",
-        "Use WaDIQaM in its no-reference form, even though a reference is given.", True,
+        "qualifier overrides the model's member",
+        "gpt",
+        "Use WaDIQaM in its no-reference form, even though a reference is given.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "WaDIQaM_FR", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}}',
-        Want("1101", required_tool="WaDIQaM_NR"), tags=("issue39", "family")),
+        Want("1101", required_tool="WaDIQaM_NR"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "a family ruled out", "qwen", "Don't use WaDIQaM; just rate the image.", False,
+        "a family ruled out",
+        "qwen",
+        "Don't use WaDIQaM; just rate the image.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": "WaDIQaM_NR", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
-        Want("1111", excluded_tools=("WaDIQaM_FR", "WaDIQaM_NR")), tags=("issue39", "family")),
+        Want("1111", excluded_tools=("WaDIQaM_FR", "WaDIQaM_NR")),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "SSIM, not the multi-scale one", "gpt",
-        "Compare it to the reference with SSIM, not the multi-scale SSIM.", True,
+        "SSIM, not the multi-scale one",
+        "gpt",
+        "Compare it to the reference with SSIM, not the multi-scale SSIM.",
+        True,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "Full-Reference", "required_tool": "SSIM", '
         '"excluded_tools": ["MS-SSIM"], "plan": {"distortion_detection": true, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}}',
         Want("1101", required_tool="SSIM", excluded_tools=("MS-SSIM",)),
-        tags=("issue39", "alias", "exclusion")),
+        tags=("issue39", "alias", "exclusion"),
+    ),
     PlannerReply(
-        "a variant the catalogue lacks", "claude", "Rate it with the NR version of TOPIQ.", False,
+        "a variant the catalogue lacks",
+        "claude",
+        "Rate it with the NR version of TOPIQ.",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "No-Reference", "required_tool": "TOPIQ_FR",
@@ -949,17 +1291,26 @@ applies.
 ```
 
 TOPIQ_FR is the closest available TOPIQ model.""",
-        Want("1111"), tags=("issue39", "family")),
+        Want("1111"),
+        tags=("issue39", "family"),
+    ),
     PlannerReply(
-        "dark as a colour of the car", "gpt", "Is the dark car in the driveway blurry?", False,
+        "dark as a colour of the car",
+        "gpt",
+        "Is the dark car in the driveway blurry?",
+        False,
         '{"query_type": "IQA", "query_scope": ["car"], "distortion_source": "Explicit", '
         '"distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
         Want("0100", query_scope=("car|dark car",), distortions={"car": ("Blurs",)}),
-        tags=("issue39", "ambiguous word")),
+        tags=("issue39", "ambiguous word"),
+    ),
     PlannerReply(
-        "bright as a colour of the jacket", "claude", "Is the bright red jacket noisy?", False,
+        "bright as a colour of the jacket",
+        "claude",
+        "Is the bright red jacket noisy?",
+        False,
         """```json
 {
   "query_type": "IQA",
@@ -975,26 +1326,37 @@ TOPIQ_FR is the closest available TOPIQ model.""",
 
 "Bright red" describes the jacket; the question is about noise.""",
         Want("0100", query_scope=("jacket|red jacket",), distortions={"jacket": ("Noise",)}),
-        tags=("issue39", "ambiguous word")),
+        tags=("issue39", "ambiguous word"),
+    ),
     PlannerReply(
-        "flat as the shape of the roof", "qwen", "Does the flat roof of the barn look noisy?",
+        "flat as the shape of the roof",
+        "qwen",
+        "Does the flat roof of the barn look noisy?",
         False,
         '{"queryType": "iqa", "queryScope": ["roof"], "distortionSource": "explicit", '
         '"distortions": {"roof": ["noise"]}, "referenceMode": "no reference", '
         '"requiredTool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execute": false}}',
         Want("0100", query_scope=("roof|flat roof",), distortions={"roof": ("Noise",)}),
-        tags=("issue39", "ambiguous word")),
+        tags=("issue39", "ambiguous word"),
+    ),
     PlannerReply(
-        "dark as the brightness of the photo", "gpt", "Is this photo dark?", False,
+        "dark as the brightness of the photo",
+        "gpt",
+        "Is this photo dark?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit", '
         '"distortions": {"Global": ["Brightness change"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": true, "tool_execution": true}}',
         Want("0111", distortions={"Global": ("Brightness change",)}),
-        tags=("issue39", "ambiguous word")),
+        tags=("issue39", "ambiguous word"),
+    ),
     PlannerReply(
-        "lighting as exposure", "claude", "Is the lighting in this photo good?", False,
+        "lighting as exposure",
+        "claude",
+        "Is the lighting in this photo good?",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Explicit",
  "distortions": {"Global": ["Brightness change"]}, "reference_mode": "No-Reference",
@@ -1003,17 +1365,25 @@ TOPIQ_FR is the closest available TOPIQ model.""",
           "tool_selection": true, "tool_execution": true}}
 ```""",
         Want("0111", distortions={"Global": ("Brightness change",)}),
-        tags=("issue39", "ambiguous word")),
+        tags=("issue39", "ambiguous word"),
+    ),
     PlannerReply(
-        "colour of the sky as a distortion", "gpt", "Is the colour of the sky natural?", False,
+        "colour of the sky as a distortion",
+        "gpt",
+        "Is the colour of the sky natural?",
+        False,
         '{"query_type": "IQA", "query_scope": ["sky"], "distortion_source": "Explicit", '
         '"distortions": {"sky": ["Color distortions"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
         Want("0100", query_scope=("sky",), distortions={"sky": ("Color distortions",)}),
-        tags=("issue39", "ambiguous word")),
+        tags=("issue39", "ambiguous word"),
+    ),
     PlannerReply(
-        "clear read as sharpness", "claude", "How clear is the text on the sign?", False,
+        "clear read as sharpness",
+        "claude",
+        "How clear is the text on the sign?",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": ["text"], "distortion_source": "Explicit",
  "distortions": {"text": ["Sharpness"]}, "reference_mode": "No-Reference",
@@ -1024,24 +1394,37 @@ TOPIQ_FR is the closest available TOPIQ model.""",
 
 Legibility of the text is a question of sharpness.""",
         Want("0100", query_scope=("text|text on the sign",), distortions={"text": ("Sharpness",)}),
-        tags=("issue39", "ambiguous word", "model reading")),
+        tags=("issue39", "ambiguous word", "model reading"),
+    ),
     PlannerReply(
-        "what color is the car", "gpt", "What color is the car?", False,
+        "what color is the car",
+        "gpt",
+        "What color is the car?",
+        False,
         '{"query_type": "IQA", "query_scope": ["car"], "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": false}, "answer_mode": "explanation"}',
-        Want("1100", query_scope=("car",)), tags=("issue39", "content question")),
+        Want("1100", query_scope=("car",)),
+        tags=("issue39", "content question"),
+    ),
     PlannerReply(
-        "tell me what colour the bus is", "qwen", "Tell me what colour the bus is.", False,
+        "tell me what colour the bus is",
+        "qwen",
+        "Tell me what colour the bus is.",
+        False,
         '{"queryType": "iqa", "queryScope": ["bus"], "distortionSource": "inferred", '
         '"distortions": null, "referenceMode": "no reference", "requiredTool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execute": false}}',
-        Want("1100", query_scope=("bus",)), tags=("issue39", "content question")),
+        Want("1100", query_scope=("bus",)),
+        tags=("issue39", "content question"),
+    ),
     PlannerReply(
-        "content and a distortion in one question", "claude",
-        "What colour are the flowers, and are they in focus?", False,
+        "content and a distortion in one question",
+        "claude",
+        "What colour are the flowers, and are they in focus?",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": ["flowers"], "distortion_source": "Explicit",
  "distortions": {"flowers": ["Blurs"]}, "reference_mode": "No-Reference",
@@ -1052,48 +1435,74 @@ Legibility of the text is a question of sharpness.""",
 
 The colour is read from the image; focus is the quality question.""",
         Want("0100", query_scope=("flowers",), distortions={"flowers": ("Blurs",)}),
-        tags=("issue39", "content question")),
+        tags=("issue39", "content question"),
+    ),
     PlannerReply(
-        "how many people", "gpt", "How many people are in this picture?", False,
+        "how many people",
+        "gpt",
+        "How many people are in this picture?",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": true, "tool_execution": true}}',
-        Want("1111"), tags=("issue39", "content question")),
+        Want("1111"),
+        tags=("issue39", "content question"),
+    ),
     PlannerReply(
-        "what does the sign say", "claude", "What does the sign say?", False,
+        "what does the sign say",
+        "claude",
+        "What does the sign say?",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": ["sign"], "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "No-Reference", "required_tool": null,
  "plan": {"distortion_detection": true, "distortion_analysis": true,
           "tool_selection": false, "tool_execution": false}}
 ```""",
-        Want("1100", query_scope=("sign",)), tags=("issue39", "content question")),
+        Want("1100", query_scope=("sign",)),
+        tags=("issue39", "content question"),
+    ),
     PlannerReply(
-        "what is in the picture, read as Other", "gpt", "What is in the picture?", False,
+        "what is in the picture, read as Other",
+        "gpt",
+        "What is in the picture?",
+        False,
         '{"query_type": "Other", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": false, "distortion_analysis": false, '
         '"tool_selection": false, "tool_execution": false}}',
         Want("0000", query_type="Other"),
-        tags=("issue39", "content question", "model reading")),
+        tags=("issue39", "content question", "model reading"),
+    ),
     PlannerReply(
-        "which animal, colour of its fur", "qwen",
-        "Which animal is this, and what colour is its fur?", False,
+        "which animal, colour of its fur",
+        "qwen",
+        "Which animal is this, and what colour is its fur?",
+        False,
         '{"query_type": "IQA", "query_scope": ["fur"], "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": null, '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": false}}',
-        Want("1100", query_scope=("fur",)), tags=("issue39", "content question")),
+        Want("1100", query_scope=("fur",)),
+        tags=("issue39", "content question"),
+    ),
     PlannerReply(
-        "reply without reference mode and source", "gpt", "Is the sky noisy?", True,
+        "reply without reference mode and source",
+        "gpt",
+        "Is the sky noisy?",
+        True,
         '{"query_type": "IQA", "query_scope": ["sky"], "distortions": {"sky": ["Noise"]}, '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
         Want("0100", query_scope=("sky",), distortions={"sky": ("Noise",)}),
-        tags=("issue39", "missing fields")),
+        tags=("issue39", "missing fields"),
+    ),
     PlannerReply(
-        "reply without flags", "claude", "Rate this image.", False,
+        "reply without flags",
+        "claude",
+        "Rate this image.",
+        False,
         """```json
 {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
  "distortions": null, "reference_mode": "No-Reference", "required_tool": null,
@@ -1101,43 +1510,69 @@ The colour is read from the image; focus is the quality question.""",
 ```
 
 A general rating: detect, analyse, select and run tools.""",
-        Want("1111"), tags=("issue39", "missing fields")),
+        Want("1111"),
+        tags=("issue39", "missing fields"),
+    ),
     PlannerReply(
-        "reply without two tool flags", "gpt", "Use BRISQUE on this photo.", False,
+        "reply without two tool flags",
+        "gpt",
+        "Use BRISQUE on this photo.",
+        False,
         '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": "BRISQUE", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true}}',
-        Want("1101", required_tool="BRISQUE"), tags=("issue39", "missing fields")),
+        Want("1101", required_tool="BRISQUE"),
+        tags=("issue39", "missing fields"),
+    ),
     PlannerReply(
-        "reply without scope", "gpt", "Is the car blurry?", False,
+        "reply without scope",
+        "gpt",
+        "Is the car blurry?",
+        False,
         '{"query_type": "IQA", "distortion_source": "Explicit", '
         '"distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference", '
         '"required_tool": null, "plan": {"distortion_detection": false, '
         '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
         Want("0100", query_scope=("car",), distortions={"car": ("Blurs",)}),
-        tags=("issue39", "missing fields")),
+        tags=("issue39", "missing fields"),
+    ),
     PlannerReply(
-        "qwen reply without referenceMode and tool_execute", "qwen",
-        "How noisy is this image?", False,
+        "qwen reply without referenceMode and tool_execute",
+        "qwen",
+        "How noisy is this image?",
+        False,
         '{"queryType": "iqa", "queryScope": "global", "distortionSource": "explict", '
         '"distortions": {"global": ["noise"]}, "requiredTool": null, '
         '"plan": {"distortion_detection": false, "distortion_analysis": true, '
         '"tool_selection": true}}',
-        Want("0111", distortions={"Global": ("Noise",)}), tags=("issue39", "missing fields")),
+        Want("0111", distortions={"Global": ("Noise",)}),
+        tags=("issue39", "missing fields"),
+    ),
     PlannerReply(
-        "reply with only the query type", "claude",
-        "How does this photo compare with its reference?", True,
+        "reply with only the query type",
+        "claude",
+        "How does this photo compare with its reference?",
+        True,
         """```json
 {"query_type": "IQA", "answer_mode": "explanation"}
 ```""",
-        Want("1111"), tags=("issue39", "missing fields")),
+        Want("1111"),
+        tags=("issue39", "missing fields"),
+    ),
 )
 
 
 # -- reading a reply as the agent does, and comparing with the human's plan -------------------
 
-FIELDS = ("query_type", "query_scope", "distortions", "reference_mode", "required_tool",
-          "excluded_tools", "flags")
+FIELDS = (
+    "query_type",
+    "query_scope",
+    "distortions",
+    "reference_mode",
+    "required_tool",
+    "excluded_tools",
+    "flags",
+)
 
 
 class OneReply:
@@ -1155,8 +1590,13 @@ class OneReply:
 def read(item: PlannerReply, tool_names: list[str]) -> PlannerOutput | None:
     """The plan the agent makes of ``item.reply`` (None: it read no plan)."""
     try:
-        return make_plan(OneReply(item.reply), item.query, "image.png",
-                         "reference.png" if item.reference else None, tool_names)
+        return make_plan(
+            OneReply(item.reply),
+            item.query,
+            "image.png",
+            "reference.png" if item.reference else None,
+            tool_names,
+        )
     except PlanningFailed:
         return None
 
@@ -1179,27 +1619,44 @@ def graded(plan: PlannerOutput | PlannerReply, names: dict[str, str]) -> dict[st
     if isinstance(plan, PlannerReply):
         want = plan.want
         scope, distortions = want.query_scope, want.distortions
-        values = {"query_type": want.query_type, "required_tool": want.required_tool,
-                  "excluded_tools": sorted(want.excluded_tools), "flags": want.flags,
-                  "reference_mode": "Full-Reference" if plan.reference else "No-Reference"}
+        values = {
+            "query_type": want.query_type,
+            "required_tool": want.required_tool,
+            "excluded_tools": sorted(want.excluded_tools),
+            "flags": want.flags,
+            "reference_mode": "Full-Reference" if plan.reference else "No-Reference",
+        }
     else:
         scope, distortions = plan.query_scope, plan.distortions
         flags = plan.plan
-        values = {"query_type": plan.query_type, "required_tool": plan.required_tool,
-                  "excluded_tools": sorted(getattr(plan, "excluded_tools", ())),
-                  "reference_mode": plan.reference_mode,
-                  "flags": "".join("1" if on else "0" for on in (
-                      flags.distortion_detection, flags.distortion_analysis,
-                      flags.tool_selection, flags.tool_execution))}
+        values = {
+            "query_type": plan.query_type,
+            "required_tool": plan.required_tool,
+            "excluded_tools": sorted(getattr(plan, "excluded_tools", ())),
+            "reference_mode": plan.reference_mode,
+            "flags": "".join(
+                "1" if on else "0"
+                for on in (
+                    flags.distortion_detection,
+                    flags.distortion_analysis,
+                    flags.tool_selection,
+                    flags.tool_execution,
+                )
+            ),
+        }
 
     def name(key: str) -> str:
         key = key.split("|")[0]
         return "Global" if key == "Global" else names.get(_fold(key), _fold(key))
 
-    values["query_scope"] = (scope if isinstance(scope, str)
-                             else sorted(name(entry) for entry in scope))
-    values["distortions"] = None if not distortions else {
-        name(key): sorted(found) for key, found in distortions.items()}
+    values["query_scope"] = (
+        scope if isinstance(scope, str) else sorted(name(entry) for entry in scope)
+    )
+    values["distortions"] = (
+        None
+        if not distortions
+        else {name(key): sorted(found) for key, found in distortions.items()}
+    )
     return values
 
 
@@ -1216,24 +1673,40 @@ def differences(item: PlannerReply, plan: PlannerOutput | None) -> dict[str, tup
 # -- plans built by hand, for the tests of the planner's reading --------------------------------
 
 TOOLS = [spec.name for spec in load_catalog()]
-ALL_ON = {"distortion_detection": True, "distortion_analysis": True, "tool_selection": True,
-          "tool_execution": True}
+ALL_ON = {
+    "distortion_detection": True,
+    "distortion_analysis": True,
+    "tool_selection": True,
+    "tool_execution": True,
+}
 
 
 def model_plan(**changes: Any) -> dict[str, Any]:
     """A model's plan as JSON data: the whole image, nothing named, every flag on."""
-    return {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-            "distortions": None, "reference_mode": "No-Reference", "required_tool": None,
-            "plan": dict(ALL_ON), **changes}
+    return {
+        "query_type": "IQA",
+        "query_scope": "Global",
+        "distortion_source": "Inferred",
+        "distortions": None,
+        "reference_mode": "No-Reference",
+        "required_tool": None,
+        "plan": dict(ALL_ON),
+        **changes,
+    }
 
 
 def reconciled(query: str, reference: bool = False, **changes: Any) -> PlannerOutput:
-    return reconcile(PlannerOutput.model_validate(model_plan(**changes)), query, reference,
-                     TOOLS)
+    return reconcile(PlannerOutput.model_validate(model_plan(**changes)), query, reference, TOOLS)
 
 
 def flags(plan: PlannerOutput) -> str:
     values = plan.plan
-    return "".join("1" if on else "0" for on in (
-        values.distortion_detection, values.distortion_analysis, values.tool_selection,
-        values.tool_execution))
+    return "".join(
+        "1" if on else "0"
+        for on in (
+            values.distortion_detection,
+            values.distortion_analysis,
+            values.tool_selection,
+            values.tool_execution,
+        )
+    )

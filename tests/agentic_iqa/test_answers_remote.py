@@ -37,13 +37,21 @@ SCORING = "Rate the quality of this image with PIQE."
 MCQ = "Which distortion is most visible? A. Noise B. Blur C. Compression"
 
 
-def client_for(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, *,
-               max_retries: int = 1) -> OpenAIClient:
+def client_for(
+    server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, *, max_retries: int = 1
+) -> OpenAIClient:
     """A bare OpenAIClient (no response cache: every request must reach the server)."""
     monkeypatch.setenv("TEST_VLM_KEY", "sk-test-answers")
-    return OpenAIClient(BackendConfig(
-        backend="openai", model="qwen2.5-vl", base_url=f"{server.url}/v1",
-        api_key_env="TEST_VLM_KEY", timeout=5, max_retries=max_retries))
+    return OpenAIClient(
+        BackendConfig(
+            backend="openai",
+            model="qwen2.5-vl",
+            base_url=f"{server.url}/v1",
+            api_key_env="TEST_VLM_KEY",
+            timeout=5,
+            max_retries=max_retries,
+        )
+    )
 
 
 def system_of(recorded: Recorded) -> str:
@@ -51,17 +59,30 @@ def system_of(recorded: Recorded) -> str:
 
 
 def plan_for(scope: list[str] | str = "Global", **flags: bool) -> PlannerOutput:
-    wanted = {"distortion_detection": False, "distortion_analysis": True,
-              "tool_selection": False, "tool_execution": True, **flags}
-    return PlannerOutput.model_validate({
-        "query_type": "IQA", "query_scope": scope, "distortion_source": "Inferred",
-        "distortions": None, "reference_mode": "No-Reference", "required_tool": None,
-        "plan": wanted})
+    wanted = {
+        "distortion_detection": False,
+        "distortion_analysis": True,
+        "tool_selection": False,
+        "tool_execution": True,
+        **flags,
+    }
+    return PlannerOutput.model_validate(
+        {
+            "query_type": "IQA",
+            "query_scope": scope,
+            "distortion_source": "Inferred",
+            "distortions": None,
+            "reference_mode": "No-Reference",
+            "required_tool": None,
+            "plan": wanted,
+        }
+    )
 
 
 EVIDENCE = ExecutorOutput(
-    distortion_analysis={"Global": [{"type": "Blurs", "severity": "moderate",
-                                     "explanation": "soft edges"}]},
+    distortion_analysis={
+        "Global": [{"type": "Blurs", "severity": "moderate", "explanation": "soft edges"}]
+    },
     quality_scores={"Global": {"Blurs": ("PIQE", 2.0)}},
 )
 
@@ -72,25 +93,49 @@ def ask(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, query: str, imag
 
 # -- reading options --------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("B", "B"), ("(B)", "B"), ("B.", "B"), ("B)", "B"), ("Answer: B", "B"), ("**B**", "B"),
-    ("b", "B"), ("B. Good", "B"), ("The answer is (D).", "D"), ("**Answer:** E", "E"),
-    ("Good", "B"), ("fair.", "C"), ("I'd say **C**.", "C"),
-    ("This is a good image", None), ("A good image", None), ("Answer: a good image", None),
-    ("(A) or (B)", None), ("", None), ("F", None),
-    # a capital letter standing alone after words is the answer; a lower-case word never is
-    ("I'd say B", "B"), ("This image deserves a C", "C"), ("B. Slight", "B"),
-    # a negated option is no rival answer (issue 29): "not E" leaves the D the model picked
-    ("I'd pick D, not E", "D"), ("a", "A"), ("I think it is fair", None),
-])
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("B", "B"),
+        ("(B)", "B"),
+        ("B.", "B"),
+        ("B)", "B"),
+        ("Answer: B", "B"),
+        ("**B**", "B"),
+        ("b", "B"),
+        ("B. Good", "B"),
+        ("The answer is (D).", "D"),
+        ("**Answer:** E", "E"),
+        ("Good", "B"),
+        ("fair.", "C"),
+        ("I'd say **C**.", "C"),
+        ("This is a good image", None),
+        ("A good image", None),
+        ("Answer: a good image", None),
+        ("(A) or (B)", None),
+        ("", None),
+        ("F", None),
+        # a capital letter standing alone after words is the answer; a lower-case word never is
+        ("I'd say B", "B"),
+        ("This image deserves a C", "C"),
+        ("B. Slight", "B"),
+        # a negated option is no rival answer (issue 29): "not E" leaves the D the model picked
+        ("I'd pick D, not E", "D"),
+        ("a", "A"),
+        ("I think it is fair", None),
+    ],
+)
 def test_options_are_read_only_where_they_stand_as_options(text, expected):
     assert parse_option(text, QUALITY_LEVEL_CHOICES) == expected
 
 
 # -- scoring mode -----------------------------------------------------------------------------
 
+
 def test_a_good_image_in_prose_is_not_option_a_and_no_letter_is_retried_then_unparseable(
-        monkeypatch, example_images):
+    monkeypatch, example_images
+):
     """The old parser read the article "a" as option A (and "no letter" as "C")."""
     with FakeAPIServer(lambda _r: Reply(200, openai_completion("This is a good image"))) as srv:
         result = ask(srv, monkeypatch, SCORING, str(example_images["original"]))
@@ -111,8 +156,10 @@ def test_a_good_image_in_prose_is_not_option_a_and_no_letter_is_retried_then_unp
     from agentic_iqa.cli.render import render_state, state_document
     from agentic_iqa.state import initial_state, merge_state
 
-    state = merge_state(initial_state(SCORING, str(example_images["original"])), {
-        "plan": plan_for(), "executor_evidence": EVIDENCE, "summarizer_result": result})
+    state = merge_state(
+        initial_state(SCORING, str(example_images["original"])),
+        {"plan": plan_for(), "executor_evidence": EVIDENCE, "summarizer_result": result},
+    )
     assert state_document(state)["answer_unparseable"] is True
     shown = StringIO()
     render_state(state, Console(file=shown, width=200))
@@ -120,12 +167,13 @@ def test_a_good_image_in_prose_is_not_option_a_and_no_letter_is_retried_then_unp
     assert "This is a good image" in shown.getvalue()
 
 
-def test_without_logprobs_stated_probabilities_are_asked_for_and_fused(
-        monkeypatch, example_images):
+def test_without_logprobs_stated_probabilities_are_asked_for_and_fused(monkeypatch, example_images):
     stated = {"A": 0.1, "B": 0.5, "C": 0.3, "D": 0.1, "E": 0.0}
     with FakeAPIServer() as srv:
-        srv.enqueue(Reply(200, openai_completion("Answer: B")),
-                    Reply(200, openai_completion(json.dumps({"option_probabilities": stated}))))
+        srv.enqueue(
+            Reply(200, openai_completion("Answer: B")),
+            Reply(200, openai_completion(json.dumps({"option_probabilities": stated}))),
+        )
         result = ask(srv, monkeypatch, SCORING, str(example_images["original"]))
         question, statement = srv.requests
     assert question.body["logprobs"] is True
@@ -134,7 +182,8 @@ def test_without_logprobs_stated_probabilities_are_asked_for_and_fused(
     assert system_of(statement) == QUALITY_PROBABILITIES_SYSTEM
     assert result.probability_source == "stated"
     assert result.level_distribution == pytest.approx(
-        {"Excellent": 0.1, "Good": 0.5, "Fair": 0.3, "Poor": 0.1, "Bad": 0.0})
+        {"Excellent": 0.1, "Good": 0.5, "Fair": 0.3, "Poor": 0.1, "Bad": 0.0}
+    )
     expected = fuse([2.0], {5: 0.1, 4: 0.5, 3: 0.3, 2: 0.1, 1: 0.0})
     assert result.quality_score == pytest.approx(expected)
     assert result.quality_score != pytest.approx(4.0)  # the tool (2.0) still counts
@@ -142,7 +191,8 @@ def test_without_logprobs_stated_probabilities_are_asked_for_and_fused(
 
 
 def test_argmax_only_when_no_statement_comes_back_and_then_the_score_is_the_level(
-        monkeypatch, example_images):
+    monkeypatch, example_images
+):
     with FakeAPIServer(lambda _r: Reply(200, openai_completion("no idea, sorry"))) as srv:
         srv.enqueue(Reply(200, openai_completion("**B**")))
         result = ask(srv, monkeypatch, SCORING, str(example_images["original"]))
@@ -156,29 +206,43 @@ def test_argmax_only_when_no_statement_comes_back_and_then_the_score_is_the_leve
 
 # -- explanation mode, multiple choice --------------------------------------------------------
 
+
 def answer_reply(final_answer: str) -> Reply:
-    return Reply(200, openai_completion(json.dumps(
-        {"final_answer": final_answer, "quality_reasoning": "edges are soft",
-         "need_replan": False, "replan_reason": None})))
+    return Reply(
+        200,
+        openai_completion(
+            json.dumps(
+                {
+                    "final_answer": final_answer,
+                    "quality_reasoning": "edges are soft",
+                    "need_replan": False,
+                    "replan_reason": None,
+                }
+            )
+        ),
+    )
 
 
 def test_a_multiple_choice_answer_in_prose_is_retried_then_recorded_as_unparseable(
-        monkeypatch, example_images):
+    monkeypatch, example_images
+):
     with FakeAPIServer(lambda _r: answer_reply("This is a good image")) as srv:
         result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
         requests = list(srv.requests)
     assert len(requests) == 3
-    assert "final_answer must be exactly one option letter (A, B, C)" not in system_of(
-        requests[0])
-    assert all("final_answer must be exactly one option letter (A, B, C)" in system_of(r)
-               for r in requests[1:])
+    assert "final_answer must be exactly one option letter (A, B, C)" not in system_of(requests[0])
+    assert all(
+        "final_answer must be exactly one option letter (A, B, C)" in system_of(r)
+        for r in requests[1:]
+    )
     assert result.answer_unparseable is True and result.final_answer == UNABLE
     assert "names none of the options" in result.unparseable_reason
 
 
 @pytest.mark.parametrize(("answered", "letter"), [("Blur", "B"), ("(C)", "C"), ("A.", "A")])
 def test_a_multiple_choice_answer_naming_an_option_becomes_its_letter(
-        monkeypatch, example_images, answered, letter):
+    monkeypatch, example_images, answered, letter
+):
     with FakeAPIServer(lambda _r: answer_reply(answered)) as srv:
         result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
         count = len(srv.requests)
@@ -188,26 +252,35 @@ def test_a_multiple_choice_answer_naming_an_option_becomes_its_letter(
 
 # -- the executor -----------------------------------------------------------------------------
 
+
 def test_a_remote_nr_choice_is_replaced_by_an_fr_tool_when_a_reference_is_given(
-        monkeypatch, registry):
-    nr = next(t for t in executor.tool_descriptions(registry, "Full-Reference")
-              if t["type"] == "NR")["name"]
+    monkeypatch, registry
+):
+    nr = next(
+        t for t in executor.tool_descriptions(registry, "Full-Reference") if t["type"] == "NR"
+    )["name"]
     chosen = {"selected_tools": {"Global": {"Compression": nr, "Blurs": "SSIM"}}}
     without_reference = {"selected_tools": {"Global": {"Blurs": nr}}}
     with FakeAPIServer() as srv:
-        srv.enqueue(Reply(200, openai_completion(json.dumps(chosen))),
-                    Reply(200, openai_completion(json.dumps(without_reference))))
+        srv.enqueue(
+            Reply(200, openai_completion(json.dumps(chosen))),
+            Reply(200, openai_completion(json.dumps(without_reference))),
+        )
         client = client_for(srv, monkeypatch)
         distortions = {"Global": ["Compression", "Blurs"]}
-        with_reference = executor.select_tools(client, registry, "Rate it.", distortions,
-                                               "Full-Reference")
-        without = executor.select_tools(client, registry, "Rate it.", {"Global": ["Blurs"]},
-                                        "No-Reference")
+        with_reference = executor.select_tools(
+            client, registry, "Rate it.", distortions, "Full-Reference"
+        )
+        without = executor.select_tools(
+            client, registry, "Rate it.", {"Global": ["Blurs"]}, "No-Reference"
+        )
         fr_prompt, nr_prompt = (system_of(r) for r in srv.requests)
-    offered_fr = [t for t in executor.tool_descriptions(registry, "Full-Reference")
-                  if t["type"] == "FR"]
-    best = builtin_selection.select({"Global": ["Compression"]}, offered_fr,
-                                    "Full-Reference")["Global"]["Compression"]
+    offered_fr = [
+        t for t in executor.tool_descriptions(registry, "Full-Reference") if t["type"] == "FR"
+    ]
+    best = builtin_selection.select({"Global": ["Compression"]}, offered_fr, "Full-Reference")[
+        "Global"
+    ]["Compression"]
     assert with_reference == {"Global": {"Compression": best, "Blurs": "SSIM"}}
     assert registry.get(best).is_full_reference
     assert without == {"Global": {"Blurs": nr}}  # no reference: the NR choice stands
@@ -220,13 +293,18 @@ def test_with_one_object_in_scope_every_other_name_is_that_object(monkeypatch, e
     found = {"distortion_set": {"Car": ["Blurs"], "Global": ["Noise"], "the vehicle": ["blur"]}}
     with FakeAPIServer(lambda _r: Reply(200, openai_completion(json.dumps(found)))) as srv:
         result = executor.detect_distortions(
-            client_for(srv, monkeypatch), "Is the car blurry?", str(example_images["original"]),
-            None, plan_for(["car"]))
+            client_for(srv, monkeypatch),
+            "Is the car blurry?",
+            str(example_images["original"]),
+            None,
+            plan_for(["car"]),
+        )
     assert result == {"car": ["Blurs", "Noise"]}
 
 
 def test_with_several_objects_in_scope_an_unknown_name_is_dropped_and_the_rest_kept(
-        monkeypatch, example_images):
+    monkeypatch, example_images
+):
     """Issue 29: one stray object ("tree") no longer voids the reply; it is dropped with a
     note.  A reply with nothing usable is still asked again, with the scope's keys."""
     stray = {"distortion_set": {"car": ["Blurs"], "tree": ["Noise"], "Global": ["grain"]}}
@@ -234,16 +312,27 @@ def test_with_several_objects_in_scope_an_unknown_name_is_dropped_and_the_rest_k
     right = {"distortion_set": {"The Car": ["Blurs"], "sky": ["noise"]}}
     notes: list[str] = []
     with FakeAPIServer() as srv:
-        srv.enqueue(Reply(200, openai_completion(json.dumps(stray))),
-                    Reply(200, openai_completion(json.dumps(useless))),
-                    Reply(200, openai_completion(json.dumps(right))))
+        srv.enqueue(
+            Reply(200, openai_completion(json.dumps(stray))),
+            Reply(200, openai_completion(json.dumps(useless))),
+            Reply(200, openai_completion(json.dumps(right))),
+        )
         client = client_for(srv, monkeypatch)
         kept = executor.detect_distortions(
-            client, "Is the car or the sky noisy?", str(example_images["original"]), None,
-            plan_for(["car", "sky"]), notes=notes)
+            client,
+            "Is the car or the sky noisy?",
+            str(example_images["original"]),
+            None,
+            plan_for(["car", "sky"]),
+            notes=notes,
+        )
         asked_again = executor.detect_distortions(
-            client, "Is the car or the sky noisy?", str(example_images["original"]), None,
-            plan_for(["car", "sky"]))
+            client,
+            "Is the car or the sky noisy?",
+            str(example_images["original"]),
+            None,
+            plan_for(["car", "sky"]),
+        )
         retry_system = srv.requests[2].body["messages"][0]["content"]
     assert kept == {"car": ["Blurs", "Noise"], "sky": ["Noise"]}  # the whole image's: both
     assert any("'tree'" in note and "dropped" in note for note in notes)
@@ -253,20 +342,31 @@ def test_with_several_objects_in_scope_an_unknown_name_is_dropped_and_the_rest_k
 
 # -- the pipeline -----------------------------------------------------------------------------
 
+
 def test_when_the_tools_failed_the_summarizer_is_asked_with_what_there_is_and_answers(
-        monkeypatch, example_images):
+    monkeypatch, example_images
+):
     """The only tool fails: a new plan would fail the same way, so no replan; the summarizer is
     asked once, told what is missing, and its answer stands (issue 29: it used to replan, then
     answer "Unable to determine" without asking)."""
-    broken = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
-                          catalog=always_nan_catalog())
+    broken = ToolRegistry(
+        ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
+        catalog=always_nan_catalog(),
+    )
     builtin = BuiltinClient()
     with FakeAPIServer(lambda _r: answer_reply("B")) as srv:
-        agents = Agents(planner=builtin, executor=builtin,
-                        summarizer=client_for(srv, monkeypatch), registry=broken)
-        state = run_inprocess("Is this image noisy using Broken? A. Yes B. No",
-                              str(example_images["original"]), agents=agents,
-                              max_replan_iterations=1)
+        agents = Agents(
+            planner=builtin,
+            executor=builtin,
+            summarizer=client_for(srv, monkeypatch),
+            registry=broken,
+        )
+        state = run_inprocess(
+            "Is this image noisy using Broken? A. Yes B. No",
+            str(example_images["original"]),
+            agents=agents,
+            max_replan_iterations=1,
+        )
         prompts = [json.dumps(r.body["messages"]) for r in srv.requests]
     assert len(prompts) == 1
     assert "Evidence the plan asked for is missing: Missing tool scores for Global" in prompts[0]
@@ -276,23 +376,35 @@ def test_when_the_tools_failed_the_summarizer_is_asked_with_what_there_is_and_an
 
 
 PLAN_JSON = {
-    "query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-    "distortions": None, "reference_mode": "No-Reference", "required_tool": "PIQE",
-    "plan": {"distortion_detection": False, "distortion_analysis": False,
-             "tool_selection": False, "tool_execution": True},
+    "query_type": "IQA",
+    "query_scope": "Global",
+    "distortion_source": "Inferred",
+    "distortions": None,
+    "reference_mode": "No-Reference",
+    "required_tool": "PIQE",
+    "plan": {
+        "distortion_detection": False,
+        "distortion_analysis": False,
+        "tool_selection": False,
+        "tool_execution": True,
+    },
 }
 FAST = TransientRetry(attempts=3, initial=0.01, maximum=0.05, jitter=0.01)
 
 
 def test_a_transient_503_is_retried_in_process_and_the_run_completes(
-        monkeypatch, registry, example_images):
+    monkeypatch, registry, example_images
+):
     with FakeAPIServer(lambda _r: Reply(200, openai_completion(json.dumps(PLAN_JSON)))) as srv:
         srv.enqueue(Reply(503, openai_error("overloaded")))
         builtin = BuiltinClient()
-        agents = Agents(planner=client_for(srv, monkeypatch, max_retries=0), executor=builtin,
-                        summarizer=builtin, registry=registry)
-        state = run_inprocess(SCORING, str(example_images["original"]), agents=agents,
-                              retry=FAST)
+        agents = Agents(
+            planner=client_for(srv, monkeypatch, max_retries=0),
+            executor=builtin,
+            summarizer=builtin,
+            registry=registry,
+        )
+        state = run_inprocess(SCORING, str(example_images["original"]), agents=agents, retry=FAST)
         statuses = len(srv.requests)
     assert statuses == 2
     assert "error" not in state
@@ -301,20 +413,25 @@ def test_a_transient_503_is_retried_in_process_and_the_run_completes(
 
 
 def test_a_503_that_persists_fails_the_run_after_the_attempts(
-        monkeypatch, registry, example_images):
+    monkeypatch, registry, example_images
+):
     with FakeAPIServer(lambda _r: Reply(503, openai_error("overloaded"))) as srv:
         builtin = BuiltinClient()
-        agents = Agents(planner=client_for(srv, monkeypatch, max_retries=0), executor=builtin,
-                        summarizer=builtin, registry=registry)
-        state = run_inprocess(SCORING, str(example_images["original"]), agents=agents,
-                              retry=FAST)
+        agents = Agents(
+            planner=client_for(srv, monkeypatch, max_retries=0),
+            executor=builtin,
+            summarizer=builtin,
+            registry=registry,
+        )
+        state = run_inprocess(SCORING, str(example_images["original"]), agents=agents, retry=FAST)
         count = len(srv.requests)
     assert count == 3
     assert state["error"].startswith("plan failed:") and "HTTP 503" in state["error"]
 
 
-def test_a_transient_503_is_retried_in_a_stored_run(monkeypatch, registry, example_images,
-                                                     tmp_path):
+def test_a_transient_503_is_retried_in_a_stored_run(
+    monkeypatch, registry, example_images, tmp_path
+):
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.reads import get_run
@@ -327,8 +444,12 @@ def test_a_transient_503_is_retried_in_a_stored_run(monkeypatch, registry, examp
     with FakeAPIServer(lambda _r: Reply(200, openai_completion(json.dumps(PLAN_JSON)))) as srv:
         srv.enqueue(Reply(503, openai_error("overloaded")))
         builtin = BuiltinClient()
-        agents = Agents(planner=client_for(srv, monkeypatch, max_retries=0), executor=builtin,
-                        summarizer=builtin, registry=registry)
+        agents = Agents(
+            planner=client_for(srv, monkeypatch, max_retries=0),
+            executor=builtin,
+            summarizer=builtin,
+            registry=registry,
+        )
         state = service.run_embedded(engine, agents, run_id, retry=FAST)
         count = len(srv.requests)
     with session_scope(engine) as session:
@@ -337,13 +458,17 @@ def test_a_transient_503_is_retried_in_a_stored_run(monkeypatch, registry, examp
     assert status == "succeeded" and "error" not in state
 
 
-@pytest.mark.parametrize(("query", "image", "expected"), [
-    ("   ", None, "query: String should have at least 1 character"),
-    (SCORING, "missing.png", "image_path: Image file not found"),
-    (SCORING, "notes.txt", "image_path: Invalid image format"),
-])
+@pytest.mark.parametrize(
+    ("query", "image", "expected"),
+    [
+        ("   ", None, "query: String should have at least 1 character"),
+        (SCORING, "missing.png", "image_path: Image file not found"),
+        (SCORING, "notes.txt", "image_path: Invalid image format"),
+    ],
+)
 def test_bad_inputs_fail_the_run_before_any_model_is_asked(
-        monkeypatch, registry, example_images, tmp_path, query, image, expected):
+    monkeypatch, registry, example_images, tmp_path, query, image, expected
+):
     (tmp_path / "notes.txt").write_text("not an image")
     path = str(tmp_path / image) if image else str(example_images["original"])
     with FakeAPIServer(lambda _r: Reply(200, openai_completion(json.dumps(PLAN_JSON)))) as srv:

@@ -24,9 +24,9 @@ from tests.conftest import REPO
 def _photo(width: int, height: int, seed: int = 0) -> Image.Image:
     """A smooth random field with a gradient and grain."""
     rng = np.random.default_rng(seed)
-    field = Image.fromarray(rng.integers(0, 256, (height // 64 + 2, width // 64 + 2, 3),
-                                         dtype=np.uint8)).resize((width, height),
-                                                                 Image.Resampling.BICUBIC)
+    field = Image.fromarray(
+        rng.integers(0, 256, (height // 64 + 2, width // 64 + 2, 3), dtype=np.uint8)
+    ).resize((width, height), Image.Resampling.BICUBIC)
     values = np.asarray(field, np.int16)
     values += (np.arange(width, dtype=np.int16) * 60 // width - 30)[None, :, None]
     values += rng.integers(-8, 9, values.shape, dtype=np.int16)
@@ -49,8 +49,9 @@ def test_a_large_photo_is_measured_reduced_to_the_cap(tmp_path: Path, suffix: st
     seen = feature_pixels(path)
     assert seen.shape == (682, FEATURE_LONG_SIDE, 3) and seen.dtype == np.float32
     # The same picture as the whole photo area-averaged: only decoding noise apart.
-    expected = np.asarray(photo.resize((FEATURE_LONG_SIDE, 682), Image.Resampling.BOX),
-                          np.float32) / 255
+    expected = (
+        np.asarray(photo.resize((FEATURE_LONG_SIDE, 682), Image.Resampling.BOX), np.float32) / 255
+    )
     assert float(np.abs(seen - expected).mean()) < 0.01
     assert seen.min() >= 0.0 and seen.max() <= 1.0
 
@@ -65,13 +66,19 @@ def test_a_turned_jpeg_is_reduced_upright(tmp_path: Path) -> None:
     seen = feature_pixels(path)
     assert seen.shape == (FEATURE_LONG_SIDE, 683, 3)
     upright = load_image(path).pixels  # the tools' own decode, EXIF applied
-    expected = np.asarray(Image.fromarray((upright * 255).round().astype(np.uint8)).resize(
-        (683, FEATURE_LONG_SIDE), Image.Resampling.BOX), np.float32) / 255
+    expected = (
+        np.asarray(
+            Image.fromarray((upright * 255).round().astype(np.uint8)).resize(
+                (683, FEATURE_LONG_SIDE), Image.Resampling.BOX
+            ),
+            np.float32,
+        )
+        / 255
+    )
     assert float(np.abs(seen - expected).mean()) < 0.01
 
 
-def test_sixteen_bit_and_transparent_images_reduce_like_the_tools_see_them(
-        tmp_path: Path) -> None:
+def test_sixteen_bit_and_transparent_images_reduce_like_the_tools_see_them(tmp_path: Path) -> None:
     grey = (np.linspace(0, 65535, 2400 * 1600).reshape(1600, 2400)).astype(np.uint16)
     path = tmp_path / "grey16.png"
     Image.fromarray(grey).save(path)
@@ -94,10 +101,14 @@ def test_the_tool_budget_bounds_the_builtin_too(tmp_path: Path) -> None:
     png, jpeg = tmp_path / "p.png", tmp_path / "p.jpg"
     photo.save(png)
     photo.save(jpeg, quality=90)
-    assert builtin_estimate(3000, 2000, long_side=1024, jpeg=False) == \
-        BUILTIN_FEATURES + 9 * 3000 * 2000
-    assert builtin_estimate(3000, 2000, long_side=1024, jpeg=True) == \
-        BUILTIN_FEATURES + 9 * 1500 * 1000
+    assert (
+        builtin_estimate(3000, 2000, long_side=1024, jpeg=False)
+        == BUILTIN_FEATURES + 9 * 3000 * 2000
+    )
+    assert (
+        builtin_estimate(3000, 2000, long_side=1024, jpeg=True)
+        == BUILTIN_FEATURES + 9 * 1500 * 1000
+    )
     budget = BUILTIN_FEATURES + 9 * 2_000_000
     with pytest.raises(ToolMemoryError, match="the builtin backend's measurements on image"):
         reduced(read_image(png), FEATURE_LONG_SIDE, budget)
@@ -113,8 +124,7 @@ def test_the_features_of_a_large_photo_match_those_of_its_reduced_copy(tmp_path:
     photo.save(large)
     photo.resize((FEATURE_LONG_SIDE, 768), Image.Resampling.BOX).save(small)
     # Edge widths move with the resampling (a block mean then a box, against one box): 7 %.
-    assert measurements(large).blur_sigma == pytest.approx(measurements(small).blur_sigma,
-                                                           rel=0.1)
+    assert measurements(large).blur_sigma == pytest.approx(measurements(small).blur_sigma, rel=0.1)
     features, by_hand = opinion_features(large), opinion_features(small)
     assert features.keys() == by_hand.keys()
     for name in ("m_blur", "m_mean_luminance", "s1_gradient_mean", "s2_entropy"):
@@ -139,9 +149,14 @@ def test_the_builtin_reads_a_24_mp_photo_within_400_mb(tmp_path: Path) -> None:
     full-size float64 copies of the photo, 2.3 GB on this one."""
     path = tmp_path / "24mp.jpg"
     _photo(5657, 4243, seed=24).save(path, quality=90)
-    done = subprocess.run([sys.executable, "-c", FEATURES_CHILD, str(path)], cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", FEATURES_CHILD, str(path)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     peak = json.loads(done.stdout.strip().splitlines()[-1])["peak"]
     assert peak < 400e6, f"{peak / 1e6:.0f} MB"

@@ -37,8 +37,9 @@ def pixels(image: Image.Image) -> np.ndarray:
 
 
 def scores_of(image: Image.Image, reference: Image.Image | None = None) -> dict[str, float]:
-    return category_scores(measure(pixels(image)),
-                           measure(pixels(reference)) if reference is not None else None)
+    return category_scores(
+        measure(pixels(image)), measure(pixels(reference)) if reference is not None else None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +47,17 @@ def photo() -> Image.Image:
     return Image.open(EXAMPLE).convert("RGB")
 
 
-@pytest.mark.parametrize("kind, category", [
-    ("blur", "Blurs"), ("noise", "Noise"), ("jpeg", "Compression"),
-    ("dark", "Brightness change"), ("contrast", "Contrast"), ("desaturate", "Color distortions"),
-])
+@pytest.mark.parametrize(
+    "kind, category",
+    [
+        ("blur", "Blurs"),
+        ("noise", "Noise"),
+        ("jpeg", "Compression"),
+        ("dark", "Brightness change"),
+        ("contrast", "Contrast"),
+        ("desaturate", "Color distortions"),
+    ],
+)
 def test_each_indicator_grows_with_its_distortion_level(photo, kind, category):
     values = [scores_of(degrade(photo, kind, level))[category] for level in (0, 1, 2, 3, 4)]
     assert values == sorted(values)
@@ -87,8 +95,9 @@ def test_extreme_distortions_are_the_top_category(photo):
         assert max(scores, key=scores.get) in {category, "Sharpness"}
 
 
-@pytest.mark.parametrize("darkened", [
-    lambda p: degrade(p, "dark", 3), lambda p: evaluation.degrade(p, "gamma_dark", 3)])
+@pytest.mark.parametrize(
+    "darkened", [lambda p: degrade(p, "dark", 3), lambda p: evaluation.degrade(p, "gamma_dark", 3)]
+)
 def test_a_darkened_image_is_a_brightness_change_not_low_contrast(photo, darkened):
     clean, dark = scores_of(photo), scores_of(darkened(photo))
     assert dark["Brightness change"] >= clean["Brightness change"] + 1.5
@@ -96,9 +105,10 @@ def test_a_darkened_image_is_a_brightness_change_not_low_contrast(photo, darkene
     assert max(dark, key=dark.get) == "Brightness change"
 
 
-@pytest.mark.parametrize("flattened", [
-    lambda p: degrade(p, "contrast", 3),
-    lambda p: evaluation.degrade(p, "curve_contrast", 3)])
+@pytest.mark.parametrize(
+    "flattened",
+    [lambda p: degrade(p, "contrast", 3), lambda p: evaluation.degrade(p, "curve_contrast", 3)],
+)
 def test_a_contrast_reduced_image_is_low_contrast_not_a_brightness_change(photo, flattened):
     clean, flat = scores_of(photo), scores_of(flattened(photo))
     assert flat["Contrast"] >= clean["Contrast"] + 1.5
@@ -107,9 +117,13 @@ def test_a_contrast_reduced_image_is_low_contrast_not_a_brightness_change(photo,
 
 
 def test_with_a_reference_the_change_is_measured(photo):
-    for kind, category in (("defocus", "Blurs"), ("shot_noise", "Noise"),
-                           ("gamma_dark", "Brightness change"), ("curve_contrast", "Contrast"),
-                           ("hsv_desaturate", "Color distortions")):
+    for kind, category in (
+        ("defocus", "Blurs"),
+        ("shot_noise", "Noise"),
+        ("gamma_dark", "Brightness change"),
+        ("curve_contrast", "Contrast"),
+        ("hsv_desaturate", "Color distortions"),
+    ):
         scores = scores_of(evaluation.degrade(photo, kind, 3), photo)
         assert max(scores, key=scores.get) in {category, "Sharpness"}, (kind, scores)
     assert max(scores_of(photo, photo).values()) == 0.0
@@ -117,7 +131,12 @@ def test_with_a_reference_the_change_is_measured(photo):
 
 def test_severity_words():
     assert [severity_word(s) for s in (0.0, 1.2, 2.5, 3.9, 4.7)] == [
-        "none", "slight", "moderate", "severe", "extreme"]
+        "none",
+        "slight",
+        "moderate",
+        "severe",
+        "extreme",
+    ]
 
 
 def test_calibrated_indicator_is_monotone_and_separates_levels():
@@ -153,6 +172,7 @@ def test_shipped_parameters_say_what_they_were_fitted_on():
 
 # -- regions ----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def half_blurred(photo, tmp_path_factory) -> str:
     """The photo with its right half heavily blurred."""
@@ -168,8 +188,10 @@ def half_blurred(photo, tmp_path_factory) -> str:
 def test_a_named_region_is_measured_on_its_crop(half_blurred):
     query = "Is the right half blurry compared to the left half?"
     result = analyse(half_blurred, {"right half": ["Blurs"], "left half": ["Blurs"]}, query)
-    levels = {key: ["none", "slight", "moderate", "severe", "extreme"].index(items[0]["severity"])
-              for key, items in result.items()}
+    levels = {
+        key: ["none", "slight", "moderate", "severe", "extreme"].index(items[0]["severity"])
+        for key, items in result.items()
+    }
     assert levels["right half"] >= 3 and levels["left half"] <= 1
     assert "measured on the right half" in result["right half"][0]["explanation"]
     assert "measured on the left half" in result["left half"][0]["explanation"]
@@ -180,34 +202,44 @@ def test_a_named_region_is_measured_on_its_crop(half_blurred):
 def test_an_object_gets_the_whole_image_and_says_so(half_blurred):
     result = analyse(half_blurred, {"car": ["Blurs"]}, "Is the car blurry?")
     explanation = result["car"][0]["explanation"]
-    assert "measured on the whole image: the offline backend cannot locate 'the car'" \
-        in explanation
+    assert "measured on the whole image: the offline backend cannot locate 'the car'" in explanation
 
 
 def test_a_quadrant_query_answers_from_the_quadrant(half_blurred):
-    context = {"query": "Is the top-left corner blurry?", "image_path": half_blurred,
-               "plan": {"plan": {"distortion_analysis": True}, "query_scope": ["top-left corner"]},
-               "distortion_analysis": analyse(half_blurred, {"top-left corner": ["Blurs"]},
-                                              "Is the top-left corner blurry?"),
-               "quality_scores": None}
+    context = {
+        "query": "Is the top-left corner blurry?",
+        "image_path": half_blurred,
+        "plan": {"plan": {"distortion_analysis": True}, "query_scope": ["top-left corner"]},
+        "distortion_analysis": analyse(
+            half_blurred, {"top-left corner": ["Blurs"]}, "Is the top-left corner blurry?"
+        ),
+        "quality_scores": None,
+    }
     reply = answer.explain(context)
     assert reply["final_answer"].startswith("No")
     assert "measured on the top-left quarter" in reply["quality_reasoning"]
     context["query"] = "Is the top-right corner blurry?"
     context["plan"]["query_scope"] = ["top-right corner"]
-    context["distortion_analysis"] = analyse(half_blurred, {"top-right corner": ["Blurs"]},
-                                             context["query"])
+    context["distortion_analysis"] = analyse(
+        half_blurred, {"top-right corner": ["Blurs"]}, context["query"]
+    )
     assert answer.explain(context)["final_answer"].startswith("Yes")
 
 
 # -- evidence a tool cannot give --------------------------------------------------------------
 
+
 def noise_context(image: str, tool: str, score: float, query: str = "Is the image noisy?"):
-    return {"query": query, "image_path": image,
-            "plan": {"plan": {"distortion_analysis": True, "tool_execution": True},
-                     "query_scope": "Global"},
-            "distortion_analysis": analyse(image, {"Global": ["Noise"]}, query),
-            "quality_scores": {"Global": {"Noise": [tool, score]}}}
+    return {
+        "query": query,
+        "image_path": image,
+        "plan": {
+            "plan": {"distortion_analysis": True, "tool_execution": True},
+            "query_scope": "Global",
+        },
+        "distortion_analysis": analyse(image, {"Global": ["Noise"]}, query),
+        "quality_scores": {"Global": {"Noise": [tool, score]}},
+    }
 
 
 def test_a_saturated_tool_score_is_not_cited_as_the_reason():
@@ -224,13 +256,17 @@ def test_a_saturated_tool_score_is_not_cited_as_the_reason():
 def test_a_tool_that_does_not_measure_the_asked_distortion_is_not_cited():
     reasoning = answer.explain(noise_context(str(EXAMPLE), "BRISQUE", 2.6))["quality_reasoning"]
     assert "BRISQUE rates" not in reasoning
-    assert "BRISQUE 2.60/5 for the whole image (an overall-quality score; it does not measure " \
+    assert (
+        "BRISQUE 2.60/5 for the whole image (an overall-quality score; it does not measure "
         "noise)" in reasoning
+    )
     # An overall question may cite it; a tool whose strengths list the distortion is cited too.
     overall = noise_context(str(EXAMPLE), "BRISQUE", 2.6, "How is the quality of this photo?")
     assert "BRISQUE rates the whole image 2.60/5." in answer.explain(overall)["quality_reasoning"]
-    assert "QAlign rates the whole image 3.10/5." in answer.explain(
-        noise_context(str(EXAMPLE), "QAlign", 3.1))["quality_reasoning"]
+    assert (
+        "QAlign rates the whole image 3.10/5."
+        in answer.explain(noise_context(str(EXAMPLE), "QAlign", 3.1))["quality_reasoning"]
+    )
 
 
 def test_the_opinion_is_a_gaussian_around_the_estimate_and_fuses_as_fitted():
@@ -242,17 +278,19 @@ def test_the_opinion_is_a_gaussian_around_the_estimate_and_fuses_as_fitted():
     assert max(probabilities, key=probabilities.get) == round(estimate)
     # The paper's fusion lands on the precision-weighted mean of the tool and the opinion
     # (what opinion.fusion_target inverts when fitting).
-    precision = 1 / answer.OPINION_SIGMA ** 2
+    precision = 1 / answer.OPINION_SIGMA**2
     centre = (2.0 * 2.2 + precision * estimate) / (2.0 + precision)
-    weights = {c: math.exp(-(c - centre) ** 2 * (2.0 + precision) / 2) for c in range(1, 6)}
+    weights = {c: math.exp(-((c - centre) ** 2) * (2.0 + precision) / 2) for c in range(1, 6)}
     expected = sum(c * w for c, w in weights.items()) / sum(weights.values())
     assert fuse([2.2], probabilities) == pytest.approx(expected, abs=1e-6)
     assert fusion_target(centre, 2.2, answer.OPINION_SIGMA) == pytest.approx(estimate)
 
 
 def test_damage_beyond_the_fitted_range_still_lowers_the_opinion():
-    model = fit([{"blur": b} for b in np.linspace(0, 1, 50)], list(np.linspace(4, 3.5, 50)),
-                ridge=0.0)
+    model = fit(
+        [{"blur": b} for b in np.linspace(0, 1, 50)], list(np.linspace(4, 3.5, 50)), ridge=0.0
+    )
     assert model.predict({"blur": 3.0}, None) < model.predict({"blur": 1.0}, None) - 0.9
     assert model.predict({"blur": -5.0}, None) == pytest.approx(
-        model.predict({"blur": model.lows["blur"]}, None))
+        model.predict({"blur": model.lows["blur"]}, None)
+    )

@@ -47,11 +47,13 @@ def test_an_interrupted_jobs_wait_is_not_wall_time(tmp_path, results):
     upgrade(results)
     engine = make_engine(results)
     manifest = _manifest(tmp_path / "photos", 8)
-    steady = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                    name="steady"))
+    steady = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], name="steady")
+    )
     lifecycle.run_local(engine, steady, metric_agents(), workers=2)
-    stopped = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                     name="stopped"))
+    stopped = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], name="stopped")
+    )
 
     def stop_early(_ended: int) -> None:  # the first items end, then the job is stopped
         lifecycle.cancel(engine, stopped)
@@ -67,18 +69,23 @@ def test_an_interrupted_jobs_wait_is_not_wall_time(tmp_path, results):
 
     with read_scope(engine) as session:
         busy = busy_seconds(session, stopped)
-        spans = [(ended - begun).total_seconds() for begun, ended in session.execute(
-            select(StepRecord.started_at, StepRecord.finished_at)
-            .join(Run, Run.id == StepRecord.run_id).where(Run.job_id == stopped))]
+        spans = [
+            (ended - begun).total_seconds()
+            for begun, ended in session.execute(
+                select(StepRecord.started_at, StepRecord.finished_at)
+                .join(Run, Run.id == StepRecord.run_id)
+                .where(Run.job_id == stopped)
+            )
+        ]
     assert busy is not None and max(spans) <= busy <= sum(spans)  # a union of the steps
     assert busy < final.elapsed - GAP  # the wait is not in it
 
-    result = runner.invoke(app, ["eval", "compare", steady, stopped, "--json",
-                                 "--bootstrap", "0"])
+    result = runner.invoke(app, ["eval", "compare", steady, stopped, "--json", "--bootstrap", "0"])
     assert result.exit_code == 0, result.output
     jobs = {job["id"]: job for job in json.loads(result.stdout)["jobs"]}
     assert jobs[stopped]["wall_time_per_item_s"] * 8 == pytest.approx(busy)
     assert jobs[stopped]["wall_time_per_item_s"] < (final.elapsed - GAP) / 8
-    report = json.loads(runner.invoke(app, ["eval", "report", stopped, "--json",
-                                            "--bootstrap", "0"]).stdout)
+    report = json.loads(
+        runner.invoke(app, ["eval", "report", stopped, "--json", "--bootstrap", "0"]).stdout
+    )
     assert report["job"]["busy_seconds"] == busy

@@ -29,17 +29,29 @@ from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, o
 from tests.conftest import REPO, natural_image
 
 PLAN = {
-    "query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-    "distortions": None, "reference_mode": "No-Reference", "required_tool": "PIQE",
-    "plan": {"distortion_detection": False, "distortion_analysis": False,
-             "tool_selection": False, "tool_execution": True},
+    "query_type": "IQA",
+    "query_scope": "Global",
+    "distortion_source": "Inferred",
+    "distortions": None,
+    "reference_mode": "No-Reference",
+    "required_tool": "PIQE",
+    "plan": {
+        "distortion_detection": False,
+        "distortion_analysis": False,
+        "tool_selection": False,
+        "tool_execution": True,
+    },
 }
 #: The plan's tool is run because the query names it (a plan's own tool would be dropped).
 QUERY = "Rate the quality of this image with PIQE."
 LEVELS = [("B", -0.4), ("A", -2.0), ("C", -1.5), ("D", -3.0), ("E", -5.0)]
 #: What the server reports for every call: 1000 prompt tokens of which 400 cached, 50 out.
-USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050,
-         "prompt_tokens_details": {"cached_tokens": 400}}
+USAGE = {
+    "prompt_tokens": 1000,
+    "completion_tokens": 50,
+    "total_tokens": 1050,
+    "prompt_tokens_details": {"cached_tokens": 400},
+}
 GPT_4O = Price(input=2.50, output=10.00, cached_input=1.25)  # configs/prices.yaml
 CALL_COST = (600 * 2.50 + 400 * 1.25 + 50 * 10.00) / 1_000_000
 
@@ -55,8 +67,7 @@ def answer(request: Recorded) -> Reply:
         return Reply(200, openai_completion(json.dumps(PLAN), model=model, usage=USAGE))
     if request.body.get("logprobs"):
         return Reply(200, openai_completion("B", model=model, top_logprobs=LEVELS, usage=USAGE))
-    body = {"final_answer": "Good", "quality_reasoning": "sharp and clean",
-            "need_replan": False}
+    body = {"final_answer": "Good", "quality_reasoning": "sharp and clean", "need_replan": False}
     return Reply(200, openai_completion(json.dumps(body), model=model, usage=USAGE))
 
 
@@ -75,12 +86,20 @@ def remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
         # A price applies at a provider's own endpoint, or where the table names the host.
         prices = tmp_path / "prices.yaml"
         host = server.url.removeprefix("http://")
-        prices.write_text(f'endpoints:\n  "{host}":\n    gpt-4o: {{input: 2.50, output: 10.00,'
-                          ' cached_input: 1.25}\n', encoding="utf-8")
-        for name, value in {"VLM_BACKEND": "openai", "VLM_MODEL": "gpt-4o",
-                            "VLM_BASE_URL": f"{server.url}/v1", "TOOL_CACHE": cache_url,
-                            "DEVICE": "cpu", "VLM_CACHE": "true",
-                            "PRICES_FILE": str(prices)}.items():
+        prices.write_text(
+            f'endpoints:\n  "{host}":\n    gpt-4o: {{input: 2.50, output: 10.00,'
+            " cached_input: 1.25}\n",
+            encoding="utf-8",
+        )
+        for name, value in {
+            "VLM_BACKEND": "openai",
+            "VLM_MODEL": "gpt-4o",
+            "VLM_BASE_URL": f"{server.url}/v1",
+            "TOOL_CACHE": cache_url,
+            "DEVICE": "cpu",
+            "VLM_CACHE": "true",
+            "PRICES_FILE": str(prices),
+        }.items():
             monkeypatch.setenv(f"AGENTIC_IQA_{name}", value)
         monkeypatch.setenv("AGENTIC_IQA_PLANNER_MAX_RETRIES", "0")
         yield Remote(server, cache_url)
@@ -115,7 +134,8 @@ def run_job(url: str, manifest: Path) -> str:
 
 
 def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
-        remote: Remote, manifest: Path, tmp_path: Path) -> None:
+    remote: Remote, manifest: Path, tmp_path: Path
+) -> None:
     first_url = database(tmp_path, "first.sqlite3")
     first_job = run_job(first_url, manifest)
     calls = len(remote.server.requests)
@@ -127,8 +147,10 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
 
     with session_scope(make_engine(first_url)) as session:
         first = reads.vlm_summary(session, first_job)
-        per_run = [reads.vlm_usage(session, run_id=run.run_id)
-                   for run in session.query(store.JobItem).filter_by(job_id=first_job)]
+        per_run = [
+            reads.vlm_usage(session, run_id=run.run_id)
+            for run in session.query(store.JobItem).filter_by(job_id=first_job)
+        ]
     with session_scope(make_engine(second_url)) as session:
         second = reads.vlm_summary(session, second_job)
         rows = session.query(VlmCall).all()
@@ -138,7 +160,10 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
     assert answers == ["done"] * 3
     assert first["calls"] == 6 and first["cache_hits"] == 0
     assert (first["input_tokens"], first["cached_tokens"], first["output_tokens"]) == (
-        6000, 2400, 300)
+        6000,
+        2400,
+        300,
+    )
     assert first["cost_usd"] == pytest.approx(6 * CALL_COST)
     assert first["cost_per_item_usd"] == pytest.approx(2 * CALL_COST)
     assert first["models"] == ["gpt-4o"]
@@ -147,8 +172,10 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
         assert (model_usage.calls, model_usage.input_tokens) == (2, 2000)
     # The re-run: every answer from the cache, stored as hits, costing nothing.
     assert len(rows) == 6 and all(row.cache_hit for row in rows)
-    assert {(row.role, row.task) for row in rows} == {("planner", "plan"),
-                                                      ("summarizer", "quality_levels")}
+    assert {(row.role, row.task) for row in rows} == {
+        ("planner", "plan"),
+        ("summarizer", "quality_levels"),
+    }
     assert second["calls"] == 0 and second["cache_hits"] == 6
     assert second["cost_usd"] == 0.0 and second["input_tokens"] == 0
     for by_step in steps:
@@ -158,7 +185,8 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
 
 
 def test_a_cancel_from_another_process_stops_the_calls_of_the_runs_claimed_ahead(
-        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`eval cancel` elsewhere while a job runs here: the runs this process claimed ahead
     (their first step begun from the claim) end as cancelled without asking the model; only
     calls begun before the runner read the cancel are made.  Each call takes 0.5 s, the
@@ -180,8 +208,11 @@ def test_a_cancel_from_another_process_stops_the_calls_of_the_runs_claimed_ahead
     with FakeAPIServer(slow) as server:
         monkeypatch.setenv("AGENTIC_IQA_VLM_BASE_URL", f"{server.url}/v1")
         job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder, query=QUERY))
-        runner_thread = threading.Thread(target=lifecycle.run_local, args=(
-            engine, job_id, default_agents()), kwargs={"workers": 1})
+        runner_thread = threading.Thread(
+            target=lifecycle.run_local,
+            args=(engine, job_id, default_agents()),
+            kwargs={"workers": 1},
+        )
         runner_thread.start()
         deadline = time.monotonic() + 60
         while len(arrived) < 3 and time.monotonic() < deadline:  # the second run's plan
@@ -197,14 +228,16 @@ def test_a_cancel_from_another_process_stops_the_calls_of_the_runs_claimed_ahead
 
 
 def test_no_vlm_cache_on_eval_submit_asks_the_model_again(
-        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first_url = database(tmp_path, "first.sqlite3")
     run_job(first_url, manifest)
     before = len(remote.server.requests)
     second_url = database(tmp_path, "second.sqlite3")
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", second_url)
-    result = runner.invoke(app, ["eval", "submit", str(manifest), "--no-vlm-cache",
-                                 "--workers", "1"])
+    result = runner.invoke(
+        app, ["eval", "submit", str(manifest), "--no-vlm-cache", "--workers", "1"]
+    )
     assert result.exit_code == 0, result.output
     assert len(remote.server.requests) == before + 6
     job_id = result.stdout.strip().splitlines()[-1]
@@ -216,7 +249,8 @@ def test_no_vlm_cache_on_eval_submit_asks_the_model_again(
 
 
 def test_eval_status_and_report_show_calls_tokens_and_cost(
-        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = database(tmp_path, "results.sqlite3")
     job_id = run_job(url, manifest)
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
@@ -226,15 +260,21 @@ def test_eval_status_and_report_show_calls_tokens_and_cost(
     assert status["vlm"]["cost_usd"] == pytest.approx(6 * CALL_COST)
     assert status["vlm"]["cost_per_item_usd"] == pytest.approx(2 * CALL_COST)
     text = runner.invoke(app, ["eval", "status", job_id], env={"COLUMNS": "250"}).stdout
-    assert (f"VLM: 6 VLM calls, 0 cache hits, 6000 input tokens (2400 cached), 300 output "
-            f"tokens, cost ${6 * CALL_COST:.4f}, ${2 * CALL_COST:.4f} per item") in text
+    assert (
+        f"VLM: 6 VLM calls, 0 cache hits, 6000 input tokens (2400 cached), 300 output "
+        f"tokens, cost ${6 * CALL_COST:.4f}, ${2 * CALL_COST:.4f} per item"
+    ) in text
 
-    report = json.loads(runner.invoke(app, ["eval", "report", job_id, "--json",
-                                            "--bootstrap", "0"]).stdout)
+    report = json.loads(
+        runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "0"]).stdout
+    )
     assert report["vlm"]["calls"] == 6 and report["vlm"]["items"] == 3
     page = tmp_path / "report.html"
-    result = runner.invoke(app, ["eval", "report", job_id, "--html", str(page),
-                                 "--bootstrap", "0"], env={"COLUMNS": "250"})
+    result = runner.invoke(
+        app,
+        ["eval", "report", job_id, "--html", str(page), "--bootstrap", "0"],
+        env={"COLUMNS": "250"},
+    )
     assert result.exit_code == 0, result.output
     assert "VLM: 6 VLM calls" in result.stdout
     html = page.read_text(encoding="utf-8")
@@ -243,7 +283,8 @@ def test_eval_status_and_report_show_calls_tokens_and_cost(
 
 
 def test_a_model_without_a_price_has_an_unknown_cost(
-        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTIC_IQA_VLM_MODEL", "mystery-vl-7b")
     url = database(tmp_path, "results.sqlite3")
     job_id = run_job(url, manifest)
@@ -260,8 +301,9 @@ def test_a_model_without_a_price_has_an_unknown_cost(
 
 
 def test_a_vendor_model_name_on_a_local_server_is_not_priced_as_the_vendors(
-        remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """"gpt-4o" served at a base URL the price table does not name: tokens, cost unknown."""
+    remote: Remote, manifest: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "gpt-4o" served at a base URL the price table does not name: tokens, cost unknown."""
     monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(REPO / "configs" / "prices.yaml"))
     url = database(tmp_path, "results.sqlite3")
     job_id = run_job(url, manifest)
@@ -274,7 +316,8 @@ def test_a_vendor_model_name_on_a_local_server_is_not_priced_as_the_vendors(
 
 
 def test_assess_shows_cached_steps_and_the_runs_cost(
-        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'runs.sqlite3'}")
     image = str(REPO / "examples" / "i03_blurred.png")
     first = runner.invoke(app, ["assess", image, "-q", QUERY, "--json"])
@@ -282,8 +325,10 @@ def test_assess_shows_cached_steps_and_the_runs_cost(
     usage = json.loads(first.stdout)["vlm_usage"]
     assert (usage["calls"], usage["cache_hits"]) == (2, 0)
     assert usage["cost_usd"] == pytest.approx(2 * CALL_COST)
-    assert usage["steps"] == {"plan#0": {"calls": 1, "cache_hits": 0},
-                              "summarize#0": {"calls": 1, "cache_hits": 0}}
+    assert usage["steps"] == {
+        "plan#0": {"calls": 1, "cache_hits": 0},
+        "summarize#0": {"calls": 1, "cache_hits": 0},
+    }
 
     second = runner.invoke(app, ["assess", image, "-q", QUERY], env={"COLUMNS": "250"})
     assert second.exit_code == 0, second.output
@@ -292,8 +337,9 @@ def test_assess_shows_cached_steps_and_the_runs_cost(
     assert "cost $0.0000" in second.stdout
     assert len(remote.server.requests) == 2
 
-    third = runner.invoke(app, ["assess", image, "-q", QUERY, "--no-vlm-cache", "--no-store",
-                                "--json"])
+    third = runner.invoke(
+        app, ["assess", image, "-q", QUERY, "--no-vlm-cache", "--no-store", "--json"]
+    )
     assert third.exit_code == 0, third.output
     assert len(remote.server.requests) == 4
     assert json.loads(third.stdout)["vlm_usage"]["calls"] == 2
@@ -313,14 +359,16 @@ def ten_item_manifest(tmp_path: Path) -> Path:
 
 
 def test_estimate_runs_a_sample_and_extrapolates(
-        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     big = ten_item_manifest(tmp_path)
     results = tmp_path / "results.sqlite3"
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{results}")
     monkeypatch.setenv("AGENTIC_IQA_JOB_WINDOW", "3")
 
-    result = runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2",
-                                 "--workers", "4", "--json"])
+    result = runner.invoke(
+        app, ["eval", "estimate", str(big), "--measure", "2", "--workers", "4", "--json"]
+    )
     assert result.exit_code == 0, result.output
     estimate = json.loads(result.stdout)
     assert len(remote.server.requests) == 4  # two items, two calls each, nothing cached
@@ -343,18 +391,22 @@ def test_estimate_runs_a_sample_and_extrapolates(
 
 @pytest.mark.slow
 def test_estimate_batch_prices_the_job_online_and_at_the_batch_discount(
-        remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     big = ten_item_manifest(tmp_path)
     host = remote.server.url.removeprefix("http://")
     prices = tmp_path / "batch-prices.yaml"  # the fake server's host: its own batch discount
-    prices.write_text(f'endpoints:\n  "{host}":\n    gpt-4o: {{input: 2.50, output: 10.00,'
-                      f' cached_input: 1.25}}\nbatch_discount:\n  "{host}": 0.5\n',
-                      encoding="utf-8")
+    prices.write_text(
+        f'endpoints:\n  "{host}":\n    gpt-4o: {{input: 2.50, output: 10.00,'
+        f' cached_input: 1.25}}\nbatch_discount:\n  "{host}": 0.5\n',
+        encoding="utf-8",
+    )
     monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(prices))
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'results.sqlite3'}")
 
-    result = runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2", "--batch",
-                                 "--json"])
+    result = runner.invoke(
+        app, ["eval", "estimate", str(big), "--measure", "2", "--batch", "--json"]
+    )
     assert result.exit_code == 0, result.output
     estimate = json.loads(result.stdout)
     assert len(remote.server.requests) == 4  # the sample ran online: two items, two calls each
@@ -366,18 +418,24 @@ def test_estimate_batch_prices_the_job_online_and_at_the_batch_discount(
     assert estimate["batch_rounds"] == 2  # plan, then the answer
     assert estimate["batch_wall_seconds_max"] == 2 * 24 * 3600
 
-    text = runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2", "--batch"],
-                         env={"COLUMNS": "400"})
+    text = runner.invoke(
+        app, ["eval", "estimate", str(big), "--measure", "2", "--batch"], env={"COLUMNS": "400"}
+    )
     assert text.exit_code == 0, text.output
-    assert (f"batch (extrapolated from the sample): cost ${10 * CALL_COST:.4f} "
-            f"(${CALL_COST:.4f} per item) against ${20 * CALL_COST:.4f} online: 0.50 x online "
-            f"(batch_discount: {host} 0.5)") in text.stdout
+    assert (
+        f"batch (extrapolated from the sample): cost ${10 * CALL_COST:.4f} "
+        f"(${CALL_COST:.4f} per item) against ${20 * CALL_COST:.4f} online: 0.50 x online "
+        f"(batch_discount: {host} 0.5)"
+    ) in text.stdout
     assert "about 2 rounds of batches" in text.stdout and "(at most 48 h)" in text.stdout
     assert "the sample ran online (2 items, 2 at once)" in text.stdout
 
     monkeypatch.setenv("AGENTIC_IQA_PRICES_FILE", str(tmp_path / "prices.yaml"))  # no discount
-    unknown = json.loads(runner.invoke(app, ["eval", "estimate", str(big), "--measure", "2",
-                                             "--batch", "--json"]).stdout)
+    unknown = json.loads(
+        runner.invoke(
+            app, ["eval", "estimate", str(big), "--measure", "2", "--batch", "--json"]
+        ).stdout
+    )
     assert unknown["cost_usd"] == pytest.approx(20 * CALL_COST)
     assert unknown["cost_usd_batch"] is None and unknown["batch_discount"] == {host: None}
     assert unknown["batch_unpriced_models"] == [f"gpt-4o at {host} in batch"]
@@ -386,26 +444,43 @@ def test_estimate_batch_prices_the_job_online_and_at_the_batch_discount(
 def test_extrapolate_batch_applies_each_providers_discount_to_its_own_calls() -> None:
     """Two providers in one sample: each call at its own provider's factor; a missing one
     leaves the batch cost unknown and the text says which model."""
-    table = PriceTable({"gpt-4o": GPT_4O, "claude-sonnet-4-5": Price(3.0, 15.0, 0.3)},
-                       batch_discount={"openai": 0.5, "anthropic": 0.25})
-    usages = [ModelUsage("openai", "gpt-4o", 4, 0, 4000, 200, 1600, endpoint="api.openai.com"),
-              ModelUsage("anthropic", "claude-sonnet-4-5", 2, 0, 2000, 100, 0)]
+    table = PriceTable(
+        {"gpt-4o": GPT_4O, "claude-sonnet-4-5": Price(3.0, 15.0, 0.3)},
+        batch_discount={"openai": 0.5, "anthropic": 0.25},
+    )
+    usages = [
+        ModelUsage("openai", "gpt-4o", 4, 0, 4000, 200, 1600, endpoint="api.openai.com"),
+        ModelUsage("anthropic", "claude-sonnet-4-5", 2, 0, 2000, 100, 0),
+    ]
     sample = summarize(usages, table)
     gpt, claude = 4 * CALL_COST, (2000 * 3.0 + 100 * 15.0) / 1e6
     assert sample["cost_usd"] == pytest.approx(gpt + claude)
-    result = extrapolate(sample, sample_items=2, sample_seconds=4.0, total_items=20,
-                         concurrency=2, batch=batch_pricing(usages, table))
+    result = extrapolate(
+        sample,
+        sample_items=2,
+        sample_seconds=4.0,
+        total_items=20,
+        concurrency=2,
+        batch=batch_pricing(usages, table),
+    )
     assert result["cost_usd"] == pytest.approx(10 * (gpt + claude))
     assert result["cost_usd_batch"] == pytest.approx(10 * (gpt * 0.5 + claude * 0.25))
     assert result["batch_discount"] == {"openai": 0.5, "anthropic": 0.25}
     assert result["batch_rounds"] == 3 and result["wall_seconds"] == pytest.approx(20.0)
 
     partial = PriceTable(table.prices, batch_discount={"openai": 0.5})
-    unknown = extrapolate(sample, sample_items=2, sample_seconds=4.0, total_items=20,
-                          concurrency=2, batch=batch_pricing(usages, partial))
+    unknown = extrapolate(
+        sample,
+        sample_items=2,
+        sample_seconds=4.0,
+        total_items=20,
+        concurrency=2,
+        batch=batch_pricing(usages, partial),
+    )
     assert unknown["cost_usd_batch"] is None and unknown["cost_per_item_usd_batch"] is None
     assert unknown["batch_discount"] == {"openai": 0.5, "anthropic": None}
     assert describe_batch(unknown)[0] == (
         f"batch (extrapolated from the sample): cost unknown (unknown per item) against "
         f"${10 * (gpt + claude):.4f} online: unknown (no price for claude-sonnet-4-5 in batch) "
-        "(batch_discount: openai 0.5, anthropic none)")
+        "(batch_discount: openai 0.5, anthropic none)"
+    )

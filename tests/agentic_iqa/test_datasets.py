@@ -31,8 +31,9 @@ def _image(path: Path) -> None:
     Image.new("RGB", (4, 3), (120, 80, 40)).save(path)
 
 
-def _read(name: str, root: Path, split: str | None = None
-          ) -> tuple[list[DatasetRow], list[DatasetProblem]]:
+def _read(
+    name: str, root: Path, split: str | None = None
+) -> tuple[list[DatasetRow], list[DatasetProblem]]:
     records = list(get_dataset(name).rows(root, split))
     rows = [record for record in records if isinstance(record, DatasetRow)]
     problems = [record for record in records if isinstance(record, DatasetProblem)]
@@ -50,8 +51,18 @@ def _write(path: Path, text: str) -> Path:
 
 # LIVE-C ------------------------------------------------------------------------------------------
 
-LIVEC_NAMES = ["t1.bmp", "t2.bmp", "t3.bmp", "t4.bmp", "t5.bmp", "t6.bmp", "t7.bmp",
-               "1000.JPG", "1001.JPG", "1002.bmp"]
+LIVEC_NAMES = [
+    "t1.bmp",
+    "t2.bmp",
+    "t3.bmp",
+    "t4.bmp",
+    "t5.bmp",
+    "t6.bmp",
+    "t7.bmp",
+    "1000.JPG",
+    "1001.JPG",
+    "1002.bmp",
+]
 LIVEC_MOS = [63.9, 25.3, 48.9, 35.9, 66.5, 54.6, 77.9, 48.25, float("nan"), 71.5]
 
 
@@ -84,8 +95,11 @@ def test_livec_with_training_reads_them_from_their_folder(tmp_path: Path) -> Non
     root = _livec(tmp_path)
     rows, _ = _read("livec", root, "with-training")
     assert [row.line for row in rows] == [1, 2, 3, 4, 5, 6, 7, 8, 10]
-    assert (rows[0].image, rows[0].mos, rows[0].meta) == ("Images/t1.bmp", 63.9,
-                                                          {"training_image": True})
+    assert (rows[0].image, rows[0].mos, rows[0].meta) == (
+        "Images/t1.bmp",
+        63.9,
+        {"training_image": True},
+    )
     (root / "Images" / "trainingImages").mkdir()
     rows, _ = _read("livec", root, "with-training")
     assert rows[6].image == "Images/trainingImages/t7.bmp"
@@ -103,9 +117,9 @@ def test_livec_names_and_scores_of_different_lengths_are_refused(tmp_path: Path)
 KONIQ_SCORES = (
     '"image_name","c1","c2","c3","c4","c5","c_total","MOS","SD","MOS_zscore"\n'
     '"10004473376.jpg",0,0,0.238095238,0.695238095,0.066666667,105,3.828571429,0.527277894,'
-    '77.38362069\n'
+    "77.38362069\n"
     '"10007357496.jpg",0,0.03125,0.46875,0.489583333,0.010416667,96,3.479166667,0.580003025,'
-    '68.72857143\n'
+    "68.72857143\n"
     '"10043785683.jpg",0,0,0.433962264,0.566037736,0,106,3.566037736,0.497974333,71.20432692\n'
     '"10050349236.jpg",0.0588,0.6765,0.2647,0,0,102,n/a,0.532846555,30.94181034\n'
 )
@@ -133,8 +147,10 @@ def test_koniq_reads_the_1_to_5_mos_of_the_scores_file(tmp_path: Path) -> None:
     ]
     assert rows[0].meta == {"mos_zscore": 77.38362069, "sd": 0.527277894}
     assert [problem.line for problem in problems] == [4]
-    assert "koniq10k_scores_and_distributions.csv, record 4 (10050349236.jpg)" in \
-        problems[0].message and "'n/a'" in problems[0].message
+    assert (
+        "koniq10k_scores_and_distributions.csv, record 4 (10050349236.jpg)" in problems[0].message
+        and "'n/a'" in problems[0].message
+    )
 
 
 def test_koniq_official_splits_come_from_the_sets_file(tmp_path: Path) -> None:
@@ -142,12 +158,16 @@ def test_koniq_official_splits_come_from_the_sets_file(tmp_path: Path) -> None:
     _write(tmp_path / "koniq10k_distributions_sets.csv", KONIQ_SETS)
     rows, problems = _read("koniq10k", tmp_path, "test")
     assert [(row.image, row.mos, row.meta["set"]) for row in rows] == [
-        ("1024x768/10007357496.jpg", 3.479166667, "test")]
+        ("1024x768/10007357496.jpg", 3.479166667, "test")
+    ]
     assert [problem.line for problem in problems] == [4]  # in the test set, but no number
     assert [row.item_id for row in _read("koniq", tmp_path, "val")[0]] == ["10043785683.jpg"]
     assert [row.item_id for row in _read("koniq", tmp_path, "train")[0]] == ["10004473376.jpg"]
     assert [row.meta["set"] for row in _read("koniq", tmp_path, "all")[0]] == [
-        "train", "test", "val"]
+        "train",
+        "test",
+        "val",
+    ]
 
 
 def test_koniq_from_the_sets_file_alone_takes_the_mean_of_the_ratings(tmp_path: Path) -> None:
@@ -155,12 +175,17 @@ def test_koniq_from_the_sets_file_alone_takes_the_mean_of_the_ratings(tmp_path: 
     (tmp_path / "512x384").mkdir()
     rows, problems = _read("koniq", tmp_path)
     # Its column named MOS is the 0-100 one; the 1-5 MOS is sum(k * ck) (3.83 published).
-    assert [row.image for row in rows] == ["512x384/10004473376.jpg", "512x384/10007357496.jpg",
-                                           "512x384/10043785683.jpg", "512x384/10050349236.jpg"]
+    assert [row.image for row in rows] == [
+        "512x384/10004473376.jpg",
+        "512x384/10007357496.jpg",
+        "512x384/10043785683.jpg",
+        "512x384/10050349236.jpg",
+    ]
     assert rows[0].mos == pytest.approx(3.8285714, abs=1e-6)
     assert rows[0].meta == {"mos_zscore": 77.3836206897, "sd": 0.527277894494, "set": "train"}
-    assert rows[3].mos == pytest.approx(0.0588235294118 + 2 * 0.676470588235
-                                        + 3 * 0.264705882353, abs=1e-12)
+    assert rows[3].mos == pytest.approx(
+        0.0588235294118 + 2 * 0.676470588235 + 3 * 0.264705882353, abs=1e-12
+    )
     assert problems == []
 
 
@@ -184,8 +209,9 @@ def test_koniq_without_the_mos_column_is_refused(tmp_path: Path) -> None:
 def _spaq(root: Path) -> Path:
     workbook = Workbook()
     sheet = workbook.active
-    sheet.append(["Image name", "MOS", "Brightness", "Colorfulness", "Contrast", "Noisiness",
-                  "Sharpness"])
+    sheet.append(
+        ["Image name", "MOS", "Brightness", "Colorfulness", "Contrast", "Noisiness", "Sharpness"]
+    )
     sheet.append(["00001.jpg", 48.86, 54.1, 47.9, 51.2, 40.6, 49.0])
     sheet.append(["00002.jpg", 62.5, 60, 58, 61, 55, 63])
     sheet.append(["00003.jpg", "x", 1, 2, 3, 4, 5])
@@ -204,8 +230,13 @@ def test_spaq_reads_the_spreadsheet(tmp_path: Path) -> None:
         (2, "TestImage/00002.jpg", 62.5, "00002.jpg"),
         (5, "TestImage/00004.jpg", 22.71, "00004.jpg"),
     ]
-    assert rows[0].meta == {"brightness": 54.1, "colorfulness": 47.9, "contrast": 51.2,
-                            "noisiness": 40.6, "sharpness": 49.0}
+    assert rows[0].meta == {
+        "brightness": 54.1,
+        "colorfulness": 47.9,
+        "contrast": 51.2,
+        "noisiness": 40.6,
+        "sharpness": 49.0,
+    }
     assert rows[2].meta == {}
     assert [problem.line for problem in problems] == [3]
     assert "MOS and Image attribute scores.xlsx, record 3 (00003.jpg)" in problems[0].message
@@ -224,12 +255,14 @@ def test_spaq_sheet_without_the_mos_column_is_refused(tmp_path: Path) -> None:
 
 
 def test_kadid_reads_quality_scores_and_references(tmp_path: Path) -> None:
-    _write(tmp_path / "dmos.csv",
-           "dist_img,ref_img,dmos,var\n"
-           "I01_01_01.png,I01.png,4.57,0.496\n"
-           "I01_01_05.png,I01.png,1.1,0.3\n"
-           "I02_25_03.png,I02.png,abc,0.1\n"
-           "I81_10_02.png,I81.png,3.2,0.2\n")
+    _write(
+        tmp_path / "dmos.csv",
+        "dist_img,ref_img,dmos,var\n"
+        "I01_01_01.png,I01.png,4.57,0.496\n"
+        "I01_01_05.png,I01.png,1.1,0.3\n"
+        "I02_25_03.png,I02.png,abc,0.1\n"
+        "I81_10_02.png,I81.png,3.2,0.2\n",
+    )
     _image(tmp_path / "images" / "I01_01_01.png")
     rows, problems = _read("KADID-10k", tmp_path)
     assert [(row.line, row.image, row.reference, row.mos) for row in rows] == [
@@ -251,13 +284,15 @@ def test_kadid_is_on_1_to_5_higher_better_and_full_reference() -> None:
 
 # TID2013 -----------------------------------------------------------------------------------------
 
-TID_LIST = ("5.51429 i01_01_1.bmp\n"
-            "4.05714 i25_08_3.bmp\n"
-            "\n"
-            "abc i02_01_1.bmp\n"
-            "6.0 weird.bmp\n"
-            "3.5\n"
-            "2.25 i03_24_5.bmp\n")
+TID_LIST = (
+    "5.51429 i01_01_1.bmp\n"
+    "4.05714 i25_08_3.bmp\n"
+    "\n"
+    "abc i02_01_1.bmp\n"
+    "6.0 weird.bmp\n"
+    "3.5\n"
+    "2.25 i03_24_5.bmp\n"
+)
 
 
 def test_tid2013_derives_references_as_the_release_spells_them(tmp_path: Path) -> None:
@@ -268,8 +303,11 @@ def test_tid2013_derives_references_as_the_release_spells_them(tmp_path: Path) -
         (2, "distorted_images/i25_08_3.bmp", "reference_images/i25.bmp", 4.05714),
         (7, "distorted_images/i03_24_5.bmp", "reference_images/I03.BMP", 2.25),
     ]
-    assert rows[0].meta == {"distortion_index": 1, "level": 1,
-                            "distortion": "Additive Gaussian noise"}
+    assert rows[0].meta == {
+        "distortion_index": 1,
+        "level": 1,
+        "distortion": "Additive Gaussian noise",
+    }
     assert rows[1].meta == {"distortion_index": 8, "level": 3, "distortion": "Gaussian blur"}
     assert rows[2].meta["distortion"] == "Sparse sampling and reconstruction"
     assert rows[0].item_id == "i01_01_1.bmp"
@@ -313,8 +351,11 @@ def test_agiqa_reads_quality_mos_and_keeps_the_prompt(tmp_path: Path) -> None:
         (2, "images/AttnGAN_normal_060.jpg", 0.919776796),
         (4, "images/midjourney_normal_014.jpg", 4.488740784),
     ]
-    assert rows[1].meta == {"generator": "AttnGAN", "mos_align": 0.850496237,
-                            "prompt": "artwork with only triangles, anime style"}
+    assert rows[1].meta == {
+        "generator": "AttnGAN",
+        "mos_align": 0.850496237,
+        "prompt": "artwork with only triangles, anime style",
+    }
     assert rows[2].meta == {"generator": "midjourney", "prompt": "a dog"}
     assert rows[0].query is None
     assert [problem.line for problem in problems] == [3]
@@ -331,18 +372,47 @@ def test_agiqa_uses_the_image_folder_that_is_there(tmp_path: Path) -> None:
 # Q-Bench LLVisionQA ------------------------------------------------------------------------------
 
 QBENCH_DEV = [
-    {"img_path": "00079.jpg", "question": "Is the image clear?", "candidates": ["Yes", "No"],
-     "correct_ans": "No", "type": 0, "concern": 0},
-    {"img_path": "01001.jpg", "question": "How is the lighting of this building?",
-     "candidates": ["High", "Low", "Medium"], "correct_ans": "Low", "type": 2, "concern": 3},
-    {"img_path": "01002.jpg", "question": "What distortion is most apparent?",
-     "candidates": ["Blur", "Noise", "Overexposure", "Underexposure"], "correct_ans": "Fog",
-     "type": 1, "concern": 2},
+    {
+        "img_path": "00079.jpg",
+        "question": "Is the image clear?",
+        "candidates": ["Yes", "No"],
+        "correct_ans": "No",
+        "type": 0,
+        "concern": 0,
+    },
+    {
+        "img_path": "01001.jpg",
+        "question": "How is the lighting of this building?",
+        "candidates": ["High", "Low", "Medium"],
+        "correct_ans": "Low",
+        "type": 2,
+        "concern": 3,
+    },
+    {
+        "img_path": "01002.jpg",
+        "question": "What distortion is most apparent?",
+        "candidates": ["Blur", "Noise", "Overexposure", "Underexposure"],
+        "correct_ans": "Fog",
+        "type": 1,
+        "concern": 2,
+    },
     "not an object",
-    {"img_path": "01003.jpg", "question": "Which part is out of focus?",
-     "candidates": ["The sky", "The car"], "correct_ans": "The car", "type": 1, "concern": 1},
-    {"img_path": "01004.jpg", "question": "", "candidates": ["Yes", "No"], "correct_ans": "Yes",
-     "type": 0, "concern": 1},
+    {
+        "img_path": "01003.jpg",
+        "question": "Which part is out of focus?",
+        "candidates": ["The sky", "The car"],
+        "correct_ans": "The car",
+        "type": 1,
+        "concern": 1,
+    },
+    {
+        "img_path": "01004.jpg",
+        "question": "",
+        "candidates": ["Yes", "No"],
+        "correct_ans": "Yes",
+        "type": 0,
+        "concern": 1,
+    },
 ]
 
 
@@ -352,32 +422,49 @@ def test_qbench_dev_gives_questions_options_and_answers(tmp_path: Path) -> None:
     rows, problems = _read("qbench", tmp_path)
     assert [(row.line, row.image, row.query, row.options, row.answer) for row in rows] == [
         (1, "images/00079.jpg", "Is the image clear?", ("Yes", "No"), "No"),
-        (2, "images/01001.jpg", "How is the lighting of this building?",
-         ("High", "Low", "Medium"), "Low"),
-        (5, "images/01003.jpg", "Which part is out of focus?", ("The sky", "The car"),
-         "The car"),
+        (
+            2,
+            "images/01001.jpg",
+            "How is the lighting of this building?",
+            ("High", "Low", "Medium"),
+            "Low",
+        ),
+        (5, "images/01003.jpg", "Which part is out of focus?", ("The sky", "The car"), "The car"),
     ]
-    assert rows[0].meta == {"question_type": "yes-or-no", "type_code": 0,
-                            "concern": "distortion", "concern_code": 0}
-    assert rows[1].meta == {"question_type": "how", "type_code": 2,
-                            "concern": "in-context others", "concern_code": 3}
+    assert rows[0].meta == {
+        "question_type": "yes-or-no",
+        "type_code": 0,
+        "concern": "distortion",
+        "concern_code": 0,
+    }
+    assert rows[1].meta == {
+        "question_type": "how",
+        "type_code": 2,
+        "concern": "in-context others",
+        "concern_code": 3,
+    }
     assert rows[2].meta["question_type"] == "what" and rows[2].meta["concern"] == "others"
     assert all(row.mos is None and row.reference is None and row.item_id is None for row in rows)
     assert [problem.line for problem in problems] == [3, 4, 6]
-    assert "llvisionqa_dev.json, question 3 (01002.jpg): correct_ans 'Fog'" in \
-        problems[0].message
+    assert "llvisionqa_dev.json, question 3 (01002.jpg): correct_ans 'Fog'" in problems[0].message
     assert "not a JSON object" in problems[1].message and "no question" in problems[2].message
 
 
 def test_qbench_test_split_has_no_answers(tmp_path: Path) -> None:
-    test = [{key: value for key, value in record.items() if key != "correct_ans"}
-            for record in QBENCH_DEV if isinstance(record, dict) and record["question"]]
+    test = [
+        {key: value for key, value in record.items() if key != "correct_ans"}
+        for record in QBENCH_DEV
+        if isinstance(record, dict) and record["question"]
+    ]
     _write(tmp_path / "llvisionqa_test.json", json.dumps(test))
     (tmp_path / "images_llvisionqa").mkdir()
     rows, problems = _read("llvisionqa", tmp_path, "test")
     assert [(row.image, row.answer) for row in rows] == [
-        ("images_llvisionqa/00079.jpg", None), ("images_llvisionqa/01001.jpg", None),
-        ("images_llvisionqa/01002.jpg", None), ("images_llvisionqa/01003.jpg", None)]
+        ("images_llvisionqa/00079.jpg", None),
+        ("images_llvisionqa/01001.jpg", None),
+        ("images_llvisionqa/01002.jpg", None),
+        ("images_llvisionqa/01003.jpg", None),
+    ]
     assert problems == []
     with pytest.raises(DatasetFormatError, match="llvisionqa_dev.json not found"):
         get_dataset("qbench").rows(tmp_path)
@@ -411,13 +498,26 @@ def test_the_registry_lists_every_reader() -> None:
         assert (info.mos_range is None) == (info.kind == "mcq")
 
 
-@pytest.mark.parametrize(("alias", "name"), [
-    ("livec", "livec"), ("LIVE-C", "livec"), ("clive", "livec"), ("live_challenge", "livec"),
-    ("koniq", "koniq10k"), ("KonIQ-10k", "koniq10k"), ("kadid", "kadid10k"),
-    ("kadid-10k", "kadid10k"), ("TID2013", "tid2013"), ("spaq", "spaq"),
-    ("agiqa3k", "agiqa3k"), ("AGIQA-3k", "agiqa3k"), ("qbench", "qbench"), ("Q-Bench", "qbench"),
-    ("llvisionqa", "qbench"),
-])
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [
+        ("livec", "livec"),
+        ("LIVE-C", "livec"),
+        ("clive", "livec"),
+        ("live_challenge", "livec"),
+        ("koniq", "koniq10k"),
+        ("KonIQ-10k", "koniq10k"),
+        ("kadid", "kadid10k"),
+        ("kadid-10k", "kadid10k"),
+        ("TID2013", "tid2013"),
+        ("spaq", "spaq"),
+        ("agiqa3k", "agiqa3k"),
+        ("AGIQA-3k", "agiqa3k"),
+        ("qbench", "qbench"),
+        ("Q-Bench", "qbench"),
+        ("llvisionqa", "qbench"),
+    ],
+)
 def test_aliases_name_the_same_reader(alias: str, name: str) -> None:
     assert get_dataset(alias).info.name == name
 
@@ -455,10 +555,18 @@ def test_an_unknown_split_names_the_known_ones(name: str, tmp_path: Path) -> Non
 
 
 def test_importing_the_package_loads_neither_scipy_nor_openpyxl() -> None:
-    code = ("import sys, agentic_iqa.datasets as d; d.dataset_names(); d.get_dataset('koniq'); "
-            "print(sorted(m for m in ('scipy', 'openpyxl', 'numpy') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                            text=True, timeout=60, check=True)
+    code = (
+        "import sys, agentic_iqa.datasets as d; d.dataset_names(); d.get_dataset('koniq'); "
+        "print(sorted(m for m in ('scipy', 'openpyxl', 'numpy') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert result.stdout.strip() == "[]"
 
 

@@ -14,9 +14,15 @@ from agentic_iqa.vlm.builtin.severity import NO_REFERENCE
 from tests.agentic_iqa.conftest import EXAMPLE
 
 #: The no-reference reading each kind moves, and the way it moves (+1 rising).
-READING = {"blur": ("blur", 1), "noise": ("noise", 1), "jpeg": ("blocking", 1),
-           "dark": ("dark", -1), "bright": ("bright", 1), "contrast": ("contrast", -1),
-           "desaturate": ("colour", -1)}
+READING = {
+    "blur": ("blur", 1),
+    "noise": ("noise", 1),
+    "jpeg": ("blocking", 1),
+    "dark": ("dark", -1),
+    "bright": ("bright", 1),
+    "contrast": ("contrast", -1),
+    "desaturate": ("colour", -1),
+}
 
 
 def pixels(image: Image.Image) -> np.ndarray:
@@ -35,8 +41,9 @@ def test_every_kind_has_shapes_the_default_first():
         synthetic.degrade(Image.new("RGB", (16, 16)), "blur", 1, "disk")
 
 
-@pytest.mark.parametrize("kind, shape", [(k, s) for k, shapes in synthetic.SHAPES.items()
-                                         for s in shapes])
+@pytest.mark.parametrize(
+    "kind, shape", [(k, s) for k, shapes in synthetic.SHAPES.items() for s in shapes]
+)
 def test_each_shape_grows_its_reading_with_the_level(photo, kind, shape):
     name, direction = READING[kind]
     reading = NO_REFERENCE[name][2]
@@ -50,10 +57,12 @@ def test_each_shape_grows_its_reading_with_the_level(photo, kind, shape):
 
 
 def test_default_shape_is_the_historical_process(photo):
-    assert np.array_equal(pixels(synthetic.degrade(photo, "dark", 2)),
-                          pixels(synthetic.darken(photo, 2)))
-    assert np.array_equal(pixels(synthetic.degrade(photo, "bright", 3, "clip")),
-                          pixels(synthetic.brighten(photo, 3)))
+    assert np.array_equal(
+        pixels(synthetic.degrade(photo, "dark", 2)), pixels(synthetic.darken(photo, 2))
+    )
+    assert np.array_equal(
+        pixels(synthetic.degrade(photo, "bright", 3, "clip")), pixels(synthetic.brighten(photo, 3))
+    )
 
 
 def test_calibration_rotates_the_shapes():
@@ -62,6 +71,7 @@ def test_calibration_rotates_the_shapes():
         for level in synthetic.LEVELS:
             used = Counter(synthetic.calibration_shape(n, kind, level) for n in names)
             assert set(used) == set(shapes)
-        per_photo = {synthetic.calibration_shape(names[0], kind, level)
-                     for level in synthetic.LEVELS}
+        per_photo = {
+            synthetic.calibration_shape(names[0], kind, level) for level in synthetic.LEVELS
+        }
         assert len(per_photo) == len(shapes)

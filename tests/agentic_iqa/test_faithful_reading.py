@@ -45,56 +45,99 @@ TOOLS = [spec.name for spec in load_catalog()]
 FAST = TransientRetry(attempts=2, initial=0.01, maximum=0.02, jitter=0.0)
 
 
-def openai_client(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, *,
-                  max_retries: int = 0) -> OpenAIClient:
+def openai_client(
+    server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, *, max_retries: int = 0
+) -> OpenAIClient:
     monkeypatch.setenv("TEST_VLM_KEY", "sk-test-faithful")
-    return OpenAIClient(BackendConfig(backend="openai", model="qwen2.5-vl",
-                                      base_url=f"{server.url}/v1", api_key_env="TEST_VLM_KEY",
-                                      timeout=5, max_retries=max_retries))
+    return OpenAIClient(
+        BackendConfig(
+            backend="openai",
+            model="qwen2.5-vl",
+            base_url=f"{server.url}/v1",
+            api_key_env="TEST_VLM_KEY",
+            timeout=5,
+            max_retries=max_retries,
+        )
+    )
 
 
 def plan(**changes) -> PlannerOutput:
-    document = {"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-                "distortions": None, "reference_mode": "No-Reference", "required_tool": None,
-                "plan": {"distortion_detection": True, "distortion_analysis": True,
-                         "tool_selection": True, "tool_execution": True}}
+    document = {
+        "query_type": "IQA",
+        "query_scope": "Global",
+        "distortion_source": "Inferred",
+        "distortions": None,
+        "reference_mode": "No-Reference",
+        "required_tool": None,
+        "plan": {
+            "distortion_detection": True,
+            "distortion_analysis": True,
+            "tool_selection": True,
+            "tool_execution": True,
+        },
+    }
     return PlannerOutput.model_validate({**document, **changes})
 
 
 # -- a tool is required only when the query names it as a tool -------------------------------
 
-@pytest.mark.parametrize(("query", "tool"), [
-    ("What is unique about the noise?", None), ("Is this image unique?", None),
-    ("Rate this image using UNIQUE.", "UNIQUE"), ("What does the unique score say?", "UNIQUE"),
-    ("Score it with unique.", "UNIQUE"), ("Is the NIQE value high?", "NIQE"),
-])
+
+@pytest.mark.parametrize(
+    ("query", "tool"),
+    [
+        ("What is unique about the noise?", None),
+        ("Is this image unique?", None),
+        ("Rate this image using UNIQUE.", "UNIQUE"),
+        ("What does the unique score say?", "UNIQUE"),
+        ("Score it with unique.", "UNIQUE"),
+        ("Is the NIQE value high?", "NIQE"),
+    ],
+)
 def test_an_ordinary_word_names_no_tool(query, tool):
     assert parse_query(query, TOOLS).tool == tool
     assert builtin_planner.plan(query, False, TOOLS)["required_tool"] == tool
 
 
 def test_a_models_required_tool_that_the_query_does_not_name_is_dropped():
-    model_plan = plan(required_tool="UNIQUE",
-                      plan={"distortion_detection": True, "distortion_analysis": True,
-                            "tool_selection": False, "tool_execution": True})
+    model_plan = plan(
+        required_tool="UNIQUE",
+        plan={
+            "distortion_detection": True,
+            "distortion_analysis": True,
+            "tool_selection": False,
+            "tool_execution": True,
+        },
+    )
     fixed = reconcile(model_plan, "What is unique about the noise?", False, TOOLS)
     assert fixed.required_tool is None
     assert fixed.plan.tool_selection is True  # a tool is then selected, not skipped
 
 
-@pytest.mark.parametrize(("written", "tool"), [
-    ("the NIQE metric", "NIQE"), ("ms_ssim", "MS-SSIM"), ("none", None), ("best tool", None),
-])
+@pytest.mark.parametrize(
+    ("written", "tool"),
+    [
+        ("the NIQE metric", "NIQE"),
+        ("ms_ssim", "MS-SSIM"),
+        ("none", None),
+        ("best tool", None),
+    ],
+)
 def test_a_required_tool_is_a_real_tool_or_none(written, tool):
     assert plan(required_tool=written).required_tool == tool
 
 
 # -- scoring or explanation: the planner decides, in any language ----------------------------
 
-@pytest.mark.parametrize("query", [
-    "Bewerte die Qualität dieses Bildes", "Évaluez la qualité de cette photo",
-    "Califica la calidad de esta imagen", "请给这张图片的质量评分",
-])
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Bewerte die Qualität dieses Bildes",
+        "Évaluez la qualité de cette photo",
+        "Califica la calidad de esta imagen",
+        "请给这张图片的质量评分",
+    ],
+)
 def test_the_builtin_planner_reads_rating_requests_in_other_languages(query):
     document = builtin_planner.plan(query, False, TOOLS)
     assert document["answer_mode"] == "scoring"
@@ -102,10 +145,18 @@ def test_the_builtin_planner_reads_rating_requests_in_other_languages(query):
 
 
 def test_a_remote_planners_answer_mode_decides_scoring_whatever_the_wording(
-        monkeypatch, registry, example_images):
-    remote_plan = {**plan().model_dump(mode="json"), "answer_mode": "scoring",
-                   "plan": {"distortion_detection": False, "distortion_analysis": False,
-                            "tool_selection": False, "tool_execution": False}}
+    monkeypatch, registry, example_images
+):
+    remote_plan = {
+        **plan().model_dump(mode="json"),
+        "answer_mode": "scoring",
+        "plan": {
+            "distortion_detection": False,
+            "distortion_analysis": False,
+            "tool_selection": False,
+            "tool_execution": False,
+        },
+    }
     levels = [("B", -0.1), ("A", -3.0), ("C", -2.5), ("D", -5.0), ("E", -6.0)]
 
     def respond(request) -> Reply:
@@ -115,10 +166,12 @@ def test_a_remote_planners_answer_mode_decides_scoring_whatever_the_wording(
 
     with FakeAPIServer(respond) as server:
         client = openai_client(server, monkeypatch)
-        agents = Agents(planner=client, executor=BuiltinClient(), summarizer=client,
-                        registry=registry)
-        state = run_inprocess("Wie ist dieses Foto gelungen?", str(example_images["original"]),
-                              agents=agents)
+        agents = Agents(
+            planner=client, executor=BuiltinClient(), summarizer=client, registry=registry
+        )
+        state = run_inprocess(
+            "Wie ist dieses Foto gelungen?", str(example_images["original"]), agents=agents
+        )
     result = state["summarizer_result"]
     assert result.final_answer == "Good" and result.quality_score is not None
     assert result.probability_source == "logprobs"
@@ -126,30 +179,48 @@ def test_a_remote_planners_answer_mode_decides_scoring_whatever_the_wording(
 
 # -- the reference mode follows the input ------------------------------------------------------
 
+
 def test_a_plan_saying_no_reference_is_corrected_when_a_reference_is_given(
-        monkeypatch, example_images):
-    with FakeAPIServer(lambda _r: Reply(200, openai_completion(
-            json.dumps(plan().model_dump(mode="json"))))) as server:
-        made = make_plan(openai_client(server, monkeypatch), "Compare with the reference.",
-                         str(example_images["blur3"]), str(example_images["original"]), TOOLS)
+    monkeypatch, example_images
+):
+    with FakeAPIServer(
+        lambda _r: Reply(200, openai_completion(json.dumps(plan().model_dump(mode="json"))))
+    ) as server:
+        made = make_plan(
+            openai_client(server, monkeypatch),
+            "Compare with the reference.",
+            str(example_images["blur3"]),
+            str(example_images["original"]),
+            TOOLS,
+        )
     assert made.reference_mode == "Full-Reference"
 
 
 def test_with_a_reference_each_image_is_labelled_for_the_model(monkeypatch, example_images):
-    request = VLMRequest(task="plan", system="s", user="The image: <image>",
-                         images=(example_images["blur3"], example_images["original"]))
+    request = VLMRequest(
+        task="plan",
+        system="s",
+        user="The image: <image>",
+        images=(example_images["blur3"], example_images["original"]),
+    )
     with FakeAPIServer(lambda _r: Reply(200, openai_completion("{}"))) as server:
         openai_client(server, monkeypatch).complete(request)
         content = server.requests[0].body["messages"][-1]["content"]
-    assert [part["type"] for part in content] == ["text", "image_url", "text", "image_url",
-                                                  "text"]
+    assert [part["type"] for part in content] == ["text", "image_url", "text", "image_url", "text"]
     assert (content[0]["text"], content[2]["text"]) == IMAGE_LABELS
 
     monkeypatch.setenv("TEST_ANTHROPIC_KEY", "sk-ant-test")
     with FakeAPIServer(lambda _r: Reply(200, anthropic_message("{}"))) as server:
-        AnthropicClient(BackendConfig(backend="anthropic", model="claude-test",
-                                      base_url=server.url, api_key_env="TEST_ANTHROPIC_KEY",
-                                      timeout=5, max_retries=0)).complete(request)
+        AnthropicClient(
+            BackendConfig(
+                backend="anthropic",
+                model="claude-test",
+                base_url=server.url,
+                api_key_env="TEST_ANTHROPIC_KEY",
+                timeout=5,
+                max_retries=0,
+            )
+        ).complete(request)
         content = server.requests[0].body["messages"][-1]["content"]
     assert [part["type"] for part in content] == ["text", "image", "text", "image", "text"]
     assert (content[0]["text"], content[2]["text"]) == IMAGE_LABELS
@@ -157,25 +228,30 @@ def test_with_a_reference_each_image_is_labelled_for_the_model(monkeypatch, exam
 
 # -- named distortions are looked at, not detected and replaced --------------------------------
 
+
 def test_distortions_the_query_names_are_not_detected_again():
     named = plan(distortion_source="Explicit", distortions={"Global": ["blur"]})
     assert named.plan.distortion_detection is True  # as the model wrote it
-    state = merge_state(initial_state("Is it blurry?", "x.png"),
-                        {"plan": named, "steps_done": ["plan"]})
+    state = merge_state(
+        initial_state("Is it blurry?", "x.png"), {"plan": named, "steps_done": ["plan"]}
+    )
     assert next_step(state) != DETECT
     assert reconcile(named, "Is it blurry?", False, TOOLS).plan.distortion_detection is False
 
 
 # -- a subtask whose transient errors outlast the retries becomes null ------------------------
 
+
 def test_an_executor_subtask_that_keeps_failing_transiently_is_given_up(
-        monkeypatch, registry, example_images, tmp_path):
+    monkeypatch, registry, example_images, tmp_path
+):
     with FakeAPIServer(lambda _r: Reply(503, openai_error("overloaded"))) as server:
         remote = openai_client(server, monkeypatch)
         builtin = BuiltinClient()
         agents = Agents(planner=builtin, executor=remote, summarizer=builtin, registry=registry)
-        state = run_inprocess("Is this image noisy?", str(example_images["noise3"]),
-                              agents=agents, retry=FAST)
+        state = run_inprocess(
+            "Is this image noisy?", str(example_images["noise3"]), agents=agents, retry=FAST
+        )
         assert "error" not in state
         assert state["summarizer_result"] is not None
         assert state["executor_evidence"].distortion_analysis is None
@@ -184,31 +260,43 @@ def test_an_executor_subtask_that_keeps_failing_transiently_is_given_up(
         url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
         upgrade(url)
         engine = make_engine(url)
-        run_id = service.create_run(engine, "Is this image noisy?",
-                                    str(example_images["noise3"]), max_replan_iterations=0)
+        run_id = service.create_run(
+            engine, "Is this image noisy?", str(example_images["noise3"]), max_replan_iterations=0
+        )
         monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
         recorded = create_client("executor", {"executor": remote.config})
-        agents = Agents(planner=builtin, executor=recorded, summarizer=builtin,
-                        registry=registry)
+        agents = Agents(planner=builtin, executor=recorded, summarizer=builtin, registry=registry)
         stored = service.run_embedded(engine, agents, run_id, retry=FAST)
     assert "error" not in stored and stored["summarizer_result"] is not None
     with session_scope(engine) as session:
-        failed = session.scalars(select(VlmCall).where(VlmCall.run_id == run_id,
-                                                       VlmCall.error.is_not(None))).all()
+        failed = session.scalars(
+            select(VlmCall).where(VlmCall.run_id == run_id, VlmCall.error.is_not(None))
+        ).all()
     # every failed call is on record, with its status, though no call ever answered
     assert failed and all("HTTP 503" in call.error for call in failed)
 
 
 # -- failed calls are facts too ----------------------------------------------------------------
 
+
 def test_a_call_that_fails_inside_the_sdk_is_recorded(monkeypatch):
     monkeypatch.setenv("TEST_VLM_KEY", "sk-test-faithful")
     monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
-    with FakeAPIServer(lambda _r: Reply(401, openai_error("bad key", "invalid_request_error"))
-                       ) as server:
-        client = create_client("planner", {"planner": BackendConfig(
-            backend="openai", model="gpt-4o", base_url=f"{server.url}/v1",
-            api_key_env="TEST_VLM_KEY", max_retries=0)})
+    with FakeAPIServer(
+        lambda _r: Reply(401, openai_error("bad key", "invalid_request_error"))
+    ) as server:
+        client = create_client(
+            "planner",
+            {
+                "planner": BackendConfig(
+                    backend="openai",
+                    model="gpt-4o",
+                    base_url=f"{server.url}/v1",
+                    api_key_env="TEST_VLM_KEY",
+                    max_retries=0,
+                )
+            },
+        )
         with collect_calls() as calls, pytest.raises(Exception, match="HTTP 401"):
             client.complete(VLMRequest(task="plan", system="s", user="u"))
     (record,) = calls.records
@@ -216,6 +304,7 @@ def test_a_call_that_fails_inside_the_sdk_is_recorded(monkeypatch):
 
 
 # -- replies that are cut off, empty or refused ------------------------------------------------
+
 
 class Scripted:
     backend, model = "scripted", "m"
@@ -230,8 +319,11 @@ class Scripted:
 
 
 def test_a_reply_cut_off_at_the_token_limit_is_asked_again_shorter():
-    client = Scripted(VLMResponse('{"a": [1, 2', "m", finish_reason="length"),
-                      VLMResponse("", "m"), VLMResponse('{"a": 1}', "m"))
+    client = Scripted(
+        VLMResponse('{"a": [1, 2', "m", finish_reason="length"),
+        VLMResponse("", "m"),
+        VLMResponse('{"a": 1}', "m"),
+    )
     outcome = ask_json(client, VLMRequest(task="plan", system="S", user="u"), dict)
     assert outcome.value == {"a": 1}
     assert "cut off at the token limit" in outcome.errors[0]
@@ -241,9 +333,11 @@ def test_a_reply_cut_off_at_the_token_limit_is_asked_again_shorter():
 
 
 def test_refusals_and_filters_are_recorded_as_what_they_are():
-    client = Scripted(VLMResponse("", "m", refusal="I can't help with that."),
-                      VLMResponse("", "m", finish_reason="content_filter"),
-                      VLMResponse("I'm sorry, I cannot assess this image.", "m"))
+    client = Scripted(
+        VLMResponse("", "m", refusal="I can't help with that."),
+        VLMResponse("", "m", finish_reason="content_filter"),
+        VLMResponse("I'm sorry, I cannot assess this image.", "m"),
+    )
     outcome = ask_json(client, VLMRequest(task="plan", system="S", user="u"), dict)
     assert outcome.value is None
     assert "the model refused" in outcome.errors[0]
@@ -253,35 +347,60 @@ def test_refusals_and_filters_are_recorded_as_what_they_are():
 
 # -- nothing invented --------------------------------------------------------------------------
 
+
 def test_the_builtin_picks_no_option_when_none_is_measurable(example_images):
-    context = {"query": "Which animal is shown? A. Cat B. Dog C. Horse",
-               "image_path": str(example_images["original"]), "plan": {}, "options": {},
-               "distortion_analysis": None, "quality_scores": None}
+    context = {
+        "query": "Which animal is shown? A. Cat B. Dog C. Horse",
+        "image_path": str(example_images["original"]),
+        "plan": {},
+        "options": {},
+        "distortion_analysis": None,
+        "quality_scores": None,
+    }
     reply = explain(context)
     assert reply["final_answer"] == summarizer.UNABLE
 
 
 def test_an_abstention_is_recorded_not_asked_until_it_guesses(example_images):
-    client = Scripted(VLMResponse(json.dumps({"final_answer": "Unable to determine",
-                                              "quality_reasoning": "no option fits"}), "m"))
+    client = Scripted(
+        VLMResponse(
+            json.dumps(
+                {"final_answer": "Unable to determine", "quality_reasoning": "no option fits"}
+            ),
+            "m",
+        )
+    )
     result = summarizer.summarize(
-        client, "Which animal is shown? A. Cat B. Dog", str(example_images["original"]), None,
-        plan(plan={"distortion_detection": False, "distortion_analysis": False,
-                   "tool_selection": False, "tool_execution": False}), ExecutorOutput())
+        client,
+        "Which animal is shown? A. Cat B. Dog",
+        str(example_images["original"]),
+        None,
+        plan(
+            plan={
+                "distortion_detection": False,
+                "distortion_analysis": False,
+                "tool_selection": False,
+                "tool_execution": False,
+            }
+        ),
+        ExecutorOutput(),
+    )
     assert len(client.requests) == 1
     assert result.answer_unparseable and "chose none of the options" in result.unparseable_reason
 
 
-@pytest.mark.parametrize(("score", "level"), [(2.5, "Fair"), (3.5, "Good"), (1.49, "Bad"),
-                                               (4.5, "Excellent"), (2.4999, "Poor")])
+@pytest.mark.parametrize(
+    ("score", "level"),
+    [(2.5, "Fair"), (3.5, "Good"), (1.49, "Bad"), (4.5, "Excellent"), (2.4999, "Poor")],
+)
 def test_levels_round_half_up(score, level):
     assert level_name(score) == level
 
 
 # -- configuration is read, and a refusing backend stops a job ---------------------------------
 
-def test_max_replan_iterations_comes_from_the_configuration(monkeypatch, tmp_path,
-                                                            example_images):
+
+def test_max_replan_iterations_comes_from_the_configuration(monkeypatch, tmp_path, example_images):
     monkeypatch.setenv("AGENTIC_IQA_MAX_REPLAN_ITERATIONS", "0")
     url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
     upgrade(url)
@@ -293,10 +412,18 @@ def test_max_replan_iterations_comes_from_the_configuration(monkeypatch, tmp_pat
         assert session.get(Job, job_id).max_replan_iterations == 0
 
 
-@pytest.mark.parametrize(("status", "done", "alike", "stops"), [
-    (401, 5, 1, True), (403, 0, 1, True), (404, 0, 1, True), (None, 0, 1, True),
-    (400, 0, 1, False), (400, 0, 3, True), (400, 1, 9, False),
-])
+@pytest.mark.parametrize(
+    ("status", "done", "alike", "stops"),
+    [
+        (401, 5, 1, True),
+        (403, 0, 1, True),
+        (404, 0, 1, True),
+        (None, 0, 1, True),
+        (400, 0, 1, False),
+        (400, 0, 3, True),
+        (400, 1, 9, False),
+    ],
+)
 def test_which_backend_errors_stop_a_job(status, done, alike, stops):
     assert stops_job(status, done=done, failed_alike=alike) is stops
 
@@ -308,8 +435,13 @@ def test_a_cut_off_reply_is_not_kept_in_the_response_cache(monkeypatch, tmp_path
     cut["choices"][0]["finish_reason"] = "length"
     with FakeAPIServer() as server:
         server.enqueue(Reply(200, cut), Reply(200, openai_completion('{"ok": 1}')))
-        config = BackendConfig(backend="openai", model="gpt-4o", base_url=f"{server.url}/v1",
-                               api_key_env="TEST_VLM_KEY", max_retries=0)
+        config = BackendConfig(
+            backend="openai",
+            model="gpt-4o",
+            base_url=f"{server.url}/v1",
+            api_key_env="TEST_VLM_KEY",
+            max_retries=0,
+        )
         request = VLMRequest(task="plan", system="s", user="u")
         first = create_client("planner", {"planner": config}).complete(request)
         second = create_client("planner", {"planner": config}).complete(request)

@@ -30,8 +30,7 @@ def test_fusion_matches_the_formula():
 
 
 def test_probabilities_from_logprobs():
-    probabilities = probabilities_from_logprobs({5: math.log(0.2), 4: math.log(0.6),
-                                                 3: -math.inf})
+    probabilities = probabilities_from_logprobs({5: math.log(0.2), 4: math.log(0.6), 3: -math.inf})
     assert probabilities[4] == pytest.approx(0.75)
     assert probabilities[3] == 0.0 and probabilities[1] == 0.0
     with pytest.raises(ValueError):

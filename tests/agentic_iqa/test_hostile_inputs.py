@@ -60,6 +60,7 @@ def places(tmp_path: Path) -> dict[str, Path]:
 
 # -- one writer per reader, in the dataset's own format; each takes the names to list --------------
 
+
 def _koniq(root: Path, names: list[str]) -> str:
     lines = ['"image_name","c1","c2","c3","c4","c5","c_total","MOS","SD","MOS_zscore"']
     lines += [f'"{name}",0,0,0.5,0.5,0,100,3.5,0.5,70' for name in names]
@@ -98,20 +99,36 @@ def _livec(root: Path, names: list[str]) -> str:
         cells[index, 0] = np.array([name])
     (root / "Data").mkdir()
     savemat(root / "Data" / "AllImages_release.mat", {"AllImages_release": cells})
-    savemat(root / "Data" / "AllMOS_release.mat",
-            {"AllMOS_release": np.array([[50.0] * len(listed)])})
+    savemat(
+        root / "Data" / "AllMOS_release.mat", {"AllMOS_release": np.array([[50.0] * len(listed)])}
+    )
     return "Images"
 
 
 def _qbench(root: Path, names: list[str]) -> str:
-    records = [{"img_path": name, "question": "Is it blurry?", "candidates": ["Yes", "No"],
-                "correct_ans": "Yes", "type": 0, "concern": 0} for name in names]
+    records = [
+        {
+            "img_path": name,
+            "question": "Is it blurry?",
+            "candidates": ["Yes", "No"],
+            "correct_ans": "Yes",
+            "type": 0,
+            "concern": 0,
+        }
+        for name in names
+    ]
     (root / "llvisionqa_dev.json").write_text(json.dumps(records))
     return "images"
 
 
-WRITERS = {"koniq10k": _koniq, "kadid10k": _kadid, "agiqa3k": _agiqa, "spaq": _spaq,
-           "livec": _livec, "qbench": _qbench}
+WRITERS = {
+    "koniq10k": _koniq,
+    "kadid10k": _kadid,
+    "agiqa3k": _agiqa,
+    "spaq": _spaq,
+    "livec": _livec,
+    "qbench": _qbench,
+}
 
 
 def _dataset(name: str, root: Path, names: list[str]) -> dict[int, ManifestItem | ManifestError]:
@@ -122,8 +139,16 @@ def _dataset(name: str, root: Path, names: list[str]) -> dict[int, ManifestItem 
 @pytest.mark.parametrize("name", sorted(WRITERS))
 def test_no_dataset_file_reaches_outside_its_root(name: str, places: dict[str, Path]) -> None:
     root, secret = places["root"], places["secret"]
-    folder = WRITERS[name](root, ["good.png", "../../outside/secret.png", str(secret),
-                                  "link.png", "../" * 12 + "etc/shadow"])
+    folder = WRITERS[name](
+        root,
+        [
+            "good.png",
+            "../../outside/secret.png",
+            str(secret),
+            "link.png",
+            "../" * 12 + "etc/shadow",
+        ],
+    )
     _image(root / folder / "good.png")
     (root / folder / "link.png").symlink_to(secret)
     found = _dataset(name, root, [])
@@ -158,13 +183,17 @@ def test_a_nul_byte_in_a_dataset_path_is_one_bad_row(name: str, places: dict[str
     assert isinstance(found[first + 1], ManifestItem)
 
 
-@pytest.mark.parametrize(("name", "file", "header"), [
-    ("koniq10k", "koniq10k_scores_and_distributions.csv", "image_name,MOS\n"),
-    ("kadid10k", "dmos.csv", "dist_img,ref_img,dmos\n"),
-    ("agiqa3k", "data.csv", "name,mos_quality\n"),
-])
-def test_bytes_that_are_not_utf8_spoil_their_record_only(name: str, file: str, header: str,
-                                                         places: dict[str, Path]) -> None:
+@pytest.mark.parametrize(
+    ("name", "file", "header"),
+    [
+        ("koniq10k", "koniq10k_scores_and_distributions.csv", "image_name,MOS\n"),
+        ("kadid10k", "dmos.csv", "dist_img,ref_img,dmos\n"),
+        ("agiqa3k", "data.csv", "name,mos_quality\n"),
+    ],
+)
+def test_bytes_that_are_not_utf8_spoil_their_record_only(
+    name: str, file: str, header: str, places: dict[str, Path]
+) -> None:
     root = places["root"]
     WRITERS[name](root, [])
     ref = ",I01.png" if name == "kadid10k" else ""
@@ -173,8 +202,10 @@ def test_bytes_that_are_not_utf8_spoil_their_record_only(name: str, file: str, h
     (root / file).write_bytes(header.encode() + body)
     found = _dataset(name, root, [])
     assert "not UTF-8" in _bad(found[2]) and "0xe9" in _bad(found[2])
-    assert all(isinstance(found[line], ManifestError) and "not UTF-8" not in found[line].message
-               for line in (1, 3))  # missing images, but read
+    assert all(
+        isinstance(found[line], ManifestError) and "not UTF-8" not in found[line].message
+        for line in (1, 3)
+    )  # missing images, but read
 
 
 def test_tid2013_a_line_that_is_not_utf8_is_one_bad_row(places: dict[str, Path]) -> None:
@@ -194,6 +225,7 @@ def test_a_qbench_file_nested_too_deep_is_one_line(places: dict[str, Path]) -> N
 
 # -- manifests: CSV, JSONL, JSON ------------------------------------------------------------------
 
+
 def _manifest(kind: str, folder: Path, images: list[str]) -> Path:
     rows = [{"image": image, "mos": 3} for image in images]
     path = folder / f"m.{kind}"
@@ -211,15 +243,18 @@ def test_root_confines_every_manifest_format(kind: str, places: dict[str, Path])
     root, secret = places["root"], places["secret"]
     _image(root / "good.png")
     (root / "link.png").symlink_to(secret)
-    path = _manifest(kind, root, ["good.png", "../outside/secret.png", str(secret), "link.png",
-                                  "a\x00b.png"])
+    path = _manifest(
+        kind, root, ["good.png", "../outside/secret.png", str(secret), "link.png", "a\x00b.png"]
+    )
     found = list(read_manifest(path, root=root, check_images=False))
     assert isinstance(found[0], ManifestItem)
     assert ["path escapes --root" in _bad(entry) for entry in found[1:4]] == [True] * 3
     assert "NUL byte" in _bad(found[4])
     unconfined = list(read_manifest(path, check_images=False))  # the user's own file
-    assert [isinstance(entry, ManifestItem) for entry in unconfined] == [True] * 2 + [False] \
-        + [True, False]
+    assert [isinstance(entry, ManifestItem) for entry in unconfined] == [True] * 2 + [False] + [
+        True,
+        False,
+    ]
     assert "duplicate id" in _bad(unconfined[2])  # the same file, as an absolute path
 
 
@@ -236,8 +271,9 @@ def test_a_manifest_csv_names_the_line_of_a_byte_that_is_not_utf8(tmp_path: Path
 def test_a_jsonl_line_nested_200000_deep_is_one_bad_row(tmp_path: Path) -> None:
     _image(tmp_path / "a.png")
     path = tmp_path / "m.jsonl"
-    path.write_text('{"image": "a.png"}\n' + '{"image": ' + DEEP + "}\n"
-                    + '{"image": "a.png", "id": "two"}\n')
+    path.write_text(
+        '{"image": "a.png"}\n' + '{"image": ' + DEEP + "}\n" + '{"image": "a.png", "id": "two"}\n'
+    )
     found = _by_line(list(read_manifest(path, check_images=False)))
     assert "nested deeper than 64 levels" in _bad(found[2])
     assert isinstance(found[1], ManifestItem) and isinstance(found[3], ManifestItem)
@@ -260,6 +296,7 @@ def test_a_jsonl_line_too_long_is_skipped_without_holding_it(tmp_path: Path) -> 
 
 # -- bombs ----------------------------------------------------------------------------------------
 
+
 def _xlsx_with(path: Path, extra: dict[str, bytes], entries: int = 0) -> None:
     """A valid SPAQ sheet, rewritten with ``extra`` entries (replacing any of that name)."""
     buffer = io.BytesIO()
@@ -268,8 +305,10 @@ def _xlsx_with(path: Path, extra: dict[str, bytes], entries: int = 0) -> None:
     workbook.active.append(["a.png", 50.0])
     workbook.save(buffer)
     path.parent.mkdir(parents=True)
-    with zipfile.ZipFile(buffer) as source, \
-            zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as target:
+    with (
+        zipfile.ZipFile(buffer) as source,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as target,
+    ):
         for item in source.infolist():
             if item.filename not in extra:
                 target.writestr(item, source.read(item))
@@ -282,15 +321,21 @@ def _xlsx_with(path: Path, extra: dict[str, bytes], entries: int = 0) -> None:
 SPAQ_FILE = "Annotations/MOS and Image attribute scores.xlsx"
 
 
-@pytest.mark.parametrize(("extra", "entries", "message"), [
-    ({"xl/sharedStrings.xml": b"<si><t>a</t></si>" * 1_200_000}, 0,
-     "sharedStrings.xml unpacks to 19 MB, more than 16"),
-    ({"xl/worksheets/sheet1.xml": b" " * (65 * 2**20)}, 0, "unpacks to 65 MB"),
-    ({}, 1500, "holds 15"),
-])
-def test_an_xlsx_bomb_is_refused_in_one_line_before_parsing(extra: dict[str, bytes],
-                                                            entries: int, message: str,
-                                                            tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("extra", "entries", "message"),
+    [
+        (
+            {"xl/sharedStrings.xml": b"<si><t>a</t></si>" * 1_200_000},
+            0,
+            "sharedStrings.xml unpacks to 19 MB, more than 16",
+        ),
+        ({"xl/worksheets/sheet1.xml": b" " * (65 * 2**20)}, 0, "unpacks to 65 MB"),
+        ({}, 1500, "holds 15"),
+    ],
+)
+def test_an_xlsx_bomb_is_refused_in_one_line_before_parsing(
+    extra: dict[str, bytes], entries: int, message: str, tmp_path: Path
+) -> None:
     _xlsx_with(tmp_path / SPAQ_FILE, extra, entries)
     started = time.monotonic()
     with pytest.raises(DatasetFormatError, match=message) as caught:
@@ -319,22 +364,33 @@ def test_spaq_streams_rows_so_limit_stops_the_reading(tmp_path: Path, monkeypatc
 def _mat(path: Path, rows: int, cols: int, data: bytes) -> None:
     """A MAT v5 file holding one compressed double array that declares ``rows`` x ``cols``."""
     name = b"AllMOS_release"
-    body = (struct.pack("<II", 6, 8) + struct.pack("<II", 6, 0)
-            + struct.pack("<II", 5, 8) + struct.pack("<ii", rows, cols)
-            + struct.pack("<II", 1, len(name)) + name + b"\0" * (-len(name) % 8)
-            + struct.pack("<II", 9, len(data)) + data)
+    body = (
+        struct.pack("<II", 6, 8)
+        + struct.pack("<II", 6, 0)
+        + struct.pack("<II", 5, 8)
+        + struct.pack("<ii", rows, cols)
+        + struct.pack("<II", 1, len(name))
+        + name
+        + b"\0" * (-len(name) % 8)
+        + struct.pack("<II", 9, len(data))
+        + data
+    )
     packed = zlib.compress(struct.pack("<II", 14, len(body)) + body, 9)
     header = b"MATLAB 5.0 MAT-file, hostile".ljust(116) + b"\0" * 8 + struct.pack("<H", 0x0100)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(header + b"IM" + struct.pack("<II", 15, len(packed)) + packed)
 
 
-@pytest.mark.parametrize(("rows", "cols", "size", "message"), [
-    (1, 1, 0, "declares"),                      # 4 GB declared below (1 x 2**29 doubles)
-    (1, 1, 40 * 2**20, "inflates to more than"),  # 1 double declared, 40 MB inflated
-])
-def test_a_mat_bomb_is_refused_before_scipy_loads_it(rows: int, cols: int, size: int,
-                                                     message: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("rows", "cols", "size", "message"),
+    [
+        (1, 1, 0, "declares"),  # 4 GB declared below (1 x 2**29 doubles)
+        (1, 1, 40 * 2**20, "inflates to more than"),  # 1 double declared, 40 MB inflated
+    ],
+)
+def test_a_mat_bomb_is_refused_before_scipy_loads_it(
+    rows: int, cols: int, size: int, message: str, tmp_path: Path
+) -> None:
     from agentic_iqa.datasets.bounded import check_mat
 
     if message == "declares":
@@ -360,6 +416,7 @@ def test_the_real_mat_files_pass_the_budget(tmp_path: Path) -> None:
 
 # -- the one function -----------------------------------------------------------------------------
 
+
 def test_confined_key_is_the_lexical_rule_an_object_store_can_reuse() -> None:
     from agentic_iqa.jobs.paths import PathRejected, confined_key
 
@@ -382,6 +439,7 @@ def test_locate_follows_symlinks_inside_the_root(tmp_path: Path) -> None:
 
 # -- through the command line ---------------------------------------------------------------------
 
+
 @pytest.fixture()
 def database(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
@@ -389,11 +447,25 @@ def database(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_submit_of_a_hostile_dataset_scores_nothing_outside_and_says_why(
-        places: dict[str, Path], database: None) -> None:
+    places: dict[str, Path], database: None
+) -> None:
     root, secret = places["root"], places["secret"]
     _koniq(root, ["../../outside/secret.png", "../" * 12 + "etc/shadow", "a\x00b.png"])
-    result = runner.invoke(app, ["eval", "submit", "--dataset", "koniq", "--root", str(root),
-                                 "--mode", "tools", "--tools", "PIQE"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "submit",
+            "--dataset",
+            "koniq",
+            "--root",
+            str(root),
+            "--mode",
+            "tools",
+            "--tools",
+            "PIQE",
+        ],
+    )
     assert result.exit_code == 1, result.output
     assert "path escapes --root" in result.output and "Traceback" not in result.output
     assert str(secret) not in result.output
@@ -401,20 +473,37 @@ def test_submit_of_a_hostile_dataset_scores_nothing_outside_and_says_why(
 
 def test_submit_of_an_xlsx_bomb_is_one_line(tmp_path: Path, database: None) -> None:
     _xlsx_with(tmp_path / SPAQ_FILE, {"xl/sharedStrings.xml": b"<si><t>a</t></si>" * 1_200_000})
-    result = runner.invoke(app, ["eval", "submit", "--dataset", "spaq", "--root", str(tmp_path),
-                                 "--mode", "tools", "--tools", "PIQE"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "submit",
+            "--dataset",
+            "spaq",
+            "--root",
+            str(tmp_path),
+            "--mode",
+            "tools",
+            "--tools",
+            "PIQE",
+        ],
+    )
     assert result.exit_code == 1 and "unpacks to" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
 def test_submit_of_a_manifest_with_nul_deep_and_bad_bytes_runs_the_rest(
-        tmp_path: Path, database: None) -> None:
+    tmp_path: Path, database: None
+) -> None:
     _image(tmp_path / "a.png")
     path = tmp_path / "m.jsonl"
-    path.write_bytes(b'{"image": "a\\u0000b.png"}\n{"image": ' + DEEP.encode() + b"}\n"
-                     + b'{"image": "\xff.png"}\n')
-    result = runner.invoke(app, ["eval", "submit", str(path), "--mode", "tools",
-                                 "--tools", "PIQE"])
+    path.write_bytes(
+        b'{"image": "a\\u0000b.png"}\n{"image": '
+        + DEEP.encode()
+        + b"}\n"
+        + b'{"image": "\xff.png"}\n'
+    )
+    result = runner.invoke(app, ["eval", "submit", str(path), "--mode", "tools", "--tools", "PIQE"])
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert "3 items (3 bad rows" in result.output  # the usual summary, one reason
     assert "contains a NUL byte" in result.output
@@ -429,8 +518,7 @@ def test_line_by_line_decoding_still_reads_carriage_return_line_ends(tmp_path: P
     assert [type(entry) for entry in read_manifest(path)] == [ManifestItem, ManifestItem]
 
 
-def test_a_mos_off_a_datasets_scale_names_that_scale_not_an_option(places: dict[str, Path]
-                                                                    ) -> None:
+def test_a_mos_off_a_datasets_scale_names_that_scale_not_an_option(places: dict[str, Path]) -> None:
     """KonIQ's MOS is on 1-5: a 9.5 is a bad row that says so, without citing --mos-range,
     which the user never gave (issue 30)."""
     root = places["root"]

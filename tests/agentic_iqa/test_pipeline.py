@@ -41,27 +41,35 @@ SEVERITY = ["none", "slight", "moderate", "severe", "extreme"]
 
 def severity_of(state, distortion: str) -> int:
     items = state["executor_evidence"].distortion_analysis
-    return max(SEVERITY.index(i.severity) for per in items.values() for i in per
-               if i.type == distortion)
+    return max(
+        SEVERITY.index(i.severity) for per in items.values() for i in per if i.type == distortion
+    )
 
 
-def test_blurred_copy_is_detected_as_blur_more_severe_than_the_original(builtin_agents,
-                                                                        example_images):
+def test_blurred_copy_is_detected_as_blur_more_severe_than_the_original(
+    builtin_agents, example_images
+):
     query = "What distortions affect this image?"
     blurred = run_inprocess(query, str(example_images["blur3"]), agents=builtin_agents)
     original = run_inprocess(query, str(example_images["original"]), agents=builtin_agents)
     assert blurred["plan"].plan.distortion_detection
     assert "Blurs" in blurred["executor_evidence"].distortion_set["Global"]
     assert blurred["executor_evidence"].distortion_set["Global"][0] == "Blurs"
-    original_blur = (severity_of(original, "Blurs")
-                     if "Blurs" in original["executor_evidence"].distortion_set["Global"] else 0)
+    original_blur = (
+        severity_of(original, "Blurs")
+        if "Blurs" in original["executor_evidence"].distortion_set["Global"]
+        else 0
+    )
     assert severity_of(blurred, "Blurs") > original_blur
 
 
 def test_full_reference_query_selects_full_reference_tools(builtin_agents, example_images):
-    state = run_inprocess("How good is the quality compared with the reference?",
-                          str(example_images["blur3"]), str(example_images["original"]),
-                          agents=builtin_agents)
+    state = run_inprocess(
+        "How good is the quality compared with the reference?",
+        str(example_images["blur3"]),
+        str(example_images["original"]),
+        agents=builtin_agents,
+    )
     assert state["plan"].reference_mode == "Full-Reference"
     selected = state["executor_evidence"].selected_tools
     catalog = load_catalog()
@@ -72,8 +80,11 @@ def test_full_reference_query_selects_full_reference_tools(builtin_agents, examp
 
 
 def test_aesthetic_question_is_other_with_every_flag_off(builtin_agents, example_images):
-    state = run_inprocess("Is this photo aesthetically pleasing?",
-                          str(example_images["original"]), agents=builtin_agents)
+    state = run_inprocess(
+        "Is this photo aesthetically pleasing?",
+        str(example_images["original"]),
+        agents=builtin_agents,
+    )
     plan = state["plan"]
     assert plan.query_type == "Other"
     assert not any(plan.plan.model_dump().values())
@@ -83,9 +94,12 @@ def test_aesthetic_question_is_other_with_every_flag_off(builtin_agents, example
 
 
 def test_named_tool_is_used_without_selection(builtin_agents, example_images):
-    state = run_inprocess("Use SSIM to judge this image against the reference.",
-                          str(example_images["jpeg4"]), str(example_images["original"]),
-                          agents=builtin_agents)
+    state = run_inprocess(
+        "Use SSIM to judge this image against the reference.",
+        str(example_images["jpeg4"]),
+        str(example_images["original"]),
+        agents=builtin_agents,
+    )
     plan = state["plan"]
     assert plan.required_tool == "SSIM"
     assert plan.plan.tool_selection is False and plan.plan.tool_execution is True
@@ -94,12 +108,14 @@ def test_named_tool_is_used_without_selection(builtin_agents, example_images):
     assert {log.tool_name for log in state["executor_evidence"].tool_logs} == {"SSIM"}
 
 
-def test_scoring_mode_ranks_a_heavily_degraded_copy_below_the_original(builtin_agents,
-                                                                       example_images):
+def test_scoring_mode_ranks_a_heavily_degraded_copy_below_the_original(
+    builtin_agents, example_images
+):
     scores = {}
     for name in ("original", "blur4", "noise3"):
-        state = run_inprocess("Rate the quality of this image.", str(example_images[name]),
-                              agents=builtin_agents)
+        state = run_inprocess(
+            "Rate the quality of this image.", str(example_images[name]), agents=builtin_agents
+        )
         result = state["summarizer_result"]
         assert 1.0 <= result.quality_score <= 5.0
         assert sum(result.level_distribution.values()) == pytest.approx(1.0)
@@ -112,37 +128,56 @@ def test_scoring_mode_ranks_a_heavily_degraded_copy_below_the_original(builtin_a
 
 def test_multiple_choice_about_the_distortion_type(builtin_agents, example_images):
     query = "Which distortion is most severe? A. Noise B. Blur C. JPEG compression D. Darkness"
-    answers = {name: run_inprocess(query, str(example_images[name]), agents=builtin_agents)[
-        "summarizer_result"].final_answer for name in ("blur3", "noise3", "jpeg4")}
+    answers = {
+        name: run_inprocess(query, str(example_images[name]), agents=builtin_agents)[
+            "summarizer_result"
+        ].final_answer
+        for name in ("blur3", "noise3", "jpeg4")
+    }
     assert answers == {"blur3": "B", "noise3": "A", "jpeg4": "C"}
 
 
 def test_final_state_crosses_a_process_boundary_as_json(builtin_agents, example_images):
-    state = run_inprocess("Rate this image.", str(example_images["noise3"]),
-                          agents=builtin_agents)
+    state = run_inprocess("Rate this image.", str(example_images["noise3"]), agents=builtin_agents)
     again = state_from_json(state_to_json(state))
     assert again == state
-    assert json.loads(state_to_json(state))["summarizer_result"]["quality_score"] == \
-        pytest.approx(state["summarizer_result"].quality_score)
+    assert json.loads(state_to_json(state))["summarizer_result"]["quality_score"] == pytest.approx(
+        state["summarizer_result"].quality_score
+    )
 
 
 def test_next_step_follows_the_plan_flags():
     state = initial_state("q", "x.png")
     assert next_step(state) == PLAN
-    plan = PlannerOutput.model_validate({
-        "query_type": "IQA", "query_scope": ["car"], "distortion_source": "Explicit",
-        "distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference",
-        "required_tool": None, "plan": {"distortion_detection": False,
-                                        "distortion_analysis": True, "tool_selection": False,
-                                        "tool_execution": False}})
+    plan = PlannerOutput.model_validate(
+        {
+            "query_type": "IQA",
+            "query_scope": ["car"],
+            "distortion_source": "Explicit",
+            "distortions": {"car": ["Blurs"]},
+            "reference_mode": "No-Reference",
+            "required_tool": None,
+            "plan": {
+                "distortion_detection": False,
+                "distortion_analysis": True,
+                "tool_selection": False,
+                "tool_execution": False,
+            },
+        }
+    )
     state = merge_state(state, {"plan": plan, "steps_done": [PLAN]})
     assert next_step(state) == ANALYSE
     state = merge_state(state, {"steps_done": [PLAN, ANALYSE]})
     assert next_step(state) == SUMMARIZE
-    replan = SummarizerOutput(final_answer="?", quality_reasoning="x", need_replan=True,
-                              replan_reason="Missing tool scores for car")
-    state = merge_state(state, {"steps_done": [PLAN, ANALYSE, SUMMARIZE],
-                                "summarizer_result": replan})
+    replan = SummarizerOutput(
+        final_answer="?",
+        quality_reasoning="x",
+        need_replan=True,
+        replan_reason="Missing tool scores for car",
+    )
+    state = merge_state(
+        state, {"steps_done": [PLAN, ANALYSE, SUMMARIZE], "summarizer_result": replan}
+    )
     assert next_step(state) == REPLAN
     assert next_step(merge_state(state, {"iteration_count": 2})) is None
     assert DETECT not in state["steps_done"] and EXECUTE not in state["steps_done"]
@@ -150,24 +185,35 @@ def test_next_step_follows_the_plan_flags():
 
 def always_nan_catalog() -> Catalog:
     catalog = load_catalog()
-    broken = catalog.get("PIQE").model_copy(update={
-        "name": "Broken", "pyiqa_name": None,
-        "factory": "tests.iqa_tools.factories:always_nan"})
+    broken = catalog.get("PIQE").model_copy(
+        update={
+            "name": "Broken",
+            "pyiqa_name": None,
+            "factory": "tests.iqa_tools.factories:always_nan",
+        }
+    )
     return Catalog([catalog.get("SSIM"), broken])
 
 
 @pytest.mark.parametrize("bound", [0, 1, 2])
 def test_tools_that_fail_are_not_replanned_and_the_summarizer_answers_from_what_there_is(
-        bound, example_images):
+    bound, example_images
+):
     """The only NR tool returns NaN and nothing can replace it: a new plan would fail the same
     way, so no replan; the summarizer answers at once from the image, saying what is missing
     (issue 29: it used to replan to the bound and answer "Unable to determine")."""
-    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
-                            catalog=always_nan_catalog())
+    registry = ToolRegistry(
+        ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
+        catalog=always_nan_catalog(),
+    )
     client = BuiltinClient()
     agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-    state = run_inprocess("Rate this image using Broken.", str(example_images["original"]),
-                          agents=agents, max_replan_iterations=bound)
+    state = run_inprocess(
+        "Rate this image using Broken.",
+        str(example_images["original"]),
+        agents=agents,
+        max_replan_iterations=bound,
+    )
     assert state["iteration_count"] == 0 and state["replan_history"] == []
     result = state["summarizer_result"]
     assert not result.need_replan and result.final_answer in QUALITY_LEVELS
@@ -191,46 +237,84 @@ class ScriptedPlanner(BuiltinClient):
 
 
 def test_evidence_a_new_plan_can_supply_is_replanned_for_then_the_summarizer_answers(
-        builtin_agents, example_images):
+    builtin_agents, example_images
+):
     """Scores for the right half are missing because the plan ran no tool on its crop: a new
     plan may, so the run replans to the bound; then the summarizer is asked with what there is
     and its answer stands (issue 29: it used to be "Unable to determine" without asking)."""
-    plan = {"query_type": "IQA", "query_scope": ["left half", "right half"],
-            "distortion_source": "Explicit", "distortions": {"left half": ["Blurs"]},
-            "reference_mode": "No-Reference", "required_tool": "PIQE",
-            "plan": {"distortion_detection": False, "distortion_analysis": True,
-                     "tool_selection": False, "tool_execution": True}}
+    plan = {
+        "query_type": "IQA",
+        "query_scope": ["left half", "right half"],
+        "distortion_source": "Explicit",
+        "distortions": {"left half": ["Blurs"]},
+        "reference_mode": "No-Reference",
+        "required_tool": "PIQE",
+        "plan": {
+            "distortion_detection": False,
+            "distortion_analysis": True,
+            "tool_selection": False,
+            "tool_execution": True,
+        },
+    }
     client = ScriptedPlanner(plan)
-    agents = Agents(planner=client, executor=builtin_agents.executor,
-                    summarizer=builtin_agents.summarizer, registry=builtin_agents.registry)
-    state = run_inprocess("Are the left half and the right half blurry? A. Yes B. No",
-                          str(example_images["blur3"]), agents=agents, max_replan_iterations=2)
+    agents = Agents(
+        planner=client,
+        executor=builtin_agents.executor,
+        summarizer=builtin_agents.summarizer,
+        registry=builtin_agents.registry,
+    )
+    state = run_inprocess(
+        "Are the left half and the right half blurry? A. Yes B. No",
+        str(example_images["blur3"]),
+        agents=agents,
+        max_replan_iterations=2,
+    )
     assert [entry.reason for entry in state["replan_history"]] == [
-        "Missing tool scores for right half"] * 2
+        "Missing tool scores for right half"
+    ] * 2
     result = state["summarizer_result"]
     assert not result.need_replan and result.final_answer in {"A", "B"}
     assert "Missing tool scores for right half" in result.quality_reasoning
 
 
-def test_a_whole_image_score_answers_every_object_and_no_replan_is_made(builtin_agents,
-                                                                         example_images):
+def test_a_whole_image_score_answers_every_object_and_no_replan_is_made(
+    builtin_agents, example_images
+):
     """The same plan for objects: the tool run for the car scores the whole image, which is
     all any plan could give the sky, so nothing is missing and no replan is made."""
-    plan = {"query_type": "IQA", "query_scope": ["car", "sky"],
-            "distortion_source": "Explicit", "distortions": {"car": ["Blurs"]},
-            "reference_mode": "No-Reference", "required_tool": "PIQE",
-            "plan": {"distortion_detection": False, "distortion_analysis": True,
-                     "tool_selection": False, "tool_execution": True}}
+    plan = {
+        "query_type": "IQA",
+        "query_scope": ["car", "sky"],
+        "distortion_source": "Explicit",
+        "distortions": {"car": ["Blurs"]},
+        "reference_mode": "No-Reference",
+        "required_tool": "PIQE",
+        "plan": {
+            "distortion_detection": False,
+            "distortion_analysis": True,
+            "tool_selection": False,
+            "tool_execution": True,
+        },
+    }
     client = ScriptedPlanner(plan)
-    agents = Agents(planner=client, executor=builtin_agents.executor,
-                    summarizer=builtin_agents.summarizer, registry=builtin_agents.registry)
-    state = run_inprocess("Are the car and the sky blurry? A. Yes B. No",
-                          str(example_images["blur3"]), agents=agents, max_replan_iterations=2)
+    agents = Agents(
+        planner=client,
+        executor=builtin_agents.executor,
+        summarizer=builtin_agents.summarizer,
+        registry=builtin_agents.registry,
+    )
+    state = run_inprocess(
+        "Are the car and the sky blurry? A. Yes B. No",
+        str(example_images["blur3"]),
+        agents=agents,
+        max_replan_iterations=2,
+    )
     evidence = state["executor_evidence"]
     assert state["replan_history"] == [] and state["iteration_count"] == 0
     assert list(evidence.quality_scores) == ["Global"]
     assert [(entry.object_name, entry.requested_for) for entry in evidence.tool_logs] == [
-        ("Global", ["car"])]
+        ("Global", ["car"])
+    ]
     assert state["summarizer_result"].final_answer in {"A", "B"}
 
 
@@ -254,29 +338,41 @@ def unreadable(tmp_path):
     return {"cut": cut, "tiny": tiny, "ref": small_reference}
 
 
-def test_inputs_no_tool_can_read_fail_the_run_before_planning(builtin_agents, unreadable,
-                                                               example_images):
+def test_inputs_no_tool_can_read_fail_the_run_before_planning(
+    builtin_agents, unreadable, example_images
+):
     from iqa_tools.images import MIN_IMAGE_SIDE
 
     cases = {
         "cut": (str(unreadable["cut"]), None, "corrupt or truncated image data"),
-        "tiny": (str(unreadable["tiny"]), None,
-                 f"is 1x1 pixels; the IQA tools need at least {MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}"),
-        "tiny reference": (str(example_images["original"]), str(unreadable["tiny"]),
-                           "is 1x1 pixels"),
-        "other size": (str(example_images["original"]), str(unreadable["ref"]),
-                       "is 128x96 pixels but the image"),
+        "tiny": (
+            str(unreadable["tiny"]),
+            None,
+            f"is 1x1 pixels; the IQA tools need at least {MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}",
+        ),
+        "tiny reference": (
+            str(example_images["original"]),
+            str(unreadable["tiny"]),
+            "is 1x1 pixels",
+        ),
+        "other size": (
+            str(example_images["original"]),
+            str(unreadable["ref"]),
+            "is 128x96 pixels but the image",
+        ),
     }
     for name, (image, reference, expected) in cases.items():
-        state = run_inprocess("Rate the quality of this image.", image, reference,
-                              agents=builtin_agents)
+        state = run_inprocess(
+            "Rate the quality of this image.", image, reference, agents=builtin_agents
+        )
         assert expected in state["error"], name
         assert "plan" not in state and "summarizer_result" not in state, name
         assert state.get("replan_history", []) == [] and state.get("steps_done", []) == []
 
 
-def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(builtin_agents, unreadable,
-                                                                    tmp_path):
+def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(
+    builtin_agents, unreadable, tmp_path
+):
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.reads import get_run
@@ -285,8 +381,7 @@ def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(builtin_agent
     url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     upgrade(url)
     engine = make_engine(url)
-    run_id = service.create_run(engine, "Rate the quality of this image.",
-                                str(unreadable["tiny"]))
+    run_id = service.create_run(engine, "Rate the quality of this image.", str(unreadable["tiny"]))
     state = service.run_embedded(engine, builtin_agents, run_id)
     with session_scope(engine) as session:
         run = get_run(session, run_id)
@@ -311,8 +406,9 @@ def test_a_tool_step_counts_as_cached_only_when_every_call_it_makes_is(example_i
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
     client = BuiltinClient()
     agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-    state = _up_to_the_tool_step("Rate this image using PIQE.", str(example_images["noise3"]),
-                                 agents)
+    state = _up_to_the_tool_step(
+        "Rate this image using PIQE.", str(example_images["noise3"]), agents
+    )
     assert tool_step_cached(state, registry) is False  # nothing scored yet
     run_step(EXECUTE, state, agents)  # scores (and caches) the step's call
     assert tool_step_cached(state, registry) is True
@@ -340,8 +436,10 @@ def test_one_uncached_call_of_a_metric_step_is_enough_to_send_it(example_images)
     registry.execute_tool("SSIM", image, reference)
     assert tool_step_cached(state, registry) is True
     # The reference is part of the key: the same target against another reference is not.
-    assert tool_step_cached(dict(state, reference_path=str(example_images["blur3"])),
-                            registry) is False
+    assert (
+        tool_step_cached(dict(state, reference_path=str(example_images["blur3"])), registry)
+        is False
+    )
 
 
 def test_a_full_reference_tool_without_a_reference_is_never_cached(example_images):
@@ -349,8 +447,9 @@ def test_a_full_reference_tool_without_a_reference_is_never_cached(example_image
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
     client = BuiltinClient()
     agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-    state = _up_to_the_tool_step("Rate this image using SSIM.", str(example_images["blur3"]),
-                                 agents)
+    state = _up_to_the_tool_step(
+        "Rate this image using SSIM.", str(example_images["blur3"]), agents
+    )
     logs = run_step(EXECUTE, state, agents)["executor_evidence"].tool_logs
     used = {log.tool_name for log in logs}
     assert "SSIM" not in used and used  # an NR tool stood in, and its score is cached ...

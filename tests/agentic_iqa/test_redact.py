@@ -9,21 +9,26 @@ import pytest
 from agentic_iqa.redact import RedactingFilter, redact
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("http://user:KEY123@host/v1", "http://***@host/v1"),
-    ("redis://:hunter2@127.0.0.1:6379/0", "redis://***@127.0.0.1:6379/0"),
-    ("postgresql+psycopg://app:pa%40ss@db:5432/iqa", "postgresql+psycopg://***@db:5432/iqa"),
-    ("https://token@example.org/x?api_key=abc&x=1", "https://***@example.org/x?***"),
-    ("Authorization: Bearer sk-abcdefghijkl", "Authorization: Bearer ***"),
-    ("http://host:8000/v1 (no credentials)", "http://host:8000/v1 (no credentials)"),
-    ("mail me at someone@example.org", "mail me at someone@example.org"),
-    ("PASSWORD=hunter22 in a DSN", "PASSWORD=*** in a DSN"),
-    ("X-API-KEY: abcdefgh1234", "X-API-KEY: ***"),
-    # IGNORECASE matches the dotless i for i: a header spelled with it is masked too.
-    ("x-ap\u0131-key: abcdefgh1234", "x-ap\u0131-key: ***"),
-    ('{"reasoning": "BeArEr abcdefgh1234 leaked", "url": "s3://k:v@b/x"}',
-     '{"reasoning": "BeArEr *** leaked", "url": "s3://***@b/x"}'),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://user:KEY123@host/v1", "http://***@host/v1"),
+        ("redis://:hunter2@127.0.0.1:6379/0", "redis://***@127.0.0.1:6379/0"),
+        ("postgresql+psycopg://app:pa%40ss@db:5432/iqa", "postgresql+psycopg://***@db:5432/iqa"),
+        ("https://token@example.org/x?api_key=abc&x=1", "https://***@example.org/x?***"),
+        ("Authorization: Bearer sk-abcdefghijkl", "Authorization: Bearer ***"),
+        ("http://host:8000/v1 (no credentials)", "http://host:8000/v1 (no credentials)"),
+        ("mail me at someone@example.org", "mail me at someone@example.org"),
+        ("PASSWORD=hunter22 in a DSN", "PASSWORD=*** in a DSN"),
+        ("X-API-KEY: abcdefgh1234", "X-API-KEY: ***"),
+        # IGNORECASE matches the dotless i for i: a header spelled with it is masked too.
+        ("x-ap\u0131-key: abcdefgh1234", "x-ap\u0131-key: ***"),
+        (
+            '{"reasoning": "BeArEr abcdefgh1234 leaked", "url": "s3://k:v@b/x"}',
+            '{"reasoning": "BeArEr *** leaked", "url": "s3://***@b/x"}',
+        ),
+    ],
+)
 def test_urls_and_tokens_are_masked(text: str, expected: str) -> None:
     assert redact(text) == expected
 

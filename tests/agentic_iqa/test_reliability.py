@@ -30,16 +30,24 @@ def test_the_response_cache_never_answers_for_another_endpoint_path(monkeypatch,
     monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", f"sqlite:///{tmp_path / 'cache.sqlite3'}")
 
     def answer(request: Recorded) -> Reply:
-        return Reply(200, openai_completion("Bad" if request.path.startswith("/ok2/")
-                                            else "Good"))
+        return Reply(200, openai_completion("Bad" if request.path.startswith("/ok2/") else "Good"))
 
     with FakeAPIServer(answer) as server:
         request = VLMRequest(task="plan", system="s", user="u", json_output=False)
         replies = []
         for path in ("ok", "ok2", "ok"):
-            client = create_client("planner", {"planner": BackendConfig(
-                backend="openai", model="m", base_url=f"{server.url}/{path}/v1",
-                api_key_env="TEST_KEY", max_retries=0)})
+            client = create_client(
+                "planner",
+                {
+                    "planner": BackendConfig(
+                        backend="openai",
+                        model="m",
+                        base_url=f"{server.url}/{path}/v1",
+                        api_key_env="TEST_KEY",
+                        max_retries=0,
+                    )
+                },
+            )
             response = client.complete(request)
             replies.append((response.text, response.cached))
         calls = len(server.requests)
@@ -48,11 +56,14 @@ def test_the_response_cache_never_answers_for_another_endpoint_path(monkeypatch,
     assert calls == 2
 
 
-@pytest.mark.parametrize(("text", "hidden"), [
-    ("failed at http://vlm:8000/v1?key=s3cr3tvalue", "s3cr3tvalue"),
-    ("https://proxy.example/v1?api-version=1&sas=AbC123xyz failed", "AbC123xyz"),
-    ("postgresql://iqa:hunter22@db/agentic?sslpassword=pw99999", "hunter22"),
-])
+@pytest.mark.parametrize(
+    ("text", "hidden"),
+    [
+        ("failed at http://vlm:8000/v1?key=s3cr3tvalue", "s3cr3tvalue"),
+        ("https://proxy.example/v1?api-version=1&sas=AbC123xyz failed", "AbC123xyz"),
+        ("postgresql://iqa:hunter22@db/agentic?sslpassword=pw99999", "hunter22"),
+    ],
+)
 def test_every_urls_query_string_and_userinfo_are_masked_whatever_the_names(text, hidden):
     masked = redact(text)
     assert hidden not in masked and "***" in masked
@@ -67,9 +78,22 @@ def test_a_key_in_the_base_urls_query_string_is_stored_nowhere(monkeypatch, tmp_
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-query-key")
     with FakeAPIServer(lambda _r: Reply(500, {"error": {"message": "down"}})) as server:
         url = f"{server.url}/v1?key=qsecret123456"
-        result = runner.invoke(app, ["assess", str(REPO / "examples/i03_blurred.png"), "-q",
-                                     "Rate this image.", "--json", "--backend", "openai",
-                                     "--model", "m", "--base-url", url])
+        result = runner.invoke(
+            app,
+            [
+                "assess",
+                str(REPO / "examples/i03_blurred.png"),
+                "-q",
+                "Rate this image.",
+                "--json",
+                "--backend",
+                "openai",
+                "--model",
+                "m",
+                "--base-url",
+                url,
+            ],
+        )
     stored = (tmp_path / "r.sqlite3").read_bytes()
     assert b"qsecret123456" not in stored and "qsecret123456" not in result.output
 
@@ -81,8 +105,11 @@ def test_an_image_over_the_explicit_pixel_cap_is_refused_from_its_header(tmp_pat
     path = tmp_path / "huge.jpg"
     Image.new("RGB", (13000, 13000), (120, 130, 140)).save(path, quality=90)
     monkeypatch.setenv("AGENTIC_IQA_MAX_PIXELS", str(100_000_000))
-    with pytest.raises(ImageTooLargeError, match=r"13000x13000 pixels \(169.0 MP\), above "
-                                                 r"the budget of 100.0 MP"):
+    with pytest.raises(
+        ImageTooLargeError,
+        match=r"13000x13000 pixels \(169.0 MP\), above "
+        r"the budget of 100.0 MP",
+    ):
         probe_image(path)
     manifest = tmp_path / "m.csv"
     manifest.write_text(f"image,mos\n{path},3\n")
@@ -110,7 +137,8 @@ def test_submit_with_the_broker_down_stores_nothing_and_exits_2(tmp_path, monkey
     result = runner.invoke(app, ["eval", "submit", str(REPO / "examples")])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        line for line in result.output.strip().splitlines() if line.startswith("error:")]
+        line for line in result.output.strip().splitlines() if line.startswith("error:")
+    ]
     assert "the broker at redis://127.0.0.1:1/0 does not answer" in result.output
     assert not results.exists()
 
@@ -120,8 +148,7 @@ def test_submit_to_a_read_only_database_is_one_line_and_exit_2(tmp_path, monkeyp
 
     results = tmp_path / "r.sqlite3"
     upgrade(f"sqlite:///{results}")
-    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL",
-                       f"sqlite:///file:{results}?mode=ro&uri=true")
+    monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///file:{results}?mode=ro&uri=true")
     result = runner.invoke(app, ["eval", "submit", str(REPO / "examples")])
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1
@@ -144,9 +171,22 @@ def test_an_estimate_whose_every_sample_failed_says_so_instead_of_zeros(tmp_path
     items = scoring(images(tmp_path / "images", 3), 3, seed=0)
     with simulated(Behaviour.ALWAYS_REFUSES, items) as (server, _model):
         monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
-        result = runner.invoke(app, [
-            "eval", "estimate", str(write_manifest(items, tmp_path / "m.csv")), "--measure", "2",
-            "--backend", "openai", "--model", "sim", "--base-url", f"{server.url}/v1"])
+        result = runner.invoke(
+            app,
+            [
+                "eval",
+                "estimate",
+                str(write_manifest(items, tmp_path / "m.csv")),
+                "--measure",
+                "2",
+                "--backend",
+                "openai",
+                "--model",
+                "sim",
+                "--base-url",
+                f"{server.url}/v1",
+            ],
+        )
     assert result.exit_code == 1
     assert "every sampled item failed (2 of 2)" in result.output
     assert "the model refused" in result.output and "cost $0.0000" not in result.output

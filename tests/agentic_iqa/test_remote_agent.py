@@ -15,10 +15,18 @@ from agentic_iqa.vlm.builtin import BuiltinClient
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_completion
 
 PLAN = {
-    "query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
-    "distortions": None, "reference_mode": "No-Reference", "required_tool": "PIQE",
-    "plan": {"distortion_detection": False, "distortion_analysis": True,
-             "tool_selection": False, "tool_execute": True},  # the paper's spelling
+    "query_type": "IQA",
+    "query_scope": "Global",
+    "distortion_source": "Inferred",
+    "distortions": None,
+    "reference_mode": "No-Reference",
+    "required_tool": "PIQE",
+    "plan": {
+        "distortion_detection": False,
+        "distortion_analysis": True,
+        "tool_selection": False,
+        "tool_execute": True,
+    },  # the paper's spelling
 }
 
 
@@ -26,8 +34,14 @@ def remote(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, role: str):
     monkeypatch.setenv("TEST_VLM_KEY", "sk-test-remote")
     # Every request must reach the server: identical replan prompts would come from the cache.
     monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
-    config = BackendConfig(backend="openai", model="qwen2.5-vl", base_url=f"{server.url}/v1",
-                           api_key_env="TEST_VLM_KEY", timeout=5, max_retries=1)
+    config = BackendConfig(
+        backend="openai",
+        model="qwen2.5-vl",
+        base_url=f"{server.url}/v1",
+        api_key_env="TEST_VLM_KEY",
+        timeout=5,
+        max_retries=1,
+    )
     return create_client(role, {role: config})
 
 
@@ -36,7 +50,8 @@ def system_prompt(recorded) -> str:
 
 
 def test_invalid_json_is_retried_with_a_stricter_prompt_then_the_run_completes(
-        monkeypatch, registry, example_images):
+    monkeypatch, registry, example_images
+):
     levels = [("A", -3.0), ("B", -1.2), ("C", -0.6), ("D", -2.5), ("E", -4.0)]
     with FakeAPIServer() as server:
         server.enqueue(
@@ -47,8 +62,11 @@ def test_invalid_json_is_retried_with_a_stricter_prompt_then_the_run_completes(
         client = remote(server, monkeypatch, "planner")
         builtin = BuiltinClient()
         agents = Agents(planner=client, executor=builtin, summarizer=client, registry=registry)
-        state = run_inprocess("Rate the quality of this image using PIQE.",
-                              str(example_images["original"]), agents=agents)
+        state = run_inprocess(
+            "Rate the quality of this image using PIQE.",
+            str(example_images["original"]),
+            agents=agents,
+        )
         planner_requests = server.requests[:2]
         summary_request = server.requests[2]
     assert STRICT_JSON_SUFFIX.strip() not in system_prompt(planner_requests[0])
@@ -59,8 +77,13 @@ def test_invalid_json_is_retried_with_a_stricter_prompt_then_the_run_completes(
     result = state["summarizer_result"]
     assert result.probability_source == "logprobs"
     # p_c from the answer letters' log-probabilities, fused with the one PIQE score
-    weights = {5: math.exp(-3.0), 4: math.exp(-1.2), 3: math.exp(-0.6), 2: math.exp(-2.5),
-               1: math.exp(-4.0)}
+    weights = {
+        5: math.exp(-3.0),
+        4: math.exp(-1.2),
+        3: math.exp(-0.6),
+        2: math.exp(-2.5),
+        1: math.exp(-4.0),
+    }
     total = sum(weights.values())
     piqe = state["executor_evidence"].quality_scores["Global"]
     tool_scores = [score for _tool, score in piqe.values()]
@@ -70,7 +93,8 @@ def test_invalid_json_is_retried_with_a_stricter_prompt_then_the_run_completes(
 
 
 def test_planner_that_never_returns_json_fails_the_run_with_the_reason(
-        monkeypatch, registry, example_images):
+    monkeypatch, registry, example_images
+):
     with FakeAPIServer(lambda _r: Reply(200, openai_completion("I cannot do JSON."))) as server:
         client = remote(server, monkeypatch, "planner")
         builtin = BuiltinClient()
@@ -87,12 +111,25 @@ def test_planner_that_never_returns_json_fails_the_run_with_the_reason(
 
 
 def test_region_plan_without_tools_and_a_summarizer_wanting_them_replans_to_the_bound(
-        monkeypatch, registry, example_images):
-    region_plan = {**PLAN, "query_scope": ["car"], "required_tool": None,
-                   "plan": {"distortion_detection": False, "distortion_analysis": True,
-                            "tool_selection": False, "tool_execution": False}}
-    wants_tools = {"final_answer": "Unable to determine", "quality_reasoning": "no scores",
-                   "need_replan": True, "replan_reason": "Missing tool scores for car"}
+    monkeypatch, registry, example_images
+):
+    region_plan = {
+        **PLAN,
+        "query_scope": ["car"],
+        "required_tool": None,
+        "plan": {
+            "distortion_detection": False,
+            "distortion_analysis": True,
+            "tool_selection": False,
+            "tool_execution": False,
+        },
+    }
+    wants_tools = {
+        "final_answer": "Unable to determine",
+        "quality_reasoning": "no scores",
+        "need_replan": True,
+        "replan_reason": "Missing tool scores for car",
+    }
 
     def respond(recorded) -> Reply:
         system = system_prompt(recorded)
@@ -101,10 +138,15 @@ def test_region_plan_without_tools_and_a_summarizer_wanting_them_replans_to_the_
 
     with FakeAPIServer(respond) as server:
         client = remote(server, monkeypatch, "planner")
-        agents = Agents(planner=client, executor=BuiltinClient(), summarizer=client,
-                        registry=registry)
-        state = run_inprocess("Is the car sharp?", str(example_images["original"]),
-                              agents=agents, max_replan_iterations=2)
+        agents = Agents(
+            planner=client, executor=BuiltinClient(), summarizer=client, registry=registry
+        )
+        state = run_inprocess(
+            "Is the car sharp?",
+            str(example_images["original"]),
+            agents=agents,
+            max_replan_iterations=2,
+        )
         replan_prompts = [r for r in server.requests if "planner" in system_prompt(r)]
     assert state["iteration_count"] == 2
     assert [e.reason for e in state["replan_history"]] == ["Missing tool scores for car"] * 2

@@ -55,25 +55,37 @@ def plan(**changes) -> PlannerOutput:
 
 def tool_log(**changes) -> ToolExecutionLog:
     fields = {
-        "tool_name": "SSIM", "object_name": "Global", "distortion": "Blurs", "raw_score": 0.7,
-        "normalized_score": 2.48, "execution_time": 0.12, "timestamp": WHEN,
+        "tool_name": "SSIM",
+        "object_name": "Global",
+        "distortion": "Blurs",
+        "raw_score": 0.7,
+        "normalized_score": 2.48,
+        "execution_time": 0.12,
+        "timestamp": WHEN,
     }
     return ToolExecutionLog(**{**fields, **changes})
 
 
 def failed_log(**changes) -> ToolExecutionLog:
-    return tool_log(**{
-        "tool_name": "LPIPS", "raw_score": math.nan, "normalized_score": math.nan,
-        "error": "LPIPS: weights missing", **changes,
-    })
+    return tool_log(
+        **{
+            "tool_name": "LPIPS",
+            "raw_score": math.nan,
+            "normalized_score": math.nan,
+            "error": "LPIPS: weights missing",
+            **changes,
+        }
+    )
 
 
 def evidence() -> ExecutorOutput:
     return ExecutorOutput(
         distortion_set={"Global": ["Blurs", "Noise"]},
-        distortion_analysis={"Global": [
-            DistortionAnalysis(type="Blurs", severity="moderate", explanation="soft edges"),
-        ]},
+        distortion_analysis={
+            "Global": [
+                DistortionAnalysis(type="Blurs", severity="moderate", explanation="soft edges"),
+            ]
+        },
         selected_tools={"Global": {"Blurs": "SSIM"}},
         quality_scores={"Global": {"Blurs": ("SSIM", 2.48)}},
         tool_logs=[tool_log(), failed_log()],
@@ -86,15 +98,24 @@ def summary(**changes) -> SummarizerOutput:
 
 def full_state() -> AgenticIQAState:
     state = initial_state("Is the car blurry?", "dist.png", "ref.png")
-    state = merge_state(state, {
-        "plan": plan(), "executor_evidence": evidence(),
-        "summarizer_result": summary(
-            quality_score=2.6,
-            level_distribution={"Bad": 0.1, "Poor": 0.3, "Fair": 0.4, "Good": 0.15,
-                                "Excellent": 0.05},
-            probability_source="logprobs",
-        ),
-    })
+    state = merge_state(
+        state,
+        {
+            "plan": plan(),
+            "executor_evidence": evidence(),
+            "summarizer_result": summary(
+                quality_score=2.6,
+                level_distribution={
+                    "Bad": 0.1,
+                    "Poor": 0.3,
+                    "Fair": 0.4,
+                    "Good": 0.15,
+                    "Excellent": 0.05,
+                },
+                probability_source="logprobs",
+            ),
+        },
+    )
     return record_replan(state, "no score for the car")
 
 
@@ -125,9 +146,13 @@ def test_invalid_query_type_names_the_field():
     assert error["input"] == "INVALID"
 
 
-@pytest.mark.parametrize("field, value", [
-    ("distortion_source", "Guessed"), ("reference_mode", "Half-Reference"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("distortion_source", "Guessed"),
+        ("reference_mode", "Half-Reference"),
+    ],
+)
 def test_other_literals_are_checked(field, value):
     with pytest.raises(ValidationError) as exc_info:
         plan(**{field: value})
@@ -143,21 +168,33 @@ def test_a_plan_without_a_flag_is_rejected():
 
 def test_the_papers_spellings_are_read_and_the_specs_are_written():
     flags = {k: v for k, v in PLAN["plan"].items() if k != "tool_execution"}
-    output = PlannerOutput.model_validate_json(json.dumps({
-        **PLAN, "distortion_source": "Explict", "plan": {**flags, "tool_execute": True},
-    }))
+    output = PlannerOutput.model_validate_json(
+        json.dumps(
+            {
+                **PLAN,
+                "distortion_source": "Explict",
+                "plan": {**flags, "tool_execute": True},
+            }
+        )
+    )
     assert output.distortion_source == "Explicit"
     assert output.plan.tool_execution is True
     written = output.model_dump_json()
-    assert '"tool_execution":true' in written and "tool_execute\"" not in written
+    assert '"tool_execution":true' in written and 'tool_execute"' not in written
     assert "Explict" not in written
     assert PlanControlFlags(**{**flags, "tool_execute": False}).tool_execution is False
 
 
-@pytest.mark.parametrize("scope, expected", [
-    ("Global", "Global"), ("global", "Global"), ("the car", ["the car"]), ([], "Global"),
-    (["car", " sky "], ["car", "sky"]),
-])
+@pytest.mark.parametrize(
+    "scope, expected",
+    [
+        ("Global", "Global"),
+        ("global", "Global"),
+        ("the car", ["the car"]),
+        ([], "Global"),
+        (["car", " sky "], ["car", "sky"]),
+    ],
+)
 def test_query_scope_is_a_list_of_names_or_global(scope, expected):
     assert plan(query_scope=scope).query_scope == expected
 
@@ -170,10 +207,12 @@ def test_query_scope_rejects_blank_names():
 
 
 def test_planner_distortions_take_synonyms_and_drop_what_names_no_category(caplog):
-    assert plan(distortions={"Global": ["noise", " Color distortions ", "blur", "Rain"],
-                             "global": ["JPEG artifacts"]}).distortions == {
-        "Global": ["Noise", "Color distortions", "Blurs", "Compression"]
-    }
+    assert plan(
+        distortions={
+            "Global": ["noise", " Color distortions ", "blur", "Rain"],
+            "global": ["JPEG artifacts"],
+        }
+    ).distortions == {"Global": ["Noise", "Color distortions", "Blurs", "Compression"]}
     assert "'Rain' is no distortion category" in caplog.text
     # nothing usable left: no distortions named
     assert plan(distortions={"vehicle": ["Rain"]}).distortions is None
@@ -212,13 +251,27 @@ def test_planner_json_schema_describes_and_constrains_the_fields():
     assert all(field.get("description") for field in properties.values())
     flags = schema["$defs"]["PlanControlFlags"]
     assert set(flags["required"]) == {
-        "distortion_detection", "distortion_analysis", "tool_selection", "tool_execution",
+        "distortion_detection",
+        "distortion_analysis",
+        "tool_selection",
+        "tool_execution",
     }
     items = properties["distortions"]["anyOf"][0]["additionalProperties"]["items"]
-    assert items["enum"] == ["Blurs", "Color distortions", "Compression", "Noise",
-                             "Brightness change", "Sharpness", "Contrast"]
+    assert items["enum"] == [
+        "Blurs",
+        "Color distortions",
+        "Compression",
+        "Noise",
+        "Brightness change",
+        "Sharpness",
+        "Contrast",
+    ]
     assert set(schema["required"]) == {
-        "query_type", "query_scope", "distortion_source", "reference_mode", "plan",
+        "query_type",
+        "query_scope",
+        "distortion_source",
+        "reference_mode",
+        "plan",
     }
 
 
@@ -243,8 +296,12 @@ def image(tmp_path: Path) -> Path:
 def test_planner_input_accepts_existing_images(image, tmp_path):
     reference = tmp_path / "ref.JPG"
     reference.write_bytes(b"")
-    planner_input = PlannerInput(query=" Is it blurry? ", image_path=image,
-                                 reference_path=str(reference), prior_context={"round": 1})
+    planner_input = PlannerInput(
+        query=" Is it blurry? ",
+        image_path=image,
+        reference_path=str(reference),
+        prior_context={"round": 1},
+    )
     assert planner_input.query == "Is it blurry?"
     assert planner_input.image_path == str(image)
     assert planner_input.reference_path == str(reference)
@@ -285,7 +342,10 @@ def test_planner_error_from_a_validation_error_keeps_retry_metadata(caplog):
         PlannerOutput.model_validate({**PLAN, "query_type": "INVALID"})
     with caplog.at_level(logging.WARNING, logger="agentic_iqa.state"):
         error = PlannerError.from_exception(
-            exc_info.value, retry_count=1, attempt=2, backend="openai.gpt-4o",
+            exc_info.value,
+            retry_count=1,
+            attempt=2,
+            backend="openai.gpt-4o",
         )
     assert error.error_type == "validation_error"
     assert error.exception_type == "pydantic_core._pydantic_core.ValidationError"
@@ -298,13 +358,19 @@ def test_planner_error_from_a_validation_error_keeps_retry_metadata(caplog):
     assert PlannerError.model_validate_json(error.model_dump_json()) == error
 
 
-@pytest.mark.parametrize("exc, error_type, exception_type", [
-    (TimeoutError(), "api_error", "TimeoutError"),
-    (ConnectionResetError("reset"), "api_error", "ConnectionResetError"),
-    (json.JSONDecodeError("Expecting value", "x", 0), "validation_error",
-     "json.decoder.JSONDecodeError"),
-    (RuntimeError("boom"), "internal_error", "RuntimeError"),
-])
+@pytest.mark.parametrize(
+    "exc, error_type, exception_type",
+    [
+        (TimeoutError(), "api_error", "TimeoutError"),
+        (ConnectionResetError("reset"), "api_error", "ConnectionResetError"),
+        (
+            json.JSONDecodeError("Expecting value", "x", 0),
+            "validation_error",
+            "json.decoder.JSONDecodeError",
+        ),
+        (RuntimeError("boom"), "internal_error", "RuntimeError"),
+    ],
+)
 def test_planner_error_types(exc, error_type, exception_type):
     error = PlannerError.from_exception(exc)
     assert (error.error_type, error.exception_type) == (error_type, exception_type)
@@ -324,7 +390,10 @@ def test_planner_error_attempts_count_from_one():
 def test_distortion_analysis_fields():
     analysis = DistortionAnalysis(type="blurs", severity=" Severe ", explanation=" smeared ")
     assert (analysis.type, analysis.severity, analysis.explanation) == (
-        "Blurs", "severe", "smeared")
+        "Blurs",
+        "severe",
+        "smeared",
+    )
 
 
 def test_invalid_severity_is_rejected():
@@ -349,13 +418,23 @@ def test_all_distortion_analysis_fields_are_required():
     assert {e["type"] for e in exc_info.value.errors()} == {"missing"}
 
 
-@pytest.mark.parametrize(("written", "category"), [
-    (" brightness CHANGE ", "Brightness change"), ("Blur", "Blurs"), ("blurry", "Blurs"),
-    ("motion blur", "Blurs"), ("out of focus", "Blurs"), ("Noise", "Noise"), ("grain", "Noise"),
-    ("JPEG compression artifacts", "Compression"), ("low contrast", "Contrast"),
-    ("overexposure", "Brightness change"), ("colour cast", "Color distortions"),
-    ("oversharpening", "Sharpness"),
-])
+@pytest.mark.parametrize(
+    ("written", "category"),
+    [
+        (" brightness CHANGE ", "Brightness change"),
+        ("Blur", "Blurs"),
+        ("blurry", "Blurs"),
+        ("motion blur", "Blurs"),
+        ("out of focus", "Blurs"),
+        ("Noise", "Noise"),
+        ("grain", "Noise"),
+        ("JPEG compression artifacts", "Compression"),
+        ("low contrast", "Contrast"),
+        ("overexposure", "Brightness change"),
+        ("colour cast", "Color distortions"),
+        ("oversharpening", "Sharpness"),
+    ],
+)
 def test_canonical_distortion_reads_what_models_write(written, category):
     assert canonical_distortion(written) == category
 
@@ -370,8 +449,14 @@ def test_canonical_distortion_refuses_no_category_or_two(written):
 
 
 def test_tool_log_defaults():
-    log = ToolExecutionLog(tool_name="SSIM", object_name="Global", distortion="noise",
-                           raw_score=0.9, normalized_score=4.0, execution_time=0.0)
+    log = ToolExecutionLog(
+        tool_name="SSIM",
+        object_name="Global",
+        distortion="noise",
+        raw_score=0.9,
+        normalized_score=4.0,
+        execution_time=0.0,
+    )
     assert (log.fallback, log.error, log.requested_tool, log.cached) == (False, None, None, False)
     assert log.distortion == "Noise"
     assert log.timestamp.tzinfo is UTC
@@ -393,8 +478,9 @@ def test_failed_execution_may_record_nan_but_not_out_of_range_scores():
     failed = failed_log(fallback=True, requested_tool="LPIPS")
     assert math.isnan(failed.raw_score) and math.isnan(failed.normalized_score)
     assert failed.fallback and failed.error == "LPIPS: weights missing"
-    assert tool_log(error="LPIPS failed", fallback=True, tool_name="BRISQUE").normalized_score \
-        == 2.48
+    assert (
+        tool_log(error="LPIPS failed", fallback=True, tool_name="BRISQUE").normalized_score == 2.48
+    )
     with pytest.raises(ValidationError, match=r"in \[1, 5\] or NaN, got 7.0"):
         failed_log(normalized_score=7.0)
 
@@ -438,8 +524,13 @@ def test_nan_scores_survive_json_as_strict_json():
 
 def test_executor_output_defaults():
     output = ExecutorOutput()
-    assert (output.distortion_set, output.distortion_analysis, output.selected_tools,
-            output.quality_scores, output.tool_logs) == (None, None, None, None, [])
+    assert (
+        output.distortion_set,
+        output.distortion_analysis,
+        output.selected_tools,
+        output.quality_scores,
+        output.tool_logs,
+    ) == (None, None, None, None, [])
 
 
 def test_unknown_distortion_category_in_distortion_set_is_dropped():
@@ -448,19 +539,28 @@ def test_unknown_distortion_category_in_distortion_set_is_dropped():
 
 
 def test_unknown_distortion_category_in_distortion_analysis_is_dropped():
-    output = ExecutorOutput(distortion_analysis={"car": [
-        {"type": "Rain", "severity": "slight", "explanation": "streaks"},
-        {"type": "blur", "severity": "Moderate", "explanation": "soft"},
-    ]})
+    output = ExecutorOutput(
+        distortion_analysis={
+            "car": [
+                {"type": "Rain", "severity": "slight", "explanation": "streaks"},
+                {"type": "blur", "severity": "Moderate", "explanation": "soft"},
+            ]
+        }
+    )
     assert output.distortion_analysis["car"] == [
-        DistortionAnalysis(type="Blurs", severity="moderate", explanation="soft")]
+        DistortionAnalysis(type="Blurs", severity="moderate", explanation="soft")
+    ]
 
 
 def test_nested_analyses_are_validated():
     with pytest.raises(ValidationError) as exc_info:
-        ExecutorOutput(distortion_analysis={"car": [
-            {"type": "Noise", "severity": "huge", "explanation": ""},
-        ]})
+        ExecutorOutput(
+            distortion_analysis={
+                "car": [
+                    {"type": "Noise", "severity": "huge", "explanation": ""},
+                ]
+            }
+        )
     assert {e["loc"] for e in exc_info.value.errors()} == {
         ("distortion_analysis", "car", 0, "severity"),
         ("distortion_analysis", "car", 0, "explanation"),
@@ -468,13 +568,16 @@ def test_nested_analyses_are_validated():
 
 
 def test_selected_tools_are_canonical_tool_names():
-    output = ExecutorOutput(selected_tools={"Global": {"blurs": "ssim", "noise": "ms_ssim",
-                                                       "Contrast": "topiq-fr"}})
-    assert output.selected_tools == {"Global": {"Blurs": "SSIM", "Noise": "MS-SSIM",
-                                                "Contrast": "TOPIQ_FR"}}
+    output = ExecutorOutput(
+        selected_tools={"Global": {"blurs": "ssim", "noise": "ms_ssim", "Contrast": "topiq-fr"}}
+    )
+    assert output.selected_tools == {
+        "Global": {"Blurs": "SSIM", "Noise": "MS-SSIM", "Contrast": "TOPIQ_FR"}
+    }
     # a key that names no distortion is no selection
     assert ExecutorOutput(selected_tools={"Global": {"Overall": "SSIM"}}).selected_tools == {
-        "Global": {}}
+        "Global": {}
+    }
 
 
 def test_unknown_tool_is_rejected_by_name():
@@ -512,8 +615,12 @@ def test_executor_output_json_round_trip():
     assert document["quality_scores"]["Global"]["Blurs"] == ["SSIM", 2.48]
     assert document["tool_logs"][0]["timestamp"] == "2025-11-25T12:30:15.123456Z"
     assert json.loads(ExecutorOutput(distortion_set={"Global": []}).model_dump_json()) == {
-        "distortion_set": {"Global": []}, "distortion_analysis": None,
-        "selected_tools": None, "quality_scores": None, "tool_logs": [], "notes": [],
+        "distortion_set": {"Global": []},
+        "distortion_analysis": None,
+        "selected_tools": None,
+        "quality_scores": None,
+        "tool_logs": [],
+        "notes": [],
         "unavailable_tools": None,
     }
     missing = ExecutorOutput(unavailable_tools={"BRISQUE": "its parameter file is missing"})
@@ -587,19 +694,25 @@ def test_level_distribution_is_a_distribution_over_the_five_levels():
     assert list(output.level_distribution) == list(QUALITY_LEVELS)
     assert output.level_distribution["Fair"] == 0.4
     with pytest.raises(ValidationError, match="missing \\['Excellent'\\]"):
-        summary(level_distribution={"Bad": 0.1, "Poor": 0.2, "Fair": 0.4, "Good": 0.3},
-                probability_source="logprobs")
+        summary(
+            level_distribution={"Bad": 0.1, "Poor": 0.2, "Fair": 0.4, "Good": 0.3},
+            probability_source="logprobs",
+        )
     with pytest.raises(ValidationError, match="must sum to 1, sums to 0.9"):
-        summary(level_distribution=dict.fromkeys(QUALITY_LEVELS, 0.18),
-                probability_source="logprobs")
+        summary(
+            level_distribution=dict.fromkeys(QUALITY_LEVELS, 0.18), probability_source="logprobs"
+        )
     with pytest.raises(ValidationError, match="needs probability_source"):
         summary(level_distribution=dict.fromkeys(QUALITY_LEVELS, 0.2))
 
 
 def test_summarizer_json_round_trip():
     output = summary(
-        need_replan=True, replan_reason="missing", used_evidence={"scores": ["SSIM"]},
-        quality_score=2.0, level_distribution=dict.fromkeys(QUALITY_LEVELS, 0.2),
+        need_replan=True,
+        replan_reason="missing",
+        used_evidence={"scores": ["SSIM"]},
+        quality_score=2.0,
+        level_distribution=dict.fromkeys(QUALITY_LEVELS, 0.2),
         probability_source="verbalized confidence",
     )
     assert SummarizerOutput.model_validate_json(output.model_dump_json()) == output
@@ -618,9 +731,13 @@ def test_summarizer_schema_has_the_specs_examples():
 
 def test_initial_state_sets_the_replanning_counters():
     state = initial_state("Rate this image", "a.png")
-    assert state == {"query": "Rate this image", "image_path": "a.png", "iteration_count": 0,
-                     "max_replan_iterations": DEFAULT_MAX_REPLAN_ITERATIONS,
-                     "replan_history": []}
+    assert state == {
+        "query": "Rate this image",
+        "image_path": "a.png",
+        "iteration_count": 0,
+        "max_replan_iterations": DEFAULT_MAX_REPLAN_ITERATIONS,
+        "replan_history": [],
+    }
     assert DEFAULT_MAX_REPLAN_ITERATIONS == 2
     assert initial_state("q", "a.png", "r.png")["reference_path"] == "r.png"
     with pytest.raises(ValueError, match="max_replan_iterations"):
@@ -634,7 +751,8 @@ def test_plan_is_replaced_and_nothing_else_changes():
     merged = merge_state(state, {"plan": newer})
     assert merged["plan"] is newer
     assert {k: v for k, v in merged.items() if k != "plan"} == {
-        k: v for k, v in before.items() if k != "plan"}
+        k: v for k, v in before.items() if k != "plan"
+    }
     assert state == before and state["plan"] == plan()
 
 
@@ -646,11 +764,13 @@ def test_error_is_replaced_and_none_removes_it():
 
 
 def test_executor_evidence_accumulates():
-    state = merge_state(initial_state("q", "a.png"), {"plan": plan(),
-                                                      "executor_evidence": evidence()})
+    state = merge_state(
+        initial_state("q", "a.png"), {"plan": plan(), "executor_evidence": evidence()}
+    )
     retry_log = tool_log(tool_name="BRISQUE", raw_score=40.0, normalized_score=3.1)
-    update = ExecutorOutput(quality_scores={"Global": {"Blurs": ("BRISQUE", 3.1)}},
-                            tool_logs=[retry_log])
+    update = ExecutorOutput(
+        quality_scores={"Global": {"Blurs": ("BRISQUE", 3.1)}}, tool_logs=[retry_log]
+    )
     merged = merge_state(state, {"executor_evidence": update})
     result = merged["executor_evidence"]
     assert result.quality_scores == {"Global": {"Blurs": ("BRISQUE", 3.1)}}
@@ -664,15 +784,21 @@ def test_executor_evidence_accumulates():
 
 def test_first_executor_evidence_is_set_as_is():
     output = evidence()
-    assert merge_state(initial_state("q", "a.png"),
-                       {"executor_evidence": output})["executor_evidence"] is output
+    assert (
+        merge_state(initial_state("q", "a.png"), {"executor_evidence": output})["executor_evidence"]
+        is output
+    )
 
 
 def test_summarizer_result_is_replaced_and_earlier_evidence_kept():
-    state = merge_state(initial_state("q", "a.png"), {
-        "plan": plan(), "executor_evidence": evidence(),
-        "summarizer_result": summary(need_replan=True, replan_reason="no car score"),
-    })
+    state = merge_state(
+        initial_state("q", "a.png"),
+        {
+            "plan": plan(),
+            "executor_evidence": evidence(),
+            "summarizer_result": summary(need_replan=True, replan_reason="no car score"),
+        },
+    )
     final = summary(final_answer="C")
     merged = merge_state(state, {"summarizer_result": final})
     assert merged["summarizer_result"] is final
@@ -705,9 +831,14 @@ def test_record_replan_counts_and_keeps_the_reason():
     once = record_replan(state, "Missing tool scores for vehicle region")
     twice = record_replan(once, "still missing")
     assert (state["iteration_count"], once["iteration_count"], twice["iteration_count"]) == (
-        0, 1, 2)
+        0,
+        1,
+        2,
+    )
     assert [(e.iteration, e.reason) for e in twice["replan_history"]] == [
-        (1, "Missing tool scores for vehicle region"), (2, "still missing")]
+        (1, "Missing tool scores for vehicle region"),
+        (2, "still missing"),
+    ]
     assert twice["replan_history"][0].timestamp.tzinfo is UTC
     assert state["replan_history"] == [] and len(once["replan_history"]) == 1
 
@@ -779,6 +910,7 @@ def test_state_module_imports_no_heavy_dependencies():
         "import sys, agentic_iqa.state; "
         "print(sorted(m for m in ('torch', 'pyiqa', 'celery', 'sqlalchemy') if m in sys.modules))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"

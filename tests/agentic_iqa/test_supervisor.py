@@ -86,8 +86,7 @@ def test_a_broker_that_refuses_messages_is_retried_a_lease_later(engine, tmp_pat
     sent: list[str] = []
     assert supervise_once(engine, window=5, lease_seconds=60, dispatch=sent.append).resent == []
     _expire_all(engine)
-    assert len(supervise_once(engine, window=5, lease_seconds=60,
-                              dispatch=sent.append).resent) == 2
+    assert len(supervise_once(engine, window=5, lease_seconds=60, dispatch=sent.append).resent) == 2
 
 
 def test_an_item_whose_run_ended_without_closing_it_is_closed(engine, tmp_path):
@@ -96,8 +95,11 @@ def test_an_item_whose_run_ended_without_closing_it_is_closed(engine, tmp_path):
     with session_scope(engine) as session:
         (run_id,) = [item.run_id for item in session.query(JobItem).filter_by(job_id=job_id)]
         # The run failed, but the worker died before the item was closed.
-        session.execute(update(Run).where(Run.id == run_id)
-                        .values(status="failed", error="boom", finished_at=utc_now()))
+        session.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(status="failed", error="boom", finished_at=utc_now())
+        )
     tick = supervise_once(engine, window=5, lease_seconds=60, dispatch=lambda _r: None)
     assert tick.closed == 1
     final = lifecycle.progress(engine, job_id)
@@ -129,8 +131,11 @@ def test_a_job_whose_last_closings_raced_is_finished_by_the_supervisor(engine, t
 
     job_id = _job(engine, tmp_path, 2)
     with session_scope(engine) as session:  # both items done, but nobody saw the job complete
-        session.execute(update(JobItem).where(JobItem.job_id == job_id)
-                        .values(status="done", finished_at=utc_now()))
+        session.execute(
+            update(JobItem)
+            .where(JobItem.job_id == job_id)
+            .values(status="done", finished_at=utc_now())
+        )
     assert lifecycle.progress(engine, job_id).status == "running"
     tick = supervise_once(engine, window=5, lease_seconds=60, dispatch=lambda _r: None)
     assert tick.finished == 1

@@ -25,20 +25,21 @@ def make_items(folder: Path, count: int, *, seed: int = 0) -> list[Item]:
     """``count`` items: two thirds multiple choice, a third rating requests."""
     paths = images(folder / "images", count)
     rated = max(1, count // 3)
-    return multiple_choice(paths[rated:], count - rated, seed) + scoring(paths[:rated], rated,
-                                                                        seed)
+    return multiple_choice(paths[rated:], count - rated, seed) + scoring(paths[:rated], rated, seed)
 
 
 def prices_file(folder: Path, host: str) -> Path:
     path = folder / "prices.yaml"
     path.write_text(
         f"models: {{}}\nendpoints:\n  '{host}':\n    '*': {{input: {PRICE['input']}, "
-        f"output: {PRICE['output']}}}\nbatch_discount:\n  '{host}': 0.5\n")
+        f"output: {PRICE['output']}}}\nbatch_discount:\n  '{host}': 0.5\n"
+    )
     return path
 
 
-def environment(behaviour: Behaviour, server: FakeAPIServer, folder: Path, *,
-                cache: bool = False) -> dict[str, str]:
+def environment(
+    behaviour: Behaviour, server: FakeAPIServer, folder: Path, *, cache: bool = False
+) -> dict[str, str]:
     """The conformance environment (every role on the simulated server), with one score
     cache for the jobs side by side, fast polls and prices for the server's host."""
     from tests.conformance.harness import environment as conformance
@@ -48,15 +49,16 @@ def environment(behaviour: Behaviour, server: FakeAPIServer, folder: Path, *,
         **conformance(behaviour, server, folder),
         "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{folder.parent / 'scores.sqlite3'}",
         "AGENTIC_IQA_VLM_CACHE": "true" if cache else "false",
-        "AGENTIC_IQA_BATCH_POLL_INITIAL": "0.05", "AGENTIC_IQA_BATCH_POLL_MAX": "0.2",
+        "AGENTIC_IQA_BATCH_POLL_INITIAL": "0.05",
+        "AGENTIC_IQA_BATCH_POLL_MAX": "0.2",
         "AGENTIC_IQA_PRICES_FILE": str(prices_file(folder, host)),
     }
 
 
 @contextmanager
-def simulated_batches(behaviour: Behaviour, items: list[Item], *, delay: float = 0.0,
-                      seed: int = 0, **options: Any
-                      ) -> Iterator[tuple[FakeAPIServer, BatchServer, SimulatedModel]]:
+def simulated_batches(
+    behaviour: Behaviour, items: list[Item], *, delay: float = 0.0, seed: int = 0, **options: Any
+) -> Iterator[tuple[FakeAPIServer, BatchServer, SimulatedModel]]:
     model = SimulatedModel(behaviour, seed=seed)
     teach(model, items)
     # Results come back in another order than sent, as the providers' do.
@@ -117,8 +119,10 @@ def read_ran(engine: Any, job_id: str, seconds: float = 0.0) -> Ran:
     from agentic_iqa.db.engine import read_scope
 
     with read_scope(engine) as session:
-        answers = {row["item_id"]: (row["status"], row["final_answer"], row["quality_score"])
-                   for row in reads.export_rows(session, job_id)}
+        answers = {
+            row["item_id"]: (row["status"], row["final_answer"], row["quality_score"])
+            for row in reads.export_rows(session, job_id)
+        }
         summary = reads.vlm_summary(session, job_id)
         rounds = batch_store.next_round(session, job_id) - 1
     return Ran(job_id, answers, summary, rounds, seconds)

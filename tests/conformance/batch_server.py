@@ -51,17 +51,26 @@ Responder = Callable[[Recorded], Reply]
 BATCH_METHODS = ("POST", "GET", "DELETE")
 #: The providers' completion window.
 WINDOW_SECONDS = 24 * 3600
-FAIL_MESSAGE = ("Could not process image: the image data provided is not a valid image "
-                "or could not be decoded.")
-REJECT_MESSAGE = ("Enqueued token limit reached for this model in your organization. Please "
-                  "try submitting fewer tasks or waiting for existing batches to complete.")
+FAIL_MESSAGE = (
+    "Could not process image: the image data provided is not a valid image or could not be decoded."
+)
+REJECT_MESSAGE = (
+    "Enqueued token limit reached for this model in your organization. Please "
+    "try submitting fewer tasks or waiting for existing batches to complete."
+)
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 _CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: Anthropic's error type for an HTTP status (as its API names them).
-_ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                          403: "permission_error", 404: "not_found_error",
-                          413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
-                          529: "overloaded_error"}
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 _ONLINE_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 #: Request headers not passed on to the online responder (they describe the batch request).
 _HOP_HEADERS = frozenset({"content-length", "content-type", "accept", "transfer-encoding"})
@@ -83,9 +92,15 @@ class StoredFile:
     created_at: int
 
     def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "object": "file", "bytes": len(self.data),
-                "created_at": self.created_at, "filename": self.filename,
-                "purpose": self.purpose, "status": "processed"}
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": len(self.data),
+            "created_at": self.created_at,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+        }
 
 
 @dataclass
@@ -140,16 +155,21 @@ class BatchServer:
     before its reply is sent.
     """
 
-    def __init__(self, online: Responder, *, delay: float = 0.0,
-                 fail: Collection[str] | Callable[[str], bool | int] = (),
-                 fail_message: str = FAIL_MESSAGE,
-                 expire: Collection[str] | Callable[[str], bool] = (),
-                 reject: bool | str = False,
-                 processed_on_cancel: int = 0,
-                 supports_batches: bool = True,
-                 shuffle: int | None = None,
-                 clock: Callable[[], float] = time.time,
-                 after_create: Callable[[FakeBatch], None] | None = None) -> None:
+    def __init__(
+        self,
+        online: Responder,
+        *,
+        delay: float = 0.0,
+        fail: Collection[str] | Callable[[str], bool | int] = (),
+        fail_message: str = FAIL_MESSAGE,
+        expire: Collection[str] | Callable[[str], bool] = (),
+        reject: bool | str = False,
+        processed_on_cancel: int = 0,
+        supports_batches: bool = True,
+        shuffle: int | None = None,
+        clock: Callable[[], float] = time.time,
+        after_create: Callable[[FakeBatch], None] | None = None,
+    ) -> None:
         self.online = online
         self.delay = delay
         self.fail = fail if callable(fail) else frozenset(fail).__contains__
@@ -182,8 +202,10 @@ class BatchServer:
                 if not self.supports_batches:
                     return Reply(404, {"detail": "Not Found"})
                 if self.down:
-                    return Reply(503, {"error": {"type": "overloaded_error",
-                                                 "message": "Service Unavailable"}})
+                    return Reply(
+                        503,
+                        {"error": {"type": "overloaded_error", "message": "Service Unavailable"}},
+                    )
                 with self._lock:
                     before = len(self.batches)
                     reply = handler(request, query, *found.groups())
@@ -224,8 +246,7 @@ class BatchServer:
     def _upload(self, request: Recorded, _query: dict[str, str]) -> Reply:
         fields = _multipart(request.raw, request.content_type)
         if "file" not in fields:
-            return Reply(400, openai_error("Missing 'file' in the upload",
-                                           "invalid_request_error"))
+            return Reply(400, openai_error("Missing 'file' in the upload", "invalid_request_error"))
         filename, data = fields["file"]
         purpose = fields.get("purpose", ("", b""))[1].decode()
         stored = self._store(filename or "upload.jsonl", purpose, data)
@@ -252,20 +273,41 @@ class BatchServer:
         body = request.body if isinstance(request.body, dict) else {}
         stored = self.files.get(str(body.get("input_file_id")))
         if stored is None or stored.purpose != "batch":
-            return Reply(400, openai_error(
-                f"Invalid input_file_id {body.get('input_file_id')!r}: no file with purpose "
-                "'batch'", "invalid_request_error"))
-        if body.get("endpoint") != _ONLINE_PATH["openai"] or body.get(
-                "completion_window") != "24h":
-            return Reply(400, openai_error("Only endpoint /v1/chat/completions with "
-                                           "completion_window 24h is served here",
-                                           "invalid_request_error"))
+            return Reply(
+                400,
+                openai_error(
+                    f"Invalid input_file_id {body.get('input_file_id')!r}: no file with purpose "
+                    "'batch'",
+                    "invalid_request_error",
+                ),
+            )
+        if body.get("endpoint") != _ONLINE_PATH["openai"] or body.get("completion_window") != "24h":
+            return Reply(
+                400,
+                openai_error(
+                    "Only endpoint /v1/chat/completions with completion_window 24h is served here",
+                    "invalid_request_error",
+                ),
+            )
         lines, problems = _openai_lines(stored.data)
-        batch = FakeBatch(self._new_id("batch_"), "openai", lines, _passed_on(request.headers),
-                          self.clock(), dict(body.get("metadata") or {}), stored.id)
+        batch = FakeBatch(
+            self._new_id("batch_"),
+            "openai",
+            lines,
+            _passed_on(request.headers),
+            self.clock(),
+            dict(body.get("metadata") or {}),
+            stored.id,
+        )
         if self.reject:
-            problems.append({"code": "token_limit_exceeded", "line": None,
-                             "message": self.reject, "param": None})
+            problems.append(
+                {
+                    "code": "token_limit_exceeded",
+                    "line": None,
+                    "message": self.reject,
+                    "param": None,
+                }
+            )
         batch.rejection = problems or None
         self.batches[batch.id] = batch
         if not batch.rejection:
@@ -275,16 +317,14 @@ class BatchServer:
     def _openai_list(self, _request: Recorded, query: dict[str, str]) -> Reply:
         return Reply(200, self._page("openai", query.get("after"), query))
 
-    def _openai_retrieve(self, _request: Recorded, _query: dict[str, str], batch_id: str
-                         ) -> Reply:
+    def _openai_retrieve(self, _request: Recorded, _query: dict[str, str], batch_id: str) -> Reply:
         batch = self.batches.get(batch_id)
         if batch is None or batch.protocol != "openai":
             return _openai_missing("batch", batch_id)
         self._advance(batch)
         return Reply(200, self._openai_object(batch))
 
-    def _openai_cancel(self, _request: Recorded, _query: dict[str, str], batch_id: str
-                       ) -> Reply:
+    def _openai_cancel(self, _request: Recorded, _query: dict[str, str], batch_id: str) -> Reply:
         batch = self.batches.get(batch_id)
         if batch is None or batch.protocol != "openai":
             return _openai_missing("batch", batch_id)
@@ -295,16 +335,22 @@ class BatchServer:
         status = status or self._openai_status(batch)
         outcomes = batch.outcomes or {}
         created = int(batch.created)
-        ended_at = int(self.clock()) if status in ("completed", "failed", "expired",
-                                                    "cancelled") else None
+        ended_at = (
+            int(self.clock()) if status in ("completed", "failed", "expired", "cancelled") else None
+        )
         return {
-            "id": batch.id, "object": "batch", "endpoint": _ONLINE_PATH["openai"],
-            "errors": ({"object": "list", "data": batch.rejection}
-                       if status == "failed" else None),
-            "input_file_id": batch.input_file_id, "completion_window": "24h",
-            "status": status, "output_file_id": batch.output_file_id,
-            "error_file_id": batch.error_file_id, "created_at": created,
-            "in_progress_at": created, "expires_at": created + WINDOW_SECONDS,
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": _ONLINE_PATH["openai"],
+            "errors": ({"object": "list", "data": batch.rejection} if status == "failed" else None),
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": created,
+            "in_progress_at": created,
+            "expires_at": created + WINDOW_SECONDS,
             "completed_at": ended_at if status == "completed" else None,
             "failed_at": ended_at if status == "failed" else None,
             "expired_at": ended_at if status == "expired" else None,
@@ -313,7 +359,8 @@ class BatchServer:
             "request_counts": {
                 "total": 0 if status == "failed" else len(batch.lines),
                 "completed": sum(o.kind == "succeeded" for o in outcomes.values()),
-                "failed": sum(o.kind == "errored" for o in outcomes.values())},
+                "failed": sum(o.kind == "errored" for o in outcomes.values()),
+            },
             "metadata": batch.metadata or None,
         }
 
@@ -333,21 +380,27 @@ class BatchServer:
         output, errors = [], []
         for custom_id in self._order(batch):
             outcome = batch.outcomes[custom_id]  # type: ignore[index]
-            row: dict[str, Any] = {"id": self._new_id("batch_req_"), "custom_id": custom_id,
-                                   "response": None, "error": None}
+            row: dict[str, Any] = {
+                "id": self._new_id("batch_req_"),
+                "custom_id": custom_id,
+                "response": None,
+                "error": None,
+            }
             if outcome.kind == "expired":
                 row["error"] = {"code": "batch_expired", "message": EXPIRED_MESSAGE}
             elif outcome.kind == "canceled":
                 continue
             else:
-                row["response"] = {"status_code": outcome.status,
-                                   "request_id": self._new_id("req_"), "body": outcome.body}
+                row["response"] = {
+                    "status_code": outcome.status,
+                    "request_id": self._new_id("req_"),
+                    "body": outcome.body,
+                }
             (output if outcome.kind == "succeeded" else errors).append(row)
         batch.output_file_id = self._jsonl_file(batch, "output", output)
         batch.error_file_id = self._jsonl_file(batch, "error", errors)
 
-    def _jsonl_file(self, batch: FakeBatch, kind: str, rows: list[dict[str, Any]]
-                    ) -> str | None:
+    def _jsonl_file(self, batch: FakeBatch, kind: str, rows: list[dict[str, Any]]) -> str | None:
         if not rows:
             return None
         data = "".join(json.dumps(row) + "\n" for row in rows).encode()
@@ -362,8 +415,9 @@ class BatchServer:
         if problem:
             return Reply(400, anthropic_error(problem, "invalid_request_error"))
         lines = [(entry["custom_id"], entry["params"]) for entry in requests]
-        batch = FakeBatch(self._new_id("msgbatch_"), "anthropic", lines,
-                          _passed_on(request.headers), self.clock())
+        batch = FakeBatch(
+            self._new_id("msgbatch_"), "anthropic", lines, _passed_on(request.headers), self.clock()
+        )
         self.batches[batch.id] = batch
         self._receive(batch)
         return Reply(200, self._anthropic_object(batch, request))
@@ -372,52 +426,67 @@ class BatchServer:
         page = self._page("anthropic", query.get("after_id"), query, request)
         return Reply(200, page)
 
-    def _anthropic_retrieve(self, request: Recorded, _query: dict[str, str], batch_id: str
-                            ) -> Reply:
+    def _anthropic_retrieve(
+        self, request: Recorded, _query: dict[str, str], batch_id: str
+    ) -> Reply:
         batch = self.batches.get(batch_id)
         if batch is None or batch.protocol != "anthropic":
             return _anthropic_missing(batch_id)
         self._advance(batch)
         return Reply(200, self._anthropic_object(batch, request))
 
-    def _anthropic_cancel(self, request: Recorded, _query: dict[str, str], batch_id: str
-                          ) -> Reply:
+    def _anthropic_cancel(self, request: Recorded, _query: dict[str, str], batch_id: str) -> Reply:
         batch = self.batches.get(batch_id)
         if batch is None or batch.protocol != "anthropic":
             return _anthropic_missing(batch_id)
         self._cancel(batch)
         return Reply(200, self._anthropic_object(batch, request))
 
-    def _anthropic_results(self, _request: Recorded, _query: dict[str, str], batch_id: str
-                           ) -> Reply:
+    def _anthropic_results(
+        self, _request: Recorded, _query: dict[str, str], batch_id: str
+    ) -> Reply:
         batch = self.batches.get(batch_id)
         if batch is None or batch.protocol != "anthropic":
             return _anthropic_missing(batch_id)
         self._advance(batch)
         if self._anthropic_status(batch) != "ended":
-            return Reply(404, anthropic_error(f"Results for batch {batch_id} are not "
-                                              "available yet", "not_found_error"))
-        rows = [{"custom_id": custom_id, "result": _anthropic_result(
-            batch.outcomes[custom_id])} for custom_id in self._order(batch)]  # type: ignore[index]
+            return Reply(
+                404,
+                anthropic_error(
+                    f"Results for batch {batch_id} are not available yet", "not_found_error"
+                ),
+            )
+        rows = [
+            {"custom_id": custom_id, "result": _anthropic_result(batch.outcomes[custom_id])}
+            for custom_id in self._order(batch)
+        ]  # type: ignore[index]
         data = "".join(json.dumps(row) + "\n" for row in rows).encode()
         return Reply(200, data, content_type="application/x-jsonl")
 
     def _anthropic_object(self, batch: FakeBatch, request: Recorded) -> dict[str, Any]:
         status = self._anthropic_status(batch)
         outcomes = batch.outcomes if status == "ended" else {}
-        counts = {kind: sum(o.kind == kind for o in (outcomes or {}).values())
-                  for kind in ("succeeded", "errored", "canceled", "expired")}
+        counts = {
+            kind: sum(o.kind == kind for o in (outcomes or {}).values())
+            for kind in ("succeeded", "errored", "canceled", "expired")
+        }
         counts["processing"] = len(batch.lines) - sum(counts.values())
         host = request.headers.get("host", "127.0.0.1")
         return {
-            "id": batch.id, "type": "message_batch", "processing_status": status,
-            "request_counts": counts, "created_at": _rfc3339(batch.created),
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": status,
+            "request_counts": counts,
+            "created_at": _rfc3339(batch.created),
             "expires_at": _rfc3339(batch.created + WINDOW_SECONDS),
             "ended_at": _rfc3339(self.clock()) if status == "ended" else None,
             "cancel_initiated_at": _rfc3339(batch.cancel_at) if batch.cancel_at else None,
             "archived_at": None,
-            "results_url": (f"http://{host}/v1/messages/batches/{batch.id}/results"
-                            if status == "ended" else None),
+            "results_url": (
+                f"http://{host}/v1/messages/batches/{batch.id}/results"
+                if status == "ended"
+                else None
+            ),
         }
 
     def _anthropic_status(self, batch: FakeBatch) -> str:
@@ -430,21 +499,32 @@ class BatchServer:
     def _receive(self, batch: FakeBatch) -> None:
         self.received.extend((custom_id, digest(body)) for custom_id, body in batch.lines)
 
-    def _page(self, protocol: Protocol, after: str | None, query: dict[str, str],
-              request: Recorded | None = None) -> dict[str, Any]:
+    def _page(
+        self,
+        protocol: Protocol,
+        after: str | None,
+        query: dict[str, str],
+        request: Recorded | None = None,
+    ) -> dict[str, Any]:
         """Newest first, ``limit`` at a time, after the id ``after``."""
         mine = [b for b in reversed(self.batches.values()) if b.protocol == protocol]
         ids = [b.id for b in mine]
         start = ids.index(after) + 1 if after in ids else 0
         limit = int(query.get("limit", 20))
-        chosen = mine[start:start + limit]
+        chosen = mine[start : start + limit]
         for batch in chosen:
             self._advance(batch)
-        data = [self._openai_object(b) if protocol == "openai"
-                else self._anthropic_object(b, request) for b in chosen]  # type: ignore[arg-type]
-        return {"object": "list", "data": data, "has_more": start + limit < len(mine),
-                "first_id": chosen[0].id if chosen else None,
-                "last_id": chosen[-1].id if chosen else None}
+        data = [
+            self._openai_object(b) if protocol == "openai" else self._anthropic_object(b, request)
+            for b in chosen
+        ]  # type: ignore[arg-type]
+        return {
+            "object": "list",
+            "data": data,
+            "has_more": start + limit < len(mine),
+            "first_id": chosen[0].id if chosen else None,
+            "last_id": chosen[-1].id if chosen else None,
+        }
 
     def _advance(self, batch: FakeBatch) -> None:
         """Looked at: a cancelled batch ends, a due one gets its answers."""
@@ -473,8 +553,9 @@ class BatchServer:
                 outcomes[custom_id] = Outcome("expired")
             elif failed := self.fail(custom_id):
                 status = 400 if failed is True else int(failed)
-                outcomes[custom_id] = Outcome("errored", status,
-                                              self._failure(batch.protocol, status=status))
+                outcomes[custom_id] = Outcome(
+                    "errored", status, self._failure(batch.protocol, status=status)
+                )
             else:
                 outcomes[custom_id] = self._run(batch, custom_id, body)
         batch.outcomes = outcomes
@@ -485,23 +566,37 @@ class BatchServer:
         """One line, answered by the online responder as the online call would be."""
         raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         try:
-            reply = self.online(Recorded("POST", _ONLINE_PATH[batch.protocol],
-                                         dict(batch.headers), body, raw, "application/json"))
+            reply = self.online(
+                Recorded(
+                    "POST",
+                    _ONLINE_PATH[batch.protocol],
+                    dict(batch.headers),
+                    body,
+                    raw,
+                    "application/json",
+                )
+            )
         except Exception as exc:  # a responder's bug shows as the line's error, not a hang
-            return Outcome("errored", 500, self._failure(
-                batch.protocol, f"{type(exc).__name__}: {exc}", status=500))
+            return Outcome(
+                "errored",
+                500,
+                self._failure(batch.protocol, f"{type(exc).__name__}: {exc}", status=500),
+            )
         if reply.status != 200:
             return Outcome("errored", reply.status, reply.body)
         self.billed.append((custom_id, digest(body)))
         return Outcome("succeeded", 200, reply.body)
 
-    def _failure(self, protocol: Protocol, message: str | None = None, *,
-                 status: int = 400) -> dict[str, Any]:
+    def _failure(
+        self, protocol: Protocol, message: str | None = None, *, status: int = 400
+    ) -> dict[str, Any]:
         kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         if protocol == "anthropic":
             return anthropic_error(message or self.fail_message, kind)
-        return openai_error(message or self.fail_message,
-                            "invalid_request_error" if status < 500 else "server_error")
+        return openai_error(
+            message or self.fail_message,
+            "invalid_request_error" if status < 500 else "server_error",
+        )
 
     def _order(self, batch: FakeBatch) -> list[str]:
         ids = batch.custom_ids
@@ -526,7 +621,8 @@ def serve_batches(online: Responder, **options: Any) -> tuple[FakeAPIServer, Bat
 def _multipart(raw: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
     """``name -> (filename, bytes)`` of a multipart/form-data body."""
     message = message_from_bytes(
-        f"Content-Type: {content_type}\r\n\r\n".encode() + raw, policy=HTTP)
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw, policy=HTTP
+    )
     fields: dict[str, tuple[str | None, bytes]] = {}
     for part in message.iter_parts():  # type: ignore[attr-defined]
         name = part.get_param("name", header="content-disposition")
@@ -554,21 +650,35 @@ def _openai_lines(data: bytes) -> tuple[list[tuple[str, dict[str, Any]]], list[d
             problem = "Missing required parameter: 'custom_id'."
         elif problem is None and any(custom_id == seen for seen, _ in lines):
             problem = f"The custom_id '{custom_id}' is duplicated."
-        elif problem is None and (row.get("method") != "POST"
-                                  or row.get("url") != _ONLINE_PATH["openai"]):
+        elif problem is None and (
+            row.get("method") != "POST" or row.get("url") != _ONLINE_PATH["openai"]
+        ):
             problem = "The url and method must be POST /v1/chat/completions."
         if problem is None:
             models.add(str((row.get("body") or {}).get("model")))
             lines.append((custom_id, row.get("body") or {}))
         else:
-            problems.append({"code": "invalid_request", "line": number, "message": problem,
-                             "param": None})
+            problems.append(
+                {"code": "invalid_request", "line": number, "message": problem, "param": None}
+            )
     if len(models) > 1:
-        problems.append({"code": "mismatched_model", "line": None, "param": "body.model",
-                         "message": "All requests in a batch must use the same model."})
+        problems.append(
+            {
+                "code": "mismatched_model",
+                "line": None,
+                "param": "body.model",
+                "message": "All requests in a batch must use the same model.",
+            }
+        )
     if not lines and not problems:
-        problems.append({"code": "empty_file", "line": None, "param": None,
-                         "message": "The batch input file is empty."})
+        problems.append(
+            {
+                "code": "empty_file",
+                "line": None,
+                "param": None,
+                "message": "The batch input file is empty.",
+            }
+        )
     return lines, problems
 
 
@@ -580,14 +690,16 @@ def _anthropic_problem(requests: Any) -> str | None:
     for index, entry in enumerate(requests):
         custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
         if not isinstance(custom_id, str) or not _CUSTOM_ID.match(custom_id):
-            return f"requests.{index}.custom_id: String should match pattern " \
-                   f"'{_CUSTOM_ID.pattern}'"
+            return f"requests.{index}.custom_id: String should match pattern '{_CUSTOM_ID.pattern}'"
         if custom_id in seen:
             return f"requests.{index}.custom_id: Duplicate custom_id '{custom_id}'"
         seen.add(custom_id)
         params = entry.get("params")
-        missing = [key for key in ("model", "max_tokens", "messages")
-                   if not isinstance(params, dict) or key not in params]
+        missing = [
+            key
+            for key in ("model", "max_tokens", "messages")
+            if not isinstance(params, dict) or key not in params
+        ]
         if missing:
             return f"requests.{index}.params.{missing[0]}: Field required"
     return None
@@ -597,8 +709,11 @@ def _anthropic_result(outcome: Outcome) -> dict[str, Any]:
     if outcome.kind == "succeeded":
         return {"type": "succeeded", "message": outcome.body}
     if outcome.kind == "errored":
-        body = outcome.body if isinstance(outcome.body, dict) and "error" in outcome.body \
+        body = (
+            outcome.body
+            if isinstance(outcome.body, dict) and "error" in outcome.body
             else anthropic_error(str(outcome.body), "api_error")
+        )
         return {"type": "errored", "error": {**body, "type": "error"}}
     return {"type": outcome.kind}
 
@@ -614,8 +729,9 @@ def _rfc3339(seconds: float) -> str:
 
 
 def _openai_missing(kind: str, object_id: str) -> Reply:
-    return Reply(404, openai_error(f"No {kind} found with id '{object_id}'.",
-                                   "invalid_request_error"))
+    return Reply(
+        404, openai_error(f"No {kind} found with id '{object_id}'.", "invalid_request_error")
+    )
 
 
 def _anthropic_missing(batch_id: str) -> Reply:

@@ -68,8 +68,11 @@ class JobResult:
     def scoring_srcc(self) -> float:
         from scipy.stats import spearmanr
 
-        pairs = [(o.quality_score, o.truth_level) for o in self.rated()
-                 if o.status == "done" and o.quality_score is not None]
+        pairs = [
+            (o.quality_score, o.truth_level)
+            for o in self.rated()
+            if o.status == "done" and o.quality_score is not None
+        ]
         if len(pairs) < 3:
             return float("nan")
         return float(spearmanr([p[0] for p in pairs], [p[1] for p in pairs]).statistic)
@@ -83,49 +86,78 @@ def environment(behaviour: Behaviour, server: FakeAPIServer, folder: Path) -> di
         "AGENTIC_IQA_VLM_BACKEND": "anthropic" if anthropic else "openai",
         "AGENTIC_IQA_VLM_MODEL": "sim-claude" if anthropic else "sim-qwen2.5-vl",
         "AGENTIC_IQA_VLM_BASE_URL": server.url if anthropic else f"{server.url}/v1",
-        "OPENAI_API_KEY": "sk-sim-openai", "ANTHROPIC_API_KEY": "sk-sim-anthropic",
+        "OPENAI_API_KEY": "sk-sim-openai",
+        "ANTHROPIC_API_KEY": "sk-sim-anthropic",
         "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{folder / 'results.sqlite3'}",
         "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{folder / 'scores.sqlite3'}",
-        "AGENTIC_IQA_VLM_CACHE": "false", "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_VLM_CACHE": "false",
+        "AGENTIC_IQA_DEVICE": "cpu",
         "AGENTIC_IQA_BROKER_URL": "",
     }
 
 
 @contextmanager
-def simulated(behaviour: Behaviour, items: list[Item], *, seed: int = 0
-              ) -> Iterator[tuple[FakeAPIServer, SimulatedModel]]:
+def simulated(
+    behaviour: Behaviour, items: list[Item], *, seed: int = 0
+) -> Iterator[tuple[FakeAPIServer, SimulatedModel]]:
     model = SimulatedModel(behaviour, seed=seed)
     teach(model, items)
     with FakeAPIServer(model) as server:
         yield server, model
 
 
-def run_cli_job(behaviour: Behaviour, items: list[Item], folder: Path, *, seed: int = 0,
-                workers: int = 4, extra_env: Mapping[str, str] | None = None) -> JobResult:
+def run_cli_job(
+    behaviour: Behaviour,
+    items: list[Item],
+    folder: Path,
+    *,
+    seed: int = 0,
+    workers: int = 4,
+    extra_env: Mapping[str, str] | None = None,
+) -> JobResult:
     """``agentic-iqa eval submit`` in a subprocess (the CLI a user runs) against the simulated
     model; the results read back from the job's database."""
     folder.mkdir(parents=True, exist_ok=True)
     manifest = write_manifest(items, folder / "manifest.csv")
     with simulated(behaviour, items, seed=seed) as (server, model):
-        env = {**os.environ, **environment(behaviour, server, folder), **(extra_env or {}),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
-                                                           os.environ.get("PYTHONPATH")]))}
-        command = [sys.executable, "-m", "agentic_iqa", "eval", "submit", str(manifest),
-                   "--backend", env["AGENTIC_IQA_VLM_BACKEND"], "--no-vlm-cache",
-                   "--workers", str(workers), "--name", behaviour.value]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800,
-                              check=False)
+        env = {
+            **os.environ,
+            **environment(behaviour, server, folder),
+            **(extra_env or {}),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "agentic_iqa",
+            "eval",
+            "submit",
+            str(manifest),
+            "--backend",
+            env["AGENTIC_IQA_VLM_BACKEND"],
+            "--no-vlm-cache",
+            "--workers",
+            str(workers),
+            "--name",
+            behaviour.value,
+        ]
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=1800, check=False
+        )
         job_id = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         calls = dict(model.calls)
         again = model.asked_again()
     if not job_id:
         raise RuntimeError(f"eval submit printed no job id:\n{done.stderr[-3000:]}")
-    return replace(read_job(behaviour, env["AGENTIC_IQA_DATABASE_URL"], job_id, items,
-                            done.returncode, calls), asked_again=again)
+    return replace(
+        read_job(behaviour, env["AGENTIC_IQA_DATABASE_URL"], job_id, items, done.returncode, calls),
+        asked_again=again,
+    )
 
 
-def run_local_job(behaviour: Behaviour, items: list[Item], folder: Path, *, seed: int = 0,
-                  workers: int = 2) -> JobResult:
+def run_local_job(
+    behaviour: Behaviour, items: list[Item], folder: Path, *, seed: int = 0, workers: int = 2
+) -> JobResult:
     """The same job in this process (``lifecycle.submit`` + ``run_local``): for the tests,
     which set the environment with ``monkeypatch`` first (see :func:`environment`)."""
     from agentic_iqa.db import make_engine, upgrade
@@ -141,8 +173,14 @@ def run_local_job(behaviour: Behaviour, items: list[Item], folder: Path, *, seed
     return read_job(behaviour, url, job_id, items, None, {})
 
 
-def read_job(behaviour: Behaviour, url: str, job_id: str, items: list[Item],
-             exit_code: int | None, calls: dict[str, int]) -> JobResult:
+def read_job(
+    behaviour: Behaviour,
+    url: str,
+    job_id: str,
+    items: list[Item],
+    exit_code: int | None,
+    calls: dict[str, int],
+) -> JobResult:
     from agentic_iqa.db import make_engine, reads
     from agentic_iqa.db.engine import read_scope
 
@@ -152,11 +190,26 @@ def read_job(behaviour: Behaviour, url: str, job_id: str, items: list[Item],
         job_error = getattr(reads.get_job(session, job_id), "error", None)
         for row in reads.export_rows(session, job_id):
             truth = truths[row["item_id"]]
-            outcomes.append(Outcome(row["item_id"], row["status"], row["error"],
-                                    row["final_answer"], row["quality_score"], truth.answer,
-                                    truth.level))
+            outcomes.append(
+                Outcome(
+                    row["item_id"],
+                    row["status"],
+                    row["error"],
+                    row["final_answer"],
+                    row["quality_score"],
+                    truth.answer,
+                    truth.level,
+                )
+            )
     return JobResult(behaviour, job_id, outcomes, job_error, exit_code, calls)
 
 
-__all__ = ["JobResult", "Outcome", "environment", "read_job", "run_cli_job", "run_local_job",
-           "simulated"]
+__all__ = [
+    "JobResult",
+    "Outcome",
+    "environment",
+    "read_job",
+    "run_cli_job",
+    "run_local_job",
+    "simulated",
+]

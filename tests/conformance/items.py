@@ -36,8 +36,7 @@ def images(folder: Path, count: int) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     original = Image.open(REPO / "examples" / "i03_reference.png").convert("RGB")
     original = original.resize((SIDE, SIDE), Image.Resampling.LANCZOS)
-    variants = [("pristine", 0)] + [(kind, level) for level in (1, 2, 3, 4)
-                                    for kind, _ in KINDS]
+    variants = [("pristine", 0)] + [(kind, level) for level in (1, 2, 3, 4) for kind, _ in KINDS]
     paths = []
     for index in range(count):
         kind, level = variants[index % len(variants)]
@@ -76,32 +75,50 @@ def multiple_choice(paths: list[Path], count: int, seed: int) -> list[Item]:
         image = paths[index % len(paths)]
         kind = index % 5
         if kind == 0:
-            adjective, category = rng.choice([("blurry", "Blurs"), ("noisy", "Noise"),
-                                              ("too dark", "Brightness change")])
+            adjective, category = rng.choice(
+                [("blurry", "Blurs"), ("noisy", "Noise"), ("too dark", "Brightness change")]
+            )
             options = _options(["Yes", "No"], rng)
-            truth = Truth(_query(f"Is this image {adjective}?", options), named=(category,),
-                          options=options)
+            truth = Truth(
+                _query(f"Is this image {adjective}?", options), named=(category,), options=options
+            )
         elif kind == 1:
             options = _options(["Noise", "Blur", "Overexposure", "JPEG compression"], rng)
-            truth = Truth(_query("Which distortion is most visible in this image?", options),
-                          named=("Noise", "Blurs", "Brightness change", "Compression"),
-                          options=options)
+            truth = Truth(
+                _query("Which distortion is most visible in this image?", options),
+                named=("Noise", "Blurs", "Brightness change", "Compression"),
+                options=options,
+            )
         elif kind == 2:
             noun, category = rng.choice([("noise", "Noise"), ("blur", "Blurs")])
             options = _options(["None", "Slight", "Moderate", "Severe"], rng, shuffle=False)
-            truth = Truth(_query(f"How severe is the {noun} in this image?", options),
-                          named=(category,), options=options)
+            truth = Truth(
+                _query(f"How severe is the {noun} in this image?", options),
+                named=(category,),
+                options=options,
+            )
         elif kind == 3:
             options = _options(["Yes", "No"], rng)
-            truth = Truth(_query("Is the car in this photo in focus?", options),
-                          scope=("car",), named=("Blurs",), options=options)
+            truth = Truth(
+                _query("Is the car in this photo in focus?", options),
+                scope=("car",),
+                named=("Blurs",),
+                options=options,
+            )
         else:
             options = _options(["Excellent", "Good", "Fair", "Poor", "Bad"], rng, shuffle=False)
-            truth = Truth(_query("What is the overall quality of this image?", options),
-                          options=options)
+            truth = Truth(
+                _query("What is the overall quality of this image?", options), options=options
+            )
         letter = rng.choice(sorted(truth.options))
-        truth = Truth(truth.query, truth.scope, truth.named, truth.options, letter,
-                      severity=rng.choice(["slight", "moderate", "severe"]))
+        truth = Truth(
+            truth.query,
+            truth.scope,
+            truth.named,
+            truth.options,
+            letter,
+            severity=rng.choice(["slight", "moderate", "severe"]),
+        )
         items.append(Item(f"mcq{index:03d}", image, truth))
     return items
 
@@ -113,9 +130,14 @@ def scoring(paths: list[Path], count: int, seed: int) -> list[Item]:
     rng = random.Random(seed + 1)
     chosen = [paths[index % len(paths)] for index in range(count)]
     rng.shuffle(chosen)
-    return [Item(f"score{index:03d}", path,
-                 Truth("Rate the quality of this image.", level=5 - degradation(path)))
-            for index, path in enumerate(chosen)]
+    return [
+        Item(
+            f"score{index:03d}",
+            path,
+            Truth("Rate the quality of this image.", level=5 - degradation(path)),
+        )
+        for index, path in enumerate(chosen)
+    ]
 
 
 def write_manifest(items: list[Item], path: Path) -> Path:
@@ -124,8 +146,15 @@ def write_manifest(items: list[Item], path: Path) -> Path:
         writer = csv.writer(handle)
         writer.writerow(["id", "image", "query", "answer", "mos"])
         for item in items:
-            writer.writerow([item.id, str(item.image), item.truth.query, item.truth.answer or "",
-                             item.truth.level if item.truth.level is not None else ""])
+            writer.writerow(
+                [
+                    item.id,
+                    str(item.image),
+                    item.truth.query,
+                    item.truth.answer or "",
+                    item.truth.level if item.truth.level is not None else "",
+                ]
+            )
     return path
 
 

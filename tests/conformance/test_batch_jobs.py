@@ -33,16 +33,22 @@ def _online_and_batch(tmp_path: Path, behaviour: Behaviour, count: int, **option
     for batch in (False, True):
         folder = tmp_path / ("batch" if batch else "online")
         folder.mkdir()
-        with simulated_batches(behaviour, items, delay=0.1, seed=3, **options) as (
-                server, batches, _model), \
-                patched_env(environment(behaviour, server, folder)):
+        with (
+            simulated_batches(behaviour, items, delay=0.1, seed=3, **options) as (
+                server,
+                batches,
+                _model,
+            ),
+            patched_env(environment(behaviour, server, folder)),
+        ):
             runs[batch] = (run_job(folder, items, batch=batch), batches)
     return items, runs
 
 
 @pytest.mark.parametrize("behaviour", [Behaviour.CLEAN, Behaviour.ANTHROPIC])
 def test_a_batch_job_answers_item_for_item_as_online_at_half_the_cost(
-        tmp_path: Path, behaviour: Behaviour) -> None:
+    tmp_path: Path, behaviour: Behaviour
+) -> None:
     items, runs = _online_and_batch(tmp_path, behaviour, 6)
     (online, online_server), (batched, batch_server) = runs[False], runs[True]
     assert set(online.answers) == {item.id for item in items}
@@ -65,7 +71,8 @@ def _request(custom_id: str) -> str:
 
 @pytest.mark.parametrize("behaviour", [Behaviour.CLEAN, Behaviour.ANTHROPIC])
 def test_a_bad_request_fails_at_once_and_a_transient_error_goes_to_the_next_round(
-        tmp_path: Path, behaviour: Behaviour) -> None:
+    tmp_path: Path, behaviour: Behaviour
+) -> None:
     """q1 (an item's plan) is refused with HTTP 400 (the request itself is bad): its item
     fails at once with the provider's reason, the request sent in one batch only.  q2 meets a
     500 once and is answered in the next round; q3 expires and q4 meets a 529 (overloaded) in
@@ -84,10 +91,16 @@ def test_a_bad_request_fails_at_once_and_a_transient_error_goes_to_the_next_roun
 
     folder = tmp_path / "job"
     folder.mkdir()
-    with simulated_batches(behaviour, items, seed=3, fail=errored,
-                           expire=lambda custom_id: _request(custom_id) == "q3") as (
-            server, batches, _model), \
-            patched_env(environment(behaviour, server, folder)):
+    with (
+        simulated_batches(
+            behaviour,
+            items,
+            seed=3,
+            fail=errored,
+            expire=lambda custom_id: _request(custom_id) == "q3",
+        ) as (server, batches, _model),
+        patched_env(environment(behaviour, server, folder)),
+    ):
         ran = run_job(folder, items, batch=True)
         received = Counter(_request(custom_id) for custom_id, _ in batches.received)
     from agentic_iqa.db import make_engine, reads
@@ -99,8 +112,11 @@ def test_a_bad_request_fails_at_once_and_a_transient_error_goes_to_the_next_roun
     assert len(failed) == 3, rows
     bad = "HTTP 400: " if behaviour == Behaviour.CLEAN else "invalid_request_error: "
     busy = "HTTP 529: " if behaviour == Behaviour.CLEAN else "overloaded_error: "
-    assert any(bad + "Could not process image" in error
-               and "refused by the provider: not sent again" in error for error in failed)
+    assert any(
+        bad + "Could not process image" in error
+        and "refused by the provider: not sent again" in error
+        for error in failed
+    )
     assert any(busy in error and "in 3 batches" in error for error in failed)
     assert any("expired" in error and "in 3 batches" in error for error in failed)
     assert sum(row["status"] == "done" for row in rows.values()) == 2
@@ -109,7 +125,8 @@ def test_a_bad_request_fails_at_once_and_a_transient_error_goes_to_the_next_roun
 
 @pytest.mark.parametrize("read_first", [True, False], ids=["read-before-resume", "resume-at-once"])
 def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
-        tmp_path: Path, read_first: bool) -> None:
+    tmp_path: Path, read_first: bool
+) -> None:
     """Cancelled while its first batch is open; the batch is cancelled at the provider (the
     lines it processed are answered, and billed: the cancelled job's cost counts them); the
     resume takes those answers over and sends only the rest (whether the cancelled batch was
@@ -126,9 +143,14 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
     items = make_items(tmp_path, 4, seed=5)
     folder = tmp_path / "job"
     folder.mkdir()
-    with simulated_batches(Behaviour.CLEAN, items, delay=30.0, seed=5,
-                           processed_on_cancel=2) as (server, batches, _model), \
-            patched_env(environment(Behaviour.CLEAN, server, folder)):
+    with (
+        simulated_batches(Behaviour.CLEAN, items, delay=30.0, seed=5, processed_on_cancel=2) as (
+            server,
+            batches,
+            _model,
+        ),
+        patched_env(environment(Behaviour.CLEAN, server, folder)),
+    ):
         import os
 
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
@@ -136,8 +158,9 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
         engine = make_engine(url)
         manifest = write_manifest(items, folder / "m.csv")
         job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
-        runner = threading.Thread(target=lifecycle.run_local,
-                                  args=(engine, job_id, AgentsCache()), daemon=True)
+        runner = threading.Thread(
+            target=lifecycle.run_local, args=(engine, job_id, AgentsCache()), daemon=True
+        )
         runner.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _sent(lifecycle.progress(engine, job_id)):
@@ -152,13 +175,15 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
             from agentic_iqa.runtime import batches as rounds
 
             while lifecycle.progress(engine, job_id).batch.open:
-                rounds.tick(engine, dispatch=lambda _run: None, lease_seconds=None,
-                            job_id=job_id)
+                rounds.tick(engine, dispatch=lambda _run: None, lease_seconds=None, job_id=job_id)
                 time.sleep(0.05)
             cancelled = read_ran(engine, job_id).summary
             assert len(batches.billed) == 2  # what the provider processed before the cancel
-            assert (cancelled["calls"], cancelled["batch_calls"],
-                    cancelled["unused_batch_answers"]) == (2, 2, 2)
+            assert (
+                cancelled["calls"],
+                cancelled["batch_calls"],
+                cancelled["unused_batch_answers"],
+            ) == (2, 2, 2)
             assert cancelled["input_tokens"] > 0 and cancelled["output_tokens"] > 0
             assert "2 answered for runs that ended without them, billed" in describe(cancelled)
         lifecycle.resume(engine, job_id)
@@ -183,7 +208,8 @@ def _sent(progress: object) -> bool:
 
 
 def test_batch_answers_land_in_the_response_cache_so_the_same_job_online_makes_no_call(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Both jobs at the same endpoint (the cache key names it), each with its own database."""
     items = make_items(tmp_path, 3, seed=7)
     ran = {}
@@ -196,7 +222,7 @@ def test_batch_answers_land_in_the_response_cache_so_the_same_job_online_makes_n
             if batch:
                 billed = list(batches.billed)
         online_calls = list(batches.online_billed)
-        billed_after = batches.billed[len(billed):]
+        billed_after = batches.billed[len(billed) :]
     batched, online = ran[True], ran[False]
     assert billed and online_calls == [] and billed_after == []
     assert online.answers == batched.answers
@@ -206,19 +232,23 @@ def test_batch_answers_land_in_the_response_cache_so_the_same_job_online_makes_n
 
 @pytest.mark.parametrize("behaviour", [Behaviour.CLEAN, Behaviour.ANTHROPIC])
 def test_a_batch_refused_as_a_whole_stops_the_job_with_one_message(
-        tmp_path: Path, behaviour: Behaviour) -> None:
+    tmp_path: Path, behaviour: Behaviour
+) -> None:
     """OpenAI fails the batch at validation; Anthropic refuses it with a 400 at create."""
     items = make_items(tmp_path, 3, seed=1)
     folder = tmp_path / "job"
     folder.mkdir()
-    with simulated_batches(behaviour, items, seed=1, reject=True) as (server, batches, _m), \
-            patched_env(environment(behaviour, server, folder)):
+    with (
+        simulated_batches(behaviour, items, seed=1, reject=True) as (server, batches, _m),
+        patched_env(environment(behaviour, server, folder)),
+    ):
         ran = run_job(folder, items, batch=True)
         from agentic_iqa.db import make_engine
         from agentic_iqa.runtime import lifecycle
 
-        current = lifecycle.progress(make_engine(
-            f"sqlite:///{folder / 'results.sqlite3'}"), ran.job_id)
+        current = lifecycle.progress(
+            make_engine(f"sqlite:///{folder / 'results.sqlite3'}"), ran.job_id
+        )
     assert current.status == "cancelled"
     assert current.error is not None and "refused a batch" in current.error
     assert "Enqueued token limit" in current.error and "\n" not in current.error
@@ -227,7 +257,8 @@ def test_a_batch_refused_as_a_whole_stops_the_job_with_one_message(
 
 
 def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_submit(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from agentic_iqa.db import make_engine, reads, upgrade
     from agentic_iqa.db.engine import read_scope
     from agentic_iqa.runtime import lifecycle
@@ -238,9 +269,14 @@ def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_
     folder = tmp_path / "job"
     folder.mkdir()
     manifest = write_manifest(items, folder / "m.csv")
-    with simulated_batches(Behaviour.CLEAN, items, supports_batches=False) as (
-            server, _batches, _model), \
-            patched_env(environment(Behaviour.CLEAN, server, folder)):
+    with (
+        simulated_batches(Behaviour.CLEAN, items, supports_batches=False) as (
+            server,
+            _batches,
+            _model,
+        ),
+        patched_env(environment(Behaviour.CLEAN, server, folder)),
+    ):
         import os
 
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
@@ -248,9 +284,16 @@ def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_
         engine = make_engine(url)
         with pytest.raises(VLMConfigurationError) as refused:
             lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
-        with patched_env({"AGENTIC_IQA_VLM_BACKEND": "builtin", "AGENTIC_IQA_VLM_MODEL": None,
-                          "AGENTIC_IQA_VLM_BASE_URL": None}), \
-                pytest.raises(VLMConfigurationError) as builtin:
+        with (
+            patched_env(
+                {
+                    "AGENTIC_IQA_VLM_BACKEND": "builtin",
+                    "AGENTIC_IQA_VLM_MODEL": None,
+                    "AGENTIC_IQA_VLM_BASE_URL": None,
+                }
+            ),
+            pytest.raises(VLMConfigurationError) as builtin,
+        ):
             lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with read_scope(engine) as session:
             assert reads.latest_job(session) is None  # nothing stored
@@ -268,23 +311,24 @@ def test_eval_status_shows_the_rounds_and_the_batch_calls(tmp_path: Path) -> Non
     items = make_items(tmp_path, 2, seed=2)
     folder = tmp_path / "job"
     folder.mkdir()
-    with simulated_batches(Behaviour.CLEAN, items, seed=2) as (server, _batches, _model), \
-            patched_env(environment(Behaviour.CLEAN, server, folder)) as _, \
-            patched_env({"COLUMNS": "300"}):
+    with (
+        simulated_batches(Behaviour.CLEAN, items, seed=2) as (server, _batches, _model),
+        patched_env(environment(Behaviour.CLEAN, server, folder)) as _,
+        patched_env({"COLUMNS": "300"}),
+    ):
         ran = run_job(folder, items, batch=True)
         shown = CliRunner().invoke(app, ["eval", "status", ran.job_id])
-        document = json.loads(CliRunner().invoke(
-            app, ["eval", "status", ran.job_id, "--json"]).stdout)
+        document = json.loads(
+            CliRunner().invoke(app, ["eval", "status", ran.job_id, "--json"]).stdout
+        )
     assert shown.exit_code == 0, shown.output
-    assert f"batch: round {ran.rounds}; requests: {ran.summary['calls']} answered" \
-        in shown.output
+    assert f"batch: round {ran.rounds}; requests: {ran.summary['calls']} answered" in shown.output
     assert f"{ran.summary['calls']} in batches, at the batch price" in shown.output
     assert document["batch"]["round"] == ran.rounds and document["batch"]["open"] == []
     assert document["batch"]["requests"] == {"answered": ran.summary["calls"]}
 
 
-def test_eval_submit_batch_on_the_builtin_backend_is_one_line_and_exit_2(tmp_path: Path
-                                                                        ) -> None:
+def test_eval_submit_batch_on_the_builtin_backend_is_one_line_and_exit_2(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from agentic_iqa.cli import app
@@ -292,8 +336,12 @@ def test_eval_submit_batch_on_the_builtin_backend_is_one_line_and_exit_2(tmp_pat
 
     items = make_items(tmp_path, 2, seed=1)
     manifest = write_manifest(items, tmp_path / "m.csv")
-    env = {"AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
-           "AGENTIC_IQA_BROKER_URL": "", "AGENTIC_IQA_VLM_BACKEND": "builtin", "COLUMNS": "300"}
+    env = {
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'r.sqlite3'}",
+        "AGENTIC_IQA_BROKER_URL": "",
+        "AGENTIC_IQA_VLM_BACKEND": "builtin",
+        "COLUMNS": "300",
+    }
     with patched_env({"AGENTIC_IQA_VLM_MODEL": None, "AGENTIC_IQA_VLM_BASE_URL": None}):
         result = CliRunner().invoke(app, ["eval", "submit", str(manifest), "--batch"], env=env)
     assert result.exit_code == 2, result.output
@@ -302,7 +350,8 @@ def test_eval_submit_batch_on_the_builtin_backend_is_one_line_and_exit_2(tmp_pat
 
 
 def test_a_local_batch_job_whose_process_is_killed_mid_round_is_resumed_from_the_database(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """`eval submit --batch` (no broker) SIGKILLed while its first batch is open; `eval
     resume` reads that batch's answers back from the provider and finishes the job, with
     nothing paid twice."""
@@ -320,14 +369,27 @@ def test_a_local_batch_job_whose_process_is_killed_mid_round_is_resumed_from_the
     folder = tmp_path / "job"
     folder.mkdir()
     manifest = write_manifest(items, folder / "m.csv")
-    with simulated_batches(Behaviour.CLEAN, items, delay=3.0, seed=4) as (
-            server, batches, _model):
-        env = {**os.environ, **environment(Behaviour.CLEAN, server, folder),
-               "PYTHONPATH": str(REPO)}
-        command = [sys.executable, "-m", "agentic_iqa", "eval", "submit", str(manifest),
-                   "--batch", "--backend", "openai", "--no-vlm-cache"]
-        submitter = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+    with simulated_batches(Behaviour.CLEAN, items, delay=3.0, seed=4) as (server, batches, _model):
+        env = {
+            **os.environ,
+            **environment(Behaviour.CLEAN, server, folder),
+            "PYTHONPATH": str(REPO),
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "agentic_iqa",
+            "eval",
+            "submit",
+            str(manifest),
+            "--batch",
+            "--backend",
+            "openai",
+            "--no-vlm-cache",
+        ]
+        submitter = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
         deadline = time.monotonic() + 60
         while not batches.batches and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -338,8 +400,13 @@ def test_a_local_batch_job_whose_process_is_killed_mid_round_is_resumed_from_the
         database = folder / "results.sqlite3"
         with sqlite3.connect(database) as db:  # a lease later: the process is gone
             db.execute("update runs set lease_until = datetime('now', '-1 minute')")
-        resumed = subprocess.run([sys.executable, "-m", "agentic_iqa", "eval", "resume"],
-                                 env=env, capture_output=True, text=True, timeout=300)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "agentic_iqa", "eval", "resume"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         billed = list(batches.billed)
         created = len(batches.batches)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -377,9 +444,11 @@ class Crashed:
     ran: Any
 
 
-def _crash_then_resume(tmp_path: Path, behaviour: Behaviour,
-                       before_resume: Callable[[Any, Any, Any], None] | None = None
-                       ) -> Crashed:
+def _crash_then_resume(
+    tmp_path: Path,
+    behaviour: Behaviour,
+    before_resume: Callable[[Any, Any, Any], None] | None = None,
+) -> Crashed:
     """`eval submit --batch` SIGKILLed the moment the provider created its first batch,
     before the reply (the batch's id) reached it; ten minutes later (the batch row and the
     provider's batch backdated), `eval resume`.  ``before_resume(server, batches, orphan)``
@@ -405,12 +474,26 @@ def _crash_then_resume(tmp_path: Path, behaviour: Behaviour,
             os.killpg(victim["pid"], signal.SIGKILL)
 
     with simulated_batches(behaviour, items, seed=4, after_create=crash) as (
-            server, batches, _model):
+        server,
+        batches,
+        _model,
+    ):
         env = {**os.environ, **environment(behaviour, server, folder), "PYTHONPATH": str(REPO)}
-        command = [sys.executable, "-m", "agentic_iqa", "eval", "submit", str(manifest),
-                   "--batch", "--backend", env["AGENTIC_IQA_VLM_BACKEND"], "--no-vlm-cache"]
-        submitter = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+        command = [
+            sys.executable,
+            "-m",
+            "agentic_iqa",
+            "eval",
+            "submit",
+            str(manifest),
+            "--batch",
+            "--backend",
+            env["AGENTIC_IQA_VLM_BACKEND"],
+            "--no-vlm-cache",
+        ]
+        submitter = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
         victim["pid"] = submitter.pid
         code = submitter.wait(timeout=120)
         assert submitter.stderr is not None
@@ -420,8 +503,13 @@ def _crash_then_resume(tmp_path: Path, behaviour: Behaviour,
         _backdate(folder / "results.sqlite3", 10)
         if before_resume is not None:
             before_resume(server, batches, orphan)
-        resumed = subprocess.run([sys.executable, "-m", "agentic_iqa", "eval", "resume"],
-                                 env=env, capture_output=True, text=True, timeout=300)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "agentic_iqa", "eval", "resume"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         received = list(batches.received)
         billed = list(batches.billed)
     database = folder / "results.sqlite3"
@@ -431,7 +519,8 @@ def _crash_then_resume(tmp_path: Path, behaviour: Behaviour,
 
 @pytest.mark.parametrize("behaviour", [Behaviour.CLEAN, Behaviour.ANTHROPIC])
 def test_a_batch_created_as_its_process_is_killed_is_adopted_and_never_sent_again(
-        tmp_path: Path, behaviour: Behaviour) -> None:
+    tmp_path: Path, behaviour: Behaviour
+) -> None:
     """The resume finds the batch at the provider (OpenAI: by our id in its metadata;
     Anthropic: by its creation time and size, its results by their custom_ids) and reads its
     answers: the provider received each request once, and the ledger (vlm_calls) counts
@@ -447,8 +536,7 @@ def test_a_batch_created_as_its_process_is_killed_is_adopted_and_never_sent_agai
     assert crashed.ran.summary["batch_calls"] == crashed.ran.summary["calls"]
 
 
-def test_a_look_alike_batch_of_another_user_is_set_aside_and_ours_adopted(
-        tmp_path: Path) -> None:
+def test_a_look_alike_batch_of_another_user_is_set_aside_and_ours_adopted(tmp_path: Path) -> None:
     """Anthropic: someone else on the account created a batch of the same size a few seconds
     before ours.  Being the older, it is adopted first; its results carry none of our
     custom_ids, so it is set aside unread (kept as a closed row, never taken again) and ours
@@ -457,24 +545,36 @@ def test_a_look_alike_batch_of_another_user_is_set_aside_and_ours_adopted(
 
     def look_alike(server: Any, batches: Any, orphan: Any) -> None:
         client = anthropic.Anthropic(base_url=server.url, api_key="sk-someone-else")
-        other = client.messages.batches.create(requests=[
-            {"custom_id": f"theirs-{index}",
-             "params": {"model": "claude-other", "max_tokens": 16,
-                        "messages": [{"role": "user", "content": f"Hello {index}"}]}}
-            for index in range(len(orphan.lines))])
+        other = client.messages.batches.create(
+            requests=[
+                {
+                    "custom_id": f"theirs-{index}",
+                    "params": {
+                        "model": "claude-other",
+                        "max_tokens": 16,
+                        "messages": [{"role": "user", "content": f"Hello {index}"}],
+                    },
+                }
+                for index in range(len(orphan.lines))
+            ]
+        )
         client.close()
         batches.batches[other.id].created = orphan.created - 5
         lookalike.append(other.id)
 
     lookalike: list[str] = []
     crashed = _crash_then_resume(tmp_path, Behaviour.ANTHROPIC, look_alike)
-    ours = [(custom_id, digest) for custom_id, digest in crashed.received
-            if not custom_id.startswith("theirs-")]
+    ours = [
+        (custom_id, digest)
+        for custom_id, digest in crashed.received
+        if not custom_id.startswith("theirs-")
+    ]
     import sqlite3
 
     with sqlite3.connect(tmp_path / "job" / "results.sqlite3") as db:
-        set_aside = db.execute("select provider_id, status, read from vlm_batches "
-                               "where status = 'not ours'").fetchall()
+        set_aside = db.execute(
+            "select provider_id, status, read from vlm_batches where status = 'not ours'"
+        ).fetchall()
     assert crashed.resumed.returncode == 0, crashed.resumed.stderr[-2000:]
     assert "3 done, 0 failed of 3 items" in crashed.resumed.stderr
     assert set_aside == [(lookalike[0], "not ours", 1)]
@@ -494,12 +594,16 @@ def test_a_batch_sent_with_the_previous_custom_ids_is_read_by_them(tmp_path: Pat
     def as_before(batch: Any) -> None:
         batch.lines = [(custom_id.rsplit("_", 1)[-1], body) for custom_id, body in batch.lines]
 
-    with simulated_batches(Behaviour.CLEAN, items, seed=9, after_create=as_before) as (
-            server, batches, _model), \
-            patched_env(environment(Behaviour.CLEAN, server, folder)):
+    with (
+        simulated_batches(Behaviour.CLEAN, items, seed=9, after_create=as_before) as (
+            server,
+            batches,
+            _model,
+        ),
+        patched_env(environment(Behaviour.CLEAN, server, folder)),
+    ):
         ran = run_job(folder, items, batch=True)
-        sent = [custom_id for batch in batches.batches.values() for custom_id in
-                batch.custom_ids]
+        sent = [custom_id for batch in batches.batches.values() for custom_id in batch.custom_ids]
         billed = list(batches.billed)
     assert all(status == "done" for status, _, _ in ran.answers.values()), ran.answers
     assert all(custom_id.startswith("q") for custom_id in sent)
@@ -521,8 +625,9 @@ def _run_until_a_batch_is_open(engine: Any, job_id: str) -> Any:
     from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
-    runner = threading.Thread(target=lifecycle.run_local,
-                              args=(engine, job_id, AgentsCache()), daemon=True)
+    runner = threading.Thread(
+        target=lifecycle.run_local, args=(engine, job_id, AgentsCache()), daemon=True
+    )
     runner.start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not _sent(lifecycle.progress(engine, job_id)):
@@ -533,13 +638,17 @@ def _run_until_a_batch_is_open(engine: Any, job_id: str) -> Any:
 
 def _open_at_provider(batches: Any) -> list[str]:
     """Batches the provider is still working on (neither ended nor cancelled)."""
-    return [batch.id for batch in batches.batches.values()
-            if batch.outcomes is None and batch.cancel_at is None and not batch.rejection]
+    return [
+        batch.id
+        for batch in batches.batches.values()
+        if batch.outcomes is None and batch.cancel_at is None and not batch.rejection
+    ]
 
 
 @pytest.mark.parametrize("behaviour", [Behaviour.CLEAN, Behaviour.ANTHROPIC])
 def test_eval_cancel_cancels_the_open_batch_at_the_provider(
-        tmp_path: Path, behaviour: Behaviour) -> None:
+    tmp_path: Path, behaviour: Behaviour
+) -> None:
     import os
 
     from typer.testing import CliRunner
@@ -552,8 +661,10 @@ def test_eval_cancel_cancels_the_open_batch_at_the_provider(
     items = make_items(tmp_path, 3, seed=5)
     folder = tmp_path / "job"
     folder.mkdir()
-    with simulated_batches(behaviour, items, delay=60.0, seed=5) as (server, batches, _m), \
-            patched_env({**environment(behaviour, server, folder), "COLUMNS": "300"}):
+    with (
+        simulated_batches(behaviour, items, delay=60.0, seed=5) as (server, batches, _m),
+        patched_env({**environment(behaviour, server, folder), "COLUMNS": "300"}),
+    ):
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
         upgrade(url)
         engine = make_engine(url)
@@ -571,8 +682,9 @@ def test_eval_cancel_cancels_the_open_batch_at_the_provider(
     # The job's runner, in this process, may see the job cancelled and cancel the batch at the
     # provider before the command's own call (then recorded ended, and not named again): either
     # way it is cancelled there, once.
-    assert (f"batch {first.id} cancelled at the provider" in shown.output
-            or _recorded_ended(engine, job_id))
+    assert f"batch {first.id} cancelled at the provider" in shown.output or _recorded_ended(
+        engine, job_id
+    )
     assert not runner.is_alive() and status == "cancelled"
     assert open_after == [] and first.cancel_at is not None
 
@@ -588,7 +700,8 @@ def _recorded_ended(engine: Any, job_id: str) -> bool:
 
 @pytest.mark.parametrize("retry", ["supervisor", "cancel-again"])
 def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
-        tmp_path: Path, retry: str) -> None:
+    tmp_path: Path, retry: str
+) -> None:
     """The job on workers (fed and polled by the supervisor, its runs walked here as a
     worker would): `eval cancel` while the provider answers 503 cancels the job in the
     database and says the batch is left to the next tick; once the provider is back, the
@@ -611,10 +724,10 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
     folder = tmp_path / "job"
     folder.mkdir()
     agents = AgentsCache()
-    with simulated_batches(Behaviour.ANTHROPIC, items, delay=60.0, seed=6) as (
-            server, batches, _m), \
-            patched_env({**environment(Behaviour.ANTHROPIC, server, folder),
-                         "COLUMNS": "300"}):
+    with (
+        simulated_batches(Behaviour.ANTHROPIC, items, delay=60.0, seed=6) as (server, batches, _m),
+        patched_env({**environment(Behaviour.ANTHROPIC, server, folder), "COLUMNS": "300"}),
+    ):
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
         upgrade(url)
         engine = make_engine(url)
@@ -659,7 +772,8 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
 
 
 def test_a_batch_created_while_its_job_is_cancelled_is_cancelled_by_its_sender(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The cancel lands while the provider is creating the round's batch: the cancel sees no
     provider id to cancel, so the process that sent the batch cancels it once it has one."""
     import os
@@ -682,9 +796,12 @@ def test_a_batch_created_while_its_job_is_cancelled_is_cancelled_by_its_sender(
         with session_scope(state["engine"]) as session:
             session.execute(update(Job).values(status="cancelled"))
 
-    with simulated_batches(Behaviour.CLEAN, items, delay=60.0, seed=8,
-                           after_create=cancelled_meanwhile) as (server, batches, _m), \
-            patched_env(environment(Behaviour.CLEAN, server, folder)):
+    with (
+        simulated_batches(
+            Behaviour.CLEAN, items, delay=60.0, seed=8, after_create=cancelled_meanwhile
+        ) as (server, batches, _m),
+        patched_env(environment(Behaviour.CLEAN, server, folder)),
+    ):
         url = os.environ["AGENTIC_IQA_DATABASE_URL"]
         upgrade(url)
         state["engine"] = engine = make_engine(url)

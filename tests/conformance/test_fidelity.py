@@ -37,14 +37,15 @@ def _job(behaviour: Behaviour, items, tmp_path: Path, monkeypatch: pytest.Monkey
         for name, value in environment(behaviour, server, tmp_path).items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("AGENTIC_IQA_BROKER_URL")
-        return replace(run_local_job(behaviour, items, tmp_path),
-                       asked_again=model.asked_again())
+        return replace(run_local_job(behaviour, items, tmp_path), asked_again=model.asked_again())
 
 
-@pytest.mark.parametrize("behaviour", [b for b in Behaviour if b.recoverable],
-                         ids=lambda b: b.value)
-def test_a_right_model_gives_right_answers_whatever_it_writes(behaviour, items, tmp_path,
-                                                              monkeypatch):
+@pytest.mark.parametrize(
+    "behaviour", [b for b in Behaviour if b.recoverable], ids=lambda b: b.value
+)
+def test_a_right_model_gives_right_answers_whatever_it_writes(
+    behaviour, items, tmp_path, monkeypatch
+):
     result = _job(behaviour, items, tmp_path, monkeypatch)
     assert [(o.item_id, o.error) for o in result.failed()] == []
     assert result.share_right() == 1.0
@@ -55,12 +56,16 @@ def test_a_right_model_gives_right_answers_whatever_it_writes(behaviour, items, 
         assert result.asked_again == []
 
 
-@pytest.mark.parametrize(("behaviour", "reason"), [
-    (Behaviour.ALWAYS_REFUSES, "the model refused"),
-    (Behaviour.ALWAYS_TRUNCATED, "cut off at the token limit"),
-])
-def test_unrecoverable_replies_fail_their_items_with_what_they_were(behaviour, reason, items,
-                                                                    tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [
+        (Behaviour.ALWAYS_REFUSES, "the model refused"),
+        (Behaviour.ALWAYS_TRUNCATED, "cut off at the token limit"),
+    ],
+)
+def test_unrecoverable_replies_fail_their_items_with_what_they_were(
+    behaviour, reason, items, tmp_path, monkeypatch
+):
     result = _job(behaviour, items, tmp_path, monkeypatch)
     assert len(result.failed()) == len(items)
     assert all(reason in (o.error or "") for o in result.failed())

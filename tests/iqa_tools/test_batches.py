@@ -12,11 +12,19 @@ from iqa_tools import ToolRegistry, ToolSettings
 from iqa_tools.images import read_image
 from tests.conftest import natural_image
 
-BATCHER = {"Batcher": {
-    "display_name": "batch recorder", "factory": "tests.iqa_tools.factories:batch_recorder",
-    "type": "NR", "lower_is_better": False, "score_range": [0, 1], "description": "mean",
-    "default": False, "from_paper": False,
-    "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1}, "source": "test"}}}
+BATCHER = {
+    "Batcher": {
+        "display_name": "batch recorder",
+        "factory": "tests.iqa_tools.factories:batch_recorder",
+        "type": "NR",
+        "lower_is_better": False,
+        "score_range": [0, 1],
+        "description": "mean",
+        "default": False,
+        "from_paper": False,
+        "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1}, "source": "test"},
+    }
+}
 
 
 @pytest.fixture
@@ -32,8 +40,9 @@ def photos(tmp_path: Path) -> list[Path]:
 def registry(tmp_path: Path, cache: str = "memory") -> ToolRegistry:
     overrides = tmp_path / "batcher.json"
     overrides.write_text(json.dumps({"tools": BATCHER}))
-    return ToolRegistry(ToolSettings(device="cpu", tool_cache=cache,
-                                     metadata_overrides=[overrides]))
+    return ToolRegistry(
+        ToolSettings(device="cpu", tool_cache=cache, metadata_overrides=[overrides])
+    )
 
 
 def test_piqe_in_one_batch_equals_piqe_one_by_one(photos, tmp_path):
@@ -70,7 +79,9 @@ def test_a_cached_or_unreadable_call_is_left_to_the_per_call_path(photos, tmp_pa
     corrupt = tmp_path / "corrupt.png"
     corrupt.write_bytes(b"\x89PNG not really")
     calls = [("Batcher", image, None) for image in images] + [
-        ("Batcher", read_image(corrupt), None), ("SSIM", images[1], None)]  # FR without ref
+        ("Batcher", read_image(corrupt), None),
+        ("SSIM", images[1], None),
+    ]  # FR without ref
     assert tools.score_batches(calls) == 2
     tools.clear_batch()
     # Forgotten from the memo, the scores are still in the cache.

@@ -19,10 +19,12 @@ from iqa_tools.cache import (
 def test_key_has_tool_numerics_image_and_reference_digests():
     assert cache_key("SSIM", "aa", "bb", numerics="float32") == "SSIM|float32|aa|bb"
     assert cache_key("NIQE", "aa", numerics="float64") == "NIQE|float64|aa|-"
-    assert cache_key("SSIM", "aa", "bb", numerics="float32") != \
-        cache_key("SSIM", "aa", "cc", numerics="float32")
-    assert cache_key("NIQE", "aa", numerics="float64") != \
-        cache_key("NIQE", "aa", numerics="float32")
+    assert cache_key("SSIM", "aa", "bb", numerics="float32") != cache_key(
+        "SSIM", "aa", "cc", numerics="float32"
+    )
+    assert cache_key("NIQE", "aa", numerics="float64") != cache_key(
+        "NIQE", "aa", numerics="float32"
+    )
     with pytest.raises(ValueError, match="numerics"):
         cache_key("NIQE", "aa", numerics="")
     with pytest.raises(TypeError):
@@ -47,8 +49,9 @@ def test_sqlite_store_is_shared_with_another_process(tmp_path):
         "from iqa_tools.cache import SQLiteStore; import sys; "
         f"s = SQLiteStore({str(path)!r}); print(s.get('SSIM|x|y')); s.set('NIQE|x|-', 4.5)"
     )
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True).stdout
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert output.strip() == "0.25"
     assert SQLiteStore(path).get("NIQE|x|-") == 4.5
 

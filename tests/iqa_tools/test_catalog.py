@@ -5,10 +5,38 @@ import pytest
 from iqa_tools import MetadataError, UnknownToolError, load_catalog
 from iqa_tools.catalog import DISTORTION_CATEGORIES, default_metadata_text
 
-PAPER_FR = {"TOPIQ_FR", "AHIQ", "FSIM", "LPIPS", "DISTS", "WaDIQaM_FR", "PieAPP", "MS-SSIM",
-            "GMSD", "SSIM", "CKDN", "VIF", "PSNR", "VSI"}
-PAPER_NR = {"QAlign", "CLIPIQA", "UNIQUE", "HyperIQA", "TReS", "MUSIQ", "WaDIQaM_NR", "DBCNN",
-            "ARNIQA", "NIMA", "BRISQUE", "NIQE", "MANIQA", "LIQE"}
+PAPER_FR = {
+    "TOPIQ_FR",
+    "AHIQ",
+    "FSIM",
+    "LPIPS",
+    "DISTS",
+    "WaDIQaM_FR",
+    "PieAPP",
+    "MS-SSIM",
+    "GMSD",
+    "SSIM",
+    "CKDN",
+    "VIF",
+    "PSNR",
+    "VSI",
+}
+PAPER_NR = {
+    "QAlign",
+    "CLIPIQA",
+    "UNIQUE",
+    "HyperIQA",
+    "TReS",
+    "MUSIQ",
+    "WaDIQaM_NR",
+    "DBCNN",
+    "ARNIQA",
+    "NIMA",
+    "BRISQUE",
+    "NIQE",
+    "MANIQA",
+    "LIQE",
+}
 
 
 def test_the_papers_toolbox_plus_piqe():
@@ -71,18 +99,28 @@ def write_metadata(tmp_path, mutate):
     return path
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda t: t["SSIM"]["normalization"]["params"].pop("beta5"),
-     r"entry 'SSIM' is invalid: normalization: .*missing \['beta5'\]"),
-    (lambda t: t["NIQE"].update(type="XR"), r"entry 'NIQE' is invalid: type"),
-    (lambda t: t["VIF"].update(strengths=["Wobble"]), r"entry 'VIF' is invalid: strengths"),
-    (lambda t: t["PSNR"].update(score_range=[5, 1]), r"entry 'PSNR' is invalid: .*increasing"),
-    (lambda t: t["GMSD"].update(colour="blue"), r"entry 'GMSD' is invalid: colour"),
-    (lambda t: t["LPIPS"].pop("pyiqa_name"), r"entry 'LPIPS' is invalid: .*exactly one"),
-    (lambda t: t["BRISQUE"].update(precision="float16"), r"entry 'BRISQUE' is invalid: precision"),
-    (lambda t: t["NIQE"]["weights"][0].update(sha256="2c4cc61d"),
-     r"entry 'NIQE' is invalid: weights\.0\.sha256"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda t: t["SSIM"]["normalization"]["params"].pop("beta5"),
+            r"entry 'SSIM' is invalid: normalization: .*missing \['beta5'\]",
+        ),
+        (lambda t: t["NIQE"].update(type="XR"), r"entry 'NIQE' is invalid: type"),
+        (lambda t: t["VIF"].update(strengths=["Wobble"]), r"entry 'VIF' is invalid: strengths"),
+        (lambda t: t["PSNR"].update(score_range=[5, 1]), r"entry 'PSNR' is invalid: .*increasing"),
+        (lambda t: t["GMSD"].update(colour="blue"), r"entry 'GMSD' is invalid: colour"),
+        (lambda t: t["LPIPS"].pop("pyiqa_name"), r"entry 'LPIPS' is invalid: .*exactly one"),
+        (
+            lambda t: t["BRISQUE"].update(precision="float16"),
+            r"entry 'BRISQUE' is invalid: precision",
+        ),
+        (
+            lambda t: t["NIQE"]["weights"][0].update(sha256="2c4cc61d"),
+            r"entry 'NIQE' is invalid: weights\.0\.sha256",
+        ),
+    ],
+)
 def test_a_bad_entry_is_named_in_the_error(tmp_path, mutate, message):
     with pytest.raises(MetadataError, match=message):
         load_catalog(write_metadata(tmp_path, mutate))
@@ -100,9 +138,21 @@ def test_not_json_and_wrong_shape(tmp_path):
 
 def test_override_replaces_normalization_of_one_tool(tmp_path):
     override = tmp_path / "calibrated.json"
-    override.write_text(json.dumps({"tools": {"NIQE": {"normalization": {
-        "form": "linear", "params": {"x_at_1": 20.0, "x_at_5": 2.0}, "source": "fitted on my data",
-    }}}}))
+    override.write_text(
+        json.dumps(
+            {
+                "tools": {
+                    "NIQE": {
+                        "normalization": {
+                            "form": "linear",
+                            "params": {"x_at_1": 20.0, "x_at_5": 2.0},
+                            "source": "fitted on my data",
+                        }
+                    }
+                }
+            }
+        )
+    )
     catalog = load_catalog(overrides=[override])
     niqe = catalog.get("NIQE")
     assert niqe.normalization.source == "fitted on my data"

@@ -12,18 +12,29 @@ from iqa_tools import MetadataError, UnknownToolError, load_catalog
 from iqa_tools.catalog import default_metadata_text
 
 
-@pytest.mark.parametrize(("spelling", "tool"), [
-    ("Multi-Scale SSIM", "MS-SSIM"), ("multiscale ssim", "MS-SSIM"),
-    ("Multi-scale structural similarity index", "MS-SSIM"),
-    ("structural similarity index", "SSIM"), ("Structural Similarity", "SSIM"),
-    ("peak signal-to-noise ratio", "PSNR"), ("Peak Signal to Noise Ratio", "PSNR"),
-    ("visual information fidelity", "VIF"), ("feature similarity", "FSIM"),
-    ("natural image quality evaluator", "NIQE"),
-    ("gradient magnitude similarity deviation", "GMSD"),
-    ("TOPIQ (full-reference)", "TOPIQ_FR"), ("topiq full reference", "TOPIQ_FR"),
-    ("WaDIQaM (no-reference)", "WaDIQaM_NR"), ("blind WaDIQaM", "WaDIQaM_NR"),
-    ("Q-Align", "QAlign"), ("CLIP-IQA", "CLIPIQA"), ("clip iqa", "CLIPIQA"),
-])
+@pytest.mark.parametrize(
+    ("spelling", "tool"),
+    [
+        ("Multi-Scale SSIM", "MS-SSIM"),
+        ("multiscale ssim", "MS-SSIM"),
+        ("Multi-scale structural similarity index", "MS-SSIM"),
+        ("structural similarity index", "SSIM"),
+        ("Structural Similarity", "SSIM"),
+        ("peak signal-to-noise ratio", "PSNR"),
+        ("Peak Signal to Noise Ratio", "PSNR"),
+        ("visual information fidelity", "VIF"),
+        ("feature similarity", "FSIM"),
+        ("natural image quality evaluator", "NIQE"),
+        ("gradient magnitude similarity deviation", "GMSD"),
+        ("TOPIQ (full-reference)", "TOPIQ_FR"),
+        ("topiq full reference", "TOPIQ_FR"),
+        ("WaDIQaM (no-reference)", "WaDIQaM_NR"),
+        ("blind WaDIQaM", "WaDIQaM_NR"),
+        ("Q-Align", "QAlign"),
+        ("CLIP-IQA", "CLIPIQA"),
+        ("clip iqa", "CLIPIQA"),
+    ],
+)
 def test_an_alias_or_display_name_resolves_to_its_tool(spelling, tool):
     assert load_catalog().resolve(spelling) == tool
 
@@ -54,17 +65,31 @@ def _write(tmp_path, mutate):
     return path
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda t: t["SSIM"].update(aliases=["MS SSIM"]),
-     r"alias 'MS SSIM' of 'SSIM' is already a spelling of 'MS-SSIM'"),
-    (lambda t: t["NIQE"].update(aliases=["natural image quality evaluator", "brisque"]),
-     r"alias 'brisque' of 'NIQE' is already a spelling of 'BRISQUE'"),
-    (lambda t: t["PSNR"].update(family="SSIM"),
-     r"family 'SSIM' of 'PSNR' is also a spelling of 'SSIM'"),
-    (lambda t: t["VIF"].update(aliases=["--"]), r"entry 'VIF' is invalid: .*no letter or digit"),
-    (lambda t: t["VIF"].update(aliases="visual information fidelity"),
-     r"entry 'VIF' is invalid: aliases"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda t: t["SSIM"].update(aliases=["MS SSIM"]),
+            r"alias 'MS SSIM' of 'SSIM' is already a spelling of 'MS-SSIM'",
+        ),
+        (
+            lambda t: t["NIQE"].update(aliases=["natural image quality evaluator", "brisque"]),
+            r"alias 'brisque' of 'NIQE' is already a spelling of 'BRISQUE'",
+        ),
+        (
+            lambda t: t["PSNR"].update(family="SSIM"),
+            r"family 'SSIM' of 'PSNR' is also a spelling of 'SSIM'",
+        ),
+        (
+            lambda t: t["VIF"].update(aliases=["--"]),
+            r"entry 'VIF' is invalid: .*no letter or digit",
+        ),
+        (
+            lambda t: t["VIF"].update(aliases="visual information fidelity"),
+            r"entry 'VIF' is invalid: aliases",
+        ),
+    ],
+)
 def test_an_alias_that_names_two_tools_or_nothing_is_refused(tmp_path, mutate, message):
     with pytest.raises(MetadataError, match=message):
         load_catalog(_write(tmp_path, mutate))

@@ -69,7 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if served.cut_after is not None and match is None:
-            self.wfile.write(body[:served.cut_after])
+            self.wfile.write(body[: served.cut_after])
             self.wfile.flush()
             self.close_connection = True
             return
@@ -80,8 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server(tmp_path: Path, weights_dir: Path,
-           monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+def server(tmp_path: Path, weights_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     """A local HTTP server holding copies of the shared NIQE and BRISQUE files."""
     root = tmp_path / "served"
     root.mkdir()
@@ -99,8 +98,9 @@ def server(tmp_path: Path, weights_dir: Path,
     httpd.server_close()
 
 
-def mirror(served: Served, tmp_path: Path, paths: dict[str, str] | None = None,
-           **weight_fields: object) -> Path:
+def mirror(
+    served: Served, tmp_path: Path, paths: dict[str, str] | None = None, **weight_fields: object
+) -> Path:
     """A metadata override pointing NIQE's and BRISQUE's URLs at the test server."""
     paths = paths or {}
     tools = {}
@@ -118,9 +118,14 @@ def mirror(served: Served, tmp_path: Path, paths: dict[str, str] | None = None,
 
 
 def cli_env(tmp_path: Path, override: Path, **extra: str) -> dict[str, str]:
-    return {"TORCH_HOME": str(tmp_path / "torch"), "AGENTIC_IQA_TOOL_CACHE": "memory",
-            "AGENTIC_IQA_DEVICE": "cpu", "COLUMNS": "80",
-            "AGENTIC_IQA_METADATA_OVERRIDES": json.dumps([str(override)]), **extra}
+    return {
+        "TORCH_HOME": str(tmp_path / "torch"),
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "COLUMNS": "80",
+        "AGENTIC_IQA_METADATA_OVERRIDES": json.dumps([str(override)]),
+        **extra,
+    }
 
 
 def pyiqa_cache(tmp_path: Path) -> Path:
@@ -136,8 +141,7 @@ def test_every_downloadable_file_has_a_licence_and_known_hashes_are_recorded(wei
         for weight in spec.weights:
             if weight.url:
                 assert weight.licence, (spec.name, weight.file)
-                assert weight.licence.startswith("unknown, see https://") or "MIT" in \
-                    weight.licence
+                assert weight.licence.startswith("unknown, see https://") or "MIT" in weight.licence
     for tool, name in (("NIQE", NIQE), ("BRISQUE", BRISQUE)):
         (weight,) = catalog.get(tool).weights
         assert weight.sha256 == download.sha256_of(weights_dir / name)
@@ -168,8 +172,9 @@ def test_plan_fetches_a_shared_backbone_once_and_names_hub_models(tmp_path):
     assert names.count("vgg16-397923af.pth") == 1
     (vgg,) = [task for task in plan.files if task.weight.file == "vgg16-397923af.pth"]
     assert vgg.tools == ("DISTS", "DBCNN") and vgg.destination == tmp_path / vgg.weight.file
-    assert [(m.repo, m.tools) for m in plan.hub_models] == [("timm/resnet50.a1_in1k",
-                                                            ("TOPIQ_FR",))]
+    assert [(m.repo, m.tools) for m in plan.hub_models] == [
+        ("timm/resnet50.a1_in1k", ("TOPIQ_FR",))
+    ]
 
 
 # -- fetching ------------------------------------------------------------------------------------
@@ -179,8 +184,12 @@ def test_fresh_download_then_present(server, tmp_path, weights_dir):
     expected = download.sha256_of(weights_dir / NIQE)
     target = tmp_path / "out" / NIQE
     seen: list[tuple[int, int | None]] = []
-    fetched = download.fetch(f"{server.url}/{NIQE}", target, sha256=expected,
-                             progress=lambda done, total: seen.append((done, total)))
+    fetched = download.fetch(
+        f"{server.url}/{NIQE}",
+        target,
+        sha256=expected,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert fetched.action == "downloaded" and fetched.verified and fetched.sha256 == expected
     assert target.read_bytes() == (weights_dir / NIQE).read_bytes()
     assert not target.with_name(NIQE + ".part").exists()
@@ -212,8 +221,9 @@ def test_a_server_that_ignores_range_is_followed_from_the_start(server, tmp_path
     target = tmp_path / BRISQUE
     target.with_name(BRISQUE + ".part").write_bytes(data[:1000])
     server.honour_range = False
-    fetched = download.fetch(f"{server.url}/{BRISQUE}", target,
-                             sha256=download.sha256_of(weights_dir / BRISQUE))
+    fetched = download.fetch(
+        f"{server.url}/{BRISQUE}", target, sha256=download.sha256_of(weights_dir / BRISQUE)
+    )
     assert server.requests[-1][1] == "bytes=1000-"  # asked, ignored: the whole file came
     assert fetched.action == "downloaded" and target.read_bytes() == data
 
@@ -222,16 +232,18 @@ def test_a_complete_part_file_is_finished_without_a_body(server, tmp_path, weigh
     data = (weights_dir / NIQE).read_bytes()
     target = tmp_path / NIQE
     target.with_name(NIQE + ".part").write_bytes(data)
-    fetched = download.fetch(f"{server.url}/{NIQE}", target,
-                             sha256=download.sha256_of(weights_dir / NIQE))
+    fetched = download.fetch(
+        f"{server.url}/{NIQE}", target, sha256=download.sha256_of(weights_dir / NIQE)
+    )
     assert fetched.action == "resumed" and target.read_bytes() == data
 
 
 def test_checksum_mismatch_deletes_the_download(server, tmp_path, weights_dir):
     target = tmp_path / NIQE
     with pytest.raises(download.ChecksumError, match="sha256 mismatch.*deleted"):
-        download.fetch(f"{server.url}/{BRISQUE}", target,
-                       sha256=download.sha256_of(weights_dir / NIQE))
+        download.fetch(
+            f"{server.url}/{BRISQUE}", target, sha256=download.sha256_of(weights_dir / NIQE)
+        )
     assert list(tmp_path.iterdir()) == [server.root]
 
 
@@ -243,8 +255,11 @@ def test_unknown_hash_is_reported_unverified(server, tmp_path):
 def test_a_wrong_copy_under_the_final_name_is_replaced(server, tmp_path, weights_dir):
     target = tmp_path / NIQE
     target.write_bytes(b"not the parameters")
-    task = download.FileTask(load_catalog().get("NIQE").weights[0].model_copy(
-        update={"url": f"{server.url}/{NIQE}"}), ("NIQE",), target)
+    task = download.FileTask(
+        load_catalog().get("NIQE").weights[0].model_copy(update={"url": f"{server.url}/{NIQE}"}),
+        ("NIQE",),
+        target,
+    )
     fetched = download.ensure(task)
     assert fetched.replaced and fetched.verified
     assert target.read_bytes() == (weights_dir / NIQE).read_bytes()
@@ -254,8 +269,9 @@ def test_a_wrong_copy_under_the_final_name_is_replaced(server, tmp_path, weights
 
 
 @pytest.mark.slow
-def test_cli_downloads_into_pyiqas_cache_and_the_tools_then_run(server, tmp_path, weights_dir,
-                                                                photo):
+def test_cli_downloads_into_pyiqas_cache_and_the_tools_then_run(
+    server, tmp_path, weights_dir, photo
+):
     env = cli_env(tmp_path, mirror(server, tmp_path))
     result = runner.invoke(app, ["tools", "download", "NIQE", "brisque"], env=env)
     assert result.exit_code == 0, result.output
@@ -264,8 +280,10 @@ def test_cli_downloads_into_pyiqas_cache_and_the_tools_then_run(server, tmp_path
     for name in (NIQE, BRISQUE):
         assert (cache / name).read_bytes() == (weights_dir / name).read_bytes()
         assert "downloaded, " in output and f"sha256 verified -> {cache / name}" in output
-    assert output.count("licence  unknown, see https://huggingface.co/chaofengc/"
-                        "IQA-PyTorch-Weights") == 2
+    assert (
+        output.count("licence  unknown, see https://huggingface.co/chaofengc/IQA-PyTorch-Weights")
+        == 2
+    )
     assert "2 of 2 file(s) in place: 2 verified, 0 unverified." in output
     assert "UNVERIFIED" not in output
     assert not list(cache.glob("*.part"))
@@ -273,8 +291,9 @@ def test_cli_downloads_into_pyiqas_cache_and_the_tools_then_run(server, tmp_path
     run = runner.invoke(app, ["tools", "run", "NIQE", str(photo), "--json"], env=env)
     assert run.exit_code == 0, run.output
     score = json.loads(run.stdout)
-    direct = ToolRegistry(ToolSettings(tool_cache="memory", device="cpu",
-                                       weights_dir=weights_dir)).execute_tool("NIQE", photo)
+    direct = ToolRegistry(
+        ToolSettings(tool_cache="memory", device="cpu", weights_dir=weights_dir)
+    ).execute_tool("NIQE", photo)
     assert score["tool"] == "NIQE" and not score["fallback"]
     assert score["raw_score"] == pytest.approx(direct.raw_score, rel=1e-9)
 
@@ -299,8 +318,9 @@ def test_cli_dir_option_and_weights_dir_setting(server, tmp_path, weights_dir, p
     assert "AGENTIC_IQA_WEIGHTS_DIR=" not in result.output  # already where the tools look
     run = runner.invoke(app, ["tools", "run", "BRISQUE", str(photo), "--json"], env=env)
     assert run.exit_code == 0, run.output
-    direct = ToolRegistry(ToolSettings(tool_cache="memory", device="cpu",
-                                       weights_dir=weights_dir)).execute_tool("BRISQUE", photo)
+    direct = ToolRegistry(
+        ToolSettings(tool_cache="memory", device="cpu", weights_dir=weights_dir)
+    ).execute_tool("BRISQUE", photo)
     assert json.loads(run.stdout)["raw_score"] == pytest.approx(direct.raw_score, rel=1e-9)
 
 
@@ -317,8 +337,7 @@ def test_cli_resumes_after_an_interrupted_run(server, tmp_path, weights_dir):
     assert second.exit_code == 0, second.output
     assert "resumed and completed" in second.output and "sha256 verified" in second.output
     assert server.requests[-1][1] == "bytes=50000-"
-    assert (pyiqa_cache(tmp_path) / BRISQUE).read_bytes() == \
-        (weights_dir / BRISQUE).read_bytes()
+    assert (pyiqa_cache(tmp_path) / BRISQUE).read_bytes() == (weights_dir / BRISQUE).read_bytes()
 
 
 def test_cli_checksum_mismatch_is_one_error_line_and_leaves_no_file(server, tmp_path):
@@ -353,14 +372,18 @@ def test_cli_says_when_a_file_is_unverified(server, tmp_path):
     assert "0 verified, 1 unverified" in result.output
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ([], "error: name the tools whose weights to fetch"),
-    (["NOPE"], "error: unknown tool 'NOPE'"),
-    (["PSNR"], "error: PSNR needs no weight files (it is weight-free): nothing to download"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ([], "error: name the tools whose weights to fetch"),
+        (["NOPE"], "error: unknown tool 'NOPE'"),
+        (["PSNR"], "error: PSNR needs no weight files (it is weight-free): nothing to download"),
+    ],
+)
 def test_cli_usage_errors_are_one_line_and_fetch_nothing(arguments, message, tmp_path):
-    result = runner.invoke(app, ["tools", "download", *arguments],
-                           env={"TORCH_HOME": str(tmp_path / "torch")})
+    result = runner.invoke(
+        app, ["tools", "download", *arguments], env={"TORCH_HOME": str(tmp_path / "torch")}
+    )
     assert result.exit_code == 1
     (line,) = result.output.strip().splitlines()
     assert line.startswith(message)
@@ -370,8 +393,7 @@ def test_cli_usage_errors_are_one_line_and_fetch_nothing(arguments, message, tmp
 # -- no sha256: the file's form is checked, and sizes before a byte is written ------------------
 
 
-def test_a_web_page_served_for_an_unhashed_file_is_never_in_place(server, tmp_path,
-                                                                   weights_dir):
+def test_a_web_page_served_for_an_unhashed_file_is_never_in_place(server, tmp_path, weights_dir):
     """A 39-byte HTML page where the file should be: refused, not reported "in place"; a
     later download from a good server replaces a bad copy found under the final name."""
     (server.root / "moved.mat").write_bytes(b"<!DOCTYPE html><html>moved</html>\n\n\n\n")
@@ -415,12 +437,16 @@ class _Huge(_Handler):
         self.close_connection = True
 
 
-@pytest.mark.parametrize(("handler", "message"), [
-    (_NoLength, "it is a truncated zip archive"),
-    (_Huge, "announces 46.6 GiB, more than any weight file"),
-])
-def test_a_truncated_or_oversized_unhashed_download_is_refused(handler, message, tmp_path,
-                                                               weights_dir, monkeypatch):
+@pytest.mark.parametrize(
+    ("handler", "message"),
+    [
+        (_NoLength, "it is a truncated zip archive"),
+        (_Huge, "announces 46.6 GiB, more than any weight file"),
+    ],
+)
+def test_a_truncated_or_oversized_unhashed_download_is_refused(
+    handler, message, tmp_path, weights_dir, monkeypatch
+):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     root = tmp_path / "served"
     root.mkdir()
@@ -439,11 +465,13 @@ def test_a_truncated_or_oversized_unhashed_download_is_refused(handler, message,
 
 
 def test_a_download_that_does_not_fit_on_the_disk_is_refused_before_writing(
-        server, tmp_path, monkeypatch):
+    server, tmp_path, monkeypatch
+):
     import shutil as real
 
-    monkeypatch.setattr(download.shutil, "disk_usage",
-                        lambda _path: real._ntuple_diskusage(10**9, 10**9, 1000))
+    monkeypatch.setattr(
+        download.shutil, "disk_usage", lambda _path: real._ntuple_diskusage(10**9, 10**9, 1000)
+    )
     with pytest.raises(download.DownloadError, match="only 0 MiB free"):
         download.fetch(f"{server.url}/{NIQE}", tmp_path / "out" / NIQE)
     assert not (tmp_path / "out" / (NIQE + ".part")).exists()

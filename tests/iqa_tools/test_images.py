@@ -73,8 +73,8 @@ def test_sixteen_bit_greyscale_is_scaled_not_clipped(tmp_path):
 
 def test_alpha_is_composited_over_white(tmp_path):
     rgba = np.zeros((4, 4, 4), dtype=np.uint8)
-    rgba[..., 0] = 255          # red
-    rgba[0, 0, 3] = 255         # one opaque pixel, the rest transparent
+    rgba[..., 0] = 255  # red
+    rgba[0, 0, 3] = 255  # one opaque pixel, the rest transparent
     path = save(tmp_path / "alpha.png", rgba)
     pixels = load_image(path).pixels
     assert pixels.shape == (4, 4, 3)
@@ -127,8 +127,10 @@ def test_minimum_size_is_checked_with_the_size_found_and_the_size_needed(tmp_pat
     tiny = load_image(save(tmp_path / "tiny.png", natural_image(size=(1, 1))))
     with pytest.raises(ImageTooSmallError) as caught:
         tiny.check_size()
-    assert str(caught.value) == (f"image {str(tmp_path / 'tiny.png')!r} is 1x1 pixels; the IQA "
-                                 f"tools need at least {MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}")
+    assert str(caught.value) == (
+        f"image {str(tmp_path / 'tiny.png')!r} is 1x1 pixels; the IQA "
+        f"tools need at least {MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}"
+    )
     assert isinstance(caught.value, InputError) and caught.value.minimum == MIN_IMAGE_SIDE
     check_min_size("x.png", (MIN_IMAGE_SIDE, 500))
     with pytest.raises(ImageTooSmallError, match="is 500x31 pixels"):

@@ -34,8 +34,8 @@ def _truncated_jpeg(path: Path, size: tuple[int, int]) -> Path:
     data = bytearray(buffer.getvalue())
     frame = data.index(b"\xff\xc0")  # baseline frame header: length, precision, height, width
     width, height = size
-    data[frame + 5:frame + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
-    path.write_bytes(bytes(data[:data.index(b"\xff\xda") + 40]))  # a few bytes of the scan
+    data[frame + 5 : frame + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    path.write_bytes(bytes(data[: data.index(b"\xff\xda") + 40]))  # a few bytes of the scan
     return path
 
 
@@ -78,11 +78,15 @@ def test_the_defaults_take_24_and_100_mp_photos_for_the_classical_tools():
 def test_estimates_grow_with_pixels_and_pairs_cost_twice_the_image():
     single = estimate("brisque", 50_000_000, tiled=True)
     assert estimate("brisque", 100_000_000, tiled=True) > single
-    assert estimate("ssim", 50_000_000, full_reference=True, tiled=True) \
-        - estimate("ssim", 50_000_000, full_reference=False, tiled=True) == 3 * 50_000_000
+    assert (
+        estimate("ssim", 50_000_000, full_reference=True, tiled=True)
+        - estimate("ssim", 50_000_000, full_reference=False, tiled=True)
+        == 3 * 50_000_000
+    )
     # A tile twice as wide holds four times the working set.
-    assert estimate("niqe", 2_000_000, tiled=True, tile_size=2048) \
-        > estimate("niqe", 2_000_000, tiled=True)
+    assert estimate("niqe", 2_000_000, tiled=True, tile_size=2048) > estimate(
+        "niqe", 2_000_000, tiled=True
+    )
     assert largest_pixels("piqe", 1, tiles_above=1_000_000) == 0
 
 
@@ -95,11 +99,21 @@ def test_a_refused_call_names_tool_size_estimate_budget_and_setting(tmp_path):
     error = refused.value
     assert isinstance(error, ImageTooLargeError) and isinstance(error, InputError)
     needed = registry.memory_estimate("PIQE", 6_000_000)
-    assert (error.tool, error.size, error.estimate, error.budget) == \
-        ("PIQE", (3000, 2000), needed, 30_000_000)
+    assert (error.tool, error.size, error.estimate, error.budget) == (
+        "PIQE",
+        (3000, 2000),
+        needed,
+        30_000_000,
+    )
     text = str(error)
-    for part in ("PIQE", "photo.jpg", "3000x2000 pixels, 6.0 MP", f"{needed / 1e6:.0f} MB",
-                 "budget of 30 MB per tool call", "AGENTIC_IQA_TOOL_MEMORY"):
+    for part in (
+        "PIQE",
+        "photo.jpg",
+        "3000x2000 pixels, 6.0 MP",
+        f"{needed / 1e6:.0f} MB",
+        "budget of 30 MB per tool call",
+        "AGENTIC_IQA_TOOL_MEMORY",
+    ):
         assert part in text, part
 
 
@@ -165,8 +179,11 @@ def test_the_explicit_pixel_cap_still_refuses_when_set(tmp_path, monkeypatch):
     Image.new("RGB", (400, 300)).save(path)
     assert probe_image(path) == (400, 300)
     monkeypatch.setenv("AGENTIC_IQA_MAX_PIXELS", "100000")
-    with pytest.raises(ImageTooLargeError, match=r"400x300 pixels \(0.1 MP\), above the budget "
-                                                 r"of 0.1 MP.*AGENTIC_IQA_MAX_PIXELS"):
+    with pytest.raises(
+        ImageTooLargeError,
+        match=r"400x300 pixels \(0.1 MP\), above the budget "
+        r"of 0.1 MP.*AGENTIC_IQA_MAX_PIXELS",
+    ):
         probe_image(path)
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="none"))
     assert registry.largest_image("PIQE") == 100_000
@@ -175,8 +192,9 @@ def test_the_explicit_pixel_cap_still_refuses_when_set(tmp_path, monkeypatch):
 def test_a_step_of_several_tools_keeps_no_float_copy_of_the_image(photo):
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="none"))
     image = read_image(photo)
-    scores = [registry.execute_tool(tool, image, use_cache=False).raw_score
-              for tool in ("PIQE", "PIQE")]
+    scores = [
+        registry.execute_tool(tool, image, use_cache=False).raw_score for tool in ("PIQE", "PIQE")
+    ]
     assert scores[0] == scores[1] and np.isfinite(scores[0])
     assert "stored" in image.__dict__ and "pixels" not in image.__dict__
 

@@ -45,8 +45,9 @@ def test_a_float32_input_is_computed_in_float64_and_returned_in_float32(luminanc
     assert found.dtype == torch.float32
     in_float64 = normalize_img_with_gauss(luminance)
     in_float32 = normalize_img_with_gauss(luminance.float())
-    assert (found.double() - in_float64).abs().max() < (in_float32.double() - in_float64
-                                                       ).abs().max() / 100
+    assert (found.double() - in_float64).abs().max() < (
+        in_float32.double() - in_float64
+    ).abs().max() / 100
 
 
 def test_pyiqa_is_unchanged_outside_the_context_and_in_other_threads(luminance):

@@ -24,10 +24,14 @@ from tests.iqa_tools import factories
 
 
 def make_registry(tmp_path: Path, weights: Path | None = None, **settings) -> ToolRegistry:
-    return ToolRegistry(ToolSettings(
-        device="cpu", weights_dir=weights, tool_cache=f"sqlite:///{tmp_path}/scores.sqlite3",
-        **settings,
-    ))
+    return ToolRegistry(
+        ToolSettings(
+            device="cpu",
+            weights_dir=weights,
+            tool_cache=f"sqlite:///{tmp_path}/scores.sqlite3",
+            **settings,
+        )
+    )
 
 
 # -- calibration against IQA-PyTorch's own values -----------------------------------------------
@@ -46,9 +50,16 @@ def make_registry(tmp_path: Path, weights: Path | None = None, **settings) -> To
 #   0.099 on I08 (1.9 %), 5e-4 on I04, whose score is -0.107: near zero a relative tolerance means
 #   nothing, hence the absolute part. NIQE: 0.016 on I03 (0.10 %). PIQE: 9e-5.
 CALIBRATION_TOLERANCE: dict[str, tuple[float, float]] = {
-    "PSNR": (1e-4, 1e-4), "SSIM": (1e-4, 1e-4), "MS-SSIM": (1e-4, 1e-4), "FSIM": (1e-4, 1e-4),
-    "VIF": (1e-3, 1e-4), "GMSD": (1e-4, 1e-4), "VSI": (1e-4, 1e-4),
-    "PIQE": (1e-3, 0.0), "NIQE": (1e-3, 2e-3), "BRISQUE": (0.05, 0.05),
+    "PSNR": (1e-4, 1e-4),
+    "SSIM": (1e-4, 1e-4),
+    "MS-SSIM": (1e-4, 1e-4),
+    "FSIM": (1e-4, 1e-4),
+    "VIF": (1e-3, 1e-4),
+    "GMSD": (1e-4, 1e-4),
+    "VSI": (1e-4, 1e-4),
+    "PIQE": (1e-3, 0.0),
+    "NIQE": (1e-3, 2e-3),
+    "BRISQUE": (0.05, 0.05),
 }
 CALIBRATED = list(CALIBRATION_TOLERANCE)
 
@@ -59,7 +70,8 @@ def pyiqa_reference_values(tid_dir: Path) -> dict[str, dict[str, float]]:
     header = [name.removesuffix(".bmp") for name in rows[0][1:]]
     return {
         row[0].removesuffix("(ours)"): dict(zip(header, map(float, row[1:]), strict=True))
-        for row in rows[1:] if row[0].endswith("(ours)")
+        for row in rows[1:]
+        if row[0].endswith("(ours)")
     }
 
 
@@ -72,12 +84,17 @@ def test_reproduces_iqa_pytorch_calibration_values(tool, tid_dir, weights_dir, t
     expected = pyiqa_reference_values(tid_dir)[spec.pyiqa_name]
     for stem, value in expected.items():
         reference = tid_dir / "ref" / f"{stem}.png" if spec.is_full_reference else None
-        result = registry.execute_tool(tool, tid_dir / "dist" / f"{stem}.png", reference,
-                                       allow_fallback=False)
+        result = registry.execute_tool(
+            tool, tid_dir / "dist" / f"{stem}.png", reference, allow_fallback=False
+        )
         assert not result.fallback
         absolute, relative = CALIBRATION_TOLERANCE[tool]
-        assert abs(result.raw_score - value) <= absolute + relative * abs(value), \
-            (tool, stem, result.raw_score, value)
+        assert abs(result.raw_score - value) <= absolute + relative * abs(value), (
+            tool,
+            stem,
+            result.raw_score,
+            value,
+        )
         assert 1.0 <= result.normalized_score <= 5.0
 
 
@@ -105,6 +122,7 @@ def test_nss_tools_compute_in_float64_on_pyiqas_own_pixels(tool, tid_dir, weight
 
 
 # -- models built once, scores cached ----------------------------------------------------------
+
 
 def test_metric_is_created_once_per_process_and_shared_by_registries(tmp_path, photo):
     first = make_registry(tmp_path)
@@ -138,11 +156,18 @@ def test_new_process_reuses_the_persistent_cache(tmp_path, photo):
     import subprocess
     import sys
 
-    env = {**os.environ, "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{tmp_path}/shared.sqlite3",
-           "AGENTIC_IQA_DEVICE": "cpu"}
+    env = {
+        **os.environ,
+        "AGENTIC_IQA_TOOL_CACHE": f"sqlite:///{tmp_path}/shared.sqlite3",
+        "AGENTIC_IQA_DEVICE": "cpu",
+    }
     command = [sys.executable, "-m", "agentic_iqa", "tools", "run", "PIQE", str(photo), "--json"]
-    runs = [json.loads(subprocess.run(command, env=env, capture_output=True, text=True,
-                                      check=True).stdout) for _ in range(2)]
+    runs = [
+        json.loads(
+            subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+        )
+        for _ in range(2)
+    ]
     assert runs[0]["cached"] is False
     assert runs[1]["cached"] is True
     assert runs[1]["raw_score"] == runs[0]["raw_score"]
@@ -161,6 +186,7 @@ def test_fr_cache_key_depends_on_the_reference(tmp_path):
 
 
 # -- bad input and failing tools ---------------------------------------------------------------
+
 
 def test_missing_and_corrupt_images_are_tool_errors_naming_the_path(tmp_path, photo):
     registry = make_registry(tmp_path)
@@ -236,8 +262,9 @@ def test_when_every_fallback_fails_the_error_lists_each_attempt(tmp_path, weight
     assert "PIQE returned nan" in message
     assert "BRISQUE:" in message and "NIQE:" in message
     # nothing non-finite was cached
-    assert registry.cache.get(cache_key("PIQE", load_image(black).digest, numerics="float64")) \
-        is None
+    assert (
+        registry.cache.get(cache_key("PIQE", load_image(black).digest, numerics="float64")) is None
+    )
 
 
 def test_fallback_chain_is_configurable(tmp_path):
@@ -249,15 +276,32 @@ def test_fallback_chain_is_configurable(tmp_path):
 
 # -- tools registered by import string ---------------------------------------------------------
 
+
 def test_factory_tool_from_a_metadata_override(tmp_path, photo):
     override = tmp_path / "extra.json"
-    override.write_text(json.dumps({"tools": {"Brightness": {
-        "display_name": "Mean brightness", "factory": "tests.iqa_tools.factories:mean_brightness",
-        "type": "NR", "lower_is_better": False, "score_range": [0, 1],
-        "description": "toy tool", "from_paper": False, "default": False,
-        "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1},
-                          "source": "test"},
-    }}}))
+    override.write_text(
+        json.dumps(
+            {
+                "tools": {
+                    "Brightness": {
+                        "display_name": "Mean brightness",
+                        "factory": "tests.iqa_tools.factories:mean_brightness",
+                        "type": "NR",
+                        "lower_is_better": False,
+                        "score_range": [0, 1],
+                        "description": "toy tool",
+                        "from_paper": False,
+                        "default": False,
+                        "normalization": {
+                            "form": "linear",
+                            "params": {"x_at_1": 0, "x_at_5": 1},
+                            "source": "test",
+                        },
+                    }
+                }
+            }
+        )
+    )
     registry = make_registry(tmp_path, metadata_overrides=[override])
     result = registry.execute_tool("brightness", photo)
     expected = float(load_image(photo).pixels.mean())
@@ -269,13 +313,28 @@ def test_factory_tool_from_a_metadata_override(tmp_path, photo):
 
 def test_nan_from_a_registered_tool_is_never_a_score(tmp_path, photo):
     override = tmp_path / "nan.json"
-    override.write_text(json.dumps({"tools": {"NaNTool": {
-        "display_name": "NaN", "factory": "tests.iqa_tools.factories:always_nan",
-        "type": "NR", "lower_is_better": False, "score_range": [0, 1], "description": "toy",
-        "default": False,
-        "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1},
-                          "source": "test"},
-    }}}))
+    override.write_text(
+        json.dumps(
+            {
+                "tools": {
+                    "NaNTool": {
+                        "display_name": "NaN",
+                        "factory": "tests.iqa_tools.factories:always_nan",
+                        "type": "NR",
+                        "lower_is_better": False,
+                        "score_range": [0, 1],
+                        "description": "toy",
+                        "default": False,
+                        "normalization": {
+                            "form": "linear",
+                            "params": {"x_at_1": 0, "x_at_5": 1},
+                            "source": "test",
+                        },
+                    }
+                }
+            }
+        )
+    )
     registry = make_registry(tmp_path, metadata_overrides=[override])
     result = registry.execute_tool("NaNTool", photo)
     assert result.fallback and result.tool == "PIQE"
@@ -285,16 +344,25 @@ def test_nan_from_a_registered_tool_is_never_a_score(tmp_path, photo):
 
 # -- numeric precision -------------------------------------------------------------------------
 
+
 def dtype_tool_override(path: Path, precisions: dict[str, str | None]) -> Path:
     """A metadata override with one toy tool per name, each with the given precision."""
     tools = {}
     for name, precision in precisions.items():
         tools[name] = {
-            "display_name": name, "factory": "tests.iqa_tools.factories:dtype_recorder",
-            "type": "NR", "lower_is_better": False, "score_range": [0, 1],
-            "description": "toy tool that records dtypes", "from_paper": False, "default": False,
-            "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1},
-                              "source": "test"},
+            "display_name": name,
+            "factory": "tests.iqa_tools.factories:dtype_recorder",
+            "type": "NR",
+            "lower_is_better": False,
+            "score_range": [0, 1],
+            "description": "toy tool that records dtypes",
+            "from_paper": False,
+            "default": False,
+            "normalization": {
+                "form": "linear",
+                "params": {"x_at_1": 0, "x_at_5": 1},
+                "source": "test",
+            },
             **({"precision": precision} if precision else {}),
         }
     path.write_text(json.dumps({"tools": tools}))
@@ -319,13 +387,18 @@ def test_a_float64_tool_gets_a_float64_tensor_and_model(tmp_path, photo):
 
 def test_cache_key_has_the_precision_and_old_keys_are_never_served(tmp_path, photo):
     digest = load_image(photo).digest
-    assert cache_key("BRISQUE", digest, numerics="float64") != \
-        cache_key("BRISQUE", digest, numerics="float32")
+    assert cache_key("BRISQUE", digest, numerics="float64") != cache_key(
+        "BRISQUE", digest, numerics="float32"
+    )
     # Two registries on one store (make_registry's is per tmp_path), one tool, two precisions.
-    single = make_registry(tmp_path, metadata_overrides=[
-        dtype_tool_override(tmp_path / "f32.json", {"Toy": "float32"})])
-    double = make_registry(tmp_path, metadata_overrides=[
-        dtype_tool_override(tmp_path / "f64.json", {"Toy": "float64"})])
+    single = make_registry(
+        tmp_path,
+        metadata_overrides=[dtype_tool_override(tmp_path / "f32.json", {"Toy": "float32"})],
+    )
+    double = make_registry(
+        tmp_path,
+        metadata_overrides=[dtype_tool_override(tmp_path / "f64.json", {"Toy": "float64"})],
+    )
     # A score written under the key format from before precision was part of it.
     double.cache.store.set(f"Toy|{digest}|-", 42.0)
 
@@ -356,8 +429,14 @@ def test_torch_threads_caps_the_threads_of_a_tool_process(tmp_path) -> None:
         "registry.metric('PSNR')\n"
         "print(json.dumps([before, torch.get_num_threads()]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     before, after = json.loads(done.stdout.strip().splitlines()[-1])
     assert (before, after) == (2, 1)

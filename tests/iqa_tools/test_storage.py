@@ -75,8 +75,10 @@ def _front_handler(front: Front) -> type[BaseHTTPRequestHandler]:
                 return
             if fault is not None:
                 status, code = fault
-                body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                        f"<Message>injected</Message><RequestId>1</RequestId></Error>").encode()
+                body = (
+                    f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                    f"<Message>injected</Message><RequestId>1</RequestId></Error>"
+                ).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(body)))
@@ -148,11 +150,16 @@ def front(moto_url: str, bucket: str, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 def test_locations_are_told_apart_from_paths():
-    assert [storage.is_url(x) for x in ("s3://b/k", "https://h/x.png", "file:///x", "GS://b/k")] \
-        == [True, True, True, True]
+    assert [
+        storage.is_url(x) for x in ("s3://b/k", "https://h/x.png", "file:///x", "GS://b/k")
+    ] == [True, True, True, True]
     assert [storage.is_url(x) for x in ("a/b.png", "/x", "C:\\x", "C://x", "")] == [False] * 5
-    assert [storage.scheme(x) for x in ("s3://b/k", "HTTPS://h/x", "a/b", "C:\\x")] \
-        == ["s3", "https", None, None]
+    assert [storage.scheme(x) for x in ("s3://b/k", "HTTPS://h/x", "a/b", "C:\\x")] == [
+        "s3",
+        "https",
+        None,
+        None,
+    ]
     assert storage.display("https://h/x.png?X-Amz-Signature=abc") == "https://h/x.png?***"
 
 
@@ -175,7 +182,8 @@ def test_an_s3_object_is_read_stated_and_fetched(moto_url: str, bucket: str, tmp
 
 
 def test_the_second_fetch_is_a_cache_hit_and_reads_the_object_once(
-        moto_url: str, bucket: str, front: Front, tmp_path: Path):
+    moto_url: str, bucket: str, front: Front, tmp_path: Path
+):
     data = os.urandom(3000)
     put(moto_url, bucket, "x.png", data)
     url = f"s3://{bucket}/x.png"
@@ -197,8 +205,8 @@ def test_the_second_fetch_is_a_cache_hit_and_reads_the_object_once(
 
 
 def test_once_the_digest_is_stale_a_cache_hit_asks_the_store_first(
-        moto_url: str, bucket: str, front: Front, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch):
+    moto_url: str, bucket: str, front: Front, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_FRESH_SECONDS", "0")
     put(moto_url, bucket, "y.png", b"first version")
     url = f"s3://{bucket}/y.png"
@@ -216,7 +224,8 @@ def test_once_the_digest_is_stale_a_cache_hit_asks_the_store_first(
 
 
 def test_a_worker_with_the_recorded_version_cached_reads_no_body(
-        moto_url: str, bucket: str, front: Front, tmp_path: Path):
+    moto_url: str, bucket: str, front: Front, tmp_path: Path
+):
     data = os.urandom(5000)
     put(moto_url, bucket, "w.png", data)
     url = f"s3://{bucket}/w.png"
@@ -256,7 +265,8 @@ def test_the_cache_bound_evicts_the_least_recently_used(tmp_path: Path):
 
 
 def test_the_cache_folder_and_bound_come_from_the_environment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.delenv("AGENTIC_IQA_OBJECT_CACHE", raising=False)
     monkeypatch.delenv("AGENTIC_IQA_OBJECT_CACHE_BYTES", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
@@ -272,7 +282,8 @@ def test_the_cache_folder_and_bound_come_from_the_environment(
 
 
 def test_an_object_overwritten_after_submit_is_reported_changed(
-        moto_url: str, bucket: str, tmp_path: Path):
+    moto_url: str, bucket: str, tmp_path: Path
+):
     put(moto_url, bucket, "x.png", b"first version")
     url = f"s3://{bucket}/x.png"
     cache = storage.ObjectCache(tmp_path, max_bytes=10**6)
@@ -299,8 +310,7 @@ def test_a_missing_object_names_its_url(moto_url: str, bucket: str):
             assert caught.value.stops_job is False
 
 
-def test_a_refused_credential_stops_the_job_at_once(
-        moto_url: str, bucket: str, front: Front):
+def test_a_refused_credential_stops_the_job_at_once(moto_url: str, bucket: str, front: Front):
     put(moto_url, bucket, "x.png", b"data")
     front.always = (403, "AccessDenied")
     url = f"s3://{bucket}/x.png"
@@ -323,12 +333,12 @@ def test_throttling_once_is_retried_and_succeeds(moto_url: str, bucket: str, fro
     front.faults = [(429, "TooManyRequests"), (500, "InternalError")]
     assert storage.fetch(url)[0] == b"data"
 
-    assert front.seen == Counter({("HEAD", f"/{bucket}/x.png"): 5,
-                                  ("GET", f"/{bucket}/x.png"): 3})
+    assert front.seen == Counter({("HEAD", f"/{bucket}/x.png"): 5, ("GET", f"/{bucket}/x.png"): 3})
 
 
 def test_a_store_that_keeps_throttling_gives_up_after_the_configured_attempts(
-        moto_url: str, bucket: str, front: Front):
+    moto_url: str, bucket: str, front: Front
+):
     put(moto_url, bucket, "x.png", b"data")
     assert storage.stat(f"s3://{bucket}/x.png").size == 4  # the client is made outside the clock
     front.always = (503, "SlowDown")
@@ -340,7 +350,8 @@ def test_a_store_that_keeps_throttling_gives_up_after_the_configured_attempts(
 
 
 def test_a_stalled_store_times_out_and_is_retried(
-        moto_url: str, bucket: str, front: Front, monkeypatch: pytest.MonkeyPatch):
+    moto_url: str, bucket: str, front: Front, monkeypatch: pytest.MonkeyPatch
+):
     put(moto_url, bucket, "x.png", b"data")
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_TIMEOUT", "1.0")
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_ATTEMPTS", "2")
@@ -403,13 +414,17 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize(("name", "reason"), HOSTILE + [
-    ("s3://other-bucket/prefix/x.png", "another bucket"),
-    ("s3://bucket/other/x.png", "not under the root"),
-    ("s3://bucket/prefix/../x.png", "not under the root"),
-    ("https://bucket/prefix/x.png", "another scheme"),
-    ("x.png?versionId=1", "query or fragment"),
-])
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    HOSTILE
+    + [
+        ("s3://other-bucket/prefix/x.png", "another bucket"),
+        ("s3://bucket/other/x.png", "not under the root"),
+        ("s3://bucket/prefix/../x.png", "not under the root"),
+        ("https://bucket/prefix/x.png", "another scheme"),
+        ("x.png?versionId=1", "query or fragment"),
+    ],
+)
 def test_join_under_an_s3_root_refuses_names_that_leave_it(name: str, reason: str):
     with pytest.raises(PathOutsideRoot) as caught:
         storage.join_under(S3_ROOT, name)
@@ -419,12 +434,17 @@ def test_join_under_an_s3_root_refuses_names_that_leave_it(name: str, reason: st
     assert isinstance(caught.value, StorageError)
 
 
-@pytest.mark.parametrize(("name", "reason"), HOSTILE + [
-    ("s3://bucket/x.png", "another scheme"),
-    ("file:///etc/passwd", "not under the root"),
-])
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    HOSTILE
+    + [
+        ("s3://bucket/x.png", "another scheme"),
+        ("file:///etc/passwd", "not under the root"),
+    ],
+)
 def test_join_under_a_local_root_refuses_names_that_leave_it(
-        name: str, reason: str, tmp_path: Path):
+    name: str, reason: str, tmp_path: Path
+):
     for root in (str(tmp_path), f"file://{tmp_path}"):
         with pytest.raises(PathOutsideRoot) as caught:
             storage.join_under(root, name)
@@ -441,8 +461,10 @@ def test_join_under_keeps_names_that_stay_inside(tmp_path: Path):
     assert storage.join_under("https://host/data", "e.png") == "https://host/data/e.png"
     assert storage.join_under(str(tmp_path), "a/b.png") == str(tmp_path / "a" / "b.png")
     assert storage.join_under(f"file://{tmp_path}", "a.png") == f"file://{tmp_path}/a.png"
-    assert storage.join_under(f"file://{tmp_path}", f"file://{tmp_path}/z/a.png") \
+    assert (
+        storage.join_under(f"file://{tmp_path}", f"file://{tmp_path}/z/a.png")
         == f"file://{tmp_path}/z/a.png"
+    )
     assert storage.join_under("data", "b.png") == "data/b.png"
 
 
@@ -477,8 +499,7 @@ def test_an_http_url_is_read_and_fetched(web: str, tmp_path: Path):
 
 
 @pytest.mark.parametrize("status, code", [(401, "Unauthorized"), (403, "Forbidden")])
-def test_a_web_server_that_refuses_one_url_fails_that_item_not_the_job(front: Front, status,
-                                                                      code):
+def test_a_web_server_that_refuses_one_url_fails_that_item_not_the_job(front: Front, status, code):
     """No credential is sent to a web address, so a refusal is that URL's own: a private file
     among public ones fails its item and the job goes on (an S3 store refusing the worker's
     credential still stops the job: test_object_store_jobs)."""

@@ -16,8 +16,10 @@ from tests.agentic_iqa.jobs.test_hostile_locations import PHOTO, Site, _serve
 
 @pytest.fixture
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in (("AGENTIC_IQA_STORAGE_BACKOFF", "0.01"),
-                        ("AGENTIC_IQA_STORAGE_BACKOFF_MAX", "0.05")):
+    for name, value in (
+        ("AGENTIC_IQA_STORAGE_BACKOFF", "0.01"),
+        ("AGENTIC_IQA_STORAGE_BACKOFF_MAX", "0.05"),
+    ):
         monkeypatch.setenv(name, value)
     for name in ("AGENTIC_IQA_ALLOWED_LOCATIONS", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
@@ -43,11 +45,15 @@ def test_a_redirect_is_followed_only_where_the_gate_admits_it(site: Site, other:
     with pytest.raises(LocationRefused, match="metadata service"):
         storage.stat(f"{site.url}/photos/meta.png")
     assert other.requests() == 0
-    with reading(AccessPolicy.for_source(root=f"{site.url}/photos")), \
-            pytest.raises(LocationRefused, match="escapes --root"):
+    with (
+        reading(AccessPolicy.for_source(root=f"{site.url}/photos")),
+        pytest.raises(LocationRefused, match="escapes --root"),
+    ):
         storage.read(f"{site.url}/photos/away.png")
-    with reading(AccessPolicy.for_source(allowed=(other.url,), allow_urls=True)), \
-            pytest.raises(LocationRefused, match="loopback"):
+    with (
+        reading(AccessPolicy.for_source(allowed=(other.url,), allow_urls=True)),
+        pytest.raises(LocationRefused, match="loopback"),
+    ):
         storage.read(f"{site.url}/photos/away.png")  # the first host is not named
     assert other.requests() == 0
 
@@ -57,16 +63,19 @@ def test_the_connection_itself_refuses_a_name_that_resolves_to_loopback(site: Si
     again, so a name that answers differently the second time (DNS rebinding) gains nothing."""
     port = site.url.rsplit(":", 1)[1]
     with pytest.raises(AddressRefused, match="localhost resolves to .* loopback"):
-        web.request(f"http://localhost:{port}/photos/good.png", "GET", strict=True,
-                    timeout=5, cap=10**7)
+        web.request(
+            f"http://localhost:{port}/photos/good.png", "GET", strict=True, timeout=5, cap=10**7
+        )
     assert site.requests() == 0
-    reply = web.request(f"http://localhost:{port}/photos/good.png", "GET", strict=False,
-                        timeout=5, cap=10**7)
+    reply = web.request(
+        f"http://localhost:{port}/photos/good.png", "GET", strict=False, timeout=5, cap=10**7
+    )
     assert reply.status == 200 and reply.body == PHOTO and site.requests() == 1
 
 
 def test_one_object_has_one_deadline_for_all_its_attempts(
-        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site.stalls.add("/photos/stall.png")
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_TIMEOUT", "1")
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_ATTEMPTS", "5")
@@ -79,7 +88,8 @@ def test_one_object_has_one_deadline_for_all_its_attempts(
 
 
 def test_a_body_is_capped_by_what_is_declared_and_by_what_arrives(
-        site: Site, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    site: Site, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
     monkeypatch.setenv("AGENTIC_IQA_MAX_OBJECT_BYTES", "1MB")
     site.files["/photos/big.png"] = b"\0" * 2_000_000
     site.liars["/photos/liar.png"] = (1_000, 6_000_000)

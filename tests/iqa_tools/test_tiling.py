@@ -25,15 +25,23 @@ REL = 1e-6
 
 def image_of(array: np.ndarray, name: str = "image.png", **options) -> LoadedImage:
     buffer = io.BytesIO()
-    Image.fromarray(array).save(buffer, format="PNG" if name.endswith(".png") else "JPEG",
-                                **options)
+    Image.fromarray(array).save(
+        buffer, format="PNG" if name.endswith(".png") else "JPEG", **options
+    )
     data = buffer.getvalue()
     return LoadedImage(path=name, digest=digest_bytes(data), data=data)
 
 
 def registry(weights: Path | None, above: int, device: str = "cpu") -> ToolRegistry:
-    return ToolRegistry(ToolSettings(device=device, tool_cache="none", weights_dir=weights,
-                                     tile_above_pixels=above, tile_size=TILE))
+    return ToolRegistry(
+        ToolSettings(
+            device=device,
+            tool_cache="none",
+            weights_dir=weights,
+            tile_above_pixels=above,
+            tile_size=TILE,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,17 +51,26 @@ def weights() -> Path | None:
 
     data = _data_dir()
     folder = data / "pyiqa-weights" if data is not None else None
-    return folder if folder is not None and (folder / "niqe_modelparameters.mat").is_file() \
-        else None
+    return (
+        folder if folder is not None and (folder / "niqe_modelparameters.mat").is_file() else None
+    )
 
 
-def both(tool: str, target: LoadedImage, ref: LoadedImage | None, weights: Path | None,
-         device: str = "cpu") -> tuple[float, float]:
+def both(
+    tool: str,
+    target: LoadedImage,
+    ref: LoadedImage | None,
+    weights: Path | None,
+    device: str = "cpu",
+) -> tuple[float, float]:
     if tool in {"BRISQUE", "NIQE"} and weights is None:
         missing_data("pyiqa-weights (BRISQUE's and NIQE's parameter files)")
-    scores = [registry(weights, above, device).execute_tool(
-        tool, target, ref, use_cache=False, allow_fallback=False).raw_score
-        for above in (WHOLE, 0)]
+    scores = [
+        registry(weights, above, device)
+        .execute_tool(tool, target, ref, use_cache=False, allow_fallback=False)
+        .raw_score
+        for above in (WHOLE, 0)
+    ]
     return scores[0], scores[1]
 
 
@@ -98,8 +115,9 @@ CASES = [(tool, size) for tool, sizes in AWKWARD.items() for size in sizes]
 def test_tiled_scores_equal_whole_image_scores_on_awkward_sizes(tool, size, weights):
     target, degraded = pair(*size, seed=size[0] % 5)
     full_reference = tool in {"SSIM", "PSNR"}
-    whole, tiled = both(tool, degraded if full_reference else target,
-                        target if full_reference else None, weights)
+    whole, tiled = both(
+        tool, degraded if full_reference else target, target if full_reference else None, weights
+    )
     assert np.isfinite(whole)
     assert tiled == pytest.approx(whole, rel=REL, abs=1e-12)
 
@@ -113,8 +131,11 @@ def test_tiled_scores_equal_whole_image_scores_on_a_real_photo(tool, livec_dir, 
     degraded = None
     if tool in {"SSIM", "PSNR"}:
         array = np.asarray(Image.open(photo).convert("RGB"))
-        degraded = image_of(np.asarray(Image.open(io.BytesIO(
-            image_of(array, "q.jpg", quality=30).data)).convert("RGB")))
+        degraded = image_of(
+            np.asarray(
+                Image.open(io.BytesIO(image_of(array, "q.jpg", quality=30).data)).convert("RGB")
+            )
+        )
     whole, tiled = both(tool, degraded or target, target if degraded else None, weights)
     assert tiled == pytest.approx(whole, rel=REL)
 
@@ -161,8 +182,10 @@ def test_the_registry_tiles_only_above_the_size_setting_and_never_in_a_batch(mon
         return score(metric, target, *args, **kwargs)
 
     monkeypatch.setattr(tiling, "score", spying)
-    small, large = image_of(natural_image(0, (40, 40)), "small.png"), \
-        image_of(natural_image(1, (90, 70)), "large.png")
+    small, large = (
+        image_of(natural_image(0, (40, 40)), "small.png"),
+        image_of(natural_image(1, (90, 70)), "large.png"),
+    )
     tools = registry(None, above=40 * 40)
     assert tools.score_batches([("PIQE", small, None), ("PIQE", large, None)]) == 1
     assert calls == []
@@ -173,6 +196,7 @@ def test_the_registry_tiles_only_above_the_size_setting_and_never_in_a_batch(mon
 
 def test_a_metric_set_up_otherwise_is_scored_whole():
     """tiling.score declines what it does not reproduce, and the registry runs it whole."""
+
     class Other:
         net = torch.nn.Identity()
 

@@ -28,8 +28,10 @@ def test_weight_free_tools_are_available_and_weighted_ones_name_their_files(tmp_
     assert "install-weights" in niqe.detail
     assert "run `agentic-iqa tools download NIQE` to fetch it into" in niqe.detail
     lpips = registry.availability("LPIPS")
-    assert {w.file for w in lpips.missing} == {"LPIPS_v0.1_alex-df73285e.pth",
-                                               "alexnet-owt-7be5be79.pth"}
+    assert {w.file for w in lpips.missing} == {
+        "LPIPS_v0.1_alex-df73285e.pth",
+        "alexnet-owt-7be5be79.pth",
+    }
     assert str(weight_files.location_dir("torch_hub")) in lpips.detail
     topiq = registry.availability("TOPIQ_FR")
     assert "HF timm/resnet50.a1_in1k" in topiq.summary
@@ -41,8 +43,10 @@ def test_offline_tool_set(tmp_path):
     assert runnable == {"FSIM", "MS-SSIM", "GMSD", "SSIM", "VIF", "PSNR", "VSI", "PIQE"}
 
 
-@pytest.mark.skipif(__import__("importlib").util.find_spec("icecream") is not None,
-                    reason="icecream is installed here")
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("icecream") is not None,
+    reason="icecream is installed here",
+)
 def test_missing_python_package_is_reported():
     availability = ToolRegistry(ToolSettings(tool_cache="memory")).availability("QAlign")
     assert not availability.ok
@@ -72,31 +76,47 @@ def test_missing_weights_fail_fast_without_touching_pyiqa(photo):
         "except ToolUnavailableError as e: print(e)\n"
         "print('pyiqa' in sys.modules, 'torch' in sys.modules)\n"
     )
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, timeout=60).stdout.splitlines()
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
     assert output[0].startswith("LPIPS cannot run here: missing LPIPS_v0.1_alex-df73285e.pth")
     assert output[1] == "False False"
 
 
 @pytest.mark.slow
 def test_install_weights_then_run_from_pyiqa_cache(weights_dir, tmp_path, photo):
-    env = {**os.environ, "TORCH_HOME": str(tmp_path / "torch"), "AGENTIC_IQA_DEVICE": "cpu",
-           "AGENTIC_IQA_TOOL_CACHE": "memory"}
+    env = {
+        **os.environ,
+        "TORCH_HOME": str(tmp_path / "torch"),
+        "AGENTIC_IQA_DEVICE": "cpu",
+        "AGENTIC_IQA_TOOL_CACHE": "memory",
+    }
     cli = [sys.executable, "-m", "agentic_iqa", "tools"]
-    install = subprocess.run([*cli, "install-weights", str(weights_dir)], env=env,
-                             capture_output=True, text=True, timeout=120)
+    install = subprocess.run(
+        [*cli, "install-weights", str(weights_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert install.returncode == 0, install.stderr
     installed = tmp_path / "torch" / "hub" / "pyiqa"
     assert (installed / "niqe_modelparameters.mat").is_file()
     assert (installed / "brisque_svm_weights.pth").is_file()
     assert "2 weight file(s) in place" in install.stdout
 
-    run = subprocess.run([*cli, "run", "NIQE", str(photo), "--json", "--no-fallback"], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [*cli, "run", "NIQE", str(photo), "--json", "--no-fallback"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     from_cache = json.loads(run.stdout)
-    direct = ToolRegistry(ToolSettings(tool_cache="memory", device="cpu",
-                                       weights_dir=weights_dir)).execute_tool("NIQE", photo)
+    direct = ToolRegistry(
+        ToolSettings(tool_cache="memory", device="cpu", weights_dir=weights_dir)
+    ).execute_tool("NIQE", photo)
     assert from_cache["tool"] == "NIQE" and not from_cache["fallback"]
     assert from_cache["raw_score"] == pytest.approx(direct.raw_score, rel=1e-6)
 

@@ -20,8 +20,9 @@ from tests.conftest import REPO
 class Cluster:
     """Workers of one test: a Redis database as broker, one results database, shared env."""
 
-    def __init__(self, broker_url: str, database_url: str, logs: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, broker_url: str, database_url: str, logs: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.broker_url = broker_url
         self.database_url = database_url
         self.logs = logs
@@ -43,8 +44,16 @@ class Cluster:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.client = Celery(broker=broker_url)
 
-    def start(self, name: str, queues: str, concurrency: int = 1, *, cli: bool = False,
-              cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    def start(
+        self,
+        name: str,
+        queues: str,
+        concurrency: int = 1,
+        *,
+        cli: bool = False,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> str:
         """Start a worker and wait until it answers a ping; returns its hostname.
 
         ``cli=True`` starts it with ``agentic-iqa worker`` instead of the ``celery`` command.
@@ -54,15 +63,45 @@ class Cluster:
         hostname = f"{name}-{self.tag}@localhost"
         log = (self.logs / f"{name}-{len(self.processes)}.log").open("wb")
         if cli:
-            command = [sys.executable, "-m", "agentic_iqa", "worker", "--queues", queues,
-                       "--concurrency", str(concurrency), "--hostname", hostname]
+            command = [
+                sys.executable,
+                "-m",
+                "agentic_iqa",
+                "worker",
+                "--queues",
+                queues,
+                "--concurrency",
+                str(concurrency),
+                "--hostname",
+                hostname,
+            ]
         else:
-            command = [sys.executable, "-m", "celery", "-A", "workers.celery_app:app",
-                       "worker", "-Q", queues, "-n", hostname, "-c", str(concurrency),
-                       "--pool=prefork", "--without-gossip", "--without-mingle", "-l", "INFO"]
+            command = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app:app",
+                "worker",
+                "-Q",
+                queues,
+                "-n",
+                hostname,
+                "-c",
+                str(concurrency),
+                "--pool=prefork",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+            ]
         self.processes[hostname] = subprocess.Popen(
-            command, cwd=cwd or REPO, env={**self.env, **(env or {})}, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            command,
+            cwd=cwd or REPO,
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -128,9 +167,23 @@ class RedisServer:
 
         log = (self.logs / f"redis-{self.port}.log").open("ab")
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.logs)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.logs),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         client = redis.Redis(port=self.port)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

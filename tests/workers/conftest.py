@@ -22,17 +22,28 @@ def broker_database(redis_url: str) -> str:
 
 PIPELINE_TOOLS = {
     # Toy tools registered by import string: never offered to automatic selection.
-    "Broken": {"display_name": "always NaN", "factory": "tests.iqa_tools.factories:always_nan",
-               "type": "NR", "lower_is_better": False, "score_range": [0, 1],
-               "description": "returns NaN", "default": False, "from_paper": False,
-               "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1},
-                                 "source": "test"}},
-    "Slow": {"display_name": "slow brightness", "factory": "tests.iqa_tools.factories:slow_mean",
-             "type": "NR", "lower_is_better": False, "score_range": [0, 1],
-             "description": "sleeps, then mean brightness", "default": False,
-             "from_paper": False,
-             "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1},
-                               "source": "test"}},
+    "Broken": {
+        "display_name": "always NaN",
+        "factory": "tests.iqa_tools.factories:always_nan",
+        "type": "NR",
+        "lower_is_better": False,
+        "score_range": [0, 1],
+        "description": "returns NaN",
+        "default": False,
+        "from_paper": False,
+        "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1}, "source": "test"},
+    },
+    "Slow": {
+        "display_name": "slow brightness",
+        "factory": "tests.iqa_tools.factories:slow_mean",
+        "type": "NR",
+        "lower_is_better": False,
+        "score_range": [0, 1],
+        "description": "sleeps, then mean brightness",
+        "default": False,
+        "from_paper": False,
+        "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1}, "source": "test"},
+    },
 }
 #: No automatic fallback to PIQE, so a broken tool really leaves the evidence missing.
 NO_PIQE_FALLBACK = {"PIQE": {"default": False}}
@@ -74,10 +85,15 @@ def make_cluster(broker_url: str, tmp_path: Path, tool_overrides: Path):
 
     def make(database_url: str, extra_overrides: tuple[Path, ...] = (), **env: str) -> Cluster:
         overrides = [str(tool_overrides), *map(str, extra_overrides)]
-        cluster = Cluster(broker_url, database_url, tmp_path, {
-            "AGENTIC_IQA_METADATA_OVERRIDES": json.dumps(overrides),
-            **env,
-        })
+        cluster = Cluster(
+            broker_url,
+            database_url,
+            tmp_path,
+            {
+                "AGENTIC_IQA_METADATA_OVERRIDES": json.dumps(overrides),
+                **env,
+            },
+        )
         clusters.append(cluster)
         return cluster
 

@@ -69,27 +69,37 @@ def _wait_until(condition: Callable[[], bool], timeout: float, what: str) -> Non
 def _start_job(cluster: Cluster, job_id: str) -> None:
     """The real ``workers.tasks.start_job``, as ``eval submit`` calls it, in a process
     configured like the workers."""
-    result = subprocess.run([sys.executable, "-c", _START_JOB, job_id], cwd=REPO,
-                            env=cluster.env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _START_JOB, job_id],
+        cwd=REPO,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
 def _batch_open(engine, job_id: str, round_number: int) -> bool:
     """The job's batch of ``round_number`` is with the provider (its id recorded), unread."""
     batch = lifecycle.progress(engine, job_id).batch
-    return bool(batch and any(view.round == round_number and view.provider_id
-                              for view in batch.open))
+    return bool(
+        batch and any(view.round == round_number and view.provider_id for view in batch.open)
+    )
 
 
 def test_a_batch_job_on_workers_killed_and_broker_emptied_between_rounds_pays_nothing_twice(
-        tmp_path: Path, database_url: str, redis_url: str) -> None:
+    tmp_path: Path, database_url: str, redis_url: str
+) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
     items = make_items(tmp_path, ITEMS, seed=SEED)
     online_folder = tmp_path / "online"
     online_folder.mkdir()
-    with simulated_batches(Behaviour.CLEAN, items, seed=SEED) as (server, online_server, _model), \
-            patched_env(environment(Behaviour.CLEAN, server, online_folder)):
+    with (
+        simulated_batches(Behaviour.CLEAN, items, seed=SEED) as (server, online_server, _model),
+        patched_env(environment(Behaviour.CLEAN, server, online_folder)),
+    ):
         online = run_job(online_folder, items, batch=False)
     asked_online = Counter(online_server.online_billed)
 
@@ -97,13 +107,25 @@ def test_a_batch_job_on_workers_killed_and_broker_emptied_between_rounds_pays_no
     folder.mkdir()
     broker = RedisServer(tmp_path)
     broker.start()
-    with simulated_batches(Behaviour.CLEAN, items, delay=DELAY, seed=SEED) as (
-            server, batches, _model), \
-            patched_env({**environment(Behaviour.CLEAN, server, folder),
-                         "AGENTIC_IQA_DATABASE_URL": database_url,
-                         "AGENTIC_IQA_BROKER_URL": broker.url}):
-        worker_env = {key: value for key, value in environment(
-            Behaviour.CLEAN, server, folder).items() if key not in _CLUSTER_OWNS}
+    with (
+        simulated_batches(Behaviour.CLEAN, items, delay=DELAY, seed=SEED) as (
+            server,
+            batches,
+            _model,
+        ),
+        patched_env(
+            {
+                **environment(Behaviour.CLEAN, server, folder),
+                "AGENTIC_IQA_DATABASE_URL": database_url,
+                "AGENTIC_IQA_BROKER_URL": broker.url,
+            }
+        ),
+    ):
+        worker_env = {
+            key: value
+            for key, value in environment(Behaviour.CLEAN, server, folder).items()
+            if key not in _CLUSTER_OWNS
+        }
         cluster = Cluster(broker.url, database_url, tmp_path, worker_env)
         try:
             upgrade(database_url)
@@ -113,8 +135,11 @@ def test_a_batch_job_on_workers_killed_and_broker_emptied_between_rounds_pays_no
             cluster.start("worker", "default,gpu", concurrency=2)
             _start_job(cluster, job_id)
             for round_number in FAULTY_ROUNDS:
-                _wait_until(lambda n=round_number: _batch_open(engine, job_id, n), 120,
-                            f"round {round_number}'s batch at the provider")
+                _wait_until(
+                    lambda n=round_number: _batch_open(engine, job_id, n),
+                    120,
+                    f"round {round_number}'s batch at the provider",
+                )
                 for hostname in list(cluster.processes):
                     cluster.kill(hostname)
                 broker.kill()  # every queued and unacknowledged message is gone
@@ -133,10 +158,10 @@ def test_a_batch_job_on_workers_killed_and_broker_emptied_between_rounds_pays_no
     assert ran.rounds >= max(FAULTY_ROUNDS) + 1
     assert online_billed == [] and billed
     # By request (a custom id is the batch's id, then the request's ``q<id>``).
-    assert max(Counter(custom_id.rsplit("_", 1)[-1] for custom_id, _ in billed)
-               .values()) == 1
+    assert max(Counter(custom_id.rsplit("_", 1)[-1] for custom_id, _ in billed).values()) == 1
     # By body: each request paid as often as the job online asks it.  Two items may ask one
     # request (the same tool selection for the same distortions): online pays it twice too.
     assert Counter(digest for _, digest in billed) == asked_online
-    assert ran.summary["batch_calls"] == ran.summary["calls"] == online.summary["calls"] \
-        == len(billed)
+    assert (
+        ran.summary["batch_calls"] == ran.summary["calls"] == online.summary["calls"] == len(billed)
+    )

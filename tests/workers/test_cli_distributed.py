@@ -43,15 +43,23 @@ TIME_LIMIT = re.compile(r"time ?limit", re.IGNORECASE)
 
 
 def _toy(factory: str, description: str) -> dict[str, Any]:
-    return {"display_name": description, "factory": f"tests.workers.slow_tools:{factory}",
-            "type": "NR", "lower_is_better": False, "score_range": [0, 1],
-            "description": description, "default": False, "from_paper": False,
-            "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1},
-                              "source": "test"}}
+    return {
+        "display_name": description,
+        "factory": f"tests.workers.slow_tools:{factory}",
+        "type": "NR",
+        "lower_is_better": False,
+        "score_range": [0, 1],
+        "description": description,
+        "default": False,
+        "from_paper": False,
+        "normalization": {"form": "linear", "params": {"x_at_1": 0, "x_at_5": 1}, "source": "test"},
+    }
 
 
-TIME_LIMIT_TOOLS = {"Dawdle": _toy("dawdling", "sleeps on one photo"),
-                    "Stubborn": _toy("stubborn", "ignores the soft time limit")}
+TIME_LIMIT_TOOLS = {
+    "Dawdle": _toy("dawdling", "sleeps on one photo"),
+    "Stubborn": _toy("stubborn", "ignores the soft time limit"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +90,14 @@ def manifest_of(folder: Path, count: int, *, slow: int = 0) -> Path:
 
 def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``agentic-iqa ARGS`` in a process of its own, configured like the workers."""
-    return subprocess.run([sys.executable, "-m", "agentic_iqa", *args], env=cluster.env,
-                          cwd=cluster.logs, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "agentic_iqa", *args],
+        env=cluster.env,
+        cwd=cluster.logs,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def the_job(engine: Any) -> str:
@@ -96,9 +110,11 @@ def the_job(engine: Any) -> str:
 def items(engine: Any, job_id: str) -> dict[str, tuple[str, str | None, datetime | None]]:
     """item key -> (status, run id, finished at)."""
     with session_scope(engine) as session:
-        rows = session.execute(select(JobItem.item_key, JobItem.status, JobItem.run_id,
-                                      JobItem.finished_at)
-                               .where(JobItem.job_id == job_id)).all()
+        rows = session.execute(
+            select(JobItem.item_key, JobItem.status, JobItem.run_id, JobItem.finished_at).where(
+                JobItem.job_id == job_id
+            )
+        ).all()
     return {key: (status, run_id, finished) for key, status, run_id, finished in rows}
 
 
@@ -109,14 +125,24 @@ def wait_until(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def job_steps(engine: Any, job_id: str) -> list[tuple[str, str, int, str, str | None,
-                                                       str | None]]:
+def job_steps(engine: Any, job_id: str) -> list[tuple[str, str, int, str, str | None, str | None]]:
     """(run, step, iteration, status, worker, queue) of every step of the job's runs."""
     with session_scope(engine) as session:
-        return [tuple(row) for row in session.execute(
-            select(StepRecord.run_id, StepRecord.step, StepRecord.iteration, StepRecord.status,
-                   StepRecord.worker, StepRecord.queue)
-            .join(Run, Run.id == StepRecord.run_id).where(Run.job_id == job_id)).all()]
+        return [
+            tuple(row)
+            for row in session.execute(
+                select(
+                    StepRecord.run_id,
+                    StepRecord.step,
+                    StepRecord.iteration,
+                    StepRecord.status,
+                    StepRecord.worker,
+                    StepRecord.queue,
+                )
+                .join(Run, Run.id == StepRecord.run_id)
+                .where(Run.job_id == job_id)
+            ).all()
+        ]
 
 
 def assert_each_item_done_once(engine: Any, job_id: str, count: int) -> None:
@@ -126,16 +152,20 @@ def assert_each_item_done_once(engine: Any, job_id: str, count: int) -> None:
     run_ids = [run_id for _, run_id, _ in final.values()]
     assert None not in run_ids and len(set(run_ids)) == count
     with session_scope(engine) as session:
-        succeeded = session.scalars(select(Run.id).where(
-            Run.job_id == job_id, Run.status == "succeeded")).all()
-        tool_rows = session.execute(select(ToolLog.run_id, ToolLog.iteration,
-                                           ToolLog.object_name, ToolLog.distortion)
-                                    .join(Run, Run.id == ToolLog.run_id)
-                                    .where(Run.job_id == job_id)).all()
+        succeeded = session.scalars(
+            select(Run.id).where(Run.job_id == job_id, Run.status == "succeeded")
+        ).all()
+        tool_rows = session.execute(
+            select(ToolLog.run_id, ToolLog.iteration, ToolLog.object_name, ToolLog.distortion)
+            .join(Run, Run.id == ToolLog.run_id)
+            .where(Run.job_id == job_id)
+        ).all()
         step_keys = session.execute(
             select(StepRecord.run_id, StepRecord.step, StepRecord.iteration, func.count())
-            .join(Run, Run.id == StepRecord.run_id).where(Run.job_id == job_id)
-            .group_by(StepRecord.run_id, StepRecord.step, StepRecord.iteration)).all()
+            .join(Run, Run.id == StepRecord.run_id)
+            .where(Run.job_id == job_id)
+            .group_by(StepRecord.run_id, StepRecord.step, StepRecord.iteration)
+        ).all()
     assert sorted(succeeded) == sorted(run_ids)  # no item was assessed to the end twice
     assert {row[0] for row in tool_rows} >= set(run_ids)  # every item's run called its tool
     assert len(set(tool_rows)) == len(tool_rows)  # no tool call logged twice
@@ -146,10 +176,12 @@ def assert_each_item_done_once(engine: Any, job_id: str, count: int) -> None:
 
 
 def test_submit_wait_runs_the_job_on_the_workers_and_returns_when_it_is_done(
-        make_cluster, sqlite_url, tmp_path):
+    make_cluster, sqlite_url, tmp_path
+):
     upgrade(sqlite_url)
-    cluster = make_cluster(sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="0.2",
-                           AGENTIC_IQA_JOB_WINDOW="2")
+    cluster = make_cluster(
+        sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="0.2", AGENTIC_IQA_JOB_WINDOW="2"
+    )
     default = cluster.start("default", "default")
     gpu = cluster.start("gpu", "gpu")
     manifest = manifest_of(tmp_path / "photos", 4)
@@ -167,20 +199,24 @@ def test_submit_wait_runs_the_job_on_the_workers_and_returns_when_it_is_done(
     assert {status for *_, status, _worker, _queue in steps} == {"succeeded"}
     # Through the broker: every step was run by this cluster's workers (a local run would be
     # "embedded", "in-process"), the tools by the one on the gpu queue.
-    assert {(worker, queue) for _r, step, _i, _s, worker, queue in steps
-            if step == "tool_execution"} == {(gpu, "gpu")}
-    assert {(worker, queue) for _r, step, _i, _s, worker, queue in steps
-            if step != "tool_execution"} == {(default, "default")}
+    assert {
+        (worker, queue) for _r, step, _i, _s, worker, queue in steps if step == "tool_execution"
+    } == {(gpu, "gpu")}
+    assert {
+        (worker, queue) for _r, step, _i, _s, worker, queue in steps if step != "tool_execution"
+    } == {(default, "default")}
 
 
 # -- eval status --watch ---------------------------------------------------------------------------
 
 
 def test_status_watch_follows_a_running_job_and_ends_with_its_final_counts(
-        make_cluster, sqlite_url, tmp_path):
+    make_cluster, sqlite_url, tmp_path
+):
     upgrade(sqlite_url)
-    cluster = make_cluster(sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="1.0",
-                           AGENTIC_IQA_JOB_WINDOW="2")
+    cluster = make_cluster(
+        sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="1.0", AGENTIC_IQA_JOB_WINDOW="2"
+    )
     cluster.start("default", "default")
     cluster.start("gpu", "gpu")
     manifest = manifest_of(tmp_path / "photos", 4)
@@ -191,10 +227,17 @@ def test_status_watch_follows_a_running_job_and_ends_with_its_final_counts(
 
     started = datetime.now(UTC)
     command = [sys.executable, "-m", "agentic_iqa", "eval", "status", job_id, "--watch"]
-    watchers = {name: subprocess.Popen(args, env=cluster.env, cwd=cluster.logs,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True)
-                for name, args in (("json", [*command, "--json"]), ("text", command))}
+    watchers = {
+        name: subprocess.Popen(
+            args,
+            env=cluster.env,
+            cwd=cluster.logs,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in (("json", [*command, "--json"]), ("text", command))
+    }
     running = lifecycle.progress(engine, job_id)
     assert running.status == "running" and running.finished < 4, running
     outputs = {}
@@ -226,30 +269,42 @@ def test_status_watch_follows_a_running_job_and_ends_with_its_final_counts(
 
 @pytest.mark.faults
 def test_cancel_stops_a_distributed_job_and_resume_finishes_the_rest_exactly_once(
-        make_cluster, sqlite_url, tmp_path):
+    make_cluster, sqlite_url, tmp_path
+):
     upgrade(sqlite_url)
-    cluster = make_cluster(sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="1.0",
-                           AGENTIC_IQA_JOB_WINDOW="2")
+    cluster = make_cluster(
+        sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="1.0", AGENTIC_IQA_JOB_WINDOW="2"
+    )
     cluster.start("default", "default")
     cluster.start("gpu", "gpu")
     count = 6
-    submitted = cli(cluster, "eval", "submit", str(manifest_of(tmp_path / "photos", count)),
-                    "--query", QUERY)
+    submitted = cli(
+        cluster, "eval", "submit", str(manifest_of(tmp_path / "photos", count)), "--query", QUERY
+    )
     assert submitted.returncode == 0, submitted.stderr[-3000:]
     engine = make_engine(sqlite_url)
     job_id = the_job(engine)
-    wait_until(lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 1, 90,
-               "a first item done")
+    wait_until(
+        lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 1,
+        90,
+        "a first item done",
+    )
 
     cancelled = cli(cluster, "eval", "cancel", job_id)
     assert cancelled.returncode == 0, cancelled.stderr[-3000:]
     at_cancel = items(engine, job_id)
-    never_ran = {key for key, (status, run_id, _) in at_cancel.items()
-                 if status == "cancelled" and run_id is None}
+    never_ran = {
+        key
+        for key, (status, run_id, _) in at_cancel.items()
+        if status == "cancelled" and run_id is None
+    }
     assert never_ran, at_cancel  # a window of 2 of 6 items: some had not been handed out
     # Runs on the workers at that moment end as cancelled after their current step.
-    wait_until(lambda: "queued" not in lifecycle.progress(engine, job_id).counts, 30,
-               "the runs in flight to end")
+    wait_until(
+        lambda: "queued" not in lifecycle.progress(engine, job_id).counts,
+        30,
+        "the runs in flight to end",
+    )
     settled = (items(engine, job_id), len(job_steps(engine, job_id)))
     time.sleep(4.5)  # more than a lease (3 s) and many supervisor ticks: nothing moves now
     assert (items(engine, job_id), len(job_steps(engine, job_id))) == settled
@@ -261,13 +316,17 @@ def test_cancel_stops_a_distributed_job_and_resume_finishes_the_rest_exactly_onc
     assert all(final[key][:2] == ("cancelled", None) for key in never_ran)  # never dispatched
     with session_scope(engine) as session:
         ended_by_cancel = session.execute(
-            select(Run.status, Run.error).join(JobItem, JobItem.run_id == Run.id)
-            .where(JobItem.job_id == job_id, JobItem.status == "cancelled")).all()
-        open_runs = session.scalar(select(func.count()).where(
-            Run.job_id == job_id, Run.status.in_(("pending", "running"))))
+            select(Run.status, Run.error)
+            .join(JobItem, JobItem.run_id == Run.id)
+            .where(JobItem.job_id == job_id, JobItem.status == "cancelled")
+        ).all()
+        open_runs = session.scalar(
+            select(func.count()).where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
+        )
     assert open_runs == 0
-    assert all(status == "failed" and "cancel" in (error or "")
-               for status, error in ended_by_cancel), ended_by_cancel
+    assert all(
+        status == "failed" and "cancel" in (error or "") for status, error in ended_by_cancel
+    ), ended_by_cancel
     again = cli(cluster, "eval", "cancel", job_id)
     assert again.returncode == 1  # already ended: nothing to cancel
 
@@ -290,11 +349,15 @@ SOFT_LIMIT = 12
 
 @pytest.mark.faults
 def test_a_tool_step_past_its_soft_time_limit_fails_with_the_reason_and_the_job_goes_on(
-        make_cluster, sqlite_url, tmp_path, time_limit_tools):
+    make_cluster, sqlite_url, tmp_path, time_limit_tools
+):
     upgrade(sqlite_url)
-    cluster = make_cluster(sqlite_url, (time_limit_tools,),
-                           AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT=str(SOFT_LIMIT),
-                           AGENTIC_IQA_HARD_TIME_LIMIT_MARGIN="30")
+    cluster = make_cluster(
+        sqlite_url,
+        (time_limit_tools,),
+        AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT=str(SOFT_LIMIT),
+        AGENTIC_IQA_HARD_TIME_LIMIT_MARGIN="30",
+    )
     cluster.start("default", "default")
     cluster.start("gpu", "gpu")
     manifest = manifest_of(tmp_path / "photos", 3, slow=1)
@@ -306,31 +369,41 @@ def test_a_tool_step_past_its_soft_time_limit_fails_with_the_reason_and_the_job_
     final = lifecycle.wait(engine, job_id, poll=0.3, timeout=90)
     assert (final.status, final.counts) == ("done", {"done": 2, "failed": 1}), final
     with session_scope(engine) as session:
-        slow_item = session.execute(select(JobItem).where(
-            JobItem.job_id == job_id, JobItem.status == "failed")).scalar_one()
+        slow_item = session.execute(
+            select(JobItem).where(JobItem.job_id == job_id, JobItem.status == "failed")
+        ).scalar_one()
         run = session.get(Run, slow_item.run_id)
-        step = session.execute(select(StepRecord).where(
-            StepRecord.run_id == run.id, StepRecord.step == "tool_execution")).scalar_one()
+        step = session.execute(
+            select(StepRecord).where(
+                StepRecord.run_id == run.id, StepRecord.step == "tool_execution"
+            )
+        ).scalar_one()
     assert slow_item.image.endswith("photo02.png")  # the wide one
     assert run.status == "failed" and TIME_LIMIT.search(run.error or ""), run.error
     assert TIME_LIMIT.search(slow_item.error or ""), slow_item.error
-    assert step.status == "failed" and TIME_LIMIT.search(step.error or ""), \
-        (step.status, step.error)
+    assert step.status == "failed" and TIME_LIMIT.search(step.error or ""), (
+        step.status,
+        step.error,
+    )
     took = (step.finished_at - step.started_at).total_seconds()
     assert SOFT_LIMIT - 1 <= took < 40, took  # cut at the soft limit, not after its minute
 
 
 @pytest.mark.faults
 def test_a_tool_step_inside_the_coordinating_task_gets_the_tool_time_limit(
-        make_cluster, sqlite_url, tmp_path, time_limit_tools):
+    make_cluster, sqlite_url, tmp_path, time_limit_tools
+):
     """One worker of every queue runs a metric item's tool step inside the task that
     coordinates it, whose own limit is a model step's (here 3 s): the step still gets the tool
     limit, and its error says which limit ran out and what to raise."""
     upgrade(sqlite_url)
-    cluster = make_cluster(sqlite_url, (time_limit_tools,),
-                           AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT=str(SOFT_LIMIT),
-                           AGENTIC_IQA_VLM_SOFT_TIME_LIMIT="3",
-                           AGENTIC_IQA_HARD_TIME_LIMIT_MARGIN="30")
+    cluster = make_cluster(
+        sqlite_url,
+        (time_limit_tools,),
+        AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT=str(SOFT_LIMIT),
+        AGENTIC_IQA_VLM_SOFT_TIME_LIMIT="3",
+        AGENTIC_IQA_HARD_TIME_LIMIT_MARGIN="30",
+    )
     cluster.start("every", "default,gpu")
     manifest = manifest_of(tmp_path / "photos", 1, slow=1)
     submitted = cli(cluster, "eval", "submit", str(manifest), "--tools", "Dawdle")
@@ -342,23 +415,31 @@ def test_a_tool_step_inside_the_coordinating_task_gets_the_tool_time_limit(
     assert (final.status, final.counts) == ("done", {"failed": 1}), final
     with session_scope(engine) as session:
         item = session.execute(select(JobItem).where(JobItem.job_id == job_id)).scalar_one()
-        step = session.execute(select(StepRecord).where(
-            StepRecord.run_id == item.run_id, StepRecord.step == "tool_execution")).scalar_one()
+        step = session.execute(
+            select(StepRecord).where(
+                StepRecord.run_id == item.run_id, StepRecord.step == "tool_execution"
+            )
+        ).scalar_one()
     took = (step.finished_at - step.started_at).total_seconds()
     assert SOFT_LIMIT - 1 <= took < 25, took  # the tool limit, not the task's 3 s
     assert item.error == (
         f"the tool step ran past its time limit of {SOFT_LIMIT} s (AGENTIC_IQA_TOOL_SOFT_TIME_"
-        "LIMIT, or `agentic-iqa worker --tool-time-limit`): raise it for photos this large")
+        "LIMIT, or `agentic-iqa worker --tool-time-limit`): raise it for photos this large"
+    )
     assert "SoftTimeLimitExceeded" not in (step.error or "")
 
 
 @pytest.mark.faults
 def test_a_tool_step_killed_by_the_hard_time_limit_fails_the_run_instead_of_looping(
-        make_cluster, sqlite_url, tmp_path, time_limit_tools):
+    make_cluster, sqlite_url, tmp_path, time_limit_tools
+):
     upgrade(sqlite_url)
-    cluster = make_cluster(sqlite_url, (time_limit_tools,),
-                           AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT="3",
-                           AGENTIC_IQA_HARD_TIME_LIMIT_MARGIN="1")
+    cluster = make_cluster(
+        sqlite_url,
+        (time_limit_tools,),
+        AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT="3",
+        AGENTIC_IQA_HARD_TIME_LIMIT_MARGIN="1",
+    )
     cluster.start("default", "default")
     cluster.start("gpu", "gpu")
     manifest = manifest_of(tmp_path / "photos", 1, slow=1)

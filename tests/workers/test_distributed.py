@@ -53,8 +53,14 @@ def test_each_step_is_its_own_task_and_tools_run_on_the_gpu_queue(make_cluster, 
     assert wait_for(cluster, run_id) == "succeeded"
     rows = step_rows(cluster, run_id)
     steps = [row[0] for row in rows]
-    assert steps == ["plan", "distortion_detection", "distortion_analysis", "tool_selection",
-                     "tool_execution", "summarize"]
+    assert steps == [
+        "plan",
+        "distortion_detection",
+        "distortion_analysis",
+        "tool_selection",
+        "tool_execution",
+        "summarize",
+    ]
     for step, _iteration, status, worker, queue, attempts in rows:
         assert status == "succeeded" and attempts == 1
         if step == "tool_execution":
@@ -82,31 +88,42 @@ def test_a_worker_of_both_queues_runs_a_whole_run_from_one_message(make_cluster,
 
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "sent"])
 def test_a_tool_step_whose_scores_are_all_cached_runs_on_the_worker_that_decided_it(
-        make_cluster, sqlite_url, tmp_path, inline):
+    make_cluster, sqlite_url, tmp_path, inline
+):
     """A second run of the same image: its tool step is a cache read, run on the default
     worker (two broker hops saved), with the same scores; with the setting off it is sent."""
-    cluster = make_cluster(sqlite_url,
-                           AGENTIC_IQA_TOOL_CACHE=f"sqlite:///{tmp_path / 'scores.sqlite3'}",
-                           AGENTIC_IQA_CACHED_TOOLS_INLINE=str(inline).lower())
+    cluster = make_cluster(
+        sqlite_url,
+        AGENTIC_IQA_TOOL_CACHE=f"sqlite:///{tmp_path / 'scores.sqlite3'}",
+        AGENTIC_IQA_CACHED_TOOLS_INLINE=str(inline).lower(),
+    )
     default = cluster.start("default", "default")
     gpu = cluster.start("gpu", "gpu")
     first = submit(cluster, "Rate the quality of this image.")
     assert wait_for(cluster, first) == "succeeded"
     second = submit(cluster, "Rate the quality of this image.")
     assert wait_for(cluster, second) == "succeeded"
-    tool_step = {run_id: next(row for row in step_rows(cluster, run_id)
-                              if row[0] == "tool_execution") for run_id in (first, second)}
+    tool_step = {
+        run_id: next(row for row in step_rows(cluster, run_id) if row[0] == "tool_execution")
+        for run_id in (first, second)
+    }
     assert tool_step[first][3:] == (gpu, "gpu", 1)
     assert tool_step[second][3:] == ((default, "gpu (cached)", 1) if inline else (gpu, "gpu", 1))
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
-        logs = {run_id: [(log.tool_name, log.raw_score, log.cached)
-                         for log in reads.tool_logs_for(session, run_id)]
-                for run_id in (first, second)}
+        logs = {
+            run_id: [
+                (log.tool_name, log.raw_score, log.cached)
+                for log in reads.tool_logs_for(session, run_id)
+            ]
+            for run_id in (first, second)
+        }
     assert logs[first] and all(not cached for *_, cached in logs[first])
     assert [(tool, raw, True) for tool, raw, _ in logs[first]] == logs[second]
-    scores = [service.load(engine, run_id)["summarizer_result"].quality_score
-              for run_id in (first, second)]
+    scores = [
+        service.load(engine, run_id)["summarizer_result"].quality_score
+        for run_id in (first, second)
+    ]
     assert scores[0] == scores[1]
 
 
@@ -117,12 +134,16 @@ def test_steps_the_plan_turns_off_are_never_enqueued(make_cluster, sqlite_url):
     run_id = submit(cluster, "Is the car in this photo blurry?")
     assert wait_for(cluster, run_id, timeout=60) == "succeeded"
     assert [row[0] for row in step_rows(cluster, run_id)] == [
-        "plan", "distortion_analysis", "summarize"]
+        "plan",
+        "distortion_analysis",
+        "summarize",
+    ]
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_failed_tools_are_not_replanned_the_run_answers_and_persists_its_tool_logs(
-        database, make_cluster, sqlite_url, no_piqe_fallback, request):
+    database, make_cluster, sqlite_url, no_piqe_fallback, request
+):
     """The only tool fails and nothing replaces it: a new plan would fail the same way, so the
     summarizer answers at once from what there is (issue 29: it used to replan to the bound
     and answer "Unable to determine"); the failed calls are stored."""
@@ -140,17 +161,19 @@ def test_failed_tools_are_not_replanned_the_run_answers_and_persists_its_tool_lo
         assert replans == [] and run.iteration_count == 0
         assert run.final_answer in {"Bad", "Poor", "Fair", "Good", "Excellent"}
         assert logs and {log.iteration for log in logs} == {0}
-        assert all(log.tool_name == "Broken" and log.normalized_score is None and log.error
-                   for log in logs)
-    assert "Missing tool scores for Global" in \
-        service.load(engine, run_id)["summarizer_result"].quality_reasoning
+        assert all(
+            log.tool_name == "Broken" and log.normalized_score is None and log.error for log in logs
+        )
+    assert (
+        "Missing tool scores for Global"
+        in service.load(engine, run_id)["summarizer_result"].quality_reasoning
+    )
     plans = [row for row in step_rows(cluster, run_id) if row[0] == "plan"]
     assert [row[1] for row in plans] == [0]
 
 
 @pytest.mark.faults
-def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_cluster,
-                                                                      sqlite_url):
+def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_cluster, sqlite_url):
     cluster = make_cluster(sqlite_url, AGENTIC_IQA_TEST_SLOW_SECONDS="5")
     cluster.start("default", "default")
     doomed = cluster.start("gpu", "gpu")
@@ -171,9 +194,11 @@ def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_clus
     with session_scope(engine) as session:
         logs = reads.tool_logs_for(session, run_id)
         state = reads.load_state(session, run_id)
-    expected_calls = {(key, distortion)
-                      for key, names in (state["executor_evidence"].distortion_set or {}).items()
-                      for distortion in names}
+    expected_calls = {
+        (key, distortion)
+        for key, names in (state["executor_evidence"].distortion_set or {}).items()
+        for distortion in names
+    }
     keys = [(log.object_name, log.distortion) for log in logs]
     assert keys and len(keys) == len(set(keys))  # exactly one row per tool call
     assert set(keys) == expected_calls
@@ -185,19 +210,33 @@ def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_clus
 
 
 def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
-        make_cluster, sqlite_url):
-    plan = {"query_type": "IQA", "query_scope": ["car"], "distortion_source": "Explicit",
-            "distortions": {"car": ["Blurs"]}, "reference_mode": "No-Reference",
-            "required_tool": None, "plan": {"distortion_detection": False,
-                                            "distortion_analysis": True,
-                                            "tool_selection": False, "tool_execution": False}}
+    make_cluster, sqlite_url
+):
+    plan = {
+        "query_type": "IQA",
+        "query_scope": ["car"],
+        "distortion_source": "Explicit",
+        "distortions": {"car": ["Blurs"]},
+        "reference_mode": "No-Reference",
+        "required_tool": None,
+        "plan": {
+            "distortion_detection": False,
+            "distortion_analysis": True,
+            "tool_selection": False,
+            "tool_execution": False,
+        },
+    }
     with FakeAPIServer(lambda _r: Reply(200, openai_completion(json.dumps(plan)))) as server:
         server.enqueue(Reply(503, {"error": {"message": "overloaded", "type": "server_error"}}))
         cluster = make_cluster(
-            sqlite_url, AGENTIC_IQA_PLANNER_BACKEND="openai",
-            AGENTIC_IQA_PLANNER_BASE_URL=f"{server.url}/v1", AGENTIC_IQA_PLANNER_MODEL="m",
-            AGENTIC_IQA_PLANNER_MAX_RETRIES="0", AGENTIC_IQA_VLM_MAX_RETRIES="2",
-            OPENAI_API_KEY="sk-test-transient")
+            sqlite_url,
+            AGENTIC_IQA_PLANNER_BACKEND="openai",
+            AGENTIC_IQA_PLANNER_BASE_URL=f"{server.url}/v1",
+            AGENTIC_IQA_PLANNER_MODEL="m",
+            AGENTIC_IQA_PLANNER_MAX_RETRIES="0",
+            AGENTIC_IQA_VLM_MAX_RETRIES="2",
+            OPENAI_API_KEY="sk-test-transient",
+        )
         cluster.start("default", "default")
         run_id = submit(cluster, "Is the car blurry?")
         assert wait_for(cluster, run_id, timeout=90) == "succeeded"
@@ -205,8 +244,9 @@ def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
         assert plan_row[2] == "succeeded" and plan_row[5] == 2  # one retry
         assert len(server.requests) >= 2
 
-        server.enqueue(*[Reply(503, {"error": {"message": "still down",
-                                               "type": "server_error"}})] * 5)
+        server.enqueue(
+            *[Reply(503, {"error": {"message": "still down", "type": "server_error"}})] * 5
+        )
         failing = submit(cluster, "Is the sky blurry?")
         assert wait_for(cluster, failing, timeout=90) == "failed"
     engine = make_engine(sqlite_url)
@@ -218,15 +258,21 @@ def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
 
 
 def test_an_executor_subtask_whose_503s_outlast_the_retries_is_given_up_on_workers(
-        make_cluster, sqlite_url):
+    make_cluster, sqlite_url
+):
     """The spec's rule on the workers too: the subtask's evidence is null and the run answers."""
-    with FakeAPIServer(lambda _r: Reply(503, {"error": {"message": "down",
-                                                        "type": "server_error"}})) as server:
+    with FakeAPIServer(
+        lambda _r: Reply(503, {"error": {"message": "down", "type": "server_error"}})
+    ) as server:
         cluster = make_cluster(
-            sqlite_url, AGENTIC_IQA_EXECUTOR_BACKEND="openai",
-            AGENTIC_IQA_EXECUTOR_BASE_URL=f"{server.url}/v1", AGENTIC_IQA_EXECUTOR_MODEL="m",
-            AGENTIC_IQA_EXECUTOR_MAX_RETRIES="0", AGENTIC_IQA_VLM_MAX_RETRIES="1",
-            OPENAI_API_KEY="sk-test-give-up")
+            sqlite_url,
+            AGENTIC_IQA_EXECUTOR_BACKEND="openai",
+            AGENTIC_IQA_EXECUTOR_BASE_URL=f"{server.url}/v1",
+            AGENTIC_IQA_EXECUTOR_MODEL="m",
+            AGENTIC_IQA_EXECUTOR_MAX_RETRIES="0",
+            AGENTIC_IQA_VLM_MAX_RETRIES="1",
+            OPENAI_API_KEY="sk-test-give-up",
+        )
         cluster.start("default", "default")
         run_id = submit(cluster, "Is the car blurry?", max_replans=0)
         assert wait_for(cluster, run_id, timeout=90) == "succeeded"
@@ -249,12 +295,22 @@ def test_cli_assess_distributed_prints_the_same_answer_as_in_process(make_cluste
     query = "Which distortion is most severe? A. Noise B. Blur C. JPEG compression"
     blurred = str(EXAMPLE.parent / "i03_blurred.png")
     command = [sys.executable, "-m", "agentic_iqa", "assess", blurred, "-q", query, "--json"]
-    distributed = subprocess.run([*command, "--distributed", "--timeout", "120"],
-                                 env=cluster.env, capture_output=True, text=True, timeout=180)
+    distributed = subprocess.run(
+        [*command, "--distributed", "--timeout", "120"],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert distributed.returncode == 0, distributed.stderr[-2000:]
     local_env = {k: v for k, v in cluster.env.items() if k != "AGENTIC_IQA_BROKER_URL"}
-    local = subprocess.run([*command, "--no-store"], env={**os.environ, **local_env},
-                           capture_output=True, text=True, timeout=180)
+    local = subprocess.run(
+        [*command, "--no-store"],
+        env={**os.environ, **local_env},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert local.returncode == 0, local.stderr[-2000:]
     remote_doc, local_doc = json.loads(distributed.stdout), json.loads(local.stdout)
     assert remote_doc["final_answer"] == local_doc["final_answer"] == "B"

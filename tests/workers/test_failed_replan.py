@@ -23,28 +23,47 @@ from tests.workers.test_distributed import step_rows, submit, wait_for
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
-def test_a_failed_replan_on_workers_answers_with_the_first_rounds_evidence(make_cluster,
-                                                                          sqlite_url):
+def test_a_failed_replan_on_workers_answers_with_the_first_rounds_evidence(
+    make_cluster, sqlite_url
+):
     first_plan = completion(plan(scoring=False))
     remote = Remote([WANTS_MORE, ANSWER], planner=[lambda _r: first_plan, not_json])
     with FakeAPIServer(remote) as server:
-        roles = {f"AGENTIC_IQA_{role}_{field}": value
-                 for role in ("PLANNER", "SUMMARIZER")
-                 for field, value in (("BACKEND", "openai"), ("MODEL", "qwen2.5-vl"),
-                                      ("BASE_URL", f"{server.url}/v1"), ("MAX_RETRIES", "0"))}
-        cluster = make_cluster(sqlite_url, AGENTIC_IQA_VLM_CACHE="false",
-                               OPENAI_API_KEY="sk-test-failed-replan", **roles)
+        roles = {
+            f"AGENTIC_IQA_{role}_{field}": value
+            for role in ("PLANNER", "SUMMARIZER")
+            for field, value in (
+                ("BACKEND", "openai"),
+                ("MODEL", "qwen2.5-vl"),
+                ("BASE_URL", f"{server.url}/v1"),
+                ("MAX_RETRIES", "0"),
+            )
+        }
+        cluster = make_cluster(
+            sqlite_url,
+            AGENTIC_IQA_VLM_CACHE="false",
+            OPENAI_API_KEY="sk-test-failed-replan",
+            **roles,
+        )
         cluster.start("both", "default,gpu")
         run_id = submit(cluster, EXPLAIN, image=EXAMPLE, max_replans=2)
         assert wait_for(cluster, run_id, timeout=90) == "succeeded"
-        plans = [r for r in server.requests
-                 if r.body["messages"][0]["content"].startswith("You are the planner")]
+        plans = [
+            r
+            for r in server.requests
+            if r.body["messages"][0]["content"].startswith("You are the planner")
+        ]
     assert len(plans) == 4  # the first plan, then three attempts at the new one
     steps = step_rows(cluster, run_id)
     assert [(step, iteration, status) for step, iteration, status, *_ in steps] == [
-        ("plan", 0, "succeeded"), ("distortion_analysis", 0, "succeeded"),
-        ("tool_execution", 0, "succeeded"), ("summarize", 0, "succeeded"),
-        ("replan", 0, "succeeded"), ("plan", 1, "succeeded"), ("summarize", 1, "succeeded")]
+        ("plan", 0, "succeeded"),
+        ("distortion_analysis", 0, "succeeded"),
+        ("tool_execution", 0, "succeeded"),
+        ("summarize", 0, "succeeded"),
+        ("replan", 0, "succeeded"),
+        ("plan", 1, "succeeded"),
+        ("summarize", 1, "succeeded"),
+    ]
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
         state = reads.load_state(session, run_id)

@@ -43,9 +43,23 @@ def test_flower_monitors_the_pipeline_behind_basic_auth(make_cluster, sqlite_url
     port = free_port()
     log = (tmp_path / "flower.log").open("wb")
     flower = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "flower",
-         f"--port={port}", "--address=127.0.0.1", "--basic-auth=admin:s3cret"],
-        cwd=REPO, env=cluster.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app:app",
+            "flower",
+            f"--port={port}",
+            "--address=127.0.0.1",
+            "--basic-auth=admin:s3cret",
+        ],
+        cwd=REPO,
+        env=cluster.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60

@@ -25,30 +25,37 @@ def counts(engine, job_id: str) -> dict[str, int]:
     return lifecycle.progress(engine, job_id).counts
 
 
-_START_JOB = ("import sys\nfrom workers.tasks import start_job\n"
-              "start_job(sys.argv[1], sys.argv[2:])\n")
+_START_JOB = (
+    "import sys\nfrom workers.tasks import start_job\nstart_job(sys.argv[1], sys.argv[2:])\n"
+)
 
 
-def start_job(cluster: Cluster, job_id: str, restart_runs: list[str] | tuple[str, ...] = ()
-              ) -> None:
+def start_job(
+    cluster: Cluster, job_id: str, restart_runs: list[str] | tuple[str, ...] = ()
+) -> None:
     """The real ``workers.tasks.start_job``, as ``eval submit`` and ``eval resume`` call it: in
     a process of its own, configured like the workers (broker, database, lease) by the
     environment."""
-    result = subprocess.run([sys.executable, "-c", _START_JOB, job_id, *restart_runs],
-                            cwd=REPO, env=cluster.env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _START_JOB, job_id, *restart_runs],
+        cwd=REPO,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
 @pytest.mark.faults
 def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_once(
-        make_cluster, sqlite_url, livec_dir, tmp_path):
+    make_cluster, sqlite_url, livec_dir, tmp_path
+):
     upgrade(sqlite_url)
     engine = make_engine(sqlite_url)
-    cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="4",
-                           AGENTIC_IQA_FEED_INTERVAL="0.5")
+    cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="4", AGENTIC_IQA_FEED_INTERVAL="0.5")
     workers = [cluster.start("default", "default"), cluster.start("gpu", "gpu")]
-    manifest = livec_manifest(livec_dir, tmp_path / 'manifest.csv', 24)
+    manifest = livec_manifest(livec_dir, tmp_path / "manifest.csv", 24)
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     # As a job begun without a broker is left (``eval submit`` run locally, then stopped): no
     # supervisor feeds it.  Only start_job hands it to the workers, and they must then feed
@@ -80,16 +87,22 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
 
     with session_scope(engine) as session:
         runs = session.execute(select(Run.id, Run.status).where(Run.job_id == job_id)).all()
-        items = session.execute(select(JobItem.item_key, JobItem.run_id)
-                                .where(JobItem.job_id == job_id)).all()
+        items = session.execute(
+            select(JobItem.item_key, JobItem.run_id).where(JobItem.job_id == job_id)
+        ).all()
         succeeded_steps = session.execute(
             select(StepRecord.run_id, StepRecord.step, StepRecord.iteration, func.count())
             .where(StepRecord.status == "succeeded")
-            .group_by(StepRecord.run_id, StepRecord.step, StepRecord.iteration)).all()
+            .group_by(StepRecord.run_id, StepRecord.step, StepRecord.iteration)
+        ).all()
         tool_rows = session.scalar(select(func.count()).select_from(ToolLog))
-        tool_calls = session.scalar(select(func.count()).select_from(
-            select(ToolLog.run_id, ToolLog.iteration, ToolLog.object_name, ToolLog.distortion)
-            .distinct().subquery()))
+        tool_calls = session.scalar(
+            select(func.count()).select_from(
+                select(ToolLog.run_id, ToolLog.iteration, ToolLog.object_name, ToolLog.distortion)
+                .distinct()
+                .subquery()
+            )
+        )
     assert len(runs) == 24 and {status for _, status in runs} == {"succeeded"}
     assert len({run_id for _, run_id in items}) == 24  # one run per item, none duplicated
     assert all(count == 1 for *_key, count in succeeded_steps)
@@ -97,26 +110,38 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
 
 
 def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message(
-        make_cluster, sqlite_url, livec_dir, tmp_path, monkeypatch):
+    make_cluster, sqlite_url, livec_dir, tmp_path, monkeypatch
+):
     """Not one 401 per item and a job "done": the first refusal stops the job, the items not
     started are cancelled, and `eval resume` is what the message says to run."""
     from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_error
 
     upgrade(sqlite_url)
     engine = make_engine(sqlite_url)
-    with FakeAPIServer(lambda _r: Reply(401, openai_error("Incorrect API key provided: "
-                                                          "sk-wrong", "invalid_request_error"))
-                       ) as server:
-        backend = {"AGENTIC_IQA_VLM_BACKEND": "openai", "AGENTIC_IQA_VLM_MODEL": "gpt-4o",
-                   "AGENTIC_IQA_VLM_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "sk-wrong"}
-        cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="2",
-                               AGENTIC_IQA_FEED_INTERVAL="0.5", AGENTIC_IQA_VLM_CACHE="false",
-                               **backend)
+    with FakeAPIServer(
+        lambda _r: Reply(
+            401, openai_error("Incorrect API key provided: sk-wrong", "invalid_request_error")
+        )
+    ) as server:
+        backend = {
+            "AGENTIC_IQA_VLM_BACKEND": "openai",
+            "AGENTIC_IQA_VLM_MODEL": "gpt-4o",
+            "AGENTIC_IQA_VLM_BASE_URL": f"{server.url}/v1",
+            "OPENAI_API_KEY": "sk-wrong",
+        }
+        cluster = make_cluster(
+            sqlite_url,
+            AGENTIC_IQA_JOB_WINDOW="2",
+            AGENTIC_IQA_FEED_INTERVAL="0.5",
+            AGENTIC_IQA_VLM_CACHE="false",
+            **backend,
+        )
         cluster.start("default", "default")
         for name, value in backend.items():  # the job is submitted (and stored) with these
             monkeypatch.setenv(name, value)
-        monkeypatch.setenv("AGENTIC_IQA_METADATA_OVERRIDES",
-                           cluster.env["AGENTIC_IQA_METADATA_OVERRIDES"])
+        monkeypatch.setenv(
+            "AGENTIC_IQA_METADATA_OVERRIDES", cluster.env["AGENTIC_IQA_METADATA_OVERRIDES"]
+        )
         manifest = livec_manifest(livec_dir, tmp_path / "m.csv", 12)
         job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
         start_job(cluster, job_id)
@@ -131,7 +156,8 @@ def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message
 
 
 def test_a_job_runs_as_submitted_whatever_the_worker_environment_says(
-        make_cluster, sqlite_url, tmp_path, monkeypatch):
+    make_cluster, sqlite_url, tmp_path, monkeypatch
+):
     """Submitted on the openai backend; a worker whose environment says builtin and has no
     key waits and says why (never answers on builtin); a worker with the key then finishes
     every item on openai, and the report's configuration matches who answered."""
@@ -147,8 +173,11 @@ def test_a_job_runs_as_submitted_whatever_the_worker_environment_says(
     with simulated(Behaviour.LETTERS, items) as (server, _model):
         cluster = make_cluster(sqlite_url, AGENTIC_IQA_VLM_CACHE="false")
         cluster.env.pop("OPENAI_API_KEY", None)
-        for name, value in {"VLM_BACKEND": "openai", "VLM_MODEL": "sim-vl",
-                            "VLM_BASE_URL": f"{server.url}/v1"}.items():
+        for name, value in {
+            "VLM_BACKEND": "openai",
+            "VLM_MODEL": "sim-vl",
+            "VLM_BASE_URL": f"{server.url}/v1",
+        }.items():
             monkeypatch.setenv(f"AGENTIC_IQA_{name}", value)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-submitter")  # submitted with a key
         from tests.conformance.items import write_manifest
@@ -179,9 +208,23 @@ def test_a_job_runs_as_submitted_whatever_the_worker_environment_says(
         answered = set(session.execute(select(VlmCall.backend, VlmCall.model).distinct()).all())
     assert answered == {("openai", "sim-vl")}
     report = subprocess.run(
-        [sys.executable, "-m", "agentic_iqa", "eval", "report", job_id, "--json",
-         "--bootstrap", "0"], cwd=REPO, env={**cluster.env, "OPENAI_API_KEY": ""},
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "agentic_iqa",
+            "eval",
+            "report",
+            job_id,
+            "--json",
+            "--bootstrap",
+            "0",
+        ],
+        cwd=REPO,
+        env={**cluster.env, "OPENAI_API_KEY": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     import json
 
     document = json.loads(report.stdout)

@@ -35,15 +35,22 @@ def test_a_metric_job_completes_on_a_gpu_queue_worker(make_cluster, sqlite_url, 
     with session_scope(engine) as session:
         steps = session.execute(
             select(StepRecord.step, StepRecord.queue, StepRecord.worker, StepRecord.status)
-            .join(Run, Run.id == StepRecord.run_id).where(Run.job_id == job_id)).all()
-        scores = dict(session.execute(
-            select(JobItem.image, ToolLog.raw_score)
-            .join(ToolLog, ToolLog.run_id == JobItem.run_id)
-            .where(JobItem.job_id == job_id, ToolLog.tool_name == "PIQE")).all())
+            .join(Run, Run.id == StepRecord.run_id)
+            .where(Run.job_id == job_id)
+        ).all()
+        scores = dict(
+            session.execute(
+                select(JobItem.image, ToolLog.raw_score)
+                .join(ToolLog, ToolLog.run_id == JobItem.run_id)
+                .where(JobItem.job_id == job_id, ToolLog.tool_name == "PIQE")
+            ).all()
+        )
         vlm_calls = session.scalars(select(VlmCall.id)).all()
     assert steps == [("tool_execution", "gpu", gpu, "succeeded")] * 6
     assert vlm_calls == []
     here = ToolRegistry(ToolSettings(device="cpu", tool_cache="none"))
-    assert scores == {image: pytest.approx(here.execute_tool("PIQE", image).raw_score, rel=1e-9)
-                      for image in scores}
+    assert scores == {
+        image: pytest.approx(here.execute_tool("PIQE", image).raw_score, rel=1e-9)
+        for image in scores
+    }
     assert len(scores) == 6

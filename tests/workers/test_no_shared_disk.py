@@ -49,8 +49,10 @@ PREFIX = "photos"
 def _photos() -> dict[str, bytes]:
     """``COUNT`` distinct small PNGs: crops and flips of the example photos (512x384)."""
     photos = {}
-    sources = [Image.open(REPO / "examples" / name).convert("RGB")
-               for name in ("i03_blurred.png", "i03_reference.png")]
+    sources = [
+        Image.open(REPO / "examples" / name).convert("RGB")
+        for name in ("i03_blurred.png", "i03_reference.png")
+    ]
     for index in range(COUNT):
         source, step = sources[index % 2], index // 2
         left, top = 16 * (step % 22), 12 * (step // 22)
@@ -96,14 +98,21 @@ def _host(folder: Path, s3: dict[str, str]) -> dict[str, str]:
     """The environment of a machine of its own: its home, its caches, the S3 credentials."""
     for sub in ("home", "cache"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
-    return {"HOME": str(folder / "home"), "XDG_CACHE_HOME": str(folder / "cache"),
-            "AGENTIC_IQA_OBJECT_CACHE": str(folder / "cache" / "objects"), **s3}
+    return {
+        "HOME": str(folder / "home"),
+        "XDG_CACHE_HOME": str(folder / "cache"),
+        "AGENTIC_IQA_OBJECT_CACHE": str(folder / "cache" / "objects"),
+        **s3,
+    }
 
 
 def _cached_objects(folder: Path) -> list[Path]:
     """The objects a host keeps (not its note of each object's latest version)."""
-    return [path for path in (folder / "cache" / "objects").glob("*/*")
-            if not path.name.startswith(".tmp-") and path.suffix != ".latest"]
+    return [
+        path
+        for path in (folder / "cache" / "objects").glob("*/*")
+        if not path.name.startswith(".tmp-") and path.suffix != ".latest"
+    ]
 
 
 def _rows(engine: Any, job_id: str) -> dict[str, tuple[str, dict, str | None, float | None]]:
@@ -111,9 +120,15 @@ def _rows(engine: Any, job_id: str) -> dict[str, tuple[str, dict, str | None, fl
     from agentic_iqa.db.engine import read_scope
 
     with read_scope(engine) as session:
-        return {Path(row["image"]).name: (row["status"], row["raw_scores"], row["final_answer"],
-                                          row["quality_score"])
-                for row in reads.export_rows(session, job_id)}
+        return {
+            Path(row["image"]).name: (
+                row["status"],
+                row["raw_scores"],
+                row["final_answer"],
+                row["quality_score"],
+            )
+            for row in reads.export_rows(session, job_id)
+        }
 
 
 def _local_jobs(folder: Path, manifest: Path) -> tuple[dict, dict]:
@@ -126,28 +141,44 @@ def _local_jobs(folder: Path, manifest: Path) -> tuple[dict, dict]:
     url = f"sqlite:///{folder / 'local.sqlite3'}"
     upgrade(url)
     engine = make_engine(url)
-    metric = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                    image_dir=folder))
-    agent = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=folder,
-                                                   limit=AGENT_COUNT))
+    metric = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=folder)
+    )
+    agent = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, image_dir=folder, limit=AGENT_COUNT)
+    )
     for job in (metric, agent):
         lifecycle.run_local(engine, job, AgentsCache(), workers=1)
     return _rows(engine, metric), _rows(engine, agent)
 
 
 def test_a_submitter_and_workers_sharing_no_disk_run_jobs_from_a_bucket(
-        broker_url: str, postgres_admin_url: str, front: Front, moto_url: str,
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker_url: str,
+    postgres_admin_url: str,
+    front: Front,
+    moto_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.models import Job
 
     photos = _photos()
     bucket = f"photos-{uuid.uuid4().hex[:10]}"
-    s3 = {"AWS_ENDPOINT_URL": front.url, "AWS_ACCESS_KEY_ID": "dummy-key-id",
-          "AWS_SECRET_ACCESS_KEY": "dummy-secret", "AWS_DEFAULT_REGION": "us-east-1"}
-    client = boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1",
-                          aws_access_key_id="dummy-key-id", aws_secret_access_key="dummy-secret")
+    s3 = {
+        "AWS_ENDPOINT_URL": front.url,
+        "AWS_ACCESS_KEY_ID": "dummy-key-id",
+        "AWS_SECRET_ACCESS_KEY": "dummy-secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="dummy-key-id",
+        aws_secret_access_key="dummy-secret",
+    )
     client.create_bucket(Bucket=bucket)
     for name, data in photos.items():
         client.put_object(Bucket=bucket, Key=f"{PREFIX}/{name}", Body=data)
@@ -161,9 +192,15 @@ def test_a_submitter_and_workers_sharing_no_disk_run_jobs_from_a_bucket(
         writer.writerows([name, 10 + 7 * index] for index, name in enumerate(photos))
 
     environment = {name: _host(folder, s3) for name, folder in hosts.items()}
-    for variable in ("AGENTIC_IQA_VLM_BACKEND", "AGENTIC_IQA_VLM_MODEL",
-                     "AGENTIC_IQA_VLM_BASE_URL", "AGENTIC_IQA_METADATA_OVERRIDES",
-                     "AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+    for variable in (
+        "AGENTIC_IQA_VLM_BACKEND",
+        "AGENTIC_IQA_VLM_MODEL",
+        "AGENTIC_IQA_VLM_BASE_URL",
+        "AGENTIC_IQA_METADATA_OVERRIDES",
+        "AWS_PROFILE",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_SESSION_TOKEN",
+    ):
         monkeypatch.delenv(variable, raising=False)
     with scratch_postgres(postgres_admin_url) as database_url:
         upgrade(database_url)
@@ -171,22 +208,38 @@ def test_a_submitter_and_workers_sharing_no_disk_run_jobs_from_a_bucket(
         (tmp_path / "logs").mkdir()
         cluster = Cluster(broker_url, database_url, tmp_path / "logs")
         try:
-            cluster.start("default", "default", cwd=hosts["coordinator"],
-                          env=environment["coordinator"])
+            cluster.start(
+                "default", "default", cwd=hosts["coordinator"], env=environment["coordinator"]
+            )
             cluster.start("gpu", "gpu", cwd=hosts["tools"], env=environment["tools"])
 
             def cli(*args: str) -> subprocess.CompletedProcess[str]:
                 return subprocess.run(
-                    [sys.executable, "-m", "agentic_iqa", *args], cwd=hosts["submitter"],
-                    env={**cluster.env, **environment["submitter"]}, capture_output=True,
-                    text=True, timeout=300)
+                    [sys.executable, "-m", "agentic_iqa", *args],
+                    cwd=hosts["submitter"],
+                    env={**cluster.env, **environment["submitter"]},
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
 
             source = f"s3://{bucket}/{PREFIX}"
             jobs = {}
-            for kind, extra in (("metric", ("--tools", "PIQE")),
-                                ("agent", ("--limit", str(AGENT_COUNT)))):
-                done = cli("eval", "submit", "manifest.csv", "--image-dir", source,
-                           "--name", kind, "--wait", *extra)
+            for kind, extra in (
+                ("metric", ("--tools", "PIQE")),
+                ("agent", ("--limit", str(AGENT_COUNT))),
+            ):
+                done = cli(
+                    "eval",
+                    "submit",
+                    "manifest.csv",
+                    "--image-dir",
+                    source,
+                    "--name",
+                    kind,
+                    "--wait",
+                    *extra,
+                )
                 assert done.returncode == 0, done.stderr[-3000:]
                 with session_scope(engine) as session:
                     jobs[kind] = session.scalars(select(Job.id).where(Job.name == kind)).one()
@@ -210,7 +263,7 @@ def test_a_submitter_and_workers_sharing_no_disk_run_jobs_from_a_bucket(
     metric_local, agent_local = _local_jobs(local_folder, manifest)
     for kind, local in (("metric", metric_local), ("agent", agent_local)):
         rows = on_store[kind]
-        assert set(rows) == set(list(photos)[:COUNT if kind == "metric" else AGENT_COUNT])
+        assert set(rows) == set(list(photos)[: COUNT if kind == "metric" else AGENT_COUNT])
         assert {status for status, *_ in rows.values()} == {"done"}, rows
         assert rows == local, kind  # to the last digit
     assert all(set(raw) == {"PIQE"} for _, raw, _, _ in on_store["metric"].values())

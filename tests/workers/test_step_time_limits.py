@@ -19,21 +19,26 @@ from workers.celery_app import COORDINATE, TOOL_BATCH_TASK, make_app, task_limit
 @pytest.fixture
 def limits(monkeypatch: pytest.MonkeyPatch) -> PipelineSettings:
     """The app's settings with a 1-second tool limit and a 2-second model limit."""
-    settings = PipelineSettings.load(tool_soft_time_limit=1, vlm_soft_time_limit=2,
-                                     inline_seconds=60, hard_time_limit_margin=1)
+    settings = PipelineSettings.load(
+        tool_soft_time_limit=1, vlm_soft_time_limit=2, inline_seconds=60, hard_time_limit_margin=1
+    )
     monkeypatch.setitem(tasks.app.conf, "agentic_iqa", settings)
     return settings
 
 
 def test_a_step_past_its_own_limit_raises_its_sentence(limits: PipelineSettings) -> None:
     started = time.monotonic()
-    with pytest.raises(SoftTimeLimitExceeded) as caught, \
-            tasks.step_time_limit("tool_execution"):
+    with pytest.raises(SoftTimeLimitExceeded) as caught, tasks.step_time_limit("tool_execution"):
         time.sleep(10)
     assert 0.9 <= time.monotonic() - started < 8  # the limit, not the 10 s sleep
-    assert str(caught.value) == failure_reason("tool_execution", caught.value) == (
-        "the tool step ran past its time limit of 1 s (AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT, or "
-        "`agentic-iqa worker --tool-time-limit`): raise it for photos this large")
+    assert (
+        str(caught.value)
+        == failure_reason("tool_execution", caught.value)
+        == (
+            "the tool step ran past its time limit of 1 s (AGENTIC_IQA_TOOL_SOFT_TIME_LIMIT, or "
+            "`agentic-iqa worker --tool-time-limit`): raise it for photos this large"
+        )
+    )
     model_step = "the plan step ran past its time limit of 2 s for a model step"
     with pytest.raises(SoftTimeLimitExceeded, match=model_step), tasks.step_time_limit("plan"):
         time.sleep(10)
@@ -68,8 +73,12 @@ def test_no_timer_outside_the_main_thread(limits: PipelineSettings) -> None:
 
 
 def test_a_task_that_may_chain_a_tool_step_has_room_for_its_whole_limit() -> None:
-    settings = PipelineSettings.load(tool_soft_time_limit=900, vlm_soft_time_limit=300,
-                                     inline_seconds=60, hard_time_limit_margin=60)
+    settings = PipelineSettings.load(
+        tool_soft_time_limit=900,
+        vlm_soft_time_limit=300,
+        inline_seconds=60,
+        hard_time_limit_margin=60,
+    )
     app = make_app(settings)
     assert (app.conf.task_soft_time_limit, app.conf.task_time_limit) == (965, 1020)
     tool = app.conf.task_annotations[TOOL_BATCH_TASK]
@@ -80,7 +89,8 @@ def test_a_task_that_may_chain_a_tool_step_has_room_for_its_whole_limit() -> Non
 
 
 def test_a_step_is_chained_only_where_its_whole_limit_fits(
-        limits: PipelineSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    limits: PipelineSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A tool task (limit 1 s + 0.5 s) never runs a model step (2 s) after its tool step;
     the coordinating task runs a tool step inline."""
     monkeypatch.setattr(tasks, "_consumed_queues", lambda: frozenset({"default", "gpu"}))

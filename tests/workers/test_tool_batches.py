@@ -23,8 +23,9 @@ from tests.iqa_tools.test_batches import BATCHER
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
-def test_queued_tool_steps_run_as_batches_with_per_item_results(make_cluster, broker_url,
-                                                                sqlite_url, tmp_path):
+def test_queued_tool_steps_run_as_batches_with_per_item_results(
+    make_cluster, broker_url, sqlite_url, tmp_path
+):
     folder = tmp_path / "photos"
     folder.mkdir()
     for seed in range(8):
@@ -35,13 +36,18 @@ def test_queued_tool_steps_run_as_batches_with_per_item_results(make_cluster, br
     batch_log = tmp_path / "batches.txt"
     upgrade(sqlite_url)
     engine = make_engine(sqlite_url)
-    cluster = make_cluster(sqlite_url, (overrides,), AGENTIC_IQA_TOOL_BATCH_SIZE="4",
-                           AGENTIC_IQA_TOOL_BATCH_WAIT="0.2",
-                           AGENTIC_IQA_TEST_BATCH_LOG=str(batch_log))
+    cluster = make_cluster(
+        sqlite_url,
+        (overrides,),
+        AGENTIC_IQA_TOOL_BATCH_SIZE="4",
+        AGENTIC_IQA_TOOL_BATCH_WAIT="0.2",
+        AGENTIC_IQA_TEST_BATCH_LOG=str(batch_log),
+    )
     cluster.start("default", "default")
     settings = ToolSettings(device="cpu", tool_cache="none", metadata_overrides=[overrides])
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder, tools=["Batcher"],
-                                                    tool_settings=settings))
+    job_id = lifecycle.submit(
+        engine, JobSpec.build(manifest=folder, tools=["Batcher"], tool_settings=settings)
+    )
     cluster.client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
     # Every item's tool step waits in the queue before a tool worker exists.
     broker = redis.Redis.from_url(broker_url)
@@ -56,10 +62,13 @@ def test_queued_tool_steps_run_as_batches_with_per_item_results(make_cluster, br
     sizes = [int(n) for n in batch_log.read_text().split()]
     assert sum(sizes) == 8 and max(sizes) == 4  # eight good images, four per forward pass
     with session_scope(engine) as session:
-        scores = dict(session.execute(
-            select(JobItem.image, ToolLog.raw_score)
-            .join(ToolLog, ToolLog.run_id == JobItem.run_id)
-            .where(JobItem.job_id == job_id)).all())
+        scores = dict(
+            session.execute(
+                select(JobItem.image, ToolLog.raw_score)
+                .join(ToolLog, ToolLog.run_id == JobItem.run_id)
+                .where(JobItem.job_id == job_id)
+            ).all()
+        )
         steps = session.execute(select(StepRecord.worker, StepRecord.status)).all()
         failed = session.scalars(select(JobItem.error).where(JobItem.status == "failed")).all()
     assert len(scores) == 8 and len(steps) == 8  # one log row, one step per item: no repeats

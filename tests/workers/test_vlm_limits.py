@@ -17,8 +17,14 @@ from agentic_iqa.pipeline import STEPS, TOOL_STEPS
 from tests.conftest import REPO
 from workers.celery_app import STEP_TASK_PREFIX, make_app
 
-VLM_STEPS = ("plan", "distortion_detection", "distortion_analysis", "tool_selection",
-             "summarize", "replan")
+VLM_STEPS = (
+    "plan",
+    "distortion_detection",
+    "distortion_analysis",
+    "tool_selection",
+    "summarize",
+    "replan",
+)
 
 
 def test_vlm_steps_go_to_the_vlm_queue_when_one_is_configured() -> None:
@@ -44,7 +50,9 @@ def test_queue_for_sends_vlm_steps_to_the_vlm_queue(monkeypatch: pytest.MonkeyPa
     configured = PipelineSettings(vlm_queue="vlm")
     monkeypatch.setattr(tasks, "settings", lambda: configured)
     assert {step: tasks.queue_for(step) for step in STEPS} == {
-        **dict.fromkeys(VLM_STEPS, "vlm"), "tool_execution": "gpu"}
+        **dict.fromkeys(VLM_STEPS, "vlm"),
+        "tool_execution": "gpu",
+    }
 
 
 @pytest.mark.slow
@@ -52,14 +60,36 @@ def test_queue_for_sends_vlm_steps_to_the_vlm_queue(monkeypatch: pytest.MonkeyPa
 def test_a_vlm_worker_runs_64_threads_on_the_vlm_queue(broker_url: str, tmp_path: Path) -> None:
     broker = broker_url
     hostname = f"vlm-{os.getpid()}@localhost"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "AGENTIC_IQA_BROKER_URL": broker,
-           "AGENTIC_IQA_VLM_QUEUE": "vlm", "AGENTIC_IQA_SUPERVISOR": "false",
-           "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'runs.sqlite3'}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "AGENTIC_IQA_BROKER_URL": broker,
+        "AGENTIC_IQA_VLM_QUEUE": "vlm",
+        "AGENTIC_IQA_SUPERVISOR": "false",
+        "AGENTIC_IQA_DATABASE_URL": f"sqlite:///{tmp_path / 'runs.sqlite3'}",
+    }
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "agentic_iqa", "worker", "--queues", "vlm", "--pool", "threads",
-         "--concurrency", "64", "--hostname", hostname],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "agentic_iqa",
+            "worker",
+            "--queues",
+            "vlm",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "64",
+            "--hostname",
+            hostname,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     client = Celery(broker=broker)
     try:
         deadline = time.monotonic() + 60

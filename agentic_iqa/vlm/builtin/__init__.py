@@ -27,8 +27,9 @@ class BuiltinClient:
 
     backend = "builtin"
 
-    def __init__(self, config: Any = None,
-                 opinion: OpinionModel | OpinionModels | None = None) -> None:
+    def __init__(
+        self, config: Any = None, opinion: OpinionModel | OpinionModels | None = None
+    ) -> None:
         self.model = MODEL_NAME
         self.config = config
         #: The overall-quality opinion model; None means the shipped one.
@@ -41,30 +42,45 @@ class BuiltinClient:
         reference = str(request.images[1]) if len(request.images) > 1 else None
         if request.task == "plan":
             result: dict[str, Any] = plan(
-                context["query"], bool(context.get("has_reference")),
-                context.get("tool_names", ()), context.get("replan_reason"),
+                context["query"],
+                bool(context.get("has_reference")),
+                context.get("tool_names", ()),
+                context.get("replan_reason"),
             )
         elif request.task == "distortion_detection":
-            result = {"distortion_set": detect(
-                context["image_path"], context.get("query_scope", "Global"),
-                context.get("query", ""), reference,
-            )}
+            result = {
+                "distortion_set": detect(
+                    context["image_path"],
+                    context.get("query_scope", "Global"),
+                    context.get("query", ""),
+                    reference,
+                )
+            }
         elif request.task == "distortion_analysis":
-            result = {"distortion_analysis": analyse(
-                context["image_path"], context["distortion_set"], context.get("query", ""),
-                reference,
-            )}
+            result = {
+                "distortion_analysis": analyse(
+                    context["image_path"],
+                    context["distortion_set"],
+                    context.get("query", ""),
+                    reference,
+                )
+            }
         elif request.task == "tool_selection":
-            result = {"selected_tools": selection.select(
-                context["distortion_set"], context["tools"], context.get("reference_mode"),
-            )}
+            result = {
+                "selected_tools": selection.select(
+                    context["distortion_set"],
+                    context["tools"],
+                    context.get("reference_mode"),
+                )
+            }
         elif request.task == "answer":
             result = answer.explain(context, self.opinion, reference)
         elif request.task == "quality_levels":
             probabilities = answer.level_probabilities(context, self.opinion)
             letter = max(probabilities, key=probabilities.__getitem__)
             return VLMResponse(
-                text=letter, model=self.model,
+                text=letter,
+                model=self.model,
                 option_logprobs=answer.as_logprobs(probabilities),
                 probability_source="builtin-measurements",
             )

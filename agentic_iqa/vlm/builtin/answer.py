@@ -39,8 +39,19 @@ from .yes_no import (
     overall_asked,
 )
 
-LEVEL_WORDS = {"excellent": 5, "good": 4, "fair": 3, "poor": 2, "bad": 1,
-               "high": 4, "medium": 3, "average": 3, "low": 2, "very good": 5, "very poor": 1}
+LEVEL_WORDS = {
+    "excellent": 5,
+    "good": 4,
+    "fair": 3,
+    "poor": 2,
+    "bad": 1,
+    "high": 4,
+    "medium": 3,
+    "average": 3,
+    "low": 2,
+    "very good": 5,
+    "very poor": 1,
+}
 LETTER_OF_LEVEL = {5: "A", 4: "B", 3: "C", 2: "D", 1: "E"}
 #: Spread (in levels) of the builtin's opinion around its estimate: with the paper's fusion
 #: (η = 1, a precision of 2 for the tools against 1/σ² ≈ 2 for the opinion) each carries about
@@ -52,8 +63,7 @@ def _severity_index(word: str) -> int:
     return SEVERITIES.index(word) if word in SEVERITIES else 0
 
 
-def category_severity(context: Mapping[str, Any], reference: str | None = None
-                      ) -> dict[str, float]:
+def category_severity(context: Mapping[str, Any], reference: str | None = None) -> dict[str, float]:
     """Severity per category: the analysis's words, refined by the measured continuous score
     (of the same region, and against the reference when there is one)."""
     analysis = context.get("distortion_analysis") or {}
@@ -69,21 +79,20 @@ def category_severity(context: Mapping[str, Any], reference: str | None = None
     return result
 
 
-def category_presence(context: Mapping[str, Any], reference: str | None = None
-                      ) -> dict[str, float]:
+def category_presence(context: Mapping[str, Any], reference: str | None = None) -> dict[str, float]:
     """Per category, how far it is above the point from which it counts as present (>= 0:
     present), the largest over the analysed scopes (:func:`.severity.presence`)."""
     query = context.get("query", "")
     result: dict[str, float] = {}
-    for key in (context.get("distortion_analysis") or {"Global": []}):
-        for category, margin in presence_for(context["image_path"], key, query,
-                                             reference).items():
+    for key in context.get("distortion_analysis") or {"Global": []}:
+        for category, margin in presence_for(context["image_path"], key, query, reference).items():
             result[category] = max(result.get(category, -math.inf), margin)
     return result
 
 
-def category_dominance(context: Mapping[str, Any], reference: str | None = None
-                       ) -> dict[str, float] | None:
+def category_dominance(
+    context: Mapping[str, Any], reference: str | None = None
+) -> dict[str, float] | None:
     """Per category, the probability that it is the image's distortion, averaged over the
     analysed scopes (None with a reference: the largest severity answers there)."""
     query = context.get("query", "")
@@ -95,9 +104,11 @@ def category_dominance(context: Mapping[str, Any], reference: str | None = None
 
 
 def _tool_pairs(context: Mapping[str, Any]) -> list[tuple[str, float]]:
-    return [(str(pair[0]), float(pair[1]))
-            for per_object in (context.get("quality_scores") or {}).values()
-            for pair in per_object.values()]
+    return [
+        (str(pair[0]), float(pair[1]))
+        for per_object in (context.get("quality_scores") or {}).values()
+        for pair in per_object.values()
+    ]
 
 
 def tool_mean(context: Mapping[str, Any]) -> float | None:
@@ -105,18 +116,20 @@ def tool_mean(context: Mapping[str, Any]) -> float | None:
     return sum(scores) / len(scores) if scores else None
 
 
-def quality_estimate(context: Mapping[str, Any],
-                     model: OpinionModel | OpinionModels | None = None) -> float:
+def quality_estimate(
+    context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None
+) -> float:
     """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores."""
     chosen = as_models(model).for_tools([tool for tool, _ in _tool_pairs(context)])
     features = opinion_features(context["image_path"])
     return chosen.predict(features, tool_mean(context))
 
 
-def level_probabilities(context: Mapping[str, Any],
-                        model: OpinionModel | OpinionModels | None = None) -> dict[str, float]:
+def level_probabilities(
+    context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None
+) -> dict[str, float]:
     estimate = quality_estimate(context, model)
-    logits = {c: -((c - estimate) ** 2) / (2 * OPINION_SIGMA ** 2) for c in range(1, 6)}
+    logits = {c: -((c - estimate) ** 2) / (2 * OPINION_SIGMA**2) for c in range(1, 6)}
     top = max(logits.values())
     weights = {LETTER_OF_LEVEL[c]: math.exp(logits[c] - top) for c in range(1, 6)}
     total = sum(weights.values())
@@ -127,16 +140,23 @@ def as_logprobs(probabilities: Mapping[str, float]) -> dict[str, float]:
     return {k: math.log(v) if v > 0 else -math.inf for k, v in probabilities.items()}
 
 
-def explain(context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None,
-            reference: str | None = None) -> dict[str, Any]:
+def explain(
+    context: Mapping[str, Any],
+    model: OpinionModel | OpinionModels | None = None,
+    reference: str | None = None,
+) -> dict[str, Any]:
     query = context["query"]
     evidence = _evidence_text(context, categories_in(query))
-    missing = missing_evidence(context.get("plan") or {}, context.get("quality_scores"),
-                               context.get("distortion_analysis"))
+    missing = missing_evidence(
+        context.get("plan") or {}, context.get("quality_scores"), context.get("distortion_analysis")
+    )
     if missing and context.get("replan_allowed", True):
-        return {"final_answer": "Unable to determine", "need_replan": True,
-                "replan_reason": missing,
-                "quality_reasoning": f"{missing}. Evidence so far: {evidence}"}
+        return {
+            "final_answer": "Unable to determine",
+            "need_replan": True,
+            "replan_reason": missing,
+            "quality_reasoning": f"{missing}. Evidence so far: {evidence}",
+        }
     if missing:  # no replan can supply it: answered from the image and what there is
         evidence = f"{evidence} ({missing}.)".strip()
     options = options_in(query)
@@ -144,13 +164,25 @@ def explain(context: Mapping[str, Any], model: OpinionModel | OpinionModels | No
     estimate = quality_estimate(context, model)
     present = category_presence(context, reference)
     if options:
-        letter, why = _choose_option(query, options, severity, estimate, present=present,
-                                     dominant=category_dominance(context, reference))
-        return {"final_answer": letter, "need_replan": False,
-                "quality_reasoning": f"{why} {evidence}".strip()}
+        letter, why = _choose_option(
+            query,
+            options,
+            severity,
+            estimate,
+            present=present,
+            dominant=category_dominance(context, reference),
+        )
+        return {
+            "final_answer": letter,
+            "need_replan": False,
+            "quality_reasoning": f"{why} {evidence}".strip(),
+        }
     answer = _free_answer(query, severity, estimate, context.get("plan"), present=present)
-    return {"final_answer": answer, "need_replan": False,
-            "quality_reasoning": f"{answer}. {evidence}".strip()}
+    return {
+        "final_answer": answer,
+        "need_replan": False,
+        "quality_reasoning": f"{answer}. {evidence}".strip(),
+    }
 
 
 def _level_of(text: str) -> int | None:
@@ -161,8 +193,12 @@ def _level_of(text: str) -> int | None:
     return None
 
 
-def _excess(severity: Mapping[str, float], detection: Mapping[str, float], category: str,
-            present: Mapping[str, float] | None = None) -> float:
+def _excess(
+    severity: Mapping[str, float],
+    detection: Mapping[str, float],
+    category: str,
+    present: Mapping[str, float] | None = None,
+) -> float:
     """How far a category is above the point from which it counts as present (a yes/no
     question is answered Yes from 0): ``present`` (:func:`.severity.presence`) where given,
     else the severity minus its detection score.  A "slight" reading that clean photos often
@@ -172,10 +208,16 @@ def _excess(severity: Mapping[str, float], detection: Mapping[str, float], categ
     return severity.get(category, 0.0) - detection.get(category, 1.0)
 
 
-def _choose_option(query: str, options: dict[str, str], severity: dict[str, float],
-                   estimate: float, detection: Mapping[str, float] | None = None, *,
-                   present: Mapping[str, float] | None = None,
-                   dominant: Mapping[str, float] | None = None) -> tuple[str, str]:
+def _choose_option(
+    query: str,
+    options: dict[str, str],
+    severity: dict[str, float],
+    estimate: float,
+    detection: Mapping[str, float] | None = None,
+    *,
+    present: Mapping[str, float] | None = None,
+    dominant: Mapping[str, float] | None = None,
+) -> tuple[str, str]:
     """The option the evidence supports.  ``present``: per category how far it is above the
     point from which it counts as present (yes/no questions; else severity minus
     ``detection``).  ``dominant``: per category the probability that it is the image's
@@ -186,26 +228,41 @@ def _choose_option(query: str, options: dict[str, str], severity: dict[str, floa
     by_category = {letter: categories_in(text) for letter, text in options.items()}
     if all(by_category.values()):
         least = re.search(r"\b(least|mildest|smallest)\b", stem, re.I) is not None
-        if dominant and not least and all(c in dominant for cats in by_category.values()
-                                          for c in cats):
-            likely = {letter: sum(dominant[c] for c in set(cats))
-                      for letter, cats in by_category.items()}
+        if (
+            dominant
+            and not least
+            and all(c in dominant for cats in by_category.values() for c in cats)
+        ):
+            likely = {
+                letter: sum(dominant[c] for c in set(cats)) for letter, cats in by_category.items()
+            }
             pick = max(likely, key=likely.__getitem__)
-            return pick, (f"Option {pick} ({options[pick]}) is the most likely distortion "
-                          f"(probability {likely[pick]:.2f} from the measurements together).")
-        value = {letter: max(severity.get(c, 0.0) for c in cats)
-                 for letter, cats in by_category.items()}
+            return pick, (
+                f"Option {pick} ({options[pick]}) is the most likely distortion "
+                f"(probability {likely[pick]:.2f} from the measurements together)."
+            )
+        value = {
+            letter: max(severity.get(c, 0.0) for c in cats) for letter, cats in by_category.items()
+        }
         pick = (min if least else max)(value, key=value.__getitem__)
-        return pick, (f"Option {pick} ({options[pick]}) is the "
-                      f"{'least' if least else 'most'} severe distortion measured.")
-    severity_options = {letter: text.lower().strip(" .") for letter, text in options.items()
-                        if text.lower().strip(" .") in SEVERITIES}
+        return pick, (
+            f"Option {pick} ({options[pick]}) is the "
+            f"{'least' if least else 'most'} severe distortion measured."
+        )
+    severity_options = {
+        letter: text.lower().strip(" .")
+        for letter, text in options.items()
+        if text.lower().strip(" .") in SEVERITIES
+    }
     if len(severity_options) == len(options):
-        level = max((severity.get(c, 0.0) for c in asked), default=max(severity.values(),
-                                                                      default=0.0))
+        level = max(
+            (severity.get(c, 0.0) for c in asked), default=max(severity.values(), default=0.0)
+        )
         word = SEVERITIES[min(4, int(level))]
-        pick = min(severity_options, key=lambda k: abs(SEVERITIES.index(severity_options[k])
-                                                       - SEVERITIES.index(word)))
+        pick = min(
+            severity_options,
+            key=lambda k: abs(SEVERITIES.index(severity_options[k]) - SEVERITIES.index(word)),
+        )
         return pick, f"The distortion in question is {word}."
     yes_no = {letter: text.lower().strip(" .") for letter, text in options.items()}
     if set(yes_no.values()) <= {"yes", "no"} and len(yes_no) == 2:
@@ -224,23 +281,34 @@ def _choose_option(query: str, options: dict[str, str], severity: dict[str, floa
     if all(v is not None for v in levels.values()):
         pick = min(levels, key=lambda k: abs(levels[k] - estimate))
         return pick, f"Estimated quality {estimate:.2f}/5 is closest to {options[pick]}."
-    return "Unable to determine", ("None of the options is something the offline backend can "
-                                   "measure (a level, a severity, yes/no or a distortion), so "
-                                   "it does not pick one.")
+    return "Unable to determine", (
+        "None of the options is something the offline backend can "
+        "measure (a level, a severity, yes/no or a distortion), so "
+        "it does not pick one."
+    )
 
 
-NOUNS = {"Blurs": "blur", "Noise": "noise", "Compression": "compression artefacts",
-         "Brightness change": "exposure problems", "Contrast": "loss of contrast",
-         "Color distortions": "colour distortion", "Sharpness": "loss of sharpness"}
+NOUNS = {
+    "Blurs": "blur",
+    "Noise": "noise",
+    "Compression": "compression artefacts",
+    "Brightness change": "exposure problems",
+    "Contrast": "loss of contrast",
+    "Color distortions": "colour distortion",
+    "Sharpness": "loss of sharpness",
+}
 
 
 #: The first word of a question answered Yes or No (English), negated or not ("Isn't it
 #: blurry?"), after "Answer yes or no:" if any.
-_YES_NO = re.compile(r"^\s*(?:(?:please\s+)?(?:answer|reply|respond)?\s*(?:with\s+)?"
-                     r"yes\s*(?:or|/)\s*no\s*[:,.\-]?\s*)?"
-                     r"(?:(?:is|are|was|were|does|do|did|has|have|had|could|would|should|"
-                     r"might)n't|can't|won't|shan't|is|are|was|were|does|do|did|has|have|had|"
-                     r"can|could|will|would|should|shall|may|might|am)\b", re.I)
+_YES_NO = re.compile(
+    r"^\s*(?:(?:please\s+)?(?:answer|reply|respond)?\s*(?:with\s+)?"
+    r"yes\s*(?:or|/)\s*no\s*[:,.\-]?\s*)?"
+    r"(?:(?:is|are|was|were|does|do|did|has|have|had|could|would|should|"
+    r"might)n't|can't|won't|shan't|is|are|was|were|does|do|did|has|have|had|"
+    r"can|could|will|would|should|shall|may|might|am)\b",
+    re.I,
+)
 #: A yes/no question about overall quality is answered from the builtin's opinion against the
 #: middle of the 1-5 scale: Good and Excellent are Yes, Poor and Bad No, and Fair, the middle
 #: level, splits at its centre (3.0).  Its opinion is drawn towards the middle (the best LIVE-C
@@ -284,7 +352,8 @@ def asks_overall_quality(query: str) -> bool:
     """A question about the image's quality as a whole ("Is this image of good quality?")."""
     lowered = query.casefold()
     return re.search(r"\bquality\b", lowered) is not None or any(
-        re.search(rf"\b{re.escape(word)}\b", lowered) for word in (*GOOD_WORDS, *BAD_WORDS))
+        re.search(rf"\b{re.escape(word)}\b", lowered) for word in (*GOOD_WORDS, *BAD_WORDS)
+    )
 
 
 def overall_yes(query: str, estimate: float) -> tuple[bool, str]:
@@ -299,22 +368,33 @@ def overall_yes(query: str, estimate: float) -> tuple[bool, str]:
     above = estimate >= cut
     side = "at or above" if above else "below"
     what = "the top level" if top else "the middle of the scale"
-    return above != bad, (f"{level_name(estimate)} technical quality ({estimate:.2f} on a 1-5 "
-                          f"scale, {side} {what}, {cut:.1f})")
+    return above != bad, (
+        f"{level_name(estimate)} technical quality ({estimate:.2f} on a 1-5 "
+        f"scale, {side} {what}, {cut:.1f})"
+    )
 
 
-def _deciding(asked: Asked, severity: Mapping[str, float], detection: Mapping[str, float],
-              present: Mapping[str, float] | None) -> tuple[str, float]:
+def _deciding(
+    asked: Asked,
+    severity: Mapping[str, float],
+    detection: Mapping[str, float],
+    present: Mapping[str, float] | None,
+) -> tuple[str, float]:
     """The category that decides ``asked`` and how far it is above the point of being present:
     the most visible of its categories, the analysed one on a tie ("sharp" names Blurs and
     Sharpness, which are measured alike)."""
-    category = max(asked.categories, key=lambda c: (_excess(severity, detection, c, present),
-                                                    c in severity))
+    category = max(
+        asked.categories, key=lambda c: (_excess(severity, detection, c, present), c in severity)
+    )
     return category, _excess(severity, detection, category, present)
 
 
-def _finding(asked: Asked, severity: Mapping[str, float], detection: Mapping[str, float],
-             present: Mapping[str, float] | None) -> str:
+def _finding(
+    asked: Asked,
+    severity: Mapping[str, float],
+    detection: Mapping[str, float],
+    present: Mapping[str, float] | None,
+) -> str:
     """A visible distortion in words ("severe noise"); at least "slight", since it is seen."""
     category, _ = _deciding(asked, severity, detection, present)
     noun = NOUNS.get(category, category.lower())
@@ -323,8 +403,12 @@ def _finding(asked: Asked, severity: Mapping[str, float], detection: Mapping[str
     return f"{SEVERITIES[max(1, min(4, int(severity[category])))]} {noun}"
 
 
-def _nouns(asked: Sequence[Asked], severity: Mapping[str, float],
-           detection: Mapping[str, float], present: Mapping[str, float] | None) -> str:
+def _nouns(
+    asked: Sequence[Asked],
+    severity: Mapping[str, float],
+    detection: Mapping[str, float],
+    present: Mapping[str, float] | None,
+) -> str:
     nouns: list[str] = []
     for item in asked:
         category, _ = _deciding(item, severity, detection, present)
@@ -334,9 +418,12 @@ def _nouns(asked: Sequence[Asked], severity: Mapping[str, float],
     return " or ".join(nouns)
 
 
-def yes_no_reply(query: str, severity: Mapping[str, float],
-                 detection: Mapping[str, float] | None = None,
-                 present: Mapping[str, float] | None = None) -> tuple[bool, str] | None:
+def yes_no_reply(
+    query: str,
+    severity: Mapping[str, float],
+    detection: Mapping[str, float] | None = None,
+    present: Mapping[str, float] | None = None,
+) -> tuple[bool, str] | None:
     """Yes or No to a yes/no question about distortions, with the finding that decides it
     ("No: severe noise" to "Is it free of noise?"), or None when it names no distortion.
     What it asks to be absent must all be invisible; of what it asks to be there one must be
@@ -366,10 +453,15 @@ def yes_no_reply(query: str, severity: Mapping[str, float],
     return True, "Yes: " + ", and ".join(parts)
 
 
-def _free_answer(query: str, severity: dict[str, float], estimate: float,
-                 context_plan: Mapping[str, Any] | None = None,
-                 detection: Mapping[str, float] | None = None, *,
-                 present: Mapping[str, float] | None = None) -> str:
+def _free_answer(
+    query: str,
+    severity: dict[str, float],
+    estimate: float,
+    context_plan: Mapping[str, Any] | None = None,
+    detection: Mapping[str, float] | None = None,
+    *,
+    present: Mapping[str, float] | None = None,
+) -> str:
     """A yes/no question gets Yes or No first, the right way round (:func:`yes_no_reply`):
     "Is it noisy?" is Yes when noise is visible, "Is it sharp?" or "Is it clear of noise?"
     when it is not; one that names no distortion is about overall quality."""
@@ -391,8 +483,11 @@ def _free_answer(query: str, severity: dict[str, float], estimate: float,
     technical = f"{level_name(estimate)} technical quality ({estimate:.2f} on a 1-5 scale)"
     plan = context_plan or {}
     if plan.get("query_type") == "Other":
-        return ("The offline backend judges technical quality, not taste: "
-                + technical[0].lower() + technical[1:])
+        return (
+            "The offline backend judges technical quality, not taste: "
+            + technical[0].lower()
+            + technical[1:]
+        )
     if is_yes_no(query):
         yes, why = overall_yes(query, estimate)
         return f"{'Yes' if yes else 'No'}: {why[0].lower()}{why[1:]}"
@@ -443,8 +538,9 @@ def measures(tool: str, asked: Sequence[str]) -> bool:
     return any(strengths & _SAME.get(category, {category}) for category in asked)
 
 
-def tool_evidence(context: Mapping[str, Any], asked: Sequence[str] = ()
-                  ) -> tuple[list[str], list[str]]:
+def tool_evidence(
+    context: Mapping[str, Any], asked: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     """(scores quoted as evidence, scores set aside with the reason), one per (part, tool): a
     "Global" score is the whole image's, whatever objects it was run for, and is said so."""
     cited: list[str] = []
@@ -459,11 +555,15 @@ def tool_evidence(context: Mapping[str, Any], asked: Sequence[str] = ()
             seen.add((key, tool))
             where = "the whole image" if key == "Global" else f"{key} (its crop)"
             if saturated(tool, score):
-                set_aside.append(f"{tool} {score:.2f}/5 for {where} (at the end of its scale, "
-                                 "so it carries no information)")
+                set_aside.append(
+                    f"{tool} {score:.2f}/5 for {where} (at the end of its scale, "
+                    "so it carries no information)"
+                )
             elif not measures(tool, asked):
-                set_aside.append(f"{tool} {score:.2f}/5 for {where} (an overall-quality score; "
-                                 f"it does not measure {nouns})")
+                set_aside.append(
+                    f"{tool} {score:.2f}/5 for {where} (an overall-quality score; "
+                    f"it does not measure {nouns})"
+                )
             else:
                 cited.append(f"{tool} rates {where} {score:.2f}/5.")
     return cited, set_aside
@@ -474,8 +574,9 @@ def _evidence_text(context: Mapping[str, Any], asked: Sequence[str] = ()) -> str
     for key, items in (context.get("distortion_analysis") or {}).items():
         for item in items:
             explanation = item["explanation"]
-            shown = item["severity"] != "none" or item["type"] in asked or "measured on" in \
-                explanation
+            shown = (
+                item["severity"] != "none" or item["type"] in asked or "measured on" in explanation
+            )
             if shown:
                 prefix = "" if key == "Global" else f"{key}: "
                 parts.append(prefix + explanation)
@@ -486,6 +587,8 @@ def _evidence_text(context: Mapping[str, Any], asked: Sequence[str] = ()) -> str
     objects = whole_image_objects(context.get("plan") or {}, context.get("quality_scores"))
     if objects:
         names, judged = " or ".join(objects), "it is" if len(objects) == 1 else "they are"
-        parts.append(f"The tool scores are the whole image's: no tool measured {names} on its "
-                     f"own (tools cannot locate objects), so {judged} judged from the image.")
+        parts.append(
+            f"The tool scores are the whole image's: no tool measured {names} on its "
+            f"own (tools cannot locate objects), so {judged} judged from the image."
+        )
     return " ".join(parts) if parts else "No distortion stands out."

@@ -63,8 +63,7 @@ class Measurements:
     def relative_colourfulness(self) -> float:
         """Colourfulness per unit of the room the mean luminance leaves towards black or white
         (unchanged by a pure exposure change)."""
-        return self.colourfulness / max(min(self.mean_luminance, 1.0 - self.mean_luminance),
-                                        0.02)
+        return self.colourfulness / max(min(self.mean_luminance, 1.0 - self.mean_luminance), 0.02)
 
 
 def luminance(pixels: np.ndarray) -> np.ndarray:
@@ -81,8 +80,10 @@ def blur_sigma(y: np.ndarray) -> float:
     low, high = _BLUR_RANGE
     if min(y.shape) < 8 * _SIGMA_B:
         return low
-    fine = np.hypot(ndimage.gaussian_filter(y, _SIGMA_A, order=(0, 1)),
-                    ndimage.gaussian_filter(y, _SIGMA_A, order=(1, 0)))
+    fine = np.hypot(
+        ndimage.gaussian_filter(y, _SIGMA_A, order=(0, 1)),
+        ndimage.gaussian_filter(y, _SIGMA_A, order=(1, 0)),
+    )
     gx = ndimage.gaussian_filter(y, _SIGMA_B, order=(0, 1))
     gy = ndimage.gaussian_filter(y, _SIGMA_B, order=(1, 0))
     coarse = np.hypot(gx, gy)
@@ -101,8 +102,9 @@ def blur_sigma(y: np.ndarray) -> float:
         return high
     edges = peaks & (coarse >= np.quantile(coarse[peaks], 0.9))
     ratio2 = (fine[edges] / coarse[edges]) ** 2
-    width2 = np.clip((_SIGMA_B ** 2 - ratio2 * _SIGMA_A ** 2) / np.maximum(ratio2 - 1.0, 1e-6),
-                     low ** 2, high ** 2)
+    width2 = np.clip(
+        (_SIGMA_B**2 - ratio2 * _SIGMA_A**2) / np.maximum(ratio2 - 1.0, 1e-6), low**2, high**2
+    )
     widest = float(np.median(width2))
     kinds = orientation[edges]
     for index in _DIRECTIONS:
@@ -162,8 +164,9 @@ def crop(pixels: np.ndarray, box: tuple[float, float, float, float] | None) -> n
     return pixels[y0:y1, x0:x1]
 
 
-def measure(pixels: np.ndarray, box: tuple[float, float, float, float] | None = None
-            ) -> Measurements:
+def measure(
+    pixels: np.ndarray, box: tuple[float, float, float, float] | None = None
+) -> Measurements:
     pixels = crop(pixels, box)
     y = luminance(pixels).astype(np.float64)
     p5, median, p95 = np.percentile(y, [5, 50, 95])

@@ -65,14 +65,21 @@ class OpinionModel:
                     value = min(value, self.highs.get(name, np.inf))
                 elif weight < 0:
                     value = max(value, self.lows.get(name, -np.inf))
-                total += weight * (value - self.means.get(name, 0.0)) / (
-                    self.stds.get(name, 1.0) or 1.0)
+                total += (
+                    weight * (value - self.means.get(name, 0.0)) / (self.stds.get(name, 1.0) or 1.0)
+                )
         return min(5.0, max(1.0, total))
 
     def as_dict(self) -> dict[str, object]:
-        return {"intercept": self.intercept, "weights": self.weights, "means": self.means,
-                "stds": self.stds, "lows": self.lows, "highs": self.highs,
-                "metadata": self.metadata}
+        return {
+            "intercept": self.intercept,
+            "weights": self.weights,
+            "means": self.means,
+            "stds": self.stds,
+            "lows": self.lows,
+            "highs": self.highs,
+            "metadata": self.metadata,
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2) + "\n"
@@ -81,10 +88,16 @@ class OpinionModel:
     def from_dict(cls, document: Mapping[str, object]) -> OpinionModel:
         def floats(key: str) -> dict[str, float]:
             return {k: float(v) for k, v in dict(document.get(key, {})).items()}
-        return cls(intercept=float(document["intercept"]), weights=floats("weights"),
-                   means=floats("means"), stds=floats("stds"),
-                   metadata=dict(document.get("metadata", {})), lows=floats("lows"),
-                   highs=floats("highs"))
+
+        return cls(
+            intercept=float(document["intercept"]),
+            weights=floats("weights"),
+            means=floats("means"),
+            stds=floats("stds"),
+            metadata=dict(document.get("metadata", {})),
+            lows=floats("lows"),
+            highs=floats("highs"),
+        )
 
 
 @dataclass(frozen=True)
@@ -109,17 +122,28 @@ class OpinionModels:
         return self.models.get(NO_TOOL) or next(iter(self.models.values()))
 
     def to_json(self) -> str:
-        return json.dumps({"metadata": self.metadata, "default_tool": self.default_tool,
-                           "models": {k: m.as_dict() for k, m in self.models.items()}},
-                          indent=2) + "\n"
+        return (
+            json.dumps(
+                {
+                    "metadata": self.metadata,
+                    "default_tool": self.default_tool,
+                    "models": {k: m.as_dict() for k, m in self.models.items()},
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
     @classmethod
     def from_dict(cls, document: Mapping[str, object]) -> OpinionModels:
         if "models" not in document:  # a single model (older files)
             model = OpinionModel.from_dict(document)
             return cls({NO_TOOL: model}, dict(model.metadata), NO_TOOL)
-        return cls({k: OpinionModel.from_dict(v) for k, v in dict(document["models"]).items()},
-                   dict(document.get("metadata", {})), document.get("default_tool"))
+        return cls(
+            {k: OpinionModel.from_dict(v) for k, v in dict(document["models"]).items()},
+            dict(document.get("metadata", {})),
+            document.get("default_tool"),
+        )
 
     @classmethod
     def single(cls, model: OpinionModel) -> OpinionModels:
@@ -127,8 +151,13 @@ class OpinionModels:
 
 
 #: Neutral prior: only the tools' mean score, when no fitted weights ship.
-PRIOR = OpinionModel(intercept=3.0, weights={TOOL_MEAN: 1.0}, means={TOOL_MEAN: 3.0},
-                     stds={TOOL_MEAN: 1.0}, metadata={"source": "prior"})
+PRIOR = OpinionModel(
+    intercept=3.0,
+    weights={TOOL_MEAN: 1.0},
+    means={TOOL_MEAN: 3.0},
+    stds={TOOL_MEAN: 1.0},
+    metadata={"source": "prior"},
+)
 
 
 def as_models(model: OpinionModel | OpinionModels | None) -> OpinionModels:

@@ -83,15 +83,16 @@ def nss_features(y: np.ndarray) -> dict[str, float]:
         mscn = (y - mu) / (sigma + 1 / 255)
         magnitude = np.abs(mscn)
         features[f"s{scale}_mscn_var"] = float(np.mean(mscn * mscn))
-        features[f"s{scale}_mscn_shape"] = float(np.mean(mscn * mscn) /
-                                                 max(np.mean(magnitude) ** 2, 1e-12))
+        features[f"s{scale}_mscn_shape"] = float(
+            np.mean(mscn * mscn) / max(np.mean(magnitude) ** 2, 1e-12)
+        )
         for dy, dx in _SHIFTS:
             product = _neighbour_products(mscn, dy, dx)
             left, right = product[product < 0], product[product >= 0]
             name = f"s{scale}_pair{dy}{dx + 1}"
             features[f"{name}_mean"] = float(product.mean())
-            features[f"{name}_left"] = float(np.sqrt(np.mean(left ** 2))) if left.size else 0.0
-            features[f"{name}_right"] = float(np.sqrt(np.mean(right ** 2))) if right.size else 0.0
+            features[f"{name}_left"] = float(np.sqrt(np.mean(left**2))) if left.size else 0.0
+            features[f"{name}_right"] = float(np.sqrt(np.mean(right**2))) if right.size else 0.0
         gradient = np.hypot(ndimage.sobel(y, axis=0), ndimage.sobel(y, axis=1))
         features[f"s{scale}_gradient_mean"] = float(gradient.mean())
         features[f"s{scale}_gradient_std"] = float(gradient.std())
@@ -107,12 +108,18 @@ def readings(pixels: np.ndarray) -> dict[str, float]:
     y = luminance(pixels)
     low, high = np.percentile(y, [1, 99])
     colour, cast = colourfulness(pixels)
-    return {"m_blur": blur_effect(y), "m_noise_sigma": noise_sigma(y),
-            "m_blockiness": blockiness(y), "m_mean_luminance": float(y.mean()),
-            "m_dark_fraction": float((y < 0.02).mean()),
-            "m_bright_fraction": float((y > 0.98).mean()), "m_rms_contrast": float(y.std()),
-            "m_luminance_spread": float(high - low), "m_colourfulness": colour,
-            "m_colour_cast": cast}
+    return {
+        "m_blur": blur_effect(y),
+        "m_noise_sigma": noise_sigma(y),
+        "m_blockiness": blockiness(y),
+        "m_mean_luminance": float(y.mean()),
+        "m_dark_fraction": float((y < 0.02).mean()),
+        "m_bright_fraction": float((y > 0.98).mean()),
+        "m_rms_contrast": float(y.std()),
+        "m_luminance_spread": float(high - low),
+        "m_colourfulness": colour,
+        "m_colour_cast": cast,
+    }
 
 
 def feature_vector(pixels: np.ndarray) -> dict[str, float]:

@@ -74,11 +74,13 @@ def reduced(image: LoadedImage, long_side: int, budget: int | None = None) -> np
         from ...config import load_tool_settings
 
         budget = load_tool_settings().tool_memory
-    needed = builtin_estimate(width, height, long_side=long_side,
-                              jpeg=image.data[:3] == b"\xff\xd8\xff")
+    needed = builtin_estimate(
+        width, height, long_side=long_side, jpeg=image.data[:3] == b"\xff\xd8\xff"
+    )
     if needed > budget:
-        raise ToolMemoryError(image.path, (width, height), "the builtin backend's measurements",
-                              needed, budget)
+        raise ToolMemoryError(
+            image.path, (width, height), "the builtin backend's measurements", needed, budget
+        )
     target = target_size(width, height, long_side)
     small = _draft_jpeg(image, target)
     if small is None:
@@ -97,9 +99,15 @@ def _draft_jpeg(image: LoadedImage, target: tuple[int, int]) -> np.ndarray | Non
             return None
         orientation = opened.getexif().get(0x0112)
         turned = Image.Transpose
-        turn = {2: turned.FLIP_LEFT_RIGHT, 3: turned.ROTATE_180, 4: turned.FLIP_TOP_BOTTOM,
-                5: turned.TRANSPOSE, 6: turned.ROTATE_270, 7: turned.TRANSVERSE,
-                8: turned.ROTATE_90}.get(orientation)
+        turn = {
+            2: turned.FLIP_LEFT_RIGHT,
+            3: turned.ROTATE_180,
+            4: turned.FLIP_TOP_BOTTOM,
+            5: turned.TRANSPOSE,
+            6: turned.ROTATE_270,
+            7: turned.TRANSVERSE,
+            8: turned.ROTATE_90,
+        }.get(orientation)
         quarter = orientation in _QUARTER_TURNS
         opened.draft("RGB", (target[1], target[0]) if quarter else target)
         upright = opened.convert("RGB")
@@ -121,13 +129,14 @@ def _area_average(stored: np.ndarray, target: tuple[int, int]) -> np.ndarray:
     band = max(1, _BAND_ROWS // factor)
     for top in range(0, rows, band):
         count = min(band, rows - top)
-        chunk = stored[top * factor:(top + count) * factor, :cols * factor].astype(np.float32)
-        blocks[top:top + count] = chunk.reshape(count, factor, cols, factor, 3).mean(axis=(1, 3))
+        chunk = stored[top * factor : (top + count) * factor, : cols * factor].astype(np.float32)
+        blocks[top : top + count] = chunk.reshape(count, factor, cols, factor, 3).mean(axis=(1, 3))
     scale = 255.0 if stored.dtype == np.uint8 else 1.0
-    planes = [Image.fromarray(blocks[..., channel] / scale, mode="F").resize(
-        target, Image.Resampling.BOX) for channel in range(3)]
+    planes = [
+        Image.fromarray(blocks[..., channel] / scale, mode="F").resize(target, Image.Resampling.BOX)
+        for channel in range(3)
+    ]
     values = np.stack([np.asarray(plane) for plane in planes], axis=-1)
     if stored.dtype == np.uint8:
         return np.clip(np.rint(values * 255.0), 0, 255).astype(np.uint8)
     return np.clip(values, 0.0, 1.0).astype(np.float32)
-

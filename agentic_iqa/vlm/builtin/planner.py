@@ -17,8 +17,12 @@ from typing import Any
 from ...query import distortion_words, parse_query, planned_subtasks, required_tool_in
 
 
-def plan(query: str, has_reference: bool, tool_names: Iterable[str] = (),
-         replan_reason: str | None = None) -> dict[str, Any]:
+def plan(
+    query: str,
+    has_reference: bool,
+    tool_names: Iterable[str] = (),
+    replan_reason: str | None = None,
+) -> dict[str, Any]:
     names = tuple(tool_names)
     parsed = parse_query(query, names)
     distortions = distortion_words(query, names).read
@@ -29,11 +33,18 @@ def plan(query: str, has_reference: bool, tool_names: Iterable[str] = (),
     if parsed.aesthetic and not distortions and tool is None:
         return {
             "answer_mode": "explanation",
-            "query_type": "Other", "query_scope": objects or "Global",
-            "distortion_source": "Inferred", "distortions": None,
-            "reference_mode": reference_mode, "required_tool": None,
-            "plan": {"distortion_detection": False, "distortion_analysis": False,
-                     "tool_selection": False, "tool_execution": False},
+            "query_type": "Other",
+            "query_scope": objects or "Global",
+            "distortion_source": "Inferred",
+            "distortions": None,
+            "reference_mode": reference_mode,
+            "required_tool": None,
+            "plan": {
+                "distortion_detection": False,
+                "distortion_analysis": False,
+                "tool_selection": False,
+                "tool_execution": False,
+            },
         }
 
     explicit = bool(distortions)
@@ -42,13 +53,15 @@ def plan(query: str, has_reference: bool, tool_names: Iterable[str] = (),
         # The summarizer lacked measurements: measure this time.
         flags.update(tool_execution=True, tool_selection=tool is None)
     return {
-        "answer_mode": ("scoring" if parsed.wants_rating and not parsed.is_multiple_choice
-                        else "explanation"),
+        "answer_mode": (
+            "scoring" if parsed.wants_rating and not parsed.is_multiple_choice else "explanation"
+        ),
         "query_type": "IQA",
         "query_scope": objects or "Global",
         "distortion_source": "Explicit" if explicit else "Inferred",
-        "distortions": ({key: list(distortions) for key in objects or ["Global"]}
-                        if explicit else None),
+        "distortions": (
+            {key: list(distortions) for key in objects or ["Global"]} if explicit else None
+        ),
         "reference_mode": reference_mode,
         "required_tool": tool,
         "plan": flags,

@@ -60,8 +60,7 @@ import numpy as np
 from .measure import Measurements
 
 SEVERITIES = ("none", "slight", "moderate", "severe", "extreme")
-CATEGORIES = ("Blurs", "Noise", "Compression", "Brightness change", "Contrast",
-              "Color distortions")
+CATEGORIES = ("Blurs", "Noise", "Compression", "Brightness change", "Contrast", "Color distortions")
 THRESHOLDS_FILE = Path(__file__).with_name("severity.json")
 
 Reading = Callable[..., float]
@@ -80,12 +79,20 @@ NO_REFERENCE: dict[str, tuple[str, str, Callable[[Measurements], float], bool]] 
     "noise": ("Noise", "noise", lambda m: _log(m.noise_sigma, 1e-4), True),
     "blocking": ("Compression", "jpeg", lambda m: m.blockiness, True),
     "dark": ("Brightness change", "dark", lambda m: _log(m.median_luminance, 0.005), False),
-    "bright": ("Brightness change", "bright", lambda m: -_log(1.0 - m.median_luminance, 0.005),
-               True),
+    "bright": (
+        "Brightness change",
+        "bright",
+        lambda m: -_log(1.0 - m.median_luminance, 0.005),
+        True,
+    ),
     "highlights": ("Brightness change", "bright", lambda m: m.bright_fraction, True),
     "contrast": ("Contrast", "contrast", lambda m: _log(m.contrast, 1e-3), False),
-    "colour": ("Color distortions", "desaturate",
-               lambda m: _log(m.relative_colourfulness, 0.5), False),
+    "colour": (
+        "Color distortions",
+        "desaturate",
+        lambda m: _log(m.relative_colourfulness, 0.5),
+        False,
+    ),
 }
 
 
@@ -107,17 +114,31 @@ FULL_REFERENCE: dict[str, tuple[str, str, Callable[[Measurements, Measurements],
     "blur": ("Blurs", "blur", lambda m, r: _added(m.blur_sigma, r.blur_sigma), True),
     "noise": ("Noise", "noise", lambda m, r: _added(m.noise_sigma, r.noise_sigma), True),
     "blocking": ("Compression", "jpeg", lambda m, r: m.blockiness - r.blockiness, True),
-    "dark": ("Brightness change", "dark",
-             lambda m, r: _ratio(m.median_luminance, r.median_luminance, _DARKEST), False),
-    "bright": ("Brightness change", "bright",
-               lambda m, r: _ratio(m.median_luminance, r.median_luminance, _DARKEST), True),
-    "highlights": ("Brightness change", "bright",
-                   lambda m, r: m.bright_fraction - r.bright_fraction, True),
-    "contrast": ("Contrast", "contrast", lambda m, r: _ratio(m.contrast, r.contrast, 1e-3),
-                 False),
-    "colour": ("Color distortions", "desaturate",
-               lambda m, r: _ratio(m.relative_colourfulness, r.relative_colourfulness, 0.5),
-               False),
+    "dark": (
+        "Brightness change",
+        "dark",
+        lambda m, r: _ratio(m.median_luminance, r.median_luminance, _DARKEST),
+        False,
+    ),
+    "bright": (
+        "Brightness change",
+        "bright",
+        lambda m, r: _ratio(m.median_luminance, r.median_luminance, _DARKEST),
+        True,
+    ),
+    "highlights": (
+        "Brightness change",
+        "bright",
+        lambda m, r: m.bright_fraction - r.bright_fraction,
+        True,
+    ),
+    "contrast": ("Contrast", "contrast", lambda m, r: _ratio(m.contrast, r.contrast, 1e-3), False),
+    "colour": (
+        "Color distortions",
+        "desaturate",
+        lambda m, r: _ratio(m.relative_colourfulness, r.relative_colourfulness, 0.5),
+        False,
+    ),
 }
 
 
@@ -155,16 +176,18 @@ class Logistic:
     cut: float = 0.0
 
     def logit(self, scores: Mapping[str, float]) -> float:
-        return self.bias + sum(w * float(scores.get(name, 0.0))
-                               for name, w in self.weights.items())
+        return self.bias + sum(w * float(scores.get(name, 0.0)) for name, w in self.weights.items())
 
     def as_dict(self) -> dict[str, object]:
         return {"weights": self.weights, "bias": self.bias, "cut": self.cut}
 
     @classmethod
     def from_dict(cls, document: Mapping[str, object]) -> Logistic:
-        return cls({str(k): float(v) for k, v in dict(document["weights"]).items()},
-                   float(document["bias"]), float(document.get("cut", 0.0)))
+        return cls(
+            {str(k): float(v) for k, v in dict(document["weights"]).items()},
+            float(document["bias"]),
+            float(document.get("cut", 0.0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -191,29 +214,47 @@ class Thresholds:
         return {c: self.present_from(c, with_reference) for c in (*CATEGORIES, "Sharpness")}
 
     def to_json(self) -> str:
-        return json.dumps({
-            "metadata": self.metadata,
-            "no_reference": {k: v.as_dict() for k, v in self.no_reference.items()},
-            "full_reference": {k: v.as_dict() for k, v in self.full_reference.items()},
-            "detection": self.detection,
-            "detectors": {k: v.as_dict() for k, v in self.detectors.items()},
-            "dominance": {k: v.as_dict() for k, v in self.dominance.items()},
-        }, indent=2) + "\n"
+        return (
+            json.dumps(
+                {
+                    "metadata": self.metadata,
+                    "no_reference": {k: v.as_dict() for k, v in self.no_reference.items()},
+                    "full_reference": {k: v.as_dict() for k, v in self.full_reference.items()},
+                    "detection": self.detection,
+                    "detectors": {k: v.as_dict() for k, v in self.detectors.items()},
+                    "dominance": {k: v.as_dict() for k, v in self.dominance.items()},
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
     @classmethod
     def from_dict(cls, document: Mapping[str, object]) -> Thresholds:
         def table(part: object) -> dict[str, Indicator]:
-            return {name: Indicator(float(v["clean"]), tuple(float(s) for s in v["starts"]),
-                                    bool(v["rising"]))
-                    for name, v in dict(part).items()}
-        detection = {part: {c: float(v) for c, v in dict(values).items()}
-                     for part, values in dict(document.get("detection", {})).items()}
+            return {
+                name: Indicator(
+                    float(v["clean"]), tuple(float(s) for s in v["starts"]), bool(v["rising"])
+                )
+                for name, v in dict(part).items()
+            }
+
+        detection = {
+            part: {c: float(v) for c, v in dict(values).items()}
+            for part, values in dict(document.get("detection", {})).items()
+        }
 
         def models(part: object) -> dict[str, Logistic]:
             return {c: Logistic.from_dict(v) for c, v in dict(part or {}).items()}
-        return cls(table(document["no_reference"]), table(document["full_reference"]),
-                   dict(document.get("metadata", {})), detection,
-                   models(document.get("detectors")), models(document.get("dominance")))
+
+        return cls(
+            table(document["no_reference"]),
+            table(document["full_reference"]),
+            dict(document.get("metadata", {})),
+            detection,
+            models(document.get("detectors")),
+            models(document.get("dominance")),
+        )
 
 
 @lru_cache(maxsize=1)
@@ -221,25 +262,28 @@ def default_thresholds() -> Thresholds:
     return Thresholds.from_dict(json.loads(THRESHOLDS_FILE.read_text(encoding="utf-8")))
 
 
-def indicator_values(m: Measurements, reference: Measurements | None = None
-                     ) -> dict[str, float]:
+def indicator_values(m: Measurements, reference: Measurements | None = None) -> dict[str, float]:
     """Every indicator's reading: no-reference, or the change from ``reference``."""
     if reference is None:
         return {name: spec[2](m) for name, spec in NO_REFERENCE.items()}
     return {name: spec[2](m, reference) for name, spec in FULL_REFERENCE.items()}
 
 
-def indicator_scores(m: Measurements, reference: Measurements | None = None,
-                     thresholds: Thresholds | None = None) -> dict[str, float]:
+def indicator_scores(
+    m: Measurements, reference: Measurements | None = None, thresholds: Thresholds | None = None
+) -> dict[str, float]:
     """Continuous severity of every indicator (e.g. "dark" and "bright" separately)."""
     table = thresholds or default_thresholds()
     indicators = table.no_reference if reference is None else table.full_reference
-    return {name: indicators[name].score(value)
-            for name, value in indicator_values(m, reference).items()}
+    return {
+        name: indicators[name].score(value)
+        for name, value in indicator_values(m, reference).items()
+    }
 
 
-def category_scores(m: Measurements, reference: Measurements | None = None,
-                    thresholds: Thresholds | None = None) -> dict[str, float]:
+def category_scores(
+    m: Measurements, reference: Measurements | None = None, thresholds: Thresholds | None = None
+) -> dict[str, float]:
     """Continuous severity (0..~5) of every category for one image (and its reference)."""
     specs = NO_REFERENCE if reference is None else FULL_REFERENCE
     scores = dict.fromkeys(CATEGORIES, 0.0)
@@ -258,8 +302,9 @@ def severity_word(score: float) -> str:
 ALWAYS_PRESENT = 4.0
 
 
-def presence(m: Measurements, reference: Measurements | None = None,
-             thresholds: Thresholds | None = None) -> dict[str, float]:
+def presence(
+    m: Measurements, reference: Measurements | None = None, thresholds: Thresholds | None = None
+) -> dict[str, float]:
     """Per category (and Sharpness), how far the image is above the point from which the
     distortion counts as present: >= 0 means present (a yes/no question's Yes, the executor's
     detection).  Without a reference the fitted detector's logit minus its cut, and present
@@ -271,16 +316,21 @@ def presence(m: Measurements, reference: Measurements | None = None,
     scores = category_scores(m, reference, table)
     detectors = table.detectors if reference is None else {}
     readings = indicator_scores(m, None, table) if detectors else {}
-    margins = {c: (max(detectors[c].logit(readings) - detectors[c].cut,
-                       scores[c] - ALWAYS_PRESENT) if c in detectors
-                   else scores[c] - table.present_from(c, reference is not None))
-               for c in CATEGORIES}
+    margins = {
+        c: (
+            max(detectors[c].logit(readings) - detectors[c].cut, scores[c] - ALWAYS_PRESENT)
+            if c in detectors
+            else scores[c] - table.present_from(c, reference is not None)
+        )
+        for c in CATEGORIES
+    }
     margins["Sharpness"] = margins["Blurs"]
     return margins
 
 
-def dominance(m: Measurements, reference: Measurements | None = None,
-              thresholds: Thresholds | None = None) -> dict[str, float] | None:
+def dominance(
+    m: Measurements, reference: Measurements | None = None, thresholds: Thresholds | None = None
+) -> dict[str, float] | None:
     """Without a reference: the probability of each category being the one the image was
     degraded by (the fitted multinomial model, see :func:`fit_dominance`); None with a reference
     or where no model is fitted (then the largest severity answers)."""
@@ -298,8 +348,9 @@ def dominance(m: Measurements, reference: Measurements | None = None,
     return result
 
 
-def explain(category: str, m: Measurements, score: float, where: str = "",
-            present: bool = True) -> str:
+def explain(
+    category: str, m: Measurements, score: float, where: str = "", present: bool = True
+) -> str:
     """A short visual explanation with the measured value, for the reasoning trail.
 
     ``present`` False (its detector says clean photos read like this: a colourful photo's
@@ -319,12 +370,20 @@ def explain(category: str, m: Measurements, score: float, where: str = "",
         detail = f"8x8 blockiness ratio {m.blockiness:.2f} (1.0 = none)"
         look = "no block artefacts" if word == "none" else "JPEG block edges are visible"
     elif category == "Brightness change":
-        detail = (f"mean luminance {m.mean_luminance:.2f}, median {m.median_luminance:.2f}, "
-                  f"clipped highlights {m.bright_fraction:.1%}, crushed shadows "
-                  f"{m.dark_fraction:.1%}")
-        look = "exposure looks right" if word == "none" else (
-            "the image is too dark" if m.median_luminance < 0.35 else
-            "the image is too bright, highlights washed out")
+        detail = (
+            f"mean luminance {m.mean_luminance:.2f}, median {m.median_luminance:.2f}, "
+            f"clipped highlights {m.bright_fraction:.1%}, crushed shadows "
+            f"{m.dark_fraction:.1%}"
+        )
+        look = (
+            "exposure looks right"
+            if word == "none"
+            else (
+                "the image is too dark"
+                if m.median_luminance < 0.35
+                else "the image is too bright, highlights washed out"
+            )
+        )
     elif category == "Contrast":
         detail = f"tonal spread {m.contrast:.2f} of the room its level leaves"
         look = "tones span a normal range" if word == "none" else "the image looks flat and grey"

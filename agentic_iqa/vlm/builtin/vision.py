@@ -34,11 +34,13 @@ def measurements(path: str | Path, box: Box | None = None) -> Measurements:
     return _measure_cached(str(path), version_key(path), box)
 
 
-def scores(path: str | Path, reference: str | Path | None = None, box: Box | None = None
-           ) -> dict[str, float]:
+def scores(
+    path: str | Path, reference: str | Path | None = None, box: Box | None = None
+) -> dict[str, float]:
     """Continuous severity per category; the change from ``reference`` when one is given."""
-    return category_scores(measurements(path, box),
-                           measurements(reference, box) if reference else None)
+    return category_scores(
+        measurements(path, box), measurements(reference, box) if reference else None
+    )
 
 
 def scope_region(key: str, query: str = "") -> Region | None:
@@ -56,14 +58,16 @@ def where_measured(key: str, query: str = "") -> str:
     return f"measured on the whole image: the offline backend cannot locate 'the {key}'"
 
 
-def scores_for(path: str | Path, key: str, query: str = "",
-               reference: str | Path | None = None) -> dict[str, float]:
+def scores_for(
+    path: str | Path, key: str, query: str = "", reference: str | Path | None = None
+) -> dict[str, float]:
     region = scope_region(key, query)
     return scores(path, reference, region.box if region else None)
 
 
-def presence_for(path: str | Path, key: str, query: str = "",
-                 reference: str | Path | None = None) -> dict[str, float]:
+def presence_for(
+    path: str | Path, key: str, query: str = "", reference: str | Path | None = None
+) -> dict[str, float]:
     """Per category, how far the scope is above the point from which it counts as present
     (>= 0: present; :func:`.severity.presence`)."""
     region = scope_region(key, query)
@@ -71,8 +75,9 @@ def presence_for(path: str | Path, key: str, query: str = "",
     return presence(measurements(path, box), measurements(reference, box) if reference else None)
 
 
-def dominance_for(path: str | Path, key: str, query: str = "",
-                  reference: str | Path | None = None) -> dict[str, float] | None:
+def dominance_for(
+    path: str | Path, key: str, query: str = "", reference: str | Path | None = None
+) -> dict[str, float] | None:
     """Per category, the probability that it is the distortion the scope suffers from (None
     with a reference: :func:`.severity.dominance`)."""
     region = scope_region(key, query)
@@ -86,12 +91,14 @@ def _scope_keys(scope: Any) -> list[str]:
     return ["Global"]
 
 
-def _detected(category: Mapping[str, float], query: str, present: Mapping[str, float]
-              ) -> list[str]:
+def _detected(category: Mapping[str, float], query: str, present: Mapping[str, float]) -> list[str]:
     """Categories present (``present`` >= 0: :func:`.severity.presence`), most severe first,
     plus any the query hints at."""
-    found = [c for c, s in sorted(category.items(), key=lambda kv: -kv[1])
-             if c != "Sharpness" and present.get(c, -1.0) >= 0.0]
+    found = [
+        c
+        for c, s in sorted(category.items(), key=lambda kv: -kv[1])
+        if c != "Sharpness" and present.get(c, -1.0) >= 0.0
+    ]
     for hinted in categories_in(query):
         if hinted not in found:
             found.append(hinted)
@@ -101,16 +108,26 @@ def _detected(category: Mapping[str, float], query: str, present: Mapping[str, f
     return found
 
 
-def detect(image_path: str, scope: Any, query: str = "", reference: str | None = None
-           ) -> dict[str, list[str]]:
+def detect(
+    image_path: str, scope: Any, query: str = "", reference: str | None = None
+) -> dict[str, list[str]]:
     """Per scope key: categories present, plus any the query hints at, most severe first."""
-    return {key: _detected(scores_for(image_path, key, query, reference), query,
-                           presence_for(image_path, key, query, reference))
-            for key in _scope_keys(scope)}
+    return {
+        key: _detected(
+            scores_for(image_path, key, query, reference),
+            query,
+            presence_for(image_path, key, query, reference),
+        )
+        for key in _scope_keys(scope)
+    }
 
 
-def analyse(image_path: str, distortion_set: dict[str, list[str]], query: str = "",
-            reference: str | None = None) -> dict[str, list[dict]]:
+def analyse(
+    image_path: str,
+    distortion_set: dict[str, list[str]],
+    query: str = "",
+    reference: str | None = None,
+) -> dict[str, list[dict]]:
     result: dict[str, list[dict]] = {}
     for key, names in distortion_set.items():
         region = scope_region(key, query)
@@ -122,9 +139,13 @@ def analyse(image_path: str, distortion_set: dict[str, list[str]], query: str = 
         if reference:
             where = ", ".join(part for part in (where, "compared with the reference") if part)
         result[key] = [
-            {"type": name, "severity": severity_word(category.get(name, 0.0)),
-             "explanation": explain(name, m, category.get(name, 0.0), where,
-                                    present.get(name, 0.0) >= 0.0)}
+            {
+                "type": name,
+                "severity": severity_word(category.get(name, 0.0)),
+                "explanation": explain(
+                    name, m, category.get(name, 0.0), where, present.get(name, 0.0) >= 0.0
+                ),
+            }
             for name in names
         ]
     return result

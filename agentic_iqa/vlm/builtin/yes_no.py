@@ -43,8 +43,21 @@ DEFECT, QUALITY, ATTRIBUTE = "defect", "quality", "attribute"
 OVERALL = "overall"
 
 #: Words of a yes/no question about overall quality: asked the good way round, or the bad.
-GOOD_WORDS = ("good", "high quality", "high-quality", "acceptable", "fine", "nice", "usable",
-              "decent", "great", "excellent", "perfect", "outstanding", "superb")
+GOOD_WORDS = (
+    "good",
+    "high quality",
+    "high-quality",
+    "acceptable",
+    "fine",
+    "nice",
+    "usable",
+    "decent",
+    "great",
+    "excellent",
+    "perfect",
+    "outstanding",
+    "superb",
+)
 BAD_WORDS = ("bad", "poor", "low quality", "low-quality", "terrible", "awful", "unusable")
 #: Words that ask for the top level, not for the good half of the scale.
 TOP_WORDS = ("excellent", "perfect", "outstanding", "superb")
@@ -54,35 +67,68 @@ TOP_WORDS = ("excellent", "perfect", "outstanding", "superb")
 #: the word they are written on ("un" + "sharp", "noise" + "free").
 BEFORE, AFTER, ON_NEXT, ON_PREVIOUS = "before", "after", "on next", "on previous"
 _NEGATIONS: dict[str, str] = {
-    "not visible": AFTER, "not present": AFTER, "not noticeable": AFTER,
-    "not apparent": AFTER, "not evident": AFTER, "not detectable": AFTER, "not there": AFTER,
+    "not visible": AFTER,
+    "not present": AFTER,
+    "not noticeable": AFTER,
+    "not apparent": AFTER,
+    "not evident": AFTER,
+    "not detectable": AFTER,
+    "not there": AFTER,
     "nowhere to be seen": AFTER,
-    "free of": BEFORE, "free from": BEFORE, "clear of": BEFORE, "clear from": BEFORE,
-    "clean of": BEFORE, "devoid of": BEFORE, "rid of": BEFORE, "lack of": BEFORE,
-    "absence of": BEFORE, "without": BEFORE, "lacks": BEFORE, "lack": BEFORE, "lacked": BEFORE,
-    "lacking": BEFORE, "missing": BEFORE, "not": BEFORE, "no": BEFORE, "never": BEFORE,
-    "neither": BEFORE, "nor": BEFORE, "zero": BEFORE,
-    "absent": AFTER, "gone": AFTER, "lost": AFTER, "invisible": AFTER,
-    "un": ON_NEXT, "non": ON_NEXT, "free": ON_PREVIOUS,
+    "free of": BEFORE,
+    "free from": BEFORE,
+    "clear of": BEFORE,
+    "clear from": BEFORE,
+    "clean of": BEFORE,
+    "devoid of": BEFORE,
+    "rid of": BEFORE,
+    "lack of": BEFORE,
+    "absence of": BEFORE,
+    "without": BEFORE,
+    "lacks": BEFORE,
+    "lack": BEFORE,
+    "lacked": BEFORE,
+    "lacking": BEFORE,
+    "missing": BEFORE,
+    "not": BEFORE,
+    "no": BEFORE,
+    "never": BEFORE,
+    "neither": BEFORE,
+    "nor": BEFORE,
+    "zero": BEFORE,
+    "absent": AFTER,
+    "gone": AFTER,
+    "lost": AFTER,
+    "invisible": AFTER,
+    "un": ON_NEXT,
+    "non": ON_NEXT,
+    "free": ON_PREVIOUS,
 }
 #: Words that may stand between mentions listed together under one negation ("free of noise,
 #: blur or any visible artefacts"); "nor" is a negation of its own ("neither blurry nor noisy").
-_LISTED = re.compile(r"(?:[\s,/&]|\b(?:and|or|of|from|any|visible|noticeable|obvious|"
-                     r"apparent|signs?|traces?|kinds?|types?|the|a|an|also|even|other|much|"
-                     r"either|both|too|some|heavy|strong|severe|slight|mild)\b)*")
+_LISTED = re.compile(
+    r"(?:[\s,/&]|\b(?:and|or|of|from|any|visible|noticeable|obvious|"
+    r"apparent|signs?|traces?|kinds?|types?|the|a|an|also|even|other|much|"
+    r"either|both|too|some|heavy|strong|severe|slight|mild)\b)*"
+)
 _SPACE = re.compile(r"\s*")
 #: Where a clause ends: punctuation, or a word that starts a clause of its own.
 _CLAUSE_END = re.compile(
     r"[?.!;:()\[\]\n]|\b(?:but|while|although|though|whereas|yet|because|"
     r"(?:and|or),?\s+(?:is|are|was|were|does|do|did|has|have|can|could|will|would|should|"
-    r"it|its|they|there|this|that))\b")
+    r"it|its|they|there|this|that))\b"
+)
 #: Asides that negate nothing: "yes or no", "or not", "whether or not", "not only".
-_ASIDES = re.compile(r"\byes\s*(?:or|/)\s*no\b|\b(?:whether\s+)?or\s+not\b|"
-                     r"\bnot\s+(?:only|just|merely)\b")
+_ASIDES = re.compile(
+    r"\byes\s*(?:or|/)\s*no\b|\b(?:whether\s+)?or\s+not\b|"
+    r"\bnot\s+(?:only|just|merely)\b"
+)
 #: A negated verb ("doesn't", "isn't"): a negation, except where it opens the question.
 _NOT_VERB = re.compile(r"\b[a-z]+n't\b")
-_FILLERS_AFTER_ATTRIBUTE = r"(?:(?:is|are|looks?|seems?|appears?|not|quite|very|really|" \
-                           r"overall|here|enough)\s+){0,3}"
+_FILLERS_AFTER_ATTRIBUTE = (
+    r"(?:(?:is|are|looks?|seems?|appears?|not|quite|very|really|"
+    r"overall|here|enough)\s+){0,3}"
+)
 
 
 @dataclass(frozen=True)
@@ -155,13 +201,18 @@ def _patterns() -> dict[str, re.Pattern[str]]:
         "single": re.compile(word.format(f"(?:{_alternation(list(table))})")),
         "good_before": re.compile(word.format(f"(?:{good})\\s+(?P<a>{attributes})")),
         "bad_before": re.compile(word.format(f"(?:{bad})\\s+(?P<a>{attributes})")),
-        "good_after": re.compile(word.format(
-            f"(?P<a>{attributes})\\s+{_FILLERS_AFTER_ATTRIBUTE}(?:{good})")),
-        "bad_after": re.compile(word.format(
-            f"(?P<a>{attributes})\\s+{_FILLERS_AFTER_ATTRIBUTE}(?:{bad})")),
+        "good_after": re.compile(
+            word.format(f"(?P<a>{attributes})\\s+{_FILLERS_AFTER_ATTRIBUTE}(?:{good})")
+        ),
+        "bad_after": re.compile(
+            word.format(f"(?P<a>{attributes})\\s+{_FILLERS_AFTER_ATTRIBUTE}(?:{bad})")
+        ),
         "head_after": re.compile(word.format(f"(?P<a>{attributes})\\s+(?:{heads})")),
-        "loss_of": re.compile(word.format(
-            f"(?:loss\\s+of|(?:problems?|issues?)\\s+with)\\s+(?:the\\s+)?(?P<a>{attributes})")),
+        "loss_of": re.compile(
+            word.format(
+                f"(?:loss\\s+of|(?:problems?|issues?)\\s+with)\\s+(?:the\\s+)?(?P<a>{attributes})"
+            )
+        ),
         "negation": re.compile(word.format(f"(?:{_alternation(list(_NEGATIONS))})")),
         "un": re.compile(rf"(?<![\w-])(un|non)-?(?=(?:{_alternation(flippable)})(?![\w-]))"),
     }
@@ -187,8 +238,14 @@ def _mentions(text: str) -> list[Mention]:
     for match in patterns["single"].finditer(text):
         kind, categories = table[match.group()]
         found.append(Mention(match.start(), match.end(), match.group(), kind, categories))
-    for name, kind in (("good_before", QUALITY), ("bad_before", DEFECT), ("good_after", QUALITY),
-                       ("bad_after", DEFECT), ("head_after", DEFECT), ("loss_of", DEFECT)):
+    for name, kind in (
+        ("good_before", QUALITY),
+        ("bad_before", DEFECT),
+        ("good_after", QUALITY),
+        ("bad_after", DEFECT),
+        ("head_after", DEFECT),
+        ("loss_of", DEFECT),
+    ):
         for match in patterns[name].finditer(text):
             categories = table[match.group("a")][1]
             found.append(Mention(match.start(), match.end(), match.group(), kind, categories))
@@ -201,23 +258,25 @@ def _mentions(text: str) -> list[Mention]:
 
 def _negations(text: str, starts: list[int]) -> list[tuple[int, int, str]]:
     """(start, end, where its mention stands) of every negation."""
-    found = [(m.start(), m.end(), _NEGATIONS[m.group()])
-             for m in _patterns()["negation"].finditer(text)]
+    found = [
+        (m.start(), m.end(), _NEGATIONS[m.group()]) for m in _patterns()["negation"].finditer(text)
+    ]
     for match in _NOT_VERB.finditer(text):
-        opening = text[starts[bisect.bisect_right(starts, match.start()) - 1]:match.start()]
+        opening = text[starts[bisect.bisect_right(starts, match.start()) - 1] : match.start()]
         if opening.strip():  # "Isn't it blurry?" asks whether it is
             found.append((match.start(), match.end(), BEFORE))
     return found
 
 
-def _listed_with(mentions: list[Mention], index: int, step: int, text: str,
-                 between: re.Pattern[str] = _LISTED) -> list[int]:
+def _listed_with(
+    mentions: list[Mention], index: int, step: int, text: str, between: re.Pattern[str] = _LISTED
+) -> list[int]:
     """``index`` and the mentions listed with it, going forward (1) or back (-1), with only
     ``between`` between each and the next."""
     chain = [index]
     while 0 <= chain[-1] + step < len(mentions):
         a, b = sorted((mentions[chain[-1]], mentions[chain[-1] + step]), key=lambda m: m.start)
-        if not between.fullmatch(text[a.end:b.start]):
+        if not between.fullmatch(text[a.end : b.start]):
             break
         chain.append(chain[-1] + step)
     return chain
@@ -226,12 +285,14 @@ def _listed_with(mentions: list[Mention], index: int, step: int, text: str,
 def _governed(negation: tuple[int, int, str], mentions: list[Mention], text: str) -> list[int]:
     start, end, where = negation
     if where == ON_NEXT:  # "un sharp"
-        touching = [i for i, m in enumerate(mentions) if m.start >= end and not text[end:m.start]
-                    .strip()][:1]
+        touching = [
+            i for i, m in enumerate(mentions) if m.start >= end and not text[end : m.start].strip()
+        ][:1]
         return _listed_with(mentions, touching[0], 1, text, _SPACE) if touching else []
     if where == ON_PREVIOUS:  # "jpeg artefacts free": the whole compound
-        touching = [i for i, m in enumerate(mentions) if m.end <= start and not text[m.end:start]
-                    .strip()][-1:]
+        touching = [
+            i for i, m in enumerate(mentions) if m.end <= start and not text[m.end : start].strip()
+        ][-1:]
         return _listed_with(mentions, touching[0], -1, text, _SPACE) if touching else []
     after = [i for i, m in enumerate(mentions) if m.end > end]
     before = [i for i, m in enumerate(mentions) if m.end <= start]
@@ -241,11 +302,13 @@ def _governed(negation: tuple[int, int, str], mentions: list[Mention], text: str
 
 
 def _recoloured(mention: Mention, clause: list[Mention]) -> Mention:
-    """"Washed out" and "faded" describe the colours in a clause about colour."""
-    if mention.words in COLOUR_QUALIFIERS and any("Color distortions" in m.categories
-                                                  for m in clause if m is not mention):
-        return Mention(mention.start, mention.end, mention.words, mention.kind,
-                       ("Color distortions",))
+    """ "Washed out" and "faded" describe the colours in a clause about colour."""
+    if mention.words in COLOUR_QUALIFIERS and any(
+        "Color distortions" in m.categories for m in clause if m is not mention
+    ):
+        return Mention(
+            mention.start, mention.end, mention.words, mention.kind, ("Color distortions",)
+        )
     return mention
 
 
@@ -256,8 +319,9 @@ def read(question: str) -> list[Asked]:
     starts = _clause_starts(text)
     negations = _negations(text, starts)
     spans = [(s, e) for s, e, where in negations if " " in text[s:e]]
-    mentions = [m for m in _mentions(text)
-                if not any(s <= m.start and m.end <= e for s, e in spans)]
+    mentions = [
+        m for m in _mentions(text) if not any(s <= m.start and m.end <= e for s, e in spans)
+    ]
     flips = [0] * len(mentions)
     for clause_start, clause_end in zip(starts, [*starts[1:], len(text) + 1], strict=True):
         inside = [i for i, m in enumerate(mentions) if clause_start <= m.start < clause_end]
@@ -272,8 +336,14 @@ def read(question: str) -> list[Asked]:
     for mention, flipped in zip(mentions, flips, strict=True):
         odd = flipped % 2 == 1
         present = {DEFECT: not odd, QUALITY: odd, ATTRIBUTE: True}[mention.kind]
-        result.append(Asked(mention.words, mention.categories, present,
-                            positive=mention.kind == QUALITY and not odd))
+        result.append(
+            Asked(
+                mention.words,
+                mention.categories,
+                present,
+                positive=mention.kind == QUALITY and not odd,
+            )
+        )
     return result
 
 
@@ -304,5 +374,14 @@ def overall_asked(question: str) -> Asked | None:
     return next((a for a in read(question) if a.categories == (OVERALL,)), None)
 
 
-__all__ = ["BAD_WORDS", "GOOD_WORDS", "OVERALL", "TOP_WORDS", "Asked", "all_needed",
-           "distortions_asked", "overall_asked", "read"]
+__all__ = [
+    "BAD_WORDS",
+    "GOOD_WORDS",
+    "OVERALL",
+    "TOP_WORDS",
+    "Asked",
+    "all_needed",
+    "distortions_asked",
+    "overall_asked",
+    "read",
+]

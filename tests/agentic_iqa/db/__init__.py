@@ -18,14 +18,26 @@ IMAGE = "images/photo.png"
 QUERY = "Rate the quality of this image."
 
 
-def tool_log(tool: str, distortion: str, score: float, *, object_name: str = "Global",
-             requested: str | None = None, error: str | None = None) -> ToolExecutionLog:
+def tool_log(
+    tool: str,
+    distortion: str,
+    score: float,
+    *,
+    object_name: str = "Global",
+    requested: str | None = None,
+    error: str | None = None,
+) -> ToolExecutionLog:
     """A logged tool call; a NaN score needs an error, as in the executor."""
     failed = math.isnan(score)
     return ToolExecutionLog(
-        tool_name=tool, object_name=object_name, distortion=distortion,
-        raw_score=math.nan if failed else score * 10, normalized_score=score,
-        execution_time=0.25, fallback=requested is not None, requested_tool=requested,
+        tool_name=tool,
+        object_name=object_name,
+        distortion=distortion,
+        raw_score=math.nan if failed else score * 10,
+        normalized_score=score,
+        execution_time=0.25,
+        fallback=requested is not None,
+        requested_tool=requested,
         error=error if error is not None or not failed else f"{tool} failed",
     )
 
@@ -40,8 +52,12 @@ def execution_update(state: AgenticIQAState, logs: list[ToolExecutionLog]) -> di
 
 def answered(state: AgenticIQAState, score: float = 3.7) -> AgenticIQAState:
     """``state`` with a scoring-mode answer from the Summarizer."""
-    result = SummarizerOutput(final_answer="Good", quality_reasoning="Sharp, mild noise.",
-                              quality_score=score, probability_source="logprobs")
+    result = SummarizerOutput(
+        final_answer="Good",
+        quality_reasoning="Sharp, mild noise.",
+        quality_score=score,
+        probability_source="logprobs",
+    )
     return merge_state(state, {"summarizer_result": result})
 
 

@@ -23,15 +23,22 @@ def _run(engine: Engine) -> str:
 
 
 def _update(score: float) -> dict:
-    log = ToolExecutionLog(tool_name="PIQE", object_name="Global", distortion="Blurs",
-                           raw_score=score, normalized_score=3.0, execution_time=0.1)
+    log = ToolExecutionLog(
+        tool_name="PIQE",
+        object_name="Global",
+        distortion="Blurs",
+        raw_score=score,
+        normalized_score=3.0,
+        execution_time=0.1,
+    )
     return {"steps_done": [STEP], "executor_evidence": ExecutorOutput(tool_logs=[log])}
 
 
 def _begin(engine: Engine, run_id: str, lease: float, **options) -> steps.Attempt:
     with session_scope(engine) as session:
-        attempt = steps.begin_step(session, run_id, STEP, 0, worker="w",
-                                        lease_seconds=lease, **options)
+        attempt = steps.begin_step(
+            session, run_id, STEP, 0, worker="w", lease_seconds=lease, **options
+        )
     assert attempt is not None
     return attempt
 
@@ -45,15 +52,30 @@ def test_a_taken_over_attempt_writes_nothing(engine: Engine) -> None:
     state = initial_state("q", "x.png")
     with session_scope(engine) as session:  # the new owner finishes
         update = _update(41.0)
-        steps.complete_step(session, run_id, STEP, 0, state=merge_state(state, update),
-                                 update=update, attempt=second.attempts)
+        steps.complete_step(
+            session,
+            run_id,
+            STEP,
+            0,
+            state=merge_state(state, update),
+            update=update,
+            attempt=second.attempts,
+        )
     with session_scope(engine) as session:
         before = (session.get(Run, run_id).state_json, session.get(Run, run_id).lease_until)
 
     stale = _update(99.0)
     with pytest.raises(steps.StaleAttempt), session_scope(engine) as session:
-        steps.complete_step(session, run_id, STEP, 0, state=merge_state(state, stale),
-                                 update=stale, lease_seconds=60, attempt=first.attempts)
+        steps.complete_step(
+            session,
+            run_id,
+            STEP,
+            0,
+            state=merge_state(state, stale),
+            update=stale,
+            lease_seconds=60,
+            attempt=first.attempts,
+        )
     with pytest.raises(steps.StaleAttempt), session_scope(engine) as session:
         steps.fail_step(session, run_id, STEP, 0, error="late", attempt=first.attempts)
     with session_scope(engine) as session:
@@ -74,8 +96,12 @@ def test_the_owner_can_fail_and_beat_its_own_step(engine: Engine) -> None:
     with session_scope(engine) as session:
         assert steps.extend_lease(session, run_id, 60, step=(STEP, 0, owner.attempts))
         steps.fail_step(session, run_id, STEP, 0, error="boom", attempt=owner.attempts)
-        assert session.scalar(select(func.count()).select_from(StepRecord).where(
-            StepRecord.status == "failed")) == 1
+        assert (
+            session.scalar(
+                select(func.count()).select_from(StepRecord).where(StepRecord.status == "failed")
+            )
+            == 1
+        )
 
 
 def test_a_process_that_saw_its_own_attempt_fail_takes_it_over_at_once(engine: Engine) -> None:
@@ -88,5 +114,4 @@ def test_a_process_that_saw_its_own_attempt_fail_takes_it_over_at_once(engine: E
     assert again.attempts == 2 and again.taken_over
     with pytest.raises(steps.StepBusy), session_scope(engine) as session:
         # a stale claim on an attempt that is no longer the owner's waits like anyone
-        steps.begin_step(session, run_id, STEP, 0, lease_seconds=300,
-                              own_attempt=mine.attempts)
+        steps.begin_step(session, run_id, STEP, 0, lease_seconds=300, own_attempt=mine.attempts)

@@ -35,8 +35,9 @@ def _expire(engine: Engine, run_id: str) -> None:
     past = utc_now() - timedelta(seconds=1)
     with session_scope(engine) as session:
         session.execute(update(Run).where(Run.id == run_id).values(lease_until=past))
-        session.execute(update(StepRecord).where(StepRecord.run_id == run_id)
-                        .values(lease_until=past))
+        session.execute(
+            update(StepRecord).where(StepRecord.run_id == run_id).values(lease_until=past)
+        )
 
 
 def test_a_step_running_under_a_live_lease_makes_a_second_delivery_wait(engine: Engine) -> None:
@@ -57,8 +58,7 @@ def test_a_step_whose_lease_passed_is_taken_over(engine: Engine) -> None:
         begin_step(session, run_id, "tool_execution", 0, worker="dead", lease_seconds=30)
     _expire(engine, run_id)
     with session_scope(engine) as session:
-        record = begin_step(session, run_id, "tool_execution", 0, worker="heir",
-                            lease_seconds=30)
+        record = begin_step(session, run_id, "tool_execution", 0, worker="heir", lease_seconds=30)
         assert record is not None
         assert (record.worker, record.attempts) == ("heir", 2)
         assert record.lease_until > utc_now() + timedelta(seconds=25)
@@ -103,8 +103,10 @@ def test_finished_runs_are_never_claimed_and_heartbeats_move_the_lease(engine: E
 def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789")
     run_id = _run(engine)
-    reason = ("plan failed: APIConnectionError: Connection error at "
-              "http://alice:s3cret-token@vlm.internal:8000/v1 (key sk-live-0123456789)")
+    reason = (
+        "plan failed: APIConnectionError: Connection error at "
+        "http://alice:s3cret-token@vlm.internal:8000/v1 (key sk-live-0123456789)"
+    )
     with session_scope(engine) as session:
         steps.fail_step(session, run_id, "plan", 0, error=reason)
         steps.fail_run(session, run_id, error=reason)
@@ -117,20 +119,30 @@ def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> No
 
 
 def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
-        engine: Engine) -> None:
+    engine: Engine,
+) -> None:
     from agentic_iqa.pipeline import metric_agents
     from agentic_iqa.runtime import service
 
     with session_scope(engine) as session:
-        run_id = create_run(session, query=QUERY, image_path=IMAGE, lease_seconds=60,
-                            metric_tools=["PIQE"])
+        run_id = create_run(
+            session, query=QUERY, image_path=IMAGE, lease_seconds=60, metric_tools=["PIQE"]
+        )
     for worker in ("killed-1", "killed-2", "killed-3"):  # three deliveries began, none ended
         with session_scope(engine) as session:
             begin_step(session, run_id, "tool_execution", 0, worker=worker, lease_seconds=30)
         _expire(engine, run_id)
 
-    result = service.execute_step(engine, metric_agents(), run_id, "tool_execution", 0,
-                                  worker="fourth", lease_seconds=30, max_attempts=3)
+    result = service.execute_step(
+        engine,
+        metric_agents(),
+        run_id,
+        "tool_execution",
+        0,
+        worker="fourth",
+        lease_seconds=30,
+        max_attempts=3,
+    )
 
     assert (result.outcome, result.upcoming) == (service.RAN, None)
     with session_scope(engine) as session:
@@ -143,8 +155,10 @@ def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
 def _leases(engine: Engine, runs: list[str]) -> list[tuple[datetime, datetime]]:
     """Each run's (step lease, run lease), read in one session."""
     with session_scope(engine) as session:
-        return [(reads.steps_for(session, run_id)[0].lease_until,
-                 get_run(session, run_id).lease_until) for run_id in runs]
+        return [
+            (reads.steps_for(session, run_id)[0].lease_until, get_run(session, run_id).lease_until)
+            for run_id in runs
+        ]
 
 
 def _latest(engine: Engine, runs: list[str]) -> datetime:
@@ -171,8 +185,10 @@ def test_one_heartbeat_thread_renews_every_running_step_until_it_ends(engine: En
             begin_step(session, run_id, "plan", 0, lease_seconds=0.4)
     taken = _latest(engine, runs)
     assert taken < utc_now() + timedelta(seconds=1)  # begin_step leased the run as well
-    with HEARTBEATS.hold(engine, runs[0], "plan", 0, 0.4), \
-            HEARTBEATS.hold(engine, runs[1], "plan", 0, 0.4):
+    with (
+        HEARTBEATS.hold(engine, runs[0], "plan", 0, 0.4),
+        HEARTBEATS.hold(engine, runs[1], "plan", 0, 0.4),
+    ):
         # A beat at least 0.3 s after begin_step, then another one 0.3 s later: it keeps on.
         assert _renewed_past(engine, runs, taken + timedelta(seconds=0.3))
         assert _renewed_past(engine, runs, _latest(engine, runs) + timedelta(seconds=0.3))

@@ -56,10 +56,16 @@ def test_sqlite_connections_use_wal_a_busy_timeout_and_foreign_keys(tmp_path: Pa
     url = f"sqlite:///{tmp_path}/nested/folder/db.sqlite3"
     try:
         with make_engine(url).connect() as connection:
-            pragma = {name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
-                      for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")}
-        assert pragma == {"journal_mode": "wal", "busy_timeout": 30000, "foreign_keys": 1,
-                          "synchronous": 1}  # NORMAL: no fsync per commit in WAL mode
+            pragma = {
+                name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
+            }
+        assert pragma == {
+            "journal_mode": "wal",
+            "busy_timeout": 30000,
+            "foreign_keys": 1,
+            "synchronous": 1,
+        }  # NORMAL: no fsync per commit in WAL mode
         assert (tmp_path / "nested" / "folder" / "db.sqlite3").is_file()
     finally:
         dispose_engines(url)
@@ -99,8 +105,10 @@ def test_a_read_scope_never_holds_the_write_lock_that_writers_wait_on(tmp_path: 
             other_writer()
         with read_scope(engine) as session:
             assert session.get(Run, run_id).status == "running"
-        with session_scope(engine) as session, pytest.raises(sqlite3.OperationalError,
-                                                             match="locked"):
+        with (
+            session_scope(engine) as session,
+            pytest.raises(sqlite3.OperationalError, match="locked"),
+        ):
             session.get(Run, run_id)
             other_writer()
     finally:
@@ -151,8 +159,13 @@ def test_deleting_a_run_deletes_its_rows(engine: Engine) -> None:
         other = create_run(session, query=QUERY, image_path=IMAGE)
         for owner in (run_id, other):
             session.add(StepRecord(run_id=owner, step="plan", iteration=0, status="succeeded"))
-            session.add(ToolLog(**ToolLog.columns_from(tool_log("NIQE", "Noise", 3.0),
-                                                       run_id=owner, iteration=0)))
+            session.add(
+                ToolLog(
+                    **ToolLog.columns_from(
+                        tool_log("NIQE", "Noise", 3.0), run_id=owner, iteration=0
+                    )
+                )
+            )
     with session_scope(engine) as session:
         session.execute(text("DELETE FROM runs WHERE id = :id"), {"id": run_id})
     with session_scope(engine) as session:

@@ -36,14 +36,14 @@ def _manifest(folder: Path, photo: Path, name: str) -> Path:
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["image", "mos", "id"])
-        writer.writerows([str(photo), 10 + index % 80, f"{name}{index}"]
-                         for index in range(ITEMS))
+        writer.writerows([str(photo), 10 + index % 80, f"{name}{index}"] for index in range(ITEMS))
     return path
 
 
 def _job(engine: Engine, folder: Path, photo: Path, name: str) -> str:
-    spec = JobSpec.build(manifest=_manifest(folder, photo, name), tools=("PIQE",),
-                         check_images=False, name=name)
+    spec = JobSpec.build(
+        manifest=_manifest(folder, photo, name), tools=("PIQE",), check_images=False, name=name
+    )
     return lifecycle.submit(engine, spec)
 
 
@@ -52,8 +52,9 @@ def _statements(engine: Engine) -> Iterator[list[tuple[str, Any]]]:
     """The statements (and their parameters) sent while the block runs."""
     sent: list[tuple[str, Any]] = []
 
-    def seen(_connection: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
-             _many: bool) -> None:
+    def seen(
+        _connection: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+    ) -> None:
         sent.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", seen)
@@ -64,8 +65,11 @@ def _statements(engine: Engine) -> Iterator[list[tuple[str, Any]]]:
 
 
 def _item_selects(sent: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    return [(statement, parameters) for statement, parameters in sent
-            if statement.lstrip().upper().startswith("SELECT") and "job_items" in statement]
+    return [
+        (statement, parameters)
+        for statement, parameters in sent
+        if statement.lstrip().upper().startswith("SELECT") and "job_items" in statement
+    ]
 
 
 def _three_jobs(engine: Engine, tmp_path: Path, photo: Path) -> str:
@@ -90,12 +94,20 @@ def _plan(engine: Engine, statement: str, parameters: Any) -> Any:
         transaction = connection.begin()
         try:
             if engine.dialect.name == "sqlite":
-                return [row[3] for row in connection.exec_driver_sql(
-                    f"EXPLAIN QUERY PLAN {statement}", parameters)]
+                return [
+                    row[3]
+                    for row in connection.exec_driver_sql(
+                        f"EXPLAIN QUERY PLAN {statement}", parameters
+                    )
+                ]
             (document,) = connection.exec_driver_sql(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters).one()
-            return json.loads(document)[0]["Plan"] if isinstance(document, str) \
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters
+            ).one()
+            return (
+                json.loads(document)[0]["Plan"]
+                if isinstance(document, str)
                 else document[0]["Plan"]
+            )
         finally:
             transaction.rollback()
 
@@ -106,22 +118,27 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-def _reads_a_window(engine: Engine, statement: str, parameters: Any, index: str,
-                    window: int) -> None:
+def _reads_a_window(
+    engine: Engine, statement: str, parameters: Any, index: str, window: int
+) -> None:
     """The statement reads the job's items from ``index`` (SQLite) or from an index,
     throwing away at most a window's rows (PostgreSQL), and sorts nothing."""
     plan = _plan(engine, statement, parameters)
     if engine.dialect.name == "sqlite":
         assert not [line for line in plan if line.startswith("SCAN job_items")], plan
         assert not [line for line in plan if "TEMP B-TREE" in line], plan
-        assert [line for line in plan if line.startswith("SEARCH job_items USING")
-                and f"INDEX {index} " in line], plan
+        assert [
+            line
+            for line in plan
+            if line.startswith("SEARCH job_items USING") and f"INDEX {index} " in line
+        ], plan
         return
     nodes = list(_nodes(plan))
     assert not [node for node in nodes if node["Node Type"] in ("Sort", "Incremental Sort")]
     scans = [node for node in nodes if node.get("Relation Name") == "job_items"]
-    assert scans and all(node["Node Type"] in ("Index Scan", "Index Only Scan")
-                         for node in scans), scans
+    assert scans and all(
+        node["Node Type"] in ("Index Scan", "Index Only Scan") for node in scans
+    ), scans
     assert all(node.get("Index Name") for node in scans), scans
     thrown = sum(node.get("Rows Removed by Filter", 0) for node in scans)
     assert thrown <= window, (thrown, scans)
@@ -133,8 +150,11 @@ def test_a_claim_reads_the_next_window_of_the_index(engine, tmp_path, photo) -> 
     with _statements(engine) as sent, session_scope(engine) as session:
         claimed = store.claim(session, reads.get_job(session, job_id, lock=True), WINDOW)
     assert len(claimed) == WINDOW
-    (select,) = [(statement, parameters) for statement, parameters in _item_selects(sent)
-                 if "pending" in str(parameters) or "'pending'" in statement]
+    (select,) = [
+        (statement, parameters)
+        for statement, parameters in _item_selects(sent)
+        if "pending" in str(parameters) or "'pending'" in statement
+    ]
     _reads_a_window(engine, *select, "ix_job_items_job_id_status_id", WINDOW)
 
 
@@ -146,8 +166,11 @@ def test_a_page_of_an_export_reads_a_page_of_the_index(engine, tmp_path, photo) 
         rows = reads.export_rows(session, job_id)
         first_two_pages = [next(rows) for _ in range(501)]
     assert [row["item_id"] for row in first_two_pages[:2]] == ["job0", "job1"]
-    pages = [(statement, parameters) for statement, parameters in _item_selects(sent)
-             if "ORDER BY" in statement.upper()]
+    pages = [
+        (statement, parameters)
+        for statement, parameters in _item_selects(sent)
+        if "ORDER BY" in statement.upper()
+    ]
     assert len(pages) >= 2
     _reads_a_window(engine, *pages[1], "ix_job_items_job_id_id", 500)
 
@@ -161,5 +184,8 @@ def test_counts_read_the_jobs_row_not_its_items(engine, tmp_path, photo) -> None
     with _statements(engine) as sent:
         current = lifecycle.progress(engine, job_id)
     assert (current.total, current.finished) == (ITEMS, 0)
-    assert not [statement for statement, _ in sent
-                if "job_items" in statement and "GROUP BY" in statement.upper()]
+    assert not [
+        statement
+        for statement, _ in sent
+        if "job_items" in statement and "GROUP BY" in statement.upper()
+    ]

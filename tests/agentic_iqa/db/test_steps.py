@@ -51,17 +51,26 @@ def _new_run(engine: Engine, **options: object) -> str:
 
 
 def test_create_run_stores_a_pending_run_with_its_initial_state(engine: Engine) -> None:
-    run_id = _new_run(engine, reference_path="ref.png", max_replan_iterations=3,
-                      backend="planner=builtin", job_id="job-1")
+    run_id = _new_run(
+        engine,
+        reference_path="ref.png",
+        max_replan_iterations=3,
+        backend="planner=builtin",
+        job_id="job-1",
+    )
     with session_scope(engine) as session:
         run = get_run(session, run_id)
         assert (run.status, run.iteration_count, run.max_replan_iterations) == ("pending", 0, 3)
-        assert (run.reference_path, run.backend, run.job_id) == ("ref.png", "planner=builtin",
-                                                                 "job-1")
+        assert (run.reference_path, run.backend, run.job_id) == (
+            "ref.png",
+            "planner=builtin",
+            "job-1",
+        )
         assert run.created_at.tzinfo is UTC
         assert run.started_at is None and run.finished_at is None
-        assert load_state(session, run_id) == initial_state(QUERY, IMAGE, "ref.png",
-                                                            max_replan_iterations=3)
+        assert load_state(session, run_id) == initial_state(
+            QUERY, IMAGE, "ref.png", max_replan_iterations=3
+        )
     assert len(run_id) == 36 and run_id.count("-") == 4
 
 
@@ -91,7 +100,11 @@ def test_begin_step_counts_attempts_and_starts_the_run(engine: Engine) -> None:
         assert (record.attempts, record.worker, record.taken_over) == (2, "w2", False)
         stored = steps_for(session, run_id)[0]
         assert (stored.attempts, stored.status, stored.error, stored.worker) == (
-            2, "running", None, "w2")
+            2,
+            "running",
+            None,
+            "w2",
+        )
         assert get_run(session, run_id).started_at == first_start
 
 
@@ -107,9 +120,13 @@ def test_steps_for_lists_a_runs_steps_in_order(engine: Engine) -> None:
         fail_step(session, run_id, "summarize", 1, error="gave up")
     with session_scope(engine) as session:
         rows = [(r.step, r.iteration, r.status, r.attempts) for r in steps_for(session, run_id)]
-    assert rows == [("plan", 0, "succeeded", 1), ("summarize", 0, "succeeded", 1),
-                    ("replan", 0, "succeeded", 1), ("plan", 1, "succeeded", 1),
-                    ("summarize", 1, "failed", 1)]
+    assert rows == [
+        ("plan", 0, "succeeded", 1),
+        ("summarize", 0, "succeeded", 1),
+        ("replan", 0, "succeeded", 1),
+        ("plan", 1, "succeeded", 1),
+        ("summarize", 1, "failed", 1),
+    ]
 
 
 def test_begin_step_returns_none_once_the_step_succeeded(engine: Engine) -> None:
@@ -128,9 +145,11 @@ def test_begin_step_returns_none_once_the_step_succeeded(engine: Engine) -> None
 def test_complete_step_twice_stores_each_tool_call_once(engine: Engine) -> None:
     run_id = _new_run(engine)
     state = fresh_state()
-    logs = [tool_log("NIQE", "Blurs", 3.0, requested="BRISQUE"),
-            tool_log("MUSIQ", "Noise", math.nan),
-            tool_log("SSIM", "Blurs", 4.2, object_name="vehicle")]
+    logs = [
+        tool_log("NIQE", "Blurs", 3.0, requested="BRISQUE"),
+        tool_log("MUSIQ", "Noise", math.nan),
+        tool_log("SSIM", "Blurs", 4.2, object_name="vehicle"),
+    ]
     update = execution_update(state, logs)
     merged = merge_state(state, update)
     for _ in range(2):  # a redelivered task completes the same step again
@@ -141,7 +160,10 @@ def test_complete_step_twice_stores_each_tool_call_once(engine: Engine) -> None:
         stored = tool_logs_for(session, run_id)
         assert [log.to_execution_log() for log in stored] == logs
         assert [(log.tool_name, log.requested_tool, log.fallback) for log in stored] == [
-            ("NIQE", "BRISQUE", True), ("MUSIQ", None, False), ("SSIM", None, False)]
+            ("NIQE", "BRISQUE", True),
+            ("MUSIQ", None, False),
+            ("SSIM", None, False),
+        ]
         assert stored[1].normalized_score is None and stored[1].error == "MUSIQ failed"
         assert {log.iteration for log in stored} == {0}
         assert load_state(session, run_id) == merged
@@ -158,8 +180,14 @@ def test_tool_logs_of_later_iterations_are_kept_apart(engine: Engine) -> None:
     for iteration in (0, 1):
         update = execution_update(state, [tool_log("NIQE", "Blurs", 3.0 + iteration)])
         with session_scope(engine) as session:
-            complete_step(session, run_id, "tool_execution", iteration,
-                          state=merge_state(state, update), update=update)
+            complete_step(
+                session,
+                run_id,
+                "tool_execution",
+                iteration,
+                state=merge_state(state, update),
+                update=update,
+            )
     with session_scope(engine) as session:
         stored = tool_logs_for(session, run_id)
         assert [(log.iteration, log.normalized_score) for log in stored] == [(0, 3.0), (1, 4.0)]
@@ -177,7 +205,9 @@ def test_replans_are_stored_once_each_and_all_of_them(engine: Engine) -> None:
     with session_scope(engine) as session:
         rows = replans_for(session, run_id)
         assert [(row.iteration, row.reason) for row in rows] == [
-            (1, "Missing tool scores for vehicle"), (2, "Still no vehicle scores")]
+            (1, "Missing tool scores for vehicle"),
+            (2, "Still no vehicle scores"),
+        ]
         assert rows[1].created_at == state["replan_history"][1].timestamp
         assert get_run(session, run_id).iteration_count == 2
 
@@ -196,8 +226,10 @@ def test_a_replans_failure_is_written_to_its_row_once_and_kept(engine: Engine) -
     with session_scope(engine) as session:
         complete_step(session, run_id, "replan", 0, state=state, update={})
         assert [row.failure for row in replans_for(session, run_id)] == [None]
-    failed = merge_state(state, replan_failed(
-        state, "no valid plan: https://user:hunter2@vlm.example/v1 answered 500"))
+    failed = merge_state(
+        state,
+        replan_failed(state, "no valid plan: https://user:hunter2@vlm.example/v1 answered 500"),
+    )
     with session_scope(engine) as session:
         complete_step(session, run_id, "plan", 1, state=failed, update={})
     with session_scope(engine) as session:
@@ -217,7 +249,11 @@ def test_finish_run_records_the_answer(engine: Engine) -> None:
     with session_scope(engine) as session:
         run = get_run(session, run_id)
         assert (run.status, run.final_answer, run.quality_score, run.error) == (
-            "succeeded", "Good", 3.7, None)
+            "succeeded",
+            "Good",
+            3.7,
+            None,
+        )
         assert run.finished_at is not None and run.finished_at >= run.created_at
         assert run.state_json == state_to_json(state)
 
@@ -230,7 +266,11 @@ def test_finish_run_without_an_answer_is_a_failure(engine: Engine) -> None:
     with session_scope(engine) as session:
         run = get_run(session, run_id)
         assert (run.status, run.final_answer, run.quality_score, run.error) == (
-            "failed", None, None, "planning failed after 3 attempts")
+            "failed",
+            None,
+            None,
+            "planning failed after 3 attempts",
+        )
 
 
 def test_fail_run_records_the_error(engine: Engine) -> None:
@@ -252,8 +292,9 @@ def test_a_lost_insert_race_reads_the_winners_record(
     real_find = steps._find_step
     calls: list[int] = []
 
-    def find_nothing_first(session: Session, run_id: str, step: str, iteration: int
-                           ) -> StepRecord | None:
+    def find_nothing_first(
+        session: Session, run_id: str, step: str, iteration: int
+    ) -> StepRecord | None:
         # The second delivery looked before the first one committed.
         calls.append(1)
         return None if len(calls) == 1 else real_find(session, run_id, step, iteration)
@@ -296,16 +337,30 @@ def _seed(engine: Engine, now: datetime) -> dict[str, str]:
     runs: dict[str, str] = {}
     state = fresh_state()
     for name, logs in (
-        ("fell_back", [tool_log("NIQE", "Blurs", 3.0, requested="BRISQUE"),
-                       tool_log("SSIM", "Noise", 4.0)]),
-        ("scored", [tool_log("BRISQUE", "Blurs", 2.0), tool_log("SSIM", "Noise", 3.0),
-                    tool_log("MUSIQ", "Overexposure", math.nan)]),
+        (
+            "fell_back",
+            [tool_log("NIQE", "Blurs", 3.0, requested="BRISQUE"), tool_log("SSIM", "Noise", 4.0)],
+        ),
+        (
+            "scored",
+            [
+                tool_log("BRISQUE", "Blurs", 2.0),
+                tool_log("SSIM", "Noise", 3.0),
+                tool_log("MUSIQ", "Overexposure", math.nan),
+            ],
+        ),
     ):
         runs[name] = _new_run(engine)
         update = execution_update(state, logs)
         with session_scope(engine) as session:
-            complete_step(session, runs[name], "tool_execution", 0,
-                          state=merge_state(state, update), update=update)
+            complete_step(
+                session,
+                runs[name],
+                "tool_execution",
+                0,
+                state=merge_state(state, update),
+                update=update,
+            )
             finish_run(session, runs[name], state=answered(state))
     for name, error in (("failed_recently", "planner gave up"), ("failed_long_ago", "old")):
         runs[name] = _new_run(engine)
@@ -320,20 +375,29 @@ def _seed(engine: Engine, now: datetime) -> dict[str, str]:
 def test_the_example_queries_answer_on_both_databases(engine: Engine) -> None:
     now = datetime.now(UTC)
     runs = _seed(engine, now)
-    assert set(EXAMPLE_QUERIES) == {"runs_where_brisque_fell_back",
-                                    "mean_normalized_score_per_tool", "failed_runs_since"}
+    assert set(EXAMPLE_QUERIES) == {
+        "runs_where_brisque_fell_back",
+        "mean_normalized_score_per_tool",
+        "failed_runs_since",
+    }
     with session_scope(engine) as session:
         fell_back = run_example_query(session, "runs_where_brisque_fell_back")
-        assert [(row.run_id, row.image_path, row.object_name, row.distortion, row.used_instead)
-                for row in fell_back] == [(runs["fell_back"], IMAGE, "Global", "Blurs", "NIQE")]
+        assert [
+            (row.run_id, row.image_path, row.object_name, row.distortion, row.used_instead)
+            for row in fell_back
+        ] == [(runs["fell_back"], IMAGE, "Global", "Blurs", "NIQE")]
 
         per_tool = run_example_query(session, "mean_normalized_score_per_tool")
         assert [tuple(row) for row in per_tool] == [
-            ("BRISQUE", 1, 1, 2.0), ("MUSIQ", 1, 0, None), ("NIQE", 1, 1, 3.0),
-            ("SSIM", 2, 2, 3.5)]
+            ("BRISQUE", 1, 1, 2.0),
+            ("MUSIQ", 1, 0, None),
+            ("NIQE", 1, 1, 3.0),
+            ("SSIM", 2, 2, 3.5),
+        ]
 
         failed = run_example_query(session, "failed_runs_since", since=now - timedelta(days=1))
         assert [(row.run_id, row.query, row.error) for row in failed] == [
-            (runs["failed_recently"], QUERY, "planner gave up")]
+            (runs["failed_recently"], QUERY, "planner gave up")
+        ]
         assert session.scalar(select(func.count()).select_from(ReplanRow)) == 0
         assert session.scalar(select(func.count()).select_from(ToolLog)) == 5

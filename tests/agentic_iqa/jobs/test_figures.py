@@ -33,19 +33,41 @@ def distorted_rows(seed: int = 0) -> list[dict[str, Any]]:
         for level in range(1, 6):
             for copy in range(2):
                 mos = 5.0 - 0.8 * level + float(rng.normal(0, 0.3))
-                rows.append({
-                    "item_id": f"I0{copy + 1}_{index:02d}_{level:02d}.png", "status": "done",
-                    "quality_score": mos + float(rng.normal(0, 0.4 * index)), "mos": mos,
-                    "tool:PSNR": mos + float(rng.normal(0, 1.0)),
-                    "meta": json.dumps({"distortion": name, "distortion_index": index,
-                                        "level": level})})
+                rows.append(
+                    {
+                        "item_id": f"I0{copy + 1}_{index:02d}_{level:02d}.png",
+                        "status": "done",
+                        "quality_score": mos + float(rng.normal(0, 0.4 * index)),
+                        "mos": mos,
+                        "tool:PSNR": mos + float(rng.normal(0, 1.0)),
+                        "meta": json.dumps(
+                            {"distortion": name, "distortion_index": index, "level": level}
+                        ),
+                    }
+                )
     for copy in range(2):
-        rows.append({"item_id": f"I0{copy + 1}_25_01.png", "status": "done",
-                     "quality_score": 3.0 + copy, "mos": 3.5 + copy, "tool:PSNR": 2.0 + copy,
-                     "meta": json.dumps({"distortion": "contrast_change",
-                                         "distortion_index": 25, "level": 1})})
-    rows.append({"item_id": "plain.png", "status": "done", "quality_score": 3.0, "mos": 3.0,
-                 "tool:PSNR": 3.0, "meta": None})
+        rows.append(
+            {
+                "item_id": f"I0{copy + 1}_25_01.png",
+                "status": "done",
+                "quality_score": 3.0 + copy,
+                "mos": 3.5 + copy,
+                "tool:PSNR": 2.0 + copy,
+                "meta": json.dumps(
+                    {"distortion": "contrast_change", "distortion_index": 25, "level": 1}
+                ),
+            }
+        )
+    rows.append(
+        {
+            "item_id": "plain.png",
+            "status": "done",
+            "quality_score": 3.0,
+            "mos": 3.0,
+            "tool:PSNR": 3.0,
+            "meta": None,
+        }
+    )
     return rows
 
 
@@ -70,8 +92,12 @@ def test_meta_gives_type_and_level_however_it_was_stored() -> None:
     assert distortion_of({"distortion_type": "blur", "level": "2"}) == ("blur", None, "2")
     assert distortion_of({"meta": '{"distortion": "noise", "level": 4}'}) == ("noise", None, "4")
     assert distortion_of({"distortion_index": 7, "level": 2.0}) == ("type 7", "7", "2")
-    assert distortion_of(None) == distortion_of("not json") == distortion_of("{}") == (
-        None, None, None)
+    assert (
+        distortion_of(None)
+        == distortion_of("not json")
+        == distortion_of("{}")
+        == (None, None, None)
+    )
 
 
 def test_breakdown_groups_counts_and_correlations_are_scipys() -> None:
@@ -86,9 +112,11 @@ def test_breakdown_groups_counts_and_correlations_are_scipys() -> None:
     assert [(g["group"], g["n"]) for g in result["distortion"]] == [("b", 3), ("a", 3), ("c", 2)]
     b, a, c = result["distortion"]
     assert b["lines"]["agent"]["srcc"] == pytest.approx(
-        stats.spearmanr([1.5, 4.0, 8.0], [1.0, 5.0, 6.0]).statistic)
+        stats.spearmanr([1.5, 4.0, 8.0], [1.0, 5.0, 6.0]).statistic
+    )
     assert b["lines"]["agent"]["plcc"] == pytest.approx(
-        stats.pearsonr([1.5, 4.0, 8.0], [1.0, 5.0, 6.0]).statistic)
+        stats.pearsonr([1.5, 4.0, 8.0], [1.0, 5.0, 6.0]).statistic
+    )
     # T scored only two of b's items; c has two items: counts, no correlation.
     assert b["lines"]["T"] == {"n": 2, "srcc": None, "plcc": None}
     assert c["lines"]["agent"] == {"n": 2, "srcc": None, "plcc": None}
@@ -103,12 +131,22 @@ def test_report_breaks_down_by_distortion_in_json_text_and_from_a_csv(tmp_path: 
     report = build_report(rows, bootstrap=0)
     result = json.loads(json.dumps(report))["breakdown"]
     assert [(g["group"], g["n"]) for g in result["distortion"]] == [
-        ("gaussian_blur", 10), ("white_noise", 10), ("jpeg", 10), ("contrast_change", 2)]
+        ("gaussian_blur", 10),
+        ("white_noise", 10),
+        ("jpeg", 10),
+        ("contrast_change", 2),
+    ]
     assert [(g["group"], g["n"]) for g in result["level"]] == [
-        ("1", 8), ("2", 6), ("3", 6), ("4", 6), ("5", 6)]
+        ("1", 8),
+        ("2", 6),
+        ("3", 6),
+        ("4", 6),
+        ("5", 6),
+    ]
     blur = [r for r in rows if "gaussian_blur" in (r["meta"] or "")]
     assert result["distortion"][0]["lines"]["agent"]["srcc"] == pytest.approx(
-        stats.spearmanr([r["quality_score"] for r in blur], [r["mos"] for r in blur]).statistic)
+        stats.spearmanr([r["quality_score"] for r in blur], [r["mos"] for r in blur]).statistic
+    )
     assert result["distortion"][3]["lines"]["agent"] == {"n": 2, "srcc": None, "plcc": None}
     assert result["lines"] == ["agent"]
     text = render_text(report)
@@ -119,8 +157,7 @@ def test_report_breaks_down_by_distortion_in_json_text_and_from_a_csv(tmp_path: 
     path = tmp_path / "rows.csv"
     write_rows(rows, path, "csv", export_columns(["PSNR"]))
     with path.open(newline="", encoding="utf-8") as handle:
-        assert build_report(csv.DictReader(handle), bootstrap=0)["breakdown"] == \
-            report["breakdown"]
+        assert build_report(csv.DictReader(handle), bootstrap=0)["breakdown"] == report["breakdown"]
     # A metric job breaks down each tool; items without a distortion give no breakdown.
     metric = build_report(rows, bootstrap=0, metric_job=True)["breakdown"]
     assert metric["lines"] == ["PSNR"] and metric["distortion"][1]["lines"]["PSNR"]["n"] == 10
@@ -137,11 +174,16 @@ def test_report_figures_are_svg_and_pdf_with_every_point_and_bar(tmp_path: Path)
     report = build_report(rows, bootstrap=0)
     figures = report_figures(report, rows)
     assert [named.name for named in figures] == [
-        "scatter-agent", "breakdown-distortion", "breakdown-level"]
+        "scatter-agent",
+        "breakdown-distortion",
+        "breakdown-level",
+    ]
     written = write_figures(figures, tmp_path / "new" / "figures")
     assert sorted(p.name for p in written) == sorted(
-        f"{name}.{fmt}" for name in ("scatter-agent", "breakdown-distortion", "breakdown-level")
-        for fmt in ("svg", "pdf"))
+        f"{name}.{fmt}"
+        for name in ("scatter-agent", "breakdown-distortion", "breakdown-level")
+        for fmt in ("svg", "pdf")
+    )
     for path in written:
         if path.suffix == ".pdf":
             assert path.read_bytes().startswith(b"%PDF")
@@ -157,32 +199,47 @@ def test_report_figures_are_svg_and_pdf_with_every_point_and_bar(tmp_path: Path)
     assert any(text and text.startswith("monotone fit (") for text in texts)
 
     bars = svg_tree(tmp_path / "new/figures/breakdown-distortion.svg")
-    ids = [node.get("id") for node in bars.iter() if
-           (node.get("id") or "").startswith("breakdown-distortion-")]
-    assert sorted(ids) == ["breakdown-distortion-0-0", "breakdown-distortion-0-1",
-                           "breakdown-distortion-0-2"]  # contrast_change: n=2, no bar
+    ids = [
+        node.get("id")
+        for node in bars.iter()
+        if (node.get("id") or "").startswith("breakdown-distortion-")
+    ]
+    assert sorted(ids) == [
+        "breakdown-distortion-0-0",
+        "breakdown-distortion-0-1",
+        "breakdown-distortion-0-2",
+    ]  # contrast_change: n=2, no bar
     labels = {node.text for node in bars.iter(f"{SVG}text")}
     assert {"gaussian_blur (n=10)", "contrast_change (n=2)"} <= labels
     levels = svg_tree(tmp_path / "new/figures/breakdown-level.svg")
-    assert sum((node.get("id") or "").startswith("breakdown-level-0-")
-               for node in levels.iter()) == 5
+    assert (
+        sum((node.get("id") or "").startswith("breakdown-level-0-") for node in levels.iter()) == 5
+    )
 
 
 def test_a_metric_job_has_a_scatter_per_tool_and_the_html_embeds_them(tmp_path: Path) -> None:
-    rows = [{**row, "tool:NIQE": row["mos"] * 2 if i % 2 else None}
-            for i, row in enumerate(distorted_rows())]
+    rows = [
+        {**row, "tool:NIQE": row["mos"] * 2 if i % 2 else None}
+        for i, row in enumerate(distorted_rows())
+    ]
     report = build_report(rows, bootstrap=0, metric_job=True)
     figures = report_figures(report, rows)
     assert [named.name for named in figures] == [
-        "scatter-tool-NIQE", "scatter-tool-PSNR", "breakdown-distortion", "breakdown-level"]
+        "scatter-tool-NIQE",
+        "scatter-tool-PSNR",
+        "breakdown-distortion",
+        "breakdown-level",
+    ]
     write_figures(figures, tmp_path)
     niqe = svg_tree(tmp_path / "scatter-tool-NIQE.svg")
     assert len(list(element(niqe, "scatter-tool-NIQE-points").iter(f"{SVG}use"))) == 16
     psnr = svg_tree(tmp_path / "scatter-tool-PSNR.svg")
     assert len(list(element(psnr, "scatter-tool-PSNR-points").iter(f"{SVG}use"))) == 33
     bars = svg_tree(tmp_path / "breakdown-distortion.svg")
-    assert sum((node.get("id") or "").startswith("breakdown-distortion-")
-               for node in bars.iter()) == 2 * 3  # two tools, three groups with a correlation
+    assert (
+        sum((node.get("id") or "").startswith("breakdown-distortion-") for node in bars.iter())
+        == 2 * 3
+    )  # two tools, three groups with a correlation
 
     page = render_html(report, rows, tmp_path / "report.html").read_text(encoding="utf-8")
     assert page.count("<svg ") == 4 and "data:image/png" not in page
@@ -197,14 +254,16 @@ def test_a_metric_job_has_a_scatter_per_tool_and_the_html_embeds_them(tmp_path: 
 
 def test_names_from_the_data_are_escaped_in_figures_and_pages(tmp_path: Path) -> None:
     hostile = "<script>alert(1)</script> $x^$"
-    rows = [{**row, "meta": json.dumps({"distortion": hostile, "level": 1})}
-            for row in distorted_rows()]
+    rows = [
+        {**row, "meta": json.dumps({"distortion": hostile, "level": 1})} for row in distorted_rows()
+    ]
     report = build_report(rows, bootstrap=0)
     write_figures(report_figures(report, rows), tmp_path)
     raw = (tmp_path / "breakdown-distortion.svg").read_text(encoding="utf-8")
     assert "<script>" not in raw and "&lt;script&gt;alert(1)&lt;/script&gt;" in raw
-    texts = {node.text for node in svg_tree(tmp_path / "breakdown-distortion.svg").iter(
-        f"{SVG}text")}
+    texts = {
+        node.text for node in svg_tree(tmp_path / "breakdown-distortion.svg").iter(f"{SVG}text")
+    }
     assert f"{hostile} (n=33)" in texts  # "$" shown as written, not as mathtext
     page = render_html(report, rows, tmp_path / "r.html").read_text(encoding="utf-8")
     assert "<script>" not in page and page.count("&lt;script&gt;alert(1)") >= 2
@@ -218,25 +277,45 @@ def comparison(bootstrap: int = 200) -> dict[str, Any]:
     mos = rng.normal(50.0, 15.0, 80)
 
     def rows(scores: np.ndarray, **columns: np.ndarray) -> list[dict[str, Any]]:
-        return [{"item_id": f"i{k}", "image": f"/nowhere/{k}.png", "status": "done",
-                 "quality_score": float(s), "mos": float(m),
-                 **{key: float(value[k]) for key, value in columns.items()}}
-                for k, (s, m) in enumerate(zip(scores, mos, strict=True))]
+        return [
+            {
+                "item_id": f"i{k}",
+                "image": f"/nowhere/{k}.png",
+                "status": "done",
+                "quality_score": float(s),
+                "mos": float(m),
+                **{key: float(value[k]) for key, value in columns.items()},
+            }
+            for k, (s, m) in enumerate(zip(scores, mos, strict=True))
+        ]
 
     name = "a-very-long-job-name-" * 12
     base = {"id": "aaaaaaaa-1", "name": name, "status": "done", "tools": None}
-    tools = {"id": "bbbbbbbb-2", "name": "<b>tools</b>", "status": "done",
-             "tools": ["BRISQUE", "NIQE"]}
+    tools = {
+        "id": "bbbbbbbb-2",
+        "name": "<b>tools</b>",
+        "status": "done",
+        "tools": ["BRISQUE", "NIQE"],
+    }
     noisy = mos + rng.normal(0, 15.0, 80)
-    return build_comparison([
-        (base, rows(noisy)),
-        (tools, [{**row, "quality_score": None} for row in rows(
-            noisy, **{"tool:BRISQUE": mos + rng.normal(0, 5.0, 80), "tool:NIQE": mos})])],
-        bootstrap=bootstrap)
+    return build_comparison(
+        [
+            (base, rows(noisy)),
+            (
+                tools,
+                [
+                    {**row, "quality_score": None}
+                    for row in rows(
+                        noisy, **{"tool:BRISQUE": mos + rng.normal(0, 5.0, 80), "tool:NIQE": mos}
+                    )
+                ],
+            ),
+        ],
+        bootstrap=bootstrap,
+    )
 
 
-def test_the_paired_differences_figure_has_a_marker_per_line_and_difference(
-        tmp_path: Path) -> None:
+def test_the_paired_differences_figure_has_a_marker_per_line_and_difference(tmp_path: Path) -> None:
     doc = comparison()
     figures = comparison_figures(doc)
     assert [named.name for named in figures] == ["paired-differences"]
@@ -255,10 +334,8 @@ def test_the_paired_differences_figure_has_a_marker_per_line_and_difference(
     assert comparison_figures(single) == []
 
 
-def test_the_compare_page_fits_a_1280_pixel_window_and_embeds_the_figure(
-        tmp_path: Path) -> None:
-    page = compare_html(comparison(), tmp_path / "out" / "compare.html").read_text(
-        encoding="utf-8")
+def test_the_compare_page_fits_a_1280_pixel_window_and_embeds_the_figure(tmp_path: Path) -> None:
+    page = compare_html(comparison(), tmp_path / "out" / "compare.html").read_text(encoding="utf-8")
     style = re.search(r"<style>(.*?)</style>", page, re.DOTALL).group(1)
     widths = [int(w) for w in re.findall(r"width:\s*(\d+)px", page)]
     assert widths and max(widths) <= 1280  # the body's cap; nothing wider is fixed

@@ -50,8 +50,11 @@ class Site:
 
     def requests(self, path: str | None = None) -> int:
         with self.lock:
-            return sum(count for (_, seen), count in self.seen.items()
-                       if path is None or seen.split("?")[0] == path)
+            return sum(
+                count
+                for (_, seen), count in self.seen.items()
+                if path is None or seen.split("?")[0] == path
+            )
 
 
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
@@ -139,11 +142,14 @@ def elsewhere() -> Iterator[Site]:
 def fast_storage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from iqa_tools import images, storage
 
-    for name, value in (("AGENTIC_IQA_STORAGE_ATTEMPTS", "2"),
-                        ("AGENTIC_IQA_STORAGE_BACKOFF", "0.01"),
-                        ("AGENTIC_IQA_STORAGE_BACKOFF_MAX", "0.05"),
-                        ("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects")),
-                        ("AGENTIC_IQA_TOOL_CACHE", "memory"), ("AGENTIC_IQA_DEVICE", "cpu")):
+    for name, value in (
+        ("AGENTIC_IQA_STORAGE_ATTEMPTS", "2"),
+        ("AGENTIC_IQA_STORAGE_BACKOFF", "0.01"),
+        ("AGENTIC_IQA_STORAGE_BACKOFF_MAX", "0.05"),
+        ("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "objects")),
+        ("AGENTIC_IQA_TOOL_CACHE", "memory"),
+        ("AGENTIC_IQA_DEVICE", "cpu"),
+    ):
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AGENTIC_IQA_ALLOWED_LOCATIONS", raising=False)
     monkeypatch.setattr(images, "_OBJECT_CACHE", [])
@@ -151,8 +157,9 @@ def fast_storage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def store(object_store: str, fast_storage: None, monkeypatch: pytest.MonkeyPatch
-          ) -> Iterator[tuple[Front, str, str]]:
+def store(
+    object_store: str, fast_storage: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Front, str, str]]:
     """moto behind a counting front, the front being the configured endpoint; a bucket of
     photos under ``set1/`` and another bucket holding a private object.  Yields the front and
     both buckets' names."""
@@ -178,15 +185,21 @@ def store(object_store: str, fast_storage: None, monkeypatch: pytest.MonkeyPatch
 def _items(engine, job_id: str) -> dict[int, tuple[str, str, str | None]]:
     """By line: (key, status, error)."""
     with session_scope(engine) as session:
-        rows = session.execute(select(JobItem.line, JobItem.item_key, JobItem.status,
-                                      JobItem.error).where(JobItem.job_id == job_id)).all()
+        rows = session.execute(
+            select(JobItem.line, JobItem.item_key, JobItem.status, JobItem.error).where(
+                JobItem.job_id == job_id
+            )
+        ).all()
     return {line: (key, status, error) for line, key, status, error in rows}
 
 
 def _cached_bytes(tmp_path: Path) -> list[bytes]:
     folder = tmp_path / "objects"
-    return [path.read_bytes() for path in folder.rglob("*") if path.is_file()] \
-        if folder.is_dir() else []
+    return (
+        [path.read_bytes() for path in folder.rglob("*") if path.is_file()]
+        if folder.is_dir()
+        else []
+    )
 
 
 def _manifest(tmp_path: Path, rows: list[str], name: str = "m.csv") -> Path:
@@ -196,16 +209,23 @@ def _manifest(tmp_path: Path, rows: list[str], name: str = "m.csv") -> Path:
 
 
 def test_rows_outside_the_root_are_never_asked_for_nor_cached(
-        engine, store, site: Site, tmp_path: Path) -> None:
+    engine, store, site: Site, tmp_path: Path
+) -> None:
     """The reviewer's manifest under --root s3://photos/set1: the other bucket and the admin
     page are refused before the lookahead, the row check or anything else sends a request."""
     from agentic_iqa.runtime import lifecycle
 
     front, photos, private = store
     admin = f"{site.url}/admin?action=delete-everything"
-    manifest = _manifest(tmp_path, [f"s3://{photos}/set1/good.png",
-                                    f"s3://{private}/private/secret.jpg", admin,
-                                    f"s3://{photos}/set1/../../{private}/private/secret.jpg"])
+    manifest = _manifest(
+        tmp_path,
+        [
+            f"s3://{photos}/set1/good.png",
+            f"s3://{private}/private/secret.jpg",
+            admin,
+            f"s3://{photos}/set1/../../{private}/private/secret.jpg",
+        ],
+    )
     job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{photos}/set1"))
     found = _items(engine, job)
     assert found[2][1] == "pending"
@@ -219,31 +239,41 @@ def test_rows_outside_the_root_are_never_asked_for_nor_cached(
 
 
 def test_without_a_root_only_named_or_opted_in_urls_are_read(
-        engine, store, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, store, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No --root: a manifest's URLs are refused until the user opts in; loopback, whatever
     its spelling or name, stays refused with --allow-urls; the metadata address always."""
     from agentic_iqa.runtime import lifecycle
 
     front, photos, private = store
     port = site.url.rsplit(":", 1)[1]
-    loopbacks = [f"http://0x7f000001:{port}/photos/good.png",
-                 f"http://localhost:{port}/photos/good.png",
-                 f"http://[::1]:{port}/photos/good.png",
-                 f"http://[::ffff:127.0.0.1]:{port}/photos/good.png",
-                 f"{site.url}/photos/good.png"]
-    rows = [f"s3://{private}/private/secret.jpg", "file:///etc/passwd",
-            "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
-            "http://metadata.google.internal/computeMetadata/v1/", *loopbacks]
+    loopbacks = [
+        f"http://0x7f000001:{port}/photos/good.png",
+        f"http://localhost:{port}/photos/good.png",
+        f"http://[::1]:{port}/photos/good.png",
+        f"http://[::ffff:127.0.0.1]:{port}/photos/good.png",
+        f"{site.url}/photos/good.png",
+    ]
+    rows = [
+        f"s3://{private}/private/secret.jpg",
+        "file:///etc/passwd",
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+        "http://metadata.google.internal/computeMetadata/v1/",
+        *loopbacks,
+    ]
     manifest = _manifest(tmp_path, rows)
 
     closed = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
     assert [status for _, status, _ in closed.values()] == ["failed"] * len(rows)
-    assert all("read only where the user named it" in error or "file://" in error
-               or "metadata" in error for _, _, error in closed.values()), closed
+    assert all(
+        "read only where the user named it" in error or "file://" in error or "metadata" in error
+        for _, _, error in closed.values()
+    ), closed
     assert site.requests() == 0 and not [key for key in front.seen if private in key[1]]
 
-    opted = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest,
-                                                                  allow_urls=True)))
+    opted = _items(
+        engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest, allow_urls=True))
+    )
     # another bucket: read now that the user opted in (and found to be no image)
     assert "is not a readable image" in opted[2][2]
     assert front.seen[("GET", f"/{private}/private/secret.jpg")] >= 1
@@ -261,7 +291,8 @@ def test_without_a_root_only_named_or_opted_in_urls_are_read(
 
 
 def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
-        engine, site: Site, elsewhere: Site, tmp_path: Path) -> None:
+    engine, site: Site, elsewhere: Site, tmp_path: Path
+) -> None:
     """--root http://127.0.0.1:A/photos: a redirect inside the root is followed, one to
     another port is refused without asking it; and the job's policy reaches whoever runs its
     items: a URL that starts redirecting after submit fails its item there, unscored."""
@@ -271,13 +302,15 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
     site.redirects["/photos/moved.png"] = "/photos/good.png"
     site.redirects["/photos/away.png"] = f"{elsewhere.url}/photos/good.png"
     site.files["/photos/flip.png"] = PHOTO
-    manifest = _manifest(tmp_path, [f"{site.url}/photos/{name}" for name in
-                                    ("good.png", "moved.png", "away.png", "flip.png")])
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"{site.url}/photos",
-                                                 tools=["PIQE"]))
+    manifest = _manifest(
+        tmp_path,
+        [f"{site.url}/photos/{name}" for name in ("good.png", "moved.png", "away.png", "flip.png")],
+    )
+    job = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, root=f"{site.url}/photos", tools=["PIQE"])
+    )
     found = _items(engine, job)
-    assert [found[line][1] for line in (2, 3, 4, 5)] == ["pending", "pending", "failed",
-                                                          "pending"]
+    assert [found[line][1] for line in (2, 3, 4, 5)] == ["pending", "pending", "failed", "pending"]
     assert "redirects to" in found[4][2] and "escapes --root" in found[4][2]
 
     site.redirects["/photos/flip.png"] = f"{elsewhere.url}/photos/good.png"
@@ -289,29 +322,35 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
 
 
 def test_a_credential_in_a_url_is_one_bad_row_not_a_stopped_submit(
-        engine, site: Site, tmp_path: Path) -> None:
+    engine, site: Site, tmp_path: Path
+) -> None:
     from agentic_iqa.runtime import lifecycle
 
     host = site.url.removeprefix("http://")
-    manifest = _manifest(tmp_path, [f"http://admin:hunter2-secret@{host}/photos/good.png",
-                                    "good.png"])
+    manifest = _manifest(
+        tmp_path, [f"http://admin:hunter2-secret@{host}/photos/good.png", "good.png"]
+    )
     job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
     found = _items(engine, job)
     assert found[3][1] == "pending"
     assert found[2][1] == "failed" and "must not carry a user or password" in found[2][2]
     assert "hunter2-secret" not in found[2][2] and "hunter2-secret" not in found[2][0]
-    assert site.requests("/photos/good.png") > 0 and site.requests() == \
-        site.requests("/photos/good.png")
+    assert site.requests("/photos/good.png") > 0 and site.requests() == site.requests(
+        "/photos/good.png"
+    )
 
 
 def test_a_bad_row_is_stored_under_its_own_id_when_no_other_row_has_it(
-        engine, tmp_path: Path) -> None:
+    engine, tmp_path: Path
+) -> None:
     from agentic_iqa.runtime import lifecycle
 
     (tmp_path / "a.png").write_bytes(PHOTO)
     manifest = tmp_path / "m.csv"
-    manifest.write_text("id,image,mos\ncat-7,gone.png,\ndog-2,a.png,high\ndog-2,a.png,3\n"
-                        "<line 9>,a.png,\nowl,a.png,4\n")
+    manifest.write_text(
+        "id,image,mos\ncat-7,gone.png,\ndog-2,a.png,high\ndog-2,a.png,3\n"
+        "<line 9>,a.png,\nowl,a.png,4\n"
+    )
     found = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
     assert found[2][:2] == ("cat-7", "failed") and "not found" in found[2][2]
     assert found[3][:2] == ("<line 3>", "failed")  # line 4 is a good row with the same id
@@ -320,7 +359,8 @@ def test_a_bad_row_is_stored_under_its_own_id_when_no_other_row_has_it(
 
 
 def test_an_object_above_the_cap_is_refused_before_its_body_is_kept(
-        engine, store, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, store, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """AGENTIC_IQA_MAX_OBJECT_BYTES: refused from the size the store declares (no GET), or
     cut off while streaming when a server declares less than it sends."""
     from agentic_iqa.runtime import lifecycle
@@ -328,13 +368,25 @@ def test_an_object_above_the_cap_is_refused_before_its_body_is_kept(
     front, photos, _ = store
     monkeypatch.setenv("AGENTIC_IQA_MAX_OBJECT_BYTES", "1MB")
     boto3.client("s3", endpoint_url=front.upstream).put_object(
-        Bucket=photos, Key="set1/huge.png", Body=b"\0" * 3_000_000)
+        Bucket=photos, Key="set1/huge.png", Body=b"\0" * 3_000_000
+    )
     site.files["/photos/big.png"] = b"\0" * 3_000_000
     site.liars["/photos/liar.png"] = (2_000, 4_000_000)
-    manifest = _manifest(tmp_path, [f"s3://{photos}/set1/huge.png", f"{site.url}/photos/big.png",
-                                    f"{site.url}/photos/liar.png"])
-    found = _items(engine, lifecycle.submit(engine, JobSpec.build(
-        manifest=manifest, allow_urls=True, image_dir=f"{site.url}/photos")))
+    manifest = _manifest(
+        tmp_path,
+        [
+            f"s3://{photos}/set1/huge.png",
+            f"{site.url}/photos/big.png",
+            f"{site.url}/photos/liar.png",
+        ],
+    )
+    found = _items(
+        engine,
+        lifecycle.submit(
+            engine,
+            JobSpec.build(manifest=manifest, allow_urls=True, image_dir=f"{site.url}/photos"),
+        ),
+    )
     for line in (2, 3):
         assert "is 3000000 bytes, above the cap of 1000000 bytes" in found[line][2], found
     assert "sent more than 1000000 bytes" in found[4][2]
@@ -342,7 +394,8 @@ def test_an_object_above_the_cap_is_refused_before_its_body_is_kept(
 
 
 def test_a_stalled_url_costs_its_deadline_once_and_rows_wait_in_parallel(
-        engine, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Headers, then nothing: each stalled row is asked attempts times in all (the lookahead's
     failure is the row check's answer) and four of them cost about one deadline."""
     from agentic_iqa.runtime import lifecycle
@@ -353,8 +406,10 @@ def test_a_stalled_url_costs_its_deadline_once_and_rows_wait_in_parallel(
     site.stalls.update(stalled)
     manifest = _manifest(tmp_path, [path.removeprefix("/photos/") for path in stalled])
     started = time.monotonic()
-    found = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest,
-                                                                  image_dir=f"{site.url}/photos")))
+    found = _items(
+        engine,
+        lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos")),
+    )
     elapsed = time.monotonic() - started
     assert all(status == "failed" and "timed out" in error for _, status, error in found.values())
     for path in stalled:
@@ -363,7 +418,8 @@ def test_a_stalled_url_costs_its_deadline_once_and_rows_wait_in_parallel(
 
 
 def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscored(
-        engine, store, site: Site, tmp_path: Path) -> None:
+    engine, store, site: Site, tmp_path: Path
+) -> None:
     """The bytes scored are the bytes submitted: S3 by the recorded ETag (If-Match), a web
     server without ETags by the sha256 of the bytes checked at submit."""
     from agentic_iqa.db import reads
@@ -372,14 +428,25 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
     from agentic_iqa.runtime import lifecycle
 
     front, photos, _ = store
-    on_store = lifecycle.submit(engine, JobSpec.build(
-        manifest=_manifest(tmp_path, ["good.png"], "s.csv"), tools=["PIQE"],
-        image_dir=f"s3://{photos}/set1"))
-    on_web = lifecycle.submit(engine, JobSpec.build(
-        manifest=_manifest(tmp_path, ["good.png", "other.png"], "w.csv"), tools=["PIQE"],
-        image_dir=f"{site.url}/photos"))
+    on_store = lifecycle.submit(
+        engine,
+        JobSpec.build(
+            manifest=_manifest(tmp_path, ["good.png"], "s.csv"),
+            tools=["PIQE"],
+            image_dir=f"s3://{photos}/set1",
+        ),
+    )
+    on_web = lifecycle.submit(
+        engine,
+        JobSpec.build(
+            manifest=_manifest(tmp_path, ["good.png", "other.png"], "w.csv"),
+            tools=["PIQE"],
+            image_dir=f"{site.url}/photos",
+        ),
+    )
     boto3.client("s3", endpoint_url=front.upstream).put_object(
-        Bucket=photos, Key="set1/good.png", Body=OTHER_PHOTO)
+        Bucket=photos, Key="set1/good.png", Body=OTHER_PHOTO
+    )
     site.files["/photos/good.png"] = OTHER_PHOTO
     for job in (on_store, on_web):
         lifecycle.run_local(engine, job, AgentsCache(), workers=1)
@@ -395,13 +462,16 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
 
 
 def test_an_export_masks_a_presigned_urls_signature_and_the_item_keeps_it(
-        engine, site: Site, tmp_path: Path) -> None:
+    engine, site: Site, tmp_path: Path
+) -> None:
     from agentic_iqa.cli.eval import export_rows
     from agentic_iqa.jobs.export import write_rows
     from agentic_iqa.runtime import lifecycle
 
-    signed = (f"{site.url}/photos/good.png?X-Amz-Expires=600&X-Amz-Signature=5ec12e7f00d"
-              "&X-Amz-Credential=AKIAEXAMPLE%2F20261127")
+    signed = (
+        f"{site.url}/photos/good.png?X-Amz-Expires=600&X-Amz-Signature=5ec12e7f00d"
+        "&X-Amz-Credential=AKIAEXAMPLE%2F20261127"
+    )
     manifest = _manifest(tmp_path, [signed])
     job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
     with session_scope(engine) as session:
@@ -417,7 +487,8 @@ def test_an_export_masks_a_presigned_urls_signature_and_the_item_keeps_it(
 
 
 def test_assess_reads_the_url_it_was_given_but_not_where_that_redirects(
-        results: str, site: Site, elsewhere: Site) -> None:
+    results: str, site: Site, elsewhere: Site
+) -> None:
     """`assess URL` names its own image (a loopback host is the user's to name), and passes
     the same gate: a redirect to a host nobody named is refused before it is asked."""
     from typer.testing import CliRunner
@@ -426,8 +497,7 @@ def test_assess_reads_the_url_it_was_given_but_not_where_that_redirects(
 
     site.redirects["/photos/away.png"] = f"{elsewhere.url}/photos/good.png"
     runner = CliRunner()
-    named = runner.invoke(app, ["assess", f"{site.url}/photos/good.png", "--no-store",
-                                "--json"])
+    named = runner.invoke(app, ["assess", f"{site.url}/photos/good.png", "--no-store", "--json"])
     assert named.exit_code == 0, named.output
     refused = runner.invoke(app, ["assess", f"{site.url}/photos/away.png", "--no-store"])
     assert refused.exit_code == 1

@@ -26,8 +26,11 @@ from agentic_iqa.state import PlannerError
 from tests.conftest import REPO, natural_image
 
 PLANNER_JSON = PlannerError(
-    error_type="internal_error", message="planner gave no valid plan: the model refused",
-    backend="openai", attempt=3).model_dump_json()
+    error_type="internal_error",
+    message="planner gave no valid plan: the model refused",
+    backend="openai",
+    attempt=3,
+).model_dump_json()
 
 TRACEBACK = """Traceback (most recent call last):
   File "agentic_iqa/pipeline.py", line 12, in run_step
@@ -39,14 +42,17 @@ def test_readable_turns_records_tracebacks_and_empty_exceptions_into_sentences()
     assert json.loads(PLANNER_JSON)["error_type"] == "internal_error"  # what runs keep
     assert readable(PLANNER_JSON) == (
         "planner gave no valid plan: the model refused; `agentic-iqa eval resume` tries "
-        "again; the log (--debug) has the details")
+        "again; the log (--debug) has the details"
+    )
     api = PlannerError(error_type="api_error", message="HTTP 502 from the endpoint")
     assert readable(api.model_dump_json()) == (
         "planning failed: HTTP 502 from the endpoint; the model's endpoint failed; check it "
-        "(`agentic-iqa check`), then `agentic-iqa eval resume`")
+        "(`agentic-iqa check`), then `agentic-iqa eval resume`"
+    )
     assert readable(TRACEBACK) == "ValueError: the query names no image"
-    assert readable("tool_execution failed: SoftTimeLimitExceeded: SoftTimeLimitExceeded()") \
-        .startswith("tool_execution ran past its worker's time limit (AGENTIC_IQA_TOOL_SOFT")
+    assert readable(
+        "tool_execution failed: SoftTimeLimitExceeded: SoftTimeLimitExceeded()"
+    ).startswith("tool_execution ran past its worker's time limit (AGENTIC_IQA_TOOL_SOFT")
     assert readable("plan failed: KeyError: KeyError()") == "plan failed: KeyError"
     assert readable("line 3: missing\n  File 'x.py', line 9") == "line 3: missing"
     assert readable('{"not": "a planner record"}') == '{"not": "a planner record"}'
@@ -57,12 +63,14 @@ def test_a_step_error_names_what_failed_without_repeating_an_empty_exception() -
     assert failure_reason("summarize", KeyError()) == "summarize failed: KeyError"
     assert failure_reason("plan", ValueError("no image")) == "plan failed: ValueError: no image"
     assert failure_reason("tool_execution", SoftTimeLimitExceeded()).startswith(
-        "tool_execution ran past its worker task's time limit")
+        "tool_execution ran past its worker task's time limit"
+    )
     assert "ran out of memory" in failure_reason("tool_execution", MemoryError())
 
 
 def test_a_run_that_failed_with_a_planner_record_closes_its_item_readably(
-        tmp_path: Path, results: str) -> None:
+    tmp_path: Path, results: str
+) -> None:
     folder = tmp_path / "photos"
     folder.mkdir()
     from PIL import Image
@@ -95,16 +103,35 @@ def test_a_job_whose_model_refuses_fails_each_item_with_one_sentence(tmp_path: P
     items = scoring(images(tmp_path / "images", 2), 2, seed=1)
     manifest = write_manifest(items, tmp_path / "m.csv")
     with simulated(Behaviour.ALWAYS_REFUSES, items) as (server, _model):
-        env = {**os.environ, **environment(Behaviour.ALWAYS_REFUSES, server, tmp_path),
-               "PYTHONPATH": str(REPO)}
-        done = subprocess.run([sys.executable, "-m", "agentic_iqa", "eval", "submit",
-                               str(manifest), "--backend", "openai", "--no-vlm-cache",
-                               "--workers", "1"], env=env, capture_output=True, text=True,
-                              timeout=600)
+        env = {
+            **os.environ,
+            **environment(Behaviour.ALWAYS_REFUSES, server, tmp_path),
+            "PYTHONPATH": str(REPO),
+        }
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "agentic_iqa",
+                "eval",
+                "submit",
+                str(manifest),
+                "--backend",
+                "openai",
+                "--no-vlm-cache",
+                "--workers",
+                "1",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert done.returncode == 1, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "error_type" not in done.stderr
-    assert "every item failed (2); the first: planner gave no valid plan" in \
-        " ".join(done.stderr.split())
+    assert "every item failed (2); the first: planner gave no valid plan" in " ".join(
+        done.stderr.split()
+    )
     engine = make_engine(env["AGENTIC_IQA_DATABASE_URL"])
     with read_scope(engine) as session:
         errors = session.scalars(select(JobItem.error)).all()

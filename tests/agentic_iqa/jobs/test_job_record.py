@@ -37,8 +37,11 @@ def items(tmp_path: Path):
 
 
 def _openai_env(monkeypatch: pytest.MonkeyPatch, server, *, key: str | None) -> None:
-    for name, value in {"VLM_BACKEND": "openai", "VLM_MODEL": "sim-vl",
-                        "VLM_BASE_URL": f"{server.url}/v1"}.items():
+    for name, value in {
+        "VLM_BACKEND": "openai",
+        "VLM_MODEL": "sim-vl",
+        "VLM_BASE_URL": f"{server.url}/v1",
+    }.items():
         monkeypatch.setenv(f"AGENTIC_IQA_{name}", value)
     if key is None:
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -53,14 +56,14 @@ def _builtin_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 
-def test_the_job_stores_how_it_is_run_without_credentials(items, tmp_path, results,
-                                                          monkeypatch):
+def test_the_job_stores_how_it_is_run_without_credentials(items, tmp_path, results, monkeypatch):
     with simulated(Behaviour.CLEAN, items) as (server, _model):
         _openai_env(monkeypatch, server, key="sk-sim-secret-key")
         monkeypatch.setenv("AGENTIC_IQA_MAX_REPLAN_ITERATIONS", "1")
         upgrade(results)
-        job_id = lifecycle.submit(make_engine(results),
-                                  JobSpec.build(manifest=write_manifest(items, tmp_path / "m.csv")))
+        job_id = lifecycle.submit(
+            make_engine(results), JobSpec.build(manifest=write_manifest(items, tmp_path / "m.csv"))
+        )
     with session_scope(make_engine(results)) as session:
         text = session.get(Job, job_id).config_json
     config = RunConfig.from_json(text)
@@ -73,7 +76,8 @@ def test_the_job_stores_how_it_is_run_without_credentials(items, tmp_path, resul
 
 
 def test_a_job_resumed_from_a_shell_without_the_key_refuses_then_runs_on_its_backend(
-        items, tmp_path, results, monkeypatch):
+    items, tmp_path, results, monkeypatch
+):
     """Interrupted after submit; `eval resume` from a shell whose environment says builtin and
     has no key exits 2 and changes nothing; with the key it finishes every item on openai."""
     with simulated(Behaviour.LETTERS, items) as (server, _model):
@@ -97,28 +101,31 @@ def test_a_job_resumed_from_a_shell_without_the_key_refuses_then_runs_on_its_bac
     with session_scope(engine) as session:
         answered = set(session.execute(select(VlmCall.backend, VlmCall.model)).all())
     assert answered == {("openai", "sim-vl")}
-    report = json.loads(runner.invoke(app, ["eval", "report", "--json", "--bootstrap", "0"]
-                                      ).stdout)
+    report = json.loads(runner.invoke(app, ["eval", "report", "--json", "--bootstrap", "0"]).stdout)
     assert report["job"]["answered_by"] == {"openai/sim-vl": len(items)}
     assert report["job"]["warnings"] == []
     assert report["mcq"]["accuracy"] == 1.0
 
 
-def test_submit_without_a_key_stores_nothing_and_exits_2_with_one_line(tmp_path, results,
-                                                                         monkeypatch):
+def test_submit_without_a_key_stores_nothing_and_exits_2_with_one_line(
+    tmp_path, results, monkeypatch
+):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     manifest = tmp_path / "m.csv"
     manifest.write_text("image\nx.png\n")
-    result = runner.invoke(app, ["eval", "submit", str(manifest), "--backend", "openai",
-                                 "--model", "gpt-4o"])
+    result = runner.invoke(
+        app, ["eval", "submit", str(manifest), "--backend", "openai", "--model", "gpt-4o"]
+    )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "error: openai backend: the API key variable OPENAI_API_KEY is not set (or empty)"]
+        "error: openai backend: the API key variable OPENAI_API_KEY is not set (or empty)"
+    ]
     assert not Path(results.removeprefix("sqlite:///")).exists()
 
 
 def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_stored(
-        tmp_path, results, monkeypatch):
+    tmp_path, results, monkeypatch
+):
     from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply
 
     class Listing(FakeAPIServer):
@@ -129,9 +136,19 @@ def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_stored(
 
             class WithModels(handler):
                 def do_GET(self) -> None:  # noqa: N802
-                    payload = json.dumps({"object": "list", "data": [
-                        {"id": "qwen2.5-vl-7b", "object": "model", "created": 0,
-                         "owned_by": "me"}]}).encode()
+                    payload = json.dumps(
+                        {
+                            "object": "list",
+                            "data": [
+                                {
+                                    "id": "qwen2.5-vl-7b",
+                                    "object": "model",
+                                    "created": 0,
+                                    "owned_by": "me",
+                                }
+                            ],
+                        }
+                    ).encode()
                     self.send_response(200)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(payload)))
@@ -143,17 +160,30 @@ def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_stored(
     manifest = tmp_path / "m.csv"
     manifest.write_text("image\nx.png\n")
     with Listing(lambda _r: Reply(500, {})) as server:
-        result = runner.invoke(app, ["eval", "submit", str(manifest), "--backend", "openai",
-                                     "--model", "qwen2.5-vl-72b", "--base-url",
-                                     f"{server.url}/v1"])
+        result = runner.invoke(
+            app,
+            [
+                "eval",
+                "submit",
+                str(manifest),
+                "--backend",
+                "openai",
+                "--model",
+                "qwen2.5-vl-72b",
+                "--base-url",
+                f"{server.url}/v1",
+            ],
+        )
     assert result.exit_code == 2
-    assert "does not serve the model 'qwen2.5-vl-72b' (it serves: qwen2.5-vl-7b)" in \
-        " ".join(result.output.split())
+    assert "does not serve the model 'qwen2.5-vl-72b' (it serves: qwen2.5-vl-7b)" in " ".join(
+        result.output.split()
+    )
     assert not Path(results.removeprefix("sqlite:///")).exists()
 
 
 def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume(
-        tmp_path, results, monkeypatch):
+    tmp_path, results, monkeypatch
+):
     from tests.conftest import natural_image
 
     folder = tmp_path / "photos"
@@ -177,8 +207,14 @@ def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume
     assert f"agentic-iqa eval resume {job_id[:8]}" in text and "ETA" not in text
     listed = json.loads(runner.invoke(app, ["eval", "list", "--json"]).stdout)
     assert [row["status"] for row in listed if row["id"] == job_id] == ["stalled"]
-    assert len(runner.invoke(app, ["eval", "list", "--status", "running", "--json"]).stdout
-               .split(job_id)) == 2  # still stored as running: the filter finds it
+    assert (
+        len(
+            runner.invoke(app, ["eval", "list", "--status", "running", "--json"]).stdout.split(
+                job_id
+            )
+        )
+        == 2
+    )  # still stored as running: the filter finds it
     # while a process works on it, it renews the leases: not stalled
     with session_scope(engine) as session:
         store.extend_leases(session, job_id, 30)
@@ -187,12 +223,15 @@ def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume
     assert [row["status"] for row in listed if row["id"] == job_id] == ["running"]
 
 
-def test_export_has_the_reasoning_and_levels_and_writes_to_stdout(items, tmp_path, results,
-                                                                   monkeypatch):
+def test_export_has_the_reasoning_and_levels_and_writes_to_stdout(
+    items, tmp_path, results, monkeypatch
+):
     with simulated(Behaviour.CLEAN, items) as (server, _model):
         _openai_env(monkeypatch, server, key=None)
-        submitted = runner.invoke(app, ["eval", "submit", str(write_manifest(
-            items, tmp_path / "m.csv")), "--workers", "1"])
+        submitted = runner.invoke(
+            app,
+            ["eval", "submit", str(write_manifest(items, tmp_path / "m.csv")), "--workers", "1"],
+        )
         assert submitted.exit_code == 0, submitted.output
     monkeypatch.chdir(tmp_path)
     piped = runner.invoke(app, ["eval", "export", "-o", "-"])
@@ -201,8 +240,10 @@ def test_export_has_the_reasoning_and_levels_and_writes_to_stdout(items, tmp_pat
     assert len(rows) == len(items)
     rated = [row for row in rows if row["item_id"].startswith("score")]
     assert all(row["reasoning"].startswith("Fused quality") for row in rated)
-    assert all(set(json.loads(row["level_distribution"])) == {"Bad", "Poor", "Fair", "Good",
-                                                              "Excellent"} for row in rated)
+    assert all(
+        set(json.loads(row["level_distribution"])) == {"Bad", "Poor", "Fair", "Good", "Excellent"}
+        for row in rated
+    )
     assert {row["answered_by"] for row in rows} == {"openai/sim-vl"}
     lines = runner.invoke(app, ["eval", "export", "--format", "jsonl", "-o", "-"]).stdout
     assert json.loads(lines.splitlines()[0])["reasoning"]
@@ -238,9 +279,22 @@ def test_one_vocabulary_of_flags(items, tmp_path, results, monkeypatch):
     with simulated(Behaviour.CLEAN, items) as (server, _model):
         _builtin_env(monkeypatch)
         rated = next(item for item in items if item.truth.level is not None)
-        assessed = runner.invoke(app, [
-            "assess", str(rated.image), "-q", rated.truth.query, "--json", "--backend",
-            "openai", "--model", "sim-vl", "--base-url", f"{server.url}/v1"])
+        assessed = runner.invoke(
+            app,
+            [
+                "assess",
+                str(rated.image),
+                "-q",
+                rated.truth.query,
+                "--json",
+                "--backend",
+                "openai",
+                "--model",
+                "sim-vl",
+                "--base-url",
+                f"{server.url}/v1",
+            ],
+        )
         assert assessed.exit_code == 0, assessed.output
         usage = json.loads(assessed.stdout)["vlm_usage"]
         assert usage["calls"] >= 2 and usage["models"] == ["sim-vl"]
@@ -251,5 +305,4 @@ def test_one_vocabulary_of_flags(items, tmp_path, results, monkeypatch):
     for command in (["eval", "calibrate", "--tool", "PIQE"], ["calibrate", "--tool", "PIQE"]):
         result = runner.invoke(app, command)
         # the latest job is taken: 2 of its items have a MOS, too few to fit
-        assert result.exit_code == 1 and "only 2 items with MOS" in result.output, \
-            result.output
+        assert result.exit_code == 1 and "only 2 items with MOS" in result.output, result.output

@@ -50,19 +50,30 @@ def _job_id(result) -> str:
 # -- a job runs what it says ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("model", "backend"), [
-    ("gpt-4o", "openai"), ("gpt-4o-mini", "openai"), ("chatgpt-4o-latest", "openai"),
-    ("o1", "openai"), ("o3-mini", "openai"), ("o4-mini", "openai"),
-    ("claude-sonnet-4-5", "anthropic"), ("claude-3-5-haiku-latest", "anthropic"),
-    ("Qwen/Qwen2.5-VL-7B-Instruct", None), ("llava", None), ("omni-vl", None),
-    ("sim-vl", None),
-])
+@pytest.mark.parametrize(
+    ("model", "backend"),
+    [
+        ("gpt-4o", "openai"),
+        ("gpt-4o-mini", "openai"),
+        ("chatgpt-4o-latest", "openai"),
+        ("o1", "openai"),
+        ("o3-mini", "openai"),
+        ("o4-mini", "openai"),
+        ("claude-sonnet-4-5", "anthropic"),
+        ("claude-3-5-haiku-latest", "anthropic"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", None),
+        ("llava", None),
+        ("omni-vl", None),
+        ("sim-vl", None),
+    ],
+)
 def test_only_an_unambiguous_model_name_names_its_backend(model, backend):
     assert backend_of_model(model) == backend
 
 
 def test_model_without_backend_runs_on_the_backend_its_name_names_and_the_report_says_so(
-        tmp_path, results, monkeypatch):
+    tmp_path, results, monkeypatch
+):
     """`eval submit m.csv --model gpt-4o` (an OpenAI-compatible server standing in for
     OpenAI): one note on stderr, every item answered by openai/gpt-4o, and the report says
     that model, never the builtin."""
@@ -70,68 +81,101 @@ def test_model_without_backend_runs_on_the_backend_its_name_names_and_the_report
     items = multiple_choice(paths, 3, seed=4) + scoring(paths, 1, seed=4)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-key")
     with simulated(Behaviour.CLEAN, items) as (server, _model):
-        result = runner.invoke(app, ["eval", "submit", str(write_manifest(items, tmp_path /
-                                                                          "m.csv")),
-                                     "--model", "gpt-4o", "--base-url", f"{server.url}/v1"])
+        result = runner.invoke(
+            app,
+            [
+                "eval",
+                "submit",
+                str(write_manifest(items, tmp_path / "m.csv")),
+                "--model",
+                "gpt-4o",
+                "--base-url",
+                f"{server.url}/v1",
+            ],
+        )
         job_id = _job_id(result)
-    assert ("note: --model gpt-4o without --backend: using the openai backend (from the "
-            "model's name)") in " ".join(result.stderr.split())
+    assert (
+        "note: --model gpt-4o without --backend: using the openai backend (from the model's name)"
+    ) in " ".join(result.stderr.split())
     with session_scope(make_engine(results)) as session:
         answered = set(session.execute(select(VlmCall.backend, VlmCall.model)).all())
     assert answered == {("openai", "gpt-4o")}
-    report = json.loads(runner.invoke(app, ["eval", "report", job_id, "--json",
-                                            "--bootstrap", "0"]).stdout)
+    report = json.loads(
+        runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "0"]).stdout
+    )
     assert (report["job"]["backend"], report["job"]["model"]) == ("openai", "gpt-4o")
     assert report["job"]["answered_by"] == {"openai/gpt-4o": len(items)}
     assert report["job"]["warnings"] == []
 
 
-@pytest.mark.parametrize(("args", "environment", "message"), [
-    (["--model", "Qwen/Qwen2.5-VL-7B-Instruct"], {},
-     "--model Qwen/Qwen2.5-VL-7B-Instruct names no backend, and the builtin backend runs no "
-     "model: add --backend openai"),
-    (["--backend", "builtin", "--model", "gpt-4o"], {},
-     "--model gpt-4o with the builtin backend (--backend builtin)"),
-    (["--model", "gpt-4o"], {"AGENTIC_IQA_VLM_BACKEND": "builtin"},
-     "--model gpt-4o with the builtin backend (AGENTIC_IQA_VLM_BACKEND=builtin)"),
-    ([], {"AGENTIC_IQA_VLM_MODEL": "llava"},
-     "AGENTIC_IQA_VLM_MODEL=llava names no backend"),
-])
+@pytest.mark.parametrize(
+    ("args", "environment", "message"),
+    [
+        (
+            ["--model", "Qwen/Qwen2.5-VL-7B-Instruct"],
+            {},
+            "--model Qwen/Qwen2.5-VL-7B-Instruct names no backend, and the builtin backend runs no "
+            "model: add --backend openai",
+        ),
+        (
+            ["--backend", "builtin", "--model", "gpt-4o"],
+            {},
+            "--model gpt-4o with the builtin backend (--backend builtin)",
+        ),
+        (
+            ["--model", "gpt-4o"],
+            {"AGENTIC_IQA_VLM_BACKEND": "builtin"},
+            "--model gpt-4o with the builtin backend (AGENTIC_IQA_VLM_BACKEND=builtin)",
+        ),
+        ([], {"AGENTIC_IQA_VLM_MODEL": "llava"}, "AGENTIC_IQA_VLM_MODEL=llava names no backend"),
+    ],
+)
 def test_a_model_no_backend_can_be_told_for_stops_submit_and_assess_before_anything_is_stored(
-        tmp_path, results, monkeypatch, args, environment, message):
+    tmp_path, results, monkeypatch, args, environment, message
+):
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     path = write_csv(tmp_path / "m.csv", ["image", "mos"], [["p0.png", 50]])
     photos(tmp_path, 1)
-    for command in (["eval", "submit", str(path)], ["assess", str(tmp_path / "p0.png")],
-                    ["eval", "estimate", str(path)]):
+    for command in (
+        ["eval", "submit", str(path)],
+        ["assess", str(tmp_path / "p0.png")],
+        ["eval", "estimate", str(path)],
+    ):
         result = runner.invoke(app, [*command, *args])
         assert result.exit_code == 2, (command, result.output)
         assert message in " ".join(result.output.split()), (command, result.output)
     assert _jobs(results) == 0
 
 
-def test_an_inferred_backend_still_needs_its_key_and_says_which(tmp_path, results,
-                                                                monkeypatch):
+def test_an_inferred_backend_still_needs_its_key_and_says_which(tmp_path, results, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     photos(tmp_path, 1)
-    result = runner.invoke(app, ["assess", str(tmp_path / "p0.png"), "--model",
-                                 "claude-sonnet-4-5"])
+    result = runner.invoke(
+        app, ["assess", str(tmp_path / "p0.png"), "--model", "claude-sonnet-4-5"]
+    )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "note: --model claude-sonnet-4-5 without --backend: using the anthropic backend (from "
         "the model's name)",
-        "error: anthropic backend: the API key variable ANTHROPIC_API_KEY is not set (or empty)"]
+        "error: anthropic backend: the API key variable ANTHROPIC_API_KEY is not set (or empty)",
+    ]
 
 
 def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
-        tmp_path, results, agents):  # noqa: F811
+    tmp_path,
+    results,
+    agents,  # noqa: F811
+):
     """Backend builtin, model gpt-4o stored (what `--model gpt-4o` without `--backend` did):
     the header, configuration, export and comparison name builtin-v1, never gpt-4o, and a
     warning says that no model answered."""
     names = photos(tmp_path, 3)
-    path = write_csv(tmp_path / "m.csv", ["image", "mos"],
-                     [[name, 70 - 20 * index] for index, name in enumerate(names)])
+    path = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos"],
+        [[name, 70 - 20 * index] for index, name in enumerate(names)],
+    )
     upgrade(results)
     engine = make_engine(results)
     roles = {role: BackendConfig(backend="builtin", model="gpt-4o") for role in ROLES}
@@ -145,7 +189,8 @@ def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
     assert (document["job"]["backend"], document["job"]["model"]) == ("builtin", "builtin-v1")
     assert document["job"]["answered_by"] == {"builtin/builtin-v1": 3}
     assert {role["model"] for role in document["job"]["configuration"]["roles"].values()} == {
-        "builtin-v1"}
+        "builtin-v1"
+    }
     assert any("no model did" in warning for warning in document["job"]["warnings"])
     text = runner.invoke(app, ["eval", "report", jobs[0], "--bootstrap", "0"]).stdout
     assert "Model:      builtin-v1" in text and "builtin/builtin-v1 (3 items)" in text
@@ -153,12 +198,19 @@ def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
     runner.invoke(app, ["eval", "report", jobs[0], "--html", str(page), "--bootstrap", "0"])
     exported = runner.invoke(app, ["eval", "export", jobs[0], "--format", "jsonl", "-o", "-"])
     assert {json.loads(line)["answered_by"] for line in exported.stdout.splitlines()} == {
-        "builtin/builtin-v1"}
+        "builtin/builtin-v1"
+    }
     compared = runner.invoke(app, ["eval", "compare", *jobs, "--bootstrap", "0"])
     compared_json = runner.invoke(app, ["eval", "compare", *jobs, "--json", "--bootstrap", "0"])
     assert {job["model"] for job in json.loads(compared_json.stdout)["jobs"]} == {"builtin-v1"}
-    for output in (report.stdout, text, page.read_text(encoding="utf-8"), exported.stdout,
-                   compared.stdout, compared_json.stdout):
+    for output in (
+        report.stdout,
+        text,
+        page.read_text(encoding="utf-8"),
+        exported.stdout,
+        compared.stdout,
+        compared_json.stdout,
+    ):
         assert "gpt-4o" not in output
 
 
@@ -170,10 +222,16 @@ def _qbench(root: Path, split: str, *, answers: bool) -> Path:
     questions = []
     for name in names:
         for question, candidates, right in (
-                ("Is this image blurry?", ["Yes", "No"], "Yes"),
-                ("How is the sharpness of the image?", ["Good", "Fair", "Poor"], "Poor")):
-            record = {"img_path": name, "question": question, "candidates": candidates,
-                      "type": 0, "concern": 0}
+            ("Is this image blurry?", ["Yes", "No"], "Yes"),
+            ("How is the sharpness of the image?", ["Good", "Fair", "Poor"], "Poor"),
+        ):
+            record = {
+                "img_path": name,
+                "question": question,
+                "candidates": candidates,
+                "type": 0,
+                "concern": 0,
+            }
             if answers:
                 record["correct_ans"] = right
             questions.append(record)
@@ -183,8 +241,21 @@ def _qbench(root: Path, split: str, *, answers: bool) -> Path:
 
 def test_a_tools_job_on_questions_only_is_refused_at_submit(tmp_path, results):
     root = _qbench(tmp_path / "LLVisionQA", "dev", answers=True)
-    result = runner.invoke(app, ["eval", "submit", "--dataset", "qbench", "--root", str(root),
-                                 "--mode", "tools", "--tools", "PIQE"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "submit",
+            "--dataset",
+            "qbench",
+            "--root",
+            str(root),
+            "--mode",
+            "tools",
+            "--tools",
+            "PIQE",
+        ],
+    )
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert "--mode tools gives scores, not answers: all 6 items are multiple-choice" in said
@@ -194,14 +265,22 @@ def test_a_tools_job_on_questions_only_is_refused_at_submit(tmp_path, results):
 
 def test_a_tools_job_on_a_mixed_manifest_reports_accuracy_as_not_applicable(tmp_path, results):
     names = photos(tmp_path, 4)
-    path = write_csv(tmp_path / "m.csv", ["image", "query", "options", "answer", "mos"], [
-        [names[0], "Is this image blurry?", "Yes|No", "No", ""],
-        [names[1], "Is this image blurry?", "Yes|No", "Yes", ""],
-        [names[2], "", "", "", 60], [names[3], "", "", "", 30]])
-    job_id = _job_id(runner.invoke(app, ["eval", "submit", str(path), "--mode", "tools",
-                                         "--tools", "PIQE"]))
-    document = json.loads(runner.invoke(app, ["eval", "report", job_id, "--json",
-                                              "--bootstrap", "0"]).stdout)
+    path = write_csv(
+        tmp_path / "m.csv",
+        ["image", "query", "options", "answer", "mos"],
+        [
+            [names[0], "Is this image blurry?", "Yes|No", "No", ""],
+            [names[1], "Is this image blurry?", "Yes|No", "Yes", ""],
+            [names[2], "", "", "", 60],
+            [names[3], "", "", "", 30],
+        ],
+    )
+    job_id = _job_id(
+        runner.invoke(app, ["eval", "submit", str(path), "--mode", "tools", "--tools", "PIQE"])
+    )
+    document = json.loads(
+        runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "0"]).stdout
+    )
     assert document["mcq"]["reason"] == NOT_APPLICABLE and document["mcq"]["accuracy"] is None
     text = runner.invoke(app, ["eval", "report", job_id, "--bootstrap", "0"]).stdout
     assert f"MCQ accuracy: {NOT_APPLICABLE}" in text and "(0/2 correct)" not in text
@@ -215,11 +294,29 @@ def test_a_tools_job_on_a_mixed_manifest_reports_accuracy_as_not_applicable(tmp_
 
 def test_a_split_whose_answers_are_withheld_says_so_in_every_report(tmp_path, results):
     root = _qbench(tmp_path / "LLVisionQA", "test", answers=False)
-    jobs = [_job_id(runner.invoke(app, ["eval", "submit", "--dataset", "qbench", "--root",
-                                        str(root), "--split", "test", "--mode", mode]))
-            for mode in ("agent", "vlm")]
-    document = json.loads(runner.invoke(app, ["eval", "report", jobs[0], "--json",
-                                              "--bootstrap", "0"]).stdout)
+    jobs = [
+        _job_id(
+            runner.invoke(
+                app,
+                [
+                    "eval",
+                    "submit",
+                    "--dataset",
+                    "qbench",
+                    "--root",
+                    str(root),
+                    "--split",
+                    "test",
+                    "--mode",
+                    mode,
+                ],
+            )
+        )
+        for mode in ("agent", "vlm")
+    ]
+    document = json.loads(
+        runner.invoke(app, ["eval", "report", jobs[0], "--json", "--bootstrap", "0"]).stdout
+    )
     assert document["mcq"]["accuracy"] is None and document["mcq"]["withheld"] == 6
     assert document["mcq"]["reason"].startswith("answers withheld")
     text = runner.invoke(app, ["eval", "report", jobs[0], "--bootstrap", "0"]).stdout
@@ -230,6 +327,7 @@ def test_a_split_whose_answers_are_withheld_says_so_in_every_report(tmp_path, re
     compared = runner.invoke(app, ["eval", "compare", *jobs, "--bootstrap", "0"])
     assert compared.exit_code == 0, compared.output
     assert compared.stdout.count("answers withheld") == 2
-    lines = json.loads(runner.invoke(app, ["eval", "compare", *jobs, "--json", "--bootstrap",
-                                           "0"]).stdout)["lines"]
+    lines = json.loads(
+        runner.invoke(app, ["eval", "compare", *jobs, "--json", "--bootstrap", "0"]).stdout
+    )["lines"]
     assert [line["mcq"]["reason"] for line in lines] == ["answers withheld"] * 2

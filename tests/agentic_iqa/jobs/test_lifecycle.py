@@ -31,10 +31,15 @@ def manifest(livec_dir: Path, tmp_path: Path) -> Path:
     """16 LIVE-C photos with MOS, then two bad rows (a missing file, a bad MOS)."""
     with (livec_dir / "mos.csv").open() as handle:
         second = list(csv.DictReader(handle))[1]["image"]
-    return livec_manifest(livec_dir, tmp_path / "manifest.csv", 16, (
-        (str(livec_dir / "images" / "no-such-photo.jpg"), "50"),
-        (str(livec_dir / "images" / second) + "?", "high"),
-    ))
+    return livec_manifest(
+        livec_dir,
+        tmp_path / "manifest.csv",
+        16,
+        (
+            (str(livec_dir / "images" / "no-such-photo.jpg"), "50"),
+            (str(livec_dir / "images" / second) + "?", "high"),
+        ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +59,10 @@ def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     with session_scope(engine) as session:
         failed = session.execute(
-            select(JobItem.line, JobItem.error).where(JobItem.job_id == job_id,
-                                                      JobItem.status == "failed")
-            .order_by(JobItem.line)).all()
+            select(JobItem.line, JobItem.error)
+            .where(JobItem.job_id == job_id, JobItem.status == "failed")
+            .order_by(JobItem.line)
+        ).all()
     assert [line for line, _ in failed] == [18, 19]
     assert "line 18" in failed[0][1] and "not found" in failed[0][1]
     assert "line 19" in failed[1][1] and "'high'" in failed[1][1]
@@ -64,8 +70,9 @@ def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
 
 
 @pytest.mark.slow
-def test_local_job_exports_and_reports_correlations_that_match_scipy(engine, manifest, agents,
-                                                                     tmp_path, monkeypatch):
+def test_local_job_exports_and_reports_correlations_that_match_scipy(
+    engine, manifest, agents, tmp_path, monkeypatch
+):
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     lifecycle.run_local(engine, job_id, agents, workers=2)
     final = lifecycle.progress(engine, job_id)
@@ -81,25 +88,30 @@ def test_local_job_exports_and_reports_correlations_that_match_scipy(engine, man
 
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
     csv_path = tmp_path / "export.csv"
-    exported = runner.invoke(app, ["eval", "export", job_id, "--format", "csv", "-o",
-                                   str(csv_path)])
+    exported = runner.invoke(
+        app, ["eval", "export", job_id, "--format", "csv", "-o", str(csv_path)]
+    )
     assert exported.exit_code == 0, exported.output
     with csv_path.open() as handle:
         table = [row for row in csv.DictReader(handle) if row["status"] == "done"]
-    from_file = spearmanr([float(r["quality_score"]) for r in table],
-                          [float(r["mos"]) for r in table]).statistic
+    from_file = spearmanr(
+        [float(r["quality_score"]) for r in table], [float(r["mos"]) for r in table]
+    ).statistic
     assert from_file == pytest.approx(expected)
 
     html = tmp_path / "report.html"
-    reported = runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "200",
-                                   "--html", str(html)])
+    reported = runner.invoke(
+        app, ["eval", "report", job_id, "--json", "--bootstrap", "200", "--html", str(html)]
+    )
     assert reported.exit_code == 0, reported.output
     document = json.loads(reported.stdout)
     assert document["agent"]["srcc"] == pytest.approx(expected)
     assert document["counts"]["failed"] == 2
     assert document["tools"][0]["tool"] == "PIQE"
-    assert html.is_file() and '<figure class="plot" id="figure-scatter-agent"><svg ' in \
-        html.read_text()
+    assert (
+        html.is_file()
+        and '<figure class="plot" id="figure-scatter-agent"><svg ' in html.read_text()
+    )
 
 
 def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
@@ -111,8 +123,7 @@ def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
     for run_id in first:
         service.run_embedded(engine, agents, run_id)
     assert lifecycle.cancel(engine, job_id) == 11
-    assert lifecycle.progress(engine, job_id).counts == {"done": 5, "cancelled": 11,
-                                                         "failed": 2}
+    assert lifecycle.progress(engine, job_id).counts == {"done": 5, "cancelled": 11, "failed": 2}
     with session_scope(engine) as session:
         steps_before = session.scalar(select(func.count()).select_from(StepRecord))
 
@@ -122,8 +133,9 @@ def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
     assert lifecycle.progress(engine, job_id).counts == {"done": 16, "failed": 2}
     with session_scope(engine) as session:
         runs = session.execute(select(Run.id, Run.status).where(Run.job_id == job_id)).all()
-        first_steps = session.scalar(select(func.count()).select_from(StepRecord)
-                                     .where(StepRecord.run_id.in_(first)))
+        first_steps = session.scalar(
+            select(func.count()).select_from(StepRecord).where(StepRecord.run_id.in_(first))
+        )
         steps_after = session.scalar(select(func.count()).select_from(StepRecord))
     assert len(runs) == 16 and all(status == "succeeded" for _, status in runs)
     assert set(first) <= {run_id for run_id, _ in runs}  # the done items kept their runs
@@ -131,8 +143,9 @@ def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
     assert steps_after > steps_before
 
 
-def test_calibrate_fits_a_tool_to_the_jobs_mos_as_a_metadata_override(engine, manifest,
-                                                                     tmp_path, monkeypatch):
+def test_calibrate_fits_a_tool_to_the_jobs_mos_as_a_metadata_override(
+    engine, manifest, tmp_path, monkeypatch
+):
     from iqa_tools import load_catalog
 
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
@@ -143,11 +156,17 @@ def test_calibrate_fits_a_tool_to_the_jobs_mos_as_a_metadata_override(engine, ma
     assert result.exit_code == 0, result.output
     # On 16 photos a free five-parameter logistic turns back: the first monotone form is kept,
     # and the summary says which and why.
-    assert "PIQE: logistic4 fitted on 16 items (logistic4: the five-parameter logistic turns " \
+    assert (
+        "PIQE: logistic4 fitted on 16 items (logistic4: the five-parameter logistic turns "
         "back within the data's range)" in result.stdout
-    before, after = (float(x) for x in
-                     result.stdout.split("RMSE on the 1-5 scale ")[1].split(" fitted")[0]
-                     .replace("with the current mapping -> ", "").split())
+    )
+    before, after = (
+        float(x)
+        for x in result.stdout.split("RMSE on the 1-5 scale ")[1]
+        .split(" fitted")[0]
+        .replace("with the current mapping -> ", "")
+        .split()
+    )
     assert after <= before
     override = json.loads(output.read_text())["tools"]["PIQE"]["normalization"]
     assert override["form"] == "logistic4" and job_id in override["source"]
@@ -240,8 +259,14 @@ def _big_manifest(folder: Path, count: int) -> Path:
         writer = csv.writer(handle)
         writer.writerow(["id", "image", "mos", "query"])
         for index in range(count):
-            writer.writerow([f"item-{index}", "one.png", index % 100,
-                             f"Is photo {index} sharp? " + "Look at every edge. " * 50])
+            writer.writerow(
+                [
+                    f"item-{index}",
+                    "one.png",
+                    index % 100,
+                    f"Is photo {index} sharp? " + "Look at every edge. " * 50,
+                ]
+            )
     return path
 
 
@@ -255,11 +280,18 @@ def _submit_in_a_fresh_process(tmp_path: Path, manifest: Path) -> tuple[str, str
 
     url = f"sqlite:///{manifest.with_suffix('.sqlite3')}"
     warm_up = _big_manifest(manifest.parent, 10)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", _SUBMIT_PEAK, url, str(warm_up),
-                             str(manifest)], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", _SUBMIT_PEAK, url, str(warm_up), str(manifest)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     job_id, peak = result.stdout.split()
     return url, job_id, int(peak)
@@ -279,8 +311,10 @@ def test_submitting_ten_thousand_items_keeps_memory_flat(tmp_path):
     _url, _job, small = _submit_in_a_fresh_process(tmp_path, _big_manifest(tmp_path, 1_000))
     url, job_id, large = _submit_in_a_fresh_process(tmp_path, _big_manifest(tmp_path, 10_000))
     growth = (large - small) / 1024
-    assert growth < 5, (f"peak RSS {small / 1024:.1f} MiB submitting 1,000 items, "
-                        f"{large / 1024:.1f} MiB for 10,000: +{growth:.1f} MiB")
+    assert growth < 5, (
+        f"peak RSS {small / 1024:.1f} MiB submitting 1,000 items, "
+        f"{large / 1024:.1f} MiB for 10,000: +{growth:.1f} MiB"
+    )
     engine = make_engine(url)
     assert lifecycle.progress(engine, job_id).counts == {"pending": 10_000}
     claimed: list[str] = []

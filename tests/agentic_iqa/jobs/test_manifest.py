@@ -23,8 +23,11 @@ from agentic_iqa.jobs.manifest import (
 from iqa_tools.images import MIN_IMAGE_SIDE
 
 
-def make_image(path: Path, color: tuple[int, int, int] = (120, 80, 40),
-               size: tuple[int, int] = (MIN_IMAGE_SIDE, MIN_IMAGE_SIDE + 8)) -> Path:
+def make_image(
+    path: Path,
+    color: tuple[int, int, int] = (120, 80, 40),
+    size: tuple[int, int] = (MIN_IMAGE_SIDE, MIN_IMAGE_SIDE + 8),
+) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.new("RGB", size, color).save(path)
     return path
@@ -46,11 +49,14 @@ def test_csv_rows_become_items_with_resolved_paths_and_typed_fields(tmp_path: Pa
     make_image(tmp_path / "imgs" / "a.png")
     make_image(tmp_path / "imgs" / "b.jpg")
     make_image(tmp_path / "refs" / "a.png")
-    manifest = write_csv(tmp_path / "m.csv",
-                         ["image", "reference", "query", "mos", "answer", "id", "camera"], [
-                             ["imgs/a.png", "refs/a.png", "Is it blurry?", "3.25", "b", "", "x"],
-                             ["./imgs/b.jpg", "", "", "", "", "second", "y"],
-                         ])
+    manifest = write_csv(
+        tmp_path / "m.csv",
+        ["image", "reference", "query", "mos", "answer", "id", "camera"],
+        [
+            ["imgs/a.png", "refs/a.png", "Is it blurry?", "3.25", "b", "", "x"],
+            ["./imgs/b.jpg", "", "", "", "", "second", "y"],
+        ],
+    )
     items = list(read_manifest(manifest))
     assert all(isinstance(i, ManifestItem) for i in items)
     first, second = items
@@ -83,13 +89,16 @@ def test_derived_ids_normalise_the_path_so_duplicates_are_caught(tmp_path: Path)
 def test_a_quoted_field_over_two_lines_keeps_later_line_numbers_right(tmp_path: Path) -> None:
     make_image(tmp_path / "a.png")
     make_image(tmp_path / "b.png")
-    (tmp_path / "m.csv").write_text('image,query\na.png,"Rate\nthis"\nb.png,\n\nmissing.png,\n',
-                                    encoding="utf-8")
+    (tmp_path / "m.csv").write_text(
+        'image,query\na.png,"Rate\nthis"\nb.png,\n\nmissing.png,\n', encoding="utf-8"
+    )
     entries = list(read_manifest(tmp_path / "m.csv"))
     assert [e.line for e in entries] == [2, 4, 6]
     assert entries[0].query == "Rate\nthis"
-    assert errors(entries) == {6: f"image 'missing.png' on line 6 not found (looked for "
-                                  f"{tmp_path.resolve() / 'missing.png'})"}
+    assert errors(entries) == {
+        6: f"image 'missing.png' on line 6 not found (looked for "
+        f"{tmp_path.resolve() / 'missing.png'})"
+    }
     assert count_rows(tmp_path / "m.csv") == 3
 
 
@@ -98,19 +107,23 @@ def test_every_kind_of_bad_csv_row_is_an_error_with_its_line(tmp_path: Path) -> 
     make_image(tmp_path / "ok2.png")
     (tmp_path / "broken.png").write_bytes(b"this is not a PNG")
     (tmp_path / "folder.png").mkdir()
-    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "answer", "id"], [
-        ["", "1", "", "no-image"],                  # 2
-        ["gone.png", "", "", ""],                   # 3
-        ["broken.png", "", "", ""],                 # 4
-        ["ok.png", "abc", "", "m1"],                # 5
-        ["ok.png", "nan", "", "m2"],                # 6
-        ["ok.png", "inf", "", "m3"],                # 7
-        ["ok.png", "", "Z", "m4"],                  # 8
-        ["ok.png", "2", "A", "dup"],                # 9
-        ["ok2.png", "", "", "dup"],                 # 10
-        ["ok.png", "", "", "m5", "surplus"],        # 11
-        ["folder.png", "", "", ""],                 # 12
-    ])
+    manifest = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos", "answer", "id"],
+        [
+            ["", "1", "", "no-image"],  # 2
+            ["gone.png", "", "", ""],  # 3
+            ["broken.png", "", "", ""],  # 4
+            ["ok.png", "abc", "", "m1"],  # 5
+            ["ok.png", "nan", "", "m2"],  # 6
+            ["ok.png", "inf", "", "m3"],  # 7
+            ["ok.png", "", "Z", "m4"],  # 8
+            ["ok.png", "2", "A", "dup"],  # 9
+            ["ok2.png", "", "", "dup"],  # 10
+            ["ok.png", "", "", "m5", "surplus"],  # 11
+            ["folder.png", "", "", ""],  # 12
+        ],
+    )
     entries = list(read_manifest(manifest))
     assert errors(entries) == {
         2: "line 2 has no image",
@@ -188,14 +201,18 @@ def test_a_folder_lists_top_level_images_sorted(tmp_path: Path) -> None:
     assert count_rows(tmp_path) == 4
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("m.txt", "image\n", "unsupported extension '.txt'"),
-    ("m.csv", "", "is empty"),
-    ("m.csv", "path,mos\na.png,1\n", "has no 'image' column"),
-    ("m.csv", "image,mos,MOS\n", "appear more than once"),
-])
-def test_a_malformed_file_raises_when_opened(tmp_path: Path, name: str, content: str,
-                                             message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("m.txt", "image\n", "unsupported extension '.txt'"),
+        ("m.csv", "", "is empty"),
+        ("m.csv", "path,mos\na.png,1\n", "has no 'image' column"),
+        ("m.csv", "image,mos,MOS\n", "appear more than once"),
+    ],
+)
+def test_a_malformed_file_raises_when_opened(
+    tmp_path: Path, name: str, content: str, message: str
+) -> None:
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
     with pytest.raises(ManifestFormatError, match=message):
@@ -215,14 +232,18 @@ def test_root_confines_images_and_references(tmp_path: Path) -> None:
     make_image(root / "in.png")
     (root / "escape.png").symlink_to(outside)
     (root / "inner-link.png").symlink_to(root / "in.png")
-    manifest = write_csv(root / "m.csv", ["image", "reference", "id"], [
-        ["../outside.png", "", "parent"],                 # 2
-        [str(outside), "", "absolute"],                   # 3
-        ["escape.png", "", "symlink"],                    # 4
-        ["in.png", "../outside.png", "reference"],        # 5
-        ["inner-link.png", "", "fine-link"],              # 6
-        ["../root/in.png", "", "fine-dots"],              # 7
-    ])
+    manifest = write_csv(
+        root / "m.csv",
+        ["image", "reference", "id"],
+        [
+            ["../outside.png", "", "parent"],  # 2
+            [str(outside), "", "absolute"],  # 3
+            ["escape.png", "", "symlink"],  # 4
+            ["in.png", "../outside.png", "reference"],  # 5
+            ["inner-link.png", "", "fine-link"],  # 6
+            ["../root/in.png", "", "fine-dots"],  # 7
+        ],
+    )
     entries = list(read_manifest(manifest, root=root))
     found = errors(entries)
     assert set(found) == {2, 3, 4, 5}
@@ -230,7 +251,9 @@ def test_root_confines_images_and_references(tmp_path: Path) -> None:
     assert found[5].startswith("reference '../outside.png' on line 5")
     good = [e for e in entries if isinstance(e, ManifestItem)]
     assert [(e.item_id, e.image) for e in good] == [
-        ("fine-link", (root / "in.png").resolve()), ("fine-dots", (root / "in.png").resolve())]
+        ("fine-link", (root / "in.png").resolve()),
+        ("fine-dots", (root / "in.png").resolve()),
+    ]
     assert len([e for e in read_manifest(manifest) if isinstance(e, ManifestItem)]) == 6
 
 
@@ -251,8 +274,14 @@ def test_ten_thousand_rows_stream_in_flat_memory(tmp_path: Path) -> None:
         writer = csv.writer(handle)
         writer.writerow(["image", "mos", "id", "query"])
         for row in range(10_000):
-            writer.writerow([images[row % 3].name, f"{row % 100 / 20:.2f}", f"item-{row:05d}",
-                             "Rate the quality of this image."])
+            writer.writerow(
+                [
+                    images[row % 3].name,
+                    f"{row % 100 / 20:.2f}",
+                    f"item-{row:05d}",
+                    "Rate the quality of this image.",
+                ]
+            )
     assert count_rows(path) == 10_000
     tracemalloc.start()
     try:
@@ -272,9 +301,11 @@ def test_ten_thousand_rows_stream_in_flat_memory(tmp_path: Path) -> None:
 def test_the_livec_dev_set_parses_with_its_mos(livec_dir: Path, tmp_path: Path) -> None:
     with (livec_dir / "mos.csv").open(newline="", encoding="utf-8") as handle:
         expected = {row["image"]: float(row["mos"]) for row in csv.DictReader(handle)}
-    manifest = write_csv(tmp_path / "livec.csv", ["image", "mos", "mos_std"], [
-        [os.fspath(livec_dir / "images" / name), str(mos), "1"]
-        for name, mos in expected.items()])
+    manifest = write_csv(
+        tmp_path / "livec.csv",
+        ["image", "mos", "mos_std"],
+        [[os.fspath(livec_dir / "images" / name), str(mos), "1"] for name, mos in expected.items()],
+    )
     entries = list(read_manifest(manifest, root=livec_dir))
     assert errors(entries) == {}
     assert len(entries) == len(expected) == 250
@@ -302,33 +333,51 @@ def test_images_no_tool_can_read_are_bad_rows_with_the_reason(tmp_path: Path) ->
     make_image(tmp_path / "thin.png", size=(400, MIN_IMAGE_SIDE - 1))
     make_image(tmp_path / "ok.png")
     make_image(tmp_path / "big-ref.png", size=(64, 64))
-    manifest = write_csv(tmp_path / "m.csv", ["image", "reference"], [
-        ["cut.jpg", ""], ["dot.png", ""], ["thin.png", ""], ["ok.png", "dot.png"],
-        ["ok.png", "big-ref.png"], ["ok.png", "ok.png"]])
+    manifest = write_csv(
+        tmp_path / "m.csv",
+        ["image", "reference"],
+        [
+            ["cut.jpg", ""],
+            ["dot.png", ""],
+            ["thin.png", ""],
+            ["ok.png", "dot.png"],
+            ["ok.png", "big-ref.png"],
+            ["ok.png", "ok.png"],
+        ],
+    )
     entries = list(read_manifest(manifest))
     found = errors(entries)
-    assert found[2].startswith("image 'cut.jpg' on line 2 is not a readable image: corrupt or "
-                               "truncated image data")
-    assert found[3] == ("image 'dot.png' on line 3 is 1x1 pixels; the IQA tools need at least "
-                        f"{MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}")
+    assert found[2].startswith(
+        "image 'cut.jpg' on line 2 is not a readable image: corrupt or truncated image data"
+    )
+    assert found[3] == (
+        "image 'dot.png' on line 3 is 1x1 pixels; the IQA tools need at least "
+        f"{MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE}"
+    )
     assert found[4].startswith(f"image 'thin.png' on line 4 is 400x{MIN_IMAGE_SIDE - 1} pixels")
     assert found[5].startswith("reference 'dot.png' on line 5 is 1x1 pixels")
-    assert found[6] == (f"reference 'big-ref.png' on line 6 is 64x64 but the image is "
-                        f"{MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE + 8}; full-reference tools need the "
-                        "same size")
+    assert found[6] == (
+        f"reference 'big-ref.png' on line 6 is 64x64 but the image is "
+        f"{MIN_IMAGE_SIDE}x{MIN_IMAGE_SIDE + 8}; full-reference tools need the "
+        "same size"
+    )
     assert [e.line for e in entries if isinstance(e, ManifestItem)] == [7]
 
 
 def test_a_bad_row_does_not_claim_its_id(tmp_path: Path) -> None:
     make_image(tmp_path / "a.png")
     make_image(tmp_path / "b.png")
-    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "id"], [
-        ["a.png", "high", "x"],     # 2: bad MOS, gives id x
-        ["gone.png", "", ""],       # 3: bad, its derived id is gone.png
-        ["b.png", "3", "x"],        # 4: good, x is free
-        ["a.png", "", "gone.png"],  # 5: good, gone.png is free
-        ["b.png", "", "x"],         # 6: a real duplicate of line 4
-    ])
+    manifest = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos", "id"],
+        [
+            ["a.png", "high", "x"],  # 2: bad MOS, gives id x
+            ["gone.png", "", ""],  # 3: bad, its derived id is gone.png
+            ["b.png", "3", "x"],  # 4: good, x is free
+            ["a.png", "", "gone.png"],  # 5: good, gone.png is free
+            ["b.png", "", "x"],  # 6: a real duplicate of line 4
+        ],
+    )
     entries = list(read_manifest(manifest))
     good = [(e.line, e.item_id) for e in entries if isinstance(e, ManifestItem)]
     assert good == [(4, "x"), (5, "gone.png")]
@@ -340,12 +389,16 @@ def test_an_escaping_path_is_an_escape_not_a_duplicate(tmp_path: Path) -> None:
     root = tmp_path / "root"
     make_image(tmp_path / "outside.png")
     make_image(root / "in.png")
-    manifest = write_csv(root / "m.csv", ["image", "id"], [
-        ["../outside.png", ""],     # 2
-        ["../outside.png", ""],     # 3: same derived id as line 2, which was bad
-        ["in.png", "a"],            # 4
-        ["../outside.png", "a"],    # 5: id a is taken, but the path is the problem
-    ])
+    manifest = write_csv(
+        root / "m.csv",
+        ["image", "id"],
+        [
+            ["../outside.png", ""],  # 2
+            ["../outside.png", ""],  # 3: same derived id as line 2, which was bad
+            ["in.png", "a"],  # 4
+            ["../outside.png", "a"],  # 5: id a is taken, but the path is the problem
+        ],
+    )
     found = errors(list(read_manifest(manifest, root=root)))
     assert set(found) == {2, 3, 5}
     assert all("path escapes --root" in message for message in found.values()), found
@@ -353,8 +406,9 @@ def test_an_escaping_path_is_an_escape_not_a_duplicate(tmp_path: Path) -> None:
 
 def test_an_id_in_the_bad_row_key_form_is_refused(tmp_path: Path) -> None:
     make_image(tmp_path / "a.png")
-    manifest = write_csv(tmp_path / "m.csv", ["image", "id"], [["a.png", "<line 9>"],
-                                                                ["a.png", "line-2"]])
+    manifest = write_csv(
+        tmp_path / "m.csv", ["image", "id"], [["a.png", "<line 9>"], ["a.png", "line-2"]]
+    )
     first, second = read_manifest(manifest)
     assert isinstance(first, ManifestError) and "reserved" in first.message
     assert bad_row_key(9) == "<line 9>"
@@ -363,43 +417,78 @@ def test_an_id_in_the_bad_row_key_form_is_refused(tmp_path: Path) -> None:
 
 def test_a_mos_outside_the_declared_range_is_a_bad_row(tmp_path: Path) -> None:
     make_image(tmp_path / "a.png")
-    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "id"], [
-        ["a.png", "0", "low"], ["a.png", "100", "high"], ["a.png", "-3", "negative"],
-        ["a.png", "100.5", "above"]])
+    manifest = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos", "id"],
+        [
+            ["a.png", "0", "low"],
+            ["a.png", "100", "high"],
+            ["a.png", "-3", "negative"],
+            ["a.png", "100.5", "above"],
+        ],
+    )
     entries = list(read_manifest(manifest, mos_range=(0, 100)))
     assert errors(entries) == {
         4: "mos '-3' on line 4 is outside the declared range 0 to 100 (--mos-range)",
-        5: "mos '100.5' on line 5 is outside the declared range 0 to 100 (--mos-range)"}
+        5: "mos '100.5' on line 5 is outside the declared range 0 to 100 (--mos-range)",
+    }
     assert [e.mos for e in read_manifest(manifest)] == [0.0, 100.0, -3.0, 100.5]
     for bad in ((5, 1), (1, 1), (0, math.inf)):
         with pytest.raises(ManifestFormatError, match="is not a range"):
             read_manifest(manifest, mos_range=bad)
 
 
-@pytest.mark.parametrize(("record", "kept"), [
-    # Every cell read, the row at fault as a whole (its id taken): the item's fields.
-    ({"image": "a.png", "id": "a", "query": "Which?", "options": ["blur", "noise"],
-      "answer": "noise", "mos": 2}, ("Which?", "B", 2.0)),
-    ({"image": "bad.png", "query": "Q?", "answer": "a", "mos": 4}, ("Q?", "A", 4.0)),  # bytes
-    # A cell is at fault: the others are read each on its own; the MOS never is.
-    ({"image": "a.png", "query": "Q?", "answer": "c", "mos": "lots"}, ("Q?", "C", None)),
-    ({"image": "a.png", "query": "Q?", "answer": "Z", "mos": 4}, ("Q?", None, None)),
-    ({"image": "a.png", "query": "Q?", "answer": "A", "reference": 5}, ("Q?", "A", None)),
-    ({"image": "a.png", "query": {"text": "Q?"}, "answer": "D"}, (None, "D", None)),
-    ({"image": "gone.png", "query": "Which?", "options": ["blur", "noise"], "answer": "noise",
-      "mos": 3}, ("Which?", "B", None)),  # no such file: found before the item is built
-    ({"image": "a.png", "id": "<line 9>", "query": "Q?", "answer": "A"},  # a reserved id
-     ("Q?", "A", None)),
-    # Options at fault: the query as written, a letter kept, an option's text not mappable.
-    ({"image": "a.png", "query": "Q?", "options": ["x", "x"], "answer": "B"},
-     ("Q?", "B", None)),
-    ({"image": "a.png", "query": "Q?", "options": ["x", "x"], "answer": "x"},
-     ("Q?", None, None)),
-    ({"image": "a.png", "options": ["x", "y"], "answer": "A"}, (None, "A", None)),
-    ({"image": None, "query": "Q?", "answer": "A"}, ("Q?", "A", None)),  # no image at all
-])
+@pytest.mark.parametrize(
+    ("record", "kept"),
+    [
+        # Every cell read, the row at fault as a whole (its id taken): the item's fields.
+        (
+            {
+                "image": "a.png",
+                "id": "a",
+                "query": "Which?",
+                "options": ["blur", "noise"],
+                "answer": "noise",
+                "mos": 2,
+            },
+            ("Which?", "B", 2.0),
+        ),
+        ({"image": "bad.png", "query": "Q?", "answer": "a", "mos": 4}, ("Q?", "A", 4.0)),  # bytes
+        # A cell is at fault: the others are read each on its own; the MOS never is.
+        ({"image": "a.png", "query": "Q?", "answer": "c", "mos": "lots"}, ("Q?", "C", None)),
+        ({"image": "a.png", "query": "Q?", "answer": "Z", "mos": 4}, ("Q?", None, None)),
+        ({"image": "a.png", "query": "Q?", "answer": "A", "reference": 5}, ("Q?", "A", None)),
+        ({"image": "a.png", "query": {"text": "Q?"}, "answer": "D"}, (None, "D", None)),
+        (
+            {
+                "image": "gone.png",
+                "query": "Which?",
+                "options": ["blur", "noise"],
+                "answer": "noise",
+                "mos": 3,
+            },
+            ("Which?", "B", None),
+        ),  # no such file: found before the item is built
+        (
+            {"image": "a.png", "id": "<line 9>", "query": "Q?", "answer": "A"},  # a reserved id
+            ("Q?", "A", None),
+        ),
+        # Options at fault: the query as written, a letter kept, an option's text not mappable.
+        (
+            {"image": "a.png", "query": "Q?", "options": ["x", "x"], "answer": "B"},
+            ("Q?", "B", None),
+        ),
+        (
+            {"image": "a.png", "query": "Q?", "options": ["x", "x"], "answer": "x"},
+            ("Q?", None, None),
+        ),
+        ({"image": "a.png", "options": ["x", "y"], "answer": "A"}, (None, "A", None)),
+        ({"image": None, "query": "Q?", "answer": "A"}, ("Q?", "A", None)),  # no image at all
+    ],
+)
 def test_a_bad_row_keeps_the_question_and_truth_it_could_read(
-        record: dict, kept: tuple, tmp_path: Path) -> None:
+    record: dict, kept: tuple, tmp_path: Path
+) -> None:
     """So a question the job could not ask is counted in accuracy as unanswered."""
     make_image(tmp_path / "a.png")
     (tmp_path / "bad.png").write_bytes(b"not an image")

@@ -77,9 +77,11 @@ def test_next_step_of_a_metric_run_is_only_tool_execution() -> None:
 
 @pytest.mark.slow
 def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
-        engine, pairs_manifest, agents, registry, tmp_path):
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest,
-                                                    tools=["piqe", "SSIM", "psnr", "PIQE"]))
+    engine, pairs_manifest, agents, registry, tmp_path
+):
+    job_id = lifecycle.submit(
+        engine, JobSpec.build(manifest=pairs_manifest, tools=["piqe", "SSIM", "psnr", "PIQE"])
+    )
     lifecycle.run_local(engine, job_id, agents, workers=2)
     final = lifecycle.progress(engine, job_id)
     assert (final.status, final.counts, final.tools) == ("done", {"done": 8}, tuple(TOOLS))
@@ -89,21 +91,26 @@ def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
         assert (job.tools, job.default_query) == ("PIQE,SSIM,PSNR", "metrics: PIQE,SSIM,PSNR")
         runs = session.scalars(select(Run).where(Run.job_id == job_id)).all()
         assert {(run.status, run.final_answer, run.error) for run in runs} == {
-            ("succeeded", None, None)}
-        steps = session.execute(select(StepRecord.step, StepRecord.iteration, StepRecord.queue)
-                                .join(Run, Run.id == StepRecord.run_id)
-                                .where(Run.job_id == job_id)).all()
+            ("succeeded", None, None)
+        }
+        steps = session.execute(
+            select(StepRecord.step, StepRecord.iteration, StepRecord.queue)
+            .join(Run, Run.id == StepRecord.run_id)
+            .where(Run.job_id == job_id)
+        ).all()
         assert sorted(steps) == [(EXECUTE, 0, "in-process")] * 8  # no plan, no summary
         assert session.scalar(select(func.count()).select_from(VlmCall)) == 0
         logs = session.execute(
             select(JobItem.image, JobItem.reference, ToolLog)
             .join(ToolLog, ToolLog.run_id == JobItem.run_id)
-            .where(JobItem.job_id == job_id)).all()
+            .where(JobItem.job_id == job_id)
+        ).all()
     assert len(logs) == 8 * 3
     fresh = ToolRegistry(ToolSettings(device="cpu", tool_cache="none"))
     for image, reference, log in logs:
-        expected = fresh.execute_tool(log.tool_name, image,
-                                      reference if log.tool_name != "PIQE" else None)
+        expected = fresh.execute_tool(
+            log.tool_name, image, reference if log.tool_name != "PIQE" else None
+        )
         assert (log.object_name, log.distortion) == ("Global", f"metric:{log.tool_name}")
         assert (log.fallback, log.error) == (False, None)
         assert log.raw_score == pytest.approx(expected.raw_score, rel=1e-9, abs=1e-12)
@@ -137,7 +144,8 @@ def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
         assert tools[tool]["srcc"] == pytest.approx(own_sign * spearmanr(raw, mos).statistic)
         assert tools[tool]["srcc_raw"] == pytest.approx(spearmanr(raw, mos).statistic)
         assert tools[tool]["normalized"]["srcc"] == pytest.approx(
-            spearmanr(normalized, mos).statistic)
+            spearmanr(normalized, mos).statistic
+        )
     assert tools["PSNR"]["srcc"] > 0.8  # more noise, lower PSNR, lower MOS
     text = render_text(report)
     assert "Metric job (no agent)" in text and "Agent vs MOS" not in text
@@ -147,7 +155,8 @@ def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
 
 
 def test_a_tool_that_fails_leaves_the_others_and_the_item_fails_only_when_all_did(
-        engine, tmp_path, monkeypatch):
+    engine, tmp_path, monkeypatch
+):
     """``Broken`` (a toy tool registered by override) scores NaN on every image: logged with
     its error, no fallback ran, and PIQE's scores keep the items done."""
     overrides = tmp_path / "broken.json"
@@ -155,16 +164,19 @@ def test_a_tool_that_fails_leaves_the_others_and_the_item_fails_only_when_all_di
     monkeypatch.setenv("AGENTIC_IQA_METADATA_OVERRIDES", json.dumps([str(overrides)]))
     settings = ToolSettings(device="cpu", tool_cache="memory", metadata_overrides=[overrides])
     client = BuiltinClient()
-    agents = Agents(planner=client, executor=client, summarizer=client,
-                    registry=ToolRegistry(settings))
+    agents = Agents(
+        planner=client, executor=client, summarizer=client, registry=ToolRegistry(settings)
+    )
     for seed in range(2):
         save(natural_image(seed, SIZE), tmp_path / f"p{seed}.png")
 
-    both = lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "Broken"],
-                                                  tool_settings=settings))
+    both = lifecycle.submit(
+        engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "Broken"], tool_settings=settings)
+    )
     lifecycle.run_local(engine, both, agents, workers=1)
-    broken_only = lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["Broken"],
-                                                         tool_settings=settings))
+    broken_only = lifecycle.submit(
+        engine, JobSpec.build(manifest=tmp_path, tools=["Broken"], tool_settings=settings)
+    )
     lifecycle.run_local(engine, broken_only, agents, workers=1)
 
     rows = list(export_rows(engine, both)[1])
@@ -174,29 +186,34 @@ def test_a_tool_that_fails_leaves_the_others_and_the_item_fails_only_when_all_di
         broken_logs = session.execute(
             select(ToolLog.tool_name, ToolLog.fallback, ToolLog.error)
             .join(Run, Run.id == ToolLog.run_id)
-            .where(Run.job_id == both, ToolLog.tool_name != "PIQE")).all()
+            .where(Run.job_id == both, ToolLog.tool_name != "PIQE")
+        ).all()
     assert [(name, fallback) for name, fallback, _ in broken_logs] == [("Broken", False)] * 2
     assert all("Broken returned nan" in error for *_, error in broken_logs)
     failed = list(export_rows(engine, broken_only)[1])
     assert [row["status"] for row in failed] == ["failed", "failed"]
-    assert all(row["error"].startswith("every tool failed: Broken: Broken returned nan")
-               for row in failed)
+    assert all(
+        row["error"].startswith("every tool failed: Broken: Broken returned nan") for row in failed
+    )
 
 
-def test_resume_reruns_only_the_failed_item_and_recomputes_nothing_done(
-        engine, agents, tmp_path):
+def test_resume_reruns_only_the_failed_item_and_recomputes_nothing_done(engine, agents, tmp_path):
     good = [save(natural_image(seed, SIZE), tmp_path / f"g{seed}.png") for seed in range(3)]
     broken = tmp_path / "broken.png"
     broken.write_bytes(good[0].read_bytes()[:200])  # truncated: fails when the run decodes it
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE"],
-                                                    check_images=False))
+    job_id = lifecycle.submit(
+        engine, JobSpec.build(manifest=tmp_path, tools=["PIQE"], check_images=False)
+    )
     lifecycle.run_local(engine, job_id, agents, workers=2)
     assert lifecycle.progress(engine, job_id).counts == {"done": 3, "failed": 1}
 
     def snapshot() -> tuple[dict[str, str | None], int, int]:
         with session_scope(engine) as session:
-            runs = dict(session.execute(select(JobItem.item_key, JobItem.run_id)
-                                        .where(JobItem.job_id == job_id)).all())
+            runs = dict(
+                session.execute(
+                    select(JobItem.item_key, JobItem.run_id).where(JobItem.job_id == job_id)
+                ).all()
+            )
             attempts = session.scalar(select(func.sum(StepRecord.attempts)))
             return runs, attempts, session.scalar(select(func.count()).select_from(ToolLog))
 
@@ -215,16 +232,21 @@ def test_bad_tool_names_are_refused_before_anything_is_stored(engine, tmp_path):
     save(natural_image(0, SIZE), tmp_path / "a.png")
     with pytest.raises(MetricToolsError, match=r"unknown tool 'FOO'.*Known tools: .*PIQE"):
         lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "FOO"]))
-    with pytest.raises(MetricToolsError,
-                       match=r"line 1 \('a.png'\): SSIM is a full-reference tool and this "
-                             "row has no reference"):
+    with pytest.raises(
+        MetricToolsError,
+        match=r"line 1 \('a.png'\): SSIM is a full-reference tool and this "
+        "row has no reference",
+    ):
         lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "SSIM"]))
-    nothing_here = ToolSettings(device="cpu", weights_dir=tmp_path / "empty",
-                                allow_downloads=False)
-    with pytest.raises(MetricToolsError, match=r"BRISQUE cannot run here \(no, needs: "
-                                               r"brisque_svm_weights.pth\)"):
-        lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["BRISQUE"],
-                                               tool_settings=nothing_here))
+    nothing_here = ToolSettings(device="cpu", weights_dir=tmp_path / "empty", allow_downloads=False)
+    with pytest.raises(
+        MetricToolsError,
+        match=r"BRISQUE cannot run here \(no, needs: "
+        r"brisque_svm_weights.pth\)",
+    ):
+        lifecycle.submit(
+            engine, JobSpec.build(manifest=tmp_path, tools=["BRISQUE"], tool_settings=nothing_here)
+        )
     with pytest.raises(MetricToolsError, match="names no tool"):
         parse_tools(" , ")
     with session_scope(engine) as session:
@@ -232,8 +254,7 @@ def test_bad_tool_names_are_refused_before_anything_is_stored(engine, tmp_path):
         assert session.scalar(select(func.count()).select_from(JobItem)) == 0
 
 
-def test_cli_metric_job_from_a_folder_runs_here_and_shows_its_tools(engine, tmp_path,
-                                                                      monkeypatch):
+def test_cli_metric_job_from_a_folder_runs_here_and_shows_its_tools(engine, tmp_path, monkeypatch):
     folder = tmp_path / "photos"
     folder.mkdir()
     for seed in range(3):
@@ -249,8 +270,7 @@ def test_cli_metric_job_from_a_folder_runs_here_and_shows_its_tools(engine, tmp_
     assert result.exit_code == 0, result.output
     job_id = result.stdout.strip().splitlines()[0]
     status = json.loads(runner.invoke(app, ["eval", "status", job_id, "--json"]).stdout)
-    assert (status["kind"], status["tools"], status["counts"]) == ("metric", ["PIQE"],
-                                                                   {"done": 3})
+    assert (status["kind"], status["tools"], status["counts"]) == ("metric", ["PIQE"], {"done": 3})
     text = runner.invoke(app, ["eval", "status", job_id]).stdout
     assert "metric job (no agent): PIQE" in text
 
@@ -261,7 +281,8 @@ def test_cli_metric_job_from_a_folder_runs_here_and_shows_its_tools(engine, tmp_
     fresh = ToolRegistry(ToolSettings(device="cpu", tool_cache="none"))
     assert {Path(row["image"]).name: float(row["raw:PIQE"]) for row in rows} == {
         name: pytest.approx(fresh.execute_tool("PIQE", folder / name).raw_score, rel=1e-9)
-        for name in ("p0.png", "p1.png", "p2.png")}
+        for name in ("p0.png", "p1.png", "p2.png")
+    }
 
 
 class CountingRegistry(ToolRegistry):
@@ -277,12 +298,14 @@ class CountingRegistry(ToolRegistry):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_local_job_with_a_tool_batch_scores_ahead_and_logs_what_each_call_computed(
-        engine, pairs_manifest, tmp_path, workers):
+    engine, pairs_manifest, tmp_path, workers
+):
     registry = CountingRegistry(ToolSettings(device="cpu", tool_cache="memory"))
     client = BuiltinClient()
     agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest,
-                                                    tools=["PIQE", "PSNR"]))
+    job_id = lifecycle.submit(
+        engine, JobSpec.build(manifest=pairs_manifest, tools=["PIQE", "PSNR"])
+    )
     broken = tmp_path / "noisy3.png"  # readable at submit, broken by the time it runs
     broken.write_bytes(b"not a png any more")
     lifecycle.run_local(engine, job_id, agents, workers=workers, tool_batch_size=4)
@@ -292,35 +315,46 @@ def test_a_local_job_with_a_tool_batch_scores_ahead_and_logs_what_each_call_comp
     assert registry.ahead == 14  # 7 readable images x 2 tools, none computed one by one
     assert registry._batch_memo() == {}  # nothing scored ahead outlives its batch
     with session_scope(engine) as session:
-        failed = session.scalars(select(JobItem).where(JobItem.job_id == job_id,
-                                                       JobItem.status == "failed")).one()
+        failed = session.scalars(
+            select(JobItem).where(JobItem.job_id == job_id, JobItem.status == "failed")
+        ).one()
         assert failed.image.endswith("noisy3.png") and "noisy3.png" in failed.error
         logs = session.execute(
             select(JobItem.image, JobItem.reference, ToolLog)
             .join(ToolLog, ToolLog.run_id == JobItem.run_id)
-            .where(JobItem.job_id == job_id)).all()
+            .where(JobItem.job_id == job_id)
+        ).all()
     assert len(logs) == 7 * 2
     fresh = ToolRegistry(ToolSettings(device="cpu", tool_cache="none"))
     for image, reference, log in logs:
-        expected = fresh.execute_tool(log.tool_name, image,
-                                      reference if log.tool_name == "PSNR" else None)
+        expected = fresh.execute_tool(
+            log.tool_name, image, reference if log.tool_name == "PSNR" else None
+        )
         assert log.cached is False  # computed for this job, in a batch
         assert log.raw_score == pytest.approx(expected.raw_score, rel=1e-9, abs=1e-12)
 
 
 def test_a_local_metric_job_batches_its_tools_by_default_only_on_a_gpu(
-        engine, pairs_manifest, monkeypatch):
+    engine, pairs_manifest, monkeypatch
+):
     monkeypatch.delenv("AGENTIC_IQA_TOOL_BATCH_SIZE", raising=False)
     client = BuiltinClient()
 
     def agents_on(device: str) -> Agents:
-        return Agents(planner=client, executor=client, summarizer=client,
-                      registry=ToolRegistry(ToolSettings(device=device, tool_cache="memory")))
+        return Agents(
+            planner=client,
+            executor=client,
+            summarizer=client,
+            registry=ToolRegistry(ToolSettings(device=device, tool_cache="memory")),
+        )
 
     metric_job = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest, tools=["PIQE"]))
     agent_job = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest))
-    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cuda")) == \
-        lifecycle.GPU_TOOL_BATCH == 16
+    assert (
+        lifecycle.local_batch_size(engine, metric_job, agents_on("cuda"))
+        == lifecycle.GPU_TOOL_BATCH
+        == 16
+    )
     assert lifecycle.local_batch_size(engine, metric_job, agents_on("cpu")) == 1
     assert lifecycle.local_batch_size(engine, agent_job, agents_on("cuda")) == 1
     monkeypatch.setenv("AGENTIC_IQA_TOOL_BATCH_SIZE", "1")  # a setting the user made wins

@@ -71,11 +71,17 @@ def test_logistic_fit_falls_back_to_simpler_fits_and_says_why() -> None:
     few = plcc_after_logistic([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 5.0])
     assert few.form == "linear" and few.fitted and few.parameters == 2
     assert few.plcc == pytest.approx(plcc([1, 2, 3, 4], [1, 3, 2, 5]))
-    assert few.note == ("4 points are too few for the 5-parameter logistic (it needs 10): "
-                        "linear fit used instead of the 5-parameter logistic")
+    assert few.note == (
+        "4 points are too few for the 5-parameter logistic (it needs 10): "
+        "linear fit used instead of the 5-parameter logistic"
+    )
     pred, mos = noisy_monotone(10, seed=5)
-    assert [plcc_after_logistic(pred[:n], mos[:n]).form for n in (5, 6, 8, 10)] == \
-        ["linear", "logistic3", "logistic4", "logistic5"]
+    assert [plcc_after_logistic(pred[:n], mos[:n]).form for n in (5, 6, 8, 10)] == [
+        "linear",
+        "logistic3",
+        "logistic4",
+        "logistic5",
+    ]
     flat = plcc_after_logistic([2.0] * 10, list(range(10)))
     assert not flat.fitted and flat.form == "none" and "constant" in flat.note
     assert list(flat.curve([1.0, 2.0])) == [1.0, 2.0]
@@ -135,8 +141,10 @@ def test_a_fit_that_is_not_monotone_on_the_data_falls_back(monkeypatch) -> None:
     monkeypatch.setattr(metrics, "_fit", bent)
     fit = plcc_after_logistic(pred, mos)
     assert fit.form == "logistic4"
-    assert fit.note == ("5-parameter logistic fit is not monotone on the data's range: "
-                        "4-parameter logistic used instead of the 5-parameter logistic")
+    assert fit.note == (
+        "5-parameter logistic fit is not monotone on the data's range: "
+        "4-parameter logistic used instead of the 5-parameter logistic"
+    )
     assert np.all(np.diff(fit.curve(np.linspace(pred.min(), pred.max(), 500))) >= -1e-9)
 
     def failing(form, z, y, direction):
@@ -147,8 +155,10 @@ def test_a_fit_that_is_not_monotone_on_the_data_falls_back(monkeypatch) -> None:
     monkeypatch.setattr(metrics, "_fit", failing)
     line = plcc_after_logistic(pred, mos)
     assert line.form == "linear" and line.plcc == pytest.approx(plcc(pred, mos))
-    assert line.note.startswith("5-parameter logistic fit failed (Optimal parameters not "
-                                "found); 4-parameter logistic fit failed")
+    assert line.note.startswith(
+        "5-parameter logistic fit failed (Optimal parameters not "
+        "found); 4-parameter logistic fit failed"
+    )
 
 
 def test_correlation_report_names_the_fit() -> None:
@@ -157,8 +167,7 @@ def test_correlation_report_names_the_fit() -> None:
     assert report["logistic_fit"] == "logistic5" and report["logistic_note"] is None
     assert report["plcc_logistic"] == pytest.approx(plcc_after_logistic(pred, mos).plcc)
     small = correlation_report(pred[:7], mos[:7], bootstrap=0)
-    assert small["logistic_fit"] == "logistic3" and "7 points are too few" in \
-        small["logistic_note"]
+    assert small["logistic_fit"] == "logistic3" and "7 points are too few" in small["logistic_note"]
     assert correlation_report([1, 2], [1, 2])["logistic_fit"] is None
 
 
@@ -175,8 +184,9 @@ def test_bootstrap_interval_contains_the_estimate_and_narrows_with_more_data(met
 
 def test_bootstrap_is_seeded_and_the_vectorised_path_matches_the_loop() -> None:
     pred, mos = noisy_monotone(60, seed=2)
-    assert bootstrap_ci(srcc, pred, mos, n=200, seed=5) == bootstrap_ci(srcc, pred, mos, n=200,
-                                                                          seed=5)
+    assert bootstrap_ci(srcc, pred, mos, n=200, seed=5) == bootstrap_ci(
+        srcc, pred, mos, n=200, seed=5
+    )
     looped = bootstrap_ci(lambda x, y: srcc(x, y), pred, mos, n=200, seed=5)
     assert bootstrap_ci(srcc, pred, mos, n=200, seed=5) == pytest.approx(looped, abs=1e-12)
     looped = bootstrap_ci(lambda x, y: plcc(x, y), pred, mos, n=200, seed=5)
@@ -204,8 +214,9 @@ def test_bootstrap_arguments_are_checked() -> None:
 
 def test_correlation_report_has_estimates_and_intervals() -> None:
     pred, mos = noisy_monotone(80)
-    report = correlation_report(list(pred) + [None, 3.0], list(mos) + [50.0, math.nan],
-                                bootstrap=200)
+    report = correlation_report(
+        list(pred) + [None, 3.0], list(mos) + [50.0, math.nan], bootstrap=200
+    )
     assert report["n"] == 80 and report["reason"] is None
     assert report["srcc"] == pytest.approx(srcc(pred, mos))
     assert report["plcc_logistic"] >= report["plcc"]
@@ -224,10 +235,20 @@ def test_correlation_report_explains_what_it_cannot_compute() -> None:
     assert correlation_report([], [])["n"] == 0
 
 
-@pytest.mark.parametrize(("text", "letter"), [
-    ("B", "B"), (" c ", "C"), ("(D)", "D"), ("A. Blurry", "A"), ("E) noise", "E"),
-    ("A blurry photo", None), ("Unable to determine", None), (None, None), ("Z", None),
-])
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("B", "B"),
+        (" c ", "C"),
+        ("(D)", "D"),
+        ("A. Blurry", "A"),
+        ("E) noise", "E"),
+        ("A blurry photo", None),
+        ("Unable to determine", None),
+        (None, None),
+        ("Z", None),
+    ],
+)
 def test_answer_letter(text: str | None, letter: str | None) -> None:
     assert answer_letter(text) == letter
 

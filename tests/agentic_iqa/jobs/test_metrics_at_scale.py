@@ -50,7 +50,7 @@ def test_inversions_are_counted_as_pairs_out_of_order() -> None:
     for size in (0, 1, 2, 7, 300):
         for distinct in (1, 2, 5, size + 1):
             values = rng.integers(0, distinct, size)
-            expected = sum(int((values[i] > values[i + 1:]).sum()) for i in range(size))
+            expected = sum(int((values[i] > values[i + 1 :]).sum()) for i in range(size))
             assert inversions(values) == expected, (size, distinct)
 
 
@@ -109,18 +109,21 @@ def test_accuracy_of_many_questions_is_drawn_binomially(monkeypatch) -> None:
 def test_a_correlation_report_of_400000_pairs_stays_within_memory() -> None:
     """scipy's correlations and an unbounded logistic fit took some 200 MB more than the
     pairs at this size (the fit alone 430 MB at a million); now a few arrays of it."""
-    code = ("import json, resource, sys\nimport numpy as np\n"
-            "from agentic_iqa.jobs.metrics import correlation_report\n"
-            "from scipy import optimize, stats\n"
-            "rng = np.random.default_rng(0)\n"
-            "pred = rng.uniform(1, 5, 400_000)\n"
-            "mos = 100 / (1 + np.exp(-2.5 * (pred - 3))) + rng.normal(0, 8, pred.size)\n"
-            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            "report = correlation_report(pred, mos, bootstrap=200)\n"
-            "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            "print(json.dumps({'grown_mb': (after - before) / 1024, 'report': report}))\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+    code = (
+        "import json, resource, sys\nimport numpy as np\n"
+        "from agentic_iqa.jobs.metrics import correlation_report\n"
+        "from scipy import optimize, stats\n"
+        "rng = np.random.default_rng(0)\n"
+        "pred = rng.uniform(1, 5, 400_000)\n"
+        "mos = 100 / (1 + np.exp(-2.5 * (pred - 3))) + rng.normal(0, 8, pred.size)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "report = correlation_report(pred, mos, bootstrap=200)\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(json.dumps({'grown_mb': (after - before) / 1024, 'report': report}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     report = result["report"]

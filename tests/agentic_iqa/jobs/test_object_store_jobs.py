@@ -30,8 +30,9 @@ def bucket(object_store: str) -> Iterator[str]:
     client = boto3.client("s3", endpoint_url=object_store)
     client.create_bucket(Bucket=name)
     for photo in PHOTOS:
-        client.put_object(Bucket=name, Key=f"photos/{photo}",
-                          Body=(REPO / "examples" / photo).read_bytes())
+        client.put_object(
+            Bucket=name, Key=f"photos/{photo}", Body=(REPO / "examples" / photo).read_bytes()
+        )
     yield name
 
 
@@ -40,24 +41,32 @@ def _scores(engine, job_id: str) -> dict[str, tuple[str, dict, str | None]]:
     from agentic_iqa.db.engine import read_scope
 
     with read_scope(engine) as session:
-        return {row["item_id"]: (row["status"], row["raw_scores"], row["error"])
-                for row in reads.export_rows(session, job_id)}
+        return {
+            row["item_id"]: (row["status"], row["raw_scores"], row["error"])
+            for row in reads.export_rows(session, job_id)
+        }
 
 
 def test_a_metric_job_on_objects_scores_as_on_local_files_and_fetches_each_once(
-        engine, bucket: str, tmp_path: Path) -> None:
+    engine, bucket: str, tmp_path: Path
+) -> None:
     from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
     from iqa_tools import images
 
     manifest = tmp_path / "m.csv"
-    manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS)
-                        + "gone,missing.png\nout,../elsewhere/i03_blurred.png\n")
-    remote = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                    image_dir=f"s3://{bucket}/photos"))
+    manifest.write_text(
+        "id,image\n"
+        + "".join(f"{p},{p}\n" for p in PHOTOS)
+        + "gone,missing.png\nout,../elsewhere/i03_blurred.png\n"
+    )
+    remote = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
+    )
     lifecycle.run_local(engine, remote, AgentsCache(), workers=1)
-    local = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                   image_dir=REPO / "examples"))
+    local = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=REPO / "examples")
+    )
     lifecycle.run_local(engine, local, AgentsCache(), workers=1)
     on_store, on_disk = _scores(engine, remote), _scores(engine, local)
     for photo in PHOTOS:
@@ -74,8 +83,9 @@ def test_a_metric_job_on_objects_scores_as_on_local_files_and_fetches_each_once(
     assert cache.hits >= len(PHOTOS)
 
 
-def test_an_agent_job_on_objects_answers_as_on_local_files(engine, bucket: str,
-                                                           tmp_path: Path) -> None:
+def test_an_agent_job_on_objects_answers_as_on_local_files(
+    engine, bucket: str, tmp_path: Path
+) -> None:
     """The builtin agent (plan, tools, summary): the same answer and score per item."""
     from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
@@ -83,9 +93,10 @@ def test_an_agent_job_on_objects_answers_as_on_local_files(engine, bucket: str,
     manifest = tmp_path / "m.csv"
     manifest.write_text("image\n" + "".join(f"s3://{bucket}/photos/{p}\n" for p in PHOTOS))
     local_manifest = tmp_path / "local.csv"
-    local_manifest.write_text("image\n" + "".join(
-        f"{REPO / 'examples' / p}\n" for p in PHOTOS))
-    remote = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos"))
+    local_manifest.write_text("image\n" + "".join(f"{REPO / 'examples' / p}\n" for p in PHOTOS))
+    remote = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos")
+    )
     local = lifecycle.submit(engine, JobSpec.build(manifest=local_manifest))
     for job in (remote, local):
         lifecycle.run_local(engine, job, AgentsCache(), workers=1)
@@ -93,15 +104,20 @@ def test_an_agent_job_on_objects_answers_as_on_local_files(engine, bucket: str,
     from agentic_iqa.db.engine import read_scope
 
     with read_scope(engine) as session:
-        answers = {job: [(row["status"], row["final_answer"], row["quality_score"])
-                         for row in reads.export_rows(session, job)]
-                   for job in (remote, local)}
+        answers = {
+            job: [
+                (row["status"], row["final_answer"], row["quality_score"])
+                for row in reads.export_rows(session, job)
+            ]
+            for job in (remote, local)
+        }
     assert answers[remote] == answers[local]
     assert all(status == "done" for status, _, _ in answers[remote])
 
 
-def test_a_bucket_root_confines_full_urls_to_its_prefix(engine, bucket: str,
-                                                        tmp_path: Path) -> None:
+def test_a_bucket_root_confines_full_urls_to_its_prefix(
+    engine, bucket: str, tmp_path: Path
+) -> None:
     from sqlalchemy import text
 
     from agentic_iqa.runtime import lifecycle
@@ -112,18 +128,24 @@ def test_a_bucket_root_confines_full_urls_to_its_prefix(engine, bucket: str,
         f"in,s3://{bucket}/photos/i03_blurred.png\n"
         f"other,s3://another-bucket/photos/i03_blurred.png\n"
         f"climb,s3://{bucket}/photos/../secret/x.png\n"
-        f"local,{REPO / 'examples' / 'i03_blurred.png'}\n")
+        f"local,{REPO / 'examples' / 'i03_blurred.png'}\n"
+    )
     job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos"))
     with engine.connect() as connection:
-        rows = {line: (status, error) for line, status, error in connection.execute(text(
-            "SELECT line, status, error FROM job_items WHERE job_id = :job"), {"job": job})}
+        rows = {
+            line: (status, error)
+            for line, status, error in connection.execute(
+                text("SELECT line, status, error FROM job_items WHERE job_id = :job"), {"job": job}
+            )
+        }
     assert rows[2][0] != "failed"
     for line in (3, 4, 5):
         assert rows[line][0] == "failed" and "escapes" in (rows[line][1] or ""), rows[line]
 
 
 def test_a_resume_fails_the_item_whose_object_changed_since_submit(
-        engine, bucket: str, moto_url: str, tmp_path: Path) -> None:
+    engine, bucket: str, moto_url: str, tmp_path: Path
+) -> None:
     from sqlalchemy import text
 
     from agentic_iqa.pipeline import AgentsCache
@@ -131,14 +153,21 @@ def test_a_resume_fails_the_item_whose_object_changed_since_submit(
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos"))
+    job = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
+    )
     with engine.connect() as connection:
-        digests = {key: digest for key, digest in connection.execute(text(
-            "SELECT item_key, image_digest FROM job_items WHERE job_id = :job"), {"job": job})}
+        digests = {
+            key: digest
+            for key, digest in connection.execute(
+                text("SELECT item_key, image_digest FROM job_items WHERE job_id = :job"),
+                {"job": job},
+            )
+        }
     assert all(digest and digest.startswith("etag:") for digest in digests.values())
     boto3.client("s3", endpoint_url=moto_url).put_object(  # replaced before the job ran
-        Bucket=bucket, Key=f"photos/{PHOTOS[0]}",
-        Body=(REPO / "examples" / PHOTOS[1]).read_bytes())
+        Bucket=bucket, Key=f"photos/{PHOTOS[0]}", Body=(REPO / "examples" / PHOTOS[1]).read_bytes()
+    )
     lifecycle.resume(engine, job)
     lifecycle.run_local(engine, job, AgentsCache(), workers=1)
     rows = _scores(engine, job)
@@ -167,7 +196,8 @@ def test_assess_takes_an_objects_url_and_answers_as_for_the_file(bucket: str) ->
 
 
 def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
-        engine, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Submitted while the store let us in; by the time the items run it answers 403
     AccessDenied to everything (a rotated key): the job stops once, it does not fail item by
     item."""
@@ -180,8 +210,10 @@ def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
 
     class Denied(BaseHTTPRequestHandler):
         def _deny(self) -> None:
-            body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
-                    b"<Message>Access Denied</Message></Error>")
+            body = (
+                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+                b"<Message>Access Denied</Message></Error>"
+            )
             self.send_response(403)
             self.send_header("content-type", "application/xml")
             self.send_header("content-length", str(len(body) if self.command != "HEAD" else 0))
@@ -196,7 +228,9 @@ def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos"))
+    job = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), Denied)
     Thread(target=server.serve_forever, daemon=True).start()
     try:

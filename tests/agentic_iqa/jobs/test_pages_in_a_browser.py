@@ -39,8 +39,7 @@ def assert_readable(facts: dict[str, Any], *, cis: int) -> None:
 @pytest.mark.parametrize("width", [1280, 1920])
 def test_the_compare_page_is_readable(tmp_path: Path, width: int) -> None:
     doc = comparison()  # a 250-character job name, a tools job with two tools, intervals
-    page = compare_html(line_names(doc, {"bbbbbbbb-2": "pyiqa metrics"}),
-                        tmp_path / "compare.html")
+    page = compare_html(line_names(doc, {"bbbbbbbb-2": "pyiqa metrics"}), tmp_path / "compare.html")
     facts = layout(page, width)
     assert facts["width"] == width
     # Three lines, three intervals each against MOS and two lines' differences from the baseline.
@@ -52,18 +51,34 @@ def test_the_compare_page_is_readable(tmp_path: Path, width: int) -> None:
 
 @pytest.mark.parametrize("width", [1280, 1920])
 def test_the_report_and_group_pages_are_readable(tmp_path: Path, width: int) -> None:
-    rows = [{**row, "raw:NIQE": row["raw:BRISQUE"] / 7.0, "tool:NIQE": 3.0}
-            for row in metric_rows()]
+    rows = [
+        {**row, "raw:NIQE": row["raw:BRISQUE"] / 7.0, "tool:NIQE": 3.0} for row in metric_rows()
+    ]
     report = build_report(rows, bootstrap=100, metric_job=True)
     facts = layout(render_html(report, rows, tmp_path / "report.html"), width)
     assert_readable(facts, cis=2 * 3)  # two tools, SRCC, PLCC and KRCC intervals
     document = sweep()
-    wide = group_table("wide", [
-        ({**about, "dataset": {"name": f"dataset-number-{k}", "split": "all"}}, figure)
-        for k in range(4) for about, figure in [(
-            {"id": f"j{k}", "status": "done", "backend": "openai", "model": "gpt-4o"},
-            {"tool": "BRISQUE" if k % 2 else None, "kind": "correlation", "n": 50,
-             "srcc": 0.6, "plcc": 0.7, "basis": "raw", "lower_is_better": bool(k % 2)})]])
+    wide = group_table(
+        "wide",
+        [
+            ({**about, "dataset": {"name": f"dataset-number-{k}", "split": "all"}}, figure)
+            for k in range(4)
+            for about, figure in [
+                (
+                    {"id": f"j{k}", "status": "done", "backend": "openai", "model": "gpt-4o"},
+                    {
+                        "tool": "BRISQUE" if k % 2 else None,
+                        "kind": "correlation",
+                        "n": 50,
+                        "srcc": 0.6,
+                        "plcc": 0.7,
+                        "basis": "raw",
+                        "lower_is_better": bool(k % 2),
+                    },
+                )
+            ]
+        ],
+    )
     for name, table in (("group", document), ("wide", wide)):
         facts = layout(render_group_html(table, tmp_path / f"{name}.html"), width)
         assert_readable(facts, cis=0)

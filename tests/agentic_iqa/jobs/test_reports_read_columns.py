@@ -75,8 +75,17 @@ def one_item_job(folder: Path, seed: int) -> str:
     environment names: the template :func:`clone` copies."""
     photo = folder / "photo.png"
     Image.fromarray(natural_image(seed, (96, 72))).save(photo)
-    return cli("eval", "submit", str(_manifest(folder, [(str(photo), 50.0)], "one.csv")),
-               "--tools", "PIQE").strip().splitlines()[0]
+    return (
+        cli(
+            "eval",
+            "submit",
+            str(_manifest(folder, [(str(photo), 50.0)], "one.csv")),
+            "--tools",
+            "PIQE",
+        )
+        .strip()
+        .splitlines()[0]
+    )
 
 
 def clone(url: str, template: str, items: int, *, done: float, name: str) -> str:
@@ -92,47 +101,79 @@ def clone(url: str, template: str, items: int, *, done: float, name: str) -> str
         after = int(session.scalar(select(func.max(JobItem.id))) or 0)
         copied = {column.key: getattr(job, column.key) for column in Job.__table__.columns}
         job_id = str(uuid.uuid4())
-        session.execute(insert(Job).values({**copied, "id": job_id, "name": name,
-                                            "items_after": after}))
+        session.execute(
+            insert(Job).values({**copied, "id": job_id, "name": name, "items_after": after})
+        )
         run_columns = {column.key: getattr(run, column.key) for column in Run.__table__.columns}
-        log_columns = {column.key: getattr(log, column.key) for column in
-                       ToolLog.__table__.columns if column.key != "id"}
+        log_columns = {
+            column.key: getattr(log, column.key)
+            for column in ToolLog.__table__.columns
+            if column.key != "id"
+        }
     with engine.begin() as connection:
         for start in range(0, items, 5000):
             rows, runs, logs = [], [], []
             for index in range(start, min(items, start + 5000)):
                 mos = float((index * 37) % 101)
-                row = {"job_id": job_id, "line": index + 2, "item_key": f"photo{index}.png",
-                       "image": f"/nowhere/photo{index}.png", "mos": mos, "status": "pending",
-                       "error": None, "run_id": None}
+                row = {
+                    "job_id": job_id,
+                    "line": index + 2,
+                    "item_key": f"photo{index}.png",
+                    "image": f"/nowhere/photo{index}.png",
+                    "mos": mos,
+                    "status": "pending",
+                    "error": None,
+                    "run_id": None,
+                }
                 if index % 50 == 49:
-                    row.update(status="failed", error=f"image 'photo{index}.png' on line "
-                                                      f"{index + 2} not found")
+                    row.update(
+                        status="failed",
+                        error=f"image 'photo{index}.png' on line {index + 2} not found",
+                    )
                 elif index % 10 < done * 10:
                     run_id = str(uuid.uuid4())
                     raw = 100.0 - mos + (index * 7919) % 41 - 20  # noisy, as photos are
-                    runs.append({**run_columns, "id": run_id, "job_id": job_id,
-                                 "state_json": state})
-                    logs.append({**log_columns, "run_id": run_id, "raw_score": raw,
-                                 "normalized_score": 5.0 - 4.0 * raw / 107.0})
+                    runs.append(
+                        {**run_columns, "id": run_id, "job_id": job_id, "state_json": state}
+                    )
+                    logs.append(
+                        {
+                            **log_columns,
+                            "run_id": run_id,
+                            "raw_score": raw,
+                            "normalized_score": 5.0 - 4.0 * raw / 107.0,
+                        }
+                    )
                     row.update(status="done", run_id=run_id)
                 rows.append(row)
             if runs:
                 connection.execute(insert(Run), runs)
                 connection.execute(insert(ToolLog), logs)
             connection.execute(insert(JobItem), rows)
-        counts = dict(connection.execute(select(JobItem.status, func.count())
-                                         .where(JobItem.job_id == job_id)
-                                         .group_by(JobItem.status)).all())
-        connection.execute(update(Job).where(Job.id == job_id).values(
-            {f"items_{status}": counts.get(status, 0)
-             for status in ("pending", "queued", "done", "failed", "cancelled")}))
+        counts = dict(
+            connection.execute(
+                select(JobItem.status, func.count())
+                .where(JobItem.job_id == job_id)
+                .group_by(JobItem.status)
+            ).all()
+        )
+        connection.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(
+                {
+                    f"items_{status}": counts.get(status, 0)
+                    for status in ("pending", "queued", "done", "failed", "cancelled")
+                }
+            )
+        )
     return job_id
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def metric_jobs(request: pytest.FixtureRequest, cli_env: None,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def metric_jobs(
+    request: pytest.FixtureRequest, cli_env: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
     """A real one-item PIQE job, and clones of it: 2,000 items (30 % done) and two of 30,000
     (60 % done), on SQLite and PostgreSQL."""
     folder = tmp_path_factory.mktemp(f"metric-{request.param}")
@@ -140,27 +181,38 @@ def metric_jobs(request: pytest.FixtureRequest, cli_env: None,
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTIC_IQA_DATABASE_URL", url)
         template = one_item_job(folder, 1)
-        yield {"url": url, "template": template,
-               "small": clone(url, template, 2000, done=0.3, name="small"),
-               "large": clone(url, template, 30_000, done=0.6, name="large"),
-               "other": clone(url, template, 30_000, done=0.6, name="other")}
+        yield {
+            "url": url,
+            "template": template,
+            "small": clone(url, template, 2000, done=0.3, name="small"),
+            "large": clone(url, template, 30_000, done=0.6, name="large"),
+            "other": clone(url, template, 30_000, done=0.6, name="other"),
+        }
     dispose_engines(url)
 
 
-def test_a_report_reads_columns_not_states_and_says_what_the_export_says(metric_jobs,
-                                                                          monkeypatch):
+def test_a_report_reads_columns_not_states_and_says_what_the_export_says(metric_jobs, monkeypatch):
     """The report is the report of the exported rows, read without any run's stored state."""
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", metric_jobs["url"])
     with statements() as sent:
-        report = json.loads(cli("eval", "report", metric_jobs["small"], "--json",
-                                "--bootstrap", "100"))
-    exported = [json.loads(line) for line in cli(
-        "eval", "export", metric_jobs["small"], "--format", "jsonl", "-o", "-").splitlines()]
+        report = json.loads(
+            cli("eval", "report", metric_jobs["small"], "--json", "--bootstrap", "100")
+        )
+    exported = [
+        json.loads(line)
+        for line in cli(
+            "eval", "export", metric_jobs["small"], "--format", "jsonl", "-o", "-"
+        ).splitlines()
+    ]
     assert sent and not [statement for statement in sent if "state_json" in statement]
     expected = build_report(exported, bootstrap=100, metric_job=True)
     assert {key: report[key] for key in expected} == json.loads(json.dumps(expected))
-    assert report["counts"] == {"total": 2000, "done": 600, "failed": 40,
-                                "by_status": {"done": 600, "failed": 40, "pending": 1360}}
+    assert report["counts"] == {
+        "total": 2000,
+        "done": 600,
+        "failed": 40,
+        "by_status": {"done": 600, "failed": 40, "pending": 1360},
+    }
     (piqe,) = report["tools"]
     assert piqe["n"] == 600 and piqe["srcc"] > 0.8  # its raw score falls as the MOS rises
 
@@ -189,12 +241,20 @@ def test_a_comparison_of_two_big_jobs_matches_their_items(metric_jobs, monkeypat
     scores), and the paired interval of a difference that is zero is zero."""
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", metric_jobs["url"])
     with statements() as sent:
-        compared = json.loads(cli("eval", "compare", metric_jobs["large"],
-                                  metric_jobs["other"], "--json", "--bootstrap", "50"))
+        compared = json.loads(
+            cli(
+                "eval",
+                "compare",
+                metric_jobs["large"],
+                metric_jobs["other"],
+                "--json",
+                "--bootstrap",
+                "50",
+            )
+        )
     assert not [statement for statement in sent if "state_json" in statement]
     base, other = compared["jobs"]
-    assert (base["items"], other["shared_with_baseline"], other["done"]) == (30_000, 30_000,
-                                                                             18_000)
+    assert (base["items"], other["shared_with_baseline"], other["done"]) == (30_000, 30_000, 18_000)
     line = compared["lines"][1]
     assert line["difference"]["n"] == 18_000
     assert line["difference"]["srcc"] == 0.0 and line["difference"]["srcc_ci"] == [0.0, 0.0]
@@ -203,14 +263,21 @@ def test_a_comparison_of_two_big_jobs_matches_their_items(metric_jobs, monkeypat
 
 def _peak_mb(url: str, *args: str) -> float:
     """Peak memory (MB) of ``agentic-iqa ARGS`` in a process of its own."""
-    code = ("import resource, runpy, sys\n"
-            f"sys.argv = ['agentic-iqa', *{list(args)!r}]\n"
-            "try:\n    runpy.run_module('agentic_iqa', run_name='__main__')\n"
-            "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, env={**os.environ, "AGENTIC_IQA_DATABASE_URL": url},
-                          timeout=300)
+    code = (
+        "import resource, runpy, sys\n"
+        f"sys.argv = ['agentic-iqa', *{list(args)!r}]\n"
+        "try:\n    runpy.run_module('agentic_iqa', run_name='__main__')\n"
+        "except SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AGENTIC_IQA_DATABASE_URL": url},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return int(done.stderr.strip().splitlines()[-1]) / 1024
 
@@ -223,32 +290,47 @@ def test_report_and_compare_memory_does_not_grow_with_the_job(metric_jobs):
     report_small = _peak_mb(url, "eval", "report", small, "--bootstrap", "50")
     report_large = _peak_mb(url, "eval", "report", large, "--bootstrap", "50")
     assert report_large - report_small < 25, (report_small, report_large)
-    compare_small = _peak_mb(url, "eval", "compare", small, metric_jobs["template"],
-                             "--bootstrap", "50")
+    compare_small = _peak_mb(
+        url, "eval", "compare", small, metric_jobs["template"], "--bootstrap", "50"
+    )
     compare_large = _peak_mb(url, "eval", "compare", large, other, "--bootstrap", "50")
     assert compare_large - compare_small < 35, (compare_small, compare_large)
 
 
 @pytest.fixture(scope="module")
-def builtin_job(cli_env: None, data_dir: Path, tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[dict[str, Any]]:
+def builtin_job(
+    cli_env: None, data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     """The builtin agent on three livec-dev photos (fitted ones), two more items left
     pending whose images are gone, on SQLite."""
     folder = tmp_path_factory.mktemp("builtin")
     url = f"sqlite:///{folder / 'results.sqlite3'}"
     upgrade(url)
     with open(data_dir / "livec-dev" / "mos.csv", newline="", encoding="utf-8") as handle:
-        photos = [(str(data_dir / "livec-dev" / "images" / row["image"]), float(row["mos"]))
-                  for row in list(csv.DictReader(handle))[:3]]
+        photos = [
+            (str(data_dir / "livec-dev" / "images" / row["image"]), float(row["mos"]))
+            for row in list(csv.DictReader(handle))[:3]
+        ]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTIC_IQA_DATABASE_URL", url)
-        job = cli("eval", "submit", str(_manifest(folder, photos, "dev.csv"))
-                  ).strip().splitlines()[0]
+        job = (
+            cli("eval", "submit", str(_manifest(folder, photos, "dev.csv"))).strip().splitlines()[0]
+        )
     with session_scope(make_engine(url)) as session:
-        session.execute(insert(JobItem), [
-            {"job_id": job, "line": 10 + index, "item_key": f"gone{index}",
-             "image": str(folder / f"gone{index}.png"), "mos": 40.0, "status": "pending"}
-            for index in range(2)])
+        session.execute(
+            insert(JobItem),
+            [
+                {
+                    "job_id": job,
+                    "line": 10 + index,
+                    "item_key": f"gone{index}",
+                    "image": str(folder / f"gone{index}.png"),
+                    "mos": 40.0,
+                    "status": "pending",
+                }
+                for index in range(2)
+            ],
+        )
     yield {"url": url, "job": job, "photos": photos, "folder": folder}
     dispose_engines(url)
 
@@ -264,7 +346,8 @@ def test_the_in_sample_check_reads_no_pending_image(builtin_job, monkeypatch):
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", builtin_job["url"])
     assert _warnings(builtin_job["job"]) == [
         f"3 of 5 items of job {short} are images the builtin backend was fitted on: its figures "
-        "on them are in-sample"]
+        "on them are in-sample"
+    ]
 
 
 def test_the_in_sample_check_takes_the_digest_recorded_at_submit(builtin_job, monkeypatch):
@@ -274,18 +357,26 @@ def test_the_in_sample_check_takes_the_digest_recorded_at_submit(builtin_job, mo
     moved = builtin_job["folder"] / "moved.jpg"
     engine = make_engine(builtin_job["url"])
     with session_scope(engine) as session:
-        session.execute(update(JobItem).where(
-            JobItem.job_id == builtin_job["job"], JobItem.image == image).values(
-            image=str(moved), image_digest="sha256:" + hashlib.sha256(
-                Path(image).read_bytes()).hexdigest()))
+        session.execute(
+            update(JobItem)
+            .where(JobItem.job_id == builtin_job["job"], JobItem.image == image)
+            .values(
+                image=str(moved),
+                image_digest="sha256:" + hashlib.sha256(Path(image).read_bytes()).hexdigest(),
+            )
+        )
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", builtin_job["url"])
     try:
         warnings = _warnings(builtin_job["job"])
     finally:
         with session_scope(engine) as session:
-            session.execute(update(JobItem).where(
-                JobItem.job_id == builtin_job["job"], JobItem.image == str(moved)).values(
-                image=image, image_digest=None))
+            session.execute(
+                update(JobItem)
+                .where(JobItem.job_id == builtin_job["job"], JobItem.image == str(moved))
+                .values(image=image, image_digest=None)
+            )
     assert not moved.exists()
-    assert warnings == [f"3 of 5 items of job {builtin_job['job'][:8]} are images the builtin "
-                        "backend was fitted on: its figures on them are in-sample"]
+    assert warnings == [
+        f"3 of 5 items of job {builtin_job['job'][:8]} are images the builtin "
+        "backend was fitted on: its figures on them are in-sample"
+    ]

@@ -40,8 +40,12 @@ SIZE = (96, 72)
 @pytest.fixture(scope="module")
 def agents() -> Agents:
     client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client,
-                  registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")))
+    return Agents(
+        planner=client,
+        executor=client,
+        summarizer=client,
+        registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")),
+    )
 
 
 def photos(folder: Path, count: int = 4) -> list[str]:
@@ -78,14 +82,17 @@ def test_options_are_lettered_into_the_query_the_way_the_query_reader_reads_them
     assert parse_query(query).is_multiple_choice
 
 
-def test_an_options_column_gives_lettered_queries_truth_as_text_or_letter_and_one_id_each(
-        tmp_path):
+def test_an_options_column_gives_lettered_queries_truth_as_text_or_letter_and_one_id_each(tmp_path):
     photos(tmp_path, 1)
-    path = write_csv(tmp_path / "m.csv", ["image", "query", "options", "answer"], [
-        ["p0.png", "Is the image blurry?", "Yes|No", "no"],
-        ["p0.png", "Which is worst?", '["Noise", "Blur", "Exposure"]', "C"],
-        ["p0.png", "Is it dark?", "Yes|No", "Maybe"],
-    ])
+    path = write_csv(
+        tmp_path / "m.csv",
+        ["image", "query", "options", "answer"],
+        [
+            ["p0.png", "Is the image blurry?", "Yes|No", "no"],
+            ["p0.png", "Which is worst?", '["Noise", "Blur", "Exposure"]', "C"],
+            ["p0.png", "Is it dark?", "Yes|No", "Maybe"],
+        ],
+    )
     first, second, bad = entries(path)
     assert isinstance(first, ManifestItem) and isinstance(second, ManifestItem)
     assert first.query == "Is the image blurry?\nA. Yes\nB. No"
@@ -100,15 +107,19 @@ def test_an_options_column_gives_lettered_queries_truth_as_text_or_letter_and_on
     assert "answer 'Maybe' on line 4 is neither one of the options" in bad.message
 
 
-@pytest.mark.parametrize(("cell", "problem"), [
-    ("Yes", "give 2 to 8 non-empty options"),
-    ("Yes|yes", "repeat one another"),
-    ("[1, ", "not one"),
-])
+@pytest.mark.parametrize(
+    ("cell", "problem"),
+    [
+        ("Yes", "give 2 to 8 non-empty options"),
+        ("Yes|yes", "repeat one another"),
+        ("[1, ", "not one"),
+    ],
+)
 def test_bad_options_are_a_bad_row_that_says_why(tmp_path, cell, problem):
     photos(tmp_path, 1)
-    path = write_csv(tmp_path / "m.csv", ["image", "query", "options"],
-                     [["p0.png", "Is it sharp?", cell]])
+    path = write_csv(
+        tmp_path / "m.csv", ["image", "query", "options"], [["p0.png", "Is it sharp?", cell]]
+    )
     (bad,) = entries(path)
     assert isinstance(bad, ManifestError) and problem in bad.message
 
@@ -116,11 +127,22 @@ def test_bad_options_are_a_bad_row_that_says_why(tmp_path, cell, problem):
 def test_a_qbench_style_json_list_is_a_manifest_with_its_question_types(tmp_path):
     photos(tmp_path / "images", 2)
     records = [
-        {"img_path": "p0.png", "question": "Is the image clear?", "candidates": ["Yes", "No"],
-         "correct_ans": "Yes", "type": "yes-or-no", "concern": "distortion"},
-        {"img_path": "p1.png", "question": "How is the sharpness?",
-         "candidates": ["Sharp", "Blurry", "Acceptable"], "correct_ans": "Blurry",
-         "type": "how", "concern": "other"},
+        {
+            "img_path": "p0.png",
+            "question": "Is the image clear?",
+            "candidates": ["Yes", "No"],
+            "correct_ans": "Yes",
+            "type": "yes-or-no",
+            "concern": "distortion",
+        },
+        {
+            "img_path": "p1.png",
+            "question": "How is the sharpness?",
+            "candidates": ["Sharp", "Blurry", "Acceptable"],
+            "correct_ans": "Blurry",
+            "type": "how",
+            "concern": "other",
+        },
         ["not", "an", "object"],
     ]
     path = tmp_path / "llvisionqa_dev.json"
@@ -137,14 +159,20 @@ def test_image_dir_limit_and_a_missing_image_that_names_the_path_it_tried(tmp_pa
     photos(tmp_path / "pictures", 3)
     manifest_dir = tmp_path / "scores"
     manifest_dir.mkdir()
-    path = write_csv(manifest_dir / "mos.csv", ["image", "mos"],
-                     [["p0.png", 50], ["gone.png", 40], ["p1.png", 30], ["p2.png", 20]])
+    path = write_csv(
+        manifest_dir / "mos.csv",
+        ["image", "mos"],
+        [["p0.png", 50], ["gone.png", 40], ["p1.png", 30], ["p2.png", 20]],
+    )
     beside = entries(path)  # resolved next to the manifest: nothing is there
     assert all(isinstance(entry, ManifestError) for entry in beside)
     assert f"(looked for {manifest_dir / 'p0.png'})" in beside[0].message
     found = entries(path, image_dir=tmp_path / "pictures", limit=3)
-    assert [type(entry).__name__ for entry in found] == ["ManifestItem", "ManifestError",
-                                                         "ManifestItem"]
+    assert [type(entry).__name__ for entry in found] == [
+        "ManifestItem",
+        "ManifestError",
+        "ManifestItem",
+    ]
     assert str(tmp_path / "pictures" / "gone.png") in found[1].message
     with pytest.raises(ManifestFormatError, match="--image-dir .* is not a folder"):
         entries(path, image_dir=tmp_path / "nowhere")
@@ -161,16 +189,31 @@ def test_an_unknown_extension_names_every_format_and_the_dataset_option(tmp_path
 
 
 def test_a_qbench_json_runs_as_a_job_and_reports_accuracy_per_question_type(
-        engine, agents, tmp_path):
+    engine, agents, tmp_path
+):
     photos(tmp_path, 4)
     records = []
     for index in range(4):
-        records.append({"img_path": f"p{index}.png", "question": "Is this image blurry?",
-                        "candidates": ["Yes", "No"], "correct_ans": "Yes" if index else "No",
-                        "type": "yes-or-no", "concern": "distortion"})
-        records.append({"img_path": f"p{index}.png", "question": "What is the main problem?",
-                        "candidates": ["Blur", "Noise", "Compression"],
-                        "correct_ans": "Blur", "type": "what", "concern": "distortion"})
+        records.append(
+            {
+                "img_path": f"p{index}.png",
+                "question": "Is this image blurry?",
+                "candidates": ["Yes", "No"],
+                "correct_ans": "Yes" if index else "No",
+                "type": "yes-or-no",
+                "concern": "distortion",
+            }
+        )
+        records.append(
+            {
+                "img_path": f"p{index}.png",
+                "question": "What is the main problem?",
+                "candidates": ["Blur", "Noise", "Compression"],
+                "correct_ans": "Blur",
+                "type": "what",
+                "concern": "distortion",
+            }
+        )
     path = tmp_path / "qa.json"
     path.write_text(json.dumps(records))
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=path))
@@ -181,8 +224,10 @@ def test_a_qbench_json_runs_as_a_job_and_reports_accuracy_per_question_type(
     assert {row["question_type"] for row in rows} == {"yes-or-no", "what"}
     # Every answer is one of the item's own options, never a quality level.
     for row in rows:
-        assert row["final_answer"] in parse_query(row["query"]).options.values() or \
-            row["final_answer"][:1] in parse_query(row["query"]).options, row["final_answer"]
+        assert (
+            row["final_answer"] in parse_query(row["query"]).options.values()
+            or row["final_answer"][:1] in parse_query(row["query"]).options
+        ), row["final_answer"]
     report = build_report(rows, bootstrap=0)
     by_type = {entry["type"]: entry for entry in report["mcq"]["by_type"]}
     assert {kind: entry["n"] for kind, entry in by_type.items()} == {"yes-or-no": 4, "what": 4}
@@ -193,30 +238,52 @@ def test_a_qbench_json_runs_as_a_job_and_reports_accuracy_per_question_type(
 
 
 def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
-        engine, agents, tmp_path):
+    engine, agents, tmp_path
+):
     names = photos(tmp_path, 4)
-    path = write_csv(tmp_path / "m.csv", ["image", "mos"],
-                     [[name, 80 - 15 * index] for index, name in enumerate(names)])
-    jobs = {mode: lifecycle.submit(engine, JobSpec.build(
-        manifest=path, mode=mode, tools=["PIQE"] if mode == "tools" else None))
-            for mode in ("agent", "vlm", "tools")}
+    path = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos"],
+        [[name, 80 - 15 * index] for index, name in enumerate(names)],
+    )
+    jobs = {
+        mode: lifecycle.submit(
+            engine,
+            JobSpec.build(manifest=path, mode=mode, tools=["PIQE"] if mode == "tools" else None),
+        )
+        for mode in ("agent", "vlm", "tools")
+    }
     for job_id in jobs.values():
         lifecycle.run_local(engine, job_id, agents, workers=2)
     with session_scope(engine) as session:
         assert {mode: session.get(Job, job_id).mode for mode, job_id in jobs.items()} == {
-            "agent": "agent", "vlm": "vlm", "tools": "tools"}
-        keys = {mode: sorted(session.scalars(select(JobItem.item_key).where(
-            JobItem.job_id == job_id))) for mode, job_id in jobs.items()}
+            "agent": "agent",
+            "vlm": "vlm",
+            "tools": "tools",
+        }
+        keys = {
+            mode: sorted(session.scalars(select(JobItem.item_key).where(JobItem.job_id == job_id)))
+            for mode, job_id in jobs.items()
+        }
         assert keys["agent"] == keys["vlm"] == keys["tools"] == sorted(names)
 
         def steps(job_id: str) -> set[str]:
-            return set(session.scalars(select(StepRecord.step).join(
-                JobItem, JobItem.run_id == StepRecord.run_id).where(JobItem.job_id == job_id)))
+            return set(
+                session.scalars(
+                    select(StepRecord.step)
+                    .join(JobItem, JobItem.run_id == StepRecord.run_id)
+                    .where(JobItem.job_id == job_id)
+                )
+            )
 
         def tool_logs(job_id: str) -> int:
-            return len(session.scalars(select(ToolLog.id).join(
-                JobItem, JobItem.run_id == ToolLog.run_id).where(
-                    JobItem.job_id == job_id)).all())
+            return len(
+                session.scalars(
+                    select(ToolLog.id)
+                    .join(JobItem, JobItem.run_id == ToolLog.run_id)
+                    .where(JobItem.job_id == job_id)
+                ).all()
+            )
 
         assert steps(jobs["vlm"]) == {"plan", "summarize"}  # no executor subtask at all
         assert tool_logs(jobs["vlm"]) == 0
@@ -229,8 +296,7 @@ def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
         lifecycle.submit(engine, JobSpec.build(manifest=path, mode="tools"))
 
 
-def test_a_job_whose_every_row_is_bad_exits_non_zero_with_the_first_reason(tmp_path,
-                                                                          monkeypatch):
+def test_a_job_whose_every_row_is_bad_exits_non_zero_with_the_first_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
     monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
     path = write_csv(tmp_path / "mos.csv", ["image", "mos"], [["a.jpg", 1], ["b.jpg", 2]])
@@ -269,21 +335,53 @@ def test_a_dataset_in_its_own_format_becomes_a_job_that_keeps_its_scale(tmp_path
     for index, name in enumerate([*names, "gone.png"]):
         lines.append(f'"{name}",0,0,0.5,0.5,0,100,{4.2 - 0.8 * index:.2f},0.5,70')
     (root / "koniq10k_scores_and_distributions.csv").write_text("\n".join(lines) + "\n")
-    result = runner.invoke(app, ["eval", "submit", "--dataset", "KonIQ-10k", "--root", str(root),
-                                 "--mode", "tools", "--tools", "PIQE"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "submit",
+            "--dataset",
+            "KonIQ-10k",
+            "--root",
+            str(root),
+            "--mode",
+            "tools",
+            "--tools",
+            "PIQE",
+        ],
+    )
     assert result.exit_code == 0, result.output
     job_id = result.stdout.strip().splitlines()[0]
-    report = json.loads(runner.invoke(app, ["eval", "report", job_id, "--json",
-                                            "--bootstrap", "0"]).stdout)
+    report = json.loads(
+        runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "0"]).stdout
+    )
     assert report["counts"]["done"] == 3 and report["counts"]["failed"] == 1
     assert report["job"]["mode"] == "tools" and report["job"]["name"] == "koniq10k-all-tools-PIQE"
     dataset = report["job"]["dataset"]
     assert (dataset["name"], dataset["mos_range"], dataset["higher_is_better"]) == (
-        "koniq10k", [1.0, 5.0], True)
+        "koniq10k",
+        [1.0, 5.0],
+        True,
+    )
     failure = report["failures"]["top"][0]["example_error"]
     assert f"looked for {root.resolve() / '1024x768' / 'gone.png'}" in failure
-    limited = runner.invoke(app, ["eval", "submit", "--dataset", "koniq", "--root", str(root),
-                                  "--limit", "2", "--mode", "tools", "--tools", "PIQE"])
+    limited = runner.invoke(
+        app,
+        [
+            "eval",
+            "submit",
+            "--dataset",
+            "koniq",
+            "--root",
+            str(root),
+            "--limit",
+            "2",
+            "--mode",
+            "tools",
+            "--tools",
+            "PIQE",
+        ],
+    )
     assert limited.exit_code == 0 and "2 items (0 bad rows" in limited.output
 
 
@@ -294,12 +392,26 @@ def test_qbench_by_name_reports_accuracy_per_question_type(tmp_path, monkeypatch
     names = photos(root / "images", 3)
     questions = []
     for name in names:
-        questions.append({"img_path": name, "question": "Is this image blurry?",
-                          "candidates": ["Yes", "No"], "correct_ans": "Yes", "type": 0,
-                          "concern": 0})
-        questions.append({"img_path": name, "question": "How is the sharpness of the image?",
-                          "candidates": ["Good", "Fair", "Poor"], "correct_ans": "Poor",
-                          "type": 2, "concern": 0})
+        questions.append(
+            {
+                "img_path": name,
+                "question": "Is this image blurry?",
+                "candidates": ["Yes", "No"],
+                "correct_ans": "Yes",
+                "type": 0,
+                "concern": 0,
+            }
+        )
+        questions.append(
+            {
+                "img_path": name,
+                "question": "How is the sharpness of the image?",
+                "candidates": ["Good", "Fair", "Poor"],
+                "correct_ans": "Poor",
+                "type": 2,
+                "concern": 0,
+            }
+        )
     (root / "llvisionqa_dev.json").write_text(json.dumps(questions))
     result = runner.invoke(app, ["eval", "submit", "--dataset", "qbench", "--root", str(root)])
     assert result.exit_code == 0, result.output
@@ -316,20 +428,23 @@ def test_eval_datasets_lists_each_reader_with_its_files_and_scale():
     result = runner.invoke(app, ["eval", "datasets", "--json"])
     assert result.exit_code == 0
     listed = {entry["name"]: entry for entry in json.loads(result.stdout)}
-    assert set(listed) == {"agiqa3k", "kadid10k", "koniq10k", "livec", "qbench", "spaq",
-                           "tid2013"}
+    assert set(listed) == {"agiqa3k", "kadid10k", "koniq10k", "livec", "qbench", "spaq", "tid2013"}
     assert listed["tid2013"]["full_reference"] and listed["qbench"]["kind"] == "mcq"
     text = runner.invoke(app, ["eval", "datasets"]).stdout
     assert "koniq10k_scores_and_distributions.csv" in text
 
 
 def test_eval_compare_puts_agent_vlm_and_tools_jobs_side_by_side_with_paired_cis(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
     monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
     names = photos(tmp_path, 6)
-    path = write_csv(tmp_path / "m.csv", ["image", "mos"],
-                     [[name, 80 - 10 * index] for index, name in enumerate(names)])
+    path = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos"],
+        [[name, 80 - 10 * index] for index, name in enumerate(names)],
+    )
     jobs = []
     for args in (["--mode", "agent"], ["--mode", "vlm"], ["--mode", "tools", "--tools", "PIQE"]):
         result = runner.invoke(app, ["eval", "submit", str(path), *args])
@@ -345,7 +460,8 @@ def test_eval_compare_puts_agent_vlm_and_tools_jobs_side_by_side_with_paired_cis
         difference = lines[source]["difference"]
         assert difference["n"] == 6
         assert difference["srcc"] == pytest.approx(
-            lines[source]["mos"]["srcc"] - lines["agent"]["mos"]["srcc"])
+            lines[source]["mos"]["srcc"] - lines["agent"]["mos"]["srcc"]
+        )
         low, high = difference["srcc_ci"]
         assert low <= high
     text = runner.invoke(app, ["eval", "compare", *jobs, "--bootstrap", "50"]).stdout

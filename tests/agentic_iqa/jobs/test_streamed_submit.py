@@ -45,8 +45,11 @@ def photo(path: Path, seed: int = 0) -> Path:
 
 def items(engine, job_id: str) -> dict[str, tuple[int, str, str | None]]:
     with read_scope(engine) as session:
-        rows = session.execute(select(JobItem.item_key, JobItem.line, JobItem.status,
-                                      JobItem.error).where(JobItem.job_id == job_id)).all()
+        rows = session.execute(
+            select(JobItem.item_key, JobItem.line, JobItem.status, JobItem.error).where(
+                JobItem.job_id == job_id
+            )
+        ).all()
     return {key: (line, status, error) for key, line, status, error in rows}
 
 
@@ -154,8 +157,10 @@ def test_a_submit_stopped_halfway_cancels_its_job_and_says_where(engine, tmp_pat
     pipe.close()
     final = lifecycle.progress(engine, job_id)
     assert (final.status, final.counts) == ("cancelled", {"cancelled": 2})
-    assert final.error == ("submit ended after line 3: it was stopped; the rows after it were "
-                           "not stored: submit the job again")
+    assert final.error == (
+        "submit ended after line 3: it was stopped; the rows after it were "
+        "not stored: submit the job again"
+    )
 
 
 @pytest.fixture
@@ -175,8 +180,9 @@ def counted(engine) -> Iterator[list[tuple[str, int]]]:
 def one_image_manifest(folder: Path, rows: int) -> Path:
     photo(folder / "p.png")
     path = folder / "m.csv"
-    path.write_text("id,image,mos\n" + "".join(f"r{index},p.png,{index % 5}\n"
-                                               for index in range(rows)))
+    path.write_text(
+        "id,image,mos\n" + "".join(f"r{index},p.png,{index % 5}\n" for index in range(rows))
+    )
     return path
 
 
@@ -184,8 +190,9 @@ def test_sqlite_stores_a_chunk_of_items_per_statement(engine, counted, tmp_path)
     rows = 5 * lifecycle.SUBMIT_CHUNK
     manifest = one_image_manifest(tmp_path, rows)
     started = time.monotonic()
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                    check_images=False))
+    job_id = lifecycle.submit(
+        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], check_images=False)
+    )
     seconds = time.monotonic() - started
     assert lifecycle.progress(engine, job_id).counts == {"pending": rows}
     assert sum(count for _sql, count in counted) == rows
@@ -202,20 +209,25 @@ def test_postgresql_stores_items_by_copy_a_chunk_per_statement(postgres_admin_ur
         upgrade(url)
         engine = make_engine(url)
         with engine.begin() as connection:  # PostgreSQL itself counts the statements
-            connection.execute(text(
-                "CREATE TABLE item_statements (query text);"
-                "CREATE FUNCTION item_statement() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                "BEGIN INSERT INTO item_statements VALUES (left(current_query(), 40)); "
-                "RETURN NULL; END $$;"
-                "CREATE TRIGGER item_statements AFTER INSERT ON job_items "
-                "FOR EACH STATEMENT EXECUTE FUNCTION item_statement();"))
+            connection.execute(
+                text(
+                    "CREATE TABLE item_statements (query text);"
+                    "CREATE FUNCTION item_statement() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                    "BEGIN INSERT INTO item_statements VALUES (left(current_query(), 40)); "
+                    "RETURN NULL; END $$;"
+                    "CREATE TRIGGER item_statements AFTER INSERT ON job_items "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION item_statement();"
+                )
+            )
         started = time.monotonic()
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"],
-                                                        check_images=False))
+        job_id = lifecycle.submit(
+            engine, JobSpec.build(manifest=manifest, tools=["PIQE"], check_images=False)
+        )
         seconds = time.monotonic() - started
         with engine.connect() as connection:
-            statements = connection.execute(text("SELECT query FROM item_statements")
-                                            ).scalars().all()
+            statements = (
+                connection.execute(text("SELECT query FROM item_statements")).scalars().all()
+            )
         assert lifecycle.progress(engine, job_id).counts == {"pending": rows}
     assert statements and all(query.startswith("COPY job_items") for query in statements)
     allowed = math.ceil(rows / lifecycle.SUBMIT_CHUNK) + seconds / lifecycle.SUBMIT_WAIT_SECONDS
@@ -241,9 +253,14 @@ def test_a_later_row_without_the_reference_a_tool_needs_is_a_bad_row(engine, tmp
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["SSIM"]))
     assert items(engine, job_id) == {
         "x": (2, "pending", None),
-        "y": (3, "failed", "line 3 (id 'y'): SSIM is a full-reference tool and this row has "
-                           "no reference: give a `reference` for every row, or leave out the "
-                           "full-reference tools")}
+        "y": (
+            3,
+            "failed",
+            "line 3 (id 'y'): SSIM is a full-reference tool and this row has "
+            "no reference: give a `reference` for every row, or leave out the "
+            "full-reference tools",
+        ),
+    }
 
 
 def test_images_checked_in_parallel_keep_every_rule_of_file_order(engine, tmp_path):
@@ -254,10 +271,10 @@ def test_images_checked_in_parallel_keep_every_rule_of_file_order(engine, tmp_pa
     count = PROCESS_CHECKS_AFTER + 4 * PREFETCH_ROWS
     lines = [f"r{index},p.png" for index in range(count)]
     late = PROCESS_CHECKS_AFTER + PREFETCH_ROWS  # checked in the processes
-    lines[5] = "dup,cut.png"          # line 7: bad image, gave id dup
-    lines[late] = "dup,p.png"         # good: takes dup, the bad row keeps its line
-    lines[late + 9] = "dup,p.png"     # a duplicate of that one
-    lines[late + 20] = ",cut.png"     # bad, no id of its own
+    lines[5] = "dup,cut.png"  # line 7: bad image, gave id dup
+    lines[late] = "dup,p.png"  # good: takes dup, the bad row keeps its line
+    lines[late + 9] = "dup,p.png"  # a duplicate of that one
+    lines[late + 20] = ",cut.png"  # bad, no id of its own
     lines[late + 30] = "own,cut.png"  # bad, and no other row has its id: keeps it
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "\n".join(lines) + "\n")
@@ -267,14 +284,18 @@ def test_images_checked_in_parallel_keep_every_rule_of_file_order(engine, tmp_pa
     failed = {key: value for key, value in found.items() if value[1] == "failed"}
     good, duplicate, cut, own = late + 2, late + 11, late + 22, late + 32
     assert set(failed) == {"<line 7>", f"<line {duplicate}>", f"<line {cut}>", "own"}
-    assert failed["<line 7>"][2].startswith("line 7 (id 'dup'): image 'cut.png' on line 7 is "
-                                            "not a readable image")
+    assert failed["<line 7>"][2].startswith(
+        "line 7 (id 'dup'): image 'cut.png' on line 7 is not a readable image"
+    )
     assert failed[f"<line {duplicate}>"][2] == (
-        f"line {duplicate}: duplicate id 'dup' on line {duplicate}: first used on line {good}")
+        f"line {duplicate}: duplicate id 'dup' on line {duplicate}: first used on line {good}"
+    )
     assert failed[f"<line {cut}>"][2].startswith(
-        f"line {cut} (id 'cut.png'): image 'cut.png' on line {cut} is not a readable image")
+        f"line {cut} (id 'cut.png'): image 'cut.png' on line {cut} is not a readable image"
+    )
     assert failed["own"][0] == own and failed["own"][2].startswith(
-        f"line {own} (id 'own'): image 'cut.png' on line {own} is not a readable image")
+        f"line {own} (id 'own'): image 'cut.png' on line {own} is not a readable image"
+    )
     assert found["dup"] == (good, "pending", None)
 
 
@@ -285,8 +306,9 @@ def test_ids_seen_stay_exact_once_folded_into_hashes():
     count = SeenIds.RECENT + 1000  # the first RECENT are folded into the arrays
     for index in range(count):
         seen.claim(f"photos/{index:06d}.jpg", index + 2)
-    assert [seen.line_of(f"photos/{index:06d}.jpg") for index in (0, 777, SeenIds.RECENT - 1,
-                                                                 SeenIds.RECENT, count - 1)] \
-        == [2, 779, SeenIds.RECENT + 1, SeenIds.RECENT + 2, count + 1]
+    assert [
+        seen.line_of(f"photos/{index:06d}.jpg")
+        for index in (0, 777, SeenIds.RECENT - 1, SeenIds.RECENT, count - 1)
+    ] == [2, 779, SeenIds.RECENT + 1, SeenIds.RECENT + 2, count + 1]
     assert seen.line_of("photos/000000.jpeg") is None and seen.line_of("") is None
     assert seen.line_of(f"photos/{count:06d}.jpg") is None

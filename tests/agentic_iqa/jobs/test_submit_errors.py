@@ -44,26 +44,35 @@ def photo(path: Path, seed: int = 0, size: tuple[int, int] = (96, 72)) -> Path:
 
 def items(engine, job_id: str) -> dict[str, tuple[int, str, str | None]]:
     with session_scope(engine) as session:
-        rows = session.execute(select(JobItem.item_key, JobItem.line, JobItem.status,
-                                      JobItem.error).where(JobItem.job_id == job_id)).all()
+        rows = session.execute(
+            select(JobItem.item_key, JobItem.line, JobItem.status, JobItem.error).where(
+                JobItem.job_id == job_id
+            )
+        ).all()
     return {key: (line, status, error) for key, line, status, error in rows}
 
 
-def test_an_id_equal_to_a_bad_rows_old_key_and_a_bad_rows_id_do_not_break_submit(engine,
-                                                                                 tmp_path):
+def test_an_id_equal_to_a_bad_rows_old_key_and_a_bad_rows_id_do_not_break_submit(engine, tmp_path):
     photo(tmp_path / "a.png")
-    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "id"], [
-        ["gone.png", "", ""],          # 2: bad, no id (was keyed "line-2")
-        ["a.png", "", "line-2"],       # 3: good: crashed submit with an IntegrityError
-        ["a.png", "high", "x"],        # 4: bad, gives id x
-        ["a.png", "", "x"],            # 5: good: was failed as a duplicate of line 4
-    ])
+    manifest = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos", "id"],
+        [
+            ["gone.png", "", ""],  # 2: bad, no id (was keyed "line-2")
+            ["a.png", "", "line-2"],  # 3: good: crashed submit with an IntegrityError
+            ["a.png", "high", "x"],  # 4: bad, gives id x
+            ["a.png", "", "x"],  # 5: good: was failed as a duplicate of line 4
+        ],
+    )
     job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
     found = items(engine, job_id)
     assert set(found) == {"<line 2>", "line-2", "<line 4>", "x"}
     assert found["line-2"][:2] == (3, "pending") and found["x"][:2] == (5, "pending")
-    assert found["<line 4>"] == (4, "failed",
-                                 "line 4 (id 'x'): mos 'high' on line 4 is not a number")
+    assert found["<line 4>"] == (
+        4,
+        "failed",
+        "line 4 (id 'x'): mos 'high' on line 4 is not a number",
+    )
     assert found["<line 2>"][1] == "failed" and "not found" in found["<line 2>"][2]
 
 
@@ -104,11 +113,13 @@ def cli_env(tmp_path, monkeypatch) -> str:
     return url
 
 
-def test_submit_mos_range_fails_rows_outside_it_and_warns_about_negative_mos(tmp_path,
-                                                                             cli_env):
+def test_submit_mos_range_fails_rows_outside_it_and_warns_about_negative_mos(tmp_path, cli_env):
     photo(tmp_path / "a.png")
-    manifest = write_csv(tmp_path / "m.csv", ["image", "mos", "id"], [
-        ["a.png", "50", "mid"], ["a.png", "-5", "below"], ["a.png", "-1", "also-below"]])
+    manifest = write_csv(
+        tmp_path / "m.csv",
+        ["image", "mos", "id"],
+        [["a.png", "50", "mid"], ["a.png", "-5", "below"], ["a.png", "-1", "also-below"]],
+    )
     plain = runner.invoke(app, ["eval", "submit", str(manifest), "--no-check-images"])
     assert plain.exit_code == 0, plain.output
     assert "warning: 2 items have a negative MOS" in " ".join(plain.output.split())

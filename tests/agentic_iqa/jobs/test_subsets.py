@@ -33,8 +33,9 @@ runner = CliRunner()
 
 
 def _rows(count: int) -> list[tuple[int, dict[str, str]]]:
-    return [(index + 2, {"image": f"img/{index:03d}.png", "mos": str(index)})
-            for index in range(count)]
+    return [
+        (index + 2, {"image": f"img/{index:03d}.png", "mos": str(index)}) for index in range(count)
+    ]
 
 
 def _chosen(subset: Subset, rows: list[tuple[int, dict[str, str]]]) -> list[str]:
@@ -70,14 +71,18 @@ def test_every_row_is_as_likely_to_be_drawn_wherever_it_stands() -> None:
 
 def test_offset_and_limit_cut_in_file_order_and_sample_draws_from_what_they_leave() -> None:
     rows = _rows(50)
-    assert _chosen(Subset(offset=10, limit=5), rows) == [f"img/{i:03d}.png"
-                                                         for i in range(10, 15)]
+    assert _chosen(Subset(offset=10, limit=5), rows) == [f"img/{i:03d}.png" for i in range(10, 15)]
     assert _chosen(Subset(offset=48), rows) == ["img/048.png", "img/049.png"]
     within = _chosen(Subset(offset=10, limit=20, sample=5, seed=3), rows)
     assert len(within) == 5 and all("img/010.png" <= image <= "img/029.png" for image in within)
     assert _chosen(Subset(sample=80, seed=1), rows) == _chosen(Subset(), rows)  # all of 50
-    for subset in (Subset(offset=10, limit=5), Subset(offset=48), Subset(sample=80),
-                   Subset(offset=45, limit=20, sample=3), Subset(offset=60)):
+    for subset in (
+        Subset(offset=10, limit=5),
+        Subset(offset=48),
+        Subset(sample=80),
+        Subset(offset=45, limit=20, sample=3),
+        Subset(offset=60),
+    ):
         assert subset.size(50) == len(_chosen(subset, rows))
 
 
@@ -109,8 +114,7 @@ def _job(*args: str) -> str:
 
 def _items(results: str, job_id: str) -> list[str]:
     with read_scope(make_engine(results)) as session:
-        return sorted(session.scalars(select(JobItem.item_key)
-                                      .where(JobItem.job_id == job_id)))
+        return sorted(session.scalars(select(JobItem.item_key).where(JobItem.job_id == job_id)))
 
 
 def test_submit_sample_takes_the_seeds_rows_and_the_job_says_so(tmp_path, results):
@@ -122,18 +126,20 @@ def test_submit_sample_takes_the_seeds_rows_and_the_job_says_so(tmp_path, result
     head, *body = manifest.read_text().splitlines()
     reordered.write_text("\n".join([head, *reversed(body)]) + "\n")
     assert _items(results, _job(str(reordered), "--sample", "4", "--seed", "7")) == chosen
-    others = {tuple(_items(results, _job(str(manifest), "--sample", "4", "--seed", str(seed))))
-              for seed in (8, 9)}
+    others = {
+        tuple(_items(results, _job(str(manifest), "--sample", "4", "--seed", str(seed))))
+        for seed in (8, 9)
+    }
     assert tuple(chosen) not in others
 
     with read_scope(make_engine(results)) as session:
         stored = json.loads(session.get(Job, first).spec_json)
-    assert (stored["sample"], stored["seed"], stored["offset"], stored["limit"]) == (
-        4, 7, 0, None)
+    assert (stored["sample"], stored["seed"], stored["offset"], stored["limit"]) == (4, 7, 0, None)
     assert lifecycle.job_spec(make_engine(results), first).subset == Subset(sample=4, seed=7)
     listed = runner.invoke(app, ["eval", "list", "--json"])
-    assert {row["id"]: row["subset"] for row in json.loads(listed.stdout)}[first] == \
-        "sample 4, seed 7"
+    assert {row["id"]: row["subset"] for row in json.loads(listed.stdout)}[
+        first
+    ] == "sample 4, seed 7"
     table = runner.invoke(app, ["eval", "list"], env={"COLUMNS": "300"}).stdout
     assert "manifest.csv (sample 4, seed 7)" in table
     report = runner.invoke(app, ["eval", "report", first[:8], "--bootstrap", "0"]).stdout
@@ -141,7 +147,8 @@ def test_submit_sample_takes_the_seeds_rows_and_the_job_says_so(tmp_path, result
     resumed = runner.invoke(app, ["eval", "resume", first[:8]])
     assert resumed.exit_code == 0, resumed.output
     assert f"job {first[:8]} (manifest.csv, sample 4, seed 7) done" in " ".join(
-        resumed.stderr.split())
+        resumed.stderr.split()
+    )
 
 
 def test_submit_offset_skips_rows_and_a_seed_without_a_sample_is_refused(tmp_path, results):
@@ -151,13 +158,16 @@ def test_submit_offset_skips_rows_and_a_seed_without_a_sample_is_refused(tmp_pat
     assert lifecycle.job_spec(make_engine(results), job).subset.describe() == "rows 6-7"
     unseeded = _job(str(manifest), "--sample", "3")
     assert lifecycle.job_spec(make_engine(results), unseeded).seed == 0  # stored, drawn again
-    assert _items(results, unseeded) == _items(results, _job(str(manifest), "--sample", "3",
-                                                            "--seed", "0"))
-    refused = runner.invoke(app, ["eval", "submit", str(manifest), "--tools", "PIQE",
-                                  "--seed", "3"])
+    assert _items(results, unseeded) == _items(
+        results, _job(str(manifest), "--sample", "3", "--seed", "0")
+    )
+    refused = runner.invoke(
+        app, ["eval", "submit", str(manifest), "--tools", "PIQE", "--seed", "3"]
+    )
     assert refused.exit_code == 2
     assert "--seed chooses the rows of --sample N: give --sample too" in " ".join(
-        refused.output.split())
+        refused.output.split()
+    )
 
 
 def test_a_public_dataset_is_sampled_by_the_same_rule(tmp_path, results, livec_dir):
@@ -166,14 +176,32 @@ def test_a_public_dataset_is_sampled_by_the_same_rule(tmp_path, results, livec_d
     chosen = _items(results, job)
     with (koniq / "koniq10k_scores_and_distributions.csv").open() as handle:
         names = [row["image_name"] for row in csv.DictReader(handle)]
-    rows = [(index + 2, {"id": name, "image": f"1024x768/{name}"})
-            for index, name in enumerate(names)]
+    rows = [
+        (index + 2, {"id": name, "image": f"1024x768/{name}"}) for index, name in enumerate(names)
+    ]
     assert chosen == sorted(row["id"] for _, row in Subset(sample=3, seed=2).apply(rows))
     again = _job("--dataset", "koniq", "--root", str(koniq), "--sample", "3", "--seed", "2")
     assert _items(results, again) == chosen
-    estimate = runner.invoke(app, ["eval", "estimate", "--dataset", "koniq", "--root",
-                                   str(koniq), "--tools", "PIQE", "--sample", "3", "--seed",
-                                   "2", "--measure", "2", "--json"])
+    estimate = runner.invoke(
+        app,
+        [
+            "eval",
+            "estimate",
+            "--dataset",
+            "koniq",
+            "--root",
+            str(koniq),
+            "--tools",
+            "PIQE",
+            "--sample",
+            "3",
+            "--seed",
+            "2",
+            "--measure",
+            "2",
+            "--json",
+        ],
+    )
     assert estimate.exit_code == 0, estimate.output
     figures = json.loads(estimate.stdout)
     assert (figures["total_items"], figures["sample_items"]) == (3, 2)

@@ -52,8 +52,7 @@ def _in_flight(engine, job_id: str, holder: Holder | None, seconds: float) -> No
     """The job as a process that ran it leaves it: two items claimed, their leases live for
     ``seconds`` more, ``holder`` recorded as renewing them."""
     with session_scope(engine) as session:
-        store.set_dispatch(session, job_id, "local",
-                           holder=holder.to_json() if holder else None)
+        store.set_dispatch(session, job_id, "local", holder=holder.to_json() if holder else None)
         store.claim(session, store.get_job(session, job_id), 2, lease_seconds=seconds)
 
 
@@ -99,8 +98,12 @@ def test_a_resume_beside_a_live_holder_exits_1_unless_taken_over(job) -> None:
     assert declined.exit_code == 1 and "still running" in declined.output
     with read_scope(engine) as session:
         assert session.get(Job, job_id).status == "running"
-        assert session.scalar(select(func.count()).where(
-            JobItem.job_id == job_id, JobItem.status == "done")) == 0
+        assert (
+            session.scalar(
+                select(func.count()).where(JobItem.job_id == job_id, JobItem.status == "done")
+            )
+            == 0
+        )
     taken = runner.invoke(app, ["eval", "resume", job_id[:8], "--take-over", "--yes"])
     assert taken.exit_code == 0, taken.output
     assert lifecycle.progress(engine, job_id).counts == {"done": 3}
@@ -139,7 +142,8 @@ def test_an_unknown_holder_whose_leases_are_renewed_is_alive(job) -> None:
 
 @pytest.mark.faults  # kills a process; about a minute on two busy cores
 def test_a_local_job_killed_with_sigkill_is_resumed_at_once_each_item_run_once(
-        tmp_path: Path, results: str) -> None:
+    tmp_path: Path, results: str
+) -> None:
     """`eval submit` (no broker) SIGKILLed mid-job, then `eval resume` straight away: it takes
     the job over from the dead process (no wait for its leases) and finishes it, the items done
     before the kill kept as they were, each item answered by one run."""
@@ -149,13 +153,19 @@ def test_a_local_job_killed_with_sigkill_is_resumed_at_once_each_item_run_once(
     engine = make_engine(results)
     submitter = subprocess.Popen(
         [sys.executable, "-m", "agentic_iqa", "eval", "submit", str(folder), "--workers", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
 
     def done() -> dict[str, tuple[str, datetime]]:
         with read_scope(engine) as session:
-            return {item.item_key: (item.run_id, item.finished_at) for item in
-                    session.scalars(select(JobItem).where(JobItem.status == "done"))}
+            return {
+                item.item_key: (item.run_id, item.finished_at)
+                for item in session.scalars(select(JobItem).where(JobItem.status == "done"))
+            }
 
     while time.monotonic() < deadline and submitter.poll() is None:
         try:
@@ -171,11 +181,22 @@ def test_a_local_job_killed_with_sigkill_is_resumed_at_once_each_item_run_once(
     assert 2 <= len(before) < 8
     with read_scope(engine) as session:
         (job_id,) = session.scalars(select(Job.id))
-        assert session.scalar(select(func.count()).where(  # leases nobody renews any more
-            Run.job_id == job_id, Run.lease_until > datetime.now(UTC))) > 0
+        assert (
+            session.scalar(
+                select(func.count()).where(  # leases nobody renews any more
+                    Run.job_id == job_id, Run.lease_until > datetime.now(UTC)
+                )
+            )
+            > 0
+        )
 
-    resumed = subprocess.run([sys.executable, "-m", "agentic_iqa", "eval", "resume"],
-                             env=env, capture_output=True, text=True, timeout=180)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentic_iqa", "eval", "resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"process {submitter.pid} on host" in resumed.stderr
     assert "is gone; taking over" in resumed.stderr

@@ -50,8 +50,12 @@ class FakeAPIServer:
     HTTP 501 a plain server answers.
     """
 
-    def __init__(self, default: Callable[[Recorded], Reply] | None = None, *,
-                 methods: Collection[str] = ("POST",)) -> None:
+    def __init__(
+        self,
+        default: Callable[[Recorded], Reply] | None = None,
+        *,
+        methods: Collection[str] = ("POST",),
+    ) -> None:
         self.methods = frozenset(methods)
         self.requests: list[Recorded] = []
         self._queue: deque[Reply] = deque()
@@ -112,11 +116,16 @@ class FakeAPIServer:
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     body = raw.decode("utf-8", "replace")
                 headers = {name.lower(): value for name, value in self.headers.items()}
-                reply = server._respond(Recorded(method, self.path, headers, body, raw,
-                                                 headers.get("content-type", "")))
-                payload = reply.body if isinstance(reply.body, bytes) else (
-                    reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
-                ).encode("utf-8")
+                reply = server._respond(
+                    Recorded(method, self.path, headers, body, raw, headers.get("content-type", ""))
+                )
+                payload = (
+                    reply.body
+                    if isinstance(reply.body, bytes)
+                    else (
+                        reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                    ).encode("utf-8")
+                )
                 self.send_response(reply.status)
                 self.send_header("content-type", reply.content_type)
                 self.send_header("content-length", str(len(payload)))
@@ -132,7 +141,10 @@ class FakeAPIServer:
 
 
 def openai_completion(
-    content: str, *, model: str = "gpt-test", top_logprobs: list[tuple[str, float]] | None = None,
+    content: str,
+    *,
+    model: str = "gpt-test",
+    top_logprobs: list[tuple[str, float]] | None = None,
     usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A chat.completion body; with ``top_logprobs``, logprobs for one generated token;
@@ -165,8 +177,9 @@ def openai_completion(
         "created": 1_700_000_000,
         "model": model,
         "choices": [choice],
-        "usage": usage if usage is not None else {
-            "prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+        "usage": usage
+        if usage is not None
+        else {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
     }
 
 
@@ -174,8 +187,9 @@ def openai_error(message: str, kind: str = "server_error") -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-def anthropic_message(text: str, *, model: str = "claude-test",
-                      usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def anthropic_message(
+    text: str, *, model: str = "claude-test", usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "id": "msg_test",
         "type": "message",
@@ -204,9 +218,16 @@ class RateLimitedResponder:
     is slept before answering.
     """
 
-    def __init__(self, reply: Callable[[Recorded], Reply], *, limit: int | None = None,
-                 window: float = 60.0, retry_after: float = 1.0, latency: float = 0.0,
-                 jitter: float = 0.0) -> None:
+    def __init__(
+        self,
+        reply: Callable[[Recorded], Reply],
+        *,
+        limit: int | None = None,
+        window: float = 60.0,
+        retry_after: float = 1.0,
+        latency: float = 0.0,
+        jitter: float = 0.0,
+    ) -> None:
         self.reply = reply
         self.limit = limit
         self.window = window
@@ -245,8 +266,11 @@ class RateLimitedResponder:
             self.log.append((now, 200 if wait is None else 429, who))
         try:
             if wait is not None:
-                return Reply(429, openai_error("Rate limit reached", "rate_limit_error"),
-                             {"retry-after": f"{wait:g}"})
+                return Reply(
+                    429,
+                    openai_error("Rate limit reached", "rate_limit_error"),
+                    {"retry-after": f"{wait:g}"},
+                )
             if self.latency or self.jitter:
                 time.sleep(max(0.0, self.latency + random.uniform(-self.jitter, self.jitter)))
             return self.reply(request)

@@ -104,7 +104,9 @@ def test_sends_system_model_and_base64_image_block(
     assert text_block == {"type": "text", "text": "Rate it."}
     source = image_block["source"]
     assert (image_block["type"], source["type"], source["media_type"]) == (
-        "image", "base64", "image/jpeg"
+        "image",
+        "base64",
+        "image/jpeg",
     )
     assert Image.open(io.BytesIO(base64.b64decode(source["data"]))).size == (300, 100)
 
@@ -138,7 +140,11 @@ def test_self_reported_probabilities_become_normalised_logprobs(
     assert logprobs is not None
     assert logprobs["E"] == -math.inf
     assert {k: round(math.exp(v), 6) for k, v in logprobs.items()} == {
-        "A": 0.1, "B": 0.6, "C": 0.2, "D": 0.1, "E": 0.0
+        "A": 0.1,
+        "B": 0.6,
+        "C": 0.2,
+        "D": 0.1,
+        "E": 0.0,
     }
     system = server.requests[0].body["system"]
     assert "option_probabilities" in system

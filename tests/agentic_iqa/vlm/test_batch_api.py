@@ -84,21 +84,33 @@ def simulated(images: list[Path], provider: str) -> SimulatedModel:
 def requests(images: list[Path]) -> dict[str, VLMRequest]:
     """A plan and a five-level rating per image: JSON mode, images, answer options."""
     found: dict[str, VLMRequest] = {}
-    for index, (image, query) in enumerate(zip(images, ("Is it blurry?", "How noisy is it?"),
-                                               strict=True)):
-        found[f"plan-{index}"] = VLMRequest("plan", PLANNER_SYSTEM, f"User's query: {query}",
-                                            (image,))
+    for index, (image, query) in enumerate(
+        zip(images, ("Is it blurry?", "How noisy is it?"), strict=True)
+    ):
+        found[f"plan-{index}"] = VLMRequest(
+            "plan", PLANNER_SYSTEM, f"User's query: {query}", (image,)
+        )
         found[f"levels-{index}"] = VLMRequest(
-            "quality_levels", QUALITY_LEVELS_SYSTEM, f"User's query: {query}", (image,),
-            json_output=False, answer_options=LEVELS)
+            "quality_levels",
+            QUALITY_LEVELS_SYSTEM,
+            f"User's query: {query}",
+            (image,),
+            json_output=False,
+            answer_options=LEVELS,
+        )
     return found
 
 
 def config(provider: str, server: FakeAPIServer, **overrides: Any) -> BackendConfig:
     values: dict[str, Any] = {
-        "backend": provider, "model": "gpt-sim" if provider == "openai" else "claude-sim",
+        "backend": provider,
+        "model": "gpt-sim" if provider == "openai" else "claude-sim",
         "base_url": f"{server.url}/v1" if provider == "openai" else server.url,
-        "api_key_env": KEY_ENV, "timeout": 5, "max_retries": 0, "max_image_side": 256}
+        "api_key_env": KEY_ENV,
+        "timeout": 5,
+        "max_retries": 0,
+        "max_image_side": 256,
+    }
     values.update(overrides)
     return BackendConfig(**values)
 
@@ -108,8 +120,9 @@ def batches() -> Iterator[Callable[..., tuple[FakeAPIServer, BatchServer]]]:
     """Start a batch server around a responder; stopped after the test."""
     started: list[FakeAPIServer] = []
 
-    def start(online: Callable[[Recorded], Reply], **options: Any
-              ) -> tuple[FakeAPIServer, BatchServer]:
+    def start(
+        online: Callable[[Recorded], Reply], **options: Any
+    ) -> tuple[FakeAPIServer, BatchServer]:
         server, batch_server = serve_batches(online, **options)
         started.append(server.__enter__())
         return server, batch_server
@@ -149,22 +162,43 @@ def echo(request: Recorded) -> Reply:
     body = request.body if isinstance(request.body, dict) else {}
     text = json.dumps({"digest": digest(body)[:12]})
     if request.path.endswith("/messages"):
-        return Reply(200, {"id": "msg_e", "type": "message", "role": "assistant",
-                           "model": body.get("model"), "content": [{"type": "text",
-                                                                    "text": text}],
-                           "stop_reason": "end_turn", "stop_sequence": None,
-                           "usage": {"input_tokens": 7, "output_tokens": 3}})
-    return Reply(200, {"id": "c", "object": "chat.completion", "created": 1,
-                       "model": body.get("model"),
-                       "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                                    "message": {"role": "assistant", "content": text}}],
-                       "usage": {"prompt_tokens": 7, "completion_tokens": 3,
-                                 "total_tokens": 10}})
+        return Reply(
+            200,
+            {
+                "id": "msg_e",
+                "type": "message",
+                "role": "assistant",
+                "model": body.get("model"),
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 7, "output_tokens": 3},
+            },
+        )
+    return Reply(
+        200,
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+        },
+    )
 
 
 def small(count: int) -> dict[str, VLMRequest]:
-    return {f"r{index}": VLMRequest("plan", "Plan.", f"Question {index}?") for index in
-            range(count)}
+    return {
+        f"r{index}": VLMRequest("plan", "Plan.", f"Question {index}?") for index in range(count)
+    }
 
 
 # -- the same request, the same answer -------------------------------------------------------
@@ -172,7 +206,8 @@ def small(count: int) -> dict[str, VLMRequest]:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_batch_sends_the_online_bodies_and_reads_the_online_answers(
-        provider: str, images: list[Path], batches: Any, apis: Any) -> None:
+    provider: str, images: list[Path], batches: Any, apis: Any
+) -> None:
     # The simulated model counts attempts (a question asked again is a retry): a fresh,
     # identical model answers the batch.
     models = [simulated(images, provider)]
@@ -180,8 +215,7 @@ def test_a_batch_sends_the_online_bodies_and_reads_the_online_answers(
     settings = config(provider, server)
     wanted = requests(images)
     online_client = OpenAIClient(settings) if provider == "openai" else AnthropicClient(settings)
-    online = {custom_id: online_client.complete(request) for custom_id, request in
-              wanted.items()}
+    online = {custom_id: online_client.complete(request) for custom_id, request in wanted.items()}
     online_client.close()
     online_bodies = [r for r in server.requests if r.path.endswith(ONLINE_PATH[provider])]
     models.append(simulated(images, provider))
@@ -194,8 +228,14 @@ def test_a_batch_sends_the_online_bodies_and_reads_the_online_answers(
     got = list(api.results(state.provider_id, wanted))
 
     assert ended.status == ("completed" if provider == "openai" else "ended")
-    assert ended.counts == {"total": 4, "succeeded": 4, "errored": 0, "expired": 0,
-                            "canceled": 0, "processing": 0}
+    assert ended.counts == {
+        "total": 4,
+        "succeeded": 4,
+        "errored": 0,
+        "expired": 0,
+        "canceled": 0,
+        "processing": 0,
+    }
     assert sorted(result.custom_id for result in got) == sorted(wanted)
     for result in got:
         assert (result.kind, result.error) == ("succeeded", None)
@@ -203,34 +243,40 @@ def test_a_batch_sends_the_online_bodies_and_reads_the_online_answers(
     levels = online["levels-0"]
     assert levels.text == "B" and levels.option_logprobs is not None
     assert max(levels.option_logprobs, key=levels.option_logprobs.__getitem__) == "B"
-    assert levels.probability_source == ("logprobs" if provider == "openai"
-                                         else "self-reported")
+    assert levels.probability_source == ("logprobs" if provider == "openai" else "self-reported")
     # Byte for byte the online bodies, each answered (billed) once.
     assert sent_bodies(provider, server, fake, state.provider_id) == [
-        (custom_id, online.raw) for custom_id, online in zip(wanted, online_bodies,
-                                                             strict=True)]
+        (custom_id, online.raw) for custom_id, online in zip(wanted, online_bodies, strict=True)
+    ]
     assert sorted(fake.billed) == sorted(zip(wanted, fake.online_billed, strict=True))
 
 
-def sent_bodies(provider: str, server: FakeAPIServer, fake: BatchServer, batch_id: str
-                ) -> list[tuple[str, bytes]]:
+def sent_bodies(
+    provider: str, server: FakeAPIServer, fake: BatchServer, batch_id: str
+) -> list[tuple[str, bytes]]:
     """``(custom_id, body bytes)`` as the batch carried them: cut from the uploaded file's
     lines (OpenAI) or the create request (Anthropic), checking the wrapping around them."""
     if provider == "openai":
         rows = fake.files[fake.batches[batch_id].input_file_id].data  # type: ignore[index]
-        found = re.findall(rb'^\{"custom_id":"([^"]+)","method":"POST","url":'
-                           rb'"/v1/chat/completions","body":(.*)\}$', rows, re.M)
+        found = re.findall(
+            rb'^\{"custom_id":"([^"]+)","method":"POST","url":'
+            rb'"/v1/chat/completions","body":(.*)\}$',
+            rows,
+            re.M,
+        )
     else:
         create = next(r for r in server.requests if r.path == "/v1/messages/batches")
         assert create.raw.startswith(b'{"requests":[') and create.raw.endswith(b"]}")
-        found = re.findall(rb'\{"custom_id":"([^"]+)","params":(.*?)\}(?=,\{"custom_id"|\]\}$)',
-                           create.raw)
+        found = re.findall(
+            rb'\{"custom_id":"([^"]+)","params":(.*?)\}(?=,\{"custom_id"|\]\}$)', create.raw
+        )
     return [(custom_id.decode(), body) for custom_id, body in found]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_batch_is_in_progress_until_its_delay_and_then_answered_once(
-        provider: str, batches: Any, apis: Any) -> None:
+    provider: str, batches: Any, apis: Any
+) -> None:
     clock = Clock()
     server, fake = batches(echo, delay=3600, clock=clock)
     api = apis(config(provider, server))
@@ -250,15 +296,18 @@ def test_a_batch_is_in_progress_until_its_delay_and_then_answered_once(
     api.retrieve(state.provider_id)
     assert done.ended is True and done.counts["succeeded"] == 3
     got = {result.custom_id: result for result in api.results(state.provider_id, wanted)}
-    assert [got[i].response.text for i in wanted] == [  # type: ignore[union-attr]
-        json.dumps({"digest": digest(body)[:12]}) for _, body in
-        fake.batches[state.provider_id].lines]
+    assert (
+        [got[i].response.text for i in wanted]
+        == [  # type: ignore[union-attr]
+            json.dumps({"digest": digest(body)[:12]})
+            for _, body in fake.batches[state.provider_id].lines
+        ]
+    )
     assert [custom_id for custom_id, _ in fake.billed] == ["r0", "r1", "r2"]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_failed_and_expired_lines_come_back_so(provider: str, batches: Any, apis: Any
-                                               ) -> None:
+def test_failed_and_expired_lines_come_back_so(provider: str, batches: Any, apis: Any) -> None:
     server, fake = batches(echo, fail={"r1"}, expire={"r2"})
     api = apis(config(provider, server))
     wanted = small(3)
@@ -267,19 +316,29 @@ def test_failed_and_expired_lines_come_back_so(provider: str, batches: Any, apis
 
     assert got["r0"].kind == "succeeded" and got["r0"].response is not None
     assert (got["r1"].kind, got["r1"].response) == ("errored", None)
-    assert got["r1"].error == (f"HTTP 400: {FAIL_MESSAGE}" if provider == "openai"
-                               else f"invalid_request_error: {FAIL_MESSAGE}")
+    assert got["r1"].error == (
+        f"HTTP 400: {FAIL_MESSAGE}"
+        if provider == "openai"
+        else f"invalid_request_error: {FAIL_MESSAGE}"
+    )
     assert (got["r2"].kind, got["r2"].response) == ("expired", None)
     assert got["r2"].error == (f"{EXPIRED_MESSAGE}" if provider == "openai" else None)
     assert state.status == ("expired" if provider == "openai" else "ended")
-    assert state.counts == {"total": 3, "succeeded": 1, "errored": 1, "expired": 1,
-                            "canceled": 0, "processing": 0}
+    assert state.counts == {
+        "total": 3,
+        "succeeded": 1,
+        "errored": 1,
+        "expired": 1,
+        "canceled": 0,
+        "processing": 0,
+    }
     assert [custom_id for custom_id, _ in fake.billed] == ["r0"]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_responder_that_breaks_fails_its_line_only(provider: str, batches: Any, apis: Any
-                                                      ) -> None:
+def test_a_responder_that_breaks_fails_its_line_only(
+    provider: str, batches: Any, apis: Any
+) -> None:
     def fragile(request: Recorded) -> Reply:
         if "Question 1?" in json.dumps(request.body):
             raise KeyError("unknown item")
@@ -289,37 +348,55 @@ def test_a_responder_that_breaks_fails_its_line_only(provider: str, batches: Any
     api = apis(config(provider, server))
     wanted = small(3)
     state = until_ended(api, api.submit(lines_of(wanted), metadata={}))
-    got = {result.custom_id: (result.kind, result.error, result.permanent)
-           for result in api.results(state.provider_id, wanted)}
+    got = {
+        result.custom_id: (result.kind, result.error, result.permanent)
+        for result in api.results(state.provider_id, wanted)
+    }
     broke = "HTTP 500: " if provider == "openai" else "api_error: "
     refused = "HTTP 400: " if provider == "openai" else "invalid_request_error: "
-    assert got == {"r0": ("succeeded", None, False),
-                   "r1": ("errored", f"{broke}KeyError: 'unknown item'", False),
-                   "r2": ("errored", refused + FAIL_MESSAGE, True)}
+    assert got == {
+        "r0": ("succeeded", None, False),
+        "r1": ("errored", f"{broke}KeyError: 'unknown item'", False),
+        "r2": ("errored", refused + FAIL_MESSAGE, True),
+    }
     assert [custom_id for custom_id, _ in fake.billed] == ["r0"]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_an_errored_request_is_permanent_when_the_request_itself_is_bad(
-        provider: str, batches: Any, apis: Any) -> None:
+    provider: str, batches: Any, apis: Any
+) -> None:
     """400, 401, 403, 404, 422: the same request fails again in any batch; 408, 429, 500,
     529: the provider's trouble, worth another round."""
-    statuses = {"r0": 400, "r1": 401, "r2": 403, "r3": 404, "r4": 422, "r5": 408, "r6": 429,
-                "r7": 500, "r8": 529}
+    statuses = {
+        "r0": 400,
+        "r1": 401,
+        "r2": 403,
+        "r3": 404,
+        "r4": 422,
+        "r5": 408,
+        "r6": 429,
+        "r7": 500,
+        "r8": 529,
+    }
     server, _fake = batches(echo, fail=statuses.__getitem__)
     api = apis(config(provider, server))
     wanted = small(len(statuses))
     state = until_ended(api, api.submit(lines_of(wanted), metadata={}))
-    got = {result.custom_id: (result.kind, result.permanent)
-           for result in api.results(state.provider_id, wanted)}
+    got = {
+        result.custom_id: (result.kind, result.permanent)
+        for result in api.results(state.provider_id, wanted)
+    }
     permanent = {400, 401, 403, 404} | ({422} if provider == "openai" else set())
-    assert got == {custom_id: ("errored", status in permanent)
-                   for custom_id, status in statuses.items()}
+    assert got == {
+        custom_id: ("errored", status in permanent) for custom_id, status in statuses.items()
+    }
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_cancelled_batch_keeps_what_ran_and_cancels_the_rest(
-        provider: str, batches: Any, apis: Any) -> None:
+    provider: str, batches: Any, apis: Any
+) -> None:
     clock = Clock()
     server, fake = batches(echo, delay=3600, clock=clock, processed_on_cancel=1)
     api = apis(config(provider, server))
@@ -328,16 +405,26 @@ def test_a_cancelled_batch_keeps_what_ran_and_cancels_the_rest(
 
     cancelling = api.cancel(state.provider_id)
     assert (cancelling.status, cancelling.ended) == (
-        ("cancelling" if provider == "openai" else "canceling"), False)
+        ("cancelling" if provider == "openai" else "canceling"),
+        False,
+    )
     ended = api.retrieve(state.provider_id)
     got = {result.custom_id: result for result in api.results(state.provider_id, wanted)}
 
-    assert (ended.status, ended.ended) == (
-        ("cancelled" if provider == "openai" else "ended"), True)
-    assert ended.counts == {"total": 3, "succeeded": 1, "errored": 0, "expired": 0,
-                            "canceled": 2, "processing": 0}
+    assert (ended.status, ended.ended) == (("cancelled" if provider == "openai" else "ended"), True)
+    assert ended.counts == {
+        "total": 3,
+        "succeeded": 1,
+        "errored": 0,
+        "expired": 0,
+        "canceled": 2,
+        "processing": 0,
+    }
     assert {custom_id: result.kind for custom_id, result in got.items()} == {
-        "r0": "succeeded", "r1": "canceled", "r2": "canceled"}
+        "r0": "succeeded",
+        "r1": "canceled",
+        "r2": "canceled",
+    }
     assert got["r1"].error is None and got["r1"].response is None
     assert [custom_id for custom_id, _ in fake.billed] == ["r0"]
 
@@ -352,7 +439,9 @@ def test_openai_rejects_a_whole_batch_with_its_reason(batches: Any, apis: Any) -
 
     assert (failed.status, failed.ended, failed.error) == ("failed", True, REJECT_MESSAGE)
     assert [(r.custom_id, r.kind, r.error) for r in got] == [
-        ("r0", "errored", REJECT_MESSAGE), ("r1", "errored", REJECT_MESSAGE)]
+        ("r0", "errored", REJECT_MESSAGE),
+        ("r1", "errored", REJECT_MESSAGE),
+    ]
     assert fake.billed == []
 
 
@@ -362,8 +451,9 @@ def test_anthropic_rejects_a_whole_batch_at_create(batches: Any, apis: Any) -> N
     with pytest.raises(FatalVLMError) as caught:
         api.submit(lines_of(small(2)), metadata={})
     assert caught.value.status == 400
-    assert str(caught.value).startswith("creating the batch: Anthropic request to model "
-                                        "'claude-sim'")
+    assert str(caught.value).startswith(
+        "creating the batch: Anthropic request to model 'claude-sim'"
+    )
     assert str(caught.value).endswith(f"HTTP 400: {REJECT_MESSAGE}")
     assert fake.batches == {} and fake.billed == []
 
@@ -373,17 +463,29 @@ def test_openai_refuses_an_input_file_mixing_models(batches: Any) -> None:
     first = OpenAIBatchAPI(OpenAIClient(config("openai", server)))
     other = OpenAIClient(config("openai", server, model="gpt-other"))
     lines = lines_of(small(2))
-    data = first._encode(lines[0]) + encode_json(
-        {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
-         "body": other._parameters(lines[1].request)}) + b"\n"
+    data = (
+        first._encode(lines[0])
+        + encode_json(
+            {
+                "custom_id": "r1",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": other._parameters(lines[1].request),
+            }
+        )
+        + b"\n"
+    )
     uploaded = first._sdk.files.create(file=("x.jsonl", data), purpose="batch")
-    batch = first._sdk.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
-                                      completion_window="24h")
+    batch = first._sdk.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
     state = first.retrieve(batch.id)
     first.close()
     other.close()
-    assert (state.status, state.error) == ("failed",
-                                           "All requests in a batch must use the same model.")
+    assert (state.status, state.error) == (
+        "failed",
+        "All requests in a batch must use the same model.",
+    )
     assert fake.billed == []
 
 
@@ -391,18 +493,19 @@ def test_openai_refuses_an_input_file_mixing_models(batches: Any) -> None:
 
 
 def test_openai_finds_a_batch_by_its_metadata_across_pages(
-        batches: Any, apis: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    batches: Any, apis: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(batch_api_module, "FIND_PAGE", 2)
     server, _fake = batches(echo)
     api = apis(config("openai", server))
-    created = [api.submit(lines_of(small(1)), metadata={"attempt": f"a{index}"})
-               for index in range(5)]
+    created = [
+        api.submit(lines_of(small(1)), metadata={"attempt": f"a{index}"}) for index in range(5)
+    ]
     found = api.find("attempt", "a1")
     pages = [r.path for r in server.requests if r.path.startswith("/v1/batches?")]
     assert found is not None and found.provider_id == created[1].provider_id
     assert found.status == "completed" and found.ended
-    assert pages == ["/v1/batches?limit=2",
-                     f"/v1/batches?limit=2&after={created[3].provider_id}"]
+    assert pages == ["/v1/batches?limit=2", f"/v1/batches?limit=2&after={created[3].provider_id}"]
     monkeypatch.setattr(batch_api_module, "FIND_LOOKBACK", 3)
     assert api.find("attempt", "a1") is None
     assert api.find("attempt", "nowhere") is None
@@ -417,7 +520,8 @@ def test_anthropic_has_no_metadata_to_find_a_batch_by(batches: Any, apis: Any) -
 
 
 def test_anthropic_recovers_an_unrecorded_batch_by_its_creation_time_and_size(
-        batches: Any, apis: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    batches: Any, apis: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The oldest batch of the row's size created since the row (less the clock skew) that
     no row holds yet, read across pages; older, taken or other-sized batches are passed by."""
     monkeypatch.setattr(batch_api_module, "FIND_PAGE", 2)
@@ -425,16 +529,26 @@ def test_anthropic_recovers_an_unrecorded_batch_by_its_creation_time_and_size(
     server, _fake = batches(echo, clock=clock)
     api = apis(config("anthropic", server))
     made = {}
-    for name, size, offset in (("before", 2, -600), ("skewed", 1, -30), ("other", 2, 0),
-                               ("taken", 3, 1), ("ours", 3, 5), ("later", 3, 40),
-                               ("newest", 1, 50)):
+    for name, size, offset in (
+        ("before", 2, -600),
+        ("skewed", 1, -30),
+        ("other", 2, 0),
+        ("taken", 3, 1),
+        ("ours", 3, 5),
+        ("later", 3, 40),
+        ("newest", 1, 50),
+    ):
         clock.now = 1_800_000_000.0 + offset
         made[name] = api.submit(lines_of(small(size)), metadata={}).provider_id
     row_written = datetime.fromtimestamp(1_800_000_000.0, UTC)
 
     def recover(size: int, *taken: str) -> str | None:
-        found = api.recover({"agentic_iqa_batch": "row-1"}, created_after=row_written,
-                            request_count=size, taken={made[name] for name in taken})
+        found = api.recover(
+            {"agentic_iqa_batch": "row-1"},
+            created_after=row_written,
+            request_count=size,
+            taken={made[name] for name in taken},
+        )
         return None if found is None else found.provider_id
 
     assert recover(3, "taken") == made["ours"]
@@ -445,24 +559,34 @@ def test_anthropic_recovers_an_unrecorded_batch_by_its_creation_time_and_size(
     listed = [r.path for r in server.requests if r.path.startswith("/v1/messages/batches?")]
     assert listed[0] == "/v1/messages/batches?limit=2" and len(listed) >= 4
     found = api.recover({}, created_after=row_written, request_count=3, taken=())
-    assert found is not None and found.created_at == datetime.fromtimestamp(
-        1_800_000_001.0, UTC)
+    assert found is not None and found.created_at == datetime.fromtimestamp(1_800_000_001.0, UTC)
 
 
 def test_openai_recovers_a_batch_by_its_metadata_unless_a_row_holds_it(
-        batches: Any, apis: Any) -> None:
+    batches: Any, apis: Any
+) -> None:
     server, _fake = batches(echo)
     api = apis(config("openai", server))
     mine = api.submit(lines_of(small(2)), metadata={"agentic_iqa_batch": "row-1"})
     api.submit(lines_of(small(2)), metadata={"agentic_iqa_batch": "row-2"})
     since = datetime.now(UTC) - timedelta(minutes=1)
-    found = api.recover({"agentic_iqa_batch": "row-1"}, created_after=since, request_count=2,
-                        taken=())
+    found = api.recover(
+        {"agentic_iqa_batch": "row-1"}, created_after=since, request_count=2, taken=()
+    )
     assert found is not None and found.provider_id == mine.provider_id
-    assert api.recover({"agentic_iqa_batch": "row-1"}, created_after=since, request_count=2,
-                       taken={mine.provider_id}) is None
-    assert api.recover({"agentic_iqa_batch": "row-3"}, created_after=since, request_count=2,
-                       taken=()) is None
+    assert (
+        api.recover(
+            {"agentic_iqa_batch": "row-1"},
+            created_after=since,
+            request_count=2,
+            taken={mine.provider_id},
+        )
+        is None
+    )
+    assert (
+        api.recover({"agentic_iqa_batch": "row-3"}, created_after=since, request_count=2, taken=())
+        is None
+    )
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -492,16 +616,19 @@ def test_a_batch_create_is_never_retried_by_the_sdk(provider: str, apis: Any) ->
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_an_endpoint_without_batches_is_refused_in_one_line(provider: str, batches: Any,
-                                                            apis: Any) -> None:
+def test_an_endpoint_without_batches_is_refused_in_one_line(
+    provider: str, batches: Any, apis: Any
+) -> None:
     server, _fake = batches(echo, supports_batches=False)
     api = apis(config(provider, server))
     with pytest.raises(VLMConfigurationError) as caught:
         api.check_supported()
     path = "/v1/batches" if provider == "openai" else "/v1/messages/batches"
     where = f"{server.url}/v1" if provider == "openai" else server.url
-    assert str(caught.value) == (f"{where} has no batch interface (GET {path} answered HTTP "
-                                 "404); drop --batch to send the calls one by one")
+    assert str(caught.value) == (
+        f"{where} has no batch interface (GET {path} answered HTTP "
+        "404); drop --batch to send the calls one by one"
+    )
     apis(config(provider, batches(echo)[0])).check_supported()
 
 
@@ -515,8 +642,9 @@ def test_a_server_that_only_answers_posts_has_no_batches(apis: Any) -> None:
 def test_builtin_has_no_batch_interface() -> None:
     with pytest.raises(VLMConfigurationError) as caught:
         batch_api(BackendConfig())
-    assert str(caught.value) == ("builtin has no batch interface: it is local and free; "
-                                 "drop --batch")
+    assert str(caught.value) == (
+        "builtin has no batch interface: it is local and free; drop --batch"
+    )
 
 
 def test_a_custom_id_follows_anthropics_rule() -> None:
@@ -527,8 +655,9 @@ def test_a_custom_id_follows_anthropics_rule() -> None:
             BatchLine(bad, request)
 
 
-def test_openai_line_bytes_are_the_uploaded_file(batches: Any, apis: Any,
-                                                 images: list[Path]) -> None:
+def test_openai_line_bytes_are_the_uploaded_file(
+    batches: Any, apis: Any, images: list[Path]
+) -> None:
     server, fake = batches(simulated(images, "openai"))
     api = apis(config("openai", server))
     lines = lines_of(requests(images))
@@ -540,8 +669,9 @@ def test_openai_line_bytes_are_the_uploaded_file(batches: Any, apis: Any,
     assert [json.loads(row)["custom_id"] for row in rows] == [line.custom_id for line in lines]
 
 
-def test_anthropic_line_bytes_add_up_to_the_create_body(batches: Any, apis: Any,
-                                                        images: list[Path]) -> None:
+def test_anthropic_line_bytes_add_up_to_the_create_body(
+    batches: Any, apis: Any, images: list[Path]
+) -> None:
     server, _fake = batches(simulated(images, "anthropic"))
     api = apis(config("anthropic", server))
     lines = lines_of(requests(images))
@@ -553,7 +683,8 @@ def test_anthropic_line_bytes_add_up_to_the_create_body(batches: Any, apis: Any,
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_too_many_lines_or_bytes_or_a_repeated_id_are_refused_before_sending(
-        provider: str, batches: Any, apis: Any) -> None:
+    provider: str, batches: Any, apis: Any
+) -> None:
     server, _fake = batches(echo)
     api = apis(config(provider, server))
     lines = lines_of(small(3))
@@ -581,22 +712,24 @@ def test_too_many_lines_or_bytes_or_a_repeated_id_are_refused_before_sending(
 def key_quoting(request: Recorded) -> Reply:
     """A provider that quotes the key it was sent in every refusal."""
     sent = request.headers.get("x-api-key") or request.headers.get(
-        "authorization", "").removeprefix("Bearer ")
-    return Reply(401, openai_error(f"Incorrect API key provided: {sent}.",
-                                   "invalid_request_error"))
+        "authorization", ""
+    ).removeprefix("Bearer ")
+    return Reply(401, openai_error(f"Incorrect API key provided: {sent}.", "invalid_request_error"))
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_key_quoted_by_a_failing_line_is_masked(provider: str, batches: Any, apis: Any
-                                                  ) -> None:
+def test_a_key_quoted_by_a_failing_line_is_masked(provider: str, batches: Any, apis: Any) -> None:
     server, fake = batches(key_quoting)
     api = apis(config(provider, server))
     wanted = small(1)
     state = until_ended(api, api.submit(lines_of(wanted), metadata={}))
     [result] = api.results(state.provider_id, wanted)
     assert result.kind == "errored"
-    assert result.error == ("HTTP 401: Incorrect API key provided: ***." if provider == "openai"
-                            else "invalid_request_error: Incorrect API key provided: ***.")
+    assert result.error == (
+        "HTTP 401: Incorrect API key provided: ***."
+        if provider == "openai"
+        else "invalid_request_error: Incorrect API key provided: ***."
+    )
     assert fake.billed == []
 
 
@@ -612,8 +745,9 @@ def test_a_key_quoted_in_a_rejection_is_masked(batches: Any, apis: Any) -> None:
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_sdk_errors_become_vlm_errors_without_the_key(provider: str, batches: Any,
-                                                      apis: Any) -> None:
+def test_sdk_errors_become_vlm_errors_without_the_key(
+    provider: str, batches: Any, apis: Any
+) -> None:
     server, _fake = batches(echo)
     api = apis(config(provider, server))
     with pytest.raises(FatalVLMError) as caught:
@@ -627,8 +761,7 @@ def test_the_batch_interfaces_reuse_the_online_clients(batches: Any, apis: Any) 
     server, _fake = batches(echo)
     openai_api = apis(config("openai", server))
     anthropic_api = apis(config("anthropic", server))
-    assert isinstance(openai_api, OpenAIBatchAPI) and isinstance(openai_api.client,
-                                                                 OpenAIClient)
+    assert isinstance(openai_api, OpenAIBatchAPI) and isinstance(openai_api.client, OpenAIClient)
     assert isinstance(anthropic_api, AnthropicBatchAPI)
     assert isinstance(anthropic_api.client, AnthropicClient)
     assert (openai_api.model, anthropic_api.model) == ("gpt-sim", "claude-sim")

@@ -29,9 +29,11 @@ from agentic_iqa.vlm.builtin.severity import (
 from tests.agentic_iqa.conftest import EXAMPLE
 from tests.conftest import example_photo
 
-YES_NO = {"Blurs": "Is this image blurry? A. Yes B. No",
-          "Noise": "Is this image noisy? A. Yes B. No",
-          "Brightness change": "Is the brightness of this image wrong? A. Yes B. No"}
+YES_NO = {
+    "Blurs": "Is this image blurry? A. Yes B. No",
+    "Noise": "Is this image noisy? A. Yes B. No",
+    "Brightness change": "Is the brightness of this image wrong? A. Yes B. No",
+}
 
 
 def pixels(image: Image.Image) -> np.ndarray:
@@ -47,8 +49,9 @@ def test_degraded_levels_are_split_half_way_between_their_typical_readings():
     """Two tight clusters (levels 1 and 2 at 1.0 and 2.0) leave a wide gap: the boundary is its
     middle (1.5), not wherever the fewest-errors rule happens to land in it."""
     levels = np.repeat(np.arange(5), 3)
-    values = np.array([-1.0, 0.0, 0.5, 0.95, 1.0, 1.05, 1.9, 2.0, 2.1, 3.0, 3.0, 3.0,
-                       4.0, 4.0, 4.0])
+    values = np.array(
+        [-1.0, 0.0, 0.5, 0.95, 1.0, 1.05, 1.9, 2.0, 2.1, 3.0, 3.0, 3.0, 4.0, 4.0, 4.0]
+    )
     indicator = fit_indicator(values, levels, rising=True)
     assert indicator.starts[1] == pytest.approx(1.5)
     assert indicator.starts[2] == pytest.approx(2.5)
@@ -57,7 +60,7 @@ def test_degraded_levels_are_split_half_way_between_their_typical_readings():
 
 
 def test_the_detection_cut_sits_above_what_clean_photos_read():
-    clean = [0.0] * 6 + [1.2, 1.4, 1.6, 1.8]        # natural blur reads "slight" on 40 %
+    clean = [0.0] * 6 + [1.2, 1.4, 1.6, 1.8]  # natural blur reads "slight" on 40 %
     present = {1: [1.1, 2.2, 2.3], 2: [2.4, 2.6, 2.8], 3: [3.2, 3.4, 3.6], 4: [4.2] * 3}
     cut = detection_cut(clean, present)
     assert 1.8 < cut <= 2.2
@@ -80,8 +83,7 @@ def test_yes_no_answers_yes_only_from_the_detection_score():
     slight = {"Blurs": 1.5}
     assert answer._choose_option(question, options, slight, 3.0)[0] == "A"
     assert answer._choose_option(question, options, slight, 3.0, {"Blurs": 2.0})[0] == "B"
-    assert answer._choose_option(question, options, {"Blurs": 2.0}, 3.0,
-                                 {"Blurs": 2.0})[0] == "A"
+    assert answer._choose_option(question, options, {"Blurs": 2.0}, 3.0, {"Blurs": 2.0})[0] == "A"
 
 
 def test_shipped_detection_is_calibrated_and_not_below_slight():
@@ -100,15 +102,23 @@ def test_the_real_photo_is_not_called_blurry_noisy_or_badly_exposed(photo):
         assert letter == "B", (category, scores[category], table[category])
 
 
-@pytest.mark.parametrize("kind, category", [
-    ("defocus", "Blurs"), ("shot_noise", "Noise"), ("gamma_dark", "Brightness change"),
-    ("curve_contrast", "Contrast"), ("hsv_desaturate", "Color distortions")])
+@pytest.mark.parametrize(
+    "kind, category",
+    [
+        ("defocus", "Blurs"),
+        ("shot_noise", "Noise"),
+        ("gamma_dark", "Brightness change"),
+        ("curve_contrast", "Contrast"),
+        ("hsv_desaturate", "Color distortions"),
+    ],
+)
 def test_a_clear_distortion_of_the_other_generator_is_detected(photo, kind, category):
     scores = category_scores(measure(pixels(evaluation.degrade(photo, kind, 3))))
     assert scores[category] >= default_thresholds().present_from(category)
 
 
 # -- detectors and the "which distortion" model over all indicator scores --------------------
+
 
 def _readings(**values: float) -> dict[str, float]:
     return {name: values.get(name, 0.0) for name in NO_REFERENCE}
@@ -120,8 +130,9 @@ def test_a_detector_uses_the_other_readings_too():
     rng = np.random.default_rng(0)
     clean = [_readings(blur=b, noise=1.0) for b in rng.uniform(0.0, 2.0, 60)]
     blurred = [_readings(blur=b, noise=0.0) for b in rng.uniform(1.0, 3.0, 60)]
-    detector = fit_detector(clean + blurred, [False] * 60 + [True] * 60,
-                            [0] * 60 + [1, 2, 3, 4] * 15)
+    detector = fit_detector(
+        clean + blurred, [False] * 60 + [True] * 60, [0] * 60 + [1, 2, 3, 4] * 15
+    )
     assert detector.weights["blur"] > 0.0 > detector.weights["noise"]
     margins = [detector.logit(r) - detector.cut for r in clean + blurred]
     assert sum(m >= 0 for m in margins[:60]) == 0 and sum(m >= 0 for m in margins[60:]) == 60
@@ -130,8 +141,12 @@ def test_a_detector_uses_the_other_readings_too():
 def test_the_which_model_names_the_category_whose_readings_stand_out():
     rng = np.random.default_rng(1)
     rows, labels = [], []
-    for category, name in (("Blurs", "blur"), ("Noise", "noise"), ("Color distortions", "colour"),
-                           ("Brightness change", "dark")):
+    for category, name in (
+        ("Blurs", "blur"),
+        ("Noise", "noise"),
+        ("Color distortions", "colour"),
+        ("Brightness change", "dark"),
+    ):
         for _ in range(30):
             rows.append(_readings(**{name: rng.uniform(1.0, 4.0), "bright": rng.uniform(0, 1)}))
             labels.append(category)
@@ -143,22 +158,28 @@ def test_the_which_model_names_the_category_whose_readings_stand_out():
 
 
 def test_detectors_and_the_which_model_round_trip_and_decide_without_a_reference():
-    blur = Logistic({"blur": 2.0}, -1.0, cut=1.0)     # present from a blur score of 1.0
-    table = replace(default_thresholds(), detectors={"Blurs": blur},
-                    dominance={"Blurs": Logistic({"blur": 1.0}, 0.0),
-                               "Noise": Logistic({"noise": 1.0}, 0.0)})
+    blur = Logistic({"blur": 2.0}, -1.0, cut=1.0)  # present from a blur score of 1.0
+    table = replace(
+        default_thresholds(),
+        detectors={"Blurs": blur},
+        dominance={"Blurs": Logistic({"blur": 1.0}, 0.0), "Noise": Logistic({"noise": 1.0}, 0.0)},
+    )
     again = Thresholds.from_dict(json.loads(table.to_json()))
     assert again.detectors == table.detectors and again.dominance == table.dominance
     photo = measure(pixels(example_photo()))
     readings = indicator_scores(photo, None, table)
     margins = presence(photo, None, table)
-    assert margins["Blurs"] == pytest.approx(max(2.0 * readings["blur"] - 2.0,
-                                                 category_scores(photo, None, table)["Blurs"]
-                                                 - ALWAYS_PRESENT))
+    assert margins["Blurs"] == pytest.approx(
+        max(
+            2.0 * readings["blur"] - 2.0,
+            category_scores(photo, None, table)["Blurs"] - ALWAYS_PRESENT,
+        )
+    )
     assert margins["Sharpness"] == margins["Blurs"]
     # No detector for Noise: the severity against the detection score, as before.
-    assert margins["Noise"] == pytest.approx(category_scores(photo, None, table)["Noise"]
-                                             - table.present_from("Noise"))
+    assert margins["Noise"] == pytest.approx(
+        category_scores(photo, None, table)["Noise"] - table.present_from("Noise")
+    )
     # With a reference the change readings decide; no "which" model there.
     with_reference = presence(photo, photo, table)
     assert with_reference["Blurs"] == pytest.approx(-table.present_from("Blurs", True))
@@ -179,8 +200,9 @@ def test_an_extreme_reading_is_present_whatever_the_detector_says():
 
 
 def test_which_distortion_follows_the_model_and_least_follows_severity():
-    question = ("Which distortion is most severe in this image? A. Blur B. Noise "
-                "C. Colour distortion")
+    question = (
+        "Which distortion is most severe in this image? A. Blur B. Noise C. Colour distortion"
+    )
     options = {"A": "Blur", "B": "Noise", "C": "Colour distortion"}
     severity = {"Blurs": 1.2, "Noise": 0.3, "Color distortions": 1.0}
     likely = {"Blurs": 0.2, "Noise": 0.1, "Color distortions": 0.7}
@@ -189,18 +211,31 @@ def test_which_distortion_follows_the_model_and_least_follows_severity():
     least = question.replace("most", "least")
     assert answer._choose_option(least, options, severity, 3.0, dominant=likely)[0] == "B"
     yes_no = "Is this image blurry? A. Yes B. No"
-    assert answer._choose_option(yes_no, {"A": "Yes", "B": "No"}, {"Blurs": 3.0}, 3.0,
-                                 present={"Blurs": -0.5})[0] == "B"
-    assert answer._choose_option(yes_no, {"A": "Yes", "B": "No"}, {"Blurs": 0.5}, 3.0,
-                                 present={"Blurs": 0.1})[0] == "A"
+    assert (
+        answer._choose_option(
+            yes_no, {"A": "Yes", "B": "No"}, {"Blurs": 3.0}, 3.0, present={"Blurs": -0.5}
+        )[0]
+        == "B"
+    )
+    assert (
+        answer._choose_option(
+            yes_no, {"A": "Yes", "B": "No"}, {"Blurs": 0.5}, 3.0, present={"Blurs": 0.1}
+        )[0]
+        == "A"
+    )
 
 
 def test_shipped_detectors_and_which_model_cover_every_category():
     table = default_thresholds()
     assert set(table.detectors) == set(CATEGORIES)
     assert set(table.dominance) == set(CATEGORIES)
-    for category, own in (("Blurs", "blur"), ("Noise", "noise"), ("Compression", "blocking"),
-                          ("Contrast", "contrast"), ("Color distortions", "colour")):
+    for category, own in (
+        ("Blurs", "blur"),
+        ("Noise", "noise"),
+        ("Compression", "blocking"),
+        ("Contrast", "contrast"),
+        ("Color distortions", "colour"),
+    ):
         assert table.detectors[category].weights[own] > 0.5, category
 
 
@@ -210,11 +245,19 @@ def test_the_real_photo_is_clean_to_the_detectors():
         assert margins[category] < 0.0, (category, margins[category])
 
 
-@pytest.mark.parametrize("kind, category", [
-    ("defocus", "Blurs"), ("motion", "Blurs"), ("shot_noise", "Noise"),
-    ("jpeg_offgrid", "Compression"), ("gamma_dark", "Brightness change"),
-    ("gamma_bright", "Brightness change"), ("curve_contrast", "Contrast"),
-    ("hsv_desaturate", "Color distortions")])
+@pytest.mark.parametrize(
+    "kind, category",
+    [
+        ("defocus", "Blurs"),
+        ("motion", "Blurs"),
+        ("shot_noise", "Noise"),
+        ("jpeg_offgrid", "Compression"),
+        ("gamma_dark", "Brightness change"),
+        ("gamma_bright", "Brightness change"),
+        ("curve_contrast", "Contrast"),
+        ("hsv_desaturate", "Color distortions"),
+    ],
+)
 def test_a_clear_distortion_of_the_other_generator_is_detected_and_named(kind, category):
     degraded = measure(pixels(evaluation.degrade(example_photo(), kind, 3)))
     assert presence(degraded)[category] >= 0.0

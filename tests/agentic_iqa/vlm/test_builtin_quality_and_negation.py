@@ -30,9 +30,12 @@ BEST, WORST = "844.JPG", "673.JPG"
 
 def _agents(**settings) -> Agents:
     client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client,
-                  registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory",
-                                                     **settings)))
+    return Agents(
+        planner=client,
+        executor=client,
+        summarizer=client,
+        registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory", **settings)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +47,11 @@ def agents() -> Agents:
 def photos(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("negation")
     clean = Image.fromarray(natural_image(5, (320, 240)))
-    paths = {"clean": folder / "clean.png", "blurred": folder / "blurred.png",
-             "noisy": folder / "noisy.png"}
+    paths = {
+        "clean": folder / "clean.png",
+        "blurred": folder / "blurred.png",
+        "noisy": folder / "noisy.png",
+    }
     clean.save(paths["clean"])
     degrade(clean, "blur", 4).save(paths["blurred"])
     degrade(clean, "noise", 4).save(paths["noisy"])
@@ -56,38 +62,45 @@ def answer(agents: Agents, query: str, image: Path) -> str:
     return run_inprocess(query, str(image), agents=agents)["summarizer_result"].final_answer
 
 
-@pytest.mark.parametrize(("query", "absent"), [
-    ("Is the image free of noise?", ["Noise"]),
-    ("Is the image free from blur?", ["Blurs"]),
-    ("Is the photo without any visible artefacts?", ["Compression"]),
-    ("Is there no noise in the sky?", ["Noise"]),
-    ("Does the photo lack any grain?", ["Noise"]),
-    ("Is the picture blur-free?", ["Blurs"]),
-    ("Is the image free of noise and blur?", ["Noise", "Blurs"]),
-    ("Is the photo not blurry?", ["Blurs"]),
-    ("Is the image free of contrast problems?", ["Contrast"]),
-    # A negated quality asks whether the defect is there; a positive word asks for absence.
-    ("Does the image lack sharpness?", []),
-    ("Does the image lack the contrast it needs?", []),
-    ("Is the photo not sharp?", []),
-    ("Is the car sharp?", ["Blurs", "Sharpness"]),
-    ("Is this image blurry?", []),
-    ("Does this image have too little contrast?", []),
-])
+@pytest.mark.parametrize(
+    ("query", "absent"),
+    [
+        ("Is the image free of noise?", ["Noise"]),
+        ("Is the image free from blur?", ["Blurs"]),
+        ("Is the photo without any visible artefacts?", ["Compression"]),
+        ("Is there no noise in the sky?", ["Noise"]),
+        ("Does the photo lack any grain?", ["Noise"]),
+        ("Is the picture blur-free?", ["Blurs"]),
+        ("Is the image free of noise and blur?", ["Noise", "Blurs"]),
+        ("Is the photo not blurry?", ["Blurs"]),
+        ("Is the image free of contrast problems?", ["Contrast"]),
+        # A negated quality asks whether the defect is there; a positive word asks for absence.
+        ("Does the image lack sharpness?", []),
+        ("Does the image lack the contrast it needs?", []),
+        ("Is the photo not sharp?", []),
+        ("Is the car sharp?", ["Blurs", "Sharpness"]),
+        ("Is this image blurry?", []),
+        ("Does this image have too little contrast?", []),
+    ],
+)
 def test_what_a_question_asks_to_be_absent(query, absent):
     assert absence_asked(query) == absent
 
 
-@pytest.mark.parametrize(("query", "image", "expected"), [
-    ("Is the image free of noise?", "clean", "Yes:"),
-    ("Is the image free of noise?", "noisy", "No:"),
-    ("Is the image free from blur?", "blurred", "No:"),
-    ("Is the image free from blur?", "clean", "Yes:"),
-    ("Is the photo without any visible blur?", "blurred", "No:"),
-    ("Is the picture noise-free?", "noisy", "No:"),
-])
-def test_a_negatively_phrased_question_is_answered_the_right_way_round(agents, photos, query,
-                                                                       image, expected):
+@pytest.mark.parametrize(
+    ("query", "image", "expected"),
+    [
+        ("Is the image free of noise?", "clean", "Yes:"),
+        ("Is the image free of noise?", "noisy", "No:"),
+        ("Is the image free from blur?", "blurred", "No:"),
+        ("Is the image free from blur?", "clean", "Yes:"),
+        ("Is the photo without any visible blur?", "blurred", "No:"),
+        ("Is the picture noise-free?", "noisy", "No:"),
+    ],
+)
+def test_a_negatively_phrased_question_is_answered_the_right_way_round(
+    agents, photos, query, image, expected
+):
     said = answer(agents, query, photos[image])
     assert said.startswith(expected), said
     # The finding after Yes/No agrees with it: never "No: noise is not visible".
@@ -97,14 +110,18 @@ def test_a_negatively_phrased_question_is_answered_the_right_way_round(agents, p
         assert said.startswith("Yes: no ") and said.endswith("is visible"), said
 
 
-@pytest.mark.parametrize(("question", "image", "letter"), [
-    ("Is the image free of noise?", "noisy", "B"),
-    ("Is the image free of noise?", "clean", "A"),
-    ("Is the image free from blur?", "blurred", "B"),
-    ("Is the image free from blur?", "clean", "A"),
-])
-def test_with_yes_no_options_a_negative_question_picks_the_right_letter(agents, photos,
-                                                                        question, image, letter):
+@pytest.mark.parametrize(
+    ("question", "image", "letter"),
+    [
+        ("Is the image free of noise?", "noisy", "B"),
+        ("Is the image free of noise?", "clean", "A"),
+        ("Is the image free from blur?", "blurred", "B"),
+        ("Is the image free from blur?", "clean", "A"),
+    ],
+)
+def test_with_yes_no_options_a_negative_question_picks_the_right_letter(
+    agents, photos, question, image, letter
+):
     assert answer(agents, with_options(question, ["Yes", "No"]), photos[image]) == letter
 
 
@@ -124,8 +141,9 @@ def test_overall_quality_yes_no_splits_the_fair_level_at_the_middle_of_the_scale
 
 
 @pytest.mark.data
-def test_good_quality_follows_the_opinion_on_real_photos_at_both_ends_of_mos(livec_dir,
-                                                                             weights_dir):
+def test_good_quality_follows_the_opinion_on_real_photos_at_both_ends_of_mos(
+    livec_dir, weights_dir
+):
     """MOS 91 is Yes and MOS 3 No, as options and as a free question, and "poor quality" the
     other way round: the letter follows the builtin's own opinion of the photo."""
     agents = _agents(weights_dir=str(weights_dir))

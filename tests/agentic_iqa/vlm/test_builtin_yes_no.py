@@ -20,8 +20,12 @@ from tests.conftest import natural_image
 @pytest.fixture(scope="module")
 def agents() -> Agents:
     client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client,
-                  registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")))
+    return Agents(
+        planner=client,
+        executor=client,
+        summarizer=client,
+        registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +51,17 @@ def test_questions_are_told_yes_no_and_which_way_round():
     assert positive_categories("Is this image blurry?") == []
 
 
-@pytest.mark.parametrize(("query", "on_blurred", "on_clean"), [
-    ("Is this image blurry?", "Yes", "No"),
-    ("Is the photo sharp?", "No", "Yes"),
-    ("Is the picture in focus?", "No", "Yes"),
-])
-def test_a_yes_no_question_gets_yes_or_no_the_right_way_round(agents, photos, query,
-                                                              on_blurred, on_clean):
+@pytest.mark.parametrize(
+    ("query", "on_blurred", "on_clean"),
+    [
+        ("Is this image blurry?", "Yes", "No"),
+        ("Is the photo sharp?", "No", "Yes"),
+        ("Is the picture in focus?", "No", "Yes"),
+    ],
+)
+def test_a_yes_no_question_gets_yes_or_no_the_right_way_round(
+    agents, photos, query, on_blurred, on_clean
+):
     assert answer(agents, query, photos["blurred"]).startswith(on_blurred + ":")
     assert answer(agents, query, photos["clean"]).startswith(on_clean + ":")
 
@@ -81,8 +89,7 @@ def test_a_question_that_is_not_yes_no_gets_the_finding_without_yes_or_no(agents
     assert clean == "No loss of sharpness is visible"
 
 
-def test_the_trail_never_calls_visible_what_the_answer_calls_not_visible(agents, photos,
-                                                                          tmp_path):
+def test_the_trail_never_calls_visible_what_the_answer_calls_not_visible(agents, photos, tmp_path):
     """A reading its detector puts among clean photos' (a colourful photo's "slight"
     desaturation) is described as such, not as a visible distortion; a washed-out copy is."""
     washed = tmp_path / "washed.png"

@@ -115,8 +115,12 @@ BOTH: list[tuple[str, str, str]] = [
 @pytest.fixture(scope="module")
 def agents() -> Agents:
     client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client,
-                  registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")))
+    return Agents(
+        planner=client,
+        executor=client,
+        summarizer=client,
+        registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +138,12 @@ def statements(finding: str) -> list[tuple[str, bool]]:
     "no blur is visible", "noise or blur is not visible", joined by ", and "."""
     said = []
     for part in finding.split(", and "):
-        unseen = (part.startswith("no ") and part.endswith(" is visible")
-                  or part.endswith(" is not visible"))
-        words = part.removeprefix("no ").removesuffix(" is not visible").removesuffix(
-            " is visible")
+        unseen = (
+            part.startswith("no ")
+            and part.endswith(" is visible")
+            or part.endswith(" is not visible")
+        )
+        words = part.removeprefix("no ").removesuffix(" is not visible").removesuffix(" is visible")
         for noun in words.split(" or "):
             first, _, rest = noun.partition(" ")
             noun = rest if first in SEVERITY_WORDS else noun
@@ -175,16 +181,20 @@ def test_the_table_asks_both_ways_round_about_both_distortions():
 def test_the_two_photos_have_what_the_table_assumes(agents, photos):
     """The copies are what the truth below says: noise and no blur, blur and no noise."""
     for photo, has in HAS.items():
-        for distortion, question in (("noise", "How severe is the noise?"),
-                                     ("blur", "How severe is the blur?")):
+        for distortion, question in (
+            ("noise", "How severe is the noise?"),
+            ("blur", "How severe is the blur?"),
+        ):
             said, _ = ask(agents, question, photos[photo])
             assert said.startswith("No ") is not has[distortion], (photo, said)
 
 
-@pytest.mark.parametrize(("question", "about", "yes_means_there"), PHRASINGS,
-                         ids=[row[0] for row in PHRASINGS])
-def test_a_yes_no_question_is_answered_the_way_it_asks(agents, photos, question, about,
-                                                       yes_means_there):
+@pytest.mark.parametrize(
+    ("question", "about", "yes_means_there"), PHRASINGS, ids=[row[0] for row in PHRASINGS]
+)
+def test_a_yes_no_question_is_answered_the_way_it_asks(
+    agents, photos, question, about, yes_means_there
+):
     for photo, has in HAS.items():
         expected = "Yes" if has[about] == yes_means_there else "No"
         said, _ = ask(agents, question, photos[photo])
@@ -195,10 +205,10 @@ def test_a_yes_no_question_is_answered_the_way_it_asks(agents, photos, question,
             check_reply(why.split(". ")[0], photo, expected, about)
 
 
-@pytest.mark.parametrize(("question", "on_noisy", "on_blurred"), BOTH,
-                         ids=[row[0] for row in BOTH])
-def test_a_question_about_both_asks_each_its_own_way(agents, photos, question, on_noisy,
-                                                     on_blurred):
+@pytest.mark.parametrize(("question", "on_noisy", "on_blurred"), BOTH, ids=[row[0] for row in BOTH])
+def test_a_question_about_both_asks_each_its_own_way(
+    agents, photos, question, on_noisy, on_blurred
+):
     """Everything asked absent must be; of what is asked present, one ("or") or all ("and")."""
     for photo, expected in (("noisy", on_noisy), ("blurred", on_blurred)):
         said, _ = ask(agents, question, photos[photo])

@@ -19,9 +19,14 @@ from agentic_iqa.vlm.builtin.answer import (
 )
 
 #: A defect named by a noun, and its category.
-NOUNS = [("noise", "Noise"), ("grain", "Noise"), ("blur", "Blurs"),
-         ("JPEG artefacts", "Compression"), ("colour cast", "Color distortions"),
-         ("haze", "Contrast")]
+NOUNS = [
+    ("noise", "Noise"),
+    ("grain", "Noise"),
+    ("blur", "Blurs"),
+    ("JPEG artefacts", "Compression"),
+    ("colour cast", "Color distortions"),
+    ("haze", "Contrast"),
+]
 #: Ways to ask that a defect be absent, each with the same turned round by one more "not".
 ABSENT_AND_NEGATED = [
     ("Is the photo free of {}?", "Is the photo not free of {}?"),
@@ -40,14 +45,19 @@ ABSENT_AND_NEGATED = [
 SHARPNESS_WORDS = ["sharp", "crisp", "in focus", "focused", "clear"]
 UN_WORDS = ["unsharp", "unfocused", "unclear", "un-sharp", "non-sharp"]
 #: Attributes: their lack is their defect, so any negation still asks whether it is there.
-ATTRIBUTES = [("detail", "Sharpness"), ("sharpness", "Sharpness"), ("contrast", "Contrast"),
-              ("focus", "Blurs")]
+ATTRIBUTES = [
+    ("detail", "Sharpness"),
+    ("sharpness", "Sharpness"),
+    ("contrast", "Contrast"),
+    ("focus", "Blurs"),
+]
 
 
 @pytest.mark.parametrize(("absent", "negated"), ABSENT_AND_NEGATED)
 @pytest.mark.parametrize(("noun", "category"), NOUNS)
-def test_every_negation_asks_for_absence_and_one_more_turns_it_back(absent, negated, noun,
-                                                                   category):
+def test_every_negation_asks_for_absence_and_one_more_turns_it_back(
+    absent, negated, noun, category
+):
     assert absence_asked(absent.format(noun)) == [category]
     assert absence_asked(negated.format(noun)) == []
     assert absence_asked(f"Is there {noun} in the photo?") == []
@@ -56,9 +66,11 @@ def test_every_negation_asks_for_absence_and_one_more_turns_it_back(absent, nega
 @pytest.mark.parametrize(("noun", "category"), NOUNS)
 def test_negations_reach_every_defect_listed_with_the_first(noun, category):
     other, other_category = ("blur", "Blurs") if category != "Blurs" else ("noise", "Noise")
-    for question in (f"Is the photo free of {noun} and {other}?",
-                     f"Is the photo without any {noun} or {other}?",
-                     f"Is the photo neither {noun}-free nor {other}-free?"):
+    for question in (
+        f"Is the photo free of {noun} and {other}?",
+        f"Is the photo without any {noun} or {other}?",
+        f"Is the photo neither {noun}-free nor {other}-free?",
+    ):
         expected = [category, other_category] if "neither" not in question else []
         assert absence_asked(question) == expected, question
     # A clause of its own is not under the first one's negation.
@@ -87,15 +99,19 @@ def test_clear_of_is_the_negation_not_the_quality_clear():
     assert positive_categories("Is the image clear of noise?") == []
     assert absence_asked("Is the image clean of grain?") == ["Noise"]
     assert absence_asked("Is the image clear?") == ["Blurs", "Sharpness"]
-    assert absence_asked("Is the image clear and free of noise?") == ["Blurs", "Sharpness",
-                                                                      "Noise"]
+    assert absence_asked("Is the image clear and free of noise?") == ["Blurs", "Sharpness", "Noise"]
 
 
 @pytest.mark.parametrize(("attribute", "category"), ATTRIBUTES)
 def test_an_attribute_asks_for_its_defect_however_it_is_negated(attribute, category):
-    for question in (f"Does the photo lack {attribute}?", f"Is there no {attribute}?",
-                     f"Is the photo without {attribute}?", f"Is the {attribute} poor?",
-                     f"Is there a loss of {attribute}?", f"Is there not enough {attribute}?"):
+    for question in (
+        f"Does the photo lack {attribute}?",
+        f"Is there no {attribute}?",
+        f"Is the photo without {attribute}?",
+        f"Is the {attribute} poor?",
+        f"Is there a loss of {attribute}?",
+        f"Is there not enough {attribute}?",
+    ):
         assert absence_asked(question) == [], question
     # A good word beside it makes it a quality, a defect noun after it a defect.
     assert absence_asked(f"Is there enough {attribute}?") == [category]
@@ -104,11 +120,17 @@ def test_an_attribute_asks_for_its_defect_however_it_is_negated(attribute, categ
     assert absence_asked(f"Is the photo free of {attribute} problems?") == [category]
 
 
-@pytest.mark.parametrize("question", [
-    "IS THE PHOTO FREE OF NOISE?", "is  the photo   noise free?", "Is the photo noise-free",
-    "Isn\u2019t the photo free of noise?", "Answer yes or no: is noise absent from the photo?",
-    "Is the photo free of noise or not?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "IS THE PHOTO FREE OF NOISE?",
+        "is  the photo   noise free?",
+        "Is the photo noise-free",
+        "Isn\u2019t the photo free of noise?",
+        "Answer yes or no: is noise absent from the photo?",
+        "Is the photo free of noise or not?",
+    ],
+)
 def test_respellings_read_alike(question):
     assert is_yes_no(question)
     assert absence_asked(question) == ["Noise"]

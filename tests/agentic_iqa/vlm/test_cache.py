@@ -47,18 +47,26 @@ def image(tmp_path: Path) -> Path:
 
 
 def config(server: FakeAPIServer, **overrides: Any) -> BackendConfig:
-    values: dict[str, Any] = {"backend": "openai", "model": "gpt-4o",
-                              "base_url": f"{server.url}/v1", "api_key_env": KEY_ENV,
-                              "timeout": 5, "max_retries": 0, "temperature": 0.0}
+    values: dict[str, Any] = {
+        "backend": "openai",
+        "model": "gpt-4o",
+        "base_url": f"{server.url}/v1",
+        "api_key_env": KEY_ENV,
+        "timeout": 5,
+        "max_retries": 0,
+        "temperature": 0.0,
+    }
     values.update(overrides)
     return BackendConfig(**values)
 
 
-def ask(server: FakeAPIServer, cache: ResponseCache, request: VLMRequest,
-        **overrides: Any) -> VLMResponse:
+def ask(
+    server: FakeAPIServer, cache: ResponseCache, request: VLMRequest, **overrides: Any
+) -> VLMResponse:
     """A fresh client each time, as a re-run in a new process would have."""
-    client = create_client("planner", {"planner": config(server, **overrides)},
-                           response_cache=cache)
+    client = create_client(
+        "planner", {"planner": config(server, **overrides)}, response_cache=cache
+    )
     return client.complete(request)
 
 
@@ -72,7 +80,8 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_deterministic_request_is_answered_from_the_cache(
-        server: FakeAPIServer, image: Path, tmp_path: Path) -> None:
+    server: FakeAPIServer, image: Path, tmp_path: Path
+) -> None:
     cache = ResponseCache.open(f"sqlite:///{tmp_path / 'scores.sqlite3'}")
     first = ask(server, cache, plan_request(image))
     reopened = ResponseCache.open(f"sqlite:///{tmp_path / 'scores.sqlite3'}")  # another process
@@ -84,8 +93,9 @@ def test_a_deterministic_request_is_answered_from_the_cache(
 
 
 def test_the_wrapped_client_still_looks_like_its_backend(server: FakeAPIServer) -> None:
-    client = create_client("planner", {"planner": config(server)},
-                           response_cache=ResponseCache(MemoryTextStore()))
+    client = create_client(
+        "planner", {"planner": config(server)}, response_cache=ResponseCache(MemoryTextStore())
+    )
     assert isinstance(client, OpenAIClient) and isinstance(client, CachingClient) is False
     assert client.config.model == "gpt-4o" and client.backend == "openai"
 
@@ -99,8 +109,9 @@ def test_a_sampled_request_is_never_cached(server: FakeAPIServer, image: Path) -
     assert len(cache.store._data) == 0  # type: ignore[attr-defined]
 
 
-def test_a_changed_prompt_or_image_or_model_misses(server: FakeAPIServer, image: Path,
-                                                  tmp_path: Path) -> None:
+def test_a_changed_prompt_or_image_or_model_misses(
+    server: FakeAPIServer, image: Path, tmp_path: Path
+) -> None:
     cache = ResponseCache(MemoryTextStore())
     ask(server, cache, plan_request(image))
     assert ask(server, cache, plan_request(image, "Is it noisy?")).cached is False
@@ -113,8 +124,7 @@ def test_a_changed_prompt_or_image_or_model_misses(server: FakeAPIServer, image:
     assert len(server.requests) == 4
 
 
-def test_asking_again_in_the_same_run_goes_to_the_model(server: FakeAPIServer,
-                                                        image: Path) -> None:
+def test_asking_again_in_the_same_run_goes_to_the_model(server: FakeAPIServer, image: Path) -> None:
     """A repeat within a run means the first answer was rejected: no replay of it."""
     cache = ResponseCache(MemoryTextStore())
     ask(server, cache, plan_request(image))
@@ -126,8 +136,7 @@ def test_asking_again_in_the_same_run_goes_to_the_model(server: FakeAPIServer,
     assert len(server.requests) == 2
 
 
-def test_a_step_that_turns_the_cache_off_asks_the_model(server: FakeAPIServer,
-                                                        image: Path) -> None:
+def test_a_step_that_turns_the_cache_off_asks_the_model(server: FakeAPIServer, image: Path) -> None:
     cache = ResponseCache(MemoryTextStore())
     ask(server, cache, plan_request(image))
     client = create_client("planner", {"planner": config(server)}, response_cache=cache)
@@ -137,8 +146,8 @@ def test_a_step_that_turns_the_cache_off_asks_the_model(server: FakeAPIServer,
 
 
 def test_the_cache_can_be_switched_off_by_environment(
-        server: FakeAPIServer, image: Path, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    server: FakeAPIServer, image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", f"sqlite:///{tmp_path / 's.sqlite3'}")
     for setting, requests in (("true", 1), ("false", 3)):
         monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", setting)
@@ -147,11 +156,16 @@ def test_the_cache_can_be_switched_off_by_environment(
         assert len(server.requests) == requests
 
 
-def test_answers_are_shared_through_redis(server: FakeAPIServer, image: Path,
-                                          redis_url: str) -> None:
+def test_answers_are_shared_through_redis(
+    server: FakeAPIServer, image: Path, redis_url: str
+) -> None:
     cache = ResponseCache.open(redis_url)
-    cache.store._client.delete(*cache.store._client.keys(  # type: ignore[attr-defined]
-        "agentic-iqa:vlm_responses:*") or ["none"])
+    cache.store._client.delete(
+        *cache.store._client.keys(  # type: ignore[attr-defined]
+            "agentic-iqa:vlm_responses:*"
+        )
+        or ["none"]
+    )
     ask(server, cache, plan_request(image))
     assert ask(server, ResponseCache.open(redis_url), plan_request(image)).cached is True
     assert len(server.requests) == 1
@@ -161,28 +175,51 @@ def test_anthropic_answers_are_not_cached_because_they_are_sampled(image: Path) 
     with FakeAPIServer(lambda _r: Reply(200, anthropic_message('{"ok": true}'))) as server:
         cache = ResponseCache(MemoryTextStore())
         for _ in range(2):
-            response = ask(server, cache, plan_request(image), backend="anthropic",
-                           model="claude-test", base_url=server.url)
+            response = ask(
+                server,
+                cache,
+                plan_request(image),
+                backend="anthropic",
+                model="claude-test",
+                base_url=server.url,
+            )
             assert response.cached is False
         assert len(server.requests) == 2
 
 
 def test_the_key_holds_no_credentials_and_the_response_round_trips(
-        server: FakeAPIServer, image: Path) -> None:
+    server: FakeAPIServer, image: Path
+) -> None:
     secret = config(server, base_url="https://user:hunter2@llm.example.com:8443/v1?token=abc")
     assert endpoint_host(secret) == "llm.example.com:8443"
     key = request_key(secret, plan_request(image))
     assert len(key) == 64 and "hunter2" not in key
     # the user, password and query string are not part of the key; the path is (another
     # path on the same host is another server)
-    assert request_key(config(server, base_url="https://other:pw@llm.example.com:8443/v1"),
-                       plan_request(image)) == key
-    assert request_key(config(server, base_url="https://user:hunter2@llm.example.com:8443/v2"),
-                       plan_request(image)) != key
-    response = VLMResponse(text="B", model="gpt-4o-2024-08-06",
-                           option_logprobs={"A": -math.inf, "B": -0.1},
-                           probability_source="logprobs", usage=Usage(5, 1, 2))
+    assert (
+        request_key(
+            config(server, base_url="https://other:pw@llm.example.com:8443/v1"), plan_request(image)
+        )
+        == key
+    )
+    assert (
+        request_key(
+            config(server, base_url="https://user:hunter2@llm.example.com:8443/v2"),
+            plan_request(image),
+        )
+        != key
+    )
+    response = VLMResponse(
+        text="B",
+        model="gpt-4o-2024-08-06",
+        option_logprobs={"A": -math.inf, "B": -0.1},
+        probability_source="logprobs",
+        usage=Usage(5, 1, 2),
+    )
     restored = response_from_json(response_to_json(response))
     assert restored.option_logprobs == {"A": -math.inf, "B": -0.1}
     assert (restored.usage, restored.cached, restored.model) == (
-        Usage(5, 1, 2), True, "gpt-4o-2024-08-06")
+        Usage(5, 1, 2),
+        True,
+        "gpt-4o-2024-08-06",
+    )

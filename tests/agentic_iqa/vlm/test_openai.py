@@ -141,7 +141,11 @@ def test_answer_options_use_first_token_top_logprobs(
     assert response.probability_source == "logprobs"
     # " A" and "(C" are the letters; the lower-case "a" is the article, never option A
     assert response.option_logprobs == {
-        "A": -0.4, "B": -2.0, "C": -3.0, "D": -math.inf, "E": -math.inf
+        "A": -0.4,
+        "B": -2.0,
+        "C": -3.0,
+        "D": -math.inf,
+        "E": -math.inf,
     }
     body = server.requests[0].body
     assert body["logprobs"] is True
@@ -173,31 +177,61 @@ def test_no_option_among_top_tokens_gives_none(
 
 
 def _tokens(*pieces: tuple[str, list[tuple[str, float]]]) -> list[dict]:
-    return [{"token": token, "logprob": top[0][1] if top else -0.01,
-             "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top]}
-            for token, top in pieces]
+    return [
+        {
+            "token": token,
+            "logprob": top[0][1] if top else -0.01,
+            "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top],
+        }
+        for token, top in pieces
+    ]
 
 
 def test_logprobs_are_read_where_the_answer_letter_stands() -> None:
-    tokens = _tokens(("{\"", []), ("answer", []), ("\":", []), (" \"", []),
-                     ("B", [("B", -0.3), ("C", -1.5), (" b", -0.9)]), ("\"}", []))
+    tokens = _tokens(
+        ('{"', []),
+        ("answer", []),
+        ('":', []),
+        (' "', []),
+        ("B", [("B", -0.3), ("C", -1.5), (" b", -0.9)]),
+        ('"}', []),
+    )
     assert option_logprobs_from_tokens(tokens, ("A", "B", "C")) == {
-        "A": -math.inf, "B": -0.3, "C": -1.5
+        "A": -math.inf,
+        "B": -0.3,
+        "C": -1.5,
     }
     assert option_logprobs_from_tokens([], ("A",)) is None
 
 
-@pytest.mark.parametrize("pieces", [
-    # "This image deserves a C": the article "a" is not option A
-    [("This", []), (" image", []), (" deserves", []), (" a", [(" a", -0.1), (" an", -2.5)]),
-     (" C", [(" C", -0.2), (" B", -1.9), (" D", -3.0)])],
-    # "I'd say C": the "d" of "I'd" is not option D
-    [("I", [("I", -0.1)]), ("'d", [("'d", -0.1), ("'ll", -3.0)]), (" say", []),
-     (" C", [(" C", -0.2), (" B", -1.9), (" D", -3.0)])],
-])
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        # "This image deserves a C": the article "a" is not option A
+        [
+            ("This", []),
+            (" image", []),
+            (" deserves", []),
+            (" a", [(" a", -0.1), (" an", -2.5)]),
+            (" C", [(" C", -0.2), (" B", -1.9), (" D", -3.0)]),
+        ],
+        # "I'd say C": the "d" of "I'd" is not option D
+        [
+            ("I", [("I", -0.1)]),
+            ("'d", [("'d", -0.1), ("'ll", -3.0)]),
+            (" say", []),
+            (" C", [(" C", -0.2), (" B", -1.9), (" D", -3.0)]),
+        ],
+    ],
+)
 def test_a_letter_after_words_is_read_at_its_own_token(pieces) -> None:
     assert option_logprobs_from_tokens(_tokens(*pieces), ("A", "B", "C", "D", "E")) == {
-        "A": -math.inf, "B": -1.9, "C": -0.2, "D": -3.0, "E": -math.inf}
+        "A": -math.inf,
+        "B": -1.9,
+        "C": -0.2,
+        "D": -3.0,
+        "E": -math.inf,
+    }
 
 
 def test_no_letter_standing_in_the_answer_gives_none() -> None:
@@ -317,8 +351,10 @@ def test_unreadable_image_fails_before_any_request(
     assert server.requests == []
 
 
-@pytest.mark.parametrize("status, transient", [(429, True), (503, True), (408, True),
-                                               (401, False), (400, False), (404, False)])
+@pytest.mark.parametrize(
+    "status, transient",
+    [(429, True), (503, True), (408, True), (401, False), (400, False), (404, False)],
+)
 def test_errors_say_whether_a_later_retry_can_help(server, make_client, status, transient):
     from agentic_iqa.vlm.base import TransientVLMError
 

@@ -46,9 +46,15 @@ def _answer(_request: Any) -> Reply:
 
 
 def _config(base_url: str, **overrides: Any) -> BackendConfig:
-    values: dict[str, Any] = {"backend": "openai", "model": "gpt-limited",
-                              "base_url": f"{base_url}/v1", "api_key_env": KEY_ENV,
-                              "timeout": 10, "max_retries": 2, "max_tokens": 100}
+    values: dict[str, Any] = {
+        "backend": "openai",
+        "model": "gpt-limited",
+        "base_url": f"{base_url}/v1",
+        "api_key_env": KEY_ENV,
+        "timeout": 10,
+        "max_retries": 2,
+        "max_tokens": 100,
+    }
     values.update(overrides)
     return BackendConfig(**values)
 
@@ -58,12 +64,21 @@ def _request() -> VLMRequest:
 
 
 def _limits(storage_url: str, prefix: str, **config: Any) -> RateLimits:
-    return RateLimits(defaults=RateLimitConfig(**config), storage_url=storage_url,
-                      key_prefix=prefix)
+    return RateLimits(
+        defaults=RateLimitConfig(**config), storage_url=storage_url, key_prefix=prefix
+    )
 
 
-def _calls(base_url: str, storage_url: str, prefix: str, key: str, calls: int, threads: int,
-           config: dict[str, Any], start_at: float) -> list[tuple[float, float]]:
+def _calls(
+    base_url: str,
+    storage_url: str,
+    prefix: str,
+    key: str,
+    calls: int,
+    threads: int,
+    config: dict[str, Any],
+    start_at: float,
+) -> list[tuple[float, float]]:
     """One process of the fleet: ``calls`` calls (one, then the rest on ``threads`` threads at
     ``start_at``); (start, end) of each."""
     os.environ[KEY_ENV] = key
@@ -91,8 +106,20 @@ def _fleet(processes: int, *args: Any) -> list[list[tuple[float, float]]]:
     context = multiprocessing.get_context("spawn")
     start_at = time.time() + 5.0  # imports in the new processes take a while
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        futures = [pool.submit(_calls, base_url, storage_url, prefix, f"proc-{index}", calls,
-                               threads, config, start_at) for index in range(processes)]
+        futures = [
+            pool.submit(
+                _calls,
+                base_url,
+                storage_url,
+                prefix,
+                f"proc-{index}",
+                calls,
+                threads,
+                config,
+                start_at,
+            )
+            for index in range(processes)
+        ]
         return [future.result(timeout=120) for future in futures]
 
 
@@ -183,8 +210,14 @@ def test_max_concurrent_calls_hold_across_processes(limit_redis: tuple[str, str]
 
 
 def _hold_slot_and_die(storage_url: str, prefix: str) -> None:
-    limiter = ModelLimiter("openai", "gpt-limited", RateLimitConfig(max_concurrent=1),
-                           storage_url=storage_url, key_prefix=prefix, slot_seconds=1.0)
+    limiter = ModelLimiter(
+        "openai",
+        "gpt-limited",
+        RateLimitConfig(max_concurrent=1),
+        storage_url=storage_url,
+        key_prefix=prefix,
+        slot_seconds=1.0,
+    )
     with limiter.turn():
         os._exit(0)  # killed mid-call: the slot is never released
 
@@ -194,13 +227,19 @@ def test_a_killed_process_frees_its_slot_when_the_slot_expires(
 ) -> None:
     storage, prefix = limit_redis
     process = multiprocessing.get_context("spawn").Process(
-        target=_hold_slot_and_die, args=(storage, prefix))
+        target=_hold_slot_and_die, args=(storage, prefix)
+    )
     process.start()
     process.join(timeout=60)
     assert process.exitcode == 0
-    limiter = ModelLimiter("openai", "gpt-limited",
-                           RateLimitConfig(max_concurrent=1, max_wait=10),
-                           storage_url=storage, key_prefix=prefix, slot_seconds=1.0)
+    limiter = ModelLimiter(
+        "openai",
+        "gpt-limited",
+        RateLimitConfig(max_concurrent=1, max_wait=10),
+        storage_url=storage,
+        key_prefix=prefix,
+        slot_seconds=1.0,
+    )
     assert limiter.slots_held() == 1
 
     started = time.monotonic()
@@ -230,8 +269,9 @@ class _GrantLog(OpenAIClient):
 
 def _most_in_any_window(times: list[float], width: float) -> int:
     ordered = sorted(times)
-    return max(sum(1 for later in ordered[i:] if later < start + width)
-               for i, start in enumerate(ordered))
+    return max(
+        sum(1 for later in ordered[i:] if later < start + width) for i, start in enumerate(ordered)
+    )
 
 
 def test_in_process_limiter_without_redis(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,8 +343,7 @@ def test_tokens_per_minute_limit_uses_the_rough_estimate(monkeypatch: pytest.Mon
     with FakeAPIServer(responder) as server:
         # Each call is estimated at len("Plan." + "Is the sky noisy?") // 4 + 100 = 105 tokens;
         # 300 per 1-second window lets two calls through per window.
-        limits_config = _limits("memory://", "tokens", tokens_per_minute=18_000,
-                                window_seconds=1)
+        limits_config = _limits("memory://", "tokens", tokens_per_minute=18_000, window_seconds=1)
         client = rate_limited(OpenAIClient(_config(server.url)), limits_config)
         started = time.monotonic()
         for _ in range(5):
@@ -321,8 +360,9 @@ def test_waiting_longer_than_max_wait_is_a_transient_error(
     monkeypatch.setenv(KEY_ENV, "solo")
     responder = RateLimitedResponder(_answer)
     with FakeAPIServer(responder) as server:
-        limits_config = _limits("memory://", "max-wait", requests_per_minute=1,
-                                window_seconds=60, max_wait=0.3)
+        limits_config = _limits(
+            "memory://", "max-wait", requests_per_minute=1, window_seconds=60, max_wait=0.3
+        )
         client = rate_limited(OpenAIClient(_config(server.url)), limits_config)
         client.complete(_request())
         with pytest.raises(TransientVLMError, match="waited"):
@@ -337,8 +377,9 @@ def test_waiting_longer_than_max_wait_is_a_transient_error(
 def test_token_estimate_is_characters_over_four_plus_images_plus_reply_budget(
     tmp_path: Path,
 ) -> None:
-    request = VLMRequest(task="plan", system="s" * 40, user="u" * 60,
-                         images=(tmp_path / "a.png", tmp_path / "b.png"))
+    request = VLMRequest(
+        task="plan", system="s" * 40, user="u" * 60, images=(tmp_path / "a.png", tmp_path / "b.png")
+    )
     assert estimate_tokens(request, max_tokens=512, tokens_per_image=765) == 25 + 2 * 765 + 512
 
 

@@ -104,12 +104,16 @@ def test_global_env_overrides_every_role_and_role_env_wins(
 
     planner, executor, summarizer = (configs[role] for role in ROLES)
     assert (planner.backend, planner.model, planner.base_url) == (
-        "openai", "global-model", "http://global/v1"
+        "openai",
+        "global-model",
+        "http://global/v1",
     )
     assert executor.model == "global-model"
     assert executor.key_variable == "EXECUTOR_KEY"
     assert (summarizer.backend, summarizer.model, summarizer.base_url) == (
-        "anthropic", "claude-role", "http://role/"
+        "anthropic",
+        "claude-role",
+        "http://role/",
     )
     assert summarizer.temperature == 0.7
     assert summarizer.timeout == 12.5
@@ -140,9 +144,7 @@ def test_an_empty_variable_sets_null(tmp_path: Path, monkeypatch: pytest.MonkeyP
         ("planner: [1, 2]\n", "must be a mapping"),
     ],
 )
-def test_invalid_settings_name_the_role_and_field(
-    tmp_path: Path, text: str, expected: str
-) -> None:
+def test_invalid_settings_name_the_role_and_field(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(VLMConfigurationError, match=expected):
         load_backend_configs(write(tmp_path, text))
 
