@@ -11,13 +11,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from agentic_iqa.cli import PIPE_WIDTH, readable
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
 
 
 def _help(*command: str, columns: str | None = None) -> str:

@@ -24,13 +24,12 @@ from typer.testing import CliRunner
 from agentic_iqa.cli import app
 from agentic_iqa.db import dispose_engines, make_engine
 from agentic_iqa.runtime import lifecycle
-from tests.conftest import natural_image
+from tests.conftest import REPO, natural_image
 
 # Left out of the README's test command (CI runs it): a real Ctrl-C to a running job, waited
 # out.
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
 
 

@@ -538,7 +538,7 @@ def test_the_first_tool_call_separates_the_one_time_model_load(tmp_path):
                 "tools": {
                     "SlowToBuild": {
                         "display_name": "slow to build",
-                        "factory": "tests.test_cli:slow_to_build",
+                        "factory": "tests.cli.test_commands:slow_to_build",
                         "type": "NR",
                         "lower_is_better": False,
                         "score_range": [0, 1],

@@ -21,7 +21,7 @@ from agentic_iqa.query import (
 )
 from agentic_iqa.state import PlannerOutput
 from agentic_iqa.vlm.builtin import BuiltinClient
-from tests.agentic_iqa.planner_corpus import (
+from tests.agentic_iqa.agents.planner_corpus import (
     ALL_ON,
     CORPUS,
     TOOLS,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
 
 #: Never needed to print help, list the tools or show a job's progress.
 HEAVY = (

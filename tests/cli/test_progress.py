@@ -25,7 +25,6 @@ from agentic_iqa.cli.progress import (
 from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import natural_image
 
-REPO = Path(__file__).resolve().parent.parent
 #: A log line: counts, elapsed time, rate and ETA (or "unknown" before the first item ends).
 LINE = re.compile(
     r"^job [0-9a-f]{8}: (\d+)/(\d+) finished \((\d+) done, (\d+) failed\) after "

@@ -15,14 +15,14 @@ from agentic_iqa.options import locate_option, parse_option
 from agentic_iqa.prompts import QUALITY_LEVEL_CHOICES
 from agentic_iqa.vlm import BackendConfig, VLMRequest
 from agentic_iqa.vlm.anthropic import AnthropicClient
-from tests.agentic_iqa.reply_corpus import CORPUS, OPTIONS
-from tests.agentic_iqa.test_answers_remote import (
+from tests.agentic_iqa.agents.test_answers_remote import (
     MCQ,
     SCORING,
     answer_reply,
     ask,
     client_for,
 )
+from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS
 from tests.agentic_iqa.vlm.fake_servers import (
     FakeAPIServer,
     Reply,

@@ -1,5 +1,6 @@
-"""Issue 29, "reconcile changes only what the input proves": one test per defect, and the graded
-planner corpus (:mod:`tests.agentic_iqa.planner_corpus`) read through the agent's own path."""
+"""Reconciling the planner's reply with the input changes only what the input proves: one test
+per way a reading went wrong, and the graded planner corpus
+(:mod:`tests.agentic_iqa.agents.planner_corpus`) read through the agent's own path."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from agentic_iqa.state import (
     state_to_json,
 )
 from agentic_iqa.vlm.base import VLMRequest, VLMResponse
-from tests.agentic_iqa.planner_corpus import (
+from tests.agentic_iqa.agents.planner_corpus import (
     ALL_ON,
     CORPUS,
     TOOLS,
