@@ -74,7 +74,8 @@ def test_progress_line_counts_rate_and_eta() -> None:
 
 
 @pytest.fixture
-def photos(tmp_path: Path) -> Path:
+def folder_of_24(tmp_path: Path) -> Path:
+    """A folder of 24 generated photos, p00.png .. p23.png, 128x96."""
     folder = tmp_path / "photos"
     folder.mkdir()
     for index in range(24):
@@ -96,12 +97,14 @@ SUBMIT = ["eval", "submit", "--tools", "PIQE", "--workers", "1", "--progress-eve
 
 
 @pytest.mark.slow
-def test_a_local_job_logs_progress_lines_with_counts_and_eta(photos: Path, tmp_path: Path) -> None:
+def test_a_local_job_logs_progress_lines_with_counts_and_eta(
+    folder_of_24: Path, tmp_path: Path
+) -> None:
     """stderr in a file, as under nohup or Slurm: plain lines while the job runs."""
     log = tmp_path / "job.log"
     with log.open("w") as stderr:
         done = subprocess.run(
-            [sys.executable, "-m", "agentic_iqa", *SUBMIT, str(photos)],
+            [sys.executable, "-m", "agentic_iqa", *SUBMIT, str(folder_of_24)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -120,13 +123,15 @@ def test_a_local_job_logs_progress_lines_with_counts_and_eta(photos: Path, tmp_p
     assert "\x1b[" not in text  # no bar's control sequences in a log file
 
 
-def test_the_terminal_bar_shows_the_eta_and_no_log_lines(photos: Path, tmp_path: Path) -> None:
+def test_the_terminal_bar_shows_the_eta_and_no_log_lines(
+    folder_of_24: Path, tmp_path: Path
+) -> None:
     from typer.testing import CliRunner
 
     from agentic_iqa.cli import app
 
     result = CliRunner().invoke(
-        app, [*SUBMIT, str(photos)], env={**_environment(tmp_path), "TTY_COMPATIBLE": "1"}
+        app, [*SUBMIT, str(folder_of_24)], env={**_environment(tmp_path), "TTY_COMPATIBLE": "1"}
     )
     assert result.exit_code == 0, result.output
     assert re.search(r"items/(s|min), ETA \d", result.stderr), result.stderr
@@ -134,7 +139,7 @@ def test_the_terminal_bar_shows_the_eta_and_no_log_lines(photos: Path, tmp_path:
 
 
 def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
-    photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    folder_of_24: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`eval status --watch`, the follower `submit --wait` and `resume --wait` use too, with
     stderr in a pipe: plain lines while the job runs elsewhere (here, another thread)."""
@@ -155,7 +160,7 @@ def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
     url = os.environ["AGENTIC_IQA_DATABASE_URL"]
     upgrade(url)
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=photos, tools=["PIQE"]))
+    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder_of_24, tools=["PIQE"]))
     watched = {}
     watcher = threading.Thread(
         target=lambda: watched.update(

@@ -34,7 +34,7 @@ def env(weights_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def photos(tmp_path: Path) -> Path:
+def blur_series_folder(tmp_path: Path) -> Path:
     """b0.png (sharp) .. b2.png (blurred), 128x128, and small.png, 64x64."""
     folder = tmp_path / "photos"
     folder.mkdir()
@@ -51,9 +51,9 @@ def _csv(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def test_several_tools_give_one_row_per_image_with_each_tools_scores(photos, env):
+def test_several_tools_give_one_row_per_image_with_each_tools_scores(blur_series_folder, env):
     result = runner.invoke(
-        app, ["tools", "run", "PIQE,NIQE,piqe", str(photos), "--format", "csv"], env=env
+        app, ["tools", "run", "PIQE,NIQE,piqe", str(blur_series_folder), "--format", "csv"], env=env
     )
     assert result.exit_code == 0, result.output
     rows = _csv(result.stdout)
@@ -74,7 +74,7 @@ def test_several_tools_give_one_row_per_image_with_each_tools_scores(photos, env
             Path(row["image"]).name: row
             for row in _csv(
                 runner.invoke(
-                    app, ["tools", "run", name, str(photos), "--format", "csv"], env=env
+                    app, ["tools", "run", name, str(blur_series_folder), "--format", "csv"], env=env
                 ).stdout
             )
         }
@@ -92,7 +92,9 @@ def test_several_tools_give_one_row_per_image_with_each_tools_scores(photos, env
     assert "0 of 4 images could not be scored by any tool, 1 by only some" in result.stderr
 
 
-def test_each_image_is_read_and_decoded_once_for_all_the_tools(photos, env, monkeypatch):
+def test_each_image_is_read_and_decoded_once_for_all_the_tools(
+    blur_series_folder, env, monkeypatch
+):
     import iqa_tools.images as images
 
     decoded: Counter[str] = Counter()
@@ -104,23 +106,27 @@ def test_each_image_is_read_and_decoded_once_for_all_the_tools(photos, env, monk
 
     monkeypatch.setattr(images, "decode_stored", counted)
     result = runner.invoke(
-        app, ["tools", "run", "PIQE,NIQE", str(photos), "--no-cache", "--format", "jsonl"], env=env
+        app,
+        ["tools", "run", "PIQE,NIQE", str(blur_series_folder), "--no-cache", "--format", "jsonl"],
+        env=env,
     )
     assert result.exit_code == 0, result.output
     assert len(result.stdout.splitlines()) == 4
     assert decoded == Counter({"b0.png": 1, "b1.png": 1, "b2.png": 1, "small.png": 1})
 
 
-def test_json_and_the_table_carry_a_column_per_tool(photos, env):
+def test_json_and_the_table_carry_a_column_per_tool(blur_series_folder, env):
     rows = json.loads(
         runner.invoke(
-            app, ["tools", "run", "PIQE,NIQE", str(photos / "b0.png"), "--json"], env=env
+            app,
+            ["tools", "run", "PIQE,NIQE", str(blur_series_folder / "b0.png"), "--json"],
+            env=env,
         ).stdout
     )
     assert len(rows) == 1 and isinstance(rows[0]["raw:NIQE"], float)
     assert rows[0]["error"] is None and rows[0]["cached"] is False
     table = runner.invoke(
-        app, ["tools", "run", "PIQE,NIQE", str(photos)], env={**env, "COLUMNS": "200"}
+        app, ["tools", "run", "PIQE,NIQE", str(blur_series_folder)], env={**env, "COLUMNS": "200"}
     )
     assert table.exit_code == 0, table.output
     assert "PIQE raw" in table.stdout and "NIQE (1-5)" in table.stdout
@@ -137,8 +143,8 @@ def test_json_and_the_table_carry_a_column_per_tool(photos, env):
     ],
 )
 def test_several_tools_that_cannot_run_together_are_one_error(
-    photos, env, tools, extra, code, message
+    blur_series_folder, env, tools, extra, code, message
 ):
-    result = runner.invoke(app, ["tools", "run", tools, str(photos), *extra], env=env)
+    result = runner.invoke(app, ["tools", "run", tools, str(blur_series_folder), *extra], env=env)
     assert result.exit_code == code
     assert message in " ".join(result.stderr.split()) and result.stdout == ""

@@ -27,7 +27,7 @@ from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runconfig import capture
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.settings import ROLES, BackendConfig, backend_of_model
-from tests.agentic_iqa.jobs.test_research_jobs import agents, photos, write_csv  # noqa: F401
+from tests.agentic_iqa.conftest import graded_photos, write_csv
 from tests.conformance.harness import simulated
 from tests.conformance.items import images, multiple_choice, scoring, write_manifest
 from tests.conformance.simulated_model import Behaviour
@@ -136,7 +136,7 @@ def test_a_model_no_backend_can_be_told_for_stops_submit_and_assess_before_anyth
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     path = write_csv(tmp_path / "m.csv", ["image", "mos"], [["p0.png", 50]])
-    photos(tmp_path, 1)
+    graded_photos(tmp_path, 1)
     for command in (
         ["eval", "submit", str(path)],
         ["assess", str(tmp_path / "p0.png")],
@@ -150,7 +150,7 @@ def test_a_model_no_backend_can_be_told_for_stops_submit_and_assess_before_anyth
 
 def test_an_inferred_backend_still_needs_its_key_and_says_which(tmp_path, results, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    photos(tmp_path, 1)
+    graded_photos(tmp_path, 1)
     result = runner.invoke(
         app, ["assess", str(tmp_path / "p0.png"), "--model", "claude-sonnet-4-5"]
     )
@@ -165,12 +165,12 @@ def test_an_inferred_backend_still_needs_its_key_and_says_which(tmp_path, result
 def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
     tmp_path,
     results,
-    agents,  # noqa: F811
+    agents,
 ):
     """Backend builtin, model gpt-4o stored (what `--model gpt-4o` without `--backend` did):
     the header, configuration, export and comparison name builtin-v1, never gpt-4o, and a
     warning says that no model answered."""
-    names = photos(tmp_path, 3)
+    names = graded_photos(tmp_path, 3)
     path = write_csv(
         tmp_path / "m.csv",
         ["image", "mos"],
@@ -218,7 +218,7 @@ def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
 
 
 def _qbench(root: Path, split: str, *, answers: bool) -> Path:
-    names = photos(root / "images", 3)
+    names = graded_photos(root / "images", 3)
     questions = []
     for name in names:
         for question, candidates, right in (
@@ -264,7 +264,7 @@ def test_a_tools_job_on_questions_only_is_refused_at_submit(tmp_path, results):
 
 
 def test_a_tools_job_on_a_mixed_manifest_reports_accuracy_as_not_applicable(tmp_path, results):
-    names = photos(tmp_path, 4)
+    names = graded_photos(tmp_path, 4)
     path = write_csv(
         tmp_path / "m.csv",
         ["image", "query", "options", "answer", "mos"],

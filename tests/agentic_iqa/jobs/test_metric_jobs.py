@@ -34,17 +34,6 @@ TOOLS = ["PIQE", "SSIM", "PSNR"]
 SIZE = (96, 72)
 
 
-@pytest.fixture(scope="module")
-def registry() -> ToolRegistry:
-    return ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
-
-
-@pytest.fixture(scope="module")
-def agents(registry: ToolRegistry) -> Agents:
-    client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
-
-
 def save(pixels, path: Path) -> Path:
     Image.fromarray(pixels).save(path)
     return path
@@ -77,7 +66,7 @@ def test_next_step_of_a_metric_run_is_only_tool_execution() -> None:
 
 @pytest.mark.slow
 def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
-    engine, pairs_manifest, agents, registry, tmp_path
+    engine, pairs_manifest, agents, tmp_path
 ):
     job_id = lifecycle.submit(
         engine, JobSpec.build(manifest=pairs_manifest, tools=["piqe", "SSIM", "psnr", "PIQE"])

@@ -42,11 +42,6 @@ def scores_of(image: Image.Image, reference: Image.Image | None = None) -> dict[
     )
 
 
-@pytest.fixture(scope="module")
-def photo() -> Image.Image:
-    return Image.open(EXAMPLE).convert("RGB")
-
-
 @pytest.mark.parametrize(
     "kind, category",
     [
