@@ -201,7 +201,7 @@ def test_tools_that_fail_are_not_replanned_and_the_summarizer_answers_from_what_
 ):
     """The only NR tool returns NaN and nothing can replace it: a new plan would fail the same
     way, so no replan; the summarizer answers at once from the image, saying what is missing
-    (issue 29: it used to replan to the bound and answer "Unable to determine")."""
+    (not "Unable to determine" after replanning to the bound)."""
     registry = ToolRegistry(
         ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
         catalog=always_nan_catalog(),
@@ -241,7 +241,7 @@ def test_evidence_a_new_plan_can_supply_is_replanned_for_then_the_summarizer_ans
 ):
     """Scores for the right half are missing because the plan ran no tool on its crop: a new
     plan may, so the run replans to the bound; then the summarizer is asked with what there is
-    and its answer stands (issue 29: it used to be "Unable to determine" without asking)."""
+    and its answer stands (not "Unable to determine" without asking)."""
     plan = {
         "query_type": "IQA",
         "query_scope": ["left half", "right half"],

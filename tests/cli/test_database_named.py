@@ -1,6 +1,6 @@
 """Commands that find nothing name the database they opened, and reading commands never
-create one (issue 34, point 7): run from another folder, `eval report` said "no job in the
-database yet" and left an empty agentic-iqa.sqlite3 behind."""
+create one: run from another folder, `eval report` says which database has no job and
+leaves no empty agentic-iqa.sqlite3 behind."""
 
 from __future__ import annotations
 

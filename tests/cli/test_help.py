@@ -1,4 +1,4 @@
-"""Issue 40: help into a pipe or a file is plain text at full width: nothing cut to 80
+"""Help into a pipe or a file is plain text at full width: nothing cut to 80
 columns with an ellipsis, no boxes, and a docstring's reST ````code```` as `code`.
 
 The CLI runs in its own process with stdout a pipe, as ``agentic-iqa eval submit --help >

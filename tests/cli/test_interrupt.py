@@ -1,4 +1,4 @@
-"""Issue 40: Ctrl-C (or SIGTERM) on a job run here.  The command says how to resume
+"""Ctrl-C (or SIGTERM) on a job run here.  The command says how to resume
 (``interrupted: `agentic-iqa eval resume ID```) and exits 130 (143); ``eval status`` and
 ``eval list`` say "interrupted" at once, in text and ``--json``, with no ETA; ``eval resume``
 finishes the job.

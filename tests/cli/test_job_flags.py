@@ -1,4 +1,4 @@
-"""Issue 40: ``eval estimate`` takes what ``eval submit`` takes, read by the same code; a metric
+"""``eval estimate`` takes what ``eval submit`` takes, read by the same code; a metric
 job with a model is refused with what to do; the estimate's time is warm-up plus pace.
 
 The flags are compared as click declares them (names, types, defaults), so a flag added to one

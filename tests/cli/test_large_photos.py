@@ -79,7 +79,7 @@ runpy.run_module("agentic_iqa", run_name="__main__")
 
 def test_assess_takes_a_24_mp_photo_with_the_defaults_within_1_5_gb(phone_photo, tmp_path):
     """The builtin backend, the default, and its tools: the whole command peaks under 1.5 GB
-    (1.11 GB measured; 3.15 GB before the builtin measured a reduced image, issue 41)."""
+    (the builtin measures a reduced image)."""
     import os
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""Issue 34: ``eval list`` shows the jobs (newest first, filtered, as text or JSON), and
+"""``eval list`` shows the jobs (newest first, filtered, as text or JSON), and
 ``agentic-iqa models`` the backends, the configured models and their prices."""
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _listing_with_statements(engine) -> tuple[list[dict], list[str]]:
 
 @pytest.mark.slow
 def test_eval_list_reads_no_item_of_jobs_of_ten_thousand_items(tmp_path, results, livec_dir):
-    """Issue 42: `eval list` reads each job's row (its counts, its figures stored when it
+    """`eval list` reads each job's row (its counts, its figures stored when it
     ended), never its items, so three 10,000-item jobs list as fast as three of ten; a job that
     ended without stored figures (stored before they were kept) gets them once."""
     from sqlalchemy import text

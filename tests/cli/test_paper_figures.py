@@ -1,4 +1,4 @@
-"""Issue 40: figures a paper can print.
+"""Figures a paper can print.
 
 - A metric's headline is its own score, as pyiqa gives it, sign-corrected (BRISQUE's -0.27 is
   reported as 0.27): the [1,5] score of the paper's logistic is not monotone for BRISQUE.

@@ -1,5 +1,5 @@
 """A followed job's progress: plain lines with counts, rate and ETA when stderr is a log file
-(nohup, Slurm), and the ETA on the terminal's bar (issue 34, point 6)."""
+(nohup, Slurm), and the ETA on the terminal's bar."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 34: a sweep.  ``eval submit`` with several models and several datasets makes one job
+"""A sweep: ``eval submit`` with several models and several datasets makes one job
 per (model, dataset) under one group, and ``eval compare --group`` puts them in one table.
 
 The datasets are KonIQ-10k and LIVE-C in their own layouts, made of the shared LIVE-C photos

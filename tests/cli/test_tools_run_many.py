@@ -1,4 +1,4 @@
-"""Issue 40: ``agentic-iqa tools run BRISQUE,NIQE PATH...`` scores every image with several
+"""``agentic-iqa tools run BRISQUE,NIQE PATH...`` scores every image with several
 tools at once: one row per image, a ``tool:NAME`` (1-5) and a ``raw:NAME`` column per tool,
 each image read and decoded once for all of them.
 

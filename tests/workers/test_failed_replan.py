@@ -1,5 +1,5 @@
 """A replan whose plan cannot be made, on real Celery workers: the run still ends with the
-summarizer's answer from the first round's evidence (issue 39), stored step by step."""
+summarizer's answer from the first round's evidence, stored step by step."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ tools: region and tool -> run without selection, region only -> none, tool only 
 selection, neither -> select and run.  A tool the catalogue lacks is no required tool: a tool is
 selected.  A plan missing fields is graded as any other: the grade is the query's.
 
-Issue 39 ("the model plans; the input only corrects what it disproves") adds: where the
+"The model plans; the input only corrects what it disproves" adds: where the
 query's words are ambiguous, the grade is what a careful reader derives, which is the model's
 plan when that is a reasonable reading.  A word that may describe content ("the dark car", "a
 flat roof", "the bright red jacket") names no distortion there; read as a distortion ("is this
@@ -31,11 +31,11 @@ there the builtin planner, which has no model, may read it otherwise).
 entry may give other spellings of the same object after "|" ("person's face|face").  Scope and
 distortion keys are compared without case or a leading article; distortion lists as sets.
 
-The corpus was written after the reading fixes of issue 29, by the author of those fixes, and
+The corpus was written after the planner's reading fixes, by the author of those fixes, and
 graded in full before it was first read by them: its figure is not an independent estimate.
-The entries tagged "issue39" were written and graded with the fixes of issue 39, by their
-author, and are not independent either.  Misses are kept as they are: a grade follows the
-rules above, never the reader.
+The entries tagged "issue39" were written and graded with the second round of fixes (the
+model plans), by their author, and are not independent either.  Misses are kept as they are:
+a grade follows the rules above, never the reader.
 """
 
 from __future__ import annotations
@@ -997,7 +997,7 @@ PSNR needs a reference anyway, so a no-reference sharpness tool will be selected
         Want("0000", query_type="Other"),
         tags=("other",),
     ),
-    # -- issue 39: the model plans; the input only corrects what it disproves ---------------
+    # -- the model plans; the input only corrects what it disproves -------------------------
     PlannerReply(
         "Multi-Scale SSIM index",
         "gpt",

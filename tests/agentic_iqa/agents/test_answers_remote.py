@@ -120,7 +120,7 @@ def ask(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, query: str, imag
         ("I'd say B", "B"),
         ("This image deserves a C", "C"),
         ("B. Slight", "B"),
-        # a negated option is no rival answer (issue 29): "not E" leaves the D the model picked
+        # a negated option is no rival answer: "not E" leaves the D the model picked
         ("I'd pick D, not E", "D"),
         ("a", "A"),
         ("I think it is fair", None),
@@ -305,7 +305,7 @@ def test_with_one_object_in_scope_every_other_name_is_that_object(monkeypatch, e
 def test_with_several_objects_in_scope_an_unknown_name_is_dropped_and_the_rest_kept(
     monkeypatch, example_images
 ):
-    """Issue 29: one stray object ("tree") no longer voids the reply; it is dropped with a
+    """One stray object ("tree") does not void the reply; it is dropped with a
     note.  A reply with nothing usable is still asked again, with the scope's keys."""
     stray = {"distortion_set": {"car": ["Blurs"], "tree": ["Noise"], "Global": ["grain"]}}
     useless = {"distortion_set": {"car": ["lens flare"]}}
@@ -347,8 +347,8 @@ def test_when_the_tools_failed_the_summarizer_is_asked_with_what_there_is_and_an
     monkeypatch, example_images
 ):
     """The only tool fails: a new plan would fail the same way, so no replan; the summarizer is
-    asked once, told what is missing, and its answer stands (issue 29: it used to replan, then
-    answer "Unable to determine" without asking)."""
+    asked once, told what is missing, and its answer stands (no replan, no "Unable to
+    determine" without asking)."""
     broken = ToolRegistry(
         ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
         catalog=always_nan_catalog(),

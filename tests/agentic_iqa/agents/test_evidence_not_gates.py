@@ -1,4 +1,4 @@
-"""Evidence, not gates (issue 29): every executor subtask keeps what is usable in a model's
+"""Evidence, not gates: every executor subtask keeps what is usable in a model's
 reply and notes the rest; a reply is asked again only when nothing in it is usable; and the
 summarizer always gets its turn, told what is missing, with its answer standing."""
 
@@ -41,8 +41,8 @@ def analyse(srv, monkeypatch, image, distortion_set, notes=None):
 
 
 def test_an_analysis_of_one_type_more_than_asked_is_kept_in_one_call(monkeypatch, example_images):
-    """The issue's 9 of 60: "Blurs" asked, "Blurs" and "Noise" analysed, the reply rejected
-    three times and the analysis null."""
+    """Asked for "Blurs", a reply analysing "Blurs" and "Noise" is kept in one call, not
+    rejected three times with the analysis null."""
     notes: list[str] = []
     with FakeAPIServer() as srv:
         srv.enqueue(*replies({"distortion_analysis": {"Global": [item("Blurs"), item("Noise")]}}))
@@ -352,8 +352,9 @@ def test_missing_analysis_is_told_to_the_model_and_its_answer_stands(monkeypatch
 def test_a_right_executor_analysing_one_type_more_gives_the_right_answer(
     monkeypatch, registry, example_images
 ):
-    """The issue's first case through the agent: the answer is the model's, the note is kept
-    in the state and survives the trip through JSON (a state stored without notes loads)."""
+    """An executor analysing one type more, through the agent: the answer is the model's, the
+    note is kept in the state and survives the trip through JSON (a state stored without notes
+    loads)."""
     plan = {
         "query_type": "IQA",
         "query_scope": "Global",

@@ -1,5 +1,6 @@
-"""Issue 18's defects, one test each: what the model writes is read, nothing is invented, and the
-input decides what the input decides.  Remote models are the real SDKs against a local server."""
+"""What the model writes is read, nothing is invented, and the input decides what the input
+decides: one test per way a reading went wrong.  Remote models are the real SDKs against a
+local server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Object evidence is what it says (issue 39): a tool score is never presented as an object's.
+"""Object evidence is what it says: a tool score is never presented as an object's.
 
 Tools cannot locate "the car", so a tool run for objects scores the whole image, once per
 distortion, filed under "Global" and labelled so in the evidence, the summarizer's prompt and

@@ -1,4 +1,4 @@
-"""Issue 39, "the model plans; the input only corrects what it disproves": a tool named by any
+"""The model plans; the input only corrects what it disproves: a tool named by any
 catalogue spelling is that exact tool, a family name is decided by its qualifier, ambiguous
 words and content questions leave the model's reading alone, and a plan missing a field the
 input decides is completed instead of failing the run."""
@@ -389,7 +389,7 @@ def test_a_plan_validated_without_the_inputs_defaults_still_needs_every_field():
         PlannerOutput.model_validate(data)
 
 
-# -- the graded corpus: the issue's entries, through the agent and through the builtin ---------
+# -- the graded corpus's ambiguous entries, through the agent and through the builtin ----------
 
 ISSUE39 = [item for item in CORPUS if "issue39" in item.tags]
 

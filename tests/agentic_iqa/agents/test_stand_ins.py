@@ -1,4 +1,4 @@
-"""The answer says what measured the image (issue 43).
+"""The answer says what measured the image.
 
 Selection is offered only the tools that can run here, so without BRISQUE's parameter file the
 agent measures the example with PIQE.  That choice is evidence: the tool log names the tool
@@ -147,8 +147,8 @@ def test_a_tool_the_query_names_is_its_choice_not_a_stand_in(no_weights):
 
 
 def test_a_named_tool_that_is_missing_still_falls_back_with_the_registrys_message(no_weights):
-    """The behaviour before issue 43 stays (the registry's fallback and its message); the
-    answer now says it too."""
+    """The registry's fallback and its message stay as they are; the answer says it
+    too."""
     state = run_inprocess(
         "Rate the quality of this image using BRISQUE.",
         str(BLURRED),

@@ -1,4 +1,4 @@
-"""What the summarizer's model writes against what the pipeline concludes (issue 39).
+"""What the summarizer's model writes against what the pipeline concludes.
 
 The real OpenAI SDK against a local server speaking its protocol
 (tests/agentic_iqa/vlm/fake_servers.py) plays the planner and the summarizer; the executor is

@@ -520,7 +520,7 @@ def test_line_by_line_decoding_still_reads_carriage_return_line_ends(tmp_path: P
 
 def test_a_mos_off_a_datasets_scale_names_that_scale_not_an_option(places: dict[str, Path]) -> None:
     """KonIQ's MOS is on 1-5: a 9.5 is a bad row that says so, without citing --mos-range,
-    which the user never gave (issue 30)."""
+    which the user never gave."""
     root = places["root"]
     folder = _koniq(root, ["good.png"])
     path = root / "koniq10k_scores_and_distributions.csv"

@@ -1,11 +1,10 @@
-"""Issue 41: a spreadsheet under 10 MB is read within 500 MB, whatever it holds.
+"""A spreadsheet under 10 MB is read within 500 MB, whatever it holds.
 
 Each hostile workbook is SPAQ's spreadsheet rewritten: millions of shared strings in a part
 whose name is not ``sharedStrings.xml`` (found by its content type, as openpyxl finds it), or
 within the bytes a shared-strings part may take, a stylesheet of millions of formats, a row of
-millions of cells, millions of rows.  Each is read
-by a fresh process, whose own peak RSS (VmHWM) is the figure: before the counts, the first took
-1.1 GB and the others more."""
+millions of cells, millions of rows.  Each is read by a fresh process, whose own peak RSS
+(VmHWM) is the figure."""
 
 from __future__ import annotations
 

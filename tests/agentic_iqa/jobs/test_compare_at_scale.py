@@ -1,4 +1,4 @@
-"""Issue 42: ``eval compare`` of two big jobs reads each job's columns once, a page at a time
+"""``eval compare`` of two big jobs reads each job's columns once, a page at a time
 (the ranks of its ids too), the second job's without the ranks and image digests only the
 baseline's are used, and says exactly what the comparison of the jobs' exported rows says.
 

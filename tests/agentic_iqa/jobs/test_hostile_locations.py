@@ -1,4 +1,4 @@
-"""A downloaded manifest reaches only what the user named (issue 41): real servers on loopback
+"""A downloaded manifest reaches only what the user named: real servers on loopback
 count every request that reached them, so "refused" means "never asked".
 
 Servers: moto's S3 behind a counting front (the store's endpoint, ``AWS_ENDPOINT_URL``), and

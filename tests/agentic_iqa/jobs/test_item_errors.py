@@ -1,4 +1,4 @@
-"""Issue 41: an item's error, as stored and shown, is one readable sentence: what failed and
+"""An item's error, as stored and shown, is one readable sentence: what failed and
 what to do; never a planner's raw JSON record, a traceback, or "X: X()"."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""Issue 29: a job runs what it says, and says when it cannot answer its questions.
+"""A job runs what it says, and says when it cannot answer its questions.
 
-- ``--model gpt-4o`` without ``--backend`` ran the builtin and reported "Model: gpt-4o": now the
-  backend comes from an unambiguous model name (said on stderr) or the command stops (exit 2);
-  a report, export or comparison names only a model that answered, for old jobs too.
-- A Q-Bench job with ``--mode tools`` reported "MCQ accuracy 0.000 (0/40 correct)": it is now
-  refused at submit, and a mixed manifest's report says accuracy is not applicable.
-- Q-Bench's test split, whose answers are withheld, silently omitted accuracy: every report
-  (text, JSON, HTML, ``eval compare``) now says "answers withheld".
+- ``--model gpt-4o`` without ``--backend`` takes the backend from an unambiguous model name
+  (said on stderr) or stops the command (exit 2); a report, export or comparison names only a
+  model that answered, for old jobs too.
+- A Q-Bench job with ``--mode tools`` (no answer to grade) is refused at submit, and a mixed
+  manifest's report says accuracy is not applicable.
+- Q-Bench's test split, whose answers are withheld: every report (text, JSON, HTML,
+  ``eval compare``) says "answers withheld" instead of an accuracy.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
     for tool in TOOLS:
         normalized = [float(row[f"tool:{tool}"]) for row in exported]
         raw = [float(row[f"raw:{tool}"]) for row in exported]
-        # The headline is the tool's own score, sign-corrected (issue 40); [1,5] beside it.
+        # The headline is the tool's own score, sign-corrected; [1,5] beside it.
         own_sign = -1 if tool == "PIQE" else 1  # PIQE: lower is better
         assert tools[tool]["n"] == 8
         assert tools[tool]["srcc"] == pytest.approx(own_sign * spearmanr(raw, mos).statistic)

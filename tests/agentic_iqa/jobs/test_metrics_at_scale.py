@@ -1,4 +1,4 @@
-"""Issue 42: correlations and their intervals on a million pairs, in seconds and bounded memory.
+"""Correlations and their intervals on a million pairs, in seconds and bounded memory.
 
 Above :data:`~agentic_iqa.jobs.metrics.LARGE` pairs SRCC, PLCC and KRCC are computed without
 scipy's copies (the same definitions: KRCC to the bit, the others to 1e-12); above

@@ -135,7 +135,7 @@ def test_mcq_accuracy_over_done_items_with_known_truth() -> None:
         {**base, "status": "failed", "final_answer": None, "answer_truth": "D", "error": "x"},
     ]
     mcq = build_report(rows, bootstrap=0)["mcq"]
-    # The failed item is a wrong answer (issue 40): 2 right of 4; answered only, 2 of 3.
+    # The failed item is a wrong answer: 2 right of 4; answered only, 2 of 3.
     assert mcq == {
         "accuracy": 0.5,
         "n": 4,

@@ -1,4 +1,4 @@
-"""Issue 42: ``eval report``, ``eval compare`` and ``eval export`` of a big job read columns a
+"""``eval report``, ``eval compare`` and ``eval export`` of a big job read columns a
 page at a time, never a run's stored state where a column says it, never a pending item's image,
 and their memory does not grow with the job.
 

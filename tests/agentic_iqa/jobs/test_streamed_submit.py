@@ -1,4 +1,4 @@
-"""Issue 42: a submit streams its manifest into the database in bulk, and its first items run
+"""A submit streams its manifest into the database in bulk, and its first items run
 while the rest of its rows are still being read; ``lifecycle.submit`` takes a JobSpec only."""
 
 from __future__ import annotations

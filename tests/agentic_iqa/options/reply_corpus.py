@@ -593,7 +593,7 @@ CORPUS: list[Graded] = [
         held_out=True,
     ),
     *_group("bare letter", "qwen", ("Option D.", "D"), ("Option B: Good", "B"), held_out=True),
-    # Issue 39: letters mentioned in passing, in a clause the reply concedes or sets aside, or
+    # Letters mentioned in passing, in a clause the reply concedes or sets aside, or
     # as the label of a side point.  Where a reply labels an option with another option's
     # letter ("The noise (B)" when B is Blur), it contradicts itself and gives no letter.
     *_group(

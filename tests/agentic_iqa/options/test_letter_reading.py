@@ -1,4 +1,4 @@
-"""Issue 29: only the letter the model chose, one rule on every path (the summarizer's answer,
+"""Only the letter the model chose is its answer, one rule on every path (the summarizer's answer,
 scoring mode's five levels, the log-probabilities at the letter, grading a stored answer).
 Remote models are the real SDKs against a local server (fake_servers.py)."""
 
@@ -81,7 +81,7 @@ def test_the_corpus_covers_what_hosted_models_write():
     assert sum(graded.expected is None for graded in CORPUS) >= 40
 
 
-# -- each misreading of the issue -------------------------------------------------------------
+# -- each way a letter was misread ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Issue 39: only a committed letter is an answer.  A letter mentioned in passing (in a clause
+"""Only a committed letter is an answer.  A letter mentioned in passing (in a clause
 the reply concedes or sets aside, or as the label of a side point) is none, on every path that
 reads a letter: the summarizer, scoring's five levels, the log-probabilities at the letter and
 grading a stored answer.  A letter the reply then commits to still is."""

@@ -1,4 +1,4 @@
-"""Issue 41: the builtin backend measures a large photo at most FEATURE_LONG_SIDE pixels on its
+"""The builtin backend measures a large photo at most FEATURE_LONG_SIDE pixels on its
 long side, decoded reduced (its full-size float copy never exists), and an image within the
 cap exactly as before."""
 
@@ -145,8 +145,8 @@ print(json.dumps({"peak": int(peak) * 1024}))
 
 @pytest.mark.slow
 def test_the_builtin_reads_a_24_mp_photo_within_400_mb(tmp_path: Path) -> None:
-    """Measured in a fresh process (its own peak RSS): before issue 41 the builtin held a dozen
-    full-size float64 copies of the photo, 2.3 GB on this one."""
+    """Measured in a fresh process (its own peak RSS): the builtin holds no full-size float64
+    copy of the photo."""
     path = tmp_path / "24mp.jpg"
     _photo(5657, 4243, seed=24).save(path, quality=90)
     done = subprocess.run(

@@ -1,7 +1,7 @@
 """The offline agent's yes/no answers about overall quality follow its own opinion, and a
 question asked the negative way ("free of noise?", "without blur?") is answered the right way
-round (issue 29): "Is this image of good quality? A. Yes B. No" was No for a LIVE-C photo with
-MOS 91 and for one with MOS 3, and "Is the image free of noise?" was "No: noise is not
+round: "Is this image of good quality? A. Yes B. No" is Yes for a LIVE-C photo with MOS 91
+and No for one with MOS 3, and "Is the image free of noise?" is never "No: noise is not
 visible"."""
 
 from __future__ import annotations

@@ -147,8 +147,8 @@ def test_calibrated_indicator_is_monotone_and_separates_levels():
 
 
 def test_shipped_parameters_say_what_they_were_fitted_on():
-    """The severity thresholds were calibrated on FIT only; the overall opinion is the one from
-    before issue 12, fitted on all 250 dev photos, and says so: every dev photo is in-sample for
+    """The severity thresholds were calibrated on FIT only; the overall opinion was fitted on
+    all 250 dev photos, and says so: every dev photo is in-sample for
     scoring (its SHA-256 is in fitted_images.json, so `eval compare` warns)."""
     opinion = json.loads(WEIGHTS_FILE.read_text())["metadata"]
     severity = json.loads(THRESHOLDS_FILE.read_text())["metadata"]
