@@ -6,8 +6,6 @@ generated ones, sharp and blurred, so the scores differ and say which is which.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from PIL import Image, ImageFilter
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
+from tests.cli.conftest import csv_rows
 from tests.conftest import natural_image
 
 runner = CliRunner()
@@ -36,10 +35,6 @@ def folder_with_strays(tmp_path: Path) -> Path:
     return folder
 
 
-def _csv(text: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(text)))
-
-
 def test_a_folder_gives_one_csv_row_per_image_on_a_clean_stdout(folder_with_strays):
     from iqa_tools.registry import metric_creations
 
@@ -48,7 +43,7 @@ def test_a_folder_gives_one_csv_row_per_image_on_a_clean_stdout(folder_with_stra
         app, ["tools", "run", "PIQE", str(folder_with_strays), "--format", "csv"], env=ENV
     )
     assert result.exit_code == 0, result.output
-    rows = _csv(result.stdout)  # stdout holds the CSV and nothing else
+    rows = csv_rows(result.stdout)  # stdout holds the CSV and nothing else
     assert [row["image"] for row in rows] == [
         str(folder_with_strays / f"b{i}.png") for i in range(3)
     ]
@@ -65,7 +60,7 @@ def test_a_folder_gives_one_csv_row_per_image_on_a_clean_stdout(folder_with_stra
         ["tools", "run", "PIQE", str(folder_with_strays), "--recursive", "--format", "csv"],
         env=ENV,
     )
-    assert [row["image"] for row in _csv(deep.stdout)][-1] == str(
+    assert [row["image"] for row in csv_rows(deep.stdout)][-1] == str(
         folder_with_strays / "sub" / "deep.png"
     )
 
@@ -77,7 +72,7 @@ def test_a_quoted_glob_is_expanded_and_one_matching_nothing_is_refused(folder_wi
         env=ENV,
     )
     assert result.exit_code == 0, result.output
-    assert [row["image"] for row in _csv(result.stdout)] == [
+    assert [row["image"] for row in csv_rows(result.stdout)] == [
         str(folder_with_strays / "b0.png"),
         str(folder_with_strays / "b2.png"),
     ]
@@ -98,7 +93,7 @@ def test_a_corrupt_image_is_a_row_with_its_error_and_the_others_score(folder_wit
         app, ["tools", "run", "PIQE", str(folder_with_strays), "--format", "csv"], env=ENV
     )
     assert result.exit_code == 0, result.output
-    rows = {Path(row["image"]).name: row for row in _csv(result.stdout)}
+    rows = {Path(row["image"]).name: row for row in csv_rows(result.stdout)}
     assert sorted(rows) == ["b0.png", "b1.png", "b2.png", "bad.jpg"]
     assert rows["bad.jpg"]["raw_score"] == "" and "cannot load image" in rows["bad.jpg"]["error"]
     assert all(float(rows[name]["raw_score"]) >= 0 for name in ("b0.png", "b1.png", "b2.png"))
@@ -117,7 +112,7 @@ def test_a_corrupt_image_is_a_row_with_its_error_and_the_others_score(folder_wit
         env=ENV,
     )
     assert only_bad.exit_code == 1  # every image failed
-    assert [row["error"] != "" for row in _csv(only_bad.stdout)] == [True, True]
+    assert [row["error"] != "" for row in csv_rows(only_bad.stdout)] == [True, True]
     assert "no image could be scored: 2 failed" in only_bad.stderr
 
 
@@ -144,7 +139,7 @@ def test_output_file_and_dash_for_stdout(folder_with_strays, tmp_path):
     )  # the format from the extension
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
-    assert len(_csv(target.read_text())) == 3
+    assert len(csv_rows(target.read_text())) == 3
     assert f"wrote 3 rows to {target}" in " ".join(result.stderr.split())
     listed = tmp_path / "scores.json"
     runner.invoke(
@@ -156,7 +151,7 @@ def test_output_file_and_dash_for_stdout(folder_with_strays, tmp_path):
         ["tools", "run", "PIQE", str(folder_with_strays / "b0.png"), "-o", "-", "--format", "csv"],
         env=ENV,
     )
-    assert dash.exit_code == 0 and [row["image"] for row in _csv(dash.stdout)] == [
+    assert dash.exit_code == 0 and [row["image"] for row in csv_rows(dash.stdout)] == [
         str(folder_with_strays / "b0.png")
     ]
 
@@ -168,7 +163,7 @@ def test_csv_cells_cannot_start_a_formula(folder_with_strays, monkeypatch):
         app, ["tools", "run", "PIQE", "=HYPERLINK(1).png", "b1.png", "--format", "csv"], env=ENV
     )
     assert result.exit_code == 0, result.output
-    assert [row["image"] for row in _csv(result.stdout)] == ["'=HYPERLINK(1).png", "b1.png"]
+    assert [row["image"] for row in csv_rows(result.stdout)] == ["'=HYPERLINK(1).png", "b1.png"]
 
 
 def test_the_tool_cache_answers_a_second_run(folder_with_strays, tmp_path):
@@ -206,7 +201,7 @@ def test_full_reference_tools_pair_images_by_name_in_reference_dir(folder_with_s
         env=ENV,
     )
     assert result.exit_code == 0, result.output
-    rows = {Path(row["image"]).name: row for row in _csv(result.stdout)}
+    rows = {Path(row["image"]).name: row for row in csv_rows(result.stdout)}
     assert float(rows["b0.png"]["raw_score"]) == pytest.approx(1.0)  # itself
     assert float(rows["b1.png"]["raw_score"]) < 0.99
     assert rows["b1.png"]["reference"] == str(references / "b1.png")
@@ -255,7 +250,7 @@ def test_a_tool_without_weights_is_one_error_not_a_failed_row_per_image(tmp_path
         app, ["tools", "run", "NIQE", str(photos), "--format", "csv", "--fallback"], env=ENV
     )
     assert fallen.exit_code == 0, fallen.output
-    rows = _csv(fallen.stdout)
+    rows = csv_rows(fallen.stdout)
     assert {(row["tool"], row["fallback_from"]) for row in rows} == {("PIQE", "NIQE")}
     assert all(float(row["raw_score"]) >= 0 and row["error"] == "" for row in rows)
     assert fallen.stderr.count("fell back from NIQE to PIQE") == 1  # said once, not per image
@@ -267,7 +262,7 @@ def test_the_issues_example_brisque_on_a_folder(folder_with_strays, weights_dir)
         app, ["tools", "run", "brisque", f"{folder_with_strays}/", "--format", "csv"], env=env
     )
     assert result.exit_code == 0, result.output
-    rows = _csv(result.stdout)
+    rows = csv_rows(result.stdout)
     assert [Path(row["image"]).name for row in rows] == ["b0.png", "b1.png", "b2.png"]
     assert all(row["tool"] == "BRISQUE" and row["error"] == "" for row in rows)
     assert all(1 <= float(row["normalized_score"]) <= 5 for row in rows)

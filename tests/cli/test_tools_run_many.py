@@ -8,8 +8,6 @@ PIQE needs no weights; NIQE's parameter file comes from the shared data folder. 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -19,6 +17,7 @@ from PIL import Image, ImageFilter
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
+from tests.cli.conftest import csv_rows
 from tests.conftest import natural_image
 
 runner = CliRunner()
@@ -47,16 +46,12 @@ def blur_series_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def _csv(text: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(text)))
-
-
 def test_several_tools_give_one_row_per_image_with_each_tools_scores(blur_series_folder, env):
     result = runner.invoke(
         app, ["tools", "run", "PIQE,NIQE,piqe", str(blur_series_folder), "--format", "csv"], env=env
     )
     assert result.exit_code == 0, result.output
-    rows = _csv(result.stdout)
+    rows = csv_rows(result.stdout)
     assert list(rows[0]) == [
         "image",
         "reference",
@@ -72,7 +67,7 @@ def test_several_tools_give_one_row_per_image_with_each_tools_scores(blur_series
     for name in ("PIQE", "NIQE"):  # the same scores as the tool run alone
         alone = {
             Path(row["image"]).name: row
-            for row in _csv(
+            for row in csv_rows(
                 runner.invoke(
                     app, ["tools", "run", name, str(blur_series_folder), "--format", "csv"], env=env
                 ).stdout
