@@ -13,6 +13,7 @@ from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
+from iqa_tools.catalog import Catalog, load_catalog
 from tests.conftest import REPO, natural_image
 
 EXAMPLE = REPO / "examples" / "i03_reference.png"
@@ -73,3 +74,16 @@ def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
         writer.writerow(header)
         writer.writerows(rows)
     return path
+
+
+def always_nan_catalog() -> Catalog:
+    """Return a catalogue of SSIM and "Broken", a no-reference tool whose every score is NaN."""
+    catalog = load_catalog()
+    broken = catalog.get("PIQE").model_copy(
+        update={
+            "name": "Broken",
+            "pyiqa_name": None,
+            "factory": "tests.iqa_tools.factories:always_nan",
+        }
+    )
+    return Catalog([catalog.get("SSIM"), broken])

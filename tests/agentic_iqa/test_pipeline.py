@@ -33,8 +33,9 @@ from agentic_iqa.vlm.base import VLMRequest, VLMResponse
 from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vocabulary import QUALITY_LEVELS
 from iqa_tools import ToolRegistry, ToolSettings
-from iqa_tools.catalog import Catalog, load_catalog
+from iqa_tools.catalog import load_catalog
 from iqa_tools.images import read_image
+from tests.agentic_iqa.conftest import always_nan_catalog
 
 SEVERITY = ["none", "slight", "moderate", "severe", "extreme"]
 
@@ -181,18 +182,6 @@ def test_next_step_follows_the_plan_flags():
     assert next_step(state) == REPLAN
     assert next_step(merge_state(state, {"iteration_count": 2})) is None
     assert DETECT not in state["steps_done"] and EXECUTE not in state["steps_done"]
-
-
-def always_nan_catalog() -> Catalog:
-    catalog = load_catalog()
-    broken = catalog.get("PIQE").model_copy(
-        update={
-            "name": "Broken",
-            "pyiqa_name": None,
-            "factory": "tests.iqa_tools.factories:always_nan",
-        }
-    )
-    return Catalog([catalog.get("SSIM"), broken])
 
 
 @pytest.mark.parametrize("bound", [0, 1, 2])

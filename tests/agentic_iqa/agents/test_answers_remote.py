@@ -9,7 +9,7 @@ import pytest
 
 from agentic_iqa.agents import executor
 from agentic_iqa.agents.fusion import fuse
-from agentic_iqa.agents.summarizer import UNABLE, summarize
+from agentic_iqa.agents.summarizer import UNABLE
 from agentic_iqa.options import parse_option
 from agentic_iqa.pipeline import Agents, TransientRetry, run_inprocess
 from agentic_iqa.prompts import (
@@ -18,13 +18,19 @@ from agentic_iqa.prompts import (
     QUALITY_PROBABILITIES_SYSTEM,
     STRICT_JSON_SUFFIX,
 )
-from agentic_iqa.state import ExecutorOutput, PlannerOutput
-from agentic_iqa.vlm import BackendConfig
 from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vlm.builtin import selection as builtin_selection
-from agentic_iqa.vlm.openai import OpenAIClient
 from iqa_tools import ToolRegistry, ToolSettings
-from tests.agentic_iqa.test_pipeline import always_nan_catalog
+from tests.agentic_iqa.conftest import always_nan_catalog
+from tests.agentic_iqa.remote import (
+    EVIDENCE,
+    MCQ,
+    SCORING,
+    answer_reply,
+    ask,
+    client_for,
+    plan_for,
+)
 from tests.agentic_iqa.vlm.fake_servers import (
     FakeAPIServer,
     Recorded,
@@ -33,62 +39,9 @@ from tests.agentic_iqa.vlm.fake_servers import (
     openai_error,
 )
 
-SCORING = "Rate the quality of this image with PIQE."
-MCQ = "Which distortion is most visible? A. Noise B. Blur C. Compression"
-
-
-def client_for(
-    server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, *, max_retries: int = 1
-) -> OpenAIClient:
-    """A bare OpenAIClient (no response cache: every request must reach the server)."""
-    monkeypatch.setenv("TEST_VLM_KEY", "sk-test-answers")
-    return OpenAIClient(
-        BackendConfig(
-            backend="openai",
-            model="qwen2.5-vl",
-            base_url=f"{server.url}/v1",
-            api_key_env="TEST_VLM_KEY",
-            timeout=5,
-            max_retries=max_retries,
-        )
-    )
-
 
 def system_of(recorded: Recorded) -> str:
     return next(m["content"] for m in recorded.body["messages"] if m["role"] == "system")
-
-
-def plan_for(scope: list[str] | str = "Global", **flags: bool) -> PlannerOutput:
-    wanted = {
-        "distortion_detection": False,
-        "distortion_analysis": True,
-        "tool_selection": False,
-        "tool_execution": True,
-        **flags,
-    }
-    return PlannerOutput.model_validate(
-        {
-            "query_type": "IQA",
-            "query_scope": scope,
-            "distortion_source": "Inferred",
-            "distortions": None,
-            "reference_mode": "No-Reference",
-            "required_tool": None,
-            "plan": wanted,
-        }
-    )
-
-
-EVIDENCE = ExecutorOutput(
-    distortion_analysis={
-        "Global": [{"type": "Blurs", "severity": "moderate", "explanation": "soft edges"}]
-    },
-    quality_scores={"Global": {"Blurs": ("PIQE", 2.0)}},
-)
-
-
-def ask(server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, query: str, image: str):
-    return summarize(client_for(server, monkeypatch), query, image, None, plan_for(), EVIDENCE)
 
 
 # -- reading options --------------------------------------------------------------------------
@@ -205,22 +158,6 @@ def test_argmax_only_when_no_statement_comes_back_and_then_the_score_is_the_leve
 
 
 # -- explanation mode, multiple choice --------------------------------------------------------
-
-
-def answer_reply(final_answer: str) -> Reply:
-    return Reply(
-        200,
-        openai_completion(
-            json.dumps(
-                {
-                    "final_answer": final_answer,
-                    "quality_reasoning": "edges are soft",
-                    "need_replan": False,
-                    "replan_reason": None,
-                }
-            )
-        ),
-    )
 
 
 def test_a_multiple_choice_answer_in_prose_is_retried_then_recorded_as_unparseable(

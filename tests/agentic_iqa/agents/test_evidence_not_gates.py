@@ -19,7 +19,7 @@ from agentic_iqa.state import (
     state_to_json,
 )
 from agentic_iqa.vlm.builtin import selection as builtin_selection
-from tests.agentic_iqa.agents.test_answers_remote import answer_reply, client_for, plan_for
+from tests.agentic_iqa.remote import answer_reply, client_for, plan_for
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_completion
 
 

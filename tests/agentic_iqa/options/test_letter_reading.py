@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
 
 import pytest
 
@@ -15,14 +14,15 @@ from agentic_iqa.options import locate_option, parse_option
 from agentic_iqa.prompts import QUALITY_LEVEL_CHOICES
 from agentic_iqa.vlm import BackendConfig, VLMRequest
 from agentic_iqa.vlm.anthropic import AnthropicClient
-from tests.agentic_iqa.agents.test_answers_remote import (
+from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS
+from tests.agentic_iqa.remote import (
     MCQ,
     SCORING,
     answer_reply,
     ask,
     client_for,
+    completion,
 )
-from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS
 from tests.agentic_iqa.vlm.fake_servers import (
     FakeAPIServer,
     Reply,
@@ -153,30 +153,6 @@ def test_a_cut_off_reply_keeps_only_a_letter_it_has_already_written(text, letter
 
 
 # -- the log-probability path -----------------------------------------------------------------
-
-
-def completion(
-    pieces: list[tuple[str, list[tuple[str, float]]]], *, finish_reason: str = "stop"
-) -> dict[str, Any]:
-    """A chat.completion whose reply is ``pieces``, each token with its top log-probabilities."""
-
-    def entry(token: str, logprob: float) -> dict[str, Any]:
-        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
-
-    body = openai_completion("".join(token for token, _ in pieces))
-    choice = body["choices"][0]
-    choice["finish_reason"] = finish_reason
-    choice["logprobs"] = {
-        "refusal": None,
-        "content": [
-            {
-                **entry(token, top[0][1] if top else -0.01),
-                "top_logprobs": [entry(other, logprob) for other, logprob in top],
-            }
-            for token, top in pieces
-        ],
-    }
-    return body
 
 
 NOT_A = [

@@ -14,9 +14,8 @@ from agentic_iqa.jobs.metrics import answer_letter
 from agentic_iqa.options import locate_option, parse_option
 from agentic_iqa.prompts import QUALITY_LEVEL_CHOICES
 from agentic_iqa.vlm.openai import option_logprobs_from_tokens
-from tests.agentic_iqa.agents.test_answers_remote import MCQ, SCORING, answer_reply, ask
 from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS
-from tests.agentic_iqa.options.test_letter_reading import completion
+from tests.agentic_iqa.remote import MCQ, SCORING, answer_reply, ask, completion
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply
 
 DISTORTION = OPTIONS["distortion"]  # A Noise, B Blur, C Compression
