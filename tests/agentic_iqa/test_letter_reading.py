@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agentic_iqa.jobs.metrics import answer_letter
 from agentic_iqa.options import locate_option, parse_option
 from agentic_iqa.prompts import QUALITY_LEVEL_CHOICES
+from agentic_iqa.reports.metrics import answer_letter
 from agentic_iqa.vlm import BackendConfig, VLMRequest
 from agentic_iqa.vlm.anthropic import AnthropicClient
 from tests.agentic_iqa.reply_corpus import CORPUS, OPTIONS

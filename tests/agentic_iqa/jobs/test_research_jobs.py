@@ -24,10 +24,10 @@ from agentic_iqa.jobs.manifest import (
     ManifestItem,
     read_manifest,
 )
-from agentic_iqa.jobs.report import build_report, render_text
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.query import parse_query, with_options
+from agentic_iqa.reports.report import build_report, render_text
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings

@@ -10,7 +10,7 @@ own ``raw:`` score, sign-corrected so that higher is better: :data:`.own_scores.
 its [1, 5] ``tool:`` score's correlations beside it).  MCQ accuracy counts a failed item as a
 wrong answer.  The baseline is the first job's first line (its first tool, for a metric job).
 
-Works on exported rows (:mod:`agentic_iqa.jobs.export`) or a job's columns read with
+Works on exported rows (:mod:`agentic_iqa.reports.export`) or a job's columns read with
 identities (:class:`.columns.JobColumns`: an id's and an image's 64-bit digest per item, so
 two jobs of a million items match in arrays), and job descriptions
 (:func:`agentic_iqa.db.reads.job_summary` with ``vlm`` beside it), like :mod:`.report`.
@@ -206,8 +206,8 @@ def _paired_ci(
 ) -> list[float] | None:
     """Percentile interval of ``draws(index)``, which scores both lines on each row of item
     positions: the same items, resampled with replacement, for both (the pairing).  Undefined
-    draws are left out, as in :func:`agentic_iqa.jobs.metrics.bootstrap_ci`; above
-    :data:`~agentic_iqa.jobs.metrics.BOOTSTRAP_PAIRS` positions, the m-out-of-n bootstrap
+    draws are left out, as in :func:`agentic_iqa.reports.metrics.bootstrap_ci`; above
+    :data:`~agentic_iqa.reports.metrics.BOOTSTRAP_PAIRS` positions, the m-out-of-n bootstrap
     around ``estimate``."""
     import numpy as np
 

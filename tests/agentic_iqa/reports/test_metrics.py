@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agentic_iqa.jobs.metrics import (
+from agentic_iqa.reports.metrics import (
     answer_letter,
     bootstrap_ci,
     correlation_report,
@@ -100,7 +100,7 @@ def _unconstrained_5pl(pred: np.ndarray, mos: np.ndarray) -> np.ndarray:
     """The free 5PL fit the report used to draw, on a grid over the scores' range."""
     from scipy import optimize
 
-    from agentic_iqa.jobs.metrics import _logistic5
+    from agentic_iqa.reports.metrics import _logistic5
 
     z = (pred - pred.mean()) / pred.std()
     start = [float(np.ptp(mos)), 1.0, 0.0, 0.0, float(np.mean(mos))]
@@ -128,7 +128,7 @@ def test_five_parameter_fit_is_monotone_where_a_free_one_bends() -> None:
 
 def test_a_fit_that_is_not_monotone_on_the_data_falls_back(monkeypatch) -> None:
     """The check after fitting: a bent 5PL (as a free fit gives) is refused for the 4PL."""
-    from agentic_iqa.jobs import metrics
+    from agentic_iqa.reports import metrics
 
     pred, mos = weak_trend_20()
     real_fit = metrics._fit

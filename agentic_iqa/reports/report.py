@@ -1,6 +1,6 @@
 """A job's report from its exported rows: what finished, what failed and why, how well it agrees.
 
-Works on plain row dicts (the export format, see :mod:`agentic_iqa.jobs.export`) or on the same
+Works on plain row dicts (the export format, see :mod:`agentic_iqa.reports.export`) or on the same
 items as columns (:class:`.columns.JobColumns`, which the database gives a page at a time, so a
 job of a million items is reported in arrays, not dicts), never on the database itself: the
 same report comes from a live job or from a CSV someone sent; values read back from a CSV as

@@ -1,8 +1,8 @@
 """Issue 42: correlations and their intervals on a million pairs, in seconds and bounded memory.
 
-Above :data:`~agentic_iqa.jobs.metrics.LARGE` pairs SRCC, PLCC and KRCC are computed without
+Above :data:`~agentic_iqa.reports.metrics.LARGE` pairs SRCC, PLCC and KRCC are computed without
 scipy's copies (the same definitions: KRCC to the bit, the others to 1e-12); above
-:data:`~agentic_iqa.jobs.metrics.BOOTSTRAP_PAIRS` each resample draws that many pairs and is
+:data:`~agentic_iqa.reports.metrics.BOOTSTRAP_PAIRS` each resample draws that many pairs and is
 scaled to the sample's size (m-out-of-n), which keeps the interval's width; below both, every
 figure is what it always was.
 """
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agentic_iqa.jobs import metrics
-from agentic_iqa.jobs.metrics import (
+from agentic_iqa.reports import metrics
+from agentic_iqa.reports.metrics import (
     BOOTSTRAP_PAIRS,
     LARGE,
     average_ranks,
@@ -111,7 +111,7 @@ def test_a_correlation_report_of_400000_pairs_stays_within_memory() -> None:
     pairs at this size (the fit alone 430 MB at a million); now a few arrays of it."""
     code = (
         "import json, resource, sys\nimport numpy as np\n"
-        "from agentic_iqa.jobs.metrics import correlation_report\n"
+        "from agentic_iqa.reports.metrics import correlation_report\n"
         "from scipy import optimize, stats\n"
         "rng = np.random.default_rng(0)\n"
         "pred = rng.uniform(1, 5, 400_000)\n"
