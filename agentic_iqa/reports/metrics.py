@@ -564,22 +564,6 @@ def _by_rows(draws: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray]
     return rows
 
 
-#: Metrics with a vectorised form over a whole batch of resamples (the rest are looped).
-_BATCHED: dict[Callable[..., float], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    srcc: _rowwise_spearman,
-    plcc: _rowwise_pearson,
-}
-
-
-def metric_rows(metric_fn: Callable[..., float], pred: np.ndarray, mos: np.ndarray) -> np.ndarray:
-    """``metric_fn`` of each row of ``pred`` against the same row of ``mos`` (2-D: one
-    resample per row); SRCC and PLCC for all rows at once, other metrics row by row."""
-    batched = _BATCHED.get(metric_fn)
-    if batched is not None:
-        return batched(pred, mos)
-    return np.array([metric_fn(x, y) for x, y in zip(pred, mos, strict=True)])
-
-
 #: Index matrices of at most this many cells (int64: 4 MB), so that a resampled metric's
 #: arrays stay within a few tens of MB whatever the size.
 _CHUNK_CELLS = 500_000
@@ -791,36 +775,6 @@ class McqTally:
     def answered_accuracy(self) -> float | None:
         """Right answers over the questions answered with a letter."""
         return self.correct / self.answered if self.answered else None
-
-
-def mcq_tally(
-    predicted: Sequence[str | None],
-    truth: Sequence[str | None],
-    failed: Sequence[bool] | None = None,
-) -> McqTally:
-    """Count each question whose truth is a letter: right, answered wrong, no letter given, or
-    its item failed (``failed[i]``, whatever ``predicted[i]`` says)."""
-    failed = failed if failed is not None else [False] * len(predicted)
-    if not len(predicted) == len(truth) == len(failed):
-        raise ValueError(
-            f"predicted, truth and failed differ in length: {len(predicted)}, "
-            f"{len(truth)} and {len(failed)}"
-        )
-    correct = answered = no_answer = lost = 0
-    for answer, true, broke in zip(predicted, truth, failed, strict=True):
-        letter = answer_letter(true)
-        if letter is None:
-            continue
-        if broke:
-            lost += 1
-            continue
-        given = answer_letter(answer)
-        if given is None:
-            no_answer += 1
-            continue
-        answered += 1
-        correct += given == letter
-    return McqTally(correct=correct, answered=answered, no_answer=no_answer, failed=lost)
 
 
 def proportion_ci(

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redact import redact
-from .cells import text as _text
 from .errors import failure_reason as failure_reason
 from .own_scores import ToolFacts, direction, sign
 
@@ -173,14 +172,6 @@ def _breakdown(
         {name: scores[name] for name in lines},
         columns.distortion_order,
     )
-
-
-def is_question(query: Any) -> bool:
-    """Whether an item's query is a multiple-choice question (its options lettered in)."""
-    from ..query import options_in
-
-    text = _text(query)
-    return bool(text and options_in(text))
 
 
 def _facts(known: dict[str, ToolFacts], names: Iterable[str]) -> dict[str, ToolFacts]:
