@@ -725,27 +725,6 @@ def answer_letter(text: str | None) -> str | None:
     return parse_option(text, _ANY_LETTER)
 
 
-def mcq_accuracy(
-    predicted: Sequence[str | None], truth: Sequence[str | None]
-) -> tuple[float | None, int]:
-    """Share of questions answered with the right letter, over those whose truth is known.
-
-    Returns (accuracy, n); accuracy is None when no truth is known. An unanswered question or
-    an answer that is not a letter counts as wrong.
-    """
-    if len(predicted) != len(truth):
-        raise ValueError(f"predicted and truth differ in length: {len(predicted)} and {len(truth)}")
-    known = [
-        (answer_letter(p), answer_letter(t))
-        for p, t in zip(predicted, truth, strict=True)
-        if answer_letter(t) is not None
-    ]
-    if not known:
-        return None, 0
-    correct = sum(1 for p, t in known if p == t)
-    return correct / len(known), len(known)
-
-
 @dataclass(frozen=True)
 class McqTally:
     """MCQ outcomes over every question that was run, as lm-evaluation-harness and VLMEvalKit

@@ -13,7 +13,6 @@ from agentic_iqa.reports.metrics import (
     bootstrap_ci,
     correlation_report,
     krcc,
-    mcq_accuracy,
     plcc,
     plcc_after_logistic,
     srcc,
@@ -254,7 +253,21 @@ def test_answer_letter(text: str | None, letter: str | None) -> None:
 
 
 def test_mcq_accuracy_counts_only_known_truths() -> None:
-    assert mcq_accuracy(["A", "b", "C. x", None, "D"], ["A", "B", "D", "C", None]) == (0.5, 4)
-    assert mcq_accuracy(["A"], [None]) == (None, 0)
-    with pytest.raises(ValueError, match="differ in length"):
-        mcq_accuracy(["A"], [])
+    from agentic_iqa.reports.report import build_report
+
+    def accuracy(predicted: list[str | None], truth: list[str | None]) -> tuple[float | None, int]:
+        rows = [
+            {
+                "status": "done",
+                "quality_score": None,
+                "mos": None,
+                "final_answer": p,
+                "answer_truth": t,
+            }
+            for p, t in zip(predicted, truth, strict=True)
+        ]
+        mcq = build_report(rows, bootstrap=0)["mcq"]
+        return (mcq["accuracy"], mcq["n"]) if mcq is not None else (None, 0)
+
+    assert accuracy(["A", "b", "C. x", None, "D"], ["A", "B", "D", "C", None]) == (0.5, 4)
+    assert accuracy(["A"], [None]) == (None, 0)
