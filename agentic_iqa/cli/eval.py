@@ -974,7 +974,7 @@ def status(
     if as_json:
         print(json.dumps(document, indent=2))
         return
-    from ..reports.report import vlm_line
+    from ..reports.report_text import vlm_line
 
     out.print(
         f"job {current.job_id} ({escape(current.name)}): {current.state}",
@@ -1407,13 +1407,9 @@ def report(
     from ..db.reads import JobNotFound
     from ..reports.figures import report_figures
     from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
-    from ..reports.report import (
-        build_report,
-        provenance_warnings,
-        render_html,
-        render_text,
-        scored_label,
-    )
+    from ..reports.report import build_report
+    from ..reports.report_html import render_html
+    from ..reports.report_text import provenance_warnings, render_text, scored_label
 
     engine = _engine()
     job_id = _job_id(engine, job)

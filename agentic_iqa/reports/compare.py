@@ -39,18 +39,15 @@ from .own_scores import (
     sign,
     tool_facts,
 )
-from .report import (
-    _STYLE,
-    CONFIDENCE,
-    NOT_APPLICABLE,
-    WITHHELD,
-    _cell,
-    _ci,
-    _ci_cell,
-    _fmt,
-    _header,
-    _label_cell,
+from .report import CONFIDENCE, NOT_APPLICABLE, WITHHELD
+from .report_html import (
+    STYLE,
+    render_cell,
+    render_ci_cell,
+    render_header,
+    render_label_cell,
 )
+from .report_text import format_ci, format_value
 
 if TYPE_CHECKING:
     import numpy as np
@@ -515,7 +512,7 @@ def _line_entry(
 
     from .columns import NOT_COUNTED, RIGHT
     from .metrics import correlation_report, proportion_ci
-    from .report import _tally
+    from .report import tally_answers
 
     assert line.pred is not None
     columns = job.columns
@@ -526,7 +523,7 @@ def _line_entry(
     if line.answers is not None and truths:
         counted = job.at(line.answers)
         counted = counted[counted != NOT_COUNTED]
-        tally = _tally(counted)
+        tally = tally_answers(counted)
         interval = proportion_ci(counted == RIGHT, n=bootstrap, confidence=CONFIDENCE, seed=seed)
         mcq = {
             "accuracy": tally.accuracy,
@@ -651,7 +648,7 @@ def _cost(value: float | None) -> str:
 def _value_ci(entry: Mapping[str, Any] | None, name: str) -> str:
     if not entry:
         return "-"
-    return f"{_fmt(entry.get(name))} {_ci(entry.get(f'{name}_ci'))}"
+    return f"{format_value(entry.get(name))} {format_ci(entry.get(f'{name}_ci'))}"
 
 
 def _secondary(line: Mapping[str, Any]) -> tuple[str, str]:
@@ -665,7 +662,7 @@ def _secondary(line: Mapping[str, Any]) -> tuple[str, str]:
         if line.get("basis") == "normalized"
         else {True: "lower", False: "higher"}.get(line.get("lower_is_better"), "?")
     )
-    return _fmt((line.get("normalized") or {}).get("srcc")) + flag, better
+    return format_value((line.get("normalized") or {}).get("srcc")) + flag, better
 
 
 def _tool_text(line: Mapping[str, Any]) -> str:
@@ -769,9 +766,9 @@ def render_text(doc: Mapping[str, Any]) -> str:
                 )
                 continue
             lines.append(
-                f"  {line['label']:<{width}} {mcq['n']:>5} {_fmt(mcq['accuracy']):>8} "
+                f"  {line['label']:<{width}} {mcq['n']:>5} {format_value(mcq['accuracy']):>8} "
                 f"{mcq['failed']:>6} {mcq['no_answer']:>5} "
-                f"{_fmt(mcq['answered_accuracy']):>8}  "
+                f"{format_value(mcq['answered_accuracy']):>8}  "
                 f"{diff['n'] if diff else '':>6}  {versus}"
             )
     lines.append(_method(doc))
@@ -802,11 +799,11 @@ def render_html(
     tools = any(line.get("tool") for line in doc["lines"])
     parts = [
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{title}</title><style>{_STYLE}</style></head><body><h1>{title}</h1>",
+        f"<title>{title}</title><style>{STYLE}</style></head><body><h1>{title}</h1>",
         f"<p>Baseline: {html.escape(redact(doc['baseline_name']) or '-')} "
         "(the first job given).</p>",
         '<h2>Jobs</h2><div class="scroll"><table id="jobs">'
-        + _header(
+        + render_header(
             "job",
             "name",
             "mode",
@@ -829,23 +826,23 @@ def render_html(
         parts.append(
             f'<tr><td title="{html.escape(redact(job_id) or "")}">'
             f"{html.escape(redact(job_id[:8]) or '')}</td>"
-            + _label_cell(shown)
+            + render_label_cell(shown)
             + "".join(
-                _cell(redact(str(job[key] or "-")), text=True)
+                render_cell(redact(str(job[key] or "-")), text=True)
                 for key in ("mode", "backend", "model")
             )
             + "".join(
-                _cell(job[key])
+                render_cell(job[key])
                 for key in ("items", "done", "with_mos", "with_truth", "shared_with_baseline")
             )
-            + _cell(_seconds(job["wall_time_per_item_s"]))
-            + _cell(_cost(job["cost_per_item_usd"]))
+            + render_cell(_seconds(job["wall_time_per_item_s"]))
+            + render_cell(_cost(job["cost_per_item_usd"]))
             + "</tr>"
         )
     parts.append(
         '</table></div><h2>Agreement with MOS</h2><div class="scroll">'
         '<table id="lines">'
-        + _header(
+        + render_header(
             "line",
             "n",
             "SRCC",
@@ -862,23 +859,25 @@ def render_html(
         css = ' class="agent"' if line["baseline"] else ""
         value, better = _secondary(line)
         parts.append(
-            f"<tr{css}>{_label_cell(line['name'], line['label'])}{_cell(entry['n'])}"
-            + "".join(_cell(entry[m]) + _ci_cell(entry[f"{m}_ci"]) for m in METRICS)
-            + (_cell(value) + _cell(better, text=True) if tools else "")
+            f"<tr{css}>{render_label_cell(line['name'], line['label'])}{render_cell(entry['n'])}"
+            + "".join(render_cell(entry[m]) + render_ci_cell(entry[f"{m}_ci"]) for m in METRICS)
+            + (render_cell(value) + render_cell(better, text=True) if tools else "")
             + "</tr>"
         )
     parts.append(
         '</table></div><h2>Difference from the baseline</h2><div class="scroll">'
         '<table id="differences">'
-        + _header("line", "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC", "95% CI")
+        + render_header("line", "shared", "ΔSRCC", "95% CI", "ΔPLCC", "95% CI", "ΔKRCC", "95% CI")
     )
     for line in doc["lines"]:
         diff = line["difference"] or {}
         css = ' class="agent"' if line["baseline"] else ""
         parts.append(
-            f"<tr{css}>{_label_cell(line['name'], line['label'])}"
-            + _cell("baseline" if line["baseline"] else diff.get("n"))
-            + "".join(_cell(diff.get(m)) + _ci_cell(diff.get(f"{m}_ci")) for m in METRICS)
+            f"<tr{css}>{render_label_cell(line['name'], line['label'])}"
+            + render_cell("baseline" if line["baseline"] else diff.get("n"))
+            + "".join(
+                render_cell(diff.get(m)) + render_ci_cell(diff.get(f"{m}_ci")) for m in METRICS
+            )
             + "</tr>"
         )
     parts.append("</table></div>")
@@ -906,7 +905,7 @@ def render_html(
     if any(line["mcq"] for line in doc["lines"]):
         parts.append(
             '<h2>Multiple choice</h2><div class="scroll"><table id="mcq">'
-            + _header(
+            + render_header(
                 "line",
                 "questions",
                 "accuracy",
@@ -924,18 +923,18 @@ def render_html(
             diff = line["mcq_difference"] or {}
             if line["mcq"].get("reason"):
                 parts.append(
-                    f"<tr>{_label_cell(line['name'], line['label'])}"
+                    f"<tr>{render_label_cell(line['name'], line['label'])}"
                     f'<td class="text" colspan="8">'
                     f"{html.escape(line['mcq']['reason'])}</td></tr>"
                 )
                 continue
             mcq = line["mcq"]
             parts.append(
-                f"<tr>{_label_cell(line['name'], line['label'])}"
-                f"{_cell(mcq['n'])}{_cell(mcq['accuracy'])}{_cell(mcq.get('failed'))}"
-                f"{_cell(mcq.get('no_answer'))}{_cell(mcq.get('answered_accuracy'))}"
-                f"{_cell(diff.get('n'))}{_cell(diff.get('accuracy'))}"
-                f"{_ci_cell(diff.get('accuracy_ci'))}</tr>"
+                f"<tr>{render_label_cell(line['name'], line['label'])}"
+                f"{render_cell(mcq['n'])}{render_cell(mcq['accuracy'])}{render_cell(mcq.get('failed'))}"
+                f"{render_cell(mcq.get('no_answer'))}{render_cell(mcq.get('answered_accuracy'))}"
+                f"{render_cell(diff.get('n'))}{render_cell(diff.get('accuracy'))}"
+                f"{render_ci_cell(diff.get('accuracy_ci'))}</tr>"
             )
         parts.append("</table></div>")
     parts += [

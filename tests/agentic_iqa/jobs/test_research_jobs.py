@@ -27,7 +27,8 @@ from agentic_iqa.jobs.manifest import (
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.query import parse_query, with_options
-from agentic_iqa.reports.report import build_report, render_text
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_text import render_text
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings

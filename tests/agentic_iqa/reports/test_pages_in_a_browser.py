@@ -11,7 +11,8 @@ import pytest
 
 from agentic_iqa.reports.compare import render_html as compare_html
 from agentic_iqa.reports.names import line_names
-from agentic_iqa.reports.report import build_report, render_html
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_html import render_html
 from agentic_iqa.reports.sweeps import group_table, render_group_html
 from tests.agentic_iqa.reports.test_figures import comparison
 from tests.agentic_iqa.reports.test_figures_for_papers import metric_rows, sweep
