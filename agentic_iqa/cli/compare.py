@@ -85,14 +85,11 @@ def compare(
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
-    from ..reports.compare import (
-        build_comparison,
-        fitted_images,
-        render_html,
-        render_text,
-        uses_builtin,
-    )
+    from ..reports.compare import build_comparison
+    from ..reports.compare_html import render_html
+    from ..reports.compare_text import render_text
     from ..reports.figures import comparison_figures
+    from ..reports.in_sample import fitted_images, uses_builtin
     from ..reports.names import line_names
     from ..reports.tables import TABLE_FORMATS
 

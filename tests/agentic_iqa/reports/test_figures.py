@@ -15,7 +15,7 @@ from scipy import stats
 
 from agentic_iqa.reports.breakdown import breakdown, distortion_of
 from agentic_iqa.reports.compare import build_comparison
-from agentic_iqa.reports.compare import render_html as compare_html
+from agentic_iqa.reports.compare_html import render_html as compare_html
 from agentic_iqa.reports.export import export_columns, write_rows
 from agentic_iqa.reports.figures import comparison_figures, report_figures, write_figures
 from agentic_iqa.reports.report import build_report

@@ -16,7 +16,7 @@ from pypdf import PdfReader
 from scipy import stats
 
 from agentic_iqa.reports.compare import build_comparison
-from agentic_iqa.reports.compare import render_html as compare_html
+from agentic_iqa.reports.compare_html import render_html as compare_html
 from agentic_iqa.reports.figures import (
     OKABE_ITO,
     NamedFigure,

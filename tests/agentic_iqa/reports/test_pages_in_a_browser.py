@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentic_iqa.reports.compare import render_html as compare_html
+from agentic_iqa.reports.compare_html import render_html as compare_html
 from agentic_iqa.reports.names import line_names
 from agentic_iqa.reports.report import build_report
 from agentic_iqa.reports.report_html import render_html
