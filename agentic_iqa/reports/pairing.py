@@ -10,11 +10,11 @@ jobs of a million items match in arrays).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .cells import finite_or_none
 from .in_sample import FITTED_IMAGES as FITTED_IMAGES
 from .in_sample import job_mode
 from .own_scores import ToolFacts, sign, tool_facts
@@ -162,10 +162,6 @@ def read_lines(
             )
         ]
     return job, lines
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def _paired_ci(
@@ -316,7 +312,7 @@ def paired_difference(
     assert base_job.columns.image is not None
     groups = _groups(base_at, base_job.columns.image[base_at])
     for name, metric in zip(METRICS, (srcc, plcc, krcc), strict=True):
-        entry[name] = _finite(metric(b, y) - metric(a, y))
+        entry[name] = finite_or_none(metric(b, y) - metric(a, y))
         if entry[name] is not None:
             entry[f"{name}_ci"] = _paired_ci(
                 _metric_draws(metric, a, b, y, groups),

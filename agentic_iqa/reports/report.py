@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .cells import finite_or_none
 from .own_scores import ToolFacts, direction, sign
 
 if TYPE_CHECKING:
@@ -322,8 +323,8 @@ def _tool_entry(
     raw_pairs, raw_mos = raw[raw_at], columns.mos[raw_at]
     raw_ok = raw_pairs.size >= 3 and np.ptp(raw_pairs) > 0 and np.ptp(raw_mos) > 0
     # The raw score's correlations with the tool's own sign, as pyiqa prints them.
-    entry["srcc_raw"] = _finite(srcc(raw_pairs, raw_mos)) if raw_ok else None
-    entry["plcc_raw"] = _finite(plcc(raw_pairs, raw_mos)) if raw_ok else None
+    entry["srcc_raw"] = finite_or_none(srcc(raw_pairs, raw_mos)) if raw_ok else None
+    entry["plcc_raw"] = finite_or_none(plcc(raw_pairs, raw_mos)) if raw_ok else None
     normalized_at = columns.positions(normalized)
     summary = correlation_report(
         normalized[normalized_at], columns.mos[normalized_at], bootstrap=0, logistic=logistic
@@ -334,7 +335,3 @@ def _tool_entry(
     }
     entry["mapping"] = mapping_check(name, facts, raw_all)
     return entry
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None

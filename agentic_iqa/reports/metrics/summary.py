@@ -8,13 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from ..cells import finite_or_none
 from .bootstrap import bootstrap_ci
 from .correlations import krcc, paired_arrays, plcc, srcc
 from .logistic import plcc_after_logistic
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def correlation_report(
@@ -60,14 +57,14 @@ def correlation_report(
         return report
     estimates = {"srcc": srcc(x, y), "plcc": plcc(x, y), "krcc": krcc(x, y)}
     report.update(
-        srcc=_finite_or_none(estimates["srcc"]),
-        plcc=_finite_or_none(estimates["plcc"]),
-        krcc=_finite_or_none(estimates["krcc"]),
+        srcc=finite_or_none(estimates["srcc"]),
+        plcc=finite_or_none(estimates["plcc"]),
+        krcc=finite_or_none(estimates["krcc"]),
     )
     if logistic:
         fit = plcc_after_logistic(x, y, rank=estimates["srcc"])
         report.update(
-            plcc_logistic=_finite_or_none(fit.plcc),
+            plcc_logistic=finite_or_none(fit.plcc),
             logistic_note=fit.note,
             logistic_fit=fit.form if fit.fitted else None,
         )
