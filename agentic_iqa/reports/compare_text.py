@@ -16,10 +16,12 @@ if TYPE_CHECKING:
 
 
 def format_seconds(value: float | None) -> str:
+    """Return a duration as "1.23 s", "-" without one."""
     return "-" if value is None else f"{value:.2f} s"
 
 
 def format_money(value: float | None) -> str:
+    """Return a cost in dollars as the usage tables write it."""
     from ..vlm.usage import format_cost
 
     return format_cost(value)
@@ -53,6 +55,7 @@ def _tool_text(line: Mapping[str, Any]) -> str:
 
 
 def describe_method(doc: Mapping[str, Any]) -> str:
+    """Return the sentence saying how the comparison's intervals were computed."""
     settings = doc["bootstrap"]
     return (
         f"{settings['confidence']:.0%} intervals: percentile bootstrap, "

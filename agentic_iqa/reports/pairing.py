@@ -120,6 +120,7 @@ def _keyed(columns: JobColumns) -> np.ndarray | None:
 def read_lines(
     about: Mapping[str, Any], data: Iterable[Mapping[str, Any]] | JobColumns
 ) -> tuple[PairedJob, list[Line]]:
+    """Read a job's columns (or rows) and its lines: one per tool of a metric job, else one."""
     import numpy as np
 
     from .columns import JobColumns
@@ -329,6 +330,8 @@ def paired_difference(
 def paired_mcq_difference(
     base: Line, line: Line, base_job: PairedJob, job: PairedJob, resamples: int, seed: int
 ) -> dict[str, Any]:
+    """Return ``line - baseline`` MCQ accuracy on the questions both counted, with its paired
+    interval."""
     import numpy as np
 
     from .columns import NOT_COUNTED, RIGHT

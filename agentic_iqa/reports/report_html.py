@@ -47,6 +47,7 @@ figure.plot { margin: 1em 0; } figure.plot svg { max-width: 100%; height: auto; 
 
 
 def render_cell(value: Any, digits: int = 3, *, text: bool = False) -> str:
+    """Return a value as an escaped table cell (``text``: left-aligned, wrapping)."""
     css = ' class="text"' if text else ""
     return f"<td{css}>{html.escape(format_value(value, digits))}</td>"
 
@@ -64,6 +65,7 @@ def render_label_cell(value: Any, title: str | None = None) -> str:
 
 
 def render_header(*names: str) -> str:
+    """Return a table's header row: the first name a text column, the rest numbers."""
     first, *rest = names
     cells = f'<th class="text">{html.escape(first)}</th>' + "".join(
         f"<th>{html.escape(name)}</th>" for name in rest

@@ -10,6 +10,7 @@ from .report import CONFIDENCE, WITHHELD
 
 
 def format_value(value: Any, digits: int = 3) -> str:
+    """Return a value as a table shows it: "-" for None, a float to ``digits`` places."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -18,6 +19,7 @@ def format_value(value: Any, digits: int = 3) -> str:
 
 
 def format_ci(interval: list[float] | None) -> str:
+    """Return an interval as "[low, high]" to three places, "-" without one."""
     return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-"
 
 

@@ -51,6 +51,8 @@ def check_rows(
     access: AccessPolicy,
     range_source: str = "--mos-range",
 ) -> Iterator[ManifestEntry]:
+    """Check ``rows`` as a pipeline and yield their entries in file order: items, and bad rows
+    keyed by their own id where it stays free, else by their line."""
     seen = SeenIds()
     held: dict[str, ManifestError] = {}  # bad rows that may keep their own id, by that id
     scope = Reading(access)

@@ -127,6 +127,8 @@ def prepare_row(
     mos_range: tuple[float, float] | None,
     range_source: str,
 ) -> PreparedRow:
+    """Read a row's cells and confine its paths (the cheap checks, in file order): its item,
+    or why it is bad, before its image is opened and its id claimed."""
     if isinstance(row, str):
         return PreparedRow(line, None, error=row)
     item_id: str | None = None
