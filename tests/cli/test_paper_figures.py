@@ -233,7 +233,7 @@ def test_brisque_and_niqe_are_reported_on_their_own_scores_not_the_bent_mapping(
 
 
 def test_a_mapping_is_flagged_only_where_the_jobs_raw_scores_reach_its_wrong_way_span() -> None:
-    from agentic_iqa.jobs.own_scores import mapping_check, tool_facts
+    from agentic_iqa.reports.own_scores import mapping_check, tool_facts
 
     facts = tool_facts(["BRISQUE", "niqe", "no-such-tool"])
     assert facts["BRISQUE"].lower_is_better and facts["niqe"].lower_is_better
@@ -506,8 +506,8 @@ def test_mcq_accuracy_counts_failed_items_as_wrong(results, tmp_path, monkeypatc
 def test_accuracy_is_right_answers_over_every_question_run_whatever_the_mix() -> None:
     """The rule on many generated jobs: right / (answered + without an answer + failed),
     answered-only right / answered, per type the same; queued items are not counted."""
-    from agentic_iqa.jobs.compare import build_comparison
-    from agentic_iqa.jobs.report import build_report
+    from agentic_iqa.reports.compare import build_comparison
+    from agentic_iqa.reports.report import build_report
 
     rng = np.random.default_rng(40)
     for _ in range(30):

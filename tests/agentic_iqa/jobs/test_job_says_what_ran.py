@@ -22,8 +22,8 @@ from agentic_iqa.cli import app
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
-from agentic_iqa.jobs.report import NOT_APPLICABLE
 from agentic_iqa.jobs.spec import JobSpec
+from agentic_iqa.reports.report import NOT_APPLICABLE
 from agentic_iqa.runconfig import capture
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.settings import ROLES, BackendConfig, backend_of_model

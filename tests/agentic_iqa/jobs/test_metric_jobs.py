@@ -17,11 +17,13 @@ from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog, VlmCall
 from agentic_iqa.fitting.degradations import degrade
-from agentic_iqa.jobs.export import write_rows
-from agentic_iqa.jobs.report import build_report, render_html, render_text
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.jobs.tools import MetricToolsError, parse_tools
 from agentic_iqa.pipeline import EXECUTE, Agents, next_step
+from agentic_iqa.reports.export import write_rows
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_html import render_html
+from agentic_iqa.reports.report_text import render_text
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.state import initial_state
 from agentic_iqa.vlm.builtin import BuiltinClient

@@ -21,9 +21,10 @@ from agentic_iqa.jobs.manifest import (
     ManifestItem,
     read_manifest,
 )
-from agentic_iqa.jobs.report import build_report, render_text
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.query import parse_query, with_options
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_text import render_text
 from agentic_iqa.runtime import lifecycle
 from tests.agentic_iqa.conftest import graded_photos, write_csv
 

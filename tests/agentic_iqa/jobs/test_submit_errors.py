@@ -18,8 +18,8 @@ from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem
-from agentic_iqa.jobs.report import build_report
 from agentic_iqa.jobs.spec import JobSpec
+from agentic_iqa.reports.report import build_report
 from agentic_iqa.runtime import lifecycle
 from tests.agentic_iqa.conftest import write_csv
 from tests.conftest import natural_image

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from agentic_iqa.jobs.metrics import answer_letter
 from agentic_iqa.options import locate_option, parse_option
 from agentic_iqa.prompts import QUALITY_LEVEL_CHOICES
+from agentic_iqa.reports.metrics import answer_letter
 from agentic_iqa.vlm import BackendConfig, VLMRequest
 from agentic_iqa.vlm.anthropic import AnthropicClient
 from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS

@@ -10,9 +10,9 @@ import math
 import pytest
 
 from agentic_iqa.agents.summarizer import UNABLE
-from agentic_iqa.jobs.metrics import answer_letter
 from agentic_iqa.options import locate_option, parse_option
 from agentic_iqa.prompts import QUALITY_LEVEL_CHOICES
+from agentic_iqa.reports.metrics import answer_letter
 from agentic_iqa.vlm.openai import option_logprobs_from_tokens
 from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS
 from tests.agentic_iqa.remote import MCQ, SCORING, answer_reply, ask, completion

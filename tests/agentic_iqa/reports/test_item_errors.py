@@ -17,9 +17,9 @@ from agentic_iqa.db import jobs as store
 from agentic_iqa.db import make_engine, steps, upgrade
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import JobItem
-from agentic_iqa.jobs.errors import readable
-from agentic_iqa.jobs.report import failure_reason as report_reason
 from agentic_iqa.jobs.spec import JobSpec
+from agentic_iqa.reports.errors import failure_reason as report_reason
+from agentic_iqa.reports.errors import readable
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.runtime.service import failure_reason
 from agentic_iqa.state import PlannerError

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from agentic_iqa.jobs.compare import render_html as compare_html
-from agentic_iqa.jobs.names import line_names
-from agentic_iqa.jobs.report import build_report, render_html
-from agentic_iqa.jobs.sweeps import group_table, render_group_html
-from tests.agentic_iqa.jobs.test_figures import comparison
-from tests.agentic_iqa.jobs.test_figures_for_papers import metric_rows, sweep
+from agentic_iqa.reports.compare_html import render_html as compare_html
+from agentic_iqa.reports.names import line_names
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_html import render_html
+from agentic_iqa.reports.sweeps import group_table, render_group_html
+from tests.agentic_iqa.reports.test_figures import comparison
+from tests.agentic_iqa.reports.test_figures_for_papers import metric_rows, sweep
 from tests.browser import layout
 
 # Left out of the README's test command (CI runs it): pages laid out in headless

@@ -1,7 +1,8 @@
 """Cells of exported rows as values: typed from the database, or text read back from a CSV.
 
 Reports, comparisons, the distortion breakdown and the figures all read the same rows
-(:mod:`.export`); they read a cell the same way through these two functions.
+(:mod:`.export`); they read a cell the same way through these functions, and keep a computed
+value the same way (:func:`finite_or_none`).
 """
 
 from __future__ import annotations
@@ -27,3 +28,8 @@ def text(value: Any) -> str | None:
         return None
     stripped = str(value).strip()
     return stripped or None
+
+
+def finite_or_none(value: float) -> float | None:
+    """Return ``value``, or None when it is NaN or infinite (JSON has no such numbers)."""
+    return value if math.isfinite(value) else None

@@ -21,10 +21,11 @@ from sqlalchemy import select, update
 from agentic_iqa.db import dispose_engines, make_engine, reads
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import JobItem, ToolLog
-from agentic_iqa.jobs.compare import _metric_draws, _paired_ci, build_comparison
-from agentic_iqa.jobs.names import line_names
-from tests.agentic_iqa.jobs.conftest import scratch_database
-from tests.agentic_iqa.jobs.test_reports_read_columns import cli, clone, one_item_job, statements
+from agentic_iqa.reports.compare import build_comparison
+from agentic_iqa.reports.names import line_names
+from agentic_iqa.reports.pairing import _metric_draws, _paired_ci
+from tests.agentic_iqa.reports.conftest import scratch_database
+from tests.agentic_iqa.reports.test_reports_read_columns import cli, clone, one_item_job, statements
 
 # Left out of the README's test command (CI runs it): jobs of 20,000 items on both
 # databases.

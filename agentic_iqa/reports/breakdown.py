@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .cells import finite_or_none
+
 #: A group with fewer items gives its count and no correlation (two points always agree).
 MIN_ITEMS = 3
 #: Keys of ``meta`` read as the distortion type, and as its level, first found wins.
@@ -81,7 +83,7 @@ def _group_entry(
         if at.size >= MIN_ITEMS:
             x, y = values[at], mos[at]
             if np.ptp(x) > 0 and np.ptp(y) > 0:
-                entry.update(srcc=_finite(srcc(x, y)), plcc=_finite(plcc(x, y)))
+                entry.update(srcc=finite_or_none(srcc(x, y)), plcc=finite_or_none(plcc(x, y)))
         lines[name] = entry
     return {"n": int(positions.size), "lines": lines}
 
@@ -91,10 +93,6 @@ def _column(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype.kind == "f":
         return values
     return np.array([math.nan if value is None else value for value in values], dtype=float)
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def breakdown(

@@ -12,7 +12,7 @@ is better for every line, the agent's included).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -143,14 +143,3 @@ def _merged(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
         else:
             merged.append((start, end))
     return merged
-
-
-def lower_is_better_names(entries: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The tools among report or comparison entries whose scores were negated."""
-    return sorted(
-        {
-            str(entry.get("tool"))
-            for entry in entries
-            if entry.get("tool") and entry.get("lower_is_better")
-        }
-    )

@@ -1,8 +1,8 @@
 """Correlations and their intervals on a million pairs, in seconds and bounded memory.
 
-Above :data:`~agentic_iqa.jobs.metrics.LARGE` pairs SRCC, PLCC and KRCC are computed without
+Above :data:`~agentic_iqa.reports.metrics.LARGE` pairs SRCC, PLCC and KRCC are computed without
 scipy's copies (the same definitions: KRCC to the bit, the others to 1e-12); above
-:data:`~agentic_iqa.jobs.metrics.BOOTSTRAP_PAIRS` each resample draws that many pairs and is
+:data:`~agentic_iqa.reports.metrics.BOOTSTRAP_PAIRS` each resample draws that many pairs and is
 scaled to the sample's size (m-out-of-n), which keeps the interval's width; below both, every
 figure is what it always was.
 """
@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agentic_iqa.jobs import metrics
-from agentic_iqa.jobs.metrics import (
+from agentic_iqa.reports.metrics import (
     BOOTSTRAP_PAIRS,
     LARGE,
     average_ranks,
+    bootstrap,
     bootstrap_ci,
+    correlations,
     inversions,
     krcc,
     plcc,
@@ -67,8 +68,8 @@ def test_srcc_resamples_are_ranked_as_rankdata_ranks_them() -> None:
     """Ranks from counts (no sort per resample) are exactly scipy's, ties included."""
     pred, _mos = monotone_with_ties(400)
     index = np.random.default_rng(1).integers(0, pred.size, size=(30, pred.size))
-    dense = metrics._dense(pred)
-    ranks = metrics._resampled_ranks(dense, int(dense.max()) + 1, index)
+    dense = correlations.dense_ranks(pred)
+    ranks = bootstrap._resampled_ranks(dense, int(dense.max()) + 1, index)
     assert np.array_equal(ranks, stats.rankdata(pred[index], axis=1))
 
 
@@ -80,7 +81,7 @@ def test_subsampled_intervals_keep_the_full_bootstraps_width(metric, monkeypatch
     estimate = metric(pred, mos)
     resamples = 200 if metric is krcc else 400
     low, high = bootstrap_ci(metric, pred, mos, n=resamples, seed=1)
-    monkeypatch.setattr(metrics, "BOOTSTRAP_PAIRS", pred.size)
+    monkeypatch.setattr(bootstrap, "BOOTSTRAP_PAIRS", pred.size)
     full_low, full_high = bootstrap_ci(metric, pred, mos, n=resamples, seed=1)
     assert low < estimate < high and full_low < estimate < full_high
     assert (high - low) == pytest.approx(full_high - full_low, rel=0.25)
@@ -100,7 +101,7 @@ def test_an_interval_narrows_as_the_square_root_of_the_pairs() -> None:
 def test_accuracy_of_many_questions_is_drawn_binomially(monkeypatch) -> None:
     outcomes = np.random.default_rng(5).random(4 * BOOTSTRAP_PAIRS) < 0.7
     low, high = proportion_ci(outcomes, n=2000, seed=3)
-    monkeypatch.setattr(metrics, "BOOTSTRAP_PAIRS", outcomes.size)
+    monkeypatch.setattr(bootstrap, "BOOTSTRAP_PAIRS", outcomes.size)
     full_low, full_high = proportion_ci(outcomes, n=2000, seed=3)
     assert (high - low) == pytest.approx(full_high - full_low, rel=0.1)
     assert low < outcomes.mean() < high
@@ -111,7 +112,7 @@ def test_a_correlation_report_of_400000_pairs_stays_within_memory() -> None:
     pairs at this size (the fit alone 430 MB at a million); now a few arrays of it."""
     code = (
         "import json, resource, sys\nimport numpy as np\n"
-        "from agentic_iqa.jobs.metrics import correlation_report\n"
+        "from agentic_iqa.reports.metrics import correlation_report\n"
         "from scipy import optimize, stats\n"
         "rng = np.random.default_rng(0)\n"
         "pred = rng.uniform(1, 5, 400_000)\n"

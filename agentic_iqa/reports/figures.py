@@ -12,7 +12,7 @@ matplotlib writes by default.  Colours are Okabe and Ito's colour-blind-safe pal
 * ``scatter-agent``: the agent's [1, 5] score against MOS; ``scatter-tool-<T>``: each tool of
   a metric job, on its own (raw) score, the axis saying which way is better.  Each shows the
   report's n, SRCC and PLCC and the monotone fit behind PLCC logistic
-  (:func:`agentic_iqa.jobs.metrics.plcc_after_logistic`);
+  (:func:`agentic_iqa.reports.metrics.plcc_after_logistic`);
 * ``breakdown-distortion`` and ``breakdown-level``: SRCC per distortion type and per level
   (:mod:`.breakdown`);
 * ``paired-differences``: each line's difference from the baseline of ``eval compare`` with its
@@ -343,9 +343,9 @@ def report_figures(
     *,
     scored: str = "Agent",
 ) -> list[NamedFigure]:
-    """The figures of a job report (:func:`agentic_iqa.jobs.report.build_report`): the agent's
+    """The figures of a job report (:func:`agentic_iqa.reports.report.build_report`): the agent's
     scatter (done items with a score and a MOS, its [1, 5] score; ``scored`` names what gave
-    the scores, as :func:`agentic_iqa.jobs.report.scored_label` does), or one per tool of a
+    the scores, as :func:`agentic_iqa.reports.report.scored_label` does), or one per tool of a
     metric job, then the breakdown's.  A tool's scatter is on the score its correlations are on
     (``basis``): its own (``raw:`` column), where a lower-is-better one falls with MOS, or the
     [1, 5] one where the rows carry no raw score; items with that score and a MOS, whatever
@@ -426,7 +426,7 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def comparison_figures(doc: Mapping[str, Any]) -> list[NamedFigure]:
-    """The figures of ``eval compare`` (:func:`agentic_iqa.jobs.compare.build_comparison`)."""
+    """The figures of ``eval compare`` (:func:`agentic_iqa.reports.compare.build_comparison`)."""
     figure = differences_figure(doc, gid="paired-differences")
     if figure is None:
         return []
@@ -441,7 +441,7 @@ _GROUP_FIGURES = (
 
 
 def group_figures(document: Mapping[str, Any]) -> list[NamedFigure]:
-    """The figures of ``eval compare --group`` (:func:`agentic_iqa.jobs.sweeps.group_table`):
+    """The figures of ``eval compare --group`` (:func:`agentic_iqa.reports.sweeps.group_table`):
     per kind of figure in its cells (SRCC against MOS, MCQ accuracy), horizontal bars, a row
     per model or tool, a bar per dataset; a bar is the SVG element
     ``<stem>-<dataset>-<row>`` (positions in the table).  Empty when no cell has a figure."""

@@ -207,20 +207,20 @@ def render_group_html(
     inline (``figures``, or :func:`.figures.group_figures`).  A cell's figures wrap between
     words, never inside a number."""
     from .figures import group_figures, html_figure
-    from .report import _STYLE, _header, _label_cell
+    from .report_html import STYLE, render_header, render_label_cell
 
     title = f"Group {document['group']}"
     columns = list(document["columns"])
     parts = [
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(redact(title) or '')}</title><style>{_STYLE}</style></head>"
+        f"<title>{html.escape(redact(title) or '')}</title><style>{STYLE}</style></head>"
         f"<body><h1>{html.escape(redact(title) or '')}: {_job_count(document)} jobs</h1>",
-        '<div class="scroll"><table id="group">' + _header("model", *columns),
+        '<div class="scroll"><table id="group">' + render_header("model", *columns),
     ]
     for row in document["rows"]:
         parts.append(
             "<tr>"
-            + _label_cell(row)
+            + render_label_cell(row)
             + "".join(
                 '<td class="text">'
                 f"{html.escape(redact(_cell_text(document['cells'][row].get(column))) or '')}"

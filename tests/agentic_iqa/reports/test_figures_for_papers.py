@@ -15,9 +15,9 @@ from matplotlib.colors import to_hex
 from pypdf import PdfReader
 from scipy import stats
 
-from agentic_iqa.jobs.compare import build_comparison
-from agentic_iqa.jobs.compare import render_html as compare_html
-from agentic_iqa.jobs.figures import (
+from agentic_iqa.reports.compare import build_comparison
+from agentic_iqa.reports.compare_html import render_html as compare_html
+from agentic_iqa.reports.figures import (
     OKABE_ITO,
     NamedFigure,
     comparison_figures,
@@ -27,10 +27,10 @@ from agentic_iqa.jobs.figures import (
     svg,
     write_figures,
 )
-from agentic_iqa.jobs.names import line_names
-from agentic_iqa.jobs.report import build_report
-from agentic_iqa.jobs.sweeps import group_table, render_group_html
-from tests.agentic_iqa.jobs.test_figures import comparison
+from agentic_iqa.reports.names import line_names
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.sweeps import group_table, render_group_html
+from tests.agentic_iqa.reports.test_figures import comparison
 
 SVG = "{http://www.w3.org/2000/svg}"
 

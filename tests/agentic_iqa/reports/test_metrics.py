@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agentic_iqa.jobs.metrics import (
+from agentic_iqa.reports.metrics import (
     answer_letter,
     bootstrap_ci,
     correlation_report,
     krcc,
-    mcq_accuracy,
     plcc,
     plcc_after_logistic,
     srcc,
@@ -100,7 +99,7 @@ def _unconstrained_5pl(pred: np.ndarray, mos: np.ndarray) -> np.ndarray:
     """The free 5PL fit the report used to draw, on a grid over the scores' range."""
     from scipy import optimize
 
-    from agentic_iqa.jobs.metrics import _logistic5
+    from agentic_iqa.reports.metrics.logistic import _logistic5
 
     z = (pred - pred.mean()) / pred.std()
     start = [float(np.ptp(mos)), 1.0, 0.0, 0.0, float(np.mean(mos))]
@@ -128,17 +127,17 @@ def test_five_parameter_fit_is_monotone_where_a_free_one_bends() -> None:
 
 def test_a_fit_that_is_not_monotone_on_the_data_falls_back(monkeypatch) -> None:
     """The check after fitting: a bent 5PL (as a free fit gives) is refused for the 4PL."""
-    from agentic_iqa.jobs import metrics
+    from agentic_iqa.reports.metrics import logistic
 
     pred, mos = weak_trend_20()
-    real_fit = metrics._fit
+    real_fit = logistic._fit
 
     def bent(form, z, y, direction):
         if form == "logistic5":
             return (50.0, 3.0, 0.0, -40.0, 50.0), 0.0  # a logistic step on a falling line
         return real_fit(form, z, y, direction)
 
-    monkeypatch.setattr(metrics, "_fit", bent)
+    monkeypatch.setattr(logistic, "_fit", bent)
     fit = plcc_after_logistic(pred, mos)
     assert fit.form == "logistic4"
     assert fit.note == (
@@ -152,7 +151,7 @@ def test_a_fit_that_is_not_monotone_on_the_data_falls_back(monkeypatch) -> None:
             raise RuntimeError("Optimal parameters not found")
         return real_fit(form, z, y, direction)
 
-    monkeypatch.setattr(metrics, "_fit", failing)
+    monkeypatch.setattr(logistic, "_fit", failing)
     line = plcc_after_logistic(pred, mos)
     assert line.form == "linear" and line.plcc == pytest.approx(plcc(pred, mos))
     assert line.note.startswith(
@@ -254,7 +253,21 @@ def test_answer_letter(text: str | None, letter: str | None) -> None:
 
 
 def test_mcq_accuracy_counts_only_known_truths() -> None:
-    assert mcq_accuracy(["A", "b", "C. x", None, "D"], ["A", "B", "D", "C", None]) == (0.5, 4)
-    assert mcq_accuracy(["A"], [None]) == (None, 0)
-    with pytest.raises(ValueError, match="differ in length"):
-        mcq_accuracy(["A"], [])
+    from agentic_iqa.reports.report import build_report
+
+    def accuracy(predicted: list[str | None], truth: list[str | None]) -> tuple[float | None, int]:
+        rows = [
+            {
+                "status": "done",
+                "quality_score": None,
+                "mos": None,
+                "final_answer": p,
+                "answer_truth": t,
+            }
+            for p, t in zip(predicted, truth, strict=True)
+        ]
+        mcq = build_report(rows, bootstrap=0)["mcq"]
+        return (mcq["accuracy"], mcq["n"]) if mcq is not None else (None, 0)
+
+    assert accuracy(["A", "b", "C. x", None, "D"], ["A", "B", "D", "C", None]) == (0.5, 4)
+    assert accuracy(["A"], [None]) == (None, 0)

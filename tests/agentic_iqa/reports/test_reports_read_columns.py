@@ -29,8 +29,8 @@ from agentic_iqa.cli import app
 from agentic_iqa.db import dispose_engines, make_engine, upgrade
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, ToolLog
-from agentic_iqa.jobs.report import build_report
-from tests.agentic_iqa.jobs.conftest import scratch_database
+from agentic_iqa.reports.report import build_report
+from tests.agentic_iqa.reports.conftest import scratch_database
 from tests.conftest import REPO, natural_image
 
 # Left out of the README's test command (CI runs it): jobs of tens of thousands of items, memory

@@ -11,9 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agentic_iqa.jobs.export import export_columns, write_rows
-from agentic_iqa.jobs.metrics import srcc
-from agentic_iqa.jobs.report import build_report, failure_reason, render_html, render_text
+from agentic_iqa.reports.errors import failure_reason
+from agentic_iqa.reports.export import export_columns, write_rows
+from agentic_iqa.reports.metrics import srcc
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_html import render_html
+from agentic_iqa.reports.report_text import render_text
 
 
 def job_rows(n: int = 60, seed: int = 0) -> list[dict[str, Any]]:

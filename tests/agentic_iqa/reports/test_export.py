@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from agentic_iqa.jobs.export import ROW_COLUMNS, export_columns, tool_column, write_rows
+from agentic_iqa.reports.export import ROW_COLUMNS, export_columns, tool_column, write_rows
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -124,8 +124,8 @@ def generated(n: int, query_chars: int = 0) -> Iterator[dict[str, Any]]:
 _PEAK_RSS = """
 import sys
 from pathlib import Path
-from agentic_iqa.jobs.export import write_rows
-from tests.agentic_iqa.jobs.test_export import COLUMNS, generated, peak_rss_kib
+from agentic_iqa.reports.export import write_rows
+from tests.agentic_iqa.reports.test_export import COLUMNS, generated, peak_rss_kib
 n, fmt, path = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 write_rows(generated(600, query_chars=1000), path.with_name("warm-up." + fmt), fmt, COLUMNS,
            batch_size=500)

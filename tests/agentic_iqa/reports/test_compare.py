@@ -13,8 +13,11 @@ from PIL import Image, ImageFilter
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.jobs.compare import FITTED_IMAGES, build_comparison, render_html, render_text
-from agentic_iqa.jobs.metrics import plcc, srcc
+from agentic_iqa.reports.compare import build_comparison
+from agentic_iqa.reports.compare_html import render_html
+from agentic_iqa.reports.compare_text import render_text
+from agentic_iqa.reports.in_sample import FITTED_IMAGES
+from agentic_iqa.reports.metrics import plcc, srcc
 from tests.conftest import natural_image
 
 runner = CliRunner()

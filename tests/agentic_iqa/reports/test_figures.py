@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agentic_iqa.jobs.breakdown import breakdown, distortion_of
-from agentic_iqa.jobs.compare import build_comparison
-from agentic_iqa.jobs.compare import render_html as compare_html
-from agentic_iqa.jobs.export import export_columns, write_rows
-from agentic_iqa.jobs.figures import comparison_figures, report_figures, write_figures
-from agentic_iqa.jobs.report import build_report, render_html, render_text
+from agentic_iqa.reports.breakdown import breakdown, distortion_of
+from agentic_iqa.reports.compare import build_comparison
+from agentic_iqa.reports.compare_html import render_html as compare_html
+from agentic_iqa.reports.export import export_columns, write_rows
+from agentic_iqa.reports.figures import comparison_figures, report_figures, write_figures
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_html import render_html
+from agentic_iqa.reports.report_text import render_text
 
 SVG = "{http://www.w3.org/2000/svg}"
 TYPES = ["gaussian_blur", "white_noise", "jpeg"]
