@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from iqa_tools import DISTORTION_CATEGORIES, ToolError, ToolRegistry, UnknownToolError
 from iqa_tools.images import LoadedImage, crop_image, read_image
 
+from ..evidence import CANNOT_RUN
 from ..prompts import (
     DISTORTION_ANALYSIS_SYSTEM,
     DISTORTION_ANALYSIS_USER,
@@ -46,7 +47,6 @@ from ..prompts import (
 )
 from ..query import Region, region_of
 from ..state import (
-    CANNOT_RUN,
     DistortionAnalysis,
     ExecutorOutput,
     PlannerOutput,
@@ -691,7 +691,7 @@ def not_installed(registry: ToolRegistry, name: str) -> str | None:
 
 def cannot_run(name: str, why: str) -> str:
     """A log's ``error`` for a tool that is not installed: the registry's own wording
-    (:data:`agentic_iqa.state.CANNOT_RUN`), so both read alike."""
+    (:data:`agentic_iqa.evidence.CANNOT_RUN`), so both read alike."""
     return f"{name}{CANNOT_RUN}{why}"
 
 

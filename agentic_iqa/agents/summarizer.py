@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..evidence import missing_evidence, replan_can_supply, stand_ins
 from ..options import parse_option
 from ..prompts import (
     QUALITY_LEVEL_CHOICES,
@@ -60,9 +61,6 @@ from ..state import (
     ReplanEntry,
     SummarizerOutput,
     SummarizerReply,
-    missing_evidence,
-    replan_can_supply,
-    stand_ins,
 )
 from ..vlm.base import VLMClient, VLMRequest, VLMResponse, was_cut_off
 from ..vocabulary import level_name
@@ -507,4 +505,4 @@ def _analysis_text(analysis: Mapping[str, Any] | None) -> str:
     return (" " + " ".join(notes)) if notes else ""
 
 
-__all__ = ["UNABLE", "evidence_missing", "missing_evidence", "scoring_mode", "summarize"]
+__all__ = ["UNABLE", "evidence_missing", "scoring_mode", "summarize"]

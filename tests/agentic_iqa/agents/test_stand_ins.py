@@ -248,7 +248,7 @@ def test_a_models_answer_is_told_and_says_it_whatever_the_model_writes(no_weight
 
 
 def test_stand_ins_read_plain_logs_once_per_pair_and_skip_failed_ones():
-    from agentic_iqa.state import stand_in_label, stand_ins
+    from agentic_iqa.evidence import stand_in_label, stand_ins
 
     logs = [
         {
