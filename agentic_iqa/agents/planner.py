@@ -34,6 +34,7 @@ from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
 from ..query import (
     distortion_words,
     excluded_tools_in,
+    fold_object_name,
     parse_query,
     planned_subtasks,
     required_tool_in,
@@ -208,10 +209,6 @@ def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> Plan
     return PlanControlFlags(**flags)
 
 
-def _fold(name: str) -> str:
-    return re.sub(r"^(?:the|a|an)\s+", "", name.strip().casefold())
-
-
 def _distortions(
     plan: PlannerOutput, query: str, tool_names: list[str]
 ) -> tuple[dict[str, list[str]] | None, list[str] | Literal["Global"]]:
@@ -232,12 +229,12 @@ def _distortions(
     lowered = query.casefold()
     placed: dict[str, list[str]] = {}
     for key, values in model.items():
-        by_fold = {_fold(name): name for name in scope}
+        by_fold = {fold_object_name(name): name for name in scope}
         if key == "Global":
             targets = scope or ["Global"]
-        elif _fold(key) in by_fold:
-            targets = [by_fold[_fold(key)]]
-        elif re.search(rf"(?<!\w){re.escape(_fold(key))}(?!\w)", lowered):
+        elif fold_object_name(key) in by_fold:
+            targets = [by_fold[fold_object_name(key)]]
+        elif re.search(rf"(?<!\w){re.escape(fold_object_name(key))}(?!\w)", lowered):
             scope.append(key)
             targets = [key]
         else:

@@ -31,7 +31,7 @@ from .intent import (
     wants_rating,
     with_options,
 )
-from .objects import AESTHETIC_TERMS, objects_in
+from .objects import AESTHETIC_TERMS, fold_object_name, objects_in
 from .regions import Region, region_of
 from .tools import (
     ORDINARY_WORD_TOOLS,
@@ -61,6 +61,7 @@ __all__ = [
     "content_questions",
     "distortion_words",
     "excluded_tools_in",
+    "fold_object_name",
     "masked_tools",
     "objects_in",
     "options_in",

@@ -292,3 +292,10 @@ def objects_in(text: str) -> list[str]:
         if name not in objects:
             objects.append(name)
     return objects
+
+
+def fold_object_name(name: object) -> str:
+    """Return an object's name as names are compared: casefolded, no leading article.
+
+    "The Car" and "car" are the same object; the planner and the executor both compare so."""
+    return re.sub(r"^(?:the|a|an)\s+", "", str(name).strip().casefold())
