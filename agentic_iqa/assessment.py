@@ -18,7 +18,7 @@ from .evidence import stand_ins
 from .state import AgenticIQAState, DistortionAnalysis, PlannerOutput, ReplanEntry
 
 if TYPE_CHECKING:
-    from .pipeline import Agents
+    from .agents.team import Agents
 
 
 @dataclass(frozen=True)
@@ -172,8 +172,8 @@ def _agents(
     """Build the clients of each role and the tool registry, as ``agentic-iqa assess`` does."""
     from iqa_tools import ToolRegistry
 
+    from .agents.team import Agents
     from .config import load_tool_settings
-    from .pipeline import Agents
     from .vlm import create_client
     from .vlm.settings import load_backend_configs
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.cli import app
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.vlm.base import VLMRequest, VLMResponse
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings

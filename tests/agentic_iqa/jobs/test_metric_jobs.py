@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.cli import app
 from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
@@ -21,7 +22,7 @@ from agentic_iqa.jobs.export import write_rows
 from agentic_iqa.jobs.report import build_report, render_html, render_text
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.jobs.tools import MetricToolsError, parse_tools
-from agentic_iqa.pipeline import EXECUTE, Agents, next_step
+from agentic_iqa.pipeline import EXECUTE, next_step
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.state import initial_state
 from agentic_iqa.vlm.builtin import BuiltinClient
