@@ -17,7 +17,7 @@ def missing_evidence(
     quality_scores: Mapping[str, Any] | None,
     distortion_analysis: Mapping[str, Any] | None,
 ) -> str | None:
-    """What the plan asked for but the evidence lacks (plain dicts, shared with the builtin).
+    """Return what the plan asked for but the evidence lacks (plain dicts, shared with the builtin).
 
     Tools cannot find an object, so for objects they score the whole image, filed under
     "Global": that answers every object's "tool scores missing" (the summarizer is told it is
@@ -39,7 +39,7 @@ def replan_can_supply(
     quality_scores: Mapping[str, Any] | None,
     tool_logs: Sequence[Mapping[str, Any]] | None,
 ) -> bool:
-    """Whether a new plan could supply what :func:`missing_evidence` finds missing.
+    """Tell whether a new plan could supply what :func:`missing_evidence` finds missing.
 
     Only tool scores for an object no tool was run for (the plan's objects missed the scope)
     can come from another plan.  Tools that ran and failed fail the same way under any plan
@@ -61,8 +61,8 @@ def replan_can_supply(
 
 
 def scored_on(region: str | None) -> str:
-    """What a tool call scored, in words, for every output: a region's crop or the whole image
-    (a call for objects, and every call logged before regions were cropped)."""
+    """Return what a tool call scored, in words, for every output: a region's crop or the whole
+    image (a call for objects, and every call logged before regions were cropped)."""
     return f"{region} (crop)" if region else "whole image"
 
 
@@ -80,13 +80,13 @@ def stand_in_reason(requested: str, error: str | None) -> str:
 
 
 def stand_in_sentence(tool: str, requested: str, error: str | None) -> str:
-    """ "PIQE stood in for BRISQUE (its parameter file ... is not installed: ...).": what the
+    """Return "PIQE stood in for BRISQUE (its parameter file ... is not installed: ...).": what the
     answer says of a call whose tool another replaced, for every summarizer and output."""
     return f"{tool} stood in for {requested} ({stand_in_reason(requested, error)})."
 
 
 def stand_in_label(requested: str, error: str | None) -> str:
-    """A tools table's note for such a call: "in place of BRISQUE (not installed)"."""
+    """Return a tools table's note for such a call: "in place of BRISQUE (not installed)"."""
     text = (error or "").strip()
     if text.startswith(f"{requested}{CANNOT_RUN}"):
         return f"in place of {requested} (not installed)"
@@ -96,10 +96,10 @@ def stand_in_label(requested: str, error: str | None) -> str:
 
 
 def stand_ins(tool_logs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The tools that stood in for others and gave a score, once per (tool, tool wanted,
-    reason), in log order: ``{"tool", "in_place_of", "reason", "distortions", "sentence"}``.
-    Logs are plain dicts (a dumped :class:`ToolExecutionLog`, or a stored run's, whose tool
-    is under "tool")."""
+    """Return the tools that stood in for others and gave a score, once per (tool, tool wanted,
+    reason), in log order: ``{"tool", "in_place_of", "reason", "distortions", "sentence"}``. Logs
+    are plain dicts (a dumped :class:`ToolExecutionLog`, or a stored run's, whose tool is under
+    "tool")."""
     found: dict[tuple[str, str, str], dict[str, Any]] = {}
     for entry in tool_logs:
         tool = entry.get("tool_name") or entry.get("tool")
@@ -128,9 +128,9 @@ def stand_ins(tool_logs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def whole_image_objects(
     plan: Mapping[str, Any], quality_scores: Mapping[str, Any] | None
 ) -> list[str]:
-    """The objects in scope that only a whole-image score speaks for: no score of their own
-    (no tool can find "the car"; a region is scored on its crop), and one under "Global".
-    What the summarizer is told to judge from the image itself (plain dicts, as above)."""
+    """Return the objects in scope that only a whole-image score speaks for: no score of their own
+    (no tool can find "the car"; a region is scored on its crop), and one under "Global". What
+    the summarizer is told to judge from the image itself (plain dicts, as above)."""
     scores = quality_scores or {}
     if not scores.get("Global"):
         return []

@@ -80,7 +80,7 @@ TOOL_STEPS = frozenset({EXECUTE})
 
 
 def next_step(state: AgenticIQAState) -> str | None:
-    """The step to run next, or None when the run is finished (answered or failed)."""
+    """Return the step to run next, or None when the run is finished (answered or failed)."""
     if state.get("error"):
         return None  # planning failed, or a step failed for good
     if state.get("metric_tools"):  # a metric job's run: its tools, then done; no VLM at all
@@ -106,7 +106,7 @@ def next_step(state: AgenticIQAState) -> str | None:
 
 
 def _executor_steps(plan: PlannerOutput) -> list[str]:
-    """The executor subtasks ``plan`` runs, in order."""
+    """Return the executor subtasks ``plan`` runs, in order."""
     flags = plan.plan
     wanted = (
         # Distortions the query names are the ones looked at: never detected and replaced.
@@ -119,7 +119,7 @@ def _executor_steps(plan: PlannerOutput) -> list[str]:
 
 
 def replanning(state: AgenticIQAState) -> bool:
-    """Whether a replan was made and its new plan is yet to be made: until it is, the state
+    """Tell whether a replan was made and its new plan is yet to be made: until it is, the state
     keeps the previous plan and its evidence, for the summarizer should the new plan fail."""
     return (
         state.get("iteration_count", 0) > 0
@@ -129,7 +129,7 @@ def replanning(state: AgenticIQAState) -> bool:
 
 
 def failed_replan(state: AgenticIQAState) -> ReplanEntry | None:
-    """The replan of this iteration whose plan could not be made, if it failed."""
+    """Return the replan of this iteration whose plan could not be made, if it failed."""
     history = state.get("replan_history", [])
     last = history[-1] if history else None
     if last is None or last.failure is None or last.iteration != state.get("iteration_count"):
@@ -138,8 +138,8 @@ def failed_replan(state: AgenticIQAState) -> ReplanEntry | None:
 
 
 def replan_failed(state: AgenticIQAState, failure: str) -> dict[str, Any]:
-    """The update when a replan's plan cannot be made: the previous plan and its evidence stay
-    (the executor's steps count as done), the failure is recorded on the replan, and the
+    """Return the update when a replan's plan cannot be made: the previous plan and its evidence
+    stay (the executor's steps count as done), the failure is recorded on the replan, and the
     summarizer answers with what there is.  A run with evidence never ends unanswered."""
     history = list(state.get("replan_history", []))
     history[-1] = history[-1].model_copy(update={"failure": failure})
@@ -169,7 +169,7 @@ class TransientRetry:
     jitter: float = 0.5
 
     def call(self, what: str, function: Callable[[], T]) -> T:
-        """``function()``, retried on :class:`TransientVLMError`; the last error propagates."""
+        """Call ``function()``, retried on :class:`TransientVLMError`; the last error propagates."""
         backoff = wait_exponential(multiplier=self.initial, max=self.maximum) + wait_random(
             0, self.jitter
         )
@@ -209,7 +209,7 @@ ABANDONABLE = frozenset({DETECT, ANALYSE, SELECT})
 
 
 def abandoned(step: str, state: AgenticIQAState, reason: str) -> dict[str, Any] | None:
-    """The update that gives up ``step`` after its transient errors outlasted every retry:
+    """Return the update that gives up ``step`` after its transient errors outlasted every retry:
     its evidence stays null and the reason is kept in ``step_errors``; None for a step the run
     cannot go on without (plan, summarize), which then fails the run."""
     if step == PLAN and replanning(state):
@@ -228,8 +228,8 @@ def abandoned(step: str, state: AgenticIQAState, reason: str) -> dict[str, Any] 
 def check_planner_input(
     query: str, image_path: str, reference_path: str | None, replan_reason: str | None = None
 ) -> PlannerInput:
-    """The run's inputs as the spec's :class:`PlannerInput`; a :class:`ValueError` saying what
-    is wrong (empty query, missing file, not an image) when they are not valid."""
+    """Return the run's inputs as the spec's :class:`PlannerInput`; a :class:`ValueError` saying
+    what is wrong (empty query, missing file, not an image) when they are not valid."""
     try:
         return PlannerInput(
             query=query,
@@ -407,7 +407,7 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
 
 
 def _planned_calls(state: AgenticIQAState) -> list[executor.ToolCall]:
-    """The calls the run's tool step makes, in order (a region's on its crop)."""
+    """Return the calls the run's tool step makes, in order (a region's on its crop)."""
     if state.get("metric_tools"):
         return [
             executor.ToolCall(executor.METRIC_OBJECT, executor.metric_distortion(tool), tool)
@@ -423,7 +423,7 @@ def _planned_calls(state: AgenticIQAState) -> list[executor.ToolCall]:
 def planned_tool_calls(
     state: AgenticIQAState, registry: ToolRegistry
 ) -> list[tuple[str, str, str | None]]:
-    """The (tool, image, reference) calls the run's next step will make, when it is the tool
+    """Return the (tool, image, reference) calls the run's next step will make, when it is the tool
     step: what a tool worker can score ahead for several runs in one batch.  Fallbacks and a
     region's crop are not foreseen (they run one by one when needed)."""
     if next_step(state) != EXECUTE:
@@ -442,12 +442,12 @@ def planned_tool_calls(
 
 
 def tool_step_cached(state: AgenticIQAState, registry: ToolRegistry) -> bool:
-    """Whether the run's upcoming tool step only reads the score cache: every tool it calls has
+    """Tell whether the run's upcoming tool step only reads the score cache: every tool it calls has
     a cached score for these very files.  Such a step needs no tool (GPU) worker, so any worker
-    may run it where it is, saving two broker hops.  Anything unforeseen (an unknown tool, an
-    FR tool without a reference, an unreadable file) says no: the tool worker handles it.  So
-    does an image in an object store: telling would download it to a host that has no other
-    use for its bytes (the cache is keyed by the content), which costs more than the hops."""
+    may run it where it is, saving two broker hops.  Anything unforeseen (an unknown tool, an FR
+    tool without a reference, an unreadable file) says no: the tool worker handles it.  So does
+    an image in an object store: telling would download it to a host that has no other use for
+    its bytes (the cache is keyed by the content), which costs more than the hops."""
     if next_step(state) != EXECUTE:
         return False
     from iqa_tools.storage import is_url
@@ -470,9 +470,9 @@ def tool_step_cached(state: AgenticIQAState, registry: ToolRegistry) -> bool:
 
 
 def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any]:
-    """A metric job's one step: its inputs checked (no plan step does it here), then each named
-    tool on the whole image.  The run fails only when every tool failed, with each one's reason:
-    a tool that fails on some images still leaves the others' scores usable."""
+    """Return a metric job's one step: its inputs checked (no plan step does it here), then each
+    named tool on the whole image.  The run fails only when every tool failed, with each one's
+    reason: a tool that fails on some images still leaves the others' scores usable."""
     if step != EXECUTE:
         raise ValueError(f"a metric run has only the {EXECUTE!r} step, not {step!r}")
     tools = list(state["metric_tools"])

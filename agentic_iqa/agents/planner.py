@@ -119,9 +119,9 @@ def make_plan(
 
 
 def input_defaults(query: str, has_reference: bool, tool_names: list[str]) -> dict[str, Any]:
-    """The plan fields the input decides, for a reply that leaves them out: the reference mode;
-    the scope (the objects the query names, else "Global"); the source ("Explicit" when a word
-    of the query reads as a distortion, so the model's distortions are kept); the four flags
+    """Return the plan fields the input decides, for a reply that leaves them out: the reference
+    mode; the scope (the objects the query names, else "Global"); the source ("Explicit" when a
+    word of the query reads as a distortion, so the model's distortions are kept); the four flags
     by the paper's rules.  :func:`reconcile` then corrects them as it does a model's."""
     words = distortion_words(query, tool_names).read
     objects = list(parse_query(query, tool_names).objects)
@@ -137,8 +137,8 @@ def input_defaults(query: str, has_reference: bool, tool_names: list[str]) -> di
 def reconcile(
     plan: PlannerOutput, query: str, has_reference: bool, tool_names: list[str]
 ) -> PlannerOutput:
-    """``plan`` with what the input proves taken from the input, the rest as the model wrote it;
-    each change is logged.
+    """Return ``plan`` with what the input proves taken from the input, the rest as the model wrote
+    it; each change is logged.
 
     The input proves (the module's rule): the reference mode; the tools the query names
     unambiguously and the ones it rules out (a family name by its qualifier, else the model's
@@ -185,10 +185,10 @@ def reconcile(
 
 
 def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> PlanControlFlags:
-    """The subtasks the input decides.  "Other": none, unless the query names a tool, which is
-    then run.  Else detection exactly when the query names no distortion (and something uses
-    what is detected), and a named tool is run without selection; tools run without one named
-    are selected.  The rest is the model's."""
+    """Return the subtasks the input decides.  "Other": none, unless the query names a tool, which
+    is then run.  Else detection exactly when the query names no distortion (and something uses
+    what is detected), and a named tool is run without selection; tools run without one named are
+    selected.  The rest is the model's."""
     flags = plan.plan.model_dump()
     if plan.query_type == "Other":
         flags.update(
@@ -212,7 +212,7 @@ def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> Plan
 def _distortions(
     plan: PlannerOutput, query: str, tool_names: list[str]
 ) -> tuple[dict[str, list[str]] | None, list[str] | Literal["Global"]]:
-    """The plan's distortions and scope as the query proves them.
+    """Return the plan's distortions and scope as the query proves them.
 
     Distortions the query names by unambiguous words are added where the model left them out; a
     model's distortions it marked "Inferred" (guesses, not named) are dropped when the query
@@ -255,9 +255,9 @@ def _distortions(
 
 
 def no_plan(query: str, has_reference: bool) -> PlannerOutput:
-    """The plan of a run where the VLM answers alone (``--mode vlm``): nothing asked of a
-    planner, no executor subtask, so the summarizer sees the image and the question only.
-    Taste questions stay "Other" so a rating request is still told from a question."""
+    """Return the plan of a run where the VLM answers alone (``--mode vlm``): nothing asked of a
+    planner, no executor subtask, so the summarizer sees the image and the question only. Taste
+    questions stay "Other" so a rating request is still told from a question."""
     aesthetic = parse_query(query).aesthetic
     return PlannerOutput(
         query_type="Other" if aesthetic else "IQA",

@@ -122,6 +122,6 @@ class AgentsCache:
             return found
 
     def built(self) -> list[Agents]:
-        """The agents built so far (a tool batch clears what each registry scored ahead)."""
+        """Return the agents built so far (a tool batch clears what each registry scored ahead)."""
         with self._lock:
             return list(self._built.values())

@@ -44,7 +44,7 @@ def _sentence_terms(text: str) -> dict[str, list[tuple[int, str]]]:
 
 
 def _sentence_at(text: str, position: int) -> int:
-    """Which sentence of ``text`` the character at ``position`` is in (0, 1, ...)."""
+    """Return which sentence of ``text`` the character at ``position`` is in (0, 1, ...)."""
     return len(re.findall(r"[.?!;](?:\s|$)", text[:position]))
 
 
@@ -209,7 +209,7 @@ _CLAUSE_END = re.compile(
 
 
 def content_questions(text: str) -> list[tuple[int, int]]:
-    """The spans of ``text`` that ask what the picture shows, each from its question word to
+    """Return the spans of ``text`` that ask what the picture shows, each from its question word to
     the end of its clause ("What colour is the car, and is it blurry?": the first clause)."""
     spans: list[tuple[int, int]] = []
     for found in _CONTENT_QUESTION.finditer(text):
@@ -239,7 +239,7 @@ class DistortionWords:
 
 
 def _content_use(text: str, position: int, term: str, content: list[tuple[int, int]]) -> bool:
-    """Whether the ambiguous word ``term`` at ``position`` of (lower-case) ``text`` describes
+    """Tell whether the ambiguous word ``term`` at ``position`` of (lower-case) ``text`` describes
     content: in a content question, or an adjective before a noun that is not the picture."""
     if any(start <= position < end for start, end in content):
         return True
@@ -253,8 +253,9 @@ def _content_use(text: str, position: int, term: str, content: list[tuple[int, i
 
 
 def distortion_words(text: str, tools: Iterable[str] | Catalog = ()) -> DistortionWords:
-    """The categories ``text`` names, split by how sure its words are (:class:`DistortionWords`);
-    the words of a tool's name ("peak signal-to-noise ratio") name none."""
+    """Return the categories ``text`` names, split by how sure its words are
+    (:class:`DistortionWords`); the words of a tool's name ("peak signal-to-noise ratio") name
+    none."""
     lowered = masked_tools(text, tools).lower()
     content = content_questions(lowered)
     certain: dict[str, int] = {}

@@ -106,7 +106,7 @@ def _contains(text: str, term: str) -> bool:
 
 
 def wants_rating(text: str) -> bool:
-    """Whether ``text`` asks for a rating of the image, in any of the languages known here."""
+    """Tell whether ``text`` asks for a rating of the image, in any of the languages known here."""
     lowered = text.lower()
     return any(_contains(lowered, term) for term in RATING_TERMS) or any(
         term in text for term in RATING_TERMS_UNSPACED
@@ -114,11 +114,11 @@ def wants_rating(text: str) -> bool:
 
 
 def planned_subtasks(*, explicit: bool, region: bool, tool: bool) -> dict[str, bool]:
-    """The paper's four flags for a technical question, from what it names: detection exactly
-    when it names no distortion, analysis always, and tools: a tool (with or without a region)
-    is run without selection, a region alone runs none, neither selects and runs one.  Here
-    because two readers of a query alone use it: the builtin planner, and the planner's
-    defaults for the flags a model's plan leaves out."""
+    """Return the paper's four flags for a technical question, from what it names: detection exactly
+    when it names no distortion, analysis always, and tools: a tool (with or without a region) is
+    run without selection, a region alone runs none, neither selects and runs one.  Here because
+    two readers of a query alone use it: the builtin planner, and the planner's defaults for the
+    flags a model's plan leaves out."""
     return {
         "distortion_detection": not explicit,
         "distortion_analysis": True,
@@ -139,7 +139,7 @@ def options_in(text: str) -> dict[str, str]:
 
 
 def with_options(question: str, options: Sequence[str]) -> str:
-    """``question`` with its candidate answers lettered beneath it, one per line ("A. Yes"):
+    """Return ``question`` with its candidate answers lettered beneath it, one per line ("A. Yes"):
     the one form every backend is shown, and the one :func:`options_in` reads back."""
     if not options:
         return question
@@ -153,7 +153,7 @@ def with_options(question: str, options: Sequence[str]) -> str:
 
 
 def parse_query(text: str, tool_names: Iterable[str] | Catalog = ()) -> ParsedQuery:
-    """What ``text`` names; with ``tool_names``, the words of a tool's name are no object."""
+    """Return what ``text`` names; with ``tool_names``, the words of a tool's name are no object."""
     tools = tool_names if isinstance(tool_names, Catalog) else tuple(tool_names)
     options = options_in(text)
     stem = text

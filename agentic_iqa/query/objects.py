@@ -262,7 +262,7 @@ _COMPARATIVES = frozenset(
 
 
 def objects_in(text: str) -> list[str]:
-    """The objects ``text`` names with a determiner ("the car", "the person's face"), less
+    """Return the objects ``text`` names with a determiner ("the car", "the person's face"), less
     distortion, picture and taste words; a phrase that only says where the previous object is
     ("the leaves of the plant") is no object of its own, unless it is a region ("on the left")."""
     excluded = _NOT_OBJECTS | _distortion_words() | set(AESTHETIC_TERMS)

@@ -18,7 +18,7 @@ class Region:
     box: tuple[float, float, float, float]
 
     def pixels(self, width: int, height: int) -> tuple[int, int, int, int]:
-        """The box in pixels (at least one pixel each way), for ``Image.crop`` or slicing."""
+        """Return the box in pixels (at least one pixel each way), for ``Image.crop`` or slicing."""
         left, top, right, bottom = self.box
         x0, y0 = int(round(left * width)), int(round(top * height))
         x1, y1 = int(round(right * width)), int(round(bottom * height))
@@ -88,7 +88,7 @@ def _region_from_words(words: list[str]) -> Region | None:
 
 
 def region_of(name: str, query: str = "") -> Region | None:
-    """The region a named object is, when it is one the offline backend can find: a side
+    """Return the region a named object is, when it is one the offline backend can find: a side
     ("left half", "the right side"), a quarter ("top-left corner", "upper right quadrant") or the
     centre; else None ("the car", "the sky").
 

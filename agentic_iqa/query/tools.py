@@ -133,7 +133,8 @@ _QUALIFIER_AFTER = re.compile(
 
 
 def _spelling_key(text: str) -> str:
-    """A spelling reduced the way the catalogue looks names up: letters and digits, lower case."""
+    """Return a spelling reduced the way the catalogue looks names up: letters and digits, lower
+    case."""
     return re.sub(r"[\W_]", "", text).lower()
 
 
@@ -148,7 +149,7 @@ class ToolSpellings:
 
 
 def tool_spellings(tools: Iterable[str] | Catalog) -> ToolSpellings:
-    """The spellings of ``tools``: a catalogue's own (names, pyiqa names, display names,
+    """Return the spellings of ``tools``: a catalogue's own (names, pyiqa names, display names,
     aliases, families), or for plain names those the shipped catalogue gives them."""
     if isinstance(tools, Catalog):
         return ToolSpellings(
@@ -197,12 +198,12 @@ class ToolMention:
 
     @property
     def tool(self) -> str | None:
-        """The tool named for certain, else None."""
+        """Return the tool named for certain, else None."""
         return self.tools[0] if len(self.tools) == 1 and not self.ambiguous else None
 
 
 def _named_as_tool(text: str, name: str, start: int, end: int) -> bool:
-    """Whether the ordinary-word spelling ``text[start:end]`` names the tool ``name`` (see
+    """Tell whether the ordinary-word spelling ``text[start:end]`` names the tool ``name`` (see
     :data:`ORDINARY_WORD_TOOLS`): written as the catalogue spells it, or beside a word that makes
     it one ("using unique.", "the unique score"), not as an adjective ("with unique colours")."""
     written = text[start:end]
@@ -227,7 +228,7 @@ def _named_as_tool(text: str, name: str, start: int, end: int) -> bool:
 def _spelling_at(
     text: str, tokens: list[re.Match[str]], index: int, spellings: ToolSpellings
 ) -> tuple[str, int, int] | None:
-    """The longest catalogue spelling starting at ``tokens[index]``: (key, words, end)."""
+    """Return the longest catalogue spelling starting at ``tokens[index]``: (key, words, end)."""
     for width in range(min(_MAX_NAME_WORDS, len(tokens) - index), 0, -1):
         group = tokens[index : index + width]
         if any(
@@ -254,7 +255,7 @@ def _kind_of(qualifier: str) -> str:
 def _family_mention(
     text: str, start: int, end: int, members: tuple[str, ...], kinds: dict[str, str]
 ) -> tuple[tuple[str, ...], bool, int, int]:
-    """A family name's members, whether it stays ambiguous, and its span with the qualifier
+    """Return a family name's members, whether it stays ambiguous, and its span with the qualifier
     that decides it: one just before ("full-reference TOPIQ") or just after ("TOPIQ (FR)",
     "TOPIQ, the full-reference one").  Two qualifiers that disagree decide nothing."""
     before = _QUALIFIER_BEFORE.search(text[:start])
@@ -304,7 +305,7 @@ def tool_mentions(text: str, tools: Iterable[str] | Catalog) -> list[ToolMention
 
 
 def _excluded(text: str, start: int, end: int, earlier: list[ToolMention]) -> bool:
-    """Whether the name at ``text[start:end]`` is ruled out: a negation just before it, or
+    """Tell whether the name at ``text[start:end]`` is ruled out: a negation just before it, or
     before a list it ends ("not NIQE or BRISQUE"), or a refusal just after it."""
     if _EXCLUDE_AFTER.match(text[end:]):
         return True
@@ -314,7 +315,7 @@ def _excluded(text: str, start: int, end: int, earlier: list[ToolMention]) -> bo
 
 
 def tool_in(text: str, tools: Iterable[str] | Catalog) -> str | None:
-    """The tool the text names for certain as a tool: the first it names, unambiguously, and
+    """Return the tool the text names for certain as a tool: the first it names, unambiguously, and
     does not rule out."""
     return next(
         (m.tool for m in tool_mentions(text, tools) if not m.excluded and m.tool is not None), None
@@ -324,7 +325,7 @@ def tool_in(text: str, tools: Iterable[str] | Catalog) -> str | None:
 def required_tool_in(
     text: str, tools: Iterable[str] | Catalog, *, reference: bool, chosen: str | None = None
 ) -> str | None:
-    """The tool a query asks for: the first it names, does not rule out and that resolves.
+    """Return the tool a query asks for: the first it names, does not rule out and that resolves.
 
     A family name without a qualifier ("Score it with TOPIQ") resolves to ``chosen`` (the
     model's reading) when that is one of the family, else to the one member that fits the
@@ -347,7 +348,7 @@ def required_tool_in(
 
 
 def excluded_tools_in(text: str, tools: Iterable[str] | Catalog) -> list[str]:
-    """The tools the query rules out ("don't use NIQE", "without BRISQUE", "not PSNR"); a
+    """Return the tools the query rules out ("don't use NIQE", "without BRISQUE", "not PSNR"); a
     family name ruled out ("not WaDIQaM") rules out every member its qualifier leaves."""
     return list(
         dict.fromkeys(name for m in tool_mentions(text, tools) if m.excluded for name in m.tools)
@@ -355,7 +356,7 @@ def excluded_tools_in(text: str, tools: Iterable[str] | Catalog) -> list[str]:
 
 
 def masked_tools(text: str, tools: Iterable[str] | Catalog) -> str:
-    """``text`` with each tool it names blanked out ("#"), so that the words of a tool's name
+    """Return ``text`` with each tool it names blanked out ("#"), so that the words of a tool's name
     ("peak signal to noise ratio", "the Multi-Scale SSIM index") name no distortion or object."""
     for mention in tool_mentions(text, tools):
         text = text[: mention.start] + "#" * (mention.end - mention.start) + text[mention.end :]

@@ -193,7 +193,7 @@ class ExecutorOutput(StateModel):
     @field_validator("distortion_analysis", mode="before")
     @classmethod
     def _analysis(cls, value: Any) -> Any:
-        """Items whose type names no category are dropped (logged), like in a distortion set."""
+        """Drop (and log) items whose type names no category, as in a distortion set."""
         if not isinstance(value, Mapping):
             return value
         result: dict[Any, Any] = {}

@@ -56,7 +56,7 @@ IMAGE_EXTENSIONS: tuple[str, ...] = (
 
 
 def _image_path(value: str) -> str:
-    """A local image file that exists, or an object's URL (``s3://bucket/key.jpg``), whose
+    """Return a local image file that exists, or an object's URL (``s3://bucket/key.jpg``), whose
     existence its reader checks: a HEAD here would cost a request per run."""
     from urllib.parse import urlsplit
 
@@ -143,14 +143,14 @@ def _is_none(value: str) -> bool:
 
 
 def _split_names(value: Any) -> Any:
-    """A list of names, from a list or from one string of several ("Blurs, Noise")."""
+    """Return a list of names, from a list or from one string of several ("Blurs, Noise")."""
     if isinstance(value, str):
         return [name for name in re.split(r"\s*[,;]\s*", value.strip()) if name]
     return list(value) if isinstance(value, tuple) else value
 
 
 def _flags_named(value: Any) -> Any:
-    """``plan`` written as the list of the subtasks to run (["distortion_detection",
+    """Return ``plan`` written as the list of the subtasks to run (["distortion_detection",
     "tool_execution"], or the same as one string) read as the four flags, the listed ones on;
     anything else is left for the flags' own validation."""
     names = _split_names(value) if isinstance(value, str | list | tuple) else None
@@ -165,7 +165,7 @@ def _flags_named(value: Any) -> Any:
 
 
 def _one_tool(value: Any) -> Any:
-    """``required_tool`` given as a list: its first name (the field holds one tool)."""
+    """Return ``required_tool`` given as a list: its first name (the field holds one tool)."""
     if not isinstance(value, list | tuple):
         return value
     names = [name for name in value if not (isinstance(name, str) and _is_none(name))]
@@ -175,8 +175,8 @@ def _one_tool(value: Any) -> Any:
 
 
 def _family(value: Any) -> tuple[str, ...]:
-    """The members of the tool family ``value`` names ("WaDIQaM": WaDIQaM_FR, WaDIQaM_NR), or ():
-    a family is no one tool, and no unknown one either."""
+    """Return the members of the tool family ``value`` names ("WaDIQaM": WaDIQaM_FR, WaDIQaM_NR), or
+    (): a family is no one tool, and no unknown one either."""
     if not isinstance(value, str):
         return ()
     from iqa_tools.catalog import lookup_key
@@ -185,7 +185,7 @@ def _family(value: Any) -> tuple[str, ...]:
 
 
 def _unknown_tool(value: Any) -> bool:
-    """Whether ``value`` names a tool, but none the catalogue knows (in any spelling)."""
+    """Tell whether ``value`` names a tool, but none the catalogue knows (in any spelling)."""
     if not isinstance(value, str) or _is_none(value) or value.strip() in configured_catalog():
         return False
     from ..query import tool_in
@@ -201,9 +201,9 @@ _INPUT_FIELDS = ("reference_mode", "distortion_source", "query_scope")
 def _with_defaults(
     data: Mapping[str, Any], defaults: Mapping[str, Any], filled: list[str]
 ) -> dict[str, Any]:
-    """``data`` with the fields the input decides and the four flags taken from ``defaults``
-    where the model left them out (or wrote null; a null scope is already the whole image), so
-    a plan short of them is still a plan; each field filled is appended to ``filled``."""
+    """Return ``data`` with the fields the input decides and the four flags taken from ``defaults``
+    where the model left them out (or wrote null; a null scope is already the whole image), so a
+    plan short of them is still a plan; each field filled is appended to ``filled``."""
     data = dict(data)
     for key in _INPUT_FIELDS:
         if key in defaults and (key not in data or (data[key] is None and key != "query_scope")):
@@ -400,8 +400,8 @@ class PlannerOutput(StateModel):
     @field_validator("excluded_tools", mode="before")
     @classmethod
     def _excluded_tools(cls, value: Any, info: ValidationInfo) -> Any:
-        """Names in any spelling, as a list or one string; unknown ones are dropped (logged):
-        a tool the catalogue lacks cannot be run anyway."""
+        """Read names in any spelling, as a list or one string; drop (log) unknown ones: a tool the
+        catalogue lacks cannot be run anyway."""
         if value is None or (isinstance(value, str) and _is_none(value)):
             return []
         names = _split_names(value)
@@ -420,9 +420,9 @@ class PlannerOutput(StateModel):
     @field_validator("required_tool", mode="before")
     @classmethod
     def _blank_tool_is_none(cls, value: Any, info: ValidationInfo) -> Any:
-        """A blank or "none" is no tool; a name the catalogue does not know is looked for as
-        a tool inside the text ("the NIQE metric"), else dropped (logged): a model's wording
-        must not void its plan, and a required tool is only ever a real one."""
+        """Read a blank or "none" as no tool; a name the catalogue does not know is looked for as a
+        tool inside the text ("the NIQE metric"), else dropped (logged): a model's wording must
+        not void its plan, and a required tool is only ever a real one."""
         if not isinstance(value, str):
             return value
         value = value.strip()

@@ -92,7 +92,7 @@ def initial_state(
     metric_tools: Sequence[str] | None = None,
     mode: Literal["agent", "vlm"] = "agent",
 ) -> AgenticIQAState:
-    """A run's starting state, with the replanning counters set.
+    """Return a run's starting state, with the replanning counters set.
 
     ``metric_tools``: a metric job's run, which only scores the image with these tools.
     ``mode="vlm"``: the VLM answers the query alone, the ablation of the agent's parts.
@@ -117,7 +117,7 @@ def initial_state(
 
 
 def merge_state(state: AgenticIQAState, update: Mapping[str, Any]) -> AgenticIQAState:
-    """``state`` with a node's partial ``update`` applied; neither argument is modified.
+    """Return ``state`` with a node's partial ``update`` applied; neither argument is modified.
 
     Every key is replaced, except ``executor_evidence``, which accumulates: the update's fields
     that are not None replace the old ones and its tool logs are appended.  A None value removes
@@ -159,7 +159,7 @@ def _add_evidence(old: Any, new: Any) -> ExecutorOutput:
 
 
 def record_replan(state: AgenticIQAState, reason: str) -> AgenticIQAState:
-    """``state`` after one more replanning round: the count goes up, the reason is kept.
+    """Return ``state`` after one more replanning round: the count goes up, the reason is kept.
 
     Only the latest :data:`MAX_REPLAN_HISTORY` entries are kept; dropping older ones is logged
     as a warning, because a run that replans that often is stuck.
@@ -180,10 +180,10 @@ def record_replan(state: AgenticIQAState, reason: str) -> AgenticIQAState:
 
 
 def state_to_json(state: AgenticIQAState) -> str:
-    """The state as JSON (validated first, so whatever is written can be read back)."""
+    """Return the state as JSON (validated first, so whatever is written can be read back)."""
     return _STATE.dump_json(_STATE.validate_python(state)).decode()
 
 
 def state_from_json(text: str | bytes) -> AgenticIQAState:
-    """The state written by :func:`state_to_json`, with its nested models revived."""
+    """Return the state written by :func:`state_to_json`, with its nested models revived."""
     return _STATE.validate_json(text, context=STORED)

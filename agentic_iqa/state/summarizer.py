@@ -54,8 +54,9 @@ def _shown(value: Any) -> str:
 
 
 def _replan_flag(value: Any, notes: list[str]) -> bool:
-    """``need_replan`` as written: true or false, in JSON or in words.  Anything else ("maybe",
-    null, 5) is no request: a replan costs a whole round, so only a plain yes asks for one."""
+    """Return ``need_replan`` as written: true or false, in JSON or in words.  Anything else
+    ("maybe", null, 5) is no request: a replan costs a whole round, so only a plain yes asks for
+    one."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().casefold() in _YES | _NO:
@@ -85,7 +86,7 @@ def _replan_reason(value: Any, notes: list[str]) -> str | None:
 
 
 def _reasoning(data: Mapping[str, Any], notes: list[str]) -> str:
-    """``quality_reasoning``, else what the model wrote under another usual name, else
+    """Return ``quality_reasoning``, else what the model wrote under another usual name, else
     :data:`NO_REASONING`: an answer without its why is still the answer."""
     written = data.get("quality_reasoning", _ABSENT)
     if isinstance(written, str) and written.strip():

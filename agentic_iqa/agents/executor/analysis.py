@@ -48,9 +48,9 @@ def detect_distortions(
     plan: PlannerOutput,
     notes: list[str] | None = None,
 ) -> dict[str, list[str]] | None:
-    """The distortions to look at per object.  Categories off the valid list are mapped to
-    one (synonyms) or dropped, objects put on the scope; what was dropped goes to ``notes``.
-    A reply is asked again only when it names distortions and none is a category."""
+    """Return the distortions to look at per object.  Categories off the valid list are mapped to
+    one (synonyms) or dropped, objects put on the scope; what was dropped goes to ``notes``. A
+    reply is asked again only when it names distortions and none is a category."""
     keys = scope_keys(plan)
     found: list[str] = []
 
@@ -137,7 +137,7 @@ def analyse_distortions(
 
 
 def _analysis_items(items: Any, what: str, notes: list[str]) -> list[DistortionAnalysis]:
-    """The readable items of one object's analysis, one per type (the first); the others are
+    """Return the readable items of one object's analysis, one per type (the first); the others are
     noted.  ``{"Blurs": {"severity": ..., "explanation": ...}}`` is read as items too."""
     if isinstance(items, Mapping):
         items = (
@@ -167,9 +167,9 @@ def _analysis_items(items: Any, what: str, notes: list[str]) -> list[DistortionA
 def distortion_set_for(
     plan: PlannerOutput, detected: dict[str, list[str]] | None
 ) -> dict[str, list[str]]:
-    """What analysis and selection work on: the distortions the query named (the plan's, put
-    on the plan's scope: "Global" for the one object in scope is that object), with any
-    detected ones added; else every category."""
+    """Return what analysis and selection work on: the distortions the query named (the plan's, put
+    on the plan's scope: "Global" for the one object in scope is that object), with any detected
+    ones added; else every category."""
     aligned = align_to_scope(plan.distortions or {}, scope_keys(plan), "plan distortions")
     named = {key: list(dict.fromkeys(values)) for key, values in aligned.items()}
     if detected:

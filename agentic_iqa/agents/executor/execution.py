@@ -45,7 +45,7 @@ class ToolCall:
 def tool_calls(
     selected: Mapping[str, Mapping[str, str]], query: str = "", notes: list[str] | None = None
 ) -> list[ToolCall]:
-    """The calls that give ``selected`` (a tool per object and distortion) its evidence.
+    """Return the calls that give ``selected`` (a tool per object and distortion) its evidence.
 
     A region the query names by position ("the left half": :func:`~agentic_iqa.query.region_of`)
     is a known box, scored on its crop.  "Global" and every object are the whole image: one call
@@ -81,7 +81,7 @@ def tool_calls(
 def call_images(
     call: ToolCall, image: LoadedImage, reference: LoadedImage | None
 ) -> tuple[LoadedImage, LoadedImage | None]:
-    """What ``call`` scores: the whole image (and reference), or both cropped to its region."""
+    """Return what ``call`` scores: the whole image (and reference), or both cropped to a region."""
     if call.region is None:
         return image, reference
     box, name = call.region.box, call.region.name
@@ -92,7 +92,7 @@ def call_images(
 
 
 def whole_image_note(objects: Sequence[str]) -> str:
-    """What the summarizer and the user are told when a whole-image score is all there is for
+    """Return what the summarizer and the user are told when a whole-image score is all there is for
     objects: the score is not theirs, so they are judged from the image itself."""
     names = objects[0] if len(objects) == 1 else f"{', '.join(objects[:-1])} and {objects[-1]}"
     return (
@@ -140,7 +140,7 @@ def not_installed(registry: ToolRegistry, name: str) -> str | None:
 
 
 def cannot_run(name: str, why: str) -> str:
-    """A log's ``error`` for a tool that is not installed: the registry's own wording
+    """Return a log's ``error`` for a tool that is not installed: the registry's own wording
     (:data:`agentic_iqa.evidence.CANNOT_RUN`), so both read alike."""
     return f"{name}{CANNOT_RUN}{why}"
 
@@ -207,7 +207,7 @@ class Preference:
         return self._pool
 
     def wanted(self, tool: str, distortion: str) -> str | None:
-        """The missing chain tool that ``tool`` stood in for on ``distortion``, or None."""
+        """Return the missing chain tool that ``tool`` stood in for on ``distortion``, or None."""
         if self.registry.get(tool).is_full_reference:
             return None
         pool, missing = self._candidates()
@@ -222,8 +222,9 @@ class Preference:
 
 
 def _chain_gap(registry: ToolRegistry, failed: str, used: str) -> str | None:
-    """The fallback chain's tool that would have replaced ``failed``, when the fallback skipped
-    it for not being installed: ``used`` is then not the one the chain names, and says why."""
+    """Return the fallback chain's tool that would have replaced ``failed``, when the fallback
+    skipped it for not being installed: ``used`` is then not the one the chain names, and says
+    why."""
     try:
         failed = registry.get(failed).name
         first = next(
@@ -246,9 +247,9 @@ def _chain_gap(registry: ToolRegistry, failed: str, used: str) -> str | None:
 def unavailable_chain_tools(
     registry: ToolRegistry, excluded: Collection[str] = ()
 ) -> dict[str, str]:
-    """The fallback chain's NR tools that cannot be offered to selection here, and why
-    (:func:`not_installed`): kept with the selection, so that the step running the tools,
-    on another worker perhaps, says what a tool chosen in their place stood in for."""
+    """Return the fallback chain's NR tools that cannot be offered to selection here, and why
+    (:func:`not_installed`): kept with the selection, so that the step running the tools, on
+    another worker perhaps, says what a tool chosen in their place stood in for."""
     missing: dict[str, str] = {}
     for name in registry.settings.fallback_chain:
         spec = registry.get(name)
@@ -408,7 +409,7 @@ METRIC_OBJECT = "Global"
 
 
 def metric_distortion(tool: str) -> str:
-    """The distortion key of a metric call: one per tool, so each tool has its own log row."""
+    """Return the distortion key of a metric call: one per tool, so each has its own log row."""
     return f"metric:{tool}"
 
 

@@ -33,7 +33,8 @@ GENERIC_TOOLS = {"NR": "QAlign", "FR": "TOPIQ_FR"}
 
 
 def tool_descriptions(registry: ToolRegistry, reference_mode: str) -> list[dict[str, Any]]:
-    """The tools offered for selection: default ones that can run here (FR only with a reference).
+    """Return the tools offered for selection: default ones that can run here (FR only with a
+    reference).
 
     Tools marked ``default: false`` stay usable when a query names them.
     """
@@ -64,7 +65,7 @@ def select_tools(
     excluded: Collection[str] = (),
     notes: list[str] | None = None,
 ) -> dict[str, dict[str, str]] | None:
-    """The model's tool per (object, distortion), among the offered tools; tools the query
+    """Return the model's tool per (object, distortion), among the offered tools; tools the query
     rules out (``excluded``) are not offered.
 
     A tool name is read in any catalogue spelling ("brisque", "MS SSIM"); a tool that is
@@ -146,7 +147,7 @@ def select_tools(
 
 
 def _tool_name(value: Any, registry: ToolRegistry) -> str | None:
-    """The catalogue's name of the tool ``value`` names (any spelling, "the NIQE metric", a
+    """Return the catalogue's name of the tool ``value`` names (any spelling, "the NIQE metric", a
     one-tool list or ``{"tool": ...}``), or None."""
     if isinstance(value, list | tuple) and value:
         value = value[0]
@@ -171,7 +172,7 @@ def _replacement(
     reference_mode: str,
     notes: list[str],
 ) -> str:
-    """The tool for one (object, distortion) the model gave no usable tool for: the builtin
+    """Return the tool for one (object, distortion) the model gave no usable tool for: the builtin
     choice among the offered tools, else the spec's generic tool; noted."""
     best = builtin_selection.select({key: [distortion]}, tools, reference_mode).get(key, {})
     tool = (
@@ -233,7 +234,7 @@ def selection_for(
     distortion_set: dict[str, list[str]],
     selected: dict[str, dict[str, str]] | None,
 ) -> dict[str, dict[str, str]]:
-    """The tools to run: the plan's required tool, the selection, or the spec's generic ones."""
+    """Return the tools to run: the plan's required tool, the selection, or the spec's generic."""
     if plan.required_tool:
         return {
             key: {d: plan.required_tool for d in values} for key, values in distortion_set.items()
@@ -246,7 +247,7 @@ def selection_for(
 def without_excluded(
     selected: dict[str, dict[str, str]], excluded: Collection[str]
 ) -> dict[str, dict[str, str]]:
-    """``selected`` with each tool the query ruled out replaced by the first tool of the same
+    """Return ``selected`` with each tool the query ruled out replaced by the first tool of the same
     kind (FR or NR) in the builtin preference order that it did not rule out."""
     if not excluded:
         return selected
