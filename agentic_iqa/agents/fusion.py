@@ -23,6 +23,7 @@ ETA = 1.0
 
 
 def tool_weights(mean_tool_score: float, eta: float = ETA) -> dict[int, float]:
+    """Return the weight of each level given the mean tool score: a softmax of -eta (q - c)^2."""
     logits = {c: -eta * (mean_tool_score - c) ** 2 for c in LEVELS}
     top = max(logits.values())
     weights = {c: math.exp(v - top) for c, v in logits.items()}

@@ -134,6 +134,8 @@ def looks_like_refusal(text: str) -> bool:
 
 @dataclass
 class Outcome(Generic[T]):
+    """Hold what asking for JSON gave: the value (None: no usable reply), attempts, errors."""
+
     value: T | None
     attempts: int
     errors: list[str] = field(default_factory=list)

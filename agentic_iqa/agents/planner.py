@@ -62,6 +62,10 @@ def make_plan(
     tool_names: list[str],
     replan_reason: str | None = None,
 ) -> PlannerOutput:
+    """Ask the VLM for the plan of ``query`` on the image, read it tolerantly and reconcile it.
+
+    ``replan_reason``: why the summarizer asked to plan again, told to the model.  Raises
+    :class:`PlanningFailed` when no valid plan comes back or the VLM fails for good."""
     replan_context = (
         f"Previous attempt needs replanning: {replan_reason}\n" if replan_reason else ""
     )

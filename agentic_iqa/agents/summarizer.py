@@ -98,6 +98,7 @@ def evidence_context(
     evidence: ExecutorOutput | None,
     failed_replan: ReplanEntry | None = None,
 ) -> dict[str, Any]:
+    """Return what the summarizer is told: the query, the plan, the evidence and what it lacks."""
     evidence = evidence or ExecutorOutput()
     dumped = evidence.model_dump(mode="json")
     planned = plan.model_dump(mode="json")

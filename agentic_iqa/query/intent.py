@@ -88,6 +88,8 @@ _OPTION = re.compile(r"(?:^|\s|\()([A-H])[\.\):]\s*(.+?)(?=\s+\(?[A-H][\.\):]\s|
 
 @dataclass(frozen=True)
 class ParsedQuery:
+    """Hold what a query names, as :func:`parse_query` reads it."""
+
     text: str
     distortions: tuple[str, ...]  # categories named anywhere in the query (ordered)
     objects: tuple[str, ...]  # named objects or regions
@@ -128,6 +130,7 @@ def planned_subtasks(*, explicit: bool, region: bool, tool: bool) -> dict[str, b
 
 
 def options_in(text: str) -> dict[str, str]:
+    """Return the lettered options of a multiple-choice query (letter -> text), or {}."""
     options: dict[str, str] = {}
     for letter, body in _OPTION.findall(text):
         options.setdefault(letter, body.strip().rstrip(".;,"))

@@ -463,4 +463,5 @@ def run_metrics(
 def load_inputs(
     image_path: str, reference_path: str | None
 ) -> tuple[LoadedImage, LoadedImage | None]:
+    """Read the image and the reference, if any, for the tools."""
     return read_image(image_path), read_image(reference_path) if reference_path else None

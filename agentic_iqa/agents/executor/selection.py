@@ -225,6 +225,7 @@ def prefer_full_reference(
 def generic_selection(
     distortion_set: dict[str, list[str]], reference_mode: str
 ) -> dict[str, dict[str, str]]:
+    """Return the spec's generic tool (QAlign for NR, TOPIQ_FR for FR) for every distortion."""
     tool = GENERIC_TOOLS["FR" if reference_mode == "Full-Reference" else "NR"]
     return {key: {d: tool for d in distortions} for key, distortions in distortion_set.items()}
 
