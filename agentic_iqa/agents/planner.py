@@ -1,6 +1,6 @@
 """The Planner: query (+ image, + optional reference) -> validated PlannerOutput.
 
-The model plans; the input only corrects what it disproves (issue 39).  The model's plan is
+The model plans; the input only corrects what it disproves.  The model's plan is
 read tolerantly (:mod:`.jsonreply`, the state's validators); the fields the input decides may
 be missing from it (they are filled in from the input, with a note in the log:
 :func:`input_defaults`).  Then :func:`reconcile` overrides the model only where the input
