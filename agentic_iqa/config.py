@@ -7,14 +7,26 @@ Environment variables override any value in them.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from iqa_tools.settings import ToolSettings
+
+if TYPE_CHECKING:
+    from iqa_tools.catalog import Catalog
+
+#: The variables that decide which tool catalogue is configured (see :func:`configured_catalog`).
+CATALOG_VARIABLES = (
+    "AGENTIC_IQA_CONFIG_DIR",
+    "AGENTIC_IQA_METADATA_PATH",
+    "AGENTIC_IQA_METADATA_OVERRIDES",
+)
 
 
 def config_dir() -> Path:
@@ -32,6 +44,24 @@ def config_file(name: str) -> Path:
 
 def load_tool_settings(**overrides: object) -> ToolSettings:
     return ToolSettings.from_yaml(config_file("tools.yaml"), **overrides)
+
+
+def configured_catalog() -> Catalog:
+    """Return the tool catalogue as configured here, overrides included.
+
+    User-added tools are valid names.  Cached per configuration (the values of
+    :data:`CATALOG_VARIABLES`), so validating a state does not re-read the YAML every time.
+    """
+    return _catalog_for(tuple(os.environ.get(name) for name in CATALOG_VARIABLES))
+
+
+@functools.lru_cache(maxsize=8)
+def _catalog_for(_environment: tuple[str | None, ...]) -> Catalog:
+    """Read the catalogue the tool settings name (``_environment`` is the cache's key)."""
+    from iqa_tools.catalog import load_catalog
+
+    settings = load_tool_settings()
+    return load_catalog(settings.metadata_path, settings.metadata_overrides)
 
 
 class PipelineSettings(BaseSettings):

@@ -24,7 +24,6 @@ before it fails the run; the distributed pipeline has Celery's retries instead.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from iqa_tools.images import check_min_size, probe_image
 
 from .agents import executor, summarizer
 from .agents.planner import PlanningFailed, make_plan, no_plan
+from .agents.team import Agents, default_agents
 from .state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     AgenticIQAState,
@@ -58,10 +58,10 @@ from .state import (
     merge_state,
     record_replan,
 )
-from .vlm.base import TransientVLMError, VLMClient, VLMError
+from .vlm.base import TransientVLMError, VLMError
 
 if TYPE_CHECKING:
-    from .runconfig import RunConfig
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -79,113 +79,8 @@ STEPS = (PLAN, DETECT, ANALYSE, SELECT, EXECUTE, SUMMARIZE, REPLAN)
 TOOL_STEPS = frozenset({EXECUTE})
 
 
-@dataclass
-class Agents:
-    """What the steps need: one VLM client per role and the tool registry."""
-
-    planner: VLMClient
-    executor: VLMClient
-    summarizer: VLMClient
-    registry: ToolRegistry
-    #: The model calls are answered by provider batches (:mod:`agentic_iqa.vlm.batching`).
-    batch: bool = False
-
-
-def default_agents(registry: ToolRegistry | None = None) -> Agents:
-    """Clients from ``configs/model_backends.yaml`` (builtin by default) and the tools config."""
-    from iqa_tools import get_registry
-
-    from .config import load_tool_settings
-    from .vlm import create_client
-
-    return Agents(
-        planner=create_client("planner"),
-        executor=create_client("executor"),
-        summarizer=create_client("summarizer"),
-        registry=registry or get_registry(load_tool_settings()),
-    )
-
-
-def metric_agents(registry: ToolRegistry | None = None) -> Agents:
-    """Agents for a metric job, which never asks a VLM: builtin clients fill the roles, so no
-    backend (key, server) needs configuring just to run tools."""
-    from iqa_tools import get_registry
-
-    from .config import load_tool_settings
-    from .vlm.builtin import BuiltinClient
-
-    client = BuiltinClient()
-    return Agents(
-        planner=client,
-        executor=client,
-        summarizer=client,
-        registry=registry or get_registry(load_tool_settings()),
-    )
-
-
-def agents_for(config: RunConfig | None) -> Agents:
-    """The agents for a job's items as the job was submitted (:mod:`.runconfig`): its
-    backends, models and base URLs per role, its tools' device, fallbacks and catalogue;
-    the environment's defaults for a run with no stored configuration.  Raises
-    :class:`~.runconfig.CannotHonour` where this process cannot (no key for the job's backend,
-    other prompts or another tool catalogue): nothing is ever answered on something else."""
-    from iqa_tools import ToolRegistry, get_registry
-
-    from .config import load_tool_settings
-    from .runconfig import backend_configs, check_prompts, check_tools
-    from .vlm import create_client
-
-    if config is None:
-        return default_agents()
-    check_prompts(config)
-    local = load_tool_settings()
-    settings = check_tools(config, local)
-    # The process-wide registry when it has the job's tool settings (it keeps those of its
-    # first call: an in-process caller may have changed the environment since); else one of
-    # its own (models are shared by every registry of the process anyway).
-    shared = get_registry(local)
-    registry = shared if shared.settings == settings else ToolRegistry(settings)
-    if config.metric_tools:
-        return metric_agents(registry)
-    roles = backend_configs(config)
-    batch = config.batch
-    return Agents(
-        planner=create_client("planner", roles, batch=batch),
-        executor=create_client("executor", roles, batch=batch),
-        summarizer=create_client("summarizer", roles, batch=batch),
-        registry=registry,
-        batch=batch,
-    )
-
-
-class AgentsCache:
-    """:func:`agents_for`, built once per configuration in this process (clients hold
-    connection pools; the registry its models) and shared by its threads."""
-
-    def __init__(self, size: int = 8) -> None:
-        self._size = size
-        self._built: dict[str | None, Agents] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, config: RunConfig | None) -> Agents:
-        key = config.to_json() if config is not None else None
-        with self._lock:
-            found = self._built.get(key)
-            if found is None:
-                found = agents_for(config)
-                if len(self._built) >= self._size:
-                    self._built.pop(next(iter(self._built)))
-                self._built[key] = found
-            return found
-
-    def built(self) -> list[Agents]:
-        """The agents built so far (a tool batch clears what each registry scored ahead)."""
-        with self._lock:
-            return list(self._built.values())
-
-
 def next_step(state: AgenticIQAState) -> str | None:
-    """The step to run next, or None when the run is finished (answered or failed)."""
+    """Return the step to run next, or None when the run is finished (answered or failed)."""
     if state.get("error"):
         return None  # planning failed, or a step failed for good
     if state.get("metric_tools"):  # a metric job's run: its tools, then done; no VLM at all
@@ -211,7 +106,7 @@ def next_step(state: AgenticIQAState) -> str | None:
 
 
 def _executor_steps(plan: PlannerOutput) -> list[str]:
-    """The executor subtasks ``plan`` runs, in order."""
+    """Return the executor subtasks ``plan`` runs, in order."""
     flags = plan.plan
     wanted = (
         # Distortions the query names are the ones looked at: never detected and replaced.
@@ -224,7 +119,7 @@ def _executor_steps(plan: PlannerOutput) -> list[str]:
 
 
 def replanning(state: AgenticIQAState) -> bool:
-    """Whether a replan was made and its new plan is yet to be made: until it is, the state
+    """Tell whether a replan was made and its new plan is yet to be made: until it is, the state
     keeps the previous plan and its evidence, for the summarizer should the new plan fail."""
     return (
         state.get("iteration_count", 0) > 0
@@ -234,7 +129,7 @@ def replanning(state: AgenticIQAState) -> bool:
 
 
 def failed_replan(state: AgenticIQAState) -> ReplanEntry | None:
-    """The replan of this iteration whose plan could not be made, if it failed."""
+    """Return the replan of this iteration whose plan could not be made, if it failed."""
     history = state.get("replan_history", [])
     last = history[-1] if history else None
     if last is None or last.failure is None or last.iteration != state.get("iteration_count"):
@@ -243,8 +138,8 @@ def failed_replan(state: AgenticIQAState) -> ReplanEntry | None:
 
 
 def replan_failed(state: AgenticIQAState, failure: str) -> dict[str, Any]:
-    """The update when a replan's plan cannot be made: the previous plan and its evidence stay
-    (the executor's steps count as done), the failure is recorded on the replan, and the
+    """Return the update when a replan's plan cannot be made: the previous plan and its evidence
+    stay (the executor's steps count as done), the failure is recorded on the replan, and the
     summarizer answers with what there is.  A run with evidence never ends unanswered."""
     history = list(state.get("replan_history", []))
     history[-1] = history[-1].model_copy(update={"failure": failure})
@@ -274,7 +169,7 @@ class TransientRetry:
     jitter: float = 0.5
 
     def call(self, what: str, function: Callable[[], T]) -> T:
-        """``function()``, retried on :class:`TransientVLMError`; the last error propagates."""
+        """Call ``function()``, retried on :class:`TransientVLMError`; the last error propagates."""
         backoff = wait_exponential(multiplier=self.initial, max=self.maximum) + wait_random(
             0, self.jitter
         )
@@ -314,7 +209,7 @@ ABANDONABLE = frozenset({DETECT, ANALYSE, SELECT})
 
 
 def abandoned(step: str, state: AgenticIQAState, reason: str) -> dict[str, Any] | None:
-    """The update that gives up ``step`` after its transient errors outlasted every retry:
+    """Return the update that gives up ``step`` after its transient errors outlasted every retry:
     its evidence stays null and the reason is kept in ``step_errors``; None for a step the run
     cannot go on without (plan, summarize), which then fails the run."""
     if step == PLAN and replanning(state):
@@ -333,8 +228,8 @@ def abandoned(step: str, state: AgenticIQAState, reason: str) -> dict[str, Any] 
 def check_planner_input(
     query: str, image_path: str, reference_path: str | None, replan_reason: str | None = None
 ) -> PlannerInput:
-    """The run's inputs as the spec's :class:`PlannerInput`; a :class:`ValueError` saying what
-    is wrong (empty query, missing file, not an image) when they are not valid."""
+    """Return the run's inputs as the spec's :class:`PlannerInput`; a :class:`ValueError` saying
+    what is wrong (empty query, missing file, not an image) when they are not valid."""
     try:
         return PlannerInput(
             query=query,
@@ -512,7 +407,7 @@ def run_step(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any
 
 
 def _planned_calls(state: AgenticIQAState) -> list[executor.ToolCall]:
-    """The calls the run's tool step makes, in order (a region's on its crop)."""
+    """Return the calls the run's tool step makes, in order (a region's on its crop)."""
     if state.get("metric_tools"):
         return [
             executor.ToolCall(executor.METRIC_OBJECT, executor.metric_distortion(tool), tool)
@@ -528,7 +423,7 @@ def _planned_calls(state: AgenticIQAState) -> list[executor.ToolCall]:
 def planned_tool_calls(
     state: AgenticIQAState, registry: ToolRegistry
 ) -> list[tuple[str, str, str | None]]:
-    """The (tool, image, reference) calls the run's next step will make, when it is the tool
+    """Return the (tool, image, reference) calls the run's next step will make, when it is the tool
     step: what a tool worker can score ahead for several runs in one batch.  Fallbacks and a
     region's crop are not foreseen (they run one by one when needed)."""
     if next_step(state) != EXECUTE:
@@ -547,12 +442,12 @@ def planned_tool_calls(
 
 
 def tool_step_cached(state: AgenticIQAState, registry: ToolRegistry) -> bool:
-    """Whether the run's upcoming tool step only reads the score cache: every tool it calls has
+    """Tell whether the run's upcoming tool step only reads the score cache: every tool it calls has
     a cached score for these very files.  Such a step needs no tool (GPU) worker, so any worker
-    may run it where it is, saving two broker hops.  Anything unforeseen (an unknown tool, an
-    FR tool without a reference, an unreadable file) says no: the tool worker handles it.  So
-    does an image in an object store: telling would download it to a host that has no other
-    use for its bytes (the cache is keyed by the content), which costs more than the hops."""
+    may run it where it is, saving two broker hops.  Anything unforeseen (an unknown tool, an FR
+    tool without a reference, an unreadable file) says no: the tool worker handles it.  So does
+    an image in an object store: telling would download it to a host that has no other use for
+    its bytes (the cache is keyed by the content), which costs more than the hops."""
     if next_step(state) != EXECUTE:
         return False
     from iqa_tools.storage import is_url
@@ -575,9 +470,9 @@ def tool_step_cached(state: AgenticIQAState, registry: ToolRegistry) -> bool:
 
 
 def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str, Any]:
-    """A metric job's one step: its inputs checked (no plan step does it here), then each named
-    tool on the whole image.  The run fails only when every tool failed, with each one's reason:
-    a tool that fails on some images still leaves the others' scores usable."""
+    """Return a metric job's one step: its inputs checked (no plan step does it here), then each
+    named tool on the whole image.  The run fails only when every tool failed, with each one's
+    reason: a tool that fails on some images still leaves the others' scores usable."""
     if step != EXECUTE:
         raise ValueError(f"a metric run has only the {EXECUTE!r} step, not {step!r}")
     tools = list(state["metric_tools"])

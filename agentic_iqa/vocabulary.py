@@ -346,7 +346,7 @@ def _whole(text: str, term: str) -> bool:
 def canonical_distortion(name: str) -> str:
     """The category ``name`` stands for, spelled as in :data:`DISTORTION_CATEGORIES`.
 
-    Cached (an answer, not a refusal: see ``state._canonical_if_category``), since one costs a
+    Cached (an answer, not a refusal: see ``state.fields``), since one costs a
     few hundred regular-expression searches.
 
     Accepts the category in any case ("noise"), a synonym or inflection ("blur", "blurry",

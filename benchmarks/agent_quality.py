@@ -57,12 +57,13 @@ from PIL import Image
 from scipy.stats import pearsonr, spearmanr
 
 from agentic_iqa.agents.fusion import ETA, fuse
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.fitting import degradations as synthetic
 from agentic_iqa.fitting import evaluation_degradations as evaluation
 from agentic_iqa.fitting.opinion import fit as fit_opinion
 from agentic_iqa.fitting.opinion import fusion_target
 from agentic_iqa.fitting.severity import calibrate
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.query import categories_in, options_in
 from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vlm.builtin import answer as builtin_answer

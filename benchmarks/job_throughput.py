@@ -105,8 +105,8 @@ def mode_bare(args: argparse.Namespace) -> dict:
 
 
 def mode_local(args: argparse.Namespace) -> dict:
+    from agentic_iqa.agents.team import default_agents, metric_agents
     from agentic_iqa.cli.common import _engine
-    from agentic_iqa.pipeline import default_agents, metric_agents
     from agentic_iqa.runtime import lifecycle
 
     engine = _engine()

@@ -141,9 +141,9 @@ def run_job(
     engine: Any, manifest: Path, image_dir: str, workers: int, cache_dir: Path | None
 ) -> Outcome:
     """Submit and run the PIQE job; a remote run with a fresh object cache in ``cache_dir``."""
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
     from iqa_tools import images, storage
 

@@ -84,9 +84,10 @@ def main() -> None:
     from celery import Celery
     from sqlalchemy import bindparam, select
 
+    from agentic_iqa.agents.team import default_agents
     from agentic_iqa.db.engine import make_engine, read_scope, upgrade
     from agentic_iqa.db.models import Run
-    from agentic_iqa.pipeline import default_agents, run_inprocess
+    from agentic_iqa.pipeline import run_inprocess
     from agentic_iqa.runtime import service
 
     redis.Redis.from_url(args.broker).flushdb()

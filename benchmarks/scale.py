@@ -228,11 +228,11 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
     outcome, its score varied with each item's MOS, stands for the others.  Returns seconds."""
     from sqlalchemy import select
 
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import jobs as store
     from agentic_iqa.db import reads, steps
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.models import JobItem, StepRecord
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import service
 
     engine = make_engine(url)
@@ -292,8 +292,8 @@ def child_throughput(url: str, job_id: str, workers: int, items: int) -> dict[st
     """In this process: run the job's items locally until ``items`` have ended (then cancel,
     so that the runner stops after those in flight), and return items per second after the
     first tenth."""
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db.engine import make_engine
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     engine = make_engine(url)

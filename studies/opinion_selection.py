@@ -106,7 +106,8 @@ import agentic_iqa, iqa_tools
 tree = Path(sys.argv[1]).resolve()
 for module in (agentic_iqa, iqa_tools):
     assert Path(module.__file__).resolve().is_relative_to(tree), module.__file__
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.pipeline import run_inprocess
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
 registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory",

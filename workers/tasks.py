@@ -33,18 +33,12 @@ from celery_batches import Batches, SimpleRequest
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import InternalError, OperationalError
 
+from agentic_iqa.agents.team import Agents, AgentsCache
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import steps
 from agentic_iqa.db.engine import make_engine, session_scope
-from agentic_iqa.pipeline import (
-    EXECUTE,
-    STEPS,
-    TOOL_STEPS,
-    Agents,
-    AgentsCache,
-    tool_step_cached,
-)
+from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, tool_step_cached
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
 from agentic_iqa.runtime import lifecycle, service

@@ -23,6 +23,7 @@ ETA = 1.0
 
 
 def tool_weights(mean_tool_score: float, eta: float = ETA) -> dict[int, float]:
+    """Return the weight of each level given the mean tool score: a softmax of -eta (q - c)^2."""
     logits = {c: -eta * (mean_tool_score - c) ** 2 for c in LEVELS}
     top = max(logits.values())
     weights = {c: math.exp(v - top) for c, v in logits.items()}
@@ -44,7 +45,7 @@ def probabilities_from_logprobs(logprobs: Mapping[int, float]) -> dict[int, floa
 def probabilities_from_statement(
     stated: Mapping[str, object], letters: Mapping[str, int]
 ) -> dict[int, float]:
-    """p_c from probabilities a model stated per option letter (or level name), normalised.
+    """Return p_c from probabilities a model stated per option letter (or level name), normalised.
 
     Negative values count as 0; a value that is not a number, or nothing above 0, raises
     ``ValueError``: a statement we cannot read must not pass for a distribution.
@@ -69,7 +70,7 @@ def probabilities_from_statement(
 def fuse(
     tool_scores: Sequence[float], level_probabilities: Mapping[int, float], eta: float = ETA
 ) -> float:
-    """The fused quality in [1, 5]; without tool scores it is the VLM's expected level.
+    """Return the fused quality in [1, 5]; without tool scores it is the VLM's expected level.
 
     A one-hot ``level_probabilities`` (argmax) returns that level whatever the tools say.
     """

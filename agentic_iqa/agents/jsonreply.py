@@ -53,7 +53,7 @@ class InvalidReply(ValueError):
 
 
 def _without_comments(text: str) -> str:
-    """``text`` with JavaScript comments (``// ...`` to the end of the line, ``/* ... */``)
+    """Return ``text`` with JavaScript comments (``// ...`` to the end of the line, ``/* ... */``)
     taken out where they stand outside strings: models annotate their JSON with them."""
     kept: list[str] = []
     index, in_string = 0, False
@@ -84,7 +84,7 @@ def _without_comments(text: str) -> str:
 
 
 def _candidates(text: str) -> Any:
-    """``text`` as written, then with trailing commas and then comments taken out."""
+    """Return ``text`` as written, then with trailing commas and then comments taken out."""
     yield text
     yield _TRAILING_COMMA.sub(r"\1", text)
     if "//" in text or "/*" in text:
@@ -106,7 +106,7 @@ def _objects_in(text: str) -> Any:
 
 
 def extract_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in ``text``: the whole reply, inside a code fence, or the first object
+    """Return the JSON object in ``text``: the whole reply, inside a code fence, or the first object
     standing in prose ("Here is the plan: {...} Hope this helps")."""
     stripped = text.strip()
     try:
@@ -128,12 +128,14 @@ def extract_json_object(text: str) -> dict[str, Any]:
 
 
 def looks_like_refusal(text: str) -> bool:
-    """A reply in prose that declines ("I'm sorry, I can't ..."), for the error message."""
+    """Return a reply in prose that declines ("I'm sorry, I can't ..."), for the error message."""
     return "{" not in text and _REFUSAL.search(text) is not None
 
 
 @dataclass
 class Outcome(Generic[T]):
+    """Hold what asking for JSON gave: the value (None: no usable reply), attempts, errors."""
+
     value: T | None
     attempts: int
     errors: list[str] = field(default_factory=list)
@@ -182,7 +184,7 @@ def ask_json(
 
 
 def _salvaged(salvage: Callable[[str], T | None] | None, response: VLMResponse) -> T | None:
-    """What a reply cut at the token limit had already written, when the caller can use it."""
+    """Return what a reply cut at the token limit had already written, if the caller can use it."""
     if salvage is None or not was_cut_off(response):
         return None
     try:

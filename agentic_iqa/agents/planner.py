@@ -1,6 +1,6 @@
 """The Planner: query (+ image, + optional reference) -> validated PlannerOutput.
 
-The model plans; the input only corrects what it disproves (issue 39).  The model's plan is
+The model plans; the input only corrects what it disproves.  The model's plan is
 read tolerantly (:mod:`.jsonreply`, the state's validators); the fields the input decides may
 be missing from it (they are filled in from the input, with a note in the log:
 :func:`input_defaults`).  Then :func:`reconcile` overrides the model only where the input
@@ -34,6 +34,7 @@ from ..prompts import PLANNER_SYSTEM, PLANNER_USER, render
 from ..query import (
     distortion_words,
     excluded_tools_in,
+    fold_object_name,
     parse_query,
     planned_subtasks,
     required_tool_in,
@@ -61,6 +62,10 @@ def make_plan(
     tool_names: list[str],
     replan_reason: str | None = None,
 ) -> PlannerOutput:
+    """Ask the VLM for the plan of ``query`` on the image, read it tolerantly and reconcile it.
+
+    ``replan_reason``: why the summarizer asked to plan again, told to the model.  Raises
+    :class:`PlanningFailed` when no valid plan comes back or the VLM fails for good."""
     replan_context = (
         f"Previous attempt needs replanning: {replan_reason}\n" if replan_reason else ""
     )
@@ -118,9 +123,9 @@ def make_plan(
 
 
 def input_defaults(query: str, has_reference: bool, tool_names: list[str]) -> dict[str, Any]:
-    """The plan fields the input decides, for a reply that leaves them out: the reference mode;
-    the scope (the objects the query names, else "Global"); the source ("Explicit" when a word
-    of the query reads as a distortion, so the model's distortions are kept); the four flags
+    """Return the plan fields the input decides, for a reply that leaves them out: the reference
+    mode; the scope (the objects the query names, else "Global"); the source ("Explicit" when a
+    word of the query reads as a distortion, so the model's distortions are kept); the four flags
     by the paper's rules.  :func:`reconcile` then corrects them as it does a model's."""
     words = distortion_words(query, tool_names).read
     objects = list(parse_query(query, tool_names).objects)
@@ -136,8 +141,8 @@ def input_defaults(query: str, has_reference: bool, tool_names: list[str]) -> di
 def reconcile(
     plan: PlannerOutput, query: str, has_reference: bool, tool_names: list[str]
 ) -> PlannerOutput:
-    """``plan`` with what the input proves taken from the input, the rest as the model wrote it;
-    each change is logged.
+    """Return ``plan`` with what the input proves taken from the input, the rest as the model wrote
+    it; each change is logged.
 
     The input proves (the module's rule): the reference mode; the tools the query names
     unambiguously and the ones it rules out (a family name by its qualifier, else the model's
@@ -184,10 +189,10 @@ def reconcile(
 
 
 def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> PlanControlFlags:
-    """The subtasks the input decides.  "Other": none, unless the query names a tool, which is
-    then run.  Else detection exactly when the query names no distortion (and something uses
-    what is detected), and a named tool is run without selection; tools run without one named
-    are selected.  The rest is the model's."""
+    """Return the subtasks the input decides.  "Other": none, unless the query names a tool, which
+    is then run.  Else detection exactly when the query names no distortion (and something uses
+    what is detected), and a named tool is run without selection; tools run without one named are
+    selected.  The rest is the model's."""
     flags = plan.plan.model_dump()
     if plan.query_type == "Other":
         flags.update(
@@ -208,14 +213,10 @@ def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> Plan
     return PlanControlFlags(**flags)
 
 
-def _fold(name: str) -> str:
-    return re.sub(r"^(?:the|a|an)\s+", "", name.strip().casefold())
-
-
 def _distortions(
     plan: PlannerOutput, query: str, tool_names: list[str]
 ) -> tuple[dict[str, list[str]] | None, list[str] | Literal["Global"]]:
-    """The plan's distortions and scope as the query proves them.
+    """Return the plan's distortions and scope as the query proves them.
 
     Distortions the query names by unambiguous words are added where the model left them out; a
     model's distortions it marked "Inferred" (guesses, not named) are dropped when the query
@@ -232,12 +233,12 @@ def _distortions(
     lowered = query.casefold()
     placed: dict[str, list[str]] = {}
     for key, values in model.items():
-        by_fold = {_fold(name): name for name in scope}
+        by_fold = {fold_object_name(name): name for name in scope}
         if key == "Global":
             targets = scope or ["Global"]
-        elif _fold(key) in by_fold:
-            targets = [by_fold[_fold(key)]]
-        elif re.search(rf"(?<!\w){re.escape(_fold(key))}(?!\w)", lowered):
+        elif fold_object_name(key) in by_fold:
+            targets = [by_fold[fold_object_name(key)]]
+        elif re.search(rf"(?<!\w){re.escape(fold_object_name(key))}(?!\w)", lowered):
             scope.append(key)
             targets = [key]
         else:
@@ -258,9 +259,9 @@ def _distortions(
 
 
 def no_plan(query: str, has_reference: bool) -> PlannerOutput:
-    """The plan of a run where the VLM answers alone (``--mode vlm``): nothing asked of a
-    planner, no executor subtask, so the summarizer sees the image and the question only.
-    Taste questions stay "Other" so a rating request is still told from a question."""
+    """Return the plan of a run where the VLM answers alone (``--mode vlm``): nothing asked of a
+    planner, no executor subtask, so the summarizer sees the image and the question only. Taste
+    questions stay "Other" so a rating request is still told from a question."""
     aesthetic = parse_query(query).aesthetic
     return PlannerOutput(
         query_type="Other" if aesthetic else "IQA",

@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..evidence import missing_evidence, replan_can_supply, stand_ins
 from ..options import parse_option
 from ..prompts import (
     QUALITY_LEVEL_CHOICES,
@@ -60,9 +61,6 @@ from ..state import (
     ReplanEntry,
     SummarizerOutput,
     SummarizerReply,
-    missing_evidence,
-    replan_can_supply,
-    stand_ins,
 )
 from ..vlm.base import VLMClient, VLMRequest, VLMResponse, was_cut_off
 from ..vocabulary import level_name
@@ -79,7 +77,7 @@ ANSWER_ATTEMPTS = MAX_ATTEMPTS
 
 
 def scoring_mode(query: str, plan: PlannerOutput) -> bool:
-    """A request to rate the image (no options to choose from) is answered with a score.
+    """Tell whether to answer with a score: a request to rate the image, no options.
 
     The planner decides (``answer_mode``), in whatever language the query is; a plan without
     the field (an older stored run, a model that left it out) falls back on the query's
@@ -100,6 +98,7 @@ def evidence_context(
     evidence: ExecutorOutput | None,
     failed_replan: ReplanEntry | None = None,
 ) -> dict[str, Any]:
+    """Return what the summarizer is told: the query, the plan, the evidence and what it lacks."""
     evidence = evidence or ExecutorOutput()
     dumped = evidence.model_dump(mode="json")
     planned = plan.model_dump(mode="json")
@@ -140,9 +139,9 @@ def summarize(
     can_replan: bool = True,
     failed_replan: ReplanEntry | None = None,
 ) -> SummarizerOutput:
-    """The answer to ``query`` from the evidence; ``can_replan`` is False once replans are used
-    up, and so is it after ``failed_replan`` (a replan whose plan could not be made: ``plan``
-    and ``evidence`` are the previous round's, and the model is told so).
+    """Return the answer to ``query`` from the evidence; ``can_replan`` is False once replans are
+    used up, and so is it after ``failed_replan`` (a replan whose plan could not be made:
+    ``plan`` and ``evidence`` are the previous round's, and the model is told so).
 
     Evidence the plan asked for that a new plan can supply (tool scores for an object no tool
     was run for) is asked for with a replan, without asking the model, while replans are left.
@@ -182,10 +181,10 @@ def summarize(
 
 
 def with_stand_ins(result: SummarizerOutput, sentences: list[str]) -> SummarizerOutput:
-    """``result`` whose reasoning ends by saying which tool stood in for which, and why
+    """Return ``result`` whose reasoning ends by saying which tool stood in for which, and why
     ("PIQE stood in for BRISQUE (its parameter file ... is not installed: ...)."): what measured
-    the image is part of every answer, whatever the model wrote (a sentence it already wrote
-    word for word is not repeated)."""
+    the image is part of every answer, whatever the model wrote (a sentence it already wrote word
+    for word is not repeated)."""
     reasoning = result.quality_reasoning.rstrip()
     added = [sentence for sentence in sentences if sentence not in reasoning]
     if not added or result.need_replan:
@@ -196,7 +195,7 @@ def with_stand_ins(result: SummarizerOutput, sentences: list[str]) -> Summarizer
 
 
 def evidence_missing(missing: str) -> SummarizerOutput:
-    """The replan request for evidence the plan asked for and a new plan can supply, without
+    """Return the replan request for evidence the plan asked for and a new plan can supply, without
     asking the VLM (it would answer without the evidence)."""
     return SummarizerOutput(
         final_answer=UNABLE,
@@ -207,9 +206,9 @@ def evidence_missing(missing: str) -> SummarizerOutput:
 
 
 def _told(context: Mapping[str, Any]) -> str:
-    """What the summarizer's prompt adds about the evidence: a replan that could not add to it,
-    what is missing, the executor's notes (a type not analysed, a tool replaced) and the tools
-    that stood in for others."""
+    """Return what the summarizer's prompt adds about the evidence: a replan that could not add to
+    it, what is missing, the executor's notes (a type not analysed, a tool replaced) and the
+    tools that stood in for others."""
     text = ""
     if context.get("failed_replan"):
         text += render(SUMMARIZER_REPLAN_FAILED, **context["failed_replan"])
@@ -271,7 +270,7 @@ def _explain(
         return answer.model_copy(update={"final_answer": letter})
 
     def salvage(text: str) -> SummarizerOutput | None:
-        """A reply cut at the token cap keeps the answer it had finished writing."""
+        """Read the answer a reply cut at the token cap had finished writing."""
         fields = _written_fields(text, partial="quality_reasoning")
         if not isinstance(fields.get("final_answer"), str):
             return None
@@ -304,7 +303,7 @@ def _explain(
 
 
 def _answer(reply: SummarizerReply) -> SummarizerOutput:
-    """The pipeline's answer from the fields the model was asked for, and only those; what
+    """Return the pipeline's answer from the fields the model was asked for, and only those; what
     reading them ignored or coerced is logged and kept with the answer."""
     for note in reply.notes:
         log.warning("summarizer reply: %s", note)
@@ -327,9 +326,9 @@ _UNFINISHED = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)\\?$')
 
 
 def _written_fields(text: str, partial: str) -> dict[str, Any]:
-    """The fields a JSON reply cut at the token limit had finished writing, and the text so
-    far of ``partial`` if the cut fell in it: ``{"final_answer": "B", "quality_reasoning":
-    "The edges ar``.  Any other unfinished field is left out ("B" may have gone on "B or C")."""
+    """Return the fields a JSON reply cut at the token limit had finished writing, and the text so
+    far of ``partial`` if the cut fell in it: ``{"final_answer": "B", "quality_reasoning": "The
+    edges ar``.  Any other unfinished field is left out ("B" may have gone on "B or C")."""
     fields: dict[str, Any] = {}
     for match in _WRITTEN.finditer(text):
         fields.setdefault(match.group(1), json.loads(match.group(2)))
@@ -474,7 +473,7 @@ def _measured(response: VLMResponse) -> tuple[dict[int, float], str] | None:
 
 
 def _argmax_letter(response: VLMResponse) -> str | None:
-    """The letter a backend put all its probability on ("argmax"), if it did."""
+    """Return the letter a backend put all its probability on ("argmax"), if it did."""
     if response.probability_source != "argmax" or not response.option_logprobs:
         return None
     letter = max(response.option_logprobs, key=response.option_logprobs.__getitem__)
@@ -482,7 +481,7 @@ def _argmax_letter(response: VLMResponse) -> str | None:
 
 
 def _stated_probabilities(client: VLMClient, question: VLMRequest) -> dict[int, float] | None:
-    """p_c stated by the model in a second request (no log-probabilities asked for), or None
+    """Return p_c stated by the model in a second request (no log-probabilities asked for), or None
     when no readable statement came back."""
     request = replace(
         question, system=QUALITY_PROBABILITIES_SYSTEM, json_output=True, answer_options=None
@@ -507,4 +506,4 @@ def _analysis_text(analysis: Mapping[str, Any] | None) -> str:
     return (" " + " ".join(notes)) if notes else ""
 
 
-__all__ = ["UNABLE", "evidence_missing", "missing_evidence", "scoring_mode", "summarize"]
+__all__ = ["UNABLE", "evidence_missing", "scoring_mode", "summarize"]

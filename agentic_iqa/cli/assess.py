@@ -162,7 +162,7 @@ def assess(
 
 def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
     """The agents of ``assess``: the role configurations with the flags applied."""
-    from ..pipeline import Agents
+    from ..agents.team import Agents
     from ..vlm import create_client
 
     return Agents(

@@ -172,7 +172,7 @@ def _progress_lines(engine: Any, job_id: str, every: float) -> Iterator[None]:
 
 def _agents() -> Any:
     """The agents per job configuration: each item runs as its job was submitted."""
-    from ..pipeline import AgentsCache
+    from ..agents.team import AgentsCache
 
     return AgentsCache()
 

@@ -16,15 +16,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..evidence import scored_on, stand_in_label, stand_ins
 from ..redact import redact
 from ..state import (
     AgenticIQAState,
     DistortionAnalysis,
     PlannerOutput,
     ToolExecutionLog,
-    scored_on,
-    stand_in_label,
-    stand_ins,
     state_to_json,
 )
 

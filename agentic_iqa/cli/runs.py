@@ -189,7 +189,7 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
     """A stored run for a person: header, plan, steps, tools, replans, answer."""
     from rich.table import Table
 
-    from ..state import scored_on
+    from ..evidence import scored_on
     from .render import asked_for, output_console
 
     console = console or output_console()
@@ -302,7 +302,7 @@ def _tool_time(log: dict[str, Any]) -> tuple[str, str]:
     compute = max(log["execution_time_s"] - load, 0.0)
     notes = ["cache"] if log.get("cached") else []
     if log.get("fallback") and log.get("requested_tool"):
-        from ..state import stand_in_label
+        from ..evidence import stand_in_label
 
         notes.append(stand_in_label(log["requested_tool"], log.get("error")))
     if load:

@@ -1392,7 +1392,7 @@ def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
     logged calls.  The table has no column for the crop, so the stored state's calls say it; in
     a state written since crops exist, every call off "Global" scored a region's crop (calls for
     objects are filed under "Global"), and before that every call scored the whole image."""
-    from ..state import scored_on
+    from ..evidence import scored_on
 
     stored = [
         entry

@@ -602,7 +602,7 @@ def run_local(
     """Work the job in this process with a pool of ``workers`` threads until nothing is left.
 
     ``agents``: the agents, or a function of the job's stored configuration giving them
-    (:class:`~agentic_iqa.pipeline.AgentsCache`), which is how the CLI runs a job as it was
+    (:class:`~agentic_iqa.agents.team.AgentsCache`), which is how the CLI runs a job as it was
     submitted.  The job's runs hold a lease this process renews while it works.
     ``tool_batch_size`` above 1: each thread scores the first tool steps of its share of runs
     together (:func:`service.walk_batch`); by default :func:`local_batch_size`.

@@ -23,12 +23,12 @@ from sqlalchemy.orm import Session
 
 from iqa_tools.access import AccessPolicy, reading
 
+from ..agents.team import Agents
 from ..db import batches, jobs, reads, steps
 from ..db.engine import session_scope
 from ..db.models import utc_now
 from ..pipeline import (
     TRANSIENT_RETRY,
-    Agents,
     TransientRetry,
     abandoned,
     next_step,
@@ -61,7 +61,7 @@ TimeLimit = Callable[[str], AbstractContextManager[object]]
 
 #: What runs a run's steps: the agents themselves (tests, an in-process caller that decides),
 #: or a function giving them for the run's stored job configuration (the CLI and workers:
-#: :func:`agentic_iqa.pipeline.agents_for`), which raises :class:`~.runconfig.CannotHonour`
+#: :func:`agentic_iqa.agents.team.agents_for`), which raises :class:`~.runconfig.CannotHonour`
 #: where this process cannot run the job as it was submitted.
 AgentsSource = Agents | Callable[[RunConfig | None], Agents]
 

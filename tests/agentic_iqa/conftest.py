@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.fitting.degradations import degrade
-from agentic_iqa.pipeline import Agents
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
 from iqa_tools.catalog import Catalog, load_catalog

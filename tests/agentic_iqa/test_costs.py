@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from agentic_iqa.agents.team import default_agents
 from agentic_iqa.cli import app
 from agentic_iqa.db import dispose_engines, make_engine, reads, upgrade
 from agentic_iqa.db import jobs as store
@@ -22,7 +23,6 @@ from agentic_iqa.db.models import VlmCall
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.jobs.estimate import batch_pricing, describe_batch, extrapolate
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.pipeline import default_agents
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.usage import ModelUsage, Price, PriceTable, summarize
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_completion

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.pipeline import (
     ANALYSE,
     DETECT,
@@ -15,7 +16,6 @@ from agentic_iqa.pipeline import (
     REPLAN,
     SELECT,
     SUMMARIZE,
-    Agents,
     next_step,
     run_inprocess,
     run_step,

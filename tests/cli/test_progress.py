@@ -148,9 +148,9 @@ def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
 
     from typer.testing import CliRunner
 
+    from agentic_iqa.agents.team import Agents
     from agentic_iqa.cli import app
     from agentic_iqa.db.engine import make_engine, upgrade
-    from agentic_iqa.pipeline import Agents
     from agentic_iqa.runtime import lifecycle
     from agentic_iqa.vlm.builtin import BuiltinClient
     from iqa_tools import ToolRegistry, ToolSettings

@@ -98,8 +98,8 @@ class Ran:
 
 def run_job(folder: Path, items: list[Item], *, batch: bool, workers: int = 2) -> Ran:
     """A local job in this process (the environment set by :func:`patched_env`)."""
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import make_engine, upgrade
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     url = os.environ["AGENTIC_IQA_DATABASE_URL"]

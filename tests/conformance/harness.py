@@ -160,8 +160,8 @@ def run_local_job(
 ) -> JobResult:
     """The same job in this process (``lifecycle.submit`` + ``run_local``): for the tests,
     which set the environment with ``monkeypatch`` first (see :func:`environment`)."""
+    from agentic_iqa.agents.team import default_agents
     from agentic_iqa.db import make_engine, upgrade
-    from agentic_iqa.pipeline import default_agents
     from agentic_iqa.runtime import lifecycle
 
     url = os.environ["AGENTIC_IQA_DATABASE_URL"]

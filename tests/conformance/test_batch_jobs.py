@@ -134,8 +134,8 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
     import threading
     import time
 
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import make_engine, upgrade
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
     from agentic_iqa.vlm.usage import describe
     from tests.conformance.items import write_manifest
@@ -622,7 +622,7 @@ def _run_until_a_batch_is_open(engine: Any, job_id: str) -> Any:
     import threading
     import time
 
-    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     runner = threading.Thread(
@@ -711,11 +711,11 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
 
     from typer.testing import CliRunner
 
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.cli import app
     from agentic_iqa.db import jobs as job_store
     from agentic_iqa.db import make_engine, upgrade
     from agentic_iqa.db.engine import session_scope
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle, service
     from agentic_iqa.runtime.supervisor import supervise_once
     from tests.conformance.items import write_manifest
@@ -780,10 +780,10 @@ def test_a_batch_created_while_its_job_is_cancelled_is_cancelled_by_its_sender(
 
     from sqlalchemy import update
 
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import make_engine, upgrade
     from agentic_iqa.db.engine import session_scope
     from agentic_iqa.db.models import Job
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
     from tests.conformance.items import write_manifest
 

@@ -133,9 +133,9 @@ def _rows(engine: Any, job_id: str) -> dict[str, tuple[str, dict, str | None, fl
 
 def _local_jobs(folder: Path, manifest: Path) -> tuple[dict, dict]:
     """The same two jobs on the same images as local files, run in this process."""
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     url = f"sqlite:///{folder / 'local.sqlite3'}"

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ...evidence import missing_evidence, whole_image_objects
 from ...query import categories_in, options_in
-from ...state import missing_evidence, whole_image_objects
 from ...vocabulary import level_name
 from .opinion import OpinionModel, OpinionModels, as_models
 from .opinion_features import opinion_features

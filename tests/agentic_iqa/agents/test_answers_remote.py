@@ -10,8 +10,9 @@ import pytest
 from agentic_iqa.agents import executor
 from agentic_iqa.agents.fusion import fuse
 from agentic_iqa.agents.summarizer import UNABLE
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.options import parse_option
-from agentic_iqa.pipeline import Agents, TransientRetry, run_inprocess
+from agentic_iqa.pipeline import TransientRetry, run_inprocess
 from agentic_iqa.prompts import (
     FR_PREFERENCE_INSTRUCTION,
     QUALITY_LEVEL_CHOICES,

@@ -10,11 +10,11 @@ import pytest
 
 from agentic_iqa.agents import executor
 from agentic_iqa.agents.summarizer import summarize
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.agents.team import Agents
+from agentic_iqa.evidence import missing_evidence, replan_can_supply
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.state import (
     ExecutorOutput,
-    missing_evidence,
-    replan_can_supply,
     state_from_json,
     state_to_json,
 )

@@ -13,12 +13,13 @@ from sqlalchemy import select
 from agentic_iqa.agents import summarizer
 from agentic_iqa.agents.jsonreply import ask_json
 from agentic_iqa.agents.planner import make_plan, reconcile
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
 from agentic_iqa.jobs.policy import stops_job
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.pipeline import DETECT, Agents, TransientRetry, next_step, run_inprocess
+from agentic_iqa.pipeline import DETECT, TransientRetry, next_step, run_inprocess
 from agentic_iqa.prompts import TRUNCATED_SUFFIX
 from agentic_iqa.query import parse_query
 from agentic_iqa.runtime import lifecycle, service

@@ -22,25 +22,17 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from agentic_iqa.agents import executor
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.cli import app
 from agentic_iqa.cli.render import render_state
-from agentic_iqa.pipeline import (
-    EXECUTE,
-    Agents,
-    next_step,
-    run_inprocess,
-    run_step,
-    tool_step_cached,
-)
+from agentic_iqa.evidence import missing_evidence, replan_can_supply, whole_image_objects
+from agentic_iqa.pipeline import EXECUTE, next_step, run_inprocess, run_step, tool_step_cached
 from agentic_iqa.query import region_of
 from agentic_iqa.state import (
     initial_state,
     merge_state,
-    missing_evidence,
-    replan_can_supply,
     state_from_json,
     state_to_json,
-    whole_image_objects,
 )
 from agentic_iqa.vlm import BackendConfig, create_client
 from agentic_iqa.vlm.builtin import BuiltinClient

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from agentic_iqa.agents.fusion import fuse
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.agents.team import Agents
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.prompts import STRICT_JSON_SUFFIX
 from agentic_iqa.vlm import BackendConfig, create_client
 from agentic_iqa.vlm.builtin import BuiltinClient

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.cli import app
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.vlm.base import VLMRequest, VLMResponse
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
@@ -248,7 +249,7 @@ def test_a_models_answer_is_told_and_says_it_whatever_the_model_writes(no_weight
 
 
 def test_stand_ins_read_plain_logs_once_per_pair_and_skip_failed_ones():
-    from agentic_iqa.state import stand_in_label, stand_ins
+    from agentic_iqa.evidence import stand_in_label, stand_ins
 
     logs = [
         {

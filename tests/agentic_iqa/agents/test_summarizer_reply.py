@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 
 from agentic_iqa.agents.fusion import fuse, probabilities_from_logprobs
 from agentic_iqa.agents.summarizer import UNABLE, summarize
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.pipeline import (
     EXECUTE,
     PLAN,
     REPLAN,
     SUMMARIZE,
-    Agents,
     TransientRetry,
     next_step,
     run_inprocess,

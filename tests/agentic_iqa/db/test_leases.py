@@ -121,7 +121,7 @@ def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> No
 def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
     engine: Engine,
 ) -> None:
-    from agentic_iqa.pipeline import metric_agents
+    from agentic_iqa.agents.team import metric_agents
     from agentic_iqa.runtime import service
 
     with session_scope(engine) as session:

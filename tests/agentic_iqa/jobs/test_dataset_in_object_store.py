@@ -104,7 +104,7 @@ def _described(engine, job_id: str) -> dict:
 
 def _remote_and_local(engine, dataset: str, url: str, folder: Path) -> tuple[dict, dict]:
     """The dataset submitted from the bucket and from the folder, both run with PIQE."""
-    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     remote = lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=url, tools=["PIQE"]))

@@ -296,7 +296,7 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
     """--root http://127.0.0.1:A/photos: a redirect inside the root is followed, one to
     another port is refused without asking it; and the job's policy reaches whoever runs its
     items: a URL that starts redirecting after submit fails its item there, unscored."""
-    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     site.redirects["/photos/moved.png"] = "/photos/good.png"
@@ -422,9 +422,9 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
 ) -> None:
     """The bytes scored are the bytes submitted: S3 by the recorded ETag (If-Match), a web
     server without ETags by the sha256 of the bytes checked at submit."""
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
-    from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     front, photos, _ = store

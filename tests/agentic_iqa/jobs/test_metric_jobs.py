@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.cli import app
 from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
@@ -19,7 +20,7 @@ from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog, VlmCal
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.jobs.tools import MetricToolsError, parse_tools
-from agentic_iqa.pipeline import EXECUTE, Agents, next_step
+from agentic_iqa.pipeline import EXECUTE, next_step
 from agentic_iqa.reports.export import write_rows
 from agentic_iqa.reports.report import build_report
 from agentic_iqa.reports.report_html import render_html

@@ -50,7 +50,7 @@ def _scores(engine, job_id: str) -> dict[str, tuple[str, dict, str | None]]:
 def test_a_metric_job_on_objects_scores_as_on_local_files_and_fetches_each_once(
     engine, bucket: str, tmp_path: Path
 ) -> None:
-    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.runtime import lifecycle
     from iqa_tools import images
 
@@ -87,7 +87,7 @@ def test_an_agent_job_on_objects_answers_as_on_local_files(
     engine, bucket: str, tmp_path: Path
 ) -> None:
     """The builtin agent (plan, tools, summary): the same answer and score per item."""
-    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     manifest = tmp_path / "m.csv"
@@ -148,7 +148,7 @@ def test_a_resume_fails_the_item_whose_object_changed_since_submit(
 ) -> None:
     from sqlalchemy import text
 
-    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.runtime import lifecycle
 
     manifest = tmp_path / "m.csv"
@@ -204,7 +204,7 @@ def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
 
-    from agentic_iqa.pipeline import AgentsCache
+    from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.runtime import lifecycle
     from iqa_tools import images, storage
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.agents.team import Agents
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.query import with_options
 from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vlm.builtin.answer import (

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.fitting.degradations import degrade
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.query import with_options
 from agentic_iqa.vlm.builtin.answer import is_yes_no, positive_categories
 

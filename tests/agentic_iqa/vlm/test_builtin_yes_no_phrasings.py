@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from agentic_iqa.agents.team import Agents
 from agentic_iqa.fitting import evaluation_degradations as evaluation
-from agentic_iqa.pipeline import Agents, run_inprocess
+from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.query import with_options
 from tests.agentic_iqa.conftest import EXAMPLE
 

@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from agentic_iqa.state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
     MAX_REPLAN_HISTORY,
-    QUALITY_LEVELS,
     STORED,
     AgenticIQAState,
     DistortionAnalysis,
@@ -24,13 +23,13 @@ from agentic_iqa.state import (
     ReplanEntry,
     SummarizerOutput,
     ToolExecutionLog,
-    canonical_distortion,
     initial_state,
     merge_state,
     record_replan,
     state_from_json,
     state_to_json,
 )
+from agentic_iqa.vocabulary import QUALITY_LEVELS, canonical_distortion
 
 PLAN = {
     "query_type": "IQA",

@@ -1,0 +1,1 @@
+"""Tests of reading a query without a model: distortions, objects, tools, options, regions."""
