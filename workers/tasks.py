@@ -47,7 +47,8 @@ from agentic_iqa.pipeline import (
 )
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
-from agentic_iqa.runtime import lifecycle, service
+from agentic_iqa.runtime import service
+from agentic_iqa.runtime.lifecycle import feed
 from agentic_iqa.runtime.supervisor import SupervisorThread
 from agentic_iqa.state import AgenticIQAState
 from agentic_iqa.vlm.base import TransientVLMError
@@ -487,7 +488,7 @@ def feed_job(job_id: str) -> int:
     the supervisor tops the job up every ``feed_interval``, from the database, so the job goes
     on if this message, the submitter or the broker's contents are lost.
     """
-    return lifecycle.feed(
+    return feed(
         engine(), job_id, settings().job_window, submit, lease_seconds=settings().lease_seconds
     )
 

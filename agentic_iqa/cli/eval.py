@@ -46,12 +46,13 @@ eval_app = typer.Typer(
 def _summary(engine: Any, job_id: str) -> None:
     """After waiting for a job: counts, elapsed time, where the results are, what to run next
     (on stderr: stdout holds only the job id, for scripts)."""
-    from ..runtime import lifecycle
+    from ..runtime.lifecycle import job_spec
+    from ..runtime.progress import progress
 
-    current = lifecycle.progress(engine, job_id)
+    current = progress(engine, job_id)
     counts = current.counts
     short = job_id[:8]
-    subset = lifecycle.job_spec(engine, job_id).subset.describe()
+    subset = job_spec(engine, job_id).subset.describe()
     tally = ", ".join(f"{counts.get(state, 0)} {state}" for state in ("done", "failed")) + "".join(
         f", {counts[state]} {state}"
         for state in ("cancelled", "queued", "pending")
@@ -103,13 +104,14 @@ def _progress_bar(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> Non
         TimeElapsedColumn,
     )
 
-    from ..runtime import lifecycle
+    from ..runtime.progress import Progress as JobProgress
+    from ..runtime.progress import progress, wait
 
     if not err.is_terminal:
         with _progress_lines(engine, job_id, every):
-            lifecycle.wait(engine, job_id)
+            wait(engine, job_id)
         return
-    first = lifecycle.progress(engine, job_id)
+    first = progress(engine, job_id)
     pace = Pace(time.monotonic(), first.finished)
     with Progress(
         TextColumn("{task.description}"),
@@ -123,13 +125,13 @@ def _progress_bar(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> Non
             f"job {job_id[:8]}", total=first.total, completed=first.finished, rate=_pace(first)
         )
 
-        def show(current: lifecycle.Progress) -> None:
+        def show(current: JobProgress) -> None:
             seen = pace.per_second(current.finished, time.monotonic())
             bar.update(
                 task, total=current.total, completed=current.finished, rate=_pace(current, seen)
             )
 
-        lifecycle.wait(engine, job_id, on_progress=show)
+        wait(engine, job_id, on_progress=show)
 
 
 @contextlib.contextmanager
@@ -141,15 +143,15 @@ def _progress_lines(engine: Any, job_id: str, every: float) -> Iterator[None]:
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ..runtime import lifecycle
+    from ..runtime.progress import progress
 
-    pace = Pace(time.monotonic(), lifecycle.progress(engine, job_id).finished)
+    pace = Pace(time.monotonic(), progress(engine, job_id).finished)
     stop = threading.Event()
 
     def report() -> None:
         while not stop.wait(every):
             try:
-                current = lifecycle.progress(engine, job_id)
+                current = progress(engine, job_id)
             except SQLAlchemyError:  # a busy or failing database costs a line, not the job
                 continue
             line = progress_line(
@@ -269,9 +271,10 @@ def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags)
     """One job whose items start as soon as its first rows are stored: here (no broker) or on
     the workers, while the rest of its rows are read; its id on stdout at once, its items and
     bad rows on stderr when every row is in."""
-    from ..runtime import lifecycle
+    from ..runtime.progress import progress
+    from ..runtime.submission import Submission
 
-    submission = lifecycle.Submission(engine, spec)
+    submission = Submission(engine, spec)
     job_id: str | None = None
     try:
         job_id = _submitted(engine, submission.started)
@@ -298,7 +301,7 @@ def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags)
                 submission.result()
             if job_id is not None:
                 err.print(
-                    f"job {job_id[:8]}: {lifecycle.progress(engine, job_id).error}",
+                    f"job {job_id[:8]}: {progress(engine, job_id).error}",
                     highlight=False,
                     soft_wrap=True,
                     markup=False,
@@ -324,9 +327,9 @@ def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags)
 def _submit_spec(engine: Any, spec: Any, *, single: bool) -> str | None:
     """Store the job ``spec`` describes, print its id (stdout) and its items (stderr); None
     for a sweep's job with nothing to run (a single job exits 1 then)."""
-    from ..runtime import lifecycle
+    from ..runtime.submission import submit
 
-    job_id = _submitted(engine, lambda: lifecycle.submit(engine, spec))
+    job_id = _submitted(engine, lambda: submit(engine, spec))
     print(job_id, flush=True)
     return _items_stored(engine, job_id, spec, single=single)
 
@@ -370,9 +373,9 @@ def _items_stored(
     """Say how many items the job has and how many rows were bad (stderr); None for a sweep's
     job with nothing to run (a single job exits 1 then).  ``counts``: (items, bad rows) as its
     submit stored them; by default the job's items now (none has run yet)."""
-    from ..runtime import lifecycle
+    from ..runtime.progress import progress
 
-    current = lifecycle.progress(engine, job_id)
+    current = progress(engine, job_id)
     total, bad = counts or (current.total, current.counts.get("failed", 0))
     named = "" if single else f" ({current.name})"
     err.print(
@@ -561,7 +564,8 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
     from ..db.engine import read_scope
     from ..jobs.estimate import SamplePace, batch_pricing, extrapolate, sample_items
     from ..jobs.manifest import ManifestFormatError
-    from ..runtime import lifecycle
+    from ..runtime.local import run_local
+    from ..runtime.submission import submit
     from ..vlm.usage import PriceTable
 
     source = spec.manifest if spec.manifest is not None else f"dataset {spec.dataset}"
@@ -595,7 +599,7 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
             engine = make_engine(url)
             config = spec.config.model_copy(update={"vlm_cache": False, "batch": False})
             # The sample runs online (a batch can take hours): priced at the discount below.
-            job_id = lifecycle.submit(
+            job_id = submit(
                 engine,
                 spec.cell(  # read where the job's rows would be
                     manifest=sample_manifest,
@@ -625,9 +629,7 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
 
             started = time.perf_counter()
             with contextlib.redirect_stdout(sys.stderr):  # as the job will: so many at once
-                lifecycle.run_local(
-                    engine, job_id, _agents(), workers=concurrency, on_progress=timed
-                )
+                run_local(engine, job_id, _agents(), workers=concurrency, on_progress=timed)
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
                 prices = PriceTable.load()
@@ -738,9 +740,9 @@ def _first_failure(engine: Any, job_id: str) -> str:
 def _end_of_wait(engine: Any, job_id: str) -> None:
     """After waiting for a job: a cancelled job, or one where every item failed, is said so,
     with exit code 1 (a script must not read an empty table as a result)."""
-    from ..runtime import lifecycle
+    from ..runtime.progress import progress
 
-    current = lifecycle.progress(engine, job_id)
+    current = progress(engine, job_id)
     if current.total and current.counts.get("failed", 0) == current.total:
         _fail(
             f"job {job_id}: every item failed ({current.total}); the first: "
@@ -775,7 +777,8 @@ def _run_local(
         TimeElapsedColumn,
     )
 
-    from ..runtime import lifecycle
+    from ..runtime.local import run_local
+    from ..runtime.progress import progress
 
     if not err.is_terminal:
         with (
@@ -783,11 +786,11 @@ def _run_local(
             _stopping_on_a_full_disk(engine, job_id),
             _progress_lines(engine, job_id, every),
         ):
-            lifecycle.run_local(
+            run_local(
                 engine, job_id, agents, workers=workers, restart=restart, on_interrupt=interrupted
             )
         return
-    current = lifecycle.progress(engine, job_id)
+    current = progress(engine, job_id)
     pace = Pace(time.monotonic(), current.finished)
     with Progress(
         TextColumn("{task.description}"),
@@ -819,7 +822,7 @@ def _run_local(
             _stopping_on_ctrl_c(engine, job_id) as interrupted,
             _stopping_on_a_full_disk(engine, job_id, bar.stop),
         ):
-            lifecycle.run_local(
+            run_local(
                 engine,
                 job_id,
                 agents,
@@ -840,7 +843,7 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
     import signal
     import threading
 
-    from ..runtime import lifecycle
+    from ..runtime.local import Terminated, note_interrupted, signal_name
 
     said = False
 
@@ -856,7 +859,7 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
         )
 
     def terminated(_signum: int, _frame: Any) -> None:
-        raise lifecycle.Terminated
+        raise Terminated
 
     # Signal handlers belong to the main thread (a CliRunner in another one runs without).
     here = threading.current_thread() is threading.main_thread()
@@ -864,9 +867,9 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
     try:
         yield interrupted
     except KeyboardInterrupt as interrupt:
-        code = 143 if isinstance(interrupt, lifecycle.Terminated) else 130
+        code = 143 if isinstance(interrupt, Terminated) else 130
         if not said:
-            lifecycle.note_interrupted(engine, job_id, lifecycle.signal_name(interrupt))
+            note_interrupted(engine, job_id, signal_name(interrupt))
             interrupted()
         if any(
             thread.name.startswith("iqa-job") and thread.is_alive()
@@ -884,7 +887,7 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
 def _stopping_on_a_full_disk(engine: Any, job_id: str, before: Any = None) -> Iterator[None]:
     """A full disk while the job runs here: the job is marked so (status says "interrupted
     (disk full)", not an ETA) and one line says how much space to free and how to resume."""
-    from ..runtime import lifecycle
+    from ..runtime.local import note_disk_full, space_needed
     from .faults import disk_full
 
     reserve = _reserve_space(engine)
@@ -897,8 +900,8 @@ def _stopping_on_a_full_disk(engine: Any, job_id: str, before: Any = None) -> It
             before()
         if reserve is not None:  # room for the note that says why the job stopped
             reserve.unlink(missing_ok=True)
-        needed = lifecycle.space_needed(engine, job_id)
-        lifecycle.note_disk_full(engine, job_id, needed)
+        needed = space_needed(engine, job_id)
+        note_disk_full(engine, job_id, needed)
         amount = f" (about {needed / 1e6:.0f} MB more)" if needed else ""
         _fail(
             f"job {job_id[:8]} stopped: the disk holding the results database is full; "
@@ -942,16 +945,16 @@ def status(
 ) -> None:
     """Counts by state, throughput and ETA (or how many items are stalled)."""
     from ..db.reads import JobNotFound
-    from ..runtime import lifecycle
+    from ..runtime.progress import progress
 
     engine = _engine()
     try:
-        current = lifecycle.progress(engine, _job_id(engine, job))
+        current = progress(engine, _job_id(engine, job))
     except JobNotFound as exc:
         _fail(_found_nothing(engine, exc))
     if watch and current.status == "running":
         _progress_bar(engine, current.job_id, progress_every)
-        current = lifecycle.progress(engine, current.job_id)
+        current = progress(engine, current.job_id)
     document = {
         "job_id": current.job_id,
         "name": current.name,
@@ -1095,7 +1098,7 @@ def resume(
     run out (a countdown), or taken over now with ``--take-over``.
     """
     from ..db.reads import JobNotFound
-    from ..runtime import lifecycle
+    from ..runtime.lifecycle import resume
 
     engine = _engine()
     job = _job_id(engine, job)
@@ -1106,7 +1109,7 @@ def resume(
         _can_run_here(engine, job)
         _not_run_elsewhere(engine, job, take_over=take_over, yes=yes)
     try:
-        reopened, unfinished = lifecycle.resume(engine, job)
+        reopened, unfinished = resume(engine, job)
     except JobNotFound as exc:
         _fail(_found_nothing(engine, exc))
     err.print(
@@ -1147,11 +1150,12 @@ def _not_run_elsewhere(
     """
     import time
 
-    from ..runtime import lifecycle
+    from ..runtime import local
+    from ..runtime.progress import progress
 
-    if lifecycle.progress(engine, job_id).disk_full:  # its leases outlive a full disk's stop
+    if progress(engine, job_id).disk_full:  # its leases outlive a full disk's stop
         return
-    found = lifecycle.take_over(engine, job_id)
+    found = local.take_over(engine, job_id)
     if found.taken:
         if found.live and found.holder is not None:
             err.print(
@@ -1172,7 +1176,7 @@ def _not_run_elsewhere(
             err=True,
         ):
             _fail(f"job {short} left to {holder}", code=1)
-        lifecycle.take_over(engine, job_id, force=True)
+        local.take_over(engine, job_id, force=True)
         return
 
     def busy(renewed: bool) -> None:
@@ -1204,7 +1208,7 @@ def _not_run_elsewhere(
                 err.print(text, highlight=False, soft_wrap=True, markup=False)
                 last_line = time.monotonic()
             time.sleep(min(1.0, max(0.05, left)))
-            found = lifecycle.take_over(engine, job_id)
+            found = local.take_over(engine, job_id)
 
 
 def _can_run_here(engine: Any, job_id: str) -> None:
@@ -1264,9 +1268,9 @@ def cancel(job: Annotated[str, typer.Argument(help="job id or a unique prefix of
             + "".join(f"; batch {why}" for why in stopped.deferred)
         )
     if cancelled is not None:
-        from ..runtime import lifecycle
+        from ..runtime.lifecycle import settle_if_idle
 
-        lifecycle.settle_if_idle(engine, job)  # its figures for `eval list`, once
+        settle_if_idle(engine, job)  # its figures for `eval list`, once
         out.print(
             f"job {job} cancelled ({cancelled} waiting items)", highlight=False, soft_wrap=True
         )

@@ -113,7 +113,7 @@ def list_jobs(
     from ..db.engine import read_scope
     from ..db.models import JOB_STATUSES
     from ..jobs.sweeps import aligned, dataset_label, figure_text, model_label
-    from ..runtime import lifecycle
+    from ..runtime.progress import listed_state
     from ..vlm.usage import format_cost
 
     if status is not None and status not in JOB_STATUSES:
@@ -133,7 +133,7 @@ def list_jobs(
             counts = reads.counts(session, job_id)
             # As `eval status` shows it: not "running" once its run here stopped or its
             # process died.
-            state = lifecycle.listed_state(session, job, counts)
+            state = listed_state(session, job, counts)
         figures, cost = _figures(engine, job, counts)
         shown = [figure for figure in figures if _listed(about, dataset, model, figure.get("tool"))]
         if not shown:

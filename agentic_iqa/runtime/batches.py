@@ -51,6 +51,7 @@ from ..config import PipelineSettings
 from ..db import batches as store
 from ..db import reads
 from ..db.engine import read_scope, session_scope
+from ..db.models import aware
 from ..redact import redact
 from ..runconfig import RunConfig, backend_configs
 from ..vlm.base import FatalVLMError, VLMError
@@ -409,7 +410,7 @@ def _recover(
 
     with read_scope(engine) as session:
         row = session.get(VlmBatch, batch_id)
-        created = _aware(row.created_at)
+        created = aware(row.created_at)
         count = row.request_count
         taken = store.taken_provider_ids(session, created - timedelta(minutes=10))
     found = api.recover(
@@ -441,10 +442,6 @@ def _recover(
     )
     result.submitted.append(found.provider_id)
     _record(engine, batch_id, found, settings, polls=polls, submitted=True)
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _cancel_one(
@@ -612,5 +609,5 @@ def _until_next_poll(waiting: list[Any], settings: PipelineSettings) -> float:
     due = [batch.next_poll_at for batch in waiting if batch.next_poll_at is not None]
     if not due:
         return min(1.0, settings.batch_poll_initial)
-    soonest = min(moment if moment.tzinfo else moment.replace(tzinfo=UTC) for moment in due)
+    soonest = min(aware(moment) for moment in due)
     return min(settings.batch_poll_max, max(0.05, (soonest - now).total_seconds()))
