@@ -105,13 +105,13 @@ def mode_bare(args: argparse.Namespace) -> dict:
 
 
 def mode_local(args: argparse.Namespace) -> dict:
-    from agentic_iqa.cli.common import _engine
+    from agentic_iqa.cli.common import open_engine
     from agentic_iqa.pipeline import default_agents, metric_agents
     from agentic_iqa.runtime.local import run_local
     from agentic_iqa.runtime.progress import progress
     from agentic_iqa.runtime.submission import submit
 
-    engine = _engine()
+    engine = open_engine()
     agents = metric_agents() if args.job_tools else default_agents()
     # Warm-up (not timed): models built and torch started, as for the bare loop's metrics.
     warm = submit(
@@ -171,12 +171,12 @@ def mode_distributed(args: argparse.Namespace) -> dict:
     import redis
     from celery import Celery
 
-    from agentic_iqa.cli.common import _engine
+    from agentic_iqa.cli.common import open_engine
     from agentic_iqa.runtime.progress import progress, wait
     from agentic_iqa.runtime.submission import submit
 
     redis.Redis.from_url(args.broker).flushdb()
-    engine = _engine()
+    engine = open_engine()
     workers = []
     # --workers N: N workers on both queues; --tool-workers T: T on the tool queue alone and
     # N on the default queue (a GPU box: one CUDA tool worker, CPU workers for the rest).

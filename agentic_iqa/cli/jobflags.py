@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import typer
 
-from .common import _fail, use_backend
+from .common import fail, use_backend
 from .progress import DEFAULT_EVERY, MIN_EVERY
 
 if TYPE_CHECKING:
@@ -340,7 +340,7 @@ def base_spec(flags: JobFlags) -> JobSpec:
             allow_urls=flags.allow_urls,
         )
     except (JobSpecError, MetricToolsError) as exc:
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     if spec.tools and (flags.models or flags.backends or flags.base_url):
         named = ", ".join(
             f"--{flag}"
@@ -351,7 +351,7 @@ def base_spec(flags: JobFlags) -> JobSpec:
             )
             if given
         )
-        _fail(
+        fail(
             f"a metric job (--tools) asks no model, so {named} would be ignored: "
             f"`--mode tools --tools {','.join(spec.tools)}` runs those tools alone on every "
             f"image, with no model; for the agent answering with {named}, leave out --tools "
@@ -361,7 +361,7 @@ def base_spec(flags: JobFlags) -> JobSpec:
     try:  # checked (names, weights) before anything is captured or stored
         checked = check_tools(list(spec.tools)) if spec.tools else None
     except (MetricToolsError, ToolError) as exc:
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     return spec.model_copy(update={"tools": tuple(checked)}) if checked else spec
 
 
@@ -370,7 +370,7 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
     backend; a bare backend name is that backend's default), each with its ``--backend`` (one
     for all, or one each in the same order); exits 2 when they cannot be paired."""
     if len(backends) > 1 and models and len(backends) != len(models):
-        _fail(
+        fail(
             f"{len(backends)} --backend values for {len(models)} --model values: give one "
             "--backend for every model, or one per --model in the same order (or spell "
             "each model BACKEND:MODEL)",
@@ -388,7 +388,7 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
         elif entry in BACKENDS:
             named = (entry, None)
         if backend is not None and named[0] != backend:
-            _fail(
+            fail(
                 f"--model {entry} names the {named[0]} backend and --backend says "
                 f"{backend}: give one of them",
                 code=2,
@@ -400,13 +400,13 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
 def data_axis(datasets: list[str], roots: list[str]) -> list[tuple[str | None, str | None]]:
     """(dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in order."""
     if len(roots) > 1 and len(roots) != len(datasets):
-        _fail(
+        fail(
             f"{len(roots)} --root values for {len(datasets)} --dataset values: give one "
             "--root per --dataset, in the same order",
             code=2,
         )
     if len(datasets) > 1 and len(roots) < len(datasets):
-        _fail(
+        fail(
             "a sweep over datasets reads each from its own folder: give one --root per "
             "--dataset, in the same order",
             code=2,
@@ -482,7 +482,7 @@ def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
                 name=None,
             )
         except JobSpecError as exc:
-            _fail(str(exc), code=2)
+            fail(str(exc), code=2)
         if flags.name is not None:
             cell = cell.model_copy(
                 update={
@@ -502,7 +502,7 @@ def _honoured_here(config: Any, roles: dict[str, Any]) -> None:
     try:
         backend_configs(config)
     except CannotHonour as exc:
-        _fail(f"the job cannot run here: {exc}", code=2)
+        fail(f"the job cannot run here: {exc}", code=2)
 
 
 def _max_replans() -> int:

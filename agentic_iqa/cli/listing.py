@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .common import _engine, _fail, _safe_url, err, out
+from .common import err, fail, open_engine, out, redact_url
 
 
 def job_headlines(
@@ -117,8 +117,8 @@ def list_jobs(
     from ..vlm.usage import format_cost
 
     if status is not None and status not in JOB_STATUSES:
-        _fail(f"unknown --status {status!r}: {', '.join(JOB_STATUSES)}", code=2)
-    engine = _engine()
+        fail(f"unknown --status {status!r}: {', '.join(JOB_STATUSES)}", code=2)
+    engine = open_engine()
     filtered = dataset is not None or model is not None
     with read_scope(engine) as session:
         ids = reads.job_ids(session, group=group, status=status, limit=None if filtered else limit)
@@ -168,9 +168,9 @@ def list_jobs(
         return
     if not listed:
         err.print(
-            f"no job matches in the database {_safe_url(engine)}"
+            f"no job matches in the database {redact_url(engine)}"
             if group or dataset or status or model
-            else f"no job in the database {_safe_url(engine)} yet: submit one with "
+            else f"no job in the database {redact_url(engine)} yet: submit one with "
             "`agentic-iqa eval submit`",
             highlight=False,
             soft_wrap=True,

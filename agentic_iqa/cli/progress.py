@@ -1,16 +1,22 @@
-"""A followed job's progress as text: rate, ETA and the plain line a log file gets.
+"""Follow a job's progress on the command line: rate, ETA, a bar, or the plain line a log gets.
 
 A progress bar is drawn only on a terminal: with stderr in a file (``nohup``, Slurm) rich
-prints nothing until the job ends, so a 400-item job's log stayed silent for hours.  There the
-CLI writes :func:`progress_line` every ``--progress-every`` seconds instead, and the bar on a
-terminal shows the same rate and ETA (:func:`pace_text`).  Pure functions of numbers (no clock
-read, no database, no rich) so that tests can call them directly.
+prints nothing until the job ends, so a long job's log would stay silent for hours.  There the
+CLI writes :func:`progress_line` every ``--progress-every`` seconds instead
+(:func:`printing_progress`), and the bar on a terminal (:func:`follow_job`) shows the same
+rate and ETA (:func:`pace_text`).  The text is made by pure functions of numbers (no clock
+read, no database, no rich) so that tests can call them directly; the followers read the
+database and import rich in their bodies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from .common import err
 
 #: Seconds between two progress lines in a log (``--progress-every``): at least one a minute.
 DEFAULT_EVERY = 30.0
@@ -104,3 +110,108 @@ class Pace:
 
     def per_second(self, finished: int, now: float) -> float | None:
         return rate(finished - self.finished_then, now - self.started)
+
+
+def describe_pace(current: Any, seen: float | None = None) -> str:
+    """Rate and ETA, or the stalled count instead of an ETA that would be a lie (and no ETA
+    for a job whose process is gone).  ``seen``: items per second while this process followed
+    the job; by default (or before any item ended) the job's own rate since it was submitted."""
+    per_second = seen if seen is not None else (current.throughput if current.finished else None)
+    text = rate_text(per_second)
+    if current.stalled:
+        return text + (
+            f", {current.stalled} stalled (no progress for a lease: being re-sent, "
+            "or no worker is running; with none, `agentic-iqa eval resume "
+            f"{current.job_id[:8]}` continues it)"
+        )
+    remaining = current.total - current.finished
+    if current.orphaned or current.interrupted or not remaining:
+        return text
+    return f"{text}, {eta_text(eta_seconds(remaining, per_second))}"
+
+
+def follow_job(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> None:
+    """Follow a job the workers run until it ends: a bar with rate and ETA on a terminal,
+    else a plain line every ``every`` seconds (a bar in a log file prints only at the end)."""
+    import time
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from ..runtime.progress import Progress as JobProgress
+    from ..runtime.progress import progress, wait
+
+    if not err.is_terminal:
+        with printing_progress(engine, job_id, every):
+            wait(engine, job_id)
+        return
+    first = progress(engine, job_id)
+    pace = Pace(time.monotonic(), first.finished)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+    ) as bar:
+        task = bar.add_task(
+            f"job {job_id[:8]}",
+            total=first.total,
+            completed=first.finished,
+            rate=describe_pace(first),
+        )
+
+        def show(current: JobProgress) -> None:
+            seen = pace.per_second(current.finished, time.monotonic())
+            bar.update(
+                task,
+                total=current.total,
+                completed=current.finished,
+                rate=describe_pace(current, seen),
+            )
+
+        wait(engine, job_id, on_progress=show)
+
+
+@contextlib.contextmanager
+def printing_progress(engine: Any, job_id: str, every: float) -> Iterator[None]:
+    """While the block runs, a plain progress line on stderr every ``every`` seconds, read
+    from the database (what a log file under nohup or Slurm shows of a job)."""
+    import threading
+    import time
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ..runtime.progress import progress
+
+    pace = Pace(time.monotonic(), progress(engine, job_id).finished)
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(every):
+            try:
+                current = progress(engine, job_id)
+            except SQLAlchemyError:  # a busy or failing database costs a line, not the job
+                continue
+            line = progress_line(
+                job_id,
+                current.counts,
+                elapsed=current.elapsed,
+                per_second=pace.per_second(current.finished, time.monotonic()),
+                stalled=current.stalled,
+            )
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    thread = threading.Thread(target=report, name="iqa-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -12,8 +12,8 @@ from .common import (
     BackendOption,
     BaseUrlOption,
     ModelOption,
-    _fail,
     err,
+    fail,
     out,
     use_backend,
 )
@@ -167,10 +167,10 @@ def worker_memory(max_memory: str, concurrency: int, pool: str) -> list[str]:
         limit = parse_bytes(max_memory)
         configured = load_tool_settings().tool_memory
     except ValueError as exc:
-        _fail(f"--max-memory: {exc}", code=2)
+        fail(f"--max-memory: {exc}", code=2)
     fit = worker_fit(limit, concurrency, pool, configured)
     if fit.budget <= 0:
-        _fail(fit.line, code=2)
+        fail(fit.line, code=2)
     err.print(fit.line, highlight=False, soft_wrap=True, markup=False)
     if fit.lowered:
         os.environ["AGENTIC_IQA_TOOL_MEMORY"] = str(fit.budget)

@@ -270,7 +270,7 @@ def test_csv_neutralises_formula_text_in_every_text_column_and_keeps_numbers(
 
 def test_the_query_column_holds_the_query_each_item_is_asked(engine, tmp_path: Path) -> None:
     """A row without its own query is asked the job's: the export says which, never blank."""
-    from agentic_iqa.cli.eval import export_rows
+    from agentic_iqa.cli.results import export_rows
     from agentic_iqa.jobs.spec import JobSpec
     from agentic_iqa.runtime.submission import submit
 

@@ -464,7 +464,7 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
 def test_an_export_masks_a_presigned_urls_signature_and_the_item_keeps_it(
     engine, site: Site, tmp_path: Path
 ) -> None:
-    from agentic_iqa.cli.eval import export_rows
+    from agentic_iqa.cli.results import export_rows
     from agentic_iqa.jobs.export import write_rows
     from agentic_iqa.runtime.submission import submit
 

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.cli.eval import export_rows
+from agentic_iqa.cli.results import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord
 from agentic_iqa.jobs.spec import JobSpec

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.cli.eval import export_rows
+from agentic_iqa.cli.results import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, JobItem, StepRecord, ToolLog
 from agentic_iqa.fitting.degradations import degrade
