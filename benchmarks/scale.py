@@ -233,13 +233,13 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.models import JobItem, StepRecord
     from agentic_iqa.pipeline import AgentsCache
-    from agentic_iqa.runtime import service
+    from agentic_iqa.runtime import embedded
 
     engine = make_engine(url)
     started = time.perf_counter()
     with session_scope(engine) as session:
         (first,) = store.claim(session, reads.get_job(session, job_id, lock=True), 1)
-    service.walk_embedded(engine, AgentsCache(), first)
+    embedded.walk_embedded(engine, AgentsCache(), first)
     with session_scope(engine) as session:
         output = session.scalar(
             select(StepRecord.output_json).where(

@@ -47,7 +47,7 @@ from agentic_iqa.pipeline import (
 )
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
-from agentic_iqa.runtime import service
+from agentic_iqa.runtime import embedded, service
 from agentic_iqa.runtime.lifecycle import feed
 from agentic_iqa.runtime.supervisor import SupervisorThread
 from agentic_iqa.state import AgenticIQAState
@@ -442,7 +442,7 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
     since = time.monotonic()
     items = [(str(request.args[0]), int(request.args[1])) for request in requests]
     try:
-        service.score_tools_ahead(
+        embedded.score_tools_ahead(
             engine(), agents_source(), items, max_batch=settings().tool_batch_size
         )
     except Exception:  # batching is an optimisation: each step still runs on its own

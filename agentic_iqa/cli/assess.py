@@ -124,7 +124,7 @@ def assess(
         )
         usage = _run_vlm_usage(open_engine(), run_id)
     elif store:
-        from ..runtime import service
+        from ..runtime import embedded, service
 
         engine = open_engine(create=True)
         run_id = service.create_run(
@@ -134,7 +134,7 @@ def assess(
             _disable_run_vlm_cache(engine, run_id)
         agents = _agents_for(roles, device)
         with contextlib.redirect_stdout(sys.stderr):
-            service.run_embedded(engine, agents, run_id)
+            embedded.run_embedded(engine, agents, run_id)
         state = _stored_state(engine, run_id)
         usage = _run_vlm_usage(engine, run_id)
         err.print(

@@ -94,7 +94,7 @@ def run_one(
         ref = read_image(reference) if reference is not None and spec.is_full_reference else None
         if ref is not None:
             ref.check_size(spec.name)
-        with quiet_registry():
+        with _quiet_registry():
             result = registry.execute_tool(
                 spec.name, target, ref, use_cache=use_cache, allow_fallback=fallback
             )
@@ -123,7 +123,7 @@ def run_one(
 
 
 @contextlib.contextmanager
-def quiet_registry():  # noqa: ANN202 - a plain context manager
+def _quiet_registry():  # noqa: ANN202 - a plain context manager
     """Model code prints progress to stdout, which holds the answer: it goes to stderr.  A
     fallback is said once by the command, so the registry's own warning about it is not."""
     import logging
@@ -217,7 +217,7 @@ def run_many(
 
     def rows() -> Iterator[dict[str, Any]]:
         streamed = to_stdout and fmt in ("csv", "jsonl")
-        with _scoring_progress(quiet=streamed and out.is_terminal) as bar, quiet_registry():
+        with _scoring_progress(quiet=streamed and out.is_terminal) as bar, _quiet_registry():
             for image in bar.track(images, description=spec.name):
                 reference, missing = (
                     references.for_image(image.name) if spec.is_full_reference else (None, None)
@@ -317,7 +317,7 @@ def run_tools(
 
     def rows() -> Iterator[dict[str, Any]]:
         streamed = to_stdout and fmt in ("csv", "jsonl")
-        with _scoring_progress(quiet=streamed and out.is_terminal) as bar, quiet_registry():
+        with _scoring_progress(quiet=streamed and out.is_terminal) as bar, _quiet_registry():
             for image in bar.track(images, description="+".join(tools)):
                 reference, missing = references.for_image(image.name) if needing else (None, None)
                 row = _score_wide(

@@ -5,7 +5,8 @@
 - :mod:`.local`: a job run in this process, and the notes left when that run is stopped
   (Ctrl-C, SIGTERM, a full disk).
 - :mod:`.progress`: where a job stands (counts, rate, ETA, the state a user is shown).
-- :mod:`.service`: the persisted steps of one run; :mod:`.heartbeat`: their leases.
+- :mod:`.service`: the persisted steps of one run; :mod:`.heartbeat`: their leases;
+  :mod:`.embedded`: runs walked to their end in this process, alone or in batches.
 - :mod:`.batches`: a batch job's rounds of provider batches.
 - :mod:`.supervisor`: the workers' supervisor, which heals a fleet.
 - :mod:`.headline`: a finished job's figures for ``eval list``.

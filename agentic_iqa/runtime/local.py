@@ -64,14 +64,14 @@ def run_local(
     (:class:`~agentic_iqa.pipeline.AgentsCache`), which is how the CLI runs a job as it was
     submitted.  The job's runs hold a lease this process renews while it works.
     ``tool_batch_size`` above 1: each thread scores the first tool steps of its share of runs
-    together (:func:`service.walk_batch`); by default :func:`local_batch_size`.
+    together (:func:`embedded.walk_batch`); by default :func:`local_batch_size`.
     ``on_progress`` is told how many items just ended.  ``restart``: runs a resume found in
     flight (:func:`.lifecycle.resume`), walked to their end first, under this process's leases.
     A Ctrl-C or SIGTERM (KeyboardInterrupt) marks the job interrupted and tells
     ``on_interrupt`` at once, then waits for the items in flight to end before it propagates
     (:func:`_interruptible`).
     """
-    from . import service
+    from . import embedded, service
 
     with read_scope(engine) as session:
         batched = is_batch(reads.get_job(session, job_id).config_json)
@@ -97,9 +97,9 @@ def run_local(
 
     def walk(run_ids: list[str]) -> int:
         if batch_size > 1:
-            service.walk_batch(engine, agents, run_ids, max_batch=batch_size, firsts=firsts)
+            embedded.walk_batch(engine, agents, run_ids, max_batch=batch_size, firsts=firsts)
         else:
-            service.walk_embedded(engine, agents, run_ids[0], first=firsts.pop(run_ids[0], None))
+            embedded.walk_embedded(engine, agents, run_ids[0], first=firsts.pop(run_ids[0], None))
         return len(run_ids)
 
     with (
@@ -117,7 +117,7 @@ def run_local(
         def claimed() -> list[str]:
             claim = claim_runs(engine, job_id, window, LOCAL_LEASE_SECONDS)
             firsts.update(
-                service.first_steps(
+                embedded.first_steps(
                     agents,
                     job_id,
                     claim.runs,
@@ -201,7 +201,7 @@ def _run_local_batched(
 ) -> None:
     """A batch job (``--batch``) from this process: its runs walked by ``workers`` threads
     until they wait for a batch, its rounds driven here (:func:`.batches.drive_local`)."""
-    from . import batches, service
+    from . import batches, embedded
 
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local", holder=Holder.here().to_json())
@@ -222,7 +222,7 @@ def _run_local_batched(
             nonlocal before
             list(
                 pool.map(
-                    lambda run_id: service.walk_embedded(
+                    lambda run_id: embedded.walk_embedded(
                         engine, agents, run_id, lease_seconds=LOCAL_LEASE_SECONDS
                     ),
                     run_ids,

@@ -717,7 +717,7 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
     from agentic_iqa.db import make_engine, upgrade
     from agentic_iqa.db.engine import session_scope
     from agentic_iqa.pipeline import AgentsCache
-    from agentic_iqa.runtime import service
+    from agentic_iqa.runtime import embedded
     from agentic_iqa.runtime.progress import progress
     from agentic_iqa.runtime.submission import submit
     from agentic_iqa.runtime.supervisor import supervise_once
@@ -743,7 +743,7 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
             runs: list[str] = []
             done = supervise_once(engine, window=8, lease_seconds=60, dispatch=runs.append)
             for run_id in runs:
-                service.walk_embedded(engine, agents, run_id, lease_seconds=60)
+                embedded.walk_embedded(engine, agents, run_id, lease_seconds=60)
             return done
 
         deadline = time.monotonic() + 60

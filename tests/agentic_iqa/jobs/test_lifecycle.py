@@ -121,10 +121,10 @@ def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
     job_id = submit(engine, JobSpec.build(manifest=manifest))
     first: list[str] = []
     feed(engine, job_id, 5, first.append)
-    from agentic_iqa.runtime import service
+    from agentic_iqa.runtime import embedded
 
     for run_id in first:
-        service.run_embedded(engine, agents, run_id)
+        embedded.run_embedded(engine, agents, run_id)
     assert cancel(engine, job_id) == 11
     assert progress(engine, job_id).counts == {"done": 5, "cancelled": 11, "failed": 2}
     with session_scope(engine) as session:
