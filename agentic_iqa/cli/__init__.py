@@ -45,9 +45,9 @@ _LIST_ITEM = re.compile(r"\s*([-*]|\d+\.)\s")
 
 
 def readable(text: str | None) -> str | None:
-    """A docstring as help: each paragraph one line, so that it wraps to the width it is shown
-    at (typer's rich help keeps the source's line breaks; a list item or an indented line keeps
-    its own), and code in reST's double backquotes in Markdown's single ones, as shown."""
+    """Return a docstring as help: each paragraph one line, so that it wraps to the width it is
+    shown at (typer's rich help keeps the source's line breaks; a list item or an indented line
+    keeps its own), and code in reST's double backquotes in Markdown's single ones, as shown."""
     if not text:
         return text
     paragraphs = []
@@ -67,7 +67,7 @@ def readable(text: str | None) -> str | None:
 
 
 def _fit_help(command: Any, *, plain: bool) -> None:
-    """Every command's help and its parameters' :func:`readable`; ``plain``: printed by click
+    """Make every command's help and its parameters' :func:`readable`; ``plain``: printed by click
     as plain text (no boxes, no colour, nothing cut to fit), as a pipe or a file wants it."""
     command.help = readable(command.help)
     if hasattr(command, "rich_markup_mode"):

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 def _located(text: str) -> str:
-    """A file, resolved; an object's URL, checked to exist (one line when it does not, or
+    """Return a file, resolved; an object's URL, checked to exist (one line when it does not, or
     when the store refuses the credential)."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, is_url, stat
@@ -161,7 +161,7 @@ def assess(
 
 
 def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
-    """The agents of ``assess``: the role configurations with the flags applied."""
+    """Return the agents of ``assess``: the role configurations with the flags applied."""
     from ..pipeline import Agents
     from ..vlm import create_client
 
@@ -182,7 +182,7 @@ def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engin
 
 
 def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
-    """The run's VLM calls, tokens and cost, and per step its calls and cache hits."""
+    """Return the run's VLM calls, tokens and cost, and per step its calls and cache hits."""
     from ..db import reads, steps
     from ..db.engine import read_scope
     from ..vlm.usage import PriceTable, summarize
@@ -200,7 +200,7 @@ def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Eng
 
 
 def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and state, lazily
-    """The run's final state, with the run's error in it when a step gave up.
+    """Return the run's final state, with the run's error in it when a step gave up.
 
     A step that fails for good (a VLM server that cannot be reached) records its reason on the
     run row only; without this the state says neither why nor that anything failed.

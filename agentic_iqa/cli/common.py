@@ -34,7 +34,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with every control character written out as an escape (``\\x1b``): names,
+    """Return ``text`` with every control character written out as an escape (``\\x1b``): names,
     queries and answers come from datasets and models, and must not drive the terminal."""
     return _CONTROL.sub(
         lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
@@ -170,7 +170,7 @@ BaseUrlOption = Annotated[
 def use_backend(
     backend: str | None, model: str | None, base_url: str | None, *, check: bool = True
 ) -> dict[str, Any]:
-    """The role configurations with the flags applied (for every role), checked before
+    """Return the role configurations with the flags applied (for every role), checked before
     anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
     endpoint that does not answer or a model it does not serve exits 2 with one line.  A
     ``--model`` without ``--backend`` takes the backend its name implies, said in one line on
@@ -198,7 +198,7 @@ def use_backend(
 
 
 def open_engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, imported lazily
-    """The results database, migrated.  Only a command that stores something (``create``:
+    """Open the results database, migrated.  Only a command that stores something (``create``:
     submit, assess) may create the default SQLite file; any other exits 1 naming the file it
     did not find and how to point at another, and leaves no file behind."""
     from ..config import PipelineSettings
@@ -224,7 +224,7 @@ def open_engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, i
 
 
 def explain_not_found(engine: Any, exc: LookupError) -> str:
-    """The line for a job or run the database does not hold, naming that database
+    """Return the line for a job or run the database does not hold, naming that database
     (redacted): from another folder the default SQLite file is another one."""
     from ..db import reads
 
@@ -241,7 +241,7 @@ def explain_not_found(engine: Any, exc: LookupError) -> str:
 
 
 def resolve_job(engine: Any, reference: str | None) -> str:
-    """The job a full id, a unique prefix (the 8 characters the progress bar shows) or None
+    """Return the job a full id, a unique prefix (the 8 characters the progress bar shows) or None
     (the latest job) means; one clear error line otherwise (unknown, naming the database, or
     which jobs an ambiguous prefix matches)."""
     from ..db import reads
@@ -256,7 +256,7 @@ def resolve_job(engine: Any, reference: str | None) -> str:
 
 
 def redact_url(engine: Any) -> str:
-    """The results database's URL with any password or token masked."""
+    """Return the results database's URL with any password or token masked."""
     from ..redact import redact
 
     return redact(engine.url.render_as_string(hide_password=True)) or ""
@@ -279,9 +279,9 @@ def summarize_error(exc: BaseException) -> str:
 
 
 def save_figures(drawn: list[Any], folder: str, nothing: str) -> None:
-    """``eval report/compare --figures DIR``: each figure as SVG and PDF, the paths on stderr;
-    DIR may be a store's URL.  A folder that cannot be written is one line and exit 1, and no
-    figure says why."""
+    """Write each figure as SVG and PDF (``eval report/compare --figures DIR``), the paths on
+    stderr; DIR may be a store's URL.  A folder that cannot be written is one line and exit 1, and
+    no figure says why."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, is_url, join_under, output_folder
 
@@ -302,7 +302,7 @@ def save_figures(drawn: list[Any], folder: str, nothing: str) -> None:
 
 
 def save_page(write: Any, where: str) -> None:
-    """``--html PATH``: ``write(local_path)`` where the user asked, a path or a store's URL,
+    """Call ``write(local_path)`` where ``--html PATH`` asked, a path or a store's URL,
     then "wrote ..." on stderr; a store that refuses is one line and exit 1."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, output_file
@@ -316,7 +316,7 @@ def save_page(write: Any, where: str) -> None:
 
 
 def print_unwrapped(renderable: Any, console: Console = out) -> None:
-    """On a terminal, fit the screen; into a pipe or file, print at full width (no cuts)."""
+    """Print fitting the screen on a terminal; into a pipe or file, at full width (no cuts)."""
     if console.is_terminal:
         console.print(renderable)
         return

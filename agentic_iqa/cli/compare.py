@@ -173,7 +173,7 @@ def compare(
 
 
 def _labels(engine: Any, given: list[str], ids: list[str]) -> dict[str, str]:
-    """``--label JOB=NAME`` as job id -> name; a JOB not among those compared, or no name, is
+    """Return ``--label JOB=NAME`` as job id -> name; a JOB not among those compared, or no name, is
     one line and exit 2."""
     labels: dict[str, str] = {}
     for entry in given:
@@ -188,7 +188,7 @@ def _labels(engine: Any, given: list[str], ids: list[str]) -> dict[str, str]:
 
 
 def _write_table(table: PaperTable, fmt: str, output: str | None) -> None:
-    """The paper table in ``fmt`` on standard output, or written to ``output`` (a path or a
+    """Print the paper table in ``fmt`` on standard output, or written to ``output`` (a path or a
     store's URL), "wrote ..." on stderr."""
     from ..jobs.tables import render
 
@@ -210,7 +210,7 @@ def _compare_group(
     bootstrap: int = 0,
     seed: int = 0,
 ) -> None:
-    """``eval compare --group NAME``: the sweep's jobs in one table, a row per model or tool
+    """Show the sweep's jobs in one table (``eval compare --group NAME``), a row per model or tool
     (JSON with ``--json``, a page with ``--html``, its bars as SVG and PDF in ``folder``
     (``--figures``), a paper table with ``--format``: only that one draws the bootstrap
     intervals)."""

@@ -84,7 +84,7 @@ def estimate(
 
 
 def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
-    """One job's estimate: ``measure`` of its items run here, cold, as many at once as the
+    """Return one job's estimate: ``measure`` of its items run here, cold, as many at once as the
     job will run, each timed as it ends, then extrapolated
     (:func:`agentic_iqa.jobs.estimate.extrapolate`)."""
     import os
@@ -205,7 +205,7 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
 
 
 def _print_estimate(spec: Any, result: dict[str, Any], *, named: bool) -> None:
-    """One job's estimate as text: the sample, its pace, the extrapolated figures."""
+    """Print one job's estimate as text: the sample, its pace, the extrapolated figures."""
     from ..jobs.estimate import describe_batch
     from ..vlm.usage import format_cost
 

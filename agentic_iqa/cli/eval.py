@@ -43,7 +43,7 @@ eval_app = typer.Typer(
 
 
 def _summary(engine: Any, job_id: str) -> None:
-    """After waiting for a job: counts, elapsed time, where the results are, what to run next
+    """Print, after waiting for a job: counts, elapsed time, where the results are, what to run next
     (on stderr: stdout holds only the job id, for scripts)."""
     from ..runtime.lifecycle import job_spec
     from ..runtime.progress import progress
@@ -147,8 +147,8 @@ def submit(flags: JobFlags) -> None:
 
 
 def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
-    """:func:`_end_of_wait`: one job exits at once; a sweep's job says so and the others run
-    (the command exits 1 at the end)."""
+    """Check a job as :func:`_end_of_wait` does: one job exits at once; a sweep's job says so and
+    the others run (the command exits 1 at the end)."""
     if single:
         _end_of_wait(engine, job_id)
         return False
@@ -160,7 +160,7 @@ def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
 
 
 def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags) -> None:
-    """One job whose items start as soon as its first rows are stored: here (no broker) or on
+    """Submit one job whose items start as soon as its first rows are stored: here (no broker) or on
     the workers, while the rest of its rows are read; its id on stdout at once, its items and
     bad rows on stderr when every row is in."""
     from ..runtime.progress import progress
@@ -227,7 +227,7 @@ def _submit_spec(engine: Any, spec: Any, *, single: bool) -> str | None:
 
 
 def _submitted(engine: Any, stored: Callable[[], str]) -> str:
-    """The job id ``stored`` returns; its error as one line and the exit code it calls for
+    """Return the job id ``stored`` returns; its error as one line and the exit code it calls for
     (2: fix the configuration or the database; 1: the manifest)."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -356,7 +356,7 @@ def _check_broker(url: str) -> None:
 
 
 def _database() -> Any:
-    """The results database, migrated (created when it is a SQLite file not there yet: a job
+    """Return the results database, migrated (created when it is a SQLite file not there yet: a job
     is about to be stored); one line and exit 2 when it cannot be opened."""
     from sqlalchemy.exc import SQLAlchemyError as DatabaseError
 
@@ -367,7 +367,7 @@ def _database() -> Any:
 
 
 def _negative_mos_count(engine: Any, job_id: str) -> int:
-    """Items with a MOS below zero: legal without --mos-range, but often a sign of a typo."""
+    """Return items with a MOS below zero: legal without --mos-range, but often a sign of a typo."""
     from sqlalchemy import func, select
 
     from ..db.engine import read_scope
@@ -391,7 +391,7 @@ def _first_failure(engine: Any, job_id: str) -> str:
 
 
 def _end_of_wait(engine: Any, job_id: str) -> None:
-    """After waiting for a job: a cancelled job, or one where every item failed, is said so,
+    """Say, after waiting for a job, when it was cancelled or every item failed,
     with exit code 1 (a script must not read an empty table as a result)."""
     from ..runtime.progress import progress
 

@@ -264,7 +264,7 @@ class JobFlags:
 
 
 def _flag_parameters() -> list[inspect.Parameter]:
-    """:class:`JobFlags`'s fields as the keyword parameters typer reads options from."""
+    """Return :class:`JobFlags`'s fields as the keyword parameters typer reads options from."""
     hints = get_type_hints(JobFlags, include_extras=True)
     return [
         inspect.Parameter(
@@ -278,7 +278,7 @@ def _flag_parameters() -> list[inspect.Parameter]:
 
 
 def job_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``command(flags, **own)`` as a typer command taking every :class:`JobFlags` option
+    """Return ``command(flags, **own)`` as a typer command taking every :class:`JobFlags` option
     before its own: typer sees one signature, the command gets one value."""
     names = [field.name for field in fields(JobFlags)]
     own = [
@@ -299,7 +299,7 @@ def job_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def place(text: str | None) -> Path | str | None:
-    """A folder given on the command line: a path, or an object store's URL kept as is."""
+    """Return a folder given on the command line: a path, or an object store's URL kept as is."""
     from iqa_tools.storage import is_url
 
     if text is None or is_url(text):
@@ -308,7 +308,7 @@ def place(text: str | None) -> Path | str | None:
 
 
 def base_spec(flags: JobFlags) -> JobSpec:
-    """The job the flags describe before any model is chosen, checked once (mode and tools,
+    """Return the job the flags describe before any model is chosen, checked once (mode and tools,
     source, subset, tool names and weights); exits 2 with one line when it cannot run."""
     from iqa_tools.errors import ToolError
 
@@ -366,7 +366,7 @@ def base_spec(flags: JobFlags) -> JobSpec:
 
 
 def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None, str | None]]:
-    """(backend, model) per job of a sweep: ``--model`` values (``BACKEND:MODEL`` names its
+    """Return (backend, model) per job of a sweep: ``--model`` values (``BACKEND:MODEL`` names its
     backend; a bare backend name is that backend's default), each with its ``--backend`` (one
     for all, or one each in the same order); exits 2 when they cannot be paired."""
     if len(backends) > 1 and models and len(backends) != len(models):
@@ -398,7 +398,8 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
 
 
 def data_axis(datasets: list[str], roots: list[str]) -> list[tuple[str | None, str | None]]:
-    """(dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in order."""
+    """Return (dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in
+    order."""
     if len(roots) > 1 and len(roots) != len(datasets):
         fail(
             f"{len(roots)} --root values for {len(datasets)} --dataset values: give one "
@@ -434,7 +435,7 @@ class Planned:
 
 
 def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
-    """Every job of the flags (a sweep: one per model and dataset), each with the
+    """Return every job of the flags (a sweep: one per model and dataset), each with the
     configuration it will run with, every model checked once (key, endpoint, name) before
     anything is stored.  ``here``: the jobs run in this process, which must be able to run
     them as stored (exit 2 with why, otherwise)."""

@@ -22,7 +22,7 @@ from .common import err, fail, open_engine, out, redact_url
 def job_headlines(
     engine: Any, job_id: str, *, bootstrap: int = 0, seed: int = 0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures, one
+    """Return a job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures, one
     per line: the agent's, or each tool's of a metric job
     (:func:`~agentic_iqa.jobs.sweeps.headlines`), from its report, for ``eval compare
     --group``; ``bootstrap`` resamples give them intervals (a paper table's)."""
@@ -34,8 +34,8 @@ def job_headlines(
 def _figures(
     engine: Any, job: Any, counts: dict[str, int]
 ) -> tuple[list[dict[str, Any]], float | None]:
-    """A job's figures and VLM cost as ``eval list`` shows them: stored when it ended (computed
-    here, once, when they are not, or were computed on other items); none for a job still
+    """Return a job's figures and VLM cost as ``eval list`` shows them: stored when it ended
+    (computed here, once, when they are not, or were computed on other items); none for a job still
     running, whose report would read every item it has."""
     from ..runtime import headline
 
@@ -50,7 +50,7 @@ def _figures(
 def _listed(
     about: dict[str, Any], dataset: str | None, model: str | None, tool: str | None = None
 ) -> bool:
-    """Whether a job's row (one of its tools, for a metric job) passes ``eval list``'s
+    """Return whether a job's row (one of its tools, for a metric job) passes ``eval list``'s
     ``--dataset`` and ``--model`` filters."""
     from ..datasets import DatasetFormatError, get_dataset
     from ..jobs.sweeps import dataset_label, model_label

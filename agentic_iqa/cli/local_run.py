@@ -29,7 +29,7 @@ from .progress import (
 
 
 def job_agents() -> Any:
-    """The agents per job configuration: each item runs as its job was submitted."""
+    """Return the agents per job configuration: each item runs as its job was submitted."""
     from ..pipeline import AgentsCache
 
     return AgentsCache()
@@ -113,7 +113,7 @@ def run_here(
 
 @contextlib.contextmanager
 def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]]:
-    """Ctrl-C or SIGTERM on a job run here: the job is marked interrupted at once (by the run,
+    """Stop a job run here on Ctrl-C or SIGTERM: the job is marked interrupted at once (by the run,
     or here if it came before the run began) and one line says how to resume it; the command
     ends with 130 (143 for SIGTERM) once the items in flight have ended, or at once on a second
     signal (those items are then left to the resume)."""
@@ -163,7 +163,7 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
 
 @contextlib.contextmanager
 def _stopping_on_a_full_disk(engine: Any, job_id: str, before: Any = None) -> Iterator[None]:
-    """A full disk while the job runs here: the job is marked so (status says "interrupted
+    """Stop a job run here on a full disk: the job is marked so (status says "interrupted
     (disk full)", not an ETA) and one line says how much space to free and how to resume."""
     from ..runtime.local import note_disk_full, space_needed
     from .faults import disk_full
@@ -197,7 +197,7 @@ RESERVE_BYTES = 256 << 10
 
 
 def _reserve_space(engine: Any) -> Path | None:
-    """A little space held on the disk of a SQLite database while a job runs here, given back
+    """Return a little space held on the disk of a SQLite database while a job runs here, given back
     when that disk fills, so that the job can still be marked as stopped by a full disk (a
     disk filled to the last page takes no write, not even that note)."""
     database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None

@@ -29,7 +29,7 @@ def _price(price: Any) -> dict[str, float] | None:
 
 
 def _usd(value: float) -> str:
-    """``$2.50``, or every digit a price has below the cent (``$0.075``)."""
+    """Return ``$2.50``, or every digit a price has below the cent (``$0.075``)."""
     return f"${value:.2f}" if round(value, 2) == value else f"${value:g}"
 
 

@@ -25,14 +25,15 @@ MIN_EVERY = 0.1
 
 
 def rate(items: int, seconds: float) -> float | None:
-    """Items per second over ``seconds``; None before any item ended (no rate to tell yet)."""
+    """Return items per second over ``seconds``; None before any item ended (no rate to tell
+    yet)."""
     if items <= 0 or seconds <= 0:
         return None
     return items / seconds
 
 
 def eta_seconds(remaining: int, per_second: float | None) -> float | None:
-    """Seconds until ``remaining`` items end at ``per_second``; 0 when none remain, None when
+    """Return seconds until ``remaining`` items end at ``per_second``; 0 when none remain, None when
     the rate is unknown."""
     if remaining <= 0:
         return 0.0
@@ -42,7 +43,7 @@ def eta_seconds(remaining: int, per_second: float | None) -> float | None:
 
 
 def rate_text(per_second: float | None) -> str:
-    """ "3.4 items/s" from one item a second up, "12.0 items/min" below it (a slow agent job
+    """Return "3.4 items/s" from one item a second up, "12.0 items/min" below it (a slow agent job
     reads "0.02 items/s" badly)."""
     if per_second is None:
         return "no item ended yet"
@@ -52,7 +53,7 @@ def rate_text(per_second: float | None) -> str:
 
 
 def clock(seconds: float) -> str:
-    """A duration a person reads at a glance: "45s", "3m 20s", "2h 05m", "1d 03h"."""
+    """Return a duration a person reads at a glance: "45s", "3m 20s", "2h 05m", "1d 03h"."""
     whole = max(0, round(seconds))
     minutes, secs = divmod(whole, 60)
     hours, minutes = divmod(minutes, 60)
@@ -67,12 +68,12 @@ def clock(seconds: float) -> str:
 
 
 def eta_text(seconds: float | None) -> str:
-    """ "ETA 3m 20s", or "ETA unknown" while there is no rate."""
+    """Return "ETA 3m 20s", or "ETA unknown" while there is no rate."""
     return "ETA unknown" if seconds is None else f"ETA {clock(seconds)}"
 
 
 def pace_text(per_second: float | None, remaining: int) -> str:
-    """Rate and ETA, as the bar and the log line show them: "14.2 items/min, ETA 19m 43s"."""
+    """Return rate and ETA, as the bar and the log line show them: "14.2 items/min, ETA 19m 43s"."""
     return f"{rate_text(per_second)}, {eta_text(eta_seconds(remaining, per_second))}"
 
 
@@ -84,7 +85,7 @@ def progress_line(
     per_second: float | None,
     stalled: int = 0,
 ) -> str:
-    """One line for a log: "job 1a2b3c4d: 120/400 finished (118 done, 2 failed) after 8m 27s,
+    """Return one line for a log: "job 1a2b3c4d: 120/400 finished (118 done, 2 failed) after 8m 27s,
     14.2 items/min, ETA 19m 43s".  With stalled items the ETA would be a lie: their count
     replaces it."""
     total = sum(counts.values())
@@ -113,7 +114,7 @@ class Pace:
 
 
 def describe_pace(current: Any, seen: float | None = None) -> str:
-    """Rate and ETA, or the stalled count instead of an ETA that would be a lie (and no ETA
+    """Return rate and ETA, or the stalled count instead of an ETA that would be a lie (and no ETA
     for a job whose process is gone).  ``seen``: items per second while this process followed
     the job; by default (or before any item ended) the job's own rate since it was submitted."""
     per_second = seen if seen is not None else (current.throughput if current.finished else None)

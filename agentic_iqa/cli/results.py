@@ -123,7 +123,7 @@ def status(
 
 
 def _batch_document(batch: Any) -> dict[str, Any] | None:
-    """A batch job's rounds for ``eval status --json``."""
+    """Return a batch job's rounds for ``eval status --json``."""
     if batch is None:
         return None
     return {
@@ -148,7 +148,7 @@ def _batch_document(batch: Any) -> dict[str, Any] | None:
 
 
 def _batch_lines(batch: Any) -> list[str]:
-    """The round, each open batch's state, counts and expiry, the requests waiting."""
+    """Return the round, each open batch's state, counts and expiry, the requests waiting."""
     if batch is None:
         return []
     requests = batch.requests
@@ -177,7 +177,7 @@ def _batch_lines(batch: Any) -> list[str]:
 
 
 def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
-    """Columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
+    """Return columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
     ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
     that scored nothing.  ``query`` is the query the item was asked: its own, or the job's.
     ``answered_by`` is who answered: the recorded VLM calls, and the builtin backend's own

@@ -34,7 +34,7 @@ runs_app = typer.Typer(
 
 
 def _text(value: Any) -> str:
-    """A cell or value as redacted plain text ("-" for nothing), safe from rich markup."""
+    """Return a cell or value as redacted plain text ("-" for nothing), safe from rich markup."""
     from ..redact import redact
 
     if value is None or value == "":
@@ -43,7 +43,7 @@ def _text(value: Any) -> str:
 
 
 def _when(iso: str | None, *, day: str | None = None) -> str:
-    """ "2026-11-26 05:34:44 UTC", or only the time of day when it falls on ``day``."""
+    """Return "2026-11-26 05:34:44 UTC", or only the time of day when it falls on ``day``."""
     if iso is None:
         return "-"
     moment = datetime.fromisoformat(iso)
@@ -186,7 +186,7 @@ def show(
 
 
 def render_run(details: dict[str, Any], console: Console | None = None) -> None:
-    """A stored run for a person: header, plan, steps, tools, replans, answer."""
+    """Print a stored run for a person: header, plan, steps, tools, replans, answer."""
     from rich.table import Table
 
     from ..state import scored_on
@@ -297,7 +297,7 @@ def _number(value: float | None, spec: str) -> str:
 
 
 def _tool_time(log: dict[str, Any]) -> tuple[str, str]:
-    """The ms column (the tool's own time) and the note (cache, fallback, load, failure)."""
+    """Return the ms column (the tool's own time) and the note (cache, fallback, load, failure)."""
     load = log.get("load_time_s") or 0.0
     compute = max(log["execution_time_s"] - load, 0.0)
     notes = ["cache"] if log.get("cached") else []

@@ -59,7 +59,7 @@ WIDE_COLUMNS = ("seconds", "cached", "error")
 
 
 def parse_tool_names(argument: str) -> list[str]:
-    """The tools TOOL[,TOOL...] names, in order, each once (exit 2 when it names none)."""
+    """Return the tools TOOL[,TOOL...] names, in order, each once (exit 2 when it names none)."""
     names = [name.strip() for name in argument.split(",") if name.strip()]
     if not names:
         fail(
@@ -79,7 +79,7 @@ def run_one(
     fallback: bool,
     device: str | None,
 ) -> None:
-    """One image: its scores in a few lines (or one JSON object), or one error line."""
+    """Score one image: its scores in a few lines (or one JSON object), or one error line."""
     from iqa_tools.images import read_image
 
     registry = load_registry(device)
@@ -163,7 +163,7 @@ class References:
         return self.file is not None or self.folder is not None
 
     def for_image(self, name: str) -> tuple[Path | None, str | None]:
-        """The reference of the image named ``name``, or why it has none."""
+        """Return the reference of the image named ``name``, or why it has none."""
         if self.folder is None:
             return self.file, None
         path = self.folder / name
@@ -187,7 +187,7 @@ def run_many(
     fallback: bool,
     device: str | None,
 ) -> None:
-    """Every image the paths name, one row each, with the tool's model loaded once."""
+    """Score every image the paths name, one row each, with the tool's model loaded once."""
     from ..jobs.export import write_rows
     from .image_paths import NothingToScore, expand
 
@@ -276,7 +276,7 @@ def run_tools(
     use_cache: bool,
     device: str | None,
 ) -> None:
-    """Every image the paths name scored by every tool: one row each, a column per tool, each
+    """Score every image the paths name with every tool: one row each, a column per tool, each
     image read and decoded once for all of them, each tool's model loaded once."""
     from ..jobs.export import raw_column, tool_column, write_rows
     from .image_paths import NothingToScore, expand
@@ -349,7 +349,8 @@ def _write_rows(
     to_stdout: bool,
     write_rows: Any,
 ) -> int:
-    """Rows streamed (csv, jsonl) or whole (table, json), to stdout or ``output``; how many."""
+    """Write rows streamed (csv, jsonl) or whole (table, json) to stdout or ``output``; return
+    how many."""
     target = "-" if to_stdout else str(output)
     try:
         if fmt in ("csv", "jsonl"):
@@ -374,7 +375,7 @@ def _score_wide(
     use_cache: bool,
     missing: str | None,
 ) -> dict[str, Any]:
-    """One image's row of several tools: read and decoded once, then scored by each (a
+    """Return one image's row of several tools: read and decoded once, then scored by each (a
     full-reference tool against its reference, ``missing`` saying why it has none); a tool
     that cannot score it leaves its cells empty and says why in ``error``."""
     import time
@@ -444,7 +445,7 @@ def _score_row(
     fallback: bool,
     error: str | None = None,
 ) -> tuple[dict[str, Any], str | None]:
-    """One image's row (its error instead of scores if it cannot be scored, or ``error`` if
+    """Return one image's row (its error instead of scores if it cannot be scored, or ``error`` if
     known beforehand), and the reason another tool answered, if one did."""
     from iqa_tools.images import read_image
     from iqa_tools.storage import display
@@ -486,7 +487,7 @@ def _score_row(
 
 
 def _scoring_progress(*, quiet: bool) -> Any:
-    """A progress bar on stderr while images are scored: on a terminal only, and not while
+    """Return a progress bar on stderr while images are scored: on a terminal only, and not while
     rows stream onto the same terminal (they are the progress, and the bar would erase them)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -503,7 +504,7 @@ def _scoring_progress(*, quiet: bool) -> Any:
 
 
 def _write_whole(rows: list[dict[str, Any]], path: Path | None, fmt: str) -> None:
-    """A table or one JSON list, on standard output (``path`` None) or into a file."""
+    """Write a table or one JSON list, on standard output (``path`` None) or into a file."""
     if fmt == "json":
         text = json.dumps(rows, indent=2, allow_nan=False)
         if path is None:
@@ -553,7 +554,7 @@ def _rows_table(rows: list[dict[str, Any]]) -> Any:
 
 
 def _wide_table(rows: list[dict[str, Any]]) -> Any:
-    """Rows of several tools: a raw and a 1-5 column per tool."""
+    """Return rows of several tools: a raw and a 1-5 column per tool."""
     from rich.table import Table
     from rich.text import Text
 

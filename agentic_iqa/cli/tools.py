@@ -117,7 +117,8 @@ def tools_list(
 
 
 def _largest(pixels: int, model: Any) -> str:
-    """``up to 179 MP``; ``up to 2.3 MP*`` for a figure not measured; ``none`` if none fits."""
+    """Return ``up to 179 MP``; ``up to 2.3 MP*`` for a figure not measured; ``none`` if none
+    fits."""
     from iqa_tools import memory
 
     if pixels <= 0:
@@ -127,7 +128,7 @@ def _largest(pixels: int, model: Any) -> str:
 
 
 def _tools_list_notes(catalog: Any, rows: list[tuple[Any, Any]]) -> list[str]:
-    """At most one line per kind of note, and only about the tools listed."""
+    """Return at most one line per kind of note, and only about the tools listed."""
     notes = []
     needy = [spec for spec, availability in rows if availability.missing]
     fetchable = [
@@ -489,7 +490,7 @@ def tools_download(
 
 @contextlib.contextmanager
 def _download_progress(label: str):  # noqa: ANN202 - yields the download's progress callback
-    """A progress bar on stderr while a file downloads (a terminal only: logs stay clean)."""
+    """Show a progress bar on stderr while a file downloads (a terminal only: logs stay clean)."""
     from rich.progress import (
         BarColumn,
         DownloadColumn,

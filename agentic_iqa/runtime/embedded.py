@@ -53,7 +53,7 @@ def first_steps(
     config_json: str | None,
     vlm_cache: bool,
 ) -> dict[str, NextStep]:
-    """The first step of each run just claimed for this process (:func:`jobs.claim_items`),
+    """Return the first step of each run just claimed for this process (:func:`jobs.claim_items`),
     begun from what the claim knows (a new run's state, its job's configuration, its item's
     digests) without reading it back or writing anything: the step's record is written with
     its outcome (:attr:`Begun.recorded`), so a local item costs one transaction, not two.
@@ -108,8 +108,8 @@ def _score_ahead(
     registries: dict[int, Any],
     firsts: dict[str, NextStep] | None = None,
 ) -> int:
-    """:func:`score_tools_ahead`, filling ``registries`` with those that scored (by id);
-    ``firsts``: runs whose first step is begun from their claim (their state known)."""
+    """Score as :func:`score_tools_ahead` does, filling ``registries`` with those that scored (by
+    id); ``firsts``: runs whose first step is begun from their claim (their state known)."""
     from iqa_tools.images import LoadedImage, read_image
 
     calls: dict[int, list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
@@ -269,7 +269,7 @@ def _attempt(
     handed: list[Begun | None],
     lease_seconds: float | None = None,
 ) -> StepResult:
-    """One attempt of an embedded step: a step begun ahead is for the first attempt only (a
+    """Run one attempt of an embedded step: a step begun ahead is for the first attempt only (a
     retry after a transient error begins it again, as one more attempt)."""
     return execute_step(
         engine,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: n
 
 
 def job_spec(engine: Engine, job_id: str) -> JobSpec:
-    """The job's record (reconstructed from its columns for a job stored before specs)."""
+    """Return the job's record (reconstructed from its columns for a job stored before specs)."""
     with read_scope(engine) as session:
         return reads.job_spec(session, job_id)
 
@@ -63,8 +63,8 @@ class Claim:
 
 
 def claim_runs(engine: Engine, job_id: str, window: int, lease_seconds: float | None) -> Claim:
-    """:func:`feed`'s transaction: the job's row locked, its items in flight read from its
-    counts, the gap claimed from the index (a window's work, whatever the job's size)."""
+    """Claim runs in :func:`feed`'s transaction: the job's row locked, its items in flight read
+    from its counts, the gap claimed from the index (a window's work, whatever the job's size)."""
     with session_scope(engine) as session:
         job = reads.get_job(session, job_id, lock=True)
         if is_batch(job.config_json):  # every item waits in the same rounds
@@ -75,7 +75,7 @@ def claim_runs(engine: Engine, job_id: str, window: int, lease_seconds: float | 
 
 
 def job_ended(engine: Engine, job_id: str) -> bool:
-    """What a job that ended here leaves behind (its runner's last act; the workers'
+    """Settle what a job that ended here leaves behind (its runner's last act; the workers'
     supervisor does the same for theirs): its counts checked against its items, the
     planner's statistics refreshed, its headline for ``eval list`` computed and stored
     (:mod:`.headline`).  False, doing nothing, when the job has not ended."""
@@ -117,7 +117,7 @@ def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
 def _changed_objects(
     stored: list[tuple[int, str | None, str | None, str | None, str | None]],
 ) -> dict[int, str]:
-    """The items whose objects are not those recorded at submit, with why."""
+    """Return the items whose objects are not those recorded at submit, with why."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, stat
 
@@ -158,9 +158,9 @@ def cancel(engine: Engine, job_id: str) -> int:
 
 
 def settle_if_idle(engine: Engine, job_id: str) -> bool:
-    """A job stopped here (cancelled) with nothing in flight has ended: :func:`job_ended`.
-    With items in flight, whoever ends the last of them settles it (its runner, or the
-    workers' supervisor)."""
+    """Settle a job stopped here (cancelled) with nothing in flight, which has ended:
+    :func:`job_ended`. With items in flight, whoever ends the last of them settles it (its runner,
+    or the workers' supervisor)."""
     with read_scope(engine) as session:
         in_flight = reads.counts(session, job_id).get("queued", 0)
     return not in_flight and job_ended(engine, job_id)

@@ -183,7 +183,7 @@ SUBMITTING_POLL_SECONDS = 0.2
 
 
 def _submitting(engine: Engine, job_id: str) -> bool:
-    """Whether the job's submit is still adding rows (and the job still running)."""
+    """Return whether the job's submit is still adding rows (and the job still running)."""
     with read_scope(engine) as session:
         job = reads.get_job(session, job_id)
         return job.submitting and job.status == "running"
@@ -199,7 +199,7 @@ def _run_local_batched(
     restart: Sequence[str] = (),
     on_interrupt: Callable[[], None] | None = None,
 ) -> None:
-    """A batch job (``--batch``) from this process: its runs walked by ``workers`` threads
+    """Run a batch job (``--batch``) from this process: its runs walked by ``workers`` threads
     until they wait for a batch, its rounds driven here (:func:`.batches.drive_local`)."""
     from . import batches, embedded
 
@@ -254,7 +254,7 @@ GPU_TOOL_BATCH = 16
 
 
 def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
-    """1 for an agent job (its tool calls are not known ahead: threads take runs as they come
+    """Return 1 for an agent job (its tool calls are not known ahead: threads take runs as they come
     free); for a metric job the ``tool_batch_size`` setting where it is set (environment or
     pipeline.yaml), else :data:`GPU_TOOL_BATCH` when its tools run on a GPU and 1 on a CPU
     (there the hand-crafted metrics run slower batched)."""
@@ -277,7 +277,7 @@ def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
 def _interruptible(
     engine: Engine, job_id: str, on_interrupt: Callable[[], None] | None
 ) -> Iterator[None]:
-    """A Ctrl-C (or SIGTERM, :class:`Terminated`) while the block runs: the job is marked
+    """Mark the job on a Ctrl-C (or SIGTERM, :class:`Terminated`) while the block runs: it is marked
     interrupted (:func:`note_interrupted`) and ``on_interrupt`` told before the pool around the
     block waits for the items in flight, so that ``eval status`` says so at once, not
     "running, ETA" until they end."""
@@ -392,7 +392,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def signal_name(interrupt: BaseException) -> str:
-    """How an interrupt came, as a job's note and a message say it."""
+    """Return how an interrupt came, as a job's note and a message say it."""
     return "SIGTERM" if isinstance(interrupt, Terminated) else "Ctrl-C"
 
 
@@ -413,7 +413,7 @@ def note_interrupted(engine: Engine, job_id: str, how: str = "Ctrl-C") -> bool:
 
 
 def space_needed(engine: Engine, job_id: str) -> int | None:
-    """Bytes the rest of a job needs in a SQLite database, from what its finished items took
+    """Return bytes the rest of a job needs in a SQLite database, from what its finished items took
     (the whole file over the items finished, times those left, plus a quarter); None when it
     cannot be told (a server database, nothing finished)."""
     database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None

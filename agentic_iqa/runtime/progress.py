@@ -112,7 +112,7 @@ DISK_FULL = f"{INTERRUPTED}: the disk is full"
 
 
 def shown_state(status: str, waiting: str | None, orphaned: bool) -> str:
-    """The state a user is shown: the job's status, or while it runs "interrupted" (its run
+    """Return the state a user is shown: the job's status, or while it runs "interrupted" (its run
     here was stopped; "interrupted (disk full)") or "stalled" (its process is gone), where
     "running" would say that something is still working on it."""
     if status != "running":
@@ -125,16 +125,16 @@ def shown_state(status: str, waiting: str | None, orphaned: bool) -> str:
 
 
 def listed_state(session: Session, job: Job, counts: dict[str, int]) -> str:
-    """:func:`shown_state` from the job's row, its ``counts`` and its runs' leases, reading none
-    of its items (``eval list``: a job of a million items lists as fast as one of ten)."""
+    """Return :func:`shown_state` from the job's row, its ``counts`` and its runs' leases, reading
+    none of its items (``eval list``: a job of a million items lists as fast as one of ten)."""
     if job.status != "running":
         return str(job.status)
     return shown_state(job.status, job.waiting, _orphaned(session, job, counts))
 
 
 def _orphaned(session: Session, job: Job, counts: dict[str, int]) -> bool:
-    """A running job with open items that no process works on: a local one whose holder is
-    gone or whose leases all passed, or one never dispatched a minute after its submit."""
+    """Return whether a running job has open items that no process works on: a local one whose
+    holder is gone or whose leases all passed, or one never dispatched a minute after its submit."""
     if job.status != "running":
         return False
     open_items = counts.get("pending", 0) + counts.get("queued", 0)
@@ -163,13 +163,13 @@ UNDISPATCHED_SECONDS = 60.0
 
 @functools.lru_cache(maxsize=64)
 def is_batch(config_json: str | None) -> bool:
-    """Whether a job's stored configuration sends its calls in batches (parsed once: every
+    """Return whether a job's stored configuration sends its calls in batches (parsed once: every
     feed asks)."""
     return bool(config_json) and RunConfig.from_json(config_json).batch
 
 
 def progress(engine: Engine, job_id: str | None = None) -> Progress:
-    """Counts by state from SQL; the latest job when ``job_id`` is None."""
+    """Return counts by state from SQL; the latest job when ``job_id`` is None."""
     with read_scope(engine) as session:
         job = reads.get_job(session, job_id) if job_id else reads.latest_job(session)
         if job is None:

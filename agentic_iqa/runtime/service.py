@@ -129,7 +129,7 @@ def create_run(
     job_id: str | None = None,
     lease_seconds: float | None = None,
 ) -> str:
-    """A stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
+    """Return a stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
     with session_scope(engine) as session:
         return steps.create_run(
             session,
@@ -157,7 +157,7 @@ def advance(
     worker: str | None = None,
     agents: AgentsSource | None = None,
 ) -> NextStep | None:
-    """The step to run next for ``run_id``; when there is none, the run is closed.
+    """Return the step to run next for ``run_id``; when there is none, the run is closed.
 
     With ``lease_seconds`` the run's lease is renewed: its next step is about to be sent.
     With ``chain`` saying the caller runs that step itself (with ``agents``), it is begun here
@@ -209,8 +209,8 @@ def _decide(
     lease_seconds: float | None,
     job_id: str | None,
 ) -> NextStep | None:
-    """The next step of a running run whose current, stored ``state`` is known; closes it when
-    none.
+    """Return the next step of a running run whose current, stored ``state`` is known; closes it
+    when none.
 
     ``job_id``: the run's job (None: no job).
     """
@@ -385,8 +385,8 @@ def execute_step(
 
 
 def failure_reason(step: str, exc: BaseException, *, fatal: bool = False) -> str:
-    """Why ``step`` failed, as one line: an error that carries its own sentence (a time limit:
-    ``exc.reason``) says it; a fatal backend error its message; anything else its type and
+    """Return why ``step`` failed, as one line: an error that carries its own sentence (a time
+    limit: ``exc.reason``) says it; a fatal backend error its message; anything else its type and
     message, or its type alone when it has no message (never "X: X()")."""
     own = getattr(exc, "reason", None)
     if isinstance(own, str) and own:
@@ -416,7 +416,7 @@ def failure_reason(step: str, exc: BaseException, *, fatal: bool = False) -> str
 def _batch_scope(
     engine: Engine, begun: Begun, run_id: str, step: str, iteration: int
 ) -> BatchScope:
-    """The answers batches brought for this step (a batch job), else an empty scope that
+    """Return the answers batches brought for this step (a batch job), else an empty scope that
     answers nothing and is never asked (its clients call the model online)."""
     if not begun.agents.batch:
         return BatchScope()
@@ -433,8 +433,8 @@ def _discarded(
     attempt: int,
     collector: CallCollector,
 ) -> StepResult:
-    """A stale attempt (its step taken over while it ran: a frozen worker, a lost lease)
-    writes nothing of its outcome; only its VLM calls are kept, under its own attempt, since
+    """Record nothing of a stale attempt's outcome (its step taken over while it ran: a frozen
+    worker, a lost lease); only its VLM calls are kept, under its own attempt, since
     they were made (and paid for)."""
     log.warning("%s", stale)
     if collector.records:
@@ -453,8 +453,8 @@ def _record(
     queue: str | None,
     begun_at: datetime,
 ) -> None:
-    """A step begun without a record (:attr:`Begun.recorded`) gets its first attempt now, as
-    of when it began; :class:`steps.StaleAttempt` when someone recorded it meanwhile."""
+    """Record a step begun without a record (:attr:`Begun.recorded`): it gets its first attempt
+    now, as of when it began; :class:`steps.StaleAttempt` when someone recorded it meanwhile."""
     if begun.recorded:
         return
     if (
@@ -482,7 +482,7 @@ def _complete(
     chain: Chain | None,
     begun_at: datetime | None = None,
 ) -> StepResult:
-    """The step's outcome, the run's next step decided and, when chained, begun: one
+    """Record the step's outcome, decide the run's next step and, when chained, begin it: one
     transaction, fenced on the attempt (:class:`steps.StaleAttempt`)."""
     attempt = begun.attempt
     with session_scope(engine) as session:
@@ -543,7 +543,7 @@ def _begin(
     max_attempts: int | None,
     own_attempt: int | None = None,
 ) -> Begun | StepResult:
-    """The step's first transaction: read the state, skip a stale or duplicate delivery, make
+    """Run the step's first transaction: read the state, skip a stale or duplicate delivery, make
     sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
     written), begin the step (or give it up when its deliveries kept dying)."""
     with session_scope(engine) as session:
@@ -590,7 +590,7 @@ def _begin(
 
 
 def reading_of(run: steps.RunContext) -> ReadingSpec:
-    """The job's access policy (None: no job, or one stored before policies: the ambient one)
+    """Return the job's access policy (None: no job, or one stored before policies: the ambient one)
     and its item's digests, for :func:`iqa_tools.access.reading`."""
     return (run.config.access if run.config is not None else None, dict(run.digests))
 
@@ -611,7 +611,7 @@ def give_up(
     *,
     lease_seconds: float | None = None,
 ) -> NextStep | None:
-    """A step whose transient errors outlasted every retry: an executor subtask is given up
+    """Give up a step whose transient errors outlasted every retry: an executor subtask is given up
     (its evidence null, :func:`agentic_iqa.pipeline.abandoned`) and the run goes on with the
     returned next step; any other step fails the run (None)."""
     with session_scope(engine) as session:

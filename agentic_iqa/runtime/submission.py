@@ -50,8 +50,8 @@ DEFAULT_QUERY = "Rate the quality of this image."
 
 
 def _item_row(entry: ManifestEntry) -> dict[str, Any]:
-    """The item's columns; a bad row is keyed by the id it gave when no other row has it, else
-    by its line, in a form no manifest id can take (:attr:`ManifestError.key`): two items of a
+    """Return the item's columns; a bad row is keyed by the id it gave when no other row has it,
+    else by its line, in a form no manifest id can take (:attr:`ManifestError.key`): two items of a
     job cannot share a key. The id it gave stays in the error text.
     """
     if isinstance(entry, ManifestError):
@@ -164,7 +164,7 @@ class Submission:
         self._first.set()
 
     def started(self) -> str:
-        """The job's id once its first items are stored; the submit's error if it failed
+        """Return the job's id once its first items are stored; the submit's error if it failed
         before (nothing stored then)."""
         self._first.wait()
         if self._job_id is None:
@@ -178,7 +178,7 @@ class Submission:
         return self._thread.is_alive()
 
     def result(self) -> str:
-        """The job's id once every row is stored; the submit's error if it failed."""
+        """Return the job's id once every row is stored; the submit's error if it failed."""
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -197,7 +197,7 @@ def _submit(
     halt: threading.Event,
     tally: Tally,
 ) -> str:
-    """The job ``spec`` describes, its items in, its record stored with it (:func:`submit`);
+    """Return the job ``spec`` describes, its items in, its record stored with it (:func:`submit`);
     ``halt``: set, the rows not read yet are given up; ``tally``: counts what was stored."""
     tool_settings = spec.tool_settings
     metric_tools = check_tools(list(spec.tools), tool_settings) if spec.tools else None
@@ -327,8 +327,8 @@ def _submit(
 
 
 def _scorable(entry: ManifestEntry, fr_tools: list[str]) -> bool:
-    """Whether a metric job's tools can score this entry: a good row that is no question, with
-    a reference when a full-reference tool is among them."""
+    """Return whether a metric job's tools can score this entry: a good row that is no question,
+    with a reference when a full-reference tool is among them."""
     return (
         isinstance(entry, ManifestItem)
         and not entry.options
@@ -337,7 +337,7 @@ def _scorable(entry: ManifestEntry, fr_tools: list[str]) -> bool:
 
 
 def _store_rest(engine: Engine, job_id: str, rows: _Rows) -> None:
-    """The rows after the first commit, a chunk per transaction; at the last, the job is no
+    """Store the rows after the first commit, a chunk per transaction; at the last, the job is no
     longer submitting (and done, if every item already ended).  A failure on the way cancels
     the job with the reason (its rows after it were never stored) and is raised."""
     try:
@@ -358,7 +358,7 @@ def _store_rest(engine: Engine, job_id: str, rows: _Rows) -> None:
 
 
 def _give_up(engine: Engine, job_id: str, last_line: int, error: BaseException) -> None:
-    """A submit that failed after its first commit: the job is cancelled (what runs ends as
+    """Give up a submit that failed after its first commit: the job is cancelled (what runs ends as
     cancelled) with why, and where its rows stopped; best effort, the error is raised anyway."""
     from ..redact import redact
 
@@ -434,7 +434,7 @@ class _Rows:
                 close()
 
     def take(self, limit: int, wait: float) -> list[ManifestEntry]:
-        """Up to ``limit`` entries: those that come within ``wait`` seconds of the first.
+        """Return up to ``limit`` entries: those that come within ``wait`` seconds of the first.
         Raises what reading them raised once the rows before it were taken, and
         :class:`SubmitStopped` once the submit is halted."""
         import queue
@@ -478,7 +478,7 @@ class _Rows:
 def _with_references(
     entries: Iterator[ManifestEntry], fr_tools: list[str]
 ) -> Iterator[ManifestEntry]:
-    """``entries``; when a tool needs a reference, a first good row without one stops the
+    """Yield ``entries``; when a tool needs a reference, a first good row without one stops the
     submit (the tools do not fit the manifest: nothing is stored yet), and a later one is a
     bad row that says so."""
     scored = False
@@ -505,7 +505,7 @@ def _with_references(
 
 
 def _stored_root(confine: Path | str | None) -> str | None:
-    """The confining root as stored: a folder resolved, a URL as given."""
+    """Return the confining root as stored: a folder resolved, a URL as given."""
     if confine is None or isinstance(confine, str):
         return confine
     return str(confine.resolve())
