@@ -83,7 +83,7 @@ def status(
     if as_json:
         print(json.dumps(document, indent=2))
         return
-    from ..jobs.report import vlm_line
+    from ..reports.report_text import vlm_line
 
     out.print(
         f"job {current.job_id} ({escape(current.name)}): {current.state}",
@@ -185,7 +185,7 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     were kept that recorded no call at all ran on it, the rule of ``eval report``'s header)."""
     from ..db import reads
     from ..db.engine import read_scope
-    from ..jobs.export import export_columns, raw_column, tool_column
+    from ..reports.export import export_columns, raw_column, tool_column
 
     with read_scope(engine) as session:
         job = reads.get_job(session, job_id)
@@ -232,8 +232,8 @@ def export(
     from iqa_tools.storage import display
 
     from ..db.reads import JobNotFound
-    from ..jobs.export import write_rows
     from ..jobs.spec import place
+    from ..reports.export import write_rows
     from .faults import disk_full
 
     if fmt not in {"csv", "jsonl", "parquet"}:
@@ -294,15 +294,11 @@ def report(
     from ..db import reads
     from ..db.engine import read_scope
     from ..db.reads import JobNotFound
-    from ..jobs.figures import report_figures
-    from ..jobs.in_sample import fitted_images, in_sample_warnings, uses_builtin
-    from ..jobs.report import (
-        build_report,
-        provenance_warnings,
-        render_html,
-        render_text,
-        scored_label,
-    )
+    from ..reports.figures import report_figures
+    from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
+    from ..reports.report import build_report
+    from ..reports.report_html import render_html
+    from ..reports.report_text import provenance_warnings, render_text, scored_label
 
     engine = open_engine()
     job_id = resolve_job(engine, job)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from ..jobs.errors import readable
+from ..reports.errors import readable
 from .models import ITEM_COUNTERS, ITEM_STATUSES, Job, JobItem, Run, UtcDateTime, utc_now
 
 _JOBS = Job.__table__
@@ -77,7 +77,7 @@ def move(session: Session, job_id: str, moves: Mapping[tuple[str | None, str | N
 
 def close_item_for_run(session: Session, run: Run) -> None:
     """A run of a job ended: its item is done or failed (cancelled if the job was), with the
-    run's error as one readable sentence (:func:`~agentic_iqa.jobs.errors.readable`); the run
+    run's error as one readable sentence (:func:`~agentic_iqa.reports.errors.readable`); the run
     keeps it whole."""
     if run.job_id is not None:
         close_item(

@@ -1,4 +1,4 @@
-"""Issue 42: a submit streams its manifest into the database in bulk, and its first items run
+"""A submit streams its manifest into the database in bulk, and its first items run
 while the rest of its rows are still being read; ``submit`` takes a JobSpec only."""
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from agentic_iqa.db.engine import make_engine, read_scope, session_scope
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.manifest import PREFETCH_ROWS, PROCESS_CHECKS_AFTER
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.pipeline import Agents
 from agentic_iqa.runtime import submission as submission_module
 from agentic_iqa.runtime.local import run_local
 from agentic_iqa.runtime.progress import progress
@@ -32,19 +31,10 @@ from agentic_iqa.runtime.submission import (
     SubmitStopped,
     submit,
 )
-from agentic_iqa.vlm.builtin import BuiltinClient
-from iqa_tools import ToolRegistry, ToolSettings
 from tests.conftest import natural_image, scratch_postgres
 
 #: Long enough for a row to be stored, claimed and scored on a loaded machine.
 PATIENCE = 60.0
-
-
-@pytest.fixture(scope="module")
-def agents() -> Agents:
-    client = BuiltinClient()
-    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
-    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
 
 
 def photo(path: Path, seed: int = 0) -> Path:
