@@ -12,7 +12,7 @@
   text; :mod:`.faults`: infrastructure faults as one line; :mod:`.image_paths`: images named.
 
 ``agentic_iqa.cli:app`` is the console entry point.  Each module imports only typer, rich and
-light modules of this project at start-up (tests/test_cli_startup.py); commands import what they
+light modules of this project at start-up (tests/cli/test_startup.py); commands import what they
 use in their bodies.
 """
 

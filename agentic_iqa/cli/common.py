@@ -21,7 +21,7 @@ from iqa_tools.errors import ToolError
 # rich's console and light modules of this project; each command imports what it uses (the
 # tool catalog and settings, SQLAlchemy, the agent, Celery) in its body.  Heavy modules (torch,
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
-# ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
+# ``tools list`` or ``eval status``: tests/cli/test_startup.py checks it.
 if TYPE_CHECKING:
     from rich.segment import Segment
 

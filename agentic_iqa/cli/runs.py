@@ -7,7 +7,7 @@ normalized score, replans, the answer and why.  Runs are named by a unique prefi
 is redacted (:func:`agentic_iqa.redact.redact`).
 
 Like the rest of the CLI this module imports only typer and rich at start-up; the database
-layer loads inside the commands (tests/test_cli_startup.py).
+layer loads inside the commands (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations
