@@ -138,7 +138,8 @@ def interrupted_job(
         return "the redis package is not installed"
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.progress import progress, wait
+    from agentic_iqa.runtime.submission import submit
     from tests.conformance.batch_jobs import environment, patched_env, read_ran, simulated_batches
     from tests.conformance.items import write_manifest
     from tests.conformance.simulated_model import Behaviour
@@ -169,7 +170,7 @@ def interrupted_job(
                 engine = make_engine(database_url)
                 cluster.start("worker", "default,gpu", concurrency=concurrency)
                 started = time.perf_counter()
-                job_id = lifecycle.submit(
+                job_id = submit(
                     engine,
                     JobSpec.build(
                         manifest=write_manifest(items, folder / "manifest.csv"), batch=True
@@ -186,7 +187,7 @@ def interrupted_job(
                 if result.returncode != 0:
                     raise RuntimeError(f"start_job failed: {result.stderr[-2000:]}")
                 while not round_open(engine, job_id, interrupt_round):
-                    if lifecycle.progress(engine, job_id).status != "running":
+                    if progress(engine, job_id).status != "running":
                         raise RuntimeError(f"the job ended before round {interrupt_round}")
                     time.sleep(0.1)
                 struck = time.perf_counter() - started
@@ -195,7 +196,7 @@ def interrupted_job(
                 broker.kill()
                 broker.start()
                 cluster.start("worker-again", "default,gpu", concurrency=concurrency)
-                lifecycle.wait(engine, job_id, poll=0.5, timeout=3600)
+                wait(engine, job_id, poll=0.5, timeout=3600)
                 seconds = time.perf_counter() - started
                 ran = read_ran(engine, job_id, seconds)
             finally:
@@ -211,9 +212,9 @@ def interrupted_job(
 
 def round_open(engine: Any, job_id: str, number: int) -> bool:
     """Round ``number``'s batch is with the provider (its id recorded) and not yet read."""
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.progress import progress
 
-    batch = lifecycle.progress(engine, job_id).batch
+    batch = progress(engine, job_id).batch
     return bool(batch and any(view.round == number and view.provider_id for view in batch.open))
 
 

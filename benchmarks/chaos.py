@@ -65,9 +65,9 @@ def make_images(folder: Path, count: int, seed: int = 0) -> Path:
 
 
 def finished(engine, job_id: str) -> int:
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.progress import progress
 
-    return lifecycle.progress(engine, job_id).finished
+    return progress(engine, job_id).finished
 
 
 def in_flight(engine, job_id: str) -> set[int]:
@@ -144,7 +144,8 @@ def main() -> None:
 
     from agentic_iqa.db.engine import dispose_engines, make_engine, session_scope, upgrade
     from agentic_iqa.db.models import JobItem, Run, StepRecord
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.progress import progress, wait
+    from agentic_iqa.runtime.submission import submit
     from tests.workers.cluster import Cluster, RedisServer
 
     scratch = f"agentic_iqa_chaos_{uuid.uuid4().hex[:8]}"
@@ -180,9 +181,9 @@ def main() -> None:
         }
         # Baseline: the same job on other photos (no cache hits), no faults, same workers.
         calm = make_images(work / "calm", args.items, seed=10**6)
-        calm_job = lifecycle.submit(engine, JobSpec.build(manifest=calm))
+        calm_job = submit(engine, JobSpec.build(manifest=calm))
         calm_started = time.monotonic()
-        lifecycle.wait(engine, calm_job, poll=0.2, timeout=args.timeout)
+        wait(engine, calm_job, poll=0.2, timeout=args.timeout)
         calm_s = time.monotonic() - calm_started
         report["calm"] = {"seconds": round(calm_s, 1), "items_per_s": round(args.items / calm_s, 2)}
         drain = WINDOW * calm_s / args.items  # how long a full window takes, calmly
@@ -224,7 +225,7 @@ def main() -> None:
 
         started = time.monotonic()
         faulty = make_images(work / "faulty", args.items)
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=faulty))
+        job_id = submit(engine, JobSpec.build(manifest=faulty))
         last = 0
         schedule = [fault for fault in args.faults.split(",") if fault]
         next_fault = started + args.fault_every
@@ -232,7 +233,7 @@ def main() -> None:
         recovery: dict[str, dict] = {}
         while time.monotonic() - started < args.timeout:
             try:
-                current = lifecycle.progress(engine, job_id)
+                current = progress(engine, job_id)
                 still = in_flight(engine, job_id) if pending else set()
             except Exception:  # the database connection was just dropped: look again
                 time.sleep(0.2)
@@ -269,7 +270,7 @@ def main() -> None:
             for record in recovery.values()
         ]
         with session_scope(engine) as session:
-            counts = lifecycle.progress(engine, job_id).counts
+            counts = progress(engine, job_id).counts
             run_ids = select(Run.id).where(Run.job_id == job_id)
             runs = session.scalar(select(func.count()).select_from(run_ids.subquery()))
             items = session.scalar(
@@ -283,7 +284,7 @@ def main() -> None:
             resends = session.scalar(select(func.sum(Run.resends)).where(Run.job_id == job_id)) or 0
         report.update(
             {
-                "status": lifecycle.progress(engine, job_id).status,
+                "status": progress(engine, job_id).status,
                 "seconds": round(elapsed, 1),
                 "done": counts.get("done", 0),
                 "failed": counts.get("failed", 0),

@@ -34,11 +34,11 @@ import sys
 from pathlib import Path
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.submission import submit
 url, manifest = sys.argv[1], Path(sys.argv[2])
 upgrade(url)
 spec = JobSpec.build(manifest=manifest, name="bench", check_images=False)
-print(lifecycle.submit(make_engine(url), spec))
+print(submit(make_engine(url), spec))
 """
 
 

@@ -142,13 +142,13 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.submission import submit
 from sqlalchemy import select
 work = Path(sys.argv[1]); options = json.loads(sys.argv[2])
 url = f"sqlite:///{work / 'results.sqlite3'}"
 upgrade(url); engine = make_engine(url)
 started = time.monotonic()
-job = lifecycle.submit(engine, JobSpec.build(manifest=work / "m.csv", **options))
+job = submit(engine, JobSpec.build(manifest=work / "m.csv", **options))
 seconds = time.monotonic() - started
 with session_scope(engine) as session:
     items = [[s, (e or "")[:160]] for s, e in session.execute(

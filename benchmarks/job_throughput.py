@@ -106,24 +106,24 @@ def mode_bare(args: argparse.Namespace) -> dict:
 
 def mode_local(args: argparse.Namespace) -> dict:
     from agentic_iqa.agents.team import default_agents, metric_agents
-    from agentic_iqa.cli.common import _engine
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.cli.common import open_engine
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.progress import progress
+    from agentic_iqa.runtime.submission import submit
 
-    engine = _engine()
+    engine = open_engine()
     agents = metric_agents() if args.job_tools else default_agents()
     # Warm-up (not timed): models built and torch started, as for the bare loop's metrics.
-    warm = lifecycle.submit(
+    warm = submit(
         engine, JobSpec.build(manifest=_warmup_manifest(args.workdir, 2), tools=_job_tools(args))
     )
-    lifecycle.run_local(engine, warm, agents, workers=1)
+    run_local(engine, warm, agents, workers=1)
     with _profiled(args.profile):
         started = time.perf_counter()
-        job_id = lifecycle.submit(
-            engine, JobSpec.build(manifest=args.manifest, tools=_job_tools(args))
-        )
-        lifecycle.run_local(engine, job_id, agents, workers=args.threads)
+        job_id = submit(engine, JobSpec.build(manifest=args.manifest, tools=_job_tools(args)))
+        run_local(engine, job_id, agents, workers=args.threads)
         seconds = time.perf_counter() - started
-    final = lifecycle.progress(engine, job_id)
+    final = progress(engine, job_id)
     return {
         "items": final.total,
         "done": final.counts.get("done", 0),
@@ -171,11 +171,12 @@ def mode_distributed(args: argparse.Namespace) -> dict:
     import redis
     from celery import Celery
 
-    from agentic_iqa.cli.common import _engine
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.cli.common import open_engine
+    from agentic_iqa.runtime.progress import progress, wait
+    from agentic_iqa.runtime.submission import submit
 
     redis.Redis.from_url(args.broker).flushdb()
-    engine = _engine()
+    engine = open_engine()
     workers = []
     # --workers N: N workers on both queues; --tool-workers T: T on the tool queue alone and
     # N on the default queue (a GPU box: one CUDA tool worker, CPU workers for the rest).
@@ -223,16 +224,14 @@ def mode_distributed(args: argparse.Namespace) -> dict:
         # Warm-up (not timed): every worker process imports torch and builds its models, as
         # the bare loop's metrics are built before its clock starts.
         warm_up = _warmup_manifest(args.workdir, 2 * len(queues))
-        warm = lifecycle.submit(engine, JobSpec.build(manifest=warm_up, tools=_job_tools(args)))
+        warm = submit(engine, JobSpec.build(manifest=warm_up, tools=_job_tools(args)))
         client.send_task("agentic_iqa.feed_job", args=(warm,), queue="default")
-        lifecycle.wait(engine, warm, poll=0.2, timeout=300)
+        wait(engine, warm, poll=0.2, timeout=300)
         started = time.perf_counter()
-        job_id = lifecycle.submit(
-            engine, JobSpec.build(manifest=args.manifest, tools=_job_tools(args))
-        )
+        job_id = submit(engine, JobSpec.build(manifest=args.manifest, tools=_job_tools(args)))
         client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
         peaks: dict[int, float] = {}
-        while lifecycle.progress(engine, job_id).status == "running":
+        while progress(engine, job_id).status == "running":
             for worker in workers:
                 for process in [
                     psutil.Process(worker.pid),
@@ -245,7 +244,7 @@ def mode_distributed(args: argparse.Namespace) -> dict:
                     peaks[process.pid] = max(peaks.get(process.pid, 0.0), rss)
             time.sleep(0.5)
         seconds = time.perf_counter() - started
-        final = lifecycle.progress(engine, job_id)
+        final = progress(engine, job_id)
     finally:
         for worker in workers:
             os.killpg(worker.pid, signal.SIGTERM)

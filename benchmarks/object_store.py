@@ -144,7 +144,8 @@ def run_job(
     from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
     from iqa_tools import images, storage
 
     images._OBJECT_CACHE.clear()
@@ -152,7 +153,7 @@ def run_job(
     if cache_dir is not None:
         os.environ["AGENTIC_IQA_OBJECT_CACHE"] = str(cache_dir)
     started = time.perf_counter()
-    job = lifecycle.submit(
+    job = submit(
         engine,
         JobSpec.build(
             manifest=manifest,
@@ -161,7 +162,7 @@ def run_job(
             name=f"bench-{uuid.uuid4().hex[:6]}",
         ),
     )
-    lifecycle.run_local(engine, job, AgentsCache(), workers=workers)
+    run_local(engine, job, AgentsCache(), workers=workers)
     seconds = time.perf_counter() - started
     with read_scope(engine) as session:
         rows = list(reads.export_rows(session, job))

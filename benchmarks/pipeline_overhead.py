@@ -89,6 +89,7 @@ def main() -> None:
     from agentic_iqa.db.models import Run
     from agentic_iqa.pipeline import run_inprocess
     from agentic_iqa.runtime import service
+    from agentic_iqa.runtime.embedded import run_embedded
 
     redis.Redis.from_url(args.broker).flushdb()
     images = sorted(p for p in args.images.iterdir() if p.is_file())[: args.limit]
@@ -101,7 +102,7 @@ def main() -> None:
 
     def embedded(path: Path) -> str:
         run_id = service.create_run(engine, QUERY, str(path))
-        service.run_embedded(engine, agents, run_id)
+        run_embedded(engine, agents, run_id)
         return run_id
 
     client = Celery(broker=args.broker)

@@ -13,7 +13,7 @@ on a fresh results database: a PIQE metric job whose every row names the same 64
 * ``eval status``, ``eval list`` (three jobs of n items), ``runs list``, ``runs show``,
   ``eval report``, ``eval export`` (CSV), ``eval compare A B``, ``eval cancel``,
   ``eval resume``: each a fresh process, its wall time and peak memory;
-* the local runner's items per second (``lifecycle.run_local`` on the job, ``--workers`` 1
+* the local runner's items per second (``local.run_local`` on the job, ``--workers`` 1
   and 2 threads, the tool-score cache off so that PIQE runs on every item), over
   ``--items`` items after 5 % were done, the first tenth left out as warm-up.
 
@@ -233,13 +233,13 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
     from agentic_iqa.db import reads, steps
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.models import JobItem, StepRecord
-    from agentic_iqa.runtime import service
+    from agentic_iqa.runtime import embedded
 
     engine = make_engine(url)
     started = time.perf_counter()
     with session_scope(engine) as session:
         (first,) = store.claim(session, reads.get_job(session, job_id, lock=True), 1)
-    service.walk_embedded(engine, AgentsCache(), first)
+    embedded.walk_embedded(engine, AgentsCache(), first)
     with session_scope(engine) as session:
         output = session.scalar(
             select(StepRecord.output_json).where(
@@ -294,7 +294,8 @@ def child_throughput(url: str, job_id: str, workers: int, items: int) -> dict[st
     first tenth."""
     from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db.engine import make_engine
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.lifecycle import cancel
+    from agentic_iqa.runtime.local import run_local
 
     engine = make_engine(url)
     ended: list[float] = []
@@ -310,10 +311,10 @@ def child_throughput(url: str, job_id: str, workers: int, items: int) -> dict[st
             cpu_at.extend([time.process_time()] * count)
             if len(ended) >= items and not stop.is_set():
                 stop.set()
-                lifecycle.cancel(engine, job_id)
+                cancel(engine, job_id)
 
     started = time.perf_counter()
-    lifecycle.run_local(engine, job_id, AgentsCache(), workers=workers, on_progress=progress)
+    run_local(engine, job_id, AgentsCache(), workers=workers, on_progress=progress)
     wall = time.perf_counter() - started
     # Up to the item that made ``items``: those in flight then end after the cancel, which
     # at a million items holds the database for seconds (it is no part of the pace).

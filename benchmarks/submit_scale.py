@@ -6,7 +6,7 @@ scratch PostgreSQL database created from ``--postgres-url`` and dropped after.  
 a CSV (``id``, ``image``, ``mos``) of PIQE metric items over 64x64 PNG photos: ``--images``
 distinct files used in turn (one file is enough when the images are not checked; the checks
 decode each row's file whatever it is).  Prints one line per case and, with ``--json``, the
-figures as JSON.  Timed: ``lifecycle.submit`` from the call to its return (every row stored);
+figures as JSON.  Timed: ``submission.submit`` from the call to its return (every row stored);
 ``startup_rss_mb`` is the process's memory before the call, so ``peak_rss_mb`` above it is the
 submit's own.
 
@@ -79,14 +79,14 @@ def case(args: argparse.Namespace) -> dict:
     from agentic_iqa.db.engine import make_engine, read_scope
     from agentic_iqa.db.models import JobItem
     from agentic_iqa.jobs.spec import JobSpec
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     upgrade(args.url)
     engine = make_engine(args.url)
     spec = JobSpec.build(manifest=args.manifest, tools=["PIQE"], check_images=args.check)
     startup = rss_mb()
     started = time.perf_counter()
-    job_id = lifecycle.submit(engine, spec)
+    job_id = submit(engine, spec)
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with read_scope(engine) as session:

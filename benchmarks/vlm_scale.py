@@ -230,14 +230,15 @@ def run_job(engine: Any, manifest: Path, broker: str) -> tuple[float, int, int]:
     from celery import Celery
 
     from agentic_iqa.jobs.spec import JobSpec
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.progress import progress
+    from agentic_iqa.runtime.submission import submit
 
     client = Celery(broker=broker)
     started = time.perf_counter()
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
     # Until every item has ended (the job's own status closes on a supervisor tick after that).
-    final = lifecycle.progress(engine, job_id)
+    final = progress(engine, job_id)
     while (
         final.status == "running"
         and final.counts.get("done", 0)
@@ -246,7 +247,7 @@ def run_job(engine: Any, manifest: Path, broker: str) -> tuple[float, int, int]:
         < final.total
     ):
         time.sleep(0.5)
-        final = lifecycle.progress(engine, job_id)
+        final = progress(engine, job_id)
     client.close()
     return time.perf_counter() - started, final.total, final.counts.get("done", 0)
 

@@ -41,7 +41,8 @@ from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, tool_step_cached
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
-from agentic_iqa.runtime import lifecycle, service
+from agentic_iqa.runtime import embedded, service
+from agentic_iqa.runtime.lifecycle import feed
 from agentic_iqa.runtime.supervisor import SupervisorThread
 from agentic_iqa.state import AgenticIQAState
 from agentic_iqa.vlm.base import TransientVLMError
@@ -435,7 +436,7 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
     since = time.monotonic()
     items = [(str(request.args[0]), int(request.args[1])) for request in requests]
     try:
-        service.score_tools_ahead(
+        embedded.score_tools_ahead(
             engine(), agents_source(), items, max_batch=settings().tool_batch_size
         )
     except Exception:  # batching is an optimisation: each step still runs on its own
@@ -481,7 +482,7 @@ def feed_job(job_id: str) -> int:
     the supervisor tops the job up every ``feed_interval``, from the database, so the job goes
     on if this message, the submitter or the broker's contents are lost.
     """
-    return lifecycle.feed(
+    return feed(
         engine(), job_id, settings().job_window, submit, lease_seconds=settings().lease_seconds
     )
 

@@ -1,7 +1,18 @@
-"""The ``agentic-iqa`` command line: one module per group of commands, assembled here.
+"""Parse and run the ``agentic-iqa`` command line: one module per group of commands, assembled here.
+
+- :mod:`.assess`: one image assessed; :mod:`.runs`: stored runs listed and shown.
+- :mod:`.eval`: the ``eval`` group, and the commands that submit, resume and cancel a job;
+  :mod:`.estimate` prices a job first, :mod:`.results` shows and exports what it gave,
+  :mod:`.listing` and :mod:`.compare` list jobs and put them side by side.
+- :mod:`.local_run`: a job run in this process (Ctrl-C, SIGTERM, a full disk);
+  :mod:`.progress`: a followed job's bar, lines, rate and ETA.
+- :mod:`.tools` and :mod:`.tool_runs`: the IQA tools listed, fetched and run on images.
+- :mod:`.system` (check, worker, db), :mod:`.models`; :mod:`.jobflags`: the flags a job takes;
+  :mod:`.common`: consoles, one-line failures, the results database; :mod:`.render`: a run as
+  text; :mod:`.faults`: infrastructure faults as one line; :mod:`.image_paths`: images named.
 
 ``agentic_iqa.cli:app`` is the console entry point.  Each module imports only typer, rich and
-light modules of this project at start-up (tests/test_cli_startup.py); commands import what they
+light modules of this project at start-up (tests/cli/test_startup.py); commands import what they
 use in their bodies.
 """
 
@@ -16,12 +27,13 @@ from typing import Any
 import typer
 
 from .assess import assess
-from .common import _redacted_logging
+from .common import redact_logging
 from .compare import compare
-from .eval import calibrate, eval_app
+from .eval import eval_app
 from .faults import FaultCatchingGroup
 from .listing import list_jobs
 from .models import models
+from .results import calibrate
 from .runs import runs_app
 from .system import check, db_app, worker
 from .tools import tools_app
@@ -33,9 +45,9 @@ _LIST_ITEM = re.compile(r"\s*([-*]|\d+\.)\s")
 
 
 def readable(text: str | None) -> str | None:
-    """A docstring as help: each paragraph one line, so that it wraps to the width it is shown
-    at (typer's rich help keeps the source's line breaks; a list item or an indented line keeps
-    its own), and code in reST's double backquotes in Markdown's single ones, as shown."""
+    """Return a docstring as help: each paragraph one line, so that it wraps to the width it is
+    shown at (typer's rich help keeps the source's line breaks; a list item or an indented line
+    keeps its own), and code in reST's double backquotes in Markdown's single ones, as shown."""
     if not text:
         return text
     paragraphs = []
@@ -55,7 +67,7 @@ def readable(text: str | None) -> str | None:
 
 
 def _fit_help(command: Any, *, plain: bool) -> None:
-    """Every command's help and its parameters' :func:`readable`; ``plain``: printed by click
+    """Make every command's help and its parameters' :func:`readable`; ``plain``: printed by click
     as plain text (no boxes, no colour, nothing cut to fit), as a pipe or a file wants it."""
     command.help = readable(command.help)
     if hasattr(command, "rich_markup_mode"):
@@ -82,7 +94,7 @@ class RootGroup(FaultCatchingGroup):
 
 app = typer.Typer(
     cls=RootGroup,
-    callback=_redacted_logging,
+    callback=redact_logging,
     help="Agentic image-quality assessment: plan, measure with real IQA tools, explain.",
     no_args_is_help=True,
 )

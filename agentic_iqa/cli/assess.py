@@ -19,11 +19,11 @@ from .common import (
     BaseUrlOption,
     DeviceOption,
     ModelOption,
-    _engine,
-    _fail,
-    _registry,
-    _safe_url,
     err,
+    fail,
+    load_registry,
+    open_engine,
+    redact_url,
     use_backend,
 )
 
@@ -31,13 +31,13 @@ from .common import (
 # rich's console and light modules of this project; each command imports what it uses (the
 # tool catalog and settings, SQLAlchemy, the agent, Celery) in its body.  Heavy modules (torch,
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
-# ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
+# ``tools list`` or ``eval status``: tests/cli/test_startup.py checks it.
 if TYPE_CHECKING:
     pass
 
 
 def _located(text: str) -> str:
-    """A file, resolved; an object's URL, checked to exist (one line when it does not, or
+    """Return a file, resolved; an object's URL, checked to exist (one line when it does not, or
     when the store refuses the credential)."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, is_url, stat
@@ -46,10 +46,10 @@ def _located(text: str) -> str:
         try:
             stat(text)
         except StorageError as exc:
-            _fail(f"image {display(text)}: {exc}", code=2 if exc.stops_job else 1)
+            fail(f"image {display(text)}: {exc}", code=2 if exc.stops_job else 1)
         return text
     if not Path(text).is_file():
-        _fail(f"image not found: {text}")
+        fail(f"image not found: {text}")
     return str(Path(text).resolve())
 
 
@@ -110,7 +110,7 @@ def assess(
     try:  # the plan step checks this too; here it costs no stored run and no model
         validate_inputs(image_path, reference_path)
     except ToolError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     roles = use_backend(backend, model, base_url)
     if not vlm_cache:  # clients built in this process get no cache; stored runs say so too
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
@@ -122,11 +122,11 @@ def assess(
         state, run_id = _assess_distributed(
             query, image_path, reference_path, max_replans, timeout, vlm_cache=vlm_cache
         )
-        usage = _run_vlm_usage(_engine(), run_id)
+        usage = _run_vlm_usage(open_engine(), run_id)
     elif store:
-        from ..runtime import service
+        from ..runtime import embedded, service
 
-        engine = _engine(create=True)
+        engine = open_engine(create=True)
         run_id = service.create_run(
             engine, query, image_path, reference_path, max_replan_iterations=max_replans
         )
@@ -134,11 +134,11 @@ def assess(
             _disable_run_vlm_cache(engine, run_id)
         agents = _agents_for(roles, device)
         with contextlib.redirect_stdout(sys.stderr):
-            service.run_embedded(engine, agents, run_id)
+            embedded.run_embedded(engine, agents, run_id)
         state = _stored_state(engine, run_id)
         usage = _run_vlm_usage(engine, run_id)
         err.print(
-            f"run {run_id} stored in {redact(_safe_url(engine))}; `agentic-iqa runs show "
+            f"run {run_id} stored in {redact(redact_url(engine))}; `agentic-iqa runs show "
             f"{run_id[:8]}` shows it again",
             highlight=False,
             soft_wrap=True,
@@ -161,7 +161,7 @@ def assess(
 
 
 def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
-    """The agents of ``assess``: the role configurations with the flags applied."""
+    """Return the agents of ``assess``: the role configurations with the flags applied."""
     from ..agents.team import Agents
     from ..vlm import create_client
 
@@ -169,7 +169,7 @@ def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
         planner=create_client("planner", roles),
         executor=create_client("executor", roles),
         summarizer=create_client("summarizer", roles),
-        registry=_registry(device),
+        registry=load_registry(device),
     )
 
 
@@ -182,7 +182,7 @@ def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engin
 
 
 def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
-    """The run's VLM calls, tokens and cost, and per step its calls and cache hits."""
+    """Return the run's VLM calls, tokens and cost, and per step its calls and cache hits."""
     from ..db import reads, steps
     from ..db.engine import read_scope
     from ..vlm.usage import PriceTable, summarize
@@ -200,7 +200,7 @@ def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Eng
 
 
 def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and state, lazily
-    """The run's final state, with the run's error in it when a step gave up.
+    """Return the run's final state, with the run's error in it when a step gave up.
 
     A step that fails for good (a VLM server that cannot be reached) records its reason on the
     run row only; without this the state says neither why nor that anything failed.
@@ -233,10 +233,10 @@ def _assess_distributed(
 
     settings = PipelineSettings.load()
     if not settings.broker_url:
-        _fail("--distributed needs a broker: set AGENTIC_IQA_BROKER_URL (e.g. redis://host:6379/0)")
+        fail("--distributed needs a broker: set AGENTIC_IQA_BROKER_URL (e.g. redis://host:6379/0)")
     from workers.tasks import submit
 
-    engine = _engine(create=True)
+    engine = open_engine(create=True)
     # Leased: if the message is lost (a broker restart), the workers' supervisor re-sends it.
     run_id = service.create_run(
         engine,
@@ -263,7 +263,7 @@ def _assess_distributed(
             if done:
                 break
             if time.monotonic() > deadline:
-                _fail(
+                fail(
                     f"run {run_id} did not finish in {timeout:.0f}s (still {run.status}); "
                     "are workers consuming both queues?"
                 )

@@ -21,7 +21,7 @@ from iqa_tools.errors import ToolError
 # rich's console and light modules of this project; each command imports what it uses (the
 # tool catalog and settings, SQLAlchemy, the agent, Celery) in its body.  Heavy modules (torch,
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
-# ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
+# ``tools list`` or ``eval status``: tests/cli/test_startup.py checks it.
 if TYPE_CHECKING:
     from rich.segment import Segment
 
@@ -34,7 +34,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with every control character written out as an escape (``\\x1b``): names,
+    """Return ``text`` with every control character written out as an escape (``\\x1b``): names,
     queries and answers come from datasets and models, and must not drive the terminal."""
     return _CONTROL.sub(
         lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
@@ -71,7 +71,7 @@ def debugging() -> bool:
     return _DEBUG["on"] or os.environ.get("AGENTIC_IQA_DEBUG", "") not in ("", "0")
 
 
-def _redacted_logging(
+def redact_logging(
     debug: Annotated[
         bool,
         typer.Option(
@@ -102,7 +102,7 @@ DeviceOption = Annotated[
 ]
 
 
-def _registry(device: str | None = None) -> ToolRegistry:
+def load_registry(device: str | None = None) -> ToolRegistry:
     from iqa_tools import ToolRegistry
 
     from ..config import load_tool_settings
@@ -111,10 +111,10 @@ def _registry(device: str | None = None) -> ToolRegistry:
     try:
         return ToolRegistry(load_tool_settings(**overrides))
     except (ToolError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
+def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one redacted error line and exit ``code`` (2: nothing was written, fix the
     configuration; 1: the work itself failed)."""
     import sys
@@ -170,7 +170,7 @@ BaseUrlOption = Annotated[
 def use_backend(
     backend: str | None, model: str | None, base_url: str | None, *, check: bool = True
 ) -> dict[str, Any]:
-    """The role configurations with the flags applied (for every role), checked before
+    """Return the role configurations with the flags applied (for every role), checked before
     anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
     endpoint that does not answer or a model it does not serve exits 2 with one line.  A
     ``--model`` without ``--backend`` takes the backend its name implies, said in one line on
@@ -193,12 +193,12 @@ def use_backend(
         if check:
             preflight(configs)
     except VLMConfigurationError as exc:
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     return configs
 
 
-def _engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, imported lazily
-    """The results database, migrated.  Only a command that stores something (``create``:
+def open_engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, imported lazily
+    """Open the results database, migrated.  Only a command that stores something (``create``:
     submit, assess) may create the default SQLite file; any other exits 1 naming the file it
     did not find and how to point at another, and leaves no file behind."""
     from ..config import PipelineSettings
@@ -208,7 +208,7 @@ def _engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, impor
     try:
         engine = make_engine(configured) if create else existing_engine(configured)
     except NoDatabase as exc:
-        _fail(
+        fail(
             f"{exc}: "
             + (
                 "the SQLite file AGENTIC_IQA_DATABASE_URL names does not exist; check "
@@ -223,12 +223,12 @@ def _engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, impor
     return engine
 
 
-def _found_nothing(engine: Any, exc: LookupError) -> str:
-    """The line for a job or run the database does not hold, naming that database
+def explain_not_found(engine: Any, exc: LookupError) -> str:
+    """Return the line for a job or run the database does not hold, naming that database
     (redacted): from another folder the default SQLite file is another one."""
     from ..db import reads
 
-    where = _safe_url(engine)
+    where = redact_url(engine)
     if isinstance(exc, reads.NoJobs):
         return (
             f"no job in the database {where} yet: submit one with `agentic-iqa eval "
@@ -240,8 +240,8 @@ def _found_nothing(engine: Any, exc: LookupError) -> str:
     return str(exc)  # an ambiguous prefix: the ids it matches say which database it is
 
 
-def _job_id(engine: Any, reference: str | None) -> str:
-    """The job a full id, a unique prefix (the 8 characters the progress bar shows) or None
+def resolve_job(engine: Any, reference: str | None) -> str:
+    """Return the job a full id, a unique prefix (the 8 characters the progress bar shows) or None
     (the latest job) means; one clear error line otherwise (unknown, naming the database, or
     which jobs an ambiguous prefix matches)."""
     from ..db import reads
@@ -252,36 +252,36 @@ def _job_id(engine: Any, reference: str | None) -> str:
         with read_scope(engine) as session:
             return reads.resolve_job_id(session, reference)
     except (JobNotFound, reads.AmbiguousId) as exc:
-        _fail(_found_nothing(engine, exc))
+        fail(explain_not_found(engine, exc))
 
 
-def _safe_url(engine: Any) -> str:
-    """The results database's URL with any password or token masked."""
+def redact_url(engine: Any) -> str:
+    """Return the results database's URL with any password or token masked."""
     from ..redact import redact
 
     return redact(engine.url.render_as_string(hide_password=True)) or ""
 
 
-def _duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
     minutes, rest = divmod(seconds, 60)
     return f"{seconds:.1f} s" if seconds < 60 else f"{int(minutes)} min {rest:.0f} s"
 
 
-def _broker() -> str | None:
+def read_broker_url() -> str | None:
     from ..config import PipelineSettings
 
     return PipelineSettings.load().broker_url or None
 
 
-def _first_line(exc: BaseException) -> str:
+def summarize_error(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-def _write_figures(drawn: list[Any], folder: str, nothing: str) -> None:
-    """``eval report/compare --figures DIR``: each figure as SVG and PDF, the paths on stderr;
-    DIR may be a store's URL.  A folder that cannot be written is one line and exit 1, and no
-    figure says why."""
+def save_figures(drawn: list[Any], folder: str, nothing: str) -> None:
+    """Write each figure as SVG and PDF (``eval report/compare --figures DIR``), the paths on
+    stderr; DIR may be a store's URL.  A folder that cannot be written is one line and exit 1, and
+    no figure says why."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, is_url, join_under, output_folder
 
@@ -291,9 +291,9 @@ def _write_figures(drawn: list[Any], folder: str, nothing: str) -> None:
         with output_folder(folder) as local:
             written = write_figures(drawn, local)
     except StorageError as exc:
-        _fail(f"cannot write figures to {display(folder)}: {exc}")
+        fail(f"cannot write figures to {display(folder)}: {exc}")
     except OSError as exc:
-        _fail(f"cannot write figures into {folder}: {exc.strerror or exc}")
+        fail(f"cannot write figures into {folder}: {exc.strerror or exc}")
     for path in written:
         shown = join_under(folder, path.name) if is_url(folder) else str(path)
         err.print(f"wrote {display(shown)}", highlight=False, soft_wrap=True)
@@ -301,8 +301,8 @@ def _write_figures(drawn: list[Any], folder: str, nothing: str) -> None:
         err.print(f"no figure: {nothing}", highlight=False, soft_wrap=True)
 
 
-def _write_page(write: Any, where: str) -> None:
-    """``--html PATH``: ``write(local_path)`` where the user asked, a path or a store's URL,
+def save_page(write: Any, where: str) -> None:
+    """Call ``write(local_path)`` where ``--html PATH`` asked, a path or a store's URL,
     then "wrote ..." on stderr; a store that refuses is one line and exit 1."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, output_file
@@ -311,5 +311,17 @@ def _write_page(write: Any, where: str) -> None:
         with output_file(where) as local:
             write(local)
     except StorageError as exc:
-        _fail(f"cannot write {display(where)}: {exc}")
+        fail(f"cannot write {display(where)}: {exc}")
     err.print(f"wrote {display(where)}", highlight=False, soft_wrap=True)
+
+
+def print_unwrapped(renderable: Any, console: Console = out) -> None:
+    """Print fitting the screen on a terminal; into a pipe or file, at full width (no cuts)."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    from rich.measure import Measurement
+
+    wide = SafeConsole(file=console.file, width=100_000)
+    width = Measurement.get(wide, wide.options, renderable).maximum
+    SafeConsole(file=console.file, width=max(width, 20)).print(renderable)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 from rich.markup import escape
 
-from .common import _engine, _fail, _job_id, _safe_url, _write_figures, _write_page, out
-from .eval import _vlm_summary
+from .common import fail, open_engine, out, redact_url, resolve_job, save_figures, save_page
+from .results import read_vlm_summary
 
 if TYPE_CHECKING:
     from ..reports.tables import PaperTable, TableFormat
@@ -94,16 +94,16 @@ def compare(
     from ..reports.tables import TABLE_FORMATS
 
     if fmt is not None and fmt not in TABLE_FORMATS:
-        _fail(f"unknown --format {fmt!r}: use {', '.join(TABLE_FORMATS)}", code=2)
+        fail(f"unknown --format {fmt!r}: use {', '.join(TABLE_FORMATS)}", code=2)
     if output is not None and fmt is None:
-        _fail("-o writes a --format table: give --format latex, markdown or csv", code=2)
+        fail("-o writes a --format table: give --format latex, markdown or csv", code=2)
     if fmt is not None and as_json:
-        _fail("give --json or --format, not both", code=2)
+        fail("give --json or --format, not both", code=2)
     if group is not None:
         if jobs:
-            _fail("give jobs or --group, not both", code=2)
+            fail("give jobs or --group, not both", code=2)
         if label:
-            _fail(
+            fail(
                 "--label names the jobs of a comparison; a group's rows are its models and tools",
                 code=2,
             )
@@ -120,11 +120,11 @@ def compare(
         return
     jobs = jobs or []
     if len(jobs) < 2:
-        _fail("give at least two jobs to compare (the first is the baseline)", code=2)
-    engine = _engine()
-    ids = [_job_id(engine, reference) for reference in jobs]
+        fail("give at least two jobs to compare (the first is the baseline)", code=2)
+    engine = open_engine()
+    ids = [resolve_job(engine, reference) for reference in jobs]
     if len(set(ids)) < len(ids):
-        _fail(
+        fail(
             "a job is given more than once: "
             + ", ".join(sorted({i[:8] for i in ids if ids.count(i) > 1})),
             code=2,
@@ -145,18 +145,18 @@ def compare(
                     columns.fitted_overlap = reads.in_sample_overlap(
                         session, job_id, columns.size, fitted_images(), hashes
                     )
-            described.append(({**about, "vlm": _vlm_summary(engine, job_id)}, columns))
+            described.append(({**about, "vlm": read_vlm_summary(engine, job_id)}, columns))
     except JobNotFound as exc:
-        _fail(str(exc))
+        fail(str(exc))
     document = line_names(
         build_comparison(described, bootstrap=bootstrap, seed=seed),
         _labels(engine, label or [], ids),
     )
     drawn = comparison_figures(document) if html is not None or figures is not None else []
     if figures is not None:
-        _write_figures(drawn, figures, "no line has a difference from the baseline")
+        save_figures(drawn, figures, "no line has a difference from the baseline")
     if html is not None:
-        _write_page(lambda local: render_html(document, local, figures=drawn), html)
+        save_page(lambda local: render_html(document, local, figures=drawn), html)
     if fmt is not None:
         from ..reports.tables import from_comparison
 
@@ -170,22 +170,22 @@ def compare(
 
 
 def _labels(engine: Any, given: list[str], ids: list[str]) -> dict[str, str]:
-    """``--label JOB=NAME`` as job id -> name; a JOB not among those compared, or no name, is
+    """Return ``--label JOB=NAME`` as job id -> name; a JOB not among those compared, or no name, is
     one line and exit 2."""
     labels: dict[str, str] = {}
     for entry in given:
         reference, sep, name = entry.partition("=")
         if not sep or not reference.strip() or not name.strip():
-            _fail(f"--label {entry!r}: give JOB=NAME", code=2)
-        job_id = _job_id(engine, reference.strip())
+            fail(f"--label {entry!r}: give JOB=NAME", code=2)
+        job_id = resolve_job(engine, reference.strip())
         if job_id not in ids:
-            _fail(f"--label {entry!r}: job {job_id[:8]} is not one of those compared", code=2)
+            fail(f"--label {entry!r}: job {job_id[:8]} is not one of those compared", code=2)
         labels[job_id] = name.strip()
     return labels
 
 
 def _write_table(table: PaperTable, fmt: str, output: str | None) -> None:
-    """The paper table in ``fmt`` on standard output, or written to ``output`` (a path or a
+    """Print the paper table in ``fmt`` on standard output, or written to ``output`` (a path or a
     store's URL), "wrote ..." on stderr."""
     from ..reports.tables import render
 
@@ -193,7 +193,7 @@ def _write_table(table: PaperTable, fmt: str, output: str | None) -> None:
     if output is None:
         print(text, end="")
         return
-    _write_page(lambda local: Path(local).write_text(text, encoding="utf-8", newline=""), output)
+    save_page(lambda local: Path(local).write_text(text, encoding="utf-8", newline=""), output)
 
 
 def _compare_group(
@@ -207,7 +207,7 @@ def _compare_group(
     bootstrap: int = 0,
     seed: int = 0,
 ) -> None:
-    """``eval compare --group NAME``: the sweep's jobs in one table, a row per model or tool
+    """Show the sweep's jobs in one table (``eval compare --group NAME``), a row per model or tool
     (JSON with ``--json``, a page with ``--html``, its bars as SVG and PDF in ``folder``
     (``--figures``), a paper table with ``--format``: only that one draws the bootstrap
     intervals)."""
@@ -217,12 +217,12 @@ def _compare_group(
     from ..reports.sweeps import group_table, render_group_html, render_group_text
     from .listing import job_headlines
 
-    engine = _engine()
+    engine = open_engine()
     with read_scope(engine) as session:
         ids = reads.job_ids(session, group=group)
     if not ids:
-        _fail(
-            f"no job in group {group!r} in the database {_safe_url(engine)}: `agentic-iqa "
+        fail(
+            f"no job in group {group!r} in the database {redact_url(engine)}: `agentic-iqa "
             "eval list` shows the jobs and their groups"
         )
     resamples = bootstrap if fmt is not None else 0
@@ -233,9 +233,9 @@ def _compare_group(
     document = group_table(group, cells)
     drawn = group_figures(document) if html is not None or folder is not None else []
     if folder is not None:
-        _write_figures(drawn, folder, "no job of the group has a correlation or an accuracy")
+        save_figures(drawn, folder, "no job of the group has a correlation or an accuracy")
     if html is not None:
-        _write_page(lambda local: render_group_html(document, local, figures=drawn), html)
+        save_page(lambda local: render_group_html(document, local, figures=drawn), html)
     if fmt is not None:
         from ..reports.report import CONFIDENCE
         from ..reports.tables import from_group

@@ -28,7 +28,7 @@ FAULT_EXIT = 2
 
 
 def log_path() -> Path:
-    """Where the traceback of the last fault is written."""
+    """Return where the traceback of the last fault is written."""
     folder = os.environ.get("AGENTIC_IQA_LOG_DIR") or tempfile.gettempdir()
     return Path(folder) / f"agentic-iqa-error-{os.getuid() if hasattr(os, 'getuid') else 0}.log"
 
@@ -51,7 +51,7 @@ _SQLITE_IOERR_SHMSIZE = 4874
 
 
 def disk_full(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it wraps) says a disk is full: ENOSPC, or SQLite's
+    """Return whether ``exc`` (or what it wraps) says a disk is full: ENOSPC, or SQLite's
     "database or disk is full" (or its failure to grow a -shm file)."""
     for link in _chain(exc):
         if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -80,7 +80,7 @@ _AUTH_WORDS = (
 
 
 def broker_refused_credentials(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it wraps) is a broker refusing its credentials."""
+    """Return whether ``exc`` (or what it wraps) is a broker refusing its credentials."""
     for link in _chain(exc):
         text = str(link).lower()
         if "auth" in type(link).__name__.lower() or any(word in text for word in _AUTH_WORDS):
@@ -89,7 +89,7 @@ def broker_refused_credentials(exc: BaseException) -> bool:
 
 
 def describe(exc: BaseException) -> str | None:
-    """One line saying what failed and what to do, or None when ``exc`` is no infrastructure
+    """Return one line saying what failed and what to do, or None when ``exc`` is no infrastructure
     fault."""
     from ..config import PipelineSettings
     from ..redact import redact

@@ -35,7 +35,7 @@ class NothingToScore(ValueError):
 
 
 def is_pattern(argument: str) -> bool:
-    """Whether ``argument`` is a glob we expand: it holds ``*``, ``?`` or ``[`` and names no
+    """Return whether ``argument`` is a glob we expand: it holds ``*``, ``?`` or ``[`` and names no
     existing file (a file really called ``a[1].png`` is taken as it is)."""
     return (
         bool(_GLOB_MAGIC & set(argument)) and not is_url(argument) and not os.path.exists(argument)
@@ -47,7 +47,7 @@ def is_folder(argument: str) -> bool:
 
 
 def expand(arguments: Iterable[str], *, recursive: bool = False) -> list[ImagePath]:
-    """Every image the arguments name, in argument order, each file once.
+    """Return every image the arguments name, in argument order, each file once.
 
     A path that does not exist is kept (scoring it says "file not found" in its row); a folder
     without images or a pattern matching no file raises :class:`NothingToScore`, as a shell's

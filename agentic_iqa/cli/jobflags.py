@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import typer
 
-from .common import _fail, use_backend
+from .common import fail, use_backend
 from .progress import DEFAULT_EVERY, MIN_EVERY
 
 if TYPE_CHECKING:
@@ -264,7 +264,7 @@ class JobFlags:
 
 
 def _flag_parameters() -> list[inspect.Parameter]:
-    """:class:`JobFlags`'s fields as the keyword parameters typer reads options from."""
+    """Return :class:`JobFlags`'s fields as the keyword parameters typer reads options from."""
     hints = get_type_hints(JobFlags, include_extras=True)
     return [
         inspect.Parameter(
@@ -278,7 +278,7 @@ def _flag_parameters() -> list[inspect.Parameter]:
 
 
 def job_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``command(flags, **own)`` as a typer command taking every :class:`JobFlags` option
+    """Return ``command(flags, **own)`` as a typer command taking every :class:`JobFlags` option
     before its own: typer sees one signature, the command gets one value."""
     names = [field.name for field in fields(JobFlags)]
     own = [
@@ -299,7 +299,7 @@ def job_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def place(text: str | None) -> Path | str | None:
-    """A folder given on the command line: a path, or an object store's URL kept as is."""
+    """Return a folder given on the command line: a path, or an object store's URL kept as is."""
     from iqa_tools.storage import is_url
 
     if text is None or is_url(text):
@@ -308,7 +308,7 @@ def place(text: str | None) -> Path | str | None:
 
 
 def base_spec(flags: JobFlags) -> JobSpec:
-    """The job the flags describe before any model is chosen, checked once (mode and tools,
+    """Return the job the flags describe before any model is chosen, checked once (mode and tools,
     source, subset, tool names and weights); exits 2 with one line when it cannot run."""
     from iqa_tools.errors import ToolError
 
@@ -340,7 +340,7 @@ def base_spec(flags: JobFlags) -> JobSpec:
             allow_urls=flags.allow_urls,
         )
     except (JobSpecError, MetricToolsError) as exc:
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     if spec.tools and (flags.models or flags.backends or flags.base_url):
         named = ", ".join(
             f"--{flag}"
@@ -351,7 +351,7 @@ def base_spec(flags: JobFlags) -> JobSpec:
             )
             if given
         )
-        _fail(
+        fail(
             f"a metric job (--tools) asks no model, so {named} would be ignored: "
             f"`--mode tools --tools {','.join(spec.tools)}` runs those tools alone on every "
             f"image, with no model; for the agent answering with {named}, leave out --tools "
@@ -361,16 +361,16 @@ def base_spec(flags: JobFlags) -> JobSpec:
     try:  # checked (names, weights) before anything is captured or stored
         checked = check_tools(list(spec.tools)) if spec.tools else None
     except (MetricToolsError, ToolError) as exc:
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     return spec.model_copy(update={"tools": tuple(checked)}) if checked else spec
 
 
 def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None, str | None]]:
-    """(backend, model) per job of a sweep: ``--model`` values (``BACKEND:MODEL`` names its
+    """Return (backend, model) per job of a sweep: ``--model`` values (``BACKEND:MODEL`` names its
     backend; a bare backend name is that backend's default), each with its ``--backend`` (one
     for all, or one each in the same order); exits 2 when they cannot be paired."""
     if len(backends) > 1 and models and len(backends) != len(models):
-        _fail(
+        fail(
             f"{len(backends)} --backend values for {len(models)} --model values: give one "
             "--backend for every model, or one per --model in the same order (or spell "
             "each model BACKEND:MODEL)",
@@ -388,7 +388,7 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
         elif entry in BACKENDS:
             named = (entry, None)
         if backend is not None and named[0] != backend:
-            _fail(
+            fail(
                 f"--model {entry} names the {named[0]} backend and --backend says "
                 f"{backend}: give one of them",
                 code=2,
@@ -398,15 +398,16 @@ def model_axis(backends: list[str], models: list[str]) -> list[tuple[str | None,
 
 
 def data_axis(datasets: list[str], roots: list[str]) -> list[tuple[str | None, str | None]]:
-    """(dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in order."""
+    """Return (dataset, root) per job of a sweep: each ``--dataset`` with its ``--root``, in
+    order."""
     if len(roots) > 1 and len(roots) != len(datasets):
-        _fail(
+        fail(
             f"{len(roots)} --root values for {len(datasets)} --dataset values: give one "
             "--root per --dataset, in the same order",
             code=2,
         )
     if len(datasets) > 1 and len(roots) < len(datasets):
-        _fail(
+        fail(
             "a sweep over datasets reads each from its own folder: give one --root per "
             "--dataset, in the same order",
             code=2,
@@ -434,7 +435,7 @@ class Planned:
 
 
 def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
-    """Every job of the flags (a sweep: one per model and dataset), each with the
+    """Return every job of the flags (a sweep: one per model and dataset), each with the
     configuration it will run with, every model checked once (key, endpoint, name) before
     anything is stored.  ``here``: the jobs run in this process, which must be able to run
     them as stored (exit 2 with why, otherwise)."""
@@ -482,7 +483,7 @@ def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
                 name=None,
             )
         except JobSpecError as exc:
-            _fail(str(exc), code=2)
+            fail(str(exc), code=2)
         if flags.name is not None:
             cell = cell.model_copy(
                 update={
@@ -502,7 +503,7 @@ def _honoured_here(config: Any, roles: dict[str, Any]) -> None:
     try:
         backend_configs(config)
     except CannotHonour as exc:
-        _fail(f"the job cannot run here: {exc}", code=2)
+        fail(f"the job cannot run here: {exc}", code=2)
 
 
 def _max_replans() -> int:

@@ -16,13 +16,13 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .common import _engine, _fail, _safe_url, err, out
+from .common import err, fail, open_engine, out, redact_url
 
 
 def job_headlines(
     engine: Any, job_id: str, *, bootstrap: int = 0, seed: int = 0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures, one
+    """Return a job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures, one
     per line: the agent's, or each tool's of a metric job
     (:func:`~agentic_iqa.reports.sweeps.headlines`), from its report, for ``eval compare
     --group``; ``bootstrap`` resamples give them intervals (a paper table's)."""
@@ -34,8 +34,8 @@ def job_headlines(
 def _figures(
     engine: Any, job: Any, counts: dict[str, int]
 ) -> tuple[list[dict[str, Any]], float | None]:
-    """A job's figures and VLM cost as ``eval list`` shows them: stored when it ended (computed
-    here, once, when they are not, or were computed on other items); none for a job still
+    """Return a job's figures and VLM cost as ``eval list`` shows them: stored when it ended
+    (computed here, once, when they are not, or were computed on other items); none for a job still
     running, whose report would read every item it has."""
     from ..runtime import headline
 
@@ -50,7 +50,7 @@ def _figures(
 def _listed(
     about: dict[str, Any], dataset: str | None, model: str | None, tool: str | None = None
 ) -> bool:
-    """Whether a job's row (one of its tools, for a metric job) passes ``eval list``'s
+    """Return whether a job's row (one of its tools, for a metric job) passes ``eval list``'s
     ``--dataset`` and ``--model`` filters."""
     from ..datasets import DatasetFormatError, get_dataset
     from ..reports.sweeps import dataset_label, model_label
@@ -113,12 +113,12 @@ def list_jobs(
     from ..db.engine import read_scope
     from ..db.models import JOB_STATUSES
     from ..reports.sweeps import aligned, dataset_label, figure_text, model_label
-    from ..runtime import lifecycle
+    from ..runtime.progress import listed_state
     from ..vlm.usage import format_cost
 
     if status is not None and status not in JOB_STATUSES:
-        _fail(f"unknown --status {status!r}: {', '.join(JOB_STATUSES)}", code=2)
-    engine = _engine()
+        fail(f"unknown --status {status!r}: {', '.join(JOB_STATUSES)}", code=2)
+    engine = open_engine()
     filtered = dataset is not None or model is not None
     with read_scope(engine) as session:
         ids = reads.job_ids(session, group=group, status=status, limit=None if filtered else limit)
@@ -133,7 +133,7 @@ def list_jobs(
             counts = reads.counts(session, job_id)
             # As `eval status` shows it: not "running" once its run here stopped or its
             # process died.
-            state = lifecycle.listed_state(session, job, counts)
+            state = listed_state(session, job, counts)
         figures, cost = _figures(engine, job, counts)
         shown = [figure for figure in figures if _listed(about, dataset, model, figure.get("tool"))]
         if not shown:
@@ -168,9 +168,9 @@ def list_jobs(
         return
     if not listed:
         err.print(
-            f"no job matches in the database {_safe_url(engine)}"
+            f"no job matches in the database {redact_url(engine)}"
             if group or dataset or status or model
-            else f"no job in the database {_safe_url(engine)} yet: submit one with "
+            else f"no job in the database {redact_url(engine)} yet: submit one with "
             "`agentic-iqa eval submit`",
             highlight=False,
             soft_wrap=True,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .common import _fail, out
+from .common import fail, out
 
 #: What each backend is, in one line (configs/model_backends.yaml says more).
 BACKENDS = {
@@ -29,7 +29,7 @@ def _price(price: Any) -> dict[str, float] | None:
 
 
 def _usd(value: float) -> str:
-    """``$2.50``, or every digit a price has below the cent (``$0.075``)."""
+    """Return ``$2.50``, or every digit a price has below the cent (``$0.075``)."""
     return f"${value:.2f}" if round(value, 2) == value else f"${value:g}"
 
 
@@ -59,7 +59,7 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         configs = load_backend_configs()
         prices = PriceTable.load()
     except VLMError as exc:
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     roles = []
     for role, config in configs.items():
         endpoint = urlsplit(config.base_url).netloc or None if config.base_url else None

@@ -28,7 +28,8 @@ from ..state import (
 
 
 def error_details(state: AgenticIQAState) -> dict[str, Any] | None:
-    """The structured error, redacted, when the state holds one (a planner failure's JSON)."""
+    """Return the structured error, redacted, when the state holds one (a planner failure's
+    JSON)."""
     error = redact(state.get("error"))
     if not error:
         return None
@@ -40,7 +41,7 @@ def error_details(state: AgenticIQAState) -> dict[str, Any] | None:
 
 
 def error_message(state: AgenticIQAState) -> str | None:
-    """Why the run failed, as one redacted line; None when it did not fail.
+    """Return why the run failed, as one redacted line; None when it did not fail.
 
     The plan step stores a planner failure as a JSON ``PlannerError``; its ``message`` is what a
     person can act on, the rest is for debugging.
@@ -52,7 +53,7 @@ def error_message(state: AgenticIQAState) -> str | None:
 def state_document(
     state: AgenticIQAState, *, vlm_usage: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The final state as JSON-able data, with the answer fields repeated at the top level,
+    """Return the final state as JSON-able data, with the answer fields repeated at the top level,
     and the run's VLM calls, tokens and cost under ``vlm_usage`` when given."""
     document: dict[str, Any] = json.loads(state_to_json(state))
     document["error"] = error_message(state)
@@ -103,7 +104,7 @@ def _answers(calls: int, hits: int) -> str:
 
 
 def output_console(*, stderr: bool = False) -> Console:
-    """A console for what a person reads: on a terminal, wrapped to the terminal's width;
+    """Return a console for what a person reads: on a terminal, wrapped to the terminal's width;
     otherwise (a pipe, a file) never wrapped, so lines are whole sentences for ``grep`` and
     editors, and tables keep their natural width."""
     from .common import SafeConsole
@@ -119,7 +120,7 @@ _UNWRAPPED_WIDTH = 4096
 
 
 def describe_distortions(plan: PlannerOutput) -> str:
-    """ "distortions: Blurs, Noise (explicit)", per object when the plan names objects, or
+    """Return "distortions: Blurs, Noise (explicit)", per object when the plan names objects, or
     "distortions inferred from the image" when the query named none."""
     source = plan.distortion_source.lower()
     if not plan.distortions:
@@ -136,7 +137,8 @@ def describe_distortions(plan: PlannerOutput) -> str:
 
 
 def plan_line(plan: PlannerOutput) -> str:
-    """The plan in one line: query type, scope, distortions, reference mode, required tool."""
+    """Return the plan in one line: query type, scope, distortions, reference mode, required
+    tool."""
     scope = plan.query_scope if isinstance(plan.query_scope, str) else ", ".join(plan.query_scope)
     return (
         f"{plan.query_type}, scope {scope}, {describe_distortions(plan)}, "
@@ -146,7 +148,7 @@ def plan_line(plan: PlannerOutput) -> str:
 
 
 def distortion_line(key: str, item: DistortionAnalysis) -> str:
-    """ "Blurs: severe - edges are smeared (...)": each distortion and its severity once.
+    """Return "Blurs: severe - edges are smeared (...)": each distortion and its severity once.
 
     An explanation that starts by restating them ("Blurs: severe; edges ...", as the builtin
     backend writes it) loses that prefix, and one that qualifies the severity ("Blurs: slight
@@ -165,7 +167,7 @@ def distortion_line(key: str, item: DistortionAnalysis) -> str:
 
 
 def asked_for(object_name: str, requested_for: list[str] | None) -> str:
-    """Which of the query's objects a tool call was made for: its ``requested_for`` (a
+    """Return which of the query's objects a tool call was made for: its ``requested_for`` (a
     whole-image score standing in for them), else what it is filed under (the image itself, a
     region; a call logged before ``requested_for`` existed, under the object it was for)."""
     if requested_for:
@@ -174,7 +176,7 @@ def asked_for(object_name: str, requested_for: list[str] | None) -> str:
 
 
 def tool_time(entry: ToolExecutionLog) -> tuple[float, float]:
-    """(seconds the tool itself took, seconds of one-time model loading in that call)."""
+    """Return (seconds the tool itself took, seconds of one-time model loading in that call)."""
     load = entry.load_time or 0.0
     return max(entry.execution_time - load, 0.0), load
 
@@ -264,7 +266,7 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
 
 
 def _step_times(state: AgenticIQAState, timings: Mapping[str, float]) -> list[str]:
-    """ "step#i 12 ms" per step; the last tool step says how much was one-time model loading
+    """Return "step#i 12 ms" per step; the last tool step says how much was one-time model loading
     (the state's tool logs are that step's)."""
     evidence = state.get("executor_evidence")
     load = (

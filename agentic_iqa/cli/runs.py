@@ -7,7 +7,7 @@ normalized score, replans, the answer and why.  Runs are named by a unique prefi
 is redacted (:func:`agentic_iqa.redact.redact`).
 
 Like the rest of the CLI this module imports only typer and rich at start-up; the database
-layer loads inside the commands (tests/test_cli_startup.py).
+layer loads inside the commands (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from .common import (
-    _engine,
-    _fail,
-    _found_nothing,
-    _safe_url,
+    explain_not_found,
+    fail,
+    open_engine,
+    redact_url,
 )
 
 runs_app = typer.Typer(
@@ -34,7 +34,7 @@ runs_app = typer.Typer(
 
 
 def _text(value: Any) -> str:
-    """A cell or value as redacted plain text ("-" for nothing), safe from rich markup."""
+    """Return a cell or value as redacted plain text ("-" for nothing), safe from rich markup."""
     from ..redact import redact
 
     if value is None or value == "":
@@ -43,7 +43,7 @@ def _text(value: Any) -> str:
 
 
 def _when(iso: str | None, *, day: str | None = None) -> str:
-    """ "2026-11-26 05:34:44 UTC", or only the time of day when it falls on ``day``."""
+    """Return "2026-11-26 05:34:44 UTC", or only the time of day when it falls on ``day``."""
     if iso is None:
         return "-"
     moment = datetime.fromisoformat(iso)
@@ -52,7 +52,7 @@ def _when(iso: str | None, *, day: str | None = None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _duration(seconds: float | None) -> str:
+def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
@@ -88,20 +88,20 @@ def list_runs(
     from ..redact import redact
     from .render import output_console
 
-    engine = _engine()
+    engine = open_engine()
     try:
         with read_scope(engine) as session:
             job_id = reads.resolve_job_id(session, job) if job is not None else None
             rows = reads.recent_runs(session, limit=limit, job_id=job_id)
     except (JobNotFound, reads.AmbiguousId) as exc:
-        _fail(_found_nothing(engine, exc))
+        fail(explain_not_found(engine, exc))
     if as_json:
         print(redact(json.dumps(rows, indent=2)))
         return
     console = output_console()
     if not rows:
         where = f"job {job_id[:8]} has no item with a run" if job_id else "no run is stored"
-        console.print(f"{where} ({_text(_safe_url(engine))})", highlight=False)
+        console.print(f"{where} ({_text(redact_url(engine))})", highlight=False)
         return
     from rich.table import Table
 
@@ -162,13 +162,13 @@ def show(
     from ..redact import redact
 
     if (run is None) == (item is None):
-        _fail(
+        fail(
             "name one run: `runs show RUN` (an id or a unique prefix), or "
             "`runs show --job JOB --item ITEM`"
         )
     if job is not None and item is None:
-        _fail("--job goes with --item (a run id names its run on its own)")
-    engine = _engine()
+        fail("--job goes with --item (a run id names its run on its own)")
+    engine = open_engine()
     try:
         with read_scope(engine) as session:
             if run is not None:
@@ -178,7 +178,7 @@ def show(
                 run_id = reads.item_run_id(session, job_id, item or "")
             details = reads.run_details(session, run_id)
     except (RunNotFound, JobNotFound, reads.AmbiguousId, LookupError) as exc:
-        _fail(_found_nothing(engine, exc))
+        fail(explain_not_found(engine, exc))
     if as_json:
         print(redact(json.dumps(details, indent=2, default=str)))
         return
@@ -186,7 +186,7 @@ def show(
 
 
 def render_run(details: dict[str, Any], console: Console | None = None) -> None:
-    """A stored run for a person: header, plan, steps, tools, replans, answer."""
+    """Print a stored run for a person: header, plan, steps, tools, replans, answer."""
     from rich.table import Table
 
     from ..evidence import scored_on
@@ -215,7 +215,7 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
         iterations = details.get("iterations") or 0
         timing += (
             f", finished {_when(details['finished_at'], day=day)} "
-            f"({_duration(details.get('duration_s'))}; {iterations + 1} iteration"
+            f"({format_duration(details.get('duration_s'))}; {iterations + 1} iteration"
             f"{'s' if iterations else ''})"
         )
     if details.get("resends"):
@@ -250,7 +250,7 @@ def render_run(details: dict[str, Any], console: Console | None = None) -> None:
                 str(step["attempts"]),
                 _when(step["started_at"], day=day),
                 _when(step["finished_at"], day=day),
-                _duration(step["duration_s"]),
+                format_duration(step["duration_s"]),
             )
         console.print(table)
     logs = details.get("tool_logs") or []
@@ -297,7 +297,7 @@ def _number(value: float | None, spec: str) -> str:
 
 
 def _tool_time(log: dict[str, Any]) -> tuple[str, str]:
-    """The ms column (the tool's own time) and the note (cache, fallback, load, failure)."""
+    """Return the ms column (the tool's own time) and the note (cache, fallback, load, failure)."""
     load = log.get("load_time_s") or 0.0
     compute = max(log["execution_time_s"] - load, 0.0)
     notes = ["cache"] if log.get("cached") else []

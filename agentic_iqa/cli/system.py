@@ -12,8 +12,8 @@ from .common import (
     BackendOption,
     BaseUrlOption,
     ModelOption,
-    _fail,
     err,
+    fail,
     out,
     use_backend,
 )
@@ -22,7 +22,7 @@ from .common import (
 # rich's console and light modules of this project; each command imports what it uses (the
 # tool catalog and settings, SQLAlchemy, the agent, Celery) in its body.  Heavy modules (torch,
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
-# ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
+# ``tools list`` or ``eval status``: tests/cli/test_startup.py checks it.
 if TYPE_CHECKING:
     pass
 
@@ -167,10 +167,10 @@ def worker_memory(max_memory: str, concurrency: int, pool: str) -> list[str]:
         limit = parse_bytes(max_memory)
         configured = load_tool_settings().tool_memory
     except ValueError as exc:
-        _fail(f"--max-memory: {exc}", code=2)
+        fail(f"--max-memory: {exc}", code=2)
     fit = worker_fit(limit, concurrency, pool, configured)
     if fit.budget <= 0:
-        _fail(fit.line, code=2)
+        fail(fit.line, code=2)
     err.print(fit.line, highlight=False, soft_wrap=True, markup=False)
     if fit.lowered:
         os.environ["AGENTIC_IQA_TOOL_MEMORY"] = str(fit.budget)

@@ -87,6 +87,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def aware(moment: datetime) -> datetime:
+    """Return ``moment`` with its time zone: SQLite gives back naive datetimes (stored as UTC)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def new_run_id() -> str:
     return str(uuid.uuid4())
 

@@ -49,8 +49,8 @@ class JobSpecError(ValueError):
     instead."""
 
 
-def _place(value: Any) -> Any:
-    """A folder or file as given: a local path, or an object store's URL kept as text (a
+def place(value: Any) -> Any:
+    """Return a folder or file as given: a local path, or an object store's URL kept as text (a
     record read back from JSON gives text for both)."""
     if value is None or isinstance(value, Path):
         return value
@@ -123,7 +123,7 @@ class JobSpec(BaseModel):
     @field_validator("manifest", "root", "image_dir", mode="before")
     @classmethod
     def _places(cls, value: Any) -> Any:
-        return _place(value)
+        return place(value)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -214,7 +214,7 @@ class JobSpec(BaseModel):
         if isinstance(config, Mapping):
             document["config"] = RunConfig.model_validate(config)
         for key in ("manifest", "root", "image_dir"):
-            document[key] = _place(document.get(key))
+            document[key] = place(document.get(key))
         if isinstance(document.get("tools"), list):
             document["tools"] = tuple(document["tools"])
         if isinstance(document.get("mos_range"), list):
@@ -336,18 +336,18 @@ def reconstruct(
         "mode": mode or ("tools" if tools else "agent"),
         "config": config,
         "batch": bool(config and config.batch),
-        "root": _place(root),
+        "root": place(root),
     }
     if dataset:
         fields.update(
             dataset=dataset.get("name"),
             split=dataset.get("split"),
-            root=_place(dataset.get("root") or root),
+            root=place(dataset.get("root") or root),
             mos_range=tuple(dataset["mos_range"]) if dataset.get("mos_range") else None,
             score=dataset.get("score") or "mos",
         )
     else:
-        fields["manifest"] = _place(manifest)
+        fields["manifest"] = place(manifest)
     return JobSpec.model_construct(**fields)
 
 

@@ -51,6 +51,7 @@ from ..config import PipelineSettings
 from ..db import batches as store
 from ..db import reads
 from ..db.engine import read_scope, session_scope
+from ..db.models import aware
 from ..redact import redact
 from ..runconfig import RunConfig, backend_configs
 from ..vlm.base import FatalVLMError, VLMError
@@ -92,7 +93,7 @@ _apis_lock = threading.Lock()
 
 
 def api_for(config_json: str, role: str) -> Any:
-    """The provider's batch interface for a job's role, built once per process."""
+    """Return the provider's batch interface for a job's role, built once per process."""
     from ..vlm.batch_api import batch_api
 
     with _apis_lock:
@@ -104,7 +105,7 @@ def api_for(config_json: str, role: str) -> Any:
 
 
 def role_groups(config: RunConfig) -> dict[str, str]:
-    """Each role to the first role with the same backend, model and endpoint: their requests
+    """Map each role to the first role with the same backend, model and endpoint: their requests
     share a batch."""
     groups: dict[str, str] = {}
     first: dict[tuple[str, str | None, str | None], str] = {}
@@ -122,7 +123,7 @@ def tick(
     job_id: str | None = None,
     settings: PipelineSettings | None = None,
 ) -> RoundTick:
-    """One pass over the batch jobs (or ``job_id``): poll what is due, read what ended, send
+    """Make one pass over the batch jobs (or ``job_id``): poll what is due, read what ended, send
     on the runs with answers, send a round's batch when it is time.  Never raises: a failure
     is recorded in the result and retried on the next pass."""
     settings = settings or PipelineSettings.load()
@@ -361,7 +362,7 @@ def _poll_one(
 def _read(
     engine: Engine, api: Any, batch_id: str, provider_id: str
 ) -> list[tuple[str, str, str | None, str | None]] | None:
-    """An ended batch's results as rows for :func:`agentic_iqa.db.batches.write_results`;
+    """Return an ended batch's results as rows for :func:`agentic_iqa.db.batches.write_results`;
     None when they name requests of another batch (one adopted after a crash by its time and
     size that proved another's: another deployment's on the same account, say).  A batch
     sent before custom ids named their batch (``q<id>``) is read by those ids."""
@@ -403,13 +404,13 @@ def _recover(
     api: Any,
     polls: int,
 ) -> None:
-    """A batch row left "submitting": adopt its batch if the provider has it, else send it
+    """Recover a batch row left "submitting": adopt its batch if the provider has it, else send it
     (its job still running) or give its requests back (the job stopped)."""
     from ..db.models import VlmBatch
 
     with read_scope(engine) as session:
         row = session.get(VlmBatch, batch_id)
-        created = _aware(row.created_at)
+        created = aware(row.created_at)
         count = row.request_count
         taken = store.taken_provider_ids(session, created - timedelta(minutes=10))
     found = api.recover(
@@ -441,10 +442,6 @@ def _recover(
     )
     result.submitted.append(found.provider_id)
     _record(engine, batch_id, found, settings, polls=polls, submitted=True)
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _cancel_one(
@@ -560,7 +557,7 @@ def drive_local(
     feed: Callable[[Callable[[str], None]], int],
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """A local batch job's rounds in this process: walk new runs and runs with answers until
+    """Drive a local batch job's rounds in this process: walk new runs and runs with answers until
     they park or end, then :func:`tick`; sleep until the next poll when nothing moved.  Ends
     when the job has no open item (or was cancelled)."""
     settings = settings or PipelineSettings.load()
@@ -612,5 +609,5 @@ def _until_next_poll(waiting: list[Any], settings: PipelineSettings) -> float:
     due = [batch.next_poll_at for batch in waiting if batch.next_poll_at is not None]
     if not due:
         return min(1.0, settings.batch_poll_initial)
-    soonest = min(moment if moment.tzinfo else moment.replace(tzinfo=UTC) for moment in due)
+    soonest = min(aware(moment) for moment in due)
     return min(settings.batch_poll_max, max(0.05, (soonest - now).total_seconds()))

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def compute(
     engine: Engine, job_id: str, *, bootstrap: int = 0, seed: int = 0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures from
+    """Return the job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures from
     its report (:func:`~agentic_iqa.db.reads.report_for_job`, read a page at a time, without
     the logistic fits behind a PLCC, which no figure shows); ``bootstrap`` resamples give them
     intervals (a paper table's)."""
@@ -45,18 +45,18 @@ def compute(
 
 
 def placeholder(tools: Sequence[str] | None) -> list[dict[str, Any]]:
-    """The figures of a job still running: one per line, none measured (``-``)."""
+    """Return the figures of a job still running: one per line, none measured (``-``)."""
     lines: Sequence[str | None] = tools or [None]
     return [{"tool": tool, "kind": None, "n": 0} for tool in lines]
 
 
 def _plain(value: Any) -> Any:
-    """A number numpy gave, as JSON takes it."""
+    """Return a number numpy gave, as JSON takes it."""
     return value.item() if hasattr(value, "item") else str(value)
 
 
 def stored(job: Job, counts: Mapping[str, int]) -> dict[str, Any] | None:
-    """The job's stored headline, when it was computed on the items as they are now."""
+    """Return the job's stored headline, when it was computed on the items as they are now."""
     if job.status == "running" or not job.headline_json:
         return None
     document = json.loads(job.headline_json)

@@ -153,8 +153,8 @@ def _boot_id() -> str | None:
 
 
 def _started(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat), so that a
-    pid reused by a later process is not mistaken for the holder; None when there is none,
+    """Return when ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat), so that
+    a pid reused by a later process is not mistaken for the holder; None when there is none,
     or only its zombie (killed, not yet reaped by its parent: it runs nothing)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -176,7 +176,7 @@ class Holder:
 
     @classmethod
     def here(cls) -> Holder:
-        """This process."""
+        """Return this process."""
         pid = os.getpid()
         return cls(socket.gethostname(), _boot_id(), pid, _started(pid))
 
@@ -187,7 +187,7 @@ class Holder:
 
     @classmethod
     def from_json(cls, text: str | None) -> Holder | None:
-        """The holder recorded as ``text``; None for none (or a record this cannot read)."""
+        """Return the holder recorded as ``text``; None for none (or a record this cannot read)."""
         if not text:
             return None
         try:
@@ -197,7 +197,7 @@ class Holder:
             return None
 
     def state(self) -> HolderState:
-        """``gone`` only when it is certain: the same boot of this host (boot id) and no
+        """Return ``gone`` only when it is certain: the same boot of this host (boot id) and no
         process with that pid, or one that started at another time (the pid was reused);
         ``alive`` when that very process runs; ``unknown`` for another host or boot, or where
         there is no boot id to compare."""
@@ -210,5 +210,5 @@ class Holder:
         return "alive"
 
     def describe(self) -> str:
-        """ "process 4242 on host gpu-07", for messages."""
+        """Return "process 4242 on host gpu-07", for messages."""
         return f"process {self.pid} on host {self.host}"

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import Any, Literal
 
 from sqlalchemy.engine import Engine
@@ -27,14 +26,7 @@ from ..agents.team import Agents
 from ..db import batches, jobs, reads, steps
 from ..db.engine import session_scope
 from ..db.models import utc_now
-from ..pipeline import (
-    TRANSIENT_RETRY,
-    TransientRetry,
-    abandoned,
-    next_step,
-    planned_tool_calls,
-    run_step,
-)
+from ..pipeline import abandoned, next_step, run_step
 from ..runconfig import CannotHonour, RunConfig
 from ..state import AgenticIQAState, merge_state
 from ..vlm.base import FatalVLMError, TransientVLMError
@@ -46,12 +38,13 @@ from .heartbeat import HEARTBEATS
 #: (None: the ambient one) and the digests recorded at submit, by location.
 ReadingSpec = tuple[AccessPolicy | None, dict[str, str]]
 
+#: The steps' logger, also the embedded walks' (``--debug`` turns it up).
 log = logging.getLogger(__name__)
 
 #: Jobs a fatal error stopped in this process (a key refused), or that its runner saw
 #: cancelled (``eval cancel`` from another process): the runs it claimed for them, whose first
-#: step was begun from the claim with no read of the job (:func:`first_steps`), read the job
-#: before they start, and end as cancelled without asking the model again.
+#: step was begun from the claim with no read of the job (:func:`.embedded.first_steps`),
+#: read the job before they start, and end as cancelled without asking the model again.
 STOPPED_HERE: set[str] = set()
 
 
@@ -132,7 +125,7 @@ def create_run(
     job_id: str | None = None,
     lease_seconds: float | None = None,
 ) -> str:
-    """A stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
+    """Return a stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
     with session_scope(engine) as session:
         return steps.create_run(
             session,
@@ -160,7 +153,7 @@ def advance(
     worker: str | None = None,
     agents: AgentsSource | None = None,
 ) -> NextStep | None:
-    """The step to run next for ``run_id``; when there is none, the run is closed.
+    """Return the step to run next for ``run_id``; when there is none, the run is closed.
 
     With ``lease_seconds`` the run's lease is renewed: its next step is about to be sent.
     With ``chain`` saying the caller runs that step itself (with ``agents``), it is begun here
@@ -200,7 +193,7 @@ def advance(
                 run.vlm_cache,
                 frozenset(steps.vlm_keys_asked(session, run_id)),
                 resolved,
-                _reading_of(run),
+                reading_of(run),
             ),
         )
 
@@ -212,8 +205,8 @@ def _decide(
     lease_seconds: float | None,
     job_id: str | None,
 ) -> NextStep | None:
-    """The next step of a running run whose current, stored ``state`` is known; closes it when
-    none.
+    """Return the next step of a running run whose current, stored ``state`` is known; closes it
+    when none.
 
     ``job_id``: the run's job (None: no job).
     """
@@ -388,8 +381,8 @@ def execute_step(
 
 
 def failure_reason(step: str, exc: BaseException, *, fatal: bool = False) -> str:
-    """Why ``step`` failed, as one line: an error that carries its own sentence (a time limit:
-    ``exc.reason``) says it; a fatal backend error its message; anything else its type and
+    """Return why ``step`` failed, as one line: an error that carries its own sentence (a time
+    limit: ``exc.reason``) says it; a fatal backend error its message; anything else its type and
     message, or its type alone when it has no message (never "X: X()")."""
     own = getattr(exc, "reason", None)
     if isinstance(own, str) and own:
@@ -419,7 +412,7 @@ def failure_reason(step: str, exc: BaseException, *, fatal: bool = False) -> str
 def _batch_scope(
     engine: Engine, begun: Begun, run_id: str, step: str, iteration: int
 ) -> BatchScope:
-    """The answers batches brought for this step (a batch job), else an empty scope that
+    """Return the answers batches brought for this step (a batch job), else an empty scope that
     answers nothing and is never asked (its clients call the model online)."""
     if not begun.agents.batch:
         return BatchScope()
@@ -436,8 +429,8 @@ def _discarded(
     attempt: int,
     collector: CallCollector,
 ) -> StepResult:
-    """A stale attempt (its step taken over while it ran: a frozen worker, a lost lease)
-    writes nothing of its outcome; only its VLM calls are kept, under its own attempt, since
+    """Record nothing of a stale attempt's outcome (its step taken over while it ran: a frozen
+    worker, a lost lease); only its VLM calls are kept, under its own attempt, since
     they were made (and paid for)."""
     log.warning("%s", stale)
     if collector.records:
@@ -456,8 +449,8 @@ def _record(
     queue: str | None,
     begun_at: datetime,
 ) -> None:
-    """A step begun without a record (:attr:`Begun.recorded`) gets its first attempt now, as
-    of when it began; :class:`steps.StaleAttempt` when someone recorded it meanwhile."""
+    """Record a step begun without a record (:attr:`Begun.recorded`): it gets its first attempt
+    now, as of when it began; :class:`steps.StaleAttempt` when someone recorded it meanwhile."""
     if begun.recorded:
         return
     if (
@@ -485,7 +478,7 @@ def _complete(
     chain: Chain | None,
     begun_at: datetime | None = None,
 ) -> StepResult:
-    """The step's outcome, the run's next step decided and, when chained, begun: one
+    """Record the step's outcome, decide the run's next step and, when chained, begin it: one
     transaction, fenced on the attempt (:class:`steps.StaleAttempt`)."""
     attempt = begun.attempt
     with session_scope(engine) as session:
@@ -546,7 +539,7 @@ def _begin(
     max_attempts: int | None,
     own_attempt: int | None = None,
 ) -> Begun | StepResult:
-    """The step's first transaction: read the state, skip a stale or duplicate delivery, make
+    """Run the step's first transaction: read the state, skip a stale or duplicate delivery, make
     sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
     written), begin the step (or give it up when its deliveries kept dying)."""
     with session_scope(engine) as session:
@@ -588,163 +581,14 @@ def _begin(
             run.vlm_cache,
             frozenset(steps.vlm_keys_asked(session, run_id)),
             resolved,
-            _reading_of(run),
+            reading_of(run),
         )
 
 
-def first_steps(
-    agents: AgentsSource,
-    job_id: str,
-    claimed: Sequence[jobs.Claimed],
-    *,
-    config_json: str | None,
-    vlm_cache: bool,
-) -> dict[str, NextStep]:
-    """The first step of each run just claimed for this process (:func:`jobs.claim_items`),
-    begun from what the claim knows (a new run's state, its job's configuration, its item's
-    digests) without reading it back or writing anything: the step's record is written with
-    its outcome (:attr:`Begun.recorded`), so a local item costs one transaction, not two.
-    Empty when this process cannot run the job as submitted (each run's own first step then
-    says why)."""
-    config = steps.job_config(config_json)
-    try:
-        resolved = resolve_agents(agents, config)
-    except CannotHonour:
-        return {}
-    policy = config.access if config is not None else None
-    firsts: dict[str, NextStep] = {}
-    for run in claimed:
-        step = next_step(run.state)
-        if step is not None:
-            firsts[run.run_id] = NextStep(
-                step,
-                run.state.get("iteration_count", 0),
-                Begun(
-                    run.state,
-                    1,
-                    job_id,
-                    vlm_cache,
-                    frozenset(),
-                    resolved,
-                    (policy, run.digests),
-                    recorded=False,
-                ),
-            )
-    return firsts
-
-
-def _reading_of(run: steps.RunContext) -> ReadingSpec:
-    """The job's access policy (None: no job, or one stored before policies: the ambient one)
+def reading_of(run: steps.RunContext) -> ReadingSpec:
+    """Return the job's access policy (None: no job, or one stored before policies: the ambient one)
     and its item's digests, for :func:`iqa_tools.access.reading`."""
     return (run.config.access if run.config is not None else None, dict(run.digests))
-
-
-def score_tools_ahead(
-    engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *, max_batch: int
-) -> int:
-    """Batch the tool calls that several runs' tool steps are about to make (one read of their
-    states, same-sized inputs of a tool in one forward pass); returns the calls computed.
-
-    Nothing is written here but the score cache: each run's step then runs as usual through
-    :func:`execute_step` (lease, idempotency, logs) and takes its own score from the batch.
-    A run whose state does not load or whose step is stale is simply left out.
-    """
-    return _score_ahead(engine, agents, items, max_batch=max_batch, registries={})
-
-
-def _score_ahead(
-    engine: Engine,
-    agents: AgentsSource,
-    items: list[tuple[str, int]],
-    *,
-    max_batch: int,
-    registries: dict[int, Any],
-    firsts: dict[str, NextStep] | None = None,
-) -> int:
-    """:func:`score_tools_ahead`, filling ``registries`` with those that scored (by id);
-    ``firsts``: runs whose first step is begun from their claim (their state known)."""
-    from iqa_tools.images import LoadedImage, read_image
-
-    calls: dict[int, list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
-    images: dict[tuple[str, str], LoadedImage] = {}
-
-    def image(path: str, spec: ReadingSpec) -> LoadedImage:
-        key = (path, repr(spec))  # one job's reading never serves another's
-        if key not in images:
-            with reading(*spec):
-                images[key] = read_image(path)
-        return images[key]
-
-    runs = []
-    known = firsts or {}
-    for run_id, iteration in items:
-        begun = known[run_id].begun if run_id in known else None
-        if begun is not None and begun.state.get("iteration_count", 0) == iteration:
-            runs.append((begun.state, begun.agents.registry, begun.reading))
-    unknown = [(run_id, iteration) for run_id, iteration in items if run_id not in known]
-    if unknown:
-        with session_scope(engine) as session:
-            for run_id, iteration in unknown:
-                try:
-                    run = steps.run_context(session, run_id)
-                    registry = resolve_agents(agents, run.config).registry
-                except Exception as exc:  # the step itself reports a missing or broken run
-                    log.info("run %s: not batched: %s", run_id, exc)
-                    continue
-                if run.state.get("iteration_count", 0) == iteration:
-                    runs.append((run.state, registry, _reading_of(run)))
-    for state, registry, spec in runs:  # one batch per registry: jobs may differ in settings
-        registries[id(registry)] = registry
-        for tool, image_path, reference_path in planned_tool_calls(state, registry):
-            try:
-                calls.setdefault(id(registry), []).append(
-                    (
-                        tool,
-                        image(image_path, spec),
-                        image(reference_path, spec) if reference_path else None,
-                    )
-                )
-            except Exception as exc:  # unreadable input: its step reports it
-                log.info("%s: not batched: %s", image_path, exc)
-    return sum(
-        registries[key].score_batches(batch, max_batch=max_batch)
-        for key, batch in calls.items()
-        if len(batch) >= 2
-    )
-
-
-def walk_batch(
-    engine: Engine,
-    agents: AgentsSource,
-    run_ids: list[str],
-    *,
-    max_batch: int,
-    firsts: dict[str, NextStep] | None = None,
-) -> None:
-    """Walk new runs to their end in this thread (:func:`walk_embedded`), their first tool
-    steps scored together ahead (a local metric job on a GPU: one forward pass per tool and
-    image size instead of one per image).  Scoring ahead is an optimisation: if it fails,
-    each step computes its own scores as usual.  ``firsts``: their first steps, begun from
-    their claim (:func:`first_steps`), each taken by its run's walk."""
-    registries: dict[int, Any] = {}
-    known = firsts or {}
-    try:
-        try:
-            _score_ahead(
-                engine,
-                agents,
-                [(run_id, 0) for run_id in run_ids],
-                max_batch=max_batch,
-                registries=registries,
-                firsts=known,
-            )
-        except Exception:
-            log.exception("scoring %d runs' tool steps ahead failed", len(run_ids))
-        for run_id in run_ids:
-            walk_embedded(engine, agents, run_id, first=known.pop(run_id, None))
-    finally:  # a score no step took (a run that failed before it) must not outlive the batch
-        for registry in registries.values():
-            registry.clear_batch()
 
 
 def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) -> None:
@@ -763,7 +607,7 @@ def give_up(
     *,
     lease_seconds: float | None = None,
 ) -> NextStep | None:
-    """A step whose transient errors outlasted every retry: an executor subtask is given up
+    """Give up a step whose transient errors outlasted every retry: an executor subtask is given up
     (its evidence null, :func:`agentic_iqa.pipeline.abandoned`) and the run goes on with the
     returned next step; any other step fails the run (None)."""
     with session_scope(engine) as session:
@@ -791,98 +635,3 @@ def give_up(
             lease_seconds=lease_seconds,
         )
         return _decide(session, run_id, new_state, lease_seconds, run.job_id)
-
-
-def run_embedded(
-    engine: Engine,
-    agents: AgentsSource,
-    run_id: str,
-    *,
-    retry: TransientRetry = TRANSIENT_RETRY,
-    lease_seconds: float | None = None,
-) -> AgenticIQAState:
-    """Walk a stored run to its end in this process (:func:`walk_embedded`) and return its
-    stored state."""
-    walk_embedded(engine, agents, run_id, retry=retry, lease_seconds=lease_seconds)
-    return load(engine, run_id)
-
-
-def walk_embedded(
-    engine: Engine,
-    agents: AgentsSource,
-    run_id: str,
-    *,
-    retry: TransientRetry = TRANSIENT_RETRY,
-    lease_seconds: float | None = None,
-    first: NextStep | None = None,
-) -> None:
-    """Walk a stored run to its end in this process (the embedded default: no broker).
-
-    A step failing with a transient VLM error is run again per ``retry`` (each attempt is
-    recorded on the step); when the error outlasts every attempt, an executor subtask is
-    given up and any other step fails the run.  ``lease_seconds``: the steps hold a lease,
-    renewed by the heartbeat, so a run left by a process that died shows as stalled.
-    A job's items end here: nothing reads their state back (one transaction less each).
-    ``first``: the run's first step, begun from its claim (:func:`first_steps`): no
-    transaction before it.
-    """
-    if first is not None and first.begun is not None and first.begun.job_id in STOPPED_HERE:
-        first = None  # its job was stopped here since the claim: read it, end as cancelled
-    upcoming = (
-        first
-        if first is not None
-        else advance(
-            engine,
-            run_id,
-            chain=_in_process,
-            worker="embedded",
-            agents=agents,
-            lease_seconds=lease_seconds,
-        )
-    )
-    while upcoming is not None:
-        try:
-            result = retry.call(
-                upcoming.step,
-                partial(
-                    _attempt, engine, agents, run_id, upcoming, [upcoming.begun], lease_seconds
-                ),
-            )
-        except TransientVLMError as exc:
-            upcoming = give_up(
-                engine, run_id, upcoming.step, upcoming.iteration, f"{upcoming.step} failed: {exc}"
-            )
-            continue
-        upcoming = (
-            result.upcoming
-            if result.outcome == RAN
-            else advance(engine, run_id, lease_seconds=lease_seconds)
-        )
-
-
-def _attempt(
-    engine: Engine,
-    agents: AgentsSource,
-    run_id: str,
-    upcoming: NextStep,
-    handed: list[Begun | None],
-    lease_seconds: float | None = None,
-) -> StepResult:
-    """One attempt of an embedded step: a step begun ahead is for the first attempt only (a
-    retry after a transient error begins it again, as one more attempt)."""
-    return execute_step(
-        engine,
-        agents,
-        run_id,
-        upcoming.step,
-        upcoming.iteration,
-        worker="embedded",
-        queue="in-process",
-        lease_seconds=lease_seconds,
-        begun=handed.pop() if handed else None,
-        chain=_in_process,
-    )
-
-
-def _in_process(_: NextStep, __: AgenticIQAState) -> str:
-    return "in-process"

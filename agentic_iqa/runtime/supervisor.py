@@ -58,7 +58,7 @@ class Tick:
 def supervise_once(
     engine: Engine, *, window: int, lease_seconds: float, dispatch: Callable[[str], None]
 ) -> Tick:
-    """One round: close orphans, feed jobs, re-send stalled runs.  Never raises.
+    """Run one round: close orphans, feed jobs, re-send stalled runs.  Never raises.
 
     A failure of one part (the broker away while re-sending) is recorded and the rest goes on;
     whatever could not be sent keeps its fresh lease and is re-sent a lease later.

@@ -24,7 +24,10 @@ from agentic_iqa.db.engine import read_scope
 from agentic_iqa.db.models import Run, StepRecord
 from agentic_iqa.db.reads import busy_seconds
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import cancel, resume
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from tests.conftest import natural_image
 
 runner = CliRunner()
@@ -47,23 +50,19 @@ def test_an_interrupted_jobs_wait_is_not_wall_time(tmp_path, results):
     upgrade(results)
     engine = make_engine(results)
     manifest = _manifest(tmp_path / "photos", 8)
-    steady = lifecycle.submit(
-        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], name="steady")
-    )
-    lifecycle.run_local(engine, steady, metric_agents(), workers=2)
-    stopped = lifecycle.submit(
-        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], name="stopped")
-    )
+    steady = submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], name="steady"))
+    run_local(engine, steady, metric_agents(), workers=2)
+    stopped = submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], name="stopped"))
 
     def stop_early(_ended: int) -> None:  # the first items end, then the job is stopped
-        lifecycle.cancel(engine, stopped)
+        cancel(engine, stopped)
 
-    lifecycle.run_local(engine, stopped, metric_agents(), workers=1, on_progress=stop_early)
-    assert 0 < lifecycle.progress(engine, stopped).counts.get("done", 0) < 8
+    run_local(engine, stopped, metric_agents(), workers=1, on_progress=stop_early)
+    assert 0 < progress(engine, stopped).counts.get("done", 0) < 8
     time.sleep(GAP)
-    lifecycle.resume(engine, stopped)
-    lifecycle.run_local(engine, stopped, metric_agents(), workers=2)
-    final = lifecycle.progress(engine, stopped)
+    resume(engine, stopped)
+    run_local(engine, stopped, metric_agents(), workers=2)
+    final = progress(engine, stopped)
     assert (final.status, final.counts.get("done")) == ("done", 8)
     assert final.elapsed > GAP
 

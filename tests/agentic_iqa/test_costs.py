@@ -23,7 +23,10 @@ from agentic_iqa.db.models import VlmCall
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.jobs.estimate import batch_pricing, describe_batch, extrapolate
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import cancel
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from agentic_iqa.vlm.usage import ModelUsage, Price, PriceTable, summarize
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_completion
 from tests.conftest import REPO, natural_image
@@ -128,8 +131,8 @@ def database(folder: Path, name: str) -> str:
 
 def run_job(url: str, manifest: Path) -> str:
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, query=QUERY))
-    lifecycle.run_local(engine, job_id, default_agents(), workers=2)
+    job_id = submit(engine, JobSpec.build(manifest=manifest, query=QUERY))
+    run_local(engine, job_id, default_agents(), workers=2)
     return job_id
 
 
@@ -207,9 +210,9 @@ def test_a_cancel_from_another_process_stops_the_calls_of_the_runs_claimed_ahead
     engine = make_engine(url)
     with FakeAPIServer(slow) as server:
         monkeypatch.setenv("AGENTIC_IQA_VLM_BASE_URL", f"{server.url}/v1")
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder, query=QUERY))
+        job_id = submit(engine, JobSpec.build(manifest=folder, query=QUERY))
         runner_thread = threading.Thread(
-            target=lifecycle.run_local,
+            target=run_local,
             args=(engine, job_id, default_agents()),
             kwargs={"workers": 1},
         )
@@ -218,12 +221,12 @@ def test_a_cancel_from_another_process_stops_the_calls_of_the_runs_claimed_ahead
         while len(arrived) < 3 and time.monotonic() < deadline:  # the second run's plan
             time.sleep(0.02)
         cancelled_at = time.monotonic()
-        lifecycle.cancel(make_engine(url), job_id)  # nothing of this process's is told
+        cancel(make_engine(url), job_id)  # nothing of this process's is told
         runner_thread.join(timeout=60)
     assert not runner_thread.is_alive()
     after = [moment for moment in arrived if moment > cancelled_at]
     assert len(after) <= 2, (len(arrived), [round(t - cancelled_at, 2) for t in after])
-    counts = lifecycle.progress(engine, job_id).counts
+    counts = progress(engine, job_id).counts
     assert counts.get("done", 0) <= 2 and sum(counts.values()) == 12, counts
 
 

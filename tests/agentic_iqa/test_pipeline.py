@@ -365,13 +365,13 @@ def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.reads import get_run
-    from agentic_iqa.runtime import service
+    from agentic_iqa.runtime import embedded, service
 
     url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     upgrade(url)
     engine = make_engine(url)
     run_id = service.create_run(engine, "Rate the quality of this image.", str(unreadable["tiny"]))
-    state = service.run_embedded(engine, builtin_agents, run_id)
+    state = embedded.run_embedded(engine, builtin_agents, run_id)
     with session_scope(engine) as session:
         run = get_run(session, run_id)
         status, error, answer = run.status, run.error, run.final_answer

@@ -350,11 +350,11 @@ def test_an_orphaned_job_never_dispatched_shows_as_stalled_with_the_resume_comma
 def test_the_stalled_note_names_the_resume_command() -> None:
     from datetime import UTC, datetime
 
-    from agentic_iqa.cli.eval import _pace
-    from agentic_iqa.runtime.lifecycle import Progress
+    from agentic_iqa.cli.progress import describe_pace
+    from agentic_iqa.runtime.progress import Progress
 
     current = Progress("0123456789", "n", "running", {"queued": 3}, datetime.now(UTC), None, 3)
-    assert "`agentic-iqa eval resume 01234567`" in _pace(current)
+    assert "`agentic-iqa eval resume 01234567`" in describe_pace(current)
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
 from agentic_iqa.db import dispose_engines, make_engine
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import progress
 from tests.conftest import REPO, natural_image
 
 # Left out of the README's test command (CI runs it): a real Ctrl-C to a running job, waited
@@ -86,12 +86,12 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
         job_id = process.stdout.readline().strip()  # the id comes first, then the job runs
         assert len(job_id) == 36, process.stderr.read() if process.poll() is not None else job_id
         engine = make_engine(results)
-        _until(lambda: lifecycle.progress(engine, job_id).finished >= 3, 120, "3 items done")
+        _until(lambda: progress(engine, job_id).finished >= 3, 120, "3 items done")
         process.send_signal(signal_number)
         # Marked as the signal is handled; the wait is wide because a loaded machine may be
         # slow to schedule the handler, not because marking waits for items in flight.
         interrupted = _until(
-            lambda: lifecycle.progress(engine, job_id).interrupted or None,
+            lambda: progress(engine, job_id).interrupted or None,
             30,
             "the job marked interrupted",
         )
@@ -106,7 +106,7 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
     )
     assert "Traceback" not in stderr
 
-    current = lifecycle.progress(engine, job_id)
+    current = progress(engine, job_id)
     assert current.status == "running" and 3 <= current.finished < current.total
     assert current.interrupted and current.eta_seconds is None
     assert current.waiting.startswith(f"interrupted ({how})")
@@ -124,6 +124,6 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
 
     resumed = runner.invoke(app, ["eval", "resume", job_id[:8]])
     assert resumed.exit_code == 0, resumed.output
-    after = lifecycle.progress(engine, job_id)
+    after = progress(engine, job_id)
     assert (after.status, after.interrupted, after.counts.get("done")) == ("done", False, 40)
     dispose_engines(results)

@@ -122,14 +122,14 @@ def _big_job(engine, folder, photo, name: str, items: int) -> str:
     import csv
 
     from agentic_iqa.jobs.spec import JobSpec
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     manifest = folder / f"{name}.csv"
     with manifest.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["image", "mos", "id"])
         writer.writerows([str(photo), 20 + index % 70, f"{name}-{index}"] for index in range(items))
-    return lifecycle.submit(
+    return submit(
         engine, JobSpec.build(manifest=manifest, tools=("PIQE",), check_images=False, name=name)
     )
 

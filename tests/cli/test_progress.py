@@ -151,7 +151,8 @@ def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
     from agentic_iqa.agents.team import Agents
     from agentic_iqa.cli import app
     from agentic_iqa.db.engine import make_engine, upgrade
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
     from agentic_iqa.vlm.builtin import BuiltinClient
     from iqa_tools import ToolRegistry, ToolSettings
 
@@ -160,7 +161,7 @@ def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
     url = os.environ["AGENTIC_IQA_DATABASE_URL"]
     upgrade(url)
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder_of_24, tools=["PIQE"]))
+    job_id = submit(engine, JobSpec.build(manifest=folder_of_24, tools=["PIQE"]))
     watched = {}
     watcher = threading.Thread(
         target=lambda: watched.update(
@@ -173,7 +174,7 @@ def test_status_watch_logs_progress_lines_while_another_process_runs_the_job(
     time.sleep(1.0)  # the watcher finds the job running before anything ends
     client = BuiltinClient()
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
-    lifecycle.run_local(
+    run_local(
         engine,
         job_id,
         Agents(planner=client, executor=client, summarizer=client, registry=registry),

@@ -100,10 +100,10 @@ def test_the_summary_masks_the_database_password():
 
     from sqlalchemy.engine import make_url
 
-    from agentic_iqa.cli.common import _safe_url
+    from agentic_iqa.cli.common import redact_url
 
     engine = SimpleNamespace(url=make_url("postgresql+psycopg://iqa:s3cr3t-pass@db:5432/results"))
-    assert _safe_url(engine) == "postgresql+psycopg://***@db:5432/results"
+    assert redact_url(engine) == "postgresql+psycopg://***@db:5432/results"
 
 
 # -- eval status / report / export: the latest job, or a short id --------------------------------

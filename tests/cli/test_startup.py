@@ -80,7 +80,7 @@ def one_job(tmp_path: Path) -> str:
     """A migrated SQLite database holding one submitted job of two items."""
     from agentic_iqa.db import dispose_engines, make_engine, upgrade
     from agentic_iqa.jobs.spec import JobSpec
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
     upgrade(url)
@@ -89,9 +89,7 @@ def one_job(tmp_path: Path) -> str:
     manifest.write_text(
         f'{{"image": "{image}", "id": "a"}}\n{{"image": "{image}", "id": "b"}}\n', encoding="utf-8"
     )
-    lifecycle.submit(
-        make_engine(url), JobSpec.build(manifest=manifest, name="startup", check_images=False)
-    )
+    submit(make_engine(url), JobSpec.build(manifest=manifest, name="startup", check_images=False))
     dispose_engines(url)
     return url
 

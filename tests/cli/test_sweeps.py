@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
 from agentic_iqa.db import make_engine
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import job_spec
+from agentic_iqa.runtime.progress import progress
 from tests.conformance.harness import simulated
 from tests.conformance.items import Item
 from tests.conformance.simulated_model import Behaviour, Truth
@@ -92,7 +93,7 @@ def test_two_models_by_two_datasets_make_four_jobs_in_one_group_and_one_table(
     assert len(ids) == 4 and len(set(ids)) == 4
     assert "group paper-table: 4 jobs (2 models x 2 datasets)" in " ".join(result.stderr.split())
     engine = make_engine(results)
-    specs = {job_id: lifecycle.job_spec(engine, job_id) for job_id in ids}
+    specs = {job_id: job_spec(engine, job_id) for job_id in ids}
     assert {spec.group for spec in specs.values()} == {"paper-table"}
     assert sorted(spec.name for spec in specs.values()) == [
         "koniq10k-all-vlm-builtin",
@@ -104,7 +105,7 @@ def test_two_models_by_two_datasets_make_four_jobs_in_one_group_and_one_table(
         ("koniq10k", 3, "vlm"),
         ("livec", 3, "vlm"),
     }
-    assert all(lifecycle.progress(engine, job_id).counts == {"done": 3} for job_id in ids)
+    assert all(progress(engine, job_id).counts == {"done": 3} for job_id in ids)
 
     table = runner.invoke(app, ["eval", "compare", "--group", "paper-table", "--json"])
     assert table.exit_code == 0, table.output
@@ -152,7 +153,7 @@ def test_a_sweep_without_a_group_gets_one_printed_and_one_job_gets_none(
     )
     ids = _ids(both)
     engine = make_engine(results)
-    groups = {lifecycle.job_spec(engine, job_id).group for job_id in ids}
+    groups = {job_spec(engine, job_id).group for job_id in ids}
     assert len(ids) == 2 and len(groups) == 1 and None not in groups
     (group,) = groups
     assert group.startswith("sweep-") and f"eval compare --group {group}" in both.stderr
@@ -173,7 +174,7 @@ def test_a_sweep_without_a_group_gets_one_printed_and_one_job_gets_none(
             ],
         )
     )
-    assert len(one) == 1 and lifecycle.job_spec(engine, one[0]).group is None
+    assert len(one) == 1 and job_spec(engine, one[0]).group is None
 
 
 @pytest.mark.parametrize(

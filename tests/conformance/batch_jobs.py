@@ -100,15 +100,16 @@ def run_job(folder: Path, items: list[Item], *, batch: bool, workers: int = 2) -
     """A local job in this process (the environment set by :func:`patched_env`)."""
     from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import make_engine, upgrade
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
     url = os.environ["AGENTIC_IQA_DATABASE_URL"]
     upgrade(url)
     engine = make_engine(url)
     manifest = write_manifest(items, folder / "manifest.csv")
     started = time.perf_counter()
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=batch))
-    lifecycle.run_local(engine, job_id, AgentsCache(), workers=workers)
+    job_id = submit(engine, JobSpec.build(manifest=manifest, batch=batch))
+    run_local(engine, job_id, AgentsCache(), workers=workers)
     seconds = time.perf_counter() - started
     return read_ran(engine, job_id, seconds)
 

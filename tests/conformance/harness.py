@@ -158,18 +158,19 @@ def run_cli_job(
 def run_local_job(
     behaviour: Behaviour, items: list[Item], folder: Path, *, seed: int = 0, workers: int = 2
 ) -> JobResult:
-    """The same job in this process (``lifecycle.submit`` + ``run_local``): for the tests,
+    """The same job in this process (``submission.submit`` + ``local.run_local``): for the tests,
     which set the environment with ``monkeypatch`` first (see :func:`environment`)."""
     from agentic_iqa.agents.team import default_agents
     from agentic_iqa.db import make_engine, upgrade
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
     url = os.environ["AGENTIC_IQA_DATABASE_URL"]
     upgrade(url)
     engine = make_engine(url)
     manifest = write_manifest(items, folder / "manifest.csv")
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
-    lifecycle.run_local(engine, job_id, default_agents(), workers=workers)
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
+    run_local(engine, job_id, default_agents(), workers=workers)
     return read_job(behaviour, url, job_id, items, None, {})
 
 

@@ -136,7 +136,10 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
 
     from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import make_engine, upgrade
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.lifecycle import cancel, resume
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.progress import progress
+    from agentic_iqa.runtime.submission import submit
     from agentic_iqa.vlm.usage import describe
     from tests.conformance.items import write_manifest
 
@@ -157,24 +160,24 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
         upgrade(url)
         engine = make_engine(url)
         manifest = write_manifest(items, folder / "m.csv")
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
+        job_id = submit(engine, JobSpec.build(manifest=manifest, batch=True))
         runner = threading.Thread(
-            target=lifecycle.run_local, args=(engine, job_id, AgentsCache()), daemon=True
+            target=run_local, args=(engine, job_id, AgentsCache()), daemon=True
         )
         runner.start()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _sent(lifecycle.progress(engine, job_id)):
+        while time.monotonic() < deadline and not _sent(progress(engine, job_id)):
             time.sleep(0.05)
         assert len(batches.batches) == 1
-        lifecycle.cancel(engine, job_id)
+        cancel(engine, job_id)
         runner.join(timeout=60)
         assert not runner.is_alive()
-        assert lifecycle.progress(engine, job_id).status == "cancelled"
+        assert progress(engine, job_id).status == "cancelled"
         batches.delay = 0.0
         if read_first:  # the cancelled batch's answers read before anything is resumed
             from agentic_iqa.runtime import batches as rounds
 
-            while lifecycle.progress(engine, job_id).batch.open:
+            while progress(engine, job_id).batch.open:
                 rounds.tick(engine, dispatch=lambda _run: None, lease_seconds=None, job_id=job_id)
                 time.sleep(0.05)
             cancelled = read_ran(engine, job_id).summary
@@ -186,8 +189,8 @@ def test_a_batch_job_is_cancelled_and_resumed_paying_for_nothing_twice(
             ) == (2, 2, 2)
             assert cancelled["input_tokens"] > 0 and cancelled["output_tokens"] > 0
             assert "2 answered for runs that ended without them, billed" in describe(cancelled)
-        lifecycle.resume(engine, job_id)
-        lifecycle.run_local(engine, job_id, AgentsCache())
+        resume(engine, job_id)
+        run_local(engine, job_id, AgentsCache())
         ran = read_ran(engine, job_id)
         billed = list(batches.billed)
     assert all(status == "done" for status, _, _ in ran.answers.values()), ran.answers
@@ -244,11 +247,9 @@ def test_a_batch_refused_as_a_whole_stops_the_job_with_one_message(
     ):
         ran = run_job(folder, items, batch=True)
         from agentic_iqa.db import make_engine
-        from agentic_iqa.runtime import lifecycle
+        from agentic_iqa.runtime.progress import progress
 
-        current = lifecycle.progress(
-            make_engine(f"sqlite:///{folder / 'results.sqlite3'}"), ran.job_id
-        )
+        current = progress(make_engine(f"sqlite:///{folder / 'results.sqlite3'}"), ran.job_id)
     assert current.status == "cancelled"
     assert current.error is not None and "refused a batch" in current.error
     assert "Enqueued token limit" in current.error and "\n" not in current.error
@@ -261,7 +262,7 @@ def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_
 ) -> None:
     from agentic_iqa.db import make_engine, reads, upgrade
     from agentic_iqa.db.engine import read_scope
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
     from agentic_iqa.vlm.base import VLMConfigurationError
     from tests.conformance.items import write_manifest
 
@@ -283,7 +284,7 @@ def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_
         upgrade(url)
         engine = make_engine(url)
         with pytest.raises(VLMConfigurationError) as refused:
-            lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
+            submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with (
             patched_env(
                 {
@@ -294,7 +295,7 @@ def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_
             ),
             pytest.raises(VLMConfigurationError) as builtin,
         ):
-            lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
+            submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with read_scope(engine) as session:
             assert reads.latest_job(session) is None  # nothing stored
     assert "--batch" in str(refused.value) and "\n" not in str(refused.value)
@@ -623,16 +624,15 @@ def _run_until_a_batch_is_open(engine: Any, job_id: str) -> Any:
     import time
 
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.progress import progress
 
-    runner = threading.Thread(
-        target=lifecycle.run_local, args=(engine, job_id, AgentsCache()), daemon=True
-    )
+    runner = threading.Thread(target=run_local, args=(engine, job_id, AgentsCache()), daemon=True)
     runner.start()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _sent(lifecycle.progress(engine, job_id)):
+    while time.monotonic() < deadline and not _sent(progress(engine, job_id)):
         time.sleep(0.05)
-    assert _sent(lifecycle.progress(engine, job_id))
+    assert _sent(progress(engine, job_id))
     return runner
 
 
@@ -655,7 +655,8 @@ def test_eval_cancel_cancels_the_open_batch_at_the_provider(
 
     from agentic_iqa.cli import app
     from agentic_iqa.db import make_engine, upgrade
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.progress import progress
+    from agentic_iqa.runtime.submission import submit
     from tests.conformance.items import write_manifest
 
     items = make_items(tmp_path, 3, seed=5)
@@ -669,14 +670,14 @@ def test_eval_cancel_cancels_the_open_batch_at_the_provider(
         upgrade(url)
         engine = make_engine(url)
         manifest = write_manifest(items, folder / "m.csv")
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
+        job_id = submit(engine, JobSpec.build(manifest=manifest, batch=True))
         runner = _run_until_a_batch_is_open(engine, job_id)
         assert len(_open_at_provider(batches)) == 1
         shown = CliRunner().invoke(app, ["eval", "cancel", job_id])
         runner.join(timeout=60)
         open_after = _open_at_provider(batches)
         first = next(iter(batches.batches.values()))
-        status = lifecycle.progress(engine, job_id).status
+        status = progress(engine, job_id).status
     assert shown.exit_code == 0, shown.output
     assert f"job {job_id} cancelled" in shown.output
     # The job's runner, in this process, may see the job cancelled and cancel the batch at the
@@ -716,7 +717,9 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
     from agentic_iqa.db import jobs as job_store
     from agentic_iqa.db import make_engine, upgrade
     from agentic_iqa.db.engine import session_scope
-    from agentic_iqa.runtime import lifecycle, service
+    from agentic_iqa.runtime import embedded
+    from agentic_iqa.runtime.progress import progress
+    from agentic_iqa.runtime.submission import submit
     from agentic_iqa.runtime.supervisor import supervise_once
     from tests.conformance.items import write_manifest
 
@@ -732,7 +735,7 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
         upgrade(url)
         engine = make_engine(url)
         manifest = write_manifest(items, folder / "m.csv")
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
+        job_id = submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with session_scope(engine) as session:
             job_store.set_dispatch(session, job_id, "workers")
 
@@ -740,17 +743,17 @@ def test_a_cancel_that_cannot_reach_the_provider_is_done_by_the_next_tick(
             runs: list[str] = []
             done = supervise_once(engine, window=8, lease_seconds=60, dispatch=runs.append)
             for run_id in runs:
-                service.walk_embedded(engine, agents, run_id, lease_seconds=60)
+                embedded.walk_embedded(engine, agents, run_id, lease_seconds=60)
             return done
 
         deadline = time.monotonic() + 60
-        while not _sent(lifecycle.progress(engine, job_id)):
+        while not _sent(progress(engine, job_id)):
             assert time.monotonic() < deadline, "no batch sent"
             supervise()
         (provider_id,) = _open_at_provider(batches)
         batches.down = True
         shown = CliRunner().invoke(app, ["eval", "cancel", job_id])
-        status = lifecycle.progress(engine, job_id).status
+        status = progress(engine, job_id).status
         open_while_down = _open_at_provider(batches)
         batches.down = False
         if retry == "supervisor":
@@ -784,7 +787,8 @@ def test_a_batch_created_while_its_job_is_cancelled_is_cancelled_by_its_sender(
     from agentic_iqa.db import make_engine, upgrade
     from agentic_iqa.db.engine import session_scope
     from agentic_iqa.db.models import Job
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
     from tests.conformance.items import write_manifest
 
     items = make_items(tmp_path, 2, seed=8)
@@ -806,7 +810,7 @@ def test_a_batch_created_while_its_job_is_cancelled_is_cancelled_by_its_sender(
         upgrade(url)
         state["engine"] = engine = make_engine(url)
         manifest = write_manifest(items, folder / "m.csv")
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
-        lifecycle.run_local(engine, job_id, AgentsCache())
+        job_id = submit(engine, JobSpec.build(manifest=manifest, batch=True))
+        run_local(engine, job_id, AgentsCache())
         created = list(batches.batches.values())
     assert len(created) == 1 and created[0].cancel_at is not None

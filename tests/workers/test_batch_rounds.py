@@ -22,7 +22,8 @@ import pytest
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import progress, wait
+from agentic_iqa.runtime.submission import submit
 from tests.conformance.batch_jobs import (
     environment,
     make_items,
@@ -82,7 +83,7 @@ def _start_job(cluster: Cluster, job_id: str) -> None:
 
 def _batch_open(engine, job_id: str, round_number: int) -> bool:
     """The job's batch of ``round_number`` is with the provider (its id recorded), unread."""
-    batch = lifecycle.progress(engine, job_id).batch
+    batch = progress(engine, job_id).batch
     return bool(
         batch and any(view.round == round_number and view.provider_id for view in batch.open)
     )
@@ -131,7 +132,7 @@ def test_a_batch_job_on_workers_killed_and_broker_emptied_between_rounds_pays_no
             upgrade(database_url)
             engine = make_engine(database_url)
             manifest = write_manifest(items, folder / "manifest.csv")
-            job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, batch=True))
+            job_id = submit(engine, JobSpec.build(manifest=manifest, batch=True))
             cluster.start("worker", "default,gpu", concurrency=2)
             _start_job(cluster, job_id)
             for round_number in FAULTY_ROUNDS:
@@ -145,7 +146,7 @@ def test_a_batch_job_on_workers_killed_and_broker_emptied_between_rounds_pays_no
                 broker.kill()  # every queued and unacknowledged message is gone
                 broker.start()
                 cluster.start(f"worker{round_number}", "default,gpu", concurrency=2)
-            final = lifecycle.wait(engine, job_id, poll=0.5, timeout=180)
+            final = wait(engine, job_id, poll=0.5, timeout=180)
             ran = read_ran(engine, job_id)
         finally:
             cluster.stop()

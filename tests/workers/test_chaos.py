@@ -19,7 +19,8 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import progress, wait
+from agentic_iqa.runtime.submission import submit
 from tests.conftest import natural_image, scratch_postgres
 from tests.workers.cluster import Cluster, RedisServer
 
@@ -58,7 +59,7 @@ def _wait_until(condition, timeout: float, what: str) -> None:
 
 
 def _assert_each_item_done_exactly_once(engine, job_id: str, count: int) -> None:
-    final = lifecycle.wait(engine, job_id, poll=0.5, timeout=180)
+    final = wait(engine, job_id, poll=0.5, timeout=180)
     assert final.status == "done" and final.counts == {"done": count}, final
     with session_scope(engine) as session:
         runs = session.execute(select(Run.id, Run.status).where(Run.job_id == job_id)).all()
@@ -92,9 +93,7 @@ def test_tool_worker_sigkilled_mid_step_heals_without_resume(make_cluster, datab
     cluster = make_cluster(database_url, **NO_REDIS_HEALING)
     cluster.start("default", "default")
     doomed = cluster.start("gpu", "gpu")
-    job_id = lifecycle.submit(
-        engine, JobSpec.build(manifest=_images(tmp_path / "images", 8), query=QUERY)
-    )
+    job_id = submit(engine, JobSpec.build(manifest=_images(tmp_path / "images", 8), query=QUERY))
     # Nothing is sent by hand: the supervisor finds the stored job and feeds it.
 
     def tool_step_running() -> bool:
@@ -134,9 +133,7 @@ def test_a_frozen_worker_woken_after_its_step_was_taken_over_changes_nothing(
     )
     cluster.start("default", "default")
     frozen = cluster.start("gpu", "gpu")
-    job_id = lifecycle.submit(
-        engine, JobSpec.build(manifest=_images(tmp_path / "images", 4), query=QUERY)
-    )
+    job_id = submit(engine, JobSpec.build(manifest=_images(tmp_path / "images", 4), query=QUERY))
 
     def running_on_frozen() -> str | None:
         with session_scope(engine) as session:
@@ -192,7 +189,7 @@ def test_a_frozen_worker_woken_after_its_step_was_taken_over_changes_nothing(
     )
     time.sleep(1.0)
     assert snapshot() == before
-    assert lifecycle.progress(engine, job_id).counts == {"done": 4}
+    assert progress(engine, job_id).counts == {"done": 4}
 
 
 def test_broker_killed_and_restarted_empty_mid_job_heals_without_resume(
@@ -213,18 +210,18 @@ def test_broker_killed_and_restarted_empty_mid_job_heals_without_resume(
         engine = make_engine(database_url)
         cluster.start("default", "default")
         cluster.start("gpu", "gpu")
-        job_id = lifecycle.submit(
+        job_id = submit(
             engine, JobSpec.build(manifest=_images(tmp_path / "images", 12), query=QUERY)
         )
         _wait_until(
-            lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 2,
+            lambda: progress(engine, job_id).counts.get("done", 0) >= 2,
             90,
             "the first items",
         )
         broker.kill()  # every queued and unacknowledged message is gone
         time.sleep(1.0)
         broker.start()
-        lost = lifecycle.progress(engine, job_id)
+        lost = progress(engine, job_id)
         assert lost.counts.get("done", 0) < 12
         _assert_each_item_done_exactly_once(engine, job_id, 12)
         with session_scope(engine) as session:  # healed by re-sending what the broker lost
@@ -271,11 +268,11 @@ def test_a_database_read_only_for_seconds_mid_job_heals_without_resume(
         cluster = make_cluster(url, **NO_REDIS_HEALING)
         cluster.start("default", "default")
         cluster.start("gpu", "gpu")
-        job_id = lifecycle.submit(
+        job_id = submit(
             engine, JobSpec.build(manifest=_images(tmp_path / "images", 8), query=QUERY)
         )
         _wait_until(
-            lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 2,
+            lambda: progress(engine, job_id).counts.get("done", 0) >= 2,
             90,
             "two items to finish",
         )

@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import progress, wait
 from tests.conftest import natural_image
 from tests.workers.cluster import Cluster
 from tests.workers.slow_tools import SLOW_WIDTH
@@ -192,7 +192,7 @@ def test_submit_wait_runs_the_job_on_the_workers_and_returns_when_it_is_done(
     engine = make_engine(sqlite_url)
     job_id = the_job(engine)
     assert job_id in result.stdout
-    done = lifecycle.progress(engine, job_id)  # at once: --wait returned only at the end
+    done = progress(engine, job_id)  # at once: --wait returned only at the end
     assert (done.status, done.counts, done.finished, done.total) == ("done", {"done": 4}, 4, 4)
     assert_each_item_done_once(engine, job_id, 4)
     steps = job_steps(engine, job_id)
@@ -238,7 +238,7 @@ def test_status_watch_follows_a_running_job_and_ends_with_its_final_counts(
         )
         for name, args in (("json", [*command, "--json"]), ("text", command))
     }
-    running = lifecycle.progress(engine, job_id)
+    running = progress(engine, job_id)
     assert running.status == "running" and running.finished < 4, running
     outputs = {}
     for name, watcher in watchers.items():
@@ -285,7 +285,7 @@ def test_cancel_stops_a_distributed_job_and_resume_finishes_the_rest_exactly_onc
     engine = make_engine(sqlite_url)
     job_id = the_job(engine)
     wait_until(
-        lambda: lifecycle.progress(engine, job_id).counts.get("done", 0) >= 1,
+        lambda: progress(engine, job_id).counts.get("done", 0) >= 1,
         90,
         "a first item done",
     )
@@ -301,14 +301,14 @@ def test_cancel_stops_a_distributed_job_and_resume_finishes_the_rest_exactly_onc
     assert never_ran, at_cancel  # a window of 2 of 6 items: some had not been handed out
     # Runs on the workers at that moment end as cancelled after their current step.
     wait_until(
-        lambda: "queued" not in lifecycle.progress(engine, job_id).counts,
+        lambda: "queued" not in progress(engine, job_id).counts,
         30,
         "the runs in flight to end",
     )
     settled = (items(engine, job_id), len(job_steps(engine, job_id)))
     time.sleep(4.5)  # more than a lease (3 s) and many supervisor ticks: nothing moves now
     assert (items(engine, job_id), len(job_steps(engine, job_id))) == settled
-    stopped = lifecycle.progress(engine, job_id)
+    stopped = progress(engine, job_id)
     assert stopped.status == "cancelled"
     assert set(stopped.counts) <= {"done", "cancelled"}, stopped.counts
     assert stopped.counts.get("cancelled", 0) >= len(never_ran)
@@ -334,8 +334,8 @@ def test_cancel_stops_a_distributed_job_and_resume_finishes_the_rest_exactly_onc
     assert done_before
     resumed = cli(cluster, "eval", "resume", job_id, "--wait", timeout=180)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    progress = lifecycle.progress(engine, job_id)
-    assert (progress.status, progress.counts) == ("done", {"done": count})
+    current = progress(engine, job_id)
+    assert (current.status, current.counts) == ("done", {"done": count})
     after = items(engine, job_id)
     assert {key: after[key] for key in done_before} == done_before  # not recomputed
     assert_each_item_done_once(engine, job_id, count)
@@ -366,7 +366,7 @@ def test_a_tool_step_past_its_soft_time_limit_fails_with_the_reason_and_the_job_
     engine = make_engine(sqlite_url)
     job_id = the_job(engine)
 
-    final = lifecycle.wait(engine, job_id, poll=0.3, timeout=90)
+    final = wait(engine, job_id, poll=0.3, timeout=90)
     assert (final.status, final.counts) == ("done", {"done": 2, "failed": 1}), final
     with session_scope(engine) as session:
         slow_item = session.execute(
@@ -411,7 +411,7 @@ def test_a_tool_step_inside_the_coordinating_task_gets_the_tool_time_limit(
     engine = make_engine(sqlite_url)
     job_id = the_job(engine)
 
-    final = lifecycle.wait(engine, job_id, poll=0.3, timeout=90)
+    final = wait(engine, job_id, poll=0.3, timeout=90)
     assert (final.status, final.counts) == ("done", {"failed": 1}), final
     with session_scope(engine) as session:
         item = session.execute(select(JobItem).where(JobItem.job_id == job_id)).scalar_one()
@@ -448,7 +448,7 @@ def test_a_tool_step_killed_by_the_hard_time_limit_fails_the_run_instead_of_loop
     engine = make_engine(sqlite_url)
     job_id = the_job(engine)
 
-    final = lifecycle.wait(engine, job_id, poll=0.3, timeout=90)
+    final = wait(engine, job_id, poll=0.3, timeout=90)
     assert (final.status, final.counts) == ("done", {"failed": 1}), final
     with session_scope(engine) as session:
         item = session.execute(select(JobItem).where(JobItem.job_id == job_id)).scalar_one()

@@ -14,7 +14,9 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import resume
+from agentic_iqa.runtime.progress import progress, wait
+from agentic_iqa.runtime.submission import submit
 from tests.conftest import REPO, livec_manifest
 from tests.workers.cluster import Cluster
 
@@ -22,7 +24,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.data]
 
 
 def counts(engine, job_id: str) -> dict[str, int]:
-    return lifecycle.progress(engine, job_id).counts
+    return progress(engine, job_id).counts
 
 
 _START_JOB = (
@@ -56,7 +58,7 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
     cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="4", AGENTIC_IQA_FEED_INTERVAL="0.5")
     workers = [cluster.start("default", "default"), cluster.start("gpu", "gpu")]
     manifest = livec_manifest(livec_dir, tmp_path / "manifest.csv", 24)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     # As a job begun without a broker is left (``eval submit`` run locally, then stopped): no
     # supervisor feeds it.  Only start_job hands it to the workers, and they must then feed
     # all of it, not just the first window that start_job's own message fills.
@@ -79,9 +81,9 @@ def test_killing_every_worker_mid_job_then_resume_finishes_each_item_exactly_onc
 
     cluster.start("default2", "default")
     cluster.start("gpu2", "gpu")
-    reopened, unfinished = lifecycle.resume(engine, job_id)
+    reopened, unfinished = resume(engine, job_id)
     start_job(cluster, job_id, unfinished)
-    final = lifecycle.wait(engine, job_id, poll=0.5, timeout=240)
+    final = wait(engine, job_id, poll=0.5, timeout=240)
     assert final.status == "done", final.counts
     assert final.counts == {"done": 24}
 
@@ -143,9 +145,9 @@ def test_a_key_the_backend_refuses_stops_the_job_on_the_workers_with_one_message
             "AGENTIC_IQA_METADATA_OVERRIDES", cluster.env["AGENTIC_IQA_METADATA_OVERRIDES"]
         )
         manifest = livec_manifest(livec_dir, tmp_path / "m.csv", 12)
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+        job_id = submit(engine, JobSpec.build(manifest=manifest))
         start_job(cluster, job_id)
-        final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
+        final = wait(engine, job_id, poll=0.3, timeout=120)
         calls = len(server.requests)
     assert final.status == "cancelled"
     assert "HTTP 401" in final.error and "eval resume" in final.error
@@ -183,23 +185,23 @@ def test_a_job_runs_as_submitted_whatever_the_worker_environment_says(
         from tests.conformance.items import write_manifest
 
         manifest = write_manifest(items, tmp_path / "m.csv")
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+        job_id = submit(engine, JobSpec.build(manifest=manifest))
         for name in ("VLM_BACKEND", "VLM_MODEL", "VLM_BASE_URL"):
             monkeypatch.delenv(f"AGENTIC_IQA_{name}")
         cluster.start("nokey", "default,gpu")
         start_job(cluster, job_id)
         deadline = time.monotonic() + 60
-        while not lifecycle.progress(engine, job_id).waiting:
+        while not progress(engine, job_id).waiting:
             assert time.monotonic() < deadline, "the worker without the key never said why"
             time.sleep(0.3)
-        waiting = lifecycle.progress(engine, job_id)
+        waiting = progress(engine, job_id)
         assert waiting.counts.get("done", 0) == 0 and waiting.status == "running"
         assert "openai (sim-vl)" in waiting.waiting and "OPENAI_API_KEY" in waiting.waiting
         assert len(server.requests) == 0  # nothing was answered on anything else
 
         cluster.env["OPENAI_API_KEY"] = "sk-sim-worker"
         cluster.start("withkey", "default,gpu")
-        final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
+        final = wait(engine, job_id, poll=0.3, timeout=120)
     assert final.status == "done" and final.counts == {"done": 4}, final
     assert final.waiting is None
     result = read_job(Behaviour.LETTERS, sqlite_url, job_id, items, None, {})

@@ -10,7 +10,8 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord, ToolLog, VlmCall
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import wait
+from agentic_iqa.runtime.submission import submit
 from iqa_tools import ToolRegistry, ToolSettings
 from tests.conftest import natural_image
 
@@ -27,9 +28,9 @@ def test_a_metric_job_completes_on_a_gpu_queue_worker(make_cluster, sqlite_url, 
     cluster = make_cluster(sqlite_url, AGENTIC_IQA_JOB_WINDOW="3")
     cluster.start("default", "default")
     gpu = cluster.start("gpu", "gpu")
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder, tools=["PIQE"]))
+    job_id = submit(engine, JobSpec.build(manifest=folder, tools=["PIQE"]))
     cluster.client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
-    final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
+    final = wait(engine, job_id, poll=0.3, timeout=120)
     assert (final.status, final.counts) == ("done", {"done": 6})
 
     with session_scope(engine) as session:

@@ -136,19 +136,16 @@ def _local_jobs(folder: Path, manifest: Path) -> tuple[dict, dict]:
     from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
     url = f"sqlite:///{folder / 'local.sqlite3'}"
     upgrade(url)
     engine = make_engine(url)
-    metric = lifecycle.submit(
-        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=folder)
-    )
-    agent = lifecycle.submit(
-        engine, JobSpec.build(manifest=manifest, image_dir=folder, limit=AGENT_COUNT)
-    )
+    metric = submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=folder))
+    agent = submit(engine, JobSpec.build(manifest=manifest, image_dir=folder, limit=AGENT_COUNT))
     for job in (metric, agent):
-        lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+        run_local(engine, job, AgentsCache(), workers=1)
     return _rows(engine, metric), _rows(engine, agent)
 
 

@@ -14,7 +14,8 @@ from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem, StepRecord, ToolLog
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import wait
+from agentic_iqa.runtime.submission import submit
 from iqa_tools import ToolSettings
 from iqa_tools.images import read_image
 from tests.conftest import natural_image
@@ -45,7 +46,7 @@ def test_queued_tool_steps_run_as_batches_with_per_item_results(
     )
     cluster.start("default", "default")
     settings = ToolSettings(device="cpu", tool_cache="none", metadata_overrides=[overrides])
-    job_id = lifecycle.submit(
+    job_id = submit(
         engine, JobSpec.build(manifest=folder, tools=["Batcher"], tool_settings=settings)
     )
     cluster.client.send_task("agentic_iqa.feed_job", args=(job_id,), queue="default")
@@ -56,7 +57,7 @@ def test_queued_tool_steps_run_as_batches_with_per_item_results(
         assert time.monotonic() < deadline, "the tool steps were never queued"
         time.sleep(0.2)
     tool_worker = cluster.start("gpu", "gpu")
-    final = lifecycle.wait(engine, job_id, poll=0.3, timeout=120)
+    final = wait(engine, job_id, poll=0.3, timeout=120)
 
     assert (final.status, final.counts) == ("done", {"done": 8, "failed": 1})
     sizes = [int(n) for n in batch_log.read_text().split()]

@@ -373,7 +373,7 @@ def test_a_transient_503_is_retried_in_a_stored_run(
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
     from agentic_iqa.db.reads import get_run
-    from agentic_iqa.runtime import service
+    from agentic_iqa.runtime import embedded, service
 
     url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     upgrade(url)
@@ -388,7 +388,7 @@ def test_a_transient_503_is_retried_in_a_stored_run(
             summarizer=builtin,
             registry=registry,
         )
-        state = service.run_embedded(engine, agents, run_id, retry=FAST)
+        state = embedded.run_embedded(engine, agents, run_id, retry=FAST)
         count = len(srv.requests)
     with session_scope(engine) as session:
         status = get_run(session, run_id).status

@@ -22,7 +22,8 @@ from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.pipeline import DETECT, TransientRetry, next_step, run_inprocess
 from agentic_iqa.prompts import TRUNCATED_SUFFIX
 from agentic_iqa.query import parse_query
-from agentic_iqa.runtime import lifecycle, service
+from agentic_iqa.runtime import embedded, service
+from agentic_iqa.runtime.submission import submit
 from agentic_iqa.state import ExecutorOutput, PlannerOutput, initial_state, merge_state
 from agentic_iqa.vlm import BackendConfig, create_client
 from agentic_iqa.vlm.anthropic import AnthropicClient
@@ -268,7 +269,7 @@ def test_an_executor_subtask_that_keeps_failing_transiently_is_given_up(
         monkeypatch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
         recorded = create_client("executor", {"executor": remote.config})
         agents = Agents(planner=builtin, executor=recorded, summarizer=builtin, registry=registry)
-        stored = service.run_embedded(engine, agents, run_id, retry=FAST)
+        stored = embedded.run_embedded(engine, agents, run_id, retry=FAST)
     assert "error" not in stored and stored["summarizer_result"] is not None
     with session_scope(engine) as session:
         failed = session.scalars(
@@ -409,7 +410,7 @@ def test_max_replan_iterations_comes_from_the_configuration(monkeypatch, tmp_pat
     manifest = tmp_path / "m.csv"
     manifest.write_text(f"image\n{example_images['original']}\n")
     engine = make_engine(url)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     with session_scope(engine) as session:
         assert session.get(Job, job_id).max_replan_iterations == 0
 

@@ -23,7 +23,9 @@ from agentic_iqa.db import jobs as store
 from agentic_iqa.db import reads
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import cancel
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 
 #: Items of each job: enough that a walk past another job's rows, or the job's own claimed
 #: ones, is thousands of rows against a window's few.
@@ -44,7 +46,7 @@ def _job(engine: Engine, folder: Path, photo: Path, name: str) -> str:
     spec = JobSpec.build(
         manifest=_manifest(folder, photo, name), tools=("PIQE",), check_images=False, name=name
     )
-    return lifecycle.submit(engine, spec)
+    return submit(engine, spec)
 
 
 @contextmanager
@@ -78,7 +80,7 @@ def _three_jobs(engine: Engine, tmp_path: Path, photo: Path) -> str:
     earlier = _job(engine, tmp_path, photo, "earlier")
     job_id = _job(engine, tmp_path, photo, "job")
     _job(engine, tmp_path, photo, "later")
-    lifecycle.cancel(engine, earlier)
+    cancel(engine, earlier)
     with session_scope(engine) as session:
         claimed = store.claim(session, reads.get_job(session, job_id, lock=True), ITEMS // 3)
     assert len(claimed) == ITEMS // 3
@@ -182,7 +184,7 @@ def test_counts_read_the_jobs_row_not_its_items(engine, tmp_path, photo) -> None
     assert counted == {"pending": ITEMS - ITEMS // 3, "queued": ITEMS // 3}
     assert sent and not [statement for statement, _ in sent if "job_items" in statement]
     with _statements(engine) as sent:
-        current = lifecycle.progress(engine, job_id)
+        current = progress(engine, job_id)
     assert (current.total, current.finished) == (ITEMS, 0)
     assert not [
         statement

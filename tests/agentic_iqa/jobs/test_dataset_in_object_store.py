@@ -105,12 +105,13 @@ def _described(engine, job_id: str) -> dict:
 def _remote_and_local(engine, dataset: str, url: str, folder: Path) -> tuple[dict, dict]:
     """The dataset submitted from the bucket and from the folder, both run with PIQE."""
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
-    remote = lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=url, tools=["PIQE"]))
-    local = lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=folder, tools=["PIQE"]))
+    remote = submit(engine, JobSpec.build(dataset=dataset, root=url, tools=["PIQE"]))
+    local = submit(engine, JobSpec.build(dataset=dataset, root=folder, tools=["PIQE"]))
     for job in (remote, local):
-        lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+        run_local(engine, job, AgentsCache(), workers=1)
     assert _described(engine, remote)["root"] == url
     assert _described(engine, local)["root"] == str(folder.resolve())
     return _items(engine, remote), _items(engine, local)
@@ -164,7 +165,7 @@ def test_tid2013_in_a_bucket_finds_each_file_as_the_prefix_lists_it(
 ) -> None:
     """The score list says ``i01_01_1.bmp`` and ``i25_...``, the store holds other spellings:
     the listing of each image prefix gives the name that exists."""
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     folder = tmp_path / "tid"
     for relative in (
@@ -177,7 +178,7 @@ def test_tid2013_in_a_bucket_finds_each_file_as_the_prefix_lists_it(
         example_photo((64, 48)).save(folder / relative, format="BMP")
     (folder / "mos_with_names.txt").write_text("5.51429 i01_01_1.bmp\n4.25 I25_17_3.BMP\n")
     url = _upload(folder, moto_url, bucket, "tid2013")
-    job = lifecycle.submit(engine, JobSpec.build(dataset="tid2013", root=url + "/"))
+    job = submit(engine, JobSpec.build(dataset="tid2013", root=url + "/"))
     items = _items(engine, job)
     assert {
         key: (item["status"], item["image"], item["reference"], item["mos"])
@@ -263,14 +264,14 @@ def test_every_reader_takes_its_layout_from_a_bucket_as_from_a_folder(
 ) -> None:
     """SPAQ's spreadsheet, Q-Bench's JSON, AGIQA-3K's CSV with its second image folder name,
     KADID-10k's references: the same items, named under the prefix."""
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     folder = tmp_path / dataset
     folder.mkdir()
     images = layout(folder)
     url = _upload(folder, moto_url, bucket, f"public/{dataset}")
-    remote = _items(engine, lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=url)))
-    local = _items(engine, lifecycle.submit(engine, JobSpec.build(dataset=dataset, root=folder)))
+    remote = _items(engine, submit(engine, JobSpec.build(dataset=dataset, root=url)))
+    local = _items(engine, submit(engine, JobSpec.build(dataset=dataset, root=folder)))
     assert [item["image"] for item in remote.values()] == [f"{url}/{name}" for name in images]
     assert [item["image"] for item in local.values()] == [
         str((folder / name).resolve()) for name in images
@@ -288,13 +289,13 @@ def test_a_prefix_without_the_score_file_is_refused_naming_the_url(
     engine, bucket: str, moto_url: str, tmp_path: Path, livec_dir: Path
 ) -> None:
     from agentic_iqa.jobs.manifest import ManifestFormatError
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     folder = _koniq(tmp_path / "koniq", livec_dir)
     (folder / "koniq10k_scores_and_distributions.csv").unlink()
     url = _upload(folder, moto_url, bucket, "only-images")
     with pytest.raises(ManifestFormatError) as refused:
-        lifecycle.submit(engine, JobSpec.build(dataset="koniq10k", root=url))
+        submit(engine, JobSpec.build(dataset="koniq10k", root=url))
     message = str(refused.value)
     assert message.startswith(
         "KonIQ-10k: koniq10k_scores_and_distributions.csv or "
@@ -303,17 +304,15 @@ def test_a_prefix_without_the_score_file_is_refused_naming_the_url(
     with pytest.raises(
         ManifestFormatError, match=f"--root s3://{bucket}/nothing-here holds no object"
     ):
-        lifecycle.submit(
-            engine, JobSpec.build(dataset="koniq10k", root=f"s3://{bucket}/nothing-here")
-        )
+        submit(engine, JobSpec.build(dataset="koniq10k", root=f"s3://{bucket}/nothing-here"))
 
 
 def test_a_root_url_with_a_password_is_refused_without_showing_it(engine, bucket: str) -> None:
     from agentic_iqa.jobs.manifest import ManifestFormatError
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     with pytest.raises(ManifestFormatError) as refused:
-        lifecycle.submit(
+        submit(
             engine, JobSpec.build(dataset="livec", root=f"s3://user:hunter2-secret@{bucket}/livec")
         )
     message = str(refused.value)
@@ -325,7 +324,7 @@ def test_a_store_that_finds_no_credential_refuses_the_submit_in_one_line(
     engine, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agentic_iqa.jobs.manifest import ManifestFormatError
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     for name in (
         "AWS_ACCESS_KEY_ID",
@@ -341,7 +340,7 @@ def test_a_store_that_finds_no_credential_refuses_the_submit_in_one_line(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(ManifestFormatError) as refused:
-        lifecycle.submit(engine, JobSpec.build(dataset="koniq10k", root=f"s3://{bucket}/koniq"))
+        submit(engine, JobSpec.build(dataset="koniq10k", root=f"s3://{bucket}/koniq"))
     message = str(refused.value)
     assert message.startswith(
         f"--root s3://{bucket}/koniq: the dataset's files cannot be read (NoCredentialsError"

@@ -213,7 +213,7 @@ def test_rows_outside_the_root_are_never_asked_for_nor_cached(
 ) -> None:
     """The reviewer's manifest under --root s3://photos/set1: the other bucket and the admin
     page are refused before the lookahead, the row check or anything else sends a request."""
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     front, photos, private = store
     admin = f"{site.url}/admin?action=delete-everything"
@@ -226,7 +226,7 @@ def test_rows_outside_the_root_are_never_asked_for_nor_cached(
             f"s3://{photos}/set1/../../{private}/private/secret.jpg",
         ],
     )
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{photos}/set1"))
+    job = submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{photos}/set1"))
     found = _items(engine, job)
     assert found[2][1] == "pending"
     for line in (3, 4, 5):
@@ -243,7 +243,7 @@ def test_without_a_root_only_named_or_opted_in_urls_are_read(
 ) -> None:
     """No --root: a manifest's URLs are refused until the user opts in; loopback, whatever
     its spelling or name, stays refused with --allow-urls; the metadata address always."""
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     front, photos, private = store
     port = site.url.rsplit(":", 1)[1]
@@ -263,7 +263,7 @@ def test_without_a_root_only_named_or_opted_in_urls_are_read(
     ]
     manifest = _manifest(tmp_path, rows)
 
-    closed = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
+    closed = _items(engine, submit(engine, JobSpec.build(manifest=manifest)))
     assert [status for _, status, _ in closed.values()] == ["failed"] * len(rows)
     assert all(
         "read only where the user named it" in error or "file://" in error or "metadata" in error
@@ -271,9 +271,7 @@ def test_without_a_root_only_named_or_opted_in_urls_are_read(
     ), closed
     assert site.requests() == 0 and not [key for key in front.seen if private in key[1]]
 
-    opted = _items(
-        engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest, allow_urls=True))
-    )
+    opted = _items(engine, submit(engine, JobSpec.build(manifest=manifest, allow_urls=True)))
     # another bucket: read now that the user opted in (and found to be no image)
     assert "is not a readable image" in opted[2][2]
     assert front.seen[("GET", f"/{private}/private/secret.jpg")] >= 1
@@ -284,7 +282,7 @@ def test_without_a_root_only_named_or_opted_in_urls_are_read(
     assert site.requests() == 0
 
     monkeypatch.setenv("AGENTIC_IQA_ALLOWED_LOCATIONS", f"{site.url}/photos/")
-    listed = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
+    listed = _items(engine, submit(engine, JobSpec.build(manifest=manifest)))
     assert listed[len(rows) + 1][1] == "pending"  # the listed host and prefix, on loopback
     assert all(listed[line][1] == "failed" for line in range(2, len(rows) + 1))
     assert site.requests() == site.requests("/photos/good.png") > 0
@@ -297,7 +295,8 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
     another port is refused without asking it; and the job's policy reaches whoever runs its
     items: a URL that starts redirecting after submit fails its item there, unscored."""
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
     site.redirects["/photos/moved.png"] = "/photos/good.png"
     site.redirects["/photos/away.png"] = f"{elsewhere.url}/photos/good.png"
@@ -306,7 +305,7 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
         tmp_path,
         [f"{site.url}/photos/{name}" for name in ("good.png", "moved.png", "away.png", "flip.png")],
     )
-    job = lifecycle.submit(
+    job = submit(
         engine, JobSpec.build(manifest=manifest, root=f"{site.url}/photos", tools=["PIQE"])
     )
     found = _items(engine, job)
@@ -314,7 +313,7 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
     assert "redirects to" in found[4][2] and "escapes --root" in found[4][2]
 
     site.redirects["/photos/flip.png"] = f"{elsewhere.url}/photos/good.png"
-    lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+    run_local(engine, job, AgentsCache(), workers=1)
     found = _items(engine, job)
     assert [found[line][1] for line in (2, 3, 5)] == ["done", "done", "failed"]
     assert "escapes --root" in found[5][2]
@@ -324,13 +323,13 @@ def test_redirects_stay_under_the_root_at_submit_and_on_the_worker(
 def test_a_credential_in_a_url_is_one_bad_row_not_a_stopped_submit(
     engine, site: Site, tmp_path: Path
 ) -> None:
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     host = site.url.removeprefix("http://")
     manifest = _manifest(
         tmp_path, [f"http://admin:hunter2-secret@{host}/photos/good.png", "good.png"]
     )
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
+    job = submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
     found = _items(engine, job)
     assert found[3][1] == "pending"
     assert found[2][1] == "failed" and "must not carry a user or password" in found[2][2]
@@ -343,7 +342,7 @@ def test_a_credential_in_a_url_is_one_bad_row_not_a_stopped_submit(
 def test_a_bad_row_is_stored_under_its_own_id_when_no_other_row_has_it(
     engine, tmp_path: Path
 ) -> None:
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     (tmp_path / "a.png").write_bytes(PHOTO)
     manifest = tmp_path / "m.csv"
@@ -351,7 +350,7 @@ def test_a_bad_row_is_stored_under_its_own_id_when_no_other_row_has_it(
         "id,image,mos\ncat-7,gone.png,\ndog-2,a.png,high\ndog-2,a.png,3\n"
         "<line 9>,a.png,\nowl,a.png,4\n"
     )
-    found = _items(engine, lifecycle.submit(engine, JobSpec.build(manifest=manifest)))
+    found = _items(engine, submit(engine, JobSpec.build(manifest=manifest)))
     assert found[2][:2] == ("cat-7", "failed") and "not found" in found[2][2]
     assert found[3][:2] == ("<line 3>", "failed")  # line 4 is a good row with the same id
     assert found[4][:2] == ("dog-2", "pending") and found[6][:2] == ("owl", "pending")
@@ -363,7 +362,7 @@ def test_an_object_above_the_cap_is_refused_before_its_body_is_kept(
 ) -> None:
     """AGENTIC_IQA_MAX_OBJECT_BYTES: refused from the size the store declares (no GET), or
     cut off while streaming when a server declares less than it sends."""
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     front, photos, _ = store
     monkeypatch.setenv("AGENTIC_IQA_MAX_OBJECT_BYTES", "1MB")
@@ -382,7 +381,7 @@ def test_an_object_above_the_cap_is_refused_before_its_body_is_kept(
     )
     found = _items(
         engine,
-        lifecycle.submit(
+        submit(
             engine,
             JobSpec.build(manifest=manifest, allow_urls=True, image_dir=f"{site.url}/photos"),
         ),
@@ -398,7 +397,7 @@ def test_a_stalled_url_costs_its_deadline_once_and_rows_wait_in_parallel(
 ) -> None:
     """Headers, then nothing: each stalled row is asked attempts times in all (the lookahead's
     failure is the row check's answer) and four of them cost about one deadline."""
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_TIMEOUT", "1")
     monkeypatch.setenv("AGENTIC_IQA_STORAGE_DEADLINE", "1.5")
@@ -408,7 +407,7 @@ def test_a_stalled_url_costs_its_deadline_once_and_rows_wait_in_parallel(
     started = time.monotonic()
     found = _items(
         engine,
-        lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos")),
+        submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos")),
     )
     elapsed = time.monotonic() - started
     assert all(status == "failed" and "timed out" in error for _, status, error in found.values())
@@ -425,10 +424,11 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
     from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
     front, photos, _ = store
-    on_store = lifecycle.submit(
+    on_store = submit(
         engine,
         JobSpec.build(
             manifest=_manifest(tmp_path, ["good.png"], "s.csv"),
@@ -436,7 +436,7 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
             image_dir=f"s3://{photos}/set1",
         ),
     )
-    on_web = lifecycle.submit(
+    on_web = submit(
         engine,
         JobSpec.build(
             manifest=_manifest(tmp_path, ["good.png", "other.png"], "w.csv"),
@@ -449,7 +449,7 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
     )
     site.files["/photos/good.png"] = OTHER_PHOTO
     for job in (on_store, on_web):
-        lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+        run_local(engine, job, AgentsCache(), workers=1)
     store_item, web_item = _items(engine, on_store)[2], _items(engine, on_web)[2]
     assert store_item[1] == "failed" and "changed since the job was submitted" in store_item[2]
     assert store_item[2].count("etag:") == 2, store_item[2]
@@ -464,16 +464,16 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
 def test_an_export_masks_a_presigned_urls_signature_and_the_item_keeps_it(
     engine, site: Site, tmp_path: Path
 ) -> None:
-    from agentic_iqa.cli.eval import export_rows
+    from agentic_iqa.cli.results import export_rows
     from agentic_iqa.reports.export import write_rows
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     signed = (
         f"{site.url}/photos/good.png?X-Amz-Expires=600&X-Amz-Signature=5ec12e7f00d"
         "&X-Amz-Credential=AKIAEXAMPLE%2F20261127"
     )
     manifest = _manifest(tmp_path, [signed])
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
+    job = submit(engine, JobSpec.build(manifest=manifest, image_dir=f"{site.url}/photos"))
     with session_scope(engine) as session:
         assert session.scalar(select(JobItem.image).where(JobItem.job_id == job)) == signed
     columns, stream = export_rows(engine, job)

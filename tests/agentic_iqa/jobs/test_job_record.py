@@ -22,7 +22,8 @@ from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runconfig import RunConfig
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from tests.conformance.harness import simulated
 from tests.conformance.items import images, multiple_choice, scoring, write_manifest
 from tests.conformance.simulated_model import Behaviour
@@ -61,7 +62,7 @@ def test_the_job_stores_how_it_is_run_without_credentials(items, tmp_path, resul
         _openai_env(monkeypatch, server, key="sk-sim-secret-key")
         monkeypatch.setenv("AGENTIC_IQA_MAX_REPLAN_ITERATIONS", "1")
         upgrade(results)
-        job_id = lifecycle.submit(
+        job_id = submit(
             make_engine(results), JobSpec.build(manifest=write_manifest(items, tmp_path / "m.csv"))
         )
     with session_scope(make_engine(results)) as session:
@@ -85,19 +86,19 @@ def test_a_job_resumed_from_a_shell_without_the_key_refuses_then_runs_on_its_bac
         upgrade(results)
         engine = make_engine(results)
         manifest = write_manifest(items, tmp_path / "m.csv")
-        job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+        job_id = submit(engine, JobSpec.build(manifest=manifest))
         _builtin_env(monkeypatch)
         refused = runner.invoke(app, ["eval", "resume"])
         assert refused.exit_code == 2, refused.output
         assert "cannot run here" in refused.output and "OPENAI_API_KEY" in refused.output
         assert len(refused.output.strip().splitlines()) == 1
-        assert lifecycle.progress(engine, job_id).counts == {"pending": len(items)}
+        assert progress(engine, job_id).counts == {"pending": len(items)}
         assert len(server.requests) == 0
 
         monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-resumer")
         resumed = runner.invoke(app, ["eval", "resume", job_id[:8]])
         assert resumed.exit_code == 0, resumed.output
-    assert lifecycle.progress(engine, job_id).counts == {"done": len(items)}
+    assert progress(engine, job_id).counts == {"done": len(items)}
     with session_scope(engine) as session:
         answered = set(session.execute(select(VlmCall.backend, VlmCall.model)).all())
     assert answered == {("openai", "sim-vl")}
@@ -194,13 +195,13 @@ def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume
         Image.fromarray(natural_image(index)).save(folder / f"{index}.png")
     upgrade(results)
     engine = make_engine(results)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder))
+    job_id = submit(engine, JobSpec.build(manifest=folder))
     # What a killed `eval submit` leaves: the job fed here, two items claimed with a lease that
     # nobody renews any more (here: already passed), one never started.
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local")
         store.claim(session, store.get_job(session, job_id), 2, lease_seconds=-1)
-    current = lifecycle.progress(engine, job_id)
+    current = progress(engine, job_id)
     assert current.orphaned and current.eta_seconds is None
     text = runner.invoke(app, ["eval", "status"], env={"COLUMNS": "200"}).stdout
     assert "): stalled" in text
@@ -218,7 +219,7 @@ def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume
     # while a process works on it, it renews the leases: not stalled
     with session_scope(engine) as session:
         store.extend_leases(session, job_id, 30)
-    assert not lifecycle.progress(engine, job_id).orphaned
+    assert not progress(engine, job_id).orphaned
     listed = json.loads(runner.invoke(app, ["eval", "list", "--json"]).stdout)
     assert [row["status"] for row in listed if row["id"] == job_id] == ["running"]
 
@@ -301,7 +302,7 @@ def test_one_vocabulary_of_flags(items, tmp_path, results, monkeypatch):
     _builtin_env(monkeypatch)
     upgrade(results)
     manifest = write_manifest(items, tmp_path / "m.csv")
-    lifecycle.submit(make_engine(results), JobSpec.build(manifest=manifest))
+    submit(make_engine(results), JobSpec.build(manifest=manifest))
     for command in (["eval", "calibrate", "--tool", "PIQE"], ["calibrate", "--tool", "PIQE"]):
         result = runner.invoke(app, command)
         # the latest job is taken: 2 of its items have a MOS, too few to fit

@@ -25,7 +25,8 @@ from agentic_iqa.db.models import Job, VlmCall
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.reports.report import NOT_APPLICABLE
 from agentic_iqa.runconfig import capture
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.submission import submit
 from agentic_iqa.vlm.settings import ROLES, BackendConfig, backend_of_model
 from tests.agentic_iqa.conftest import graded_photos, write_csv
 from tests.conformance.harness import simulated
@@ -182,8 +183,8 @@ def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
     jobs = []
     for _ in range(2):
         config = capture(max_replan_iterations=2, vlm_cache=False, roles=roles)
-        jobs.append(lifecycle.submit(engine, JobSpec.build(manifest=path, config=config)))
-        lifecycle.run_local(engine, jobs[-1], agents, workers=1)
+        jobs.append(submit(engine, JobSpec.build(manifest=path, config=config)))
+        run_local(engine, jobs[-1], agents, workers=1)
     report = runner.invoke(app, ["eval", "report", jobs[0], "--json", "--bootstrap", "0"])
     document = json.loads(report.stdout)
     assert (document["job"]["backend"], document["job"]["model"]) == ("builtin", "builtin-v1")

@@ -12,11 +12,14 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.cli.eval import export_rows
+from agentic_iqa.cli.results import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import cancel, feed, resume
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from tests.conftest import livec_manifest
 
 pytestmark = pytest.mark.data
@@ -41,7 +44,7 @@ def manifest(livec_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     with session_scope(engine) as session:
         failed = session.execute(
             select(JobItem.line, JobItem.error)
@@ -51,16 +54,16 @@ def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):
     assert [line for line, _ in failed] == [18, 19]
     assert "line 18" in failed[0][1] and "not found" in failed[0][1]
     assert "line 19" in failed[1][1] and "'high'" in failed[1][1]
-    assert lifecycle.progress(engine, job_id).counts == {"pending": 16, "failed": 2}
+    assert progress(engine, job_id).counts == {"pending": 16, "failed": 2}
 
 
 @pytest.mark.slow
 def test_local_job_exports_and_reports_correlations_that_match_scipy(
     engine, manifest, agents, tmp_path, monkeypatch
 ):
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
-    lifecycle.run_local(engine, job_id, agents, workers=2)
-    final = lifecycle.progress(engine, job_id)
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
+    run_local(engine, job_id, agents, workers=2)
+    final = progress(engine, job_id)
     assert final.status == "done"
     assert final.counts == {"done": 16, "failed": 2}
 
@@ -100,22 +103,22 @@ def test_local_job_exports_and_reports_correlations_that_match_scipy(
 
 
 def test_resume_after_cancel_recomputes_nothing(engine, manifest, agents):
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     first: list[str] = []
-    lifecycle.feed(engine, job_id, 5, first.append)
-    from agentic_iqa.runtime import service
+    feed(engine, job_id, 5, first.append)
+    from agentic_iqa.runtime import embedded
 
     for run_id in first:
-        service.run_embedded(engine, agents, run_id)
-    assert lifecycle.cancel(engine, job_id) == 11
-    assert lifecycle.progress(engine, job_id).counts == {"done": 5, "cancelled": 11, "failed": 2}
+        embedded.run_embedded(engine, agents, run_id)
+    assert cancel(engine, job_id) == 11
+    assert progress(engine, job_id).counts == {"done": 5, "cancelled": 11, "failed": 2}
     with session_scope(engine) as session:
         steps_before = session.scalar(select(func.count()).select_from(StepRecord))
 
-    reopened, unfinished = lifecycle.resume(engine, job_id)
+    reopened, unfinished = resume(engine, job_id)
     assert (reopened, unfinished) == (11, [])
-    lifecycle.run_local(engine, job_id, agents, workers=2)
-    assert lifecycle.progress(engine, job_id).counts == {"done": 16, "failed": 2}
+    run_local(engine, job_id, agents, workers=2)
+    assert progress(engine, job_id).counts == {"done": 16, "failed": 2}
     with session_scope(engine) as session:
         runs = session.execute(select(Run.id, Run.status).where(Run.job_id == job_id)).all()
         first_steps = session.scalar(
@@ -133,7 +136,7 @@ def test_calibrate_fits_a_tool_to_the_jobs_mos_as_a_metadata_override(
 ):
     from iqa_tools import load_catalog
 
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
     monkeypatch.setenv("AGENTIC_IQA_TOOL_CACHE", "memory")
     output = tmp_path / "piqe.json"
@@ -172,7 +175,7 @@ def test_calibrate_needs_mos(engine, tmp_path, monkeypatch):
 
     for index in range(3):
         Image.fromarray(natural_image(index)).save(folder / f"{index}.png")
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder))
+    job_id = submit(engine, JobSpec.build(manifest=folder))
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", str(engine.url))
     result = runner.invoke(app, ["calibrate", job_id, "--tool", "PIQE"])
     assert result.exit_code == 1
@@ -219,12 +222,12 @@ from pathlib import Path
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.submission import submit
 url, warm_up, manifest = sys.argv[1:4]
 upgrade(url)
 engine = make_engine(url)
-lifecycle.submit(engine, JobSpec.build(manifest=Path(warm_up), check_images=False))
-job_id = lifecycle.submit(engine, JobSpec.build(manifest=Path(manifest), check_images=False))
+submit(engine, JobSpec.build(manifest=Path(warm_up), check_images=False))
+job_id = submit(engine, JobSpec.build(manifest=Path(manifest), check_images=False))
 status = Path("/proc/self/status")
 if status.is_file():
     peak = next(int(line.split()[1]) for line in status.read_text().splitlines()
@@ -301,8 +304,8 @@ def test_submitting_ten_thousand_items_keeps_memory_flat(tmp_path):
         f"{large / 1024:.1f} MiB for 10,000: +{growth:.1f} MiB"
     )
     engine = make_engine(url)
-    assert lifecycle.progress(engine, job_id).counts == {"pending": 10_000}
+    assert progress(engine, job_id).counts == {"pending": 10_000}
     claimed: list[str] = []
-    lifecycle.feed(engine, job_id, 50, claimed.append)
+    feed(engine, job_id, 50, claimed.append)
     assert len(claimed) == 50  # a window, not the dataset
-    assert lifecycle.progress(engine, job_id).counts == {"pending": 9_950, "queued": 50}
+    assert progress(engine, job_id).counts == {"pending": 9_950, "queued": 50}

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from agentic_iqa.agents.team import Agents
 from agentic_iqa.cli import app
-from agentic_iqa.cli.eval import export_rows
+from agentic_iqa.cli.results import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog, VlmCall
 from agentic_iqa.fitting.degradations import degrade
@@ -25,7 +25,10 @@ from agentic_iqa.reports.export import write_rows
 from agentic_iqa.reports.report import build_report
 from agentic_iqa.reports.report_html import render_html
 from agentic_iqa.reports.report_text import render_text
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import resume
+from agentic_iqa.runtime.local import GPU_TOOL_BATCH, local_batch_size, run_local
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from agentic_iqa.state import initial_state
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
@@ -71,11 +74,11 @@ def test_next_step_of_a_metric_run_is_only_tool_execution() -> None:
 def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
     engine, pairs_manifest, agents, tmp_path
 ):
-    job_id = lifecycle.submit(
+    job_id = submit(
         engine, JobSpec.build(manifest=pairs_manifest, tools=["piqe", "SSIM", "psnr", "PIQE"])
     )
-    lifecycle.run_local(engine, job_id, agents, workers=2)
-    final = lifecycle.progress(engine, job_id)
+    run_local(engine, job_id, agents, workers=2)
+    final = progress(engine, job_id)
     assert (final.status, final.counts, final.tools) == ("done", {"done": 8}, tuple(TOOLS))
 
     with session_scope(engine) as session:
@@ -162,14 +165,14 @@ def test_a_tool_that_fails_leaves_the_others_and_the_item_fails_only_when_all_di
     for seed in range(2):
         save(natural_image(seed, SIZE), tmp_path / f"p{seed}.png")
 
-    both = lifecycle.submit(
+    both = submit(
         engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "Broken"], tool_settings=settings)
     )
-    lifecycle.run_local(engine, both, agents, workers=1)
-    broken_only = lifecycle.submit(
+    run_local(engine, both, agents, workers=1)
+    broken_only = submit(
         engine, JobSpec.build(manifest=tmp_path, tools=["Broken"], tool_settings=settings)
     )
-    lifecycle.run_local(engine, broken_only, agents, workers=1)
+    run_local(engine, broken_only, agents, workers=1)
 
     rows = list(export_rows(engine, both)[1])
     assert [row["status"] for row in rows] == ["done", "done"]
@@ -193,11 +196,9 @@ def test_resume_reruns_only_the_failed_item_and_recomputes_nothing_done(engine, 
     good = [save(natural_image(seed, SIZE), tmp_path / f"g{seed}.png") for seed in range(3)]
     broken = tmp_path / "broken.png"
     broken.write_bytes(good[0].read_bytes()[:200])  # truncated: fails when the run decodes it
-    job_id = lifecycle.submit(
-        engine, JobSpec.build(manifest=tmp_path, tools=["PIQE"], check_images=False)
-    )
-    lifecycle.run_local(engine, job_id, agents, workers=2)
-    assert lifecycle.progress(engine, job_id).counts == {"done": 3, "failed": 1}
+    job_id = submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE"], check_images=False))
+    run_local(engine, job_id, agents, workers=2)
+    assert progress(engine, job_id).counts == {"done": 3, "failed": 1}
 
     def snapshot() -> tuple[dict[str, str | None], int, int]:
         with session_scope(engine) as session:
@@ -210,33 +211,33 @@ def test_resume_reruns_only_the_failed_item_and_recomputes_nothing_done(engine, 
             return runs, attempts, session.scalar(select(func.count()).select_from(ToolLog))
 
     runs, attempts, tool_rows = snapshot()
-    assert lifecycle.resume(engine, job_id) == (1, [])
-    lifecycle.run_local(engine, job_id, agents, workers=2)
+    assert resume(engine, job_id) == (1, [])
+    run_local(engine, job_id, agents, workers=2)
     after_runs, after_attempts, after_tool_rows = snapshot()
-    assert lifecycle.progress(engine, job_id).counts == {"done": 3, "failed": 1}
+    assert progress(engine, job_id).counts == {"done": 3, "failed": 1}
     changed = {key for key in runs if runs[key] != after_runs[key]}
     assert changed == {"broken.png"}  # only the failed item got a new run
     assert (after_attempts, after_tool_rows) == (attempts + 1, tool_rows)
-    assert lifecycle.resume(engine, job_id)[1] == [] and snapshot()[1] == after_attempts
+    assert resume(engine, job_id)[1] == [] and snapshot()[1] == after_attempts
 
 
 def test_bad_tool_names_are_refused_before_anything_is_stored(engine, tmp_path):
     save(natural_image(0, SIZE), tmp_path / "a.png")
     with pytest.raises(MetricToolsError, match=r"unknown tool 'FOO'.*Known tools: .*PIQE"):
-        lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "FOO"]))
+        submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "FOO"]))
     with pytest.raises(
         MetricToolsError,
         match=r"line 1 \('a.png'\): SSIM is a full-reference tool and this "
         "row has no reference",
     ):
-        lifecycle.submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "SSIM"]))
+        submit(engine, JobSpec.build(manifest=tmp_path, tools=["PIQE", "SSIM"]))
     nothing_here = ToolSettings(device="cpu", weights_dir=tmp_path / "empty", allow_downloads=False)
     with pytest.raises(
         MetricToolsError,
         match=r"BRISQUE cannot run here \(no, needs: "
         r"brisque_svm_weights.pth\)",
     ):
-        lifecycle.submit(
+        submit(
             engine, JobSpec.build(manifest=tmp_path, tools=["BRISQUE"], tool_settings=nothing_here)
         )
     with pytest.raises(MetricToolsError, match="names no tool"):
@@ -295,14 +296,12 @@ def test_a_local_job_with_a_tool_batch_scores_ahead_and_logs_what_each_call_comp
     registry = CountingRegistry(ToolSettings(device="cpu", tool_cache="memory"))
     client = BuiltinClient()
     agents = Agents(planner=client, executor=client, summarizer=client, registry=registry)
-    job_id = lifecycle.submit(
-        engine, JobSpec.build(manifest=pairs_manifest, tools=["PIQE", "PSNR"])
-    )
+    job_id = submit(engine, JobSpec.build(manifest=pairs_manifest, tools=["PIQE", "PSNR"]))
     broken = tmp_path / "noisy3.png"  # readable at submit, broken by the time it runs
     broken.write_bytes(b"not a png any more")
-    lifecycle.run_local(engine, job_id, agents, workers=workers, tool_batch_size=4)
+    run_local(engine, job_id, agents, workers=workers, tool_batch_size=4)
 
-    final = lifecycle.progress(engine, job_id)
+    final = progress(engine, job_id)
     assert final.counts == {"done": 7, "failed": 1}
     assert registry.ahead == 14  # 7 readable images x 2 tools, none computed one by one
     assert registry._batch_memo() == {}  # nothing scored ahead outlives its batch
@@ -340,17 +339,13 @@ def test_a_local_metric_job_batches_its_tools_by_default_only_on_a_gpu(
             registry=ToolRegistry(ToolSettings(device=device, tool_cache="memory")),
         )
 
-    metric_job = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest, tools=["PIQE"]))
-    agent_job = lifecycle.submit(engine, JobSpec.build(manifest=pairs_manifest))
-    assert (
-        lifecycle.local_batch_size(engine, metric_job, agents_on("cuda"))
-        == lifecycle.GPU_TOOL_BATCH
-        == 16
-    )
-    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cpu")) == 1
-    assert lifecycle.local_batch_size(engine, agent_job, agents_on("cuda")) == 1
+    metric_job = submit(engine, JobSpec.build(manifest=pairs_manifest, tools=["PIQE"]))
+    agent_job = submit(engine, JobSpec.build(manifest=pairs_manifest))
+    assert local_batch_size(engine, metric_job, agents_on("cuda")) == GPU_TOOL_BATCH == 16
+    assert local_batch_size(engine, metric_job, agents_on("cpu")) == 1
+    assert local_batch_size(engine, agent_job, agents_on("cuda")) == 1
     monkeypatch.setenv("AGENTIC_IQA_TOOL_BATCH_SIZE", "1")  # a setting the user made wins
-    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cuda")) == 1
+    assert local_batch_size(engine, metric_job, agents_on("cuda")) == 1
     monkeypatch.setenv("AGENTIC_IQA_TOOL_BATCH_SIZE", "8")
-    assert lifecycle.local_batch_size(engine, metric_job, agents_on("cpu")) == 8
-    assert lifecycle.local_batch_size(engine, agent_job, agents_on("cuda")) == 1
+    assert local_batch_size(engine, metric_job, agents_on("cpu")) == 8
+    assert local_batch_size(engine, agent_job, agents_on("cuda")) == 1

@@ -51,7 +51,8 @@ def test_a_metric_job_on_objects_scores_as_on_local_files_and_fetches_each_once(
     engine, bucket: str, tmp_path: Path
 ) -> None:
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
     from iqa_tools import images
 
     manifest = tmp_path / "m.csv"
@@ -60,14 +61,14 @@ def test_a_metric_job_on_objects_scores_as_on_local_files_and_fetches_each_once(
         + "".join(f"{p},{p}\n" for p in PHOTOS)
         + "gone,missing.png\nout,../elsewhere/i03_blurred.png\n"
     )
-    remote = lifecycle.submit(
+    remote = submit(
         engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
     )
-    lifecycle.run_local(engine, remote, AgentsCache(), workers=1)
-    local = lifecycle.submit(
+    run_local(engine, remote, AgentsCache(), workers=1)
+    local = submit(
         engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=REPO / "examples")
     )
-    lifecycle.run_local(engine, local, AgentsCache(), workers=1)
+    run_local(engine, local, AgentsCache(), workers=1)
     on_store, on_disk = _scores(engine, remote), _scores(engine, local)
     for photo in PHOTOS:
         assert on_store[photo][0] == "done", on_store[photo]
@@ -88,18 +89,17 @@ def test_an_agent_job_on_objects_answers_as_on_local_files(
 ) -> None:
     """The builtin agent (plan, tools, summary): the same answer and score per item."""
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("image\n" + "".join(f"s3://{bucket}/photos/{p}\n" for p in PHOTOS))
     local_manifest = tmp_path / "local.csv"
     local_manifest.write_text("image\n" + "".join(f"{REPO / 'examples' / p}\n" for p in PHOTOS))
-    remote = lifecycle.submit(
-        engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos")
-    )
-    local = lifecycle.submit(engine, JobSpec.build(manifest=local_manifest))
+    remote = submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos"))
+    local = submit(engine, JobSpec.build(manifest=local_manifest))
     for job in (remote, local):
-        lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+        run_local(engine, job, AgentsCache(), workers=1)
     from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
 
@@ -120,7 +120,7 @@ def test_a_bucket_root_confines_full_urls_to_its_prefix(
 ) -> None:
     from sqlalchemy import text
 
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     manifest = tmp_path / "m.csv"
     manifest.write_text(
@@ -130,7 +130,7 @@ def test_a_bucket_root_confines_full_urls_to_its_prefix(
         f"climb,s3://{bucket}/photos/../secret/x.png\n"
         f"local,{REPO / 'examples' / 'i03_blurred.png'}\n"
     )
-    job = lifecycle.submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos"))
+    job = submit(engine, JobSpec.build(manifest=manifest, root=f"s3://{bucket}/photos"))
     with engine.connect() as connection:
         rows = {
             line: (status, error)
@@ -149,11 +149,13 @@ def test_a_resume_fails_the_item_whose_object_changed_since_submit(
     from sqlalchemy import text
 
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.lifecycle import resume
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.submission import submit
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
-    job = lifecycle.submit(
+    job = submit(
         engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
     )
     with engine.connect() as connection:
@@ -168,8 +170,8 @@ def test_a_resume_fails_the_item_whose_object_changed_since_submit(
     boto3.client("s3", endpoint_url=moto_url).put_object(  # replaced before the job ran
         Bucket=bucket, Key=f"photos/{PHOTOS[0]}", Body=(REPO / "examples" / PHOTOS[1]).read_bytes()
     )
-    lifecycle.resume(engine, job)
-    lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+    resume(engine, job)
+    run_local(engine, job, AgentsCache(), workers=1)
     rows = _scores(engine, job)
     assert rows[PHOTOS[1]][0] == "done"
     status, _, error = rows[PHOTOS[0]]
@@ -205,7 +207,9 @@ def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
     from threading import Thread
 
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.local import run_local
+    from agentic_iqa.runtime.progress import progress
+    from agentic_iqa.runtime.submission import submit
     from iqa_tools import images, storage
 
     class Denied(BaseHTTPRequestHandler):
@@ -228,7 +232,7 @@ def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
 
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "".join(f"{p},{p}\n" for p in PHOTOS))
-    job = lifecycle.submit(
+    job = submit(
         engine, JobSpec.build(manifest=manifest, tools=["PIQE"], image_dir=f"s3://{bucket}/photos")
     )
     server = ThreadingHTTPServer(("127.0.0.1", 0), Denied)
@@ -238,10 +242,10 @@ def test_a_store_refusing_the_workers_credential_stops_the_job_with_one_message(
         monkeypatch.setenv("AGENTIC_IQA_OBJECT_CACHE", str(tmp_path / "worker-objects"))
         monkeypatch.setattr(images, "_OBJECT_CACHE", [])
         storage.forget_filesystems()  # as a worker process would start: nothing seen yet
-        lifecycle.run_local(engine, job, AgentsCache(), workers=1)
+        run_local(engine, job, AgentsCache(), workers=1)
     finally:
         server.shutdown()
-    current = lifecycle.progress(engine, job)
+    current = progress(engine, job)
     assert current.status == "cancelled"
     assert current.error is not None and current.error.startswith("stopped:")
     assert "image store's credential" in current.error and "\n" not in current.error

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.cli.eval import export_rows
+from agentic_iqa.cli.results import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, JobItem, StepRecord, ToolLog
 from agentic_iqa.jobs.manifest import (
@@ -25,7 +25,8 @@ from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.query import parse_query, with_options
 from agentic_iqa.reports.report import build_report
 from agentic_iqa.reports.report_text import render_text
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.submission import submit
 from tests.agentic_iqa.conftest import graded_photos, write_csv
 
 runner = CliRunner()
@@ -179,8 +180,8 @@ def test_a_qbench_json_runs_as_a_job_and_reports_accuracy_per_question_type(
         )
     path = tmp_path / "qa.json"
     path.write_text(json.dumps(records))
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=path))
-    lifecycle.run_local(engine, job_id, agents, workers=2)
+    job_id = submit(engine, JobSpec.build(manifest=path))
+    run_local(engine, job_id, agents, workers=2)
     _columns, rows = export_rows(engine, job_id)
     rows = list(rows)
     assert len(rows) == 8 and {row["status"] for row in rows} == {"done"}
@@ -210,14 +211,14 @@ def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
         [[name, 80 - 15 * index] for index, name in enumerate(names)],
     )
     jobs = {
-        mode: lifecycle.submit(
+        mode: submit(
             engine,
             JobSpec.build(manifest=path, mode=mode, tools=["PIQE"] if mode == "tools" else None),
         )
         for mode in ("agent", "vlm", "tools")
     }
     for job_id in jobs.values():
-        lifecycle.run_local(engine, job_id, agents, workers=2)
+        run_local(engine, job_id, agents, workers=2)
     with session_scope(engine) as session:
         assert {mode: session.get(Job, job_id).mode for mode, job_id in jobs.items()} == {
             "agent": "agent",
@@ -256,7 +257,7 @@ def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
         rows = list(export_rows(engine, jobs[mode])[1])
         assert all(row["status"] == "done" and 1 <= row["quality_score"] <= 5 for row in rows)
     with pytest.raises(ValueError, match="--mode tools runs the tools alone"):
-        lifecycle.submit(engine, JobSpec.build(manifest=path, mode="tools"))
+        submit(engine, JobSpec.build(manifest=path, mode="tools"))
 
 
 def test_a_job_whose_every_row_is_bad_exits_non_zero_with_the_first_reason(tmp_path, monkeypatch):

@@ -13,7 +13,9 @@ from agentic_iqa.db import reads
 from agentic_iqa.db.engine import read_scope
 from agentic_iqa.db.models import Job, JobItem
 from agentic_iqa.jobs.spec import JobSpec, JobSpecError
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import job_spec
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from tests.conftest import livec_manifest
 from tests.dataset_roots import koniq_root, livec_root, livec_rows
 
@@ -39,8 +41,8 @@ def test_a_spec_round_trips_through_the_database_and_fills_the_old_columns(
         vlm_cache=False,
         check_images=False,
     )
-    job_id = lifecycle.submit(engine, spec)
-    stored = lifecycle.job_spec(engine, job_id)
+    job_id = submit(engine, spec)
+    stored = job_spec(engine, job_id)
     assert (
         stored.group,
         stored.limit,
@@ -72,13 +74,13 @@ def test_a_spec_round_trips_through_the_database_and_fills_the_old_columns(
 
 def test_a_job_stored_before_specs_gets_one_from_its_columns(engine, tmp_path, livec_dir):
     root = koniq_root(livec_dir, tmp_path / "koniq", 2)
-    job_id = lifecycle.submit(
+    job_id = submit(
         engine,
         JobSpec.build(dataset="koniq", root=root, tools=["PIQE"], query="q?", check_images=False),
     )
     with engine.begin() as connection:
         connection.execute(text("UPDATE jobs SET spec_json = NULL, job_group = NULL"))
-    spec = lifecycle.job_spec(engine, job_id)
+    spec = job_spec(engine, job_id)
     assert (
         spec.dataset,
         spec.split,
@@ -145,16 +147,16 @@ def test_a_sweep_cell_is_a_copy_checked_again():
 def test_a_dataset_job_is_named_for_dataset_split_mode_and_model(engine, tmp_path, livec_dir):
     koniq = koniq_root(livec_dir, tmp_path / "koniq", 1)
     livec = livec_root(livec_dir, tmp_path / "livec", 1)
-    metric = lifecycle.submit(
+    metric = submit(
         engine, JobSpec.build(dataset="KonIQ-10k", root=koniq, tools=["PIQE"], check_images=False)
     )
-    agent = lifecycle.submit(engine, JobSpec.build(dataset="livec", root=livec, check_images=False))
+    agent = submit(engine, JobSpec.build(dataset="livec", root=livec, check_images=False))
     assert _job(engine, metric).name == "koniq10k-all-tools-PIQE"
     assert _job(engine, agent).name == "livec-all-agent-builtin"
-    named = lifecycle.submit(
+    named = submit(
         engine, JobSpec.build(dataset="livec", root=livec, name="mine", check_images=False)
     )
-    assert _job(engine, named).name == lifecycle.job_spec(engine, named).name == "mine"
+    assert _job(engine, named).name == job_spec(engine, named).name == "mine"
 
 
 def _mos(engine, job_id: str) -> list[float]:
@@ -168,10 +170,10 @@ def _mos(engine, job_id: str) -> list[float]:
 
 def test_koniq_scored_against_the_zscore_reads_the_mos_zscore_column(engine, tmp_path, livec_dir):
     root = koniq_root(livec_dir, tmp_path / "koniq", 3)
-    by_mos = lifecycle.submit(
+    by_mos = submit(
         engine, JobSpec.build(dataset="koniq", root=root, tools=["PIQE"], check_images=False)
     )
-    by_z = lifecycle.submit(
+    by_z = submit(
         engine,
         JobSpec.build(
             dataset="koniq", root=root, tools=["PIQE"], score="zscore", check_images=False
@@ -180,7 +182,7 @@ def test_koniq_scored_against_the_zscore_reads_the_mos_zscore_column(engine, tmp
     published = [mos for _, mos in livec_rows(livec_dir, 3)]
     assert _mos(engine, by_z) == pytest.approx(published, abs=1e-4)
     assert _mos(engine, by_mos) == pytest.approx([1 + 4 * m / 100 for m in published], abs=1e-4)
-    spec = lifecycle.job_spec(engine, by_z)
+    spec = job_spec(engine, by_z)
     assert (spec.score, spec.scored_against, spec.mos_range) == (
         "zscore",
         "MOS_zscore",
@@ -211,7 +213,7 @@ def test_resume_reads_how_the_job_runs_from_its_record(tmp_path, results, livec_
     upgrade(results)
     engine = make_engine(results)
     config = capture(max_replan_iterations=1, vlm_cache=True, roles=roles)
-    job_id = lifecycle.submit(
+    job_id = submit(
         engine,
         JobSpec.build(manifest=livec_manifest(livec_dir, tmp_path / "m.csv", 2), config=config),
     )
@@ -221,5 +223,5 @@ def test_resume_reads_how_the_job_runs_from_its_record(tmp_path, results, livec_
     refused = CliRunner().invoke(app, ["eval", "resume", job_id[:8]])
     assert refused.exit_code == 2, refused.output
     assert "cannot run here" in refused.output and "OPENAI_API_KEY" in refused.output
-    assert lifecycle.progress(engine, job_id).counts == {"pending": 2}
-    assert lifecycle.job_spec(engine, job_id).config.max_replan_iterations == 1
+    assert progress(engine, job_id).counts == {"pending": 2}
+    assert job_spec(engine, job_id).config.max_replan_iterations == 1

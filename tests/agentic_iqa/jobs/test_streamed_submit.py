@@ -1,5 +1,5 @@
 """A submit streams its manifest into the database in bulk, and its first items run
-while the rest of its rows are still being read; ``lifecycle.submit`` takes a JobSpec only."""
+while the rest of its rows are still being read; ``submit`` takes a JobSpec only."""
 
 from __future__ import annotations
 
@@ -21,7 +21,16 @@ from agentic_iqa.db.engine import make_engine, read_scope, session_scope
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.manifest import PREFETCH_ROWS, PROCESS_CHECKS_AFTER
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime import submission as submission_module
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import (
+    SUBMIT_CHUNK,
+    SUBMIT_WAIT_SECONDS,
+    Submission,
+    SubmitStopped,
+    submit,
+)
 from tests.conftest import natural_image, scratch_postgres
 
 #: Long enough for a row to be stored, claimed and scored on a loaded machine.
@@ -89,7 +98,7 @@ def test_the_first_item_is_done_before_the_last_row_is_read(engine, agents, tmp_
     photo(tmp_path / "p.png")
     pipe = Pipe(tmp_path / "m.csv", "id,image,mos")
     pipe.write("first,p.png,3")
-    submission = lifecycle.Submission(engine, JobSpec.build(manifest=pipe.path, tools=["PIQE"]))
+    submission = Submission(engine, JobSpec.build(manifest=pipe.path, tools=["PIQE"]))
     job_id = submission.started()
     assert items(engine, job_id) == {"first": (2, "pending", None)}
     written: dict[str, bool] = {}
@@ -101,11 +110,11 @@ def test_the_first_item_is_done_before_the_last_row_is_read(engine, agents, tmp_
 
     writer = threading.Thread(target=write_the_rest_once_the_first_is_done, daemon=True)
     writer.start()
-    lifecycle.run_local(engine, job_id, agents, workers=1)  # waits for the rows still to come
+    run_local(engine, job_id, agents, workers=1)  # waits for the rows still to come
     assert submission.result() == job_id
     writer.join(PATIENCE)
     assert written["first done"], "the first item never ran while the manifest was open"
-    final = lifecycle.progress(engine, job_id)
+    final = progress(engine, job_id)
     assert (final.status, final.counts) == ("done", {"done": 2})
     assert items(engine, job_id)["last"] == (3, "done", None)
 
@@ -114,7 +123,7 @@ def test_a_job_is_not_finished_while_its_rows_are_still_coming(engine, agents, t
     photo(tmp_path / "p.png")
     pipe = Pipe(tmp_path / "m.csv", "id,image")
     pipe.write(",missing.png")  # a bad row: failed at once, so every stored item has ended
-    submission = lifecycle.Submission(engine, JobSpec.build(manifest=pipe.path))
+    submission = Submission(engine, JobSpec.build(manifest=pipe.path))
     job_id = submission.started()
     assert items(engine, job_id)["<line 2>"][1] == "failed"
     with session_scope(engine) as session:
@@ -127,9 +136,9 @@ def test_a_job_is_not_finished_while_its_rows_are_still_coming(engine, agents, t
     assert submission.result() == job_id
     with read_scope(engine) as session:
         assert reads.get_job(session, job_id).submitting is False
-    assert lifecycle.progress(engine, job_id).status == "running"  # "good" waits to run
-    lifecycle.run_local(engine, job_id, agents, workers=1)
-    final = lifecycle.progress(engine, job_id)
+    assert progress(engine, job_id).status == "running"  # "good" waits to run
+    run_local(engine, job_id, agents, workers=1)
+    final = progress(engine, job_id)
     assert (final.status, final.counts) == ("done", {"done": 1, "failed": 1})
 
 
@@ -138,14 +147,14 @@ def test_a_submit_stopped_halfway_cancels_its_job_and_says_where(engine, tmp_pat
     pipe = Pipe(tmp_path / "m.csv", "id,image")
     pipe.write("a,p.png")
     pipe.write("b,p.png")
-    submission = lifecycle.Submission(engine, JobSpec.build(manifest=pipe.path))
+    submission = Submission(engine, JobSpec.build(manifest=pipe.path))
     job_id = submission.started()
     assert until(lambda: len(items(engine, job_id)) == 2)
     submission.stop()
-    with pytest.raises(lifecycle.SubmitStopped):
+    with pytest.raises(SubmitStopped):
         submission.result()
     pipe.close()
-    final = lifecycle.progress(engine, job_id)
+    final = progress(engine, job_id)
     assert (final.status, final.counts) == ("cancelled", {"cancelled": 2})
     assert final.error == (
         "submit ended after line 3: it was stopped; the rows after it were "
@@ -177,23 +186,21 @@ def one_image_manifest(folder: Path, rows: int) -> Path:
 
 
 def test_sqlite_stores_a_chunk_of_items_per_statement(engine, counted, tmp_path):
-    rows = 5 * lifecycle.SUBMIT_CHUNK
+    rows = 5 * SUBMIT_CHUNK
     manifest = one_image_manifest(tmp_path, rows)
     started = time.monotonic()
-    job_id = lifecycle.submit(
-        engine, JobSpec.build(manifest=manifest, tools=["PIQE"], check_images=False)
-    )
+    job_id = submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"], check_images=False))
     seconds = time.monotonic() - started
-    assert lifecycle.progress(engine, job_id).counts == {"pending": rows}
+    assert progress(engine, job_id).counts == {"pending": rows}
     assert sum(count for _sql, count in counted) == rows
     # A chunk per statement; a chunk may be cut short when its rows come slower than
     # SUBMIT_WAIT_SECONDS, at most once per such wait.
-    allowed = math.ceil(rows / lifecycle.SUBMIT_CHUNK) + seconds / lifecycle.SUBMIT_WAIT_SECONDS
+    allowed = math.ceil(rows / SUBMIT_CHUNK) + seconds / SUBMIT_WAIT_SECONDS
     assert len(counted) <= allowed, (len(counted), seconds)
 
 
 def test_postgresql_stores_items_by_copy_a_chunk_per_statement(postgres_admin_url, tmp_path):
-    rows = 5 * lifecycle.SUBMIT_CHUNK
+    rows = 5 * SUBMIT_CHUNK
     manifest = one_image_manifest(tmp_path, rows)
     with scratch_postgres(postgres_admin_url) as url:
         upgrade(url)
@@ -210,7 +217,7 @@ def test_postgresql_stores_items_by_copy_a_chunk_per_statement(postgres_admin_ur
                 )
             )
         started = time.monotonic()
-        job_id = lifecycle.submit(
+        job_id = submit(
             engine, JobSpec.build(manifest=manifest, tools=["PIQE"], check_images=False)
         )
         seconds = time.monotonic() - started
@@ -218,19 +225,19 @@ def test_postgresql_stores_items_by_copy_a_chunk_per_statement(postgres_admin_ur
             statements = (
                 connection.execute(text("SELECT query FROM item_statements")).scalars().all()
             )
-        assert lifecycle.progress(engine, job_id).counts == {"pending": rows}
+        assert progress(engine, job_id).counts == {"pending": rows}
     assert statements and all(query.startswith("COPY job_items") for query in statements)
-    allowed = math.ceil(rows / lifecycle.SUBMIT_CHUNK) + seconds / lifecycle.SUBMIT_WAIT_SECONDS
+    allowed = math.ceil(rows / SUBMIT_CHUNK) + seconds / SUBMIT_WAIT_SECONDS
     assert len(statements) <= allowed, (len(statements), seconds)
 
 
 def test_submit_takes_a_spec_and_nothing_else(engine, tmp_path):
     manifest = one_image_manifest(tmp_path, 2)
     with pytest.raises(TypeError, match="takes a JobSpec, not PosixPath"):
-        lifecycle.submit(engine, manifest)
+        submit(engine, manifest)
     with pytest.raises(TypeError):
-        lifecycle.submit(engine, manifest, tools=["PIQE"])  # type: ignore[call-arg]
-    assert not hasattr(lifecycle, "spec_from_keywords")
+        submit(engine, manifest, tools=["PIQE"])  # type: ignore[call-arg]
+    assert not hasattr(submission_module, "spec_from_keywords")
     with session_scope(engine) as session:
         assert reads.latest_job(session) is None
 
@@ -240,7 +247,7 @@ def test_a_later_row_without_the_reference_a_tool_needs_is_a_bad_row(engine, tmp
         photo(tmp_path / name, seed)
     manifest = tmp_path / "pairs.csv"
     manifest.write_text("id,image,reference\nx,a.png,a_ref.png\ny,b.png,\n")
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest, tools=["SSIM"]))
+    job_id = submit(engine, JobSpec.build(manifest=manifest, tools=["SSIM"]))
     assert items(engine, job_id) == {
         "x": (2, "pending", None),
         "y": (
@@ -268,7 +275,7 @@ def test_images_checked_in_parallel_keep_every_rule_of_file_order(engine, tmp_pa
     lines[late + 30] = "own,cut.png"  # bad, and no other row has its id: keeps it
     manifest = tmp_path / "m.csv"
     manifest.write_text("id,image\n" + "\n".join(lines) + "\n")
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     found = items(engine, job_id)
     assert len(found) == count
     failed = {key: value for key, value in found.items() if value[1] == "failed"}

@@ -14,13 +14,16 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from agentic_iqa.cli import app
-from agentic_iqa.cli.eval import export_rows
+from agentic_iqa.cli.results import export_rows
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.reports.report import build_report
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import cancel
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from tests.agentic_iqa.conftest import write_csv
 from tests.conftest import natural_image
 
@@ -54,7 +57,7 @@ def test_an_id_equal_to_a_bad_rows_old_key_and_a_bad_rows_id_do_not_break_submit
             ["a.png", "", "x"],  # 5: good: was failed as a duplicate of line 4
         ],
     )
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=manifest))
+    job_id = submit(engine, JobSpec.build(manifest=manifest))
     found = items(engine, job_id)
     assert set(found) == {"<line 2>", "line-2", "<line 4>", "x"}
     assert found["line-2"][:2] == (3, "pending") and found["x"][:2] == (5, "pending")
@@ -78,12 +81,12 @@ def unreadable_folder(folder: Path) -> Path:
 
 def test_unreadable_images_are_failed_items_with_the_reason(engine, agents, tmp_path):
     folder = unreadable_folder(tmp_path / "photos")
-    checked = lifecycle.submit(engine, JobSpec.build(manifest=folder))
-    assert lifecycle.progress(engine, checked).counts == {"pending": 1, "failed": 2}
+    checked = submit(engine, JobSpec.build(manifest=folder))
+    assert progress(engine, checked).counts == {"pending": 1, "failed": 2}
 
-    unchecked = lifecycle.submit(engine, JobSpec.build(manifest=folder, check_images=False))
-    lifecycle.run_local(engine, unchecked, agents, workers=1)
-    assert lifecycle.progress(engine, unchecked).counts == {"done": 1, "failed": 2}
+    unchecked = submit(engine, JobSpec.build(manifest=folder, check_images=False))
+    run_local(engine, unchecked, agents, workers=1)
+    assert progress(engine, unchecked).counts == {"done": 1, "failed": 2}
     _columns, rows = export_rows(engine, unchecked)
     by_id = {row["item_id"]: row for row in rows}
     assert by_id["a_good.png"]["status"] == "done"
@@ -153,11 +156,11 @@ def test_a_job_cancelled_while_the_command_waits_ends_with_exit_1(tmp_path, cli_
         deadline = time.monotonic() + 60
         while not cancelled and time.monotonic() < deadline:
             try:
-                job_id = lifecycle.progress(engine).job_id
+                job_id = progress(engine).job_id
             except Exception:  # no job yet
                 time.sleep(0.02)
                 continue
-            lifecycle.cancel(engine, job_id)
+            cancel(engine, job_id)
             cancelled.append(job_id)
 
     canceller = threading.Thread(target=cancel_the_job_when_it_appears)
@@ -167,5 +170,5 @@ def test_a_job_cancelled_while_the_command_waits_ends_with_exit_1(tmp_path, cli_
     assert cancelled, "the job never appeared"
     assert result.exit_code == 1, result.output
     assert f"job {cancelled[0]} was cancelled" in " ".join(result.output.split())
-    counts = lifecycle.progress(engine, cancelled[0]).counts
+    counts = progress(engine, cancelled[0]).counts
     assert counts.get("cancelled", 0) > 0 and sum(counts.values()) == 12

@@ -25,7 +25,7 @@ from agentic_iqa.db import make_engine
 from agentic_iqa.db.engine import read_scope
 from agentic_iqa.db.models import Job, JobItem
 from agentic_iqa.jobs.subset import Subset, row_identity
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.lifecycle import job_spec
 from tests.conftest import natural_image
 from tests.dataset_roots import koniq_root
 
@@ -135,7 +135,7 @@ def test_submit_sample_takes_the_seeds_rows_and_the_job_says_so(tmp_path, result
     with read_scope(make_engine(results)) as session:
         stored = json.loads(session.get(Job, first).spec_json)
     assert (stored["sample"], stored["seed"], stored["offset"], stored["limit"]) == (4, 7, 0, None)
-    assert lifecycle.job_spec(make_engine(results), first).subset == Subset(sample=4, seed=7)
+    assert job_spec(make_engine(results), first).subset == Subset(sample=4, seed=7)
     listed = runner.invoke(app, ["eval", "list", "--json"])
     assert {row["id"]: row["subset"] for row in json.loads(listed.stdout)}[
         first
@@ -155,9 +155,9 @@ def test_submit_offset_skips_rows_and_a_seed_without_a_sample_is_refused(tmp_pat
     manifest = _photos(tmp_path / "photos", 8)
     job = _job(str(manifest), "--offset", "5", "--limit", "2")
     assert _items(results, job) == ["p05.png", "p06.png"]
-    assert lifecycle.job_spec(make_engine(results), job).subset.describe() == "rows 6-7"
+    assert job_spec(make_engine(results), job).subset.describe() == "rows 6-7"
     unseeded = _job(str(manifest), "--sample", "3")
-    assert lifecycle.job_spec(make_engine(results), unseeded).seed == 0  # stored, drawn again
+    assert job_spec(make_engine(results), unseeded).seed == 0  # stored, drawn again
     assert _items(results, unseeded) == _items(
         results, _job(str(manifest), "--sample", "3", "--seed", "0")
     )

@@ -27,8 +27,10 @@ from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import Job, JobItem, Run
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
 from agentic_iqa.runtime.heartbeat import Holder
+from agentic_iqa.runtime.local import take_over
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from tests.conftest import REPO, natural_image
 
 runner = CliRunner()
@@ -60,7 +62,7 @@ def _in_flight(engine, job_id: str, holder: Holder | None, seconds: float) -> No
 def job(tmp_path: Path, results: str) -> tuple[object, str]:
     upgrade(results)
     engine = make_engine(results)
-    return engine, lifecycle.submit(engine, JobSpec.build(manifest=_photos(tmp_path / "photos", 3)))
+    return engine, submit(engine, JobSpec.build(manifest=_photos(tmp_path / "photos", 3)))
 
 
 def test_holders_are_told_alive_gone_or_unknown() -> None:
@@ -76,14 +78,14 @@ def test_holders_are_told_alive_gone_or_unknown() -> None:
 def test_a_gone_holder_is_taken_over_at_once_and_the_job_shows_stalled(job) -> None:
     engine, job_id = job
     _in_flight(engine, job_id, _gone_process(), seconds=300)
-    current = lifecycle.progress(engine, job_id)
+    current = progress(engine, job_id)
     assert current.orphaned and current.eta_seconds is None  # not after the lease: now
-    taken = lifecycle.take_over(engine, job_id)
+    taken = take_over(engine, job_id)
     assert taken.taken and taken.live == 2 and taken.state == "gone"
     with read_scope(engine) as session:
         assert Holder.from_json(session.get(Job, job_id).lease_holder) == Holder.here()
     # This process holds it now: a second resume beside it finds a live holder.
-    second = lifecycle.take_over(engine, job_id)
+    second = take_over(engine, job_id)
     assert not second.taken and second.state == "alive"
 
 
@@ -106,7 +108,7 @@ def test_a_resume_beside_a_live_holder_exits_1_unless_taken_over(job) -> None:
         )
     taken = runner.invoke(app, ["eval", "resume", job_id[:8], "--take-over", "--yes"])
     assert taken.exit_code == 0, taken.output
-    assert lifecycle.progress(engine, job_id).counts == {"done": 3}
+    assert progress(engine, job_id).counts == {"done": 3}
 
 
 def test_an_unknown_holder_is_waited_for_with_a_countdown_then_taken_over(job) -> None:
@@ -118,7 +120,7 @@ def test_an_unknown_holder_is_waited_for_with_a_countdown_then_taken_over(job) -
     text = " ".join(resumed.output.split())
     assert "runs hold a lease of process" in text and "on host gpu-07" in text
     assert re.search(r"waiting [1-3] s for it to run out", text), text
-    assert lifecycle.progress(engine, job_id).counts == {"done": 3}
+    assert progress(engine, job_id).counts == {"done": 3}
 
 
 def test_an_unknown_holder_whose_leases_are_renewed_is_alive(job) -> None:
@@ -219,4 +221,4 @@ def test_a_cancelled_job_whose_process_died_is_resumed_at_once(job) -> None:
     resumed = runner.invoke(app, ["eval", "resume", job_id[:8]])
     assert resumed.exit_code == 0, resumed.output
     assert "is gone; taking over its 2 runs" in " ".join(resumed.output.split())
-    assert lifecycle.progress(engine, job_id).counts == {"done": 3}
+    assert progress(engine, job_id).counts == {"done": 3}

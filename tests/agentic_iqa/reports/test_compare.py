@@ -234,7 +234,7 @@ def manifest(folder: Path) -> Path:
 
 @pytest.mark.slow
 def test_compare_two_metric_jobs_from_the_command_line(tmp_path, weights_dir):
-    from agentic_iqa.cli.eval import export_rows
+    from agentic_iqa.cli.results import export_rows
     from agentic_iqa.db import make_engine
 
     url = f"sqlite:///{tmp_path / 'r.db'}"

@@ -73,13 +73,13 @@ def big_jobs(
 def _described(url: str, jobs: list[str], *, from_rows: bool) -> list[tuple[dict[str, Any], Any]]:
     """The jobs as ``eval compare`` describes them, with their columns read from the database
     (the baseline's with ranks and image digests) or their exported rows."""
-    from agentic_iqa.cli.eval import _vlm_summary, export_rows
+    from agentic_iqa.cli.results import export_rows, read_vlm_summary
 
     engine = make_engine(url)
     described = []
     for index, job_id in enumerate(jobs):
         with read_scope(engine) as session:
-            about = {**reads.job_summary(session, job_id), "vlm": _vlm_summary(engine, job_id)}
+            about = {**reads.job_summary(session, job_id), "vlm": read_vlm_summary(engine, job_id)}
             data = (
                 list(export_rows(engine, job_id)[1])
                 if from_rows

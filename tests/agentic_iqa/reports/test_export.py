@@ -270,9 +270,9 @@ def test_csv_neutralises_formula_text_in_every_text_column_and_keeps_numbers(
 
 def test_the_query_column_holds_the_query_each_item_is_asked(engine, tmp_path: Path) -> None:
     """A row without its own query is asked the job's: the export says which, never blank."""
-    from agentic_iqa.cli.eval import export_rows
+    from agentic_iqa.cli.results import export_rows
     from agentic_iqa.jobs.spec import JobSpec
-    from agentic_iqa.runtime import lifecycle
+    from agentic_iqa.runtime.submission import submit
 
     image = Path(__file__).resolve().parents[3] / "examples" / "i03_blurred.png"
     manifest = tmp_path / "manifest.jsonl"
@@ -283,7 +283,7 @@ def test_the_query_column_holds_the_query_each_item_is_asked(engine, tmp_path: P
         + "\n",
         encoding="utf-8",
     )
-    asked = lifecycle.submit(
+    asked = submit(
         engine, JobSpec.build(manifest=manifest, query="Is it sharp?", check_images=False)
     )
     _columns, rows = export_rows(engine, asked)
@@ -291,7 +291,7 @@ def test_the_query_column_holds_the_query_each_item_is_asked(engine, tmp_path: P
         "own": "Is the sky noisy?",
         "default": "Is it sharp?",
     }
-    implied = lifecycle.submit(engine, JobSpec.build(manifest=manifest, check_images=False))
+    implied = submit(engine, JobSpec.build(manifest=manifest, check_images=False))
     _columns, rows = export_rows(engine, implied)
     assert {row["item_id"]: row["query"] for row in rows} == {
         "own": "Is the sky noisy?",

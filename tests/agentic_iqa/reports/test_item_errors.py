@@ -20,8 +20,8 @@ from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.reports.errors import failure_reason as report_reason
 from agentic_iqa.reports.errors import readable
-from agentic_iqa.runtime import lifecycle
 from agentic_iqa.runtime.service import failure_reason
+from agentic_iqa.runtime.submission import submit
 from agentic_iqa.state import PlannerError
 from tests.conftest import REPO, natural_image
 
@@ -78,7 +78,7 @@ def test_a_run_that_failed_with_a_planner_record_closes_its_item_readably(
     Image.fromarray(natural_image(0)).save(folder / "a.png")
     upgrade(results)
     engine = make_engine(results)
-    job_id = lifecycle.submit(engine, JobSpec.build(manifest=folder))
+    job_id = submit(engine, JobSpec.build(manifest=folder))
     with session_scope(engine) as session:
         (run_id,) = store.claim(session, store.get_job(session, job_id), 1)
         steps.fail_run(session, run_id, error=PLANNER_JSON)

@@ -15,7 +15,8 @@ from agentic_iqa.db import Run, dispose_engines, make_engine, session_scope, upg
 from agentic_iqa.db import jobs as store
 from agentic_iqa.db.models import JobItem, utc_now
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.progress import progress
+from agentic_iqa.runtime.submission import submit
 from agentic_iqa.runtime.supervisor import supervise_once
 
 
@@ -34,7 +35,7 @@ def _job(engine, folder: Path, count: int) -> str:
     for index in range(count):
         pixels = rng.integers(0, 255, size=(64, 64, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(images / f"img{index:02d}.png")
-    return lifecycle.submit(engine, JobSpec.build(manifest=images))
+    return submit(engine, JobSpec.build(manifest=images))
 
 
 def _expire_all(engine) -> None:
@@ -49,7 +50,7 @@ def test_a_job_stored_by_a_submitter_that_died_is_fed_up_to_the_window(engine, t
     assert first.fed == {job_id: 3} and len(sent) == 3 and not first.resent
     again = supervise_once(engine, window=3, lease_seconds=60, dispatch=sent.append)
     assert again.fed == {job_id: 0} and len(sent) == 3  # the window is full: nothing more
-    assert lifecycle.progress(engine, job_id).counts == {"queued": 3, "pending": 4}
+    assert progress(engine, job_id).counts == {"queued": 3, "pending": 4}
 
 
 def test_local_jobs_are_not_fed_by_workers(engine, tmp_path):
@@ -64,14 +65,14 @@ def test_runs_whose_lease_passed_are_re_sent_once_and_shown_as_stalled(engine, t
     job_id = _job(engine, tmp_path, 2)
     sent: list[str] = []
     supervise_once(engine, window=5, lease_seconds=60, dispatch=sent.append)
-    assert lifecycle.progress(engine, job_id).stalled == 0
+    assert progress(engine, job_id).stalled == 0
     _expire_all(engine)  # the messages were lost with the broker
-    stalled = lifecycle.progress(engine, job_id)
+    stalled = progress(engine, job_id)
     assert stalled.stalled == 2 and stalled.eta_seconds is None
     tick = supervise_once(engine, window=5, lease_seconds=60, dispatch=sent.append)
     assert sorted(tick.resent) == sorted(sent[:2]) and len(sent) == 4
     assert supervise_once(engine, window=5, lease_seconds=60, dispatch=sent.append).resent == []
-    assert lifecycle.progress(engine, job_id).stalled == 0
+    assert progress(engine, job_id).stalled == 0
 
 
 def test_a_broker_that_refuses_messages_is_retried_a_lease_later(engine, tmp_path):
@@ -82,7 +83,7 @@ def test_a_broker_that_refuses_messages_is_retried_a_lease_later(engine, tmp_pat
 
     tick = supervise_once(engine, window=5, lease_seconds=60, dispatch=broker_down)
     assert tick.errors and "hunter22" not in " ".join(tick.errors)
-    assert lifecycle.progress(engine, job_id).counts == {"queued": 2}  # claimed, not lost
+    assert progress(engine, job_id).counts == {"queued": 2}  # claimed, not lost
     sent: list[str] = []
     assert supervise_once(engine, window=5, lease_seconds=60, dispatch=sent.append).resent == []
     _expire_all(engine)
@@ -102,7 +103,7 @@ def test_an_item_whose_run_ended_without_closing_it_is_closed(engine, tmp_path):
         )
     tick = supervise_once(engine, window=5, lease_seconds=60, dispatch=lambda _r: None)
     assert tick.closed == 1
-    final = lifecycle.progress(engine, job_id)
+    final = progress(engine, job_id)
     assert final.counts == {"failed": 1} and final.status == "done"
 
 
@@ -136,7 +137,7 @@ def test_a_job_whose_last_closings_raced_is_finished_by_the_supervisor(engine, t
             .where(JobItem.job_id == job_id)
             .values(status="done", finished_at=utc_now())
         )
-    assert lifecycle.progress(engine, job_id).status == "running"
+    assert progress(engine, job_id).status == "running"
     tick = supervise_once(engine, window=5, lease_seconds=60, dispatch=lambda _r: None)
     assert tick.finished == 1
     with session_scope(engine) as session:

@@ -1,0 +1,377 @@
+"""Show and export what a dataset job gave (``agentic-iqa eval status/export/report/calibrate``).
+
+Its progress and state, its rows as CSV, JSONL or Parquet, its report (correlations with
+confidence intervals, figures, an HTML page), and a tool's mapping fitted to its opinion
+scores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from .common import (
+    err,
+    explain_not_found,
+    fail,
+    open_engine,
+    out,
+    resolve_job,
+    save_figures,
+    save_page,
+)
+from .jobflags import ProgressEveryOption
+from .progress import (
+    DEFAULT_EVERY,
+    describe_pace,
+    follow_job,
+)
+
+
+def read_vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
+    from ..db import reads
+    from ..db.engine import read_scope
+
+    with read_scope(engine) as session:
+        return reads.vlm_summary(session, job_id)
+
+
+def status(
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="follow until the job ends")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    progress_every: ProgressEveryOption = DEFAULT_EVERY,
+) -> None:
+    """Counts by state, throughput and ETA (or how many items are stalled)."""
+    from ..db.reads import JobNotFound
+    from ..runtime.progress import progress
+
+    engine = open_engine()
+    try:
+        current = progress(engine, resolve_job(engine, job))
+    except JobNotFound as exc:
+        fail(explain_not_found(engine, exc))
+    if watch and current.status == "running":
+        follow_job(engine, current.job_id, progress_every)
+        current = progress(engine, current.job_id)
+    document = {
+        "job_id": current.job_id,
+        "name": current.name,
+        "status": "interrupted" if current.interrupted else current.status,
+        "interrupted": current.interrupted,
+        "total": current.total,
+        "finished": current.finished,
+        "counts": current.counts,
+        "items_per_second": current.throughput,
+        "eta_seconds": current.eta_seconds,
+        "stalled": current.stalled,
+        "kind": "metric" if current.tools else "agent",
+        "tools": list(current.tools) if current.tools else None,
+        "error": current.error,
+        "waiting": current.waiting,
+        "orphaned": current.orphaned,
+        "vlm": read_vlm_summary(engine, current.job_id),
+        "batch": _batch_document(current.batch),
+    }
+    if as_json:
+        print(json.dumps(document, indent=2))
+        return
+    from ..reports.report_text import vlm_line
+
+    out.print(
+        f"job {current.job_id} ({escape(current.name)}): {current.state}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if current.error:
+        out.print(f"  [red]{escape(current.error)}[/]", highlight=False, soft_wrap=True)
+    if current.orphaned:
+        out.print(
+            f"  [yellow]the process that ran it here is gone (no item has moved for a "
+            f"lease): `agentic-iqa eval resume {current.job_id[:8]}` continues it[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if current.waiting:
+        out.print(
+            f"  [yellow]waiting: {escape(current.waiting)}[/]", highlight=False, soft_wrap=True
+        )
+    if current.tools:
+        out.print(
+            f"  metric job (no agent): {', '.join(current.tools)}", highlight=False, soft_wrap=True
+        )
+    out.print(
+        "  " + ", ".join(f"{k} {v}" for k, v in sorted(current.counts.items())),
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(
+        f"  {current.finished}/{current.total} finished, {describe_pace(current)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(f"  VLM: {vlm_line(document['vlm'])}", highlight=False, soft_wrap=True)
+    for line in _batch_lines(current.batch):
+        out.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _batch_document(batch: Any) -> dict[str, Any] | None:
+    """Return a batch job's rounds for ``eval status --json``."""
+    if batch is None:
+        return None
+    return {
+        "round": batch.round,
+        "requests": batch.requests,
+        "open": [
+            {
+                "round": view.round,
+                "role": view.role,
+                "backend": view.backend,
+                "model": view.model,
+                "id": view.provider_id,
+                "status": view.status,
+                "requests": view.requests,
+                "counts": view.counts,
+                "expires_at": view.expires_at.isoformat() if view.expires_at else None,
+                "error": view.error,
+            }
+            for view in batch.open
+        ],
+    }
+
+
+def _batch_lines(batch: Any) -> list[str]:
+    """Return the round, each open batch's state, counts and expiry, the requests waiting."""
+    if batch is None:
+        return []
+    requests = batch.requests
+    lines = [
+        f"batch: round {batch.round}; requests: "
+        + (
+            ", ".join(
+                f"{requests[state]} {state}"
+                for state in ("answered", "submitted", "pending", "failed")
+                if requests.get(state)
+            )
+            or "none yet"
+        )
+    ]
+    for view in batch.open:
+        counts = ", ".join(
+            f"{count} {name}" for name, count in view.counts.items() if count and name != "total"
+        )
+        expires = f", expires {view.expires_at:%Y-%m-%d %H:%M} UTC" if view.expires_at else ""
+        lines.append(
+            f"  round {view.round} {view.backend}/{view.model} "
+            f"{view.provider_id or '(being sent)'}: {view.status}, {view.requests} "
+            f"requests{f' ({counts})' if counts else ''}{expires}"
+        )
+    return lines
+
+
+def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str, Any]]]:
+    """Return columns and streamed rows, one per item, with a ``tool:<NAME>`` (normalized) and a
+    ``raw:<NAME>`` column per tool; a metric job has columns for each of its tools, even one
+    that scored nothing.  ``query`` is the query the item was asked: its own, or the job's.
+    ``answered_by`` is who answered: the recorded VLM calls, and the builtin backend's own
+    model for an item that ran on it (it records no calls; a job stored before configurations
+    were kept that recorded no call at all ran on it, the rule of ``eval report``'s header)."""
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..reports.export import export_columns, raw_column, tool_column
+
+    with read_scope(engine) as session:
+        job = reads.get_job(session, job_id)
+        # A metric job's runs run its tools and no other: no need to read every call's name.
+        tools = sorted({*(job.metric_tools or reads.tool_names(session, job_id))})
+        default_query = job.default_query
+        builtin = reads.builtin_answerer(session, job)
+    columns = export_columns(tools, raw=True)
+    tool_columns = [(name, tool_column(name), raw_column(name)) for name in tools]
+
+    def rows() -> Iterator[dict[str, Any]]:
+        with read_scope(engine) as session:
+            for row in reads.export_rows(session, job_id, reads.PAGE, builtin=builtin):
+                scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
+                # The query the item was (or would be) asked: its own, else the job's default.
+                row["query"] = row["query"] or default_query
+                for name, normalized_column, raw_name in tool_columns:
+                    row[normalized_column] = scores.get(name)
+                    row[raw_name] = raw.get(name)
+                yield row
+
+    return columns, rows()
+
+
+def export(
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet")] = "csv",
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="file to write, or a store's URL (s3://bucket/key.csv); - for "
+            "standard output (default: job-<id>.<format> in this folder, "
+            "and its name is printed)",
+        ),
+    ] = None,
+) -> None:
+    """One row per item: answer, score, reasoning, level probabilities, the model that
+    answered, per-tool normalized and raw scores, severities, errors."""
+    from iqa_tools.errors import StorageError
+    from iqa_tools.storage import display
+
+    from ..db.reads import JobNotFound
+    from ..jobs.spec import place
+    from ..reports.export import write_rows
+    from .faults import disk_full
+
+    if fmt not in {"csv", "jsonl", "parquet"}:
+        fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
+    engine = open_engine()
+    job_id = resolve_job(engine, job)
+    try:
+        columns, rows = export_rows(engine, job_id)
+    except JobNotFound as exc:
+        fail(str(exc))
+    if output == "-":
+        try:
+            write_rows(rows, "-", fmt, columns)
+        except ValueError as exc:
+            fail(str(exc), code=2)
+        return
+    path = place(output) or Path(f"job-{job_id[:8]}.{fmt}")
+    try:
+        count = write_rows(rows, path, fmt, columns)
+    except StorageError as exc:
+        fail(f"cannot write {display(str(path))}: {exc}")
+    except OSError as exc:  # the results database is read, so the full disk is the file's
+        if not disk_full(exc):
+            raise
+        fail(
+            f"the disk holding {Path(path).resolve()} is full (nothing was written): free "
+            "some space there, or write elsewhere with -o",
+            code=2,
+        )
+    shown = display(path) if isinstance(path, str) else str(path.resolve())
+    note = "" if output else " (no -o given: the default name; -o - writes to standard output)"
+    err.print(f"wrote {count} rows to {shown}{note}", highlight=False, soft_wrap=True)
+
+
+def report(
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
+    html: Annotated[
+        str | None,
+        typer.Option("--html", help="write an HTML report here (a path, or a store's URL)"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
+    figures: Annotated[
+        str | None,
+        typer.Option(
+            "--figures",
+            help="write the report's figures here as SVG and PDF (a folder, made if "
+            "missing, or a store's URL)",
+        ),
+    ] = None,
+) -> None:
+    """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
+    the same per distortion type and level where the items give them.  ``--figures DIR``: the
+    scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows."""
+    from ..db import reads
+    from ..db.engine import read_scope
+    from ..db.reads import JobNotFound
+    from ..reports.figures import report_figures
+    from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
+    from ..reports.report import build_report
+    from ..reports.report_html import render_html
+    from ..reports.report_text import provenance_warnings, render_text, scored_label
+
+    engine = open_engine()
+    job_id = resolve_job(engine, job)
+    try:
+        with read_scope(engine) as session:
+            about = reads.job_summary(session, job_id)
+            # Columns, a page at a time: arrays of floats, not a dict per item.
+            columns = reads.report_columns(session, job_id)
+            if uses_builtin(about):  # by the digests stored at submit; pending items never
+                columns.fitted_overlap = reads.in_sample_overlap(
+                    session, job_id, columns.size, fitted_images()
+                )
+    except JobNotFound as exc:
+        fail(str(exc))
+    built = build_report(
+        columns, bootstrap=bootstrap, seed=seed, metric_job=about.get("tools") is not None
+    )
+    about = {
+        **about,
+        "answered_by": built["answered_by"],
+        "warnings": [
+            *provenance_warnings(about, built["answered_by"]),
+            *in_sample_warnings(about, columns),
+        ],
+    }
+    document = {"job": about, **built}
+    document["vlm"] = read_vlm_summary(engine, job_id)
+    drawn = (
+        report_figures(document, columns, scored=scored_label(document))
+        if html is not None or figures is not None
+        else []
+    )
+    if figures is not None:
+        save_figures(drawn, figures, "no item has both a score and a MOS")
+    if html is not None:
+        save_page(lambda local: render_html(document, columns, local, figures=drawn), html)
+    if as_json:
+        from ..redact import redact
+
+        print(redact(json.dumps(document, indent=2, default=str)))
+    else:
+        out.print(escape(render_text(document)), highlight=False, soft_wrap=True)
+
+
+def calibrate(
+    tool: Annotated[str, typer.Option("--tool", "-t", help="tool to recalibrate")],
+    job: Annotated[
+        str | None,
+        typer.Argument(help="job id or a unique prefix of one, with MOS (default: the latest)"),
+    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    mos_range: Annotated[
+        tuple[float, float] | None,
+        typer.Option(
+            "--mos-range",
+            help="MOS scale LOW HIGH mapped onto 1-5 (default: the job's min and max MOS)",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Fit a tool's logistic to this job's MOS; write it as a metadata override."""
+    from ..runtime.recalibration import calibrate_tool
+
+    engine = open_engine()
+    try:
+        result = calibrate_tool(
+            engine, resolve_job(engine, job), tool, output=output, mos_range=mos_range
+        )
+    except (KeyError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        import dataclasses
+
+        print(json.dumps(dataclasses.asdict(result), indent=2, default=str))
+        return
+    out.print(result.summary(), highlight=False, soft_wrap=True)

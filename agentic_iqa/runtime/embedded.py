@@ -1,0 +1,289 @@
+"""Walk stored runs to their end in this process: one run at a time, or a batch of runs whose
+tool steps are scored together.
+
+The steps are those of :mod:`.service` (each recorded, idempotent); here they are walked in a
+loop with no broker, by ``assess``, the local job runner (:mod:`.local`) and, for the tools
+scored ahead of a batch of runs, the workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from iqa_tools.access import reading
+
+from ..db import jobs, steps
+from ..db.engine import session_scope
+from ..pipeline import (
+    TRANSIENT_RETRY,
+    TransientRetry,
+    next_step,
+    planned_tool_calls,
+)
+from ..runconfig import CannotHonour
+from ..state import AgenticIQAState
+from ..vlm.base import TransientVLMError
+from .service import (
+    RAN,
+    STOPPED_HERE,
+    AgentsSource,
+    Begun,
+    NextStep,
+    ReadingSpec,
+    StepResult,
+    advance,
+    execute_step,
+    give_up,
+    load,
+    log,
+    reading_of,
+    resolve_agents,
+)
+
+
+def first_steps(
+    agents: AgentsSource,
+    job_id: str,
+    claimed: Sequence[jobs.Claimed],
+    *,
+    config_json: str | None,
+    vlm_cache: bool,
+) -> dict[str, NextStep]:
+    """Return the first step of each run just claimed for this process (:func:`jobs.claim_items`),
+    begun from what the claim knows (a new run's state, its job's configuration, its item's
+    digests) without reading it back or writing anything: the step's record is written with
+    its outcome (:attr:`Begun.recorded`), so a local item costs one transaction, not two.
+    Empty when this process cannot run the job as submitted (each run's own first step then
+    says why)."""
+    config = steps.job_config(config_json)
+    try:
+        resolved = resolve_agents(agents, config)
+    except CannotHonour:
+        return {}
+    policy = config.access if config is not None else None
+    firsts: dict[str, NextStep] = {}
+    for run in claimed:
+        step = next_step(run.state)
+        if step is not None:
+            firsts[run.run_id] = NextStep(
+                step,
+                run.state.get("iteration_count", 0),
+                Begun(
+                    run.state,
+                    1,
+                    job_id,
+                    vlm_cache,
+                    frozenset(),
+                    resolved,
+                    (policy, run.digests),
+                    recorded=False,
+                ),
+            )
+    return firsts
+
+
+def score_tools_ahead(
+    engine: Engine, agents: AgentsSource, items: list[tuple[str, int]], *, max_batch: int
+) -> int:
+    """Batch the tool calls that several runs' tool steps are about to make (one read of their
+    states, same-sized inputs of a tool in one forward pass); returns the calls computed.
+
+    Nothing is written here but the score cache: each run's step then runs as usual through
+    :func:`.service.execute_step` (lease, idempotency, logs) and takes its own score from the batch.
+    A run whose state does not load or whose step is stale is simply left out.
+    """
+    return _score_ahead(engine, agents, items, max_batch=max_batch, registries={})
+
+
+def _score_ahead(
+    engine: Engine,
+    agents: AgentsSource,
+    items: list[tuple[str, int]],
+    *,
+    max_batch: int,
+    registries: dict[int, Any],
+    firsts: dict[str, NextStep] | None = None,
+) -> int:
+    """Score as :func:`score_tools_ahead` does, filling ``registries`` with those that scored (by
+    id); ``firsts``: runs whose first step is begun from their claim (their state known)."""
+    from iqa_tools.images import LoadedImage, read_image
+
+    calls: dict[int, list[tuple[str, LoadedImage, LoadedImage | None]]] = {}
+    images: dict[tuple[str, str], LoadedImage] = {}
+
+    def image(path: str, spec: ReadingSpec) -> LoadedImage:
+        key = (path, repr(spec))  # one job's reading never serves another's
+        if key not in images:
+            with reading(*spec):
+                images[key] = read_image(path)
+        return images[key]
+
+    runs = []
+    known = firsts or {}
+    for run_id, iteration in items:
+        begun = known[run_id].begun if run_id in known else None
+        if begun is not None and begun.state.get("iteration_count", 0) == iteration:
+            runs.append((begun.state, begun.agents.registry, begun.reading))
+    unknown = [(run_id, iteration) for run_id, iteration in items if run_id not in known]
+    if unknown:
+        with session_scope(engine) as session:
+            for run_id, iteration in unknown:
+                try:
+                    run = steps.run_context(session, run_id)
+                    registry = resolve_agents(agents, run.config).registry
+                except Exception as exc:  # the step itself reports a missing or broken run
+                    log.info("run %s: not batched: %s", run_id, exc)
+                    continue
+                if run.state.get("iteration_count", 0) == iteration:
+                    runs.append((run.state, registry, reading_of(run)))
+    for state, registry, spec in runs:  # one batch per registry: jobs may differ in settings
+        registries[id(registry)] = registry
+        for tool, image_path, reference_path in planned_tool_calls(state, registry):
+            try:
+                calls.setdefault(id(registry), []).append(
+                    (
+                        tool,
+                        image(image_path, spec),
+                        image(reference_path, spec) if reference_path else None,
+                    )
+                )
+            except Exception as exc:  # unreadable input: its step reports it
+                log.info("%s: not batched: %s", image_path, exc)
+    return sum(
+        registries[key].score_batches(batch, max_batch=max_batch)
+        for key, batch in calls.items()
+        if len(batch) >= 2
+    )
+
+
+def walk_batch(
+    engine: Engine,
+    agents: AgentsSource,
+    run_ids: list[str],
+    *,
+    max_batch: int,
+    firsts: dict[str, NextStep] | None = None,
+) -> None:
+    """Walk new runs to their end in this thread (:func:`walk_embedded`), their first tool
+    steps scored together ahead (a local metric job on a GPU: one forward pass per tool and
+    image size instead of one per image).  Scoring ahead is an optimisation: if it fails,
+    each step computes its own scores as usual.  ``firsts``: their first steps, begun from
+    their claim (:func:`first_steps`), each taken by its run's walk."""
+    registries: dict[int, Any] = {}
+    known = firsts or {}
+    try:
+        try:
+            _score_ahead(
+                engine,
+                agents,
+                [(run_id, 0) for run_id in run_ids],
+                max_batch=max_batch,
+                registries=registries,
+                firsts=known,
+            )
+        except Exception:
+            log.exception("scoring %d runs' tool steps ahead failed", len(run_ids))
+        for run_id in run_ids:
+            walk_embedded(engine, agents, run_id, first=known.pop(run_id, None))
+    finally:  # a score no step took (a run that failed before it) must not outlive the batch
+        for registry in registries.values():
+            registry.clear_batch()
+
+
+def run_embedded(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    *,
+    retry: TransientRetry = TRANSIENT_RETRY,
+    lease_seconds: float | None = None,
+) -> AgenticIQAState:
+    """Walk a stored run to its end in this process (:func:`walk_embedded`) and return its
+    stored state."""
+    walk_embedded(engine, agents, run_id, retry=retry, lease_seconds=lease_seconds)
+    return load(engine, run_id)
+
+
+def walk_embedded(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    *,
+    retry: TransientRetry = TRANSIENT_RETRY,
+    lease_seconds: float | None = None,
+    first: NextStep | None = None,
+) -> None:
+    """Walk a stored run to its end in this process (the embedded default: no broker).
+
+    A step failing with a transient VLM error is run again per ``retry`` (each attempt is
+    recorded on the step); when the error outlasts every attempt, an executor subtask is
+    given up and any other step fails the run.  ``lease_seconds``: the steps hold a lease,
+    renewed by the heartbeat, so a run left by a process that died shows as stalled.
+    A job's items end here: nothing reads their state back (one transaction less each).
+    ``first``: the run's first step, begun from its claim (:func:`first_steps`): no
+    transaction before it.
+    """
+    if first is not None and first.begun is not None and first.begun.job_id in STOPPED_HERE:
+        first = None  # its job was stopped here since the claim: read it, end as cancelled
+    upcoming = (
+        first
+        if first is not None
+        else advance(
+            engine,
+            run_id,
+            chain=_in_process,
+            worker="embedded",
+            agents=agents,
+            lease_seconds=lease_seconds,
+        )
+    )
+    while upcoming is not None:
+        try:
+            result = retry.call(
+                upcoming.step,
+                partial(
+                    _attempt, engine, agents, run_id, upcoming, [upcoming.begun], lease_seconds
+                ),
+            )
+        except TransientVLMError as exc:
+            upcoming = give_up(
+                engine, run_id, upcoming.step, upcoming.iteration, f"{upcoming.step} failed: {exc}"
+            )
+            continue
+        upcoming = (
+            result.upcoming
+            if result.outcome == RAN
+            else advance(engine, run_id, lease_seconds=lease_seconds)
+        )
+
+
+def _attempt(
+    engine: Engine,
+    agents: AgentsSource,
+    run_id: str,
+    upcoming: NextStep,
+    handed: list[Begun | None],
+    lease_seconds: float | None = None,
+) -> StepResult:
+    """Run one attempt of an embedded step: a step begun ahead is for the first attempt only (a
+    retry after a transient error begins it again, as one more attempt)."""
+    return execute_step(
+        engine,
+        agents,
+        run_id,
+        upcoming.step,
+        upcoming.iteration,
+        worker="embedded",
+        queue="in-process",
+        lease_seconds=lease_seconds,
+        begun=handed.pop() if handed else None,
+        chain=_in_process,
+    )
+
+
+def _in_process(_: NextStep, __: AgenticIQAState) -> str:
+    return "in-process"
