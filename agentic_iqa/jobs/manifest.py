@@ -20,7 +20,7 @@ Rows are read by a thread of their own and checked a chunk of what is ready at a
 images decoded by a pool of threads), so the database's work and the checks overlap, and a
 source that pauses (a pipe, a slow store) hands over the rows it gave without waiting.
 
-Every location a row names is read under one :class:`iqa_tools.access.Reading` (the job's
+Every location a row names is read under one :class:`iqa_tools.storage.access.Reading` (the job's
 policy: ``--root``, ``--image-dir``, ``--allow-urls``, ``AGENTIC_IQA_ALLOWED_LOCATIONS``): the
 lookahead that downloads a chunk's objects ahead, and each row's own check, pass the same gate
 before any request, and what the lookahead found broken is not asked again.
@@ -42,10 +42,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from iqa_tools.access import AccessPolicy, Reading, reading
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
 from iqa_tools.images import check_min_size, digest_bytes, probe_data, read_bytes
 from iqa_tools.storage import display, is_url, scheme
+from iqa_tools.storage.access import AccessPolicy, Reading, reading
 
 from ..datasets.bounded import (
     MAX_JSON_LINE,
@@ -173,7 +173,7 @@ def read_manifest(
     ``verify()`` passes truncated files) and checks it is at least
     :data:`iqa_tools.images.MIN_IMAGE_SIDE` pixels a side, so files no tool can read fail here
     and not in the middle of a run. With ``mos_range`` (low, high) a MOS outside it is a bad row.
-    ``access``: what the rows may name (:class:`iqa_tools.access.AccessPolicy`); None: ``root``
+    ``access``: what the rows may name (:class:`iqa_tools.storage.AccessPolicy`); None: ``root``
     and ``image_dir`` named, no ``--allow-urls``, the environment's allow-list.  ``subset``:
     the rows taken (:mod:`.subset`: offset, limit, a seeded sample), chosen before any check.
 

@@ -24,7 +24,7 @@ from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import REPO
-from tests.iqa_tools.test_storage import Front, _front_handler
+from tests.iqa_tools.storage.servers import Front, front_handler
 
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
@@ -172,7 +172,7 @@ def store(
     client.put_object(Bucket=photos, Key="set1/good.png", Body=PHOTO)
     client.put_object(Bucket=private, Key="private/secret.jpg", Body=SECRET)
     front = Front(upstream=object_store)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _front_handler(front))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), front_handler(front))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     front.url = f"http://127.0.0.1:{server.server_address[1]}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", front.url)

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from iqa_tools import storage, web
-from iqa_tools.access import AccessPolicy, AddressRefused, reading
+from iqa_tools import storage
 from iqa_tools.errors import LocationRefused, ObjectTooLarge, StorageUnavailable
+from iqa_tools.storage import web
+from iqa_tools.storage.access import AccessPolicy, AddressRefused, reading
 from tests.agentic_iqa.jobs.test_hostile_locations import PHOTO, Site, _serve
 
 
