@@ -41,7 +41,7 @@ def _csv(text: str) -> list[dict[str, str]]:
 
 
 def test_a_folder_gives_one_csv_row_per_image_on_a_clean_stdout(photos):
-    from iqa_tools.registry import metric_creations
+    from iqa_tools.models import metric_creations
 
     before = metric_creations()["PIQE"]
     result = runner.invoke(app, ["tools", "run", "PIQE", str(photos), "--format", "csv"], env=ENV)

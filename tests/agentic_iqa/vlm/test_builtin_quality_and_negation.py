@@ -1,8 +1,7 @@
 """The offline agent's yes/no answers about overall quality follow its own opinion, and a
 question asked the negative way ("free of noise?", "without blur?") is answered the right way
-round (issue 29): "Is this image of good quality? A. Yes B. No" was No for a LIVE-C photo with
-MOS 91 and for one with MOS 3, and "Is the image free of noise?" was "No: noise is not
-visible"."""
+round: "Is this image of good quality? A. Yes B. No" is Yes for a LIVE-C photo with MOS 91 and
+No for one with MOS 3, and "Is the image free of noise?" is Yes where noise is not visible."""
 
 from __future__ import annotations
 
@@ -17,11 +16,11 @@ from agentic_iqa.query import with_options
 from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vlm.builtin.answer import (
     GOOD_FROM,
-    absence_asked,
     asks_overall_quality,
     overall_yes,
 )
 from iqa_tools import ToolRegistry, ToolSettings
+from tests.agentic_iqa.vlm.asked import absence_asked
 from tests.conftest import natural_image
 
 #: LIVE-C dev photos at the two ends of human opinion (MOS on 0-100).

@@ -12,8 +12,9 @@ from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import Agents, run_inprocess
 from agentic_iqa.query import with_options
 from agentic_iqa.vlm.builtin import BuiltinClient
-from agentic_iqa.vlm.builtin.answer import is_yes_no, positive_categories
+from agentic_iqa.vlm.builtin.answer import is_yes_no
 from iqa_tools import ToolRegistry, ToolSettings
+from tests.agentic_iqa.vlm.asked import positive_categories
 from tests.conftest import natural_image
 
 

@@ -1,9 +1,9 @@
-"""The rule by which the offline agent reads which way round a yes/no question asks (issue 39),
-tested as a rule: every negation against every kind of defect, each turned round again by
-"not", qualities and their un-words, and respellings.  A defect word asks whether it is there;
-a quality word ("sharp", "clean") whether its defect is not; each negation that governs a word
-turns that round once ("not free of noise" twice); an attribute ("contrast", "detail") asks
-for its defect however it is negated."""
+"""The rule by which the offline agent reads which way round a yes/no question asks, tested as a
+rule: every negation against every kind of defect, each turned round again by "not", qualities
+and their un-words, and respellings. A defect word asks whether it is there; a quality word
+("sharp", "clean") whether its defect is not; each negation that governs a word turns that round
+once ("not free of noise" twice); an attribute ("contrast", "detail") asks for its defect however
+it is negated."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import pytest
 from agentic_iqa.vlm.builtin.answer import (
     GOOD_FROM,
     TOP_FROM,
-    absence_asked,
     is_yes_no,
     overall_yes,
-    positive_categories,
 )
+from tests.agentic_iqa.vlm.asked import absence_asked, positive_categories
 
 #: A defect named by a noun, and its category.
 NOUNS = [
