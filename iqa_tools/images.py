@@ -1,4 +1,4 @@
-"""Loading images exactly once, the same way for every tool.
+"""Load images exactly once, the same way for every tool.
 
 Every tool sees RGB, float32 in [0, 1], in the orientation a person sees (EXIF applied), at the
 size stored in the file: no silent resize, because a resize changes what a quality metric

@@ -20,7 +20,7 @@ class SDKClient:
     """Check a backend's settings, read its key and open its SDK client, for a subclass."""
 
     #: The backend name the settings must give (``openai``, ``anthropic``).
-    backend: ClassVar[str]
+    backend: str
     #: The provider as messages name it (``OpenAI``).
     provider: ClassVar[str]
     #: What opening the SDK client may raise, reported as a :class:`VLMError`.

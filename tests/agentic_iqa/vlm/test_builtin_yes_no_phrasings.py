@@ -1,7 +1,7 @@
 """The offline agent answers a yes/no question about noise or blur the right way round however
-it is phrased (issue 39): on a photo with severe noise and no blur it said Yes to "Is the image
-clear of noise?", "Yes: severe noise" to "Is noise absent from the image?" and gave an
-overall-quality Yes to "Is the image unsharp?".
+it is phrased: on a photo with severe noise and no blur, "Is the image clear of noise?" and
+"Is noise absent from the image?" are No, and "Is the image unsharp?" is about blur, not overall
+quality.
 
 Each phrasing is asked of two copies of one real photo made by the test degradation generator:
 one with severe shot noise and no blur, one with severe defocus and no noise.  The expected
