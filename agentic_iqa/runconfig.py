@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iqa_tools.access import AccessPolicy
+from iqa_tools.storage.access import AccessPolicy
 
 from . import __version__
 from .redact import redact

@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agentic_iqa.jobs.spec import JobSpec  # noqa: E402
-from tests.iqa_tools.test_storage import Front, _front_handler  # noqa: E402
+from tests.iqa_tools.storage.servers import Front, front_handler  # noqa: E402
 
 
 @dataclass
@@ -270,7 +270,7 @@ def main() -> None:
         best = min(remote, key=lambda outcome: outcome.seconds)
 
         front = Throttling(upstream=moto_url, every=args.throttle_every)
-        proxy = ThreadingHTTPServer(("127.0.0.1", 0), _front_handler(front))
+        proxy = ThreadingHTTPServer(("127.0.0.1", 0), front_handler(front))
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.server_address[1]}"
         throttled = run_job(engine, manifest, source, args.workers, folder / "cache-throttled")

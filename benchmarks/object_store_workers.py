@@ -42,7 +42,7 @@ from benchmarks.object_store import (  # noqa: E402
     wait_for,
 )
 from tests.conftest import scratch_postgres  # noqa: E402
-from tests.iqa_tools.test_storage import Front, _front_handler  # noqa: E402
+from tests.iqa_tools.storage.servers import Front, front_handler  # noqa: E402
 from tests.workers.cluster import Cluster  # noqa: E402
 
 
@@ -131,7 +131,7 @@ def main() -> None:
         throttling = Throttling(upstream=moto_url, every=10)
         fronts = []
         for state in (plain, throttling):
-            proxy = ThreadingHTTPServer(("127.0.0.1", 0), _front_handler(state))
+            proxy = ThreadingHTTPServer(("127.0.0.1", 0), front_handler(state))
             threading.Thread(target=proxy.serve_forever, daemon=True).start()
             state.url = f"http://127.0.0.1:{proxy.server_address[1]}"
             fronts.append(proxy)

@@ -39,7 +39,7 @@ def main() -> None:
 
     from iqa_tools import ToolRegistry, ToolSettings
     from iqa_tools.images import read_image
-    from iqa_tools.registry import _to_tensor
+    from iqa_tools.models import to_tensor
 
     paths = sorted(p for p in args.images.iterdir() if p.is_file())[: args.limit]
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
@@ -59,7 +59,7 @@ def main() -> None:
     for tool in tools:
         spec = registry.get(tool)
         metric = registry.metric(tool)
-        tensors = [_to_tensor(image, args.device, spec.precision) for image in images[:2]]
+        tensors = [to_tensor(image, args.device, spec.precision) for image in images[:2]]
         with torch.inference_mode():  # warm-up: kernels, allocator
             for x in tensors:
                 metric(x)
@@ -68,7 +68,7 @@ def main() -> None:
         started = time.perf_counter()
         with torch.inference_mode():
             bare = [
-                float(metric(_to_tensor(image, args.device, spec.precision)).reshape(-1)[0])
+                float(metric(to_tensor(image, args.device, spec.precision)).reshape(-1)[0])
                 for image in images
             ]
         sync()

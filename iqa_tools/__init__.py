@@ -1,7 +1,22 @@
-"""IQA tools from pyiqa behind one small API: names in, [1, 5] scores out.
+"""Score images with IQA tools from pyiqa behind one small API: names in, [1, 5] scores out.
 
 >>> from iqa_tools import execute_tool
 >>> execute_tool("PIQE", "examples/parrots.png").normalized_score   # doctest: +SKIP
+
+Where each thing happens:
+
+* :mod:`.catalog` and ``metadata/tools.json``: what each tool is (type, range, direction);
+  :mod:`.settings`: how tools run here (device, cache, limits).
+* :mod:`.registry`: running a tool on one image or a batch, with its checks (weights, memory),
+  the score cache (:mod:`.cache`) and fallbacks; :mod:`.models`: each tool's model, built once
+  per process, and the tensors it computes on; :mod:`.normalize`: raw scores to [1, 5];
+  :mod:`.numerics`, :mod:`.tiling`, :mod:`.memory`: how a large image is scored within memory.
+* :mod:`.weights`, :mod:`.download`, :mod:`.filecheck`: the models' weight files, found,
+  fetched and checked.
+* :mod:`.images`: reading and checking an image;
+  :mod:`.storage`: where its bytes come from (a path, object storage, HTTPS), behind the gate
+  of what a job may read.
+* :mod:`.errors`: the typed failures of all of the above.
 """
 
 from __future__ import annotations
@@ -37,7 +52,7 @@ _EXPORTS = {
     "ToolResult": "registry",
     "execute_tool": "registry",
     "get_registry": "registry",
-    "metric_creations": "registry",
+    "metric_creations": "models",
     "ToolSettings": "settings",
 }
 
@@ -57,7 +72,8 @@ if TYPE_CHECKING:
         UnknownToolError,
     )
     from .images import LoadedImage, load_image, read_image
-    from .registry import ToolRegistry, ToolResult, execute_tool, get_registry, metric_creations
+    from .models import metric_creations
+    from .registry import ToolRegistry, ToolResult, execute_tool, get_registry
     from .settings import ToolSettings
 
 

@@ -1,4 +1,4 @@
-"""Caching raw tool scores: an in-process LRU in front of a store shared by processes and runs.
+"""Cache raw tool scores: an in-process LRU in front of a store shared by processes and runs.
 
 The key is ``tool | numerics | sha256(image bytes) | sha256(reference bytes)``, where
 ``numerics`` is the tool's precision (``float32`` or ``float64``, see ``ToolSpec.precision``):

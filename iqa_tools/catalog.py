@@ -277,9 +277,6 @@ class Catalog:
         """The canonical name for ``name`` (e.g. 'ms_ssim' -> 'MS-SSIM')."""
         return self.get(name).name
 
-    def of_type(self, kind: Literal["FR", "NR"]) -> list[ToolSpec]:
-        return [tool for tool in self if tool.type == kind]
-
     def spellings(self) -> dict[str, str]:
         """Every look-up key (see :func:`lookup_key`) and the tool it names."""
         return dict(self._index)

@@ -1,4 +1,4 @@
-"""Is a weight file what its name says, and whole?  For files whose metadata records no sha256.
+"""Check that a weight file is what its name says, and whole, where no sha256 is recorded.
 
 A download that answers with a web page (a login wall, a moved file, a rate-limit notice) or is
 cut short without a Content-Length must never sit where a loader reads it and be reported as in

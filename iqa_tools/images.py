@@ -1,4 +1,4 @@
-"""Loading images exactly once, the same way for every tool.
+"""Load images exactly once, the same way for every tool.
 
 Every tool sees RGB, float32 in [0, 1], in the orientation a person sees (EXIF applied), at the
 size stored in the file: no silent resize, because a resize changes what a quality metric
@@ -190,9 +190,9 @@ def read_bytes(path: str | Path) -> bytes:
     through :mod:`.storage`, once per worker (its disk cache, by the store's digest).  A local
     path passes the same gate first (:mod:`.access`: under ``--root`` when a job has one)."""
     location = os.fspath(path)
-    from .access import current
     from .errors import StorageError
     from .storage import is_url
+    from .storage.access import current
 
     if is_url(location):
         return _fetched(location)
@@ -246,9 +246,9 @@ def prefetch(locations: list[str], *, read: bool, workers: int = 8) -> None:
     row's own check reports it without asking again (a stalled URL costs its deadline once)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .access import current, reading
     from .errors import StorageError
     from .storage import fetch, stat
+    from .storage.access import current, reading
 
     scope = current()
 

@@ -1,4 +1,4 @@
-"""Mapping raw tool scores onto the common [1, 5] quality scale.
+"""Map raw tool scores onto the common [1, 5] quality scale.
 
 Three forms, chosen per tool in the metadata:
 

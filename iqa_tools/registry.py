@@ -1,8 +1,8 @@
-"""The tool registry: metadata, availability, lazily created metrics, cached and fallback runs.
+"""Run IQA tools: look each up, check it can run, score images, cache and fall back.
 
-A metric is created on first use, once per process (a module-level pool shared by every
-registry), never at import: a process that never runs a tool never imports torch or pyiqa, and a
-Celery worker never builds models in the parent before it forks.
+:class:`ToolRegistry` answers "can this tool run here, on this image" (weights, memory), runs
+it on one image or on a batch, serves a cached score, and falls back to a similar tool when
+one fails.  The models themselves are built and kept by :mod:`.models`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 from . import memory, numerics
 from . import weights as weight_files
 from .cache import ScoreCache, cache_key, open_store
-from .catalog import Catalog, Precision, ToolSpec, load_catalog
+from .catalog import Catalog, ToolSpec, load_catalog
 from .errors import (
     InputError,
     NonFiniteScoreError,
@@ -35,6 +33,15 @@ from .errors import (
     ToolUnavailableError,
 )
 from .images import LoadedImage, pixel_cap, read_image
+from .models import (
+    auto_device,
+    cast_model,
+    count_load,
+    load_seconds,
+    metric_pool,
+    numerics_for,
+    to_tensor,
+)
 from .settings import ToolSettings
 
 log = logging.getLogger(__name__)
@@ -61,56 +68,6 @@ class ToolResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class _MetricPool:
-    """Metrics of this process, keyed by what determines them; each is built exactly once."""
-
-    def __init__(self) -> None:
-        self._metrics: dict[tuple[Any, ...], Any] = {}
-        self._locks: dict[tuple[Any, ...], threading.Lock] = {}
-        self._guard = threading.Lock()
-        self.creations: Counter[str] = Counter()
-
-    def lock_for(self, key: tuple[Any, ...]) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
-
-    def get_or_create(self, key: tuple[Any, ...], label: str, build: Callable[[], Any]) -> Any:
-        with self.lock_for(key):
-            if key not in self._metrics:
-                self._metrics[key] = build()
-                self.creations[label] += 1
-            return self._metrics[key]
-
-
-_POOL = _MetricPool()
-#: Seconds this thread has spent building models (``ToolResult.load_time`` is the difference).
-_LOADS = threading.local()
-
-
-def _load_seconds() -> float:
-    return getattr(_LOADS, "seconds", 0.0)
-
-
-_AUTO_DEVICE: list[str] = []
-
-
-def _auto_device() -> str:
-    """cuda when torch sees a GPU, else cpu; asked once per process, since the first question
-    loads torch and the CUDA runtime (seconds, counted as one-time load time)."""
-    if not _AUTO_DEVICE:
-        started = time.perf_counter()
-        import torch
-
-        _AUTO_DEVICE.append("cuda" if torch.cuda.is_available() else "cpu")
-        _LOADS.seconds = _load_seconds() + time.perf_counter() - started
-    return _AUTO_DEVICE[0]
-
-
-def metric_creations() -> Counter[str]:
-    """How many times each tool's model was built in this process (for tests and diagnostics)."""
-    return Counter(_POOL.creations)
 
 
 class ToolRegistry:
@@ -143,17 +100,10 @@ class ToolRegistry:
         spec = self.get(name)
         return weight_files.check(spec, self.settings.weights_dir, self.settings.allow_downloads)
 
-    def available_tools(self, kind: str | None = None) -> list[ToolSpec]:
-        return [
-            spec
-            for spec in self.catalog
-            if (kind is None or spec.type == kind) and self.availability(spec.name).ok
-        ]
-
     def device(self) -> str:
         if self.settings.device != "auto":
             return self.settings.device
-        return _auto_device()
+        return auto_device()
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -209,7 +159,9 @@ class ToolRegistry:
         device = self.device()
         found = tuple(sorted((k, str(v)) for k, v in availability.found.items()))
         key = (spec.name, spec.pyiqa_name, spec.factory, device, spec.precision, found)
-        return _POOL.get_or_create(key, spec.name, lambda: self._build(spec, availability, device))
+        return metric_pool.get_or_create(
+            key, spec.name, lambda: self._build(spec, availability, device)
+        )
 
     def _build(self, spec: ToolSpec, availability: weight_files.Availability, device: str) -> Any:
         started = time.perf_counter()
@@ -226,7 +178,7 @@ class ToolRegistry:
                 metric = factory(device=device)
             else:
                 metric = self._build_pyiqa(spec, availability, device)
-            metric = _cast_model(metric, spec.precision)
+            metric = cast_model(metric, spec.precision)
         except ToolError:
             raise
         except Exception as exc:  # model code raises anything; report it as this tool's failure
@@ -243,7 +195,7 @@ class ToolRegistry:
             spec.precision,
             time.perf_counter() - started,
         )
-        _LOADS.seconds = _load_seconds() + time.perf_counter() - started
+        count_load(time.perf_counter() - started)
         return metric
 
     def _build_pyiqa(
@@ -351,7 +303,7 @@ class ToolRegistry:
         self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None, use_cache: bool
     ) -> ToolResult:
         started = time.perf_counter()
-        loads_before = _load_seconds()
+        loads_before = load_seconds()
         key = cache_key(
             spec.name,
             target.digest,
@@ -397,7 +349,7 @@ class ToolRegistry:
             execution_time=time.perf_counter() - started,
             cached=cached,
             lower_is_better=spec.lower_is_better,
-            load_time=_load_seconds() - loads_before,
+            load_time=load_seconds() - loads_before,
         )
 
     def _score(self, spec: ToolSpec, target: LoadedImage, ref: LoadedImage | None) -> float:
@@ -407,12 +359,12 @@ class ToolRegistry:
         device = self.device()
         key = (spec.name, spec.precision, "run")
         try:
-            with _POOL.lock_for(key), torch.inference_mode(), _numerics_for(spec):
+            with metric_pool.lock_for(key), torch.inference_mode(), numerics_for(spec):
                 output = self._tiled(spec, metric, target, ref, device)
                 if output is None:
-                    x = _to_tensor(target, device, spec.precision)
+                    x = to_tensor(target, device, spec.precision)
                     output = (
-                        metric(x, _to_tensor(ref, device, spec.precision))
+                        metric(x, to_tensor(ref, device, spec.precision))
                         if ref is not None
                         else metric(x)
                     )
@@ -514,18 +466,18 @@ class ToolRegistry:
             metric = self.metric(spec.name)
             device = self.device()
             with (
-                _POOL.lock_for((spec.name, spec.precision, "run")),
+                metric_pool.lock_for((spec.name, spec.precision, "run")),
                 torch.inference_mode(),
-                _numerics_for(spec),
+                numerics_for(spec),
             ):
                 x = torch.cat(
-                    [_to_tensor(target, device, spec.precision) for _, target, _ in members]
+                    [to_tensor(target, device, spec.precision) for _, target, _ in members]
                 )
                 if spec.is_full_reference:
                     output = metric(
                         x,
                         torch.cat(
-                            [_to_tensor(ref, device, spec.precision) for _, _, ref in members]
+                            [to_tensor(ref, device, spec.precision) for _, _, ref in members]
                         ),
                     )
                 else:
@@ -593,54 +545,6 @@ def is_one_colour(image: LoadedImage) -> bool:
     if not (flat[:: max(1, len(flat) // 1000)] == first).all():
         return False
     return bool((flat == first).all())
-
-
-def _numerics_for(spec: ToolSpec) -> AbstractContextManager[None]:
-    """float64 tools normalise separably (:mod:`iqa_tools.numerics`); others as pyiqa does."""
-    return numerics.separable_normalisation() if spec.precision == "float64" else nullcontext()
-
-
-#: Bytes of uint8 pixels converted to the input tensor at a time (:func:`_to_tensor`).
-_BAND_BYTES = 8 << 20
-
-
-def _to_tensor(image: LoadedImage | None, device: str, precision: Precision) -> Any:
-    """1 x 3 x H x W on ``device`` in ``precision``: the dtype the metric then computes in.
-
-    pyiqa never casts its input, and its hand-crafted metrics move their constants to the input's
-    dtype, so a float64 tensor is all BRISQUE, NIQE and PIQE need to compute in float64.
-
-    Filled a band of rows at a time from :attr:`LoadedImage.stored` with the values of
-    :attr:`LoadedImage.pixels` (float32 / 255), which is never computed or kept here: the
-    tensor is the only full-size float copy, and it goes with the call, so the tools of one
-    step do not each leave a float copy of the image behind.
-    """
-    import torch
-
-    from .images import to_float
-
-    if image is None:
-        return None
-    stored = image.stored
-    height, width = stored.shape[:2]
-    tensor = torch.empty((1, 3, height, width), dtype=getattr(torch, precision), device=device)
-    rows = max(1, _BAND_BYTES // max(1, width * 3))
-    for top in range(0, height, rows):
-        band = torch.from_numpy(to_float(stored[top : top + rows]))
-        tensor[0, :, top : top + rows].copy_(band.permute(2, 0, 1))
-    return tensor
-
-
-def _cast_model(metric: Any, precision: Precision) -> Any:
-    """A torch module's floating parameters and buffers in ``precision``; other callables as-is.
-
-    Only float64 tools are cast: a float32 model stays exactly as pyiqa built it.
-    """
-    import torch
-
-    if precision == "float32" or not isinstance(metric, torch.nn.Module):
-        return metric
-    return metric.to(dtype=getattr(torch, precision))
 
 
 _DEFAULT: ToolRegistry | None = None

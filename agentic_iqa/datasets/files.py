@@ -60,9 +60,9 @@ def dataset_root(location: str | os.PathLike[str]) -> DatasetPath:
 
     if kind in ("http", "https"):
         # fsspec's web filesystem follows redirects on its own, past the gate that confines
-        # every other read under --root (iqa_tools/access.py): it is told not to, so a file that
-        # answers a redirect is read as that answer and fails as a bad file, never fetched
-        # from wherever it points.
+        # every other read under --root (iqa_tools/storage/access.py): it is told not to, so a
+        # file that answers a redirect is read as that answer and fails as a bad file, never
+        # fetched from wherever it points.
         return UPath(text.rstrip("/"), skip_instance_cache=True, allow_redirects=False)
     return UPath(text.rstrip("/"), skip_instance_cache=True)
 

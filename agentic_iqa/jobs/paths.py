@@ -205,7 +205,7 @@ def _locate_object(text: str, root: Root, digests: dict[str, str | None] | None)
         raise PathRejected(
             f"escapes {root.label} {outside.root} ({outside.reason})", escape=True
         ) from None
-    except LocationRefused as refused:  # the reading's gate (iqa_tools.access): never asked
+    except LocationRefused as refused:  # the reading's gate (iqa_tools.storage.access): never asked
         raise PathRejected(f"is not read: {refused.reason}") from None
     except ObjectMissing:
         raise PathRejected(f"not found (looked for {display(location)})") from None

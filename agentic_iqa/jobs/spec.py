@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from iqa_tools.access import AccessPolicy
+from iqa_tools.storage.access import AccessPolicy
 
 from ..runconfig import RunConfig
 from .subset import Subset
@@ -225,7 +225,7 @@ class JobSpec(BaseModel):
         return cls.model_construct(**fields)
 
     def access_policy(self) -> AccessPolicy:
-        """What the job's rows may name (:mod:`iqa_tools.access`): ``root`` confines them,
+        """What the job's rows may name (:mod:`iqa_tools.storage.access`): ``root`` confines them,
         ``root`` and ``image_dir`` are named, ``--allow-urls`` and the allow-list (the
         environment's now, unless the spec holds one) open the rest."""
         return AccessPolicy.for_source(

@@ -94,13 +94,13 @@ _apis_lock = threading.Lock()
 
 def api_for(config_json: str, role: str) -> Any:
     """Return the provider's batch interface for a job's role, built once per process."""
-    from ..vlm.batch_api import batch_api
+    from ..vlm import create_batch_api
 
     with _apis_lock:
         key = (config_json, role)
         if key not in _apis:
             config = backend_configs(RunConfig.from_json(config_json))[role]
-            _apis[key] = batch_api(config)
+            _apis[key] = create_batch_api(config)
         return _apis[key]
 
 
@@ -523,8 +523,8 @@ def cancel(engine: Engine, job_id: str) -> Cancelled:
 def check_supported(config: RunConfig) -> None:
     """Refuse a batch job its backends cannot run (builtin, a server with no batch endpoint):
     :class:`~agentic_iqa.vlm.base.VLMConfigurationError` with one line."""
+    from ..vlm import create_batch_api
     from ..vlm.base import VLMConfigurationError
-    from ..vlm.batch_api import batch_api
 
     if config.metric_tools:
         raise VLMConfigurationError(
@@ -540,7 +540,7 @@ def check_supported(config: RunConfig) -> None:
         )
     for role, group in role_groups(config).items():
         if role == group and role in remote:
-            api = batch_api(remote[role])
+            api = create_batch_api(remote[role])
             try:
                 api.check_supported()
             finally:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from iqa_tools.access import reading
+from iqa_tools.storage.access import reading
 
 from ..db import jobs, steps
 from ..db.engine import session_scope

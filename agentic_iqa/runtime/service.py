@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from iqa_tools.access import AccessPolicy, reading
+from iqa_tools.storage.access import AccessPolicy, reading
 
 from ..agents.team import Agents
 from ..db import batches, jobs, reads, steps
@@ -34,7 +34,7 @@ from ..vlm.batching import AwaitingBatch, BatchScope, batch_scope
 from ..vlm.usage import CallCollector, collecting
 from .heartbeat import HEARTBEATS
 
-#: A step's reading (:func:`iqa_tools.access.reading`'s arguments): the job's access policy
+#: A step's reading (:func:`iqa_tools.storage.access.reading`'s arguments): the job's access policy
 #: (None: the ambient one) and the digests recorded at submit, by location.
 ReadingSpec = tuple[AccessPolicy | None, dict[str, str]]
 
@@ -76,8 +76,8 @@ class Begun:
     asked: frozenset[str]
     #: The agents that run it: the job's configuration, honoured (checked before it began).
     agents: Agents
-    #: What its reads go through (:mod:`iqa_tools.access`): the job's policy, and the digests
-    #: its item's objects had at submit.  No default: whoever begins a step says it.
+    #: What its reads go through (:mod:`iqa_tools.storage.access`): the job's policy, and the
+    #: digests its item's objects had at submit.  No default: whoever begins a step says it.
     reading: ReadingSpec
     #: False: the step has no record yet (a local run's first step, known from its claim):
     #: its first attempt is recorded in the transaction that stores its outcome, one
@@ -587,7 +587,7 @@ def _begin(
 
 def reading_of(run: steps.RunContext) -> ReadingSpec:
     """Return the job's access policy (None: no job, or one stored before policies: the ambient one)
-    and its item's digests, for :func:`iqa_tools.access.reading`."""
+    and its item's digests, for :func:`iqa_tools.storage.access.reading`."""
     return (run.config.access if run.config is not None else None, dict(run.digests))
 
 

@@ -1,4 +1,18 @@
-"""VLM backends behind one interface; :func:`create_client` picks the one a role is configured for.
+"""Ask a vision-language model: one interface over OpenAI, Anthropic and a builtin backend.
+
+:func:`create_client` picks the client a role is configured for, :func:`create_batch_api` the
+batch interface of a remote backend.  Where each thing happens:
+
+* :mod:`.base`: the request, the response, the client protocol and the errors;
+  :mod:`.settings`: the backends' settings (``configs/model_backends.yaml`` and the
+  environment).
+* :mod:`.openai`, :mod:`.anthropic`: the online clients over each SDK, sharing
+  :class:`~.sdk.SDKClient` (:mod:`.sdk`); :mod:`.builtin`: the local, free backend;
+  :mod:`.images`: images as the requests carry them.
+* :mod:`.batch_api` (the interface), :mod:`.openai_batch`, :mod:`.anthropic_batch`: the
+  providers' batch APIs; :mod:`.batching`: a client whose calls are answered by batches.
+* :mod:`.ratelimit`, :mod:`.cache`, :mod:`.usage`: the wrappers (the fleet's rate limits, the
+  response cache, usage and latency); :mod:`.preflight`: checking a backend before a run.
 
 SDKs are imported only when their backend is chosen, so a worker running the ``builtin`` backend
 never loads ``openai`` or ``anthropic``.
@@ -8,19 +22,21 @@ of each call, for the step's collector) around a :class:`~.cache.CachingClient` 
 requests are deterministic and the response cache is on, around a
 :class:`~.ratelimit.RateLimitedClient` (the fleet-wide limits of its backend and model). All
 are transparent proxies, so ``isinstance(client, OpenAIClient)`` and ``client.config`` still
-work. The builtin backend is
-neither cached nor recorded: it is local, deterministic and free.
+work. The builtin backend is neither cached nor recorded: it is local, deterministic and free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Role, Task, VLMClient, VLMConfigurationError, VLMError, VLMRequest, VLMResponse
 from .cache import CachingClient, ResponseCache, default_cache, is_deterministic
 from .settings import ROLES, BackendConfig, load_backend_configs
 from .usage import RecordingClient
+
+if TYPE_CHECKING:
+    from .batch_api import BatchAPI
 
 __all__ = [
     "BackendConfig",
@@ -31,6 +47,7 @@ __all__ = [
     "VLMError",
     "VLMRequest",
     "VLMResponse",
+    "create_batch_api",
     "create_client",
     "load_backend_configs",
 ]
@@ -47,7 +64,7 @@ def create_client(
     response_cache: ResponseCache | None = CONFIGURED,
     batch: bool = False,
 ) -> VLMClient:
-    """The client for ``role``, from ``configs`` or else ``configs/model_backends.yaml`` + env.
+    """Return the client for ``role``, from ``configs`` or ``configs/model_backends.yaml`` + env.
 
     ``response_cache``: None turns the response cache off for this client.  ``batch``: its
     calls are answered by provider batches (:mod:`.batching`) instead of online calls.
@@ -72,6 +89,24 @@ def create_client(
         if cache is not None:
             client = CachingClient(client, cache, config)
     return RecordingClient(client, role)
+
+
+def create_batch_api(config: BackendConfig) -> BatchAPI:
+    """Return the batch interface of ``config``'s backend (a bare client: no cache, no rate
+    limiter, which meter online calls)."""
+    if config.backend == "openai":
+        from .openai import OpenAIClient
+        from .openai_batch import OpenAIBatchAPI
+
+        return OpenAIBatchAPI(OpenAIClient(config))
+    if config.backend == "anthropic":
+        from .anthropic import AnthropicClient
+        from .anthropic_batch import AnthropicBatchAPI
+
+        return AnthropicBatchAPI(AnthropicClient(config))
+    raise VLMConfigurationError(
+        f"{config.backend} has no batch interface: it is local and free; drop --batch"
+    )
 
 
 def _backend_client(role: Role, configs: Mapping[Role, BackendConfig] | None) -> VLMClient:

@@ -33,15 +33,11 @@ from anthropic.types import TextBlock, UserMessageParam
 
 from .base import (
     Usage,
-    VLMConfigurationError,
-    VLMError,
     VLMRequest,
     VLMResponse,
-    classify_sdk_error,
 )
 from .images import encode_image, image_labels
-from .ratelimit import Handover429
-from .settings import BackendConfig
+from .sdk import SDKClient
 
 _JSON_INSTRUCTION = "Reply with a single JSON object and nothing else."
 #: Anthropic's stop reasons in OpenAI's words (:attr:`VLMResponse.finish_reason`).
@@ -55,47 +51,33 @@ _FINISH_REASONS = {
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
-class AnthropicClient:
+class AnthropicClient(SDKClient):
     """A :class:`VLMClient` over the official ``anthropic`` SDK; thread-safe, one per role."""
 
     backend = "anthropic"
+    provider = "Anthropic"
+    creation_errors = (anthropic.AnthropicError, ValueError, TypeError)
+    connection_error = anthropic.APIConnectionError
+    status_error = anthropic.APIStatusError
 
-    def __init__(self, config: BackendConfig) -> None:
-        if config.backend != "anthropic" or not config.model:
-            raise VLMConfigurationError(f"AnthropicClient needs an anthropic config: {config}")
-        self.config = config
-        self.model = config.model
-        self._api_key = config.read_api_key()
-        # Behind the rate limiter a 429 skips the SDK's retries and pauses the fleet instead.
-        self.handover_429 = Handover429()
-        try:
-            # An explicit api_key also stops the SDK from looking for profiles or other env keys.
-            base_url, default_query = config.sdk_endpoint
-            self._client = anthropic.Anthropic(
-                api_key=self._api_key,
-                base_url=base_url,
-                default_query=default_query or None,
-                timeout=config.timeout,
-                max_retries=config.max_retries,
-                http_client=anthropic.DefaultHttpxClient(
-                    event_hooks={"response": [self.handover_429]}
-                ),
-            )
-        except (anthropic.AnthropicError, ValueError, TypeError) as exc:
-            raise VLMError(self._scrub(f"cannot create the Anthropic client: {exc}")) from None
-
-    def __repr__(self) -> str:
-        return f"AnthropicClient(model={self.model!r}, base_url={self.config.base_url!r})"
-
-    def close(self) -> None:
-        self._client.close()
+    def _open_sdk(self) -> anthropic.Anthropic:
+        # An explicit api_key also stops the SDK from looking for profiles or other env keys.
+        base_url, default_query = self.config.sdk_endpoint
+        return anthropic.Anthropic(
+            api_key=self._api_key,
+            base_url=base_url,
+            default_query=default_query or None,
+            timeout=self.config.timeout,
+            max_retries=self.config.max_retries,
+            http_client=anthropic.DefaultHttpxClient(event_hooks={"response": [self.handover_429]}),
+        )
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         parameters = self._parameters(request)
         try:
             message = self._client.messages.create(**parameters)
         except (anthropic.AnthropicError, ValueError) as exc:
-            raise _classify(exc, self._scrub(self._describe(exc))) from None
+            raise self.sdk_error(exc) from None
         return self.response_from(message, request)
 
     def _parameters(self, request: VLMRequest) -> dict[str, Any]:
@@ -170,14 +152,6 @@ class AnthropicClient:
         if isinstance(exc, anthropic.APITimeoutError):
             return f"{prefix}: timed out after {self.config.timeout} s"
         return f"{prefix}: {type(exc).__name__}: {exc}"
-
-    def _scrub(self, message: str) -> str:
-        """Servers quote the key in errors ("Incorrect API key provided: ..."), and echo the
-        request's path and headers: the key, query values and any Authorization are masked."""
-        from agentic_iqa.redact import redact
-
-        text = message.replace(self._api_key, "***") if self._api_key else message
-        return redact(text) or text
 
 
 def usage_of(message: Any) -> Usage | None:
@@ -267,12 +241,3 @@ def _answer_letter(
 
 def _bare(text: str) -> str:
     return text.strip().strip("().:\"'*").strip().casefold()
-
-
-def _classify(exc: Exception, message: str) -> VLMError:
-    return classify_sdk_error(
-        exc,
-        message,
-        connection_error=anthropic.APIConnectionError,
-        status_error=anthropic.APIStatusError,
-    )

@@ -29,15 +29,12 @@ import openai
 
 from .base import (
     Usage,
-    VLMConfigurationError,
     VLMError,
     VLMRequest,
     VLMResponse,
-    classify_sdk_error,
 )
 from .images import encode_image, image_labels
-from .ratelimit import Handover429
-from .settings import BackendConfig
+from .sdk import SDKClient
 
 TOP_LOGPROBS = 20
 #: Reply budget when only an option letter is wanted: enough for "(A)" or "Answer: A".
@@ -48,50 +45,36 @@ _STRIP = string.whitespace + string.punctuation + "\u2581\u0120"
 _JSON_HINT = "Answer with a single JSON object."
 
 
-class OpenAIClient:
+class OpenAIClient(SDKClient):
     """A :class:`VLMClient` over the official ``openai`` SDK; thread-safe, one per role."""
 
     backend = "openai"
+    provider = "OpenAI"
+    creation_errors = (openai.OpenAIError,)
+    connection_error = openai.APIConnectionError
+    status_error = openai.APIStatusError
 
-    def __init__(self, config: BackendConfig) -> None:
-        if config.backend != "openai" or not config.model:
-            raise VLMConfigurationError(f"OpenAIClient needs an openai config: {config}")
-        self.config = config
-        self.model = config.model
-        self._api_key = config.read_api_key()
-        # Behind the rate limiter a 429 skips the SDK's retries and pauses the fleet instead.
-        self.handover_429 = Handover429()
+    def _open_sdk(self) -> openai.OpenAI:
         kwargs: dict[str, Any] = {}
-        base_url, default_query = config.sdk_endpoint
+        base_url, default_query = self.config.sdk_endpoint
         if base_url:
             kwargs["base_url"] = base_url
         if default_query:
             kwargs["default_query"] = default_query
-        try:
-            self._client = openai.OpenAI(
-                api_key=self._api_key,
-                timeout=config.timeout,
-                max_retries=config.max_retries,
-                http_client=openai.DefaultHttpxClient(
-                    event_hooks={"response": [self.handover_429]}
-                ),
-                **kwargs,
-            )
-        except openai.OpenAIError as exc:
-            raise VLMError(self._scrub(f"cannot create the OpenAI client: {exc}")) from None
-
-    def __repr__(self) -> str:
-        return f"OpenAIClient(model={self.model!r}, base_url={self.config.base_url!r})"
-
-    def close(self) -> None:
-        self._client.close()
+        return openai.OpenAI(
+            api_key=self._api_key,
+            timeout=self.config.timeout,
+            max_retries=self.config.max_retries,
+            http_client=openai.DefaultHttpxClient(event_hooks={"response": [self.handover_429]}),
+            **kwargs,
+        )
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         parameters = self._parameters(request)
         try:
             completion = self._client.chat.completions.create(**parameters)
         except openai.OpenAIError as exc:
-            raise _classify(exc, self._scrub(self._describe(exc))) from None
+            raise self.sdk_error(exc) from None
         return self.response_from(completion, request)
 
     def response_from(self, completion: Any, request: VLMRequest) -> VLMResponse:
@@ -152,7 +135,7 @@ class OpenAIClient:
         content.append({"type": "text", "text": request.user})
         return content
 
-    def _describe(self, exc: openai.OpenAIError) -> str:
+    def _describe(self, exc: Exception) -> str:
         where = self.config.base_url or "api.openai.com"
         prefix = f"OpenAI request to model {self.model!r} at {where} failed"
         if isinstance(exc, openai.APIStatusError):
@@ -161,14 +144,6 @@ class OpenAIClient:
         if isinstance(exc, openai.APITimeoutError):
             return f"{prefix}: timed out after {self.config.timeout} s"
         return f"{prefix}: {type(exc).__name__}: {exc}"
-
-    def _scrub(self, message: str) -> str:
-        """Servers quote the key in errors ("Incorrect API key provided: ..."), and echo the
-        request's path and headers: the key, query values and any Authorization are masked."""
-        from agentic_iqa.redact import redact
-
-        text = message.replace(self._api_key, "***") if self._api_key else message
-        return redact(text) or text
 
 
 def option_logprobs_from_tokens(
@@ -234,9 +209,3 @@ def _normalise(token: str | None) -> str:
 
 def _field(entry: Any, name: str) -> Any:
     return entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
-
-
-def _classify(exc: Exception, message: str) -> VLMError:
-    return classify_sdk_error(
-        exc, message, connection_error=openai.APIConnectionError, status_error=openai.APIStatusError
-    )

@@ -1,4 +1,4 @@
-"""Checks a backend before anything is stored: the key, the endpoint, the model; and a probe.
+"""Check a backend before anything is stored: the key, the endpoint, the model; and a probe.
 
 A job submitted with a missing key used to fail every item with the same traceback; a typo in
 a model name, every item with a 404.  :func:`preflight` asks each configured endpoint once, with

@@ -36,7 +36,7 @@ def folder_with_strays(tmp_path: Path) -> Path:
 
 
 def test_a_folder_gives_one_csv_row_per_image_on_a_clean_stdout(folder_with_strays):
-    from iqa_tools.registry import metric_creations
+    from iqa_tools.models import metric_creations
 
     before = metric_creations()["PIQE"]
     result = runner.invoke(

@@ -42,8 +42,8 @@ PAPER_NR = {
 def test_the_papers_toolbox_plus_piqe():
     catalog = load_catalog()
     paper = {spec.name for spec in catalog if spec.from_paper}
-    assert {s.name for s in catalog.of_type("FR") if s.from_paper} == PAPER_FR
-    assert {s.name for s in catalog.of_type("NR") if s.from_paper} == PAPER_NR
+    assert {s.name for s in (t for t in catalog if t.type == "FR") if s.from_paper} == PAPER_FR
+    assert {s.name for s in (t for t in catalog if t.type == "NR") if s.from_paper} == PAPER_NR
     assert paper == PAPER_FR | PAPER_NR
     piqe = catalog.get("PIQE")
     assert not piqe.from_paper and piqe.weight_free and piqe.type == "NR"

@@ -74,14 +74,14 @@ def test_pyiqa_is_unchanged_outside_the_context_and_in_other_threads(luminance):
 
 def test_the_registry_scores_float64_tools_with_the_separable_normalisation(tmp_path, photo):
     from iqa_tools import ToolRegistry, ToolSettings
-    from iqa_tools.registry import _to_tensor
+    from iqa_tools.models import to_tensor
 
     registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
     result = registry.execute_tool("PIQE", photo, use_cache=False, allow_fallback=False)
     metric = registry.metric("PIQE")
     from iqa_tools import load_image
 
-    pixels = _to_tensor(load_image(photo), "cpu", "float64")
+    pixels = to_tensor(load_image(photo), "cpu", "float64")
     with torch.inference_mode():
         with numerics.separable_normalisation():
             separable = float(metric(pixels).reshape(-1)[0])

@@ -37,7 +37,7 @@ from tests.workers.cluster import Cluster
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
 
-from tests.iqa_tools.test_storage import Front, _front_handler  # noqa: E402
+from tests.iqa_tools.storage.servers import Front, front_handler  # noqa: E402
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -86,7 +86,7 @@ def front(moto_url: str) -> Iterator[Front]:
     """The S3 endpoint every process of the deployment talks to: counts requests, throttles
     1 in 10, passes the rest on to moto."""
     state = Throttling(upstream=moto_url)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _front_handler(state))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), front_handler(state))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     yield state

@@ -8,7 +8,7 @@ failure under the id they wrote, when no other row has that id: such rows are he
 :data:`MAX_HELD_IDS`) and come out keyed by their id at the end, or keyed by their line as soon
 as a good row claims the id.
 
-Every location a row names is read under one :class:`iqa_tools.access.Reading` (the job's
+Every location a row names is read under one :class:`iqa_tools.storage.access.Reading` (the job's
 policy: ``--root``, ``--image-dir``, ``--allow-urls``, ``AGENTIC_IQA_ALLOWED_LOCATIONS``): the
 lookahead that downloads a chunk's objects ahead, and each row's own check, pass the same gate
 before any request, and what the lookahead found broken is not asked again.
@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from iqa_tools.access import AccessPolicy, Reading, reading
 from iqa_tools.storage import is_url
+from iqa_tools.storage.access import AccessPolicy, Reading, reading
 
 from ..paths import Root
 from ..subset import RawRow

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
-from iqa_tools.access import AccessPolicy
 from iqa_tools.storage import is_url
+from iqa_tools.storage.access import AccessPolicy
 
 from ..paths import Root
 from ..subset import RawRow, RowChoice
@@ -42,7 +42,7 @@ def read_manifest(
     ``verify()`` passes truncated files) and checks it is at least
     :data:`iqa_tools.images.MIN_IMAGE_SIDE` pixels a side, so files no tool can read fail here
     and not in the middle of a run. With ``mos_range`` (low, high) a MOS outside it is a bad row.
-    ``access``: what the rows may name (:class:`iqa_tools.access.AccessPolicy`); None: ``root``
+    ``access``: what the rows may name (:class:`iqa_tools.storage.AccessPolicy`); None: ``root``
     and ``image_dir`` named, no ``--allow-urls``, the environment's allow-list.  ``subset``:
     the rows taken (:mod:`..subset`: offset, limit, a seeded sample), chosen before any check.
 

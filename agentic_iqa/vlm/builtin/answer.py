@@ -326,28 +326,6 @@ def is_yes_no(query: str) -> bool:
     return _YES_NO.match(query.replace("\u2019", "'")) is not None
 
 
-def positive_categories(query: str) -> list[str]:
-    """Categories the query asks to be *absent* by a positive word ("sharp", "in focus",
-    "vivid", "well exposed") that is not itself negated ("not sharp" asks for blur)."""
-    found: list[str] = []
-    for asked in distortions_asked(query):
-        if asked.positive:
-            found += [c for c in asked.categories if c not in found]
-    return found
-
-
-def absence_asked(query: str) -> list[str]:
-    """Categories a yes/no question asks to be *absent*, so that Yes means "not visible", read
-    by :mod:`.yes_no`: "sharp", "free of noise", "clear of noise", "noise-free", "Is noise
-    absent?", "no grain", "not blurry"; while "not sharp", "unsharp", "lacks contrast" and
-    "not free of noise" ask whether the defect is there."""
-    found: list[str] = []
-    for asked in distortions_asked(query):
-        if not asked.present:
-            found += [c for c in asked.categories if c not in found]
-    return found
-
-
 def asks_overall_quality(query: str) -> bool:
     """A question about the image's quality as a whole ("Is this image of good quality?")."""
     lowered = query.casefold()

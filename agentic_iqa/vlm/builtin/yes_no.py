@@ -1,4 +1,4 @@
-"""Reading a yes/no question: which distortions it names, and whether Yes means "there" or not.
+"""Read a yes/no question: which distortions it names, and whether Yes means "there" or not.
 
 "Is the image noisy?" asks whether noise is there; "Is it free of noise?", "clear of noise",
 "noise-free", "Is noise absent?" and "Is it sharp?" ask whether it is not; "Is it not free of

@@ -11,10 +11,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -24,118 +22,25 @@ from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import REPO
-from tests.iqa_tools.test_storage import Front, _front_handler
+from tests.iqa_tools.storage.servers import PHOTO, Front, Site, front_handler, serve_site
 
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
 
-PHOTO = (REPO / "examples" / "i03_blurred.png").read_bytes()
 OTHER_PHOTO = (REPO / "examples" / "i03_reference.png").read_bytes()
 SECRET = b"the private object: never fetched"
-
-
-@dataclass
-class Site:
-    """An HTTP server's behaviour per path, and the requests that reached it."""
-
-    files: dict[str, bytes] = field(default_factory=dict)
-    etags: dict[str, str] = field(default_factory=dict)
-    redirects: dict[str, str] = field(default_factory=dict)
-    stalls: set[str] = field(default_factory=set)
-    #: path -> (size its HEAD declares, bytes its GET sends with no Content-Length)
-    liars: dict[str, tuple[int, int]] = field(default_factory=dict)
-    seen: Counter = field(default_factory=Counter)
-    url: str = ""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def requests(self, path: str | None = None) -> int:
-        with self.lock:
-            return sum(
-                count
-                for (_, seen), count in self.seen.items()
-                if path is None or seen.split("?")[0] == path
-            )
-
-
-def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _answer(self) -> None:
-            with site.lock:
-                site.seen[(self.command, self.path)] += 1
-            path = self.path.split("?")[0]
-            body = self.command == "GET"
-            try:
-                if path in site.redirects:
-                    self.send_response(301)
-                    self.send_header("Location", site.redirects[path])
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                elif path in site.stalls:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "image/png")
-                    self.send_header("Content-Length", str(len(PHOTO)))
-                    self.end_headers()
-                    if body:
-                        self.wfile.flush()
-                        time.sleep(8)
-                elif path in site.liars:
-                    declared, sent = site.liars[path]
-                    self.send_response(200)
-                    self.send_header("Content-Type", "image/png")  # it is not
-                    if not body:
-                        self.send_header("Content-Length", str(declared))
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    if body:
-                        block = b"\0" * 65536
-                        for _ in range(sent // len(block)):
-                            self.wfile.write(block)
-                elif path in site.files:
-                    data = site.files[path]
-                    self.send_response(200)
-                    self.send_header("Content-Type", "image/png")
-                    self.send_header("Content-Length", str(len(data)))
-                    if path in site.etags:
-                        self.send_header("ETag", f'"{site.etags[path]}"')
-                    self.end_headers()
-                    if body:
-                        self.wfile.write(data)
-                else:
-                    self.send_response(404 if path != "/admin" else 200)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-            except (BrokenPipeError, ConnectionResetError):
-                return
-
-        do_GET = _answer
-        do_HEAD = _answer
-
-    return Handler
-
-
-def _serve(site: Site) -> Iterator[Site]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(site))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    site.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield site
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture
 def site(fast_storage: None) -> Iterator[Site]:
     """Photos under /photos/ on a loopback port."""
-    yield from _serve(Site(files={"/photos/good.png": PHOTO, "/photos/other.png": OTHER_PHOTO}))
+    yield from serve_site(Site(files={"/photos/good.png": PHOTO, "/photos/other.png": OTHER_PHOTO}))
 
 
 @pytest.fixture
 def elsewhere() -> Iterator[Site]:
     """Another port: where redirects lead, and the admin page a row names."""
-    yield from _serve(Site(files={"/photos/good.png": PHOTO}))
+    yield from serve_site(Site(files={"/photos/good.png": PHOTO}))
 
 
 @pytest.fixture
@@ -172,7 +77,7 @@ def store(
     client.put_object(Bucket=photos, Key="set1/good.png", Body=PHOTO)
     client.put_object(Bucket=private, Key="private/secret.jpg", Body=SECRET)
     front = Front(upstream=object_store)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _front_handler(front))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), front_handler(front))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     front.url = f"http://127.0.0.1:{server.server_address[1]}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", front.url)

@@ -15,19 +15,13 @@ import pytest
 from PIL import Image
 
 from agentic_iqa.prompts import PLANNER_SYSTEM, QUALITY_LEVELS_SYSTEM
-from agentic_iqa.vlm import batch_api as batch_api_module
+from agentic_iqa.vlm import anthropic_batch, create_batch_api, openai_batch
 from agentic_iqa.vlm.anthropic import AnthropicClient
+from agentic_iqa.vlm.anthropic_batch import AnthropicBatchAPI
 from agentic_iqa.vlm.base import FatalVLMError, VLMConfigurationError, VLMError, VLMRequest
-from agentic_iqa.vlm.batch_api import (
-    AnthropicBatchAPI,
-    BatchAPI,
-    BatchLine,
-    BatchState,
-    OpenAIBatchAPI,
-    batch_api,
-    encode_json,
-)
+from agentic_iqa.vlm.batch_api import BatchAPI, BatchLine, BatchState, encode_json
 from agentic_iqa.vlm.openai import OpenAIClient
+from agentic_iqa.vlm.openai_batch import OpenAIBatchAPI
 from agentic_iqa.vlm.settings import BackendConfig
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Recorded, Reply, openai_error
 from tests.conformance.batch_server import (
@@ -137,7 +131,7 @@ def apis() -> Iterator[Callable[[BackendConfig], BatchAPI]]:
     made: list[BatchAPI] = []
 
     def make(settings: BackendConfig) -> BatchAPI:
-        made.append(batch_api(settings))
+        made.append(create_batch_api(settings))
         return made[-1]
 
     yield make
@@ -495,7 +489,7 @@ def test_openai_refuses_an_input_file_mixing_models(batches: Any) -> None:
 def test_openai_finds_a_batch_by_its_metadata_across_pages(
     batches: Any, apis: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(batch_api_module, "FIND_PAGE", 2)
+    monkeypatch.setattr(openai_batch, "FIND_PAGE", 2)
     server, _fake = batches(echo)
     api = apis(config("openai", server))
     created = [
@@ -506,7 +500,7 @@ def test_openai_finds_a_batch_by_its_metadata_across_pages(
     assert found is not None and found.provider_id == created[1].provider_id
     assert found.status == "completed" and found.ended
     assert pages == ["/v1/batches?limit=2", f"/v1/batches?limit=2&after={created[3].provider_id}"]
-    monkeypatch.setattr(batch_api_module, "FIND_LOOKBACK", 3)
+    monkeypatch.setattr(openai_batch, "FIND_LOOKBACK", 3)
     assert api.find("attempt", "a1") is None
     assert api.find("attempt", "nowhere") is None
 
@@ -524,7 +518,7 @@ def test_anthropic_recovers_an_unrecorded_batch_by_its_creation_time_and_size(
 ) -> None:
     """The oldest batch of the row's size created since the row (less the clock skew) that
     no row holds yet, read across pages; older, taken or other-sized batches are passed by."""
-    monkeypatch.setattr(batch_api_module, "FIND_PAGE", 2)
+    monkeypatch.setattr(anthropic_batch, "FIND_PAGE", 2)
     clock = Clock()
     server, _fake = batches(echo, clock=clock)
     api = apis(config("anthropic", server))
@@ -641,7 +635,7 @@ def test_a_server_that_only_answers_posts_has_no_batches(apis: Any) -> None:
 
 def test_builtin_has_no_batch_interface() -> None:
     with pytest.raises(VLMConfigurationError) as caught:
-        batch_api(BackendConfig())
+        create_batch_api(BackendConfig())
     assert str(caught.value) == (
         "builtin has no batch interface: it is local and free; drop --batch"
     )

@@ -16,11 +16,11 @@ from agentic_iqa.query import with_options
 from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vlm.builtin.answer import (
     GOOD_FROM,
-    absence_asked,
     asks_overall_quality,
     overall_yes,
 )
 from iqa_tools import ToolRegistry, ToolSettings
+from tests.agentic_iqa.vlm.asked import absence_asked
 
 #: LIVE-C dev photos at the two ends of human opinion (MOS on 0-100).
 BEST, WORST = "844.JPG", "673.JPG"

@@ -12,7 +12,8 @@ from agentic_iqa.agents.team import Agents
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import run_inprocess
 from agentic_iqa.query import with_options
-from agentic_iqa.vlm.builtin.answer import is_yes_no, positive_categories
+from agentic_iqa.vlm.builtin.answer import is_yes_no
+from tests.agentic_iqa.vlm.asked import positive_categories
 
 
 def answer(agents: Agents, query: str, image: Path) -> str:

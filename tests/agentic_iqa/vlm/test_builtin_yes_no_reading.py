@@ -12,11 +12,10 @@ import pytest
 from agentic_iqa.vlm.builtin.answer import (
     GOOD_FROM,
     TOP_FROM,
-    absence_asked,
     is_yes_no,
     overall_yes,
-    positive_categories,
 )
+from tests.agentic_iqa.vlm.asked import absence_asked, positive_categories
 
 #: A defect named by a noun, and its category.
 NOUNS = [

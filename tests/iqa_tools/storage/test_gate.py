@@ -8,10 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from iqa_tools import storage, web
-from iqa_tools.access import AccessPolicy, AddressRefused, reading
+from iqa_tools import storage
 from iqa_tools.errors import LocationRefused, ObjectTooLarge, StorageUnavailable
-from tests.agentic_iqa.jobs.test_hostile_locations import PHOTO, Site, _serve
+from iqa_tools.storage import web
+from iqa_tools.storage.access import AccessPolicy, AddressRefused, reading
+from tests.iqa_tools.storage.servers import PHOTO, Site, serve_site
 
 
 @pytest.fixture
@@ -27,12 +28,12 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def site(quick: None) -> Iterator[Site]:
-    yield from _serve(Site(files={"/photos/good.png": PHOTO}))
+    yield from serve_site(Site(files={"/photos/good.png": PHOTO}))
 
 
 @pytest.fixture
 def other(quick: None) -> Iterator[Site]:
-    yield from _serve(Site(files={"/photos/good.png": PHOTO}))
+    yield from serve_site(Site(files={"/photos/good.png": PHOTO}))
 
 
 def test_a_redirect_is_followed_only_where_the_gate_admits_it(site: Site, other: Site) -> None:

@@ -2,8 +2,8 @@
 
 A manifest can come from anyone, and every URL in it is a request sent from the submitter's and
 the workers' network position with their credentials: another bucket, ``[::1]``, an internal
-admin page, the cloud's instance-metadata address.  So :mod:`.storage` asks :func:`admit` (through
-the :class:`Reading` in force) before it stats, reads, fetches or follows a redirect, and a
+admin page, the cloud's instance-metadata address.  So storage (:mod:`.reads`) asks :func:`admit`
+(through the :class:`Reading` in force) before it stats, reads, fetches or follows a redirect, and a
 location the policy refuses is a :class:`~.errors.LocationRefused`: nothing is sent.
 
 The rule (:class:`AccessPolicy`): a location is read when the user named it.
@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import LocationRefused, PathOutsideRoot, StorageError, StorageMisconfigured
+from ..errors import LocationRefused, PathOutsideRoot, StorageError, StorageMisconfigured
 from .locations import REMOTE_SCHEMES, display, is_url, join_under, scheme
 
 #: The allow-list's environment variable: entries separated by commas or white space.
@@ -548,6 +548,19 @@ def current() -> Reading:
     """The reading in force in this thread, else one under :meth:`AccessPolicy.ambient`."""
     found = _READING.get()
     return found if found is not None else Reading(AccessPolicy.ambient())
+
+
+def admit(location: str, *, redirected_from: str | None = None) -> None:
+    """Admit ``location`` through the reading in force, or raise :class:`LocationRefused`.
+
+    Every read of a location starts here, before any request; a name resolved while judging
+    it that lands on a refused address is refused the same way."""
+    try:
+        current().admit(location, redirected_from=redirected_from)
+    except AddressRefused as refused:
+        raise LocationRefused(
+            f"{display(location)}: {refused.strerror}", display(location)
+        ) from None
 
 
 @contextmanager

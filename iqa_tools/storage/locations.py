@@ -1,7 +1,7 @@
 """Where an image is, as text: a path or a URL, its scheme, how a message shows it, and the
 lexical rule that keeps a relative name under its root.
 
-Pure string work, no request and no policy: :mod:`.storage` reads locations, :mod:`.access`
+Pure string work, no request and no policy: :mod:`.reads` reads locations, :mod:`.access`
 decides which may be read, and both judge them with these functions.
 """
 
@@ -12,7 +12,7 @@ import posixpath
 import re
 from urllib.parse import unquote, urlsplit
 
-from .errors import PathOutsideRoot, StorageMisconfigured
+from ..errors import PathOutsideRoot, StorageMisconfigured
 
 #: Schemes read through fsspec, with the extra that installs each backend.
 REMOTE_SCHEMES: dict[str, str] = {
@@ -62,8 +62,8 @@ def display(location: str) -> str:
     return shown + ("?***" if parts.query else "") + ("#***" if parts.fragment else "")
 
 
-def _check_url(location: str) -> str:
-    """The scheme of a URL this module may read; refuses credentials written into it."""
+def check_url(location: str) -> str:
+    """Return the scheme of a URL storage may read; refuse credentials written into it."""
     name = scheme(location)
     assert name is not None
     if "@" in urlsplit(location).netloc:
@@ -80,6 +80,16 @@ def _check_url(location: str) -> str:
             location=display(location),
         )
     return name
+
+
+def local_path(location: str) -> str | None:
+    """Return the path to open directly for a plain path or a ``file://`` URL, else None."""
+    name = scheme(location)
+    if name is None:
+        return location
+    if check_url(location) == "file":
+        return _file_path(location)
+    return None
 
 
 def _file_path(location: str) -> str:
@@ -111,7 +121,7 @@ def join_under(root: str, name: str) -> str:
         raise StorageMisconfigured(f"root {root!r} contains a control character", location=root)
     root_scheme = scheme(root)
     if root_scheme is not None:
-        _check_url(root)
+        check_url(root)
     if root_scheme in (None, "file"):
         base = _file_path(root) if root_scheme == "file" else root
         prefix = posixpath.normpath(base.replace("\\", "/")) if base else "."

@@ -9,7 +9,6 @@ user's environment would for MinIO or Ceph.
 from __future__ import annotations
 
 import hashlib
-import http.client
 import multiprocessing
 import os
 import threading
@@ -17,9 +16,8 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import partial
-from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
@@ -36,78 +34,9 @@ from iqa_tools.errors import (
     StorageMisconfigured,
     StorageUnavailable,
 )
+from tests.iqa_tools.storage.servers import Front, front_handler
 
 SECRET = "dummy-secret-key-never-shown"
-
-
-@dataclass
-class Front:
-    """An S3 endpoint in front of moto: counts requests as (method, path), and in ``bodies``
-    the GETs answered with the object (200, not "304 Not Modified"), answers the queued faults
-    first (``(status, code)``, or ``"stall"``), forwards everything else."""
-
-    upstream: str
-    url: str = ""
-    seen: Counter = field(default_factory=Counter)
-    bodies: Counter = field(default_factory=Counter)
-    faults: list = field(default_factory=list)
-    always: tuple[int, str] | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def take_fault(self) -> tuple[int, str] | str | None:
-        with self.lock:
-            if self.always is not None:
-                return self.always
-            return self.faults.pop(0) if self.faults else None
-
-
-def _front_handler(front: Front) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _answer(self) -> None:
-            with front.lock:
-                front.seen[(self.command, self.path.split("?")[0])] += 1
-            fault = front.take_fault()
-            if fault == "stall":
-                time.sleep(2.5)
-                return
-            if fault is not None:
-                status, code = fault
-                body = (
-                    f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                    f"<Message>injected</Message><RequestId>1</RequestId></Error>"
-                ).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/xml")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-                return
-            host = front.upstream.removeprefix("http://")
-            connection = http.client.HTTPConnection(host, timeout=10)
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-            connection.request(self.command, self.path, headers=headers)
-            response = connection.getresponse()
-            body = response.read()
-            if self.command == "GET" and response.status == 200:
-                with front.lock:
-                    front.bodies[self.path.split("?")[0]] += 1
-            self.send_response(response.status)
-            for name, value in response.getheaders():
-                if name.lower() not in ("transfer-encoding", "connection", "server", "date"):
-                    self.send_header(name, value)
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-            connection.close()
-
-        do_GET = _answer
-        do_HEAD = _answer
-
-    return Handler
 
 
 @pytest.fixture
@@ -140,7 +69,7 @@ def put(moto_url: str, bucket: str, key: str, data: bytes) -> None:
 def front(moto_url: str, bucket: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Front]:
     """The counting, fault-injecting endpoint, made the one botocore talks to."""
     state = Front(upstream=moto_url)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _front_handler(state))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), front_handler(state))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", state.url)
@@ -232,7 +161,7 @@ def test_a_worker_with_the_recorded_version_cached_reads_no_body(
     recorded = storage.stat(url).digest
     cache = storage.ObjectCache(tmp_path / "objects", max_bytes=10**6)
     assert storage.fetch(url, expected=recorded, cache=cache)[0] == data
-    storage._SEEN.clear()  # another worker process: nothing seen lately, the disk cache warm
+    storage.forget_filesystems()  # another worker process: nothing seen lately, the disk cache warm
     worker = storage.ObjectCache(tmp_path / "objects", max_bytes=10**6)
 
     assert storage.fetch(url, expected=recorded, cache=worker)[0] == data

@@ -1,13 +1,13 @@
-"""``iqa_tools.access``: the rule of what may be read, judged on real addresses (the system's
-own resolver) and real spellings; no request is involved here."""
+"""``iqa_tools.storage.access``: the rule of what may be read, judged on real addresses (the
+system's own resolver) and real spellings; no request is involved here."""
 
 from __future__ import annotations
 
 import pytest
 
-from iqa_tools import access
-from iqa_tools.access import AccessPolicy, AddressRefused, Reading, judge_addresses, reading
 from iqa_tools.errors import LocationRefused, ObjectMissing, StorageMisconfigured
+from iqa_tools.storage import access
+from iqa_tools.storage.access import AccessPolicy, AddressRefused, Reading, judge_addresses, reading
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,8 @@
-"""HTTP(S) requests for :mod:`.storage`: one request each, no redirect followed, bodies capped.
+"""HTTP(S) requests for :mod:`.reads`: one request each, no redirect followed, bodies capped.
 
 fsspec's HTTP filesystem follows redirects on its own, reads a body whole and connects to any
 address a name resolves to, so a manifest's URL could lead a worker anywhere and fill its memory.
-Here each call is one request: a redirect comes back to the caller (:mod:`.storage`), which puts
+Here each call is one request: a redirect comes back to the caller (:mod:`.reads`), which puts
 the new location through the same gate (:mod:`.access`) before asking for it; every connection
 is made to an address :func:`.access.judge_addresses` accepted *when the name was resolved for
 that connection* (a custom aiohttp resolver), so a name that resolves elsewhere the second time
@@ -40,7 +40,7 @@ class Reply:
 
 
 class StatusError(Exception):
-    """An HTTP status that is not an answer with a body (4xx, 5xx), for :mod:`.storage` to
+    """An HTTP status that is not an answer with a body (4xx, 5xx), for :mod:`.reads` to
     classify as its backends' errors are."""
 
     def __init__(self, status: int) -> None:
