@@ -141,8 +141,8 @@ def run_job(
     engine: Any, manifest: Path, image_dir: str, workers: int, cache_dir: Path | None
 ) -> Outcome:
     """Submit and run the PIQE job; a remote run with a fresh object cache in ``cache_dir``."""
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows
     from agentic_iqa.pipeline import AgentsCache
     from agentic_iqa.runtime import lifecycle
     from iqa_tools import images, storage
@@ -164,7 +164,7 @@ def run_job(
     lifecycle.run_local(engine, job, AgentsCache(), workers=workers)
     seconds = time.perf_counter() - started
     with read_scope(engine) as session:
-        rows = list(reads.export_rows(session, job))
+        rows = list(export_rows(session, job))
     outcome = Outcome(
         seconds,
         {Path(row["image"]).name: row["raw_scores"] for row in rows},

@@ -482,11 +482,11 @@ def _database() -> Any:
 
 
 def _vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.exports import vlm_summary
 
     with read_scope(engine) as session:
-        return reads.vlm_summary(session, job_id)
+        return vlm_summary(session, job_id)
 
 
 @eval_app.command("estimate")
@@ -557,8 +557,11 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
     import time
 
     from ..config import PipelineSettings
-    from ..db import dispose_engines, make_engine, reads, upgrade
+    from ..db import dispose_engines, make_engine, upgrade
     from ..db.engine import read_scope
+    from ..db.exports import vlm_summary
+    from ..db.items import failed_items
+    from ..db.vlm_calls import vlm_usage
     from ..jobs.estimate import SamplePace, batch_pricing, extrapolate, sample_items
     from ..jobs.manifest import ManifestFormatError
     from ..runtime import lifecycle
@@ -631,15 +634,11 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
                 prices = PriceTable.load()
-                measured = reads.vlm_summary(session, job_id, prices)
+                measured = vlm_summary(session, job_id, prices)
                 as_batch = (
-                    batch_pricing(reads.vlm_usage(session, job_id=job_id), prices)
-                    if spec.batch
-                    else None
+                    batch_pricing(vlm_usage(session, job_id=job_id), prices) if spec.batch else None
                 )
-                failed = [
-                    (item.item_key, item.error) for item in reads.failed_items(session, job_id)
-                ]
+                failed = [(item.item_key, item.error) for item in failed_items(session, job_id)]
             dispose_engines(url)
     finally:
         for name, value in previous.items():
@@ -726,12 +725,12 @@ def _negative_mos_count(engine: Any, job_id: str) -> int:
 
 
 def _first_failure(engine: Any, job_id: str) -> str:
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.items import failed_items
     from ..redact import redact
 
     with read_scope(engine) as session:
-        failed = reads.failed_items(session, job_id, limit=1)
+        failed = failed_items(session, job_id, limit=1)
         return redact(failed[0].error or "(no reason recorded)") if failed else "(none)"
 
 
@@ -941,7 +940,7 @@ def status(
     progress_every: ProgressEveryOption = DEFAULT_EVERY,
 ) -> None:
     """Counts by state, throughput and ETA (or how many items are stalled)."""
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound
     from ..runtime import lifecycle
 
     engine = _engine()
@@ -1094,7 +1093,7 @@ def resume(
     whose leases are held by a process this host cannot see is waited for until its leases
     run out (a countdown), or taken over now with ``--take-over``.
     """
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound
     from ..runtime import lifecycle
 
     engine = _engine()
@@ -1209,14 +1208,14 @@ def _not_run_elsewhere(
 
 def _can_run_here(engine: Any, job_id: str) -> None:
     """Exit 2 with the reason when this process cannot run the job as it was submitted."""
-    from ..db import reads
+    from ..db.about import job_spec
     from ..db.engine import read_scope
     from ..runconfig import CannotHonour, backend_configs, check_prompts
     from ..vlm.base import VLMConfigurationError
     from ..vlm.preflight import preflight
 
     with read_scope(engine) as session:  # the job's record says how it runs
-        config = reads.job_spec(session, job_id).config
+        config = job_spec(session, job_id).config
     if config is None:
         return  # a job stored before configurations were kept: it runs as the environment says
     try:
@@ -1240,18 +1239,18 @@ def cancel(job: Annotated[str, typer.Argument(help="job id or a unique prefix of
     """
     from ..db import batches as batch_store
     from ..db import jobs as store
-    from ..db import reads
     from ..db.engine import session_scope
+    from ..db.jobs import JobNotFound, get_job
     from ..runtime import batches as rounds
 
     engine = _engine()
     job = _job_id(engine, job)
     try:
         with session_scope(engine) as session:  # status read and cancel in one transaction
-            status = reads.get_job(session, job).status
+            status = get_job(session, job).status
             batched = batch_store.is_batch_job(session, job)
             cancelled = store.cancel(session, job) if status == "running" else None
-    except reads.JobNotFound as exc:
+    except JobNotFound as exc:
         _fail(str(exc))
     stopped = (
         rounds.cancel(engine, job)
@@ -1293,22 +1292,24 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     ``answered_by`` is who answered: the recorded VLM calls, and the builtin backend's own
     model for an item that ran on it (it records no calls; a job stored before configurations
     were kept that recorded no call at all ran on it, the rule of ``eval report``'s header)."""
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.exports import PAGE, builtin_answerer, tool_names
+    from ..db.exports import export_rows as stored_export_rows
+    from ..db.jobs import get_job
     from ..jobs.export import export_columns, raw_column, tool_column
 
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         # A metric job's runs run its tools and no other: no need to read every call's name.
-        tools = sorted({*(job.metric_tools or reads.tool_names(session, job_id))})
+        tools = sorted({*(job.metric_tools or tool_names(session, job_id))})
         default_query = job.default_query
-        builtin = reads.builtin_answerer(session, job)
+        builtin = builtin_answerer(session, job)
     columns = export_columns(tools, raw=True)
     tool_columns = [(name, tool_column(name), raw_column(name)) for name in tools]
 
     def rows() -> Iterator[dict[str, Any]]:
         with read_scope(engine) as session:
-            for row in reads.export_rows(session, job_id, reads.PAGE, builtin=builtin):
+            for row in stored_export_rows(session, job_id, PAGE, builtin=builtin):
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
                 # The query the item was (or would be) asked: its own, else the job's default.
                 row["query"] = row["query"] or default_query
@@ -1342,7 +1343,7 @@ def export(
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display
 
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound
     from ..jobs.export import write_rows
     from .faults import disk_full
 
@@ -1402,9 +1403,10 @@ def report(
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
     the same per distortion type and level where the items give them.  ``--figures DIR``: the
     scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows."""
-    from ..db import reads
+    from ..db.about import job_summary
     from ..db.engine import read_scope
-    from ..db.reads import JobNotFound
+    from ..db.exports import in_sample_overlap, report_columns
+    from ..db.jobs import JobNotFound
     from ..jobs.figures import report_figures
     from ..jobs.in_sample import fitted_images, in_sample_warnings, uses_builtin
     from ..jobs.report import (
@@ -1419,11 +1421,11 @@ def report(
     job_id = _job_id(engine, job)
     try:
         with read_scope(engine) as session:
-            about = reads.job_summary(session, job_id)
+            about = job_summary(session, job_id)
             # Columns, a page at a time: arrays of floats, not a dict per item.
-            columns = reads.report_columns(session, job_id)
+            columns = report_columns(session, job_id)
             if uses_builtin(about):  # by the digests stored at submit; pending items never
-                columns.fitted_overlap = reads.in_sample_overlap(
+                columns.fitted_overlap = in_sample_overlap(
                     session, job_id, columns.size, fitted_images()
                 )
     except JobNotFound as exc:

@@ -245,22 +245,6 @@ class ToolLog(Base):
             "timestamp": entry.timestamp,
         }
 
-    def to_execution_log(self) -> ToolExecutionLog:
-        """The logged call as the state's model again (a NULL score is NaN there)."""
-        return ToolExecutionLog(
-            tool_name=self.tool_name,
-            requested_tool=self.requested_tool,
-            object_name=self.object_name,
-            distortion=self.distortion,
-            raw_score=math.nan if self.raw_score is None else self.raw_score,
-            normalized_score=math.nan if self.normalized_score is None else self.normalized_score,
-            execution_time=self.execution_time,
-            fallback=self.fallback,
-            error=self.error,
-            cached=self.cached,
-            timestamp=self.timestamp,
-        )
-
     def __repr__(self) -> str:
         return (
             f"ToolLog(run_id={self.run_id!r}, iteration={self.iteration}, "
@@ -335,8 +319,6 @@ class ReplanRow(Base):
 
 
 JOB_STATUSES = ("running", "done", "cancelled")
-#: Who feeds a job's items: the workers' supervisor, or the submitting process (no broker).
-JOB_DISPATCH = ("workers", "local")
 #: How a job's items are answered: the agent, the VLM alone (no plan, no tools), the tools alone.
 JOB_MODES = ("agent", "vlm", "tools")
 ITEM_STATUSES = ("pending", "queued", "done", "failed", "cancelled")

@@ -49,8 +49,9 @@ from sqlalchemy.engine import Engine
 
 from ..config import PipelineSettings
 from ..db import batches as store
-from ..db import reads
 from ..db.engine import read_scope, session_scope
+from ..db.items import counts as item_counts
+from ..db.jobs import get_job
 from ..redact import redact
 from ..runconfig import RunConfig, backend_configs
 from ..vlm.base import FatalVLMError, VLMError
@@ -154,7 +155,7 @@ def _advance_job(
     lease_seconds: float | None,
 ) -> None:
     with session_scope(engine) as session:
-        job = reads.get_job(session, job_id, lock=True)
+        job = get_job(session, job_id, lock=True)
         if job.status != "running" or not job.config_json:
             return
         resumed = store.claim_answered_runs(session, job_id, lease_seconds)
@@ -164,7 +165,7 @@ def _advance_job(
     if resumed:
         return  # they are at work: the round waits for them to park
     with session_scope(engine) as session:
-        job = reads.get_job(session, job_id, lock=True)
+        job = get_job(session, job_id, lock=True)
         if job.status != "running" or not job.config_json:
             return
         config = RunConfig.from_json(job.config_json)
@@ -189,7 +190,7 @@ def _round_due(session: Any, job_id: str, settings: PipelineSettings) -> bool:
         and (datetime.now(UTC) - oldest).total_seconds() >= settings.batch_gather_seconds
     ):
         return True
-    unclaimed = reads.counts(session, job_id).get("pending", 0)
+    unclaimed = item_counts(session, job_id).get("pending", 0)
     return (
         not store.open_batches(session, job_id)
         and not unclaimed
@@ -232,7 +233,7 @@ def _send(
     result.submitted.append(state.provider_id)
     log.info("job %s: batch %s sent (%d requests)", job_id, state.provider_id, len(batch.requests))
     with read_scope(engine) as session:
-        stopped = reads.get_job(session, job_id).status != "running"
+        stopped = get_job(session, job_id).status != "running"
     if stopped:  # cancelled while the batch was being created: ``cancel`` could not see it
         try:
             _cancel_one(engine, settings, result, batch.batch_id, api, state.provider_id, 0)
@@ -246,7 +247,7 @@ def _refused(engine: Engine, job_id: str, batch_id: str, reason: str) -> None:
     message = f"the provider refused a batch of this job: {reason}"
     with session_scope(engine) as session:
         store.fail_unsent(session, batch_id, message)
-        job = reads.get_job(session, job_id, lock=True)
+        job = get_job(session, job_id, lock=True)
         if job.status == "running":
             job_store.cancel(session, job_id)
             store.cancel_parked(session, job_id)
@@ -289,7 +290,7 @@ def _poll(engine: Engine, settings: PipelineSettings, result: RoundTick) -> None
                 stale_submitting=STALE_SUBMITTING,
             )
         ]
-        jobs = {job_id: reads.get_job(session, job_id) for _, job_id, _, _, _ in due}
+        jobs = {job_id: get_job(session, job_id) for _, job_id, _, _, _ in due}
         facts = {
             job_id: (job.config_json or "", job.status == "running") for job_id, job in jobs.items()
         }
@@ -486,7 +487,7 @@ def cancel(engine: Engine, job_id: str) -> Cancelled:
     with session_scope(engine) as session:
         store.cancel_parked(session, job_id)
         store.poll_now(session, job_id)
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         config_json = job.config_json or ""
         open_ = [
             (batch.id, batch.role, batch.provider_id, batch.polls)
@@ -583,8 +584,8 @@ def drive_local(
             walk(resumed)
             continue
         with read_scope(engine) as session:
-            job = reads.get_job(session, job_id)
-            counts = reads.counts(session, job_id)
+            job = get_job(session, job_id)
+            counts = item_counts(session, job_id)
             waiting = store.open_batches(session, job_id)
             pending, _ = store.pending_requests(session, job_id)
             parked = store.reopen_runs(session, job_id)

@@ -27,9 +27,11 @@ from sqlalchemy.orm import Session
 
 from ..config import PipelineSettings
 from ..db import jobs as store
-from ..db import reads
+from ..db.about import job_spec as stored_job_spec
 from ..db.engine import read_scope, session_scope
-from ..db.items import finish_if_complete
+from ..db.items import add_items, fail_changed, finish_if_complete, stored_objects
+from ..db.items import counts as item_counts
+from ..db.jobs import JobNotFound, get_job, has_runs, latest_job, live_leases, stalled_count
 from ..db.models import Job
 from ..jobs.manifest import (
     ManifestEntry,
@@ -315,14 +317,14 @@ def _submit(
                 spec_json=stored_spec.to_json(),
                 group=spec.group,
             )
-            job = reads.get_job(session, job_id)
+            job = get_job(session, job_id)
             job.submitting = True
             # Nothing is committed before the job is known to be one (its first row a metric
             # job can score), so a refusal leaves nothing behind.
             known = not metric_tools
             while True:
                 if chunk:
-                    store.add_items(session, job_id, (_item_row(entry) for entry in chunk))
+                    add_items(session, job_id, (_item_row(entry) for entry in chunk))
                 known = known or any(_scorable(entry, fr_tools) for entry in chunk)
                 if rows.ended or (known and chunk):
                     break
@@ -360,10 +362,10 @@ def _store_rest(engine: Engine, job_id: str, rows: _Rows) -> None:
             chunk = rows.take(SUBMIT_CHUNK, SUBMIT_WAIT_SECONDS)
             with session_scope(engine) as session:
                 if chunk:
-                    store.add_items(session, job_id, (_item_row(entry) for entry in chunk))
+                    add_items(session, job_id, (_item_row(entry) for entry in chunk))
                     chunk.clear()  # held no longer than its statement
                 if rows.ended:
-                    job = reads.get_job(session, job_id, lock=True)
+                    job = get_job(session, job_id, lock=True)
                     job.submitting = False
                     finish_if_complete(session, job)
     except BaseException as exc:
@@ -391,7 +393,7 @@ def _give_up(engine: Engine, job_id: str, last_line: int, error: BaseException) 
     )
     try:
         with session_scope(engine) as session:
-            job = reads.get_job(session, job_id, lock=True)
+            job = get_job(session, job_id, lock=True)
             job.submitting = False
             store.cancel(session, job_id)
             job.error = message
@@ -529,7 +531,7 @@ def _place(value: str | None) -> Path | str | None:
 def job_spec(engine: Engine, job_id: str) -> JobSpec:
     """The job's record (reconstructed from its columns for a job stored before specs)."""
     with read_scope(engine) as session:
-        return reads.job_spec(session, job_id)
+        return stored_job_spec(session, job_id)
 
 
 def _stored_root(confine: Path | str | None) -> str | None:
@@ -571,10 +573,10 @@ def _claim(engine: Engine, job_id: str, window: int, lease_seconds: float | None
     """:func:`feed`'s transaction: the job's row locked, its items in flight read from its
     counts, the gap claimed from the index (a window's work, whatever the job's size)."""
     with session_scope(engine) as session:
-        job = reads.get_job(session, job_id, lock=True)
+        job = get_job(session, job_id, lock=True)
         if _is_batch(job.config_json):  # every item waits in the same rounds
             window = max(window, PipelineSettings.load().batch_window)
-        in_flight = reads.counts(session, job_id).get("queued", 0)
+        in_flight = item_counts(session, job_id).get("queued", 0)
         runs = store.claim_items(session, job, window - in_flight, lease_seconds=lease_seconds)
         return _Claim(runs, job.config_json, job.vlm_cache)
 
@@ -615,7 +617,7 @@ def run_local(
     from . import service
 
     with read_scope(engine) as session:
-        batched = _is_batch(reads.get_job(session, job_id).config_json)
+        batched = _is_batch(get_job(session, job_id).config_json)
     if batched:
         _run_local_batched(
             engine,
@@ -729,7 +731,7 @@ def job_ended(engine: Engine, job_id: str) -> bool:
     from . import headline
 
     with session_scope(engine) as session:
-        if reads.get_job(session, job_id, lock=True).status == "running":
+        if get_job(session, job_id, lock=True).status == "running":
             return False
         recount(session, job_id)
         analyze(session)
@@ -744,7 +746,7 @@ SUBMITTING_POLL_SECONDS = 0.2
 def _submitting(engine: Engine, job_id: str) -> bool:
     """Whether the job's submit is still adding rows (and the job still running)."""
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         return job.submitting and job.status == "running"
 
 
@@ -827,7 +829,7 @@ def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
     from . import service
 
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         tools, config_json = job.tools, job.config_json
     if not tools:
         return 1
@@ -901,7 +903,7 @@ def _watching_for_a_cancel(
 
     def cancelled() -> bool:
         with read_scope(engine) as session:
-            if reads.get_job(session, job_id).status != "cancelled":
+            if get_job(session, job_id).status != "cancelled":
                 return False
         stopped.add(job_id)
         return True
@@ -940,7 +942,7 @@ def take_over(engine: Engine, job_id: str, *, force: bool = False) -> TakeOver:
     takes it over and the other finds the first one alive.
     """
     with session_scope(engine) as session:
-        reads.get_job(session, job_id, lock=True)
+        get_job(session, job_id, lock=True)
         found = store.leases(session, job_id)
         holder = Holder.from_json(found.holder)
         state = holder.state() if holder is not None else None
@@ -960,16 +962,16 @@ def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
     """
     with session_scope(engine) as session:
         reopened, runs = store.reopen(session, job_id)
-        stored = store.stored_objects(session, job_id)
-        job = reads.get_job(session, job_id)
+        stored = stored_objects(session, job_id)
+        job = get_job(session, job_id)
         if job.waiting and job.waiting.startswith(INTERRUPTED):  # it goes on now
             job.waiting = job.waiting_at = None
     changed = _changed_objects(stored)
     if not changed:
         return reopened, runs
     with session_scope(engine) as session:
-        gone = set(store.fail_changed(session, changed))
-        finish_if_complete(session, reads.get_job(session, job_id))
+        gone = set(fail_changed(session, changed))
+        finish_if_complete(session, get_job(session, job_id))
     return reopened, [run for run in runs if run not in gone]
 
 
@@ -1007,7 +1009,7 @@ def cancel(engine: Engine, job_id: str) -> int:
     too (what they answered so far is still read, and a resume uses it)."""
     with session_scope(engine) as session:
         cancelled = store.cancel(session, job_id)
-        batched = _is_batch(reads.get_job(session, job_id).config_json)
+        batched = _is_batch(get_job(session, job_id).config_json)
     if batched:
         from . import batches
 
@@ -1021,7 +1023,7 @@ def settle_if_idle(engine: Engine, job_id: str) -> bool:
     With items in flight, whoever ends the last of them settles it (its runner, or the
     workers' supervisor)."""
     with read_scope(engine) as session:
-        in_flight = reads.counts(session, job_id).get("queued", 0)
+        in_flight = item_counts(session, job_id).get("queued", 0)
     return not in_flight and job_ended(engine, job_id)
 
 
@@ -1139,17 +1141,14 @@ def _orphaned(session: Session, job: Job, counts: dict[str, int]) -> bool:
     unclaimed = (
         open_items > 0
         and (datetime.now(UTC) - _aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS
-        and not reads.has_runs(session, job.id)
+        and not has_runs(session, job.id)
     )
     holder = Holder.from_json(job.lease_holder) if job.dispatch == "local" else None
     # A local job whose process is gone is stalled at once, not when its leases run out.
     return (
         (job.dispatch == "local" or unclaimed)
         and open_items > 0
-        and (
-            not reads.live_leases(session, job.id)
-            or (holder is not None and holder.state() == "gone")
-        )
+        and (not live_leases(session, job.id) or (holder is not None and holder.state() == "gone"))
     )
 
 
@@ -1221,12 +1220,12 @@ def _aware(moment: datetime) -> datetime:
 def progress(engine: Engine, job_id: str | None = None) -> Progress:
     """Counts by state from SQL; the latest job when ``job_id`` is None."""
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id) if job_id else reads.latest_job(session)
+        job = get_job(session, job_id) if job_id else latest_job(session)
         if job is None:
-            raise reads.JobNotFound("(latest)")
+            raise JobNotFound("(latest)")
         running = job.status == "running"
-        stalled = reads.stalled_count(session, job.id) if running else 0
-        counts = reads.counts(session, job.id)
+        stalled = stalled_count(session, job.id) if running else 0
+        counts = item_counts(session, job.id)
         orphaned = _orphaned(session, job, counts)
         tools = job.metric_tools
         batch = None

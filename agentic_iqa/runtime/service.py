@@ -23,9 +23,21 @@ from sqlalchemy.orm import Session
 
 from iqa_tools.access import AccessPolicy, reading
 
-from ..db import batches, jobs, reads, steps
+from ..db import batches, jobs, steps
 from ..db.engine import session_scope
+from ..db.jobs import job_cancelled
 from ..db.models import utc_now
+from ..db.runs import (
+    RunContext,
+    extend_lease,
+    fail_run,
+    finish_run,
+    job_config,
+    load_state,
+    run_context,
+)
+from ..db.runs import create_run as create_run_row
+from ..db.vlm_calls import store_vlm_calls, vlm_keys_asked
 from ..pipeline import (
     TRANSIENT_RETRY,
     Agents,
@@ -134,7 +146,7 @@ def create_run(
 ) -> str:
     """A stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
     with session_scope(engine) as session:
-        return steps.create_run(
+        return create_run_row(
             session,
             query=query,
             image_path=image_path,
@@ -148,7 +160,7 @@ def create_run(
 
 def load(engine: Engine, run_id: str) -> AgenticIQAState:
     with session_scope(engine) as session:
-        return reads.load_state(session, run_id)
+        return load_state(session, run_id)
 
 
 def advance(
@@ -168,7 +180,7 @@ def advance(
     it begins the usual way).
     """
     with session_scope(engine) as session:
-        run = steps.run_context(session, run_id)
+        run = run_context(session, run_id)
         if run.status in {"succeeded", "failed"}:
             return None
         upcoming = _decide(session, run_id, run.state, lease_seconds, run.job_id)
@@ -198,7 +210,7 @@ def advance(
                 attempt.attempts,
                 run.job_id,
                 run.vlm_cache,
-                frozenset(steps.vlm_keys_asked(session, run_id)),
+                frozenset(vlm_keys_asked(session, run_id)),
                 resolved,
                 _reading_of(run),
             ),
@@ -217,15 +229,15 @@ def _decide(
 
     ``job_id``: the run's job (None: no job).
     """
-    if job_id is not None and steps.job_cancelled(session, job_id):
-        steps.fail_run(session, run_id, error="cancelled with its job")
+    if job_id is not None and job_cancelled(session, job_id):
+        fail_run(session, run_id, error="cancelled with its job")
         return None
     step = next_step(state)
     if step is None:
-        steps.finish_run(session, run_id, state=state, state_saved=True)
+        finish_run(session, run_id, state=state, state_saved=True)
         return None
     if lease_seconds is not None:
-        steps.extend_lease(session, run_id, lease_seconds)
+        extend_lease(session, run_id, lease_seconds)
     return NextStep(step, state.get("iteration_count", 0))
 
 
@@ -323,7 +335,7 @@ def execute_step(
                 steps.fail_step(
                     session, run_id, step, iteration, error=f"transient: {exc}", attempt=attempt
                 )
-                steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+                store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
         except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         raise
@@ -346,8 +358,8 @@ def execute_step(
             with session_scope(engine) as session:
                 _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
                 steps.fail_step(session, run_id, step, iteration, error=reason, attempt=attempt)
-                steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
-                steps.fail_run(session, run_id, error=reason)
+                store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+                fail_run(session, run_id, error=reason)
                 stopped = (
                     fatal
                     and begun.job_id is not None
@@ -442,7 +454,7 @@ def _discarded(
     log.warning("%s", stale)
     if collector.records:
         with session_scope(engine) as session:
-            steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+            store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
     return StepResult(SKIPPED)
 
 
@@ -500,7 +512,7 @@ def _complete(
             lease_seconds=lease_seconds,
             attempt=attempt,
         )
-        steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+        store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
         next_queue = None if upcoming is None or chain is None else chain(upcoming, new_state)
         if upcoming is not None and next_queue is not None:  # same run, same agents
@@ -550,7 +562,7 @@ def _begin(
     sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
     written), begin the step (or give it up when its deliveries kept dying)."""
     with session_scope(engine) as session:
-        run = steps.run_context(session, run_id)
+        run = run_context(session, run_id)
         state = run.state
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
@@ -579,14 +591,14 @@ def _begin(
                 "memory) or crashed on this input"
             )
             steps.fail_step(session, run_id, step, iteration, error=reason)
-            steps.fail_run(session, run_id, error=reason)
+            fail_run(session, run_id, error=reason)
             return StepResult(RAN)
         return Begun(
             state,
             record.attempts,
             run.job_id,
             run.vlm_cache,
-            frozenset(steps.vlm_keys_asked(session, run_id)),
+            frozenset(vlm_keys_asked(session, run_id)),
             resolved,
             _reading_of(run),
         )
@@ -606,7 +618,7 @@ def first_steps(
     its outcome (:attr:`Begun.recorded`), so a local item costs one transaction, not two.
     Empty when this process cannot run the job as submitted (each run's own first step then
     says why)."""
-    config = steps.job_config(config_json)
+    config = job_config(config_json)
     try:
         resolved = resolve_agents(agents, config)
     except CannotHonour:
@@ -633,7 +645,7 @@ def first_steps(
     return firsts
 
 
-def _reading_of(run: steps.RunContext) -> ReadingSpec:
+def _reading_of(run: RunContext) -> ReadingSpec:
     """The job's access policy (None: no job, or one stored before policies: the ambient one)
     and its item's digests, for :func:`iqa_tools.access.reading`."""
     return (run.config.access if run.config is not None else None, dict(run.digests))
@@ -686,7 +698,7 @@ def _score_ahead(
         with session_scope(engine) as session:
             for run_id, iteration in unknown:
                 try:
-                    run = steps.run_context(session, run_id)
+                    run = run_context(session, run_id)
                     registry = resolve_agents(agents, run.config).registry
                 except Exception as exc:  # the step itself reports a missing or broken run
                     log.info("run %s: not batched: %s", run_id, exc)
@@ -751,7 +763,7 @@ def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) ->
     """Give up on a run (e.g. transient errors outlasted every retry)."""
     with session_scope(engine) as session:
         steps.fail_step(session, run_id, step, iteration, error=reason)
-        steps.fail_run(session, run_id, error=reason)
+        fail_run(session, run_id, error=reason)
 
 
 def give_up(
@@ -767,7 +779,7 @@ def give_up(
     (its evidence null, :func:`agentic_iqa.pipeline.abandoned`) and the run goes on with the
     returned next step; any other step fails the run (None)."""
     with session_scope(engine) as session:
-        run = steps.run_context(session, run_id)
+        run = run_context(session, run_id)
         state = run.state
         if (
             run.status in {"succeeded", "failed"}
@@ -778,7 +790,7 @@ def give_up(
         update = abandoned(step, state, reason)
         if update is None:
             steps.fail_step(session, run_id, step, iteration, error=reason)
-            steps.fail_run(session, run_id, error=reason)
+            fail_run(session, run_id, error=reason)
             return None
         new_state = merge_state(state, update)
         steps.complete_step(
