@@ -1237,8 +1237,8 @@ def cancel(job: Annotated[str, typer.Argument(help="job id or a unique prefix of
     A job that already ended (done or cancelled) is left alone and the command exits 1, so a
     script that expects its cancel to have stopped something learns that it did not.
     """
-    from ..db import batches as batch_store
     from ..db import jobs as store
+    from ..db.batch_requests import is_batch_job
     from ..db.engine import session_scope
     from ..db.jobs import JobNotFound, get_job
     from ..runtime import batches as rounds
@@ -1248,7 +1248,7 @@ def cancel(job: Annotated[str, typer.Argument(help="job id or a unique prefix of
     try:
         with session_scope(engine) as session:  # status read and cancel in one transaction
             status = get_job(session, job).status
-            batched = batch_store.is_batch_job(session, job)
+            batched = is_batch_job(session, job)
             cancelled = store.cancel(session, job) if status == "running" else None
     except JobNotFound as exc:
         _fail(str(exc))

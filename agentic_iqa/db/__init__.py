@@ -8,7 +8,8 @@ tables.  Each entity's writes and reads live together, in one module: :mod:`.run
 row: created, leased, ended, described), :mod:`.steps` (a run's steps, tool calls and replans),
 :mod:`.vlm_calls` (its VLM calls and their usage), :mod:`.jobs` (a dataset job: created, fed,
 cancelled, reopened, found), :mod:`.about` (what a job is, for listings and reports),
-:mod:`.items` (a job's items: stored, closed, counted), :mod:`.batches` (a batch job's rounds),
+:mod:`.items` (a job's items: stored, closed, counted), :mod:`.batch_requests` (a batch job's
+requests and parked runs), :mod:`.batches` (the batches they are sent in),
 :mod:`.exports` (a job's rows and report columns, a page at a time).  :mod:`.queries` holds the
 statement helpers they share.  The writers are idempotent under Celery's redelivery.
 

@@ -49,6 +49,14 @@ from sqlalchemy.engine import Engine
 
 from ..config import PipelineSettings
 from ..db import batches as store
+from ..db.batch_requests import (
+    cancel_parked,
+    claim_answered_runs,
+    moving_runs,
+    pending_requests,
+    reopen_runs,
+    running_batch_jobs,
+)
 from ..db.engine import read_scope, session_scope
 from ..db.items import counts as item_counts
 from ..db.jobs import get_job
@@ -134,7 +142,7 @@ def tick(
         result.errors.append(f"polling batches: {redact(str(exc))}")
     try:
         with read_scope(engine) as session:
-            jobs = [job_id] if job_id else store.running_batch_jobs(session)
+            jobs = [job_id] if job_id else running_batch_jobs(session)
     except Exception as exc:
         result.errors.append(f"reading batch jobs: {redact(str(exc))}")
         return result
@@ -158,7 +166,7 @@ def _advance_job(
         job = get_job(session, job_id, lock=True)
         if job.status != "running" or not job.config_json:
             return
-        resumed = store.claim_answered_runs(session, job_id, lease_seconds)
+        resumed = claim_answered_runs(session, job_id, lease_seconds)
     for run_id in resumed:  # after the commit, so whoever runs it finds it moving
         dispatch(run_id)
     result.resumed.extend(resumed)
@@ -180,7 +188,7 @@ def _advance_job(
 
 
 def _round_due(session: Any, job_id: str, settings: PipelineSettings) -> bool:
-    pending, oldest = store.pending_requests(session, job_id)
+    pending, oldest = pending_requests(session, job_id)
     if not pending:
         return False
     if settings.batch_round_size and pending >= settings.batch_round_size:
@@ -194,7 +202,7 @@ def _round_due(session: Any, job_id: str, settings: PipelineSettings) -> bool:
     return (
         not store.open_batches(session, job_id)
         and not unclaimed
-        and not store.moving_runs(session, job_id)
+        and not moving_runs(session, job_id)
     )
 
 
@@ -250,7 +258,7 @@ def _refused(engine: Engine, job_id: str, batch_id: str, reason: str) -> None:
         job = get_job(session, job_id, lock=True)
         if job.status == "running":
             job_store.cancel(session, job_id)
-            store.cancel_parked(session, job_id)
+            cancel_parked(session, job_id)
             job.error = redact(message)
 
 
@@ -485,7 +493,7 @@ def cancel(engine: Engine, job_id: str) -> Cancelled:
     be cancelled now is polled at once by the next tick, which cancels it.  Never raises for
     a provider's refusal or absence."""
     with session_scope(engine) as session:
-        store.cancel_parked(session, job_id)
+        cancel_parked(session, job_id)
         store.poll_now(session, job_id)
         job = get_job(session, job_id)
         config_json = job.config_json or ""
@@ -587,8 +595,8 @@ def drive_local(
             job = get_job(session, job_id)
             counts = item_counts(session, job_id)
             waiting = store.open_batches(session, job_id)
-            pending, _ = store.pending_requests(session, job_id)
-            parked = store.reopen_runs(session, job_id)
+            pending, _ = pending_requests(session, job_id)
+            parked = reopen_runs(session, job_id)
         if job.status == "cancelled":  # a last pass cancels what ``eval cancel`` could not
             tick(
                 engine,

@@ -1231,11 +1231,12 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
         batch = None
         if _is_batch(job.config_json):
             from ..db import batches as batch_store
+            from ..db.batch_requests import request_counts
 
             batch = BatchProgress(
                 batch_store.next_round(session, job.id) - 1,
                 tuple(batch_store.batch_views(session, job.id)),
-                batch_store.request_counts(session, job.id),
+                request_counts(session, job.id),
             )
         return Progress(
             job.id,

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 
 from iqa_tools.access import AccessPolicy, reading
 
-from ..db import batches, jobs, steps
+from ..db import jobs, steps
+from ..db.batch_requests import answers_for, park
 from ..db.engine import session_scope
 from ..db.jobs import job_cancelled
 from ..db.models import utc_now
@@ -317,7 +318,7 @@ def execute_step(
         try:
             with session_scope(engine) as session:
                 _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
-                batches.park(
+                park(
                     session,
                     job_id=begun.job_id or "",
                     run_id=run_id,
@@ -436,7 +437,7 @@ def _batch_scope(
     if not begun.agents.batch:
         return BatchScope()
     with session_scope(engine) as session:
-        return BatchScope(answers=batches.answers_for(session, run_id, step, iteration))
+        return BatchScope(answers=answers_for(session, run_id, step, iteration))
 
 
 def _discarded(
