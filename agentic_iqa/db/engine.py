@@ -35,8 +35,6 @@ from sqlalchemy.pool import NullPool
 
 import agentic_iqa
 
-from .models import Base
-
 if TYPE_CHECKING:  # Alembic (its autogenerate and DDL machinery) is imported where it is used
     from alembic.config import Config
 
@@ -298,19 +296,6 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
-
-
-def check_schema(engine: Engine | None = None) -> list[Any]:
-    """Differences between the models and the database's schema; empty when they agree.
-
-    Run on a database built by the migrations, this checks that models and migrations agree.
-    """
-    from alembic.autogenerate import compare_metadata
-    from alembic.migration import MigrationContext
-
-    with (engine or make_engine()).connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
-        return list(compare_metadata(context, Base.metadata))
 
 
 def ensure_schema(engine: Engine) -> None:

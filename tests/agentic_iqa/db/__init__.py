@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from agentic_iqa.db.models import ReplanRow, StepRecord, ToolLog
+from agentic_iqa.db.models import Base, ReplanRow, StepRecord, ToolLog
 from agentic_iqa.state import (
     AgenticIQAState,
     ExecutorOutput,
@@ -123,3 +123,16 @@ def execution_log(log: ToolLog) -> ToolExecutionLog:
         cached=log.cached,
         timestamp=log.timestamp,
     )
+
+
+def check_schema(engine: Engine) -> list[Any]:
+    """Return the differences between the models and the database's schema (none: agreed).
+
+    Run on a database built by the migrations, this checks that models and migrations agree.
+    """
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        return list(compare_metadata(context, Base.metadata))
