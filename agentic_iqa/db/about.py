@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def spec_of(job: Job) -> JobSpec:
-    """The job's record: its stored spec, or one reconstructed from its columns (a job stored
+    """Return the job's record: its stored spec, or one reconstructed from its columns (a job stored
     before 0012)."""
     from ..jobs.spec import JobSpec, reconstruct
     from ..runconfig import RunConfig
@@ -49,12 +49,12 @@ def spec_of(job: Job) -> JobSpec:
 
 
 def job_spec(session: Session, job_id: str) -> JobSpec:
-    """The spec of the job with this id (:func:`spec_of`)."""
+    """Return the spec of the job with this id (:func:`spec_of`)."""
     return spec_of(get_job(session, job_id))
 
 
 def job_models(session: Session, job_id: str) -> list[tuple[str, str]]:
-    """The (backend, model) pairs the job's runs asked, from the recorded VLM calls."""
+    """Return the (backend, model) pairs the job's runs asked, from the recorded VLM calls."""
     rows = session.execute(
         select(VlmCall.backend, VlmCall.model)
         .distinct()
@@ -66,7 +66,7 @@ def job_models(session: Session, job_id: str) -> list[tuple[str, str]]:
 
 
 def job_about(session: Session, job: Job) -> dict[str, Any]:
-    """What a job is, from its own row (``eval list`` reads nothing else): id, name, dates,
+    """Describe a job from its own row (``eval list`` reads nothing else): id, name, dates,
     query, backend and model, tools, source, mode, group, spec.
 
     Backend and model are those the job was submitted with (a builtin role names the
@@ -112,8 +112,8 @@ def job_about(session: Session, job: Job) -> dict[str, Any]:
 
 
 def busy_seconds(session: Session, job_id: str) -> float | None:
-    """Seconds in which at least one of the job's steps was at work: the union of its steps'
-    own start-to-end intervals, so that a job interrupted for a day and resumed, or waiting
+    """Return the seconds in which at least one of the job's steps was at work: the union of its
+    steps' own start-to-end intervals, so that a job interrupted for a day and resumed, or waiting
     for batches, is not charged the wait (its created-to-finished span would be); None when no
     step has ended."""
     spans = session.execute(
@@ -135,7 +135,7 @@ def busy_seconds(session: Session, job_id: str) -> float | None:
 
 
 def job_summary(session: Session, job_id: str) -> dict[str, Any]:
-    """What a job is, for a report's header: id, name, dates, query, backend and model
+    """Describe a job for a report's header: id, name, dates, query, backend and model
     (:func:`job_about`), with how many items ask their own query and the seconds its steps
     were at work (:func:`busy_seconds`), which read its items and steps."""
     about = job_about(session, get_job(session, job_id))

@@ -24,7 +24,7 @@ _OPEN_REQUESTS = ("pending", "submitted")
 
 
 def answers_for(session: Session, run_id: str, step: str, iteration: int) -> dict[int, Answer]:
-    """What batches brought for this step of this run, by place: answers and final errors."""
+    """Return what batches brought for this step of this run, by place: answers and final errors."""
     rows = session.execute(
         select(
             BatchRequest.seq,
@@ -62,9 +62,9 @@ def park(
     iteration: int,
     wanted: Sequence[Wanted],
 ) -> int:
-    """The run waits for ``wanted``: the requests are stored (once per place), the step's
-    attempt is handed back (waiting is not an attempt) and the run holds no lease.  Returns the
-    requests newly stored."""
+    """Park the run until ``wanted`` is answered: the requests are stored (once per place), the
+    step's attempt is handed back (waiting is not an attempt) and the run holds no lease.  Returns
+    the requests newly stored."""
     added = 0
     for request in wanted:
         row = session.scalar(
@@ -122,7 +122,7 @@ def park(
 
 
 def _adoptable(session: Session, job_id: str, key: str) -> BatchRequest | None:
-    """The same request of a run of this job that ended without using it (cancelled with its
+    """Return the same request of a run of this job that ended without using it (cancelled with its
     job, then resumed as a new run), answered, in a batch or waiting for one: a resume pays
     for nothing twice, and a dead run's request is never sent (:func:`.batches.gather`)."""
     return session.scalars(
@@ -140,7 +140,7 @@ def _adoptable(session: Session, job_id: str, key: str) -> BatchRequest | None:
 
 
 def cancel_parked(session: Session, job_id: str) -> int:
-    """A cancelled job's waiting runs end as cancelled (their requests may still be answered,
+    """End a cancelled job's waiting runs as cancelled (their requests may still be answered,
     and a resumed run takes those answers over: :func:`park`)."""
     parked = list(
         session.scalars(
@@ -175,6 +175,7 @@ def cancel_parked(session: Session, job_id: str) -> int:
 
 
 def is_batch_job(session: Session, job_id: str) -> bool:
+    """Tell whether the job runs its VLM calls through provider batches."""
     from ..runconfig import RunConfig
 
     text = session.scalar(select(Job.config_json).where(Job.id == job_id))
@@ -182,7 +183,7 @@ def is_batch_job(session: Session, job_id: str) -> bool:
 
 
 def running_batch_jobs(session: Session) -> list[str]:
-    """Running jobs with requests waiting or batches open, and jobs (of any status) whose
+    """Return the running jobs with requests waiting or batches open, and jobs (of any status) whose
     batches still have answers to read: a cancelled job's batch is read to the end, so a
     resume pays for nothing twice."""
     waiting = select(BatchRequest.job_id).where(BatchRequest.status.in_(_OPEN_REQUESTS)).distinct()
@@ -205,7 +206,8 @@ def running_batch_jobs(session: Session) -> list[str]:
 
 
 def moving_runs(session: Session, job_id: str) -> int:
-    """Runs of the job at work, not waiting for a batch: a round waits for them to park."""
+    """Count the runs of the job at work, not waiting for a batch: a round waits for them to
+    park."""
     return int(
         session.scalar(
             select(func.count())
@@ -221,7 +223,7 @@ def moving_runs(session: Session, job_id: str) -> int:
 
 
 def pending_requests(session: Session, job_id: str) -> tuple[int, datetime | None]:
-    """How many requests wait for a round, and since when the oldest waits."""
+    """Count the requests waiting for a round, and say since when the oldest waits."""
     count, oldest = session.execute(
         select(func.count(), func.min(BatchRequest.created_at))
         .join(Run, Run.id == BatchRequest.run_id)
@@ -241,7 +243,7 @@ def pending_requests(session: Session, job_id: str) -> tuple[int, datetime | Non
 def claim_answered_runs(
     session: Session, job_id: str, lease_seconds: float | None, limit: int = 10_000
 ) -> list[str]:
-    """Parked runs of a running job with nothing left to wait for, marked as moving again
+    """Claim the parked runs of a running job with nothing left to wait for, marked as moving again
     (with a lease when supervised): whoever claims one sends it on, once."""
     open_request = exists().where(
         and_(BatchRequest.run_id == Run.id, BatchRequest.status.in_(_OPEN_REQUESTS))
@@ -268,8 +270,9 @@ def claim_answered_runs(
 
 
 def reopen_runs(session: Session, job_id: str) -> int:
-    """A resume: parked runs whose requests are all in (or failed) go on; requests of batches
-    that ended unread are read by the rounds.  Returns parked runs left waiting."""
+    """Count the parked runs a resume leaves waiting: parked runs whose requests are all in (or
+    failed) go on; requests of batches that ended unread are read by the rounds.  Returns parked
+    runs left waiting."""
     return int(
         session.scalar(
             select(func.count())
@@ -285,6 +288,7 @@ def reopen_runs(session: Session, job_id: str) -> int:
 
 
 def request_counts(session: Session, job_id: str) -> dict[str, int]:
+    """Count the job's batch requests by state."""
     rows = session.execute(
         select(BatchRequest.status, func.count())
         .where(BatchRequest.job_id == job_id)

@@ -29,20 +29,20 @@ from .models import BatchRequest, Run, VlmBatch, utc_now
 
 
 def line_id(batch_id: str, request_id: int) -> str:
-    """A request's ``custom_id`` in a batch: its row's ``q<id>`` after the batch row's own id.
-    The results of a batch found again after a crash by its time and size alone (Anthropic
+    """Return a request's ``custom_id`` in a batch: its row's ``q<id>`` after the batch row's own
+    id. The results of a batch found again after a crash by its time and size alone (Anthropic
     lists no metadata) prove whose they are: no other batch, of this database or of another
     on the same account, holds these ids."""
     return f"b{batch_id.replace('-', '')[:16]}_q{request_id}"
 
 
 def line_prefix(batch_id: str) -> str:
-    """What every custom_id of the batch row ``batch_id`` begins with."""
+    """Return what every custom_id of the batch row ``batch_id`` begins with."""
     return line_id(batch_id, 0).removesuffix("0")
 
 
 def open_batches(session: Session, job_id: str | None = None) -> list[VlmBatch]:
-    """Batches whose answers are not read yet (of one job, or all)."""
+    """Return the batches whose answers are not read yet (of one job, or all)."""
     query = select(VlmBatch).where(VlmBatch.read.is_(False)).order_by(VlmBatch.created_at)
     if job_id is not None:
         query = query.where(VlmBatch.job_id == job_id)
@@ -50,6 +50,7 @@ def open_batches(session: Session, job_id: str | None = None) -> list[VlmBatch]:
 
 
 def next_round(session: Session, job_id: str) -> int:
+    """Return the number of the job's next round of batches."""
     return (
         int(session.scalar(select(func.max(VlmBatch.round)).where(VlmBatch.job_id == job_id)) or 0)
         + 1
@@ -123,6 +124,7 @@ def gather(
 
 
 def describe_batch(session: Session, batch_id: str, *, backend: str, model: str) -> None:
+    """Record the backend and model a batch row is sent to."""
     session.execute(
         update(VlmBatch).where(VlmBatch.id == batch_id).values(backend=backend, model=model)
     )
@@ -141,7 +143,7 @@ def record_state(
     next_poll_at: datetime | None,
     submitted: bool = False,
 ) -> None:
-    """What the provider says of the batch now."""
+    """Record what the provider says of the batch now."""
     values: dict[str, Any] = {
         "status": status,
         "ended": ended,
@@ -160,7 +162,7 @@ def record_state(
 
 
 def submitted_requests(session: Session, batch_id: str) -> list[tuple[int, str]]:
-    """The requests a batch was given and has not answered yet: (row id, request JSON)."""
+    """Return the requests a batch was given and has not answered yet: (row id, request JSON)."""
     rows = session.execute(
         select(BatchRequest.id, BatchRequest.request_json)
         .where(BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
@@ -170,7 +172,7 @@ def submitted_requests(session: Session, batch_id: str) -> list[tuple[int, str]]
 
 
 def taken_provider_ids(session: Session, since: datetime) -> set[str]:
-    """Provider ids recorded for batches that may have been created since ``since``: a
+    """Return the provider ids recorded for batches that may have been created since ``since``: a
     batch found again after a crash is none of these."""
     return set(
         session.scalars(
@@ -183,7 +185,7 @@ def taken_provider_ids(session: Session, since: datetime) -> set[str]:
 
 
 def release(session: Session, batch_id: str, reason: str) -> int:
-    """The batch row holds none of its requests after all (its create never reached the
+    """Release a batch row's requests: it holds none of them after all (its create never reached the
     provider, and its job stopped): they wait for the next round, no try counted, and the
     row is closed with ``reason``.  Returns how many went back."""
     result = session.execute(
@@ -200,8 +202,8 @@ def release(session: Session, batch_id: str, reason: str) -> int:
 
 
 def disown(session: Session, batch_id: str, reason: str) -> None:
-    """The batch adopted for row ``batch_id`` after a crash proved another's (its results
-    carry none of the row's custom_ids): it is kept as a closed row of its own, so no later
+    """Disown a batch: the one adopted for row ``batch_id`` after a crash proved another's (its
+    results carry none of the row's custom_ids): it is kept as a closed row of its own, so no later
     search takes it again, and the row is "submitting" once more, looked for again at once
     (its own batch may be the next candidate)."""
     row = session.get(VlmBatch, batch_id)
@@ -232,7 +234,7 @@ def disown(session: Session, batch_id: str, reason: str) -> None:
 
 
 def poll_now(session: Session, job_id: str) -> None:
-    """The job's open batches are polled at the next pass (a cancel that could not reach the
+    """Poll the job's open batches at the next pass (a cancel that could not reach the
     provider is tried again there)."""
     session.execute(
         update(VlmBatch)
@@ -244,7 +246,7 @@ def poll_now(session: Session, job_id: str) -> None:
 def claim_polls(
     session: Session, *, backoff: float, maximum: float, stale_submitting: float, limit: int = 50
 ) -> list[VlmBatch]:
-    """Open batches due for a poll (and batches left "submitting" by a process that died),
+    """Claim the open batches due for a poll (and batches left "submitting" by a process that died),
     their next poll moved ahead so that one supervisor polls each."""
     now = utc_now()
     due = list(
@@ -282,7 +284,7 @@ def write_results(
     *,
     max_tries: int,
 ) -> dict[str, int]:
-    """A batch's answers: ``(custom_id, kind, response_json, error)`` with kind succeeded,
+    """Write a batch's answers: ``(custom_id, kind, response_json, error)`` with kind succeeded,
     errored, refused, expired or canceled (custom ids as :func:`line_id` makes them).
     Answered requests keep their answer; refused ones (the provider says the request itself
     is bad: HTTP 400, 401, 403, 404, 422...) fail at once with the provider's reason; errored
@@ -329,6 +331,7 @@ def _settle(
     max_tries: int,
     now: datetime,
 ) -> None:
+    """Write one request's outcome in its batch (:func:`write_results`)."""
     if kind == "succeeded" and response is not None:
         row.status, row.response_json, row.error, row.answered_at = (
             "answered",
@@ -360,7 +363,7 @@ def _settle(
 
 
 def fail_unsent(session: Session, batch_id: str, reason: str) -> None:
-    """A batch the provider refused as a whole: its requests fail with that reason."""
+    """Fail the requests of a batch the provider refused as a whole, with that reason."""
     session.execute(
         update(BatchRequest)
         .where(BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
@@ -390,6 +393,7 @@ class BatchView:
 
 
 def batch_views(session: Session, job_id: str, *, open_only: bool = True) -> list[BatchView]:
+    """Return the job's batches (the open ones only, by default) as ``eval status`` shows them."""
     query = select(VlmBatch).where(VlmBatch.job_id == job_id).order_by(VlmBatch.created_at)
     if open_only:
         query = query.where(VlmBatch.read.is_(False))

@@ -60,7 +60,7 @@ _SQLITE_UNIQUE = {
 
 @cache
 def _statements(dialect: str) -> dict[str, Any]:
-    """The statements that read a job's items a page at a time, for one dialect: ``:job``, the
+    """Build the statements that read a job's items a page at a time, for one dialect: ``:job``, the
     page after ``:after`` (its ``:limit`` items, or up to ``:last``)."""
     items = indexed_by(dialect, "job_items", ITEMS_BY_ID)
     with_runs = (
@@ -134,11 +134,12 @@ def _statements(dialect: str) -> dict[str, Any]:
 
 
 def _sql(session: Session, name: str) -> Any:
+    """Return the page statement ``name`` in the session's dialect."""
     return _statements(session.get_bind().dialect.name)[name]
 
 
 def _first_id(session: Session, job_id: str) -> int:
-    """Below every item id of the job (the walk starts after it)."""
+    """Return an id below every item id of the job (the walk starts after it)."""
     return int(session.scalar(select(Job.items_after).where(Job.id == job_id)) or 0)
 
 
@@ -168,7 +169,7 @@ def _answered_by(rows: Iterable[Row[Any]], builtin: str | None) -> dict[int, str
 
 
 def builtin_answerer(session: Session, job: Job) -> str | None:
-    """``builtin/<its model>`` when the builtin backend answers a role of the job, else None.
+    """Return ``builtin/<its model>`` when the builtin backend answers a role of the job, else None.
 
     A job stored before configurations were kept names no backend: its calls say who
     answered, and where it recorded none the builtin did (it is the only backend that records
@@ -188,8 +189,8 @@ def builtin_answerer(session: Session, job: Job) -> str | None:
 def export_rows(
     session: Session, job_id: str, batch: int = 500, *, builtin: str | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Items with their run's answer and the tool logs' per-tool means (normalized in
-    ``tool_scores``, raw in ``raw_scores``), streamed a page of ``batch`` items at a time.
+    """Yield the job's items with their run's answer and the tool logs' per-tool means (normalized
+    in ``tool_scores``, raw in ``raw_scores``), streamed a page of ``batch`` items at a time.
 
     ``answered_by`` names the recorded VLM calls' models, and ``builtin`` (the builtin's own,
     :func:`builtin_answerer`) for every item that ran.  A metric job's runs have no summary,
@@ -283,7 +284,7 @@ def report_columns(
     baseline: bool = True,
     page: int = PAGE,
 ) -> JobColumns:
-    """The job's items as a report reads them (:class:`~agentic_iqa.jobs.columns.JobColumns`),
+    """Read the job's items as a report reads them (:class:`~agentic_iqa.jobs.columns.JobColumns`),
     from columns only: the items', their runs' answer and score, their tool calls' scores
     averaged per tool (as the export's), who answered; never a run's stored state, and an
     item's error, id or question only where the report uses it.  ``identities``: each item's
@@ -430,7 +431,7 @@ def report_columns(
 
 
 def _key_ranks(session: Session, job_id: str, item_ids: np.ndarray | None) -> np.ndarray:
-    """Each item's (in ``item_ids``' order) rank among the job's item ids in code-point
+    """Return each item's (in ``item_ids``' order) rank among the job's item ids in code-point
     order, as Python sorts text: the database orders them (bytewise: SQLite's BINARY, the "C"
     collation on PostgreSQL), so no id is held as text here."""
     import numpy as np
@@ -461,7 +462,7 @@ def in_sample_overlap(
     *,
     page: int = PAGE,
 ) -> dict[str, int]:
-    """How many of the job's items that ran (done or failed) are images the builtin was fitted
+    """Count how many of the job's items that ran (done or failed) are images the builtin was fitted
     on, by the SHA-256 recorded when each was submitted (an image without one is read and
     hashed: :func:`~agentic_iqa.jobs.in_sample.fitted_overlap`), of its ``items``; pending
     items are never read."""
@@ -483,7 +484,7 @@ def in_sample_overlap(
 def report_for_job(
     session: Session, job_id: str, *, bootstrap: int = 0, seed: int = 0, logistic: bool = True
 ) -> dict[str, Any]:
-    """The job's report (:func:`agentic_iqa.jobs.report.build_report`) read from its columns
+    """Build the job's report (:func:`agentic_iqa.jobs.report.build_report`) read from its columns
     a page at a time (:func:`report_columns`): what ``eval report`` computes, and what a job's
     stored headline is made of (``bootstrap`` 0: no intervals, seconds for a million items;
     ``logistic`` False: no logistic fit, which a headline does not show)."""
@@ -500,7 +501,7 @@ def report_for_job(
 
 
 def tool_names(session: Session, job_id: str) -> list[str]:
-    """Every tool that scored an item of the job (the export's per-tool columns)."""
+    """Return every tool that scored an item of the job (the export's per-tool columns)."""
     return list(
         session.scalars(
             select(ToolLog.tool_name)
@@ -513,7 +514,7 @@ def tool_names(session: Session, job_id: str) -> list[str]:
 
 
 def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
-    """What an item's tool scores measured ("whole image", "left half (crop)"), from its
+    """Say what an item's tool scores measured ("whole image", "left half (crop)"), from its
     logged calls.  The table has no column for the crop, so the stored state's calls say it; in
     a state written since crops exist, every call off "Global" scored a region's crop (calls for
     objects are filed under "Global"), and before that every call scored the whole image."""
@@ -540,13 +541,14 @@ def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
 
 
 def _severities(state: dict[str, Any]) -> str | None:
+    """Return the distortions' severities a run's stored state holds, as ``type=severity``."""
     analysis = (state.get("executor_evidence") or {}).get("distortion_analysis") or {}
     parts = [f"{item['type']}={item['severity']}" for items in analysis.values() for item in items]
     return ";".join(parts) or None
 
 
 def _question_type(meta_json: str | None) -> str | None:
-    """The item's question type as its dataset or manifest gives it (Q-Bench's ``type``)."""
+    """Return the item's question type as its dataset or manifest gives it (Q-Bench's ``type``)."""
     if not meta_json:
         return None
     value = json.loads(meta_json).get("question_type")
@@ -554,7 +556,7 @@ def _question_type(meta_json: str | None) -> str | None:
 
 
 def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None) -> dict[str, Any]:
-    """The job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
+    """Sum the job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
     from ..vlm.usage import PriceTable, summarize
 
     job = get_job(session, job_id)

@@ -67,7 +67,7 @@ _STOPPED_HERE = "interrupted"
 
 
 def moved(moves: Mapping[tuple[str | None, str | None], int]) -> dict[str, object]:
-    """The values of an UPDATE of ``jobs`` that counts items which changed state:
+    """Return the values of an UPDATE of ``jobs`` that counts items which changed state:
     ``moves[(source, target)]`` of them (None: from nowhere, or to nowhere).  A count not known
     yet (NULL) stays NULL."""
     deltas: dict[str, int] = {}
@@ -93,8 +93,8 @@ def move(session: Session, job_id: str, moves: Mapping[tuple[str | None, str | N
 
 
 def close_item_for_run(session: Session, run: Run) -> None:
-    """A run of a job ended: its item is done or failed (cancelled if the job was), with the
-    run's error as one readable sentence (:func:`~agentic_iqa.jobs.errors.readable`); the run
+    """Close the item of a run of a job that ended: done or failed (cancelled if the job was), with
+    the run's error as one readable sentence (:func:`~agentic_iqa.jobs.errors.readable`); the run
     keeps it whole."""
     if run.job_id is not None:
         close_item(
@@ -109,9 +109,9 @@ def close_item_for_run(session: Session, run: Run) -> None:
 def close_item(
     session: Session, *, run_id: str, job_id: str, succeeded: bool, error: str | None
 ) -> None:
-    """:func:`close_item_for_run` from what the caller knows of the run (no read of it): the
-    job's row locked, the item moved, the job's counts moved by as many, and the job done
-    when that was its last open item.  A handful of small statements, whatever the job's
+    """Close an item as :func:`close_item_for_run` does, from what the caller knows of the run (no
+    read of it): the job's row locked, the item moved, the job's counts moved by as many, and the
+    job done when that was its last open item.  A handful of small statements, whatever the job's
     size."""
     session.flush()  # an ORM caller's pending changes (a resume's) come first
     job = session.execute(_LOCK_JOB, {"b_job": job_id}).first()
@@ -169,7 +169,7 @@ def _finish_if_nothing_open(
 
 
 def finish_if_complete(session: Session, job: Job) -> None:
-    """The running job is done when nothing of it is pending or queued and its submit has
+    """Mark the running job done when nothing of it is pending or queued and its submit has
     stored its last row: from its counts (counted first if not known yet), checked against
     one row of the index, never a count over its items."""
     session.flush()
@@ -261,7 +261,7 @@ def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> 
 def _item_values(
     job_id: str, rows: Iterable[dict[str, Any]], dialect: Any, states: dict[str, int]
 ) -> Iterator[tuple[Any, ...]]:
-    """Each row as the tuple of :data:`ITEM_COLUMNS` the driver takes, through the columns'
+    """Yield each row as the tuple of :data:`ITEM_COLUMNS` the driver takes, through the columns'
     own types where they convert (a UTC time as SQLite stores it), as an ORM insert would have
     written them; ``states`` counts them by status.  A row with every column is read in one
     C call (a million rows: seconds saved)."""
@@ -291,7 +291,7 @@ def _item_values(
 
 
 def close_orphaned_items(session: Session) -> int:
-    """Items still 'queued' whose run already ended (its closing was lost): close them now."""
+    """Close the items still 'queued' whose run already ended (their closing was lost)."""
     running_jobs = select(Job.id).where(Job.status == "running")
     runs = session.scalars(  # by (job, status): the index, not a scan of every item ever
         select(Run)
@@ -311,8 +311,8 @@ def close_orphaned_items(session: Session) -> int:
 def stored_objects(
     session: Session, job_id: str
 ) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
-    """Open items with an image or reference in an object store: (id, image, its digest at
-    submit, reference, its digest)."""
+    """Return the open items with an image or reference in an object store: (id, image, its digest
+    at submit, reference, its digest)."""
     return [
         tuple(row)
         for row in session.execute(  # type: ignore[misc]
@@ -332,7 +332,7 @@ def stored_objects(
 
 
 def fail_changed(session: Session, failures: dict[int, str]) -> list[str]:
-    """Items whose objects changed since submit fail with the reason (their runs in flight
+    """Fail the items whose objects changed since submit, with the reason (their runs in flight
     too); returns those runs."""
     runs: list[str] = []
     now = utc_now()
@@ -358,7 +358,7 @@ def fail_changed(session: Session, failures: dict[int, str]) -> list[str]:
 
 
 def counts(session: Session, job_id: str) -> dict[str, int]:
-    """The job's items by state (the states it has items in): the counts kept on its row as
+    """Count the job's items by state (the states it has items in): the counts kept on its row as
     items move (:mod:`.items`), five numbers whatever its size; counted from the items only
     for a job whose counts are not known yet."""
     row = session.execute(_COUNTED, {"b_job": job_id}).first()
@@ -368,7 +368,7 @@ def counts(session: Session, job_id: str) -> dict[str, int]:
 
 
 def count_items(session: Session, job_id: str) -> dict[str, int]:
-    """The job's items by state, counted from the items (one pass over its index entries)."""
+    """Count the job's items by state, from the items (one pass over its index entries)."""
     rows = session.execute(
         select(JobItem.status, func.count())
         .where(JobItem.job_id == job_id)
@@ -378,8 +378,8 @@ def count_items(session: Session, job_id: str) -> dict[str, int]:
 
 
 def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem]:
-    """The job's failed items (the first ``limit``, in manifest order: bad rows that keep their
-    own id are stored after the others), with their reasons."""
+    """Return the job's failed items (the first ``limit``, in manifest order: bad rows that keep
+    their own id are stored after the others), with their reasons."""
     return list(
         session.scalars(
             select(JobItem)
@@ -391,7 +391,7 @@ def failed_items(session: Session, job_id: str, limit: int = 50) -> list[JobItem
 
 
 def item_run_id(session: Session, job_id: str, item: str) -> str:
-    """The run of a job's item, named by its id in the manifest, its line number or its
+    """Return the run of a job's item, named by its id in the manifest, its line number or its
     image's file name (or path); a :class:`LookupError` says what matched instead."""
     named = [
         JobItem.item_key == item,
@@ -442,7 +442,7 @@ def _never_ran(dialect: str) -> Any:
 
 
 def items_run(session: Session, job_id: str) -> int:
-    """Items whose run has ended (done or failed after running): the divisor of cost per
+    """Count the items whose run has ended (done or failed after running): the divisor of cost per
     item. Bad rows never ran and cost nothing.  From the job's counts, less its failed items
     without a run (read among its failed ones alone)."""
     counted = counts(session, job_id)

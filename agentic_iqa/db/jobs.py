@@ -57,7 +57,7 @@ class NoJobs(JobNotFound):
 
 
 def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
-    """The job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
+    """Return the job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
     job = session.get(Job, job_id, with_for_update=lock or None, populate_existing=lock)
     if job is None:
         raise JobNotFound(job_id)
@@ -65,11 +65,12 @@ def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
 
 
 def latest_job(session: Session) -> Job | None:
+    """Return the job submitted last, or None."""
     return session.scalars(select(Job).order_by(Job.created_at.desc()).limit(1)).first()
 
 
 def resolve_job_id(session: Session, reference: str | None) -> str:
-    """The job a full id, a unique prefix of one (the 8 characters progress bars show), or
+    """Return the job a full id, a unique prefix of one (the 8 characters progress bars show), or
     None (the latest job) means; :class:`JobNotFound` or :class:`AmbiguousId` otherwise."""
     if reference is None:
         job = latest_job(session)
@@ -91,7 +92,7 @@ def job_ids(
     status: str | None = None,
     limit: int | None = None,
 ) -> list[str]:
-    """Jobs newest first (``eval list``, ``eval compare --group``): of one sweep, in one
+    """List the jobs newest first (``eval list``, ``eval compare --group``): of one sweep, in one
     state."""
     statement = select(Job.id).order_by(Job.created_at.desc(), Job.id)
     if group is not None:
@@ -107,12 +108,12 @@ _JOB_STATUS = select(Job.__table__.c.status).where(Job.__table__.c.id == bindpar
 
 
 def job_cancelled(session: Session, job_id: str) -> bool:
-    """Whether the job was cancelled (asked after every step of its runs: a Core read)."""
+    """Tell whether the job was cancelled (asked after every step of its runs: a Core read)."""
     return session.scalar(_JOB_STATUS, {"b_job": job_id}) == "cancelled"
 
 
 def jobs_to_feed(session: Session) -> list[str]:
-    """Running jobs that the workers feed and that still have items waiting."""
+    """Return the running jobs that the workers feed and that still have items waiting."""
     return list(
         session.scalars(
             select(Job.id)
@@ -127,8 +128,8 @@ def jobs_to_feed(session: Session) -> list[str]:
 
 
 def jobs_to_settle(session: Session, *, since: datetime, limit: int = 5) -> list[str]:
-    """Jobs the workers ran that ended since ``since`` with nothing in flight and no headline
-    stored yet (:func:`agentic_iqa.runtime.lifecycle.job_ended` has not run for them)."""
+    """Return the jobs the workers ran that ended since ``since`` with nothing in flight and no
+    headline stored yet (:func:`agentic_iqa.runtime.lifecycle.job_ended` has not run for them)."""
     return list(
         session.scalars(
             select(Job.id)
@@ -146,13 +147,14 @@ def jobs_to_settle(session: Session, *, since: datetime, limit: int = 5) -> list
 
 
 def has_runs(session: Session, job_id: str) -> bool:
-    """Whether the job has had a run: none means no process ever began one of its items
+    """Tell whether the job has had a run: none means no process ever began one of its items
     (one row of an index, not a count of a million)."""
     return session.scalar(select(Run.id).where(Run.job_id == job_id).limit(1)) is not None
 
 
 def live_leases(session: Session, job_id: str) -> int:
-    """Runs of the job in flight whose lease is still running: someone is working on them."""
+    """Count the runs of the job in flight whose lease is still running: someone is working on
+    them."""
     return int(
         session.scalar(
             select(func.count())
@@ -169,7 +171,8 @@ def live_leases(session: Session, job_id: str) -> int:
 
 
 def stalled_count(session: Session, job_id: str) -> int:
-    """Items in flight whose run's lease has passed: nothing has happened to them lately."""
+    """Count the items in flight whose run's lease has passed: nothing has happened to them
+    lately."""
     return int(
         session.scalar(
             select(func.count())
@@ -218,7 +221,7 @@ def create_job(
     spec_json: str | None = None,
     group: str | None = None,
 ) -> str:
-    """A running job; ``tools``: a metric job, whose runs only run these tools;
+    """Create a running job; ``tools``: a metric job, whose runs only run these tools;
     ``config_json``: the configuration its items run with (:mod:`agentic_iqa.runconfig`);
     ``mode``: agent, vlm or tools (a metric job's is tools); ``dataset_json``: the public
     dataset it was read from; ``spec_json``: the job whole (:mod:`agentic_iqa.jobs.spec`);
@@ -256,7 +259,7 @@ def create_job(
 def set_dispatch(
     session: Session, job_id: str, dispatch: str, *, holder: str | None = None
 ) -> None:
-    """Who feeds the job from now on: ``workers`` (the supervisor) or ``local``; ``holder``:
+    """Say who feeds the job from now on: ``workers`` (the supervisor) or ``local``; ``holder``:
     the local process that renews its leases (:class:`~agentic_iqa.runtime.heartbeat.Holder`
     as JSON), so that a resume can tell whether it is still there."""
     job = get_job(session, job_id)
@@ -274,7 +277,7 @@ class Leases:
 
 
 def leases(session: Session, job_id: str) -> Leases:
-    """The job's live leases (:class:`Leases`), read in one statement and its job's row."""
+    """Return the job's live leases (:class:`Leases`), read in one statement and its job's row."""
     live, until = session.execute(
         select(func.count(), func.max(Run.lease_until)).where(
             Run.job_id == job_id,
@@ -300,7 +303,7 @@ def extend_leases(session: Session, job_id: str, seconds: float) -> int:
 
 
 def finish_complete_jobs(session: Session) -> int:
-    """Running jobs with nothing pending or queued are done (a lost or raced closing)."""
+    """Mark running jobs with nothing pending or queued done (a lost or raced closing)."""
     open_items = select(JobItem.id).where(
         JobItem.job_id == Job.id, JobItem.status.in_(("pending", "queued"))
     )
@@ -385,7 +388,7 @@ def claim_items(
 
 
 def _pending(session: Session, job_id: str, after: int, limit: int) -> list[Any]:
-    """Up to ``limit`` of the job's pending items with an id above ``after``, in id order,
+    """Return up to ``limit`` of the job's pending items with an id above ``after``, in id order,
     locked (the columns a claim needs)."""
     return list(
         session.execute(
@@ -434,14 +437,14 @@ def store_headline(session: Session, job_id: str, document: str) -> bool:
 
 
 def note_waiting(session: Session, job_id: str, reason: str) -> None:
-    """A process could not run the job's items as submitted: say why (``eval status``)."""
+    """Say why a process could not run the job's items as submitted (``eval status``)."""
     session.execute(
         update(Job).where(Job.id == job_id).values(waiting=redact(reason), waiting_at=utc_now())
     )
 
 
 def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason: str) -> bool:
-    """A run of the job failed on a fatal backend error: stop the job, if the policy says so
+    """Stop the job after a run of it failed on a fatal backend error, if the policy says so
     (:func:`agentic_iqa.jobs.policy.stops_job`), with one message; returns whether it did.
     Items not started are cancelled, runs in flight end as cancelled; ``eval resume`` reopens
     them once the cause is fixed."""

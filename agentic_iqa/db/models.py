@@ -84,10 +84,12 @@ class NanAsNullFloat(TypeDecorator[float]):
 
 
 def utc_now() -> datetime:
+    """Return the time now, in UTC."""
     return datetime.now(UTC)
 
 
 def new_run_id() -> str:
+    """Return a new run id (a random UUID)."""
     return str(uuid.uuid4())
 
 
@@ -228,7 +230,7 @@ class ToolLog(Base):
     def columns_from(
         cls, entry: ToolExecutionLog, *, run_id: str, iteration: int
     ) -> dict[str, Any]:
-        """The row for one logged tool call, as column values."""
+        """Return the row for one logged tool call, as column values."""
         return {
             "run_id": run_id,
             "iteration": iteration,

@@ -61,7 +61,7 @@ class RunNotFound(KeyError):
 
 
 def get_run(session: Session, run_id: str) -> Run:
-    """The run, or :class:`RunNotFound`."""
+    """Return the run, or raise :class:`RunNotFound`."""
     run = session.get(Run, run_id)
     if run is None:
         raise RunNotFound(run_id)
@@ -74,7 +74,7 @@ def load_state(session: Session, run_id: str) -> AgenticIQAState:
 
 
 def resolve_run_id(session: Session, reference: str) -> str:
-    """The run a full id or a unique prefix of one means (:class:`RunNotFound`,
+    """Return the run a full id or a unique prefix of one means (:class:`RunNotFound`,
     :class:`AmbiguousId`)."""
     matches = ids_by_prefix(session, Run.id, reference.strip())
     if not matches:
@@ -102,7 +102,7 @@ def create_run(
     metric_tools: Sequence[str] | None = None,
     mode: Literal["agent", "vlm"] = "agent",
 ) -> str:
-    """A new 'pending' run with its initial state; returns its id.
+    """Create a 'pending' run with its initial state; returns its id.
 
     With ``lease_seconds`` the run is handed to workers and supervised from now on: if nothing
     happens to it within the lease (the message was lost), it is re-sent.  ``metric_tools``:
@@ -145,8 +145,8 @@ def create_runs(
     metric_tools: Sequence[str] | None = None,
     mode: Literal["agent", "vlm"] = "agent",
 ) -> list[tuple[str, AgenticIQAState]]:
-    """:func:`create_run` for a window of a job's items, (query, image, reference) each: one
-    INSERT for them all; returns their ids and initial states, in order."""
+    """Create the runs (as :func:`create_run`) for a window of a job's items, (query, image,
+    reference) each: one INSERT for them all; returns their ids and initial states, in order."""
     lease_until = lease_deadline(lease_seconds)
     rows, states = [], []
     for query, image_path, reference_path in inputs:
@@ -220,7 +220,7 @@ _RUN_CONTEXT = (
 
 
 def run_context(session: Session, run_id: str) -> RunContext:
-    """The run's status, job, state and VLM-cache setting, or :class:`RunNotFound`."""
+    """Read the run's status, job, state and VLM-cache setting, or :class:`RunNotFound`."""
     row = session.execute(_RUN_CONTEXT, {"b_run": run_id}).first()
     if row is None:
         raise RunNotFound(run_id)
@@ -294,8 +294,8 @@ def _end_run(session: Session, run_id: str, values: dict[str, Any]) -> None:
 
 
 def _expire_run(session: Session, run_id: str) -> None:
-    """A Run this session holds no longer says what the database does: read it again when
-    used (callers that loaded it, such as a fenced step's, see the run's end)."""
+    """Expire the Run this session holds, which no longer says what the database does: it is
+    read again when used (callers that loaded it, such as a fenced step's, see the run's end)."""
     run = session.identity_map.get(session.identity_key(Run, run_id))
     if run is not None:
         session.expire(run)
@@ -353,7 +353,7 @@ def extend_lease(
 
 
 def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> list[str]:
-    """Runs whose lease has passed, re-leased now so that one supervisor re-sends each.
+    """Claim the runs whose lease has passed, re-leased now so that one supervisor re-sends each.
 
     Several supervisors may call this at once: PostgreSQL skips rows another one has locked,
     SQLite's BEGIN IMMEDIATE lets one writer in at a time.
@@ -379,11 +379,13 @@ def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> l
 
 
 def set_run_vlm_cache(session: Session, run_id: str, enabled: bool) -> None:
+    """Turn the response cache on or off for the run."""
     get_run(session, run_id).vlm_cache = enabled
     session.flush()
 
 
 def _run_row(run: Run) -> dict[str, Any]:
+    """Return a run's row as ``runs list`` and ``runs show`` print it."""
     return {
         "id": run.id,
         "created_at": iso(run.created_at),
@@ -401,7 +403,7 @@ def _run_row(run: Run) -> dict[str, Any]:
 def recent_runs(
     session: Session, *, limit: int = 20, job_id: str | None = None
 ) -> list[dict[str, Any]]:
-    """The latest ``limit`` runs, newest first; with ``job_id``, the runs of that job's items
+    """List the latest ``limit`` runs, newest first; with ``job_id``, the runs of that job's items
     in manifest order, each with its item's id and line."""
     if job_id is None:
         runs = session.scalars(
@@ -422,11 +424,12 @@ def recent_runs(
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    """Return the seconds from ``start`` to ``end``, or None when either is missing."""
     return (end - start).total_seconds() if start is not None and end is not None else None
 
 
 def _logged_calls(steps: list[StepRecord]) -> dict[tuple[int, str, str], dict[str, Any]]:
-    """The tool calls as the tool steps stored them, per (iteration, object, distortion): the
+    """Return the tool calls as the tool steps stored them, per (iteration, object, distortion): the
     fields the tool_logs table has no column for (model-load seconds, the region cropped, the
     objects a whole-image score was asked for)."""
     found: dict[tuple[int, str, str], dict[str, Any]] = {}
@@ -446,7 +449,7 @@ def _logged_calls(steps: list[StepRecord]) -> dict[tuple[int, str, str], dict[st
 
 
 def _call_extras(entry: dict[str, Any]) -> dict[str, Any]:
-    """A stored call's load time, and what it scored: ``region`` (None: the whole image) and
+    """Return a stored call's load time, and what it scored: ``region`` (None: the whole image) and
     ``requested_for`` (the objects a whole-image score was asked for)."""
     return {
         "load_time_s": entry.get("load_time"),
@@ -456,8 +459,9 @@ def _call_extras(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_details(session: Session, run_id: str) -> dict[str, Any]:
-    """Everything stored about a run: inputs, dates, plan, every step (worker, queue, times),
-    every tool call (raw and normalized score), replans with reasons, answer and reasoning."""
+    """Describe everything stored about a run: inputs, dates, plan, every step (worker, queue,
+    times), every tool call (raw and normalized score), replans with reasons, answer and
+    reasoning."""
     from ..vlm.usage import PriceTable, summarize
 
     run = get_run(session, run_id)

@@ -66,6 +66,7 @@ class StepBusy(Exception):
 def _find_step(session: Session, run_id: str, step: str, iteration: int) -> StepRecord | None:
     # FOR UPDATE (PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers): a second
     # delivery waits for the first one's commit and then sees its attempts, not a stale count.
+    """Return the step's record, locked for update, or None."""
     statement = (
         select(StepRecord)
         .where(
@@ -78,7 +79,7 @@ def _find_step(session: Session, run_id: str, step: str, iteration: int) -> Step
 
 
 def _step_record(session: Session, run_id: str, step: str, iteration: int) -> StepRecord:
-    """The record of this step, created ('running', no attempts yet) if there is none.
+    """Return the record of this step, created ('running', no attempts yet) if there is none.
 
     Two deliveries of one task may both find none; the unique constraint lets one insert win
     and the other, rolled back to its savepoint, reads the winner's row.
@@ -133,7 +134,7 @@ _START_RUN = (
 
 
 def _insert_first_attempt(session: Session) -> Any:
-    """INSERT ... ON CONFLICT DO NOTHING RETURNING id: the first delivery's one statement."""
+    """Build INSERT ... ON CONFLICT DO NOTHING RETURNING id: the first delivery's one statement."""
     dialect = session.get_bind().dialect.name
     statement = _first_inserts.get(dialect)
     if statement is None:
@@ -260,6 +261,7 @@ def begin_step(
 
 
 def _mark_running(run: Run, now: datetime) -> None:
+    """Mark the run running, its start time set once."""
     run.status = "running"
     if run.started_at is None:
         run.started_at = now
@@ -299,6 +301,7 @@ _SAVE_STATE = (
 
 
 def _update_json(update: Mapping[str, Any]) -> str:
+    """Return a step's update as JSON (NaN as ``"NaN"``)."""
     return _UPDATE.dump_json(dict(update)).decode()
 
 
@@ -368,7 +371,7 @@ def complete_step(
 
 
 def _store_replans(session: Session, run_id: str, history: Sequence[ReplanEntry]) -> None:
-    """The state's replans as rows: a new one inserted when it is asked for, its failure
+    """Store the state's replans as rows: a new one inserted when it is asked for, its failure
     written when its plan step fails (the row exists by then); a failure, once written, is
     never cleared."""
     if not history:
@@ -419,7 +422,7 @@ def fail_step(
 
 
 def current_step(session: Session, run_id: str) -> str | None:
-    """The step the run is busy with ("tool_execution#0"), for progress displays."""
+    """Return the step the run is busy with ("tool_execution#0"), for progress displays."""
     record = session.scalars(
         select(StepRecord)
         .where(StepRecord.run_id == run_id, StepRecord.status == "running")

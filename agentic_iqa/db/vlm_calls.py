@@ -37,7 +37,7 @@ _KEYS_ASKED = select(_VLM_CALLS.c.request_key).where(
 
 
 def vlm_keys_asked(session: Session, run_id: str) -> set[str]:
-    """The response-cache keys this run has asked already (in any step)."""
+    """Return the response-cache keys this run has asked already (in any step)."""
     return set(session.scalars(_KEYS_ASKED, {"b_run": run_id}))
 
 
@@ -49,7 +49,7 @@ def store_vlm_calls(
     attempt: int,
     records: Iterable[CallRecord],
 ) -> None:
-    """The calls one attempt of a step made, in order; storing them again changes nothing."""
+    """Store the calls one attempt of a step made, in order; storing them again changes nothing."""
     insert_missing(
         session,
         VlmCall,
@@ -83,14 +83,14 @@ def store_vlm_calls(
 
 
 def _real(column: Any) -> Any:
-    """``column`` on real calls, 0 on cache hits (which cost nothing)."""
+    """Sum ``column`` over real calls, 0 on cache hits (which cost nothing)."""
     return func.coalesce(func.sum(case((VlmCall.cache_hit, 0), else_=column)), 0)
 
 
 def vlm_usage(
     session: Session, *, run_id: str | None = None, job_id: str | None = None
 ) -> list[ModelUsage]:
-    """Calls, cache hits and tokens per (backend, model), for a run or every run of a job;
+    """Sum the calls, cache hits and tokens per (backend, model), for a run or every run of a job;
     calls answered by a provider batch apart (they cost the batch price)."""
     is_batch = VlmCall.batch.is_not(None)
     statement = (
@@ -133,7 +133,7 @@ def vlm_usage(
 
 
 def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int, int]]:
-    """(real calls, cache hits) per (step, iteration) of a run: whether its answers came from
+    """Count (real calls, cache hits) per (step, iteration) of a run: whether its answers came from
     the response cache is derived from the calls, not stored on the step."""
     rows = session.execute(
         select(
@@ -151,7 +151,7 @@ def vlm_steps(session: Session, run_id: str) -> dict[tuple[str, int], tuple[int,
 
 
 def unused_batch_answers(session: Session, job: Job) -> list[ModelUsage]:
-    """Answers the provider's batches brought (and billed) that no run of the job took: its
+    """Sum the answers the provider's batches brought (and billed) that no run of the job took: its
     runs ended first (the job was cancelled while a batch was open; a resume takes them over,
     and they are then counted as its calls).  Per model, at the batch price."""
     from ..runconfig import RunConfig
