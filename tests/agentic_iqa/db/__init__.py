@@ -71,7 +71,7 @@ def fresh_state() -> AgenticIQAState:
 
 
 def step_status(session: Session, run_id: str, step: str, iteration: int) -> str | None:
-    """'running', 'succeeded' or 'failed'; None when the step never began."""
+    """Return the step's status ('running', 'succeeded', 'failed'); None: it never began."""
     return session.scalar(
         select(StepRecord.status).where(
             StepRecord.run_id == run_id, StepRecord.step == step, StepRecord.iteration == iteration
@@ -80,7 +80,7 @@ def step_status(session: Session, run_id: str, step: str, iteration: int) -> str
 
 
 def steps_for(session: Session, run_id: str) -> list[StepRecord]:
-    """Every step record of the run, in the order the steps first began."""
+    """Return every step record of the run, in the order the steps first began."""
     return list(
         session.scalars(
             select(StepRecord)
@@ -91,7 +91,7 @@ def steps_for(session: Session, run_id: str) -> list[StepRecord]:
 
 
 def tool_logs_for(session: Session, run_id: str) -> list[ToolLog]:
-    """Every tool call of the run, in order."""
+    """Return every tool call of the run, in order."""
     return list(
         session.scalars(
             select(ToolLog).where(ToolLog.run_id == run_id).order_by(ToolLog.iteration, ToolLog.id)
@@ -100,7 +100,7 @@ def tool_logs_for(session: Session, run_id: str) -> list[ToolLog]:
 
 
 def replans_for(session: Session, run_id: str) -> list[ReplanRow]:
-    """Every replanning round of the run, in order."""
+    """Return every replanning round of the run, in order."""
     return list(
         session.scalars(
             select(ReplanRow).where(ReplanRow.run_id == run_id).order_by(ReplanRow.iteration)
