@@ -11,7 +11,7 @@ against ``python -c pass`` (the interpreter's own start) measured in the same pr
     .venv/bin/python benchmarks/cli_startup.py [--runs 5]
 
 Heavy modules (torch, pyiqa, scipy, matplotlib, pyarrow, celery, the VLM SDKs) should load only
-in the commands that use them; ``tests/test_cli_startup.py`` checks that by module name, this
+in the commands that use them; ``tests/cli/test_startup.py`` checks that by module name, this
 script gives the times.
 """
 

@@ -8,7 +8,7 @@ same process; the ratio is this project's time over the baseline's (below 1: fas
 
     .venv/bin/python benchmarks/metrics.py [--items 250] [--resamples 1000] [--runs 3]
 
-(``tests/agentic_iqa/jobs/test_metrics.py`` checks the values; this script gives the times.)
+(``tests/agentic_iqa/reports/test_metrics.py`` checks the values; this script gives the times.)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentic_iqa.jobs.metrics import bootstrap_ci, correlation_report, krcc, srcc  # noqa: E402
+from agentic_iqa.reports.metrics import bootstrap_ci, correlation_report, krcc, srcc  # noqa: E402
 
 
 def noisy_monotone(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 """Does the agent read a planner reply as the plan a human derives from the query?
 
-Each reply of the graded corpus (``tests/agentic_iqa/planner_corpus.py``: GPT-4o, Claude and
+Each reply of the graded corpus (``tests/agentic_iqa/agents/planner_corpus.py``: GPT-4o, Claude and
 Qwen2.5-VL styles, fences, prose, comments and the shape variants of issue 29; tool aliases,
 family names, ambiguous words, content questions and replies missing fields of issue 39) is
 read twice: as the model wrote it (``extract_json_object`` + ``PlannerOutput.model_validate``,
@@ -31,7 +31,7 @@ from agentic_iqa.agents.planner import make_plan  # noqa: E402
 from agentic_iqa.state import PlannerOutput  # noqa: E402
 from agentic_iqa.vlm.builtin import BuiltinClient  # noqa: E402
 from iqa_tools import load_catalog  # noqa: E402
-from tests.agentic_iqa.planner_corpus import (  # noqa: E402
+from tests.agentic_iqa.agents.planner_corpus import (  # noqa: E402
     CORPUS,
     FIELDS,
     PlannerReply,

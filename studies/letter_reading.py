@@ -1,6 +1,6 @@
 """Which letter does a reader take from a model's reply, against letters graded by hand?
 
-Three readers over the graded replies of ``tests/agentic_iqa/reply_corpus.py`` (written as
+Three readers over the graded replies of ``tests/agentic_iqa/options/reply_corpus.py`` (written as
 GPT-4o, Claude and Qwen2.5-VL write; issue 29):
 
 - **ours**: :func:`agentic_iqa.options.parse_option`, with ``cut_off`` for a reply that stopped
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agentic_iqa.options import parse_option  # noqa: E402
-from tests.agentic_iqa.reply_corpus import CORPUS, OPTIONS, Graded  # noqa: E402
+from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS, Graded  # noqa: E402
 
 Reader = Callable[[Graded], str | None]
 
@@ -150,7 +150,7 @@ def main() -> None:
     ).stdout.strip()
     print(
         f"studies/letter_reading.py on {len(CORPUS)} graded replies "
-        f"(tests/agentic_iqa/reply_corpus.py), working tree on {commit}"
+        f"(tests/agentic_iqa/options/reply_corpus.py), working tree on {commit}"
     )
     print("cells: right / wrong letter / letter where none given / unread")
     print(f"{'category':<26}{'n':>4}  " + "   ".join(f"{name:>15}" for name in READERS))

@@ -35,7 +35,7 @@ def test_the_readme_is_a_front_door_whose_relative_links_exist():
     assert missing == []
 
 
-# -- issue 34: citing, the measurements, studies apart from benchmarks ---------------------------
+# -- citing, the measurements, studies apart from benchmarks ------------------------------------
 
 BIB_KEY = re.compile(r"^@\w+\{([^,\s]+),", re.MULTILINE)
 

@@ -1,4 +1,4 @@
-"""Issue 34, point 8: what a job's export and report say is true of the job.
+"""What a job's export and report say is true of the job.
 
 - An export names the builtin as the answerer of its items, also for a job stored before
   configurations were kept (the builtin records no VLM calls, so nothing else says so).

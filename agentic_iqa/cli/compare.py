@@ -1,6 +1,6 @@
 """``agentic-iqa eval compare``: jobs side by side on the items they share, the first the
-baseline (the table itself is :mod:`agentic_iqa.jobs.compare`), or a sweep's table; either as
-a table for a paper (``--format latex|markdown|csv``, :mod:`agentic_iqa.jobs.tables`)."""
+baseline (the table itself is :mod:`agentic_iqa.reports.compare`), or a sweep's table; either as
+a table for a paper (``--format latex|markdown|csv``, :mod:`agentic_iqa.reports.tables`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .common import _engine, _fail, _job_id, _safe_url, _write_figures, _write_p
 from .eval import _vlm_summary
 
 if TYPE_CHECKING:
-    from ..jobs.tables import PaperTable, TableFormat
+    from ..reports.tables import PaperTable, TableFormat
 
 
 def compare(
@@ -86,16 +86,13 @@ def compare(
     from ..db.engine import read_scope
     from ..db.exports import in_sample_overlap, report_columns
     from ..db.jobs import JobNotFound
-    from ..jobs.compare import (
-        build_comparison,
-        fitted_images,
-        render_html,
-        render_text,
-        uses_builtin,
-    )
-    from ..jobs.figures import comparison_figures
-    from ..jobs.names import line_names
-    from ..jobs.tables import TABLE_FORMATS
+    from ..reports.compare import build_comparison
+    from ..reports.compare_html import render_html
+    from ..reports.compare_text import render_text
+    from ..reports.figures import comparison_figures
+    from ..reports.in_sample import fitted_images, uses_builtin
+    from ..reports.names import line_names
+    from ..reports.tables import TABLE_FORMATS
 
     if fmt is not None and fmt not in TABLE_FORMATS:
         _fail(f"unknown --format {fmt!r}: use {', '.join(TABLE_FORMATS)}", code=2)
@@ -160,7 +157,7 @@ def compare(
     if html is not None:
         _write_page(lambda local: render_html(document, local, figures=drawn), html)
     if fmt is not None:
-        from ..jobs.tables import from_comparison
+        from ..reports.tables import from_comparison
 
         _write_table(from_comparison(document), fmt, output)
     elif as_json:
@@ -189,7 +186,7 @@ def _labels(engine: Any, given: list[str], ids: list[str]) -> dict[str, str]:
 def _write_table(table: PaperTable, fmt: str, output: str | None) -> None:
     """The paper table in ``fmt`` on standard output, or written to ``output`` (a path or a
     store's URL), "wrote ..." on stderr."""
-    from ..jobs.tables import render
+    from ..reports.tables import render
 
     text = render(table, cast("TableFormat", fmt))
     if output is None:
@@ -215,8 +212,8 @@ def _compare_group(
     intervals)."""
     from ..db.engine import read_scope
     from ..db.jobs import job_ids
-    from ..jobs.figures import group_figures
-    from ..jobs.sweeps import group_table, render_group_html, render_group_text
+    from ..reports.figures import group_figures
+    from ..reports.sweeps import group_table, render_group_html, render_group_text
     from .listing import job_headlines
 
     engine = _engine()
@@ -239,8 +236,8 @@ def _compare_group(
     if html is not None:
         _write_page(lambda local: render_group_html(document, local, figures=drawn), html)
     if fmt is not None:
-        from ..jobs.report import CONFIDENCE
-        from ..jobs.tables import from_group
+        from ..reports.report import CONFIDENCE
+        from ..reports.tables import from_group
 
         _write_table(
             from_group(document, {"resamples": resamples, "seed": seed, "confidence": CONFIDENCE}),

@@ -973,7 +973,7 @@ def status(
     if as_json:
         print(json.dumps(document, indent=2))
         return
-    from ..jobs.report import vlm_line
+    from ..reports.report_text import vlm_line
 
     out.print(
         f"job {current.job_id} ({escape(current.name)}): {current.state}",
@@ -1296,7 +1296,7 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     from ..db.exports import PAGE, builtin_answerer, tool_names
     from ..db.exports import export_rows as stored_export_rows
     from ..db.jobs import get_job
-    from ..jobs.export import export_columns, raw_column, tool_column
+    from ..reports.export import export_columns, raw_column, tool_column
 
     with read_scope(engine) as session:
         job = get_job(session, job_id)
@@ -1344,7 +1344,7 @@ def export(
     from iqa_tools.storage import display
 
     from ..db.jobs import JobNotFound
-    from ..jobs.export import write_rows
+    from ..reports.export import write_rows
     from .faults import disk_full
 
     if fmt not in {"csv", "jsonl", "parquet"}:
@@ -1407,15 +1407,11 @@ def report(
     from ..db.engine import read_scope
     from ..db.exports import in_sample_overlap, report_columns
     from ..db.jobs import JobNotFound
-    from ..jobs.figures import report_figures
-    from ..jobs.in_sample import fitted_images, in_sample_warnings, uses_builtin
-    from ..jobs.report import (
-        build_report,
-        provenance_warnings,
-        render_html,
-        render_text,
-        scored_label,
-    )
+    from ..reports.figures import report_figures
+    from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
+    from ..reports.report import build_report
+    from ..reports.report_html import render_html
+    from ..reports.report_text import provenance_warnings, render_text, scored_label
 
     engine = _engine()
     job_id = _job_id(engine, job)

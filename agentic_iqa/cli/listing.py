@@ -24,7 +24,7 @@ def job_headlines(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A job's description (:func:`~agentic_iqa.db.about.job_about`) and its figures, one
     per line: the agent's, or each tool's of a metric job
-    (:func:`~agentic_iqa.jobs.sweeps.headlines`), from its report, for ``eval compare
+    (:func:`~agentic_iqa.reports.sweeps.headlines`), from its report, for ``eval compare
     --group``; ``bootstrap`` resamples give them intervals (a paper table's)."""
     from ..runtime import headline
 
@@ -53,7 +53,7 @@ def _listed(
     """Whether a job's row (one of its tools, for a metric job) passes ``eval list``'s
     ``--dataset`` and ``--model`` filters."""
     from ..datasets import DatasetFormatError, get_dataset
-    from ..jobs.sweeps import dataset_label, model_label
+    from ..reports.sweeps import dataset_label, model_label
 
     if dataset is not None:
         try:
@@ -114,7 +114,7 @@ def list_jobs(
     from ..db.items import counts as item_counts
     from ..db.jobs import get_job, job_ids
     from ..db.models import JOB_STATUSES
-    from ..jobs.sweeps import aligned, dataset_label, figure_text, model_label
+    from ..reports.sweeps import aligned, dataset_label, figure_text, model_label
     from ..runtime import lifecycle
     from ..vlm.usage import format_cost
 

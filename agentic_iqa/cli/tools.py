@@ -466,7 +466,7 @@ def _run_many(
     device: str | None,
 ) -> None:
     """Every image the paths name, one row each, with the tool's model loaded once."""
-    from ..jobs.export import write_rows
+    from ..reports.export import write_rows
     from .image_paths import NothingToScore, expand
 
     registry = _registry(device)
@@ -556,7 +556,7 @@ def _run_tools(
 ) -> None:
     """Every image the paths name scored by every tool: one row each, a column per tool, each
     image read and decoded once for all of them, each tool's model loaded once."""
-    from ..jobs.export import raw_column, tool_column, write_rows
+    from ..reports.export import raw_column, tool_column, write_rows
     from .image_paths import NothingToScore, expand
 
     registry = _registry(device)
@@ -660,8 +660,8 @@ def _score_wide(
     from iqa_tools.images import read_image
     from iqa_tools.storage import display
 
-    from ..jobs.export import raw_column, tool_column
     from ..redact import redact
+    from ..reports.export import raw_column, tool_column
 
     started = time.perf_counter()
     row: dict[str, Any] = {
@@ -835,7 +835,7 @@ def _wide_table(rows: list[dict[str, Any]]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from ..jobs.export import RAW_PREFIX, raw_column, tool_column
+    from ..reports.export import RAW_PREFIX, raw_column, tool_column
 
     tools = [key[len(RAW_PREFIX) :] for key in rows[0] if key.startswith(RAW_PREFIX)]
     with_reference = any(row["reference"] for row in rows)

@@ -38,7 +38,7 @@ from .vlm_calls import unused_batch_answers, vlm_usage
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..jobs.columns import JobColumns
+    from ..reports.columns import JobColumns
     from ..vlm.usage import PriceTable
 
 
@@ -197,7 +197,7 @@ def export_rows(
     severities nor crops, so their stored state is never parsed; another job's is, for its
     reasoning, level probabilities and severities, which only the state holds.
     """
-    from ..jobs.metrics import answer_letter  # numpy: only exports and reports need it
+    from ..reports.metrics import answer_letter  # numpy: only exports and reports need it
 
     metric = bool(session.scalar(select(Job.tools).where(Job.id == job_id)))
     statement = _sql(session, "export_metric" if metric else "export")
@@ -284,25 +284,26 @@ def report_columns(
     baseline: bool = True,
     page: int = PAGE,
 ) -> JobColumns:
-    """Read the job's items as a report reads them (:class:`~agentic_iqa.jobs.columns.JobColumns`),
-    from columns only: the items', their runs' answer and score, their tool calls' scores
-    averaged per tool (as the export's), who answered; never a run's stored state, and an
-    item's error, id or question only where the report uses it.  ``identities``: each item's
-    id and image digests and its id's rank, for ``eval compare``, and only the columns a
-    comparison reads (no distortion nor question type; a metric job's tool scores, or another's
-    quality score and answers: :class:`~agentic_iqa.jobs.columns.ColumnsBuilder`'s
-    ``breakdown`` and ``scores``); with ``baseline`` False
-    (a job compared with the baseline) its id digests only, the baseline's ranks and images
-    being those a comparison uses.  Memory: the arrays (some 60 bytes an item) and one page."""
+    """Read the job's items as a report reads them
+    (:class:`~agentic_iqa.reports.columns.JobColumns`), from columns only: the items', their runs'
+    answer and score, their tool calls' scores averaged per tool (as the export's), who answered;
+    never a run's stored state, and an item's error, id or question only where the report uses it.
+    ``identities``: each item's id and image digests and its id's rank, for ``eval compare``, and
+    only the columns a comparison reads (no distortion nor question type; a metric job's tool
+    scores, or another's quality score and answers:
+    :class:`~agentic_iqa.reports.columns.ColumnsBuilder`'s ``breakdown`` and ``scores``); with
+    ``baseline`` False (a job compared with the baseline) its id digests only, the baseline's ranks
+    and images being those a comparison uses. Memory: the arrays (some 60 bytes an item) and one
+    page."""
     import numpy as np
 
-    from ..jobs.columns import ColumnsBuilder, Page
+    from ..reports.columns import ColumnsBuilder, Page
 
     job = get_job(session, job_id)
     builtin = builtin_answerer(session, job)
     metric, default_query = bool(job.metric_tools), job.default_query
     # A comparison judges a metric job by its tools' scores, another by its quality score and
-    # answers (:func:`agentic_iqa.jobs.in_sample.job_mode`): it reads only those.
+    # answers (:func:`agentic_iqa.reports.in_sample.job_mode`): it reads only those.
     tool_lines = (job.mode or ("tools" if metric else "agent")) == "tools"
     tools = sorted(
         {
@@ -464,9 +465,9 @@ def in_sample_overlap(
 ) -> dict[str, int]:
     """Count how many of the job's items that ran (done or failed) are images the builtin was fitted
     on, by the SHA-256 recorded when each was submitted (an image without one is read and
-    hashed: :func:`~agentic_iqa.jobs.in_sample.fitted_overlap`), of its ``items``; pending
+    hashed: :func:`~agentic_iqa.reports.in_sample.fitted_overlap`), of its ``items``; pending
     items are never read."""
-    from ..jobs.in_sample import fitted_overlap
+    from ..reports.in_sample import fitted_overlap
 
     statement = _sql(session, "ran_images")
 
@@ -484,11 +485,11 @@ def in_sample_overlap(
 def report_for_job(
     session: Session, job_id: str, *, bootstrap: int = 0, seed: int = 0, logistic: bool = True
 ) -> dict[str, Any]:
-    """Build the job's report (:func:`agentic_iqa.jobs.report.build_report`) read from its columns
-    a page at a time (:func:`report_columns`): what ``eval report`` computes, and what a job's
+    """Build the job's report (:func:`agentic_iqa.reports.report.build_report`) from its columns,
+    read a page at a time (:func:`report_columns`): what ``eval report`` computes, and what a job's
     stored headline is made of (``bootstrap`` 0: no intervals, seconds for a million items;
     ``logistic`` False: no logistic fit, which a headline does not show)."""
-    from ..jobs.report import build_report
+    from ..reports.report import build_report
 
     metric = bool(session.scalar(select(Job.tools).where(Job.id == job_id)))
     return build_report(

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
-from ..jobs.errors import readable
+from ..reports.errors import readable
 from .models import (
     ITEM_COUNTERS,
     ITEM_STATUSES,
@@ -94,7 +94,7 @@ def move(session: Session, job_id: str, moves: Mapping[tuple[str | None, str | N
 
 def close_item_for_run(session: Session, run: Run) -> None:
     """Close the item of a run of a job that ended: done or failed (cancelled if the job was), with
-    the run's error as one readable sentence (:func:`~agentic_iqa.jobs.errors.readable`); the run
+    the run's error as one readable sentence (:func:`~agentic_iqa.reports.errors.readable`); the run
     keeps it whole."""
     if run.job_id is not None:
         close_item(

@@ -1,7 +1,7 @@
 """What ``eval list`` shows of a job, computed once when it ends and kept on its row.
 
 A job's headline is its figures, one per line (the agent's, or each tool's of a metric job:
-SRCC/PLCC against MOS or MCQ accuracy, :func:`agentic_iqa.jobs.sweeps.headlines`), and its VLM
+SRCC/PLCC against MOS or MCQ accuracy, :func:`agentic_iqa.reports.sweeps.headlines`), and its VLM
 cost.  They come from the job's report over every item, which at a million items takes as long
 as ``eval report``; listing twenty jobs must not, so the figures are computed when a job ends
 (by the process that ran its last item: :func:`agentic_iqa.runtime.lifecycle.job_ended`) and
@@ -37,7 +37,7 @@ def compute(
     its report (:func:`~agentic_iqa.db.exports.report_for_job`, read a page at a time, without
     the logistic fits behind a PLCC, which no figure shows); ``bootstrap`` resamples give them
     intervals (a paper table's)."""
-    from ..jobs.sweeps import headlines
+    from ..reports.sweeps import headlines
 
     with read_scope(engine) as session:
         about = job_about(session, get_job(session, job_id))

@@ -1,5 +1,9 @@
+"""Fixtures and helpers shared by the agentic_iqa tests: the tool registry, the builtin agent in
+every role, the shipped example photo and degraded copies of it, and small files to run on."""
+
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -9,9 +13,12 @@ from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import Agents
 from agentic_iqa.vlm.builtin import BuiltinClient
 from iqa_tools import ToolRegistry, ToolSettings
-from tests.conftest import REPO
+from iqa_tools.catalog import Catalog, load_catalog
+from tests.conftest import REPO, natural_image
 
 EXAMPLE = REPO / "examples" / "i03_reference.png"
+#: The size of :func:`graded_photos`' photos.
+GRADED_SIZE = (96, 72)
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +29,15 @@ def registry() -> ToolRegistry:
 @pytest.fixture(scope="session")
 def builtin_agents(registry: ToolRegistry) -> Agents:
     client = BuiltinClient()
+    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
+
+
+@pytest.fixture(scope="module")
+def agents() -> Agents:
+    """The builtin backend in every role over a registry of the test module's own (tools on the
+    CPU, scores cached in memory), so no module reads scores another module cached."""
+    client = BuiltinClient()
+    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
     return Agents(planner=client, executor=client, summarizer=client, registry=registry)
 
 
@@ -36,3 +52,38 @@ def example_images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         degrade(original, kind, level).save(path)
         paths[f"{kind}{level}"] = path
     return paths
+
+
+def graded_photos(folder: Path, count: int = 4) -> list[str]:
+    """Write ``count`` photos ``p0.png``... into ``folder`` that get worse with the index (more
+    blur), so MOS can fall with it; return their names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for index in range(count):
+        clean = Image.fromarray(natural_image(index, GRADED_SIZE))
+        picture = degrade(clean, "blur", index % 5) if index % 5 else clean
+        picture.save(folder / f"p{index}.png")
+        names.append(f"p{index}.png")
+    return names
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
+    """Write a CSV file (UTF-8) of ``header`` and ``rows`` to ``path``; return the path."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def always_nan_catalog() -> Catalog:
+    """Return a catalogue of SSIM and "Broken", a no-reference tool whose every score is NaN."""
+    catalog = load_catalog()
+    broken = catalog.get("PIQE").model_copy(
+        update={
+            "name": "Broken",
+            "pyiqa_name": None,
+            "factory": "tests.iqa_tools.factories:always_nan",
+        }
+    )
+    return Catalog([catalog.get("SSIM"), broken])

@@ -1,4 +1,4 @@
-"""Issue 40: ``eval compare``'s wall time per item is the time the job's steps were at work,
+"""``eval compare``'s wall time per item is the time the job's steps were at work,
 not its submitted-to-finished span: a job stopped for a while and then resumed is not charged
 the wait.
 

@@ -33,8 +33,9 @@ from agentic_iqa.vlm.base import VLMRequest, VLMResponse
 from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vocabulary import QUALITY_LEVELS
 from iqa_tools import ToolRegistry, ToolSettings
-from iqa_tools.catalog import Catalog, load_catalog
+from iqa_tools.catalog import load_catalog
 from iqa_tools.images import read_image
+from tests.agentic_iqa.conftest import always_nan_catalog
 
 SEVERITY = ["none", "slight", "moderate", "severe", "extreme"]
 
@@ -183,25 +184,13 @@ def test_next_step_follows_the_plan_flags():
     assert DETECT not in state["steps_done"] and EXECUTE not in state["steps_done"]
 
 
-def always_nan_catalog() -> Catalog:
-    catalog = load_catalog()
-    broken = catalog.get("PIQE").model_copy(
-        update={
-            "name": "Broken",
-            "pyiqa_name": None,
-            "factory": "tests.iqa_tools.factories:always_nan",
-        }
-    )
-    return Catalog([catalog.get("SSIM"), broken])
-
-
 @pytest.mark.parametrize("bound", [0, 1, 2])
 def test_tools_that_fail_are_not_replanned_and_the_summarizer_answers_from_what_there_is(
     bound, example_images
 ):
     """The only NR tool returns NaN and nothing can replace it: a new plan would fail the same
     way, so no replan; the summarizer answers at once from the image, saying what is missing
-    (issue 29: it used to replan to the bound and answer "Unable to determine")."""
+    (not "Unable to determine" after replanning to the bound)."""
     registry = ToolRegistry(
         ToolSettings(device="cpu", tool_cache="memory", fallback_chain=[]),
         catalog=always_nan_catalog(),
@@ -241,7 +230,7 @@ def test_evidence_a_new_plan_can_supply_is_replanned_for_then_the_summarizer_ans
 ):
     """Scores for the right half are missing because the plan ran no tool on its crop: a new
     plan may, so the run replans to the bound; then the summarizer is asked with what there is
-    and its answer stands (issue 29: it used to be "Unable to determine" without asking)."""
+    and its answer stands (not "Unable to determine" without asking)."""
     plan = {
         "query_type": "IQA",
         "query_scope": ["left half", "right half"],

@@ -1,4 +1,4 @@
-"""Issue 20's defects outside the worker fleet, one test each: caches answer only their own
+"""Reliability outside the worker fleet, one test each: caches answer only their own
 request, credentials are masked by structure, inputs are bounded, and infrastructure errors are
 one line and exit 2 with nothing stored."""
 

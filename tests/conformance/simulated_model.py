@@ -68,7 +68,7 @@ class Behaviour(StrEnum):
     REFUSAL = "refusal"  # now and then a refusal
     NO_LOGPROBS = "no-logprobs"  # a server that returns no log-probabilities
     ANTHROPIC = "anthropic"  # the Anthropic protocol, prose and fences
-    # content: the same right model, its steps varying in what they say (issue 29)
+    # content: the same right model, its steps varying in what they say
     SUPERSET = "superset"  # the analysis covers one type more than asked
     SUBSET = "subset"  # the analysis covers one type fewer than asked (of 2+)
     OFF_LIST = "off-list"  # detection and analysis name categories off the valid list

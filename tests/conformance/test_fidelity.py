@@ -3,7 +3,7 @@ that always knows the answer but writes the way hosted models do (``simulated_mo
 
 Every recoverable behaviour class must leave no item failed and every multiple-choice answer
 right, with the rating items' fused scores in the model's own order, and the content classes
-(issue 29) must not even need a question asked again; the unrecoverable ones fail
+must not even need a question asked again; the unrecoverable ones fail
 their items with a reason a user can act on, and a rejected key stops the job with one message.
 The full table over more items is ``benchmarks/vlm_fidelity.py``.
 """
@@ -52,7 +52,7 @@ def test_a_right_model_gives_right_answers_whatever_it_writes(
     assert result.scoring_srcc() >= 0.95
     assert result.job_error is None
     if behaviour in CONTENT or behaviour == Behaviour.VARIED:
-        # What a step says is usable as written: no reply rejected, no replan (issue 29).
+        # What a step says is usable as written: no reply rejected, no replan.
         assert result.asked_again == []
 
 

@@ -28,7 +28,8 @@ BATCHER = {
 
 
 @pytest.fixture
-def photos(tmp_path: Path) -> list[Path]:
+def mixed_size_photos(tmp_path: Path) -> list[Path]:
+    """Five generated photos of 80x64 and one of 72x72."""
     paths = []
     for seed, size in enumerate([(80, 64)] * 5 + [(72, 72)]):
         path = tmp_path / f"p{seed}.png"
@@ -45,9 +46,9 @@ def registry(tmp_path: Path, cache: str = "memory") -> ToolRegistry:
     )
 
 
-def test_piqe_in_one_batch_equals_piqe_one_by_one(photos, tmp_path):
+def test_piqe_in_one_batch_equals_piqe_one_by_one(mixed_size_photos, tmp_path):
     batched, single = registry(tmp_path), registry(tmp_path, cache="none")
-    images = [read_image(p) for p in photos]
+    images = [read_image(p) for p in mixed_size_photos]
     assert batched.score_batches([("PIQE", image, None) for image in images], max_batch=8) == 6
     for image in images:
         ahead = batched.execute_tool("PIQE", image)
@@ -58,11 +59,11 @@ def test_piqe_in_one_batch_equals_piqe_one_by_one(photos, tmp_path):
     assert batched.execute_tool("PIQE", images[0]).cached is True
 
 
-def test_groups_by_size_and_caps_the_batch(photos, tmp_path, monkeypatch):
+def test_groups_by_size_and_caps_the_batch(mixed_size_photos, tmp_path, monkeypatch):
     log = tmp_path / "batches.txt"
     monkeypatch.setenv("AGENTIC_IQA_TEST_BATCH_LOG", str(log))
     tools = registry(tmp_path)
-    images = [read_image(p) for p in photos]
+    images = [read_image(p) for p in mixed_size_photos]
     calls = [("Batcher", image, None) for image in images]
     assert tools.score_batches(calls + calls[:2], max_batch=3) == 6  # repeats scored once
     # Five 80x64 images in batches of at most 3, the 72x72 one alone.
@@ -72,9 +73,9 @@ def test_groups_by_size_and_caps_the_batch(photos, tmp_path, monkeypatch):
         assert tools.execute_tool("Batcher", image).raw_score == pytest.approx(expected, 1e-5)
 
 
-def test_a_cached_or_unreadable_call_is_left_to_the_per_call_path(photos, tmp_path):
+def test_a_cached_or_unreadable_call_is_left_to_the_per_call_path(mixed_size_photos, tmp_path):
     tools = registry(tmp_path)
-    images = [read_image(p) for p in photos[:3]]
+    images = [read_image(p) for p in mixed_size_photos[:3]]
     tools.execute_tool("Batcher", images[0])  # now cached
     corrupt = tmp_path / "corrupt.png"
     corrupt.write_bytes(b"\x89PNG not really")

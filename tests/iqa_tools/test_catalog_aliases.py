@@ -1,4 +1,4 @@
-"""Issue 39: the catalogue's aliases and family names.  A tool is looked up by any name people
+"""The catalogue's aliases and family names.  A tool is looked up by any name people
 write for it ("Multi-Scale SSIM", "peak signal-to-noise ratio", its display name), each alias
 names exactly one tool, and a family name ("TOPIQ", "WaDIQaM") names none for certain."""
 

@@ -145,8 +145,8 @@ def test_failed_tools_are_not_replanned_the_run_answers_and_persists_its_tool_lo
     database, make_cluster, sqlite_url, no_piqe_fallback, request
 ):
     """The only tool fails and nothing replaces it: a new plan would fail the same way, so the
-    summarizer answers at once from what there is (issue 29: it used to replan to the bound
-    and answer "Unable to determine"); the failed calls are stored."""
+    summarizer answers at once from what there is (no replan to the bound, no "Unable to
+    determine"); the failed calls are stored."""
     url = sqlite_url if database == "sqlite" else request.getfixturevalue("postgres_url")
     cluster = make_cluster(url, extra_overrides=(no_piqe_fallback,))
     cluster.start("default", "default")

@@ -1,5 +1,5 @@
 """A replan whose plan cannot be made, on real Celery workers: the run still ends with the
-summarizer's answer from the first round's evidence (issue 39), stored step by step."""
+summarizer's answer from the first round's evidence, stored step by step."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import pytest
 
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.runs import get_run, load_state, run_details
-from tests.agentic_iqa.conftest import EXAMPLE
-from tests.agentic_iqa.test_summarizer_reply import (
+from tests.agentic_iqa.agents.test_summarizer_reply import (
     ANSWER,
     EXPLAIN,
     WANTS_MORE,
@@ -17,6 +16,7 @@ from tests.agentic_iqa.test_summarizer_reply import (
     not_json,
     plan,
 )
+from tests.agentic_iqa.conftest import EXAMPLE
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer
 from tests.workers.test_distributed import step_rows, submit, wait_for
 

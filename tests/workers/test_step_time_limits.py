@@ -1,4 +1,4 @@
-"""Issue 41: every step runs under its own time limit, whichever Celery task runs it, and says
+"""Every step runs under its own time limit, whichever Celery task runs it, and says
 which limit ran out and what to raise.  (The same with real workers: test_cli_distributed.py's
 time-limit tests, marked faults.)"""
 

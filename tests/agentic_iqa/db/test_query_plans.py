@@ -1,4 +1,4 @@
-"""Issue 42: the hot queries of a big job read a window of an index, on SQLite and PostgreSQL.
+"""The hot queries of a big job read a window of an index, on SQLite and PostgreSQL.
 
 Each query is taken as the product issues it (the statements SQLAlchemy sends while the code
 under test runs) and explained by the database: SQLite's EXPLAIN QUERY PLAN, PostgreSQL's

@@ -219,7 +219,7 @@ def test_a_replans_failure_is_written_to_its_row_once_and_kept(engine: Engine) -
     the latest replans) clears nothing."""
     from agentic_iqa.pipeline import replan_failed
     from agentic_iqa.state import PlannerOutput
-    from tests.agentic_iqa.planner_corpus import model_plan
+    from tests.agentic_iqa.agents.planner_corpus import model_plan
 
     run_id = _new_run(engine)
     planned = merge_state(fresh_state(), {"plan": PlannerOutput.model_validate(model_plan())})

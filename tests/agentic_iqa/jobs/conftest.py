@@ -1,5 +1,5 @@
-"""Fixtures of the job tests: a migrated SQLite results database per test, the CLI's settings
-for a module of big jobs, and a scratch database of either kind."""
+"""Fixtures of the job tests: a migrated SQLite results database per test, and the CLI's settings
+for a module of big jobs."""
 
 from __future__ import annotations
 
@@ -33,12 +33,3 @@ def cli_env(data_dir: Path) -> Iterator[None]:
         patch.setenv("AGENTIC_IQA_DEVICE", "cpu")
         patch.setenv("AGENTIC_IQA_VLM_CACHE", "false")
         yield
-
-
-def scratch_database(kind: str, folder: Path, request: pytest.FixtureRequest) -> str:
-    """A migrated SQLite file in ``folder``, or the session's PostgreSQL database."""
-    if kind == "sqlite":
-        url = f"sqlite:///{folder / 'results.sqlite3'}"
-        upgrade(url)
-        return url
-    return request.getfixturevalue("postgres_url")

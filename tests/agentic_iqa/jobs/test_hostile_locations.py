@@ -1,4 +1,4 @@
-"""A downloaded manifest reaches only what the user named (issue 41): real servers on loopback
+"""A downloaded manifest reaches only what the user named: real servers on loopback
 count every request that reached them, so "refused" means "never asked".
 
 Servers: moto's S3 behind a counting front (the store's endpoint, ``AWS_ENDPOINT_URL``), and
@@ -465,7 +465,7 @@ def test_an_export_masks_a_presigned_urls_signature_and_the_item_keeps_it(
     engine, site: Site, tmp_path: Path
 ) -> None:
     from agentic_iqa.cli.eval import export_rows
-    from agentic_iqa.jobs.export import write_rows
+    from agentic_iqa.reports.export import write_rows
     from agentic_iqa.runtime import lifecycle
 
     signed = (

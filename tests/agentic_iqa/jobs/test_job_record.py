@@ -1,4 +1,4 @@
-"""Issue 19: a job remembers how it was run and says only what happened.
+"""A job remembers how it was run and says only what happened.
 
 The OpenAI-compatible server is the simulated right model of ``tests/conformance`` (the real
 SDK against a local server); the CLI is invoked as a user would.

@@ -1,12 +1,12 @@
-"""Issue 29: a job runs what it says, and says when it cannot answer its questions.
+"""A job runs what it says, and says when it cannot answer its questions.
 
-- ``--model gpt-4o`` without ``--backend`` ran the builtin and reported "Model: gpt-4o": now the
-  backend comes from an unambiguous model name (said on stderr) or the command stops (exit 2);
-  a report, export or comparison names only a model that answered, for old jobs too.
-- A Q-Bench job with ``--mode tools`` reported "MCQ accuracy 0.000 (0/40 correct)": it is now
-  refused at submit, and a mixed manifest's report says accuracy is not applicable.
-- Q-Bench's test split, whose answers are withheld, silently omitted accuracy: every report
-  (text, JSON, HTML, ``eval compare``) now says "answers withheld".
+- ``--model gpt-4o`` without ``--backend`` takes the backend from an unambiguous model name
+  (said on stderr) or stops the command (exit 2); a report, export or comparison names only a
+  model that answered, for old jobs too.
+- A Q-Bench job with ``--mode tools`` (no answer to grade) is refused at submit, and a mixed
+  manifest's report says accuracy is not applicable.
+- Q-Bench's test split, whose answers are withheld: every report (text, JSON, HTML,
+  ``eval compare``) says "answers withheld" instead of an accuracy.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from agentic_iqa.cli import app
 from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, VlmCall
-from agentic_iqa.jobs.report import NOT_APPLICABLE
 from agentic_iqa.jobs.spec import JobSpec
+from agentic_iqa.reports.report import NOT_APPLICABLE
 from agentic_iqa.runconfig import capture
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.vlm.settings import ROLES, BackendConfig, backend_of_model
-from tests.agentic_iqa.jobs.test_research_jobs import agents, photos, write_csv  # noqa: F401
+from tests.agentic_iqa.conftest import graded_photos, write_csv
 from tests.conformance.harness import simulated
 from tests.conformance.items import images, multiple_choice, scoring, write_manifest
 from tests.conformance.simulated_model import Behaviour
@@ -136,7 +136,7 @@ def test_a_model_no_backend_can_be_told_for_stops_submit_and_assess_before_anyth
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     path = write_csv(tmp_path / "m.csv", ["image", "mos"], [["p0.png", 50]])
-    photos(tmp_path, 1)
+    graded_photos(tmp_path, 1)
     for command in (
         ["eval", "submit", str(path)],
         ["assess", str(tmp_path / "p0.png")],
@@ -150,7 +150,7 @@ def test_a_model_no_backend_can_be_told_for_stops_submit_and_assess_before_anyth
 
 def test_an_inferred_backend_still_needs_its_key_and_says_which(tmp_path, results, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    photos(tmp_path, 1)
+    graded_photos(tmp_path, 1)
     result = runner.invoke(
         app, ["assess", str(tmp_path / "p0.png"), "--model", "claude-sonnet-4-5"]
     )
@@ -165,12 +165,12 @@ def test_an_inferred_backend_still_needs_its_key_and_says_which(tmp_path, result
 def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
     tmp_path,
     results,
-    agents,  # noqa: F811
+    agents,
 ):
     """Backend builtin, model gpt-4o stored (what `--model gpt-4o` without `--backend` did):
     the header, configuration, export and comparison name builtin-v1, never gpt-4o, and a
     warning says that no model answered."""
-    names = photos(tmp_path, 3)
+    names = graded_photos(tmp_path, 3)
     path = write_csv(
         tmp_path / "m.csv",
         ["image", "mos"],
@@ -218,7 +218,7 @@ def test_a_job_stored_by_the_old_bug_is_reported_with_the_model_that_answered(
 
 
 def _qbench(root: Path, split: str, *, answers: bool) -> Path:
-    names = photos(root / "images", 3)
+    names = graded_photos(root / "images", 3)
     questions = []
     for name in names:
         for question, candidates, right in (
@@ -264,7 +264,7 @@ def test_a_tools_job_on_questions_only_is_refused_at_submit(tmp_path, results):
 
 
 def test_a_tools_job_on_a_mixed_manifest_reports_accuracy_as_not_applicable(tmp_path, results):
-    names = photos(tmp_path, 4)
+    names = graded_photos(tmp_path, 4)
     path = write_csv(
         tmp_path / "m.csv",
         ["image", "query", "options", "answer", "mos"],

@@ -16,9 +16,7 @@ from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import JobItem, Run, StepRecord
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.pipeline import Agents
 from agentic_iqa.runtime import lifecycle
-from agentic_iqa.vlm.builtin import BuiltinClient
 from tests.conftest import livec_manifest
 
 pytestmark = pytest.mark.data
@@ -40,19 +38,6 @@ def manifest(livec_dir: Path, tmp_path: Path) -> Path:
             (str(livec_dir / "images" / second) + "?", "high"),
         ),
     )
-
-
-@pytest.fixture(scope="module")
-def agents(registry) -> Agents:
-    client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
-
-
-@pytest.fixture(scope="module")
-def registry():
-    from iqa_tools import ToolRegistry, ToolSettings
-
-    return ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
 
 
 def test_bad_rows_become_failed_items_with_their_line_numbers(engine, manifest):

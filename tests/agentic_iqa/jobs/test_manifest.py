@@ -21,6 +21,7 @@ from agentic_iqa.jobs.manifest import (
     read_manifest,
 )
 from iqa_tools.images import MIN_IMAGE_SIDE
+from tests.agentic_iqa.conftest import write_csv
 
 
 def make_image(
@@ -30,14 +31,6 @@ def make_image(
 ) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.new("RGB", size, color).save(path)
-    return path
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
     return path
 
 

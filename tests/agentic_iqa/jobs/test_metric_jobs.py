@@ -17,11 +17,13 @@ from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog, VlmCall
 from agentic_iqa.fitting.degradations import degrade
-from agentic_iqa.jobs.export import write_rows
-from agentic_iqa.jobs.report import build_report, render_html, render_text
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.jobs.tools import MetricToolsError, parse_tools
 from agentic_iqa.pipeline import EXECUTE, Agents, next_step
+from agentic_iqa.reports.export import write_rows
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_html import render_html
+from agentic_iqa.reports.report_text import render_text
 from agentic_iqa.runtime import lifecycle
 from agentic_iqa.state import initial_state
 from agentic_iqa.vlm.builtin import BuiltinClient
@@ -32,17 +34,6 @@ from tests.workers.conftest import PIPELINE_TOOLS
 runner = CliRunner()
 TOOLS = ["PIQE", "SSIM", "PSNR"]
 SIZE = (96, 72)
-
-
-@pytest.fixture(scope="module")
-def registry() -> ToolRegistry:
-    return ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
-
-
-@pytest.fixture(scope="module")
-def agents(registry: ToolRegistry) -> Agents:
-    client = BuiltinClient()
-    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
 
 
 def save(pixels, path: Path) -> Path:
@@ -77,7 +68,7 @@ def test_next_step_of_a_metric_run_is_only_tool_execution() -> None:
 
 @pytest.mark.slow
 def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
-    engine, pairs_manifest, agents, registry, tmp_path
+    engine, pairs_manifest, agents, tmp_path
 ):
     job_id = lifecycle.submit(
         engine, JobSpec.build(manifest=pairs_manifest, tools=["piqe", "SSIM", "psnr", "PIQE"])
@@ -138,7 +129,7 @@ def test_metric_job_scores_are_the_registrys_and_export_and_report_them(
     for tool in TOOLS:
         normalized = [float(row[f"tool:{tool}"]) for row in exported]
         raw = [float(row[f"raw:{tool}"]) for row in exported]
-        # The headline is the tool's own score, sign-corrected (issue 40); [1,5] beside it.
+        # The headline is the tool's own score, sign-corrected; [1,5] beside it.
         own_sign = -1 if tool == "PIQE" else 1  # PIQE: lower is better
         assert tools[tool]["n"] == 8
         assert tools[tool]["srcc"] == pytest.approx(own_sign * spearmanr(raw, mos).statistic)

@@ -4,12 +4,10 @@ alone over the same items, and a job where nothing could be assessed saying so."
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
-from PIL import Image
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -17,59 +15,24 @@ from agentic_iqa.cli import app
 from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Job, JobItem, StepRecord, ToolLog
-from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.jobs.manifest import (
     ManifestError,
     ManifestFormatError,
     ManifestItem,
     read_manifest,
 )
-from agentic_iqa.jobs.report import build_report, render_text
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.pipeline import Agents
 from agentic_iqa.query import parse_query, with_options
+from agentic_iqa.reports.report import build_report
+from agentic_iqa.reports.report_text import render_text
 from agentic_iqa.runtime import lifecycle
-from agentic_iqa.vlm.builtin import BuiltinClient
-from iqa_tools import ToolRegistry, ToolSettings
-from tests.conftest import natural_image
+from tests.agentic_iqa.conftest import graded_photos, write_csv
 
 runner = CliRunner()
-SIZE = (96, 72)
-
-
-@pytest.fixture(scope="module")
-def agents() -> Agents:
-    client = BuiltinClient()
-    return Agents(
-        planner=client,
-        executor=client,
-        summarizer=client,
-        registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")),
-    )
-
-
-def photos(folder: Path, count: int = 4) -> list[str]:
-    """Photos that get worse with the index (more blur), so MOS can fall with it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    names = []
-    for index in range(count):
-        clean = Image.fromarray(natural_image(index, SIZE))
-        picture = degrade(clean, "blur", index % 5) if index % 5 else clean
-        picture.save(folder / f"p{index}.png")
-        names.append(f"p{index}.png")
-    return names
 
 
 def entries(path: Path, **options) -> list[ManifestItem | ManifestError]:
     return list(read_manifest(path, **options))
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
 
 
 # -- the manifest -----------------------------------------------------------------------------
@@ -83,7 +46,7 @@ def test_options_are_lettered_into_the_query_the_way_the_query_reader_reads_them
 
 
 def test_an_options_column_gives_lettered_queries_truth_as_text_or_letter_and_one_id_each(tmp_path):
-    photos(tmp_path, 1)
+    graded_photos(tmp_path, 1)
     path = write_csv(
         tmp_path / "m.csv",
         ["image", "query", "options", "answer"],
@@ -116,7 +79,7 @@ def test_an_options_column_gives_lettered_queries_truth_as_text_or_letter_and_on
     ],
 )
 def test_bad_options_are_a_bad_row_that_says_why(tmp_path, cell, problem):
-    photos(tmp_path, 1)
+    graded_photos(tmp_path, 1)
     path = write_csv(
         tmp_path / "m.csv", ["image", "query", "options"], [["p0.png", "Is it sharp?", cell]]
     )
@@ -125,7 +88,7 @@ def test_bad_options_are_a_bad_row_that_says_why(tmp_path, cell, problem):
 
 
 def test_a_qbench_style_json_list_is_a_manifest_with_its_question_types(tmp_path):
-    photos(tmp_path / "images", 2)
+    graded_photos(tmp_path / "images", 2)
     records = [
         {
             "img_path": "p0.png",
@@ -156,7 +119,7 @@ def test_a_qbench_style_json_list_is_a_manifest_with_its_question_types(tmp_path
 
 
 def test_image_dir_limit_and_a_missing_image_that_names_the_path_it_tried(tmp_path):
-    photos(tmp_path / "pictures", 3)
+    graded_photos(tmp_path / "pictures", 3)
     manifest_dir = tmp_path / "scores"
     manifest_dir.mkdir()
     path = write_csv(
@@ -191,7 +154,7 @@ def test_an_unknown_extension_names_every_format_and_the_dataset_option(tmp_path
 def test_a_qbench_json_runs_as_a_job_and_reports_accuracy_per_question_type(
     engine, agents, tmp_path
 ):
-    photos(tmp_path, 4)
+    graded_photos(tmp_path, 4)
     records = []
     for index in range(4):
         records.append(
@@ -240,7 +203,7 @@ def test_a_qbench_json_runs_as_a_job_and_reports_accuracy_per_question_type(
 def test_the_agent_the_vlm_alone_and_the_tools_alone_run_over_the_same_items(
     engine, agents, tmp_path
 ):
-    names = photos(tmp_path, 4)
+    names = graded_photos(tmp_path, 4)
     path = write_csv(
         tmp_path / "m.csv",
         ["image", "mos"],
@@ -330,7 +293,7 @@ def test_a_dataset_in_its_own_format_becomes_a_job_that_keeps_its_scale(tmp_path
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
     monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
     root = tmp_path / "koniq"
-    names = photos(root / "1024x768", 3)
+    names = graded_photos(root / "1024x768", 3)
     lines = ['"image_name","c1","c2","c3","c4","c5","c_total","MOS","SD","MOS_zscore"']
     for index, name in enumerate([*names, "gone.png"]):
         lines.append(f'"{name}",0,0,0.5,0.5,0,100,{4.2 - 0.8 * index:.2f},0.5,70')
@@ -389,7 +352,7 @@ def test_qbench_by_name_reports_accuracy_per_question_type(tmp_path, monkeypatch
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
     monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
     root = tmp_path / "LLVisionQA"
-    names = photos(root / "images", 3)
+    names = graded_photos(root / "images", 3)
     questions = []
     for name in names:
         questions.append(
@@ -439,7 +402,7 @@ def test_eval_compare_puts_agent_vlm_and_tools_jobs_side_by_side_with_paired_cis
 ):
     monkeypatch.setenv("AGENTIC_IQA_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
     monkeypatch.delenv("AGENTIC_IQA_BROKER_URL", raising=False)
-    names = photos(tmp_path, 6)
+    names = graded_photos(tmp_path, 6)
     path = write_csv(
         tmp_path / "m.csv",
         ["image", "mos"],

@@ -1,4 +1,4 @@
-"""Issue 34: one value describes a job.  A :class:`JobSpec` is checked once when built, stored
+"""One value describes a job.  A :class:`JobSpec` is checked once when built, stored
 as the job's record beside the columns old readers read, copied per sweep cell, and read back
 (reconstructed from the columns for a job stored before specs)."""
 

@@ -1,4 +1,4 @@
-"""Issue 42: a submit streams its manifest into the database in bulk, and its first items run
+"""A submit streams its manifest into the database in bulk, and its first items run
 while the rest of its rows are still being read; ``lifecycle.submit`` takes a JobSpec only."""
 
 from __future__ import annotations
@@ -22,21 +22,11 @@ from agentic_iqa.db.jobs import get_job, latest_job
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.manifest import PREFETCH_ROWS, PROCESS_CHECKS_AFTER
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.pipeline import Agents
 from agentic_iqa.runtime import lifecycle
-from agentic_iqa.vlm.builtin import BuiltinClient
-from iqa_tools import ToolRegistry, ToolSettings
 from tests.conftest import natural_image, scratch_postgres
 
 #: Long enough for a row to be stored, claimed and scored on a loaded machine.
 PATIENCE = 60.0
-
-
-@pytest.fixture(scope="module")
-def agents() -> Agents:
-    client = BuiltinClient()
-    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
-    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
 
 
 def photo(path: Path, seed: int = 0) -> Path:

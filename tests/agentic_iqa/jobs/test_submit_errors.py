@@ -18,23 +18,13 @@ from agentic_iqa.cli.eval import export_rows
 from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.models import JobItem
-from agentic_iqa.jobs.report import build_report
 from agentic_iqa.jobs.spec import JobSpec
-from agentic_iqa.pipeline import Agents
+from agentic_iqa.reports.report import build_report
 from agentic_iqa.runtime import lifecycle
-from agentic_iqa.vlm.builtin import BuiltinClient
-from iqa_tools import ToolRegistry, ToolSettings
-from tests.agentic_iqa.jobs.test_manifest import write_csv
+from tests.agentic_iqa.conftest import write_csv
 from tests.conftest import natural_image
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def agents() -> Agents:
-    client = BuiltinClient()
-    registry = ToolRegistry(ToolSettings(device="cpu", tool_cache="memory"))
-    return Agents(planner=client, executor=client, summarizer=client, registry=registry)
 
 
 def photo(path: Path, seed: int = 0, size: tuple[int, int] = (96, 72)) -> Path:

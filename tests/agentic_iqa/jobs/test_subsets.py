@@ -1,4 +1,4 @@
-"""Issue 40: a job on part of its source.  ``--sample N --seed S`` draws N rows by a seeded
+"""A job on part of its source.  ``--sample N --seed S`` draws N rows by a seeded
 hash of each row's identity (the same rows for the same seed, whatever the rows' order),
 ``--offset K`` skips rows, and the choice is stored with the job and shown by ``eval list``,
 ``eval report`` and the summary of ``eval submit`` and ``eval resume``.

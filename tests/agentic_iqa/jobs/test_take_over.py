@@ -1,4 +1,4 @@
-"""Issue 41: a local job whose process died is resumed at once; a holder this host cannot check
+"""A local job whose process died is resumed at once; a holder this host cannot check
 is waited for (a countdown) or taken over after a confirmation.
 
 The killed job is a real ``eval submit`` subprocess, SIGKILLed mid-job; the holders of the

@@ -26,7 +26,6 @@ from agentic_iqa.vlm.builtin.severity import (
     indicator_scores,
     presence,
 )
-from tests.agentic_iqa.conftest import EXAMPLE
 from tests.conftest import example_photo
 
 YES_NO = {
@@ -38,11 +37,6 @@ YES_NO = {
 
 def pixels(image: Image.Image) -> np.ndarray:
     return np.asarray(image, dtype=np.float32) / 255.0
-
-
-@pytest.fixture(scope="module")
-def photo() -> Image.Image:
-    return Image.open(EXAMPLE).convert("RGB")
 
 
 def test_degraded_levels_are_split_half_way_between_their_typical_readings():

@@ -1,7 +1,7 @@
 """The offline agent's yes/no answers about overall quality follow its own opinion, and a
 question asked the negative way ("free of noise?", "without blur?") is answered the right way
-round (issue 29): "Is this image of good quality? A. Yes B. No" was No for a LIVE-C photo with
-MOS 91 and for one with MOS 3, and "Is the image free of noise?" was "No: noise is not
+round: "Is this image of good quality? A. Yes B. No" is Yes for a LIVE-C photo with MOS 91
+and No for one with MOS 3, and "Is the image free of noise?" is never "No: noise is not
 visible"."""
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
-from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import Agents, run_inprocess
 from agentic_iqa.query import with_options
 from agentic_iqa.vlm.builtin import BuiltinClient
@@ -22,7 +20,6 @@ from agentic_iqa.vlm.builtin.answer import (
     overall_yes,
 )
 from iqa_tools import ToolRegistry, ToolSettings
-from tests.conftest import natural_image
 
 #: LIVE-C dev photos at the two ends of human opinion (MOS on 0-100).
 BEST, WORST = "844.JPG", "673.JPG"
@@ -36,26 +33,6 @@ def _agents(**settings) -> Agents:
         summarizer=client,
         registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory", **settings)),
     )
-
-
-@pytest.fixture(scope="module")
-def agents() -> Agents:
-    return _agents()
-
-
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("negation")
-    clean = Image.fromarray(natural_image(5, (320, 240)))
-    paths = {
-        "clean": folder / "clean.png",
-        "blurred": folder / "blurred.png",
-        "noisy": folder / "noisy.png",
-    }
-    clean.save(paths["clean"])
-    degrade(clean, "blur", 4).save(paths["blurred"])
-    degrade(clean, "noise", 4).save(paths["noisy"])
-    return paths
 
 
 def answer(agents: Agents, query: str, image: Path) -> str:

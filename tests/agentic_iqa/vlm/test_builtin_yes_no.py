@@ -11,30 +11,7 @@ from PIL import Image
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.pipeline import Agents, run_inprocess
 from agentic_iqa.query import with_options
-from agentic_iqa.vlm.builtin import BuiltinClient
 from agentic_iqa.vlm.builtin.answer import is_yes_no, positive_categories
-from iqa_tools import ToolRegistry, ToolSettings
-from tests.conftest import natural_image
-
-
-@pytest.fixture(scope="module")
-def agents() -> Agents:
-    client = BuiltinClient()
-    return Agents(
-        planner=client,
-        executor=client,
-        summarizer=client,
-        registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")),
-    )
-
-
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("yes-no")
-    clean = Image.fromarray(natural_image(5, (320, 240)))
-    clean.save(folder / "clean.png")
-    degrade(clean, "blur", 4).save(folder / "blurred.png")
-    return {"clean": folder / "clean.png", "blurred": folder / "blurred.png"}
 
 
 def answer(agents: Agents, query: str, image: Path) -> str:

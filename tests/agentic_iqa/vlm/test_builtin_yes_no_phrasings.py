@@ -1,7 +1,7 @@
 """The offline agent answers a yes/no question about noise or blur the right way round however
-it is phrased (issue 39): on a photo with severe noise and no blur it said Yes to "Is the image
-clear of noise?", "Yes: severe noise" to "Is noise absent from the image?" and gave an
-overall-quality Yes to "Is the image unsharp?".
+it is phrased: on a photo with severe noise and no blur, "Is the image clear of noise?" is No,
+"Is noise absent from the image?" is not "Yes: severe noise" and "Is the image unsharp?" is
+not an overall-quality Yes.
 
 Each phrasing is asked of two copies of one real photo made by the test degradation generator:
 one with severe shot noise and no blur, one with severe defocus and no noise.  The expected
@@ -19,8 +19,6 @@ from PIL import Image
 from agentic_iqa.fitting import evaluation_degradations as evaluation
 from agentic_iqa.pipeline import Agents, run_inprocess
 from agentic_iqa.query import with_options
-from agentic_iqa.vlm.builtin import BuiltinClient
-from iqa_tools import ToolRegistry, ToolSettings
 from tests.agentic_iqa.conftest import EXAMPLE
 
 SEVERITY_WORDS = ("slight", "moderate", "severe", "extreme")
@@ -113,18 +111,9 @@ BOTH: list[tuple[str, str, str]] = [
 
 
 @pytest.fixture(scope="module")
-def agents() -> Agents:
-    client = BuiltinClient()
-    return Agents(
-        planner=client,
-        executor=client,
-        summarizer=client,
-        registry=ToolRegistry(ToolSettings(device="cpu", tool_cache="memory")),
-    )
-
-
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def example_noisy_blurred(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The example photo with severe shot noise (``noisy``) and with severe defocus
+    (``blurred``), by the evaluation degradations."""
     folder = tmp_path_factory.mktemp("yes-no-phrasings")
     original = Image.open(EXAMPLE).convert("RGB")
     paths = {"noisy": folder / "noisy.png", "blurred": folder / "blurred.png"}
@@ -178,14 +167,14 @@ def test_the_table_asks_both_ways_round_about_both_distortions():
     assert len(PHRASINGS) >= 40 and len({q.casefold() for q, _, _ in PHRASINGS}) >= 40
 
 
-def test_the_two_photos_have_what_the_table_assumes(agents, photos):
+def test_the_two_photos_have_what_the_table_assumes(agents, example_noisy_blurred):
     """The copies are what the truth below says: noise and no blur, blur and no noise."""
     for photo, has in HAS.items():
         for distortion, question in (
             ("noise", "How severe is the noise?"),
             ("blur", "How severe is the blur?"),
         ):
-            said, _ = ask(agents, question, photos[photo])
+            said, _ = ask(agents, question, example_noisy_blurred[photo])
             assert said.startswith("No ") is not has[distortion], (photo, said)
 
 
@@ -193,25 +182,25 @@ def test_the_two_photos_have_what_the_table_assumes(agents, photos):
     ("question", "about", "yes_means_there"), PHRASINGS, ids=[row[0] for row in PHRASINGS]
 )
 def test_a_yes_no_question_is_answered_the_way_it_asks(
-    agents, photos, question, about, yes_means_there
+    agents, example_noisy_blurred, question, about, yes_means_there
 ):
     for photo, has in HAS.items():
         expected = "Yes" if has[about] == yes_means_there else "No"
-        said, _ = ask(agents, question, photos[photo])
+        said, _ = ask(agents, question, example_noisy_blurred[photo])
         check_reply(said, photo, expected, about)
         for options in (["Yes", "No"], ["No", "Yes"]):
-            letter, why = ask(agents, with_options(question, options), photos[photo])
+            letter, why = ask(agents, with_options(question, options), example_noisy_blurred[photo])
             assert letter == "AB"[options.index(expected)], (photo, options, letter, why)
             check_reply(why.split(". ")[0], photo, expected, about)
 
 
 @pytest.mark.parametrize(("question", "on_noisy", "on_blurred"), BOTH, ids=[row[0] for row in BOTH])
 def test_a_question_about_both_asks_each_its_own_way(
-    agents, photos, question, on_noisy, on_blurred
+    agents, example_noisy_blurred, question, on_noisy, on_blurred
 ):
     """Everything asked absent must be; of what is asked present, one ("or") or all ("and")."""
     for photo, expected in (("noisy", on_noisy), ("blurred", on_blurred)):
-        said, _ = ask(agents, question, photos[photo])
+        said, _ = ask(agents, question, example_noisy_blurred[photo])
         check_reply(said, photo, expected, None)
-        letter, _ = ask(agents, with_options(question, ["No", "Yes"]), photos[photo])
+        letter, _ = ask(agents, with_options(question, ["No", "Yes"]), example_noisy_blurred[photo])
         assert letter == ("B" if expected == "Yes" else "A"), (photo, letter)

@@ -1,4 +1,4 @@
-"""The rule by which the offline agent reads which way round a yes/no question asks (issue 39),
+"""The rule by which the offline agent reads which way round a yes/no question asks,
 tested as a rule: every negation against every kind of defect, each turned round again by
 "not", qualities and their un-words, and respellings.  A defect word asks whether it is there;
 a quality word ("sharp", "clean") whether its defect is not; each negation that governs a word
