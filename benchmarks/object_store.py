@@ -49,6 +49,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agentic_iqa.db.exports import export_rows  # noqa: E402
 from agentic_iqa.jobs.spec import JobSpec  # noqa: E402
 from tests.iqa_tools.storage.servers import Front, front_handler  # noqa: E402
 
@@ -142,7 +143,6 @@ def run_job(
 ) -> Outcome:
     """Submit and run the PIQE job; a remote run with a fresh object cache in ``cache_dir``."""
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
     from agentic_iqa.runtime.local import run_local
     from agentic_iqa.runtime.submission import submit
@@ -165,7 +165,7 @@ def run_job(
     run_local(engine, job, AgentsCache(), workers=workers)
     seconds = time.perf_counter() - started
     with read_scope(engine) as session:
-        rows = list(reads.export_rows(session, job))
+        rows = list(export_rows(session, job))
     outcome = Outcome(
         seconds,
         {Path(row["image"]).name: row["raw_scores"] for row in rows},

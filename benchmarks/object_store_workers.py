@@ -70,8 +70,8 @@ def scores(database_url: str, name: str) -> dict[str, Any]:
     """(status, raw scores) per image name of the job named ``name``."""
     from sqlalchemy import select
 
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import make_engine, read_scope
+    from agentic_iqa.db.exports import export_rows
     from agentic_iqa.db.models import Job
 
     engine = make_engine(database_url)
@@ -79,7 +79,7 @@ def scores(database_url: str, name: str) -> dict[str, Any]:
         job = session.scalars(select(Job.id).where(Job.name == name)).one()
         rows = {
             Path(row["image"]).name: (row["status"], row["raw_scores"])
-            for row in reads.export_rows(session, job)
+            for row in export_rows(session, job)
         }
     engine.dispose()
     return rows

@@ -57,6 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentic_iqa.db.runs import finish_run, load_state
+
 REPO = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from agentic_iqa.cli import app; app()"]
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -230,15 +232,17 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
 
     from agentic_iqa.agents.team import AgentsCache
     from agentic_iqa.db import jobs as store
-    from agentic_iqa.db import reads, steps
+    from agentic_iqa.db import steps
     from agentic_iqa.db.engine import make_engine, session_scope
+    from agentic_iqa.db.jobs import get_job
     from agentic_iqa.db.models import JobItem, StepRecord
     from agentic_iqa.runtime import embedded
 
     engine = make_engine(url)
     started = time.perf_counter()
     with session_scope(engine) as session:
-        (first,) = store.claim(session, reads.get_job(session, job_id, lock=True), 1)
+        (claimed,) = store.claim_items(session, get_job(session, job_id, lock=True), 1)
+        first = claimed.run_id
     embedded.walk_embedded(engine, AgentsCache(), first)
     with session_scope(engine) as session:
         output = session.scalar(
@@ -246,13 +250,13 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
                 StepRecord.run_id == first, StepRecord.status == "succeeded"
             )
         )
-        final = reads.load_state(session, first)
+        final = load_state(session, first)
     template = json.loads(output or "{}")
     done = 1
     while done < count:
         with session_scope(engine) as session:
-            job = reads.get_job(session, job_id, lock=True)
-            run_ids = store.claim(session, job, min(chunk, count - done))
+            job = get_job(session, job_id, lock=True)
+            run_ids = [c.run_id for c in store.claim_items(session, job, min(chunk, count - done))]
             if not run_ids:
                 break
             mos = dict(
@@ -268,7 +272,7 @@ def bulk_done(url: str, job_id: str, count: int, *, chunk: int = 1000) -> float:
                 steps.complete_step(
                     session, run_id, "tool_execution", 0, state=final, update=update, attempt=1
                 )
-                steps.finish_run(session, run_id, state=final, state_saved=True)
+                finish_run(session, run_id, state=final, state_saved=True)
         done += len(run_ids)
     return time.perf_counter() - started
 

@@ -38,6 +38,7 @@ from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import steps
 from agentic_iqa.db.engine import make_engine, session_scope
+from agentic_iqa.db.runs import extend_lease, run_context
 from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, tool_step_cached
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
@@ -324,7 +325,7 @@ def _execute(
                 raise
             countdown = max(1.0, exc.retry_after or 0)
             with session_scope(engine()) as session:
-                steps.extend_lease(session, run_id, countdown + lease)
+                extend_lease(session, run_id, countdown + lease)
             _task_for(step).apply_async((run_id, iteration), queue=queue, countdown=countdown)
             return
         if result.outcome == service.SKIPPED or result.upcoming is None:
@@ -349,12 +350,12 @@ def _wait_to_honour(
     worker takes it (a message re-sent from here would most often come straight back)."""
     log.warning("run %s: %s#%d not run here: %s", run_id, step, iteration, reason)
     with session_scope(engine()) as session:
-        job_id = steps.run_context(session, run_id).job_id
+        job_id = run_context(session, run_id).job_id
         if job_id is not None:
             job_store.note_waiting(
                 session, job_id, f"worker {hostname or socket.gethostname()}: {reason}"
             )
-        steps.extend_lease(session, run_id, settings().lease_seconds)
+        extend_lease(session, run_id, settings().lease_seconds)
 
 
 def _run_step(
@@ -389,7 +390,7 @@ def _run_step(
                 min(settings().retry_backoff_max, 2**retries), exc.retry_after or 0
             )  # never sooner than the server asked
             with session_scope(engine()) as session:
-                steps.extend_lease(session, run_id, countdown + lease)
+                extend_lease(session, run_id, countdown + lease)
             raise task.retry(
                 exc=exc, countdown=countdown, max_retries=settings().vlm_max_retries
             ) from exc
@@ -496,7 +497,7 @@ def start_job(job_id: str, restart_runs: Sequence[str] = ()) -> None:
     with session_scope(engine()) as session:
         job_store.set_dispatch(session, job_id, "workers")
         for run_id in restart_runs:
-            steps.extend_lease(session, run_id, settings().lease_seconds)
+            extend_lease(session, run_id, settings().lease_seconds)
     for run_id in restart_runs:
         submit(run_id)
     feed_job.apply_async((job_id,), queue=settings().default_queue)

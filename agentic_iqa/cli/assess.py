@@ -174,22 +174,23 @@ def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
 
 
 def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engine, lazily
-    from ..db import steps
     from ..db.engine import session_scope
+    from ..db.runs import set_run_vlm_cache
 
     with session_scope(engine) as session:
-        steps.set_run_vlm_cache(session, run_id, False)
+        set_run_vlm_cache(session, run_id, False)
 
 
 def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
     """Return the run's VLM calls, tokens and cost, and per step its calls and cache hits."""
-    from ..db import reads, steps
+    from ..db import steps
     from ..db.engine import read_scope
+    from ..db.vlm_calls import vlm_steps, vlm_usage
     from ..vlm.usage import PriceTable, summarize
 
     with read_scope(engine) as session:
-        usage = summarize(reads.vlm_usage(session, run_id=run_id), PriceTable.load())
-        steps = reads.vlm_steps(session, run_id)
+        usage = summarize(vlm_usage(session, run_id=run_id), PriceTable.load())
+        steps = vlm_steps(session, run_id)
     usage["steps"] = {
         f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
         for (step, iteration), (calls, hits) in sorted(
@@ -205,13 +206,13 @@ def _stored_state(engine, run_id: str):  # noqa: ANN001, ANN202 - Engine and sta
     A step that fails for good (a VLM server that cannot be reached) records its reason on the
     run row only; without this the state says neither why nor that anything failed.
     """
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.runs import get_run, load_state
     from ..state import merge_state
 
     with read_scope(engine) as session:
-        run = reads.get_run(session, run_id)
-        state = reads.load_state(session, run_id)
+        run = get_run(session, run_id)
+        state = load_state(session, run_id)
         if run.status == "failed" and run.error and not state.get("error"):
             state = merge_state(state, {"error": run.error})
     return state
@@ -252,13 +253,14 @@ def _assess_distributed(
     deadline = time.monotonic() + timeout
     with err.status(f"run {run_id}: queued") as status:
         while True:
-            from ..db import reads
             from ..db.engine import read_scope
+            from ..db.runs import get_run
+            from ..db.steps import current_step
 
             with read_scope(engine) as session:
-                run = reads.get_run(session, run_id)
+                run = get_run(session, run_id)
                 done = run.status in {"succeeded", "failed"}
-                current = reads.current_step(session, run_id)
+                current = current_step(session, run_id)
             status.update(f"run {run_id}: {run.status}" + (f", {current}" if current else ""))
             if done:
                 break

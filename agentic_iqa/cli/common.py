@@ -226,16 +226,17 @@ def open_engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, i
 def explain_not_found(engine: Any, exc: LookupError) -> str:
     """Return the line for a job or run the database does not hold, naming that database
     (redacted): from another folder the default SQLite file is another one."""
-    from ..db import reads
+    from ..db.jobs import JobNotFound, NoJobs
+    from ..db.runs import RunNotFound
 
     where = redact_url(engine)
-    if isinstance(exc, reads.NoJobs):
+    if isinstance(exc, NoJobs):
         return (
             f"no job in the database {where} yet: submit one with `agentic-iqa eval "
             "submit MANIFEST`, or set AGENTIC_IQA_DATABASE_URL to the database that holds "
             "your jobs"
         )
-    if isinstance(exc, reads.JobNotFound | reads.RunNotFound):
+    if isinstance(exc, JobNotFound | RunNotFound):
         return f"{exc} {where}"
     return str(exc)  # an ambiguous prefix: the ids it matches say which database it is
 
@@ -244,14 +245,14 @@ def resolve_job(engine: Any, reference: str | None) -> str:
     """Return the job a full id, a unique prefix (the 8 characters the progress bar shows) or None
     (the latest job) means; one clear error line otherwise (unknown, naming the database, or
     which jobs an ambiguous prefix matches)."""
-    from ..db import reads
     from ..db.engine import read_scope
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound, resolve_job_id
+    from ..db.queries import AmbiguousId
 
     try:
         with read_scope(engine) as session:
-            return reads.resolve_job_id(session, reference)
-    except (JobNotFound, reads.AmbiguousId) as exc:
+            return resolve_job_id(session, reference)
+    except (JobNotFound, AmbiguousId) as exc:
         fail(explain_not_found(engine, exc))
 
 

@@ -82,9 +82,10 @@ def compare(
     one the HTML page shows; lines are named by ``--label`` or the job's name.  A tool is
     scored on its own score, sign-corrected so that higher is better; MCQ accuracy counts
     failed and unanswered questions as wrong."""
-    from ..db import reads
+    from ..db.about import job_summary
     from ..db.engine import read_scope
-    from ..db.reads import JobNotFound
+    from ..db.exports import in_sample_overlap, report_columns
+    from ..db.jobs import JobNotFound
     from ..reports.compare import build_comparison
     from ..reports.compare_html import render_html
     from ..reports.compare_text import render_text
@@ -134,15 +135,13 @@ def compare(
     try:
         for index, job_id in enumerate(ids):
             with read_scope(engine) as session:
-                about = reads.job_summary(session, job_id)
+                about = job_summary(session, job_id)
                 # Columns with each item's id digest: arrays, not a dict per item; the
                 # baseline's with its ids' order and image digests (its shared items are
                 # resampled in that order, by image).
-                columns = reads.report_columns(
-                    session, job_id, identities=True, baseline=index == 0
-                )
+                columns = report_columns(session, job_id, identities=True, baseline=index == 0)
                 if uses_builtin(about):  # by the digests stored at submit; pending never
-                    columns.fitted_overlap = reads.in_sample_overlap(
+                    columns.fitted_overlap = in_sample_overlap(
                         session, job_id, columns.size, fitted_images(), hashes
                     )
             described.append(({**about, "vlm": read_vlm_summary(engine, job_id)}, columns))
@@ -211,15 +210,15 @@ def _compare_group(
     (JSON with ``--json``, a page with ``--html``, its bars as SVG and PDF in ``folder``
     (``--figures``), a paper table with ``--format``: only that one draws the bootstrap
     intervals)."""
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.jobs import job_ids
     from ..reports.figures import group_figures
     from ..reports.sweeps import group_table, render_group_html, render_group_text
     from .listing import job_headlines
 
     engine = open_engine()
     with read_scope(engine) as session:
-        ids = reads.job_ids(session, group=group)
+        ids = job_ids(session, group=group)
     if not ids:
         fail(
             f"no job in group {group!r} in the database {redact_url(engine)}: `agentic-iqa "

@@ -92,8 +92,11 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
     import time
 
     from ..config import PipelineSettings
-    from ..db import dispose_engines, make_engine, reads, upgrade
+    from ..db import dispose_engines, make_engine, upgrade
     from ..db.engine import read_scope
+    from ..db.exports import vlm_summary
+    from ..db.items import failed_items
+    from ..db.vlm_calls import vlm_usage
     from ..jobs.estimate import SamplePace, batch_pricing, extrapolate, sample_items
     from ..jobs.manifest import ManifestFormatError
     from ..runtime.local import run_local
@@ -165,15 +168,11 @@ def _estimate_job(spec: Any, flags: JobFlags, measure: int) -> dict[str, Any]:
             seconds = time.perf_counter() - started
             with read_scope(engine) as session:
                 prices = PriceTable.load()
-                measured = reads.vlm_summary(session, job_id, prices)
+                measured = vlm_summary(session, job_id, prices)
                 as_batch = (
-                    batch_pricing(reads.vlm_usage(session, job_id=job_id), prices)
-                    if spec.batch
-                    else None
+                    batch_pricing(vlm_usage(session, job_id=job_id), prices) if spec.batch else None
                 )
-                failed = [
-                    (item.item_key, item.error) for item in reads.failed_items(session, job_id)
-                ]
+                failed = [(item.item_key, item.error) for item in failed_items(session, job_id)]
             dispose_engines(url)
     finally:
         for name, value in previous.items():

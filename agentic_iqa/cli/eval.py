@@ -381,12 +381,12 @@ def _negative_mos_count(engine: Any, job_id: str) -> int:
 
 
 def _first_failure(engine: Any, job_id: str) -> str:
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.items import failed_items
     from ..redact import redact
 
     with read_scope(engine) as session:
-        failed = reads.failed_items(session, job_id, limit=1)
+        failed = failed_items(session, job_id, limit=1)
         return redact(failed[0].error or "(no reason recorded)") if failed else "(none)"
 
 
@@ -436,7 +436,7 @@ def resume(
     whose leases are held by a process this host cannot see is waited for until its leases
     run out (a countdown), or taken over now with ``--take-over``.
     """
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound
     from ..runtime import lifecycle
 
     engine = open_engine()
@@ -474,14 +474,14 @@ def resume(
 
 def _can_run_here(engine: Any, job_id: str) -> None:
     """Exit 2 with the reason when this process cannot run the job as it was submitted."""
-    from ..db import reads
+    from ..db.about import job_spec
     from ..db.engine import read_scope
     from ..runconfig import CannotHonour, backend_configs, check_prompts
     from ..vlm.base import VLMConfigurationError
     from ..vlm.preflight import preflight
 
     with read_scope(engine) as session:  # the job's record says how it runs
-        config = reads.job_spec(session, job_id).config
+        config = job_spec(session, job_id).config
     if config is None:
         return  # a job stored before configurations were kept: it runs as the environment says
     try:
@@ -502,20 +502,20 @@ def cancel(job: Annotated[str, typer.Argument(help="job id or a unique prefix of
     A job that already ended (done or cancelled) is left alone and the command exits 1, so a
     script that expects its cancel to have stopped something learns that it did not.
     """
-    from ..db import batches as batch_store
     from ..db import jobs as store
-    from ..db import reads
+    from ..db.batch_requests import is_batch_job
     from ..db.engine import session_scope
+    from ..db.jobs import get_job
     from ..runtime import batches as rounds
 
     engine = open_engine()
     job = resolve_job(engine, job)
     try:
         with session_scope(engine) as session:  # status read and cancel in one transaction
-            status = reads.get_job(session, job).status
-            batched = batch_store.is_batch_job(session, job)
+            status = get_job(session, job).status
+            batched = is_batch_job(session, job)
             cancelled = store.cancel(session, job) if status == "running" else None
-    except reads.JobNotFound as exc:
+    except store.JobNotFound as exc:
         fail(str(exc))
     stopped = (
         rounds.cancel(engine, job)

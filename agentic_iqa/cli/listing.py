@@ -22,7 +22,7 @@ from .common import err, fail, open_engine, out, redact_url
 def job_headlines(
     engine: Any, job_id: str, *, bootstrap: int = 0, seed: int = 0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Return a job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures, one
+    """Return a job's description (:func:`~agentic_iqa.db.about.job_about`) and its figures, one
     per line: the agent's, or each tool's of a metric job
     (:func:`~agentic_iqa.reports.sweeps.headlines`), from its report, for ``eval compare
     --group``; ``bootstrap`` resamples give them intervals (a paper table's)."""
@@ -109,8 +109,10 @@ def list_jobs(
     dataset, mode, model (a metric job's row: its tool), state, items (done/failed/total),
     SRCC/PLCC against MOS (a tool's on its own score, sign-corrected) or MCQ accuracy over every
     question, VLM cost, when submitted.  ``--limit`` counts jobs."""
-    from ..db import reads
+    from ..db.about import job_about
     from ..db.engine import read_scope
+    from ..db.items import counts as item_counts
+    from ..db.jobs import get_job, job_ids
     from ..db.models import JOB_STATUSES
     from ..reports.sweeps import aligned, dataset_label, figure_text, model_label
     from ..runtime.progress import listed_state
@@ -121,16 +123,16 @@ def list_jobs(
     engine = open_engine()
     filtered = dataset is not None or model is not None
     with read_scope(engine) as session:
-        ids = reads.job_ids(session, group=group, status=status, limit=None if filtered else limit)
+        ids = job_ids(session, group=group, status=status, limit=None if filtered else limit)
     listed: list[dict[str, Any]] = []
     jobs = 0
     for job_id in ids:
         if jobs >= limit:
             break
         with read_scope(engine) as session:
-            job = reads.get_job(session, job_id)
-            about = reads.job_about(session, job)
-            counts = reads.counts(session, job_id)
+            job = get_job(session, job_id)
+            about = job_about(session, job)
+            counts = item_counts(session, job_id)
             # As `eval status` shows it: not "running" once its run here stopped or its
             # process died.
             state = listed_state(session, job, counts)

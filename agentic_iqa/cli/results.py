@@ -34,11 +34,11 @@ from .progress import (
 
 
 def read_vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.exports import vlm_summary
 
     with read_scope(engine) as session:
-        return reads.vlm_summary(session, job_id)
+        return vlm_summary(session, job_id)
 
 
 def status(
@@ -50,7 +50,7 @@ def status(
     progress_every: ProgressEveryOption = DEFAULT_EVERY,
 ) -> None:
     """Counts by state, throughput and ETA (or how many items are stalled)."""
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound
     from ..runtime.progress import progress
 
     engine = open_engine()
@@ -183,22 +183,23 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     ``answered_by`` is who answered: the recorded VLM calls, and the builtin backend's own
     model for an item that ran on it (it records no calls; a job stored before configurations
     were kept that recorded no call at all ran on it, the rule of ``eval report``'s header)."""
-    from ..db import reads
     from ..db.engine import read_scope
+    from ..db.exports import PAGE, builtin_answerer, tool_names
+    from ..db.jobs import get_job
     from ..reports.export import export_columns, raw_column, tool_column
 
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         # A metric job's runs run its tools and no other: no need to read every call's name.
-        tools = sorted({*(job.metric_tools or reads.tool_names(session, job_id))})
+        tools = sorted({*(job.metric_tools or tool_names(session, job_id))})
         default_query = job.default_query
-        builtin = reads.builtin_answerer(session, job)
+        builtin = builtin_answerer(session, job)
     columns = export_columns(tools, raw=True)
     tool_columns = [(name, tool_column(name), raw_column(name)) for name in tools]
 
     def rows() -> Iterator[dict[str, Any]]:
         with read_scope(engine) as session:
-            for row in reads.export_rows(session, job_id, reads.PAGE, builtin=builtin):
+            for row in export_rows(session, job_id, PAGE, builtin=builtin):
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
                 # The query the item was (or would be) asked: its own, else the job's default.
                 row["query"] = row["query"] or default_query
@@ -231,7 +232,7 @@ def export(
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display
 
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound
     from ..jobs.spec import place
     from ..reports.export import write_rows
     from .faults import disk_full
@@ -291,9 +292,10 @@ def report(
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
     the same per distortion type and level where the items give them.  ``--figures DIR``: the
     scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows."""
-    from ..db import reads
+    from ..db.about import job_summary
     from ..db.engine import read_scope
-    from ..db.reads import JobNotFound
+    from ..db.exports import in_sample_overlap, report_columns
+    from ..db.jobs import JobNotFound
     from ..reports.figures import report_figures
     from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
     from ..reports.report import build_report
@@ -304,11 +306,11 @@ def report(
     job_id = resolve_job(engine, job)
     try:
         with read_scope(engine) as session:
-            about = reads.job_summary(session, job_id)
+            about = job_summary(session, job_id)
             # Columns, a page at a time: arrays of floats, not a dict per item.
-            columns = reads.report_columns(session, job_id)
+            columns = report_columns(session, job_id)
             if uses_builtin(about):  # by the digests stored at submit; pending items never
-                columns.fitted_overlap = reads.in_sample_overlap(
+                columns.fitted_overlap = in_sample_overlap(
                     session, job_id, columns.size, fitted_images()
                 )
     except JobNotFound as exc:

@@ -82,18 +82,19 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """The recent runs, newest first: short id, created, status, query, image, answer."""
-    from ..db import reads
     from ..db.engine import read_scope
-    from ..db.reads import JobNotFound
+    from ..db.jobs import JobNotFound, resolve_job_id
+    from ..db.queries import AmbiguousId
+    from ..db.runs import recent_runs
     from ..redact import redact
     from .render import output_console
 
     engine = open_engine()
     try:
         with read_scope(engine) as session:
-            job_id = reads.resolve_job_id(session, job) if job is not None else None
-            rows = reads.recent_runs(session, limit=limit, job_id=job_id)
-    except (JobNotFound, reads.AmbiguousId) as exc:
+            job_id = resolve_job_id(session, job) if job is not None else None
+            rows = recent_runs(session, limit=limit, job_id=job_id)
+    except (JobNotFound, AmbiguousId) as exc:
         fail(explain_not_found(engine, exc))
     if as_json:
         print(redact(json.dumps(rows, indent=2)))
@@ -156,9 +157,11 @@ def show(
 ) -> None:
     """Everything stored about one run: plan, steps (worker, queue, times), tool calls, replans,
     answer and reasoning."""
-    from ..db import reads
     from ..db.engine import read_scope
-    from ..db.reads import JobNotFound, RunNotFound
+    from ..db.items import item_run_id
+    from ..db.jobs import JobNotFound, resolve_job_id
+    from ..db.queries import AmbiguousId
+    from ..db.runs import RunNotFound, resolve_run_id, run_details
     from ..redact import redact
 
     if (run is None) == (item is None):
@@ -172,12 +175,12 @@ def show(
     try:
         with read_scope(engine) as session:
             if run is not None:
-                run_id = reads.resolve_run_id(session, run)
+                run_id = resolve_run_id(session, run)
             else:
-                job_id = reads.resolve_job_id(session, job)
-                run_id = reads.item_run_id(session, job_id, item or "")
-            details = reads.run_details(session, run_id)
-    except (RunNotFound, JobNotFound, reads.AmbiguousId, LookupError) as exc:
+                job_id = resolve_job_id(session, job)
+                run_id = item_run_id(session, job_id, item or "")
+            details = run_details(session, run_id)
+    except (RunNotFound, JobNotFound, AmbiguousId, LookupError) as exc:
         fail(explain_not_found(engine, exc))
     if as_json:
         print(redact(json.dumps(details, indent=2, default=str)))

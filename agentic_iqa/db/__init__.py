@@ -1,11 +1,17 @@
-"""Persistence of the distributed pipeline: runs, step records, tool calls and replans.
+"""Store the distributed pipeline's runs, steps, jobs and items, and read them back.
 
 SQLite by default (a file in the working directory), PostgreSQL for many workers; the URL comes
-from ``AGENTIC_IQA_DATABASE_URL``.  Create or update the schema with :func:`upgrade` (or
-``alembic upgrade head`` in the repository); then open sessions with :func:`session_scope` and
-use the writers (:mod:`.steps` for a run's steps, :mod:`.jobs` for dataset jobs), which are
-idempotent under Celery's redelivery; displays and polls read with :mod:`.reads` in a
-:func:`read_scope`.
+from ``AGENTIC_IQA_DATABASE_URL``.  :mod:`.engine` opens the database: create or update the
+schema with :func:`upgrade` (or ``alembic upgrade head`` in the repository), open sessions with
+:func:`session_scope`, and a :func:`read_scope` for displays and polls.  :mod:`.models` holds the
+tables.  Each entity's writes and reads live together, in one module: :mod:`.runs` (a run's
+row: created, leased, ended, described), :mod:`.steps` (a run's steps, tool calls and replans),
+:mod:`.vlm_calls` (its VLM calls and their usage), :mod:`.jobs` (a dataset job: created, fed,
+cancelled, reopened, found), :mod:`.about` (what a job is, for listings and reports),
+:mod:`.items` (a job's items: stored, closed, counted), :mod:`.batch_requests` (a batch job's
+requests and parked runs), :mod:`.batches` (the batches they are sent in),
+:mod:`.exports` (a job's rows and report columns, a page at a time).  :mod:`.queries` holds the
+statement helpers they share.  The writers are idempotent under Celery's redelivery.
 
 The names below load on first use (PEP 562): ``from agentic_iqa.db.engine import ...``
 (what ``eval status`` needs) does not drag in the models, reads and writers.
@@ -20,7 +26,6 @@ _EXPORTS = {
     "DATABASE_URL_ENV": "engine",
     "alembic_config": "engine",
     "build_engine": "engine",
-    "check_schema": "engine",
     "database_url": "engine",
     "dispose_engines": "engine",
     "ensure_schema": "engine",
@@ -36,22 +41,16 @@ _EXPORTS = {
     "Run": "models",
     "StepRecord": "models",
     "ToolLog": "models",
-    "EXAMPLE_QUERIES": "reads",
-    "RunNotFound": "reads",
-    "current_step": "reads",
-    "get_run": "reads",
-    "load_state": "reads",
-    "replans_for": "reads",
-    "run_example_query": "reads",
-    "step_status": "reads",
-    "steps_for": "reads",
-    "tool_logs_for": "reads",
+    "RunNotFound": "runs",
+    "create_run": "runs",
+    "fail_run": "runs",
+    "finish_run": "runs",
+    "get_run": "runs",
+    "load_state": "runs",
     "begin_step": "steps",
     "complete_step": "steps",
-    "create_run": "steps",
-    "fail_run": "steps",
+    "current_step": "steps",
     "fail_step": "steps",
-    "finish_run": "steps",
 }
 
 if TYPE_CHECKING:
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
         DATABASE_URL_ENV,
         alembic_config,
         build_engine,
-        check_schema,
         database_url,
         dispose_engines,
         ensure_schema,
@@ -78,29 +76,12 @@ if TYPE_CHECKING:
         StepRecord,
         ToolLog,
     )
-    from .reads import (
-        EXAMPLE_QUERIES,
-        RunNotFound,
-        current_step,
-        get_run,
-        load_state,
-        replans_for,
-        run_example_query,
-        step_status,
-        steps_for,
-        tool_logs_for,
-    )
-    from .steps import (
-        begin_step,
-        complete_step,
-        create_run,
-        fail_run,
-        fail_step,
-        finish_run,
-    )
+    from .runs import RunNotFound, create_run, fail_run, finish_run, get_run, load_state
+    from .steps import begin_step, complete_step, current_step, fail_step
 
 
 def __getattr__(name: str) -> Any:
+    """Import an exported name from its module on first use, and keep it here."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -111,7 +92,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DATABASE_URL_ENV",
-    "EXAMPLE_QUERIES",
     "RUN_STATUSES",
     "STEP_STATUSES",
     "Base",
@@ -123,7 +103,6 @@ __all__ = [
     "alembic_config",
     "begin_step",
     "build_engine",
-    "check_schema",
     "complete_step",
     "create_run",
     "current_step",
@@ -138,11 +117,6 @@ __all__ = [
     "make_engine",
     "migrations_dir",
     "read_scope",
-    "replans_for",
-    "run_example_query",
     "session_scope",
-    "step_status",
-    "steps_for",
-    "tool_logs_for",
     "upgrade",
 ]

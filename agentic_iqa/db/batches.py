@@ -1,7 +1,8 @@
-"""Writing and reading a batch job's rounds: requests that wait, batches sent, answers read.
+"""Write and read a batch job's rounds: batches sent, polled, answered, read.
 
 Every function takes an open session and leaves the commit to the caller, like
-:mod:`.steps`.  The rules that keep a request from being paid for twice live here:
+:mod:`.steps`.  The requests the batches carry wait in :mod:`.batch_requests`.  The rules that
+keep a request from being paid for twice live in the two:
 
 - a request is keyed by its place in its run (run, step, iteration, seq): a step parked twice
   at the same place (a redelivery, a resume) asks for it once;
@@ -15,253 +16,33 @@ Every function takes an open session and leaves the commit to the caller, like
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from ..redact import redact
-from ..vlm.batching import Answer, Wanted
-from .items import move
-from .models import BatchRequest, Job, JobItem, Run, StepRecord, VlmBatch, utc_now
-
-#: A request's reason when its item fails: the provider's, and how often it was tried.
-_OPEN_REQUESTS = ("pending", "submitted")
+from .models import BatchRequest, Run, VlmBatch, utc_now
 
 
 def line_id(batch_id: str, request_id: int) -> str:
-    """A request's ``custom_id`` in a batch: its row's ``q<id>`` after the batch row's own id.
-    The results of a batch found again after a crash by its time and size alone (Anthropic
+    """Return a request's ``custom_id`` in a batch: its row's ``q<id>`` after the batch row's own
+    id. The results of a batch found again after a crash by its time and size alone (Anthropic
     lists no metadata) prove whose they are: no other batch, of this database or of another
     on the same account, holds these ids."""
     return f"b{batch_id.replace('-', '')[:16]}_q{request_id}"
 
 
 def line_prefix(batch_id: str) -> str:
-    """What every custom_id of the batch row ``batch_id`` begins with."""
+    """Return what every custom_id of the batch row ``batch_id`` begins with."""
     return line_id(batch_id, 0).removesuffix("0")
 
 
-def answers_for(session: Session, run_id: str, step: str, iteration: int) -> dict[int, Answer]:
-    """What batches brought for this step of this run, by place: answers and final errors."""
-    rows = session.execute(
-        select(
-            BatchRequest.seq,
-            BatchRequest.request_key,
-            BatchRequest.status,
-            BatchRequest.response_json,
-            BatchRequest.error,
-            VlmBatch.provider_id,
-        )
-        .outerjoin(VlmBatch, VlmBatch.id == BatchRequest.batch_id)
-        .where(
-            BatchRequest.run_id == run_id,
-            BatchRequest.step == step,
-            BatchRequest.iteration == iteration,
-            BatchRequest.status.in_(("answered", "failed")),
-        )
-    ).all()
-    return {
-        seq: Answer(
-            key,
-            response if status == "answered" else None,
-            error if status == "failed" else None,
-            provider,
-        )
-        for seq, key, status, response, error, provider in rows
-    }
-
-
-def park(
-    session: Session,
-    *,
-    job_id: str,
-    run_id: str,
-    step: str,
-    iteration: int,
-    wanted: Sequence[Wanted],
-) -> int:
-    """The run waits for ``wanted``: the requests are stored (once per place), the step's
-    attempt is handed back (waiting is not an attempt) and the run holds no lease.  Returns the
-    requests newly stored."""
-    added = 0
-    for request in wanted:
-        row = session.scalar(
-            select(BatchRequest).where(
-                BatchRequest.run_id == run_id,
-                BatchRequest.step == step,
-                BatchRequest.iteration == iteration,
-                BatchRequest.seq == request.seq,
-            )
-        )
-        if row is None:
-            row = _adoptable(session, job_id, request.request_key)
-        if row is not None and row.run_id != run_id:  # an earlier run's, given up: take it
-            row.run_id, row.step, row.iteration, row.seq = run_id, step, iteration, request.seq
-            continue
-        if row is None:
-            session.add(
-                BatchRequest(
-                    job_id=job_id,
-                    run_id=run_id,
-                    step=step,
-                    iteration=iteration,
-                    seq=request.seq,
-                    role=request.role,
-                    request_key=request.request_key,
-                    request_json=request.request_json,
-                    status="pending",
-                    tries=0,
-                )
-            )
-            added += 1
-        elif row.request_key != request.request_key:  # another request at this place now
-            row.request_key, row.request_json, row.role = (
-                request.request_key,
-                request.request_json,
-                request.role,
-            )
-            row.status, row.batch_id, row.tries = "pending", None, 0
-            row.response_json = row.error = row.answered_at = None
-            added += 1
-    record = session.scalar(
-        select(StepRecord).where(
-            StepRecord.run_id == run_id, StepRecord.step == step, StepRecord.iteration == iteration
-        )
-    )
-    if record is not None:
-        record.attempts = max(0, record.attempts - 1)
-        record.lease_until = None
-        record.error = f"waiting for {len(wanted)} answer(s) from a batch"
-    session.execute(
-        update(Run).where(Run.id == run_id).values(awaiting_batch=True, lease_until=None)
-    )
-    session.flush()
-    return added
-
-
-def _adoptable(session: Session, job_id: str, key: str) -> BatchRequest | None:
-    """The same request of a run of this job that ended without using it (cancelled with its
-    job, then resumed as a new run), answered, in a batch or waiting for one: a resume pays
-    for nothing twice, and a dead run's request is never sent (:func:`gather`)."""
-    return session.scalars(
-        select(BatchRequest)
-        .join(Run, Run.id == BatchRequest.run_id)
-        .where(
-            BatchRequest.job_id == job_id,
-            BatchRequest.request_key == key,
-            BatchRequest.status.in_(("answered", "submitted", "pending")),
-            Run.status == "failed",
-        )
-        .order_by(BatchRequest.id)
-        .limit(1)
-    ).first()
-
-
-def cancel_parked(session: Session, job_id: str) -> int:
-    """A cancelled job's waiting runs end as cancelled (their requests may still be answered,
-    and a resumed run takes those answers over: :func:`park`)."""
-    parked = list(
-        session.scalars(
-            select(Run.id).where(
-                Run.job_id == job_id,
-                Run.awaiting_batch.is_(True),
-                Run.status.in_(("pending", "running")),
-            )
-        )
-    )
-    if not parked:
-        return 0
-    now = utc_now()
-    session.execute(
-        update(Run)
-        .where(Run.id.in_(parked))
-        .values(
-            status="failed",
-            error="cancelled with its job",
-            awaiting_batch=False,
-            lease_until=None,
-            finished_at=now,
-        )
-    )
-    closed = session.execute(
-        update(JobItem)
-        .where(JobItem.run_id.in_(parked), JobItem.status == "queued")
-        .values(status="cancelled", finished_at=now)
-    ).rowcount
-    move(session, job_id, {("queued", "cancelled"): int(closed or 0)})
-    return len(parked)
-
-
-def is_batch_job(session: Session, job_id: str) -> bool:
-    from ..runconfig import RunConfig
-
-    text = session.scalar(select(Job.config_json).where(Job.id == job_id))
-    return bool(text) and RunConfig.from_json(text).batch
-
-
-def running_batch_jobs(session: Session) -> list[str]:
-    """Running jobs with requests waiting or batches open, and jobs (of any status) whose
-    batches still have answers to read: a cancelled job's batch is read to the end, so a
-    resume pays for nothing twice."""
-    waiting = select(BatchRequest.job_id).where(BatchRequest.status.in_(_OPEN_REQUESTS)).distinct()
-    parked = (
-        select(Run.job_id)
-        .where(Run.awaiting_batch.is_(True), Run.status.in_(("pending", "running")))
-        .distinct()
-    )
-    unread = select(VlmBatch.job_id).where(VlmBatch.read.is_(False)).distinct()
-    return list(
-        session.scalars(
-            select(Job.id)
-            .where(
-                (Job.status == "running") & (Job.id.in_(waiting) | Job.id.in_(parked))
-                | Job.id.in_(unread)
-            )
-            .order_by(Job.created_at)
-        )
-    )
-
-
-def moving_runs(session: Session, job_id: str) -> int:
-    """Runs of the job at work, not waiting for a batch: a round waits for them to park."""
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(Run)
-            .where(
-                Run.job_id == job_id,
-                Run.status.in_(("pending", "running")),
-                Run.awaiting_batch.is_(False),
-            )
-        )
-        or 0
-    )
-
-
-def pending_requests(session: Session, job_id: str) -> tuple[int, datetime | None]:
-    """How many requests wait for a round, and since when the oldest waits."""
-    count, oldest = session.execute(
-        select(func.count(), func.min(BatchRequest.created_at))
-        .join(Run, Run.id == BatchRequest.run_id)
-        .where(
-            BatchRequest.job_id == job_id,
-            BatchRequest.status == "pending",
-            Run.status.in_(("pending", "running")),
-        )
-    ).one()
-    if oldest is not None and oldest.tzinfo is None:
-        from datetime import UTC
-
-        oldest = oldest.replace(tzinfo=UTC)
-    return int(count or 0), oldest
-
-
 def open_batches(session: Session, job_id: str | None = None) -> list[VlmBatch]:
-    """Batches whose answers are not read yet (of one job, or all)."""
+    """Return the batches whose answers are not read yet (of one job, or all)."""
     query = select(VlmBatch).where(VlmBatch.read.is_(False)).order_by(VlmBatch.created_at)
     if job_id is not None:
         query = query.where(VlmBatch.job_id == job_id)
@@ -269,6 +50,7 @@ def open_batches(session: Session, job_id: str | None = None) -> list[VlmBatch]:
 
 
 def next_round(session: Session, job_id: str) -> int:
+    """Return the number of the job's next round of batches."""
     return (
         int(session.scalar(select(func.max(VlmBatch.round)).where(VlmBatch.job_id == job_id)) or 0)
         + 1
@@ -342,6 +124,7 @@ def gather(
 
 
 def describe_batch(session: Session, batch_id: str, *, backend: str, model: str) -> None:
+    """Record the backend and model a batch row is sent to."""
     session.execute(
         update(VlmBatch).where(VlmBatch.id == batch_id).values(backend=backend, model=model)
     )
@@ -360,7 +143,7 @@ def record_state(
     next_poll_at: datetime | None,
     submitted: bool = False,
 ) -> None:
-    """What the provider says of the batch now."""
+    """Record what the provider says of the batch now."""
     values: dict[str, Any] = {
         "status": status,
         "ended": ended,
@@ -379,7 +162,7 @@ def record_state(
 
 
 def submitted_requests(session: Session, batch_id: str) -> list[tuple[int, str]]:
-    """The requests a batch was given and has not answered yet: (row id, request JSON)."""
+    """Return the requests a batch was given and has not answered yet: (row id, request JSON)."""
     rows = session.execute(
         select(BatchRequest.id, BatchRequest.request_json)
         .where(BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
@@ -389,7 +172,7 @@ def submitted_requests(session: Session, batch_id: str) -> list[tuple[int, str]]
 
 
 def taken_provider_ids(session: Session, since: datetime) -> set[str]:
-    """Provider ids recorded for batches that may have been created since ``since``: a
+    """Return the provider ids recorded for batches that may have been created since ``since``: a
     batch found again after a crash is none of these."""
     return set(
         session.scalars(
@@ -402,7 +185,7 @@ def taken_provider_ids(session: Session, since: datetime) -> set[str]:
 
 
 def release(session: Session, batch_id: str, reason: str) -> int:
-    """The batch row holds none of its requests after all (its create never reached the
+    """Release a batch row's requests: it holds none of them after all (its create never reached the
     provider, and its job stopped): they wait for the next round, no try counted, and the
     row is closed with ``reason``.  Returns how many went back."""
     result = session.execute(
@@ -419,8 +202,8 @@ def release(session: Session, batch_id: str, reason: str) -> int:
 
 
 def disown(session: Session, batch_id: str, reason: str) -> None:
-    """The batch adopted for row ``batch_id`` after a crash proved another's (its results
-    carry none of the row's custom_ids): it is kept as a closed row of its own, so no later
+    """Disown a batch: the one adopted for row ``batch_id`` after a crash proved another's (its
+    results carry none of the row's custom_ids): it is kept as a closed row of its own, so no later
     search takes it again, and the row is "submitting" once more, looked for again at once
     (its own batch may be the next candidate)."""
     row = session.get(VlmBatch, batch_id)
@@ -451,7 +234,7 @@ def disown(session: Session, batch_id: str, reason: str) -> None:
 
 
 def poll_now(session: Session, job_id: str) -> None:
-    """The job's open batches are polled at the next pass (a cancel that could not reach the
+    """Poll the job's open batches at the next pass (a cancel that could not reach the
     provider is tried again there)."""
     session.execute(
         update(VlmBatch)
@@ -463,7 +246,7 @@ def poll_now(session: Session, job_id: str) -> None:
 def claim_polls(
     session: Session, *, backoff: float, maximum: float, stale_submitting: float, limit: int = 50
 ) -> list[VlmBatch]:
-    """Open batches due for a poll (and batches left "submitting" by a process that died),
+    """Claim the open batches due for a poll (and batches left "submitting" by a process that died),
     their next poll moved ahead so that one supervisor polls each."""
     now = utc_now()
     due = list(
@@ -501,7 +284,7 @@ def write_results(
     *,
     max_tries: int,
 ) -> dict[str, int]:
-    """A batch's answers: ``(custom_id, kind, response_json, error)`` with kind succeeded,
+    """Write a batch's answers: ``(custom_id, kind, response_json, error)`` with kind succeeded,
     errored, refused, expired or canceled (custom ids as :func:`line_id` makes them).
     Answered requests keep their answer; refused ones (the provider says the request itself
     is bad: HTTP 400, 401, 403, 404, 422...) fail at once with the provider's reason; errored
@@ -548,6 +331,7 @@ def _settle(
     max_tries: int,
     now: datetime,
 ) -> None:
+    """Write one request's outcome in its batch (:func:`write_results`)."""
     if kind == "succeeded" and response is not None:
         row.status, row.response_json, row.error, row.answered_at = (
             "answered",
@@ -579,7 +363,7 @@ def _settle(
 
 
 def fail_unsent(session: Session, batch_id: str, reason: str) -> None:
-    """A batch the provider refused as a whole: its requests fail with that reason."""
+    """Fail the requests of a batch the provider refused as a whole, with that reason."""
     session.execute(
         update(BatchRequest)
         .where(BatchRequest.batch_id == batch_id, BatchRequest.status == "submitted")
@@ -589,52 +373,6 @@ def fail_unsent(session: Session, batch_id: str, reason: str) -> None:
         update(VlmBatch)
         .where(VlmBatch.id == batch_id)
         .values(read=True, ended=True, status="failed", error=redact(reason), ended_at=utc_now())
-    )
-
-
-def claim_answered_runs(
-    session: Session, job_id: str, lease_seconds: float | None, limit: int = 10_000
-) -> list[str]:
-    """Parked runs of a running job with nothing left to wait for, marked as moving again
-    (with a lease when supervised): whoever claims one sends it on, once."""
-    open_request = exists().where(
-        and_(BatchRequest.run_id == Run.id, BatchRequest.status.in_(_OPEN_REQUESTS))
-    )
-    runs = list(
-        session.scalars(
-            select(Run)
-            .where(
-                Run.job_id == job_id,
-                Run.awaiting_batch.is_(True),
-                Run.status.in_(("pending", "running")),
-                ~open_request,
-            )
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-    )
-    deadline = None if lease_seconds is None else utc_now() + timedelta(seconds=lease_seconds)
-    for run in runs:
-        run.awaiting_batch = False
-        run.lease_until = deadline
-    session.flush()
-    return [run.id for run in runs]
-
-
-def reopen_runs(session: Session, job_id: str) -> int:
-    """A resume: parked runs whose requests are all in (or failed) go on; requests of batches
-    that ended unread are read by the rounds.  Returns parked runs left waiting."""
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(Run)
-            .where(
-                Run.job_id == job_id,
-                Run.awaiting_batch.is_(True),
-                Run.status.in_(("pending", "running")),
-            )
-        )
-        or 0
     )
 
 
@@ -655,6 +393,7 @@ class BatchView:
 
 
 def batch_views(session: Session, job_id: str, *, open_only: bool = True) -> list[BatchView]:
+    """Return the job's batches (the open ones only, by default) as ``eval status`` shows them."""
     query = select(VlmBatch).where(VlmBatch.job_id == job_id).order_by(VlmBatch.created_at)
     if open_only:
         query = query.where(VlmBatch.read.is_(False))
@@ -673,12 +412,3 @@ def batch_views(session: Session, job_id: str, *, open_only: bool = True) -> lis
         )
         for batch in session.scalars(query)
     ]
-
-
-def request_counts(session: Session, job_id: str) -> dict[str, int]:
-    rows = session.execute(
-        select(BatchRequest.status, func.count())
-        .where(BatchRequest.job_id == job_id)
-        .group_by(BatchRequest.status)
-    ).all()
-    return {status: int(count) for status, count in rows}

@@ -35,8 +35,6 @@ from sqlalchemy.pool import NullPool
 
 import agentic_iqa
 
-from .models import Base
-
 if TYPE_CHECKING:  # Alembic (its autogenerate and DDL machinery) is imported where it is used
     from alembic.config import Config
 
@@ -54,7 +52,7 @@ _engines_lock = threading.Lock()
 
 
 def database_url() -> str:
-    """The configured database: ``AGENTIC_IQA_DATABASE_URL``, else a SQLite file in the cwd."""
+    """Return ``AGENTIC_IQA_DATABASE_URL``, else a SQLite file in the working directory."""
     configured = os.environ.get(DATABASE_URL_ENV, "").strip()
     if configured:
         return configured
@@ -62,7 +60,7 @@ def database_url() -> str:
 
 
 def _normalise(url: str | URL) -> URL:
-    """``postgres://`` and ``postgresql://`` mean psycopg 3, the driver this project installs."""
+    """Map ``postgres://`` and ``postgresql://`` to psycopg 3, the driver this project installs."""
     parsed = make_url(url)
     if parsed.drivername in {"postgres", "postgresql"}:
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -70,7 +68,7 @@ def _normalise(url: str | URL) -> URL:
 
 
 def build_engine(url: str | URL, *, foreign_keys: bool = True, pooled: bool = True) -> Engine:
-    """A new, uncached engine with this project's connection settings.
+    """Build a new, uncached engine with this project's connection settings.
 
     Migrations use ``foreign_keys=False, pooled=False``: SQLite's batch migrations copy and drop
     tables, and with foreign keys on, dropping ``runs`` would cascade into every child row.
@@ -145,7 +143,7 @@ def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:
 
 
 def make_engine(url: str | None = None) -> Engine:
-    """The engine for ``url`` (default: :func:`database_url`), one per URL and process."""
+    """Return the engine for ``url`` (default: :func:`database_url`), one per URL and process."""
     key = _normalise(url or database_url()).render_as_string(hide_password=False)
     with _engines_lock:
         engine = _engines.get(key)
@@ -163,7 +161,7 @@ class NoDatabase(FileNotFoundError):
 
 
 def sqlite_file(url: str | URL) -> Path | None:
-    """The file a SQLite URL names, made absolute; None for a server, an in-memory database
+    """Return the file a SQLite URL names, made absolute; None for a server, an in-memory database
     or a URI filename (``?uri=true``), which this code does not second-guess."""
     parsed = make_url(url)
     if (
@@ -176,8 +174,8 @@ def sqlite_file(url: str | URL) -> Path | None:
 
 
 def existing_engine(url: str | None = None) -> Engine:
-    """:func:`make_engine` for a command that only reads: SQLite creates a missing file on
-    connect, so a status or report run from the wrong folder would leave an empty database
+    """Return :func:`make_engine`'s engine for a command that only reads: SQLite creates a missing
+    file on connect, so a status or report run from the wrong folder would leave an empty database
     behind and say "no job"; this raises :class:`NoDatabase` instead, and creates nothing."""
     path = sqlite_file(url or database_url())
     if path is not None and not path.is_file():
@@ -219,7 +217,7 @@ def _writer_lock(engine: Engine) -> Any:
 
 @contextmanager
 def session_scope(engine: Engine | None = None) -> Iterator[Session]:
-    """A session in one transaction: committed when the block ends, rolled back if it raises.
+    """Open a session in one transaction: committed when the block ends, rolled back if it raises.
 
     Objects stay usable after the commit (``expire_on_commit=False``), so a task can return
     what it read without another round trip.  On SQLite, where every transaction is a writer
@@ -234,7 +232,7 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
 
 @contextmanager
 def read_scope(engine: Engine | None = None) -> Iterator[Session]:
-    """A session that only reads (status displays, progress polls); what it read stays usable.
+    """Open a session that only reads (status displays, progress polls); what it read stays usable.
 
     On SQLite it starts with a plain ``BEGIN``, which takes no write lock, and skips this
     process's writer lock: a display polling every fraction of a second never makes a worker's
@@ -270,7 +268,7 @@ def analyze(session: Session, tables: tuple[str, ...] = ANALYZED_TABLES) -> None
 
 
 def migrations_dir() -> Path:
-    """The Alembic scripts: ``migrations/`` beside the package, or inside it in a wheel."""
+    """Return the Alembic scripts' folder: ``migrations/`` beside the package, or in a wheel's."""
     package = Path(agentic_iqa.__file__).resolve().parent
     for candidate in (package.parent / "migrations", package / "migrations"):
         if (candidate / "env.py").is_file():
@@ -282,7 +280,7 @@ def migrations_dir() -> Path:
 
 
 def alembic_config(url: str | None = None) -> Config:
-    """An Alembic ``Config`` for ``url`` (default: :func:`database_url`), without alembic.ini."""
+    """Build an Alembic ``Config`` for ``url`` (default: :func:`database_url`), no alembic.ini."""
     from alembic.config import Config
 
     config = Config()
@@ -298,19 +296,6 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url), revision)
-
-
-def check_schema(engine: Engine | None = None) -> list[Any]:
-    """Differences between the models and the database's schema; empty when they agree.
-
-    Run on a database built by the migrations, this checks that models and migrations agree.
-    """
-    from alembic.autogenerate import compare_metadata
-    from alembic.migration import MigrationContext
-
-    with (engine or make_engine()).connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
-        return list(compare_metadata(context, Base.metadata))
 
 
 def ensure_schema(engine: Engine) -> None:
@@ -337,7 +322,7 @@ def ensure_schema(engine: Engine) -> None:
 
 
 def script_heads(directory: Path | None = None) -> set[str]:
-    """The head revisions of the migration scripts, read without importing Alembic or them.
+    """Return the head revisions of the migration scripts, read without importing Alembic or them.
 
     Each ``versions/*.py`` declares ``revision`` and ``down_revision`` as module-level literals
     (Alembic's template); a head is a revision that no script names as its ``down_revision``.
@@ -373,7 +358,7 @@ def script_heads(directory: Path | None = None) -> set[str]:
 
 
 def _at_head(engine: Engine) -> bool:
-    """Whether the database's stored revisions are exactly the scripts' heads.
+    """Tell whether the database's stored revisions are exactly the scripts' heads.
 
     Read on a raw DBAPI connection, outside any transaction: the engine begins every
     transaction with ``BEGIN IMMEDIATE`` (a write lock), and this read must not queue behind a

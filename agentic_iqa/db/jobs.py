@@ -1,29 +1,198 @@
-"""Writing a dataset job: created, items in, claimed a window at a time, cancelled, reopened,
-stopped; its leases, and items whose closing was lost (the reads are in :mod:`.reads`).
+"""Write and read a dataset job: created, fed a window of items at a time, cancelled, reopened,
+stopped; its leases; found by id or prefix, described, listed.
 
-Everything here works in batches and by SQL counts, so a job of 10,000 items never needs them
-all in memory: items are inserted in chunks as the manifest streams, claimed a window at a time,
-and exported with ``yield_per``.
+Everything here works in batches and by SQL counts, so a job of a million items never needs
+them all in memory: its items (:mod:`.items`) are claimed a window at a time, and its rows and
+report columns read a page at a time (:mod:`.exports`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, func, select, true, update
 from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..state import AgenticIQAState
-from .items import close_item_for_run, finish_if_complete, move, recount
-from .models import ITEM_COUNTERS, JOB_MODES, Job, JobItem, Run, UtcDateTime, utc_now
-from .reads import counts, get_job
-from .steps import create_runs, lease_deadline
+from .items import close_item_for_run, counts, finish_if_complete, move, recount
+from .models import (
+    ITEM_COUNTERS,
+    JOB_MODES,
+    Job,
+    JobItem,
+    Run,
+    UtcDateTime,
+    utc_now,
+)
+from .queries import AmbiguousId, ids_by_prefix
+from .runs import create_runs, lease_deadline
+
+if TYPE_CHECKING:
+    pass
+
+
+class JobNotFound(KeyError):
+    """No job with this id (or unique prefix) in the database."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"no job with id {self.job_id!r} in the database"
+
+
+class NoJobs(JobNotFound):
+    """The latest job was asked for, and the database holds none."""
+
+    def __init__(self) -> None:
+        super().__init__("(latest)")
+
+    def __str__(self) -> str:
+        return "no job in the database yet: submit one with `agentic-iqa eval submit MANIFEST`"
+
+
+def get_job(session: Session, job_id: str, *, lock: bool = False) -> Job:
+    """Return the job; ``lock`` holds its row until commit (PostgreSQL), so feeders take turns."""
+    job = session.get(Job, job_id, with_for_update=lock or None, populate_existing=lock)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def latest_job(session: Session) -> Job | None:
+    """Return the job submitted last, or None."""
+    return session.scalars(select(Job).order_by(Job.created_at.desc()).limit(1)).first()
+
+
+def resolve_job_id(session: Session, reference: str | None) -> str:
+    """Return the job a full id, a unique prefix of one (the 8 characters progress bars show), or
+    None (the latest job) means; :class:`JobNotFound` or :class:`AmbiguousId` otherwise."""
+    if reference is None:
+        job = latest_job(session)
+        if job is None:
+            raise NoJobs()
+        return job.id
+    matches = ids_by_prefix(session, Job.id, reference.strip())
+    if not matches:
+        raise JobNotFound(reference)
+    if len(matches) > 1:
+        raise AmbiguousId("job", reference, matches)
+    return matches[0]
+
+
+def job_ids(
+    session: Session,
+    *,
+    group: str | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+) -> list[str]:
+    """List the jobs newest first (``eval list``, ``eval compare --group``): of one sweep, in one
+    state."""
+    statement = select(Job.id).order_by(Job.created_at.desc(), Job.id)
+    if group is not None:
+        statement = statement.where(Job.job_group == group)
+    if status is not None:
+        statement = statement.where(Job.status == status)
+    if limit is not None:
+        statement = statement.limit(limit)
+    return list(session.scalars(statement))
+
+
+_JOB_STATUS = select(Job.__table__.c.status).where(Job.__table__.c.id == bindparam("b_job"))
+
+
+def job_cancelled(session: Session, job_id: str) -> bool:
+    """Tell whether the job was cancelled (asked after every step of its runs: a Core read)."""
+    return session.scalar(_JOB_STATUS, {"b_job": job_id}) == "cancelled"
+
+
+def jobs_to_feed(session: Session) -> list[str]:
+    """Return the running jobs that the workers feed and that still have items waiting."""
+    return list(
+        session.scalars(
+            select(Job.id)
+            .where(Job.status == "running", Job.dispatch == "workers")
+            .where(
+                select(JobItem.id)
+                .where(JobItem.job_id == Job.id, JobItem.status == "pending")
+                .exists()
+            )
+        )
+    )
+
+
+def jobs_to_settle(session: Session, *, since: datetime, limit: int = 5) -> list[str]:
+    """Return the jobs the workers ran that ended since ``since`` with nothing in flight and no
+    headline stored yet (:func:`agentic_iqa.runtime.lifecycle.job_ended` has not run for them)."""
+    return list(
+        session.scalars(
+            select(Job.id)
+            .where(
+                Job.status.in_(("done", "cancelled")),
+                Job.dispatch == "workers",
+                Job.headline_json.is_(None),
+                Job.items_queued == 0,
+                Job.finished_at >= since,
+            )
+            .order_by(Job.finished_at)
+            .limit(limit)
+        )
+    )
+
+
+def has_runs(session: Session, job_id: str) -> bool:
+    """Tell whether the job has had a run: none means no process ever began one of its items
+    (one row of an index, not a count of a million)."""
+    return session.scalar(select(Run.id).where(Run.job_id == job_id).limit(1)) is not None
+
+
+def live_leases(session: Session, job_id: str) -> int:
+    """Count the runs of the job in flight whose lease is still running: someone is working on
+    them."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(Run)
+            .where(
+                Run.job_id == job_id,
+                Run.status.in_(("pending", "running")),
+                Run.lease_until.is_not(None),
+                Run.lease_until >= utc_now(),
+            )
+        )
+        or 0
+    )
+
+
+def stalled_count(session: Session, job_id: str) -> int:
+    """Count the items in flight whose run's lease has passed: nothing has happened to them
+    lately."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(JobItem)
+            .join(Run, Run.id == JobItem.run_id)
+            .where(
+                JobItem.job_id == job_id,
+                JobItem.status == "queued",
+                Run.status.in_(("pending", "running")),
+                Run.lease_until.is_not(None),
+                Run.lease_until < utc_now(),
+            )
+        )
+        or 0
+    )
+
 
 _ITEMS = JobItem.__table__
+
+
 #: A claimed item: its run, queued (one statement for a window of items).
 _QUEUE_ITEM = (
     update(_ITEMS)
@@ -34,8 +203,6 @@ _QUEUE_ITEM = (
         queued_at=bindparam("b_now", type_=UtcDateTime()),
     )
 )
-
-TERMINAL_ITEM = ("done", "failed", "cancelled")
 
 
 def create_job(
@@ -54,7 +221,7 @@ def create_job(
     spec_json: str | None = None,
     group: str | None = None,
 ) -> str:
-    """A running job; ``tools``: a metric job, whose runs only run these tools;
+    """Create a running job; ``tools``: a metric job, whose runs only run these tools;
     ``config_json``: the configuration its items run with (:mod:`agentic_iqa.runconfig`);
     ``mode``: agent, vlm or tools (a metric job's is tools); ``dataset_json``: the public
     dataset it was read from; ``spec_json``: the job whole (:mod:`agentic_iqa.jobs.spec`);
@@ -92,7 +259,7 @@ def create_job(
 def set_dispatch(
     session: Session, job_id: str, dispatch: str, *, holder: str | None = None
 ) -> None:
-    """Who feeds the job from now on: ``workers`` (the supervisor) or ``local``; ``holder``:
+    """Say who feeds the job from now on: ``workers`` (the supervisor) or ``local``; ``holder``:
     the local process that renews its leases (:class:`~agentic_iqa.runtime.heartbeat.Holder`
     as JSON), so that a resume can tell whether it is still there."""
     job = get_job(session, job_id)
@@ -110,7 +277,7 @@ class Leases:
 
 
 def leases(session: Session, job_id: str) -> Leases:
-    """The job's live leases (:class:`Leases`), read in one statement and its job's row."""
+    """Return the job's live leases (:class:`Leases`), read in one statement and its job's row."""
     live, until = session.execute(
         select(func.count(), func.max(Run.lease_until)).where(
             Run.job_id == job_id,
@@ -136,7 +303,7 @@ def extend_leases(session: Session, job_id: str, seconds: float) -> int:
 
 
 def finish_complete_jobs(session: Session) -> int:
-    """Running jobs with nothing pending or queued are done (a lost or raced closing)."""
+    """Mark running jobs with nothing pending or queued done (a lost or raced closing)."""
     open_items = select(JobItem.id).where(
         JobItem.job_id == Job.id, JobItem.status.in_(("pending", "queued"))
     )
@@ -151,110 +318,6 @@ def finish_complete_jobs(session: Session) -> int:
     return len(jobs)
 
 
-def close_orphaned_items(session: Session) -> int:
-    """Items still 'queued' whose run already ended (its closing was lost): close them now."""
-    running_jobs = select(Job.id).where(Job.status == "running")
-    runs = session.scalars(  # by (job, status): the index, not a scan of every item ever
-        select(Run)
-        .join(JobItem, JobItem.run_id == Run.id)
-        .where(
-            JobItem.job_id.in_(running_jobs),
-            JobItem.status == "queued",
-            Run.status.in_(("succeeded", "failed")),
-        )
-        .limit(500)
-    ).all()
-    for run in runs:
-        close_item_for_run(session, run)
-    return len(runs)
-
-
-#: The columns an item is stored with at submit (the rest start empty), in this order.
-ITEM_COLUMNS = (
-    "job_id",
-    "line",
-    "item_key",
-    "image",
-    "reference",
-    "query",
-    "mos",
-    "answer_truth",
-    "meta_json",
-    "status",
-    "error",
-    "image_digest",
-    "reference_digest",
-    "finished_at",
-)
-
-
-def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> int:
-    """Insert item rows (column dicts: :data:`ITEM_COLUMNS` but ``job_id``, with a
-    ``status``) in the session's transaction as one statement: PostgreSQL's ``COPY``
-    (psycopg's copy on the raw connection), else one ``executemany`` of an INSERT prepared once
-    (SQLite); a million items are a hundred statements, not a round trip or an ORM object
-    each.  The job's counts by state go up in the same transaction.  Returns how many."""
-    connection = session.connection()
-    dialect = connection.dialect
-    driver = connection.connection.driver_connection
-    states: dict[str, int] = {}
-    values = _item_values(job_id, rows, dialect, states)
-    names = ", ".join(ITEM_COLUMNS)
-    if dialect.name == "postgresql":
-        with driver.cursor() as cursor, cursor.copy(f"COPY job_items ({names}) FROM STDIN") as copy:
-            for row in values:
-                copy.write_row(row)
-    else:
-        batch = list(values)
-        if batch:
-            marks = ", ".join("?" * len(ITEM_COLUMNS))
-            connection.exec_driver_sql(f"INSERT INTO job_items ({names}) VALUES ({marks})", batch)
-    if states:  # the job's counts by state, where they are kept (NULL stays NULL: not yet)
-        counter = {
-            ITEM_COUNTERS[state]: getattr(Job, ITEM_COUNTERS[state]) + added
-            for state, added in states.items()
-        }
-        session.execute(
-            update(Job)
-            .where(Job.id == job_id)
-            .values(counter)
-            .execution_options(synchronize_session=False)
-        )
-    return sum(states.values())
-
-
-def _item_values(
-    job_id: str, rows: Iterable[dict[str, Any]], dialect: Any, states: dict[str, int]
-) -> Iterator[tuple[Any, ...]]:
-    """Each row as the tuple of :data:`ITEM_COLUMNS` the driver takes, through the columns'
-    own types where they convert (a UTC time as SQLite stores it), as an ORM insert would have
-    written them; ``states`` counts them by status.  A row with every column is read in one
-    C call (a million rows: seconds saved)."""
-    from operator import itemgetter
-
-    table = JobItem.__table__
-    names = ITEM_COLUMNS[1:]
-    converted = [
-        (index, process)
-        for index, name in enumerate(ITEM_COLUMNS)
-        if (process := table.c[name].type.bind_processor(dialect)) is not None
-    ]
-    cells = itemgetter(*names)
-    for row in rows:
-        states[row["status"]] = states.get(row["status"], 0) + 1
-        try:
-            values = (job_id, *cells(row))
-        except KeyError:  # a row that leaves columns out: they are empty
-            values = (job_id, *(row.get(name) for name in names))
-        if converted:
-            listed = list(values)
-            for index, process in converted:
-                if listed[index] is not None:
-                    listed[index] = process(listed[index])
-            values = tuple(listed)
-        yield values
-
-
 @dataclass(frozen=True)
 class Claimed:
     """A claimed item's new run: its id, its initial state, and the digests its item's
@@ -263,15 +326,6 @@ class Claimed:
     run_id: str
     state: AgenticIQAState
     digests: dict[str, str]
-
-
-def claim(
-    session: Session, job: Job, limit: int, *, lease_seconds: float | None = None
-) -> list[str]:
-    """:func:`claim_items`' run ids."""
-    return [
-        claimed.run_id for claimed in claim_items(session, job, limit, lease_seconds=lease_seconds)
-    ]
 
 
 def claim_items(
@@ -334,7 +388,7 @@ def claim_items(
 
 
 def _pending(session: Session, job_id: str, after: int, limit: int) -> list[Any]:
-    """Up to ``limit`` of the job's pending items with an id above ``after``, in id order,
+    """Return up to ``limit`` of the job's pending items with an id above ``after``, in id order,
     locked (the columns a claim needs)."""
     return list(
         session.execute(
@@ -383,14 +437,14 @@ def store_headline(session: Session, job_id: str, document: str) -> bool:
 
 
 def note_waiting(session: Session, job_id: str, reason: str) -> None:
-    """A process could not run the job's items as submitted: say why (``eval status``)."""
+    """Say why a process could not run the job's items as submitted (``eval status``)."""
     session.execute(
         update(Job).where(Job.id == job_id).values(waiting=redact(reason), waiting_at=utc_now())
     )
 
 
 def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason: str) -> bool:
-    """A run of the job failed on a fatal backend error: stop the job, if the policy says so
+    """Stop the job after a run of it failed on a fatal backend error, if the policy says so
     (:func:`agentic_iqa.jobs.policy.stops_job`), with one message; returns whether it did.
     Items not started are cancelled, runs in flight end as cancelled; ``eval resume`` reopens
     them once the cause is fixed."""
@@ -427,55 +481,6 @@ def stop_on_fatal_error(session: Session, job_id: str, error: Exception, reason:
         .values(error=message)
     )
     return True
-
-
-def stored_objects(
-    session: Session, job_id: str
-) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
-    """Open items with an image or reference in an object store: (id, image, its digest at
-    submit, reference, its digest)."""
-    return [
-        tuple(row)
-        for row in session.execute(  # type: ignore[misc]
-            select(
-                JobItem.id,
-                JobItem.image,
-                JobItem.image_digest,
-                JobItem.reference,
-                JobItem.reference_digest,
-            ).where(
-                JobItem.job_id == job_id,
-                JobItem.status.in_(("pending", "queued")),
-                JobItem.image_digest.is_not(None) | JobItem.reference_digest.is_not(None),
-            )
-        )
-    ]
-
-
-def fail_changed(session: Session, failures: dict[int, str]) -> list[str]:
-    """Items whose objects changed since submit fail with the reason (their runs in flight
-    too); returns those runs."""
-    runs: list[str] = []
-    now = utc_now()
-    moves: dict[str, dict[tuple[str | None, str | None], int]] = {}
-    for item_id, reason in failures.items():
-        item = session.get(JobItem, item_id)
-        if item is None:
-            continue
-        by_job = moves.setdefault(item.job_id, {})
-        by_job[(item.status, "failed")] = by_job.get((item.status, "failed"), 0) + 1
-        if item.run_id is not None:
-            session.execute(
-                update(Run)
-                .where(Run.id == item.run_id, Run.status.in_(("pending", "running")))
-                .values(status="failed", error=reason, finished_at=now, lease_until=None)
-            )
-            runs.append(item.run_id)
-        item.status, item.error, item.finished_at = "failed", reason, now
-    session.flush()
-    for job_id, counted in moves.items():
-        move(session, job_id, counted)
-    return runs
 
 
 def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:

@@ -84,6 +84,7 @@ class NanAsNullFloat(TypeDecorator[float]):
 
 
 def utc_now() -> datetime:
+    """Return the time now, in UTC."""
     return datetime.now(UTC)
 
 
@@ -93,6 +94,7 @@ def aware(moment: datetime) -> datetime:
 
 
 def new_run_id() -> str:
+    """Return a new run id (a random UUID)."""
     return str(uuid.uuid4())
 
 
@@ -233,7 +235,7 @@ class ToolLog(Base):
     def columns_from(
         cls, entry: ToolExecutionLog, *, run_id: str, iteration: int
     ) -> dict[str, Any]:
-        """The row for one logged tool call, as column values."""
+        """Return the row for one logged tool call, as column values."""
         return {
             "run_id": run_id,
             "iteration": iteration,
@@ -249,22 +251,6 @@ class ToolLog(Base):
             "cached": entry.cached,
             "timestamp": entry.timestamp,
         }
-
-    def to_execution_log(self) -> ToolExecutionLog:
-        """The logged call as the state's model again (a NULL score is NaN there)."""
-        return ToolExecutionLog(
-            tool_name=self.tool_name,
-            requested_tool=self.requested_tool,
-            object_name=self.object_name,
-            distortion=self.distortion,
-            raw_score=math.nan if self.raw_score is None else self.raw_score,
-            normalized_score=math.nan if self.normalized_score is None else self.normalized_score,
-            execution_time=self.execution_time,
-            fallback=self.fallback,
-            error=self.error,
-            cached=self.cached,
-            timestamp=self.timestamp,
-        )
 
     def __repr__(self) -> str:
         return (
@@ -340,8 +326,6 @@ class ReplanRow(Base):
 
 
 JOB_STATUSES = ("running", "done", "cancelled")
-#: Who feeds a job's items: the workers' supervisor, or the submitting process (no broker).
-JOB_DISPATCH = ("workers", "local")
 #: How a job's items are answered: the agent, the VLM alone (no plan, no tools), the tools alone.
 JOB_MODES = ("agent", "vlm", "tools")
 ITEM_STATUSES = ("pending", "queued", "done", "failed", "cancelled")

@@ -1,59 +1,43 @@
-"""Writing a run's step lifecycle, one function per thing a pipeline task does.
+"""Write a run's steps, one function per thing a pipeline task does: begin, complete, fail.
 
 Every function takes an open :class:`~sqlalchemy.orm.Session` and leaves the commit to the
 caller (:func:`~agentic_iqa.db.engine.session_scope`), so a task's bookkeeping and its result
 land in one transaction.  Celery delivers a task at least once, so the writes are idempotent:
 a step that already succeeded is reported as such (:func:`begin_step` returns None), and tool
-logs and replans are keyed by what they describe, never inserted twice.
+logs and replans are keyed by what they describe, never inserted twice.  The run a step belongs
+to is created and ended by :mod:`.runs`.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from dataclasses import field as dataclass_field
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import Table, bindparam, case, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..redact import redact
-from ..runconfig import RunConfig
-from ..state import (
-    DEFAULT_MAX_REPLAN_ITERATIONS,
-    AgenticIQAState,
-    ExecutorOutput,
-    ReplanEntry,
-    initial_state,
-    merge_state,
-    state_from_json,
-    state_to_json,
-)
-from ..vlm.usage import CallRecord
-from .items import close_item
+from ..state import AgenticIQAState, ExecutorOutput, ReplanEntry, state_to_json
 from .models import (
-    Job,
-    JobItem,
     ReplanRow,
     Run,
     StepRecord,
     ToolLog,
     UtcDateTime,
-    VlmCall,
-    new_run_id,
     utc_now,
 )
-from .reads import RunNotFound, get_run
+from .queries import dialect_insert, insert_missing
+from .runs import RunNotFound, get_run, lease_deadline
 
 _RUNS = Run.__table__
 _STEPS = StepRecord.__table__
-_JOBS = Job.__table__
-_ITEMS = JobItem.__table__
+
+# NaN as "NaN", like the state's own models, so a failed tool's score survives in step outputs.
+
 
 # NaN as "NaN", like the state's own models, so a failed tool's score survives in step outputs.
 _UPDATE = TypeAdapter(dict[str, Any], config=ConfigDict(ser_json_inf_nan="strings"))
@@ -79,186 +63,10 @@ class StepBusy(Exception):
         self.retry_after = retry_after
 
 
-def lease_deadline(seconds: float | None) -> datetime | None:
-    """When a lease of ``seconds`` taken now runs out (None: not supervised)."""
-    return None if seconds is None else utc_now() + timedelta(seconds=seconds)
-
-
-def create_run(
-    session: Session,
-    *,
-    query: str,
-    image_path: str,
-    reference_path: str | None = None,
-    max_replan_iterations: int = DEFAULT_MAX_REPLAN_ITERATIONS,
-    backend: str | None = None,
-    job_id: str | None = None,
-    lease_seconds: float | None = None,
-    metric_tools: Sequence[str] | None = None,
-    mode: Literal["agent", "vlm"] = "agent",
-) -> str:
-    """A new 'pending' run with its initial state; returns its id.
-
-    With ``lease_seconds`` the run is handed to workers and supervised from now on: if nothing
-    happens to it within the lease (the message was lost), it is re-sent.  ``metric_tools``:
-    a metric job's run, which only runs these tools (no plan, no VLM).  ``mode="vlm"``: the
-    VLM answers alone (no plan, no tools).
-    """
-    state = initial_state(
-        query,
-        image_path,
-        reference_path,
-        max_replan_iterations=max_replan_iterations,
-        metric_tools=metric_tools,
-        mode=mode,
-    )
-    run = Run(
-        query=query,
-        image_path=image_path,
-        reference_path=reference_path,
-        status="pending",
-        state_json=state_to_json(state),
-        iteration_count=0,
-        max_replan_iterations=max_replan_iterations,
-        backend=backend,
-        job_id=job_id,
-        created_at=utc_now(),
-        lease_until=lease_deadline(lease_seconds),
-    )
-    session.add(run)
-    session.flush()
-    return run.id
-
-
-def create_runs(
-    session: Session,
-    inputs: Sequence[tuple[str, str, str | None]],
-    *,
-    max_replan_iterations: int,
-    job_id: str,
-    lease_seconds: float | None = None,
-    metric_tools: Sequence[str] | None = None,
-    mode: Literal["agent", "vlm"] = "agent",
-) -> list[tuple[str, AgenticIQAState]]:
-    """:func:`create_run` for a window of a job's items, (query, image, reference) each: one
-    INSERT for them all; returns their ids and initial states, in order."""
-    lease_until = lease_deadline(lease_seconds)
-    rows, states = [], []
-    for query, image_path, reference_path in inputs:
-        state = initial_state(
-            query,
-            image_path,
-            reference_path,
-            max_replan_iterations=max_replan_iterations,
-            metric_tools=metric_tools,
-            mode=mode,
-        )
-        states.append(state)
-        rows.append(
-            {
-                "id": new_run_id(),
-                "query": query,
-                "image_path": image_path,
-                "reference_path": reference_path,
-                "status": "pending",
-                "state_json": state_to_json(state),
-                "iteration_count": 0,
-                "max_replan_iterations": max_replan_iterations,
-                "job_id": job_id,
-                "created_at": utc_now(),
-                "lease_until": lease_until,
-            }
-        )
-    if rows:
-        session.execute(insert(_RUNS), rows)
-    return [(row["id"], state) for row, state in zip(rows, states, strict=True)]
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What a step needs of its run before it begins, read in one statement."""
-
-    status: str
-    job_id: str | None
-    state: AgenticIQAState
-    #: False when the run, or the job it belongs to, was started with ``--no-vlm-cache``.
-    vlm_cache: bool
-    #: The configuration of the run's job (None: no job, or a job stored before it was kept).
-    config: RunConfig | None = None
-    #: The digests its item's image and reference had at submit, by location: what is read
-    #: must still be that (an object replaced since fails the item, not scored).
-    digests: Mapping[str, str] = dataclass_field(default_factory=dict)
-
-
-#: Every step of every run begins with this read: a Core statement built once (the ORM's
-#: identity map and attribute loading cost more than the SQL here).
-_RUN_CONTEXT = (
-    select(
-        _RUNS.c.status,
-        _RUNS.c.job_id,
-        _RUNS.c.state_json,
-        _RUNS.c.vlm_cache,
-        _JOBS.c.vlm_cache.label("job_vlm_cache"),
-        _JOBS.c.config_json,
-        _ITEMS.c.image,
-        _ITEMS.c.image_digest,
-        _ITEMS.c.reference,
-        _ITEMS.c.reference_digest,
-    )
-    .select_from(
-        _RUNS.outerjoin(_JOBS, _JOBS.c.id == _RUNS.c.job_id).outerjoin(
-            _ITEMS, _ITEMS.c.run_id == _RUNS.c.id
-        )
-    )
-    .where(_RUNS.c.id == bindparam("b_run"))
-)
-
-
-def run_context(session: Session, run_id: str) -> RunContext:
-    """The run's status, job, state and VLM-cache setting, or :class:`RunNotFound`."""
-    row = session.execute(_RUN_CONTEXT, {"b_run": run_id}).first()
-    if row is None:
-        raise RunNotFound(run_id)
-    digests = {
-        location: digest
-        for location, digest in (
-            (row.image, row.image_digest),
-            (row.reference, row.reference_digest),
-        )
-        if location and digest
-    }
-    return RunContext(
-        row.status,
-        row.job_id,
-        state_from_json(row.state_json),
-        bool(row.vlm_cache) and row.job_vlm_cache is not False,
-        _config(row.config_json),
-        digests,
-    )
-
-
-@functools.lru_cache(maxsize=16)
-def _config(text: str | None) -> RunConfig | None:
-    """A job's stored configuration, parsed once per process (every step reads it)."""
-    return RunConfig.from_json(text) if text else None
-
-
-def job_config(text: str | None) -> RunConfig | None:
-    """A job's stored configuration (``jobs.config_json``), parsed once per process."""
-    return _config(text)
-
-
-_JOB_STATUS = select(_JOBS.c.status).where(_JOBS.c.id == bindparam("b_job"))
-
-
-def job_cancelled(session: Session, job_id: str) -> bool:
-    """Whether the job was cancelled (asked after every step of its runs: a Core read)."""
-    return session.scalar(_JOB_STATUS, {"b_job": job_id}) == "cancelled"
-
-
 def _find_step(session: Session, run_id: str, step: str, iteration: int) -> StepRecord | None:
     # FOR UPDATE (PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers): a second
     # delivery waits for the first one's commit and then sees its attempts, not a stale count.
+    """Return the step's record, locked for update, or None."""
     statement = (
         select(StepRecord)
         .where(
@@ -271,7 +79,7 @@ def _find_step(session: Session, run_id: str, step: str, iteration: int) -> Step
 
 
 def _step_record(session: Session, run_id: str, step: str, iteration: int) -> StepRecord:
-    """The record of this step, created ('running', no attempts yet) if there is none.
+    """Return the record of this step, created ('running', no attempts yet) if there is none.
 
     Two deliveries of one task may both find none; the unique constraint lets one insert win
     and the other, rolled back to its savepoint, reads the winner's row.
@@ -310,15 +118,6 @@ class Attempt:
     taken_over: bool = False
 
 
-def _dialect_insert(session: Session, table: Table) -> Any:
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        return postgresql.insert(table)
-    if dialect == "sqlite":
-        return sqlite.insert(table)
-    raise NotImplementedError(f"database dialect {dialect!r}: use SQLite or PostgreSQL")
-
-
 _first_inserts: dict[str, Any] = {}
 
 #: A first delivery starts its run (pending to running, its start time, its lease): plain Core
@@ -335,12 +134,12 @@ _START_RUN = (
 
 
 def _insert_first_attempt(session: Session) -> Any:
-    """INSERT ... ON CONFLICT DO NOTHING RETURNING id: the first delivery's one statement."""
+    """Build INSERT ... ON CONFLICT DO NOTHING RETURNING id: the first delivery's one statement."""
     dialect = session.get_bind().dialect.name
     statement = _first_inserts.get(dialect)
     if statement is None:
         statement = _first_inserts[dialect] = (
-            _dialect_insert(session, _STEPS)
+            dialect_insert(session, _STEPS)
             .on_conflict_do_nothing(index_elements=["run_id", "step", "iteration"])
             .returning(_STEPS.c.id)
         )
@@ -462,6 +261,7 @@ def begin_step(
 
 
 def _mark_running(run: Run, now: datetime) -> None:
+    """Mark the run running, its start time set once."""
     run.status = "running"
     if run.started_at is None:
         run.started_at = now
@@ -483,10 +283,12 @@ _COMPLETE_STEP = (
         attempts=case((_STEPS.c.attempts < 1, 1), else_=_STEPS.c.attempts),
     )
 )
+
 #: The same, fenced: only the attempt that owns the step (the latest begun) may complete it.
 _COMPLETE_OWNED_STEP = _COMPLETE_STEP.where(
     _STEPS.c.attempts == bindparam("b_attempt"), _STEPS.c.status == "running"
 )
+
 _SAVE_STATE = (
     update(_RUNS)
     .where(_RUNS.c.id == bindparam("b_run"))
@@ -499,6 +301,7 @@ _SAVE_STATE = (
 
 
 def _update_json(update: Mapping[str, Any]) -> str:
+    """Return a step's update as JSON (NaN as ``"NaN"``)."""
     return _UPDATE.dump_json(dict(update)).decode()
 
 
@@ -557,7 +360,7 @@ def complete_step(
     evidence = update.get("executor_evidence")
     if evidence is not None:
         logs = ExecutorOutput.model_validate(evidence).tool_logs
-        _insert_missing(
+        insert_missing(
             session,
             ToolLog,
             ("run_id", "iteration", "object_name", "distortion"),
@@ -568,17 +371,13 @@ def complete_step(
 
 
 def _store_replans(session: Session, run_id: str, history: Sequence[ReplanEntry]) -> None:
-    """The state's replans as rows: a new one inserted when it is asked for, its failure
+    """Store the state's replans as rows: a new one inserted when it is asked for, its failure
     written when its plan step fails (the row exists by then); a failure, once written, is
     never cleared."""
     if not history:
         return
     table = ReplanRow.__table__
-    statement = (
-        postgresql.insert(table)
-        if session.get_bind().dialect.name == "postgresql"
-        else sqlite.insert(table)
-    )
+    statement = dialect_insert(session, table)
     session.execute(
         statement.on_conflict_do_update(
             index_elements=["run_id", "iteration"],
@@ -596,28 +395,6 @@ def _store_replans(session: Session, run_id: str, history: Sequence[ReplanEntry]
             for entry in history
         ],
     )
-
-
-def _insert_missing(
-    session: Session,
-    model: type[ToolLog] | type[VlmCall],
-    keys: Iterable[str],
-    rows: list[dict[str, Any]],
-) -> None:
-    """INSERT ... ON CONFLICT (keys) DO NOTHING: rows already stored are left as they are.
-
-    One statement executed for many parameter sets (not one VALUES list per call), so that it
-    compiles once per process instead of once per step."""
-    if not rows:
-        return
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        statement = postgresql.insert(model.__table__)
-    elif dialect == "sqlite":
-        statement = sqlite.insert(model.__table__)
-    else:
-        raise NotImplementedError(f"database dialect {dialect!r}: use SQLite or PostgreSQL")
-    session.execute(statement.on_conflict_do_nothing(index_elements=list(keys)), rows)
 
 
 def fail_step(
@@ -644,190 +421,12 @@ def fail_step(
     session.flush()
 
 
-def finish_run(
-    session: Session, run_id: str, *, state: AgenticIQAState, state_saved: bool = False
-) -> None:
-    """Close the run with its final state: succeeded when the Summarizer answered, or, for a
-    metric job's run (which has no Summarizer), when its tools ran without a run error.
-
-    ``state_saved``: ``state`` is already the run's stored state (the caller just wrote or
-    read it), so it is not serialised and written a second time."""
-    result = state.get("summarizer_result")
-    metric_done = bool(state.get("metric_tools")) and not state.get("error")
-    values: dict[str, Any] = {
-        "status": "succeeded" if result is not None or metric_done else "failed",
-        "final_answer": result.final_answer if result is not None else None,
-        "quality_score": result.quality_score if result is not None else None,
-        "error": redact(state.get("error")),
-        "iteration_count": state.get("iteration_count", 0),
-        "finished_at": utc_now(),
-        "lease_until": None,
-    }
-    if not state_saved:
-        values["state_json"] = redact(state_to_json(state))
-    _end_run(session, run_id, values)
-
-
-def _end_run(session: Session, run_id: str, values: dict[str, Any]) -> None:
-    """Write a run's end (one UPDATE by key, no read of the run first) and close its job's
-    item (:func:`~.items.close_item`), in the caller's transaction."""
-    session.flush()  # an ORM caller's changes to the run come before these
-    ended = session.execute(
-        update(_RUNS).where(_RUNS.c.id == run_id).values(values).returning(_RUNS.c.job_id)
+def current_step(session: Session, run_id: str) -> str | None:
+    """Return the step the run is busy with ("tool_execution#0"), for progress displays."""
+    record = session.scalars(
+        select(StepRecord)
+        .where(StepRecord.run_id == run_id, StepRecord.status == "running")
+        .order_by(StepRecord.id.desc())
+        .limit(1)
     ).first()
-    if ended is None:
-        raise RunNotFound(run_id)
-    _expire_run(session, run_id)
-    if ended.job_id is not None:
-        close_item(
-            session,
-            run_id=run_id,
-            job_id=ended.job_id,
-            succeeded=values["status"] == "succeeded",
-            error=values.get("error"),
-        )
-
-
-def _expire_run(session: Session, run_id: str) -> None:
-    """A Run this session holds no longer says what the database does: read it again when
-    used (callers that loaded it, such as a fenced step's, see the run's end)."""
-    run = session.identity_map.get(session.identity_key(Run, run_id))
-    if run is not None:
-        session.expire(run)
-
-
-def fail_run(session: Session, run_id: str, *, error: str) -> None:
-    """Close the run as failed (a step gave up for good)."""
-    state_json = session.scalar(select(_RUNS.c.state_json).where(_RUNS.c.id == run_id))
-    if state_json is None:
-        raise RunNotFound(run_id)
-    values: dict[str, Any] = {
-        "status": "failed",
-        "error": redact(error),
-        "finished_at": utc_now(),
-        "lease_until": None,
-    }
-    state = state_from_json(state_json)
-    if not state.get("error"):  # every reader of the state sees why, not only of the row
-        values["state_json"] = redact(state_to_json(merge_state(state, {"error": error})))
-    _end_run(session, run_id, values)
-
-
-def extend_lease(
-    session: Session,
-    run_id: str,
-    seconds: float,
-    *,
-    step: tuple[str, int] | tuple[str, int, int] | None = None,
-) -> bool:
-    """Push the run's lease (and a running step's) ``seconds`` ahead; False if it has ended.
-
-    Called when a run is dispatched, by a running step's heartbeat, and before a delayed retry.
-    A heartbeat names its attempt (``step=(name, iteration, attempt)``): a stale attempt (its
-    step taken over) moves nothing, neither the step's lease nor the run's.
-    """
-    deadline = lease_deadline(seconds)
-    if step is not None:
-        name, iteration, *attempt = step
-        fenced = update(StepRecord).where(
-            StepRecord.run_id == run_id,
-            StepRecord.step == name,
-            StepRecord.iteration == iteration,
-            StepRecord.status == "running",
-        )
-        if attempt:
-            fenced = fenced.where(StepRecord.attempts == attempt[0])
-        if not session.execute(fenced.values(lease_until=deadline)).rowcount and attempt:
-            return False
-    moved = session.execute(
-        update(Run)
-        .where(Run.id == run_id, Run.status.in_(("pending", "running")))
-        .values(lease_until=deadline)
-    ).rowcount
-    return bool(moved)
-
-
-def claim_stalled(session: Session, lease_seconds: float, limit: int = 500) -> list[str]:
-    """Runs whose lease has passed, re-leased now so that one supervisor re-sends each.
-
-    Several supervisors may call this at once: PostgreSQL skips rows another one has locked,
-    SQLite's BEGIN IMMEDIATE lets one writer in at a time.
-    """
-    now = utc_now()
-    runs = session.scalars(
-        select(Run)
-        .where(
-            Run.status.in_(("pending", "running")),
-            Run.lease_until.is_not(None),
-            Run.lease_until < now,
-        )
-        .order_by(Run.lease_until)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    deadline = lease_deadline(lease_seconds)
-    for run in runs:
-        run.lease_until = deadline
-        run.resends += 1
-    session.flush()
-    return [run.id for run in runs]
-
-
-# -- VLM calls -------------------------------------------------------------------------------
-
-
-_VLM_CALLS = VlmCall.__table__
-_KEYS_ASKED = select(_VLM_CALLS.c.request_key).where(
-    _VLM_CALLS.c.run_id == bindparam("b_run"), _VLM_CALLS.c.request_key.is_not(None)
-)
-
-
-def vlm_keys_asked(session: Session, run_id: str) -> set[str]:
-    """The response-cache keys this run has asked already (in any step)."""
-    return set(session.scalars(_KEYS_ASKED, {"b_run": run_id}))
-
-
-def set_run_vlm_cache(session: Session, run_id: str, enabled: bool) -> None:
-    get_run(session, run_id).vlm_cache = enabled
-    session.flush()
-
-
-def store_vlm_calls(
-    session: Session,
-    run_id: str,
-    step: str,
-    iteration: int,
-    attempt: int,
-    records: Iterable[CallRecord],
-) -> None:
-    """The calls one attempt of a step made, in order; storing them again changes nothing."""
-    _insert_missing(
-        session,
-        VlmCall,
-        ("run_id", "step", "iteration", "attempt", "seq"),
-        [
-            {
-                "run_id": run_id,
-                "step": step,
-                "iteration": iteration,
-                "attempt": attempt,
-                "seq": seq,
-                "role": record.role,
-                "task": record.task,
-                "backend": record.backend,
-                "model": record.model,
-                "input_tokens": record.input_tokens,
-                "output_tokens": record.output_tokens,
-                "cached_tokens": record.cached_tokens,
-                "latency_s": record.latency_s,
-                "cache_hit": record.cache_hit,
-                "request_key": record.request_key,
-                "created_at": utc_now(),
-                "error": redact(record.error),
-                "endpoint": record.endpoint,
-                "batch": record.batch,
-            }
-            for seq, record in enumerate(records)
-        ],
-    )
-    session.flush()
+    return None if record is None else f"{record.step}#{record.iteration}"

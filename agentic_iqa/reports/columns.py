@@ -9,7 +9,7 @@ it is tallied as it is read.
 
 The same columns come from two places, so a report reads the same whichever it is given:
 exported rows (a live job's, or a CSV's text cells: :meth:`JobColumns.from_rows`), or the
-database a page at a time (:func:`agentic_iqa.db.reads.report_columns`), through one
+database a page at a time (:func:`agentic_iqa.db.exports.report_columns`), through one
 :class:`ColumnsBuilder`.
 """
 

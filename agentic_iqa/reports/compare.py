@@ -13,7 +13,7 @@ wrong answer.  The baseline is the first job's first line (its first tool, for a
 Works on exported rows (:mod:`agentic_iqa.reports.export`) or a job's columns read with
 identities (:class:`.columns.JobColumns`: an id's and an image's 64-bit digest per item, so
 two jobs of a million items match in arrays), and job descriptions
-(:func:`agentic_iqa.db.reads.job_summary` with ``vlm`` beside it), like :mod:`.report`.
+(:func:`agentic_iqa.db.about.job_summary` with ``vlm`` beside it), like :mod:`.report`.
 The items are paired and the differences bootstrapped in :mod:`.pairing`; the comparison is
 shown by :mod:`.compare_text` and :mod:`.compare_html`.
 """

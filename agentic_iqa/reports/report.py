@@ -46,7 +46,7 @@ def build_report(
     """Counts, failures by reason, agent and per-tool correlation with MOS, and MCQ accuracy.
 
     ``rows``: exported rows, or a job's :class:`.columns.JobColumns` as the database gives
-    them (:func:`agentic_iqa.db.reads.report_columns`; the same report, without a dict per
+    them (:func:`agentic_iqa.db.exports.report_columns`; the same report, without a dict per
     item).  The agent's correlation uses done items with a quality score and a MOS (its fused
     [1, 5] score: it has no other).  Each tool's uses the items where it has a score and a MOS
     (whatever the run's outcome, since the tool ran), on its own score (``raw:`` columns),

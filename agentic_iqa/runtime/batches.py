@@ -49,8 +49,17 @@ from sqlalchemy.engine import Engine
 
 from ..config import PipelineSettings
 from ..db import batches as store
-from ..db import reads
+from ..db.batch_requests import (
+    cancel_parked,
+    claim_answered_runs,
+    moving_runs,
+    pending_requests,
+    reopen_runs,
+    running_batch_jobs,
+)
 from ..db.engine import read_scope, session_scope
+from ..db.items import counts as item_counts
+from ..db.jobs import get_job
 from ..db.models import aware
 from ..redact import redact
 from ..runconfig import RunConfig, backend_configs
@@ -134,7 +143,7 @@ def tick(
         result.errors.append(f"polling batches: {redact(str(exc))}")
     try:
         with read_scope(engine) as session:
-            jobs = [job_id] if job_id else store.running_batch_jobs(session)
+            jobs = [job_id] if job_id else running_batch_jobs(session)
     except Exception as exc:
         result.errors.append(f"reading batch jobs: {redact(str(exc))}")
         return result
@@ -155,17 +164,17 @@ def _advance_job(
     lease_seconds: float | None,
 ) -> None:
     with session_scope(engine) as session:
-        job = reads.get_job(session, job_id, lock=True)
+        job = get_job(session, job_id, lock=True)
         if job.status != "running" or not job.config_json:
             return
-        resumed = store.claim_answered_runs(session, job_id, lease_seconds)
+        resumed = claim_answered_runs(session, job_id, lease_seconds)
     for run_id in resumed:  # after the commit, so whoever runs it finds it moving
         dispatch(run_id)
     result.resumed.extend(resumed)
     if resumed:
         return  # they are at work: the round waits for them to park
     with session_scope(engine) as session:
-        job = reads.get_job(session, job_id, lock=True)
+        job = get_job(session, job_id, lock=True)
         if job.status != "running" or not job.config_json:
             return
         config = RunConfig.from_json(job.config_json)
@@ -180,7 +189,7 @@ def _advance_job(
 
 
 def _round_due(session: Any, job_id: str, settings: PipelineSettings) -> bool:
-    pending, oldest = store.pending_requests(session, job_id)
+    pending, oldest = pending_requests(session, job_id)
     if not pending:
         return False
     if settings.batch_round_size and pending >= settings.batch_round_size:
@@ -190,11 +199,11 @@ def _round_due(session: Any, job_id: str, settings: PipelineSettings) -> bool:
         and (datetime.now(UTC) - oldest).total_seconds() >= settings.batch_gather_seconds
     ):
         return True
-    unclaimed = reads.counts(session, job_id).get("pending", 0)
+    unclaimed = item_counts(session, job_id).get("pending", 0)
     return (
         not store.open_batches(session, job_id)
         and not unclaimed
-        and not store.moving_runs(session, job_id)
+        and not moving_runs(session, job_id)
     )
 
 
@@ -233,7 +242,7 @@ def _send(
     result.submitted.append(state.provider_id)
     log.info("job %s: batch %s sent (%d requests)", job_id, state.provider_id, len(batch.requests))
     with read_scope(engine) as session:
-        stopped = reads.get_job(session, job_id).status != "running"
+        stopped = get_job(session, job_id).status != "running"
     if stopped:  # cancelled while the batch was being created: ``cancel`` could not see it
         try:
             _cancel_one(engine, settings, result, batch.batch_id, api, state.provider_id, 0)
@@ -247,10 +256,10 @@ def _refused(engine: Engine, job_id: str, batch_id: str, reason: str) -> None:
     message = f"the provider refused a batch of this job: {reason}"
     with session_scope(engine) as session:
         store.fail_unsent(session, batch_id, message)
-        job = reads.get_job(session, job_id, lock=True)
+        job = get_job(session, job_id, lock=True)
         if job.status == "running":
             job_store.cancel(session, job_id)
-            store.cancel_parked(session, job_id)
+            cancel_parked(session, job_id)
             job.error = redact(message)
 
 
@@ -290,7 +299,7 @@ def _poll(engine: Engine, settings: PipelineSettings, result: RoundTick) -> None
                 stale_submitting=STALE_SUBMITTING,
             )
         ]
-        jobs = {job_id: reads.get_job(session, job_id) for _, job_id, _, _, _ in due}
+        jobs = {job_id: get_job(session, job_id) for _, job_id, _, _, _ in due}
         facts = {
             job_id: (job.config_json or "", job.status == "running") for job_id, job in jobs.items()
         }
@@ -481,9 +490,9 @@ def cancel(engine: Engine, job_id: str) -> Cancelled:
     be cancelled now is polled at once by the next tick, which cancels it.  Never raises for
     a provider's refusal or absence."""
     with session_scope(engine) as session:
-        store.cancel_parked(session, job_id)
+        cancel_parked(session, job_id)
         store.poll_now(session, job_id)
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         config_json = job.config_json or ""
         open_ = [
             (batch.id, batch.role, batch.provider_id, batch.polls)
@@ -580,11 +589,11 @@ def drive_local(
             walk(resumed)
             continue
         with read_scope(engine) as session:
-            job = reads.get_job(session, job_id)
-            counts = reads.counts(session, job_id)
+            job = get_job(session, job_id)
+            counts = item_counts(session, job_id)
             waiting = store.open_batches(session, job_id)
-            pending, _ = store.pending_requests(session, job_id)
-            parked = store.reopen_runs(session, job_id)
+            pending, _ = pending_requests(session, job_id)
+            parked = reopen_runs(session, job_id)
         if job.status == "cancelled":  # a last pass cancels what ``eval cancel`` could not
             tick(
                 engine,

@@ -16,8 +16,9 @@ from sqlalchemy.engine import Engine
 
 from iqa_tools.storage.access import reading
 
-from ..db import jobs, steps
+from ..db import jobs
 from ..db.engine import session_scope
+from ..db.runs import job_config, run_context
 from ..pipeline import (
     TRANSIENT_RETRY,
     TransientRetry,
@@ -59,7 +60,7 @@ def first_steps(
     its outcome (:attr:`Begun.recorded`), so a local item costs one transaction, not two.
     Empty when this process cannot run the job as submitted (each run's own first step then
     says why)."""
-    config = steps.job_config(config_json)
+    config = job_config(config_json)
     try:
         resolved = resolve_agents(agents, config)
     except CannotHonour:
@@ -133,7 +134,7 @@ def _score_ahead(
         with session_scope(engine) as session:
             for run_id, iteration in unknown:
                 try:
-                    run = steps.run_context(session, run_id)
+                    run = run_context(session, run_id)
                     registry = resolve_agents(agents, run.config).registry
                 except Exception as exc:  # the step itself reports a missing or broken run
                     log.info("run %s: not batched: %s", run_id, exc)

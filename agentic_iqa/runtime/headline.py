@@ -20,8 +20,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..db import jobs as job_store
-from ..db import reads
+from ..db.about import job_about
 from ..db.engine import read_scope, session_scope
+from ..db.exports import report_for_job, vlm_summary
+from ..db.items import counts as item_counts
+from ..db.jobs import get_job
 from ..db.models import Job, utc_now
 
 log = logging.getLogger(__name__)
@@ -30,17 +33,15 @@ log = logging.getLogger(__name__)
 def compute(
     engine: Engine, job_id: str, *, bootstrap: int = 0, seed: int = 0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Return the job's description (:func:`~agentic_iqa.db.reads.job_about`) and its figures from
-    its report (:func:`~agentic_iqa.db.reads.report_for_job`, read a page at a time, without
+    """Return the job's description (:func:`~agentic_iqa.db.about.job_about`) and its figures from
+    its report (:func:`~agentic_iqa.db.exports.report_for_job`, read a page at a time, without
     the logistic fits behind a PLCC, which no figure shows); ``bootstrap`` resamples give them
     intervals (a paper table's)."""
     from ..reports.sweeps import headlines
 
     with read_scope(engine) as session:
-        about = reads.job_about(session, reads.get_job(session, job_id))
-        built = reads.report_for_job(
-            session, job_id, bootstrap=bootstrap, seed=seed, logistic=False
-        )
+        about = job_about(session, get_job(session, job_id))
+        built = report_for_job(session, job_id, bootstrap=bootstrap, seed=seed, logistic=False)
     return about, headlines(built, about.get("tools"))
 
 
@@ -69,11 +70,11 @@ def store(engine: Engine, job_id: str) -> dict[str, Any] | None:
     not be computed (logged: the job itself ended well, and a listing tries again)."""
     try:
         with read_scope(engine) as session:
-            job = reads.get_job(session, job_id)
+            job = get_job(session, job_id)
             if job.status == "running":
                 return None
-            counts = reads.counts(session, job_id)
-            cost = reads.vlm_summary(session, job_id).get("cost_usd")
+            counts = item_counts(session, job_id)
+            cost = vlm_summary(session, job_id).get("cost_usd")
         _about, figures = compute(engine, job_id)
         document = {
             "figures": figures,

@@ -32,8 +32,8 @@ from typing import Literal
 
 from sqlalchemy.engine import Engine
 
-from ..db import steps
 from ..db.engine import session_scope
+from ..db.runs import extend_lease
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def _beat(held: _Held) -> None:
                 if held.attempt is None
                 else (held.step, held.iteration, held.attempt)
             )
-            steps.extend_lease(session, held.run_id, held.lease_seconds, step=step)
+            extend_lease(session, held.run_id, held.lease_seconds, step=step)
     except Exception as exc:  # keep beating; the next one may get through
         log.warning(
             "run %s: heartbeat of %s#%d failed: %s", held.run_id, held.step, held.iteration, exc

@@ -18,9 +18,11 @@ from sqlalchemy.engine import Engine
 
 from ..config import PipelineSettings
 from ..db import jobs as store
-from ..db import reads
+from ..db.about import job_spec as stored_job_spec
 from ..db.engine import read_scope, session_scope
-from ..db.items import finish_if_complete
+from ..db.items import counts as item_counts
+from ..db.items import fail_changed, finish_if_complete, stored_objects
+from ..db.jobs import get_job
 from ..jobs.spec import JobSpec
 from .progress import INTERRUPTED, is_batch
 
@@ -31,7 +33,7 @@ if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: n
 def job_spec(engine: Engine, job_id: str) -> JobSpec:
     """Return the job's record (reconstructed from its columns for a job stored before specs)."""
     with read_scope(engine) as session:
-        return reads.job_spec(session, job_id)
+        return stored_job_spec(session, job_id)
 
 
 def feed(
@@ -66,10 +68,10 @@ def claim_runs(engine: Engine, job_id: str, window: int, lease_seconds: float | 
     """Claim runs in :func:`feed`'s transaction: the job's row locked, its items in flight read
     from its counts, the gap claimed from the index (a window's work, whatever the job's size)."""
     with session_scope(engine) as session:
-        job = reads.get_job(session, job_id, lock=True)
+        job = store.get_job(session, job_id, lock=True)
         if is_batch(job.config_json):  # every item waits in the same rounds
             window = max(window, PipelineSettings.load().batch_window)
-        in_flight = reads.counts(session, job_id).get("queued", 0)
+        in_flight = item_counts(session, job_id).get("queued", 0)
         runs = store.claim_items(session, job, window - in_flight, lease_seconds=lease_seconds)
         return Claim(runs, job.config_json, job.vlm_cache)
 
@@ -84,7 +86,7 @@ def job_ended(engine: Engine, job_id: str) -> bool:
     from . import headline
 
     with session_scope(engine) as session:
-        if reads.get_job(session, job_id, lock=True).status == "running":
+        if get_job(session, job_id, lock=True).status == "running":
             return False
         recount(session, job_id)
         analyze(session)
@@ -101,16 +103,16 @@ def resume(engine: Engine, job_id: str) -> tuple[int, list[str]]:
     """
     with session_scope(engine) as session:
         reopened, runs = store.reopen(session, job_id)
-        stored = store.stored_objects(session, job_id)
-        job = reads.get_job(session, job_id)
+        stored = stored_objects(session, job_id)
+        job = get_job(session, job_id)
         if job.waiting and job.waiting.startswith(INTERRUPTED):  # it goes on now
             job.waiting = job.waiting_at = None
     changed = _changed_objects(stored)
     if not changed:
         return reopened, runs
     with session_scope(engine) as session:
-        gone = set(store.fail_changed(session, changed))
-        finish_if_complete(session, reads.get_job(session, job_id))
+        gone = set(fail_changed(session, changed))
+        finish_if_complete(session, get_job(session, job_id))
     return reopened, [run for run in runs if run not in gone]
 
 
@@ -148,7 +150,7 @@ def cancel(engine: Engine, job_id: str) -> int:
     too (what they answered so far is still read, and a resume uses it)."""
     with session_scope(engine) as session:
         cancelled = store.cancel(session, job_id)
-        batched = is_batch(reads.get_job(session, job_id).config_json)
+        batched = is_batch(store.get_job(session, job_id).config_json)
     if batched:
         from . import batches
 
@@ -162,5 +164,5 @@ def settle_if_idle(engine: Engine, job_id: str) -> bool:
     :func:`job_ended`. With items in flight, whoever ends the last of them settles it (its runner,
     or the workers' supervisor)."""
     with read_scope(engine) as session:
-        in_flight = reads.counts(session, job_id).get("queued", 0)
+        in_flight = item_counts(session, job_id).get("queued", 0)
     return not in_flight and job_ended(engine, job_id)

@@ -24,7 +24,6 @@ from sqlalchemy.engine import Engine
 
 from ..config import PipelineSettings
 from ..db import jobs as store
-from ..db import reads
 from ..db.engine import read_scope, session_scope
 from ..db.models import aware
 from ..runconfig import RunConfig
@@ -74,7 +73,7 @@ def run_local(
     from . import embedded, service
 
     with read_scope(engine) as session:
-        batched = is_batch(reads.get_job(session, job_id).config_json)
+        batched = is_batch(store.get_job(session, job_id).config_json)
     if batched:
         _run_local_batched(
             engine,
@@ -185,7 +184,7 @@ SUBMITTING_POLL_SECONDS = 0.2
 def _submitting(engine: Engine, job_id: str) -> bool:
     """Return whether the job's submit is still adding rows (and the job still running)."""
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = store.get_job(session, job_id)
         return job.submitting and job.status == "running"
 
 
@@ -261,7 +260,7 @@ def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
     from . import service
 
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = store.get_job(session, job_id)
         tools, config_json = job.tools, job.config_json
     if not tools:
         return 1
@@ -335,7 +334,7 @@ def _watching_for_a_cancel(
 
     def cancelled() -> bool:
         with read_scope(engine) as session:
-            if reads.get_job(session, job_id).status != "cancelled":
+            if store.get_job(session, job_id).status != "cancelled":
                 return False
         stopped.add(job_id)
         return True
@@ -374,7 +373,7 @@ def take_over(engine: Engine, job_id: str, *, force: bool = False) -> TakeOver:
     takes it over and the other finds the first one alive.
     """
     with session_scope(engine) as session:
-        reads.get_job(session, job_id, lock=True)
+        store.get_job(session, job_id, lock=True)
         found = store.leases(session, job_id)
         holder = Holder.from_json(found.holder)
         state = holder.state() if holder is not None else None

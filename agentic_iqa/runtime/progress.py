@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from ..db import reads
+from ..db.batch_requests import request_counts
 from ..db.engine import read_scope
+from ..db.items import counts as item_counts
+from ..db.jobs import JobNotFound, get_job, has_runs, latest_job, live_leases, stalled_count
 from ..db.models import Job, aware
 from ..runconfig import RunConfig
 from .heartbeat import Holder
@@ -143,17 +145,14 @@ def _orphaned(session: Session, job: Job, counts: dict[str, int]) -> bool:
     unclaimed = (
         open_items > 0
         and (datetime.now(UTC) - aware(job.created_at)).total_seconds() > UNDISPATCHED_SECONDS
-        and not reads.has_runs(session, job.id)
+        and not has_runs(session, job.id)
     )
     holder = Holder.from_json(job.lease_holder) if job.dispatch == "local" else None
     # A local job whose process is gone is stalled at once, not when its leases run out.
     return (
         (job.dispatch == "local" or unclaimed)
         and open_items > 0
-        and (
-            not reads.live_leases(session, job.id)
-            or (holder is not None and holder.state() == "gone")
-        )
+        and (not live_leases(session, job.id) or (holder is not None and holder.state() == "gone"))
     )
 
 
@@ -171,12 +170,12 @@ def is_batch(config_json: str | None) -> bool:
 def progress(engine: Engine, job_id: str | None = None) -> Progress:
     """Return counts by state from SQL; the latest job when ``job_id`` is None."""
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id) if job_id else reads.latest_job(session)
+        job = get_job(session, job_id) if job_id else latest_job(session)
         if job is None:
-            raise reads.JobNotFound("(latest)")
+            raise JobNotFound("(latest)")
         running = job.status == "running"
-        stalled = reads.stalled_count(session, job.id) if running else 0
-        counts = reads.counts(session, job.id)
+        stalled = stalled_count(session, job.id) if running else 0
+        counts = item_counts(session, job.id)
         orphaned = _orphaned(session, job, counts)
         tools = job.metric_tools
         batch = None
@@ -186,7 +185,7 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
             batch = BatchProgress(
                 batch_store.next_round(session, job.id) - 1,
                 tuple(batch_store.batch_views(session, job.id)),
-                batch_store.request_counts(session, job.id),
+                request_counts(session, job.id),
             )
         return Progress(
             job.id,

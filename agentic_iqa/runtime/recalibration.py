@@ -24,8 +24,8 @@ from iqa_tools.normalize import fit_monotone, normalize
 
 from ..config import load_tool_settings
 from ..db.engine import session_scope
+from ..db.jobs import get_job
 from ..db.models import JobItem
-from ..db.reads import get_job
 
 
 @dataclass(frozen=True)

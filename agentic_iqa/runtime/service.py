@@ -23,9 +23,14 @@ from sqlalchemy.orm import Session
 from iqa_tools.storage.access import AccessPolicy, reading
 
 from ..agents.team import Agents
-from ..db import batches, jobs, reads, steps
+from ..db import jobs, steps
+from ..db.batch_requests import answers_for, park
 from ..db.engine import session_scope
+from ..db.jobs import job_cancelled
 from ..db.models import utc_now
+from ..db.runs import RunContext, extend_lease, fail_run, finish_run, load_state, run_context
+from ..db.runs import create_run as create_run_row
+from ..db.vlm_calls import store_vlm_calls, vlm_keys_asked
 from ..pipeline import abandoned, next_step, run_step
 from ..runconfig import CannotHonour, RunConfig
 from ..state import AgenticIQAState, merge_state
@@ -127,7 +132,7 @@ def create_run(
 ) -> str:
     """Return a stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
     with session_scope(engine) as session:
-        return steps.create_run(
+        return create_run_row(
             session,
             query=query,
             image_path=image_path,
@@ -141,7 +146,7 @@ def create_run(
 
 def load(engine: Engine, run_id: str) -> AgenticIQAState:
     with session_scope(engine) as session:
-        return reads.load_state(session, run_id)
+        return load_state(session, run_id)
 
 
 def advance(
@@ -161,7 +166,7 @@ def advance(
     it begins the usual way).
     """
     with session_scope(engine) as session:
-        run = steps.run_context(session, run_id)
+        run = run_context(session, run_id)
         if run.status in {"succeeded", "failed"}:
             return None
         upcoming = _decide(session, run_id, run.state, lease_seconds, run.job_id)
@@ -191,7 +196,7 @@ def advance(
                 attempt.attempts,
                 run.job_id,
                 run.vlm_cache,
-                frozenset(steps.vlm_keys_asked(session, run_id)),
+                frozenset(vlm_keys_asked(session, run_id)),
                 resolved,
                 reading_of(run),
             ),
@@ -210,15 +215,15 @@ def _decide(
 
     ``job_id``: the run's job (None: no job).
     """
-    if job_id is not None and steps.job_cancelled(session, job_id):
-        steps.fail_run(session, run_id, error="cancelled with its job")
+    if job_id is not None and job_cancelled(session, job_id):
+        fail_run(session, run_id, error="cancelled with its job")
         return None
     step = next_step(state)
     if step is None:
-        steps.finish_run(session, run_id, state=state, state_saved=True)
+        finish_run(session, run_id, state=state, state_saved=True)
         return None
     if lease_seconds is not None:
-        steps.extend_lease(session, run_id, lease_seconds)
+        extend_lease(session, run_id, lease_seconds)
     return NextStep(step, state.get("iteration_count", 0))
 
 
@@ -298,7 +303,7 @@ def execute_step(
         try:
             with session_scope(engine) as session:
                 _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
-                batches.park(
+                park(
                     session,
                     job_id=begun.job_id or "",
                     run_id=run_id,
@@ -316,7 +321,7 @@ def execute_step(
                 steps.fail_step(
                     session, run_id, step, iteration, error=f"transient: {exc}", attempt=attempt
                 )
-                steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+                store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
         except steps.StaleAttempt as stale:
             return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
         raise
@@ -339,8 +344,8 @@ def execute_step(
             with session_scope(engine) as session:
                 _record(session, begun, run_id, step, iteration, worker, queue, begun_at)
                 steps.fail_step(session, run_id, step, iteration, error=reason, attempt=attempt)
-                steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
-                steps.fail_run(session, run_id, error=reason)
+                store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+                fail_run(session, run_id, error=reason)
                 stopped = (
                     fatal
                     and begun.job_id is not None
@@ -417,7 +422,7 @@ def _batch_scope(
     if not begun.agents.batch:
         return BatchScope()
     with session_scope(engine) as session:
-        return BatchScope(answers=batches.answers_for(session, run_id, step, iteration))
+        return BatchScope(answers=answers_for(session, run_id, step, iteration))
 
 
 def _discarded(
@@ -435,7 +440,7 @@ def _discarded(
     log.warning("%s", stale)
     if collector.records:
         with session_scope(engine) as session:
-            steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+            store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
     return StepResult(SKIPPED)
 
 
@@ -493,7 +498,7 @@ def _complete(
             lease_seconds=lease_seconds,
             attempt=attempt,
         )
-        steps.store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
+        store_vlm_calls(session, run_id, step, iteration, attempt, collector.records)
         upcoming = _decide(session, run_id, new_state, None, begun.job_id)
         next_queue = None if upcoming is None or chain is None else chain(upcoming, new_state)
         if upcoming is not None and next_queue is not None:  # same run, same agents
@@ -543,7 +548,7 @@ def _begin(
     sure the job's configuration can be honoured here (else :class:`CannotHonour`, nothing
     written), begin the step (or give it up when its deliveries kept dying)."""
     with session_scope(engine) as session:
-        run = steps.run_context(session, run_id)
+        run = run_context(session, run_id)
         state = run.state
         if state.get("iteration_count", 0) != iteration or next_step(state) != step:
             log.info("run %s: %s#%d is stale or done, skipping", run_id, step, iteration)
@@ -572,20 +577,20 @@ def _begin(
                 "memory) or crashed on this input"
             )
             steps.fail_step(session, run_id, step, iteration, error=reason)
-            steps.fail_run(session, run_id, error=reason)
+            fail_run(session, run_id, error=reason)
             return StepResult(RAN)
         return Begun(
             state,
             record.attempts,
             run.job_id,
             run.vlm_cache,
-            frozenset(steps.vlm_keys_asked(session, run_id)),
+            frozenset(vlm_keys_asked(session, run_id)),
             resolved,
             reading_of(run),
         )
 
 
-def reading_of(run: steps.RunContext) -> ReadingSpec:
+def reading_of(run: RunContext) -> ReadingSpec:
     """Return the job's access policy (None: no job, or one stored before policies: the ambient one)
     and its item's digests, for :func:`iqa_tools.storage.access.reading`."""
     return (run.config.access if run.config is not None else None, dict(run.digests))
@@ -595,7 +600,7 @@ def fail(engine: Engine, run_id: str, step: str, iteration: int, reason: str) ->
     """Give up on a run (e.g. transient errors outlasted every retry)."""
     with session_scope(engine) as session:
         steps.fail_step(session, run_id, step, iteration, error=reason)
-        steps.fail_run(session, run_id, error=reason)
+        fail_run(session, run_id, error=reason)
 
 
 def give_up(
@@ -611,7 +616,7 @@ def give_up(
     (its evidence null, :func:`agentic_iqa.pipeline.abandoned`) and the run goes on with the
     returned next step; any other step fails the run (None)."""
     with session_scope(engine) as session:
-        run = steps.run_context(session, run_id)
+        run = run_context(session, run_id)
         state = run.state
         if (
             run.status in {"succeeded", "failed"}
@@ -622,7 +627,7 @@ def give_up(
         update = abandoned(step, state, reason)
         if update is None:
             steps.fail_step(session, run_id, step, iteration, error=reason)
-            steps.fail_run(session, run_id, error=reason)
+            fail_run(session, run_id, error=reason)
             return None
         new_state = merge_state(state, update)
         steps.complete_step(

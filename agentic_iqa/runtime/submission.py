@@ -20,9 +20,8 @@ from sqlalchemy.engine import Engine
 
 from ..config import PipelineSettings
 from ..db import jobs as store
-from ..db import reads
 from ..db.engine import session_scope
-from ..db.items import finish_if_complete
+from ..db.items import add_items, finish_if_complete
 from ..jobs.manifest import (
     ManifestEntry,
     ManifestError,
@@ -300,14 +299,14 @@ def _submit(
                 spec_json=stored_spec.to_json(),
                 group=spec.group,
             )
-            job = reads.get_job(session, job_id)
+            job = store.get_job(session, job_id)
             job.submitting = True
             # Nothing is committed before the job is known to be one (its first row a metric
             # job can score), so a refusal leaves nothing behind.
             known = not metric_tools
             while True:
                 if chunk:
-                    store.add_items(session, job_id, (_item_row(entry) for entry in chunk))
+                    add_items(session, job_id, (_item_row(entry) for entry in chunk))
                 known = known or any(_scorable(entry, fr_tools) for entry in chunk)
                 if rows.ended or (known and chunk):
                     break
@@ -345,10 +344,10 @@ def _store_rest(engine: Engine, job_id: str, rows: _Rows) -> None:
             chunk = rows.take(SUBMIT_CHUNK, SUBMIT_WAIT_SECONDS)
             with session_scope(engine) as session:
                 if chunk:
-                    store.add_items(session, job_id, (_item_row(entry) for entry in chunk))
+                    add_items(session, job_id, (_item_row(entry) for entry in chunk))
                     chunk.clear()  # held no longer than its statement
                 if rows.ended:
-                    job = reads.get_job(session, job_id, lock=True)
+                    job = store.get_job(session, job_id, lock=True)
                     job.submitting = False
                     finish_if_complete(session, job)
     except BaseException as exc:
@@ -376,7 +375,7 @@ def _give_up(engine: Engine, job_id: str, last_line: int, error: BaseException) 
     )
     try:
         with session_scope(engine) as session:
-            job = reads.get_job(session, job_id, lock=True)
+            job = store.get_job(session, job_id, lock=True)
             job.submitting = False
             store.cancel(session, job_id)
             job.error = message

@@ -31,9 +31,11 @@ from datetime import timedelta
 from sqlalchemy.engine import Engine
 
 from ..db import jobs as store
-from ..db import reads, steps
 from ..db.engine import read_scope, session_scope
+from ..db.items import close_orphaned_items
+from ..db.jobs import jobs_to_feed, jobs_to_settle
 from ..db.models import utc_now
+from ..db.runs import claim_stalled
 from ..redact import redact
 from . import batches, lifecycle
 
@@ -66,9 +68,9 @@ def supervise_once(
     tick = Tick()
     try:
         with session_scope(engine) as session:
-            tick.closed = store.close_orphaned_items(session)
+            tick.closed = close_orphaned_items(session)
             tick.finished = store.finish_complete_jobs(session)
-            job_ids = reads.jobs_to_feed(session)
+            job_ids = jobs_to_feed(session)
     except Exception as exc:
         tick.errors.append(f"reading jobs: {redact(str(exc))}")
         return tick
@@ -81,7 +83,7 @@ def supervise_once(
             tick.errors.append(f"feeding job {job_id}: {redact(str(exc))}")
     try:
         with session_scope(engine) as session:
-            stalled = steps.claim_stalled(session, lease_seconds)
+            stalled = claim_stalled(session, lease_seconds)
     except Exception as exc:
         tick.errors.append(f"finding stalled runs: {redact(str(exc))}")
         return tick
@@ -110,7 +112,7 @@ def _settle_ended(engine: Engine) -> list[str]:
     settle the same job: both store the same headline."""
     try:
         with read_scope(engine) as session:
-            ended = reads.jobs_to_settle(session, since=utc_now() - SETTLE_WITHIN, limit=1)
+            ended = jobs_to_settle(session, since=utc_now() - SETTLE_WITHIN, limit=1)
         for job_id in ended:
             lifecycle.job_ended(engine, job_id)
         return ended

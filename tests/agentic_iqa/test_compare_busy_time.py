@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from agentic_iqa.agents.team import metric_agents
 from agentic_iqa.cli import app
 from agentic_iqa.db import make_engine, upgrade
+from agentic_iqa.db.about import busy_seconds
 from agentic_iqa.db.engine import read_scope
 from agentic_iqa.db.models import Run, StepRecord
-from agentic_iqa.db.reads import busy_seconds
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime.lifecycle import cancel, resume
 from agentic_iqa.runtime.local import run_local

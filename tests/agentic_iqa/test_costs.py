@@ -16,10 +16,12 @@ from typer.testing import CliRunner
 
 from agentic_iqa.agents.team import default_agents
 from agentic_iqa.cli import app
-from agentic_iqa.db import dispose_engines, make_engine, reads, upgrade
+from agentic_iqa.db import dispose_engines, make_engine, upgrade
 from agentic_iqa.db import jobs as store
 from agentic_iqa.db.engine import session_scope
+from agentic_iqa.db.exports import vlm_summary
 from agentic_iqa.db.models import VlmCall
+from agentic_iqa.db.vlm_calls import vlm_steps, vlm_usage
 from agentic_iqa.fitting.degradations import degrade
 from agentic_iqa.jobs.estimate import batch_pricing, describe_batch, extrapolate
 from agentic_iqa.jobs.spec import JobSpec
@@ -149,16 +151,16 @@ def test_a_finished_job_rerun_on_a_fresh_database_makes_no_vlm_call(
     assert len(remote.server.requests) == calls  # not one more request
 
     with session_scope(make_engine(first_url)) as session:
-        first = reads.vlm_summary(session, first_job)
+        first = vlm_summary(session, first_job)
         per_run = [
-            reads.vlm_usage(session, run_id=run.run_id)
+            vlm_usage(session, run_id=run.run_id)
             for run in session.query(store.JobItem).filter_by(job_id=first_job)
         ]
     with session_scope(make_engine(second_url)) as session:
-        second = reads.vlm_summary(session, second_job)
+        second = vlm_summary(session, second_job)
         rows = session.query(VlmCall).all()
         items = session.query(store.JobItem).filter_by(job_id=second_job).all()
-        steps = [reads.vlm_steps(session, item.run_id) for item in items]
+        steps = [vlm_steps(session, item.run_id) for item in items]
         answers = [item.status for item in items]
     assert answers == ["done"] * 3
     assert first["calls"] == 6 and first["cache_hits"] == 0
@@ -246,7 +248,7 @@ def test_no_vlm_cache_on_eval_submit_asks_the_model_again(
     job_id = result.stdout.strip().splitlines()[-1]
     with session_scope(make_engine(second_url)) as session:
         assert store.get_job(session, job_id).vlm_cache is False
-        assert reads.vlm_summary(session, job_id)["calls"] == 6
+        assert vlm_summary(session, job_id)["calls"] == 6
     for url in (first_url, second_url):
         dispose_engines(url)
 
@@ -292,7 +294,7 @@ def test_a_model_without_a_price_has_an_unknown_cost(
     url = database(tmp_path, "results.sqlite3")
     job_id = run_job(url, manifest)
     with session_scope(make_engine(url)) as session:
-        summary = reads.vlm_summary(session, job_id)
+        summary = vlm_summary(session, job_id)
     assert summary["calls"] == 6 and summary["input_tokens"] == 6000
     assert summary["cost_usd"] is None and summary["cost_per_item_usd"] is None
     host = remote.server.url.removeprefix("http://")
@@ -311,7 +313,7 @@ def test_a_vendor_model_name_on_a_local_server_is_not_priced_as_the_vendors(
     url = database(tmp_path, "results.sqlite3")
     job_id = run_job(url, manifest)
     with session_scope(make_engine(url)) as session:
-        summary = reads.vlm_summary(session, job_id)
+        summary = vlm_summary(session, job_id)
     assert summary["calls"] == 6 and summary["input_tokens"] == 6000
     assert summary["cost_usd"] is None
     assert summary["unpriced_models"] == [f"gpt-4o at {remote.server.url[7:]}"]

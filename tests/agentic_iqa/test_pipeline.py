@@ -364,7 +364,7 @@ def test_a_stored_run_on_an_unreadable_image_fails_with_the_reason(
 ):
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
-    from agentic_iqa.db.reads import get_run
+    from agentic_iqa.db.runs import get_run
     from agentic_iqa.runtime import embedded, service
 
     url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"

@@ -116,14 +116,14 @@ def run_job(folder: Path, items: list[Item], *, batch: bool, workers: int = 2) -
 
 def read_ran(engine: Any, job_id: str, seconds: float = 0.0) -> Ran:
     from agentic_iqa.db import batches as batch_store
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows, vlm_summary
 
     with read_scope(engine) as session:
         answers = {
             row["item_id"]: (row["status"], row["final_answer"], row["quality_score"])
-            for row in reads.export_rows(session, job_id)
+            for row in export_rows(session, job_id)
         }
-        summary = reads.vlm_summary(session, job_id)
+        summary = vlm_summary(session, job_id)
         rounds = batch_store.next_round(session, job_id) - 1
     return Ran(job_id, answers, summary, rounds, seconds)

@@ -182,14 +182,16 @@ def read_job(
     exit_code: int | None,
     calls: dict[str, int],
 ) -> JobResult:
-    from agentic_iqa.db import make_engine, reads
+    from agentic_iqa.db import make_engine
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows
+    from agentic_iqa.db.jobs import get_job
 
     truths = {item.id: item.truth for item in items}
     outcomes = []
     with read_scope(make_engine(url)) as session:
-        job_error = getattr(reads.get_job(session, job_id), "error", None)
-        for row in reads.export_rows(session, job_id):
+        job_error = getattr(get_job(session, job_id), "error", None)
+        for row in export_rows(session, job_id):
             truth = truths[row["item_id"]]
             outcomes.append(
                 Outcome(

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agentic_iqa.db.jobs import latest_job
 from agentic_iqa.jobs.spec import JobSpec
 from tests.conformance.batch_jobs import (
     environment,
@@ -103,11 +104,12 @@ def test_a_bad_request_fails_at_once_and_a_transient_error_goes_to_the_next_roun
     ):
         ran = run_job(folder, items, batch=True)
         received = Counter(_request(custom_id) for custom_id, _ in batches.received)
-    from agentic_iqa.db import make_engine, reads
+    from agentic_iqa.db import make_engine
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows
 
     with read_scope(make_engine(f"sqlite:///{folder / 'results.sqlite3'}")) as session:
-        rows = {row["item_id"]: row for row in reads.export_rows(session, ran.job_id)}
+        rows = {row["item_id"]: row for row in export_rows(session, ran.job_id)}
     failed = sorted((row["error"] or "") for row in rows.values() if row["status"] != "done")
     assert len(failed) == 3, rows
     bad = "HTTP 400: " if behaviour == Behaviour.CLEAN else "invalid_request_error: "
@@ -260,7 +262,7 @@ def test_a_batch_refused_as_a_whole_stops_the_job_with_one_message(
 def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_submit(
     tmp_path: Path,
 ) -> None:
-    from agentic_iqa.db import make_engine, reads, upgrade
+    from agentic_iqa.db import make_engine, upgrade
     from agentic_iqa.db.engine import read_scope
     from agentic_iqa.runtime.submission import submit
     from agentic_iqa.vlm.base import VLMConfigurationError
@@ -297,7 +299,7 @@ def test_a_server_without_a_batch_endpoint_or_the_builtin_backend_is_refused_at_
         ):
             submit(engine, JobSpec.build(manifest=manifest, batch=True))
         with read_scope(engine) as session:
-            assert reads.latest_job(session) is None  # nothing stored
+            assert latest_job(session) is None  # nothing stored
     assert "--batch" in str(refused.value) and "\n" not in str(refused.value)
     assert "builtin" in str(builtin.value) and "drop --batch" in str(builtin.value)
 

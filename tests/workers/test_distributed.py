@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from agentic_iqa.db import reads
 from agentic_iqa.db.engine import make_engine, session_scope, upgrade
+from agentic_iqa.db.runs import get_run, load_state
 from agentic_iqa.runtime import service
 from tests.agentic_iqa.conftest import EXAMPLE
+from tests.agentic_iqa.db import replans_for, step_status, steps_for, tool_logs_for
 from tests.agentic_iqa.vlm.fake_servers import FakeAPIServer, Reply, openai_completion
 from tests.workers.cluster import Cluster
 
@@ -31,7 +32,7 @@ def wait_for(cluster: Cluster, run_id: str, timeout: float = 120.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with session_scope(engine) as session:
-            run = reads.get_run(session, run_id)
+            run = get_run(session, run_id)
             if run.status in {"succeeded", "failed"}:
                 return run.status
         time.sleep(0.25)
@@ -41,7 +42,7 @@ def wait_for(cluster: Cluster, run_id: str, timeout: float = 120.0) -> str:
 def step_rows(cluster: Cluster, run_id: str) -> list:
     engine = make_engine(cluster.database_url)
     with session_scope(engine) as session:
-        rows = reads.steps_for(session, run_id)
+        rows = steps_for(session, run_id)
         return [(r.step, r.iteration, r.status, r.worker, r.queue, r.attempts) for r in rows]
 
 
@@ -113,8 +114,7 @@ def test_a_tool_step_whose_scores_are_all_cached_runs_on_the_worker_that_decided
     with session_scope(engine) as session:
         logs = {
             run_id: [
-                (log.tool_name, log.raw_score, log.cached)
-                for log in reads.tool_logs_for(session, run_id)
+                (log.tool_name, log.raw_score, log.cached) for log in tool_logs_for(session, run_id)
             ]
             for run_id in (first, second)
         }
@@ -155,9 +155,9 @@ def test_failed_tools_are_not_replanned_the_run_answers_and_persists_its_tool_lo
     assert wait_for(cluster, run_id) == "succeeded"
     engine = make_engine(url)
     with session_scope(engine) as session:
-        replans = reads.replans_for(session, run_id)
-        logs = reads.tool_logs_for(session, run_id)
-        run = reads.get_run(session, run_id)
+        replans = replans_for(session, run_id)
+        logs = tool_logs_for(session, run_id)
+        run = get_run(session, run_id)
         assert replans == [] and run.iteration_count == 0
         assert run.final_answer in {"Bad", "Poor", "Fair", "Good", "Excellent"}
         assert logs and {log.iteration for log in logs} == {0}
@@ -182,7 +182,7 @@ def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_clus
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with session_scope(engine) as session:
-            if reads.step_status(session, run_id, "tool_execution", 0) == "running":
+            if step_status(session, run_id, "tool_execution", 0) == "running":
                 break
         time.sleep(0.1)
     else:
@@ -192,8 +192,8 @@ def test_worker_killed_mid_tool_execution_the_run_still_completes_once(make_clus
     survivor = cluster.start("gpu2", "gpu")
     assert wait_for(cluster, run_id, timeout=120) == "succeeded"
     with session_scope(engine) as session:
-        logs = reads.tool_logs_for(session, run_id)
-        state = reads.load_state(session, run_id)
+        logs = tool_logs_for(session, run_id)
+        state = load_state(session, run_id)
     expected_calls = {
         (key, distortion)
         for key, names in (state["executor_evidence"].distortion_set or {}).items()
@@ -251,7 +251,7 @@ def test_transient_vlm_failure_is_retried_and_permanent_failure_fails_the_run(
         assert wait_for(cluster, failing, timeout=90) == "failed"
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
-        run = reads.get_run(session, failing)
+        run = get_run(session, failing)
         assert "plan failed after 2 retries" in run.error
         assert "503" in run.error
         assert "sk-test-transient" not in run.error
@@ -278,7 +278,7 @@ def test_an_executor_subtask_whose_503s_outlast_the_retries_is_given_up_on_worke
         assert wait_for(cluster, run_id, timeout=90) == "succeeded"
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
-        state = reads.load_state(session, run_id)
+        state = load_state(session, run_id)
     assert state["executor_evidence"].distortion_analysis is None
     (reason,) = state["step_errors"].values()
     assert "distortion_analysis failed after 1 retries" in reason and "503" in reason

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_iqa.db import reads
 from agentic_iqa.db.engine import make_engine, session_scope
+from agentic_iqa.db.runs import get_run, load_state, run_details
 from tests.agentic_iqa.agents.test_summarizer_reply import (
     ANSWER,
     EXPLAIN,
@@ -66,9 +66,9 @@ def test_a_failed_replan_on_workers_answers_with_the_first_rounds_evidence(
     ]
     engine = make_engine(sqlite_url)
     with session_scope(engine) as session:
-        state = reads.load_state(session, run_id)
-        run = reads.get_run(session, run_id)
-        details = reads.run_details(session, run_id)
+        state = load_state(session, run_id)
+        run = get_run(session, run_id)
+        details = run_details(session, run_id)
     assert (run.final_answer, run.quality_score, run.error) == ("Yes", None, None)
     (entry,) = state["replan_history"]
     assert entry.reason == "look closer at the edges" and "no valid plan" in entry.failure

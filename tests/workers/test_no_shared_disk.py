@@ -116,8 +116,8 @@ def _cached_objects(folder: Path) -> list[Path]:
 
 
 def _rows(engine: Any, job_id: str) -> dict[str, tuple[str, dict, str | None, float | None]]:
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows
 
     with read_scope(engine) as session:
         return {
@@ -127,7 +127,7 @@ def _rows(engine: Any, job_id: str) -> dict[str, tuple[str, dict, str | None, fl
                 row["final_answer"],
                 row["quality_score"],
             )
-            for row in reads.export_rows(session, job_id)
+            for row in export_rows(session, job_id)
         }
 
 

@@ -372,7 +372,7 @@ def test_a_transient_503_is_retried_in_a_stored_run(
 ):
     from agentic_iqa.db import upgrade
     from agentic_iqa.db.engine import make_engine, session_scope
-    from agentic_iqa.db.reads import get_run
+    from agentic_iqa.db.runs import get_run
     from agentic_iqa.runtime import embedded, service
 
     url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"

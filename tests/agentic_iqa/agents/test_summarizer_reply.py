@@ -263,8 +263,9 @@ def test_assess_and_a_jobs_export_show_no_score_a_model_wrote(
     """`agentic-iqa assess` (text and --json) and `eval export`: the explanation item has no
     score, the rated item the fusion."""
     from agentic_iqa.cli import app
-    from agentic_iqa.db import make_engine, reads
+    from agentic_iqa.db import make_engine
     from agentic_iqa.db.engine import session_scope
+    from agentic_iqa.db.runs import load_state
 
     runner = CliRunner()
     image = str(example_images["blur3"])
@@ -288,7 +289,7 @@ def test_assess_and_a_jobs_export_show_no_score_a_model_wrote(
     assert rows["explain"]["final_answer"] == "Yes, slightly"
     assert rows["explain"]["quality_score"] == ""
     with session_scope(make_engine(results)) as session:
-        rated = reads.load_state(session, rows["rate"]["run_id"])
+        rated = load_state(session, rows["rate"]["run_id"])
     assert float(rows["rate"]["quality_score"]) == pytest.approx(
         fused_from_levels(tool_scores(rated))
     )

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, func, select
 from agentic_iqa.db import steps
 from agentic_iqa.db.engine import session_scope
 from agentic_iqa.db.models import Run, StepRecord, ToolLog
+from agentic_iqa.db.runs import create_run, extend_lease
 from agentic_iqa.state import ExecutorOutput, ToolExecutionLog, initial_state, merge_state
 
 STEP = "tool_execution"
@@ -19,7 +20,7 @@ STEP = "tool_execution"
 
 def _run(engine: Engine) -> str:
     with session_scope(engine) as session:
-        return steps.create_run(session, query="q", image_path="x.png")
+        return create_run(session, query="q", image_path="x.png")
 
 
 def _update(score: float) -> dict:
@@ -79,7 +80,7 @@ def test_a_taken_over_attempt_writes_nothing(engine: Engine) -> None:
     with pytest.raises(steps.StaleAttempt), session_scope(engine) as session:
         steps.fail_step(session, run_id, STEP, 0, error="late", attempt=first.attempts)
     with session_scope(engine) as session:
-        moved = steps.extend_lease(session, run_id, 60, step=(STEP, 0, first.attempts))
+        moved = extend_lease(session, run_id, 60, step=(STEP, 0, first.attempts))
     assert moved is False
     with session_scope(engine) as session:
         run = session.get(Run, run_id)
@@ -94,7 +95,7 @@ def test_the_owner_can_fail_and_beat_its_own_step(engine: Engine) -> None:
     run_id = _run(engine)
     owner = _begin(engine, run_id, lease=30)
     with session_scope(engine) as session:
-        assert steps.extend_lease(session, run_id, 60, step=(STEP, 0, owner.attempts))
+        assert extend_lease(session, run_id, 60, step=(STEP, 0, owner.attempts))
         steps.fail_step(session, run_id, STEP, 0, error="boom", attempt=owner.attempts)
         assert (
             session.scalar(

@@ -10,19 +10,11 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import Engine, update
 
-from agentic_iqa.db import (
-    Run,
-    StepRecord,
-    begin_step,
-    create_run,
-    get_run,
-    reads,
-    session_scope,
-    steps,
-)
+from agentic_iqa.db import Run, StepRecord, begin_step, create_run, get_run, session_scope, steps
 from agentic_iqa.db.models import utc_now
+from agentic_iqa.db.runs import claim_stalled, extend_lease, fail_run
 from agentic_iqa.runtime.heartbeat import HEARTBEATS
-from tests.agentic_iqa.db import IMAGE, QUERY
+from tests.agentic_iqa.db import IMAGE, QUERY, steps_for
 
 
 def _run(engine: Engine, lease: float | None = 60.0) -> str:
@@ -48,7 +40,7 @@ def test_a_step_running_under_a_live_lease_makes_a_second_delivery_wait(engine: 
         begin_step(session, run_id, "plan", 0, worker="w2", lease_seconds=30)
     assert 25 < busy.value.retry_after <= 30
     with session_scope(engine) as session:
-        record = reads.steps_for(session, run_id)[0]
+        record = steps_for(session, run_id)[0]
         assert (record.worker, record.attempts) == ("w1", 1)
 
 
@@ -76,9 +68,9 @@ def test_stalled_runs_are_claimed_once_per_lease(engine: Engine) -> None:
     quiet, busy, unsupervised = _run(engine), _run(engine), _run(engine, lease=None)
     _expire(engine, quiet)
     with session_scope(engine) as session:
-        assert steps.claim_stalled(session, lease_seconds=30) == [quiet]
+        assert claim_stalled(session, lease_seconds=30) == [quiet]
     with session_scope(engine) as session:  # re-leased: a second supervisor finds nothing
-        assert steps.claim_stalled(session, lease_seconds=30) == []
+        assert claim_stalled(session, lease_seconds=30) == []
         assert get_run(session, quiet).resends == 1
         assert get_run(session, busy).resends == 0
         assert get_run(session, unsupervised).lease_until is None
@@ -88,16 +80,16 @@ def test_finished_runs_are_never_claimed_and_heartbeats_move_the_lease(engine: E
     run_id = _run(engine, lease=1)
     with session_scope(engine) as session:
         begin_step(session, run_id, "plan", 0, lease_seconds=1)
-        assert steps.extend_lease(session, run_id, 90, step=("plan", 0))
+        assert extend_lease(session, run_id, 90, step=("plan", 0))
     with session_scope(engine) as session:
-        step = reads.steps_for(session, run_id)[0]
+        step = steps_for(session, run_id)[0]
         assert step.lease_until > utc_now() + timedelta(seconds=80)
         assert get_run(session, run_id).lease_until > utc_now() + timedelta(seconds=80)
-        steps.fail_run(session, run_id, error="gave up")
+        fail_run(session, run_id, error="gave up")
     _expire(engine, run_id)
     with session_scope(engine) as session:
-        assert steps.claim_stalled(session, lease_seconds=30) == []
-        assert not steps.extend_lease(session, run_id, 30)
+        assert claim_stalled(session, lease_seconds=30) == []
+        assert not extend_lease(session, run_id, 30)
 
 
 def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> None:
@@ -109,10 +101,10 @@ def test_credentials_never_reach_the_database(engine: Engine, monkeypatch) -> No
     )
     with session_scope(engine) as session:
         steps.fail_step(session, run_id, "plan", 0, error=reason)
-        steps.fail_run(session, run_id, error=reason)
+        fail_run(session, run_id, error=reason)
     with session_scope(engine) as session:
         run = get_run(session, run_id)
-        step = reads.steps_for(session, run_id)[0]
+        step = steps_for(session, run_id)[0]
     for stored in (run.error, step.error):
         assert "s3cret-token" not in stored and "sk-live-0123456789" not in stored
         assert "http://***@vlm.internal:8000/v1" in stored
@@ -147,7 +139,7 @@ def test_a_step_whose_every_delivery_died_fails_its_run_after_the_last_attempt(
     assert (result.outcome, result.upcoming) == (service.RAN, None)
     with session_scope(engine) as session:
         run = get_run(session, run_id)
-        step = reads.steps_for(session, run_id)[0]
+        step = steps_for(session, run_id)[0]
     assert run.status == "failed" and "gave up after 3 attempts" in run.error
     assert (step.status, step.attempts) == ("failed", 4)
 
@@ -156,7 +148,7 @@ def _leases(engine: Engine, runs: list[str]) -> list[tuple[datetime, datetime]]:
     """Each run's (step lease, run lease), read in one session."""
     with session_scope(engine) as session:
         return [
-            (reads.steps_for(session, run_id)[0].lease_until, get_run(session, run_id).lease_until)
+            (steps_for(session, run_id)[0].lease_until, get_run(session, run_id).lease_until)
             for run_id in runs
         ]
 

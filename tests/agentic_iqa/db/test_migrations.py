@@ -17,12 +17,12 @@ from agentic_iqa.db import (
     DATABASE_URL_ENV,
     alembic_config,
     build_engine,
-    check_schema,
     dispose_engines,
     make_engine,
     migrations_dir,
     upgrade,
 )
+from tests.agentic_iqa.db import check_schema
 from tests.conftest import REPO
 
 TABLES = {

@@ -27,7 +27,7 @@ from agentic_iqa.db import (
     session_scope,
     upgrade,
 )
-from tests.agentic_iqa.db import IMAGE, QUERY, tool_log
+from tests.agentic_iqa.db import IMAGE, QUERY, execution_log, tool_log
 
 
 def test_database_url_defaults_to_a_sqlite_file_in_the_working_directory(
@@ -150,7 +150,7 @@ def test_nan_scores_are_stored_as_null_and_read_back_as_nan(engine: Engine) -> N
         assert row.one() == (None, None, "MUSIQ failed")
         assert session.scalar(text("SELECT AVG(normalized_score) FROM tool_logs")) is None
         stored = session.scalars(select(ToolLog)).one()
-        assert stored.to_execution_log() == failed
+        assert execution_log(stored) == failed
 
 
 def test_deleting_a_run_deletes_its_rows(engine: Engine) -> None:

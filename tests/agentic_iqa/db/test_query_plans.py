@@ -20,8 +20,10 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from agentic_iqa.db import jobs as store
-from agentic_iqa.db import reads
 from agentic_iqa.db.engine import read_scope, session_scope
+from agentic_iqa.db.exports import export_rows
+from agentic_iqa.db.items import counts
+from agentic_iqa.db.jobs import get_job
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime.lifecycle import cancel
 from agentic_iqa.runtime.progress import progress
@@ -82,7 +84,7 @@ def _three_jobs(engine: Engine, tmp_path: Path, photo: Path) -> str:
     _job(engine, tmp_path, photo, "later")
     cancel(engine, earlier)
     with session_scope(engine) as session:
-        claimed = store.claim(session, reads.get_job(session, job_id, lock=True), ITEMS // 3)
+        claimed = store.claim_items(session, get_job(session, job_id, lock=True), ITEMS // 3)
     assert len(claimed) == ITEMS // 3
     with engine.begin() as connection:  # what a submit leaves: the planner knows the rows
         for table in ("job_items", "runs"):
@@ -150,7 +152,7 @@ def _reads_a_window(
 def test_a_claim_reads_the_next_window_of_the_index(engine, tmp_path, photo) -> None:
     job_id = _three_jobs(engine, tmp_path, photo)
     with _statements(engine) as sent, session_scope(engine) as session:
-        claimed = store.claim(session, reads.get_job(session, job_id, lock=True), WINDOW)
+        claimed = store.claim_items(session, get_job(session, job_id, lock=True), WINDOW)
     assert len(claimed) == WINDOW
     (select,) = [
         (statement, parameters)
@@ -165,7 +167,7 @@ def test_a_page_of_an_export_reads_a_page_of_the_index(engine, tmp_path, photo) 
     order, from the index, however many items the job and the others have."""
     job_id = _three_jobs(engine, tmp_path, photo)
     with _statements(engine) as sent, read_scope(engine) as session:
-        rows = reads.export_rows(session, job_id)
+        rows = export_rows(session, job_id)
         first_two_pages = [next(rows) for _ in range(501)]
     assert [row["item_id"] for row in first_two_pages[:2]] == ["job0", "job1"]
     pages = [
@@ -180,7 +182,7 @@ def test_a_page_of_an_export_reads_a_page_of_the_index(engine, tmp_path, photo) 
 def test_counts_read_the_jobs_row_not_its_items(engine, tmp_path, photo) -> None:
     job_id = _three_jobs(engine, tmp_path, photo)
     with _statements(engine) as sent, read_scope(engine) as session:
-        counted = reads.counts(session, job_id)
+        counted = counts(session, job_id)
     assert counted == {"pending": ITEMS - ITEMS // 3, "queued": ITEMS // 3}
     assert sent and not [statement for statement, _ in sent if "job_items" in statement]
     with _statements(engine) as sent:

@@ -8,13 +8,12 @@ from sqlalchemy import inspect, text
 from agentic_iqa.db import (
     alembic_config,
     build_engine,
-    check_schema,
     complete_step,
     create_run,
     session_scope,
 )
 from agentic_iqa.state import record_replan
-from tests.agentic_iqa.db import IMAGE, QUERY, answered, fresh_state
+from tests.agentic_iqa.db import IMAGE, QUERY, answered, check_schema, fresh_state
 
 
 def test_0016_adds_the_failure_of_a_replan_null_for_those_before_and_downgrades_to_0015(

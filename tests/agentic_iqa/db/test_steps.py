@@ -6,13 +6,13 @@ import json
 import math
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, Row, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
 from agentic_iqa.db import (
-    EXAMPLE_QUERIES,
     ReplanRow,
     Run,
     RunNotFound,
@@ -26,22 +26,23 @@ from agentic_iqa.db import (
     finish_run,
     get_run,
     load_state,
-    replans_for,
-    run_example_query,
     session_scope,
-    step_status,
     steps,
-    steps_for,
-    tool_logs_for,
 )
+from agentic_iqa.db.models import UtcDateTime
 from agentic_iqa.state import initial_state, merge_state, record_replan, state_to_json
 from tests.agentic_iqa.db import (
     IMAGE,
     QUERY,
     answered,
+    execution_log,
     execution_update,
     fresh_state,
+    replans_for,
+    step_status,
+    steps_for,
     tool_log,
+    tool_logs_for,
 )
 
 
@@ -158,7 +159,7 @@ def test_complete_step_twice_stores_each_tool_call_once(engine: Engine) -> None:
             complete_step(session, run_id, "tool_execution", 0, state=merged, update=update)
     with session_scope(engine) as session:
         stored = tool_logs_for(session, run_id)
-        assert [log.to_execution_log() for log in stored] == logs
+        assert [execution_log(log) for log in stored] == logs
         assert [(log.tool_name, log.requested_tool, log.fallback) for log in stored] == [
             ("NIQE", "BRISQUE", True),
             ("MUSIQ", None, False),
@@ -330,6 +331,45 @@ def test_concurrent_deliveries_of_one_step_share_one_record(engine: Engine) -> N
     with session_scope(engine) as session:
         records = session.scalars(select(StepRecord)).all()
         assert [(r.step, r.attempts, r.status) for r in records] == [("plan", 2, "running")]
+
+
+#: Questions a user asks of the database, as SQL that runs unchanged on SQLite and PostgreSQL.
+#: Parameters (``:since``) are bound by :func:`run_example_query`.
+EXAMPLE_QUERIES: dict[str, str] = {
+    "runs_where_brisque_fell_back": """
+        SELECT r.id AS run_id, r.image_path, t.iteration, t.object_name, t.distortion,
+               t.tool_name AS used_instead, t.error
+        FROM runs AS r
+        JOIN tool_logs AS t ON t.run_id = r.id
+        WHERE t.requested_tool = 'BRISQUE' AND t.fallback
+        ORDER BY r.created_at, r.id, t.iteration, t.id
+    """,
+    "mean_normalized_score_per_tool": """
+        SELECT tool_name, COUNT(*) AS calls, COUNT(normalized_score) AS scored,
+               AVG(normalized_score) AS mean_normalized_score
+        FROM tool_logs
+        GROUP BY tool_name
+        ORDER BY tool_name
+    """,
+    "failed_runs_since": """
+        SELECT id AS run_id, query, image_path, error, finished_at
+        FROM runs
+        WHERE status = 'failed' AND finished_at >= :since
+        ORDER BY finished_at DESC, id
+    """,
+}
+
+
+def run_example_query(session: Session, name: str, **params: Any) -> list[Row[Any]]:
+    """Run one of :data:`EXAMPLE_QUERIES`; a ``since`` datetime is bound as UTC on both dialects.
+
+    (SQLite stores timestamps as text; an unbound Python datetime would be compared as a
+    differently formatted string.)
+    """
+    statement = text(EXAMPLE_QUERIES[name])
+    if isinstance(params.get("since"), datetime):
+        statement = statement.bindparams(bindparam("since", type_=UtcDateTime()))
+    return list(session.execute(statement, params))
 
 
 def _seed(engine: Engine, now: datetime) -> dict[str, str]:

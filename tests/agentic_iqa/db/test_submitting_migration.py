@@ -5,7 +5,8 @@ from __future__ import annotations
 from alembic import command
 from sqlalchemy import inspect, text
 
-from agentic_iqa.db import alembic_config, build_engine, check_schema
+from agentic_iqa.db import alembic_config, build_engine
+from tests.agentic_iqa.db import check_schema
 from tests.agentic_iqa.db.test_migrations import _insert_job
 
 

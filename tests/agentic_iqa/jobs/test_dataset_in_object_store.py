@@ -87,19 +87,19 @@ def _livec(folder: Path, livec_dir: Path) -> Path:
 
 
 def _items(engine, job_id: str) -> dict[str, dict]:
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows
 
     with read_scope(engine) as session:
-        return {row["item_id"]: row for row in reads.export_rows(session, job_id)}
+        return {row["item_id"]: row for row in export_rows(session, job_id)}
 
 
 def _described(engine, job_id: str) -> dict:
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.jobs import get_job
 
     with read_scope(engine) as session:
-        return json.loads(reads.get_job(session, job_id).dataset_json)
+        return json.loads(get_job(session, job_id).dataset_json)
 
 
 def _remote_and_local(engine, dataset: str, url: str, folder: Path) -> tuple[dict, dict]:

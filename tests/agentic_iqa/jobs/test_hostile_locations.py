@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from agentic_iqa.db.engine import session_scope
+from agentic_iqa.db.exports import export_rows
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.spec import JobSpec
 from tests.conftest import REPO
@@ -327,7 +328,6 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
     """The bytes scored are the bytes submitted: S3 by the recorded ETag (If-Match), a web
     server without ETags by the sha256 of the bytes checked at submit."""
     from agentic_iqa.agents.team import AgentsCache
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
     from agentic_iqa.runtime.local import run_local
     from agentic_iqa.runtime.submission import submit
@@ -362,7 +362,7 @@ def test_an_object_changed_after_submit_fails_its_item_with_both_digests_unscore
     assert _items(engine, on_web)[3][1] == "done"
     with read_scope(engine) as session:
         for job in (on_store, on_web):
-            rows = {row["item_id"]: row for row in reads.export_rows(session, job)}
+            rows = {row["item_id"]: row for row in export_rows(session, job)}
             assert not rows["good.png"]["raw_scores"]
 
 

@@ -200,7 +200,7 @@ def test_a_local_job_whose_process_died_shows_stalled_with_the_command_to_resume
     # nobody renews any more (here: already passed), one never started.
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local")
-        store.claim(session, store.get_job(session, job_id), 2, lease_seconds=-1)
+        store.claim_items(session, store.get_job(session, job_id), 2, lease_seconds=-1)
     current = progress(engine, job_id)
     assert current.orphaned and current.eta_seconds is None
     text = runner.invoke(app, ["eval", "status"], env={"COLUMNS": "200"}).stdout

@@ -37,13 +37,13 @@ def bucket(object_store: str) -> Iterator[str]:
 
 
 def _scores(engine, job_id: str) -> dict[str, tuple[str, dict, str | None]]:
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows
 
     with read_scope(engine) as session:
         return {
             row["item_id"]: (row["status"], row["raw_scores"], row["error"])
-            for row in reads.export_rows(session, job_id)
+            for row in export_rows(session, job_id)
         }
 
 
@@ -100,14 +100,14 @@ def test_an_agent_job_on_objects_answers_as_on_local_files(
     local = submit(engine, JobSpec.build(manifest=local_manifest))
     for job in (remote, local):
         run_local(engine, job, AgentsCache(), workers=1)
-    from agentic_iqa.db import reads
     from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.exports import export_rows
 
     with read_scope(engine) as session:
         answers = {
             job: [
                 (row["status"], row["final_answer"], row["quality_score"])
-                for row in reads.export_rows(session, job)
+                for row in export_rows(session, job)
             ]
             for job in (remote, local)
         }

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
-from agentic_iqa.db import reads
+from agentic_iqa.db.about import job_summary
 from agentic_iqa.db.engine import read_scope
+from agentic_iqa.db.jobs import get_job
 from agentic_iqa.db.models import Job, JobItem
 from agentic_iqa.jobs.spec import JobSpec, JobSpecError
 from agentic_iqa.runtime.lifecycle import job_spec
@@ -22,7 +23,7 @@ from tests.dataset_roots import koniq_root, livec_root, livec_rows
 
 def _job(engine, job_id: str) -> Job:
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         session.expunge(job)
         return job
 
@@ -67,7 +68,7 @@ def test_a_spec_round_trips_through_the_database_and_fills_the_old_columns(
     assert job.config_json == stored.config.to_json()
     with read_scope(engine) as session:
         assert len(session.scalars(select(JobItem).where(JobItem.job_id == job_id)).all()) == 3
-        about = reads.job_summary(session, job_id)
+        about = job_summary(session, job_id)
     assert about["group"] == "g1" and about["spec"]["limit"] == 3
     assert about["spec"]["tools"] == ["PIQE"] and "config" not in about["spec"]
 
@@ -189,7 +190,7 @@ def test_koniq_scored_against_the_zscore_reads_the_mos_zscore_column(engine, tmp
         (0.0, 100.0),
     )
     with read_scope(engine) as session:
-        about = reads.job_summary(session, by_z)
+        about = job_summary(session, by_z)
     assert about["scored_against"] == "MOS_zscore"
     assert about["dataset"]["mos_range"] == [0.0, 100.0] and about["dataset"]["score"] == "zscore"
 

@@ -16,8 +16,9 @@ from PIL import Image
 from sqlalchemy import event, select, text
 
 from agentic_iqa.db import jobs as store
-from agentic_iqa.db import reads, upgrade
+from agentic_iqa.db import upgrade
 from agentic_iqa.db.engine import make_engine, read_scope, session_scope
+from agentic_iqa.db.jobs import get_job, latest_job
 from agentic_iqa.db.models import JobItem
 from agentic_iqa.jobs.manifest import PREFETCH_ROWS, PROCESS_CHECKS_AFTER
 from agentic_iqa.jobs.spec import JobSpec
@@ -90,7 +91,7 @@ class Pipe:
 
 def job_of(engine) -> str | None:
     with read_scope(engine) as session:
-        job = reads.latest_job(session)
+        job = latest_job(session)
         return job.id if job is not None else None
 
 
@@ -129,13 +130,13 @@ def test_a_job_is_not_finished_while_its_rows_are_still_coming(engine, agents, t
     with session_scope(engine) as session:
         assert store.finish_complete_jobs(session) == 0  # the supervisor's sweep leaves it
     with read_scope(engine) as session:
-        job = reads.get_job(session, job_id)
+        job = get_job(session, job_id)
         assert (job.status, job.submitting, job.finished_at) == ("running", True, None)
     pipe.write("good,p.png")
     pipe.close()
     assert submission.result() == job_id
     with read_scope(engine) as session:
-        assert reads.get_job(session, job_id).submitting is False
+        assert store.get_job(session, job_id).submitting is False
     assert progress(engine, job_id).status == "running"  # "good" waits to run
     run_local(engine, job_id, agents, workers=1)
     final = progress(engine, job_id)
@@ -239,7 +240,7 @@ def test_submit_takes_a_spec_and_nothing_else(engine, tmp_path):
         submit(engine, manifest, tools=["PIQE"])  # type: ignore[call-arg]
     assert not hasattr(submission_module, "spec_from_keywords")
     with session_scope(engine) as session:
-        assert reads.latest_job(session) is None
+        assert latest_job(session) is None
 
 
 def test_a_later_row_without_the_reference_a_tool_needs_is_a_bad_row(engine, tmp_path):

@@ -55,7 +55,7 @@ def _in_flight(engine, job_id: str, holder: Holder | None, seconds: float) -> No
     ``seconds`` more, ``holder`` recorded as renewing them."""
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local", holder=holder.to_json() if holder else None)
-        store.claim(session, store.get_job(session, job_id), 2, lease_seconds=seconds)
+        store.claim_items(session, store.get_job(session, job_id), 2, lease_seconds=seconds)
 
 
 @pytest.fixture

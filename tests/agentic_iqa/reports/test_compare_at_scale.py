@@ -18,8 +18,10 @@ import numpy as np
 import pytest
 from sqlalchemy import select, update
 
-from agentic_iqa.db import dispose_engines, make_engine, reads
+from agentic_iqa.db import dispose_engines, make_engine
+from agentic_iqa.db.about import job_summary
 from agentic_iqa.db.engine import read_scope, session_scope
+from agentic_iqa.db.exports import PAGE, report_columns
 from agentic_iqa.db.models import JobItem, ToolLog
 from agentic_iqa.reports.compare import build_comparison
 from agentic_iqa.reports.names import line_names
@@ -79,11 +81,11 @@ def _described(url: str, jobs: list[str], *, from_rows: bool) -> list[tuple[dict
     described = []
     for index, job_id in enumerate(jobs):
         with read_scope(engine) as session:
-            about = {**reads.job_summary(session, job_id), "vlm": read_vlm_summary(engine, job_id)}
+            about = {**job_summary(session, job_id), "vlm": read_vlm_summary(engine, job_id)}
             data = (
                 list(export_rows(engine, job_id)[1])
                 if from_rows
-                else reads.report_columns(session, job_id, identities=True, baseline=index == 0)
+                else report_columns(session, job_id, identities=True, baseline=index == 0)
             )
         described.append((about, data))
     return described
@@ -124,10 +126,10 @@ def test_a_comparisons_columns_are_read_a_page_at_a_time(big_jobs, monkeypatch):
         return searchsorted(*args, **kwargs)
 
     monkeypatch.setattr(np, "searchsorted", counted)
-    pages = ITEMS // reads.PAGE + 1
+    pages = ITEMS // PAGE + 1
     with statements() as sent, read_scope(engine) as session:
-        base = reads.report_columns(session, big_jobs["base"], identities=True)
-        other = reads.report_columns(session, big_jobs["other"], identities=True, baseline=False)
+        base = report_columns(session, big_jobs["base"], identities=True)
+        other = report_columns(session, big_jobs["other"], identities=True, baseline=False)
     assert len(calls) <= 3 * pages, len(calls)  # a page's tool calls, its ids' ranks
     assert len([statement for statement in sent if "job_items" in statement]) <= 6 * pages
     assert base.size == other.size == ITEMS

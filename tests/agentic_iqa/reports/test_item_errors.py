@@ -14,9 +14,10 @@ from billiard.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import select
 
 from agentic_iqa.db import jobs as store
-from agentic_iqa.db import make_engine, steps, upgrade
+from agentic_iqa.db import make_engine, upgrade
 from agentic_iqa.db.engine import read_scope, session_scope
 from agentic_iqa.db.models import JobItem
+from agentic_iqa.db.runs import fail_run, get_run
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.reports.errors import failure_reason as report_reason
 from agentic_iqa.reports.errors import readable
@@ -80,11 +81,12 @@ def test_a_run_that_failed_with_a_planner_record_closes_its_item_readably(
     engine = make_engine(results)
     job_id = submit(engine, JobSpec.build(manifest=folder))
     with session_scope(engine) as session:
-        (run_id,) = store.claim(session, store.get_job(session, job_id), 1)
-        steps.fail_run(session, run_id, error=PLANNER_JSON)
+        (claimed,) = store.claim_items(session, store.get_job(session, job_id), 1)
+        run_id = claimed.run_id
+        fail_run(session, run_id, error=PLANNER_JSON)
     with read_scope(engine) as session:
         item = session.scalars(select(JobItem).where(JobItem.job_id == job_id)).one()
-        run_error = steps.get_run(session, run_id).error
+        run_error = get_run(session, run_id).error
     assert run_error == PLANNER_JSON  # the run keeps the record, for debugging
     assert item.status == "failed" and item.error == readable(PLANNER_JSON)
     # An item stored before (its raw record) is read the same way by the report.

@@ -220,11 +220,11 @@ def test_a_report_reads_columns_not_states_and_says_what_the_export_says(metric_
 def test_a_metric_jobs_export_parses_no_state_and_pages_by_id(metric_jobs):
     """Every column of a metric job's export comes from columns; its items are read a page
     at a time by id, each page a bounded statement (a few per page, whatever the job)."""
-    from agentic_iqa.db import reads
+    from agentic_iqa.db.exports import export_rows
 
     engine = make_engine(metric_jobs["url"])
     with statements() as sent, read_scope(engine) as session:
-        rows = list(reads.export_rows(session, metric_jobs["small"], 250))
+        rows = list(export_rows(session, metric_jobs["small"], 250))
     assert len(rows) == 2000
     assert not [statement for statement in sent if "state_json" in statement]
     pages = [statement for statement in sent if "job_items" in statement]
