@@ -738,7 +738,7 @@ def read(location: str) -> bytes:
                 raise StorageError(
                     f"cannot read {display(location)}: HTTP {reply.status}", display(location)
                 )
-            return reply.body  # type: ignore[no-any-return]
+            return reply.body
         fs, target = _remote(location)
         return _call(location, lambda: _read_capped(fs, target, location))
 
@@ -1058,6 +1058,7 @@ def fetch(
 
 
 def _fetch(location: str, expected: str | None, cache: ObjectCache | None) -> tuple[bytes, str]:
+    data: bytes | None
     if _local_path(location) is not None:
         data = read(location)
         digest = sha256_digest(data)
