@@ -33,7 +33,8 @@ from .common import (
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/test_cli_startup.py checks it.
 if TYPE_CHECKING:
-    pass
+    from ..vlm.base import Role
+    from ..vlm.settings import BackendConfig
 
 
 def _located(text: str) -> str:
@@ -160,7 +161,7 @@ def assess(
         raise typer.Exit(1)
 
 
-def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
+def _agents_for(roles: dict[Role, BackendConfig], device: str | None) -> Any:
     """The agents of ``assess``: the role configurations with the flags applied."""
     from ..pipeline import Agents
     from ..vlm import create_client
@@ -183,17 +184,17 @@ def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engin
 
 def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
     """The run's VLM calls, tokens and cost, and per step its calls and cache hits."""
-    from ..db import reads, steps
+    from ..db import reads
     from ..db.engine import read_scope
     from ..vlm.usage import PriceTable, summarize
 
     with read_scope(engine) as session:
         usage = summarize(reads.vlm_usage(session, run_id=run_id), PriceTable.load())
-        steps = reads.vlm_steps(session, run_id)
+        per_step = reads.vlm_steps(session, run_id)
     usage["steps"] = {
         f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
         for (step, iteration), (calls, hits) in sorted(
-            steps.items(), key=lambda entry: (entry[0][1], entry[0][0])
+            per_step.items(), key=lambda entry: (entry[0][1], entry[0][0])
         )
     }
     return usage

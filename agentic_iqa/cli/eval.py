@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -952,7 +952,7 @@ def status(
     if watch and current.status == "running":
         _progress_bar(engine, current.job_id, progress_every)
         current = lifecycle.progress(engine, current.job_id)
-    document = {
+    document: dict[str, Any] = {
         "job_id": current.job_id,
         "name": current.name,
         "status": "interrupted" if current.interrupted else current.status,
@@ -1343,11 +1343,12 @@ def export(
     from iqa_tools.storage import display
 
     from ..db.reads import JobNotFound
-    from ..jobs.export import write_rows
+    from ..jobs.export import ExportFormat, write_rows
     from .faults import disk_full
 
     if fmt not in {"csv", "jsonl", "parquet"}:
         _fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
+    chosen = cast(ExportFormat, fmt)
     engine = _engine()
     job_id = _job_id(engine, job)
     try:
@@ -1356,13 +1357,13 @@ def export(
         _fail(str(exc))
     if output == "-":
         try:
-            write_rows(rows, "-", fmt, columns)
+            write_rows(rows, "-", chosen, columns)
         except ValueError as exc:
             _fail(str(exc), code=2)
         return
     path = _place(output) or Path(f"job-{job_id[:8]}.{fmt}")
     try:
-        count = write_rows(rows, path, fmt, columns)
+        count = write_rows(rows, path, chosen, columns)
     except StorageError as exc:
         _fail(f"cannot write {display(str(path))}: {exc}")
     except OSError as exc:  # the results database is read, so the full disk is the file's

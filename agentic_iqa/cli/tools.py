@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -466,7 +466,7 @@ def _run_many(
     device: str | None,
 ) -> None:
     """Every image the paths name, one row each, with the tool's model loaded once."""
-    from ..jobs.export import write_rows
+    from ..jobs.export import ExportFormat, write_rows
     from .image_paths import NothingToScore, expand
 
     registry = _registry(device)
@@ -524,7 +524,8 @@ def _run_many(
     target = "-" if to_stdout else str(output)
     try:
         if fmt in ("csv", "jsonl"):
-            count = write_rows(rows(), target, fmt, list(RUN_COLUMNS))  # as each is scored
+            streaming = cast(ExportFormat, fmt)
+            count = write_rows(rows(), target, streaming, list(RUN_COLUMNS))  # as each is scored
         else:
             collected = list(rows())
             count = len(collected)
