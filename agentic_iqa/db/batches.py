@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..vlm.batching import Answer, Wanted
+from .engine import changed_rows
 from .items import move
 from .models import BatchRequest, Job, JobItem, Run, StepRecord, VlmBatch, utc_now
 
@@ -187,11 +188,13 @@ def cancel_parked(session: Session, job_id: str) -> int:
             finished_at=now,
         )
     )
-    closed = session.execute(
-        update(JobItem)
-        .where(JobItem.run_id.in_(parked), JobItem.status == "queued")
-        .values(status="cancelled", finished_at=now)
-    ).rowcount
+    closed = changed_rows(
+        session.execute(
+            update(JobItem)
+            .where(JobItem.run_id.in_(parked), JobItem.status == "queued")
+            .values(status="cancelled", finished_at=now)
+        )
+    )
     move(session, job_id, {("queued", "cancelled"): int(closed or 0)})
     return len(parked)
 
@@ -200,7 +203,9 @@ def is_batch_job(session: Session, job_id: str) -> bool:
     from ..runconfig import RunConfig
 
     text = session.scalar(select(Job.config_json).where(Job.id == job_id))
-    return bool(text) and RunConfig.from_json(text).batch
+    if not text:
+        return False
+    return RunConfig.from_json(text).batch
 
 
 def running_batch_jobs(session: Session) -> list[str]:
@@ -415,7 +420,7 @@ def release(session: Session, batch_id: str, reason: str) -> int:
         .where(VlmBatch.id == batch_id)
         .values(read=True, ended=True, error=redact(reason), next_poll_at=None, ended_at=utc_now())
     )
-    return int(result.rowcount or 0)
+    return int(changed_rows(result) or 0)
 
 
 def disown(session: Session, batch_id: str, reason: str) -> None:

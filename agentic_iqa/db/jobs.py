@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import bindparam, func, select, true, update
 from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..state import AgenticIQAState
+from .engine import changed_rows
 from .items import close_item_for_run, finish_if_complete, move, recount
 from .models import ITEM_COUNTERS, JOB_MODES, Job, JobItem, Run, UtcDateTime, utc_now
 from .reads import counts, get_job
@@ -126,11 +127,13 @@ def extend_leases(session: Session, job_id: str, seconds: float) -> int:
     """Push the leases of the job's open runs ``seconds`` ahead (the local runner's sign of
     life); returns how many."""
     return int(
-        session.execute(
-            update(Run)
-            .where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
-            .values(lease_until=lease_deadline(seconds))
-        ).rowcount
+        changed_rows(
+            session.execute(
+                update(Run)
+                .where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
+                .values(lease_until=lease_deadline(seconds))
+            )
+        )
         or 0
     )
 
@@ -201,6 +204,7 @@ def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> 
     values = _item_values(job_id, rows, dialect, states)
     names = ", ".join(ITEM_COLUMNS)
     if dialect.name == "postgresql":
+        assert driver is not None  # the session's connection is open
         with driver.cursor() as cursor, cursor.copy(f"COPY job_items ({names}) FROM STDIN") as copy:
             for row in values:
                 copy.write_row(row)
@@ -365,7 +369,7 @@ def cancel(session: Session, job_id: str) -> int:
         .where(JobItem.job_id == job_id, JobItem.status == "pending")
         .values(status="cancelled", finished_at=utc_now())
     )
-    cancelled = int(result.rowcount or 0)
+    cancelled = int(changed_rows(result) or 0)
     move(session, job_id, {("pending", "cancelled"): cancelled})
     return cancelled
 
@@ -374,11 +378,13 @@ def store_headline(session: Session, job_id: str, document: str) -> bool:
     """Keep what ``eval list`` shows of an ended job (:mod:`agentic_iqa.runtime.headline`);
     False when the job is running again (a resume: its figures would be of another job)."""
     return bool(
-        session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status != "running")
-            .values(headline_json=document)
-        ).rowcount
+        changed_rows(
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status != "running")
+                .values(headline_json=document)
+            )
+        )
     )
 
 
@@ -435,8 +441,8 @@ def stored_objects(
     """Open items with an image or reference in an object store: (id, image, its digest at
     submit, reference, its digest)."""
     return [
-        tuple(row)
-        for row in session.execute(  # type: ignore[misc]
+        cast("tuple[int, str | None, str | None, str | None, str | None]", tuple(row))
+        for row in session.execute(
             select(
                 JobItem.id,
                 JobItem.image,
@@ -490,11 +496,15 @@ def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:
     reopened = 0
     for status, which in (("failed", JobItem.run_id.is_not(None)), ("cancelled", true())):
         again = int(
-            session.execute(
-                update(JobItem)
-                .where(JobItem.job_id == job_id, JobItem.status == status, which)
-                .values(status="pending", run_id=None, error=None, queued_at=None, finished_at=None)
-            ).rowcount
+            changed_rows(
+                session.execute(
+                    update(JobItem)
+                    .where(JobItem.job_id == job_id, JobItem.status == status, which)
+                    .values(
+                        status="pending", run_id=None, error=None, queued_at=None, finished_at=None
+                    )
+                )
+            )
             or 0
         )
         move(session, job_id, {(status, "pending"): again})

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Row, bindparam, case, func, or_, select, text
 from sqlalchemy.orm import Session
@@ -223,9 +223,20 @@ def vlm_usage(
 
     return [
         ModelUsage(
-            backend, model, *(int(value) for value in values), endpoint=endpoint, batch=bool(batch)
+            backend,
+            model,
+            int(calls),
+            int(hits),
+            int(inputs),
+            int(outputs),
+            int(cached),
+            int(unmetered),
+            endpoint=endpoint,
+            batch=bool(batch),
         )
-        for backend, model, endpoint, batch, *values in session.execute(statement).all()
+        for backend, model, endpoint, batch, calls, hits, inputs, outputs, cached, unmetered in (
+            session.execute(statement).all()
+        )
     ]
 
 
@@ -445,12 +456,15 @@ def busy_seconds(session: Session, job_id: str) -> float | None:
     own start-to-end intervals, so that a job interrupted for a day and resumed, or waiting
     for batches, is not charged the wait (its created-to-finished span would be); None when no
     step has ended."""
-    spans = session.execute(
-        select(StepRecord.started_at, StepRecord.finished_at)
-        .join(Run, Run.id == StepRecord.run_id)
-        .where(Run.job_id == job_id, StepRecord.finished_at.is_not(None))
-        .order_by(StepRecord.started_at)
-    ).all()
+    spans = cast(
+        "list[tuple[datetime, datetime]]",  # a step that ended had started
+        session.execute(
+            select(StepRecord.started_at, StepRecord.finished_at)
+            .join(Run, Run.id == StepRecord.run_id)
+            .where(Run.job_id == job_id, StepRecord.finished_at.is_not(None))
+            .order_by(StepRecord.started_at)
+        ).all(),
+    )
     if not spans:
         return None
     total, start, end = 0.0, spans[0][0], spans[0][1]
@@ -740,6 +754,7 @@ def unused_batch_answers(session: Session, job: Job) -> list[ModelUsage]:
     ).all()
     if not rows:
         return []
+    assert job.config_json is not None  # a job with batches stores its configuration
     roles = RunConfig.from_json(job.config_json).roles
     sums: dict[tuple[str, str, str | None], list[int]] = {}
     for response_json, backend, model, role in rows:
@@ -1232,7 +1247,7 @@ def report_columns(
         ran = np.array([bool(run) for run in runs], dtype=bool)
         raw: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
         normalized: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
-        fallbacks = np.zeros(size)
+        fallbacks: np.ndarray = np.zeros(size)
         usage: dict[str, np.ndarray] = {}
         logs = _page_logs(session, job_id, after, last)
         if logs:
@@ -1293,8 +1308,8 @@ def report_columns(
                 answered_by=who,
                 tools=None,
                 fallbacks=fallbacks,
-                raw=raw,
-                normalized=normalized,
+                raw=cast("dict[str, Sequence[Any] | np.ndarray]", raw),
+                normalized=cast("dict[str, Sequence[Any] | np.ndarray]", normalized),
                 tool_columns=tools,
             )
         )
@@ -1387,7 +1402,7 @@ def tool_names(session: Session, job_id: str) -> list[str]:
     )
 
 
-def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
+def _scored_on(logs: Sequence[Row[Any]], state: dict[str, Any]) -> str | None:
     """What an item's tool scores measured ("whole image", "left half (crop)"), from its
     logged calls.  The table has no column for the crop, so the stored state's calls say it; in
     a state written since crops exist, every call off "Global" scored a region's crop (calls for

@@ -35,6 +35,7 @@ from ..state import (
     state_to_json,
 )
 from ..vlm.usage import CallRecord
+from .engine import changed_rows
 from .items import close_item
 from .models import (
     Job,
@@ -143,7 +144,8 @@ def create_runs(
     """:func:`create_run` for a window of a job's items, (query, image, reference) each: one
     INSERT for them all; returns their ids and initial states, in order."""
     lease_until = lease_deadline(lease_seconds)
-    rows, states = [], []
+    rows: list[dict[str, Any]] = []
+    states: list[AgenticIQAState] = []
     for query, image_path, reference_path in inputs:
         state = initial_state(
             query,
@@ -533,25 +535,27 @@ def complete_step(
     }
     if attempt is not None:
         owned = session.execute(_COMPLETE_OWNED_STEP, {**parameters, "b_attempt": attempt})
-        if not owned.rowcount:
+        if not changed_rows(owned):
             raise StaleAttempt(run_id, step, iteration, attempt)
-        found = owned.rowcount
+        found = changed_rows(owned)
     else:
-        found = session.execute(_COMPLETE_STEP, parameters).rowcount
+        found = changed_rows(session.execute(_COMPLETE_STEP, parameters))
     if not found:
         get_run(session, run_id)
         record = _step_record(session, run_id, step, iteration)
         record.status, record.output_json, record.error = "succeeded", output, None
         record.finished_at, record.lease_until, record.attempts = now, None, 1
-    moved = session.execute(
-        _SAVE_STATE,
-        {
-            "b_run": run_id,
-            "b_state": redact(state_to_json(state)),
-            "b_iterations": state.get("iteration_count", 0),
-            "b_lease": lease_deadline(lease_seconds),
-        },
-    ).rowcount
+    moved = changed_rows(
+        session.execute(
+            _SAVE_STATE,
+            {
+                "b_run": run_id,
+                "b_state": redact(state_to_json(state)),
+                "b_iterations": state.get("iteration_count", 0),
+                "b_lease": lease_deadline(lease_seconds),
+            },
+        )
+    )
     if not moved:
         raise RunNotFound(run_id)
     evidence = update.get("executor_evidence")
@@ -611,6 +615,7 @@ def _insert_missing(
     if not rows:
         return
     dialect = session.get_bind().dialect.name
+    statement: postgresql.Insert | sqlite.Insert
     if dialect == "postgresql":
         statement = postgresql.insert(model.__table__)
     elif dialect == "sqlite":
@@ -737,13 +742,15 @@ def extend_lease(
         )
         if attempt:
             fenced = fenced.where(StepRecord.attempts == attempt[0])
-        if not session.execute(fenced.values(lease_until=deadline)).rowcount and attempt:
+        if not changed_rows(session.execute(fenced.values(lease_until=deadline))) and attempt:
             return False
-    moved = session.execute(
-        update(Run)
-        .where(Run.id == run_id, Run.status.in_(("pending", "running")))
-        .values(lease_until=deadline)
-    ).rowcount
+    moved = changed_rows(
+        session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status.in_(("pending", "running")))
+            .values(lease_until=deadline)
+        )
+    )
     return bool(moved)
 
 
