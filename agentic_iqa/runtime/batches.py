@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.engine import Engine
 
@@ -53,7 +53,7 @@ from ..db import reads
 from ..db.engine import read_scope, session_scope
 from ..redact import redact
 from ..runconfig import RunConfig, backend_configs
-from ..vlm.base import FatalVLMError, VLMError
+from ..vlm.base import FatalVLMError, Role, VLMError
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,8 @@ def api_for(config_json: str, role: str) -> Any:
     with _apis_lock:
         key = (config_json, role)
         if key not in _apis:
-            config = backend_configs(RunConfig.from_json(config_json))[role]
+            # A batch row's role is one of ROLES: the batch was sent for it.
+            config = backend_configs(RunConfig.from_json(config_json))[cast(Role, role)]
             _apis[key] = batch_api(config)
         return _apis[key]
 
@@ -409,6 +410,7 @@ def _recover(
 
     with read_scope(engine) as session:
         row = session.get(VlmBatch, batch_id)
+        assert row is not None  # batch rows are never deleted
         created = _aware(row.created_at)
         count = row.request_count
         taken = store.taken_provider_ids(session, created - timedelta(minutes=10))

@@ -246,6 +246,7 @@ def _submit(
     manifest, dataset, split, root = spec.manifest, spec.dataset, spec.split, spec.root
     check_images, mos_range, image_dir = spec.check_images, spec.mos_range, spec.image_dir
     described: dict[str, Any] | None = None
+    confine: str | Path | None  # the folder the job's files must lie in
     if dataset is not None:
         if root is None:
             raise ManifestFormatError(
@@ -752,7 +753,9 @@ def _submitting(engine: Engine, job_id: str) -> bool:
 def _is_batch(config_json: str | None) -> bool:
     """Whether a job's stored configuration sends its calls in batches (parsed once: every
     feed asks)."""
-    return bool(config_json) and RunConfig.from_json(config_json).batch
+    if not config_json:
+        return False
+    return RunConfig.from_json(config_json).batch
 
 
 def _run_local_batched(
