@@ -388,6 +388,7 @@ def _mcq_difference(
     groups = _groups(base_at, base_job.columns.image[base_at])
     shared = base_at.size
     estimate = float(b.mean() - a.mean())
+    ci: list[float] | None
     if groups is None and shared > BOOTSTRAP_PAIRS and resamples > 0:
         # A resample's gains and losses are multinomial: drawn so, exactly.
         change = b - a
@@ -452,7 +453,7 @@ def _job_entry(
     vlm = about.get("vlm") or {}
     keyed = columns.has_key
     done = int(np.count_nonzero(columns.done & keyed))
-    entry = {
+    entry: dict[str, Any] = {
         key: about.get(key)
         for key in (
             "id",
@@ -522,7 +523,7 @@ def _line_entry(
     items = job.where(job.at(~np.isnan(line.pred) & ~np.isnan(columns.mos)))
     truths = int(np.count_nonzero(job.at(columns.truth_letter)))
     questions = int(np.count_nonzero(job.at(columns.question)))
-    mcq = None
+    mcq: dict[str, Any] | None = None
     if line.answers is not None and truths:
         counted = job.at(line.answers)
         counted = counted[counted != NOT_COUNTED]
@@ -660,10 +661,11 @@ def _secondary(line: Mapping[str, Any]) -> tuple[str, str]:
     if not line.get("tool"):
         return "-", "-"
     flag = "!" if (line.get("mapping") or {}).get("monotone") is False else ""
+    directions: dict[object, str] = {True: "lower", False: "higher"}
     better = (
         "[1,5] only"
         if line.get("basis") == "normalized"
-        else {True: "lower", False: "higher"}.get(line.get("lower_is_better"), "?")
+        else directions.get(line.get("lower_is_better"), "?")
     )
     return _fmt((line.get("normalized") or {}).get("srcc")) + flag, better
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from iqa_tools.access import AccessPolicy, Reading, reading
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
@@ -650,7 +650,7 @@ def _settled(
         item_id = None
     elif error is None and isinstance(verdict, str):
         error = verdict
-    elif error is None and verdict is not None:
+    elif error is None and isinstance(verdict, ManifestItem):
         item = verdict
     if error is not None or item is None:
         free = (
@@ -855,12 +855,12 @@ class _ImageChecks:
                 share,
                 self._processes.submit(
                     _checked_files,
-                    [
+                    [  # each with an item: _on_disk chose them
                         (
-                            str(prepared.item.image),
-                            prepared.image_text,  # type: ignore[union-attr]
-                            _text_of(prepared.item.reference),
-                            prepared.reference_text,  # type: ignore[union-attr]
+                            str(cast(ManifestItem, prepared.item).image),
+                            prepared.image_text,
+                            _text_of(cast(ManifestItem, prepared.item).reference),
+                            prepared.reference_text,
                             prepared.line,
                         )
                         for prepared in share
@@ -992,16 +992,16 @@ class _Ahead:
                 close()
         self._put((None, None, True))
 
-    def take(self, *, block: bool) -> list[tuple[int, _RawRow]]:
+    def take(self, *, block: bool) -> list[_RawRow]:
         """Up to ``size`` rows: with ``block``, at least one (none once the rows ended), and
         those that follow within :data:`LINGER_SECONDS`; else only those ready now."""
         import queue
         import time
 
         if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise failure
-        taken: list[tuple[int, _RawRow]] = []
+            raised, self._failure = self._failure, None
+            raise raised
+        taken: list[_RawRow] = []
         deadline = 0.0
         while not self.ended and len(taken) < self._size:
             try:
@@ -1032,7 +1032,7 @@ PREFETCH_ROWS = 64
 
 def _prefetched(
     ahead: _Ahead, base: Path | str, check_images: bool, scope: Reading
-) -> Iterator[list[tuple[int, _RawRow]]]:
+) -> Iterator[list[_RawRow]]:
     """The rows ``ahead`` gives, a chunk at a time; the objects their cells name in a store
     (URLs, or names under a base URL) are asked about a chunk at a time in parallel first
     (downloaded when the images are checked), so each row's own check costs no round trip.
@@ -1046,7 +1046,7 @@ def _prefetched(
 
     remote_base = is_url(os.fspath(base))
 
-    def fetch(chunk: list[tuple[int, _RawRow]]) -> None:
+    def fetch(chunk: list[_RawRow]) -> None:
         with reading(scope):
             wanted = [
                 location
@@ -1088,9 +1088,7 @@ def _admitted(scope: Reading, location: str) -> bool:
     return True
 
 
-def _objects_named(
-    chunk: list[tuple[int, _RawRow]], base: Path | str, remote_base: bool
-) -> list[str]:
+def _objects_named(chunk: list[_RawRow], base: Path | str, remote_base: bool) -> list[str]:
     """The object URLs a chunk of rows names (URL cells, or names under a base URL)."""
     from iqa_tools.storage import join_under
 

@@ -604,7 +604,8 @@ def _flag(tool: Mapping[str, Any]) -> str:
 def _short_direction(tool: Mapping[str, Any]) -> str:
     if tool.get("basis") == "normalized":
         return "[1,5]"
-    return {True: "lower", False: "higher"}.get(tool.get("lower_is_better"), "?")
+    directions: dict[object, str] = {True: "lower", False: "higher"}
+    return directions.get(tool.get("lower_is_better"), "?")
 
 
 def _tool_lines(report: Mapping[str, Any], *, agent_column: bool) -> list[str]:
@@ -746,10 +747,11 @@ def _normalized_html(tools: Sequence[Mapping[str, Any]]) -> str:
     ]
     for tool in tools:
         normalized, mapping = tool.get("normalized") or {}, tool.get("mapping") or {}
-        monotone = {
+        verdicts: dict[object, str] = {
             True: "yes",
             False: f"no: {mapping.get('items', 0)} item(s) ranked the wrong way",
-        }.get(mapping.get("monotone"), "-")
+        }
+        monotone = verdicts.get(mapping.get("monotone"), "-")
         parts.append(
             f"<tr>{_cell(tool['tool'], text=True)}{_cell(tool['scored'])}"
             f"{_cell(normalized.get('srcc'))}{_cell(normalized.get('plcc'))}"
