@@ -159,9 +159,9 @@ class PipelineSettings(BaseSettings):
     @classmethod
     def load(cls, **overrides: object) -> PipelineSettings:
         path = config_file("pipeline.yaml")
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}
         if path.is_file():
-            document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            document: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
             values = dict(document.get("pipeline", document))
         env_set = {n for n in cls.model_fields if f"AGENTIC_IQA_{n.upper()}" in os.environ}
         values = {k: v for k, v in values.items() if k not in env_set and v is not None}

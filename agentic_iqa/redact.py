@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import threading
+from typing import overload
 
 MASK = "***"
 
@@ -106,6 +107,10 @@ def secret_values() -> list[str]:
         return sorted(set(values) | _REGISTERED, key=len, reverse=True)
 
 
+@overload
+def redact(text: str) -> str: ...
+@overload
+def redact(text: None) -> None: ...
 def redact(text: str | None) -> str | None:
     """``text`` with URL credentials, secret query parameters and key values masked."""
     if not text:

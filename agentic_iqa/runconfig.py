@@ -29,6 +29,7 @@ from iqa_tools.storage.access import AccessPolicy
 
 from . import __version__
 from .redact import redact
+from .vlm.base import Role
 from .vlm.settings import ROLES, BackendConfig, load_backend_configs, load_rate_limits
 
 #: The text a stored base URL has in place of a credential (see :func:`stored_base_url`).
@@ -153,7 +154,7 @@ def capture(
     max_replan_iterations: int,
     vlm_cache: bool,
     metric_tools: list[str] | None = None,
-    roles: Mapping[str, BackendConfig] | None = None,
+    roles: Mapping[Role, BackendConfig] | None = None,
     tool_settings: Any = None,
     batch: bool = False,
 ) -> RunConfig:
@@ -167,7 +168,7 @@ def capture(
     configs = (
         dict(roles) if roles is not None else ({} if metric_tools else dict(load_backend_configs()))
     )
-    stored = {
+    stored: dict[str, BackendConfig] = {
         role: config.model_copy(update={"base_url": stored_base_url(config.base_url)})
         for role, config in configs.items()
     }
@@ -200,21 +201,21 @@ def capture(
 
 #: Role configurations this process was given by flags (``--base-url``): its environment as
 #: much as its variables, so a local run honours a job whose stored URL masks their credential.
-_FLAGGED_ROLES: dict[str, BackendConfig] = {}
+_FLAGGED_ROLES: dict[Role, BackendConfig] = {}
 
 
-def hold_flagged_roles(roles: Mapping[str, BackendConfig] | None) -> None:
+def hold_flagged_roles(roles: Mapping[Role, BackendConfig] | None) -> None:
     """Remember the roles the command line configured, for :func:`backend_configs` here."""
     _FLAGGED_ROLES.clear()
     _FLAGGED_ROLES.update(roles or {})
 
 
-def backend_configs(config: RunConfig) -> dict[str, BackendConfig]:
+def backend_configs(config: RunConfig) -> dict[Role, BackendConfig]:
     """The job's role configurations, ready to build clients here; :class:`CannotHonour` when
     this process cannot (no key in the variable the job names; a masked base URL whose
     credential this environment does not hold)."""
-    here: dict[str, BackendConfig] | None = None
-    resolved: dict[str, BackendConfig] = {}
+    here: dict[Role, BackendConfig] | None = None
+    resolved: dict[Role, BackendConfig] = {}
     for role in ROLES:
         wanted = config.roles.get(role)
         if wanted is None:

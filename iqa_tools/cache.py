@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from .errors import StoreUnavailable
 
@@ -334,7 +334,7 @@ class RedisTextStore:
         self._client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
 
     def get(self, key: str) -> str | None:
-        value = self._client.get(self.prefix + key)
+        value = cast(bytes | None, self._client.get(self.prefix + key))  # no decode_responses
         return None if value is None else value.decode("utf-8")
 
     def set(self, key: str, value: str) -> None:

@@ -136,7 +136,7 @@ def model_for(tool: str | None) -> MemoryModel:
 
 
 def estimate(
-    tool: str,
+    tool: str | None,
     pixels: int,
     *,
     full_reference: bool = False,
@@ -157,7 +157,7 @@ def estimate(
 
 
 def largest_pixels(
-    tool: str,
+    tool: str | None,
     budget: int,
     *,
     full_reference: bool = False,

@@ -121,7 +121,7 @@ def install() -> None:
     """Put the replacement in pyiqa's modules (once per process; idempotent)."""
     with _INSTALL_LOCK:
         for name in NORMALISING_MODULES:
-            module = importlib.import_module(name)
+            module: Any = importlib.import_module(name)  # pyiqa's, untyped
             step = module.normalize_img_with_gauss
             if not getattr(step, _MARK, False):
                 module.normalize_img_with_gauss = _when_active(step)

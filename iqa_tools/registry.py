@@ -172,7 +172,7 @@ class ToolRegistry:
         try:
             if spec.factory is not None:
                 module_name, _, attribute = spec.factory.partition(":")
-                factory = importlib.import_module(module_name)
+                factory: Any = importlib.import_module(module_name)
                 for part in attribute.split("."):
                     factory = getattr(factory, part)
                 metric = factory(device=device)

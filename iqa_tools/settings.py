@@ -90,7 +90,7 @@ class ToolSettings(BaseSettings):
         """Settings from a YAML file's ``tools`` section; environment variables still win."""
         values: dict[str, Any] = {}
         if path is not None and Path(path).exists():
-            document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            document: dict[str, Any] = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
             values = dict(document.get("tools", document))
         env_set = {name for name in cls.model_fields if f"AGENTIC_IQA_{name.upper()}" in os.environ}
         values = {k: v for k, v in values.items() if k not in env_set}

@@ -31,7 +31,6 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ..evidence import missing_evidence, replan_can_supply, stand_ins
@@ -222,7 +221,7 @@ def _told(context: Mapping[str, Any]) -> str:
 
 
 def _explain(
-    client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
+    client: VLMClient, context: dict[str, Any], images: tuple[str, ...]
 ) -> SummarizerOutput:
     options: dict[str, str] = context["options"]
     multiple_choice = len(options) >= 2
@@ -341,9 +340,7 @@ def _written_fields(text: str, partial: str) -> dict[str, Any]:
     return fields
 
 
-def _score(
-    client: VLMClient, context: dict[str, Any], images: tuple[Path, ...]
-) -> SummarizerOutput:
+def _score(client: VLMClient, context: dict[str, Any], images: tuple[str, ...]) -> SummarizerOutput:
     request = VLMRequest(
         task="quality_levels",
         system=QUALITY_LEVELS_SYSTEM,

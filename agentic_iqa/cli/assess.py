@@ -183,18 +183,17 @@ def _disable_run_vlm_cache(engine, run_id: str) -> None:  # noqa: ANN001 - Engin
 
 def _run_vlm_usage(engine, run_id: str) -> dict[str, Any]:  # noqa: ANN001 - Engine, lazily
     """Return the run's VLM calls, tokens and cost, and per step its calls and cache hits."""
-    from ..db import steps
     from ..db.engine import read_scope
     from ..db.vlm_calls import vlm_steps, vlm_usage
     from ..vlm.usage import PriceTable, summarize
 
     with read_scope(engine) as session:
         usage = summarize(vlm_usage(session, run_id=run_id), PriceTable.load())
-        steps = vlm_steps(session, run_id)
+        per_step = vlm_steps(session, run_id)
     usage["steps"] = {
         f"{step}#{iteration}": {"calls": calls, "cache_hits": hits}
         for (step, iteration), (calls, hits) in sorted(
-            steps.items(), key=lambda entry: (entry[0][1], entry[0][0])
+            per_step.items(), key=lambda entry: (entry[0][1], entry[0][0])
         )
     }
     return usage

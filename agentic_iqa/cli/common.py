@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from iqa_tools import ToolRegistry
 
+
 #: Characters a terminal acts on rather than shows: C0 controls but tab and newline (ESC
 #: starts colour, cursor and title sequences; CR overwrites a line), DEL, C1 controls, and the
 #: bidirectional overrides that reorder what is shown.

@@ -147,7 +147,9 @@ def describe(exc: BaseException) -> str | None:
     return None
 
 
-def _hide_password(url: str) -> str:
+def _hide_password(url: str | None) -> str | None:
+    if url is None:  # no URL configured: nothing to hide
+        return url
     try:
         from sqlalchemy.engine import make_url
 

@@ -27,6 +27,8 @@ from .progress import DEFAULT_EVERY, MIN_EVERY
 if TYPE_CHECKING:
     from ..jobs.spec import JobSpec
     from ..runconfig import RunConfig
+    from ..vlm.base import Role
+    from ..vlm.settings import BackendConfig
 
 #: The backends a ``--model`` value may name before a colon (``openai:gpt-4o``).
 BACKENDS = ("builtin", "openai", "anthropic")
@@ -494,7 +496,7 @@ def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
     return Planned(specs, group, len(axis), len(cells) // len(axis))
 
 
-def _honoured_here(config: Any, roles: dict[str, Any]) -> None:
+def _honoured_here(config: Any, roles: dict[Role, BackendConfig]) -> None:
     """Exit 2 with one line when this process could not run the job it is about to store (a
     base URL whose credential the stored configuration masks is taken from the flags)."""
     from ..runconfig import CannotHonour, backend_configs, hold_flagged_roles

@@ -81,7 +81,7 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
                 else prices.batch_factor(config.backend, endpoint),
             }
         )
-    document = {
+    document: dict[str, Any] = {
         "backends": [{"name": name, "about": about} for name, about in BACKENDS.items()],
         "roles": roles,
         "prices": [
@@ -100,15 +100,17 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     lines = ["backends:"]
     lines += [f"  {name:<10} {about}" for name, about in BACKENDS.items()]
     lines.append("configured here (eval submit without --model):")
-    for role in roles:
-        where = f" at {role['base_url']}" if role["base_url"] else ""
+    for entry in roles:
+        where = f" at {entry['base_url']}" if entry["base_url"] else ""
         key = (
             ""
-            if role["key_set"] is None
-            else f", key {'set' if role['key_set'] else 'NOT set'} in {role['key_variable']}"
+            if entry["key_set"] is None
+            else f", key {'set' if entry['key_set'] else 'NOT set'} in {entry['key_variable']}"
         )
-        price = "" if role["backend"] == "builtin" else f"; {_dollars(role['price'])}"
-        lines.append(f"  {role['role']:<10} {role['backend']}/{role['model']}{where}{key}{price}")
+        price = "" if entry["backend"] == "builtin" else f"; {_dollars(entry['price'])}"
+        lines.append(
+            f"  {entry['role']:<10} {entry['backend']}/{entry['model']}{where}{key}{price}"
+        )
     lines.append("prices (USD per million tokens: input / output / cached input):")
     lines += [
         f"  {row['model']:<20} {_usd(row['input'])} / {_usd(row['output'])} / "

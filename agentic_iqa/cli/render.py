@@ -227,14 +227,15 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
         console.print(table)
     for note in evidence.notes if evidence else []:
         console.print(f"[yellow]Note:[/] {escape(note)}", highlight=False)
-    for entry in state.get("replan_history", []):
+    for replan in state.get("replan_history", []):
         failed = (
-            f" (failed: {entry.failure}; answered with the previous plan's evidence)"
-            if entry.failure
+            f" (failed: {replan.failure}; answered with the previous plan's evidence)"
+            if replan.failure
             else ""
         )
         console.print(
-            f"[yellow]Replan {entry.iteration}:[/] {escape(entry.reason + failed)}", highlight=False
+            f"[yellow]Replan {replan.iteration}:[/] {escape(replan.reason + failed)}",
+            highlight=False,
         )
     result = state.get("summarizer_result")
     if result is None:

@@ -185,6 +185,7 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
     were kept that recorded no call at all ran on it, the rule of ``eval report``'s header)."""
     from ..db.engine import read_scope
     from ..db.exports import PAGE, builtin_answerer, tool_names
+    from ..db.exports import export_rows as stored_export_rows
     from ..db.jobs import get_job
     from ..reports.export import export_columns, raw_column, tool_column
 
@@ -199,7 +200,7 @@ def export_rows(engine: Any, job_id: str) -> tuple[list[str], Iterator[dict[str,
 
     def rows() -> Iterator[dict[str, Any]]:
         with read_scope(engine) as session:
-            for row in export_rows(session, job_id, PAGE, builtin=builtin):
+            for row in stored_export_rows(session, job_id, PAGE, builtin=builtin):
                 scores, raw = row.pop("tool_scores"), row.pop("raw_scores")
                 # The query the item was (or would be) asked: its own, else the job's default.
                 row["query"] = row["query"] or default_query

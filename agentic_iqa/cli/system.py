@@ -24,7 +24,7 @@ from .common import (
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/cli/test_startup.py checks it.
 if TYPE_CHECKING:
-    pass
+    from ..vlm.base import Role
 
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 
@@ -40,7 +40,7 @@ def check(
     from ..vlm.preflight import probe
 
     configs = use_backend(backend, model, base_url, check=False)
-    groups: dict[Any, list[str]] = {}
+    groups: dict[Any, list[Role]] = {}
     for role, config in configs.items():
         groups.setdefault(config, []).append(role)
     results = [(roles, probe(roles[0], config)) for config, roles in groups.items()]

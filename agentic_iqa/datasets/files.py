@@ -16,6 +16,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsFloat, cast
 from urllib.parse import unquote, urlsplit
 
 from agentic_iqa.datasets.base import DatasetFormatError, DatasetInfo, DatasetPath
@@ -127,7 +128,12 @@ def score(value: object) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     try:
-        number = float(str(value).strip()) if isinstance(value, str) else float(value)
+        # Anything but text or a number raises TypeError here, and is no score.
+        number = (
+            float(str(value).strip())
+            if isinstance(value, str)
+            else float(cast("SupportsFloat", value))
+        )
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None

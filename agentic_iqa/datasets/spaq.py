@@ -14,7 +14,7 @@ works resize the photographs first; this reader points at the images as shipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from agentic_iqa.datasets.base import (
@@ -31,7 +31,7 @@ SCORES = "Annotations/MOS and Image attribute scores.xlsx"
 ATTRIBUTES = ("Brightness", "Colorfulness", "Contrast", "Noisiness", "Sharpness")
 
 
-def _sheet_rows(path: DatasetPath) -> Iterator[tuple[Any, ...]]:
+def _sheet_rows(path: DatasetPath) -> Generator[tuple[Any, ...], None, None]:
     """The rows of the first sheet, the header first, streamed: openpyxl is imported only
     here, and opens the file only once its archive is within budget (:func:`check_xlsx`: a
     small XLSX can unpack to gigabytes of shared strings).

@@ -198,7 +198,7 @@ def release(session: Session, batch_id: str, reason: str) -> int:
         .where(VlmBatch.id == batch_id)
         .values(read=True, ended=True, error=redact(reason), next_poll_at=None, ended_at=utc_now())
     )
-    return int(result.rowcount or 0)
+    return int(changed_rows(result) or 0)
 
 
 def disown(session: Session, batch_id: str, reason: str) -> None:

@@ -26,10 +26,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, CursorResult, Result, make_url
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
@@ -244,6 +244,15 @@ def read_scope(engine: Engine | None = None) -> Iterator[Session]:
         session.begin(),
     ):
         yield session
+
+
+def changed_rows(result: Result[Any]) -> int:
+    """Return the number of rows an UPDATE, INSERT or DELETE matched.
+
+    ``Session.execute`` is typed to return a :class:`~sqlalchemy.engine.Result`; for those
+    statements it is a :class:`~sqlalchemy.engine.CursorResult`, which holds the count.
+    """
+    return cast("CursorResult[Any]", result).rowcount
 
 
 #: Rows of each index SQLite's ANALYZE reads (``PRAGMA analysis_limit``): a sample, so that

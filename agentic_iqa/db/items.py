@@ -118,15 +118,17 @@ def close_item(
     status = "done" if succeeded else "failed"
     if job is not None and job.status == "cancelled" and status == "failed":
         status = "cancelled"
-    closed = session.execute(
-        _CLOSE_ITEM,
-        {
-            "b_run": run_id,
-            "b_status": status,
-            "b_error": None if status == "done" else readable(error),
-            "b_now": utc_now(),
-        },
-    ).rowcount
+    closed = changed_rows(
+        session.execute(
+            _CLOSE_ITEM,
+            {
+                "b_run": run_id,
+                "b_status": status,
+                "b_error": None if status == "done" else readable(error),
+                "b_now": utc_now(),
+            },
+        )
+    )
     if job is None:
         return
     values = moved({("queued", status): closed})
@@ -160,11 +162,13 @@ def _finish_if_nothing_open(
         recount(session, job_id)
         return False
     return bool(
-        session.execute(
-            update(_JOBS)
-            .where(_JOBS.c.id == job_id, _JOBS.c.status == "running")
-            .values(status="done", finished_at=utc_now())
-        ).rowcount
+        changed_rows(
+            session.execute(
+                update(_JOBS)
+                .where(_JOBS.c.id == job_id, _JOBS.c.status == "running")
+                .values(status="done", finished_at=utc_now())
+            )
+        )
     )
 
 

@@ -293,11 +293,13 @@ def extend_leases(session: Session, job_id: str, seconds: float) -> int:
     """Push the leases of the job's open runs ``seconds`` ahead (the local runner's sign of
     life); returns how many."""
     return int(
-        session.execute(
-            update(Run)
-            .where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
-            .values(lease_until=lease_deadline(seconds))
-        ).rowcount
+        changed_rows(
+            session.execute(
+                update(Run)
+                .where(Run.job_id == job_id, Run.status.in_(("pending", "running")))
+                .values(lease_until=lease_deadline(seconds))
+            )
+        )
         or 0
     )
 
@@ -419,7 +421,7 @@ def cancel(session: Session, job_id: str) -> int:
         .where(JobItem.job_id == job_id, JobItem.status == "pending")
         .values(status="cancelled", finished_at=utc_now())
     )
-    cancelled = int(result.rowcount or 0)
+    cancelled = int(changed_rows(result) or 0)
     move(session, job_id, {("pending", "cancelled"): cancelled})
     return cancelled
 
@@ -428,11 +430,13 @@ def store_headline(session: Session, job_id: str, document: str) -> bool:
     """Keep what ``eval list`` shows of an ended job (:mod:`agentic_iqa.runtime.headline`);
     False when the job is running again (a resume: its figures would be of another job)."""
     return bool(
-        session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status != "running")
-            .values(headline_json=document)
-        ).rowcount
+        changed_rows(
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status != "running")
+                .values(headline_json=document)
+            )
+        )
     )
 
 
@@ -495,11 +499,15 @@ def reopen(session: Session, job_id: str) -> tuple[int, list[str]]:
     reopened = 0
     for status, which in (("failed", JobItem.run_id.is_not(None)), ("cancelled", true())):
         again = int(
-            session.execute(
-                update(JobItem)
-                .where(JobItem.job_id == job_id, JobItem.status == status, which)
-                .values(status="pending", run_id=None, error=None, queued_at=None, finished_at=None)
-            ).rowcount
+            changed_rows(
+                session.execute(
+                    update(JobItem)
+                    .where(JobItem.job_id == job_id, JobItem.status == status, which)
+                    .values(
+                        status="pending", run_id=None, error=None, queued_at=None, finished_at=None
+                    )
+                )
+            )
             or 0
         )
         move(session, job_id, {(status, "pending"): again})

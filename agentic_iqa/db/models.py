@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import (
     Boolean,
@@ -24,6 +24,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
@@ -101,6 +102,8 @@ def new_run_id() -> str:
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {datetime: UtcDateTime()}
+    if TYPE_CHECKING:  # every model maps one Table (SQLAlchemy types it as any FromClause)
+        __table__: ClassVar[Table]
 
 
 def _status_check(statuses: tuple[str, ...]) -> CheckConstraint:

@@ -336,25 +336,27 @@ def complete_step(
     }
     if attempt is not None:
         owned = session.execute(_COMPLETE_OWNED_STEP, {**parameters, "b_attempt": attempt})
-        if not owned.rowcount:
+        if not changed_rows(owned):
             raise StaleAttempt(run_id, step, iteration, attempt)
-        found = owned.rowcount
+        found = changed_rows(owned)
     else:
-        found = session.execute(_COMPLETE_STEP, parameters).rowcount
+        found = changed_rows(session.execute(_COMPLETE_STEP, parameters))
     if not found:
         get_run(session, run_id)
         record = _step_record(session, run_id, step, iteration)
         record.status, record.output_json, record.error = "succeeded", output, None
         record.finished_at, record.lease_until, record.attempts = now, None, 1
-    moved = session.execute(
-        _SAVE_STATE,
-        {
-            "b_run": run_id,
-            "b_state": redact(state_to_json(state)),
-            "b_iterations": state.get("iteration_count", 0),
-            "b_lease": lease_deadline(lease_seconds),
-        },
-    ).rowcount
+    moved = changed_rows(
+        session.execute(
+            _SAVE_STATE,
+            {
+                "b_run": run_id,
+                "b_state": redact(state_to_json(state)),
+                "b_iterations": state.get("iteration_count", 0),
+                "b_lease": lease_deadline(lease_seconds),
+            },
+        )
+    )
     if not moved:
         raise RunNotFound(run_id)
     evidence = update.get("executor_evidence")

@@ -8,8 +8,9 @@ the which-distortion model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..vlm.builtin.severity import (
     CATEGORIES,
     FULL_REFERENCE,
     NO_REFERENCE,
+    Anchors,
     Indicator,
     Logistic,
     Thresholds,
@@ -62,7 +64,7 @@ def fit_indicator(values: Sequence[float], levels: Sequence[int], rising: bool) 
     )
     clean = min(float(np.median(v[lv == 0])), float(starts[0]))
     sign = 1.0 if rising else -1.0
-    return Indicator(sign * clean, tuple(float(sign * s) for s in starts), rising)
+    return Indicator(sign * clean, cast(Anchors, tuple(float(sign * s) for s in starts)), rising)
 
 
 def detection_cut(absent: Sequence[float], present: Mapping[int, Sequence[float]]) -> float:
@@ -170,7 +172,12 @@ def calibrate(
     the detection cut of every category on the scores those thresholds give."""
     rows = list(samples)
     tables: list[dict[str, Indicator]] = []
-    for specs, with_reference in ((NO_REFERENCE, False), (FULL_REFERENCE, True)):
+    # The readings take one photo's measurements, or a photo's and its reference's.
+    parts: tuple[tuple[Mapping[str, tuple[str, str, Callable[..., float], bool]], bool], ...] = (
+        (NO_REFERENCE, False),
+        (FULL_REFERENCE, True),
+    )
+    for specs, with_reference in parts:
         table: dict[str, Indicator] = {}
         for name, (_, kind, reading, rising) in specs.items():
             chosen = [(level, m, ref) for k, level, m, ref in rows if level == 0 or k == kind]

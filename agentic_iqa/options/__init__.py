@@ -65,6 +65,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 from . import cues
 
@@ -156,6 +157,7 @@ class _Reply:
             )
         else:
             after = re.match(r"[)\]）*_`\"']*(?:\s*[(（\[][^()\n]{0,40}[)）\]])?", self.text[end:])
+        assert after is not None  # every part of the pattern is optional
         rest = self.text[end + after.end() :]
         if body:
             rest = re.sub(rf"^\s*[-–—:.]?\s*{re.escape(body)}\b[)\]）*_]*", "", rest, flags=re.I)
@@ -439,6 +441,7 @@ class _Reply:
         if line is None:
             return
         lead = re.match(r"[\s*_`\"'#>•\-]*[\[（(]?", line.group())
+        assert lead is not None  # every part of the pattern is optional
         start = line.start() + lead.end()
         letter = self.text[start : start + 1]
         if (
@@ -544,7 +547,7 @@ def _same_word(word: str, body: str) -> bool:
     return _normalise_text(word) == _normalise_text(body)
 
 
-def _one(readings: Iterable[_Reading]) -> OptionMatch | None | bool:
+def _one(readings: Iterable[_Reading]) -> OptionMatch | None | Literal[False]:
     """One letter: its match (the first place it stands); several: False; none: None."""
     starts: dict[str, list[int]] = {}
     for reading in readings:
@@ -585,14 +588,17 @@ def _decide(reply: _Reply) -> tuple[OptionMatch | None, bool]:
         readings = [
             reading
             for reading in tier()
-            if not reply.aside(reading.start) and not reply.unchecked_label(reading.start)
+            if reading.start is not None  # these tiers read letters where they stand
+            and not reply.aside(reading.start)
+            and not reply.unchecked_label(reading.start)
         ]
         found = _one(readings)
         if found is False:
             return None, False
         if found is not None:
             chosen = _Reading(found.letter, found.start)
-            if reply.rival(chosen, {reading.start for reading in readings}):
+            read = {reading.start for reading in readings if reading.start is not None}
+            if reply.rival(chosen, read):
                 return None, False
             return found, False
     return None, False

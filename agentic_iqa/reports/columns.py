@@ -369,7 +369,7 @@ class ColumnsBuilder:
         score[~done] = math.nan
         columns.with_mos += int(np.count_nonzero(~np.isnan(mos)))
         columns.answered_by.update(str(value) for value in page.answered_by if value)
-        for i in np.flatnonzero(failed):
+        for i in np.flatnonzero(failed).tolist():
             error = page.error[i]
             reason = failure_reason(error)
             columns.failures[reason] += 1
@@ -398,8 +398,8 @@ class ColumnsBuilder:
                 columns.not_run += 1
                 continue
             asked[i] = True
-            kind = text(page.question_type[i]) or ""
-            qtype[i] = self._qtype_index.setdefault(kind, len(self._qtype_index))
+            question_kind = text(page.question_type[i]) or ""
+            qtype[i] = self._qtype_index.setdefault(question_kind, len(self._qtype_index))
             if letter is None:
                 continue
             if failed[i]:
@@ -440,10 +440,10 @@ class ColumnsBuilder:
                 columns.tools.append(name)
             if name not in columns.tool_columns:
                 columns.tool_columns.append(name)
-        for kind, given in (("raw", page.raw), ("normalized", page.normalized)):
+        for kind, supplied in (("raw", page.raw), ("normalized", page.normalized)):
             known = self.tool_parts[kind]
-            for name in {*given, *known}:
-                values = _floats(given[name]) if name in given else np.full(size, math.nan)
+            for name in {*supplied, *known}:
+                values = _floats(supplied[name]) if name in supplied else np.full(size, math.nan)
                 if name not in known:
                     known[name] = _Field(self.expected)
                     if before:
@@ -457,7 +457,7 @@ class ColumnsBuilder:
                     columns.tools.append(name)
         if columns.ran_images is not None:
             columns.ran_images += [
-                str(page.image[i]) for i in np.flatnonzero(done | failed) if page.image[i]
+                str(page.image[i]) for i in np.flatnonzero(done | failed).tolist() if page.image[i]
             ]
         if self.identities:
             ids = [_stripped(cell) for cell in page.item]
@@ -477,7 +477,9 @@ class ColumnsBuilder:
                 if distinct:
                     which = {image: k for k, image in enumerate(distinct)}
                     at = [i for i, image in enumerate(shown) if image is not None]
-                    images[at] = digests(distinct)[[which[shown[i]] for i in at]]
+                    images[at] = digests(distinct)[
+                        [which[image] for image in shown if image is not None]
+                    ]
                 self._part("image", images)
         for name, values in (
             ("done", done),
@@ -525,12 +527,14 @@ class ColumnsBuilder:
             "image": np.uint64,
         }
         # Each field's pages let go as it is joined: the job's columns are held once, not twice.
-        for name, kind in empty.items():
+        for name, dtype in empty.items():
             field = self.parts.pop(name, None)
             if field is None and name in ("key", "has_key", "image"):
                 continue
             setattr(
-                columns, name, field.result(kind) if field is not None else np.zeros(0, dtype=kind)
+                columns,
+                name,
+                field.result(dtype) if field is not None else np.zeros(0, dtype=dtype),
             )
         for kind, target in (("raw", columns.raw), ("normalized", columns.normalized)):
             fields = self.tool_parts[kind]

@@ -29,15 +29,17 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..redact import redact
 
 if TYPE_CHECKING:
     import numpy as np
     from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.legend import Legend
+    from matplotlib.typing import LegendLocType, RcKeyType
 
     from .columns import JobColumns
 
@@ -51,9 +53,9 @@ RASTER_POINTS = 4000
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 #: Settings of every figure, applied around drawing and saving only (never globally): TrueType
 #: fonts in a PDF (42; Type 3 is refused by IEEE PDF eXpress), text as text in an SVG.
-RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
+RC: dict[RcKeyType, Any] = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
 #: Where a legend may go inside the axes, tried in this order before it goes outside.
-_CORNERS = (
+_CORNERS: tuple[LegendLocType, ...] = (
     "upper left",
     "lower right",
     "upper right",
@@ -105,7 +107,7 @@ def _color(index: int) -> str:
 def _legend_outside(axes: Axes, **options: Any) -> Legend:
     """A legend right of the axes, the layout made room for it: it covers nothing drawn."""
     legend = axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **options)
-    axes.figure.tight_layout()
+    cast("Figure", axes.figure).tight_layout()  # our axes are a Figure's, not a SubFigure's
     return legend
 
 
@@ -115,8 +117,8 @@ def _legend_clear_of(axes: Axes, xy: Any, **options: Any) -> Legend:
     free.  Called once the layout is final, so the points stay where they were checked."""
     import numpy as np
 
-    figure = axes.figure
-    renderer = figure.canvas.get_renderer()
+    figure = cast("Figure", axes.figure)  # our axes are a Figure's, drawn on an Agg canvas
+    renderer = cast("FigureCanvasAgg", figure.canvas).get_renderer()
     shown = axes.transData.transform(np.asarray(xy, dtype=float).reshape(-1, 2))
     pad = (_MARKER_AREA**0.5) / 2.0 * figure.dpi / 72.0 + 1.0
     for corner in _CORNERS:
@@ -236,7 +238,7 @@ def breakdown_figure(result: Mapping[str, Any], by: str, *, gid: str) -> Figure 
         if not _srccs(group):
             axes.text(
                 0.01,
-                position,
+                float(position),
                 f"no correlation (fewer than {result['min_items']} scored items, or constant)",
                 va="center",
                 fontsize="small",

@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -69,11 +70,16 @@ def calibrate_tool(
     spec = registry.get(tool)
     with session_scope(engine) as session:
         get_job(session, job_id)
-        items = session.execute(
-            select(JobItem.image, JobItem.reference, JobItem.mos)
-            .where(JobItem.job_id == job_id, JobItem.mos.is_not(None), JobItem.image.is_not(None))
-            .order_by(JobItem.id)
-        ).all()
+        items = cast(
+            "list[tuple[str, str | None, float]]",  # the query keeps items with both
+            session.execute(
+                select(JobItem.image, JobItem.reference, JobItem.mos)
+                .where(
+                    JobItem.job_id == job_id, JobItem.mos.is_not(None), JobItem.image.is_not(None)
+                )
+                .order_by(JobItem.id)
+            ).all(),
+        )
     raw: list[float] = []
     mos: list[float] = []
     skipped = 0
@@ -94,7 +100,9 @@ def calibrate_tool(
     if not high > low:
         raise ValueError(f"MOS range {low}..{high} is empty")
     target = np.clip(1.0 + 4.0 * (np.array(mos) - low) / (high - low), 1.0, 5.0)
-    form, params, fallback = fit_monotone(raw, target, lower_is_better=spec.lower_is_better)
+    form, params, fallback = fit_monotone(
+        raw, target.tolist(), lower_is_better=spec.lower_is_better
+    )
     fitted = np.array([normalize(x, form, params) for x in raw])
     before = np.array([spec.normalize(x) for x in raw])
     path = output or Path(f"calibration-{spec.name}.json")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..redact import redact
-from .base import VLMConfigurationError, VLMError, VLMRequest
+from .base import Role, VLMConfigurationError, VLMError, VLMRequest
 from .settings import BackendConfig
 
 #: Seconds to wait for an endpoint's model list.
@@ -93,7 +93,7 @@ def list_models(config: BackendConfig, *, timeout: float = TIMEOUT) -> Endpoint:
     return Endpoint(config.backend, where, models or None)
 
 
-def preflight(configs: Mapping[str, BackendConfig], *, timeout: float = TIMEOUT) -> None:
+def preflight(configs: Mapping[Role, BackendConfig], *, timeout: float = TIMEOUT) -> None:
     """Every remote role's key, endpoint and model, each endpoint asked once; one
     :class:`VLMConfigurationError` line for the first problem."""
     seen: dict[tuple[Any, ...], Endpoint] = {}
@@ -131,7 +131,7 @@ class Probe:
     error: str | None = None
 
 
-def probe(role: str, config: BackendConfig) -> Probe:
+def probe(role: Role, config: BackendConfig) -> Probe:
     """One tiny request (answer with a letter, log-probabilities asked for) and what came back."""
     from . import create_client
 
@@ -140,7 +140,7 @@ def probe(role: str, config: BackendConfig) -> Probe:
         return Probe(role, "builtin", None, "this process", True, reply="(offline: no request)")
     try:
         preflight({role: config})
-        client = create_client(role, {role: config}, response_cache=None)  # type: ignore[dict-item]
+        client = create_client(role, {role: config}, response_cache=None)
         request = VLMRequest(
             task="quality_levels",
             system="Answer with one letter only.",

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import limits
 import limits.storage
@@ -192,10 +192,13 @@ class ModelLimiter:
         self.slot_seconds = config.slot_seconds or slot_seconds
         if storage_url.startswith("memory://"):
             self.state: _MemoryState | _RedisState = _MemoryState()
-            storage = limits.storage.MemoryStorage()
+            storage: limits.storage.Storage = limits.storage.MemoryStorage()
         else:
             self.state = _RedisState(storage_url)
-            storage = limits.storage.storage_from_string(storage_url, key_prefix=key_prefix)
+            storage = cast(  # a redis:// URL: the synchronous storage (async+ schemes are not)
+                limits.storage.Storage,
+                limits.storage.storage_from_string(storage_url, key_prefix=key_prefix),
+            )
         window = config.window_seconds
         self._requests = self._tokens = None
         if config.requests_per_minute:

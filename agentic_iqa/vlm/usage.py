@@ -348,12 +348,17 @@ def group_records(records: Iterable[CallRecord]) -> list[ModelUsage]:
         entry[3] += record.output_tokens or 0
         entry[4] += record.cached_tokens or 0
         entry[5] += record.input_tokens is None or record.output_tokens is None
-    return [
-        ModelUsage(backend, model, *values, endpoint=endpoint, batch=batch)
-        for (backend, model, endpoint, batch), values in sorted(
-            sums.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or "", item[0][3])
+    usages = []
+    for (backend, model, endpoint, batch), values in sorted(
+        sums.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or "", item[0][3])
+    ):
+        calls, hits, inputs, outputs, cached, unmetered = values
+        usages.append(
+            ModelUsage(
+                backend, model, calls, hits, inputs, outputs, cached, unmetered, endpoint, batch
+            )
         )
-    ]
+    return usages
 
 
 def summarize(

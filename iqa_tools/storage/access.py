@@ -38,12 +38,12 @@ import posixpath
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -411,11 +411,11 @@ def _entry(text: str) -> _Entry:
     return _Entry(text, kind, parts.netloc.lower(), None, prefix if prefix != "." else "")
 
 
-def _port(parts: object, bad: object) -> int | None:
+def _port(parts: SplitResult, bad: Callable[[str], StorageMisconfigured]) -> int | None:
     try:
-        return parts.port  # type: ignore[attr-defined, no-any-return]
+        return parts.port
     except ValueError:
-        raise bad("has a port that is not a number") from None  # type: ignore[operator]
+        raise bad("has a port that is not a number") from None
 
 
 # --- addresses -----------------------------------------------------------------------------
@@ -499,7 +499,7 @@ def resolve(host: str, port: int) -> list[str]:
             return kept[1]
     try:
         found = sorted(
-            {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+            {str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
         )
     except (OSError, UnicodeError):
         return []

@@ -149,7 +149,7 @@ def _loop() -> asyncio.AbstractEventLoop:
             if _STATE["pid"] is None:
                 atexit.register(_close)
             _STATE.update(pid=os.getpid(), loop=loop, sessions={})
-        return _STATE["loop"]  # type: ignore[no-any-return]
+        return _STATE["loop"]
 
 
 def _close() -> None:

@@ -98,9 +98,10 @@ def category_dominance(
     query = context.get("query", "")
     keys = list(context.get("distortion_analysis") or {"Global": []})
     found = [dominance_for(context["image_path"], key, query, reference) for key in keys]
-    if any(f is None for f in found) or not found:
+    known = [f for f in found if f is not None]
+    if len(known) < len(found) or not known:
         return None
-    return {c: sum(f[c] for f in found) / len(found) for c in found[0]}
+    return {c: sum(f[c] for f in known) / len(known) for c in known[0]}
 
 
 def _tool_pairs(context: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -278,8 +279,9 @@ def _choose_option(
         pick = next(k for k, v in yes_no.items() if v == ("yes" if yes else "no"))
         return pick, why
     levels = {letter: _level_of(text) for letter, text in options.items()}
-    if all(v is not None for v in levels.values()):
-        pick = min(levels, key=lambda k: abs(levels[k] - estimate))
+    known = {letter: level for letter, level in levels.items() if level is not None}
+    if len(known) == len(levels):
+        pick = min(known, key=lambda k: abs(known[k] - estimate))
         return pick, f"Estimated quality {estimate:.2f}/5 is closest to {options[pick]}."
     return "Unable to determine", (
         "None of the options is something the offline backend can "

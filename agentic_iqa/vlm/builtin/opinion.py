@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class OpinionModel:
         return json.dumps(self.as_dict(), indent=2) + "\n"
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, object]) -> OpinionModel:
+    def from_dict(cls, document: Mapping[str, Any]) -> OpinionModel:
         def floats(key: str) -> dict[str, float]:
             return {k: float(v) for k, v in dict(document.get(key, {})).items()}
 
@@ -135,7 +136,7 @@ class OpinionModels:
         )
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, object]) -> OpinionModels:
+    def from_dict(cls, document: Mapping[str, Any]) -> OpinionModels:
         if "models" not in document:  # a single model (older files)
             model = OpinionModel.from_dict(document)
             return cls({NO_TOOL: model}, dict(model.metadata), NO_TOOL)

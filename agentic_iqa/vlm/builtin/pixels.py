@@ -99,15 +99,19 @@ def _draft_jpeg(image: LoadedImage, target: tuple[int, int]) -> np.ndarray | Non
             return None
         orientation = opened.getexif().get(0x0112)
         turned = Image.Transpose
-        turn = {
-            2: turned.FLIP_LEFT_RIGHT,
-            3: turned.ROTATE_180,
-            4: turned.FLIP_TOP_BOTTOM,
-            5: turned.TRANSPOSE,
-            6: turned.ROTATE_270,
-            7: turned.TRANSVERSE,
-            8: turned.ROTATE_90,
-        }.get(orientation)
+        turn = (
+            {
+                2: turned.FLIP_LEFT_RIGHT,
+                3: turned.ROTATE_180,
+                4: turned.FLIP_TOP_BOTTOM,
+                5: turned.TRANSPOSE,
+                6: turned.ROTATE_270,
+                7: turned.TRANSVERSE,
+                8: turned.ROTATE_90,
+            }.get(orientation)
+            if orientation is not None
+            else None
+        )
         quarter = orientation in _QUARTER_TURNS
         opened.draft("RGB", (target[1], target[0]) if quarter else target)
         upright = opened.convert("RGB")

@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -142,12 +143,16 @@ FULL_REFERENCE: dict[str, tuple[str, str, Callable[[Measurements, Measurements],
 }
 
 
+#: Where severity levels 1-4 begin on an indicator's scale (JSON stores them as a list).
+Anchors = tuple[float, float, float, float]
+
+
 @dataclass(frozen=True)
 class Indicator:
     """Anchors: the value of a clean photo, then where levels 1-4 begin."""
 
     clean: float
-    starts: tuple[float, float, float, float]
+    starts: Anchors
     rising: bool = True
 
     def score(self, value: float) -> float:
@@ -182,7 +187,7 @@ class Logistic:
         return {"weights": self.weights, "bias": self.bias, "cut": self.cut}
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, object]) -> Logistic:
+    def from_dict(cls, document: Mapping[str, Any]) -> Logistic:
         return cls(
             {str(k): float(v) for k, v in dict(document["weights"]).items()},
             float(document["bias"]),
@@ -230,11 +235,13 @@ class Thresholds:
         )
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, object]) -> Thresholds:
-        def table(part: object) -> dict[str, Indicator]:
+    def from_dict(cls, document: Mapping[str, Any]) -> Thresholds:
+        def table(part: Any) -> dict[str, Indicator]:
             return {
                 name: Indicator(
-                    float(v["clean"]), tuple(float(s) for s in v["starts"]), bool(v["rising"])
+                    float(v["clean"]),
+                    cast(Anchors, tuple(float(s) for s in v["starts"])),
+                    bool(v["rising"]),
                 )
                 for name, v in dict(part).items()
             }
@@ -244,7 +251,7 @@ class Thresholds:
             for part, values in dict(document.get("detection", {})).items()
         }
 
-        def models(part: object) -> dict[str, Logistic]:
+        def models(part: Any) -> dict[str, Logistic]:
             return {c: Logistic.from_dict(v) for c, v in dict(part or {}).items()}
 
         return cls(
