@@ -25,6 +25,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from ..redact import redact
+from .engine import changed_rows
 from .models import BatchRequest, Run, VlmBatch, utc_now
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import bindparam, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from ..reports.errors import readable
+from .engine import changed_rows
 from .models import (
     ITEM_COUNTERS,
     ITEM_STATUSES,

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..state import AgenticIQAState
+from .engine import changed_rows
 from .items import close_item_for_run, counts, finish_if_complete, move, recount
 from .models import (
     ITEM_COUNTERS,

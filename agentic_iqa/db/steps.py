@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..state import AgenticIQAState, ExecutorOutput, ReplanEntry, state_to_json
+from .engine import changed_rows
 from .models import (
     ReplanRow,
     Run,
