@@ -1,1 +1,5 @@
-"""Celery: the app, its routing, and thin tasks around :mod:`agentic_iqa.runtime.service`."""
+"""Run the pipeline on Celery workers: the app and its routing, thin tasks around the service.
+
+:mod:`.celery_app` builds the app (settings, queues, routing); :mod:`.tasks` holds the tasks,
+each a thin call into :mod:`agentic_iqa.runtime.service`.
+"""

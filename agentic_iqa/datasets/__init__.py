@@ -1,5 +1,7 @@
-"""Readers for public IQA datasets in the layout each one ships in: its own score or question
-file and image folder, no converted manifest.
+"""Read public IQA datasets in the layout each one ships in.
+
+Each reader takes a dataset's own score or question file and image folder, no converted
+manifest.
 
 The registry names each reader by a ``"module:attribute"`` string and imports the module on
 first use, so that importing this package costs nothing: listing the datasets for ``--help``

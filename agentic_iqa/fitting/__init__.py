@@ -1,4 +1,6 @@
-"""What only offline fitting and the benchmarks use, never a running agent.
+"""Fit the builtin agent's models offline: only fitting and the benchmarks use this package.
+
+A running agent never imports it.
 
 - :mod:`.degradations`: the calibration generator (graded degradations of a photo, two or three
   realistic processes per kind) and the pixel helpers it shares;

@@ -1,4 +1,4 @@
-"""Reading the option a model chose out of its reply, and only the one it chose.
+"""Read the option a model chose out of its reply, and only the one it chose.
 
 One rule for every path that reads a letter (the summarizer's multiple-choice answer, the
 five-level question of scoring mode, the token log-probabilities at the letter, grading a stored

@@ -1,4 +1,4 @@
-"""The offline, deterministic backend: a real (small) agent, no network, no key.
+"""Answer as a VLM would, offline and deterministically: a real (small) agent, no network, no key.
 
 It answers the same requests as a remote VLM, in the same JSON, from the structured context of
 each request: the planner parses the query (:mod:`.query`), the executor measures the image
