@@ -1,5 +1,4 @@
-"""Fixtures of the report tests: the job tests' results database and CLI settings, and a scratch
-database of either kind."""
+"""Fixtures of the report tests: a scratch database of either kind."""
 
 from __future__ import annotations
 
@@ -8,9 +7,6 @@ from pathlib import Path
 import pytest
 
 from agentic_iqa.db import upgrade
-from tests.agentic_iqa.jobs.conftest import cli_env, engine
-
-__all__ = ["cli_env", "engine", "scratch_database"]
 
 
 def scratch_database(kind: str, folder: Path, request: pytest.FixtureRequest) -> str:
