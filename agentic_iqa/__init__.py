@@ -10,7 +10,8 @@ The public API, for use from Python::
 - :func:`assess` runs the agent on one image in this process and returns an :class:`Assessment`
   (its tool calls are :class:`ToolScore` entries);
 - :class:`JobSpec` describes a dataset job as ``agentic-iqa eval submit`` stores it
-  (:class:`JobSpecError`: flags that describe no job).
+  (:class:`JobSpecError`: flags that describe no job), and :func:`evaluate` submits one, runs
+  it in this process and returns an :class:`Evaluation` (the job's id, state and report).
 
 The names load on first use (PEP 562), so ``import agentic_iqa`` stays light: a command that
 needs none of them loads none of the agent, the tools or pydantic's models.
@@ -28,11 +29,22 @@ _HOMES = {
     "Assessment": "agentic_iqa.assessment",
     "ToolScore": "agentic_iqa.assessment",
     "assess": "agentic_iqa.assessment",
+    "Evaluation": "agentic_iqa.evaluation",
+    "evaluate": "agentic_iqa.evaluation",
     "JobSpec": "agentic_iqa.jobs.spec",
     "JobSpecError": "agentic_iqa.jobs.spec",
 }
 
-__all__ = ["Assessment", "JobSpec", "JobSpecError", "ToolScore", "__version__", "assess"]
+__all__ = [
+    "Assessment",
+    "Evaluation",
+    "JobSpec",
+    "JobSpecError",
+    "ToolScore",
+    "__version__",
+    "assess",
+    "evaluate",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,10 +11,19 @@ from pathlib import Path
 import pytest
 
 import agentic_iqa
-from tests.conftest import REPO
+from tests.conftest import REPO, livec_manifest
 
 #: The names the package documents (its docstring and the README's "From Python").
-DOCUMENTED = {"Assessment", "JobSpec", "JobSpecError", "ToolScore", "__version__", "assess"}
+DOCUMENTED = {
+    "Assessment",
+    "Evaluation",
+    "JobSpec",
+    "JobSpecError",
+    "ToolScore",
+    "__version__",
+    "assess",
+    "evaluate",
+}
 
 BLURRED = REPO / "examples" / "i03_blurred.png"
 
@@ -90,3 +99,48 @@ def test_assess_refuses_a_missing_image_before_any_step(results: str, tmp_path: 
 
     with pytest.raises(ToolError):
         assess("Rate the quality of this image.", tmp_path / "missing.png")
+
+
+def test_evaluate_runs_a_job_here_and_reports_what_eval_report_does(
+    results: str, livec_dir: Path, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A metric job over eight LIVE-C photos and one missing file: the items run in this
+    process, the bad row is a failed item, and the report is ``eval report --json``'s, with
+    the tool's SRCC equal to scipy's over the exported scores."""
+    import csv
+    import json
+
+    from scipy.stats import spearmanr
+    from typer.testing import CliRunner
+
+    from agentic_iqa import Evaluation, JobSpec, evaluate
+    from agentic_iqa.cli import app
+    from agentic_iqa.reports.export import raw_column
+
+    monkeypatch.setenv("AGENTIC_IQA_WEIGHTS_DIR", str(data_dir / "pyiqa-weights"))
+    missing = (str(livec_dir / "images" / "no-such-photo.jpg"), "50")
+    manifest = livec_manifest(livec_dir, tmp_path / "m.csv", 8, (missing,))
+    spec = JobSpec.build(manifest=manifest, mode="tools", tools="NIQE")
+
+    evaluation = evaluate(spec, workers=1, bootstrap=200, seed=3)
+
+    assert isinstance(evaluation, Evaluation)
+    assert evaluation.status == "done"
+    assert evaluation.counts["total"] == 9
+    assert (evaluation.counts["done"], evaluation.counts["failed"]) == (8, 1)
+    assert evaluation.correlations is None and evaluation.srcc is None  # a metric job
+    assert set(evaluation.tools) == {"NIQE"}
+    runner = CliRunner()
+    shown = runner.invoke(
+        app, ["eval", "report", evaluation.job_id, "--json", "--bootstrap", "200", "--seed", "3"]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["tools"] == json.loads(json.dumps(evaluation.report["tools"]))
+    exported = tmp_path / "rows.csv"
+    done = runner.invoke(app, ["eval", "export", evaluation.job_id, "-o", str(exported)])
+    assert done.exit_code == 0, done.output
+    rows = [row for row in csv.DictReader(exported.open()) if row["status"] == "done"]
+    expected = spearmanr(
+        [float(row[raw_column("NIQE")]) for row in rows], [float(row["mos"]) for row in rows]
+    ).statistic
+    assert math.isclose(abs(evaluation.tools["NIQE"]["srcc"]), abs(expected), abs_tol=1e-9)
