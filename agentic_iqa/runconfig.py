@@ -87,10 +87,11 @@ class RunConfig(BaseModel):
         return cls.model_validate_json(text)
 
     def describe(self) -> dict[str, Any]:
-        """The configuration as a report shows it (credentials were never in it).  A builtin
-        role names the builtin's own model: a job submitted with ``--model`` and no backend
-        (before issue 29) stored a model name beside ``builtin`` that never answered, and
-        ``builtin_model_ignored`` says so without naming it."""
+        """Return the configuration as a report shows it (credentials were never in it).
+
+        A builtin role names the builtin's own model: a job stored by an older version with
+        ``--model`` and no backend holds a model name beside ``builtin`` that never answered,
+        and ``builtin_model_ignored`` says so without naming it."""
         document = self.model_dump(mode="json")
         if self.metric_tools:
             document.pop("roles", None)

@@ -3,8 +3,8 @@
 Its "opinion" of overall quality (:mod:`.opinion`) combines what it reads of the image
 (:mod:`.opinion_features`) with the mean score of the tools the pipeline ran; the five-level
 probabilities are a Gaussian of :data:`OPINION_SIGMA` levels around it, which the summarizer
-fuses with the same tool scores.  The shipped opinion is the one from before issue 12, which
-held better on photos it never saw than every later fit (``studies/opinion_selection.py``).
+fuses with the same tool scores.  The shipped opinion is an early fit (commit c20d270), which
+held better on photos it never saw than every later one (``studies/opinion_selection.py``).
 
 Evidence a tool cannot give is not quoted as a reason: a score at the end of the tool's scale
 (e.g. PIQE raw 100 -> 1.00, or a normalized score on the flat end of its logistic) carries no

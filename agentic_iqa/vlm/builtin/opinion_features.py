@@ -1,5 +1,5 @@
 """What the builtin's overall opinion reads of a photo: simple measurements and natural-scene
-statistics at two scales, as the opinion was fitted on them before issue 12 (commit c20d270).
+statistics at two scales, as the shipped opinion was fitted on them (commit c20d270).
 
 The severity and multiple-choice answers read :mod:`.measure`, which changed since; the overall
 opinion stays on these features because, refitted or not, nothing built on the newer

@@ -2,8 +2,8 @@
 long side.
 
 Its measurements (:mod:`.measure`) and its opinion's features (:mod:`.opinion_features`) hold a
-dozen float64 copies of the image at once: on a 24-MP photo that was 2.3 GB and a minute, on a
-100-MP one several times that, beside the tools' own budget (issue 41).  A VLM does not look at
+dozen float64 copies of the image at once, gigabytes for a photo of tens of megapixels, beside
+the tools' own budget.  A VLM does not look at
 a photo at full size either (the hosted ones fit it into 1.5-2 k pixels first).  So a larger
 image is reduced first, and its full-size float copy never exists: a JPEG is decoded at 1/2,
 1/4 or 1/8 scale by the decoder itself (Pillow's ``draft``), then area-averaged to the cap;
