@@ -294,11 +294,20 @@ def render_latex(table: PaperTable) -> str:
 
 # -- Markdown -------------------------------------------------------------------------------------
 
-_MARKDOWN_SPECIAL = set("\\`*_[]<>|#")
+#: Every ASCII punctuation character that pandoc's or GitHub's Markdown gives a meaning:
+#: emphasis, code, links, HTML, cells, headings, and what pandoc turns into TeX (``$`` math,
+#: ``^`` and ``~`` super- and subscripts, ``{}`` attributes, ``@`` citations, ``&`` entities).
+#: A backslash before any ASCII punctuation is an escape in both, so the text shows as written.
+_MARKDOWN_SPECIAL = set("\\`*_[]<>|#$^~{}@&!")
 
 
 def markdown_escape(text: str) -> str:
-    """``text`` as a Markdown table cell shows it: markup characters and ``|`` escaped."""
+    """Return ``text`` as a Markdown table cell shows it, each markup character escaped.
+
+    No character of the text reaches a Markdown reader as markup: through pandoc to LaTeX, a
+    name such as ``$^^5cinput{x}$`` stays text and never becomes math (where TeX reads
+    ``^^5c`` as a backslash) or a command.
+    """
     return "".join(
         f"\\{char}" if char in _MARKDOWN_SPECIAL else char for char in " ".join(text.split())
     )

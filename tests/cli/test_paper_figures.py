@@ -385,7 +385,7 @@ def test_compare_writes_latex_markdown_and_csv_tables_with_the_best_in_bold(
     cells = [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in table]
     assert cells[0] == ["Method", "n", "SRCC [CI]", "PLCC [CI]", "KRCC [CI]"]
     assert set(table[1]) <= set("|:-")
-    assert cells[2][0] == r"=1+2 & 50%\_\#{x}: BRISQUE"
+    assert cells[2][0] == r"=1+2 \& 50%\_\#\{x\}: BRISQUE"
     _best_in_bold(cells[0], cells[2:], r"\*\*(-?\d\.\d{3})\*\*")
     assert next(line for line in markdown.splitlines() if line.startswith("Table: "))
 
