@@ -4,7 +4,8 @@ The URL is never in alembic.ini.  In order: ``alembic -x url=...``, ``sqlalchemy
 programmatically (:func:`agentic_iqa.db.upgrade` does), else
 :func:`agentic_iqa.db.engine.database_url`.  The engine has the project's settings, except that
 SQLite's foreign keys are off while migrating: batch mode recreates tables, and dropping the old
-``runs`` would otherwise cascade into every row that refers to it.
+``runs`` would otherwise cascade into every row that refers to it.  On PostgreSQL a migration
+holds an advisory lock for its transaction, so upgrades started at once run one after another.
 """
 
 from logging.config import fileConfig
@@ -20,6 +21,9 @@ if config.config_file_name is not None:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 target_metadata = Base.metadata
+
+#: The advisory lock every PostgreSQL migration holds for its transaction ("aiqa" in ASCII).
+UPGRADE_LOCK = 0x61697161
 
 
 def _url() -> str:
@@ -55,6 +59,11 @@ def run_migrations_online() -> None:
                 transactional_ddl=True,
             )
             with context.begin_transaction():
+                if connection.dialect.name == "postgresql":
+                    # One migration at a time: a second `db upgrade` waits here, then finds the
+                    # schema at head and does nothing (two at once raced to create the same
+                    # tables and one failed with a UniqueViolation).
+                    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({UPGRADE_LOCK})")
                 context.run_migrations()
     finally:
         engine.dispose()

@@ -530,3 +530,41 @@ def test_0007_adds_the_job_configuration_and_downgrades_to_0006(empty_url: str) 
         assert "endpoint" not in {c["name"] for c in inspect(engine).get_columns("vlm_calls")}
     finally:
         engine.dispose()
+
+
+@pytest.mark.slow
+def test_upgrades_started_at_once_on_postgresql_run_one_after_another(
+    postgres_admin_url: str,
+) -> None:
+    """Four `db upgrade` processes at once on an empty database, three times over: each exits
+    0 and the schema ends at head (without the lock, most of them failed with a
+    UniqueViolation while creating the same tables)."""
+    from sqlalchemy import create_engine
+
+    from agentic_iqa.db.engine import script_heads
+    from tests.conftest import scratch_postgres
+
+    probe = "import sys; from agentic_iqa.db import upgrade; upgrade(sys.argv[1])"
+    for _ in range(3):
+        with scratch_postgres(postgres_admin_url) as url:
+            processes = [
+                subprocess.Popen(
+                    [sys.executable, "-c", probe, url],
+                    cwd=REPO,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+                for _ in range(4)
+            ]
+            outcomes = [(process.wait(timeout=120), process.stdout.read()) for process in processes]
+            assert [code for code, _ in outcomes] == [0, 0, 0, 0], outcomes
+            engine = create_engine(url)
+            try:
+                with engine.connect() as connection:
+                    stored = set(
+                        connection.scalars(text("SELECT version_num FROM alembic_version"))
+                    )
+            finally:
+                engine.dispose()
+            assert stored == script_heads()
