@@ -225,7 +225,7 @@ def _salvaged(prepared: PreparedRow) -> tuple[str | None, str | None, float | No
 
     options = read(lambda: _options(row.get("options"), line)) or ()
     query = read(lambda: _question(row, line)) or read(
-        lambda: _text(row.get("query"), "query", line)
+        lambda: _text(row.get("query"), "query", line, MAX_QUERY_CHARS)
     )
     return query, read(lambda: _answer(row.get("answer"), line, options)), None
 
@@ -327,7 +327,7 @@ def _item(
 
 def _question(row: Mapping[str, Any], line: int) -> str | None:
     """The row's query with its options written in, lettered, as every backend will read it."""
-    query = _text(row.get("query"), "query", line)
+    query = _text(row.get("query"), "query", line, MAX_QUERY_CHARS)
     options = _options(row.get("options"), line)
     if options and query is None:
         raise BadRow(f"line {line} has options but no query to ask")
@@ -354,6 +354,12 @@ def _options(value: Any, line: int) -> tuple[str, ...]:
     ):
         raise BadRow(f"options on line {line} must be a list of texts, not {_shown(value)}")
     options = tuple(str(option).strip() for option in value)
+    for letter, option in zip(ANSWER_ORDER, options, strict=False):
+        if len(option) > MAX_OPTION_CHARS:
+            raise BadRow(
+                f"option {letter} on line {line} is {len(option):,} characters long: "
+                f"at most {MAX_OPTION_CHARS:,}"
+            )
     if len(options) < 2 or len(options) > len(ANSWER_LETTERS) or not all(options):
         raise BadRow(
             f"options on line {line}: give 2 to {len(ANSWER_LETTERS)} non-empty "
@@ -364,13 +370,25 @@ def _options(value: Any, line: int) -> tuple[str, ...]:
     return options
 
 
-def _text(value: Any, name: str, line: int) -> str | None:
-    """A string cell, or None when empty or absent (so an empty cell means "not given")."""
+#: The longest query a row may ask, and the longest option it may offer, in characters: far
+#: beyond any benchmark's question, and short enough that reading one costs nothing (a query
+#: of a megabyte took minutes of CPU in the question readers and a gigabyte of memory).
+MAX_QUERY_CHARS = 4_000
+MAX_OPTION_CHARS = 500
+
+
+def _text(value: Any, name: str, line: int, limit: int | None = None) -> str | None:
+    """Return a string cell, or None when empty or absent (an empty cell means "not given").
+
+    ``limit``: the most characters the cell may hold; a longer one is a bad row.
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise BadRow(f"{name} on line {line} must be text, not {type(value).__name__}")
     text = str(value).strip()
+    if limit is not None and len(text) > limit:
+        raise BadRow(f"{name} on line {line} is {len(text):,} characters long: at most {limit:,}")
     if "\x00" in text:  # no file has such a name, and no database column stores one
         raise BadRow(f"{name} {_shown(text, 80)} on line {line} contains a NUL byte")
     return text or None

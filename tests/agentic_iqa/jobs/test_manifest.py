@@ -493,3 +493,59 @@ def test_a_bad_row_keeps_the_question_and_truth_it_could_read(
     query, answer, mos = kept
     assert (bad.answer, bad.mos) == (answer, mos), bad.message
     assert (bad.query if query is None else bad.query.split("\n")[0]) == query, bad.message
+
+
+def _write_manifest(path: Path, rows: list[dict[str, object]]) -> Path:
+    """Write ``rows`` in the format ``path``'s extension names (csv, jsonl or json)."""
+    if path.suffix == ".csv":
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=["image", "query", "options"])
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({**row, "options": " | ".join(row.get("options", []))})
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    else:
+        path.write_text(json.dumps(rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".json"])
+def test_a_query_or_option_past_its_limit_is_a_bad_row_with_its_line(
+    tmp_path: Path, suffix: str
+) -> None:
+    """A query of at most MAX_QUERY_CHARS and options of at most MAX_OPTION_CHARS are read;
+    one character more is a bad row naming its line and the limit, in every format, and a
+    query of megabytes is refused without being read as a question (by the CSV field and
+    JSONL line limits before the query's own)."""
+    from agentic_iqa.jobs.manifest.rows import MAX_OPTION_CHARS, MAX_QUERY_CHARS
+
+    make_image(tmp_path / "a.png")
+    longest = "Is it blurry? " + "x" * (MAX_QUERY_CHARS - 14)
+    rows: list[dict[str, object]] = [
+        {"image": "a.png", "query": longest, "options": ["yes", "no"]},
+        {"image": "a.png", "query": longest + "x", "options": ["yes", "no"]},
+        {"image": "a.png", "query": "Which?", "options": ["y" * MAX_OPTION_CHARS, "no"]},
+        {"image": "a.png", "query": "Which?", "options": ["yes", "n" * (MAX_OPTION_CHARS + 1)]},
+        {"image": "a.png", "query": "Rate it. " * 1_000_000, "options": ["a", "b"]},
+    ]
+    path = _write_manifest(tmp_path / f"m{suffix}", rows)
+    entries = list(read_manifest(path, check_images=False))
+    first_line = 2 if suffix == ".csv" else 1
+    items = [entry for entry in entries if isinstance(entry, ManifestItem)]
+    assert [item.line - first_line for item in items] == [0, 2]
+    assert len(items[0].query or "") > MAX_QUERY_CHARS  # the options written in after it
+    found = {line - first_line: message for line, message in errors(entries).items()}
+    huge = {
+        ".csv": "field larger than field limit",
+        ".jsonl": "is longer than 1048576 bytes",
+        ".json": f"is {len(('Rate it. ' * 1_000_000).strip()):,} characters long: at most "
+        f"{MAX_QUERY_CHARS:,}",
+    }[suffix]
+    assert huge in found.pop(4)
+    assert found == {
+        1: f"query on line {first_line + 1} is {MAX_QUERY_CHARS + 1:,} characters long: "
+        f"at most {MAX_QUERY_CHARS:,}",
+        3: f"option B on line {first_line + 3} is {MAX_OPTION_CHARS + 1:,} characters long: "
+        f"at most {MAX_OPTION_CHARS:,}",
+    }
