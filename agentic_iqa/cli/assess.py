@@ -33,7 +33,8 @@ from .common import (
 # pyiqa, scipy, matplotlib, pyarrow, Celery, the VLM SDKs) must not load for ``--help``,
 # ``tools list`` or ``eval status``: tests/cli/test_startup.py checks it.
 if TYPE_CHECKING:
-    pass
+    from ..vlm.base import Role
+    from ..vlm.settings import BackendConfig
 
 
 def _located(text: str) -> str:
@@ -160,7 +161,7 @@ def assess(
         raise typer.Exit(1)
 
 
-def _agents_for(roles: dict[str, Any], device: str | None) -> Any:
+def _agents_for(roles: dict[Role, BackendConfig], device: str | None) -> Any:
     """Return the agents of ``assess``: the role configurations with the flags applied."""
     from ..agents.team import Agents
     from ..vlm import create_client

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from iqa_tools import ToolRegistry
 
+    from ..vlm.base import Role
+    from ..vlm.settings import BackendConfig
 
 #: Characters a terminal acts on rather than shows: C0 controls but tab and newline (ESC
 #: starts colour, cursor and title sequences; CR overwrites a line), DEL, C1 controls, and the
@@ -115,7 +117,7 @@ def load_registry(device: str | None = None) -> ToolRegistry:
         fail(str(exc))
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print one redacted error line and exit ``code`` (2: nothing was written, fix the
     configuration; 1: the work itself failed)."""
     import sys
@@ -170,7 +172,7 @@ BaseUrlOption = Annotated[
 
 def use_backend(
     backend: str | None, model: str | None, base_url: str | None, *, check: bool = True
-) -> dict[str, Any]:
+) -> dict[Role, BackendConfig]:
     """Return the role configurations with the flags applied (for every role), checked before
     anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
     endpoint that does not answer or a model it does not serve exits 2 with one line.  A

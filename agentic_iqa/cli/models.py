@@ -60,7 +60,7 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         prices = PriceTable.load()
     except VLMError as exc:
         fail(str(exc), code=2)
-    roles = []
+    roles: list[dict[str, Any]] = []
     for role, config in configs.items():
         endpoint = urlsplit(config.base_url).netloc or None if config.base_url else None
         model = config.answering_model

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -61,7 +61,7 @@ def status(
     if watch and current.status == "running":
         follow_job(engine, current.job_id, progress_every)
         current = progress(engine, current.job_id)
-    document = {
+    document: dict[str, Any] = {
         "job_id": current.job_id,
         "name": current.name,
         "status": "interrupted" if current.interrupted else current.status,
@@ -235,11 +235,12 @@ def export(
 
     from ..db.jobs import JobNotFound
     from ..jobs.spec import place
-    from ..reports.export import write_rows
+    from ..reports.export import ExportFormat, write_rows
     from .faults import disk_full
 
     if fmt not in {"csv", "jsonl", "parquet"}:
         fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
+    chosen = cast(ExportFormat, fmt)
     engine = open_engine()
     job_id = resolve_job(engine, job)
     try:
@@ -248,13 +249,13 @@ def export(
         fail(str(exc))
     if output == "-":
         try:
-            write_rows(rows, "-", fmt, columns)
+            write_rows(rows, "-", chosen, columns)
         except ValueError as exc:
             fail(str(exc), code=2)
         return
     path = place(output) or Path(f"job-{job_id[:8]}.{fmt}")
     try:
-        count = write_rows(rows, path, fmt, columns)
+        count = write_rows(rows, path, chosen, columns)
     except StorageError as exc:
         fail(f"cannot write {display(str(path))}: {exc}")
     except OSError as exc:  # the results database is read, so the full disk is the file's

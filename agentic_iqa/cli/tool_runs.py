@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.markup import escape
 
@@ -188,7 +188,7 @@ def run_many(
     device: str | None,
 ) -> None:
     """Score every image the paths name, one row each, with the tool's model loaded once."""
-    from ..reports.export import write_rows
+    from ..reports.export import ExportFormat, write_rows
     from .image_paths import NothingToScore, expand
 
     registry = load_registry(device)
@@ -246,7 +246,8 @@ def run_many(
     target = "-" if to_stdout else str(output)
     try:
         if fmt in ("csv", "jsonl"):
-            count = write_rows(rows(), target, fmt, list(RUN_COLUMNS))  # as each is scored
+            streaming = cast(ExportFormat, fmt)
+            count = write_rows(rows(), target, streaming, list(RUN_COLUMNS))  # as each is scored
         else:
             collected = list(rows())
             count = len(collected)

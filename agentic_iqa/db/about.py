@@ -8,7 +8,8 @@ stored before configurations were kept.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -116,12 +117,15 @@ def busy_seconds(session: Session, job_id: str) -> float | None:
     steps' own start-to-end intervals, so that a job interrupted for a day and resumed, or waiting
     for batches, is not charged the wait (its created-to-finished span would be); None when no
     step has ended."""
-    spans = session.execute(
-        select(StepRecord.started_at, StepRecord.finished_at)
-        .join(Run, Run.id == StepRecord.run_id)
-        .where(Run.job_id == job_id, StepRecord.finished_at.is_not(None))
-        .order_by(StepRecord.started_at)
-    ).all()
+    spans = cast(
+        "list[tuple[datetime, datetime]]",  # a step that ended had started
+        session.execute(
+            select(StepRecord.started_at, StepRecord.finished_at)
+            .join(Run, Run.id == StepRecord.run_id)
+            .where(Run.job_id == job_id, StepRecord.finished_at.is_not(None))
+            .order_by(StepRecord.started_at)
+        ).all(),
+    )
     if not spans:
         return None
     total, start, end = 0.0, spans[0][0], spans[0][1]

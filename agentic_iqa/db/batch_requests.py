@@ -16,6 +16,7 @@ from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from ..vlm.batching import Answer, Wanted
+from .engine import changed_rows
 from .items import move
 from .models import BatchRequest, Job, JobItem, Run, StepRecord, VlmBatch, utc_now
 
@@ -165,11 +166,13 @@ def cancel_parked(session: Session, job_id: str) -> int:
             finished_at=now,
         )
     )
-    closed = session.execute(
-        update(JobItem)
-        .where(JobItem.run_id.in_(parked), JobItem.status == "queued")
-        .values(status="cancelled", finished_at=now)
-    ).rowcount
+    closed = changed_rows(
+        session.execute(
+            update(JobItem)
+            .where(JobItem.run_id.in_(parked), JobItem.status == "queued")
+            .values(status="cancelled", finished_at=now)
+        )
+    )
     move(session, job_id, {("queued", "cancelled"): int(closed or 0)})
     return len(parked)
 
@@ -179,7 +182,9 @@ def is_batch_job(session: Session, job_id: str) -> bool:
     from ..runconfig import RunConfig
 
     text = session.scalar(select(Job.config_json).where(Job.id == job_id))
-    return bool(text) and RunConfig.from_json(text).batch
+    if not text:
+        return False
+    return RunConfig.from_json(text).batch
 
 
 def running_batch_jobs(session: Session) -> list[str]:

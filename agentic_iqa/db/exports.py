@@ -16,9 +16,9 @@ existed) and then scans ``runs`` once for every item of a page; PostgreSQL refre
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Row, select, text
 from sqlalchemy.orm import Session
@@ -155,7 +155,7 @@ def _in_page(session: Session, name: str, job_id: str, after: int, last: int) ->
     )
 
 
-def _answered_by(rows: Iterable[Row[Any]], builtin: str | None) -> dict[int, str]:
+def _answered_by(rows: Iterable[Sequence[Any]], builtin: str | None) -> dict[int, str]:
     """Return who answered each item of a page that ran (from its ``answerers`` rows): the
     recorded VLM calls' backend/model and, where the builtin answers a role (it records no
     call), the builtin's own."""
@@ -355,7 +355,7 @@ def report_columns(
         ran = np.array([bool(run) for run in runs], dtype=bool)
         raw: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
         normalized: dict[str, np.ndarray] = {name: np.full(size, np.nan) for name in tools}
-        fallbacks = np.zeros(size)
+        fallbacks: np.ndarray = np.zeros(size)
         usage: dict[str, np.ndarray] = {}
         logs = _in_page(session, "logs", job_id, after, last)
         if logs:
@@ -420,8 +420,8 @@ def report_columns(
                 answered_by=who,
                 tools=None,
                 fallbacks=fallbacks,
-                raw=raw,
-                normalized=normalized,
+                raw=cast("dict[str, Sequence[Any] | np.ndarray]", raw),
+                normalized=cast("dict[str, Sequence[Any] | np.ndarray]", normalized),
                 tool_columns=tools,
             )
         )
@@ -514,7 +514,7 @@ def tool_names(session: Session, job_id: str) -> list[str]:
     )
 
 
-def _scored_on(logs: list[ToolLog], state: dict[str, Any]) -> str | None:
+def _scored_on(logs: Sequence[Row[Any]], state: dict[str, Any]) -> str | None:
     """Say what an item's tool scores measured ("whole image", "left half (crop)"), from its
     logged calls.  The table has no column for the crop, so the stored state's calls say it; in
     a state written since crops exist, every call off "Global" scored a region's crop (calls for

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import bindparam, func, or_, select, text, update
 from sqlalchemy.orm import Session
@@ -241,6 +241,7 @@ def add_items(session: Session, job_id: str, rows: Iterable[dict[str, Any]]) -> 
     values = _item_values(job_id, rows, dialect, states)
     names = ", ".join(ITEM_COLUMNS)
     if dialect.name == "postgresql":
+        assert driver is not None  # the session's connection is open
         with driver.cursor() as cursor, cursor.copy(f"COPY job_items ({names}) FROM STDIN") as copy:
             for row in values:
                 copy.write_row(row)
@@ -319,8 +320,8 @@ def stored_objects(
     """Return the open items with an image or reference in an object store: (id, image, its digest
     at submit, reference, its digest)."""
     return [
-        tuple(row)
-        for row in session.execute(  # type: ignore[misc]
+        cast("tuple[int, str | None, str | None, str | None, str | None]", tuple(row))
+        for row in session.execute(
             select(
                 JobItem.id,
                 JobItem.image,

@@ -30,6 +30,7 @@ from ..state import (
     state_from_json,
     state_to_json,
 )
+from .engine import changed_rows
 from .items import close_item
 from .models import (
     Job,
@@ -148,7 +149,8 @@ def create_runs(
     """Create the runs (as :func:`create_run`) for a window of a job's items, (query, image,
     reference) each: one INSERT for them all; returns their ids and initial states, in order."""
     lease_until = lease_deadline(lease_seconds)
-    rows, states = [], []
+    rows: list[dict[str, Any]] = []
+    states: list[AgenticIQAState] = []
     for query, image_path, reference_path in inputs:
         state = initial_state(
             query,
@@ -342,13 +344,15 @@ def extend_lease(
         )
         if attempt:
             fenced = fenced.where(StepRecord.attempts == attempt[0])
-        if not session.execute(fenced.values(lease_until=deadline)).rowcount and attempt:
+        if not changed_rows(session.execute(fenced.values(lease_until=deadline))) and attempt:
             return False
-    moved = session.execute(
-        update(Run)
-        .where(Run.id == run_id, Run.status.in_(("pending", "running")))
-        .values(lease_until=deadline)
-    ).rowcount
+    moved = changed_rows(
+        session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status.in_(("pending", "running")))
+            .values(lease_until=deadline)
+        )
+    )
     return bool(moved)
 
 

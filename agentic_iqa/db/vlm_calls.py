@@ -126,9 +126,20 @@ def vlm_usage(
 
     return [
         ModelUsage(
-            backend, model, *(int(value) for value in values), endpoint=endpoint, batch=bool(batch)
+            backend,
+            model,
+            int(calls),
+            int(hits),
+            int(inputs),
+            int(outputs),
+            int(cached),
+            int(unmetered),
+            endpoint=endpoint,
+            batch=bool(batch),
         )
-        for backend, model, endpoint, batch, *values in session.execute(statement).all()
+        for backend, model, endpoint, batch, calls, hits, inputs, outputs, cached, unmetered in (
+            session.execute(statement).all()
+        )
     ]
 
 
@@ -177,6 +188,7 @@ def unused_batch_answers(session: Session, job: Job) -> list[ModelUsage]:
     ).all()
     if not rows:
         return []
+    assert job.config_json is not None  # a job with batches stores its configuration
     roles = RunConfig.from_json(job.config_json).roles
     sums: dict[tuple[str, str, str | None], list[int]] = {}
     for response_json, backend, model, role in rows:

@@ -289,6 +289,7 @@ def tool_mentions(text: str, tools: Iterable[str] | Catalog) -> list[ToolMention
             continue
         key, width, end = found
         start = tokens[index].start()
+        named: tuple[str, ...]
         if key in spellings.tools:
             named, ambiguous = (spellings.tools[key],), False
         else:

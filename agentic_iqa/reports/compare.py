@@ -68,7 +68,7 @@ def _job_entry(
     vlm = about.get("vlm") or {}
     keyed = columns.has_key
     done = int(np.count_nonzero(columns.done & keyed))
-    entry = {
+    entry: dict[str, Any] = {
         key: about.get(key)
         for key in (
             "id",
@@ -138,7 +138,7 @@ def _line_entry(
     items = job.where(job.at(~np.isnan(line.pred) & ~np.isnan(columns.mos)))
     truths = int(np.count_nonzero(job.at(columns.truth_letter)))
     questions = int(np.count_nonzero(job.at(columns.question)))
-    mcq = None
+    mcq: dict[str, Any] | None = None
     if line.answers is not None and truths:
         counted = job.at(line.answers)
         counted = counted[counted != NOT_COUNTED]

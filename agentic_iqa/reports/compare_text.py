@@ -39,10 +39,11 @@ def describe_secondary(line: Mapping[str, Any]) -> tuple[str, str]:
     if not line.get("tool"):
         return "-", "-"
     flag = "!" if (line.get("mapping") or {}).get("monotone") is False else ""
+    directions: dict[object, str] = {True: "lower", False: "higher"}
     better = (
         "[1,5] only"
         if line.get("basis") == "normalized"
-        else {True: "lower", False: "higher"}.get(line.get("lower_is_better"), "?")
+        else directions.get(line.get("lower_is_better"), "?")
     )
     return format_value((line.get("normalized") or {}).get("srcc")) + flag, better
 

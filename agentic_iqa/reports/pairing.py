@@ -357,6 +357,7 @@ def paired_mcq_difference(
     groups = _groups(base_at, base_job.columns.image[base_at])
     shared = base_at.size
     estimate = float(b.mean() - a.mean())
+    ci: list[float] | None
     if groups is None and shared > BOOTSTRAP_PAIRS and resamples > 0:
         # A resample's gains and losses are multinomial: drawn so, exactly.
         change = b - a

@@ -109,10 +109,11 @@ def _normalized_html(tools: Sequence[Mapping[str, Any]]) -> str:
     ]
     for tool in tools:
         normalized, mapping = tool.get("normalized") or {}, tool.get("mapping") or {}
-        monotone = {
+        verdicts: dict[object, str] = {
             True: "yes",
             False: f"no: {mapping.get('items', 0)} item(s) ranked the wrong way",
-        }.get(mapping.get("monotone"), "-")
+        }
+        monotone = verdicts.get(mapping.get("monotone"), "-")
         parts.append(
             f"<tr>{render_cell(tool['tool'], text=True)}{render_cell(tool['scored'])}"
             f"{render_cell(normalized.get('srcc'))}{render_cell(normalized.get('plcc'))}"

@@ -230,7 +230,8 @@ def _flag(tool: Mapping[str, Any]) -> str:
 def _short_direction(tool: Mapping[str, Any]) -> str:
     if tool.get("basis") == "normalized":
         return "[1,5]"
-    return {True: "lower", False: "higher"}.get(tool.get("lower_is_better"), "?")
+    directions: dict[object, str] = {True: "lower", False: "higher"}
+    return directions.get(tool.get("lower_is_better"), "?")
 
 
 def _tool_lines(report: Mapping[str, Any], *, agent_column: bool) -> list[str]:

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.engine import Engine
 
@@ -63,7 +63,7 @@ from ..db.jobs import get_job
 from ..db.models import aware
 from ..redact import redact
 from ..runconfig import RunConfig, backend_configs
-from ..vlm.base import FatalVLMError, VLMError
+from ..vlm.base import FatalVLMError, Role, VLMError
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,8 @@ def api_for(config_json: str, role: str) -> Any:
     with _apis_lock:
         key = (config_json, role)
         if key not in _apis:
-            config = backend_configs(RunConfig.from_json(config_json))[role]
+            # A batch row's role is one of ROLES: the batch was sent for it.
+            config = backend_configs(RunConfig.from_json(config_json))[cast(Role, role)]
             _apis[key] = create_batch_api(config)
         return _apis[key]
 
@@ -419,6 +420,7 @@ def _recover(
 
     with read_scope(engine) as session:
         row = session.get(VlmBatch, batch_id)
+        assert row is not None  # batch rows are never deleted
         created = aware(row.created_at)
         count = row.request_count
         taken = store.taken_provider_ids(session, created - timedelta(minutes=10))

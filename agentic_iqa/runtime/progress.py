@@ -164,7 +164,9 @@ UNDISPATCHED_SECONDS = 60.0
 def is_batch(config_json: str | None) -> bool:
     """Return whether a job's stored configuration sends its calls in batches (parsed once: every
     feed asks)."""
-    return bool(config_json) and RunConfig.from_json(config_json).batch
+    if not config_json:
+        return False
+    return RunConfig.from_json(config_json).batch
 
 
 def progress(engine: Engine, job_id: str | None = None) -> Progress:

@@ -230,6 +230,7 @@ def _submit(
     manifest, dataset, split, root = spec.manifest, spec.dataset, spec.split, spec.root
     check_images, mos_range, image_dir = spec.check_images, spec.mos_range, spec.image_dir
     described: dict[str, Any] | None = None
+    confine: str | Path | None  # the folder the job's files must lie in
     if dataset is not None:
         if root is None:
             raise ManifestFormatError(

@@ -254,4 +254,4 @@ class AnthropicBatchAPI:
             raise self._error(what, exc) from None
 
     def _error(self, what: str, exc: Exception) -> VLMError:
-        return self.client.sdk_error(exc, what)  # type: ignore[no-any-return]
+        return self.client.sdk_error(exc, what)

@@ -56,6 +56,7 @@ def fetch(
 
 def _fetch(location: str, expected: str | None, cache: ObjectCache | None) -> tuple[bytes, str]:
     """Fetch ``location`` (already admitted) by the way its scheme allows."""
+    data: bytes | None
     if local_path(location) is not None:
         data = read(location)
         digest = sha256_digest(data)

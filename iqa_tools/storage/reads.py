@@ -326,7 +326,7 @@ def read(location: str) -> bytes:
                 raise StorageError(
                     f"cannot read {display(location)}: HTTP {reply.status}", display(location)
                 )
-            return reply.body  # type: ignore[no-any-return]
+            return reply.body
         fs, target = remote_filesystem(location)
         return call_with_retries(location, lambda: _read_capped(fs, target, location))
 

@@ -103,9 +103,12 @@ def select_tools(
                 category = categories_of(str(distortion), f"tool selection ({key})", found)
                 if not category:
                     continue
-                name = _tool_name(value, registry)
-                if name not in allowed:
-                    name = _replacement(key, category[0], value, name, tools, reference_mode, found)
+                named = _tool_name(value, registry)
+                name = (
+                    named
+                    if named is not None and named in allowed
+                    else _replacement(key, category[0], value, named, tools, reference_mode, found)
+                )
                 selected.setdefault(key, {})[category[0]] = name
         if not selected:
             raise ValueError(f"selected_tools has no tool per distortion: {dict(raw)!r:.200}")

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from iqa_tools.storage import is_url
 from iqa_tools.storage.access import AccessPolicy, Reading, reading
@@ -203,12 +203,12 @@ class _ImageChecks:
                 share,
                 self._processes.submit(
                     _checked_files,
-                    [
+                    [  # each with an item: _on_disk chose them
                         (
-                            str(prepared.item.image),
-                            prepared.image_text,  # type: ignore[union-attr]
-                            _text_of(prepared.item.reference),
-                            prepared.reference_text,  # type: ignore[union-attr]
+                            str(cast(ManifestItem, prepared.item).image),
+                            prepared.image_text,
+                            _text_of(cast(ManifestItem, prepared.item).reference),
+                            prepared.reference_text,
                             prepared.line,
                         )
                         for prepared in share
@@ -340,16 +340,16 @@ class _Ahead:
                 close()
         self._put((None, None, True))
 
-    def take(self, *, block: bool) -> list[tuple[int, RawRow]]:
+    def take(self, *, block: bool) -> list[RawRow]:
         """Up to ``size`` rows: with ``block``, at least one (none once the rows ended), and
         those that follow within :data:`LINGER_SECONDS`; else only those ready now."""
         import queue
         import time
 
         if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise failure
-        taken: list[tuple[int, RawRow]] = []
+            raised, self._failure = self._failure, None
+            raise raised
+        taken: list[RawRow] = []
         deadline = 0.0
         while not self.ended and len(taken) < self._size:
             try:
@@ -380,7 +380,7 @@ PREFETCH_ROWS = 64
 
 def _prefetched(
     ahead: _Ahead, base: Path | str, check_images: bool, scope: Reading
-) -> Iterator[list[tuple[int, RawRow]]]:
+) -> Iterator[list[RawRow]]:
     """The rows ``ahead`` gives, a chunk at a time; the objects their cells name in a store
     (URLs, or names under a base URL) are asked about a chunk at a time in parallel first
     (downloaded when the images are checked), so each row's own check costs no round trip.
@@ -394,7 +394,7 @@ def _prefetched(
 
     remote_base = is_url(os.fspath(base))
 
-    def fetch(chunk: list[tuple[int, RawRow]]) -> None:
+    def fetch(chunk: list[RawRow]) -> None:
         with reading(scope):
             wanted = [
                 location
@@ -436,9 +436,7 @@ def _admitted(scope: Reading, location: str) -> bool:
     return True
 
 
-def _objects_named(
-    chunk: list[tuple[int, RawRow]], base: Path | str, remote_base: bool
-) -> list[str]:
+def _objects_named(chunk: list[RawRow], base: Path | str, remote_base: bool) -> list[str]:
     """The object URLs a chunk of rows names (URL cells, or names under a base URL)."""
     from iqa_tools.storage import join_under
 

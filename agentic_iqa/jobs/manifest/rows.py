@@ -183,7 +183,7 @@ def to_entry(
         item_id = None
     elif error is None and isinstance(verdict, str):
         error = verdict
-    elif error is None and verdict is not None:
+    elif error is None and isinstance(verdict, ManifestItem):
         item = verdict
     if error is not None or item is None:
         free = (

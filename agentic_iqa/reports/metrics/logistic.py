@@ -194,7 +194,7 @@ def plcc_after_logistic(
     first = f"logistic{parameters}"
     center, scale = (float(np.mean(x)), float(np.std(x))) if x.size else (0.0, 0.0)
     if x.size < 3 or not math.isfinite(raw) or scale == 0.0 or np.ptp(y) == 0.0:
-        note = (
+        note: str | None = (
             f"{x.size} points cannot be fitted: raw PLCC"
             if x.size < 3
             else "constant input: no fit"
