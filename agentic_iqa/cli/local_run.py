@@ -23,6 +23,7 @@ from .common import (
 from .progress import (
     DEFAULT_EVERY,
     Pace,
+    job_bar,
     pace_text,
     printing_progress,
 )
@@ -47,14 +48,6 @@ def run_here(
     progress line every ``every`` seconds.  ``restart``: runs a resume found in flight."""
     import time
 
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     from ..runtime.local import run_local
     from ..runtime.progress import progress
 
@@ -70,14 +63,7 @@ def run_here(
         return
     current = progress(engine, job_id)
     pace = Pace(time.monotonic(), current.finished)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        console=err,
-    ) as bar:
+    with job_bar(err) as bar:
         task = bar.add_task(
             f"job {job_id[:8]} (local, {workers} threads)",
             total=current.total,

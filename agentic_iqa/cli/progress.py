@@ -131,11 +131,11 @@ def describe_pace(current: Any, seen: float | None = None) -> str:
     return f"{text}, {eta_text(eta_seconds(remaining, per_second))}"
 
 
-def follow_job(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> None:
-    """Follow a job the workers run until it ends: a bar with rate and ETA on a terminal,
-    else a plain line every ``every`` seconds (a bar in a log file prints only at the end)."""
-    import time
+def job_bar(console: Any) -> Any:
+    """Return the terminal bar a followed job is drawn in: done of total, pace, time elapsed.
 
+    A rich ``Progress`` on ``console``; its task's ``rate`` field holds the pace and ETA.
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -143,6 +143,21 @@ def follow_job(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> None:
         TextColumn,
         TimeElapsedColumn,
     )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def follow_job(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> None:
+    """Follow a job the workers run until it ends: a bar with rate and ETA on a terminal,
+    else a plain line every ``every`` seconds (a bar in a log file prints only at the end)."""
+    import time
 
     from ..runtime.progress import Progress as JobProgress
     from ..runtime.progress import progress, wait
@@ -153,14 +168,7 @@ def follow_job(engine: Any, job_id: str, every: float = DEFAULT_EVERY) -> None:
         return
     first = progress(engine, job_id)
     pace = Pace(time.monotonic(), first.finished)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        console=err,
-    ) as bar:
+    with job_bar(err) as bar:
         task = bar.add_task(
             f"job {job_id[:8]}",
             total=first.total,
