@@ -21,7 +21,11 @@ Reliability choices, deliberately:
   fleet-wide rate limits live in Redis (:mod:`agentic_iqa.vlm.ratelimit`).  A thread pool has
   no time limits; the SDK timeout and the limiter's ``max_wait`` bound a VLM step there;
 * task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
-  step with its queue and state.
+  step with its queue and state;
+* nothing secret in Celery's configuration: the settings (whose database URL holds a password)
+  live on the app object (:attr:`PipelineApp.settings`), not in ``app.conf``, which ``celery
+  inspect conf`` and Flower show to anyone who reaches the broker; the broker and result backend
+  URLs are there, and Celery masks their passwords (``tests/workers/test_secrets.py``).
 """
 
 from __future__ import annotations
@@ -56,9 +60,18 @@ def task_limits(settings: PipelineSettings, *, tool_task: bool) -> tuple[float, 
     return longest + min(5.0, margin / 2), longest + margin
 
 
-def make_app(settings: PipelineSettings | None = None) -> Celery:
+class PipelineApp(Celery):
+    """The Celery app with the pipeline's settings beside (never inside) its configuration."""
+
+    #: Set by :func:`make_app`; Celery's own constructor is left as it is (it rebuilds apps).
+    settings: PipelineSettings
+
+
+def make_app(settings: PipelineSettings | None = None) -> PipelineApp:
+    """Build the Celery app from ``settings`` (default: :meth:`PipelineSettings.load`)."""
     settings = settings or PipelineSettings.load()
-    app = Celery("agentic_iqa")
+    app = PipelineApp("agentic_iqa")
+    app.settings = settings
     tool_task = STEP_TASK_PREFIX + "tool_execution"
     vlm_queue = settings.vlm_steps_queue
     routes = {
@@ -100,7 +113,6 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
         # The task module is imported by workers at start, not here (it imports this module).
         imports=["workers.tasks"],
     )
-    app.conf.agentic_iqa = settings
     return app
 
 
