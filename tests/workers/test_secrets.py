@@ -5,11 +5,9 @@ password-protected Redis and runs a job.  Each test starts a Redis of its own wi
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,33 +15,9 @@ import pytest
 
 from tests.agentic_iqa.conftest import EXAMPLE
 from tests.workers.cluster import Cluster, RedisServer
+from tests.workers.leaks import leaks, secret
 
 pytestmark = [pytest.mark.slow]
-
-#: Characters a URL must quote, in every password: a password is put into URLs correctly or not.
-AWKWARD = "@:/%#?"
-
-
-def secret(tag: str) -> str:
-    return f"{tag}-{AWKWARD}-{uuid.uuid4().hex[:10]}"
-
-
-def leaks(text: str, secrets: dict[str, str]) -> list[str]:
-    """The names of the secrets found in ``text``, as given or URL-quoted."""
-    return [
-        name for name, value in secrets.items() if value in text or quote(value, safe="") in text
-    ]
-
-
-@pytest.fixture
-def protected_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    """A Redis of the test's own whose default user has a password."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    server = RedisServer(tmp_path, password=secret("broker"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_inspect_conf_report_and_stats_show_no_password_nor_key(
