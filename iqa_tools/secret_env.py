@@ -72,10 +72,16 @@ def read_variable(name: str, environ: Mapping[str, str] | None = None) -> str | 
     return value
 
 
+def file_given(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Return whether ``name_FILE`` names a file (is set to something other than blanks)."""
+    env = os.environ if environ is None else environ
+    return bool(env.get(name + FILE_SUFFIX, "").strip())
+
+
 def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
     """Return whether ``name`` or ``name_FILE`` is set (to something other than nothing)."""
     env = os.environ if environ is None else environ
-    return bool(env.get(name)) or bool(env.get(name + FILE_SUFFIX, "").strip())
+    return bool(env.get(name)) or file_given(name, env)
 
 
 def with_password(url: str, password: str | None, *, schemes: tuple[str, ...] = ()) -> str:
@@ -126,7 +132,7 @@ class SecretFileSource(PydanticBaseSettingsSource):
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         """Return the field's value from its file (None when its file variable is unset)."""
         variable = (self.prefix + field_name).upper()
-        if field_name not in self.fields or not os.environ.get(variable + FILE_SUFFIX, "").strip():
+        if field_name not in self.fields or not file_given(variable):
             return None, field_name, False
         return read_variable(variable), field_name, False
 
@@ -142,4 +148,4 @@ class SecretFileSource(PydanticBaseSettingsSource):
 
 def file_set_fields(prefix: str, fields: tuple[str, ...]) -> set[str]:
     """Return the ``fields`` given by a ``PREFIX<FIELD>_FILE`` variable."""
-    return {name for name in fields if is_set(f"{prefix}{name.upper()}{FILE_SUFFIX}")}
+    return {name for name in fields if file_given(f"{prefix}{name.upper()}")}

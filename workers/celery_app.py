@@ -35,6 +35,7 @@ from kombu import Queue
 
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.pipeline import STEPS, TOOL_STEPS
+from iqa_tools.secret_env import with_redis_password
 
 COORDINATE = "agentic_iqa.coordinate"
 FEED_JOB = "agentic_iqa.feed_job"
@@ -84,7 +85,7 @@ def make_app(settings: PipelineSettings | None = None) -> PipelineApp:
     tool_limits = {"soft_time_limit": tool_soft, "time_limit": tool_hard}
     queues = list(dict.fromkeys([settings.default_queue, vlm_queue, settings.tool_queue]))
     app.conf.update(
-        broker_url=settings.broker_url or "redis://127.0.0.1:6379/0",
+        broker_url=settings.broker_url or with_redis_password("redis://127.0.0.1:6379/0"),
         result_backend=settings.result_backend,
         task_ignore_result=settings.result_backend is None,
         task_serializer="json",

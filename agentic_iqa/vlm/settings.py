@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentic_iqa.config import config_file
-from iqa_tools.secret_env import FILE_SUFFIX, is_set, read_variable, with_redis_password
+from iqa_tools.secret_env import file_given, read_variable, with_redis_password
 
 from .base import Role, VLMConfigurationError
 
@@ -313,7 +313,7 @@ def _env_overrides(role: Role) -> dict[str, Any]:
     names = [(f"AGENTIC_IQA_VLM_{field.upper()}", field) for field in GLOBAL_ENV_FIELDS]
     names += [(f"AGENTIC_IQA_{role.upper()}_{f.upper()}", f) for f in BackendConfig.model_fields]
     for variable, field in names:
-        if field == "base_url" and is_set(variable + FILE_SUFFIX):  # it may hold a key
+        if field == "base_url" and file_given(variable):  # it may hold a key
             overrides[field] = (read_variable(variable) or "").strip() or None
         elif variable in os.environ:
             value = os.environ[variable].strip()
