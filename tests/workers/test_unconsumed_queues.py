@@ -105,7 +105,7 @@ def tool_steps_running(engine: Any) -> int:
 def assert_named(cluster: Cluster, job_id: str, started: datetime) -> None:
     """``eval status`` (JSON and text), ``eval list`` and the supervisor's log name ``gpu``."""
     document = wait_for(
-        lambda: (doc := status(cluster))["unconsumed_queues"] and doc, 60, "gpu to be named"
+        lambda: (doc := status(cluster))["unconsumed_queues"] and doc, 180, "gpu to be named"
     )
     assert document["job_id"] == job_id and document["status"] == "running"
     (queue,) = document["unconsumed_queues"]

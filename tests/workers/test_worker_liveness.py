@@ -117,6 +117,7 @@ def test_the_liveness_file_is_fresh_only_while_the_broker_answers(
         health.unlink(missing_ok=True)
         time.sleep(3)
         assert not health.exists()  # nobody touched it while the broker was down
+        assert not healthy(health, 3)  # no file: unhealthy, not an error of the check
         health.touch()
         os.utime(health, (time.time() - 10, time.time() - 10))
         assert not healthy(health, 3)  # what Docker sees: unhealthy
