@@ -140,6 +140,12 @@ class PipelineSettings(BaseSettings):
     #: Run the supervisor (feeding jobs, re-sending stalled runs) in workers of the default
     #: queue.  Several supervisors are safe: the database decides who re-sends what.
     supervisor: bool = True
+    #: A file every worker touches each ``worker_health_interval`` seconds while its consumer
+    #: is connected to the broker (a container's healthcheck reads its age); unset: none.
+    worker_health_file: Path | None = None
+    #: Seconds between a worker's signs of life: the liveness file touched and its queues
+    #: announced in the broker (an announcement holds three intervals).
+    worker_health_interval: float = Field(default=10.0, gt=0)
     #: Answer deterministic VLM requests from the response cache (same store as tool scores:
     #: ``tool_cache`` in configs/tools.yaml); ``AGENTIC_IQA_VLM_CACHE=false`` turns it off.
     vlm_cache: bool = True
@@ -187,6 +193,11 @@ class PipelineSettings(BaseSettings):
     def vlm_steps_queue(self) -> str:
         """Where VLM steps go: ``vlm_queue``, else the default queue."""
         return self.vlm_queue or self.default_queue
+
+    @property
+    def queues(self) -> list[str]:
+        """Return every queue the pipeline sends to: default, VLM steps, tools (no repeats)."""
+        return list(dict.fromkeys([self.default_queue, self.vlm_steps_queue, self.tool_queue]))
 
     @classmethod
     def load(cls, **overrides: object) -> PipelineSettings:

@@ -43,6 +43,7 @@ from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, tool_step_cached
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
 from agentic_iqa.runtime import embedded, service
+from agentic_iqa.runtime.consumers import QueueWatch
 from agentic_iqa.runtime.lifecycle import feed
 from agentic_iqa.runtime.supervisor import SupervisorThread
 from agentic_iqa.state import AgenticIQAState
@@ -534,6 +535,7 @@ def _start_supervisor(sender: Any = None, **_: Any) -> None:
         lease_seconds=settings().lease_seconds,
         interval=settings().feed_interval,
         dispatch=submit,
+        watch=QueueWatch(app.conf.broker_url, settings().queues),
     )
     _supervisor.start()
 
