@@ -19,7 +19,8 @@ Reliability choices, deliberately:
 * VLM steps may have a queue of their own (``vlm_queue``) for workers with a thread pool
   (``--pool threads --concurrency 64``): they wait on the network, not the CPU, and their
   fleet-wide rate limits live in Redis (:mod:`agentic_iqa.vlm.ratelimit`).  A thread pool has
-  no time limits; the SDK timeout and the limiter's ``max_wait`` bound a VLM step there;
+  no Celery time limits: there the step's own limit is a deadline on its model calls
+  (:mod:`agentic_iqa.vlm.deadline`), and each call has a total deadline of ``timeout`` s;
 * task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
   step with its queue and state.
 """

@@ -53,8 +53,11 @@ class Cluster:
         cli: bool = False,
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
+        pool: str = "prefork",
     ) -> str:
         """Start a worker and wait until it answers a ping; returns its hostname.
+
+        ``pool``: the ``celery`` command's pool (``threads``: as compose's vlm-worker runs).
 
         ``cli=True`` starts it with ``agentic-iqa worker`` instead of the ``celery`` command.
         ``cwd`` and ``env`` (added to the cluster's) give a worker a host of its own: its own
@@ -89,7 +92,7 @@ class Cluster:
                 hostname,
                 "-c",
                 str(concurrency),
-                "--pool=prefork",
+                f"--pool={pool}",
                 "--without-gossip",
                 "--without-mingle",
                 "-l",
