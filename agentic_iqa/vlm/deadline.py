@@ -21,8 +21,8 @@ read into memory.  :class:`BoundedTransport`, the transport of the SDK clients o
   with the step's own error, which no SDK retries (it travels as :class:`StepDeadlineReached`,
   a ``BaseException``, through the SDK's ``except Exception``).
 
-Requests outside a :func:`bounded_call` (the Batch API's uploads and downloads) keep the SDK's
-own timeouts, and the step's deadline where there is one.
+Requests outside a :func:`bounded_call` (the Batch API's uploads and downloads, whose files
+may be large and slow by nature) keep the SDK's own timeouts.
 """
 
 from __future__ import annotations
@@ -193,24 +193,41 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-def _shutdown(network_stream: Any) -> Callable[[], None]:
-    def action() -> None:
-        sock = network_stream.get_extra_info("socket")
+class _Socket:
+    """The socket of one attempt, as soon as it is known, for the watchdog to shut down: a
+    new connection's from httpcore's trace (so a status line or headers sent a byte at a
+    time are cut too), else the response's once its headers are in."""
+
+    _CONNECTED = frozenset(
+        f"connection.{name}.complete"
+        for name in ("connect_tcp", "connect_unix_socket", "start_tls")
+    )
+
+    def __init__(self, previous: Callable[[str, dict[str, Any]], None] | None) -> None:
+        self.stream: Any = None
+        self._previous = previous
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event in self._CONNECTED and info.get("return_value") is not None:
+            self.stream = info["return_value"]
+        if self._previous is not None:
+            self._previous(event, info)
+
+    def shutdown(self) -> None:
+        sock = self.stream.get_extra_info("socket") if self.stream is not None else None
         if sock is not None:
             sock.shutdown(socket.SHUT_RDWR)  # wakes a read blocked on it
-
-    return action
 
 
 class _Bounds:
     """The deadline and cap of one attempt, and the error each raises."""
 
     def __init__(
-        self, call: CallLimits | None, step: StepDeadline | None, request: httpx2.Request
+        self, call: CallLimits, step: StepDeadline | None, request: httpx2.Request
     ) -> None:
         now = time.monotonic()
         self.call, self.step, self.request = call, step, request
-        call_ends = now + call.seconds if call is not None else float("inf")
+        call_ends = now + call.seconds
         step_ends = step.ends if step is not None else float("inf")
         self.ends = min(call_ends, step_ends)
         self.step_binds = step_ends <= call_ends
@@ -225,11 +242,10 @@ class _Bounds:
     def expired(self) -> BaseException:
         if self.step_binds and self.step is not None:
             return StepDeadlineReached(self.step.expired())
-        assert self.call is not None
         return CallDeadlineExceeded(self.call.seconds, self.request)
 
     def too_large(self) -> ResponseTooLarge:
-        assert self.call is not None and self.call.max_bytes is not None
+        assert self.call.max_bytes is not None
         refused = ResponseTooLarge(self.call.max_bytes, self.call.max_tokens, self.call.absolute)
         self.call.refused = refused
         return refused
@@ -238,14 +254,14 @@ class _Bounds:
 class _BoundedStream(httpx2.SyncByteStream):
     """A response body read under its attempt's deadline and byte cap."""
 
-    def __init__(self, inner: httpx2.SyncByteStream, bounds: _Bounds, watch: int | None) -> None:
+    def __init__(self, inner: httpx2.SyncByteStream, bounds: _Bounds, watch: int) -> None:
         self._inner = inner
         self._bounds = bounds
-        self._watch = watch
+        self._watch: int | None = watch
 
     def __iter__(self) -> Iterator[bytes]:
         bounds = self._bounds
-        cap = bounds.call.max_bytes if bounds.call is not None else None
+        cap = bounds.call.max_bytes
         received = 0
         try:
             for chunk in self._inner:
@@ -272,9 +288,9 @@ class BoundedTransport(httpx2.HTTPTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         call, step = _CALL.get(), _STEP.get()
-        if call is None and step is None:
+        if call is None:  # not a model call (the Batch API's): the SDK's own timeouts
             return super().handle_request(request)
-        if call is not None and call.refused is not None:
+        if call.refused is not None:
             raise call.refused
         bounds = _Bounds(call, step, request)
         if bounds.remaining <= 0:
@@ -285,25 +301,28 @@ class BoundedTransport(httpx2.HTTPTransport):
             phase: remaining if timeouts.get(phase) is None else min(timeouts[phase], remaining)
             for phase in ("connect", "read", "write", "pool")
         }
-        if call is not None and call.max_bytes is not None:
+        if call.max_bytes is not None:
             request.headers["accept-encoding"] = "identity"
+        connection = _Socket(request.extensions.get("trace"))
+        request.extensions["trace"] = connection.trace
+        watch = _WATCHDOG.arm(bounds.ends, connection.shutdown)
         try:
             response = super().handle_request(request)
         except httpx2.TransportError:
+            _WATCHDOG.disarm(watch)
             if bounds.passed(slack=0.05):
                 raise bounds.expired() from None
             raise
+        except BaseException:
+            _WATCHDOG.disarm(watch)
+            raise
+        connection.stream = response.extensions.get("network_stream") or connection.stream
         length = response.headers.get("content-length", "")
-        cap = call.max_bytes if call is not None else None
+        cap = call.max_bytes
         if cap is not None and length.isdigit() and int(length) > cap:
+            _WATCHDOG.disarm(watch)
             response.close()
             raise bounds.too_large()
-        network_stream = response.extensions.get("network_stream")
-        watch = (
-            _WATCHDOG.arm(bounds.ends, _shutdown(network_stream))
-            if network_stream is not None and bounds.ends != float("inf")
-            else None
-        )
         stream = response.stream
         assert isinstance(stream, httpx2.SyncByteStream)
         response.stream = _BoundedStream(stream, bounds, watch)

@@ -30,15 +30,15 @@ class HostileServer:
     """Answers every POST by :meth:`write`; counts requests; a context manager.
 
     ``mode``: ``"drip"`` sends the whole answer one byte every ``interval`` seconds (with its
-    Content-Length); ``"huge"`` sends a valid answer whose text is ``size`` bytes, chunked (no
-    Content-Length), generated as it is sent; ``"huge-length"`` the same with its
-    Content-Length announced.
+    Content-Length); ``"drip-headers"`` the status line and headers too; ``"huge"`` sends a
+    valid answer whose text is ``size`` bytes, chunked (no Content-Length), generated as it is
+    sent; ``"huge-length"`` the same with its Content-Length announced.
     """
 
     def __init__(
         self,
         protocol: Protocol,
-        mode: Literal["drip", "huge", "huge-length"],
+        mode: Literal["drip", "drip-headers", "huge", "huge-length"],
         *,
         interval: float = 2.0,
         size: int = 200 * 1024 * 1024,
@@ -92,7 +92,18 @@ class HostileServer:
                     server.requests += 1
                 sent = 0
                 try:
-                    if server.mode == "drip":
+                    if server.mode == "drip-headers":
+                        body = answer_body(server.protocol)
+                        raw = (
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                            b"content-length: %d\r\n\r\n%s" % (len(body), body)
+                        )
+                        for index in range(len(raw)):
+                            self.wfile.write(raw[index : index + 1])
+                            self.wfile.flush()
+                            sent += 1
+                            time.sleep(server.interval)
+                    elif server.mode == "drip":
                         body = answer_body(server.protocol)
                         self._head({"content-length": str(len(body))})
                         for index in range(len(body)):

@@ -86,6 +86,15 @@ def test_the_deadline_holds_while_a_read_still_waits(protocol: Protocol) -> None
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_headers_sent_a_byte_at_a_time_are_cut_at_the_deadline(protocol: Protocol) -> None:
+    with HostileServer(protocol, "drip-headers", interval=0.4) as server:
+        client = client_for(server, timeout=2, max_retries=0)
+        elapsed, error = ended_within(10, lambda: client.complete(REQUEST))
+    assert isinstance(error, TransientVLMError) and "2 s deadline" in str(error), error
+    assert 1.9 <= elapsed < 2.9, elapsed
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_each_sdk_retry_gets_a_deadline_of_its_own(protocol: Protocol) -> None:
     with HostileServer(protocol, "drip", interval=0.3) as server:
         client = client_for(server, timeout=1, max_retries=1)
