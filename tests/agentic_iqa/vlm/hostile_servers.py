@@ -45,6 +45,8 @@ class HostileServer:
     ) -> None:
         self.protocol, self.mode, self.interval, self.size = protocol, mode, interval, size
         self.requests = 0
+        #: When each request came (``time.monotonic()``).
+        self.arrivals: list[float] = []
         #: Bytes of body each request got written before the client went away.
         self.sent: list[int] = []
         self._lock = threading.Lock()
@@ -90,6 +92,7 @@ class HostileServer:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 with server._lock:
                     server.requests += 1
+                    server.arrivals.append(time.monotonic())
                 sent = 0
                 try:
                     if server.mode == "drip-headers":
