@@ -149,6 +149,15 @@ class PipelineSettings(BaseSettings):
     #: Answer deterministic VLM requests from the response cache (same store as tool scores:
     #: ``tool_cache`` in configs/tools.yaml); ``AGENTIC_IQA_VLM_CACHE=false`` turns it off.
     vlm_cache: bool = True
+    #: Where the response cache lives (a tool cache URL: ``redis://``, ``sqlite:///``,
+    #: ``memory``, ``none``); unset: the tool scores' store, ``tool_cache``.  Where that is the
+    #: broker's Redis (no eviction, by design), give the cache a store of its own.
+    vlm_cache_url: str | None = None
+    #: Seconds a cached answer is kept (Redis expires the key, SQLite serves no older row);
+    #: 0: for ever.
+    vlm_cache_ttl: float = Field(default=30 * 24 * 3600, ge=0)
+    #: An answer whose JSON is larger than this many bytes is not cached (logged once).
+    vlm_cache_max_entry_bytes: int = Field(default=1024 * 1024, ge=1)
     #: The price table (USD per million tokens per model); unset: configs/prices.yaml.
     prices_file: Path | None = None
     #: ``eval submit --batch``: a round's batch is sent when every run of the job waits for an

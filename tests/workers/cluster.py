@@ -55,8 +55,11 @@ class Cluster:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
         named: bool = True,
+        pool: str = "prefork",
     ) -> str:
         """Start a worker and wait until it answers a ping; returns its hostname.
+
+        ``pool``: the ``celery`` command's pool (``threads``: as compose's vlm-worker runs).
 
         ``cli=True`` starts it with ``agentic-iqa worker`` instead of the ``celery`` command;
         ``named=False`` (with ``cli``) gives it no ``--name``, so it takes its default one.
@@ -93,7 +96,7 @@ class Cluster:
                 hostname,
                 "-c",
                 str(concurrency),
-                "--pool=prefork",
+                f"--pool={pool}",
                 "--without-gossip",
                 "--without-mingle",
                 "-l",
