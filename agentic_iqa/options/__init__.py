@@ -80,6 +80,37 @@ class OptionMatch:
     start: int | None
 
 
+#: Why a reply gives no option: it says it cannot see the image; it names several or hedges;
+#: it stopped at the token cap before its letter was written; it commits to none.
+Unread = Literal["cannot see", "several", "cut off", "none"]
+
+#: Each :data:`Unread` kind in words, for a run's record and its warnings.
+UNREAD_REASONS: dict[str, str] = {
+    "cannot see": "the model says it cannot see the image",
+    "several": "the reply names more than one option, or hedges between them",
+    "cut off": "the reply stopped at the token limit before its option was written",
+    "none": "the reply commits to no option",
+}
+
+
+@dataclass(frozen=True)
+class OptionReading:
+    """What a reply gives: the option and where it stands, or why it gives none."""
+
+    match: OptionMatch | None
+    unread: Unread | None = None
+
+    @property
+    def letter(self) -> str | None:
+        """The option's letter, or None."""
+        return None if self.match is None else self.match.letter
+
+    @property
+    def reason(self) -> str | None:
+        """Why the reply gives no option, in words (None when it gives one)."""
+        return None if self.unread is None else UNREAD_REASONS[self.unread]
+
+
 def _one(readings: Iterable[Reading]) -> OptionMatch | None | Literal[False]:
     """One letter: its match (the first place it stands); several: False; none: None."""
     starts: dict[str, list[int]] = {}
@@ -95,9 +126,11 @@ def _one(readings: Iterable[Reading]) -> OptionMatch | None | Literal[False]:
     return OptionMatch(letter, min(places) if places else None)
 
 
-def _decide(reply: Reply) -> tuple[OptionMatch | None, bool]:
-    """The answer and whether the reply committed to it."""
+def _decide(reply: Reply) -> tuple[OptionMatch | None, bool, Unread | None]:
+    """The answer, whether the reply committed to it, and why there is none."""
     text = reply.text
+    if cues.CANNOT_SEE.search(text):
+        return None, False, "cannot see"
     whole = re.fullmatch(
         rf"[\s*_`\"'#>\[（(]*(?P<l>{reply.letters})[)\]）]?[.):]?"
         r"[\s*_`\"'\])）]*",
@@ -105,18 +138,18 @@ def _decide(reply: Reply) -> tuple[OptionMatch | None, bool]:
         re.I,
     )
     if whole is not None:
-        return OptionMatch(whole.group("l").upper(), whole.start("l")), True
+        return OptionMatch(whole.group("l").upper(), whole.start("l")), True, None
     by_text = reply.by_text(text)
     if by_text is not None:
-        return OptionMatch(by_text, None), True
+        return OptionMatch(by_text, None), True, None
     for tier in (reply.final, reply.committed):
         found = _one(tier())
         if found is False:
-            return None, False
+            return None, False, "several"
         if found is not None:
-            return found, True
+            return found, True, None
     if reply.hedged:
-        return None, False
+        return None, False, "several"
     for tier in (reply.marked, reply.standing):
         readings = [
             reading
@@ -127,42 +160,59 @@ def _decide(reply: Reply) -> tuple[OptionMatch | None, bool]:
         ]
         found = _one(readings)
         if found is False:
-            return None, False
+            return None, False, "several"
         if found is not None:
             chosen = Reading(found.letter, found.start)
             read = {reading.start for reading in readings if reading.start is not None}
             if reply.rival(chosen, read):
-                return None, False
-            return found, False
-    return None, False
+                return None, False, "several"
+            return found, False, None
+    return None, False, "none"
 
 
-def locate_option(
+def read_option(
     text: str | None, options: Mapping[str, str], *, cut_off: bool = False
-) -> OptionMatch | None:
-    """The option ``text`` gives and where, or None when it gives none, several, a negated
-    one or a hedge.
+) -> OptionReading:
+    """Read the option ``text`` gives and where, or why it gives none (see the rules above).
 
     ``options`` maps each letter to its text (the text may be empty when only letters are
     known).  ``cut_off``: the reply stopped at the token cap, so only a committed letter
     that is already written counts.
     """
     if not text or not options:
-        return None
-    found, committed = _decide(Reply(text, options))
+        return OptionReading(None, "none")
+    reply = Reply(text, options)
+    found, committed, unread = _decide(reply)
     if found is None or not cut_off:
-        return found
+        return OptionReading(found, unread)
     if not committed or found.start is None:
-        return None
-    return found if cues.SETTLED.match(text, found.start + 1) else None
+        return OptionReading(None, "cut off")
+    if cues.SETTLED.match(reply.text, found.start + 1):
+        return OptionReading(found)
+    return OptionReading(None, "cut off")
+
+
+def locate_option(
+    text: str | None, options: Mapping[str, str], *, cut_off: bool = False
+) -> OptionMatch | None:
+    """The option ``text`` gives and where, or None when it gives none, several, a negated
+    one or a hedge, or says it cannot see the image (:func:`read_option` says which)."""
+    return read_option(text, options, cut_off=cut_off).match
 
 
 def parse_option(
     text: str | None, options: Mapping[str, str], *, cut_off: bool = False
 ) -> str | None:
     """The option letter ``text`` gives, or None (see :func:`locate_option`)."""
-    found = locate_option(text, options, cut_off=cut_off)
-    return None if found is None else found.letter
+    return read_option(text, options, cut_off=cut_off).letter
 
 
-__all__ = ["OptionMatch", "locate_option", "parse_option"]
+__all__ = [
+    "UNREAD_REASONS",
+    "OptionMatch",
+    "OptionReading",
+    "Unread",
+    "locate_option",
+    "parse_option",
+    "read_option",
+]

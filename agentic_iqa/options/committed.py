@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from . import cues
 from .mentions import Mentions, Reading
-from .normalise import normalise_text
+from .normalise import normalise_text, respells
 
 
 class Reply(Mentions):
@@ -18,26 +18,33 @@ class Reply(Mentions):
 
     # -- tiers -----------------------------------------------------------------------------
 
-    def after(self, marker: str, *, at_end: bool = False) -> Iterator[Reading]:
-        """Letters standing right after ``marker``, and option texts standing as its clause."""
+    def after(self, marker: str, *, at_end: bool = False, texts: bool = True) -> Iterator[Reading]:
+        """Letters standing right after ``marker``, and (``texts``) option texts standing as
+        its clause."""
         closing = r"[)\]*_]*\s*[.!]?\s*$" if at_end else ""
         pattern = rf"(?:{marker})(?P<l>{self.letters}){cues.RIGHT}{closing}"
         for match in re.finditer(pattern, self.text, re.I):
             reading = self.valid(match.start("l"))
             if reading is not None:
                 yield reading
-        if at_end:
+        if at_end or not texts:
             return
-        for match in re.finditer(rf"(?:{marker})(?P<t>[^\n.;,:!?(—–]+)", self.text, re.I):
+        for match in re.finditer(rf"(?:{marker})(?P<t>[^\n.;,:!?(—–\"}}]+)", self.text, re.I):
             letter = self.by_text(match.group("t"))
             if letter is not None:
                 yield Reading(letter, None)
 
     def by_text(self, text: str) -> str | None:
+        """The one option ``text`` is, as written or respelled ("Overexposed" for
+        "Overexposure"); None when it is none of them, or respells more than one."""
         bare = normalise_text(text)
         found = [
             letter for letter, body in self.options.items() if body and normalise_text(body) == bare
         ]
+        if not found:
+            found = [
+                letter for letter, body in self.options.items() if body and respells(bare, body)
+            ]
         return found[0] if len(found) == 1 else None
 
     def before(self, verdict: str) -> Iterator[Reading]:
@@ -56,6 +63,8 @@ class Reply(Mentions):
             *self.after(cues.ANSWER + cues.SEPARATOR),
             *self.after(cues.LABEL + cues.SEPARATOR_REQUIRED),
             *self.after(cues.FIRST_PERSON),
+            *self.after(cues.CHOOSE_CJK),
+            *self.after(cues.COPULA, texts=False),
             *self.after(cues.CORRECTION),
             *self.after(cues.CONCLUDING, at_end=True),
             *self.before(cues.VERDICT_AFTER),

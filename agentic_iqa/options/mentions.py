@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from . import cues
-from .normalise import same_word
+from .normalise import fold_width, same_word
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Mentions:
     """One reply and the options it may name: where a letter stands and how it is meant."""
 
     def __init__(self, text: str, options: Mapping[str, str]) -> None:
-        self.text = text
+        self.text = fold_width(text)  # "Ｃ" is "C", each character where it stands
         self.options = {letter.upper(): body for letter, body in options.items()}
         self.letters = "|".join(re.escape(letter) for letter in sorted(self.options))
         self.capital = rf"(?-i:{self.letters})"
@@ -72,7 +72,7 @@ class Mentions:
             and len(re.findall(r"[^\W_]+", tail[negations[-1].end() :])) <= cues.NEGATION_REACH
         ):
             return True
-        if cues.SET_ASIDE_BEFORE.search(tail):
+        if cues.SET_ASIDE_BEFORE.search(tail) or cues.NEGATED_THOUGHT.search(tail):
             return True
         if end is None:
             end = start + 1
@@ -293,7 +293,8 @@ class Mentions:
 
         def one(name: str) -> str:
             return (
-                rf"(?:options?\s+)?[\[（(]?(?P<{name}>{self.capital}){cues.RIGHT}[)\]）]?"
+                rf"(?:options?\s+)?[\[（(*_`\"']*(?P<{name}>{self.capital}){cues.RIGHT}"
+                r"[)\]）*_`\"']*"
                 r"(?:\s*[(（][^()\n]{0,40}[)）])?"
             )
 

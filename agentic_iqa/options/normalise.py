@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-_DECORATION = " \t\r\n*_`\"'#>"
-_TRAILING = " \t\r\n.!,;:*_`\"'"
+_DECORATION = " \t\r\n*_`\"'#>{}"
+_TRAILING = " \t\r\n.!,;:*_`\"'{}"
 
 
 def normalise_text(text: str) -> str:
@@ -23,3 +23,45 @@ def normalise_text(text: str) -> str:
 def same_word(word: str, body: str) -> bool:
     """Return whether ``word`` is the option's own text: "slight" for severity's "Slight"."""
     return normalise_text(word) == normalise_text(body)
+
+
+#: Full-width letters and digits ("Ｃ", "３") as their ASCII selves, one character for one.
+_FULL_WIDTH = {
+    code: code - 0xFEE0
+    for code in (*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B), *range(0xFF41, 0xFF5B))
+}
+
+
+def fold_width(text: str) -> str:
+    """Write full-width letters and digits as ASCII ("答案：Ｃ" is "答案：C"), keeping every
+    other character, so that positions in the result are positions in ``text``."""
+    return text.translate(_FULL_WIDTH)
+
+
+#: The shortest common beginning, and the longest different endings, of two spellings of
+#: one word: "overexposed" / "overexposure", "noisy" / "noise", "blurry" / "blur".
+STEM = 4
+ENDING = 3
+
+
+def respells(text: str, body: str) -> bool:
+    """Return whether ``text`` is the option's text ``body`` in other endings, word for word
+    ("Overexposed" for "Overexposure", "noisy" for "Noise"); a word shorter than
+    :data:`STEM` must be the same word."""
+    said, own = normalise_text(text).split(), normalise_text(body).split()
+    if not said or len(said) != len(own):
+        return False
+    return all(_same_stem(a, b) for a, b in zip(said, own, strict=True))
+
+
+def _same_stem(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    if not (a.isalpha() and b.isalpha()):
+        return False
+    common = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        common += 1
+    return common >= STEM and len(a) - common <= ENDING and len(b) - common <= ENDING
