@@ -69,6 +69,7 @@ from typing import Literal
 from . import cues
 from .committed import Reply
 from .mentions import Reading
+from .normalise import fold_width
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def _one(readings: Iterable[Reading]) -> OptionMatch | None | Literal[False]:
 def _decide(reply: Reply) -> tuple[OptionMatch | None, bool, Unread | None]:
     """The answer, whether the reply committed to it, and why there is none."""
     text = reply.text
-    if cues.CANNOT_SEE.search(text):
+    if says_it_cannot_see(text):
         return None, False, "cannot see"
     whole = re.fullmatch(
         rf"[\s*_`\"'#>\[（(]*(?P<l>{reply.letters})[)\]）]?[.):]?"
@@ -166,8 +167,16 @@ def _decide(reply: Reply) -> tuple[OptionMatch | None, bool, Unread | None]:
             read = {reading.start for reading in readings if reading.start is not None}
             if reply.rival(chosen, read):
                 return None, False, "several"
+            if reply.negated_anywhere(found.letter):
+                return None, False, "none"  # "Maybe C. ... Answer: not (C)"
             return found, False, None
     return None, False, "none"
+
+
+def says_it_cannot_see(text: str | None) -> bool:
+    """Return whether ``text`` says the model cannot see the image ("As a text-only model I
+    can't see the photo", "No image was attached", "我无法查看图片")."""
+    return bool(text) and cues.CANNOT_SEE.search(fold_width(text or "")) is not None
 
 
 def read_option(
@@ -183,6 +192,8 @@ def read_option(
         return OptionReading(None, "none")
     reply = Reply(text, options)
     found, committed, unread = _decide(reply)
+    if found is None and cut_off and unread != "cannot see":
+        return OptionReading(None, "cut off")
     if found is None or not cut_off:
         return OptionReading(found, unread)
     if not committed or found.start is None:
@@ -215,4 +226,5 @@ __all__ = [
     "locate_option",
     "parse_option",
     "read_option",
+    "says_it_cannot_see",
 ]

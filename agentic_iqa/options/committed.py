@@ -64,7 +64,11 @@ class Reply(Mentions):
             *self.after(cues.LABEL + cues.SEPARATOR_REQUIRED),
             *self.after(cues.FIRST_PERSON),
             *self.after(cues.CHOOSE_CJK),
-            *self.after(cues.COPULA, texts=False),
+            *(  # "it's a ..." is the article, whatever follows it
+                reading
+                for reading in self.after(cues.COPULA, texts=False)
+                if reading.start is None or self.text[reading.start] != "a"
+            ),
             *self.after(cues.CORRECTION),
             *self.after(cues.CONCLUDING, at_end=True),
             *self.before(cues.VERDICT_AFTER),

@@ -160,7 +160,7 @@ SETS_PREVIOUS_ASIDE = re.compile(
 #: tempting", "Slight (B) was my first thought", "(C) crossed my mind", "A (Noise): present,
 #: but minor", "compression (C) is barely noticeable", "the noise (A) is a minor point".
 SET_ASIDE_AFTER = re.compile(
-    r"[)\]）*_`\"']*\s*[:\-–—]?\s*(?:(?:(?:is|was|seems|looks|sounds|feels|would\s+be|are|"
+    r"[)\]）*_`\"'”’」』]*\s*[:\-–—]?\s*(?:(?:(?:is|was|seems|looks|sounds|feels|would\s+be|are|"
     r"were)\s+)?(?:(?:very|quite|rather|somewhat|initially|also|a\s+bit)\s+)?tempting\b|"
     r"(?:is|was)\s+(?:my\s+)?(?:first|initial)\s+(?:thought|instinct|impression|guess|"
     r"reaction|pick)\b|crossed\s+my\s+mind\b|comes?\s+to\s+mind\b|came\s+to\s+mind\b|"
@@ -191,7 +191,7 @@ MINOR_BEFORE = re.compile(
 MINOR_REACH = 4
 #: After a letter, in its clause: "noise (A) is also visible", "noise (A) in places too".
 MINOR_AFTER = re.compile(
-    r"[)\]）*_`\"']*(?:\s+\S+){0,6}?\s+(?:also\b|too\s*(?=[.,;!?]|$)|"
+    r"[)\]）*_`\"'”’」』]*(?:\s+\S+){0,6}?\s+(?:also\b|too\s*(?=[.,;!?]|$)|"
     r"as\s+well\s*(?=[.,;!?]|$))",
     re.I,
 )
@@ -203,18 +203,20 @@ DOMINANT = re.compile(
     re.I,
 )
 
-#: Between the two letters of a hedge: "A or B", "B/C", "A vs B", "B 或 C".
+#: Between the two letters of a hedge: "A or B", "B/C", "A vs B", "B 或 C", "B还是C", "BかC".
 HEDGE_OR = (
-    r"\s*,?\s*(?:or|/|oder|ou|o|或者?|vs\.?|versus)\s*"
+    r"\s*,?\s*(?:or|/|oder|ou|o|或者?|或是|还是|還是|か|vs\.?|versus)\s*"
     r"(?:(?:maybe|perhaps|possibly|probably|even|also)\s+)?"
 )
 #: Before a hedge whose letters are joined by "and": "between A and B", "both B and C".
 HEDGE_BETWEEN = r"\b(?:either|between|both)\s+"
 HEDGE_AND = r"\s*,?\s*(?:or|and|&)\s*"
+#: Between two letters chosen together, which is no one answer: "I'd say B and C", "选B和C".
+PAIR_AND = r"\s*(?:and|&|plus|和|与|與|及|跟)\s*"
 #: What may follow a committed letter in a reply cut at the cap for the letter to be written
 #: ("C, because", "D. The", "A is correct"): not "or" ("an", "no"), which may go on "or C".
 SETTLED = re.compile(
-    r"[)\]）*_`\"']*(?:\s*(?:[.,;:!?\n—–(（]|-\s)|"
+    r"[)\]）*_`\"'”’」』]*(?:\s*(?:[.,;:!?\n—–(（]|-\s)|"
     r"\s+(?!(?:or|an|and|no|nor|vs|versus|oder|ou)\b)[^\W\d_]{2,})",
     re.I,
 )
@@ -234,8 +236,10 @@ CANNOT_SEE = re.compile(
     r"unable)|(?:do|does)\s+not|don['’]t|am\s+not|['’]m\s+not|could(?:n['’]t|\s+not)|"
     r"was(?:n['’]t|\s+not)\s+able|have\s+no\s+way\s+to)\s+(?:to\s+)?(?:actually\s+)?"
     r"(?:see|view|access|open|look\s+at|process|perceive|analy[sz]e|examine|inspect|load)\s+"
-    r"(?:the|this|that|your|any|an|images?|photos?|pictures?)\s*(?:provided\s+|attached\s+|"
-    r"uploaded\s+)?" + _IMAGE + _NOT_BADLY + r"|"
+    r"(?:(?:the|this|that|your|any|an)\s+)?(?:provided\s+|attached\s+|uploaded\s+)?"
+    + _IMAGE
+    + _NOT_BADLY
+    + r"|"
     r"\b(?:I|we)\s*(?:do\s+not|don['’]t|does\s+not)\s+have\s+(?:access\s+to\s+)?(?:the|this|"
     r"that|your|any|an)\s+" + _IMAGE + r"|"
     r"\btext[-\s]only\s+(?:model|assistant|ai|language\s+model|system)\b|"

@@ -77,13 +77,15 @@ class Mentions:
         if end is None:
             end = start + 1
             after = re.match(  # and "A and B both look wrong": the pair is negated together
-                rf"[)\]）*_`\"']*(?:\s*[(（][^()\n]{{0,40}}[)）])?(?:\s*(?:,|and)\s*"
+                rf"[)\]）*_`\"'”’」』]*(?:\s*[(（][^()\n]{{0,40}}[)）])?(?:\s*(?:,|and)\s*"
                 rf"(?:option\s+)?[(\[]?(?:{self.capital}){cues.RIGHT}[)\]]?)?",
                 self.text[end:],
                 re.I,
             )
         else:
-            after = re.match(r"[)\]）*_`\"']*(?:\s*[(（\[][^()\n]{0,40}[)）\]])?", self.text[end:])
+            after = re.match(
+                r"[)\]）*_`\"'”’」』]*(?:\s*[(（\[][^()\n]{0,40}[)）\]])?", self.text[end:]
+            )
         assert after is not None  # every part of the pattern is optional
         rest = self.text[end + after.end() :]
         if body:
@@ -92,6 +94,12 @@ class Mentions:
             cues.NEGATION_AFTER.match(rest) is not None
             or cues.SET_ASIDE_AFTER.match(rest) is not None
         )
+
+    def negated_anywhere(self, letter: str) -> bool:
+        """The reply negates ``letter`` somewhere: a mention of it elsewhere is then no
+        answer, unless the reply commits to it ("Maybe C. ... Answer: not (C)")."""
+        pattern = rf"{cues.LEFT}(?P<l>(?-i:{re.escape(letter)})){cues.RIGHT}"
+        return any(self.negated(match.start("l")) for match in re.finditer(pattern, self.text))
 
     @staticmethod
     def clause_before(window: str, *, labels: bool = False) -> str:
@@ -133,7 +141,7 @@ class Mentions:
         after = self.text[start + 1 : end]
         before = self.text[begin:start]
         return (
-            re.fullmatch(r"[)\]）*_`\"']*(?:\s*[(（][^()\n]{0,40}[)）])?[*_`\"']*\s*", after)
+            re.fullmatch(r"[)\]）*_`\"'”’」』]*(?:\s*[(（][^()\n]{0,40}[)）])?[*_`\"']*\s*", after)
             is not None
             and re.search(
                 r"(?:^|[:,—–]|\s-)[\s*_`\"'(\[（]*(?:(?:option|choice)\s+"
@@ -289,18 +297,20 @@ class Mentions:
 
     @cached_property
     def hedged(self) -> set[int]:
-        """Where the letters of a hedge stand: "A or B", "between B (Good) and C (Fair)"."""
+        """Where the letters of a hedge, or of two chosen together, stand: "A or B", "between
+        B (Good) and C (Fair)", "B and C"."""
 
         def one(name: str) -> str:
             return (
                 rf"(?:options?\s+)?[\[（(*_`\"']*(?P<{name}>{self.capital}){cues.RIGHT}"
-                r"[)\]）*_`\"']*"
+                r"[)\]）*_`\"'”’」』]*"
                 r"(?:\s*[(（][^()\n]{0,40}[)）])?"
             )
 
         patterns = [
             rf"{cues.LEFT}{one('x')}{cues.HEDGE_OR}{one('y')}",
             rf"{cues.HEDGE_BETWEEN}{one('x')}{cues.HEDGE_AND}{one('y')}",
+            rf"{cues.LEFT}{one('x')}{cues.PAIR_AND}{one('y')}",
             rf"{cues.LEFT}(?P<x>{self.capital})\s*[-–]\s*(?P<y>{self.capital}){cues.RIGHT}",
         ]
         found: set[int] = set()

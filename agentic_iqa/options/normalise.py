@@ -38,16 +38,20 @@ def fold_width(text: str) -> str:
     return text.translate(_FULL_WIDTH)
 
 
-#: The shortest common beginning, and the longest different endings, of two spellings of
-#: one word: "overexposed" / "overexposure", "noisy" / "noise", "blurry" / "blur".
+#: The shortest common beginning of two spellings of one word, and the endings they may
+#: differ by: "overexposed" / "overexposure", "noisy" / "noise", "blurred" / "blur" (a
+#: doubled last letter too), "compressed" / "compression"; not "modern" / "moderate".
 STEM = 4
-ENDING = 3
+ENDINGS = frozenset(
+    {"", "e", "s", "es", "d", "ed", "y", "ly", "ily", "ing", "ion", "ions", "ure", "ness"}
+    | {"ity", "ies", "ate", "ated", "ation", "er", "ers"}
+)
 
 
 def respells(text: str, body: str) -> bool:
     """Return whether ``text`` is the option's text ``body`` in other endings, word for word
-    ("Overexposed" for "Overexposure", "noisy" for "Noise"); a word shorter than
-    :data:`STEM` must be the same word."""
+    ("Overexposed" for "Overexposure", "noisy" for "Noise"): a common beginning of at least
+    :data:`STEM` letters, then one of :data:`ENDINGS` each; a shorter word must be the same."""
     said, own = normalise_text(text).split(), normalise_text(body).split()
     if not said or len(said) != len(own):
         return False
@@ -64,4 +68,10 @@ def _same_stem(a: str, b: str) -> bool:
         if x != y:
             break
         common += 1
-    return common >= STEM and len(a) - common <= ENDING and len(b) - common <= ENDING
+    if common < STEM:
+        return False
+    last = a[common - 1]
+    return all(
+        ending in ENDINGS or (ending[:1] == last and ending[1:] in ENDINGS)
+        for ending in (a[common:], b[common:])
+    )

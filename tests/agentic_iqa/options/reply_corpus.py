@@ -444,7 +444,6 @@ CORPUS: list[Graded] = [
         ("I cannot determine the answer from the information provided.", None),
         ("There is not enough information to choose an option.", None),
         ("The image appears to be a landscape photo taken at dusk.", None),
-        ("I'm unable to view images.", None),
         ("Sorry, I can't help with that.", None),
         ("None of the options fit.", None),
         ("It depends on the viewing distance.", None),
@@ -455,6 +454,7 @@ CORPUS: list[Graded] = [
         ("The options are A. Excellent, B. Good, C. Fair, D. Poor, E. Bad.", None),
         ("I need to see the image at full resolution to answer.", None),
     ),
+    *_group("no answer", "gpt", ("I'm unable to view images.", None), blind=True),
     *_group(
         "cut off",
         "claude",
@@ -595,6 +595,7 @@ CORPUS: list[Graded] = [
         "gpt",
         ("Sorry, I can't view the image, so I cannot choose between A, B, C, D, and E.", None),
         held_out=True,
+        blind=True,
     ),
     *_group(
         "cut off",
