@@ -4,17 +4,33 @@ One rule for every path that reads a letter (the summarizer's multiple-choice an
 five-level question of scoring mode, the token log-probabilities at the letter, grading a stored
 answer), because a letter the model did not choose is worse than none: none is asked again.
 
-- **A committed answer decides.**  In order: a final verdict ("Final answer: D"); else what
-  the reply commits to: its first line opening with a letter ("C\\n\\nReasoning: ..."), a line
-  that is only a letter, "answer is X" / "Answer: X" / "Rating: X", "I'd say X" / "I'll go
-  with X", "X is correct" / "X fits best", a closing "So B.".  Options mentioned while
-  reasoning afterwards ("Option B (Slight) would understate", "not Excellent (A)") do not
-  displace it.  Two committed answers that differ are no answer, a change of mind included
-  ("B. Actually, it's C").
+- **A reply that says it cannot see the image is no answer**, whatever letters it names in
+  general terms ("As a text-only model I can't see the photo, but in general motion blur (B)
+  is the most common", "No image was attached. Answer: D", "我无法查看图片"), and
+  :func:`read_option` says so (``unread="cannot see"``), so that a run can say why.  Seeing
+  it badly, or seeing no distortion in it, is seeing it ("I can't see the image clearly at
+  this size", "I can't see any noise in the image").
+- **A letter is read as written**: in quotes, bold or parentheses ("I'm choosing **'B'**",
+  "The answer is 'D' —", "“C”", "「C」"); full-width ("答案：Ｃ" is C, read at the same
+  position); an apostrophe inside a word is no quote (the "d" of "I'd", "B's").
+- **A committed answer decides.**  In order: a final verdict ("Final answer: D", a JSON
+  ``"final_answer": "D"``); else what the reply commits to: its first line opening with a
+  letter ("C\\n\\nReasoning: ..."), a line that is only a letter, "answer is X" / "Answer: X"
+  / "Rating: X", "I'd say X" / "I'll go with X" / "I'm choosing X", "It's X", "X is correct"
+  / "X fits best", a closing "So B.", and the same in Chinese and Japanese ("答案是X",
+  "正确答案是X", "选X", "我选择X", "我认为是X", "X是正确的", "答えはX", "正解はX", "Xを選びます").
+  Options mentioned while reasoning before or after ("Between B and C ... Answer: (C)",
+  "Option B (Slight) would understate", "not Excellent (A)") do not displace it.  Two
+  committed answers that differ are no answer, a change of mind included ("B. Actually, it's
+  C").
 - **A negated option is not an answer**: "Not A", "I wouldn't say D", "rather than C", "A is
-  incorrect", "D (Poor) would be generous", "Is it A? No." (:mod:`.cues` holds the words).
-- **A hedge is not an answer**: "A or B", "could be A or C", "between A and B", "B/C" leave
-  the reply unread unless it commits elsewhere ("It could be A or B, but I'll go with B").
+  incorrect", "D (Poor) would be generous", "Is it A? No.", "不是C", "不选B", "我不会选D"
+  (:mod:`.cues` holds the words).  A negated thought reaches the end of its clause ("I don't
+  really think it's C"), and a letter the reply negates anywhere is no answer unless the
+  reply commits to it ("Maybe C. ... Answer: not (C)").
+- **A hedge is not an answer, nor are two letters chosen together**: "A or B", "could be A
+  or C", "between A and B", "B/C", "B还是C", "BかC", "I'd say B and C", "选B和C" leave the
+  reply unread unless it commits elsewhere ("It could be A or B, but I'll go with B").
 - **A conceded letter is not an answer**, even a committed one: a clause a concessive opens
   ("Although (B) fits the grain, ...", "While A fits best at first glance, C"), or words that
   set the letter aside ("B is tempting", "It's tempting to say D", "Slight (B) was my first
@@ -49,14 +65,23 @@ answer), because a letter the model did not choose is worse than none: none is a
   A reply that commits to nothing gives no letter, and is asked again.
 - **"A" is the article** before a word ("A good image") but the option before a verb or
   conjunction ("A is correct", "A, because", "A or B").  A lower-case letter counts only as
-  the whole reply ("b") or closed after a marker ("answer: c"), and the option's text only as
-  the whole reply ("Blur") or after a marker ("Answer: Blur").
+  the whole reply ("b") or closed after a commitment ("answer: c", "i think it's c, the
+  blocking ..."); "it's a ..." is the article whatever follows.
+- **An option's text is an answer** only as the whole reply ("Blur") or after a commitment
+  ("Answer: Blur", ``{"final_answer": "moderate noise"}``), as written or respelled: a
+  common beginning of four letters or more and an inflectional ending ("Overexposed" for
+  "Overexposure", "noisy" for "Noise", "blurred" for "Blur"; not "Modern" for "Moderate"),
+  and only when it is exactly one option ("Noisy and blurry", "Not overexposed" are none).
 - **A reply cut at the token cap** (``cut_off=True``) keeps a committed letter that is already
   written, followed by something that is not "or" ("C, because the blur", "Answer: D\\n\\nThe");
   anything less ("The answer is C", "I'd say B or") is no answer and is asked again.
 
 :func:`locate_option` also says *where* the letter stands, so that a backend can read the
-token log-probabilities at that very position.
+token log-probabilities at that very position; :func:`read_option` says, for a reply that
+gives none, why (:data:`UNREAD_REASONS`: it cannot see the image, names several or hedges, was
+cut off, commits to none).  The reading is split by concept: :mod:`.committed` (the forms that
+commit), :mod:`.mentions` (passing mentions, negations, hedges), :mod:`.normalise` (width,
+case, respellings), :mod:`.cues` (the words).
 """
 
 from __future__ import annotations
