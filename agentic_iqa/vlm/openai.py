@@ -212,9 +212,11 @@ def usage_of(completion: Any) -> Usage | None:
 
 
 def _normalise(token: str | None) -> str:
-    """A token as the letter it may be: no spaces, punctuation or space markers; case kept
-    (a lower-case "a" is the article, not option A)."""
-    return (token or "").strip(_STRIP)
+    """A token as the letter it may be: no spaces, punctuation or space markers, full-width
+    letters as ASCII; case kept (a lower-case "a" is the article, not option A)."""
+    from agentic_iqa.options.normalise import fold_width
+
+    return fold_width((token or "").strip(_STRIP))  # a full-width "Ｃ" is the letter C
 
 
 def _field(entry: Any, name: str) -> Any:
