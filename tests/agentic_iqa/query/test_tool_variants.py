@@ -140,7 +140,7 @@ def test_negation_rules_out_the_name_it_stands_before(query, uncatalogued, exclu
 
 
 def test_dotted_initials_name_no_tool():
-    """ "N.I.Q.E." is not read as a name (a full stop is never inside one): no tool, none lacking."""
+    """Dotted initials ("N.I.Q.E.") are not read as a name (a full stop is never inside one)."""
     assert required("Score it with N.I.Q.E.") is None
     assert uncatalogued_tools_in("Score it with N.I.Q.E.", TOOLS) == []
 
