@@ -103,10 +103,9 @@ _TOOL_PHRASE_END = (
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 
 
-#: Words that, joined to a tool's name by a hyphen, name one of its variants: a backbone, a
-#: training set, an implementation ("LPIPS-VGG", "MUSIQ-AVA", "LIQE-mix", "NIQE-matlab"); the
-#: one a catalogue tool is (MUSIQ is trained on KonIQ) is an alias of it there.  Also after a
-#: space ("LPIPS VGG", "MUSIQ (AVA)").
+#: Words that, beside a tool's name, name one of its variants: a backbone, a training set, an
+#: implementation ("LPIPS-VGG", "LPIPS VGG", "MUSIQ (AVA)", "NIQE-matlab"); the one a catalogue
+#: tool is (MUSIQ is trained on KonIQ) is an alias of it there.
 VARIANT_WORDS = frozenset(
     {
         "alex",
@@ -128,21 +127,19 @@ VARIANT_WORDS = frozenset(
         "kadid10k",
         "pipal",
         "livec",
-        "live",
         "flive",
         "paq2piq",
         "tid",
         "tid2013",
         "csiq",
-        "mix",
         "matlab",
-        "plus",
-        "lite",
-        "large",
-        "small",
-        "base",
     }
 )
+
+
+#: Ordinary words that name a variant only glued to the name ("LIQE-mix", "MUSIQ-live",
+#: "CLIPIQA-lite"): a space apart they are English ("NIQE plus BRISQUE").
+_GLUED_VARIANT_WORDS = frozenset({"live", "mix", "plus", "lite", "large", "small", "base"})
 
 
 #: The separators that glue an affix to a name into one longer name ("IL-NIQE", "NIQE_M").
@@ -185,7 +182,9 @@ _QUALIFIER_BEFORE = re.compile(
 #: A qualifier just after it: "TOPIQ (full-reference)", "TOPIQ, the full-reference one",
 #: "WaDIQaM in its no-reference form", "TOPIQ's FR variant".
 _QUALIFIER_AFTER = re.compile(
-    r"^(?:'s)?[\s,:(\-\u2013\u2014]*(?:(?:the|its|in|a|an|as|i\.e\.)\s+){0,3}" + _QUALIFIER, re.I
+    r"^(?:'s)?[\s,:(\-\u2013\u2014]*(?:(?:the|its|in|a|an|as|i\.e\.)\s+){0,3}"
+    r"(?<!\w)(?P<q>" + _QUALIFIER_NAMES + r")(?![\w-])",
+    re.I,
 )
 
 
@@ -195,7 +194,7 @@ _TWO_LETTER_WORDS = frozenset(
     {
         "ah", "am", "an", "as", "at", "be", "by", "do", "go", "he", "hi", "if", "in", "is",
         "it", "me", "my", "no", "of", "oh", "ok", "on", "or", "so", "to", "up", "us", "we",
-        "ye", "vs", "eg", "ie", "fr", "nr",
+        "ye", "vs", "eg", "ie", "fr", "nr", "ai", "hd", "tv", "pc", "id",
     }
 )  # fmt: skip
 
@@ -313,15 +312,16 @@ def _joined(text: str, a: re.Match[str], b: re.Match[str]) -> bool:
 
 def _affix_names_variant(word: str, text: str) -> bool:
     """Tell whether ``word``, glued to a tool's name ("IL-NIQE", "LPIPS-VGG", "NIQE-M",
-    "NIMA-vgg16"), makes it the name of another tool: a variant word (:data:`VARIANT_WORDS`),
-    one with a digit, one or two letters, or an acronym in capitals; not an ordinary word
-    ("NIQE-based", "SSIM-like") nor a short one that joins ("NIQE-or-BRISQUE")."""
+    "NIMA-vgg16"), makes it the name of another tool: a variant word (:data:`VARIANT_WORDS`,
+    :data:`_GLUED_VARIANT_WORDS`), one with a digit, one or two letters, or an acronym in
+    capitals; not an ordinary word ("NIQE-based", "SSIM-like"), a qualifier ("CKDN-FR") nor a
+    short word that joins ("NIQE-or-BRISQUE")."""
     lowered = word.lower()
-    if lowered in _GLUED_WORDS:
+    if lowered in _GLUED_WORDS or lowered in ("fr", "nr"):
         return False
-    if lowered in VARIANT_WORDS or any(ch.isdigit() for ch in word) or len(word) <= 2:
+    if lowered in VARIANT_WORDS or lowered in _GLUED_VARIANT_WORDS or len(word) <= 2:
         return True
-    return word.isupper() and not text.isupper()
+    return any(ch.isdigit() for ch in word) or (word.isupper() and not text.isupper())
 
 
 def variant_start(

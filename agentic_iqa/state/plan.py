@@ -424,6 +424,17 @@ class PlannerOutput(StateModel):
                 log.warning("plan: excluded tool %r is no tool of the catalogue; ignored", name)
         return list(dict.fromkeys(kept))
 
+    @field_validator("uncatalogued_tools", mode="before")
+    @classmethod
+    def _uncatalogued_tools(cls, value: Any) -> Any:
+        """Read names as a list or one string; anything else (a model's stray field) is none."""
+        if value is None or (isinstance(value, str) and _is_none(value)):
+            return []
+        names = _split_names(value)
+        if not isinstance(names, list):
+            return []
+        return [name.strip() for name in names if isinstance(name, str) and name.strip()]
+
     @field_validator("required_tool", mode="before")
     @classmethod
     def _blank_tool_is_none(cls, value: Any, info: ValidationInfo) -> Any:

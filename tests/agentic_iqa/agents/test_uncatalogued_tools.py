@@ -101,6 +101,16 @@ def test_the_query_decides_which_names_are_kept():
     assert plan.required_tool == "NIQE" and plan.uncatalogued_tools == []
 
 
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [("IL-NIQE", ["IL-NIQE"]), ("IL-NIQE, CLIP-IQA+", ["IL-NIQE", "CLIP-IQA+"]), (None, []),
+     ("none", []), (7, []), ({"tool": "IL-NIQE"}, []), (["IL-NIQE", 3, " "], ["IL-NIQE"])],
+)  # fmt: skip
+def test_a_models_own_uncatalogued_tools_field_never_voids_its_plan(written, kept):
+    plan = PlannerOutput.model_validate(model_plan(uncatalogued_tools=written))
+    assert plan.uncatalogued_tools == kept
+
+
 def test_a_stored_plan_without_uncatalogued_tools_still_loads():
     written = PlannerOutput.model_validate(model_plan()).model_dump(mode="json")
     del written["uncatalogued_tools"]

@@ -49,6 +49,7 @@ def required(query: str, reference: bool = False) -> str | None:
         ("Score with NIQE-matlab.", "NIQE-matlab"),
         ("Use NIMA-vgg16 for this.", "NIMA-vgg16"),
         ("Use LIQE-mix.", "LIQE-mix"),
+        ("Use CLIPIQA-lite.", "CLIPIQA-lite"),
         ("Use MANIQA-kadid.", "MANIQA-kadid"),
         ("What does PSNR-HVS say?", "PSNR-HVS"),
         ("What does PSNR-Y say?", "PSNR-Y"),
@@ -65,7 +66,7 @@ def required(query: str, reference: bool = False) -> str | None:
         ("Score with NIQE-v2.", "NIQE-v2"),
         # a family name whose variant the catalogue lacks
         ("Score it with TOPIQ NR.", "TOPIQ (no-reference)"),
-        ("Score it with TOPIQ-NR.", "TOPIQ-NR"),
+        ("Score it with TOPIQ-NR.", "TOPIQ (no-reference)"),
         # other orders
         ("IL-NIQE: how good is this image?", "IL-NIQE"),
         ("With NIQE v2, how good is this image?", "NIQE v2"),
@@ -103,6 +104,11 @@ def test_a_catalogue_name_inside_a_longer_name_is_a_tool_the_catalogue_lacks(que
         ("Use MUSIQ-KonIQ-10k.", "MUSIQ"),
         # a qualifier or an ordinary word beside the name
         ("Use FR-TOPIQ.", "TOPIQ_FR"),
+        ("Use TOPIQ-FR.", "TOPIQ_FR"),
+        ("Use WaDIQaM-NR.", "WaDIQaM_NR"),
+        ("Use CKDN-FR.", "CKDN"),
+        ("Use NIQE-NR.", "NIQE"),
+        ("Is the AI NIQE score fine?", "NIQE"),
         ("Use the NR-NIQE score.", "NIQE"),
         ("Give me a NIQE-based score.", "NIQE"),
         ("Use an SSIM-like metric.", "SSIM"),
@@ -145,10 +151,20 @@ def test_dotted_initials_name_no_tool():
     assert uncatalogued_tools_in("Score it with N.I.Q.E.", TOOLS) == []
 
 
-def test_two_tools_joined_by_a_plus_or_hyphen_are_both_named():
-    assert required("Use NIQE+BRISQUE.") == "NIQE"
-    assert uncatalogued_tools_in("Use NIQE+BRISQUE.", TOOLS) == []
-    assert uncatalogued_tools_in("Use NIQE-or-BRISQUE.", TOOLS) == []
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Use NIQE+BRISQUE.",
+        "Use NIQE + BRISQUE.",
+        "Use NIQE plus BRISQUE.",
+        "Use NIQE-or-BRISQUE.",
+        "Use NIQE-BRISQUE.",
+        "Use NIQE, then BRISQUE.",
+    ],
+)
+def test_two_tools_joined_are_both_named(query):
+    assert required(query) == "NIQE"
+    assert uncatalogued_tools_in(query, TOOLS) == []
 
 
 @pytest.mark.parametrize("spec", list(CATALOG), ids=lambda spec: spec.name)
