@@ -102,6 +102,8 @@ def test_a_catalogue_name_inside_a_longer_name_is_a_tool_the_catalogue_lacks(que
         ("Use LPIPS v0.1.", "LPIPS"),
         ("Use MUSIQ-KonIQ.", "MUSIQ"),
         ("Use MUSIQ-KonIQ-10k.", "MUSIQ"),
+        ("Use HyperIQA-KonIQ.", "HyperIQA"),
+        ("Use NIMA-AVA.", "NIMA"),
         # a qualifier or an ordinary word beside the name
         ("Use FR-TOPIQ.", "TOPIQ_FR"),
         ("Use TOPIQ-FR.", "TOPIQ_FR"),
