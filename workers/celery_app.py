@@ -20,6 +20,8 @@ Reliability choices, deliberately:
   (``--pool threads --concurrency 64``): they wait on the network, not the CPU, and their
   fleet-wide rate limits live in Redis (:mod:`agentic_iqa.vlm.ratelimit`).  A thread pool has
   no time limits; the SDK timeout and the limiter's ``max_wait`` bound a VLM step there;
+* a queue entry that is not a message (not JSON, ``[]``, a dict without headers ...) is logged
+  and kept on ``<queue>.dead`` instead of stopping the worker (:mod:`workers.broker`);
 * task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
   step with its queue and state.
 """
@@ -31,6 +33,7 @@ from kombu import Queue
 
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.pipeline import STEPS, TOOL_STEPS
+from workers.broker import transport_for
 
 COORDINATE = "agentic_iqa.coordinate"
 FEED_JOB = "agentic_iqa.feed_job"
@@ -70,8 +73,11 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
     soft, hard = task_limits(settings, tool_task=False)
     tool_limits = {"soft_time_limit": tool_soft, "time_limit": tool_hard}
     queues = list(dict.fromkeys([settings.default_queue, vlm_queue, settings.tool_queue]))
+    broker_url = settings.broker_url or "redis://127.0.0.1:6379/0"
     app.conf.update(
-        broker_url=settings.broker_url or "redis://127.0.0.1:6379/0",
+        broker_url=broker_url,
+        # A queue entry that is not a message is dead-lettered, not fatal (workers/broker.py).
+        broker_transport=transport_for(broker_url),
         result_backend=settings.result_backend,
         task_ignore_result=settings.result_backend is None,
         task_serializer="json",
