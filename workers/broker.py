@@ -11,7 +11,8 @@ worker goes on to the next entry.  What Celery itself can judge (an unknown task
 that do not fit, a body that is not JSON) is left to Celery, which logs and drops it.
 
 It is a subclass, not a patch: :func:`transport_for` names it as Celery's ``broker_transport``
-for ``redis://`` and ``rediss://`` brokers; any other broker keeps its own transport.
+for ``redis://`` brokers.  Any other keeps kombu's own transport: ``rediss://`` among them,
+since kombu chooses its TLS defaults by that scheme name, which a transport given by name hides.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ GUARDED = "workers.broker:GuardedTransport"
 
 
 def transport_for(broker_url: str) -> str | None:
-    """Return the transport Celery should use for ``broker_url``: ours for Redis, else None."""
+    """Return the transport Celery should use for ``broker_url``: ours for ``redis://``, else
+    None (the URL's own)."""
     scheme = broker_url.split("://", 1)[0].lower() if "://" in broker_url else ""
-    return GUARDED if scheme in {"redis", "rediss"} else None
+    return GUARDED if scheme == "redis" else None
 
 
 def dead_letters(queue: str) -> str:
@@ -61,12 +63,17 @@ def message_problem(payload: object) -> str | None:
     properties = payload.get("properties")
     if not isinstance(properties, dict):
         return "no 'properties' object"
-    if "delivery_tag" not in properties:
-        return "no 'properties.delivery_tag'"
-    if not isinstance(properties.get("delivery_info", {}), dict):
-        return "'properties.delivery_info' is not an object"
-    if not isinstance(payload.get("headers"), dict):
+    tag = properties.get("delivery_tag")
+    if not isinstance(tag, str | int) or isinstance(tag, bool):
+        return "no 'properties.delivery_tag' string"
+    delivery = properties.get("delivery_info")
+    if not isinstance(delivery, dict) or not {"exchange", "routing_key"} <= delivery.keys():
+        return "no 'properties.delivery_info' with exchange and routing_key"
+    headers = payload.get("headers")
+    if not isinstance(headers, dict):
         return "no 'headers' object"
+    if not isinstance(headers.get("task", ""), str):
+        return "'headers.task' is not a string"
     body = payload.get("body")
     if not isinstance(body, str):
         return "no 'body' string"

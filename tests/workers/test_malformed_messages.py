@@ -31,6 +31,8 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 QUERY = "Rate this image using Slow."
 
+ROUTE = {"exchange": "", "routing_key": "default"}
+
 #: (what it is, the raw entry): every form that used to stop a worker or that could.
 GARBAGE = [
     ("not JSON", "not json"),
@@ -43,11 +45,26 @@ GARBAGE = [
         "no headers",
         json.dumps({"properties": {"delivery_tag": "t", "delivery_info": {}}, "body": "e30="}),
     ),
+    ("no delivery_info", json.dumps({"properties": {"delivery_tag": "t"}, "headers": {}})),
+    (
+        "a task name that is a list",
+        json.dumps(
+            {
+                "properties": {"delivery_tag": "t", "delivery_info": ROUTE},
+                "headers": {"task": ["x"]},
+                "body": "",
+            }
+        ),
+    ),
     (
         "a body that is not base64",
         json.dumps(
             {
-                "properties": {"delivery_tag": "t", "delivery_info": {}, "body_encoding": "base64"},
+                "properties": {
+                    "delivery_tag": "t",
+                    "delivery_info": {"exchange": "", "routing_key": "default"},
+                    "body_encoding": "base64",
+                },
                 "headers": {"task": "agentic_iqa.coordinate"},
                 "body": "!!! not base64 !!!",
                 "content-type": "application/json",
@@ -147,7 +164,7 @@ def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(
 
 def test_the_shapes_that_are_messages_pass_and_every_other_is_named():
     good = {
-        "properties": {"delivery_tag": "t", "delivery_info": {}, "body_encoding": "base64"},
+        "properties": {"delivery_tag": "t", "delivery_info": ROUTE, "body_encoding": "base64"},
         "headers": {"task": "x"},
         "body": base64.b64encode(b"[[], {}, {}]").decode(),
         "content-type": "application/json",
@@ -157,7 +174,10 @@ def test_the_shapes_that_are_messages_pass_and_every_other_is_named():
     for broken, reason in [
         ({**good, "headers": None}, "headers"),
         ({**good, "body": 3}, "body"),
-        ({**good, "properties": {"delivery_info": {}}}, "delivery_tag"),
+        ({**good, "properties": {"delivery_info": ROUTE}}, "delivery_tag"),
+        ({**good, "properties": {"delivery_tag": ["t"], "delivery_info": ROUTE}}, "delivery_tag"),
+        ({**good, "properties": {"delivery_tag": "t", "delivery_info": {}}}, "routing_key"),
+        ({**good, "headers": {"task": 3}}, "headers.task"),
         ({**good, "properties": {**good["properties"], "delivery_info": []}}, "delivery_info"),
         ({**good, "properties": {**good["properties"], "body_encoding": "rot13"}}, "rot13"),
         ({**good, "content-type": 5}, "content-type"),
@@ -171,7 +191,7 @@ def test_the_shapes_that_are_messages_pass_and_every_other_is_named():
     ("url", "guarded"),
     [
         ("redis://h:6379/0", True),
-        ("rediss://h:6380/0?ssl_cert_reqs=required", True),
+        ("rediss://h:6380/0?ssl_cert_reqs=required", False),  # kombu's TLS defaults kept
         ("sentinel://h:26379", False),
         ("memory://", False),
     ],
