@@ -384,13 +384,15 @@ def opened_path(descriptor: int, path: str) -> str:
     proc = f"/proc/self/fd/{descriptor}"
     if os.path.islink(proc):
         return os.path.realpath(proc)
-    getpath = getattr(__import__("fcntl"), "F_GETPATH", None) if os.name == "posix" else None
-    if getpath is not None:
+    try:
         import fcntl
-
-        raw = fcntl.fcntl(descriptor, getpath, bytes(1024))
-        return os.fsdecode(raw.split(b"\0", 1)[0])
-    return os.path.realpath(path)
+    except ImportError:  # not a POSIX system
+        return os.path.realpath(path)
+    getpath = getattr(fcntl, "F_GETPATH", None)
+    if getpath is None:
+        return os.path.realpath(path)
+    raw = fcntl.fcntl(descriptor, getpath, bytes(1024))
+    return os.fsdecode(raw.split(b"\0", 1)[0])
 
 
 def short_digest(digest: str) -> str:
