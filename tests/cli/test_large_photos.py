@@ -148,10 +148,10 @@ def test_tools_list_shows_each_tools_largest_image():
 def test_worker_lowers_the_tool_budget_to_fit_its_memory(monkeypatch):
     """--max-memory 2GB with one process: the budget becomes 2 GB less an idle process, said in
     one line, and Celery replaces a child that outgrows its share."""
-    from workers.celery_app import app as celery_app
+    from agentic_iqa.cli import system
 
     started: list[list[str]] = []
-    monkeypatch.setattr(celery_app, "worker_main", lambda argv: started.append(argv))
+    monkeypatch.setattr(system, "run_celery", lambda args: started.append(args) or 0)
     monkeypatch.delenv("AGENTIC_IQA_TOOL_MEMORY", raising=False)
     result = runner.invoke(
         app, ["worker", "--max-memory", "2GB", "-c", "1"], env={"COLUMNS": "300"}
