@@ -20,6 +20,13 @@
 # No HEALTHCHECK here: each service's check is in docker-compose.yml (workers: a liveness file
 # they touch while connected to the broker).
 
+# 0. The dependency list, read from pyproject.toml alone: the deps stage copies only this file,
+#    so an edit of pyproject.toml that leaves [project].dependencies as they are (a marker, a
+#    linter setting) reinstalls nothing either.
+FROM python:3.11-slim AS requirements
+COPY pyproject.toml /tmp/project/
+RUN python -c "import tomllib; deps = tomllib.load(open('/tmp/project/pyproject.toml', 'rb'))['project']['dependencies']; open('/tmp/requirements.txt', 'w').write('\n'.join(deps) + '\n')"
+
 FROM python:3.11-slim AS deps
 
 ARG TORCH_INDEX_URL=""
@@ -45,13 +52,12 @@ RUN set -eu; \
     python /tmp/torchvision_without_ops.py; \
     python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
 
-# 2. The project's dependencies, read from pyproject.toml alone. pyiqa asks for opencv-python,
+# 2. The project's dependencies (stage 0's list). pyiqa asks for opencv-python,
 #    other packages for opencv-python-headless: both ship the same cv2 module, so only the
 #    headless one (no GUI, no libGL) is kept, reinstalled over the files the other removed.
-COPY pyproject.toml /tmp/project/
+COPY --from=requirements /tmp/requirements.txt /tmp/
 RUN set -eu; \
     if [ -f /tmp/local/ca-certificates.crt ]; then export PIP_CERT=/tmp/local/ca-certificates.crt; fi; \
-    python -c "import tomllib; deps = tomllib.load(open('/tmp/project/pyproject.toml', 'rb'))['project']['dependencies']; open('/tmp/requirements.txt', 'w').write('\n'.join(deps) + '\n')"; \
     pip install --find-links /tmp/local/wheels -r /tmp/requirements.txt; \
     if pip show -q opencv-python 2>/dev/null; then \
         version=$(pip show opencv-python | sed -n 's/^Version: //p'); \

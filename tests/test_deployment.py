@@ -505,7 +505,11 @@ def stages() -> list[list[tuple[str, str]]]:
 def test_dockerfile_basics() -> None:
     *builders, final = stages()
     assert final[0] == ("FROM", "python:3.11-slim")
-    assert builders[0][0] == ("FROM", "python:3.11-slim AS deps")
+    assert [stage[0] for stage in builders] == [
+        ("FROM", "python:3.11-slim AS requirements"),
+        ("FROM", "python:3.11-slim AS deps"),
+        ("FROM", "deps AS wheel"),
+    ]
     by_kind: dict[str, list[str]] = {}
     for kind, rest in final:
         by_kind.setdefault(kind, []).append(rest)
@@ -513,28 +517,32 @@ def test_dockerfile_basics() -> None:
     assert by_kind["CMD"] == ['["--help"]']
     assert by_kind["USER"] and by_kind["USER"][-1] not in ("root", "0")
     assert any(re.search(r"\bHF_HUB_OFFLINE=1\b", env) for env in by_kind["ENV"])
-    args = [rest for kind, rest in builders[0] if kind == "ARG"]
+    args = [rest for kind, rest in builders[1] if kind == "ARG"]
     assert any(arg.startswith("TORCH_INDEX_URL") for arg in args)
     assert any(arg.startswith('TORCH_REQUIREMENTS="torch==') for arg in args)
 
 
 def test_the_dependency_layer_is_built_from_pyproject_alone() -> None:
-    """Everything the deps stage copies before it installs the dependencies is pyproject.toml
-    and the build-time inputs: a README or source edit must not reinstall torch."""
-    deps = stages()[0]
+    """The deps stage installs the list the requirements stage reads from pyproject.toml (and
+    copies nothing else but the build-time inputs): a README or source edit, or one of
+    pyproject.toml outside [project].dependencies, must not reinstall torch."""
+    requirements, deps = stages()[:2]
+    assert [rest for kind, rest in requirements if kind == "COPY"] == [
+        "pyproject.toml /tmp/project/"
+    ]
+    assert "['project']['dependencies']" in " ".join(r for k, r in requirements if k == "RUN")
     install = next(
         index for index, (kind, rest) in enumerate(deps) if kind == "RUN" and "-r " in rest
     )
-    copied = [rest.split()[:-1] for kind, rest in deps[:install] if kind == "COPY"]
-    assert [part for parts in copied for part in parts] == [
-        "docker/local/",
-        "docker/torchvision_without_ops.py",
-        "pyproject.toml",
+    assert [rest for kind, rest in deps[:install] if kind == "COPY"] == [
+        "docker/local/ /tmp/local/",
+        "docker/torchvision_without_ops.py /tmp/",
+        "--from=requirements /tmp/requirements.txt /tmp/",
     ]
 
 
 def test_the_image_keeps_one_opencv_and_no_test_tools() -> None:
-    deps = " ".join(rest for kind, rest in stages()[0] if kind == "RUN")
+    deps = " ".join(rest for kind, rest in stages()[1] if kind == "RUN")
     assert "pip uninstall -y -q opencv-python opencv-python-headless" in deps
     assert 'pip install --no-deps "opencv-python-headless==$version"' in deps
     uninstall = re.search(r"pip uninstall -y -q (pytest[^&]*)&&", deps)
