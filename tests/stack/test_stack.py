@@ -124,14 +124,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[
     values = {name: (secrets / f"{name}.txt").read_text().strip() for name in SECRET_NAMES}
     # Placeholder keys, so that a leak of a key file would show too (the builtin backend
     # reads none).
-    for name in ("openai_api_key", "anthropic_api_key"):
-        values[name] = f"sk-stack-test-{name}-{os.urandom(8).hex()}"
-        (secrets / f"{name}.txt").write_text(values[name] + "\n")
+    # A placeholder OpenAI key, so that a leak of a key file would show too; the Anthropic one
+    # stays empty, as the script leaves it without a key in the shell (the builtin backend reads
+    # neither, and an empty file must not stop a worker).
+    values["openai_api_key"] = f"sk-stack-test-{os.urandom(8).hex()}"
+    (secrets / "openai_api_key.txt").write_text(values["openai_api_key"] + "\n")
+    assert values["anthropic_api_key"] == ""
 
     project = f"agentic-iqa-stack-{os.getpid()}"
     running = Stack(docker, project, override, env, values)
     try:
-        running.timed("build", "build", timeout=3000)
+        # One service: they share the image (a plain `build` builds it once per service).
+        running.timed("build", "build", "migrate", timeout=3000)
         running.timed("up", "up", "-d", "--wait", timeout=900)
         yield running
     finally:
