@@ -36,7 +36,8 @@ build() {
     log "$tag: building from Debian bookworm with mmdebstrap"
     local work
     work=$(mktemp -d)
-    mmdebstrap --quiet --variant=minbase --include="ca-certificates,$packages" \
+    # /run is kept: the PostgreSQL image needs its /run/postgresql socket folder.
+    mmdebstrap --quiet --variant=minbase --skip=cleanup/run --include="ca-certificates,$packages" \
         --customize-hook="$hook" \
         --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/usr/share/doc/* "$1"/usr/share/man/*' \
         bookworm "$work/rootfs.tar" \
