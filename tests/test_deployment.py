@@ -262,7 +262,11 @@ def test_workers_are_healthy_while_their_liveness_file_is_fresh(
     services: dict[str, Any], name: str
 ) -> None:
     worker = services[name]
-    assert environment(worker)["AGENTIC_IQA_WORKER_HEALTH_FILE"] == "/tmp/agentic-iqa-worker.alive"
+    health_file = environment(worker)["AGENTIC_IQA_WORKER_HEALTH_FILE"]
+    assert health_file == "/run/agentic-iqa/worker.alive"
+    # A tmpfs, emptied when the container stops: a restarted worker is not healthy on the file
+    # its predecessor left.
+    assert worker["tmpfs"] == ["/run/agentic-iqa:size=1m,mode=0700,uid=10001,gid=10001"]
     check = worker["healthcheck"]
     assert check["test"][0] == "CMD-SHELL"
     assert check["test"][1] == (

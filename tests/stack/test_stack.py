@@ -91,9 +91,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[
     services: dict[str, dict[str, object]] = {
         name: dict(build) for name in ("migrate", "worker", "vlm-worker", "flower")
     }
-    # A shorter liveness beat (2 s: an announcement holds 6 s) so that the killed worker's
-    # queue shows as unconsumed before its replacement has imported torch.
-    services[TOOL_WORKER] = {**build, "environment": {"AGENTIC_IQA_WORKER_HEALTH_INTERVAL": "2"}}
+    # The tool worker: a shorter liveness beat (2 s: an announcement holds 6 s), and, when its
+    # container is restarted (a marker left in its own /tmp by the first start), 25 s before the
+    # replacement starts, as a slow start would take: the killed worker's queue is then
+    # unconsumed long enough for `eval status` to be asked, however fast this machine is.
+    services[TOOL_WORKER] = {
+        **build,
+        "environment": {"AGENTIC_IQA_WORKER_HEALTH_INTERVAL": "2"},
+        "entrypoint": [
+            "sh",
+            "-c",
+            "if [ -e /tmp/stack-test-started ]; then sleep 25; fi; "
+            'touch /tmp/stack-test-started; exec agentic-iqa "$$@"',  # $$: compose's escape
+            "agentic-iqa",
+        ],
+    }
     override.write_text(yaml.safe_dump({"services": services}), encoding="utf-8")
 
     secrets = root / "secrets"
