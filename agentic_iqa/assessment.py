@@ -140,14 +140,18 @@ def assess(
     ``max_replans`` defaults to the pipeline's setting.  ``agents`` replaces all of that with
     clients and a registry of the caller's.  ``on_step`` is told each step and its seconds.
 
-    Nothing is stored.  Inputs the tools could not measure (a missing or truncated file, a
-    reference of another size) raise :class:`iqa_tools.errors.ToolError`; a backend that cannot
-    be configured raises :class:`agentic_iqa.vlm.base.VLMConfigurationError`; a run that fails
-    later returns an assessment with ``error`` set and no answer.
+    Nothing is stored.  A query longer than :data:`agentic_iqa.query.MAX_QUERY_CHARS` raises
+    :class:`agentic_iqa.query.QueryTooLong` (a ``ValueError``); inputs the tools could not
+    measure (a missing or truncated file, a reference of another size) raise
+    :class:`iqa_tools.errors.ToolError`; a backend that cannot be configured raises
+    :class:`agentic_iqa.vlm.base.VLMConfigurationError`; a run that fails later returns an
+    assessment with ``error`` set and no answer.
     """
     from .config import PipelineSettings
     from .pipeline import run_inprocess, validate_inputs
+    from .query import check_query_length
 
+    check_query_length(query)
     image_path = os.fspath(image)
     reference_path = os.fspath(reference) if reference is not None else None
     validate_inputs(image_path, reference_path)

@@ -10,12 +10,18 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from iqa_tools.secret_env import (
+    SecretFileSource,
+    file_set_fields,
+    with_database_password,
+    with_redis_password,
+)
 from iqa_tools.settings import ToolSettings
 
 if TYPE_CHECKING:
@@ -68,10 +74,15 @@ class PipelineSettings(BaseSettings):
     """Where runs are stored and how the distributed pipeline talks (``configs/pipeline.yaml``).
 
     Without a broker URL everything runs in the calling process against the database, so the
-    embedded default needs no server at all.
+    embedded default needs no server at all.  The URLs may come from files
+    (``AGENTIC_IQA_DATABASE_URL_FILE``, ...) and take their passwords from
+    ``AGENTIC_IQA_DATABASE_PASSWORD`` and ``AGENTIC_IQA_REDIS_PASSWORD`` (or their ``_FILE``
+    forms): :mod:`iqa_tools.secret_env`.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTIC_IQA_", extra="ignore")
+    #: The settings that may hold a password, so may be read from ``AGENTIC_IQA_<NAME>_FILE``.
+    SECRET_FIELDS: ClassVar[tuple[str, ...]] = ("database_url", "broker_url", "result_backend")
 
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; default sqlite:///./agentic-iqa.sqlite3"
@@ -151,6 +162,27 @@ class PipelineSettings(BaseSettings):
     #: Items of a batch job in flight at once: all of them wait in the same rounds.
     batch_window: int = Field(default=50_000, ge=1)
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Read the secret fields from ``AGENTIC_IQA_<NAME>_FILE`` too."""
+        secret_files = SecretFileSource(settings_cls, cls.SECRET_FIELDS)
+        return init_settings, secret_files, env_settings, dotenv_settings, file_secret_settings
+
+    @model_validator(mode="after")
+    def _add_passwords(self) -> PipelineSettings:
+        """Put the configured database and Redis passwords into the URLs that have none."""
+        self.database_url = with_database_password(self.database_url)
+        self.broker_url = with_redis_password(self.broker_url)
+        self.result_backend = with_redis_password(self.result_backend)
+        return self
+
     @property
     def vlm_steps_queue(self) -> str:
         """Where VLM steps go: ``vlm_queue``, else the default queue."""
@@ -164,6 +196,7 @@ class PipelineSettings(BaseSettings):
             document: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
             values = dict(document.get("pipeline", document))
         env_set = {n for n in cls.model_fields if f"AGENTIC_IQA_{n.upper()}" in os.environ}
+        env_set |= file_set_fields("AGENTIC_IQA_", cls.SECRET_FIELDS)
         values = {k: v for k, v in values.items() if k not in env_set and v is not None}
         values.update(overrides)
         return cls(**values)

@@ -80,7 +80,9 @@ def register_secret(value: str | None) -> None:
 
 
 def secret_values() -> list[str]:
-    """Values of configured key variables (``OPENAI_API_KEY``, ``AGENTIC_IQA_*_API_KEY``, ...).
+    """Values of configured key variables (``OPENAI_API_KEY``, ``AGENTIC_IQA_*_API_KEY``, ...),
+    and the contents of the files their ``_FILE`` forms name (``OPENAI_API_KEY_FILE``,
+    ``AGENTIC_IQA_REDIS_PASSWORD_FILE``).
 
     Read at call time: a key set after import (tests, a worker's environment) is covered too.
     The environment is compared with the last one seen as a raw dict (C speed) rather than
@@ -90,21 +92,34 @@ def secret_values() -> list[str]:
     raw = getattr(os.environ, "_data", None)  # CPython's undecoded copy of the environment
     if raw is not None and _SEEN is not None and _SEEN[0] == raw:
         return _SEEN[1]
-    values = sorted(
-        {
-            value
-            for name, value in os.environ.items()
-            if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET_LENGTH
-        },
-        key=len,
-        reverse=True,
+    found = {
+        value
+        for name, value in os.environ.items()
+        if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET_LENGTH
+    }
+    found.update(
+        value
+        for name, path in os.environ.items()
+        if name.endswith("_FILE") and _SECRET_ENV.search(name[: -len("_FILE")])
+        if len(value := _file_secret(path)) >= _MIN_SECRET_LENGTH
     )
+    values = sorted(found, key=len, reverse=True)
     if raw is not None:
         _SEEN = (dict(raw), values)
     if not _REGISTERED:
         return values
     with _REGISTERED_LOCK:
         return sorted(set(values) | _REGISTERED, key=len, reverse=True)
+
+
+def _file_secret(path: str) -> str:
+    """The secret in the file a ``*_KEY_FILE`` or ``*_PASSWORD_FILE`` variable names ("" when
+    it cannot be read: :mod:`iqa_tools.secret_env` says so where the value is used)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(64 * 1024).rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 @overload

@@ -19,12 +19,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from iqa_tools.secret_env import is_set
 from iqa_tools.storage.access import AccessPolicy
 
 from . import __version__
@@ -174,7 +174,7 @@ def capture(
         for role, config in configs.items()
     }
     keyed = {
-        role: bool(config.key_variable and os.environ.get(config.key_variable))
+        role: bool(config.key_variable and is_set(config.key_variable))
         for role, config in configs.items()
     }
     limits: dict[str, Any] = {}
@@ -232,7 +232,7 @@ def backend_configs(config: RunConfig) -> dict[Role, BackendConfig]:
             wanted = wanted.model_copy(update={"base_url": local.base_url})
         if wanted.backend != "builtin":
             variable = wanted.key_variable
-            missing = config.keyed.get(role) and not (variable and os.environ.get(variable))
+            missing = config.keyed.get(role) and not (variable and is_set(variable))
             try:
                 wanted.read_api_key()
             except Exception:

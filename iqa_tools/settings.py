@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .memory import DEFAULT_TOOL_MEMORY, parse_bytes
+from .secret_env import SecretFileSource, file_set_fields, with_redis_password
 
 
 def default_cache_url() -> str:
@@ -27,6 +28,8 @@ class ToolSettings(BaseSettings):
     """Where tools run, where weights are, where scores are cached, what replaces a failure."""
 
     model_config = SettingsConfigDict(env_prefix="AGENTIC_IQA_", extra="ignore")
+    #: May hold a password: also read from ``AGENTIC_IQA_TOOL_CACHE_FILE`` (see secret_env).
+    SECRET_FIELDS: ClassVar[tuple[str, ...]] = ("tool_cache",)
 
     device: Literal["auto", "cpu", "cuda"] = "auto"
     weights_dir: Path | None = Field(
@@ -75,6 +78,25 @@ class ToolSettings(BaseSettings):
         "PIQE up to the decode ceiling (179 MP)",
     )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Read ``tool_cache`` from ``AGENTIC_IQA_TOOL_CACHE_FILE`` too."""
+        secret_files = SecretFileSource(settings_cls, cls.SECRET_FIELDS)
+        return init_settings, secret_files, env_settings, dotenv_settings, file_secret_settings
+
+    @field_validator("tool_cache", mode="after")
+    @classmethod
+    def _redis_password(cls, value: str) -> str:
+        """Put ``AGENTIC_IQA_REDIS_PASSWORD`` into a Redis cache URL that has no password."""
+        return with_redis_password(value) or value
+
     @field_validator("tool_memory", mode="before")
     @classmethod
     def _bytes(cls, value: Any) -> int:
@@ -93,6 +115,7 @@ class ToolSettings(BaseSettings):
             document: dict[str, Any] = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
             values = dict(document.get("tools", document))
         env_set = {name for name in cls.model_fields if f"AGENTIC_IQA_{name.upper()}" in os.environ}
+        env_set |= file_set_fields("AGENTIC_IQA_", cls.SECRET_FIELDS)
         values = {k: v for k, v in values.items() if k not in env_set}
         values.update(overrides)
         return cls(**values)

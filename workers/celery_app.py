@@ -21,7 +21,11 @@ Reliability choices, deliberately:
   fleet-wide rate limits live in Redis (:mod:`agentic_iqa.vlm.ratelimit`).  A thread pool has
   no time limits; the SDK timeout and the limiter's ``max_wait`` bound a VLM step there;
 * task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
-  step with its queue and state.
+  step with its queue and state;
+* nothing secret in Celery's configuration: the settings (whose database URL holds a password)
+  live on the app object (:attr:`PipelineApp.settings`), not in ``app.conf``, which ``celery
+  inspect conf`` and Flower show to anyone who reaches the broker; the broker and result backend
+  URLs are there, and Celery masks their passwords (``tests/workers/test_secrets.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from kombu import Queue
 
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.pipeline import STEPS, TOOL_STEPS
+from iqa_tools.secret_env import with_redis_password
 
 COORDINATE = "agentic_iqa.coordinate"
 FEED_JOB = "agentic_iqa.feed_job"
@@ -56,9 +61,18 @@ def task_limits(settings: PipelineSettings, *, tool_task: bool) -> tuple[float, 
     return longest + min(5.0, margin / 2), longest + margin
 
 
-def make_app(settings: PipelineSettings | None = None) -> Celery:
+class PipelineApp(Celery):
+    """The Celery app with the pipeline's settings beside (never inside) its configuration."""
+
+    #: Set by :func:`make_app`; Celery's own constructor is left as it is (it rebuilds apps).
+    settings: PipelineSettings
+
+
+def make_app(settings: PipelineSettings | None = None) -> PipelineApp:
+    """Build the Celery app from ``settings`` (default: :meth:`PipelineSettings.load`)."""
     settings = settings or PipelineSettings.load()
-    app = Celery("agentic_iqa")
+    app = PipelineApp("agentic_iqa")
+    app.settings = settings
     tool_task = STEP_TASK_PREFIX + "tool_execution"
     vlm_queue = settings.vlm_steps_queue
     routes = {
@@ -71,7 +85,7 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
     tool_limits = {"soft_time_limit": tool_soft, "time_limit": tool_hard}
     queues = list(dict.fromkeys([settings.default_queue, vlm_queue, settings.tool_queue]))
     app.conf.update(
-        broker_url=settings.broker_url or "redis://127.0.0.1:6379/0",
+        broker_url=settings.broker_url or with_redis_password("redis://127.0.0.1:6379/0"),
         result_backend=settings.result_backend,
         task_ignore_result=settings.result_backend is None,
         task_serializer="json",
@@ -100,7 +114,6 @@ def make_app(settings: PipelineSettings | None = None) -> Celery:
         # The task module is imported by workers at start, not here (it imports this module).
         imports=["workers.tasks"],
     )
-    app.conf.agentic_iqa = settings
     return app
 
 

@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 
 def settings() -> PipelineSettings:
-    return app.conf.agentic_iqa
+    return app.settings
 
 
 @lru_cache(maxsize=1)
@@ -507,7 +507,8 @@ _supervisor: SupervisorThread | None = None
 
 
 def _consumes_default_queue(consumer: Any) -> bool:
-    queues = getattr(getattr(consumer, "app", app).amqp.queues, "consume_from", None) or {}
+    owner: Any = getattr(consumer, "app", app)
+    queues = getattr(owner.amqp.queues, "consume_from", None) or {}
     return settings().default_queue in queues
 
 

@@ -7,9 +7,10 @@
 - :mod:`.local_run`: a job run in this process (Ctrl-C, SIGTERM, a full disk);
   :mod:`.progress`: a followed job's bar, lines, rate and ETA.
 - :mod:`.tools` and :mod:`.tool_runs`: the IQA tools listed, fetched and run on images.
-- :mod:`.system` (check, worker, db), :mod:`.models`; :mod:`.jobflags`: the flags a job takes;
-  :mod:`.common`: consoles, one-line failures, the results database; :mod:`.render`: a run as
-  text; :mod:`.faults`: infrastructure faults as one line; :mod:`.image_paths`: images named.
+- :mod:`.system` (check, worker, db), :mod:`.flower` (the web monitor), :mod:`.models`;
+  :mod:`.jobflags`: the flags a job takes; :mod:`.common`: consoles, one-line failures, the
+  results database; :mod:`.render`: a run as text; :mod:`.faults`: infrastructure faults as
+  one line; :mod:`.image_paths`: images named.
 
 ``agentic_iqa.cli:app`` is the console entry point.  Each module imports only typer, rich and
 light modules of this project at start-up (tests/cli/test_startup.py); commands import what they
@@ -31,6 +32,7 @@ from .common import redact_logging
 from .compare import compare
 from .eval import eval_app
 from .faults import FaultCatchingGroup
+from .flower import flower
 from .listing import list_jobs
 from .models import models
 from .results import calibrate
@@ -103,6 +105,7 @@ app.command("assess")(assess)
 app.command("check")(check)
 app.command("models")(models)
 app.command("worker")(worker)
+app.command("flower")(flower)
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
 eval_app.command("calibrate")(calibrate)

@@ -104,13 +104,15 @@ def assess(
     A backend that cannot work (a missing key, an endpoint that does not answer, an unknown
     model) exits 2 with one line before anything is stored."""
     from ..pipeline import run_inprocess, validate_inputs
+    from ..query import QueryTooLong, check_query_length
     from ..vlm.usage import PriceTable, collect_calls, group_records, summarize
     from .render import output_console, render_state, render_vlm_usage, state_document
 
     image_path, reference_path = _located(image), _located(reference) if reference else None
     try:  # the plan step checks this too; here it costs no stored run and no model
+        check_query_length(query)
         validate_inputs(image_path, reference_path)
-    except ToolError as exc:
+    except (ToolError, QueryTooLong) as exc:
         fail(str(exc))
     roles = use_backend(backend, model, base_url)
     if not vlm_cache:  # clients built in this process get no cache; stored runs say so too

@@ -1,5 +1,5 @@
 """Infrastructure faults as one line: a database that does not answer, a full disk, a broker that
-is down or refuses its credentials.
+is down or refuses its credentials, a secret variable whose file cannot be read.
 
 Any command can meet them, and a 500-line traceback of SQLAlchemy, psycopg or redis frames tells
 a user nothing they can act on.  :class:`FaultCatchingGroup` wraps every command: such a fault
@@ -104,7 +104,11 @@ def describe(exc: BaseException) -> str | None:
             "space, then run the command again; a job it interrupted continues with "
             "`agentic-iqa eval resume`"
         )
+    from iqa_tools.secret_env import SecretSettingError
+
     for link in _chain(exc):
+        if isinstance(link, SecretSettingError):  # already one line naming what to fix
+            return str(link)
         module, name = _module(link), type(link).__name__
         text = first_line(link)
         lowered = text.lower()

@@ -47,8 +47,9 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     model_backends.yaml and AGENTIC_IQA_*), whether its key is set (never the key), and the
     price of every model in the price table (configs/prices.yaml or prices_file), with the
     providers' batch discounts."""
-    import os
     from urllib.parse import urlsplit
+
+    from iqa_tools.secret_env import is_set
 
     from ..redact import redact
     from ..vlm.base import VLMError
@@ -72,7 +73,7 @@ def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
                 "model": model,
                 "base_url": redact(config.base_url) if config.base_url else None,
                 "key_variable": variable,
-                "key_set": bool(variable and os.environ.get(variable)) if variable else None,
+                "key_set": is_set(variable) if variable else None,
                 "price": None
                 if config.backend == "builtin"
                 else _price(prices.price_for(model, endpoint)),

@@ -135,7 +135,7 @@ def worker(
     from workers.celery_app import app as celery_app
 
     if queues is None:
-        settings = celery_app.conf.agentic_iqa
+        settings = celery_app.settings
         queues = ",".join(
             dict.fromkeys([settings.default_queue, settings.vlm_steps_queue, settings.tool_queue])
         )

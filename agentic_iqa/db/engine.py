@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 import agentic_iqa
+from iqa_tools.secret_env import read_variable, with_database_password
 
 if TYPE_CHECKING:  # Alembic (its autogenerate and DDL machinery) is imported where it is used
     from alembic.config import Config
@@ -52,10 +53,11 @@ _engines_lock = threading.Lock()
 
 
 def database_url() -> str:
-    """Return ``AGENTIC_IQA_DATABASE_URL``, else a SQLite file in the working directory."""
-    configured = os.environ.get(DATABASE_URL_ENV, "").strip()
+    """Return ``AGENTIC_IQA_DATABASE_URL`` (or the file ``_FILE`` names, with
+    ``AGENTIC_IQA_DATABASE_PASSWORD`` put in), else a SQLite file in the working directory."""
+    configured = (read_variable(DATABASE_URL_ENV) or "").strip()
     if configured:
-        return configured
+        return with_database_password(configured) or configured
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
 
 

@@ -22,9 +22,13 @@ from .distortions import (
     distortion_words,
 )
 from .intent import (
+    MAX_OPTION_CHARS,
+    MAX_QUERY_CHARS,
     RATING_TERMS,
     RATING_TERMS_UNSPACED,
     ParsedQuery,
+    QueryTooLong,
+    check_query_length,
     options_in,
     parse_query,
     planned_subtasks,
@@ -47,6 +51,8 @@ from .tools import (
 
 __all__ = [
     "AESTHETIC_TERMS",
+    "MAX_OPTION_CHARS",
+    "MAX_QUERY_CHARS",
     "AMBIGUOUS_DISTORTION_TERMS",
     "COLOUR_QUALIFIERS",
     "ORDINARY_WORD_TOOLS",
@@ -54,10 +60,12 @@ __all__ = [
     "RATING_TERMS_UNSPACED",
     "DistortionWords",
     "ParsedQuery",
+    "QueryTooLong",
     "Region",
     "ToolMention",
     "ToolSpellings",
     "categories_in",
+    "check_query_length",
     "content_questions",
     "distortion_words",
     "excluded_tools_in",

@@ -15,6 +15,27 @@ from .distortions import categories_in
 from .objects import AESTHETIC_TERMS, objects_in
 from .tools import masked_tools, tool_in
 
+#: The longest query anyone may ask, and the longest option a question may offer, in
+#: characters: far beyond any benchmark's question, and short enough that reading one costs
+#: nothing (a query of a megabyte took minutes of CPU in the question readers and a gigabyte
+#: of memory).  A manifest row, ``agentic-iqa assess -q`` and :func:`agentic_iqa.assess` all
+#: hold to them.
+MAX_QUERY_CHARS = 4_000
+MAX_OPTION_CHARS = 500
+
+
+class QueryTooLong(ValueError):
+    """A query longer than :data:`MAX_QUERY_CHARS`: refused before anything reads it."""
+
+
+def check_query_length(query: str) -> None:
+    """Raise :class:`QueryTooLong` when ``query`` is longer than :data:`MAX_QUERY_CHARS`."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryTooLong(
+            f"the query is {len(query):,} characters long: at most {MAX_QUERY_CHARS:,}"
+        )
+
+
 #: Words asking for a rating, which puts the summarizer in scoring mode (the builtin planner's
 #: rule; a remote planner says so in the plan's ``answer_mode``).  English first, then a few
 #: other languages' usual phrasings.

@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentic_iqa.config import config_file
+from iqa_tools.secret_env import file_given, read_variable, with_redis_password
 
 from .base import Role, VLMConfigurationError
 
@@ -125,12 +126,13 @@ class BackendConfig(BaseModel):
         return self.api_key_env or DEFAULT_API_KEY_ENV.get(self.backend)
 
     def read_api_key(self) -> str:
-        """The key from the environment, read now so it is never stored in the settings.
+        """The key from the environment (or the file ``<variable>_FILE`` names), read now so it
+        is never stored in the settings.
 
         OpenAI with a ``base_url`` (a local OpenAI-compatible server) may go without one.
         """
         variable = self.key_variable
-        key = os.environ.get(variable, "") if variable else ""
+        key = (read_variable(variable) or "") if variable else ""
         if key:
             return key
         if self.backend == "openai" and self.base_url:
@@ -311,7 +313,9 @@ def _env_overrides(role: Role) -> dict[str, Any]:
     names = [(f"AGENTIC_IQA_VLM_{field.upper()}", field) for field in GLOBAL_ENV_FIELDS]
     names += [(f"AGENTIC_IQA_{role.upper()}_{f.upper()}", f) for f in BackendConfig.model_fields]
     for variable, field in names:
-        if variable in os.environ:
+        if field == "base_url" and file_given(variable):  # it may hold a key
+            overrides[field] = (read_variable(variable) or "").strip() or None
+        elif variable in os.environ:
             value = os.environ[variable].strip()
             overrides[field] = value if value else None
     return overrides
@@ -417,9 +421,9 @@ def load_rate_limits(path: str | Path | None = None) -> RateLimits:
 
 
 def _rate_limit_storage() -> str:
-    explicit = os.environ.get("AGENTIC_IQA_RATE_LIMIT_URL", "").strip()
+    explicit = (read_variable("AGENTIC_IQA_RATE_LIMIT_URL") or "").strip()
     if explicit:
-        return explicit
+        return with_redis_password(explicit) or explicit
     from agentic_iqa.config import PipelineSettings
 
     broker = PipelineSettings.load().broker_url or ""

@@ -101,6 +101,18 @@ def test_assess_refuses_a_missing_image_before_any_step(results: str, tmp_path: 
         assess("Rate the quality of this image.", tmp_path / "missing.png")
 
 
+def test_assess_refuses_an_overlong_query_before_any_step(results: str) -> None:
+    """Past the limit: a ValueError naming both lengths, and no step is run."""
+    from agentic_iqa import assess
+    from agentic_iqa.query import MAX_QUERY_CHARS, QueryTooLong
+
+    steps: list[str] = []
+    with pytest.raises(QueryTooLong, match=f"{MAX_QUERY_CHARS + 1:,} characters") as raised:
+        assess("x" * (MAX_QUERY_CHARS + 1), BLURRED, on_step=lambda s, _: steps.append(s))
+    assert isinstance(raised.value, ValueError)
+    assert steps == []
+
+
 def test_evaluate_runs_a_job_here_and_reports_what_eval_report_does(
     results: str, livec_dir: Path, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -254,6 +254,24 @@ def test_assess_missing_image_is_a_clear_error(tmp_path):
     assert "image not found" in result.output
 
 
+def test_assess_refuses_an_overlong_query_before_storing_a_run(tmp_path):
+    """One character past the limit is one line and exit 1, and no database is even made;
+    a query at the limit is read (its plan stored)."""
+    from agentic_iqa.query import MAX_QUERY_CHARS
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    env = {"AGENTIC_IQA_TOOL_CACHE": "memory", "AGENTIC_IQA_DATABASE_URL": url}
+    image = str(REPO / "examples/i03_reference.png")
+    query = "Rate the quality of this image. " + "x" * MAX_QUERY_CHARS
+    result = runner.invoke(app, ["assess", image, "-q", query[: MAX_QUERY_CHARS + 1]], env=env)
+    assert result.exit_code == 1
+    assert f"{MAX_QUERY_CHARS + 1:,} characters long: at most {MAX_QUERY_CHARS:,}" in result.output
+    assert not (tmp_path / "runs.sqlite3").exists()
+    result = runner.invoke(app, ["assess", image, "-q", query[:MAX_QUERY_CHARS], "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["final_answer"]
+
+
 def test_db_upgrade_creates_the_schema(tmp_path):
     import sqlalchemy
 

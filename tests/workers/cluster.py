@@ -153,14 +153,38 @@ class RedisServer:
     """A Redis of the test's own on a spare port, without persistence: killing it loses every
     queued message, as a restarted production broker without AOF would."""
 
-    def __init__(self, logs: Path, port: int | None = None) -> None:
+    def __init__(self, logs: Path, port: int | None = None, password: str | None = None) -> None:
         self.port = port or free_port()
         self.logs = logs
+        #: ``--requirepass``: every client must give it (``url`` holds none, ``secure_url`` does).
+        self.password = password
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    def secure_url(self, database: int = 0, user: str = "", password: str | None = None) -> str:
+        """The URL of ``database`` with ``user`` and the password in it, URL-quoted."""
+        from urllib.parse import quote
+
+        secret = quote(password or self.password or "", safe="")
+        return f"redis://{quote(user, safe='')}:{secret}@127.0.0.1:{self.port}/{database}"
+
+    def add_user(self, user: str, password: str) -> None:
+        """Add an ACL user with every right and its own password."""
+        import redis
+
+        client = redis.Redis(port=self.port, password=self.password)
+        client.acl_setuser(
+            user,
+            enabled=True,
+            passwords=[f"+{password}"],
+            keys=["*"],
+            channels=["*"],
+            commands=["+@all"],
+        )
+        client.close()
 
     def start(self) -> None:
         import redis
@@ -179,12 +203,13 @@ class RedisServer:
                 "no",
                 "--dir",
                 str(self.logs),
+                *(["--requirepass", self.password] if self.password else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        client = redis.Redis(port=self.port)
+        client = redis.Redis(port=self.port, password=self.password)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,8 @@ import pytest
 import redis
 
 from tests.conftest import redis_database, xdist_index
-from tests.workers.cluster import Cluster
+from tests.workers.cluster import Cluster, RedisServer
+from tests.workers.leaks import secret
 
 
 def broker_database(redis_url: str) -> str:
@@ -100,3 +102,14 @@ def make_cluster(broker_url: str, tmp_path: Path, tool_overrides: Path):
     yield make
     for cluster in clusters:
         cluster.stop()
+
+
+@pytest.fixture
+def protected_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis of the test's own whose default user has a password (``.password``)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    server = RedisServer(tmp_path, password=secret("broker"))
+    server.start()
+    yield server
+    server.stop()

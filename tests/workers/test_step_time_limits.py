@@ -22,7 +22,7 @@ def limits(monkeypatch: pytest.MonkeyPatch) -> PipelineSettings:
     settings = PipelineSettings.load(
         tool_soft_time_limit=1, vlm_soft_time_limit=2, inline_seconds=60, hard_time_limit_margin=1
     )
-    monkeypatch.setitem(tasks.app.conf, "agentic_iqa", settings)
+    monkeypatch.setattr(tasks.app, "settings", settings)
     return settings
 
 

@@ -30,7 +30,7 @@ from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallEr
 from iqa_tools.images import check_min_size, digest_bytes, probe_data, read_bytes
 from iqa_tools.storage import display, is_url, scheme
 
-from ...query import with_options
+from ...query import MAX_OPTION_CHARS, MAX_QUERY_CHARS, with_options
 from ..paths import PathRejected, Root, locate
 from .formats import KNOWN_COLUMNS
 
@@ -368,13 +368,6 @@ def _options(value: Any, line: int) -> tuple[str, ...]:
     if len({option.casefold() for option in options}) < len(options):
         raise BadRow(f"options on line {line} repeat one another: {_shown(list(options))}")
     return options
-
-
-#: The longest query a row may ask, and the longest option it may offer, in characters: far
-#: beyond any benchmark's question, and short enough that reading one costs nothing (a query
-#: of a megabyte took minutes of CPU in the question readers and a gigabyte of memory).
-MAX_QUERY_CHARS = 4_000
-MAX_OPTION_CHARS = 500
 
 
 def _text(value: Any, name: str, line: int, limit: int | None = None) -> str | None:

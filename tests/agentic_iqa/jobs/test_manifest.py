@@ -518,7 +518,7 @@ def test_a_query_or_option_past_its_limit_is_a_bad_row_with_its_line(
     one character more is a bad row naming its line and the limit, in every format, and a
     query of megabytes is refused without being read as a question (by the CSV field and
     JSONL line limits before the query's own)."""
-    from agentic_iqa.jobs.manifest.rows import MAX_OPTION_CHARS, MAX_QUERY_CHARS
+    from agentic_iqa.query import MAX_OPTION_CHARS, MAX_QUERY_CHARS
 
     make_image(tmp_path / "a.png")
     longest = "Is it blurry? " + "x" * (MAX_QUERY_CHARS - 14)
