@@ -140,9 +140,24 @@ class PipelineSettings(BaseSettings):
     #: Run the supervisor (feeding jobs, re-sending stalled runs) in workers of the default
     #: queue.  Several supervisors are safe: the database decides who re-sends what.
     supervisor: bool = True
+    #: A file every worker touches each ``worker_health_interval`` seconds while its consumer
+    #: is connected to the broker (a container's healthcheck reads its age); unset: none.
+    worker_health_file: Path | None = None
+    #: Seconds between a worker's signs of life: the liveness file touched and its queues
+    #: announced in the broker (an announcement holds three intervals).
+    worker_health_interval: float = Field(default=10.0, gt=0)
     #: Answer deterministic VLM requests from the response cache (same store as tool scores:
     #: ``tool_cache`` in configs/tools.yaml); ``AGENTIC_IQA_VLM_CACHE=false`` turns it off.
     vlm_cache: bool = True
+    #: Where the response cache lives (a tool cache URL: ``redis://``, ``sqlite:///``,
+    #: ``memory``, ``none``); unset: the tool scores' store, ``tool_cache``.  Where that is the
+    #: broker's Redis (no eviction, by design), give the cache a store of its own.
+    vlm_cache_url: str | None = None
+    #: Seconds a cached answer is kept (Redis expires the key, SQLite serves no older row);
+    #: 0: for ever.
+    vlm_cache_ttl: float = Field(default=30 * 24 * 3600, ge=0)
+    #: An answer whose JSON is larger than this many bytes is not cached (logged once).
+    vlm_cache_max_entry_bytes: int = Field(default=1024 * 1024, ge=1)
     #: The price table (USD per million tokens per model); unset: configs/prices.yaml.
     prices_file: Path | None = None
     #: ``eval submit --batch``: a round's batch is sent when every run of the job waits for an
@@ -187,6 +202,11 @@ class PipelineSettings(BaseSettings):
     def vlm_steps_queue(self) -> str:
         """Where VLM steps go: ``vlm_queue``, else the default queue."""
         return self.vlm_queue or self.default_queue
+
+    @property
+    def queues(self) -> list[str]:
+        """Return every queue the pipeline sends to: default, VLM steps, tools (no repeats)."""
+        return list(dict.fromkeys([self.default_queue, self.vlm_steps_queue, self.tool_queue]))
 
     @classmethod
     def load(cls, **overrides: object) -> PipelineSettings:

@@ -245,7 +245,12 @@ class ScoreCache:
 
 
 class TextStore(Protocol):
-    """Where text values (JSON documents) persist; safe to share between threads."""
+    """Where text values (JSON documents) persist; safe to share between threads.
+
+    A store opened with a ``ttl`` (seconds) forgets each value that long after it was set:
+    Redis expires the key (``SET ... EX``), the SQLite table serves no row older than that
+    (its ``created_at``) and deletes them when opened, the memory store drops them when read.
+    """
 
     def get(self, key: str) -> str | None: ...
 
@@ -270,21 +275,26 @@ class NullTextStore:
 class MemoryTextStore:
     """A bounded, thread-safe LRU map of text values (``memory``: this process only)."""
 
-    def __init__(self, max_entries: int = 4096) -> None:
+    def __init__(self, max_entries: int = 4096, ttl: float | None = None) -> None:
         self.max_entries = max_entries
-        self._data: OrderedDict[str, str] = OrderedDict()
+        self.ttl = ttl
+        self._data: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: str) -> str | None:
         with self._lock:
             if key not in self._data:
                 return None
+            value, created = self._data[key]
+            if self.ttl is not None and time.time() - created >= self.ttl:
+                del self._data[key]
+                return None
             self._data.move_to_end(key)
-            return self._data[key]
+            return value
 
     def set(self, key: str, value: str) -> None:
         with self._lock:
-            self._data[key] = value
+            self._data[key] = (value, time.time())
             self._data.move_to_end(key)
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)
@@ -296,23 +306,37 @@ class MemoryTextStore:
 class SQLiteTextStore(SQLiteStore):
     """Text values in their own table of the same SQLite file as the tool scores."""
 
-    def __init__(self, path: str | Path, table: str, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, path: str | Path, table: str, timeout_s: float = 30.0, ttl: float | None = None
+    ) -> None:
         if not table.isidentifier():
             raise ValueError(f"table must be a plain identifier, got {table!r}")
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
         self.table = table
+        self.ttl = ttl
         self._local = threading.local()
-        self._connection().execute(
+        # The table as it always was: its created_at says how old a value is.
+        connection = self._connection()
+        connection.execute(
             f"CREATE TABLE IF NOT EXISTS {table} ("
             " key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL)"
         )
+        if ttl is not None:
+            connection.execute(f"DELETE FROM {table} WHERE created_at < ?", (self._oldest(),))
+
+    def _oldest(self) -> float:
+        """The oldest ``created_at`` still served: -inf without a ``ttl``."""
+        return float("-inf") if self.ttl is None else time.time() - self.ttl
 
     def get(self, key: str) -> str | None:  # type: ignore[override]
         row = (
             self._connection()
-            .execute(f"SELECT value FROM {self.table} WHERE key = ?", (key,))
+            .execute(
+                f"SELECT value FROM {self.table} WHERE key = ? AND created_at >= ?",
+                (key, self._oldest()),
+            )
             .fetchone()
         )
         return None if row is None else str(row[0])
@@ -327,10 +351,11 @@ class SQLiteTextStore(SQLiteStore):
 class RedisTextStore:
     """Text values as Redis strings under their own key prefix."""
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, prefix: str, ttl: float | None = None) -> None:
         import redis
 
         self.prefix = prefix
+        self.ttl = ttl
         self._client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
 
     def get(self, key: str) -> str | None:
@@ -338,23 +363,25 @@ class RedisTextStore:
         return None if value is None else value.decode("utf-8")
 
     def set(self, key: str, value: str) -> None:
-        self._client.set(self.prefix + key, value.encode("utf-8"))
+        expiry = None if self.ttl is None else max(1, math.ceil(self.ttl))
+        self._client.set(self.prefix + key, value.encode("utf-8"), ex=expiry)
 
     def close(self) -> None:
         self._client.close()
 
 
-def open_text_store(url: str, namespace: str) -> TextStore:
+def open_text_store(url: str, namespace: str, ttl: float | None = None) -> TextStore:
     """A text store at the same place a tool cache URL names, kept apart by ``namespace``
-    (a table in the SQLite file, a key prefix in Redis), e.g. ``vlm_responses``."""
+    (a table in the SQLite file, a key prefix in Redis), e.g. ``vlm_responses``; its values
+    expire ``ttl`` seconds after they were set (None: never)."""
     if url in {"", "none"}:
         return NullTextStore()
     if url == "memory":
-        return MemoryTextStore()
+        return MemoryTextStore(ttl=ttl)
     if url.startswith("sqlite:///"):
-        return SQLiteTextStore(url.removeprefix("sqlite:///"), table=namespace)
+        return SQLiteTextStore(url.removeprefix("sqlite:///"), table=namespace, ttl=ttl)
     if url.startswith(("redis://", "rediss://", "unix://")):
-        return RedisTextStore(url, prefix=f"agentic-iqa:{namespace}:")
+        return RedisTextStore(url, prefix=f"agentic-iqa:{namespace}:", ttl=ttl)
     raise ValueError(
         f"unsupported cache URL {url!r}: use sqlite:///PATH, redis://HOST:PORT/DB, memory or none"
     )

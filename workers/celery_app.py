@@ -19,7 +19,10 @@ Reliability choices, deliberately:
 * VLM steps may have a queue of their own (``vlm_queue``) for workers with a thread pool
   (``--pool threads --concurrency 64``): they wait on the network, not the CPU, and their
   fleet-wide rate limits live in Redis (:mod:`agentic_iqa.vlm.ratelimit`).  A thread pool has
-  no time limits; the SDK timeout and the limiter's ``max_wait`` bound a VLM step there;
+  no Celery time limits: there the step's own limit is a deadline on its model calls
+  (:mod:`agentic_iqa.vlm.deadline`), and each call has a total deadline of ``timeout`` s;
+* each worker's consumer announces its queues in the broker and touches a liveness file while
+  it is connected (:mod:`workers.health`), for healthchecks and for naming a queue nobody reads;
 * task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
   step with its queue and state;
 * nothing secret in Celery's configuration: the settings (whose database URL holds a password)
@@ -36,6 +39,7 @@ from kombu import Queue
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.pipeline import STEPS, TOOL_STEPS
 from iqa_tools.secret_env import with_redis_password
+from workers.health import Liveness
 
 COORDINATE = "agentic_iqa.coordinate"
 FEED_JOB = "agentic_iqa.feed_job"
@@ -114,6 +118,7 @@ def make_app(settings: PipelineSettings | None = None) -> PipelineApp:
         # The task module is imported by workers at start, not here (it imports this module).
         imports=["workers.tasks"],
     )
+    app.steps["consumer"].add(Liveness)
     return app
 
 

@@ -43,10 +43,12 @@ from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, tool_step_cached
 from agentic_iqa.redact import install_log_redaction
 from agentic_iqa.runconfig import CannotHonour
 from agentic_iqa.runtime import embedded, service
+from agentic_iqa.runtime.consumers import QueueWatch
 from agentic_iqa.runtime.lifecycle import feed
 from agentic_iqa.runtime.supervisor import SupervisorThread
 from agentic_iqa.state import AgenticIQAState
 from agentic_iqa.vlm.base import TransientVLMError
+from agentic_iqa.vlm.deadline import StepOverrun, step_deadline
 
 from .celery_app import (
     COORDINATE,
@@ -106,7 +108,7 @@ def time_limit_reason(step: str, seconds: float) -> str:
     )
 
 
-class StepTimeLimit(SoftTimeLimitExceeded):
+class StepTimeLimit(SoftTimeLimitExceeded, StepOverrun):
     """A step ran past its own time limit.  Celery's soft-limit exception, so that tool code
     lets it through as it does Celery's own (a deadline, not a tool's failure); its ``reason``
     is the step's error."""
@@ -124,15 +126,26 @@ def step_time_limit(step: str) -> Iterator[None]:
     """The step's own time limit (:func:`step_limit`), whichever task runs it: a tool step run
     inside the coordinating task or after a VLM step gets the tool limit, not that task's.
 
-    A timer (SIGALRM) of the process's main thread, where a prefork or solo worker runs its
-    tasks; elsewhere (a thread pool, which Celery gives no limits either) nothing.  Once it has
-    run out it fires again every second until the step ends: code that swallows one exception
-    (a subtask's "log and go on") does not outlast its limit.
+    A deadline on the step's model calls (:func:`agentic_iqa.vlm.deadline.step_deadline`),
+    wherever it runs: a call still going when it passes ends then with this error (a thread
+    pool, where Celery has no time limits and no signal reaches the thread, honours the limit
+    so), and every later call of the step raises it at once.  In the process's main thread,
+    where a prefork or solo worker runs its tasks, a timer (SIGALRM) too, for the rest of the
+    step; once it has run out it fires again every second until the step ends: code that
+    swallows one exception (a subtask's "log and go on") does not outlast its limit.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     seconds = step_limit(step)
+    with step_deadline(seconds, lambda: StepTimeLimit(step, seconds)):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+        else:
+            with _alarm(step, seconds):
+                yield
+
+
+@contextmanager
+def _alarm(step: str, seconds: float) -> Iterator[None]:
+    """Raise :class:`StepTimeLimit` in the main thread after ``seconds``, then every second."""
 
     def expired(_signum: int, _frame: Any) -> None:
         raise StepTimeLimit(step, seconds)
@@ -534,6 +547,7 @@ def _start_supervisor(sender: Any = None, **_: Any) -> None:
         lease_seconds=settings().lease_seconds,
         interval=settings().feed_interval,
         dispatch=submit,
+        watch=QueueWatch(app.conf.broker_url, settings().queues),
     )
     _supervisor.start()
 

@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..evidence import missing_evidence, replan_can_supply, stand_ins
-from ..options import parse_option
+from ..options import UNREAD_REASONS, parse_option, read_option, says_it_cannot_see
 from ..prompts import (
     QUALITY_LEVEL_CHOICES,
     QUALITY_LEVEL_NAMES,
@@ -260,13 +260,23 @@ def _explain(
                     f"{answer.quality_reasoning}",
                 }
             )
-        letter = parse_option(answer.final_answer, options)
-        if letter is None:
+        if says_it_cannot_see(answer.final_answer) or says_it_cannot_see(answer.quality_reasoning):
+            # No answer, whatever letter it names; asked again, it could only guess.
+            return answer.model_copy(
+                update={
+                    "final_answer": UNABLE,
+                    "answer_unparseable": True,
+                    "unparseable_reason": f"{UNREAD_REASONS['cannot see']}: "
+                    f"{answer.final_answer!r} ({answer.quality_reasoning})",
+                }
+            )
+        reading = read_option(answer.final_answer, options)
+        if reading.letter is None:
             raise ValueError(
                 f"final_answer {answer.final_answer!r} names none of the options "
-                f"{', '.join(options)} (one, neither negated nor hedged)"
+                f"{', '.join(options)} (one, neither negated nor hedged): {reading.reason}"
             )
-        return answer.model_copy(update={"final_answer": letter})
+        return answer.model_copy(update={"final_answer": reading.letter})
 
     def salvage(text: str) -> SummarizerOutput | None:
         """Read the answer a reply cut at the token cap had finished writing."""
@@ -365,7 +375,7 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[str, ...]) 
             final_answer=UNABLE,
             answer_unparseable=True,
             unparseable_reason=reason,
-            quality_reasoning=f"No quality level could be read after {ANSWER_ATTEMPTS} "
+            quality_reasoning=f"No quality level could be read after {len(errors)} "
             f"attempts: {reason}",
         )
     else:
@@ -419,7 +429,8 @@ def _level_answer(
 
     A reply with log-probabilities (or a backend's substitute for them) settles it.  Otherwise
     the answered letter is read strictly; a reply naming no level is asked again with a
-    stricter prompt, :data:`ANSWER_ATTEMPTS` times in all.  A reply cut at the token cap
+    stricter prompt, :data:`ANSWER_ATTEMPTS` times in all, except one that says it cannot see
+    the image (asked again, it could only guess).  A reply cut at the token cap
     counts when its committed letter was already written ("C\\n\\nReasoning: ..."): the cap
     is set for a letter, and only the reasoning after it was lost.  A backend's own "argmax"
     is only a letter, so the caller still asks for stated probabilities.
@@ -437,9 +448,12 @@ def _level_answer(
             measured = _measured(response)
             if measured is not None:
                 return measured, None, errors
-            letter = parse_option(
-                response.text, QUALITY_LEVEL_CHOICES, cut_off=cut
-            ) or _argmax_letter(response)
+            reading = read_option(response.text, QUALITY_LEVEL_CHOICES, cut_off=cut)
+            if reading.unread == "cannot see":
+                errors.append(f"attempt {attempt}: {reading.reason}: {response.text[:200]!r}")
+                log.warning("quality_levels: %s", errors[-1])
+                return None, None, errors  # asked again, it could only guess
+            letter = reading.letter or _argmax_letter(response)
             if letter is not None:
                 return None, letter, errors
             problem = (

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from iqa_tools import ToolRegistry
 
+    from ..runtime.consumers import Unconsumed
     from ..vlm.base import Role
     from ..vlm.settings import BackendConfig
 
@@ -198,6 +199,18 @@ def use_backend(
     except VLMConfigurationError as exc:
         fail(str(exc), code=2)
     return configs
+
+
+def unconsumed_queues() -> list[Unconsumed]:
+    """Return the configured queues that hold work and have no live worker, with since when;
+    nothing in embedded mode (no broker), for a broker other than Redis, or one away."""
+    from ..config import PipelineSettings
+    from ..runtime.consumers import check_queues
+
+    settings = PipelineSettings.load()
+    if not settings.broker_url:
+        return []
+    return check_queues(settings.broker_url, settings.queues)
 
 
 def open_engine(*, create: bool = False):  # noqa: ANN202 - sqlalchemy Engine, imported lazily

@@ -11,12 +11,15 @@ a million items list as fast as twenty of ten.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from .common import err, fail, open_engine, out, redact_url
+from .common import err, fail, open_engine, out, redact_url, unconsumed_queues
+
+if TYPE_CHECKING:
+    from ..runtime.consumers import Unconsumed
 
 
 def job_headlines(
@@ -163,10 +166,15 @@ def list_jobs(
             }
             for figure in shown
         ]
+    # A running job's queue that no worker consumes is named on stderr, after the rows (whose
+    # form, --json's included, stays as it is); nothing running: not asked.
+    running = any(row["status"] in ("running", "submitting") for row in listed)
+    unconsumed = unconsumed_queues() if running else []
     if as_json:
         from ..redact import redact
 
         print(redact(json.dumps(listed, indent=2, default=str)))
+        _name_unconsumed(unconsumed)
         return
     if not listed:
         err.print(
@@ -214,3 +222,9 @@ def list_jobs(
     ]
     for line in aligned(header, lines):
         out.print(escape(redact(line) or ""), highlight=False, soft_wrap=True)
+    _name_unconsumed(unconsumed)
+
+
+def _name_unconsumed(queues: list[Unconsumed]) -> None:
+    for queue in queues:
+        err.print(f"[yellow]{escape(queue.describe())}[/]", highlight=False, soft_wrap=True)

@@ -24,6 +24,7 @@ from .common import (
     resolve_job,
     save_figures,
     save_page,
+    unconsumed_queues,
 )
 from .jobflags import ProgressEveryOption
 from .progress import (
@@ -80,6 +81,9 @@ def status(
         "vlm": read_vlm_summary(engine, current.job_id),
         "batch": _batch_document(current.batch),
     }
+    # A running job whose next steps sit in a queue no worker consumes says so.
+    unconsumed = unconsumed_queues() if current.status in ("running", "submitting") else []
+    document["unconsumed_queues"] = [queue.to_json() for queue in unconsumed]
     if as_json:
         print(json.dumps(document, indent=2))
         return
@@ -103,6 +107,8 @@ def status(
         out.print(
             f"  [yellow]waiting: {escape(current.waiting)}[/]", highlight=False, soft_wrap=True
         )
+    for queue in unconsumed:
+        out.print(f"  [yellow]{escape(queue.describe())}[/]", highlight=False, soft_wrap=True)
     if current.tools:
         out.print(
             f"  metric job (no agent): {', '.join(current.tools)}", highlight=False, soft_wrap=True

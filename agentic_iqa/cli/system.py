@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -87,7 +88,25 @@ def worker(
     pool: Annotated[
         str, typer.Option("--pool", help="prefork, solo or threads (VLM queue: threads with -c 64)")
     ] = "prefork",
-    hostname: Annotated[str | None, typer.Option("--hostname", "-n")] = None,
+    hostname: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            "--hostname",
+            "-n",
+            help="Celery node name (default: its queues at this host, e.g. gpu@%h; %h is the "
+            "host name, a container's id in Docker)",
+        ),
+    ] = None,
+    health_file: Annotated[
+        str | None,
+        typer.Option(
+            "--health-file",
+            envvar="AGENTIC_IQA_WORKER_HEALTH_FILE",
+            help="file touched every AGENTIC_IQA_WORKER_HEALTH_INTERVAL seconds (default 10) "
+            "while the worker is connected to the broker, for a container's healthcheck",
+        ),
+    ] = None,
     max_memory: Annotated[
         str | None,
         typer.Option(
@@ -132,6 +151,8 @@ def worker(
     for name, value in (("TOOL", tool_time_limit), ("VLM", vlm_time_limit)):
         if value is not None:
             os.environ[f"AGENTIC_IQA_{name}_SOFT_TIME_LIMIT"] = str(value)
+    if health_file:
+        os.environ["AGENTIC_IQA_WORKER_HEALTH_FILE"] = health_file
     from workers.celery_app import app as celery_app
 
     if queues is None:
@@ -146,9 +167,18 @@ def worker(
         f"--loglevel={loglevel}",
         f"--pool={pool}",
     ]
-    if hostname:
-        argv.append(f"--hostname={hostname}")
+    argv.append(f"--hostname={hostname or node_name(queues)}")
     celery_app.worker_main(argv + extra)
+
+
+def node_name(queues: str) -> str:
+    """Return a worker's default Celery node name: its queues joined by ``+``, at this host
+    (``gpu@%h``, ``default+vlm@%h``), so that workers of different queues on one host (or
+    replicas in containers, each its own host name) are told apart in Flower and in
+    ``step_records.worker``.  Characters a node name should not hold become ``_``."""
+    names = [name.strip() for name in queues.split(",") if name.strip()]
+    joined = "+".join(re.sub(r"[^A-Za-z0-9_.+-]", "_", name) for name in names)
+    return f"{joined or 'worker'}@%h"
 
 
 def worker_memory(max_memory: str, concurrency: int, pool: str) -> list[str]:

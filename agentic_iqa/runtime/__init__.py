@@ -9,6 +9,7 @@
   :mod:`.embedded`: runs walked to their end in this process, alone or in batches.
 - :mod:`.batches`: a batch job's rounds of provider batches.
 - :mod:`.supervisor`: the workers' supervisor, which heals a fleet.
+- :mod:`.consumers`: which queues have a live worker (announced in the broker), which do not.
 - :mod:`.headline`: a finished job's figures for ``eval list``.
 - :mod:`.recalibration`: a tool's mapping refitted to a job's opinion scores.
 

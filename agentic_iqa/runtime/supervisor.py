@@ -11,9 +11,12 @@ end).  The supervisor, a loop in every worker of the default queue, periodically
 2. tops up every running job that the workers feed (so a job needs no live submitter), and
 3. re-sends each run whose lease has passed, exactly once per lease: the database decides which
    supervisor re-sends which run, so running several is safe;
-4. drives the batch jobs' rounds (:func:`.batches.tick`): polls their open batches, reads
+4. names each queue that holds work and has no consumer (a SIGKILLed tool worker: its runs
+   re-sent to a queue nobody reads), once when first seen and then every
+   :data:`REPEAT_UNCONSUMED` seconds, and says when it has one again;
+5. drives the batch jobs' rounds (:func:`.batches.tick`): polls their open batches, reads
    the answers, sends on the runs that have theirs, sends the next round's batch;
-5. settles a job the workers ended: its counts checked, its headline for ``eval list`` stored.
+6. settles a job the workers ended: its counts checked, its headline for ``eval list`` stored.
 
 Re-sending is idempotent by construction: a step already done is skipped, a step still running
 under a live lease makes the duplicate wait, a step whose owner died is taken over.  This module
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,6 +42,7 @@ from ..db.models import utc_now
 from ..db.runs import claim_stalled
 from ..redact import redact
 from . import batches, lifecycle
+from .consumers import Unconsumed
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +126,31 @@ def _settle_ended(engine: Engine) -> list[str]:
         return []
 
 
+#: Seconds between two log lines about the same queue with work and no consumer.
+REPEAT_UNCONSUMED = 60.0
+
+
+class UnconsumedLog:
+    """Log each queue with work and no consumer when first seen and every ``repeat`` seconds;
+    log once when it has a consumer again (or nothing waits)."""
+
+    def __init__(self, repeat: float = REPEAT_UNCONSUMED) -> None:
+        self._repeat = repeat
+        self._named: dict[str, float] = {}
+
+    def report(self, found: list[Unconsumed]) -> None:
+        now = time.monotonic()
+        seen = {queue.queue for queue in found}
+        for queue in found:
+            last = self._named.get(queue.queue)
+            if last is None or now - last >= self._repeat:
+                log.warning("supervisor: %s", queue.describe())
+                self._named[queue.queue] = now
+        for name in [name for name in self._named if name not in seen]:
+            del self._named[name]
+            log.info("supervisor: queue %r has a consumer again, or nothing waits in it", name)
+
+
 class SupervisorThread(threading.Thread):
     """:func:`supervise_once` every ``interval`` seconds until :meth:`stop`."""
 
@@ -132,8 +162,13 @@ class SupervisorThread(threading.Thread):
         lease_seconds: float,
         interval: float,
         dispatch: Callable[[str], None],
+        watch: Callable[[], list[Unconsumed]] | None = None,
     ) -> None:
+        """``watch`` returns the queues holding work that no worker consumes (see
+        :class:`.consumers.QueueWatch`); None: not watched."""
         super().__init__(name="agentic-iqa-supervisor", daemon=True)
+        self._watch = watch
+        self._unconsumed = UnconsumedLog()
         self._engine_factory = engine_factory
         self._window = window
         self._lease = lease_seconds
@@ -162,6 +197,8 @@ class SupervisorThread(threading.Thread):
                 )
             for error in tick.errors:
                 log.warning("supervisor: %s", error)
+            if self._watch is not None:
+                self._unconsumed.report(self._watch())
 
     def stop(self, timeout: float | None = 5.0) -> None:
         self._stopped.set()

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import anthropic
+from anthropic._constants import DEFAULT_CONNECTION_LIMITS
 from anthropic.types import TextBlock, UserMessageParam
 
 from .base import (
@@ -36,8 +37,9 @@ from .base import (
     VLMRequest,
     VLMResponse,
 )
+from .deadline import ResponseTooLarge
 from .images import encode_image, image_labels
-from .sdk import SDKClient
+from .sdk import SDKClient, bound_cause
 
 _JSON_INSTRUCTION = "Reply with a single JSON object and nothing else."
 #: Anthropic's stop reasons in OpenAI's words (:attr:`VLMResponse.finish_reason`).
@@ -69,14 +71,18 @@ class AnthropicClient(SDKClient):
             default_query=default_query or None,
             timeout=self.config.timeout,
             max_retries=self.config.max_retries,
-            http_client=anthropic.DefaultHttpxClient(event_hooks={"response": [self.handover_429]}),
+            http_client=anthropic.DefaultHttpxClient(
+                transport=self.transport(DEFAULT_CONNECTION_LIMITS),
+                event_hooks={"response": [self.handover_429]},
+            ),
         )
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         parameters = self._parameters(request)
         try:
-            message = self._client.messages.create(**parameters)
-        except (anthropic.AnthropicError, ValueError) as exc:
+            with self.bounded(parameters["max_tokens"]):
+                message = self._client.messages.create(**parameters)
+        except (anthropic.AnthropicError, ValueError, ResponseTooLarge) as exc:
             raise self.sdk_error(exc) from None
         return self.response_from(message, request)
 
@@ -145,6 +151,9 @@ class AnthropicClient(SDKClient):
     def _describe(self, exc: Exception) -> str:
         where = self.config.base_url or "api.anthropic.com"
         prefix = f"Anthropic request to model {self.model!r} at {where} failed"
+        bound = bound_cause(exc)
+        if bound is not None:
+            return f"{prefix}: {bound}"
         if isinstance(exc, anthropic.APIStatusError):
             request_id = f", request id {exc.request_id}" if exc.request_id else ""
             detail = exc.api_message or exc.message

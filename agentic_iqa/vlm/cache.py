@@ -15,8 +15,12 @@ limits, image size limit, temperature/seed and the log-probability settings. The
 whole response as JSON (text, model, option log-probabilities, probability source, usage); a
 hit comes back with ``cached=True``.
 
-Answers live in the tool-score store (``tool_cache``): the ``vlm_responses`` table of the SQLite
-file, or the ``agentic-iqa:vlm_responses:`` key prefix in Redis.
+Answers live in ``vlm_cache_url``, by default the tool-score store (``tool_cache``): the
+``vlm_responses`` table of the SQLite file, or the ``agentic-iqa:vlm_responses:`` key prefix in
+Redis.  Each entry expires ``vlm_cache_ttl`` seconds after it was stored (default 30 days; a
+Redis key's ``EX``, a SQLite row's ``created_at``), and an answer larger than
+``vlm_cache_max_entry_bytes`` is not stored at all (said once per cache): a store without
+eviction (the broker's Redis) never fills up with answers.
 
 A request asked again within one run is a retry: the caller rejected the first answer
 (invalid JSON, see ``agents/jsonreply.py``) or replanned with the same prompt, and replaying the
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from collections import deque
 from functools import cache
@@ -47,6 +52,8 @@ from .usage import current_collector
 PROMPT_VERSION = "2"
 
 NAMESPACE = "vlm_responses"
+
+log = logging.getLogger(__name__)
 
 #: Without a step collector, a key among this client's last this-many requests (per thread)
 #: counts as asked already.
@@ -164,12 +171,18 @@ def response_from_json(text: str) -> VLMResponse:
 class ResponseCache:
     """Responses by key in a :class:`~iqa_tools.cache.TextStore`."""
 
-    def __init__(self, store: TextStore) -> None:
+    def __init__(self, store: TextStore, *, max_entry_bytes: int | None = None) -> None:
         self.store = store
+        self.max_entry_bytes = max_entry_bytes
+        self._said_too_large = False
 
     @classmethod
-    def open(cls, url: str) -> ResponseCache:
-        return cls(open_text_store(url, NAMESPACE))
+    def open(
+        cls, url: str, *, ttl: float | None = None, max_entry_bytes: int | None = None
+    ) -> ResponseCache:
+        """The cache at a tool cache URL; entries expire ``ttl`` seconds after they are put
+        (None: never), and one larger than ``max_entry_bytes`` is not put (None: any size)."""
+        return cls(open_text_store(url, NAMESPACE, ttl=ttl), max_entry_bytes=max_entry_bytes)
 
     def get(self, key: str) -> VLMResponse | None:
         text = self.store.get(key)
@@ -181,31 +194,54 @@ class ResponseCache:
             return None  # an unreadable entry is a miss; the fresh answer overwrites it
 
     def put(self, key: str, response: VLMResponse) -> None:
-        self.store.set(key, response_to_json(response))
+        """Store ``response`` under ``key``, unless it is larger than ``max_entry_bytes``."""
+        text = response_to_json(response)
+        size = len(text.encode("utf-8"))
+        if self.max_entry_bytes is not None and size > self.max_entry_bytes:
+            if not self._said_too_large:
+                self._said_too_large = True
+                log.warning(
+                    "a VLM answer of %d bytes is not cached (above vlm_cache_max_entry_bytes "
+                    "%d, AGENTIC_IQA_VLM_CACHE_MAX_ENTRY_BYTES); larger ones are not either",
+                    size,
+                    self.max_entry_bytes,
+                )
+            return
+        self.store.set(key, text)
 
     def close(self) -> None:
         self.store.close()
 
 
-_shared: dict[str, ResponseCache] = {}
+_shared: dict[tuple[str, float | None, int | None], ResponseCache] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_cache(url: str) -> ResponseCache:
-    """One cache per store URL per process (the SQLite store keeps a connection per thread)."""
+def shared_cache(
+    url: str, *, ttl: float | None = None, max_entry_bytes: int | None = None
+) -> ResponseCache:
+    """One cache per store URL (and limits) per process (the SQLite store keeps a connection
+    per thread)."""
     with _shared_lock:
-        if url not in _shared:
-            _shared[url] = ResponseCache.open(url)
-        return _shared[url]
+        key = (url, ttl, max_entry_bytes)
+        if key not in _shared:
+            _shared[key] = ResponseCache.open(url, ttl=ttl, max_entry_bytes=max_entry_bytes)
+        return _shared[key]
 
 
 def default_cache() -> ResponseCache | None:
-    """The configured cache: None when ``vlm_cache`` is off (``AGENTIC_IQA_VLM_CACHE=false``)."""
+    """The configured cache: None when ``vlm_cache`` is off (``AGENTIC_IQA_VLM_CACHE=false``);
+    at ``vlm_cache_url``, else the tool scores' store."""
     from ..config import PipelineSettings, load_tool_settings
 
-    if not PipelineSettings.load().vlm_cache:
+    settings = PipelineSettings.load()
+    if not settings.vlm_cache:
         return None
-    return shared_cache(load_tool_settings().tool_cache)
+    return shared_cache(
+        settings.vlm_cache_url or load_tool_settings().tool_cache,
+        ttl=settings.vlm_cache_ttl or None,
+        max_entry_bytes=settings.vlm_cache_max_entry_bytes,
+    )
 
 
 class CachingClient(ClientProxy):

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import openai
+from openai._constants import DEFAULT_CONNECTION_LIMITS
 
 from .base import (
     Usage,
@@ -33,8 +34,9 @@ from .base import (
     VLMRequest,
     VLMResponse,
 )
+from .deadline import ResponseTooLarge
 from .images import encode_image, image_labels
-from .sdk import SDKClient
+from .sdk import SDKClient, bound_cause
 
 TOP_LOGPROBS = 20
 #: Reply budget when only an option letter is wanted: enough for "(A)" or "Answer: A".
@@ -65,15 +67,20 @@ class OpenAIClient(SDKClient):
             api_key=self._api_key,
             timeout=self.config.timeout,
             max_retries=self.config.max_retries,
-            http_client=openai.DefaultHttpxClient(event_hooks={"response": [self.handover_429]}),
+            http_client=openai.DefaultHttpxClient(
+                transport=self.transport(DEFAULT_CONNECTION_LIMITS),
+                event_hooks={"response": [self.handover_429]},
+            ),
             **kwargs,
         )
 
     def complete(self, request: VLMRequest) -> VLMResponse:
         parameters = self._parameters(request)
+        limit = parameters.get("max_tokens") or parameters["max_completion_tokens"]
         try:
-            completion = self._client.chat.completions.create(**parameters)
-        except openai.OpenAIError as exc:
+            with self.bounded(limit):
+                completion = self._client.chat.completions.create(**parameters)
+        except (openai.OpenAIError, ResponseTooLarge) as exc:  # the SDK lets the cap through
             raise self.sdk_error(exc) from None
         return self.response_from(completion, request)
 
@@ -138,6 +145,9 @@ class OpenAIClient(SDKClient):
     def _describe(self, exc: Exception) -> str:
         where = self.config.base_url or "api.openai.com"
         prefix = f"OpenAI request to model {self.model!r} at {where} failed"
+        bound = bound_cause(exc)
+        if bound is not None:
+            return f"{prefix}: {bound}"
         if isinstance(exc, openai.APIStatusError):
             request_id = f", request id {exc.request_id}" if exc.request_id else ""
             return f"{prefix}: HTTP {exc.status_code}{request_id}: {exc.message}"
@@ -202,9 +212,11 @@ def usage_of(completion: Any) -> Usage | None:
 
 
 def _normalise(token: str | None) -> str:
-    """A token as the letter it may be: no spaces, punctuation or space markers; case kept
-    (a lower-case "a" is the article, not option A)."""
-    return (token or "").strip(_STRIP)
+    """A token as the letter it may be: no spaces, punctuation or space markers, full-width
+    letters as ASCII; case kept (a lower-case "a" is the article, not option A)."""
+    from agentic_iqa.options.normalise import fold_width
+
+    return fold_width((token or "").strip(_STRIP))  # a full-width "Ｃ" is the letter C
 
 
 def _field(entry: Any, name: str) -> Any:

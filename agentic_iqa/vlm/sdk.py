@@ -5,13 +5,29 @@ handover to the rate limiter, and errors worded without the key.
 :class:`SDKClient`; each opens its own SDK (:meth:`SDKClient._open_sdk`) and describes its own
 errors (:meth:`SDKClient._describe`).  The Batch APIs (:mod:`.batch_api`) word their errors
 through the same :meth:`SDKClient.sdk_error`.
+
+Every call is bounded (:mod:`.deadline`): ``timeout`` seconds per attempt in all, connect to
+last byte; a body of at most :func:`~.deadline.response_cap` bytes for its ``max_tokens``; and
+the step's deadline where one is set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from .base import VLMConfigurationError, VLMError, classify_sdk_error
+from .deadline import (
+    BoundedTransport,
+    CallDeadlineExceeded,
+    CallLimits,
+    ResponseTooLarge,
+    StepDeadlineReached,
+    bounded_call,
+    check_step_deadline,
+    response_cap,
+)
 from .ratelimit import Handover429
 from .settings import BackendConfig
 
@@ -56,6 +72,29 @@ class SDKClient:
         """Close the SDK client's connections."""
         self._client.close()
 
+    def transport(self, limits: Any) -> BoundedTransport:
+        """The SDK client's transport: httpx's, each call bounded (:mod:`.deadline`)."""
+        return BoundedTransport(limits=limits)
+
+    @contextmanager
+    def bounded(self, max_tokens: int) -> Iterator[CallLimits]:
+        """Bound the SDK call made in this block: ``timeout`` seconds per attempt in all, a
+        body of at most :func:`~.deadline.response_cap` bytes for ``max_tokens``, and the
+        step's deadline (whose error is raised here, past the SDK's retries)."""
+        check_step_deadline()
+        absolute = self.config.max_response_bytes
+        limits = CallLimits(
+            seconds=self.config.timeout,
+            max_bytes=response_cap(max_tokens, absolute),
+            max_tokens=max_tokens,
+            absolute=absolute,
+        )
+        try:
+            with bounded_call(limits):
+                yield limits
+        except StepDeadlineReached as reached:
+            raise reached.error from None
+
     def _open_sdk(self) -> Any:
         """Open the SDK client with this backend's key, endpoint, timeout and retries."""
         raise NotImplementedError
@@ -77,9 +116,24 @@ class SDKClient:
     def sdk_error(self, exc: Exception, what: str | None = None) -> VLMError:
         """Return the :class:`VLMError` for an SDK exception, scrubbed; ``what`` prefixes it."""
         message = self._describe(exc)
+        if isinstance(bound_cause(exc), ResponseTooLarge):  # neither transient nor fatal
+            return VLMError(self.scrub(f"{what}: {message}" if what else message))
         return classify_sdk_error(
             exc,
             self.scrub(f"{what}: {message}" if what else message),
             connection_error=self.connection_error,
             status_error=self.status_error,
         )
+
+
+def bound_cause(exc: BaseException) -> CallDeadlineExceeded | ResponseTooLarge | None:
+    """The deadline or cap (:mod:`.deadline`) behind an SDK error, if one is: the SDKs raise
+    their own error from it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, CallDeadlineExceeded | ResponseTooLarge):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -67,12 +67,19 @@ class BackendConfig(BaseModel):
     api_key_env: str | None = Field(
         default=None, description="name of the variable holding the key; null: vendor default"
     )
-    timeout: float = Field(default=120.0, gt=0, description="seconds per HTTP attempt")
+    timeout: float = Field(
+        default=120.0, gt=0, description="seconds per HTTP attempt in all, connect to last byte"
+    )
     max_retries: int = Field(
         default=2, ge=0, description="SDK retries on 408/409/429/5xx (429: the limiter's)"
     )
     max_image_side: int = Field(default=1024, ge=16, description="longest side sent, in pixels")
     max_tokens: int = Field(default=4096, ge=1, description="upper bound on the reply's length")
+    max_response_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="most bytes an answer's body may have, whatever max_tokens allows",
+    )
 
     @field_validator("api_key_env")
     @classmethod

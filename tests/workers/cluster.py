@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,14 +54,21 @@ class Cluster:
         cli: bool = False,
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
+        named: bool = True,
+        pool: str = "prefork",
     ) -> str:
         """Start a worker and wait until it answers a ping; returns its hostname.
 
-        ``cli=True`` starts it with ``agentic-iqa worker`` instead of the ``celery`` command.
+        ``pool``: the ``celery`` command's pool (``threads``: as compose's vlm-worker runs).
+
+        ``cli=True`` starts it with ``agentic-iqa worker`` instead of the ``celery`` command;
+        ``named=False`` (with ``cli``) gives it no ``--name``, so it takes its default one.
         ``cwd`` and ``env`` (added to the cluster's) give a worker a host of its own: its own
         working directory, ``HOME`` and caches.
         """
         hostname = f"{name}-{self.tag}@localhost"
+        if not named:
+            hostname = "+".join(queues.split(",")) + "@" + socket.gethostname()
         log = (self.logs / f"{name}-{len(self.processes)}.log").open("wb")
         if cli:
             command = [
@@ -72,8 +80,7 @@ class Cluster:
                 queues,
                 "--concurrency",
                 str(concurrency),
-                "--hostname",
-                hostname,
+                *(["--hostname", hostname] if named else []),
             ]
         else:
             command = [
@@ -89,7 +96,7 @@ class Cluster:
                 hostname,
                 "-c",
                 str(concurrency),
-                "--pool=prefork",
+                f"--pool={pool}",
                 "--without-gossip",
                 "--without-mingle",
                 "-l",

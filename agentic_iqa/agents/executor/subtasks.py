@@ -22,6 +22,7 @@ from ...state import (
     PlannerOutput,
 )
 from ...vlm.base import FatalVLMError, TransientVLMError, VLMError
+from ...vlm.deadline import StepOverrun
 from ...vocabulary import canonical_distortion
 from ..jsonreply import Outcome
 
@@ -44,10 +45,11 @@ def run_subtask(name: str, call: Any) -> Any:
     A transient error is raised for the step's retries (when they run out, the subtask becomes
     ``None`` all the same: :func:`agentic_iqa.pipeline.abandoned`), and a fatal one (a bad key,
     an unknown model) to stop the run and its job: going on would only fail the same way.
+    The step's time limit (:class:`~agentic_iqa.vlm.deadline.StepOverrun`) ends the step.
     """
     try:
         return call()
-    except (TransientVLMError, FatalVLMError):
+    except (TransientVLMError, FatalVLMError, StepOverrun):
         raise
     except VLMError as exc:
         log.error("%s failed: VLM error: %s", name, exc)

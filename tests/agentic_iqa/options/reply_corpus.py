@@ -8,7 +8,11 @@ stopped at the token cap (finish_reason "length"): it is graded by what it had c
 before the cap, so a letter still open to "or C" is None.  Graded once, before the reader was
 written; a grade is changed only when the grade itself was wrong, never to fit a reader.
 ``held_out`` replies were written and graded after the reader, and first read by it as they
-stand here: the reader was not changed for them.
+stand here: the reader was not changed for them.  The replies of issue 49 (quoted and
+full-width letters, lower-case answers, Chinese and Japanese, respelled option text, replies
+that say they cannot see the image) were graded before the reader was extended to read them,
+so they are not held out.  ``blind`` marks a reply that says it cannot see the image: it is no
+answer whatever letters it names, and the reader says so.
 """
 
 from __future__ import annotations
@@ -23,6 +27,12 @@ OPTIONS: dict[str, dict[str, str]] = {
     "severity": {"A": "None", "B": "Slight", "C": "Moderate", "D": "Severe"},
     "yesno": {"A": "Yes", "B": "No"},
     "region": {"A": "The sky", "B": "The car", "C": "The road", "D": "The trees"},
+    "problem": {
+        "A": "Underexposure",
+        "B": "Motion blur",
+        "C": "Moderate noise",
+        "D": "Overexposure",
+    },
 }
 
 
@@ -35,14 +45,20 @@ class Graded:
     options: str = "quality"
     cut: bool = False
     held_out: bool = False
+    blind: bool = False
 
 
 def _group(
-    category: str, style: str, *rows: tuple, cut: bool = False, held_out: bool = False
+    category: str,
+    style: str,
+    *rows: tuple,
+    cut: bool = False,
+    held_out: bool = False,
+    blind: bool = False,
 ) -> list[Graded]:
     """Rows of ``(text, expected)`` or ``(text, expected, options)``."""
     return [
-        Graded(row[0], row[1], category, style, *row[2:], cut=cut, held_out=held_out)
+        Graded(row[0], row[1], category, style, *row[2:], cut=cut, held_out=held_out, blind=blind)
         for row in rows
     ]
 
@@ -428,7 +444,6 @@ CORPUS: list[Graded] = [
         ("I cannot determine the answer from the information provided.", None),
         ("There is not enough information to choose an option.", None),
         ("The image appears to be a landscape photo taken at dusk.", None),
-        ("I'm unable to view images.", None),
         ("Sorry, I can't help with that.", None),
         ("None of the options fit.", None),
         ("It depends on the viewing distance.", None),
@@ -439,6 +454,7 @@ CORPUS: list[Graded] = [
         ("The options are A. Excellent, B. Good, C. Fair, D. Poor, E. Bad.", None),
         ("I need to see the image at full resolution to answer.", None),
     ),
+    *_group("no answer", "gpt", ("I'm unable to view images.", None), blind=True),
     *_group(
         "cut off",
         "claude",
@@ -579,6 +595,7 @@ CORPUS: list[Graded] = [
         "gpt",
         ("Sorry, I can't view the image, so I cannot choose between A, B, C, D, and E.", None),
         held_out=True,
+        blind=True,
     ),
     *_group(
         "cut off",
@@ -746,6 +763,122 @@ CORPUS: list[Graded] = [
         ("Along with mild grain (A), there is strong blocking in the sky.", "C", "distortion"),
         ("Strong blocking in the sky, as well as some (B) softness.", "C", "distortion"),
         ("**Main issue:** blur. Minor: noise (A).", "B", "distortion"),
+    ),
+    # Issue 49: committed forms a careful grader reads, and the cases that would break them.
+    *_group(
+        "quoted letter",
+        "gpt",
+        ("I'm choosing **'B'**.", "B"),
+        ("The answer is 'D' — the sky is blown out.", "D"),
+        ("I'd go with 'C'.", "C"),
+        ('My choice is "E".', "E"),
+        ("'A' is correct: the photo is flawless.", "A"),
+        ("I am going with (C), the noise is obvious.", "C"),
+        ("I'm picking **D** here.", "D"),
+        ("'B' is tempting, but the grain is too visible.", None),
+        ("Not 'B' — the blur is worse than that.", None),
+        ("Between 'B' and 'C', hard to say.", None),
+        ("I'm choosing 'B' or 'C'; both fit.", None),
+    ),
+    *_group(
+        "full-width letter",
+        "qwen",
+        ("答案：Ｃ", "C"),
+        ("Answer: Ｄ", "D"),
+        ("（Ｂ）", "B"),
+        ("Ｂ is tempting, but the smearing is heavy.", None, "severity"),
+        ("答案：Ｂ或Ｃ", None),
+        ("不是Ｃ，是Ｄ", "D"),
+        ("Mostly blur, with some (Ｃ) blocking artefacts", "B", "distortion"),
+        ("The noise (Ｂ) is visible but the blur dominates.", None, "distortion"),
+    ),
+    *_group(
+        "lower case",
+        "qwen",
+        ("i think it's c, the blocking is obvious.", "C"),
+        ("it's b", "B"),
+        ("i'm choosing d.", "D"),
+        ("it's a good image overall.", None),
+        ("i think it's a bit soft.", None),
+        ("so it's b or c.", None),
+        ("it's not c.", None),
+        ("I don't really think it's C.", None),
+    ),
+    *_group(
+        "answer after other letters",
+        "claude",
+        (
+            "Between B and C: B would suit a sharper photo, and C matches the visible grain."
+            "\n\nAnswer: (C)",
+            "C",
+        ),
+        (
+            "Option A is out (too much noise). B and C both fit partly; the blur tips it."
+            "\n\nFinal answer: (C)",
+            "C",
+        ),
+        ("B or C? The edges are soft but the detail survives.\nAnswer: (B)", "B"),
+        ("Between B and C, the softness decides it.\n\nAnswer: (B) or (C)", None),
+    ),
+    *_group(
+        "other languages",
+        "qwen",
+        ("我选择B，因为噪声明显。", "B"),
+        ("选C。", "C"),
+        ("正确答案是D。", "D"),
+        ("答案是 B（良好）", "B"),
+        ("答えはCです。", "C"),
+        ("答え：D", "D"),
+        ("正解はB", "B"),
+        ("我认为答案是C，图像有明显模糊。", "C"),
+        ("不选B，选C。", "C"),
+        ("我不选B。", None),
+        ("答案不是C。", None),
+        ("可能是B或C。", None),
+        ("我不会选D。", None),
+    ),
+    *_group(
+        "option text",
+        "gpt",
+        ('{"final_answer": "moderate noise"}', "C", "problem"),
+        ("Overexposed", "D", "problem"),
+        ("Answer: overexposed", "D", "problem"),
+        ("Underexposed.", "A", "problem"),
+        ('{"answer": "Overexposed"}', "D", "problem"),
+        ("Not overexposed", None, "problem"),
+        ("Overexposed or underexposed, hard to say.", None, "problem"),
+        ("Noisy", "A", "distortion"),
+        ("Blurry.", "B", "distortion"),
+        ("Compressed", "C", "distortion"),
+        ("Blurry and noisy", None, "distortion"),
+    ),
+    *_group(
+        "cannot see the image",
+        "claude",
+        (
+            "As a text-only model I can't see the photo, but in general motion blur (B) is the "
+            "most common distortion in handheld shots.",
+            None,
+            "problem",
+        ),
+        ("I cannot see the image you provided. Typically, though, the answer would be B.", None),
+        ("I'm unable to view images, but based on the question, C (Fair) is a safe guess.", None),
+        ("No image was attached. If the photo is noisy, choose A.", None, "distortion"),
+        ("抱歉，我无法查看图片，但一般来说答案是B。", None),
+        ("Without seeing the image, I'd guess C.", None),
+        ("I don't have access to the image, so: Answer: D", None),
+        blind=True,
+    ),
+    *_group(
+        "cannot see the image",
+        "claude",
+        (
+            "I can't see the image clearly at this size, but the blur is obvious: B.",
+            "B",
+            "distortion",
+        ),
+        ("I can't see any noise in the image, so the answer is B.", "B", "distortion"),
+        ("I see the image clearly; the answer is C.", "C"),
     ),
 ]
 

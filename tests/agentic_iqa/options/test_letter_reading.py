@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from agentic_iqa.options import locate_option, parse_option
+from agentic_iqa.options.normalise import fold_width
 from agentic_iqa.prompts import QUALITY_LEVEL_CHOICES
 from agentic_iqa.reports.metrics import answer_letter
 from agentic_iqa.vlm import BackendConfig, VLMRequest
@@ -312,7 +313,7 @@ def test_the_logprob_path_reads_a_letter_only_where_the_text_reader_reads_it():
             graded.text, {letter: "" for letter in LEVELS}, cut_off=graded.cut
         )
         if letters_only is not None:
-            assert graded.text[letters_only.start].upper() == letters_only.letter
+            assert fold_width(graded.text[letters_only.start]).upper() == letters_only.letter
             assert (
                 parse_option(graded.text, QUALITY_LEVEL_CHOICES, cut_off=graded.cut)
                 == letters_only.letter
