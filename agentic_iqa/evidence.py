@@ -1,5 +1,8 @@
 """Read what a run's evidence lacks, what a tool call scored, and which tools stood in.
 
+A tool the query named that the catalogue lacks ("IL-NIQE") stands in for nothing: the answer
+says it could not be used and which tools were chosen instead (:func:`uncatalogued_sentence`).
+
 The summarizer asks whether the plan's evidence is complete and whether a new plan could
 complete it; the summarizer, the builtin model and every output (the CLI's tables, a job's rows)
 say alike which tool stood in for which and on what a score was measured.  Everything here
@@ -123,6 +126,37 @@ def stand_ins(tool_logs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if distortion and distortion not in found[key]["distortions"]:
             found[key]["distortions"].append(distortion)
     return list(found.values())
+
+
+def uncatalogued_sentence(
+    names: Sequence[str], tool_logs: Iterable[Mapping[str, Any]] = ()
+) -> str | None:
+    """Return what the answer says of tools the query named that the catalogue lacks: "IL-NIQE is
+    not in the tool catalogue, so it could not be used; the tools were chosen instead (BRISQUE,
+    MUSIQ)." (or "... no tool was run in its place." when none gave a score); None for none.
+    No catalogue tool is ever run as one of them ("IL-NIQE" is not NIQE)."""
+    if not names:
+        return None
+    said = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    one = len(names) == 1
+    scored = list(
+        dict.fromkeys(
+            str(entry.get("tool_name") or entry.get("tool"))
+            for entry in tool_logs
+            if (entry.get("tool_name") or entry.get("tool"))
+            and entry.get("normalized_score") is not None
+            and math.isfinite(float(entry["normalized_score"]))
+        )
+    )
+    instead = (
+        f"the tools were chosen instead ({', '.join(scored)})"
+        if scored
+        else f"no tool was run in {'its' if one else 'their'} place"
+    )
+    return (
+        f"{said} {'is' if one else 'are'} not in the tool catalogue, so "
+        f"{'it' if one else 'they'} could not be used; {instead}."
+    )
 
 
 def whole_image_objects(

@@ -3,7 +3,9 @@
 A model writes "blur", "Motion blur" or "blurry" for the category "Blurs", "Moderate" or "medium"
 for the severity "moderate"; a user writes "out of focus".  Every reader of model output and of
 queries maps them here, to the one spelling the state stores, so that a right answer is never
-refused for its wording.  A word that names no category (or two) is refused, never guessed.
+refused for its wording.  Every inflection of a listed word is read as the word ("smearing" as
+"smeared", "noisier" as "noisy"): derived by rule (:func:`inflection_stem`), not listed.  A word
+that names no category (or two) is refused, never guessed.
 
 Pure data and string functions; the seven categories themselves are the tool catalogue's.
 """
@@ -334,12 +336,138 @@ SEVERITY_SYNONYMS: dict[str, str] = {
 QUALITY_LEVELS: tuple[str, ...] = ("Bad", "Poor", "Fair", "Good", "Excellent")
 
 
+_VOWELS = frozenset("aeiou")
+
+
+def _pattern(word: str) -> str:
+    """Return ``word`` as consonants and vowels ("c", "v"): "y" after a consonant is a vowel."""
+    marks: list[str] = []
+    for index, letter in enumerate(word):
+        vowel = letter in _VOWELS or (letter == "y" and index > 0 and marks[-1] == "c")
+        marks.append("v" if vowel else "c")
+    return "".join(marks)
+
+
+def _measure(word: str) -> int:
+    """Return Porter's measure of ``word``: how many vowel-consonant runs it has ("blur" 1,
+    "expos" 2, "tree" 0)."""
+    return re.sub(r"(.)\1+", r"\1", _pattern(word)).count("vc")
+
+
+def _short_syllable(word: str) -> bool:
+    """Tell whether ``word`` ends consonant-vowel-consonant, the last not w, x or y ("fad", "haz":
+    a silent "e" was taken off)."""
+    return _pattern(word)[-3:] == "cvc" and word[-1] not in "wxy"
+
+
+def inflection_stem(word: str) -> str:
+    """Return ``word`` without its inflection, so that the forms of one word share a stem.
+
+    Plurals and third persons (-s, -es, -ies), past forms (-ed, -ied) and -ing forms are taken
+    off by Porter's rules: a doubled consonant is undoubled ("blurred", "blurring": "blur"), a
+    silent "e" comes back where the stem is one short syllable ("faded", "fade": "fade", while
+    "fad" stays "fad"), and a final silent "e" is dropped elsewhere ("noise", "noised": "nois";
+    "smear", "smears", "smeared", "smearing": "smear").  Words whose ending only looks like one
+    keep it: "focus", "compress", "speed", "string", "red".  Comparatives are not stems: see
+    :func:`distortion_word_key`."""
+    w = word.casefold()
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3:
+        w = w[:-1]
+    if w.endswith("ied") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif not w.endswith("eed"):
+        for suffix in ("ing", "ed"):
+            stem = w[: -len(suffix)]
+            if w.endswith(suffix) and "v" in _pattern(stem) and len(stem) >= 2:
+                if stem.endswith(("at", "bl", "iz")):
+                    stem += "e"
+                elif len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "lsz" + "aeiou":
+                    stem = stem[:-1]
+                elif _measure(stem) == 1 and _short_syllable(stem):
+                    stem += "e"
+                w = stem
+                break
+    if w.endswith("e") and len(w) > 2:
+        rest = w[:-1]
+        if _measure(rest) > 1 or (_measure(rest) == 1 and not _short_syllable(rest)):
+            w = rest
+    return w
+
+
+def _comparable(term: str) -> bool:
+    """Tell whether the one-word ``term`` takes -er and -est: an adjective in -y ("noisy") or a
+    word of one syllable ("dark", "dim", "sharp"), not a past or -ing form."""
+    if " " in term or "-" in term or term.endswith(("ed", "ing")):
+        return False
+    return term.endswith("y") or _measure(term) == 1
+
+
+def distortion_word_key(word: str) -> str:
+    """Return the key a word of a distortion label is matched by: its :func:`inflection_stem`, and
+    for a comparative or superlative ("noisier", "darkest", "dimmer") the stem of the listed word
+    it grades, when that word takes one (:func:`_comparable`); "ringer" and "blocker" grade no
+    listed word ("ringing" and "blocky" are listed), so stay themselves."""
+    w = word.casefold()
+    for suffix, ending in (("iest", "y"), ("ier", "y"), ("est", ""), ("er", "")):
+        if not w.endswith(suffix) or len(w) - len(suffix) < 2:
+            continue
+        base = w[: -len(suffix)] + ending
+        candidates = [base, base + "e"]
+        if len(base) > 2 and base[-1] == base[-2]:
+            candidates.insert(0, base[:-1])  # "dimmer", "flatter"
+        for candidate in candidates:
+            if candidate in _ONE_WORD_TERMS and _comparable(candidate):
+                return inflection_stem(candidate)
+        break
+    return inflection_stem(w)
+
+
 def _words(text: str) -> str:
     return re.sub(r"[\s_]+", " ", re.sub(r"[^\w\s-]", " ", text.casefold())).strip()
 
 
 def _whole(text: str, term: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", text) is not None
+
+
+#: The vocabulary's one-word terms, each with its category.
+_ONE_WORD_TERMS: dict[str, str] = {
+    term: category
+    for category, terms in DISTORTION_TERMS.items()
+    for term in terms
+    if not re.search(r"[\s-]", term)
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _term_keys() -> dict[tuple[str, ...], str]:
+    """Return each listed term's words as keys (:func:`distortion_word_key`) and its category."""
+    return {
+        tuple(distortion_word_key(word) for word in re.split(r"[\s-]+", term)): category
+        for category, terms in DISTORTION_TERMS.items()
+        for term in terms
+    }
+
+
+def inflected_categories(text: str) -> tuple[set[str], list[str]]:
+    """Return the categories the words of a label name by any inflection of a listed term
+    ("smearing", "noisier", "motion-blurred", "jpeg-compressed"), and its words no term covers."""
+    words = [word for word in re.split(r"[\s-]+", _words(text)) if word]
+    keys = [distortion_word_key(word) for word in words]
+    covered = [False] * len(words)
+    found: set[str] = set()
+    for term, category in _term_keys().items():
+        width = len(term)
+        for start in range(len(keys) - width + 1):
+            if tuple(keys[start : start + width]) == term:
+                found.add(category)
+                covered[start : start + width] = [True] * width
+    leftover = [w for w, c in zip(words, covered, strict=True) if not c]
+    return found, [word for word in leftover if word not in _LABEL_QUALIFIERS]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -351,7 +479,10 @@ def canonical_distortion(name: str) -> str:
 
     Accepts the category in any case ("noise"), a synonym or inflection ("blur", "blurry",
     "out of focus"), and a short label around one ("motion blur", "JPEG compression artifacts",
-    "low contrast").  A label naming two categories or none raises ``ValueError``.
+    "low contrast").  Every inflection of a listed term is read as the term
+    (:func:`inflected_categories`: "smearing" and "smears" as "smeared", "noisier" as "noisy",
+    "compress" as "compressed"), where the label names no term as written.  A label naming two
+    categories or none raises ``ValueError``.
     """
     text = _words(name)
     for category in DISTORTION_CATEGORIES:
@@ -375,6 +506,15 @@ def canonical_distortion(name: str) -> str:
     ]
     if len(found) == 1 and len(leftover) <= 1:
         return found.pop()
+    if not found:  # no term as written: one inflected ("smearing", "noisier", "compress")
+        found, leftover = inflected_categories(text)
+        if len(found) == 1 and len(leftover) <= 1:
+            return found.pop()
+    elif len(found) == 1:  # "blurry and smearing": the other words inflect the same category
+        (category,) = found
+        rest = [word for word in leftover if inflected_categories(word)[0] != {category}]
+        if len(rest) <= 1:
+            return category
     raise ValueError(
         f"unknown distortion category {name!r}; valid categories: "
         + ", ".join(DISTORTION_CATEGORIES)
@@ -418,6 +558,9 @@ __all__ = [
     "SEVERITIES",
     "SEVERITY_SYNONYMS",
     "canonical_distortion",
+    "distortion_word_key",
+    "inflected_categories",
+    "inflection_stem",
     "canonical_severity",
     "level_name",
     "level_of",

@@ -11,7 +11,10 @@ proves it wrong:
   SSIM" is MS-SSIM, not SSIM), is required and one it rules out is excluded; a query naming no
   tool requires none.  A family name ("TOPIQ", "WaDIQaM") is decided by a qualifier beside it
   ("the full-reference one", "(NR)", "blind"), else the model's choice stands when it is one of
-  the family, else the one member that fits the reference mode, if exactly one does;
+  the family, else the one member that fits the reference mode, if exactly one does.  A
+  catalogue name inside a longer name ("IL-NIQE", "LPIPS-VGG", "CLIP-IQA+", "NIQE v2") is a
+  tool the catalogue lacks, never the shorter one: it is no required tool, tools are selected
+  and run instead, and the plan's ``uncatalogued_tools`` keeps its name for the answer;
 - distortions: a category the query names with a word that only ever names a distortion
   ("blurry", "too dark", "JPEG") is Explicit, analysed and not detected.  Words that may as well
   describe the content ("dark", "bright", "colour", "details", "flat", "lighting":
@@ -38,6 +41,7 @@ from ..query import (
     parse_query,
     planned_subtasks,
     required_tool_in,
+    uncatalogued_tools_in,
 )
 from ..state import PlanControlFlags, PlannerError, PlannerOutput
 from ..vlm.base import FatalVLMError, TransientVLMError, VLMClient, VLMError, VLMRequest
@@ -156,11 +160,13 @@ def reconcile(
     if plan.reference_mode != mode:
         changes["reference_mode"] = mode
     required, excluded = plan.required_tool, plan.excluded_tools
+    uncatalogued = plan.uncatalogued_tools
     if tool_names:
         required = required_tool_in(
             query, tool_names, reference=has_reference, chosen=plan.required_tool
         )
         excluded = excluded_tools_in(query, tool_names)
+        uncatalogued = uncatalogued_tools_in(query, tool_names, also=plan.uncatalogued_tools)
     distortions, scope = _distortions(plan, query, tool_names)
     if distortions != plan.distortions:
         changes["distortions"] = distortions
@@ -173,7 +179,11 @@ def reconcile(
         changes["required_tool"] = required
     if plan.excluded_tools != excluded:
         changes["excluded_tools"] = excluded
-    flags = _flags(plan, explicit=bool(distortions), required=required)
+    if plan.uncatalogued_tools != uncatalogued:
+        changes["uncatalogued_tools"] = uncatalogued
+    flags = _flags(
+        plan, explicit=bool(distortions), required=required, uncatalogued=bool(uncatalogued)
+    )
     if flags != plan.plan:
         changes["plan"] = flags
     if changes:
@@ -188,11 +198,14 @@ def reconcile(
     return plan
 
 
-def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> PlanControlFlags:
+def _flags(
+    plan: PlannerOutput, *, explicit: bool, required: str | None, uncatalogued: bool = False
+) -> PlanControlFlags:
     """Return the subtasks the input decides.  "Other": none, unless the query names a tool, which
     is then run.  Else detection exactly when the query names no distortion (and something uses
     what is detected), and a named tool is run without selection; tools run without one named are
-    selected.  The rest is the model's."""
+    selected, and so are they for a named tool the catalogue lacks (``uncatalogued``: the user
+    wants a measurement).  The rest is the model's."""
     flags = plan.plan.model_dump()
     if plan.query_type == "Other":
         flags.update(
@@ -204,7 +217,8 @@ def _flags(plan: PlannerOutput, *, explicit: bool, required: str | None) -> Plan
         return PlanControlFlags(**flags)
     if required is not None:
         flags.update(tool_selection=False, tool_execution=True)
-    elif flags["tool_execution"]:
+    elif uncatalogued or flags["tool_execution"]:
+        flags["tool_execution"] = True
         flags["tool_selection"] = True
     # Detected distortions feed analysis and selection only: a plan with neither needs none.
     flags["distortion_detection"] = not explicit and (

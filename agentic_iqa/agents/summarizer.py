@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..evidence import missing_evidence, replan_can_supply, stand_ins
+from ..evidence import missing_evidence, replan_can_supply, stand_ins, uncatalogued_sentence
 from ..options import UNREAD_REASONS, parse_option, read_option, says_it_cannot_see
 from ..prompts import (
     QUALITY_LEVEL_CHOICES,
@@ -116,7 +116,15 @@ def evidence_context(
         "evidence_notes": list(evidence.notes),
         # Tools that stood in for the ones the agent would have used (not installed here, an
         # FR tool without a reference, a failure): the scores are theirs.
-        "stand_ins": [entry["sentence"] for entry in stand_ins(dumped.get("tool_logs") or ())],
+        # And the tools the query named that the catalogue lacks ("IL-NIQE"): what the agent
+        # chose instead.
+        "stand_ins": [
+            *(entry["sentence"] for entry in stand_ins(dumped.get("tool_logs") or ())),
+            *filter(
+                None,
+                [uncatalogued_sentence(plan.uncatalogued_tools, dumped.get("tool_logs") or ())],
+            ),
+        ],
         "replan_allowed": True,
         # A replan whose plan could not be made: the evidence is the previous plan's.
         "failed_replan": (

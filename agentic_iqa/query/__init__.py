@@ -39,14 +39,19 @@ from .objects import AESTHETIC_TERMS, fold_object_name, objects_in
 from .regions import Region, region_of
 from .tools import (
     ORDINARY_WORD_TOOLS,
+    VARIANT_WORDS,
     ToolMention,
     ToolSpellings,
+    catalogue_tool,
     excluded_tools_in,
     masked_tools,
     required_tool_in,
     tool_in,
     tool_mentions,
     tool_spellings,
+    uncatalogued_tools_in,
+    variant_end,
+    variant_start,
 )
 
 __all__ = [
@@ -64,6 +69,8 @@ __all__ = [
     "Region",
     "ToolMention",
     "ToolSpellings",
+    "VARIANT_WORDS",
+    "catalogue_tool",
     "categories_in",
     "check_query_length",
     "content_questions",
@@ -80,6 +87,9 @@ __all__ = [
     "tool_in",
     "tool_mentions",
     "tool_spellings",
+    "uncatalogued_tools_in",
+    "variant_end",
+    "variant_start",
     "wants_rating",
     "with_options",
 ]

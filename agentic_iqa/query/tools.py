@@ -2,7 +2,9 @@
 
 A family name ("WaDIQaM") is ambiguous until a qualifier beside it ("no-reference") decides
 (:func:`tool_mentions`); a tool name that is also an ordinary word names the tool only where
-written as one.
+written as one.  A catalogue name inside a longer name ("IL-NIQE", "LPIPS-VGG", "CLIP-IQA+",
+"MUSIQ-AVA", "NIQE v2") names a tool the catalogue lacks, never the shorter one
+(:func:`variant_end`, :func:`variant_start`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from iqa_tools.catalog import Catalog, load_catalog
+from iqa_tools.catalog import Catalog, UnknownToolError, load_catalog
 
 #: Tool names that are also ordinary words: they name the tool only when written as the
 #: catalogue does ("UNIQUE") or beside a word that makes them one ("using unique", "the unique
@@ -101,6 +103,57 @@ _TOOL_PHRASE_END = (
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 
 
+#: Words that, beside a tool's name, name one of its variants: a backbone, a training set, an
+#: implementation ("LPIPS-VGG", "LPIPS VGG", "MUSIQ (AVA)", "NIQE-matlab"); the one a catalogue
+#: tool is (MUSIQ is trained on KonIQ) is an alias of it there.
+VARIANT_WORDS = frozenset(
+    {
+        "alex",
+        "alexnet",
+        "vgg",
+        "vgg16",
+        "vgg19",
+        "squeeze",
+        "squeezenet",
+        "resnet",
+        "resnet50",
+        "vit",
+        "swin",
+        "koniq",
+        "koniq10k",
+        "ava",
+        "spaq",
+        "kadid",
+        "kadid10k",
+        "pipal",
+        "livec",
+        "flive",
+        "paq2piq",
+        "tid",
+        "tid2013",
+        "csiq",
+        "matlab",
+    }
+)
+
+
+#: Ordinary words that name a variant only glued to the name ("LIQE-mix", "MUSIQ-live",
+#: "CLIPIQA-lite"): a space apart they are English ("NIQE plus BRISQUE").
+_GLUED_VARIANT_WORDS = frozenset({"live", "mix", "plus", "lite", "large", "small", "base"})
+
+
+#: The separators that glue an affix to a name into one longer name ("IL-NIQE", "NIQE_M").
+_GLUE = frozenset({"-", "_", "\u2010", "\u2011"})
+
+
+#: A version after a name ("NIQE v2", "LPIPS v0.0", "NIQE version 2"); a bare number may be a
+#: score ("NIQE 4.2"), so it is none.
+_VERSION_AFTER = re.compile(r"\s+v(?:er(?:sion)?)?\.?\s?\d+(?:\.\d+)*(?!\w)", re.I)
+
+
+#: Short words that may stand glued to a name and leave it the tool's ("NIQE-or-BRISQUE").
+_GLUED_WORDS = frozenset({"or", "and", "to", "of", "in", "on", "as", "by", "vs", "is", "it"})
+
 #: What may stand between the words of one tool's name ("MS SSIM", "Multi-Scale SSIM",
 #: "TOPIQ (full-reference)", "blind/referenceless"), never a comma or a full stop.
 _NAME_JOINER = re.compile(r"[ \t\-_/()]{0,3}")
@@ -112,10 +165,11 @@ _MAX_NAME_WORDS = 10
 
 #: A word near a family name that says which variant is meant: "full-reference", "FR" ... or
 #: "no-reference", "NR", "blind" ...
-_QUALIFIER = (
-    r"(?<![\w-])(?P<q>full[\s-]?reference|reference[\s-]based|no[\s-]?reference|"
-    r"non[\s-]?reference|reference[\s-]?free|referenceless|blind|fr|nr)(?![\w-])"
+_QUALIFIER_NAMES = (
+    r"full[\s-]?reference|reference[\s-]based|no[\s-]?reference|non[\s-]?reference|"
+    r"reference[\s-]?free|referenceless|blind|fr|nr"
 )
+_QUALIFIER = r"(?<![\w-])(?P<q>" + _QUALIFIER_NAMES + r")(?![\w-])"
 
 
 #: A qualifier just before the family name: "full-reference TOPIQ", "the no-reference version
@@ -128,7 +182,26 @@ _QUALIFIER_BEFORE = re.compile(
 #: A qualifier just after it: "TOPIQ (full-reference)", "TOPIQ, the full-reference one",
 #: "WaDIQaM in its no-reference form", "TOPIQ's FR variant".
 _QUALIFIER_AFTER = re.compile(
-    r"^(?:'s)?[\s,:(\-\u2013\u2014]*(?:(?:the|its|in|a|an|as|i\.e\.)\s+){0,3}" + _QUALIFIER, re.I
+    r"^(?:'s)?[\s,:(\-\u2013\u2014]*(?:(?:the|its|in|a|an|as|i\.e\.)\s+){0,3}"
+    r"(?<!\w)(?P<q>" + _QUALIFIER_NAMES + r")(?![\w-])",
+    re.I,
+)
+
+
+#: English words of two letters: before a tool's name, a space apart, no acronym of a longer
+#: name ("is NIQE", "an SSIM score"; "IL NIQE" is one).
+_TWO_LETTER_WORDS = frozenset(
+    {
+        "ah", "am", "an", "as", "at", "be", "by", "do", "go", "he", "hi", "if", "in", "is",
+        "it", "me", "my", "no", "of", "oh", "ok", "on", "or", "so", "to", "up", "us", "we",
+        "ye", "vs", "eg", "ie", "fr", "nr", "ai", "hd", "tv", "pc", "id",
+    }
+)  # fmt: skip
+
+
+#: A qualifier glued before a name ("NR-NIQE", "FR-TOPIQ"): no other tool's name.
+_QUALIFIER_GLUED_BEFORE = re.compile(
+    r"(?<![\w-])(?:" + _QUALIFIER_NAMES + r")[-_\u2010\u2011]$", re.I
 )
 
 
@@ -187,7 +260,9 @@ class ToolMention:
     ``tools`` holds the one tool named, or for a family name ("TOPIQ", "WaDIQaM") the members a
     qualifier beside it leaves; ``ambiguous`` when no qualifier decides between them (even a
     family with one member in the catalogue: the name does not say that variant).  A family
-    whose qualifier leaves no member ("TOPIQ NR") names a tool the catalogue lacks: no tools.
+    whose qualifier leaves no member ("TOPIQ NR") names a tool the catalogue lacks: no tools,
+    and so does a catalogue name inside a longer name ("IL-NIQE", "CLIP-IQA+"); ``unknown``
+    is then the name as written.
     """
 
     tools: tuple[str, ...]
@@ -195,6 +270,7 @@ class ToolMention:
     end: int
     excluded: bool
     ambiguous: bool = False
+    unknown: str | None = None
 
     @property
     def tool(self) -> str | None:
@@ -225,16 +301,87 @@ def _named_as_tool(text: str, name: str, start: int, end: int) -> bool:
     )
 
 
+def _joined(text: str, a: re.Match[str], b: re.Match[str]) -> bool:
+    """Tell whether tokens ``a`` and ``b`` may be words of one name: :data:`_NAME_JOINER` between
+    them, or the point of a version number ("LPIPS v0.1")."""
+    gap = text[a.end() : b.start()]
+    return _NAME_JOINER.fullmatch(gap) is not None or (
+        gap == "." and a.group()[-1].isdigit() and b.group()[0].isdigit()
+    )
+
+
+def _affix_names_variant(word: str, text: str) -> bool:
+    """Tell whether ``word``, glued to a tool's name ("IL-NIQE", "LPIPS-VGG", "NIQE-M",
+    "NIMA-vgg16"), makes it the name of another tool: a variant word (:data:`VARIANT_WORDS`,
+    :data:`_GLUED_VARIANT_WORDS`), one with a digit, one or two letters, or an acronym in
+    capitals; not an ordinary word ("NIQE-based", "SSIM-like"), a qualifier ("CKDN-FR") nor a
+    short word that joins ("NIQE-or-BRISQUE")."""
+    lowered = word.lower()
+    if lowered in _GLUED_WORDS or lowered in ("fr", "nr"):
+        return False
+    if lowered in VARIANT_WORDS or lowered in _GLUED_VARIANT_WORDS or len(word) <= 2:
+        return True
+    return any(ch.isdigit() for ch in word) or (word.isupper() and not text.isupper())
+
+
+def variant_start(
+    text: str, tokens: list[re.Match[str]], index: int, earlier: list[ToolMention]
+) -> int | None:
+    """Return where a longer name begins that the tool's name at ``tokens[index]`` ends: an affix
+    glued before it ("IL-NIQE", "CW-SSIM", "il_niqe") or a two-letter acronym a space before it
+    ("IL NIQE", "cw ssim"), not an English word ("an NIQE score"), a qualifier ("NR-NIQE",
+    "FR TOPIQ") or a word of an earlier name; else None."""
+    if index == 0 or (earlier and earlier[-1].end > tokens[index - 1].start()):
+        return None
+    before, start = tokens[index - 1], tokens[index].start()
+    gap, word = text[before.end() : start], before.group()
+    if _QUALIFIER_GLUED_BEFORE.search(text[:start]) or _spelling_key(word) in ("fr", "nr"):
+        return None
+    if gap in _GLUE and _affix_names_variant(word, text):
+        return before.start()
+    if gap == " " and len(word) == 2 and word.isalpha() and word.lower() not in _TWO_LETTER_WORDS:
+        return before.start()
+    return None
+
+
+def variant_end(
+    text: str, tokens: list[re.Match[str]], index: int, end: int, spellings: ToolSpellings
+) -> int | None:
+    """Return where a longer name ends that the tool's name ending at ``end`` begins (its next
+    token is ``tokens[index]``): a plus ("CLIP-IQA+", "DBCNN++"), an affix glued after it
+    ("LPIPS-VGG", "MUSIQ-ava", "NIQE-M", "NIQE-v2"), a version ("NIQE v2", "LPIPS v0.0") or a
+    variant word a space or a bracket after it ("LPIPS VGG", "MUSIQ (AVA)"); not a qualifier
+    ("TOPIQ-FR") nor another tool's name ("NIQE-BRISQUE"); else None."""
+    plus = re.match(r"\++(?![A-Za-z0-9])", text[end:])
+    if plus:
+        return end + plus.end()
+    if _QUALIFIER_AFTER.match(text[end:]):
+        return None
+    version = _VERSION_AFTER.match(text[end:])
+    if version:
+        return end + version.end()
+    if index >= len(tokens):
+        return None
+    after = tokens[index]
+    gap, word = text[end : after.start()], after.group()
+    if _spelling_at(text, tokens, index, spellings) is not None:
+        return None
+    if gap in _GLUE and _affix_names_variant(word, text):
+        longer = variant_end(text, tokens, index + 1, after.end(), spellings)
+        return longer if longer is not None else after.end()
+    if gap in (" ", " (", "(") and word.lower() in VARIANT_WORDS:
+        close = re.match(r"\)", text[after.end() :]) if "(" in gap else None
+        return after.end() + (1 if close else 0)
+    return None
+
+
 def _spelling_at(
     text: str, tokens: list[re.Match[str]], index: int, spellings: ToolSpellings
 ) -> tuple[str, int, int] | None:
     """Return the longest catalogue spelling starting at ``tokens[index]``: (key, words, end)."""
     for width in range(min(_MAX_NAME_WORDS, len(tokens) - index), 0, -1):
         group = tokens[index : index + width]
-        if any(
-            not _NAME_JOINER.fullmatch(text[a.end() : b.start()])
-            for a, b in zip(group, group[1:], strict=False)
-        ):
+        if any(not _joined(text, a, b) for a, b in zip(group, group[1:], strict=False)):
             continue
         key = "".join(token.group().lower() for token in group)
         if key not in spellings.tools and key not in spellings.families:
@@ -277,7 +424,10 @@ def tool_mentions(text: str, tools: Iterable[str] | Catalog) -> list[ToolMention
     spelling at a place wins, so "Multi-Scale SSIM index" is MS-SSIM and not SSIM.  A family
     name is decided by a qualifier beside it (:func:`_family_mention`), else left ambiguous.
     An ordinary word is a tool only when named as one; a name after "don't use", "without",
-    "not" ... (or before "is not needed") is ``excluded``."""
+    "not" ... (or before "is not needed") is ``excluded``.  A catalogue name inside a longer
+    name (:func:`variant_start`, :func:`variant_end`: "IL-NIQE", "LPIPS-VGG+", "NIQE v2") is
+    the name of a tool the catalogue lacks, unless that longer name is itself a catalogue
+    spelling ("MS-SSIM", "MUSIQ-KonIQ")."""
     spellings = tool_spellings(tools)
     tokens = list(_TOKEN.finditer(text))
     mentions: list[ToolMention] = []
@@ -290,14 +440,27 @@ def tool_mentions(text: str, tools: Iterable[str] | Catalog) -> list[ToolMention
         key, width, end = found
         start = tokens[index].start()
         named: tuple[str, ...]
-        if key in spellings.tools:
-            named, ambiguous = (spellings.tools[key],), False
+        longer_start = variant_start(text, tokens, index, mentions)
+        longer_end = variant_end(text, tokens, index + width, end, spellings)
+        if longer_start is not None or longer_end is not None:
+            start = start if longer_start is None else longer_start
+            end = end if longer_end is None else longer_end
+            named, ambiguous, unknown = (), False, text[start:end]
+        elif key in spellings.tools:
+            named, ambiguous, unknown = (spellings.tools[key],), False, None
         else:
+            family = text[start:end]
             named, ambiguous, start, end = _family_mention(
                 text, start, end, spellings.families[key], spellings.kinds
             )
+            held = {spellings.kinds.get(name) for name in spellings.families[key]}
+            # "the NR version of TOPIQ": TOPIQ (no-reference)
+            kind = " (full-reference)" if held == {"NR"} else " (no-reference)"
+            unknown = None if named else family + kind
         mentions.append(
-            ToolMention(named, start, end, _excluded(text, start, end, mentions), ambiguous)
+            ToolMention(
+                named, start, end, _excluded(text, start, end, mentions), ambiguous, unknown
+            )
         )
         index += width
         while index < len(tokens) and tokens[index].start() < end:
@@ -354,6 +517,43 @@ def excluded_tools_in(text: str, tools: Iterable[str] | Catalog) -> list[str]:
     return list(
         dict.fromkeys(name for m in tool_mentions(text, tools) if m.excluded for name in m.tools)
     )
+
+
+def uncatalogued_tools_in(
+    text: str, tools: Iterable[str] | Catalog, also: Iterable[str] = ()
+) -> list[str]:
+    """Return the tools the text names that the catalogue lacks, as written ("IL-NIQE",
+    "LPIPS-VGG+", "TOPIQ NR"), once each (by :func:`_spelling_key`), in order; not those it rules
+    out ("not IL-NIQE").  ``also``: names a model gave tools the catalogue lacks ("DeepIQA-X"),
+    kept where the text names them too, as a whole word and not ruled out."""
+    found = {
+        _spelling_key(m.unknown): (m.start, m.unknown)
+        for m in reversed(tool_mentions(text, tools))
+        if m.unknown and not m.excluded
+    }
+    for name in also:
+        key = _spelling_key(name)
+        if not key or key in found:
+            continue
+        at = re.search(rf"(?<![\w-]){re.escape(name.strip())}(?![\w-]|\+)", text, re.I)
+        if at and not (
+            _EXCLUDE_BEFORE.search(text[: at.start()]) or _EXCLUDE_AFTER.match(text[at.end() :])
+        ):
+            found[key] = (at.start(), at.group())
+    return [name for _, name in sorted(found.values())]
+
+
+def catalogue_tool(value: str, catalog: Catalog) -> str | None:
+    """Return the catalogue's tool that a model's field names ("ms_ssim", "the NIQE metric"), or
+    None: none named, or first a tool the catalogue lacks ("IL-NIQE", "CLIP-IQA+"), which is
+    never read as the catalogue tool inside its name."""
+    mentions = [m for m in tool_mentions(value, catalog) if not m.excluded]
+    if mentions and mentions[0].unknown is not None:
+        return None
+    try:
+        return catalog.resolve(value.strip())
+    except UnknownToolError:
+        return tool_in(value, catalog)
 
 
 def masked_tools(text: str, tools: Iterable[str] | Catalog) -> str:

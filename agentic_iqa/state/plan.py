@@ -22,8 +22,6 @@ from pydantic import (
     model_validator,
 )
 
-from iqa_tools import UnknownToolError
-
 from ..config import configured_catalog
 from .fields import (
     Distortion,
@@ -185,12 +183,13 @@ def _family(value: Any) -> tuple[str, ...]:
 
 
 def _unknown_tool(value: Any) -> bool:
-    """Tell whether ``value`` names a tool, but none the catalogue knows (in any spelling)."""
-    if not isinstance(value, str) or _is_none(value) or value.strip() in configured_catalog():
+    """Tell whether ``value`` names a tool, but none the catalogue knows (in any spelling): a
+    catalogue name inside a longer one ("IL-NIQE", "CLIP-IQA+") is not that tool."""
+    if not isinstance(value, str) or _is_none(value):
         return False
-    from ..query import tool_in
+    from ..query import catalogue_tool
 
-    return tool_in(value, [spec.name for spec in configured_catalog()]) is None
+    return catalogue_tool(value, configured_catalog()) is None
 
 
 #: The plan's fields that the input decides: a model's reply may leave them out when the
@@ -256,6 +255,12 @@ class PlannerOutput(StateModel):
         default_factory=list,
         description='tools the query rules out ("don\'t use NIQE"): never selected nor run',
     )
+    uncatalogued_tools: list[Text] = Field(
+        default_factory=list,
+        description='tools the query names that the tool catalogue lacks, as written ("IL-NIQE", '
+        '"LPIPS-VGG"): no other tool is run as them, tools are selected instead, and the answer '
+        "says so",
+    )
     plan: PlanControlFlags = Field(description="which Executor subtasks run")
     answer_mode: Literal["scoring", "explanation"] | None = Field(
         default=None,
@@ -301,6 +306,8 @@ class PlannerOutput(StateModel):
                     "selected instead",
                     tool,
                 )
+                if isinstance(tool, str) and not data.get("uncatalogued_tools"):
+                    data["uncatalogued_tools"] = [tool.strip()]
             data["required_tool"] = None
             if isinstance(data["plan"], Mapping):
                 data["plan"] = {**data["plan"], "tool_selection": True, "tool_execution": True}
@@ -417,6 +424,17 @@ class PlannerOutput(StateModel):
                 log.warning("plan: excluded tool %r is no tool of the catalogue; ignored", name)
         return list(dict.fromkeys(kept))
 
+    @field_validator("uncatalogued_tools", mode="before")
+    @classmethod
+    def _uncatalogued_tools(cls, value: Any) -> Any:
+        """Read names as a list or one string; anything else (a model's stray field) is none."""
+        if value is None or (isinstance(value, str) and _is_none(value)):
+            return []
+        names = _split_names(value)
+        if not isinstance(names, list):
+            return []
+        return [name.strip() for name in names if isinstance(name, str) and name.strip()]
+
     @field_validator("required_tool", mode="before")
     @classmethod
     def _blank_tool_is_none(cls, value: Any, info: ValidationInfo) -> Any:
@@ -430,16 +448,12 @@ class PlannerOutput(StateModel):
             return None
         if isinstance(info.context, dict) and info.context.get("stored"):
             return value
-        catalog = configured_catalog()
-        try:
-            return catalog.resolve(value)
-        except UnknownToolError:
-            from ..query import tool_in
+        from ..query import catalogue_tool
 
-            named = tool_in(value, [spec.name for spec in catalog])
-            if named is None and not _family(value):
-                log.warning("plan: required_tool %r is no tool of the catalogue; ignored", value)
-            return named
+        named = catalogue_tool(value, configured_catalog())
+        if named is None and not _family(value):
+            log.warning("plan: required_tool %r is no tool of the catalogue; ignored", value)
+        return named
 
 
 class PlannerError(StateModel):

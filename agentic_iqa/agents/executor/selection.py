@@ -9,7 +9,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from iqa_tools import ToolRegistry, UnknownToolError
+from iqa_tools import ToolRegistry
 
 from ...prompts import (
     FR_PREFERENCE_INSTRUCTION,
@@ -158,12 +158,9 @@ def _tool_name(value: Any, registry: ToolRegistry) -> str | None:
         value = next((value[k] for k in ("tool", "name", "tool_name") if k in value), None)
     if not isinstance(value, str) or not value.strip():
         return None
-    try:
-        return registry.catalog.resolve(value.strip())
-    except UnknownToolError:
-        from ...query import tool_in
+    from ...query import catalogue_tool
 
-        return tool_in(value, [spec.name for spec in registry.catalog])
+    return catalogue_tool(value, registry.catalog)  # "CLIP-IQA+" is not CLIP-IQA: None
 
 
 def _replacement(

@@ -14,7 +14,10 @@ SSIM" is MS-SSIM), and a tool it rules out is excluded; flags are all off for "O
 query names is still run), detection exactly when no distortion is named, analysis on, and
 tools: region and tool -> run without selection, region only -> none, tool only -> run without
 selection, neither -> select and run.  A tool the catalogue lacks is no required tool: a tool is
-selected.  A plan missing fields is graded as any other: the grade is the query's.
+selected and run, and the name as the query writes it is the plan's ``uncatalogued_tools``
+(a catalogue name inside a longer one, "IL-NIQE", "LPIPS-VGG", "CLIP-IQA+", "NIQE v2", is such a
+tool; "MS SSIM" and the catalogue's aliases are its tools).  A plan missing fields is graded
+as any other: the grade is the query's.
 
 "The model plans; the input only corrects what it disproves" adds: where the
 query's words are ambiguous, the grade is what a careful reader derives, which is the model's
@@ -34,7 +37,9 @@ distortion keys are compared without case or a leading article; distortion lists
 The corpus was written after the planner's reading fixes, by the author of those fixes, and
 graded in full before it was first read by them: its figure is not an independent estimate.
 The entries tagged "issue39" were written and graded with the second round of fixes (the
-model plans), by their author, and are not independent either.  Misses are kept as they are:
+model plans), by their author, and are not independent either; so were those tagged
+"issue49" (a tool the catalogue lacks; inflections of the vocabulary's words), graded before
+the fixes were run on them.  Misses are kept as they are:
 a grade follows the rules above, never the reader.
 """
 
@@ -60,6 +65,7 @@ class Want:
     distortions: dict[str, tuple[str, ...]] | None = None
     required_tool: str | None = None
     excluded_tools: tuple[str, ...] = ()
+    uncatalogued_tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -846,7 +852,7 @@ distortions.
         '"distortions": null, "reference_mode": "No-Reference", "required_tool": "DeepIQA-X", '
         '"plan": {"distortion_detection": true, "distortion_analysis": true, '
         '"tool_selection": false, "tool_execution": true}}',
-        Want("1111"),
+        Want("1111", uncatalogued_tools=("DeepIQA-X",)),
         tags=("unknown tool",),
     ),
     PlannerReply(
@@ -1291,7 +1297,7 @@ applies.
 ```
 
 TOPIQ_FR is the closest available TOPIQ model.""",
-        Want("1111"),
+        Want("1111", uncatalogued_tools=("TOPIQ (no-reference)",)),
         tags=("issue39", "family"),
     ),
     PlannerReply(
@@ -1536,6 +1542,204 @@ A general rating: detect, analyse, select and run tools.""",
         Want("0100", query_scope=("car",), distortions={"car": ("Blurs",)}),
         tags=("issue39", "missing fields"),
     ),
+    # -- issue 49: a tool the catalogue lacks is never another tool; every inflection is read --
+    PlannerReply(
+        "IL-NIQE read as NIQE",
+        "gpt",
+        "Score this image with IL-NIQE.",
+        False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "NIQE", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1111", uncatalogued_tools=("IL-NIQE",)),
+        tags=("issue49", "unknown tool"),
+    ),
+    PlannerReply(
+        "IL-NIQE written by the model",
+        "claude",
+        "Rate the quality of this photo using IL-NIQE, please.",
+        False,
+        """I'll plan this as a scoring request.
+
+```json
+{
+  "query_type": "IQA",
+  "query_scope": "Global",
+  "distortion_source": "Inferred",
+  "distortions": null,
+  "reference_mode": "No-Reference",
+  "required_tool": "IL-NIQE",
+  "plan": {"distortion_detection": true, "distortion_analysis": true,
+           "tool_selection": false, "tool_execution": true},
+  "answer_mode": "scoring"
+}
+```
+
+IL-NIQE is an opinion-unaware blind metric, which suits this request.""",
+        Want("1111", uncatalogued_tools=("IL-NIQE",)),
+        tags=("issue49", "unknown tool"),
+    ),
+    PlannerReply(
+        "LPIPS variant with a reference",
+        "claude",
+        "Compare this image with its reference using LPIPS-VGG.",
+        True,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "Full-Reference", "required_tool": "LPIPS",
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true}}
+```""",
+        Want("1111", uncatalogued_tools=("LPIPS-VGG",)),
+        tags=("issue49", "unknown tool"),
+    ),
+    PlannerReply(
+        "CLIP-IQA+ in qwen keys",
+        "qwen",
+        "rate this image with clip-iqa+",
+        False,
+        '{"queryType": "iqa", "queryScope": "global", "distortionSource": "inferred", '
+        '"distortions": null, "referenceMode": "no-reference", "requiredTool": "CLIP-IQA+", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execute": true}}',
+        Want("1111", uncatalogued_tools=("clip-iqa+",)),
+        tags=("issue49", "unknown tool"),
+    ),
+    PlannerReply(
+        "MUSIQ trained on AVA",
+        "gpt",
+        "How good is this photo according to MUSIQ-AVA?",
+        False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "MUSIQ", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1111", uncatalogued_tools=("MUSIQ-AVA",)),
+        tags=("issue49", "unknown tool"),
+    ),
+    PlannerReply(
+        "a version and an exclusion",
+        "claude",
+        "Score it with NIQE v2, not with BRISQUE.",
+        False,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "No-Reference", "required_tool": "NIQE",
+ "excluded_tools": ["BRISQUE"],
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true}}
+```""",
+        Want("1111", excluded_tools=("BRISQUE",), uncatalogued_tools=("NIQE v2",)),
+        tags=("issue49", "unknown tool", "exclusion"),
+    ),
+    PlannerReply(
+        "the catalogue tool, the longer one set aside",
+        "gpt",
+        "Use NIQE, not IL-NIQE, to rate this image.",
+        False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "IL-NIQE", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1101", required_tool="NIQE"),
+        tags=("issue49", "unknown tool"),
+    ),
+    PlannerReply(
+        "a region and a plus variant",
+        "qwen",
+        "Is the car blurry? Measure it with DBCNN++.",
+        False,
+        '{"query_type": "IQA", "query_scope": ["car"], "distortion_source": "explicit", '
+        '"distortions": {"car": ["blur"]}, "reference_mode": "No-Reference", '
+        '"required_tool": "DBCNN", "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": true}}',
+        Want(
+            "0111",
+            query_scope=("car",),
+            distortions={"car": ("Blurs",)},
+            uncatalogued_tools=("DBCNN++",),
+        ),
+        tags=("issue49", "unknown tool"),
+    ),  # fmt: skip
+    PlannerReply(
+        "an acronym a space apart",
+        "gpt",
+        "Rate this image with IL NIQE.",
+        False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "IL-NIQE", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": true, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1111", uncatalogued_tools=("IL NIQE",)),
+        tags=("issue49", "unknown tool"),
+    ),
+    PlannerReply(
+        "a respelling is still the tool",
+        "claude",
+        "Check this image against its reference with ms ssim.",
+        True,
+        """```json
+{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred",
+ "distortions": null, "reference_mode": "Full-Reference", "required_tool": "MS-SSIM",
+ "plan": {"distortion_detection": true, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": true}}
+```""",
+        Want("1101", required_tool="MS-SSIM"),
+        tags=("issue49", "catalogue spelling"),
+    ),
+    PlannerReply(
+        "the catalogue's own variant by its alias",
+        "gpt",
+        "Score this photo with MUSIQ-KonIQ.",
+        False,
+        '{"query_type": "IQA", "query_scope": "Global", "distortion_source": "Inferred", '
+        '"distortions": null, "reference_mode": "No-Reference", "required_tool": "MUSIQ", '
+        '"plan": {"distortion_detection": true, "distortion_analysis": true, '
+        '"tool_selection": false, "tool_execution": true}, "answer_mode": "scoring"}',
+        Want("1101", required_tool="MUSIQ"),
+        tags=("issue49", "alias"),
+    ),
+    PlannerReply(
+        "smearing as the model's label",
+        "gpt",
+        "Is the car smearing as it drives past?",
+        False,
+        '{"query_type": "IQA", "query_scope": ["car"], "distortion_source": "Explicit", '
+        '"distortions": {"car": ["smearing"]}, "reference_mode": "No-Reference", '
+        '"required_tool": null, "plan": {"distortion_detection": false, '
+        '"distortion_analysis": true, "tool_selection": false, "tool_execution": false}}',
+        Want("0100", query_scope=("car",), distortions={"car": ("Blurs",)}),
+        tags=("issue49", "inflection"),
+    ),
+    PlannerReply(
+        "noisier as the model's label",
+        "claude",
+        "Does the sky get noisier towards the corners?",
+        False,
+        """```json
+{"query_type": "IQA", "query_scope": ["sky"], "distortion_source": "Explicit",
+ "distortions": {"sky": ["noisier"]}, "reference_mode": "No-Reference",
+ "required_tool": null,
+ "plan": {"distortion_detection": false, "distortion_analysis": true,
+          "tool_selection": false, "tool_execution": false}}
+```""",
+        Want("0100", query_scope=("sky",), distortions={"sky": ("Noise",)}),
+        tags=("issue49", "inflection"),
+    ),
+    PlannerReply(
+        "blurring and compressing as labels",
+        "qwen",
+        "Is there blurring or heavy compressing in this picture?",
+        False,
+        '{"query_type": "iqa", "query_scope": "global", "distortion_source": "explict", '
+        '"distortions": {"global": ["blurring", "compressing"]}, '
+        '"reference_mode": "no-reference", "required_tool": null, '
+        '"plan": {"distortion_detection": false, "distortion_analysis": true, '
+        '"tool_selection": true, "tool_execute": true}}',
+        Want("0111", distortions={"Global": ("Blurs", "Compression")}),
+        tags=("issue49", "inflection"),
+    ),
     PlannerReply(
         "qwen reply without referenceMode and tool_execute",
         "qwen",
@@ -1571,6 +1775,7 @@ FIELDS = (
     "reference_mode",
     "required_tool",
     "excluded_tools",
+    "uncatalogued_tools",
     "flags",
 )
 
@@ -1623,6 +1828,7 @@ def graded(plan: PlannerOutput | PlannerReply, names: dict[str, str]) -> dict[st
             "query_type": want.query_type,
             "required_tool": want.required_tool,
             "excluded_tools": sorted(want.excluded_tools),
+            "uncatalogued_tools": sorted(want.uncatalogued_tools),
             "flags": want.flags,
             "reference_mode": "Full-Reference" if plan.reference else "No-Reference",
         }
@@ -1633,6 +1839,7 @@ def graded(plan: PlannerOutput | PlannerReply, names: dict[str, str]) -> dict[st
             "query_type": plan.query_type,
             "required_tool": plan.required_tool,
             "excluded_tools": sorted(getattr(plan, "excluded_tools", ())),
+            "uncatalogued_tools": sorted(getattr(plan, "uncatalogued_tools", ())),
             "reference_mode": plan.reference_mode,
             "flags": "".join(
                 "1" if on else "0"

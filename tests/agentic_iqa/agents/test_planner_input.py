@@ -412,3 +412,28 @@ def test_the_builtin_planner_gives_the_graded_plan_from_the_query_alone(item):
         BuiltinClient(), item.query, "image.png", "ref.png" if item.reference else None, TOOLS
     )
     assert differences(item, plan) == {}
+
+
+ISSUE49 = [item for item in CORPUS if "issue49" in item.tags]
+
+
+def test_every_issue49_corpus_entry_is_read_as_graded():
+    """Tools the catalogue lacks named inside a catalogue name, and inflected labels, in the
+    styles of the three hosted models."""
+    assert len(ISSUE49) >= 14
+    differing = {
+        item.name: found for item in ISSUE49 if (found := differences(item, read(item, TOOLS)))
+    }
+    assert differing == {}
+
+
+@pytest.mark.parametrize(
+    "item",
+    [item for item in ISSUE49 if "inflection" not in item.tags],
+    ids=lambda item: item.name,
+)
+def test_the_builtin_planner_reads_a_tool_the_catalogue_lacks_from_the_query_alone(item):
+    plan = make_plan(
+        BuiltinClient(), item.query, "image.png", "ref.png" if item.reference else None, TOOLS
+    )
+    assert differences(item, plan) == {}
