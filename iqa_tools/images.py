@@ -188,26 +188,36 @@ def digest_bytes(data: bytes) -> str:
 def read_bytes(path: str | Path) -> bytes:
     """The file's bytes; an object store's URL (``s3://``, ``https://`` ...) is fetched
     through :mod:`.storage`, once per worker (its disk cache, by the store's digest).  A local
-    path passes the same gate first (:mod:`.access`: under ``--root`` when a job has one)."""
+    path passes the same gate first (:mod:`.access`: under ``--root`` when a job has one) and
+    again once opened (:func:`.storage.reads.read_local`: no symlink out of the root, the
+    digest recorded at submit)."""
+    return read_hashed(path)[0]
+
+
+def read_hashed(path: str | Path) -> tuple[bytes, str | None]:
+    """:func:`read_bytes`, with the bytes' sha256 (hex) where the read computed it already."""
     location = os.fspath(path)
-    from .errors import StorageError
+    from .errors import ObjectMissing, StorageError
     from .storage import is_url
     from .storage.access import current
+    from .storage.reads import read_local
 
     if is_url(location):
-        return _fetched(location)
+        return _fetched(location), None
     try:
         current().admit(location)
     except StorageError as refused:
         raise ImageLoadError(str(path), str(refused)) from None
     try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ImageLoadError(str(path), "file not found") from None
-    except IsADirectoryError:
-        raise ImageLoadError(str(path), "is a directory, not an image file") from None
-    except OSError as exc:
-        raise ImageLoadError(str(path), f"cannot read file ({exc.strerror or exc})") from None
+        data, digest = read_local(location)
+    except ObjectMissing as missing:
+        reason = "file not found" if "not found" in str(missing) else "is a directory"
+        raise ImageLoadError(
+            str(path), reason + (", not an image file" if reason == "is a directory" else "")
+        ) from None
+    except StorageError as exc:
+        raise ImageLoadError(str(path), str(exc)) from None
+    return data, digest.removeprefix("sha256:") if digest else None
 
 
 def _fetched(location: str) -> bytes:
@@ -411,8 +421,8 @@ def probe_data(data: bytes, path: str = "<bytes>") -> tuple[int, int]:
 
 def read_image(path: str | Path) -> LoadedImage:
     """Read and hash the file now; decode its pixels when first needed."""
-    data = read_bytes(path)
-    return LoadedImage(path=str(path), digest=digest_bytes(data), data=data)
+    data, digest = read_hashed(path)
+    return LoadedImage(path=str(path), digest=digest or digest_bytes(data), data=data)
 
 
 def load_image(path: str | Path) -> LoadedImage:

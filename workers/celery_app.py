@@ -23,6 +23,8 @@ Reliability choices, deliberately:
   (:mod:`agentic_iqa.vlm.deadline`), and each call has a total deadline of ``timeout`` s;
 * each worker's consumer announces its queues in the broker and touches a liveness file while
   it is connected (:mod:`workers.health`), for healthchecks and for naming a queue nobody reads;
+* a queue entry that is not a message (not JSON, ``[]``, a dict without headers ...) is logged
+  and kept on ``<queue>.dead`` instead of stopping the worker (:mod:`workers.broker`);
 * task events on (``worker_send_task_events``, ``task_send_sent_event``), so Flower shows every
   step with its queue and state;
 * nothing secret in Celery's configuration: the settings (whose database URL holds a password)
@@ -39,8 +41,11 @@ from kombu import Queue
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.pipeline import STEPS, TOOL_STEPS
 from iqa_tools.secret_env import with_redis_password
+from workers.broker import transport_for
 from workers.health import Liveness
 
+#: The broker a worker with no ``broker_url`` setting reads (a Redis on this host).
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 COORDINATE = "agentic_iqa.coordinate"
 FEED_JOB = "agentic_iqa.feed_job"
 STEP_TASK_PREFIX = "agentic_iqa.step."
@@ -88,8 +93,11 @@ def make_app(settings: PipelineSettings | None = None) -> PipelineApp:
     soft, hard = task_limits(settings, tool_task=False)
     tool_limits = {"soft_time_limit": tool_soft, "time_limit": tool_hard}
     queues = list(dict.fromkeys([settings.default_queue, vlm_queue, settings.tool_queue]))
+    broker_url = settings.broker_url or with_redis_password(DEFAULT_BROKER) or DEFAULT_BROKER
     app.conf.update(
-        broker_url=settings.broker_url or with_redis_password("redis://127.0.0.1:6379/0"),
+        broker_url=broker_url,
+        # A queue entry that is not a message is dead-lettered, not fatal (workers/broker.py).
+        broker_transport=transport_for(broker_url),
         result_backend=settings.result_backend,
         task_ignore_result=settings.result_backend is None,
         task_serializer="json",

@@ -151,10 +151,12 @@ def _stopping_on_ctrl_c(engine: Any, job_id: str) -> Iterator[Callable[[], None]
 def _stopping_on_a_full_disk(engine: Any, job_id: str, before: Any = None) -> Iterator[None]:
     """Stop a job run here on a full disk: the job is marked so (status says "interrupted
     (disk full)", not an ETA) and one line says how much space to free and how to resume."""
-    from ..runtime.local import note_disk_full, space_needed
+    from ..runtime.local import note_disk_full
+    from ..runtime.space import megabytes, space_mark, space_needed
     from .faults import disk_full
 
     reserve = _reserve_space(engine)
+    mark = space_mark(engine, job_id)  # what each item adds is measured from here
     try:
         yield
     except Exception as exc:
@@ -164,9 +166,9 @@ def _stopping_on_a_full_disk(engine: Any, job_id: str, before: Any = None) -> It
             before()
         if reserve is not None:  # room for the note that says why the job stopped
             reserve.unlink(missing_ok=True)
-        needed = space_needed(engine, job_id)
+        needed = space_needed(engine, job_id, mark, held=RESERVE_BYTES)
         note_disk_full(engine, job_id, needed)
-        amount = f" (about {needed / 1e6:.0f} MB more)" if needed else ""
+        amount = f" (about {megabytes(needed)} more)" if needed else ""
         fail(
             f"job {job_id[:8]} stopped: the disk holding the results database is full; "
             f"free space{amount}, then `agentic-iqa eval resume {job_id[:8]}` continues "

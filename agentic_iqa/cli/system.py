@@ -168,7 +168,24 @@ def worker(
         f"--pool={pool}",
     ]
     argv.append(f"--hostname={hostname or node_name(queues)}")
-    celery_app.worker_main(argv + extra)
+    raise typer.Exit(run_celery(["--app", "workers.celery_app:app", *argv, *extra]))
+
+
+def run_celery(args: list[str]) -> int:
+    """Run Celery's command line with ``args`` and return its exit code.
+
+    Not ``app.worker_main``: it drops the code Celery's command ends with, so a worker that
+    stopped on an "Unrecoverable error" (code 1) exited 0 and no restart-on-failure brought it
+    back.
+    """
+    import click
+    from celery.bin.celery import celery
+
+    try:
+        code = celery.main(args=args, prog_name="celery", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    return code if isinstance(code, int) else 0
 
 
 def node_name(queues: str) -> str:

@@ -9,7 +9,6 @@ status`` shows until a resume.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +29,7 @@ from ..runconfig import RunConfig
 from .heartbeat import Holder
 from .lifecycle import claim_runs, feed, job_ended
 from .progress import DISK_FULL, INTERRUPTED, is_batch, progress
+from .space import megabytes
 
 if TYPE_CHECKING:  # the agent (pipeline, service) loads only where items run: not for status
     from .service import AgentsSource
@@ -411,34 +411,10 @@ def note_interrupted(engine: Engine, job_id: str, how: str = "Ctrl-C") -> bool:
         return False
 
 
-def space_needed(engine: Engine, job_id: str) -> int | None:
-    """Return bytes the rest of a job needs in a SQLite database, from what its finished items took
-    (the whole file over the items finished, times those left, plus a quarter); None when it
-    cannot be told (a server database, nothing finished)."""
-    database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
-    try:
-        size = (
-            sum(
-                os.path.getsize(path)
-                for path in (database, f"{database}-wal")
-                if os.path.exists(path)
-            )
-            if database
-            else 0
-        )
-        current = progress(engine, job_id)
-    except Exception:  # the estimate is a courtesy: a database that fails here says so elsewhere
-        return None
-    left = current.total - current.finished
-    if not size or not current.finished or left <= 0:
-        return None
-    return int(size / current.finished * left * 1.25) + (1 << 20)
-
-
 def note_disk_full(engine: Engine, job_id: str, needed: int | None) -> bool:
     """Mark the job as stopped by a full disk (status then says so, with no ETA); the write
     may itself fail on that disk, hence a bool and no exception."""
-    amount = f" (about {needed / 1e6:.0f} MB more for the rest)" if needed else ""
+    amount = f" (about {megabytes(needed)} more for the rest)" if needed else ""
     try:
         with session_scope(engine) as session:
             store.note_waiting(

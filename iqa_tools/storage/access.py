@@ -226,6 +226,21 @@ class AccessPolicy(BaseModel):
         if normal != top and not normal.startswith(top.rstrip(os.sep) + os.sep):
             raise _refused(path, path, f"escapes --root {self.confine}")
 
+    def check_opened(self, path: str, real: str) -> None:
+        """Refuse a local file opened at ``path`` whose real path (that of what was opened,
+        after every symlink) lies outside ``--root``: a folder swapped for a link after submit
+        leads nowhere the job was not given."""
+        if self.confine is None or is_url(self.confine):
+            return
+        top = os.path.normpath(self.confine)
+        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+            raise LocationRefused(
+                f"{path} escapes --root {self.confine} when opened: it is {real} (a symlink "
+                "leads out of the root); it was not read",
+                path,
+                reason=f"escapes --root {self.confine} when opened (a symlink to {real})",
+            )
+
     def as_allowed(self) -> tuple[str, ...]:
         """An allow-list that names what this policy names (its allow-list and its named
         URLs), for rows already resolved to full locations (a sample of a job's items)."""

@@ -19,12 +19,13 @@ from .reads import (
     ObjectStat,
     http_digest,
     http_exchange,
-    read,
+    read_local,
     read_matching,
     recent_digest,
     remember_digest,
     s3_condition,
     s3_get_versioned,
+    short_digest,
     stat,
 )
 from .retry import ConditionFailed, object_deadline
@@ -57,9 +58,10 @@ def fetch(
 def _fetch(location: str, expected: str | None, cache: ObjectCache | None) -> tuple[bytes, str]:
     """Fetch ``location`` (already admitted) by the way its scheme allows."""
     data: bytes | None
-    if local_path(location) is not None:
-        data = read(location)
-        digest = sha256_digest(data)
+    path = local_path(location)
+    if path is not None:  # confined when opened, and the reading's digest checked there
+        data, checked = read_local(path, location)
+        digest = checked or sha256_digest(data)
         _check_expected(location, expected, None, digest)
         return data, digest
     recent = recent_digest(location)
@@ -183,7 +185,8 @@ def _check_expected(
         found = store or "no digest of that kind"
     shown = display(location)
     raise ObjectChanged(
-        f"the object {shown} changed since the job was submitted: recorded {expected}, now {found}",
+        f"the object {shown} changed since the job was submitted: recorded "
+        f"{short_digest(expected)}, now {short_digest(found)}",
         shown,
     )
 

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat as stat_module
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from ..errors import ObjectMissing, ObjectTooLarge, StorageError, StorageMisconfigured
+from ..errors import (
+    ObjectChanged,
+    ObjectMissing,
+    ObjectTooLarge,
+    StorageError,
+    StorageMisconfigured,
+)
 from . import access
 from .access import admit
 from .locations import check_url, display, local_path, scheme
@@ -309,14 +315,7 @@ def read(location: str) -> bytes:
     admit(location)
     path = local_path(location)
     if path is not None:
-        try:
-            return Path(path).read_bytes()
-        except FileNotFoundError:
-            raise ObjectMissing(f"file {location} not found", location) from None
-        except IsADirectoryError:
-            raise ObjectMissing(f"{location} is not a file", location) from None
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"cannot read {location}: {_os_reason(exc)}", location) from None
+        return read_local(path, location)[0]
     with object_deadline():
         if scheme(location) in ("s3", "s3a"):
             return _s3_get(location, {})
@@ -329,6 +328,78 @@ def read(location: str) -> bytes:
             return reply.body
         fs, target = remote_filesystem(location)
         return call_with_retries(location, lambda: _read_capped(fs, target, location))
+
+
+def read_local(path: str, location: str | None = None) -> tuple[bytes, str | None]:
+    """Return a local file's bytes, confined and checked when read, with their ``sha256:``
+    digest where one was recorded at submit (else None: nothing hashed for nothing).
+
+    The file is opened first, then the real path of what was opened (its descriptor's,
+    :func:`opened_path`) is checked against ``--root`` of the reading in force, so a symlink
+    swapped in after submit leads nowhere outside it (:meth:`.AccessPolicy.check_opened`), and
+    only a regular file is read (never a FIFO or a device).  The bytes read are hashed and
+    compared with the digest recorded at submit (:func:`.access.expected_digest`): a file that
+    changed since is :class:`ObjectChanged`, never scored.  ``location``: the name messages
+    use (a ``file://`` URL), and the key of the recorded digest.
+    """
+    shown = location or path
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise ObjectMissing(f"file {shown} not found", shown) from None
+    except (OSError, ValueError) as exc:
+        raise StorageError(f"cannot read {shown}: {_os_reason(exc)}", shown) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat_module.S_ISDIR(mode):
+            raise ObjectMissing(f"{shown} is not a file", shown)
+        if not stat_module.S_ISREG(mode):
+            raise StorageError(f"cannot read {shown}: not a regular file", shown)
+        access.current().policy.check_opened(shown, opened_path(descriptor, path))
+        with os.fdopen(descriptor, "rb", closefd=True) as handle:
+            descriptor = -1
+            data = handle.read()
+    except OSError as exc:
+        raise StorageError(f"cannot read {shown}: {_os_reason(exc)}", shown) from None
+    finally:
+        if descriptor >= 0:
+            os.close(descriptor)
+    expected = access.expected_digest(shown) or access.expected_digest(path)
+    if expected is None or not expected.startswith("sha256:"):
+        return data, None
+    found = "sha256:" + hashlib.sha256(data).hexdigest()
+    if found != expected:
+        raise ObjectChanged(
+            f"the file {shown} changed since the job was submitted: recorded "
+            f"{short_digest(expected)}, now {short_digest(found)}; it was not scored",
+            shown,
+        )
+    return data, found
+
+
+def opened_path(descriptor: int, path: str) -> str:
+    """Return the real path of the file open on ``descriptor``: Linux's ``/proc/self/fd``,
+    macOS's ``F_GETPATH``; elsewhere ``path`` resolved (not race-free there)."""
+    proc = f"/proc/self/fd/{descriptor}"
+    if os.path.islink(proc):
+        return os.path.realpath(proc)
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        return os.path.realpath(path)
+    getpath = getattr(fcntl, "F_GETPATH", None)
+    if getpath is None:
+        return os.path.realpath(path)
+    raw = fcntl.fcntl(descriptor, getpath, bytes(1024))
+    return os.fsdecode(raw.split(b"\0", 1)[0])
+
+
+def short_digest(digest: str) -> str:
+    """Return a digest as messages show it: a ``sha256:`` cut to 12 hex digits."""
+    if digest.startswith("sha256:") and len(digest) > 19:
+        return digest[:19] + "…"
+    return digest
 
 
 def _read_capped(fs: Any, target: str, location: str) -> bytes:

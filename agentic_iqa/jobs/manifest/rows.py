@@ -29,6 +29,7 @@ from typing import Any
 from iqa_tools.errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
 from iqa_tools.images import check_min_size, digest_bytes, probe_data, read_bytes
 from iqa_tools.storage import display, is_url, scheme
+from iqa_tools.storage.locations import local_path
 
 from ...query import MAX_OPTION_CHARS, MAX_QUERY_CHARS, with_options
 from ..paths import PathRejected, Root, locate
@@ -502,13 +503,14 @@ def check_image(
     path: Path | str, text: str, name: str, line: int
 ) -> tuple[tuple[int, int], str | None]:
     """Decode the whole file and check its size, as the tools will; returns (width, height)
-    and, for an object read over HTTP(S), the ``sha256:`` of the bytes checked: the digest
-    its items are read by later (a web server's ETag need not change with its bytes)."""
+    and, for a local file or an object read over HTTP(S), the ``sha256:`` of the bytes
+    checked: the digest its items are read by later, so a file changed since submit is never
+    scored (a web server's ETag need not change with its bytes; a file has none)."""
     text = _masked(text)
     checksum = None
     try:
         data = read_bytes(path)
-        if scheme(str(path)) in ("http", "https"):
+        if scheme(str(path)) in ("http", "https") or local_path(str(path)) is not None:
             checksum = "sha256:" + digest_bytes(data)
         size = probe_data(data, str(path))
         check_min_size(path, size)
@@ -534,7 +536,7 @@ def check_reference(
     reference: Path | str, text: str, image_size: tuple[int, int], line: int
 ) -> str | None:
     """A reference must be readable and the image's size: FR tools compare pixel by pixel.
-    ``text``: its cell, as messages quote it.  Returns the ``sha256:`` of an HTTP(S)
+    ``text``: its cell, as messages quote it.  Returns the ``sha256:`` of a local or HTTP(S)
     reference's bytes (see :func:`check_image`)."""
     reference_size, checksum = check_image(reference, text, "reference", line)
     if reference_size != image_size:
