@@ -76,6 +76,7 @@ class Stack:
     override: Path
     env: dict[str, str]
     secrets: dict[str, str] = field(default_factory=dict)
+    leftovers: set[str] = field(default_factory=set)
     timings: dict[str, float] = field(default_factory=dict)
 
     def compose(
@@ -153,6 +154,17 @@ class Stack:
             check=True,
         )
         return result.stdout.split()
+
+    def anonymous_volumes(self) -> set[str]:
+        """The unnamed volumes (the images' VOLUMEs) of the project's containers: a ``down``
+        without ``-v`` leaves them, so the test collects them to remove at its end."""
+        found = set()
+        for container in self.containers():
+            for mount in self.inspect(container).get("Mounts") or []:
+                name = str(mount.get("Name") or "")
+                if mount.get("Type") == "volume" and not name.startswith(self.project):
+                    found.add(name)
+        return found
 
     def inspect(self, container: str) -> dict[str, Any]:
         result = subprocess.run(

@@ -153,7 +153,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[
     finally:
         logs = running.compose("logs", "--no-color", "--tail", "200", check=False)
         (root / "compose.log").write_text(logs.stdout + logs.stderr)
+        running.leftovers |= running.anonymous_volumes()
         running.compose("down", "-v", "--remove-orphans", "--timeout", "20", check=False)
+        for volume in sorted(running.leftovers):
+            subprocess.run([docker, "volume", "rm", volume], capture_output=True, check=False)
         print(f"stack timings (s): {running.timings}; logs: {root / 'compose.log'}")
 
 
@@ -267,6 +270,7 @@ def test_a_job_survives_a_killed_tool_worker_restarts_and_down_up(stack: Stack) 
     wait_for("redis healthy", lambda: healthy(stack, "redis"), 120, 1)
 
     # The whole stack down and up again (volumes kept): the job carries on.
+    stack.leftovers |= stack.anonymous_volumes()
     stack.timed("down", "down", "--timeout", "60", timeout=600)
     stack.timed("up again", "up", "-d", "--wait", timeout=900)
 
