@@ -298,3 +298,15 @@ def object_store(moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     storage.forget_filesystems()
     yield moto_url
     storage.forget_filesystems()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``stack`` tests (tests/stack: Docker, minutes) unless the ``-m`` expression
+    names that marker, so that the README's command and every other selection run what they
+    ran before; CI runs them as a step of their own (``pytest -m stack tests/stack``)."""
+    if "stack" in (config.getoption("markexpr", "") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("stack") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept

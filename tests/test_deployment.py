@@ -1,8 +1,8 @@
 """The Docker deployment files: docker-compose.yml, Dockerfile, .env.example, .dockerignore.
 
-CI has no Docker engine, so the stack is never started here. The compose file is checked as data
-(PyYAML) against what docs/deployment.md promises, and with ``docker compose config`` where a
-Docker client with the Compose plugin is installed (that command needs no engine).
+The compose file is checked here as data (PyYAML) against what docs/deployment.md promises, and
+with ``docker compose config`` where a Docker client with the Compose plugin is installed (that
+command needs no engine). The stack itself runs in tests/stack (marker ``stack``, CI's last step).
 """
 
 from __future__ import annotations
@@ -28,6 +28,17 @@ DOCKERIGNORE = REPO / ".dockerignore"
 
 APP_SERVICES = ("migrate", "worker", "vlm-worker", "cpu-tool-worker", "gpu-worker", "flower")
 WORKERS = ("worker", "vlm-worker", "cpu-tool-worker", "gpu-worker")
+#: Every service but the one-shot migrate runs until stopped.
+LONG_RUNNING = ("redis", "cache", "postgres", *WORKERS, "flower")
+#: The Docker secrets, as scripts/stack-secrets.sh writes them.
+SECRETS = (
+    "postgres_password",
+    "redis_password",
+    "flower_auth",
+    "openai_api_key",
+    "anthropic_api_key",
+)
+STACK_SECRETS = REPO / "scripts" / "stack-secrets.sh"
 SENSITIVE = re.compile(r"PASSWORD|SECRET|TOKEN|KEY", re.IGNORECASE)
 #: A value made only of ${...} references (compose interpolation), e.g. ${A:?message}.
 REFERENCES_ONLY = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*(?:(?::?[-?+])[^}]*)?\})+$")
@@ -127,12 +138,40 @@ def test_every_service_the_deployment_doc_names_is_there(services: dict[str, Any
     assert expected <= set(services)
 
 
-def test_redis_is_7_alpine_with_a_ping_healthcheck(services: dict[str, Any]) -> None:
-    redis = services["redis"]
+@pytest.mark.parametrize("name", ["redis", "cache"])
+def test_both_redis_servers_want_the_password_secret_and_ping_with_it(
+    services: dict[str, Any], name: str
+) -> None:
+    """The password comes from the secret file into the server's configuration on stdin (not
+    its command line, which `ps` shows), and the healthcheck authenticates the same way:
+    an unauthenticated ``redis-cli ping`` answers NOAUTH with exit code 0, hence the grep."""
+    redis = services[name]
     assert redis["image"] == "redis:7-alpine"
+    assert redis["secrets"] == ["redis_password"]
+    script = " ".join(command(redis))
+    assert "redis-server -" in script
+    assert "requirepass $$(cat /run/secrets/redis_password)" in script
+    assert "--requirepass" not in script
     test = redis["healthcheck"]["test"]
-    assert "redis-cli ping" in (test if isinstance(test, str) else " ".join(test))
-    assert "ports" not in redis, "the broker must not be published on the host"
+    assert test[0] == "CMD-SHELL"
+    assert 'REDISCLI_AUTH="$$(cat /run/secrets/redis_password)" redis-cli ping' in test[1]
+    assert "grep -q PONG" in test[1]
+    assert "ports" not in redis, f"{name} must not be published on the host"
+    assert redis["user"] == "redis"
+
+
+def test_the_caches_live_in_a_bounded_evicting_redis_apart_from_the_broker(
+    services: dict[str, Any],
+) -> None:
+    script = " ".join(command(services["cache"]))
+    assert "--maxmemory ${CACHE_MAXMEMORY:-256mb}" in script
+    assert "--maxmemory-policy allkeys-lru" in script
+    assert "--appendonly no" in script
+    broker = " ".join(command(services["redis"]))
+    assert "maxmemory" not in broker, "the broker must never evict a message"
+    for name in WORKERS:
+        cache = environment(services[name])["AGENTIC_IQA_TOOL_CACHE"]
+        assert cache == "${AGENTIC_IQA_TOOL_CACHE:-redis://cache:6379/0}", name
 
 
 def test_redis_persists_queued_messages_in_an_append_only_file(services: dict[str, Any]) -> None:
@@ -149,7 +188,10 @@ def test_postgres_is_16_alpine_with_named_volume_and_pg_isready(
     env = environment(postgres)
     assert env["POSTGRES_USER"] == "agentic"
     assert env["POSTGRES_DB"] == "agentic_iqa"
-    assert (env["POSTGRES_PASSWORD"] or "").startswith("${POSTGRES_PASSWORD:?")
+    assert "POSTGRES_PASSWORD" not in env
+    assert env["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    assert postgres["secrets"] == ["postgres_password"]
+    assert postgres["user"] == "postgres"
     test = postgres["healthcheck"]["test"]
     assert "pg_isready" in (test if isinstance(test, str) else " ".join(test))
     named = set(compose.get("volumes") or {})
@@ -168,16 +210,36 @@ def test_app_services_share_one_image_built_from_the_dockerfile(services: dict[s
         assert "TORCH_INDEX_URL" in (build.get("args") or {})
 
 
-def test_app_services_reach_broker_database_and_tool_cache(services: dict[str, Any]) -> None:
-    for name in APP_SERVICES:
+def test_app_services_reach_broker_and_database_with_passwords_from_files(
+    services: dict[str, Any],
+) -> None:
+    for name in WORKERS:
         env = environment(services[name])
-        assert env["AGENTIC_IQA_BROKER_URL"].endswith("redis://redis:6379/0}"), name
+        assert env["AGENTIC_IQA_BROKER_URL"] == "${AGENTIC_IQA_BROKER_URL:-redis://redis:6379/0}"
         assert env["AGENTIC_IQA_RESULT_BACKEND"].endswith("redis://redis:6379/1}"), name
-        assert env["AGENTIC_IQA_TOOL_CACHE"].endswith("redis://redis:6379/2}"), name
-        database = env["AGENTIC_IQA_DATABASE_URL"]
-        assert database.startswith("postgresql+psycopg://agentic:${POSTGRES_PASSWORD"), name
-        assert database.endswith("@postgres:5432/agentic_iqa"), name
+        assert env["AGENTIC_IQA_DATABASE_URL"] == (
+            "postgresql+psycopg://agentic@postgres:5432/agentic_iqa"
+        ), name
+        assert env["AGENTIC_IQA_DATABASE_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+        assert env["AGENTIC_IQA_REDIS_PASSWORD_FILE"] == "/run/secrets/redis_password", name
+        assert env["OPENAI_API_KEY_FILE"] == "/run/secrets/openai_api_key", name
+        assert env["ANTHROPIC_API_KEY_FILE"] == "/run/secrets/anthropic_api_key", name
+        assert "postgres_password" in services[name]["secrets"], name
         assert env["AGENTIC_IQA_WEIGHTS_DIR"] == "/models/pyiqa", name
+    for name in WORKERS:
+        assert set(services[name]["secrets"]) == {
+            "postgres_password",
+            "redis_password",
+            "openai_api_key",
+            "anthropic_api_key",
+        }, name
+    # migrate: the database alone.
+    assert services["migrate"]["secrets"] == ["postgres_password"]
+    assert environment(services["migrate"]) == {
+        "AGENTIC_IQA_DATABASE_URL": "postgresql+psycopg://agentic@postgres:5432/agentic_iqa",
+        "AGENTIC_IQA_DATABASE_PASSWORD_FILE": "/run/secrets/postgres_password",
+        "AGENTIC_IQA_CONFIG_DIR": "/etc/agentic-iqa",
+    }
 
 
 def test_migrate_is_a_one_shot_db_upgrade_after_postgres(services: dict[str, Any]) -> None:
@@ -193,6 +255,54 @@ def test_workers_wait_for_migrations_and_redis(services: dict[str, Any], name: s
     assert deps["migrate"] == "service_completed_successfully"
     assert deps["redis"] == "service_healthy"
     assert command(services[name])[0] == "worker"
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_workers_are_healthy_while_their_liveness_file_is_fresh(
+    services: dict[str, Any], name: str
+) -> None:
+    worker = services[name]
+    health_file = environment(worker)["AGENTIC_IQA_WORKER_HEALTH_FILE"]
+    assert health_file == "/run/agentic-iqa/worker.alive"
+    # A tmpfs, emptied when the container stops: a restarted worker is not healthy on the file
+    # its predecessor left.
+    assert worker["tmpfs"] == ["/run/agentic-iqa:size=1m,mode=0700,uid=10001,gid=10001"]
+    check = worker["healthcheck"]
+    assert check["test"][0] == "CMD-SHELL"
+    assert check["test"][1] == (
+        'test $$(( $$(date +%s) - $$(stat -c %Y "$$AGENTIC_IQA_WORKER_HEALTH_FILE") )) -lt 30'
+    )
+    # The file is touched every ~10 s: a few beats may be missed before it counts as unhealthy.
+    assert check["interval"] == "10s" and check["retries"] >= 3
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_workers_come_back_however_they_stop(services: dict[str, Any], name: str) -> None:
+    """``always``: an exit 0 (the issue's bad-message probe) or a kill inside the container
+    restarts the worker; `docker stop`/`kill` are manual stops (docs/deployment.md)."""
+    assert services[name]["restart"] == "always"
+    assert services[name]["init"] is True  # the worker is not PID 1: a kill -9 of it exits
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_every_long_running_service_has_a_healthcheck_and_a_restart_policy(
+    services: dict[str, Any], name: str
+) -> None:
+    spec = services[name]
+    assert spec.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+    assert spec.get("restart") in ("always", "unless-stopped"), name
+
+
+@pytest.mark.parametrize("name", [*LONG_RUNNING, "migrate"])
+def test_every_service_drops_capabilities_and_has_a_memory_limit(
+    services: dict[str, Any], name: str
+) -> None:
+    spec = services[name]
+    assert spec.get("cap_drop") == ["ALL"], name
+    assert not spec.get("cap_add"), name
+    assert "no-new-privileges:true" in (spec.get("security_opt") or []), name
+    assert re.fullmatch(r"(\$\{[A-Z_]+:-)?\d+[mg]\}?", str(spec.get("mem_limit"))), name
+    assert not spec.get("privileged"), name
 
 
 @pytest.mark.parametrize("name", WORKERS)
@@ -215,7 +325,9 @@ def test_vlm_worker_holds_64_calls_in_flight_on_the_vlm_queue(services: dict[str
     assert option(cmd, "--queues") == "${AGENTIC_IQA_VLM_QUEUE:-vlm}"
     assert option(cmd, "--pool") == "threads"
     assert option(cmd, "--concurrency") == "${VLM_WORKER_CONCURRENCY:-64}"
-    for name in APP_SERVICES:  # every service routes VLM steps to the same queue
+    for name in APP_SERVICES:  # every service that submits routes VLM steps to one queue
+        if name in ("flower", "migrate"):
+            continue
         env = environment(services[name])
         assert env["AGENTIC_IQA_VLM_QUEUE"] == "${AGENTIC_IQA_VLM_QUEUE:-vlm}", name
         assert env["AGENTIC_IQA_RATE_LIMIT_URL"] == "${AGENTIC_IQA_RATE_LIMIT_URL:-}", name
@@ -251,40 +363,78 @@ def test_only_gpu_worker_is_outside_the_default_stack(services: dict[str, Any]) 
     assert {name for name, spec in services.items() if spec.get("profiles")} == {"gpu-worker"}
 
 
-def test_flower_has_basic_auth_from_the_environment(services: dict[str, Any]) -> None:
+def test_flower_gets_its_credentials_from_a_secret_and_nothing_else(
+    services: dict[str, Any],
+) -> None:
+    """`agentic-iqa flower` (the image's entry point) refuses to start without credentials;
+    its container holds the broker's URL and password and its own login, and no database,
+    API key or image folder."""
     flower = services["flower"]
-    cmd = [*flower.get("entrypoint", []), *command(flower)]
-    assert cmd[:3] == ["celery", "-A", "workers.celery_app:app"]
-    assert "flower" in cmd
-    auth = environment(flower)["FLOWER_BASIC_AUTH"]
-    assert re.fullmatch(r"\$\{FLOWER_USER(:-[^}]*)?\}:\$\{FLOWER_PASSWORD:\?[^}]+\}", auth), auth
-    assert not any("basic-auth" in part or "basic_auth" in part for part in cmd), (
-        "a password on the command line shows in `ps`"
-    )
-    assert any(str(port).endswith(":5555") for port in flower["ports"])
+    assert "entrypoint" not in flower
+    cmd = command(flower)
+    assert cmd[0] == "flower"
+    assert option(cmd, "--port") == "5555"
+    assert not any("auth" in part for part in cmd), "a password on the command line shows in `ps`"
+    assert environment(flower) == {
+        "AGENTIC_IQA_BROKER_URL": "${AGENTIC_IQA_BROKER_URL:-redis://redis:6379/0}",
+        "AGENTIC_IQA_REDIS_PASSWORD_FILE": "/run/secrets/redis_password",
+        "AGENTIC_IQA_FLOWER_AUTH_FILE": "/run/secrets/flower_auth",
+    }
+    assert sorted(flower["secrets"]) == ["flower_auth", "redis_password"]
+    assert flower["volumes"] == []
+    assert flower["ports"] == ["${FLOWER_BIND:-127.0.0.1}:${FLOWER_PORT:-5555}:5555"]
     assert depends_on(flower)["redis"] == "service_healthy"
 
 
-def test_no_literal_secret_in_the_compose_file(compose: dict[str, Any]) -> None:
+def test_no_secret_in_any_environment_or_url(compose: dict[str, Any]) -> None:
+    """What `docker inspect` would show: every sensitive variable of every service names a
+    file under /run/secrets (a secret the service mounts), never a value or a ${...} that
+    compose would fill in; no URL anywhere carries a password."""
+    declared = set(compose["secrets"])
+    for name, spec in compose["services"].items():
+        mounted = set(spec.get("secrets") or [])
+        assert mounted <= declared, (name, mounted - declared)
+        for key, value in environment(spec).items():
+            if not SENSITIVE.search(key):
+                continue
+            assert key.endswith("_FILE"), f"{name}: {key} would put a secret in the environment"
+            secret = (value or "").removeprefix("/run/secrets/")
+            assert secret in mounted, f"{name}: {key}={value} is not a secret it mounts"
     for path, value in walk(compose):
-        key = path.rsplit(".", 1)[-1]
-        if value is None or not isinstance(value, str):
-            if SENSITIVE.search(key):
-                # null = passed through from the environment when set; a number is a literal
-                assert value is None, f"{path} holds a literal {value!r}"
-            continue
-        if SENSITIVE.search(key):
-            assert REFERENCES_ONLY.match(value), f"{path} must be a ${{...}} reference"
-        for password in URL_CREDENTIALS.findall(value):
-            assert REFERENCES_ONLY.match(password), f"{path}: credentials in a URL literal"
+        if isinstance(value, str):
+            assert not URL_CREDENTIALS.findall(value), f"{path}: credentials in a URL"
 
 
-def test_required_secrets_fail_loudly_when_unset() -> None:
-    text = COMPOSE.read_text(encoding="utf-8")
-    for variable in ("POSTGRES_PASSWORD", "FLOWER_PASSWORD"):
-        references = re.findall(r"\$\{" + variable + r"([^}]*)\}", text)
-        assert references, variable
-        assert all(ref.startswith(":?") for ref in references), (variable, references)
+def test_every_secret_is_a_file_the_secrets_script_makes(compose: dict[str, Any]) -> None:
+    assert set(compose["secrets"]) == set(SECRETS)
+    script = STACK_SECRETS.read_text(encoding="utf-8")
+    for name, spec in compose["secrets"].items():
+        assert spec == {"file": f"${{SECRETS_DIR:-./secrets}}/{name}.txt"}, name
+        assert re.search(rf"^write {name} ", script, re.MULTILINE), name
+
+
+def test_the_secrets_script_makes_private_random_files_and_keeps_them(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    env = {**os.environ, "SECRETS_DIR": str(folder), "OPENAI_API_KEY": "sk-from-the-shell"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    first = subprocess.run(
+        ["bash", str(STACK_SECRETS)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert first.returncode == 0, first.stderr
+    values = {name: (folder / f"{name}.txt").read_text() for name in SECRETS}
+    assert len(values["postgres_password"].strip()) == 48
+    assert values["postgres_password"] != values["redis_password"]
+    assert re.fullmatch(r"admin:[0-9a-f]{48}\n", values["flower_auth"])
+    assert values["openai_api_key"] == "sk-from-the-shell\n"
+    assert values["anthropic_api_key"] == "\n"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    for value in values.values():  # no secret on the script's output
+        assert not value.strip() or value.strip() not in first.stdout + first.stderr
+    again = subprocess.run(
+        ["bash", str(STACK_SECRETS)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 0
+    assert {name: (folder / f"{name}.txt").read_text() for name in SECRETS} == values
 
 
 # --- .env.example ---------------------------------------------------------------------------------
@@ -310,18 +460,18 @@ def test_env_example_documents_every_variable_the_compose_file_reads(
     assert not missing, f".env.example does not document {missing}"
 
 
-def test_env_example_holds_no_secret() -> None:
+def test_env_example_sets_no_secret() -> None:
+    """Secrets are files (SECRETS_DIR), never .env lines: not even an empty one to fill in."""
     for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
         if line.lstrip().startswith("#") or "=" not in line:
             continue
-        name, _, value = line.partition("=")
-        if SENSITIVE.search(name):
-            assert value.strip() == "", f"{name} must be empty in .env.example"
+        name, _, _ = line.partition("=")
+        assert not SENSITIVE.search(name) or name == "SECRETS_DIR", name
 
 
 def test_env_example_documents_the_app_settings_compose_fixes() -> None:
     names = env_example_names()
-    for variable in ("AGENTIC_IQA_DATABASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for variable in ("AGENTIC_IQA_DATABASE_URL", "SECRETS_DIR"):
         assert variable in names, variable
     text = ENV_EXAMPLE.read_text(encoding="utf-8")
     for variable in ("AGENTIC_IQA_WEIGHTS_DIR", "AGENTIC_IQA_DEVICE"):
@@ -346,20 +496,81 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
     return result
 
 
+def stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's instructions, one list per build stage (FROM first)."""
+    result: list[list[tuple[str, str]]] = []
+    for kind, rest in dockerfile_instructions():
+        if kind == "FROM":
+            result.append([])
+        result[-1].append((kind, rest))
+    return result
+
+
 def test_dockerfile_basics() -> None:
-    instructions = dockerfile_instructions()
-    assert instructions[0] == ("FROM", "python:3.11-slim")
+    *builders, final = stages()
+    assert final[0] == ("FROM", "python:3.11-slim")
+    assert [stage[0] for stage in builders] == [
+        ("FROM", "python:3.11-slim AS requirements"),
+        ("FROM", "python:3.11-slim AS deps"),
+        ("FROM", "deps AS wheel"),
+    ]
     by_kind: dict[str, list[str]] = {}
-    for kind, rest in instructions:
+    for kind, rest in final:
         by_kind.setdefault(kind, []).append(rest)
     assert by_kind["ENTRYPOINT"] == ['["agentic-iqa"]']
     assert by_kind["CMD"] == ['["--help"]']
     assert by_kind["USER"] and by_kind["USER"][-1] not in ("root", "0")
     assert any(re.search(r"\bHF_HUB_OFFLINE=1\b", env) for env in by_kind["ENV"])
-    assert any(arg.startswith("TORCH_INDEX_URL") for arg in by_kind["ARG"])
-    run = " ".join(by_kind["RUN"])
-    for package in ("libgl1", "libglib2.0-0", "curl"):
-        assert package in run, package
+    args = [rest for kind, rest in builders[1] if kind == "ARG"]
+    assert any(arg.startswith("TORCH_INDEX_URL") for arg in args)
+    assert any(arg.startswith('TORCH_REQUIREMENTS="torch==') for arg in args)
+
+
+def test_the_dependency_layer_is_built_from_pyproject_alone() -> None:
+    """The deps stage installs the list the requirements stage reads from pyproject.toml (and
+    copies nothing else but the build-time inputs): a README or source edit, or one of
+    pyproject.toml outside [project].dependencies, must not reinstall torch."""
+    requirements, deps = stages()[:2]
+    assert [rest for kind, rest in requirements if kind == "COPY"] == [
+        "pyproject.toml /tmp/project/"
+    ]
+    assert "['project']['dependencies']" in " ".join(r for k, r in requirements if k == "RUN")
+    install = next(
+        index for index, (kind, rest) in enumerate(deps) if kind == "RUN" and "-r " in rest
+    )
+    assert [rest for kind, rest in deps[:install] if kind == "COPY"] == [
+        "docker/local/ /tmp/local/",
+        "docker/torchvision_without_ops.py /tmp/",
+        "--from=requirements /tmp/requirements.txt /tmp/",
+    ]
+
+
+def test_the_image_keeps_one_opencv_and_no_test_tools() -> None:
+    deps = " ".join(rest for kind, rest in stages()[1] if kind == "RUN")
+    assert "pip uninstall -y -q opencv-python opencv-python-headless" in deps
+    assert 'pip install --no-deps "opencv-python-headless==$version"' in deps
+    uninstall = re.search(r"pip uninstall -y -q (pytest[^&]*)&&", deps)
+    assert uninstall, "the test tools pyiqa pulls in are not removed"
+    for tool in ("pytest", "ruff", "yapf", "pre-commit", "virtualenv"):
+        assert tool in uninstall.group(1).split(), tool
+    final = " ".join(rest for kind, rest in stages()[-1] if kind == "RUN")
+    assert "libgl1" not in final, "libGL is for the GUI OpenCV, which the image does not keep"
+    assert "requirements" not in final and "--no-deps" in final
+
+
+def test_the_image_user_has_a_writable_default_database() -> None:
+    """`docker run --rm agentic-iqa:latest assess ...` (the README's first command) stores its
+    run in a folder the image's user owns, declared a volume; compose overrides the URL."""
+    final = stages()[-1]
+    text = " ".join(rest for _, rest in final)
+    assert "install -d -o app -g app -m 0750 /var/lib/agentic-iqa" in text
+    assert ("VOLUME", '["/var/lib/agentic-iqa"]') in final
+    assert (
+        "ENV",
+        "AGENTIC_IQA_DATABASE_URL=sqlite:////var/lib/agentic-iqa/agentic-iqa.sqlite3",
+    ) in final
+    kinds = [kind for kind, _ in final]
+    assert kinds.index("VOLUME") < kinds.index("USER")
 
 
 def copied_sources() -> list[str]:
@@ -375,6 +586,7 @@ def test_every_path_the_dockerfile_copies_exists_and_is_not_dockerignored() -> N
     for required in (
         "pyproject.toml",
         "README.md",
+        "docker/local/",
         "agentic_iqa",
         "iqa_tools",
         "workers",
@@ -609,7 +821,7 @@ def test_the_installed_wheel_carries_the_migrations(wheel: Path, tmp_path: Path)
 
 def test_dockerignore_keeps_secrets_and_bulk_out_of_the_build_context() -> None:
     patterns = set(DOCKERIGNORE.read_text(encoding="utf-8").split())
-    for pattern in (".env", ".git", ".venv", "models", "data", "tests"):
+    for pattern in (".env", ".git", ".venv", "models", "data", "tests", "secrets"):
         assert pattern in patterns, pattern
 
 
@@ -650,6 +862,7 @@ def run_compose(args: list[str], **env: str) -> subprocess.CompletedProcess[str]
         for k, v in os.environ.items()
         if not k.startswith(("AGENTIC_IQA_", "POSTGRES_", "FLOWER_", "COMPOSE_"))
     }
+    clean.pop("SECRETS_DIR", None)
     return subprocess.run(
         [*base, *args],
         capture_output=True,
@@ -662,12 +875,15 @@ def run_compose(args: list[str], **env: str) -> subprocess.CompletedProcess[str]
 
 
 @pytest.mark.parametrize("profile", [[], ["--profile", "gpu"]], ids=["default", "gpu"])
-def test_docker_compose_config_accepts_the_file(profile: list[str]) -> None:
-    result = run_compose(
-        [*profile, "config", "--format", "json"],
-        POSTGRES_PASSWORD="test-only",
-        FLOWER_PASSWORD="test-only",
+def test_docker_compose_config_accepts_the_file(profile: list[str], tmp_path: Path) -> None:
+    made = subprocess.run(
+        ["bash", str(STACK_SECRETS)],
+        env={**os.environ, "SECRETS_DIR": str(tmp_path)},
+        capture_output=True,
+        timeout=60,
     )
+    assert made.returncode == 0
+    result = run_compose([*profile, "config", "--format", "json"], SECRETS_DIR=str(tmp_path))
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)  # JSON is YAML
     services = set(config["services"])
@@ -683,11 +899,9 @@ def test_docker_compose_config_accepts_the_file(profile: list[str]) -> None:
     assert ("gpu-worker" in services) == bool(profile)
     worker_env = config["services"]["worker"]["environment"]
     assert worker_env["AGENTIC_IQA_DATABASE_URL"] == (
-        "postgresql+psycopg://agentic:test-only@postgres:5432/agentic_iqa"
+        "postgresql+psycopg://agentic@postgres:5432/agentic_iqa"
     )
-
-
-def test_docker_compose_config_refuses_a_missing_password() -> None:
-    result = run_compose(["config", "--quiet"], FLOWER_PASSWORD="test-only")
-    assert result.returncode != 0
-    assert "POSTGRES_PASSWORD" in result.stderr
+    for name in SECRETS:  # the resolved configuration names the files, never their content
+        assert config["secrets"][name]["file"] == str(tmp_path / f"{name}.txt")
+        value = (tmp_path / f"{name}.txt").read_text().strip()
+        assert not value or value not in result.stdout, name

@@ -134,8 +134,11 @@ def describe(exc: BaseException) -> str | None:
             "ConnectionTimeout",
             "TimeoutError",
         ):
+            from ..db.engine import database_url  # SQLAlchemy is loaded: it raised this
+
             try:
-                url = PipelineSettings.load().database_url
+                # Unset: the default SQLite file in the working directory is what was tried.
+                url = PipelineSettings.load().database_url or database_url()
             except Exception:
                 url = "the results database"
             url = redact(_hide_password(url)) or url

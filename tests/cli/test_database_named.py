@@ -105,3 +105,18 @@ def test_a_server_database_is_named_without_its_password(
     named = f"postgresql+psycopg://***@{parsed.host}:{parsed.port}/{parsed.database}"
     assert f"no job in the database {named} yet" in result.output, result.output
     assert secret not in result.output
+
+
+def test_a_default_database_that_cannot_be_opened_is_named_by_its_url(
+    empty_folder: Path,
+) -> None:
+    """Unconfigured, the default SQLite file in the working directory is what was tried: the
+    line names its URL (it said "the results database None")."""
+    (empty_folder / "agentic-iqa.sqlite3").mkdir()  # unopenable, even for root
+    image = Path(__file__).parents[2] / "examples" / "i03_blurred.png"
+    result = runner.invoke(app, ["assess", str(image), "-q", "Rate the quality of this image."])
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.output.split())
+    expected = f"sqlite:///{empty_folder / 'agentic-iqa.sqlite3'}"
+    assert f"the results database {expected} cannot be used" in line, line
+    assert "None" not in line
