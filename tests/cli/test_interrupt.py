@@ -92,7 +92,7 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
         # slow to schedule the handler, not because marking waits for items in flight.
         interrupted = _until(
             lambda: progress(engine, job_id).interrupted or None,
-            30,
+            60,
             "the job marked interrupted",
         )
         assert interrupted
