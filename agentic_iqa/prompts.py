@@ -188,6 +188,22 @@ STRICT_MCQ_SUFFIX = (
     "({letters}), nothing else. Return ONLY valid JSON."
 )
 
+#: The follow-up request after a reply that commits to no option readably: the same model is
+#: shown its own reply and asked which option it chose, or NONE.  No image is sent: it clarifies
+#: what it wrote, it does not look again (:mod:`agentic_iqa.agents.followup`).
+FOLLOW_UP_SYSTEM = """You answered a multiple-choice question about an image. Your reply is
+quoted below. Which one option did your reply choose? Answer with exactly one option letter
+({letters}), or NONE if your reply chose no single option. Write nothing else."""
+
+FOLLOW_UP_USER = """Question: {query}
+Options:
+{options}
+
+Your reply:
+<<<
+{reply}
+>>>"""
+
 #: The second request of scoring mode, for servers that return no log-probabilities: the
 #: model states a probability per level (the same substitute the Anthropic backend uses).
 QUALITY_PROBABILITIES_SYSTEM = """You are an image quality expert. Considering the evidence, how

@@ -148,6 +148,7 @@ def ask_json(
     attempts: int = MAX_ATTEMPTS,
     stricter: str = STRICT_JSON_SUFFIX,
     salvage: Callable[[str], T | None] | None = None,
+    rejected: Callable[[VLMResponse, Exception], T | None] | None = None,
 ) -> Outcome[T]:
     """Ask, read and validate; retry with a stricter prompt on a reply that gives nothing usable.
 
@@ -155,8 +156,10 @@ def ask_json(
     also rejects valid JSON, e.g. an answer that names no option, says what it wants); after a
     reply cut off at the token limit the retry also asks for a shorter one, unless
     ``salvage`` reads what the cut reply had already written into a usable value (an answer
-    whose option was written before the cap).  Transport errors (:class:`VLMError`) are not
-    retried here: the SDKs and the step's backoff retry them.
+    whose option was written before the cap).  ``rejected`` is told of a whole reply that
+    ``parse`` rejected (the reply, the error) and may settle it instead of a retry (the
+    summarizer's follow-up question: :mod:`.followup`).  Transport errors
+    (:class:`VLMError`) are not retried here: the SDKs and the step's backoff retry them.
     """
     errors: list[str] = []
     current = request
@@ -177,6 +180,9 @@ def ask_json(
             message = f"attempt {attempt}: {type(exc).__name__}: {detail}"
             errors.append(message)
             log.warning("%s reply rejected (%s)", request.task, message)
+            settled = rejected(response, exc) if rejected is not None and problem is None else None
+            if settled is not None:
+                return Outcome(settled, attempt, errors)
             extra = TRUNCATED_SUFFIX if problem is not None and "cut off" in problem else ""
             current = replace(request, system=request.system + stricter + extra)
     log.error("%s: no valid reply after %d attempts", request.task, attempts)

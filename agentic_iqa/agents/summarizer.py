@@ -9,9 +9,12 @@ its replies could be read.
 Explanation mode asks the VLM for JSON, read as a :class:`~agentic_iqa.state.SummarizerReply`:
 only ``final_answer`` decides whether a reply is usable (the side fields are read leniently,
 with a note of what was ignored or coerced).  For a multiple-choice query the ``final_answer``
-must name an option (:func:`.answers.parse_option`), else the question is asked again with a
-stricter prompt, three attempts in all, then the result is marked ``answer_unparseable`` with
-the reason.  No letter is ever guessed.  The :class:`~agentic_iqa.state.SummarizerOutput` is
+must name an option (:func:`agentic_iqa.options.read_option`).  A valid reply that commits to
+none readably is, where the role asks follow-ups (hosted models, by default), asked about once:
+the model is shown its reply and names one letter or NONE (:mod:`.followup`), and that settles
+it (``answered_in_follow_up`` says so).  Otherwise the question is asked again with a stricter
+prompt, three attempts in all, then the result is marked ``answer_unparseable`` with the
+reason.  No letter is ever guessed.  The :class:`~agentic_iqa.state.SummarizerOutput` is
 built here and nowhere else: a score, probabilities or an "unparseable" a model writes into its
 reply are ignored, so explanation mode has no score and scoring mode's score is the fusion.
 
@@ -63,6 +66,7 @@ from ..state import (
 )
 from ..vlm.base import VLMClient, VLMRequest, VLMResponse, was_cut_off
 from ..vocabulary import level_name
+from .followup import FollowUp, ask_follow_up, asks_follow_up
 from .fusion import fuse, probabilities_from_logprobs, probabilities_from_statement
 from .jsonreply import MAX_ATTEMPTS, ask_json, looks_like_refusal, reply_problem
 
@@ -280,11 +284,23 @@ def _explain(
             )
         reading = read_option(answer.final_answer, options)
         if reading.letter is None:
-            raise ValueError(
+            raise NoOptionRead(
                 f"final_answer {answer.final_answer!r} names none of the options "
-                f"{', '.join(options)} (one, neither negated nor hedged): {reading.reason}"
+                f"{', '.join(options)} (one, neither negated nor hedged): {reading.reason}",
+                answer,
             )
         return answer.model_copy(update={"final_answer": reading.letter})
+
+    follow_up = multiple_choice and asks_follow_up(client)
+
+    def rejected(response: VLMResponse, exc: Exception) -> SummarizerOutput | None:
+        """Ask once which option a reply that names none readably chose (:mod:`.followup`)."""
+        nonlocal follow_up
+        if not follow_up or not isinstance(exc, NoOptionRead):
+            return None
+        follow_up = False
+        asked = ask_follow_up(client, context["query"], options, response.text)
+        return followed_up(exc.answer, asked)
 
     def salvage(text: str) -> SummarizerOutput | None:
         """Read the answer a reply cut at the token cap had finished writing."""
@@ -307,6 +323,7 @@ def _explain(
         ANSWER_ATTEMPTS,
         stricter,
         salvage=salvage if multiple_choice else None,
+        rejected=rejected,
     )
     if outcome.value is None:
         reason = "; ".join(outcome.errors)
@@ -317,6 +334,38 @@ def _explain(
             quality_reasoning=f"No usable answer after {outcome.attempts} attempts: {reason}",
         )
     return outcome.value
+
+
+class NoOptionRead(ValueError):
+    """A valid reply whose ``final_answer`` commits to no option readably (kept, with it)."""
+
+    def __init__(self, message: str, answer: SummarizerOutput) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
+def followed_up(answer: SummarizerOutput, asked: FollowUp) -> SummarizerOutput:
+    """Return ``answer`` settled by its follow-up: the option it named, recorded as coming from
+    the follow-up, or no answer with both replies' reasons (never a guessed letter)."""
+    first = f"the reply named no option readably ({answer.final_answer!r})"
+    if asked.letter is not None:
+        note = f"{first}; asked once more which option it chose, it answered {asked.reply[:80]!r}"
+        return answer.model_copy(
+            update={
+                "final_answer": asked.letter,
+                "answered_in_follow_up": True,
+                "notes": [*answer.notes, note],
+            }
+        )
+    reason = (
+        f"{asked.reason}: asked once more which option it chose, it answered "
+        f"{asked.reply[:200]!r}; {first}"
+        if asked.reason == UNREAD_REASONS["cannot see"]  # counted as a blind reply
+        else f"{first}; {asked.reason}: {asked.reply[:200]!r}"
+    )
+    return answer.model_copy(
+        update={"final_answer": UNABLE, "answer_unparseable": True, "unparseable_reason": reason}
+    )
 
 
 def _answer(reply: SummarizerReply) -> SummarizerOutput:
@@ -374,7 +423,7 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[str, ...]) 
         json_output=False,
         answer_options=tuple(QUALITY_LEVEL_OPTIONS),
     )
-    measured, letter, errors = _level_answer(client, request)
+    measured, letter, errors, followed = _level_answer(client, request, context["query"])
     if measured is not None:
         probabilities, source = measured
     elif letter is None:
@@ -415,6 +464,8 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[str, ...]) 
         quality_score=quality,
         level_distribution=distribution,
         probability_source=source,
+        answered_in_follow_up=followed is not None,
+        notes=[] if followed is None else [followed],
         quality_reasoning=(
             f"Fused quality {quality:.2f}/5 ({level}): {tools_text}; "
             f"level probabilities ({source}): {opinion}."
@@ -430,10 +481,10 @@ def _score(client: VLMClient, context: dict[str, Any], images: tuple[str, ...]) 
 
 
 def _level_answer(
-    client: VLMClient, request: VLMRequest
-) -> tuple[tuple[dict[int, float], str] | None, str | None, list[str]]:
+    client: VLMClient, request: VLMRequest, query: str
+) -> tuple[tuple[dict[int, float], str] | None, str | None, list[str], str | None]:
     """Ask the five-level question: ``(p_c and its source, or None; the letter answered, or
-    None; why replies were rejected)``.
+    None; why replies were rejected; a note when the letter came from the follow-up)``.
 
     A reply with log-probabilities (or a backend's substitute for them) settles it.  Otherwise
     the answered letter is read strictly; a reply naming no level is asked again with a
@@ -441,10 +492,13 @@ def _level_answer(
     the image (asked again, it could only guess).  A reply cut at the token cap
     counts when its committed letter was already written ("C\\n\\nReasoning: ..."): the cap
     is set for a letter, and only the reasoning after it was lost.  A backend's own "argmax"
-    is only a letter, so the caller still asks for stated probabilities.
+    is only a letter, so the caller still asks for stated probabilities.  A reply naming no
+    level readably is asked about once (:mod:`.followup`) where the role asks follow-ups; its
+    answer settles the question, a level or none.
     """
     errors: list[str] = []
     current = request
+    follow_up = asks_follow_up(client)
     stricter = render(STRICT_OPTION_SUFFIX, letters=_listed(QUALITY_LEVEL_CHOICES))
     for attempt in range(1, ANSWER_ATTEMPTS + 1):
         response = client.complete(current)
@@ -455,15 +509,26 @@ def _level_answer(
         if problem is None:
             measured = _measured(response)
             if measured is not None:
-                return measured, None, errors
+                return measured, None, errors, None
             reading = read_option(response.text, QUALITY_LEVEL_CHOICES, cut_off=cut)
             if reading.unread == "cannot see":
                 errors.append(f"attempt {attempt}: {reading.reason}: {response.text[:200]!r}")
                 log.warning("quality_levels: %s", errors[-1])
-                return None, None, errors  # asked again, it could only guess
+                return None, None, errors, None  # asked again, it could only guess
             letter = reading.letter or _argmax_letter(response)
             if letter is not None:
-                return None, letter, errors
+                return None, letter, errors, None
+            if follow_up:
+                asked = ask_follow_up(client, query, QUALITY_LEVEL_CHOICES, response.text)
+                first = f"the reply named no level readably ({response.text[:80]!r})"
+                if asked.letter is not None:
+                    note = (
+                        f"{first}; asked once more which level it chose, it answered {asked.letter}"
+                    )
+                    return None, asked.letter, errors, note
+                errors.append(f"attempt {attempt}: {first}; {asked.reason}: {asked.reply[:200]!r}")
+                log.warning("quality_levels: %s", errors[-1])
+                return None, None, errors, None
             problem = (
                 f"the model declined: {response.text[:200]!r}"
                 if looks_like_refusal(response.text)
@@ -473,7 +538,7 @@ def _level_answer(
         log.warning("quality_levels reply names no level (%s)", errors[-1])
         current = replace(request, system=request.system + stricter)
     log.error("quality_levels: no readable level after %d attempts", ANSWER_ATTEMPTS)
-    return None, None, errors
+    return None, None, errors, None
 
 
 def _measured(response: VLMResponse) -> tuple[dict[int, float], str] | None:

@@ -18,6 +18,7 @@ from .common import (
     BackendOption,
     BaseUrlOption,
     DeviceOption,
+    FollowUpOption,
     ModelOption,
     err,
     fail,
@@ -98,6 +99,7 @@ def assess(
     backend: BackendOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
+    follow_up: FollowUpOption = None,
 ) -> None:
     """Ask the agent a question about an image: plan, evidence, answer and why.
 
@@ -114,7 +116,7 @@ def assess(
         validate_inputs(image_path, reference_path)
     except (ToolError, QueryTooLong) as exc:
         fail(str(exc))
-    roles = use_backend(backend, model, base_url)
+    roles = use_backend(backend, model, base_url, follow_up=follow_up)
     if not vlm_cache:  # clients built in this process get no cache; stored runs say so too
         os.environ["AGENTIC_IQA_VLM_CACHE"] = "false"
     if max_replans is None:

@@ -161,6 +161,18 @@ ModelOption = Annotated[
 ]
 
 
+FollowUpOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--follow-up/--no-follow-up",
+        help="ask the model once more which option it chose when its reply names none "
+        "readably (its reply quoted, no image); default: on for hosted models "
+        "(AGENTIC_IQA_VLM_FOLLOW_UP)",
+        show_default=False,
+    ),
+]
+
+
 BaseUrlOption = Annotated[
     str | None,
     typer.Option(
@@ -172,21 +184,31 @@ BaseUrlOption = Annotated[
 
 
 def use_backend(
-    backend: str | None, model: str | None, base_url: str | None, *, check: bool = True
+    backend: str | None,
+    model: str | None,
+    base_url: str | None,
+    *,
+    check: bool = True,
+    follow_up: bool | None = None,
 ) -> dict[Role, BackendConfig]:
     """Return the role configurations with the flags applied (for every role), checked before
     anything is stored (:func:`agentic_iqa.vlm.preflight.preflight`): a missing key, an
     endpoint that does not answer or a model it does not serve exits 2 with one line.  A
     ``--model`` without ``--backend`` takes the backend its name implies, said in one line on
     stderr, or exits 2: the builtin would ignore it, and the job would name a model that never
-    answered."""
+    answered.  ``follow_up``: ``--follow-up/--no-follow-up`` (None: the configured default)."""
     from ..vlm.base import VLMConfigurationError
     from ..vlm.preflight import preflight
     from ..vlm.settings import load_backend_configs
 
     flags = {
         name: value
-        for name, value in (("backend", backend), ("model", model), ("base_url", base_url))
+        for name, value in (
+            ("backend", backend),
+            ("model", model),
+            ("base_url", base_url),
+            ("follow_up", follow_up),
+        )
         if value is not None
     }
     notes: list[str] = []

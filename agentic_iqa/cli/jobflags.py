@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import typer
 
-from .common import fail, use_backend
+from .common import FollowUpOption, fail, use_backend
 from .progress import DEFAULT_EVERY, MIN_EVERY
 
 if TYPE_CHECKING:
@@ -237,6 +237,7 @@ class JobFlags:
             help="answer deterministic VLM requests from the response cache",
         ),
     ] = True
+    follow_up: FollowUpOption = None
     batch: Annotated[
         bool,
         typer.Option(
@@ -462,7 +463,10 @@ def job_specs(flags: JobFlags, base: JobSpec, *, here: bool) -> Planned:
                 None
                 if metric_tools
                 else use_backend(
-                    cell_backend, cell_model, None if cell_backend == "builtin" else flags.base_url
+                    cell_backend,
+                    cell_model,
+                    None if cell_backend == "builtin" else flags.base_url,
+                    follow_up=flags.follow_up,
                 )
             )
             config = capture(

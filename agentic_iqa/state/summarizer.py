@@ -41,6 +41,7 @@ PIPELINE_RESULT_FIELDS = (
     "probability_source",
     "answer_unparseable",
     "unparseable_reason",
+    "answered_in_follow_up",
     "notes",
 )
 _YES = frozenset({"true", "yes", "y", "1"})
@@ -222,6 +223,11 @@ class SummarizerOutput(StateModel):
     )
     unparseable_reason: str | None = Field(
         default=None, description="what the model answered instead of an option"
+    )
+    answered_in_follow_up: bool = Field(
+        default=False,
+        description="the option was read from the follow-up request: the model's reply "
+        "committed to none readably, and asked once more which it chose, it named one",
     )
     notes: list[str] = Field(
         default_factory=list,

@@ -22,6 +22,7 @@ Task = Literal[
     "tool_selection",  # executor subtask
     "answer",  # summarizer, explanation mode: final answer + reasoning JSON
     "quality_levels",  # summarizer, scoring mode: pick one of five levels (logprobs)
+    "answer_follow_up",  # summarizer: which option an unreadable reply chose (one letter)
 ]
 
 

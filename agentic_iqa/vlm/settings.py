@@ -43,7 +43,7 @@ DEFAULT_API_KEY_ENV: dict[str, str] = {
 #: the SDK refuses to start without some key.
 NO_KEY_PLACEHOLDER = "not-needed"
 
-GLOBAL_ENV_FIELDS = ("backend", "model", "base_url")
+GLOBAL_ENV_FIELDS = ("backend", "model", "base_url", "follow_up")
 
 #: The name the builtin backend answers as (``vlm.builtin.MODEL_NAME``): what a report names
 #: for a builtin role, whatever model name was stored beside it.
@@ -79,6 +79,12 @@ class BackendConfig(BaseModel):
         default=16 * 1024 * 1024,
         ge=1024,
         description="most bytes an answer's body may have, whatever max_tokens allows",
+    )
+    follow_up: bool | None = Field(
+        default=None,
+        description="after a reply that commits to no option readably, ask the model once "
+        "more which option it chose (its reply quoted, no image); null: on for hosted models, "
+        "off for builtin",
     )
 
     @field_validator("api_key_env")
@@ -121,6 +127,12 @@ class BackendConfig(BaseModel):
         """The model that answers this role: the builtin's own for ``builtin`` (a model name
         stored beside it never ran), else ``model``."""
         return BUILTIN_MODEL if self.backend == "builtin" else self.model
+
+    @property
+    def asks_follow_up(self) -> bool:
+        """Whether an unreadable multiple-choice reply is asked about once more: ``follow_up``
+        as set, else on for a hosted model (the builtin's replies are always readable)."""
+        return self.follow_up if self.follow_up is not None else self.backend != "builtin"
 
     @property
     def sdk_endpoint(self) -> tuple[str | None, dict[str, str]]:

@@ -21,10 +21,14 @@ MCQ = "Which distortion is most visible? A. Noise B. Blur C. Compression"
 
 
 def client_for(
-    server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, *, max_retries: int = 1
+    server: FakeAPIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    max_retries: int = 1,
+    follow_up: bool | None = None,
 ) -> OpenAIClient:
     """Return a bare OpenAIClient of ``server`` (no response cache: every request must reach
-    the server)."""
+    the server); ``follow_up`` as the role's setting (None: the default, on)."""
     monkeypatch.setenv("TEST_VLM_KEY", "sk-test-answers")
     return OpenAIClient(
         BackendConfig(
@@ -34,6 +38,7 @@ def client_for(
             api_key_env="TEST_VLM_KEY",
             timeout=5,
             max_retries=max_retries,
+            follow_up=follow_up,
         )
     )
 
@@ -70,10 +75,16 @@ EVIDENCE = ExecutorOutput(
 
 
 def ask(
-    server: FakeAPIServer, monkeypatch: pytest.MonkeyPatch, query: str, image: str
+    server: FakeAPIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    query: str,
+    image: str,
+    *,
+    follow_up: bool | None = None,
 ) -> SummarizerOutput:
     """Ask the summarizer behind ``server`` about ``image``, with :data:`EVIDENCE`."""
-    return summarize(client_for(server, monkeypatch), query, image, None, plan_for(), EVIDENCE)
+    client = client_for(server, monkeypatch, follow_up=follow_up)
+    return summarize(client, query, image, None, plan_for(), EVIDENCE)
 
 
 def answer_reply(final_answer: str) -> Reply:

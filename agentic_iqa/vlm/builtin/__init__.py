@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...options import parse_option
 from ..base import VLMRequest, VLMResponse
 from ..settings import BUILTIN_MODEL
 from . import answer, selection
@@ -84,6 +85,11 @@ class BuiltinClient:
                 option_logprobs=answer.as_logprobs(probabilities),
                 probability_source="builtin-measurements",
             )
+        elif request.task == "answer_follow_up":
+            # Which option its own reply chose: read as any reply is, else NONE (its replies
+            # name their letter, so this is asked only when a caller turns the follow-up on).
+            letter = parse_option(context.get("reply"), context.get("options") or {})
+            return VLMResponse(text=letter or "NONE", model=self.model)
         else:
             raise ValueError(f"builtin backend cannot answer task {request.task!r}")
         return VLMResponse(text=json.dumps(result), model=self.model)

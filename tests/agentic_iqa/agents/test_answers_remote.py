@@ -92,7 +92,7 @@ def test_a_good_image_in_prose_is_not_option_a_and_no_letter_is_retried_then_unp
 ):
     """The old parser read the article "a" as option A (and "no letter" as "C")."""
     with FakeAPIServer(lambda _r: Reply(200, openai_completion("This is a good image"))) as srv:
-        result = ask(srv, monkeypatch, SCORING, str(example_images["original"]))
+        result = ask(srv, monkeypatch, SCORING, str(example_images["original"]), follow_up=False)
         requests = list(srv.requests)
     assert len(requests) == 3
     assert "exactly one option letter" not in system_of(requests[0])
@@ -165,7 +165,7 @@ def test_a_multiple_choice_answer_in_prose_is_retried_then_recorded_as_unparseab
     monkeypatch, example_images
 ):
     with FakeAPIServer(lambda _r: answer_reply("This is a good image")) as srv:
-        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
+        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]), follow_up=False)
         requests = list(srv.requests)
     assert len(requests) == 3
     assert "final_answer must be exactly one option letter (A, B, C)" not in system_of(requests[0])
