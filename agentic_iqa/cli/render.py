@@ -64,6 +64,7 @@ def state_document(
     document["quality_score"] = result.quality_score if result else None
     document["level_distribution"] = result.level_distribution if result else None
     document["answer_unparseable"] = result.answer_unparseable if result else None
+    document["answered_in_follow_up"] = result.answered_in_follow_up if result else None
     # Which tool stood in for which, and why (the answer's reasoning says it too).
     document["stand_ins"] = [
         {key: entry[key] for key in ("tool", "in_place_of", "reason", "distortions")}
@@ -243,6 +244,12 @@ def render_state(state: AgenticIQAState, console: Console) -> None:
             console.print(f"[bold red]Failed:[/] {escape(failure)}", highlight=False)
         return
     console.print(f"[bold green]Answer:[/] {escape(result.final_answer)}", highlight=False)
+    if result.answered_in_follow_up:
+        console.print(
+            "[yellow]Read from the follow-up:[/] the model's reply named no option readably; "
+            "asked once more which it chose, it named this one",
+            highlight=False,
+        )
     if result.answer_unparseable:
         console.print(
             f"[bold yellow]No option could be read from the model's answers:[/] "

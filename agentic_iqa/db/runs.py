@@ -561,6 +561,7 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
         "level_distribution": result.level_distribution if result is not None else None,
         "probability_source": result.probability_source if result is not None else None,
         "answer_unparseable": result.answer_unparseable if result is not None else None,
+        "answered_in_follow_up": result.answered_in_follow_up if result is not None else None,
         "answer_notes": list(result.notes) if result is not None else [],
         "vlm_usage": summarize(vlm_usage(session, run_id=run_id), PriceTable.load()),
     }

@@ -35,6 +35,7 @@ from typing import Any
 from agentic_iqa.prompts import (
     DISTORTION_ANALYSIS_SYSTEM,
     DISTORTION_DETECTION_SYSTEM,
+    FOLLOW_UP_SYSTEM,
     PLANNER_SYSTEM,
     QUALITY_LEVELS_SYSTEM,
     QUALITY_PROBABILITIES_SYSTEM,
@@ -77,6 +78,9 @@ class Behaviour(StrEnum):
     HEDGES = "hedges"  # reasoning that negates and hedges ("Not A", "could be C")
     MENTIONS_AFTER = "mentions-after"  # the letter first, then other options while reasoning
     VARIED = "varied"  # all of the content variations, mixed per item and step
+    # answers naming no option in a form a grader reads ("the option that fits what I see");
+    # asked once more which option its reply chose, it names the letter it meant
+    VAGUE = "vague"
     # unrecoverable
     ALWAYS_REFUSES = "always-refuses"
     ALWAYS_TRUNCATED = "always-truncated"
@@ -161,6 +165,8 @@ class SimulatedModel:
         self.calls: dict[str, int] = {}
         self._attempts: dict[str, int] = {}
         self._again: list[str] = []
+        #: What each vague reply meant (VAGUE): its text -> the letter the model had in mind.
+        self._meant: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def learn(self, image: Path, truth: Truth) -> None:
@@ -201,6 +207,13 @@ class SimulatedModel:
                 if anthropic
                 else openai_error(message, "invalid_request_error"),
             )
+        if role == "follow_up":  # which option its own reply (quoted) chose
+            with self._lock:
+                self.calls[role] = self.calls.get(role, 0) + 1
+                meant = next((c for text, c in self._meant.items() if text in user), "NONE")
+            if anthropic:
+                return Reply(200, _anthropic_message(meant, "stop", None, body.get("model")))
+            return Reply(200, _openai_completion(meant, "stop", None, None, body.get("model")))
         query = _query(user)
         truth = self._truth(query, images)
         key = f"{role}|{query}|{image_digest(images[0]) if images else ''}"
@@ -343,6 +356,16 @@ class SimulatedModel:
             return self._json({"selected_tools": selected}, rng), None
         if role == "answer":
             letter = truth.answer
+            if letter and self.behaviour == Behaviour.VAGUE:
+                final = self._vague("The option that fits what I see in this photo", letter, rng)
+                return self._json(
+                    {
+                        "final_answer": final,
+                        "quality_reasoning": "as described",
+                        "need_replan": False,
+                    },
+                    rng,
+                ), None
             final = self._letter(letter, truth.options, rng) if letter else _free(truth)
             reasoning = f"The evidence shows {truth.severity} distortion; {final}."
             variation = self._variation(rng, Behaviour.HEDGES, Behaviour.MENTIONS_AFTER)
@@ -397,6 +420,10 @@ class SimulatedModel:
                 return self._json(
                     {"answer": letter, "option_probabilities": _stated(level)}, rng
                 ), None
+            if self.behaviour == Behaviour.VAGUE:
+                return self._vague(
+                    "Hard to put in one word; about what one would expect", letter, rng
+                ), None
             variation = self._variation(rng, Behaviour.HEDGES, Behaviour.MENTIONS_AFTER)
             other_level = 1 if level >= 3 else 5
             other, name = LEVEL_LETTERS[other_level], LEVEL_NAMES[other_level]
@@ -411,6 +438,14 @@ class SimulatedModel:
         if role == "stated":
             return self._json({"option_probabilities": _stated(truth.level or 3)}, rng), None
         raise ValueError(f"unknown role {role!r}")
+
+    def _vague(self, words: str, letter: str, rng: random.Random) -> str:
+        """Return a reply naming no option (its own number keeps replies apart), and keep the
+        letter it meant for the follow-up."""
+        text = f"{words}, #{rng.randrange(10**6)}."
+        with self._lock:
+            self._meant[text] = letter
+        return text
 
     def _variation(self, rng: random.Random, *kinds: Behaviour) -> Behaviour | None:
         """The content variation of this reply among those of its step: the class's own; for
@@ -555,6 +590,7 @@ _ROLES = (
     (SUMMARIZER_SYSTEM, "answer"),
     (QUALITY_LEVELS_SYSTEM, "levels"),
     (QUALITY_PROBABILITIES_SYSTEM, "stated"),
+    (FOLLOW_UP_SYSTEM, "follow_up"),
 )
 
 

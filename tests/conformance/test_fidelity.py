@@ -87,3 +87,37 @@ def test_the_cli_job_on_a_hosted_style_model_is_right_on_every_item(items, tmp_p
     result = run_cli_job(Behaviour.LETTERS, items, tmp_path)
     assert result.exit_code == 0
     assert result.failed() == [] and result.share_right() == 1.0
+
+
+@pytest.mark.parametrize("follow_up", [True, False], ids=["follow-up", "no-follow-up"])
+def test_a_vague_model_is_read_through_its_follow_up_and_never_guessed_without(
+    follow_up, items, tmp_path, monkeypatch
+):
+    """A model whose replies name no option readably: asked once more, it names the one it
+    meant, every item right; with the follow-up off, no item is given a letter."""
+    from sqlalchemy import func, select
+
+    from agentic_iqa.agents.followup import FOLLOW_UP_TASK
+    from agentic_iqa.db import make_engine
+    from agentic_iqa.db.engine import read_scope
+    from agentic_iqa.db.models import VlmCall
+
+    with simulated(Behaviour.VAGUE, items, seed=3) as (server, model):
+        for name, value in environment(Behaviour.VAGUE, server, tmp_path).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("AGENTIC_IQA_BROKER_URL")
+        monkeypatch.setenv("AGENTIC_IQA_VLM_FOLLOW_UP", "true" if follow_up else "false")
+        result = run_local_job(Behaviour.VAGUE, items, tmp_path)
+        asked = model.calls.get("follow_up", 0)
+    with read_scope(make_engine(f"sqlite:///{tmp_path / 'results.sqlite3'}")) as session:
+        recorded = session.scalar(
+            select(func.count()).select_from(VlmCall).where(VlmCall.task == FOLLOW_UP_TASK)
+        )
+    if follow_up:
+        assert result.failed() == [] and result.share_right() == 1.0
+        assert result.scoring_srcc() >= 0.95
+        assert asked == recorded == len(items)  # once an item, each one recorded
+    else:
+        assert asked == recorded == 0
+        assert result.share_right() == 0.0
+        assert {o.final_answer for o in result.outcomes} == {"Unable to determine"}

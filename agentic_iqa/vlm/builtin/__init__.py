@@ -88,8 +88,8 @@ class BuiltinClient:
         elif request.task == "answer_follow_up":
             # Which option its own reply chose: read as any reply is, else NONE (its replies
             # name their letter, so this is asked only when a caller turns the follow-up on).
-            letter = parse_option(context.get("reply"), context.get("options") or {})
-            return VLMResponse(text=letter or "NONE", model=self.model)
+            chosen = parse_option(context.get("reply"), context.get("options") or {})
+            return VLMResponse(text=chosen or "NONE", model=self.model)
         else:
             raise ValueError(f"builtin backend cannot answer task {request.task!r}")
         return VLMResponse(text=json.dumps(result), model=self.model)

@@ -347,3 +347,11 @@ def test_the_builtin_answers_a_follow_up_by_reading_the_quoted_reply():
     builtin = BuiltinClient()
     assert builtin.complete(follow_up_request(MCQ, OPTIONS, "Blur, clearly: B.")).text == "B"
     assert builtin.complete(follow_up_request(MCQ, OPTIONS, "Hard to say.")).text == "NONE"
+
+
+def test_a_model_writing_that_it_answered_in_a_follow_up_is_ignored(monkeypatch, example_images):
+    written = {"final_answer": "B", "quality_reasoning": "soft", "answered_in_follow_up": True}
+    with FakeAPIServer() as srv:
+        srv.enqueue(Reply(200, openai_completion(json.dumps(written))))
+        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
+    assert result.final_answer == "B" and result.answered_in_follow_up is False

@@ -109,6 +109,45 @@ def test_model_without_backend_runs_on_the_backend_its_name_names_and_the_report
     assert report["job"]["warnings"] == []
 
 
+@pytest.mark.parametrize(("flag", "expected"), [([], True), (["--no-follow-up"], False)])
+def test_no_follow_up_is_stored_with_the_job_and_its_items_ask_none(
+    tmp_path, results, monkeypatch, flag, expected
+):
+    """``eval submit --no-follow-up``: the job's configuration says so (every process that runs
+    its items honours it), and a model whose replies name no option is never asked again."""
+    paths = images(tmp_path / "images", 3)
+    items = multiple_choice(paths, 3, seed=5)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-sim-key")
+    with simulated(Behaviour.VAGUE, items) as (server, model):
+        result = runner.invoke(
+            app,
+            [
+                "eval",
+                "submit",
+                str(write_manifest(items, tmp_path / "m.csv")),
+                "--backend",
+                "openai",
+                "--model",
+                "sim-vl",
+                "--base-url",
+                f"{server.url}/v1",
+                *flag,
+            ],
+        )
+        job_id = _job_id(result)
+        asked = model.calls.get("follow_up", 0)
+    with session_scope(make_engine(results)) as session:
+        stored = json.loads(session.get(Job, job_id).config_json)
+    assert {role: c["follow_up"] for role, c in stored["roles"].items()} == {
+        role: (None if expected else False) for role in ROLES
+    }
+    assert asked == (len(items) if expected else 0)
+    report = json.loads(
+        runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "0"]).stdout
+    )
+    assert report["mcq"]["accuracy"] == (1.0 if expected else 0.0)
+
+
 @pytest.mark.parametrize(
     ("args", "environment", "message"),
     [
