@@ -19,6 +19,15 @@ The two are our own reimplementations from their public source, not their code. 
 right (the graded letter, or none where the model gave none), wrong letter, a letter where the
 model gave none, unread (none where it gave one).
 
+Then ours with the follow-up off and on (:mod:`agentic_iqa.agents.followup`): a reply left
+unread for naming no option or several (not one cut off, which is asked again shorter, nor one
+saying it cannot see the image) is asked once more, and the model's answer, written by hand in
+``tests/agentic_iqa/options/follow_up_corpus.py`` ("NONE" where none is written), is read with
+:func:`~agentic_iqa.agents.followup.read_follow_up`.  A reply the grader found a commitment in
+is graded by it; one with none by the follow-up's graded letter.  The follow-up's cost per
+1,000 items is estimated from its rendered request (4 characters a token) at the corpus's rate
+of follow-ups, with prices from ``configs/prices.yaml``.
+
     python studies/letter_reading.py
 """
 
@@ -35,7 +44,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agentic_iqa.options import parse_option  # noqa: E402
+from agentic_iqa.agents.followup import follow_up_request, read_follow_up  # noqa: E402
+from agentic_iqa.options import parse_option, read_option  # noqa: E402
+from agentic_iqa.vlm.usage import PriceTable  # noqa: E402
+from tests.agentic_iqa.options.follow_up_corpus import follow_up_for  # noqa: E402
 from tests.agentic_iqa.options.reply_corpus import CORPUS, OPTIONS, Graded  # noqa: E402
 
 Reader = Callable[[Graded], str | None]
@@ -144,6 +156,98 @@ def letters_read(replies: list[Graded]) -> str:
     return ", ".join(parts)
 
 
+# -- the follow-up ------------------------------------------------------------------------------
+
+#: A reply's reasoning as the summarizer's JSON carries it, for the follow-up's quoted reply
+#: (the corpus holds the answers alone): about 400 characters, as our prompts ask for.
+REASONING = (
+    "The distortion analysis reports moderate blur across the frame and slight noise in the "
+    "shadows; the tool score of 2.6 agrees with a soft, somewhat degraded image. Fine texture "
+    "in the foliage is lost, edges of the buildings are smeared, and the sky shows mild "
+    "banding. Taken together the evidence points to the answer given above, with the blur "
+    "as the dominant distortion."
+)
+MODELS = ("gpt-4o", "gpt-4o-mini", "claude-sonnet-4-5")
+
+
+def asked_about(graded: Graded) -> bool:
+    """Whether the summarizer would ask this reply about once more."""
+    reading = read_option(graded.text, OPTIONS[graded.options], cut_off=graded.cut)
+    return reading.letter is None and reading.unread in ("none", "several") and not graded.cut
+
+
+def with_follow_up(graded: Graded) -> tuple[str | None, str | None]:
+    """Return (the letter read with the follow-up on, the letter graded for it)."""
+    options = OPTIONS[graded.options]
+    first = parse_option(graded.text, options, cut_off=graded.cut)
+    if not asked_about(graded):
+        return first, graded.expected
+    reply, graded_letter = follow_up_for(graded.text)
+    read = read_follow_up(reply, options).letter
+    return read, graded.expected if graded.expected is not None else graded_letter
+
+
+def follow_up_table(replies: list[Graded]) -> None:
+    committed = [graded for graded in replies if graded.expected]
+    off = Counter(
+        outcome(graded, parse_option(graded.text, OPTIONS[graded.options], cut_off=graded.cut))
+        for graded in replies
+    )
+    on: Counter[str] = Counter()
+    unread_committed = {"off": 0, "on": 0}
+    for graded in replies:
+        read, truth = with_follow_up(graded)
+        on[outcome(Graded(graded.text, truth, graded.category, graded.style), read)] += 1
+        first = parse_option(graded.text, OPTIONS[graded.options], cut_off=graded.cut)
+        if graded.expected:
+            unread_committed["off"] += first is None
+            unread_committed["on"] += read is None
+    print("ours, follow-up off and on (cells: right / wrong / letter where none given / unread):")
+    for name, counts in (("follow-up off", off), ("follow-up on", on)):
+        share = unread_committed["off" if name.endswith("off") else "on"] / len(committed)
+        print(
+            f"  {name:<14}"
+            + "/".join(f"{counts[kind]:>3}" for kind in KINDS)
+            + f"   unread among replies with a commitment: "
+            f"{unread_committed['off' if name.endswith('off') else 'on']}/{len(committed)} "
+            f"({share:.1%})"
+        )
+    asked = [graded for graded in replies if asked_about(graded)]
+    print(
+        f"  follow-ups asked: {len(asked)} of {len(replies)} replies "
+        f"({len(asked) / len(replies):.1%})"
+    )
+    tokens = []
+    for graded in asked:
+        options = OPTIONS[graded.options]
+        query = "Which option fits the image? " + " ".join(f"{k}. {v}" for k, v in options.items())
+        reply = (
+            '{"final_answer": '
+            + repr(graded.text)
+            + ', "quality_reasoning": "'
+            + REASONING
+            + '", "need_replan": false}'
+        )
+        request = follow_up_request(query, options, reply)
+        tokens.append((len(request.system) + len(request.user)) / 4)
+    mean_in = sum(tokens) / len(tokens) if tokens else 0.0
+    prices = PriceTable.load()
+    rate = len(asked) / len(replies)
+    print(
+        f"  a follow-up: about {mean_in:.0f} input tokens (its reply quoted with a "
+        f"{len(REASONING)}-character reasoning), 2 output tokens, no image"
+    )
+    for model in MODELS:
+        price = prices.prices.get(model)
+        if price is None:
+            continue
+        each = price.cost(round(mean_in), 2, 0)
+        print(
+            f"  {model:<18} ${each * 1000:.3f} per 1,000 follow-ups; "
+            f"${each * rate * 1000:.3f} per 1,000 items at this corpus's rate"
+        )
+
+
 def main() -> None:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True, capture_output=True
@@ -161,6 +265,7 @@ def main() -> None:
     print(row("held out (after reader)", held_out))
     print(f"letters read right, all: {letters_read(CORPUS)}")
     print(f"letters read right, held out: {letters_read(held_out)}")
+    follow_up_table(CORPUS)
 
 
 if __name__ == "__main__":

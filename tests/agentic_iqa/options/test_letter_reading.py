@@ -318,3 +318,42 @@ def test_the_logprob_path_reads_a_letter_only_where_the_text_reader_reads_it():
                 parse_option(graded.text, QUALITY_LEVEL_CHOICES, cut_off=graded.cut)
                 == letters_only.letter
             ), graded.text
+
+
+# -- the follow-up ----------------------------------------------------------------------------
+
+
+def test_every_follow_up_of_the_corpus_is_read_as_graded():
+    from agentic_iqa.agents.followup import read_follow_up
+    from tests.agentic_iqa.options.follow_up_corpus import FOLLOW_UPS
+
+    first_replies = {graded.text: graded for graded in CORPUS}
+    assert set(FOLLOW_UPS) <= set(first_replies)  # each follows a reply of the corpus
+    misread = {
+        reply: (read_follow_up(answer, OPTIONS[first_replies[reply].options]).letter, graded)
+        for reply, (answer, graded) in FOLLOW_UPS.items()
+        if read_follow_up(answer, OPTIONS[first_replies[reply].options]).letter != graded
+    }
+    assert misread == {}
+
+
+def test_with_the_follow_up_no_reply_with_a_commitment_is_left_unread():
+    """The summarizer asks about a reply left unread for naming none or several, never one
+    cut off (asked again shorter) or saying it cannot see (no answer): with the corpus's
+    follow-ups, every committed reply is read, and none as another letter."""
+    from agentic_iqa.agents.followup import read_follow_up
+    from agentic_iqa.options import read_option
+    from tests.agentic_iqa.options.follow_up_corpus import follow_up_for
+
+    wrong, unread = [], []
+    for graded in CORPUS:
+        options = OPTIONS[graded.options]
+        first = read_option(graded.text, options, cut_off=graded.cut)
+        read = first.letter
+        if read is None and first.unread in ("none", "several") and not graded.cut:
+            read = read_follow_up(follow_up_for(graded.text)[0], options).letter
+        if graded.expected is not None and read is None:
+            unread.append(graded.text)
+        elif graded.expected is not None and read != graded.expected:
+            wrong.append(graded.text)
+    assert wrong == [] and unread == []
