@@ -558,6 +558,7 @@ def _question_type(meta_json: str | None) -> str | None:
 
 def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None) -> dict[str, Any]:
     """Sum the job's VLM calls, cache hits, tokens, cost and cost per item (by SQL sums)."""
+    from ..agents.followup import FOLLOW_UP_TASK
     from ..vlm.usage import PriceTable, summarize
 
     job = get_job(session, job_id)
@@ -568,4 +569,8 @@ def vlm_summary(session: Session, job_id: str, prices: PriceTable | None = None)
         [*usage, *unused], prices or PriceTable.load(), items=items_run(session, job_id)
     )
     summary["unused_batch_answers"] = sum(entry.calls for entry in unused)
+    # The follow-up questions (a reply naming no option, asked about once): their share of it.
+    asked = [] if job.metric_tools else vlm_usage(session, job_id=job_id, task=FOLLOW_UP_TASK)
+    follow_ups = summarize(asked, prices or PriceTable.load())
+    summary["follow_ups"] = {"calls": follow_ups["calls"], "cost_usd": follow_ups["cost_usd"]}
     return summary

@@ -88,10 +88,15 @@ def _real(column: Any) -> Any:
 
 
 def vlm_usage(
-    session: Session, *, run_id: str | None = None, job_id: str | None = None
+    session: Session,
+    *,
+    run_id: str | None = None,
+    job_id: str | None = None,
+    task: str | None = None,
 ) -> list[ModelUsage]:
-    """Sum the calls, cache hits and tokens per (backend, model), for a run or every run of a job;
-    calls answered by a provider batch apart (they cost the batch price)."""
+    """Sum the calls, cache hits and tokens per (backend, model), for a run or every run of a job
+    (``task``: its calls of that task only, e.g. the follow-up questions); calls answered by a
+    provider batch apart (they cost the batch price)."""
     is_batch = VlmCall.batch.is_not(None)
     statement = (
         select(
@@ -122,6 +127,8 @@ def vlm_usage(
         statement = statement.where(VlmCall.run_id == run_id)
     if job_id is not None:
         statement = statement.join(Run, Run.id == VlmCall.run_id).where(Run.job_id == job_id)
+    if task is not None:
+        statement = statement.where(VlmCall.task == task)
     from ..vlm.usage import ModelUsage
 
     return [

@@ -156,6 +156,14 @@ def _vlm_html(vlm: Mapping[str, Any]) -> str:
         if vlm.get("unpriced_models")
         else ""
     )
+    follow_ups = vlm.get("follow_ups") or {}
+    asked = (
+        f'<p class="note">{int(follow_ups["calls"])} of the calls were follow-up questions (a '
+        "reply naming no option, asked about once), cost "
+        f"{html.escape(format_cost(follow_ups.get('cost_usd')))}.</p>"
+        if follow_ups.get("calls")
+        else ""
+    )
     return (
         '<h2>VLM usage</h2><table id="vlm">'
         + render_header(
@@ -173,6 +181,7 @@ def _vlm_html(vlm: Mapping[str, Any]) -> str:
         f"{render_cell(format_cost(vlm['cost_usd']), text=True)}"
         f"{render_cell(format_cost(vlm.get('cost_per_item_usd')), text=True)}</tr></table>"
         + unpriced
+        + asked
     )
 
 

@@ -438,6 +438,12 @@ def describe(summary: Mapping[str, Any]) -> str:
     )
     if summary.get("unpriced_models"):
         text += f" (no price for {', '.join(summary['unpriced_models'])})"
+    follow_ups = summary.get("follow_ups") or {}
+    if follow_ups.get("calls"):
+        text += (
+            f"; {follow_ups['calls']} of the calls were follow-up questions (a reply naming no "
+            f"option, asked about once), cost {format_cost(follow_ups['cost_usd'])}"
+        )
     if summary.get("cost_per_item_usd") is not None:
         text += f", {format_cost(summary['cost_per_item_usd'])} per item"
     return text

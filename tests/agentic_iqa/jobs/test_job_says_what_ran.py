@@ -146,6 +146,10 @@ def test_no_follow_up_is_stored_with_the_job_and_its_items_ask_none(
         runner.invoke(app, ["eval", "report", job_id, "--json", "--bootstrap", "0"]).stdout
     )
     assert report["mcq"]["accuracy"] == (1.0 if expected else 0.0)
+    assert report["vlm"]["follow_ups"]["calls"] == asked  # counted, and priced apart
+    text = runner.invoke(app, ["eval", "report", job_id, "--bootstrap", "0"]).stdout
+    said = f"{asked} of the calls were follow-up questions"
+    assert (said in " ".join(text.split())) is expected
 
 
 @pytest.mark.parametrize(
