@@ -11,7 +11,7 @@ The warning is given from :data:`CANNOT_SEE_WARN_AT` such items on, whatever the
 the job: while a job runs, three replies of a text-only model are enough to know it (its share
 is then nearly all of what finished), and in a big job a server that drops a few images (the
 large ones, say) is worth knowing even at a small share, since each such item counts as wrong.
-The share of answered items is shown beside the count, for the reader to weigh.
+Their share of the job's done items is shown beside the count, for the reader to weigh.
 """
 
 from __future__ import annotations
@@ -79,12 +79,14 @@ def answering_model(configuration: Mapping[str, Any] | None) -> str | None:
     return f"{role.get('backend')}/{model}" if model else str(role.get("backend"))
 
 
-def cannot_see_warning(count: int, answered: int, model: str | None) -> str | None:
-    """Return the job's warning when ``count`` of its ``answered`` (done) items had a reply
-    saying the model cannot see the image, from :data:`CANNOT_SEE_WARN_AT` on; else None."""
+def cannot_see_warning(count: int, done: int, model: str | None) -> str | None:
+    """Return the job's warning when ``count`` of its ``done`` items had a reply saying the
+    model cannot see the image, from :data:`CANNOT_SEE_WARN_AT` on; else None."""
     if count < CANNOT_SEE_WARN_AT:
         return None
-    share = f" ({100 * count / answered:.0f}% of {answered} answered)" if answered else ""
+    percent = 100 * count / done if done else 0.0
+    shown = f"{percent:.0f}" if percent >= 1 else f"{percent:.1g}"  # 0.0003% of a million
+    share = f" ({shown}% of {done} done)" if done else ""
     who = f"the model ({model})" if model else "the model"
     return (
         f"{count} items{share}: {who} says it cannot see the image, so it may not be receiving "

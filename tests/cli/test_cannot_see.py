@@ -151,7 +151,7 @@ def test_a_job_whose_model_says_it_cannot_see_warns_and_names_the_model(
     assert status["counts"] == {"done": 6}
     assert status["cannot_see"] == 4
     (warning,) = status["warnings"]
-    assert warning.startswith("4 items (67% of 6 answered): the model (openai/sim-text-only)")
+    assert warning.startswith("4 items (67% of 6 done): the model (openai/sim-text-only)")
     assert "may not be receiving the images (a text-only model" in warning
     text = " ".join(_cli("eval", "status", job).stdout.split())
     assert f"warning: {warning}" in text
@@ -165,7 +165,7 @@ def test_a_job_whose_model_says_it_cannot_see_warns_and_names_the_model(
     assert f"Warning: {warning}" in shown
     page = tmp_path / "report.html"
     _cli("eval", "report", job, "--bootstrap", "0", "--html", str(page))
-    assert "4 items (67% of 6 answered): the model (openai/sim-text-only) says" in (
+    assert "4 items (67% of 6 done): the model (openai/sim-text-only) says" in (
         page.read_text(encoding="utf-8")
     )
 

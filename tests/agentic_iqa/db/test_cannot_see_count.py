@@ -78,4 +78,4 @@ def test_done_items_that_could_not_see_are_counted_once_and_no_other_item_is(
     current = progress(engine, job_id)
     assert (current.counts, current.cannot_see) == ({"done": 5, "failed": 1}, 3)
     (warning,) = current.warnings
-    assert warning.startswith("3 items (60% of 5 answered): the model (builtin/")
+    assert warning.startswith("3 items (60% of 5 done): the model (builtin/")

@@ -52,9 +52,11 @@ def test_the_warning_starts_at_three_items_and_names_the_model() -> None:
     assert cannot_see_warning(0, 0, None) is None
     warning = cannot_see_warning(3, 1000, "openai/gpt-4o")
     assert warning is not None
-    assert warning.startswith("3 items (0% of 1000 answered): the model (openai/gpt-4o) says it")
+    assert warning.startswith("3 items (0.3% of 1000 done): the model (openai/gpt-4o) says it")
     assert "a text-only model, or a server or proxy that drops them" in warning
     assert "`max_image_side`" in warning
+    million = cannot_see_warning(3, 1_000_000, None)
+    assert million is not None and million.startswith("3 items (0.0003% of 1000000 done)")
     unnamed = cannot_see_warning(4, 0, None)
     assert unnamed is not None and unnamed.startswith("4 items: the model says it cannot see")
 
@@ -92,9 +94,9 @@ def test_a_report_of_rows_counts_done_items_by_why_none_was_read() -> None:
     assert report["unread"] == {"total": 4, "cannot_see": 3, "other": 1, "warn_at": 3}
     job = {"configuration": {"roles": {"summarizer": {"backend": "vllm", "model": "llama3"}}}}
     (warning,) = cannot_see_warnings(job, report)
-    assert warning.startswith("3 items (50% of 6 answered): the model (vllm/llama3) says")
+    assert warning.startswith("3 items (50% of 6 done): the model (vllm/llama3) says")
     fewer = build_report(JobColumns.from_rows(rows[1:], identities=False), bootstrap=0)
     assert fewer["unread"]["cannot_see"] == 2 and cannot_see_warnings(job, fewer) == []
     assert cannot_see_warnings({"backend": "openai", "model": "gpt-4o"}, report)[0].startswith(
-        "3 items (50% of 6 answered): the model (openai/gpt-4o) says"
+        "3 items (50% of 6 done): the model (openai/gpt-4o) says"
     )
