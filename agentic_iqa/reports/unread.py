@@ -51,12 +51,14 @@ def unread_kind(reason: str | None) -> str | None:
     if text.startswith(opening):
         return CANNOT_SEE
     # Scoring mode joins its attempts ("attempt 1: ...; attempt 2: <reason>: ..."), and stops
-    # at the first reply that says it cannot see the image: that one is the last attempt.
+    # at the first reply that says it cannot see the image: that one is the last attempt, its
+    # reason first or after what the attempt's first reply was ("attempt 1: <first>; <reason>:
+    # ..." where a follow-up question was asked).
     last = text.rfind("; attempt ")
     tail = text[last + 2 :] if last >= 0 else text
     if tail.startswith("attempt "):
         _, _, after = tail.partition(": ")
-        if after.startswith(opening):
+        if after.startswith(opening) or f"; {opening}: " in after:
             return CANNOT_SEE
     return OTHER
 

@@ -26,12 +26,17 @@ BLIND = UNREAD_REASONS["cannot see"]
         (f"'{BLIND}: 'I can't see the photo'", "cannot see"),  # a CSV cell neutralised
         (f"attempt 1: {BLIND}: 'As a text-only model I cannot see it. C.'", "cannot see"),
         (f"attempt 1: no quality level in 'Hmm'; attempt 2: {BLIND}: 'No image.'", "cannot see"),
+        (
+            f"attempt 1: the reply named no level readably ('Hmm'); {BLIND}: 'No image here'",
+            "cannot see",
+        ),  # a follow-up question's reply, after the first
         ("cannot see", "cannot see"),  # already a kind, as runs.unread holds it
         (f"attempt 1: {UNREAD_REASONS['several']}: 'A or B'", "other"),
         (UNREAD_REASONS["none"], "other"),
         (UNREAD_REASONS["cut off"], "other"),
         ("the model chose none of the options: I cannot see the image", "other"),
         (f"attempt 1: the model declined: 'I will not say {BLIND}'", "other"),
+        (f"attempt 1: {BLIND}: 'no image'; attempt 2: no quality level in 'Hmm'", "other"),
         ("other", "other"),
         ("", None),
         ("  ", None),
