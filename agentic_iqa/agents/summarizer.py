@@ -262,16 +262,6 @@ def _explain(
         answer = _answer(reply)
         if not multiple_choice or answer.need_replan:
             return answer
-        if answer.final_answer.casefold().startswith(UNABLE.casefold()):
-            # The model says it cannot choose: recorded as such, not asked until it guesses.
-            return answer.model_copy(
-                update={
-                    "final_answer": UNABLE,
-                    "answer_unparseable": True,
-                    "unparseable_reason": f"the model chose none of the options: "
-                    f"{answer.quality_reasoning}",
-                }
-            )
         if says_it_cannot_see(answer.final_answer) or says_it_cannot_see(answer.quality_reasoning):
             # No answer, whatever letter it names; asked again, it could only guess.
             return answer.model_copy(
@@ -280,6 +270,16 @@ def _explain(
                     "answer_unparseable": True,
                     "unparseable_reason": f"{UNREAD_REASONS['cannot see']}: "
                     f"{answer.final_answer!r} ({answer.quality_reasoning})",
+                }
+            )
+        if answer.final_answer.casefold().startswith(UNABLE.casefold()):
+            # The model says it cannot choose: recorded as such, not asked until it guesses.
+            return answer.model_copy(
+                update={
+                    "final_answer": UNABLE,
+                    "answer_unparseable": True,
+                    "unparseable_reason": f"the model chose none of the options: "
+                    f"{answer.quality_reasoning}",
                 }
             )
         reading = read_option(answer.final_answer, options)

@@ -68,6 +68,7 @@ def _summary(engine: Any, job_id: str) -> None:
         f"  agentic-iqa eval export {short} --format csv -o results.csv",
         f"  agentic-iqa runs list --job {short}",
     ]
+    lines[1:1] = [f"warning: {warning}" for warning in current.warnings]
     for text in lines:
         err.print(escape(text), highlight=False, soft_wrap=True)
 

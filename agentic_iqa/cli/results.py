@@ -80,6 +80,8 @@ def status(
         "orphaned": current.orphaned,
         "vlm": read_vlm_summary(engine, current.job_id),
         "batch": _batch_document(current.batch),
+        "cannot_see": current.cannot_see,
+        "warnings": current.warnings,
     }
     # A running job whose next steps sit in a queue no worker consumes says so.
     unconsumed = unconsumed_queues() if current.status in ("running", "submitting") else []
@@ -109,6 +111,8 @@ def status(
         )
     for queue in unconsumed:
         out.print(f"  [yellow]{escape(queue.describe())}[/]", highlight=False, soft_wrap=True)
+    for warning in document["warnings"]:
+        out.print(f"  [yellow]warning: {escape(warning)}[/]", highlight=False, soft_wrap=True)
     if current.tools:
         out.print(
             f"  metric job (no agent): {', '.join(current.tools)}", highlight=False, soft_wrap=True
@@ -308,7 +312,12 @@ def report(
     from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
     from ..reports.report import build_report
     from ..reports.report_html import render_html
-    from ..reports.report_text import provenance_warnings, render_text, scored_label
+    from ..reports.report_text import (
+        cannot_see_warnings,
+        provenance_warnings,
+        render_text,
+        scored_label,
+    )
 
     engine = open_engine()
     job_id = resolve_job(engine, job)
@@ -332,6 +341,7 @@ def report(
         "warnings": [
             *provenance_warnings(about, built["answered_by"]),
             *in_sample_warnings(about, columns),
+            *cannot_see_warnings(about, built),
         ],
     }
     document = {"job": about, **built}

@@ -85,7 +85,7 @@ def _statements(dialect: str) -> dict[str, Any]:
         f'job_items."query", CASE WHEN {asked} OR job_items.mos IS NOT NULL THEN '
         f"job_items.meta_json END, CASE WHEN {failed} THEN job_items.error END, {{key}}, "
         "{image}, job_items.run_id, runs.quality_score, "
-        f"CASE WHEN {asked} THEN runs.final_answer END {with_runs} {page}"
+        f"CASE WHEN {asked} THEN runs.final_answer END, runs.unread {with_runs} {page}"
     )
     keys = 'job_items.item_key COLLATE "C"' if dialect == "postgresql" else "job_items.item_key"
     return {
@@ -231,6 +231,7 @@ def export_rows(
                 "final_answer": None,
                 "quality_score": None,
                 "reasoning": None,
+                "unread": None,
                 "level_distribution": None,
                 "answered_by": None,
                 "correct": None,
@@ -258,6 +259,8 @@ def export_rows(
                 )
                 summary = parsed.get("summarizer_result") or {}
                 row["reasoning"] = redact(summary.get("quality_reasoning"))
+                if summary.get("answer_unparseable"):
+                    row["unread"] = redact(summary.get("unparseable_reason"))
                 row["level_distribution"] = summary.get("level_distribution")
                 row["answered_by"] = answered.get(item.id, builtin)
                 row["severities"] = _severities(parsed)
@@ -286,8 +289,9 @@ def report_columns(
 ) -> JobColumns:
     """Read the job's items as a report reads them
     (:class:`~agentic_iqa.reports.columns.JobColumns`), from columns only: the items', their runs'
-    answer and score, their tool calls' scores averaged per tool (as the export's), who answered;
-    never a run's stored state, and an item's error, id or question only where the report uses it.
+    answer and score, their tool calls' scores averaged per tool (as the export's), who answered,
+    why no answer was read (``runs.unread``, tallied by kind); never a run's stored state, and an
+    item's error, id or question only where the report uses it.
     ``identities``: each item's id and image digests and its id's rank, for ``eval compare``, and
     only the columns a comparison reads (no distortion nor question type; a metric job's tool
     scores, or another's quality score and answers:
@@ -343,6 +347,7 @@ def report_columns(
             runs,
             scores,
             answers,
+            unread,
         ) = zip(*rows, strict=True)
         last = item_ids[-1]
         at = np.array(item_ids, dtype=np.int64)
@@ -418,6 +423,7 @@ def report_columns(
                 item=keys,
                 image=images,
                 answered_by=who,
+                unread=unread,
                 tools=None,
                 fallbacks=fallbacks,
                 raw=cast("dict[str, Sequence[Any] | np.ndarray]", raw),

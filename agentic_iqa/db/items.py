@@ -19,6 +19,7 @@ from sqlalchemy import bindparam, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from ..reports.errors import readable
+from ..reports.unread import CANNOT_SEE
 from .engine import changed_rows
 from .models import (
     ITEM_COUNTERS,
@@ -104,16 +105,26 @@ def close_item_for_run(session: Session, run: Run) -> None:
             job_id=run.job_id,
             succeeded=run.status == "succeeded",
             error=run.error,
+            cannot_see=run.unread == CANNOT_SEE,
         )
 
 
 def close_item(
-    session: Session, *, run_id: str, job_id: str, succeeded: bool, error: str | None
+    session: Session,
+    *,
+    run_id: str,
+    job_id: str,
+    succeeded: bool,
+    error: str | None,
+    cannot_see: bool = False,
 ) -> None:
     """Close an item as :func:`close_item_for_run` does, from what the caller knows of the run (no
     read of it): the job's row locked, the item moved, the job's counts moved by as many, and the
     job done when that was its last open item.  A handful of small statements, whatever the job's
-    size."""
+    size.  ``cannot_see``: the run's model said it cannot see the image (``runs.unread``); the
+    item, done, is counted in ``jobs.items_cannot_see`` by the same UPDATE, so ``eval status``
+    reads one number (a bounded query over the runs would still walk a job's runs when few say
+    so), exact under any concurrency, and never lowered: a done item is never reopened."""
     session.flush()  # an ORM caller's pending changes (a resume's) come first
     job = session.execute(_LOCK_JOB, {"b_job": job_id}).first()
     status = "done" if succeeded else "failed"
@@ -133,6 +144,8 @@ def close_item(
     if job is None:
         return
     values = moved({("queued", status): closed})
+    if cannot_see and status == "done" and closed:
+        values["items_cannot_see"] = _JOBS.c.items_cannot_see + closed
     # An item ran: whoever could not, someone could.  A run stopped here (Ctrl-C, a full disk)
     # stays stopped while its last items end: only a resume lifts that note.
     if job.waiting is not None and not job.waiting.startswith(_STOPPED_HERE):

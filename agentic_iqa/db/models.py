@@ -135,6 +135,10 @@ class Run(Base):
     state_json: Mapped[str] = mapped_column(Text)
     final_answer: Mapped[str | None] = mapped_column(Text)
     quality_score: Mapped[float | None] = mapped_column(Float)
+    #: Why no answer was read from the model's reply, as a kind a report counts by
+    #: (:data:`agentic_iqa.reports.unread.UNREAD_KINDS`: "cannot see", "other"); the reason in
+    #: words is in the stored state.  None: an answer was read, or the run gave none.
+    unread: Mapped[str | None] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     iteration_count: Mapped[int] = mapped_column(Integer, default=0)
     max_replan_iterations: Mapped[int] = mapped_column(Integer)
@@ -391,6 +395,10 @@ class Job(Base):
     items_done: Mapped[int | None] = mapped_column(Integer)
     items_failed: Mapped[int | None] = mapped_column(Integer)
     items_cancelled: Mapped[int | None] = mapped_column(Integer)
+    #: Done items whose model said it cannot see the image (``runs.unread``), counted in the
+    #: transaction that closes each, so ``eval status`` warns without reading the items (a done
+    #: item is never reopened, so the count only grows).
+    items_cannot_see: Mapped[int] = mapped_column(Integer, server_default="0")
     #: What ``eval list`` shows of an ended job (its figures per line, cost), as JSON, stored
     #: when the job ends, so that listing never reads its items; None: not computed yet.
     headline_json: Mapped[str | None] = mapped_column(Text)

@@ -21,6 +21,7 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..redact import redact
+from ..reports.unread import CANNOT_SEE, result_unread
 from ..runconfig import RunConfig
 from ..state import (
     DEFAULT_MAX_REPLAN_ITERATIONS,
@@ -258,13 +259,16 @@ def finish_run(
     metric job's run (which has no Summarizer), when its tools ran without a run error.
 
     ``state_saved``: ``state`` is already the run's stored state (the caller just wrote or
-    read it), so it is not serialised and written a second time."""
+    read it), so it is not serialised and written a second time.  ``runs.unread`` says why no
+    answer was read (:func:`~agentic_iqa.reports.unread.result_unread`), and a done item whose
+    model said it cannot see the image is counted on its job (:func:`~.items.close_item`)."""
     result = state.get("summarizer_result")
     metric_done = bool(state.get("metric_tools")) and not state.get("error")
     values: dict[str, Any] = {
         "status": "succeeded" if result is not None or metric_done else "failed",
         "final_answer": result.final_answer if result is not None else None,
         "quality_score": result.quality_score if result is not None else None,
+        "unread": result_unread(result),
         "error": redact(state.get("error")),
         "iteration_count": state.get("iteration_count", 0),
         "finished_at": utc_now(),
@@ -292,6 +296,7 @@ def _end_run(session: Session, run_id: str, values: dict[str, Any]) -> None:
             job_id=ended.job_id,
             succeeded=values["status"] == "succeeded",
             error=values.get("error"),
+            cannot_see=values.get("unread") == CANNOT_SEE,
         )
 
 
@@ -562,6 +567,7 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
         "probability_source": result.probability_source if result is not None else None,
         "answer_unparseable": result.answer_unparseable if result is not None else None,
         "answered_in_follow_up": result.answered_in_follow_up if result is not None else None,
+        "unparseable_reason": redact(result.unparseable_reason) if result is not None else None,
         "answer_notes": list(result.notes) if result is not None else [],
         "vlm_usage": summarize(vlm_usage(session, run_id=run_id), PriceTable.load()),
     }

@@ -28,6 +28,7 @@ from ..redact import redact
 from .cells import number, text
 from .errors import readable
 from .export import RAW_PREFIX, TOOL_PREFIX
+from .unread import unread_kind
 
 #: An item's MCQ outcome (``JobColumns.mcq``): not counted (no correct letter, or not run),
 #: right, wrong, finished without a letter, failed (counted wrong).
@@ -105,6 +106,9 @@ class Page:
     normalized: dict[str, Sequence[Any] | np.ndarray] = field(default_factory=dict)
     #: Names with a ``tool:`` column in these rows (a tool that scored nothing has one too).
     tool_columns: Sequence[str] = ()
+    #: Why no answer was read, per item: a kind (:data:`.unread.UNREAD_KINDS`) or the reason in
+    #: words (an export's ``unread`` cell); None where one was (None for all: not read).
+    unread: Sequence[Any] | None = None
 
 
 @dataclass
@@ -159,6 +163,8 @@ class JobColumns:
     #: A failure reason's first item and its whole (readable, redacted) error.
     examples: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     answered_by: Counter[str] = field(default_factory=Counter)
+    #: Done items whose answer could not be read, by kind (:func:`.unread.unread_kind`).
+    unread: Counter[str] = field(default_factory=Counter)
     tool_usage: Counter[str] = field(default_factory=Counter)
     fallbacks: int = 0
     items_with_fallbacks: int = 0
@@ -219,6 +225,7 @@ def _page_of_rows(rows: list[Mapping[str, Any]], names: set[str]) -> Page:
         item=cells("item_id"),
         image=cells("image"),
         answered_by=cells("answered_by"),
+        unread=cells("unread"),
         tools=cells("tools"),
         fallbacks=cells("fallbacks"),
         raw={name: cells(f"{RAW_PREFIX}{name}") for name in sorted(names)},
@@ -369,6 +376,12 @@ class ColumnsBuilder:
         score[~done] = math.nan
         columns.with_mos += int(np.count_nonzero(~np.isnan(mos)))
         columns.answered_by.update(str(value) for value in page.answered_by if value)
+        if page.unread is not None:  # a few cells say why, the rest are None
+            columns.unread.update(
+                kind
+                for i, cell in enumerate(page.unread)
+                if cell is not None and done[i] and (kind := unread_kind(text(cell))) is not None
+            )
         for i in np.flatnonzero(failed).tolist():
             error = page.error[i]
             reason = failure_reason(error)

@@ -34,7 +34,9 @@ FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
 #: The exported row format, in column order; one ``tool:<NAME>`` column (mean normalized
 #: score) per tool follows, then, where asked for, one ``raw:<NAME>`` column (mean raw score).
 #: ``scored_on`` says what those scores measured: "whole image" (also when the query named
-#: objects: tools cannot locate them) or a region's crop ("left half (crop)").
+#: objects: tools cannot locate them) or a region's crop ("left half (crop)").  ``unread``: why
+#: no answer was read from the model's reply ("the model says it cannot see the image: ...",
+#: "the reply names more than one option ..."), empty where one was.
 ROW_COLUMNS: tuple[str, ...] = (
     "item_id",
     "line",
@@ -47,6 +49,7 @@ ROW_COLUMNS: tuple[str, ...] = (
     "final_answer",
     "quality_score",
     "reasoning",
+    "unread",
     "level_distribution",
     "answered_by",
     "mos",

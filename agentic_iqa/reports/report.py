@@ -55,10 +55,11 @@ def build_report(
     mapping is not monotone over the job's raw scores (``mapping``), and the agent's SRCC on the
     same items.  MCQ accuracy counts every question run, a failed item or one without a letter
     as wrong (:class:`.metrics.McqTally`).  ``metric_job``: no agent ran, so the per-tool table
-    is the whole story and ``agent`` is None.  ``breakdown``: the same per distortion type and
-    level where the items' ``meta`` gives them (:mod:`.breakdown`).  ``logistic`` False: no
-    logistic fit behind a PLCC (``plcc_logistic`` None; seconds a line at 50,000 items), for
-    figures that show none (a job's headline).
+    is the whole story and ``agent`` is None.  ``unread``: done items whose answer could not be
+    read, those whose model said it cannot see the image apart.  ``breakdown``: the same per
+    distortion type and level where the items' ``meta`` gives them (:mod:`.breakdown`).
+    ``logistic`` False: no logistic fit behind a PLCC (``plcc_logistic`` None; seconds a line at
+    50,000 items), for figures that show none (a job's headline).
     """
     import numpy as np
 
@@ -114,8 +115,25 @@ def build_report(
         "tool_usage": dict(sorted(columns.tool_usage.items())),
         "fallbacks": {"total": columns.fallbacks, "items": columns.items_with_fallbacks},
         "answered_by": dict(columns.answered_by.most_common()),
+        "unread": _unread_entry(columns),
         "bootstrap": {"resamples": bootstrap, "seed": seed, "confidence": CONFIDENCE},
         "breakdown": _breakdown(columns, facts, metric_job),
+    }
+
+
+def _unread_entry(columns: JobColumns) -> dict[str, int]:
+    """Done items whose answer could not be read: in all, those whose model said it cannot see
+    the image (``cannot_see``; from :data:`.unread.CANNOT_SEE_WARN_AT` of them the job warns),
+    the others (several letters, none, cut off), and the count the warning starts at."""
+    from .unread import CANNOT_SEE, CANNOT_SEE_WARN_AT
+
+    cannot_see = columns.unread.get(CANNOT_SEE, 0)
+    total = sum(columns.unread.values())
+    return {
+        "total": total,
+        "cannot_see": cannot_see,
+        "other": total - cannot_see,
+        "warn_at": CANNOT_SEE_WARN_AT,
     }
 
 

@@ -142,6 +142,21 @@ def provenance_warnings(job: Mapping[str, Any], answered_by: Mapping[str, int]) 
     return warnings
 
 
+def cannot_see_warnings(job: Mapping[str, Any], report: Mapping[str, Any]) -> list[str]:
+    """The job's warning that its model may not be receiving the images, where enough of its
+    done items had a reply saying it cannot see the image (:mod:`.unread`), naming the model
+    the job was configured with."""
+    from .unread import answering_model, cannot_see_warning
+
+    unread = report.get("unread") or {}
+    model = answering_model(job.get("configuration")) or (
+        f"{job['backend']}/{job['model']}" if job.get("backend") and job.get("model") else None
+    )
+    done = int((report.get("counts") or {}).get("done") or 0)
+    warning = cannot_see_warning(int(unread.get("cannot_see") or 0), done, model)
+    return [warning] if warning else []
+
+
 #: What a report's scores came from, by the job's mode (``eval submit --mode``).
 _SCORED = {"agent": "Agent", "vlm": "VLM", "tools": "Tools"}
 

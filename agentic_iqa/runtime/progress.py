@@ -22,6 +22,7 @@ from ..db.engine import read_scope
 from ..db.items import counts as item_counts
 from ..db.jobs import JobNotFound, get_job, has_runs, latest_job, live_leases, stalled_count
 from ..db.models import Job, aware
+from ..reports.unread import CANNOT_SEE_WARN_AT
 from ..runconfig import RunConfig
 from .heartbeat import Holder
 
@@ -60,6 +61,19 @@ class Progress:
     orphaned: bool = False
     #: A batch job (``--batch``): its rounds so far, its open batches, its requests by state.
     batch: BatchProgress | None = None
+    #: Done items whose model said it cannot see the image (``jobs.items_cannot_see``), and
+    #: ``backend/model`` of the job's answering role where that many warrant a warning.
+    cannot_see: int = 0
+    model: str | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the reader must know about the answers so far: that the model may not be
+        receiving the images (:func:`~agentic_iqa.reports.unread.cannot_see_warning`)."""
+        from ..reports.unread import cannot_see_warning
+
+        warning = cannot_see_warning(self.cannot_see, self.counts.get("done", 0), self.model)
+        return [warning] if warning else []
 
     @property
     def total(self) -> int:
@@ -189,6 +203,7 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
                 tuple(batch_store.batch_views(session, job.id)),
                 request_counts(session, job.id),
             )
+        cannot_see = int(job.items_cannot_see or 0)
         return Progress(
             job.id,
             job.name,
@@ -202,7 +217,16 @@ def progress(engine: Engine, job_id: str | None = None) -> Progress:
             job.waiting if running else None,
             orphaned,
             batch,
+            cannot_see,
+            _answering_model(job.config_json) if cannot_see >= CANNOT_SEE_WARN_AT else None,
         )
+
+
+def _answering_model(config_json: str | None) -> str | None:
+    """``backend/model`` of the role that answers, from a job's stored configuration."""
+    from ..reports.unread import answering_model
+
+    return answering_model(RunConfig.from_json(config_json).describe()) if config_json else None
 
 
 def wait(

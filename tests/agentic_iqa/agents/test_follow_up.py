@@ -355,3 +355,18 @@ def test_a_model_writing_that_it_answered_in_a_follow_up_is_ignored(monkeypatch,
         srv.enqueue(Reply(200, openai_completion(json.dumps(written))))
         result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
     assert result.final_answer == "B" and result.answered_in_follow_up is False
+
+
+def test_unable_to_determine_because_it_cannot_see_is_a_blind_reply(monkeypatch, example_images):
+    """"Unable to determine", its reasoning saying no image came: counted as a reply that
+    cannot see the image (the job's warning counts those), not as a model choosing none."""
+    written = {
+        "final_answer": "Unable to determine",
+        "quality_reasoning": "No image was attached to the request.",
+    }
+    with FakeAPIServer() as srv:
+        srv.enqueue(Reply(200, openai_completion(json.dumps(written))))
+        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
+        count = len(srv.requests)
+    assert count == 1 and result.final_answer == UNABLE
+    assert result.unparseable_reason.startswith(UNREAD_REASONS["cannot see"])

@@ -22,7 +22,7 @@ def test_0016_adds_the_failure_of_a_replan_null_for_those_before_and_downgrades_
     """A replan stored under 0015 has no failure under 0016 (NULL: none was recorded); a
     failure written under 0016 is dropped with its column by the downgrade, its row kept."""
     config = alembic_config(empty_url)
-    command.upgrade(config, "0016")
+    command.upgrade(config, "head")  # the run is written as the models write it, 0016 on
     engine = build_engine(empty_url, pooled=False)
     try:
         assert check_schema(engine) == []

@@ -18,10 +18,14 @@ def test_0015_adds_submitting_false_for_jobs_before_and_downgrades_to_0014(empty
     try:
         _insert_job(engine)
         command.upgrade(alembic_config(empty_url), "0015")
-        # The models are one revision on (0016: a replan's failure), and only that.
-        assert [
+        # The models are two revisions on (0016: a replan's failure; 0017: unread answers).
+        assert sorted(
             (kind, table, column.name) for kind, _schema, table, column in check_schema(engine)
-        ] == [("add_column", "replan_history", "failure")]
+        ) == [
+            ("add_column", "jobs", "items_cannot_see"),
+            ("add_column", "replan_history", "failure"),
+            ("add_column", "runs", "unread"),
+        ]
         with engine.begin() as connection:
             assert connection.execute(text("SELECT submitting FROM jobs")).all() == [(False,)]
             connection.execute(text("UPDATE jobs SET submitting = true"))
