@@ -358,7 +358,7 @@ def test_a_model_writing_that_it_answered_in_a_follow_up_is_ignored(monkeypatch,
 
 
 def test_unable_to_determine_because_it_cannot_see_is_a_blind_reply(monkeypatch, example_images):
-    """"Unable to determine", its reasoning saying no image came: counted as a reply that
+    """ "Unable to determine", its reasoning saying no image came: counted as a reply that
     cannot see the image (the job's warning counts those), not as a model choosing none."""
     written = {
         "final_answer": "Unable to determine",

@@ -176,7 +176,10 @@ COMMITTED_C = [
 ]
 
 
-def test_the_openai_logprobs_are_not_read_at_a_negated_letter(monkeypatch, example_images):
+@pytest.mark.parametrize(("follow_up", "asked"), [(False, 3), (True, 2)])
+def test_the_openai_logprobs_are_not_read_at_a_negated_letter(
+    monkeypatch, example_images, follow_up, asked
+):
     """The old reader read "Not A." at its "A" and fused Excellent, 4.72."""
     with FakeAPIServer(lambda _r: Reply(200, completion(NOT_A))) as srv:
         response = client_for(srv, monkeypatch).complete(
@@ -188,10 +191,12 @@ def test_the_openai_logprobs_are_not_read_at_a_negated_letter(monkeypatch, examp
                 answer_options=LEVELS,
             )
         )
-        result = ask(srv, monkeypatch, SCORING, str(example_images["original"]))
+        result = ask(
+            srv, monkeypatch, SCORING, str(example_images["original"]), follow_up=follow_up
+        )
         count = len(srv.requests)
     assert response.option_logprobs is None and response.probability_source is None
-    assert count == 1 + 3  # the direct call, then three attempts at a level
+    assert count == 1 + asked  # the direct call, then the attempts at a level
     assert result.answer_unparseable and result.quality_score is None
 
 
@@ -267,11 +272,14 @@ def test_the_anthropic_path_reads_no_letter_from_a_negation(monkeypatch):
 # -- the summarizer's multiple-choice answer --------------------------------------------------
 
 
-def test_a_hedged_final_answer_is_asked_again_then_unread(monkeypatch, example_images):
+@pytest.mark.parametrize(("follow_up", "asked"), [(False, 3), (True, 2)])
+def test_a_hedged_final_answer_is_asked_again_then_unread(
+    monkeypatch, example_images, follow_up, asked
+):
     with FakeAPIServer(lambda _r: answer_reply("A or B")) as srv:
-        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
+        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]), follow_up=follow_up)
         count = len(srv.requests)
-    assert count == 3
+    assert count == asked
     assert result.answer_unparseable and "A or B" in result.unparseable_reason
 
 

@@ -285,14 +285,17 @@ def test_the_logprobs_are_not_read_at_a_letter_mentioned_in_passing(text):
     assert option_logprobs_from_tokens(tokens(text, {}), "ABC") is None
 
 
+@pytest.mark.parametrize(("follow_up", "asked"), [(False, 3), (True, 2)])
 def test_the_summarizer_asks_again_when_the_letter_was_only_mentioned_in_passing(
-    monkeypatch, example_images
+    monkeypatch, example_images, follow_up, asked
 ):
+    """Off: three attempts with a stricter prompt; on: the question and one follow-up, whose
+    reply (the same words) is read by the same rule and gives no letter either."""
     reply = "The noise (B) is visible but the blur dominates."
     with FakeAPIServer(lambda _r: answer_reply(reply)) as srv:
-        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]))
+        result = ask(srv, monkeypatch, MCQ, str(example_images["original"]), follow_up=follow_up)
         count = len(srv.requests)
-    assert count == 3
+    assert count == asked
     assert result.answer_unparseable and result.final_answer == UNABLE
     assert reply in result.unparseable_reason
 
@@ -332,7 +335,10 @@ def test_scoring_reads_the_level_and_its_logprobs_after_a_set_aside_clause(
     assert max(result.level_distribution, key=result.level_distribution.get) == "Fair"
 
 
-def test_scoring_asks_again_when_the_level_was_only_set_aside(monkeypatch, example_images):
+@pytest.mark.parametrize(("follow_up", "asked"), [(False, 3), (True, 2)])
+def test_scoring_asks_again_when_the_level_was_only_set_aside(
+    monkeypatch, example_images, follow_up, asked
+):
     pieces = [
         ("B", [("B", -0.1), ("C", -2.5)]),
         (" is", []),
@@ -347,7 +353,9 @@ def test_scoring_asks_again_when_the_level_was_only_set_aside(monkeypatch, examp
         (".", []),
     ]
     with FakeAPIServer(lambda _r: Reply(200, completion(pieces))) as srv:
-        result = ask(srv, monkeypatch, SCORING, str(example_images["original"]))
+        result = ask(
+            srv, monkeypatch, SCORING, str(example_images["original"]), follow_up=follow_up
+        )
         count = len(srv.requests)
-    assert count == 3  # three attempts at a level
+    assert count == asked  # three attempts at a level, or the question and its follow-up
     assert result.answer_unparseable and result.quality_score is None
