@@ -36,6 +36,7 @@ from .progress import (
     follow_job,
 )
 from .results import export, report, status
+from .tracking import MlflowOption, WandbOption, check_trackers, later, log_ended_job
 
 eval_app = typer.Typer(
     help="Dataset evaluation jobs: submit, watch, resume, export, report.", no_args_is_help=True
@@ -73,7 +74,7 @@ def _summary(engine: Any, job_id: str) -> None:
 
 
 @job_options
-def submit(flags: JobFlags) -> None:
+def submit(flags: JobFlags, mlflow: MlflowOption = None, wandb: WandbOption = None) -> None:
     """Create a job from a manifest and start it (Celery workers, or locally without a broker).
 
     The job stores how it is run (backends, models and base URLs per role, prompts, tools,
@@ -87,7 +88,13 @@ def submit(flags: JobFlags) -> None:
     one --group; each job id is printed on its own line, and `eval compare --group NAME` puts
     them in one table.  `eval estimate` takes the same flags: replace submit by estimate to
     learn what the job will cost first.
+
+    --mlflow URI / --wandb PROJECT log each job this command waits for (run here, or with
+    --wait) to an experiment tracker when it ends, as `eval report JOB --mlflow URI` does; a
+    job handed to the workers without --wait is logged by that command once it has ended.
     """
+    check_trackers(mlflow, wandb)  # a missing library fails before anything is stored
+    track = {"mlflow": mlflow, "wandb": wandb}
     base = base_spec(flags)  # the whole job, checked once, before anything is captured
     broker = read_broker_url()
     if broker:  # a job the workers will never hear of must not be stored
@@ -96,7 +103,7 @@ def submit(flags: JobFlags) -> None:
     sweep, group, wait = planned.sweep, planned.group, flags.wait
     engine = _database()
     if not sweep and not planned.specs[0].batch:
-        _submit_running(engine, planned.specs[0], broker, flags)
+        _submit_running(engine, planned.specs[0], broker, flags, track)
         return
     job_ids = [_submit_spec(engine, spec, single=not sweep) for spec in planned.specs]
     if sweep:
@@ -118,6 +125,7 @@ def submit(flags: JobFlags) -> None:
             if wait:
                 follow_job(engine, job_id, flags.progress_every)
                 _summary(engine, job_id)
+                log_ended_job(engine, job_id, **track)
                 failed |= _ended_badly(engine, job_id, single=not sweep)
             else:
                 err.print(
@@ -126,6 +134,7 @@ def submit(flags: JobFlags) -> None:
                     highlight=False,
                     soft_wrap=True,
                 )
+                later(job_id, **track)
         if failed:
             raise typer.Exit(1)
         return
@@ -141,6 +150,7 @@ def submit(flags: JobFlags) -> None:
         with contextlib.redirect_stdout(sys.stderr):
             run_here(engine, job_id, job_agents(), flags.workers, flags.progress_every)
         _summary(engine, job_id)
+        log_ended_job(engine, job_id, **track)
         failed |= _ended_badly(engine, job_id, single=not sweep)
     if failed:
         raise typer.Exit(1)
@@ -159,10 +169,13 @@ def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
     return False
 
 
-def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags) -> None:
+def _submit_running(
+    engine: Any, spec: Any, broker: str | None, flags: JobFlags, track: dict[str, str | None]
+) -> None:
     """Submit one job whose items start as soon as its first rows are stored: here (no broker) or on
     the workers, while the rest of its rows are read; its id on stdout at once, its items and
-    bad rows on stderr when every row is in."""
+    bad rows on stderr when every row is in; logged to the trackers in ``track`` when it ends
+    (or, handed to the workers without --wait, how to log it later)."""
     from ..runtime.progress import progress
     from ..runtime.submission import Submission
 
@@ -209,10 +222,12 @@ def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags)
             highlight=False,
             soft_wrap=True,
         )
+        later(job_id, **track)
         return
     if broker:
         follow_job(engine, job_id, flags.progress_every)
     _summary(engine, job_id)
+    log_ended_job(engine, job_id, **track)
     _end_of_wait(engine, job_id)
 
 
