@@ -41,17 +41,17 @@ WandbOption = Annotated[
 
 
 def check_trackers(mlflow: str | None, wandb: str | None) -> None:
-    """Exit 2 before any work when a tracker asked for cannot log: its library is missing."""
-    from ..trackers import TrackerMissing, require
+    """Exit 2 before any work when a tracker asked for cannot log: its library is missing, or
+    its URI or project cannot be one."""
+    from ..trackers import TrackerError, check_target, require
 
     for name, target in (("mlflow", mlflow), ("wandb", wandb)):
         if target is None:
             continue
-        if not target.strip():
-            fail(f"--{name} needs a value", code=2)
         try:
+            check_target(name, target)
             require(name)
-        except TrackerMissing as exc:
+        except TrackerError as exc:
             fail(str(exc), code=2)
 
 

@@ -92,6 +92,17 @@ def require(name: str) -> ModuleType:
         raise TrackerMissing(tracker.name, tracker.module, tracker.extra) from exc
 
 
+def check_target(name: str, target: str) -> None:
+    """Raise :class:`TrackerError` when ``target`` cannot name a place of tracker ``name``
+    (an empty URI, a W&B project with more than an entity before it), before any work."""
+    if not target.strip():
+        raise TrackerError(f"--{name} needs a value")
+    if name == "wandb":
+        from .wandb import project_of
+
+        project_of(target)
+
+
 def log_report(
     name: str, target: str, document: Mapping[str, Any], artifacts: Sequence[Path]
 ) -> Logged:
@@ -111,6 +122,7 @@ __all__ = [
     "Tracker",
     "TrackerError",
     "TrackerMissing",
+    "check_target",
     "log_report",
     "require",
 ]

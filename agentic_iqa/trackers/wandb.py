@@ -24,7 +24,7 @@ from .record import metrics, params, tags
 ARTIFACT_TYPE = "agentic-iqa-report"
 
 
-def _project(target: str) -> tuple[str | None, str]:
+def project_of(target: str) -> tuple[str | None, str]:
     """Return (entity, project) of ``PROJECT`` or ``ENTITY/PROJECT``."""
     entity, _, project = target.strip().rpartition("/")
     if not project or "/" in entity:
@@ -34,7 +34,7 @@ def _project(target: str) -> tuple[str | None, str]:
 
 def log_to_wandb(target: str, document: Mapping[str, Any], artifacts: Sequence[Path]) -> Logged:
     """Log the report ``document`` and ``artifacts`` to the W&B project ``target``."""
-    entity, project = _project(target)
+    entity, project = project_of(target)
     os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
     os.environ.setdefault("WANDB_SILENT", "true")
     job = document.get("job") or {}
