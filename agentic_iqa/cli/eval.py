@@ -35,8 +35,8 @@ from .progress import (
     DEFAULT_EVERY,
     follow_job,
 )
-from .results import export, report, status
-from .tracking import MlflowOption, WandbOption, check_trackers, later, log_ended_job
+from .results import export, export_rows, report, report_document, status
+from .tracking import MlflowOption, WandbOption, check_trackers, later, log_job
 
 eval_app = typer.Typer(
     help="Dataset evaluation jobs: submit, watch, resume, export, report.", no_args_is_help=True
@@ -125,7 +125,7 @@ def submit(flags: JobFlags, mlflow: MlflowOption = None, wandb: WandbOption = No
             if wait:
                 follow_job(engine, job_id, flags.progress_every)
                 _summary(engine, job_id)
-                log_ended_job(engine, job_id, **track)
+                _log_ended_job(engine, job_id, **track)
                 failed |= _ended_badly(engine, job_id, single=not sweep)
             else:
                 err.print(
@@ -150,10 +150,24 @@ def submit(flags: JobFlags, mlflow: MlflowOption = None, wandb: WandbOption = No
         with contextlib.redirect_stdout(sys.stderr):
             run_here(engine, job_id, job_agents(), flags.workers, flags.progress_every)
         _summary(engine, job_id)
-        log_ended_job(engine, job_id, **track)
+        _log_ended_job(engine, job_id, **track)
         failed |= _ended_badly(engine, job_id, single=not sweep)
     if failed:
         raise typer.Exit(1)
+
+
+def _log_ended_job(engine: Any, job_id: str, *, mlflow: str | None, wandb: str | None) -> None:
+    """Compute the report of a job this command waited for and log it to the trackers given
+    (as ``eval report JOB --mlflow URI --wandb PROJECT`` does, with its default resampling)."""
+    if mlflow is None and wandb is None:
+        return
+    from ..reports.figures import report_figures
+    from ..reports.report_text import scored_label
+
+    document, columns = report_document(engine, job_id)
+    drawn = report_figures(document, columns, scored=scored_label(document))
+    table = export_rows(engine, job_id)
+    log_job(job_id, document, columns, drawn, table, mlflow=mlflow, wandb=wandb)
 
 
 def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
@@ -227,7 +241,7 @@ def _submit_running(
     if broker:
         follow_job(engine, job_id, flags.progress_every)
     _summary(engine, job_id)
-    log_ended_job(engine, job_id, **track)
+    _log_ended_job(engine, job_id, **track)
     _end_of_wait(engine, job_id)
 
 

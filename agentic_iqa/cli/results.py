@@ -367,7 +367,8 @@ def report(
     if html is not None:
         save_page(lambda local: render_html(document, columns, local, figures=drawn), html)
     if tracked:
-        log_job(engine, job_id, document, columns, drawn, mlflow=mlflow, wandb=wandb)
+        table = export_rows(engine, job_id)
+        log_job(job_id, document, columns, drawn, table, mlflow=mlflow, wandb=wandb)
     if as_json:
         from ..redact import redact
 

@@ -66,42 +66,42 @@ def _redacted_rows(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 
 def write_artifacts(
-    engine: Any,
-    job_id: str,
     document: Mapping[str, Any],
     columns: Any,
     drawn: Sequence[Any],
+    table: tuple[list[str], Iterator[dict[str, Any]]],
     folder: Path,
 ) -> list[Path]:
-    """Write the report (``report.txt``, ``report.html``) and the per-item table (``items.csv``)
-    into ``folder``, redacted; return their paths."""
+    """Write the report (``report.txt``, ``report.html``) and the per-item ``table`` (its
+    columns and rows, as ``eval export`` gets them) as ``items.csv`` into ``folder``,
+    redacted; return their paths."""
     from ..redact import redact
     from ..reports.export import write_rows
     from ..reports.report_html import render_html
     from ..reports.report_text import render_text
-    from .results import export_rows
 
     text = folder / "report.txt"
     text.write_text(redact(render_text(document)) + "\n", encoding="utf-8")
     page = render_html(document, columns, folder / "report.html", figures=drawn)
     page.write_text(redact(page.read_text(encoding="utf-8")), encoding="utf-8")
-    table = folder / "items.csv"
-    names, rows = export_rows(engine, job_id)
-    write_rows(_redacted_rows(rows), table, "csv", names)
-    return [text, page, table]
+    items = folder / "items.csv"
+    names, rows = table
+    write_rows(_redacted_rows(rows), items, "csv", names)
+    return [text, page, items]
 
 
 def log_job(
-    engine: Any,
     job_id: str,
     document: Mapping[str, Any],
     columns: Any,
     drawn: Sequence[Any],
+    table: tuple[list[str], Iterator[dict[str, Any]]],
     *,
     mlflow: str | None,
     wandb: str | None,
 ) -> None:
-    """Log the report ``document`` of ``job_id`` to each tracker given, saying where on stderr;
+    """Log the report ``document`` of ``job_id`` (its ``columns`` and ``drawn`` figures make
+    the HTML page, ``table`` the per-item CSV) to each tracker given, saying where on stderr;
     a tracker that refuses is one line and exit 1."""
     from ..redact import redact
     from ..trackers import TrackerError, TrackerMissing, log_report
@@ -109,7 +109,7 @@ def log_job(
     # What `eval report --json` prints, read back: the trackers get exactly its values.
     printed = json.loads(redact(json.dumps(document, default=str)))
     with tempfile.TemporaryDirectory(prefix="agentic-iqa-track-") as tmp:
-        artifacts = write_artifacts(engine, job_id, printed, columns, drawn, Path(tmp))
+        artifacts = write_artifacts(printed, columns, drawn, table, Path(tmp))
         for name, target in (("mlflow", mlflow), ("wandb", wandb)):
             if target is None:
                 continue
@@ -127,20 +127,6 @@ def log_job(
                 soft_wrap=True,
                 markup=False,
             )
-
-
-def log_ended_job(engine: Any, job_id: str, *, mlflow: str | None, wandb: str | None) -> None:
-    """Compute the report of a job ``eval submit`` waited for and log it (as ``eval report
-    JOB --mlflow URI --wandb PROJECT`` does, with its default resampling)."""
-    if mlflow is None and wandb is None:
-        return
-    from ..reports.figures import report_figures
-    from ..reports.report_text import scored_label
-    from .results import report_document
-
-    document, columns = report_document(engine, job_id)
-    drawn = report_figures(document, columns, scored=scored_label(document))
-    log_job(engine, job_id, document, columns, drawn, mlflow=mlflow, wandb=wandb)
 
 
 def later(job_id: str, *, mlflow: str | None, wandb: str | None) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..redact import redact
-from . import JOB_TAG, Logged, TrackerError
+from .base import JOB_TAG, Logged, TrackerError
 from .record import metrics, params, tags
 
 DEFAULT_EXPERIMENT = "agentic-iqa"

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..redact import redact
-from . import JOB_TAG
+from .base import JOB_TAG
 
 #: The correlation figures of a report's entry (agent or tool) logged as metrics.
 CORRELATIONS = ("srcc", "plcc", "plcc_logistic", "krcc")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..redact import redact
-from . import Logged, TrackerError
+from .base import Logged, TrackerError
 from .record import metrics, params, tags
 
 ARTIFACT_TYPE = "agentic-iqa-report"
