@@ -36,7 +36,7 @@ from .progress import (
     follow_job,
 )
 from .results import export, export_rows, report, report_document, status
-from .tracking import MlflowOption, WandbOption, check_trackers, later, log_job
+from .tracking import check_trackers, later, log_job
 
 eval_app = typer.Typer(
     help="Dataset evaluation jobs: submit, watch, resume, export, report.", no_args_is_help=True
@@ -74,7 +74,7 @@ def _summary(engine: Any, job_id: str) -> None:
 
 
 @job_options
-def submit(flags: JobFlags, mlflow: MlflowOption = None, wandb: WandbOption = None) -> None:
+def submit(flags: JobFlags) -> None:
     """Create a job from a manifest and start it (Celery workers, or locally without a broker).
 
     The job stores how it is run (backends, models and base URLs per role, prompts, tools,
@@ -93,8 +93,8 @@ def submit(flags: JobFlags, mlflow: MlflowOption = None, wandb: WandbOption = No
     --wait) to an experiment tracker when it ends, as `eval report JOB --mlflow URI` does; a
     job handed to the workers without --wait is logged by that command once it has ended.
     """
-    check_trackers(mlflow, wandb)  # a missing library fails before anything is stored
-    track = {"mlflow": mlflow, "wandb": wandb}
+    check_trackers(flags.mlflow, flags.wandb)  # a missing library fails before anything is stored
+    track = {"mlflow": flags.mlflow, "wandb": flags.wandb}
     base = base_spec(flags)  # the whole job, checked once, before anything is captured
     broker = read_broker_url()
     if broker:  # a job the workers will never hear of must not be stored
