@@ -22,6 +22,16 @@ from .base import Logged, TrackerError
 from .record import metrics, params, tags
 
 ARTIFACT_TYPE = "agentic-iqa-report"
+#: W&B's settings that keep the machine out of the run (those this W&B version knows).
+QUIET: dict[str, object] = {
+    "silent": True,
+    "console": "off",
+    "disable_git": True,
+    "disable_code": True,
+    "x_save_requirements": False,
+    "x_disable_stats": True,
+    "x_disable_machine_info": True,
+}
 
 
 def project_of(target: str) -> tuple[str | None, str]:
@@ -64,15 +74,8 @@ def _log(
 
     job = document.get("job") or {}
     labels = tags(document)
-    settings = wandb.Settings(
-        silent=True,
-        console="off",
-        disable_git=True,
-        disable_code=True,
-        x_save_requirements=False,
-        x_disable_stats=True,
-        x_disable_machine_info=True,
-    )
+    known = getattr(wandb.Settings, "model_fields", {})
+    settings = wandb.Settings(**{name: value for name, value in QUIET.items() if name in known})
     run = wandb.init(
         entity=entity,
         project=project,
@@ -84,7 +87,6 @@ def _log(
         config={**params(document), **labels},
         tags=[value for value in (document.get("kind"), job.get("status")) if value],
         settings=settings,
-        reinit="create_new",
     )
     try:
         run.config.update(labels, allow_val_change=True)
