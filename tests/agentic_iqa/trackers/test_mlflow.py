@@ -4,11 +4,16 @@ and the per-item table as artifacts; a job logged again updates its run."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentic_iqa.db.engine import make_engine
+from agentic_iqa.jobs.spec import JobSpec
+from agentic_iqa.runtime.local import run_local
+from agentic_iqa.runtime.submission import submit
 from tests.agentic_iqa.conftest import write_csv
 from tests.agentic_iqa.trackers.conftest import (
     SECRET,
@@ -150,3 +155,27 @@ def test_submit_logs_an_agent_job_it_ran_with_its_accuracy(
         assert params[f"{role}/model"] == "builtin-v1"
     assert "tools" not in params  # an agent job names no tools of its own
     assert params["prompts"] == report["job"]["configuration"]["prompts"]
+
+
+def test_a_running_jobs_run_says_so_until_it_is_logged_again_when_done(
+    trackers_env: dict[str, Path], data_dir: Path, store: str, agents
+) -> None:
+    """Logged while its items wait, the run is RUNNING with what there is; logged again once
+    the job has ended, the same run is FINISHED with the final figures."""
+    manifest = write_csv(
+        trackers_env["folder"] / "later.csv",
+        ["image", "mos"],
+        [[image, mos] for image, mos in photos(data_dir, 3)],
+    )
+    engine = make_engine(os.environ["AGENTIC_IQA_DATABASE_URL"])
+    job_id = submit(engine, JobSpec.build(manifest=manifest, tools=["PIQE"]))
+    cli("eval", "report", job_id, "--mlflow", store)
+    waiting = logged(store, job_id)
+    assert waiting.info.status == "RUNNING"
+    assert waiting.data.metrics["items/done"] == 0.0 and "srcc" not in waiting.data.metrics
+    run_local(engine, job_id, agents, workers=1)
+    cli("eval", "report", job_id, "--mlflow", store)
+    ended = logged(store, job_id)
+    assert ended.info.run_id == waiting.info.run_id and ended.info.status == "FINISHED"
+    assert ended.data.metrics["items/done"] == 3.0
+    assert ended.data.metrics["srcc"] == report_json(job_id)["tools"][0]["srcc"]
