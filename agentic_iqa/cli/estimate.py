@@ -43,8 +43,8 @@ def estimate(
 
     Takes every flag `eval submit` takes, read by the same code (--sample and --seed, --offset
     and --limit choose the job's rows as they would), so `eval estimate ARGS` estimates
-    `eval submit ARGS`; --wait, --name, --group and --progress-every change nothing here.  A
-    sweep is estimated job by job.
+    `eval submit ARGS`; --wait, --name, --group, --progress-every, --mlflow and --wandb change
+    nothing here.  A sweep is estimated job by job.
 
     The --measure items run here as the job would run them, --workers at once, in a scratch
     SQLite database that is deleted afterwards (the results database is not touched), with the

@@ -35,7 +35,8 @@ from .progress import (
     DEFAULT_EVERY,
     follow_job,
 )
-from .results import export, report, status
+from .results import export, export_rows, report, report_document, status
+from .tracking import check_trackers, later, log_job
 
 eval_app = typer.Typer(
     help="Dataset evaluation jobs: submit, watch, resume, export, report.", no_args_is_help=True
@@ -88,7 +89,13 @@ def submit(flags: JobFlags) -> None:
     one --group; each job id is printed on its own line, and `eval compare --group NAME` puts
     them in one table.  `eval estimate` takes the same flags: replace submit by estimate to
     learn what the job will cost first.
+
+    --mlflow URI / --wandb PROJECT log each job this command waits for (run here, or with
+    --wait) to an experiment tracker when it ends, as `eval report JOB --mlflow URI` does; a
+    job handed to the workers without --wait is logged by that command once it has ended.
     """
+    check_trackers(flags.mlflow, flags.wandb)  # a missing library fails before anything is stored
+    track = {"mlflow": flags.mlflow, "wandb": flags.wandb}
     base = base_spec(flags)  # the whole job, checked once, before anything is captured
     broker = read_broker_url()
     if broker:  # a job the workers will never hear of must not be stored
@@ -97,7 +104,7 @@ def submit(flags: JobFlags) -> None:
     sweep, group, wait = planned.sweep, planned.group, flags.wait
     engine = _database()
     if not sweep and not planned.specs[0].batch:
-        _submit_running(engine, planned.specs[0], broker, flags)
+        _submit_running(engine, planned.specs[0], broker, flags, track)
         return
     job_ids = [_submit_spec(engine, spec, single=not sweep) for spec in planned.specs]
     if sweep:
@@ -119,6 +126,7 @@ def submit(flags: JobFlags) -> None:
             if wait:
                 follow_job(engine, job_id, flags.progress_every)
                 _summary(engine, job_id)
+                _log_ended_job(engine, job_id, **track)
                 failed |= _ended_badly(engine, job_id, single=not sweep)
             else:
                 err.print(
@@ -127,6 +135,7 @@ def submit(flags: JobFlags) -> None:
                     highlight=False,
                     soft_wrap=True,
                 )
+                later(job_id, **track)
         if failed:
             raise typer.Exit(1)
         return
@@ -142,9 +151,24 @@ def submit(flags: JobFlags) -> None:
         with contextlib.redirect_stdout(sys.stderr):
             run_here(engine, job_id, job_agents(), flags.workers, flags.progress_every)
         _summary(engine, job_id)
+        _log_ended_job(engine, job_id, **track)
         failed |= _ended_badly(engine, job_id, single=not sweep)
     if failed:
         raise typer.Exit(1)
+
+
+def _log_ended_job(engine: Any, job_id: str, *, mlflow: str | None, wandb: str | None) -> None:
+    """Compute the report of a job this command waited for and log it to the trackers given
+    (as ``eval report JOB --mlflow URI --wandb PROJECT`` does, with its default resampling)."""
+    if mlflow is None and wandb is None:
+        return
+    from ..reports.figures import report_figures
+    from ..reports.report_text import scored_label
+
+    document, columns = report_document(engine, job_id)
+    drawn = report_figures(document, columns, scored=scored_label(document))
+    table = export_rows(engine, job_id)
+    log_job(job_id, document, columns, drawn, table, mlflow=mlflow, wandb=wandb)
 
 
 def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
@@ -160,10 +184,13 @@ def _ended_badly(engine: Any, job_id: str, *, single: bool) -> bool:
     return False
 
 
-def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags) -> None:
+def _submit_running(
+    engine: Any, spec: Any, broker: str | None, flags: JobFlags, track: dict[str, str | None]
+) -> None:
     """Submit one job whose items start as soon as its first rows are stored: here (no broker) or on
     the workers, while the rest of its rows are read; its id on stdout at once, its items and
-    bad rows on stderr when every row is in."""
+    bad rows on stderr when every row is in; logged to the trackers in ``track`` when it ends
+    (or, handed to the workers without --wait, how to log it later)."""
     from ..runtime.progress import progress
     from ..runtime.submission import Submission
 
@@ -210,10 +237,12 @@ def _submit_running(engine: Any, spec: Any, broker: str | None, flags: JobFlags)
             highlight=False,
             soft_wrap=True,
         )
+        later(job_id, **track)
         return
     if broker:
         follow_job(engine, job_id, flags.progress_every)
     _summary(engine, job_id)
+    _log_ended_job(engine, job_id, **track)
     _end_of_wait(engine, job_id)
 
 

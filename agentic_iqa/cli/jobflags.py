@@ -23,6 +23,7 @@ import typer
 
 from .common import FollowUpOption, fail, use_backend
 from .progress import DEFAULT_EVERY, MIN_EVERY
+from .tracking import MlflowOption, WandbOption
 
 if TYPE_CHECKING:
     from ..jobs.spec import JobSpec
@@ -49,7 +50,8 @@ ProgressEveryOption = Annotated[
 @dataclass(frozen=True)
 class JobFlags:
     """Every flag of a job as ``eval submit`` takes it (``eval estimate`` takes the same ones:
-    those about waiting for the job are accepted there and change nothing)."""
+    those about waiting for the job or logging it to a tracker are accepted there and change
+    nothing)."""
 
     manifest: Annotated[
         Path | None,
@@ -202,6 +204,8 @@ class JobFlags:
             "then a no-op, with a note)",
         ),
     ] = False
+    mlflow: MlflowOption = None
+    wandb: WandbOption = None
     workers: Annotated[
         int,
         typer.Option(

@@ -32,6 +32,7 @@ from .progress import (
     describe_pace,
     follow_job,
 )
+from .tracking import MlflowOption, WandbOption
 
 
 def read_vlm_summary(engine: Any, job_id: str) -> dict[str, Any]:
@@ -281,46 +282,19 @@ def export(
     err.print(f"wrote {count} rows to {shown}{note}", highlight=False, soft_wrap=True)
 
 
-def report(
-    job: Annotated[
-        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
-    ] = None,
-    html: Annotated[
-        str | None,
-        typer.Option("--html", help="write an HTML report here (a path, or a store's URL)"),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
-    figures: Annotated[
-        str | None,
-        typer.Option(
-            "--figures",
-            help="write the report's figures here as SVG and PDF (a folder, made if "
-            "missing, or a store's URL)",
-        ),
-    ] = None,
-) -> None:
-    """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
-    the same per distortion type and level where the items give them.  ``--figures DIR``: the
-    scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows."""
+def report_document(
+    engine: Any, job_id: str, *, bootstrap: int = 1000, seed: int = 0
+) -> tuple[dict[str, Any], Any]:
+    """Return a job's report as ``eval report --json`` prints it (before redaction) and the
+    columns it was computed from (the figures' points); exit 1 when there is no such job."""
     from ..db.about import job_summary
     from ..db.engine import read_scope
     from ..db.exports import in_sample_overlap, report_columns
     from ..db.jobs import JobNotFound
-    from ..reports.figures import report_figures
     from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
     from ..reports.report import build_report
-    from ..reports.report_html import render_html
-    from ..reports.report_text import (
-        cannot_see_warnings,
-        provenance_warnings,
-        render_text,
-        scored_label,
-    )
+    from ..reports.report_text import cannot_see_warnings, provenance_warnings
 
-    engine = open_engine()
-    job_id = resolve_job(engine, job)
     try:
         with read_scope(engine) as session:
             about = job_summary(session, job_id)
@@ -346,15 +320,60 @@ def report(
     }
     document = {"job": about, **built}
     document["vlm"] = read_vlm_summary(engine, job_id)
+    return document, columns
+
+
+def report(
+    job: Annotated[
+        str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
+    ] = None,
+    html: Annotated[
+        str | None,
+        typer.Option("--html", help="write an HTML report here (a path, or a store's URL)"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=0)] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
+    figures: Annotated[
+        str | None,
+        typer.Option(
+            "--figures",
+            help="write the report's figures here as SVG and PDF (a folder, made if "
+            "missing, or a store's URL)",
+        ),
+    ] = None,
+    mlflow: MlflowOption = None,
+    wandb: WandbOption = None,
+) -> None:
+    """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
+    the same per distortion type and level where the items give them.  ``--figures DIR``: the
+    scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows.
+
+    ``--mlflow URI`` / ``--wandb PROJECT``: log the report to an experiment tracker too (its
+    figures as metrics, the job's spec as params, the report and the per-item CSV as
+    artifacts); logging a job again updates its run (docs/jobs.md, "Experiment trackers")."""
+    from ..reports.figures import report_figures
+    from ..reports.report_html import render_html
+    from ..reports.report_text import render_text, scored_label
+    from .tracking import check_trackers, log_job
+
+    check_trackers(mlflow, wandb)
+    engine = open_engine()
+    job_id = resolve_job(engine, job)
+    document, columns = report_document(engine, job_id, bootstrap=bootstrap, seed=seed)
+    tracked = mlflow is not None or wandb is not None
     drawn = (
         report_figures(document, columns, scored=scored_label(document))
-        if html is not None or figures is not None
+        if html is not None or figures is not None or tracked
         else []
     )
     if figures is not None:
         save_figures(drawn, figures, "no item has both a score and a MOS")
     if html is not None:
         save_page(lambda local: render_html(document, columns, local, figures=drawn), html)
+    if tracked:
+        table = export_rows(engine, job_id)
+        log_job(job_id, document, columns, drawn, table, mlflow=mlflow, wandb=wandb)
     if as_json:
         from ..redact import redact
 
