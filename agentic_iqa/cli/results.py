@@ -296,16 +296,29 @@ def report(
             "missing, or a store's URL)",
         ),
     ] = None,
+    exclude_in_sample: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-in-sample",
+            help="compute every figure without the items whose image the builtin backend "
+            "was fitted on (the report says how many it left out)",
+        ),
+    ] = False,
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
     the same per distortion type and level where the items give them.  ``--figures DIR``: the
     scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows."""
     from ..db.about import job_summary
     from ..db.engine import read_scope
-    from ..db.exports import in_sample_overlap, report_columns
+    from ..db.exports import in_sample_items, in_sample_overlap, report_columns
     from ..db.jobs import JobNotFound
     from ..reports.figures import report_figures
-    from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
+    from ..reports.in_sample import (
+        excluded_warning,
+        fitted_images,
+        in_sample_warnings,
+        uses_builtin,
+    )
     from ..reports.report import build_report
     from ..reports.report_html import render_html
     from ..reports.report_text import provenance_warnings, render_text, scored_label
@@ -315,9 +328,16 @@ def report(
     try:
         with read_scope(engine) as session:
             about = job_summary(session, job_id)
+            excluded, unreadable = (
+                in_sample_items(session, job_id, fitted_images())
+                if exclude_in_sample
+                else (frozenset(), 0)
+            )
             # Columns, a page at a time: arrays of floats, not a dict per item.
-            columns = report_columns(session, job_id)
-            if uses_builtin(about):  # by the digests stored at submit; pending items never
+            columns = report_columns(session, job_id, exclude=excluded)
+            if exclude_in_sample:  # what is left has none of them
+                columns.fitted_overlap = {"items": 0, "of": columns.size, "unreadable": unreadable}
+            elif uses_builtin(about):  # by the digests stored at submit; pending items never
                 columns.fitted_overlap = in_sample_overlap(
                     session, job_id, columns.size, fitted_images()
                 )
@@ -332,8 +352,11 @@ def report(
         "warnings": [
             *provenance_warnings(about, built["answered_by"]),
             *in_sample_warnings(about, columns),
+            *([excluded_warning(about, len(excluded))] if exclude_in_sample else []),
         ],
     }
+    if exclude_in_sample:
+        about["in_sample_excluded"] = len(excluded)
     document = {"job": about, **built}
     document["vlm"] = read_vlm_summary(engine, job_id)
     drawn = (
