@@ -138,7 +138,10 @@ def test_report_and_export_default_to_the_latest_job_and_take_its_short_id(store
     assert html.exit_code == 0, html.output
     text = page.read_text(encoding="utf-8")
     assert f"<title>Evaluation job report: two &lt;photos&gt; ({job_id[:8]})</title>" in text
-    assert f'<td class="text">{job_id}</td>' in text and "<photos>" not in text
+    assert (
+        f'<td class="text"><span class="long">{job_id}</span></td>' in text
+        and "<photos>" not in text
+    )
     assert html.stdout.startswith(f"Job:        {job_id}\nName:       two <photos>\n")
 
 
