@@ -63,10 +63,20 @@ def replan_can_supply(
     return any(key not in tried and not scores.get(key) for key in _scope_keys(plan))
 
 
+#: The words every output uses for the whole image; the state and the database keep the paper's
+#: key for it, "Global" (plans, ``tool_logs.object_name``), which no output shows.
+WHOLE_IMAGE = "whole image"
+
+
+def object_label(name: str) -> str:
+    """Return what an object key is called in outputs: "whole image" for "Global", else itself."""
+    return WHOLE_IMAGE if name == "Global" else name
+
+
 def scored_on(region: str | None) -> str:
     """Return what a tool call scored, in words, for every output: a region's crop or the whole
     image (a call for objects, and every call logged before regions were cropped)."""
-    return f"{region} (crop)" if region else "whole image"
+    return f"{region} (crop)" if region else WHOLE_IMAGE
 
 
 #: What a tool log's ``error`` says after the tool's name when the tool is not installed here

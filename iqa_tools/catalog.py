@@ -269,9 +269,37 @@ class Catalog:
         try:
             return self.tools[self._index[lookup_key(name)]]
         except KeyError:
+            hint = self.did_you_mean(name)
             raise UnknownToolError(
-                f"unknown tool {name!r}; known tools: {', '.join(self.tools)}"
+                f"unknown tool {name!r}; {hint + ' Known' if hint else 'known'} tools: "
+                f"{', '.join(self.tools)}"
             ) from None
+
+    def suggest(self, name: str, limit: int = 3) -> list[str]:
+        """The tools whose names or aliases are closest to ``name`` (case and punctuation
+        ignored), closest first: the nearest and any about as near; none when nothing is."""
+        from difflib import SequenceMatcher, get_close_matches
+
+        key = lookup_key(name)
+        close = get_close_matches(key, list(self._index), n=limit * 3, cutoff=0.6)
+        if not close:
+            return []
+        best = SequenceMatcher(None, key, close[0]).ratio()
+        names: list[str] = []
+        for match in close:
+            tool = self._index[match]
+            near = SequenceMatcher(None, key, match).ratio() >= best - 0.05
+            if near and tool not in names:
+                names.append(tool)
+        return names[:limit]
+
+    def did_you_mean(self, name: str) -> str:
+        """``"did you mean BRISQUE?"`` (or ``"... A or B?"``) for a near miss, else ``""``."""
+        names = self.suggest(name)
+        if not names:
+            return ""
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        return f"did you mean {listed}?"
 
     def resolve(self, name: str) -> str:
         """The canonical name for ``name`` (e.g. 'ms_ssim' -> 'MS-SSIM')."""

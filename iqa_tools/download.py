@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
 from urllib.request import Request, urlopen
 
 from . import weights as weight_files
@@ -51,6 +52,14 @@ class DownloadError(ToolError):
 
 class ChecksumError(DownloadError):
     """A fetched file's sha256 differs from the metadata's; the file was deleted."""
+
+
+class UnreachableError(DownloadError):
+    """The host serving a weight file could not be reached (no network, DNS, refused, timeout)."""
+
+    def __init__(self, message: str, host: str) -> None:
+        super().__init__(message)
+        self.host = host
 
 
 # -- what to fetch ---------------------------------------------------------------------------------
@@ -340,9 +349,15 @@ def _open(
             part.unlink(missing_ok=True)
             return _open(url, part, 0, timeout)
         raise DownloadError(f"{name}: HTTP {exc.code} {exc.reason} from {url}") from None
-    except (URLError, OSError, http.client.HTTPException) as exc:
+    except (URLError, OSError) as exc:
         reason = exc.reason if isinstance(exc, URLError) else f"{type(exc).__name__}: {exc}"
-        raise DownloadError(f"{name}: cannot download {url}: {reason}") from None
+        host = urlsplit(url).netloc or url
+        raise UnreachableError(
+            f"{name}: download from {url} failed: the host {host} cannot be reached ({reason})",
+            host,
+        ) from None
+    except http.client.HTTPException as exc:
+        raise DownloadError(f"{name}: cannot download {url}: {type(exc).__name__}: {exc}") from None
     length_header = response.headers.get("Content-Length", "")
     length = int(length_header) if length_header.isdigit() else None
     if offset and response.status == 206:

@@ -5,8 +5,8 @@ test needs numbers.  :func:`layout` opens a copy of the page with a measuring sc
 lets Chromium lay it out (``--dump-dom``, nothing fetched: the pages are self-contained) and
 reads back what the script found: elements past the window's right edge, table cells whose
 content is wider than the cell, each confidence interval's (a ``td.ci``, or any cell reading
-"[a, b]") and each row label's number of lines.  Tests skip where no Chromium is installed
-(``.ci/run`` installs Debian's).
+"[a, b]") and each row label's number of lines, and words broken across lines.  Tests skip
+where no Chromium is installed (``.ci/run`` installs Debian's).
 """
 
 from __future__ import annotations
@@ -99,6 +99,33 @@ _MEASURE = r"""
     const box = table.parentElement;
     facts.tables.push({table: name(table), right: table.getBoundingClientRect().right,
                        wrapper_scroll: box.scrollWidth, wrapper_client: box.clientWidth});
+  }
+  // Words the layout broke across lines: each word of each text node whose characters lie on
+  // more than one line, a word being what lies between white space, split after each hyphen
+  // (a break there is a proper one).  A long token (over 30 characters: a path, a URL, a
+  // generated name; or one with "/" or "\\") may wrap anywhere and is not counted.
+  facts.broken_words = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    if (!parent || parent.closest("svg, script, style, pre#layout-facts")) continue;
+    const text = node.textContent;
+    const token = /\S+/g;
+    for (let match = token.exec(text); match; match = token.exec(text)) {
+      if (match[0].length > 30 || /[\/\\]/.test(match[0])) continue;
+      const part = /[^-]+-?/g;
+      for (let piece = part.exec(match[0]); piece; piece = part.exec(match[0])) {
+        if (piece[0].length < 2) continue;
+        const range = document.createRange();
+        range.setStart(node, match.index + piece.index);
+        range.setEnd(node, match.index + piece.index + piece[0].length);
+        const tops = new Set();
+        for (const rect of range.getClientRects()) {
+          if (rect.width > 0) tops.add(Math.round(rect.top));
+        }
+        if (tops.size > 1) facts.broken_words.push({element: where(parent), word: match[0]});
+      }
+    }
   }
   const out = document.createElement("pre");
   out.id = "layout-facts";

@@ -74,6 +74,14 @@ def compare(
         int, typer.Option("--bootstrap", min=0, help="resamples per interval (0: none)")
     ] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="of the resampling")] = 0,
+    exclude_in_sample: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-in-sample",
+            help="leave the items whose image the builtin backend was fitted on out of every "
+            "job's figures (said per job in the output)",
+        ),
+    ] = False,
 ) -> None:
     """SRCC, PLCC, KRCC against MOS (or MCQ accuracy) per job and per tool of a metric job,
     each with its difference from the baseline on the items both scored (paired bootstrap
@@ -84,13 +92,13 @@ def compare(
     failed and unanswered questions as wrong."""
     from ..db.about import job_summary
     from ..db.engine import read_scope
-    from ..db.exports import in_sample_overlap, report_columns
+    from ..db.exports import in_sample_items, in_sample_overlap, report_columns
     from ..db.jobs import JobNotFound
     from ..reports.compare import build_comparison
     from ..reports.compare_html import render_html
     from ..reports.compare_text import render_text
     from ..reports.figures import comparison_figures
-    from ..reports.in_sample import fitted_images, uses_builtin
+    from ..reports.in_sample import excluded_warning, fitted_images, uses_builtin
     from ..reports.names import line_names
     from ..reports.tables import TABLE_FORMATS
 
@@ -100,6 +108,8 @@ def compare(
         fail("-o writes a --format table: give --format latex, markdown or csv", code=2)
     if fmt is not None and as_json:
         fail("give --json or --format, not both", code=2)
+    if group is not None and exclude_in_sample:
+        fail("--exclude-in-sample applies to jobs compared, not to a --group table", code=2)
     if group is not None:
         if jobs:
             fail("give jobs or --group, not both", code=2)
@@ -132,15 +142,31 @@ def compare(
         )
     described = []
     hashes: dict[str, str | None] = {}
+    left_out: list[tuple[dict[str, Any], int]] = []
     try:
         for index, job_id in enumerate(ids):
             with read_scope(engine) as session:
                 about = job_summary(session, job_id)
+                # Every job loses the same images, so the comparison stays on shared items.
+                excluded, unreadable = (
+                    in_sample_items(session, job_id, fitted_images(), hashes)
+                    if exclude_in_sample
+                    else (frozenset(), 0)
+                )
                 # Columns with each item's id digest: arrays, not a dict per item; the
                 # baseline's with its ids' order and image digests (its shared items are
                 # resampled in that order, by image).
-                columns = report_columns(session, job_id, identities=True, baseline=index == 0)
-                if uses_builtin(about):  # by the digests stored at submit; pending never
+                columns = report_columns(
+                    session, job_id, identities=True, baseline=index == 0, exclude=excluded
+                )
+                if exclude_in_sample:
+                    left_out.append((about, len(excluded)))
+                    columns.fitted_overlap = {
+                        "items": 0,
+                        "of": columns.size,
+                        "unreadable": unreadable,
+                    }
+                elif uses_builtin(about):  # by the digests stored at submit; pending never
                     columns.fitted_overlap = in_sample_overlap(
                         session, job_id, columns.size, fitted_images(), hashes
                     )
@@ -151,6 +177,12 @@ def compare(
         build_comparison(described, bootstrap=bootstrap, seed=seed),
         _labels(engine, label or [], ids),
     )
+    if exclude_in_sample:
+        document["warnings"] = [
+            *(excluded_warning(about, count) for about, count in left_out),
+            *document["warnings"],
+        ]
+        document["in_sample_excluded"] = {str(about["id"]): count for about, count in left_out}
     drawn = comparison_figures(document) if html is not None or figures is not None else []
     if figures is not None:
         save_figures(drawn, figures, "no line has a difference from the baseline")

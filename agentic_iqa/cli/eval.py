@@ -229,6 +229,7 @@ def _submit_running(
         raise
     _submitted(engine, submission.result)
     tally = submission.tally
+    _say_in_sample_left_out(spec, tally)
     if _items_stored(engine, job_id, spec, single=True, counts=(tally.items, tally.bad)) is None:
         return
     if broker and not flags.wait:
@@ -251,9 +252,30 @@ def _submit_spec(engine: Any, spec: Any, *, single: bool) -> str | None:
     for a sweep's job with nothing to run (a single job exits 1 then)."""
     from ..runtime import submission
 
-    job_id = _submitted(engine, lambda: submission.submit(engine, spec))
+    tally = submission.Tally()
+    job_id = _submitted(engine, lambda: submission.submit(engine, spec, tally=tally))
     print(job_id, flush=True)
+    _say_in_sample_left_out(spec, tally)
     return _items_stored(engine, job_id, spec, single=single)
+
+
+def _say_in_sample_left_out(spec: Any, tally: Any) -> None:
+    """Say how many rows ``--exclude-in-sample`` left out, and how many it could not check."""
+    if not spec.exclude_in_sample:
+        return
+    err.print(
+        f"--exclude-in-sample: {tally.in_sample} in-sample item(s) not submitted (images the "
+        "builtin backend was fitted on)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if tally.in_sample_unreadable:
+        err.print(
+            f"[yellow]warning:[/] {tally.in_sample_unreadable} image(s) could not be read to "
+            "check them against the builtin's fitted images: submitted",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _submitted(engine: Any, stored: Callable[[], str]) -> str:

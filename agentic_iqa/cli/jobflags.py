@@ -217,6 +217,14 @@ class JobFlags:
     no_check_images: Annotated[
         bool, typer.Option("--no-check-images", help="skip opening each image at submit")
     ] = False
+    exclude_in_sample: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-in-sample",
+            help="leave out the rows whose image the builtin backend was fitted on (its "
+            "figures on them would be in-sample); says how many",
+        ),
+    ] = False
     allow_urls: Annotated[
         bool,
         typer.Option(
@@ -345,6 +353,7 @@ def base_spec(flags: JobFlags) -> JobSpec:
             score=flags.score,
             group=flags.group,
             allow_urls=flags.allow_urls,
+            exclude_in_sample=flags.exclude_in_sample,
         )
     except (JobSpecError, MetricToolsError) as exc:
         fail(str(exc), code=2)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..evidence import scored_on, stand_in_label, stand_ins
+from ..evidence import WHOLE_IMAGE, object_label, scored_on, stand_in_label, stand_ins
 from ..redact import redact
 from ..state import (
     AgenticIQAState,
@@ -133,14 +133,20 @@ def describe_distortions(plan: PlannerOutput) -> str:
     groups = []
     for key, kinds in plan.distortions.items():
         names = ", ".join(kinds) or "none"
-        groups.append(names if list(plan.distortions) == ["Global"] else f"{key}: {names}")
+        groups.append(
+            names if list(plan.distortions) == ["Global"] else f"{object_label(key)}: {names}"
+        )
     return f"distortions: {'; '.join(groups)} ({source})"
 
 
 def plan_line(plan: PlannerOutput) -> str:
     """Return the plan in one line: query type, scope, distortions, reference mode, required
     tool."""
-    scope = plan.query_scope if isinstance(plan.query_scope, str) else ", ".join(plan.query_scope)
+    scope = (
+        object_label(plan.query_scope)
+        if isinstance(plan.query_scope, str)
+        else ", ".join(plan.query_scope)
+    )
     return (
         f"{plan.query_type}, scope {scope}, {describe_distortions(plan)}, "
         f"{plan.reference_mode}"
@@ -163,17 +169,17 @@ def distortion_line(key: str, item: DistortionAnalysis) -> str:
         said, severity = restated.group(1).strip().casefold(), item.severity.casefold()
         qualified = said.startswith(severity) and said != severity
         explanation = explanation[restated.start(1) if qualified else restated.end() :]
-    where = "" if key == "Global" else f" on {key}"
+    where = "" if object_label(key) == WHOLE_IMAGE else f" on {key}"
     return f"{item.type}{where}: {item.severity}" + (f" - {explanation}" if explanation else "")
 
 
 def asked_for(object_name: str, requested_for: list[str] | None) -> str:
     """Return which of the query's objects a tool call was made for: its ``requested_for`` (a
-    whole-image score standing in for them), else what it is filed under (the image itself, a
+    whole-image score standing in for them), else what it is filed under ("whole image", a
     region; a call logged before ``requested_for`` existed, under the object it was for)."""
     if requested_for:
         return ", ".join(requested_for)
-    return "the image" if object_name == "Global" else object_name
+    return object_label(object_name)
 
 
 def tool_time(entry: ToolExecutionLog) -> tuple[float, float]:

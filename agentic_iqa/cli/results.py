@@ -283,24 +283,43 @@ def export(
 
 
 def report_document(
-    engine: Any, job_id: str, *, bootstrap: int = 1000, seed: int = 0
+    engine: Any,
+    job_id: str,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    exclude_in_sample: bool = False,
 ) -> tuple[dict[str, Any], Any]:
     """Return a job's report as ``eval report --json`` prints it (before redaction) and the
-    columns it was computed from (the figures' points); exit 1 when there is no such job."""
+    columns it was computed from (the figures' points); exit 1 when there is no such job.
+    ``exclude_in_sample``: every figure without the items whose image the builtin backend was
+    fitted on (the report says how many it left out)."""
     from ..db.about import job_summary
     from ..db.engine import read_scope
-    from ..db.exports import in_sample_overlap, report_columns
+    from ..db.exports import in_sample_items, in_sample_overlap, report_columns
     from ..db.jobs import JobNotFound
-    from ..reports.in_sample import fitted_images, in_sample_warnings, uses_builtin
+    from ..reports.in_sample import (
+        excluded_warning,
+        fitted_images,
+        in_sample_warnings,
+        uses_builtin,
+    )
     from ..reports.report import build_report
     from ..reports.report_text import cannot_see_warnings, provenance_warnings
 
     try:
         with read_scope(engine) as session:
             about = job_summary(session, job_id)
+            excluded, unreadable = (
+                in_sample_items(session, job_id, fitted_images())
+                if exclude_in_sample
+                else (frozenset(), 0)
+            )
             # Columns, a page at a time: arrays of floats, not a dict per item.
-            columns = report_columns(session, job_id)
-            if uses_builtin(about):  # by the digests stored at submit; pending items never
+            columns = report_columns(session, job_id, exclude=excluded)
+            if exclude_in_sample:  # what is left has none of them
+                columns.fitted_overlap = {"items": 0, "of": columns.size, "unreadable": unreadable}
+            elif uses_builtin(about):  # by the digests stored at submit; pending items never
                 columns.fitted_overlap = in_sample_overlap(
                     session, job_id, columns.size, fitted_images()
                 )
@@ -315,9 +334,12 @@ def report_document(
         "warnings": [
             *provenance_warnings(about, built["answered_by"]),
             *in_sample_warnings(about, columns),
+            *([excluded_warning(about, len(excluded))] if exclude_in_sample else []),
             *cannot_see_warnings(about, built),
         ],
     }
+    if exclude_in_sample:
+        about["in_sample_excluded"] = len(excluded)
     document = {"job": about, **built}
     document["vlm"] = read_vlm_summary(engine, job_id)
     return document, columns
@@ -342,6 +364,14 @@ def report(
             "missing, or a store's URL)",
         ),
     ] = None,
+    exclude_in_sample: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-in-sample",
+            help="compute every figure without the items whose image the builtin backend "
+            "was fitted on (the report says how many it left out)",
+        ),
+    ] = False,
     mlflow: MlflowOption = None,
     wandb: WandbOption = None,
 ) -> None:
@@ -360,7 +390,9 @@ def report(
     check_trackers(mlflow, wandb)
     engine = open_engine()
     job_id = resolve_job(engine, job)
-    document, columns = report_document(engine, job_id, bootstrap=bootstrap, seed=seed)
+    document, columns = report_document(
+        engine, job_id, bootstrap=bootstrap, seed=seed, exclude_in_sample=exclude_in_sample
+    )
     tracked = mlflow is not None or wandb is not None
     drawn = (
         report_figures(document, columns, scored=scored_label(document))

@@ -419,6 +419,7 @@ def tools_download(
         fail(str(exc))
     failures = 0
     verified = unverified = 0
+    unreachable: list[tuple[str, str]] = []  # (host, file)
     for task in plan.files:
         weight = task.weight
         out.print(
@@ -439,6 +440,8 @@ def tools_download(
         except ToolError as exc:
             failures += 1
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            if isinstance(exc, download.UnreachableError):
+                unreachable.append((exc.host, weight.file))
             continue
         if fetched.verified:
             verified += 1
@@ -484,6 +487,12 @@ def tools_download(
             soft_wrap=True,
             markup=False,
         )
+    if unreachable:
+        from .offline_weights import unreachable_hint
+
+        hint = unreachable_hint([h for h, _ in unreachable], [f for _, f in unreachable])
+        for line in hint.splitlines():
+            err.print(line, highlight=False, soft_wrap=True, markup=False)
     if failures:
         raise typer.Exit(1)
 

@@ -286,6 +286,7 @@ def report_columns(
     identities: bool = False,
     baseline: bool = True,
     page: int = PAGE,
+    exclude: frozenset[int] = frozenset(),
 ) -> JobColumns:
     """Read the job's items as a report reads them
     (:class:`~agentic_iqa.reports.columns.JobColumns`), from columns only: the items', their runs'
@@ -298,7 +299,8 @@ def report_columns(
     :class:`~agentic_iqa.reports.columns.ColumnsBuilder`'s ``breakdown`` and ``scores``); with
     ``baseline`` False (a job compared with the baseline) its id digests only, the baseline's ranks
     and images being those a comparison uses. Memory: the arrays (some 60 bytes an item) and one
-    page."""
+    page.  ``exclude``: item ids (``job_items.id``) left out, as if the job did not have them
+    (:func:`in_sample_items`)."""
     import numpy as np
 
     from ..reports.columns import ColumnsBuilder, Page
@@ -325,7 +327,7 @@ def report_columns(
         image_digests=baseline,
         breakdown=not identities,
         scores=not (identities and tool_lines),
-        expected=sum(counts(session, job_id).values()),
+        expected=sum(counts(session, job_id).values()) - len(exclude),
     )
     ids = np.empty(builder.expected if ranked else 0, dtype=np.int64)
     read = 0
@@ -334,6 +336,12 @@ def report_columns(
         rows = session.execute(statement, {"job": job_id, "after": after, "limit": page}).all()
         if not rows:
             break
+        page_end = rows[-1][0]
+        if exclude:
+            rows = [row for row in rows if row[0] not in exclude]
+            if not rows:
+                after = page_end
+                continue
         (
             item_ids,
             statuses,
@@ -349,7 +357,7 @@ def report_columns(
             answers,
             unread,
         ) = zip(*rows, strict=True)
-        last = item_ids[-1]
+        last = page_end
         at = np.array(item_ids, dtype=np.int64)
         size = at.size
         if ranked:
@@ -363,6 +371,8 @@ def report_columns(
         fallbacks: np.ndarray = np.zeros(size)
         usage: dict[str, np.ndarray] = {}
         logs = _in_page(session, "logs", job_id, after, last)
+        if exclude:
+            logs = [log for log in logs if log[0] not in exclude]
         if logs:
             log_items, log_tools, log_raw, log_normalized, log_fallback, *_ = zip(
                 *logs, strict=True
@@ -455,8 +465,13 @@ def _key_ranks(session: Session, job_id: str, item_ids: np.ndarray | None) -> np
     # (yield_per streams them but does not size the partitions), a numpy call per item.
     for chunk in result.partitions(PAGE):
         found = np.fromiter((row[0] for row in chunk), dtype=np.int64, count=len(chunk))
-        ranks[np.searchsorted(item_ids, found)] = np.arange(rank, rank + found.size)
-        rank += found.size
+        where = np.searchsorted(item_ids, found)
+        # Only the items read are ranked (those ``--exclude-in-sample`` left out are not).
+        inside = where < item_ids.size
+        inside[inside] = item_ids[where[inside]] == found[inside]
+        where = where[inside]
+        ranks[where] = np.arange(rank, rank + where.size)
+        rank += where.size
     return ranks
 
 
@@ -486,6 +501,36 @@ def in_sample_overlap(
             yield from ((row.image, row.image_digest) for row in rows)
 
     return fitted_overlap(ran(), items, fitted, hashes)
+
+
+def in_sample_items(
+    session: Session,
+    job_id: str,
+    fitted: Mapping[str, str],
+    hashes: dict[str, str | None] | None = None,
+    *,
+    page: int = PAGE,
+) -> tuple[frozenset[int], int]:
+    """Return the ids (``job_items.id``) of the job's items that ran and are images the builtin
+    was fitted on, as :func:`in_sample_overlap` finds them, and how many images could not be
+    read to tell: what ``--exclude-in-sample`` leaves out of the figures."""
+    from ..reports.in_sample import image_sha256
+
+    hashes = {} if hashes is None else hashes
+    statement = _sql(session, "ran_images")
+    found: set[int] = set()
+    unreadable = 0
+    after = _first_id(session, job_id)
+    while rows := session.execute(statement, {"job": job_id, "after": after, "limit": page}).all():
+        after = rows[-1].id
+        for row in rows:
+            if row.image not in hashes:
+                hashes[row.image] = image_sha256(row.image, row.image_digest)
+            digest = hashes[row.image]
+            unreadable += digest is None
+            if digest is not None and digest in fitted:
+                found.add(int(row.id))
+    return frozenset(found), unreadable
 
 
 def report_for_job(

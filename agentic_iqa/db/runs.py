@@ -20,6 +20,7 @@ from typing import Any, Literal
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
+from ..evidence import object_label
 from ..redact import redact
 from ..reports.unread import CANNOT_SEE, result_unread
 from ..runconfig import RunConfig
@@ -512,7 +513,7 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
         "plan": plan.model_dump(mode="json") if plan is not None else None,
         "distortions": (
             [
-                {"object": key, **entry.model_dump(mode="json")}
+                {"object": object_label(key), **entry.model_dump(mode="json")}
                 for key, entries in evidence.distortion_analysis.items()
                 for entry in entries
             ]
@@ -537,7 +538,7 @@ def run_details(session: Session, run_id: str) -> dict[str, Any]:
         "tool_logs": [
             {
                 "iteration": log.iteration,
-                "object": log.object_name,
+                "object": object_label(log.object_name),
                 "distortion": log.distortion,
                 "tool": log.tool_name,
                 "requested_tool": log.requested_tool,

@@ -99,6 +99,9 @@ class JobSpec(BaseModel):
     check_images: bool = True
     #: ``--allow-urls``: a manifest's URLs are read wherever they point, at public addresses.
     allow_urls: bool = False
+    #: ``--exclude-in-sample``: rows whose image the builtin backend was fitted on are not
+    #: submitted (:mod:`agentic_iqa.reports.in_sample`).
+    exclude_in_sample: bool = False
     #: ``AGENTIC_IQA_ALLOWED_LOCATIONS`` as the job was submitted with (None: read it then).
     allowed_locations: tuple[str, ...] | None = None
 

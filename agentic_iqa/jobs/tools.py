@@ -55,7 +55,8 @@ def check_tools(names: Sequence[str], settings: ToolSettings | None = None) -> l
         try:
             spec = catalog.get(name)
         except UnknownToolError:
-            problems.append(f"unknown tool {name!r}")
+            hint = catalog.did_you_mean(name)
+            problems.append(f"unknown tool {name!r}" + (f" ({hint})" if hint else ""))
             continue
         availability = weight_files.check(spec, settings.weights_dir, settings.allow_downloads)
         if not availability.ok:

@@ -128,6 +128,66 @@ def _legend_clear_of(axes: Axes, xy: Any, **options: Any) -> Legend:
     return _legend_outside(axes, **options)
 
 
+def _inside(figure: Figure, box: Any) -> bool:
+    """Whether a window extent lies within the figure (a pixel of rounding allowed)."""
+    edge = figure.bbox
+    return (
+        box.x0 >= edge.x0 - 1
+        and box.x1 <= edge.x1 + 1
+        and box.y0 >= edge.y0 - 1
+        and box.y1 <= edge.y1 + 1
+    )
+
+
+def _fit_title(axes: Axes, text: str, *, lines: int = 2) -> str:
+    """Title the axes with ``text`` so that the whole title lies inside the figure: as it is
+    when it fits, else wrapped at spaces (or, in a long name, after ``-``, ``+``, ``_`` or
+    ``/``) on up to ``lines`` lines, else those lines with the end cut to an ellipsis.  The
+    layout is made again for each try, so the title is measured where it is drawn; returns the
+    title shown."""
+    import textwrap
+
+    figure = cast("Figure", axes.figure)
+    renderer = cast("FigureCanvasAgg", figure.canvas).get_renderer()
+
+    def shown(candidate: str) -> Any:
+        title = axes.set_title(_label(candidate))
+        figure.tight_layout()  # an outside legend is part of the layout: it stays in too
+        return title.get_window_extent(renderer)
+
+    box = shown(text)
+    if _inside(figure, box):
+        return text
+    # Centred on the axes, a title has twice the room to the nearer edge of the figure.
+    middle = (box.x0 + box.x1) / 2
+    room = 2 * min(middle - figure.bbox.x0, figure.bbox.x1 - middle)
+    start = max(5, int(len(text) * room / max(box.width, 1.0)) + 1)
+    # Break points after "+", "_" and "/" too (textwrap breaks after "-" itself): a marked
+    # space, taken out of the lines made.
+    breakable = re.sub(r"([+_/])(?=\S)", "\\1\x00 ", text)
+
+    def unmarked(line: str) -> str:
+        return line.replace("\x00 ", "").replace("\x00", "")
+
+    for width in range(start, 4, -1):
+        wrapped = textwrap.wrap(breakable, width, break_long_words=False)
+        if len(wrapped) > lines or any(len(unmarked(line)) > width for line in wrapped):
+            break
+        candidate = "\n".join(unmarked(line) for line in wrapped)
+        if _inside(figure, shown(candidate)):
+            return candidate
+    for width in range(start, 1, -1):
+        wrapped = [unmarked(line) for line in textwrap.wrap(breakable, width)]
+        head = [line[:width] for line in wrapped[:lines]]
+        if len(wrapped) > lines or len(wrapped[lines - 1 if len(wrapped) >= lines else -1]) > width:
+            head[-1] = head[-1][: max(width - 1, 1)].rstrip() + "…"
+        candidate = "\n".join(head)
+        if _inside(figure, shown(candidate)):
+            return candidate
+    shown("")
+    return ""
+
+
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{float(value):.3f}"
 
@@ -321,10 +381,10 @@ def differences_figure(doc: Mapping[str, Any], *, gid: str) -> Figure | None:
         f"line - baseline ({settings['confidence']:.0%} paired bootstrap interval, "
         f"{settings['resamples']} resamples)"
     )
-    axes.set_title(_label(_short(f"Difference from the baseline {doc['baseline_name']}", 60)))
     axes.grid(axis="x", alpha=0.3)
     figure.tight_layout()
     _legend_outside(axes, fontsize="small")
+    _fit_title(axes, f"Difference from the baseline {doc['baseline_name']}")
     return figure
 
 
@@ -494,10 +554,10 @@ def _group_bars(
     lowest = min(values.values())
     axes.set_xlim(min(0.0, lowest - 0.05), 1.0)
     axes.set_xlabel(axis)
-    axes.set_title(_label(_short(f"{axis}, group {document['group']}", 60)))
     axes.grid(axis="x", alpha=0.3)
     figure.tight_layout()
     _legend_outside(axes, fontsize="small", title="dataset", title_fontsize="small")
+    _fit_title(axes, f"{axis}, group {document['group']}")
     return figure
 
 

@@ -110,6 +110,16 @@ def overlap_warnings(job: Mapping[str, Any], overlap: Mapping[str, int]) -> list
     return warnings
 
 
+def excluded_warning(job: Mapping[str, Any], left_out: int) -> str:
+    """What a report or comparison says of the items ``--exclude-in-sample`` left out."""
+    short = str(job.get("id") or "?")[:8]
+    return (
+        f"--exclude-in-sample: {left_out} item(s) of job {short} are images the builtin "
+        "backend was fitted on and are left out: every figure of the job here is computed "
+        "without them"
+    )
+
+
 def in_sample_warnings(
     job: Mapping[str, Any],
     rows: Iterable[Mapping[str, Any]] | JobColumns,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,33 +24,59 @@ if TYPE_CHECKING:
 
 
 #: The pages' style.  Numbers and intervals never wrap (a line break inside "[0.451, 0.726]"
-#: makes two numbers of one); text wraps, inside a word only where the word is longer than
-#: the cell, and a text cell keeps a few words' width (a row label is never squeezed to a
-#: letter a line); a table wider than the page scrolls in its own box.
+#: makes two numbers of one); text wraps between words (and after a hyphen), never inside a
+#: word ("5-paramet er"): only a long token (a path, a URL, a long name: :func:`text_html`
+#: marks it ``span.long``) may break anywhere; a text cell keeps a few words' width (a row
+#: label is never squeezed to a letter a line); headers wrap between words.  In a window under
+#: 1000 pixels the cells and their padding shrink, so the tables of a report and a comparison
+#: fit an 800-pixel window; a table wider still (many long names) scrolls in its own box.
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em;
-       max-width: 1120px; color: #222; }
+       max-width: 1120px; color: #222; hyphens: manual; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
 td { white-space: nowrap; }
-th { background: #f2f2f2; }
-td.text, th.text { text-align: left; white-space: normal; overflow-wrap: anywhere;
+th { background: #f2f2f2; white-space: normal; overflow-wrap: normal; }
+td.text, th.text { text-align: left; white-space: normal; overflow-wrap: break-word;
                    min-width: 5em; }
 td.label { min-width: 11em; }
 td.ci { white-space: nowrap; }
+.long { overflow-wrap: anywhere; }
 tr.agent td { font-weight: bold; background: #f8f8ff; }
 .note { color: #666; font-size: 0.9em; }
 .scroll { max-width: 100%; overflow-x: auto; }
-p, li, h1, figcaption { overflow-wrap: anywhere; }
+p, li, h1, figcaption { overflow-wrap: break-word; }
 figure.plot { margin: 1em 0; } figure.plot svg { max-width: 100%; height: auto; }
+@media (max-width: 1000px) {
+  body { margin: 1em auto; padding: 0 0.5em; }
+  table { font-size: 0.8em; }
+  th, td { padding: 0.2em 0.25em; }
+  td.text, th.text { min-width: 3.5em; }
+  td.label { min-width: 6em; }
+}
 """
+
+#: A token (no white space) longer than this may break anywhere (``span.long``): a path, a
+#: URL, a digest, a long generated name; shorter ones are words and never break inside.
+LONG_TOKEN = 24
+
+
+def text_html(text: str) -> str:
+    """Return ``text`` escaped, each token longer than :data:`LONG_TOKEN` characters in a
+    ``span.long`` (it may break anywhere; every other word breaks only between words)."""
+    return re.sub(
+        rf"\S{{{LONG_TOKEN + 1},}}",
+        lambda found: f'<span class="long">{found.group(0)}</span>',
+        html.escape(text),
+    )
 
 
 def render_cell(value: Any, digits: int = 3, *, text: bool = False) -> str:
     """Return a value as an escaped table cell (``text``: left-aligned, wrapping)."""
-    css = ' class="text"' if text else ""
-    return f"<td{css}>{html.escape(format_value(value, digits))}</td>"
+    if text:
+        return f'<td class="text">{text_html(format_value(value, digits))}</td>'
+    return f"<td>{html.escape(format_value(value, digits))}</td>"
 
 
 def render_ci_cell(interval: list[float] | None) -> str:
@@ -61,7 +88,7 @@ def render_label_cell(value: Any, title: str | None = None) -> str:
     """A row's name (``td.label``: a few words wide at least); ``title``: what it stands for,
     shown on hover (the job id behind a name)."""
     hover = f' title="{html.escape(redact(title) or "")}"' if title else ""
-    return f'<td class="text label"{hover}>{html.escape(redact(format_value(value)) or "")}</td>'
+    return f'<td class="text label"{hover}>{text_html(redact(format_value(value)) or "")}</td>'
 
 
 def render_header(*names: str) -> str:

@@ -54,6 +54,9 @@ class PaperTable:
     metrics: list[str]
     caption: str
     best: set[tuple[str, str, str]] = field(default_factory=set)
+    #: What a reader must know of the figures (in-sample items, a job still running), said
+    #: with the table in every format, as the report and the page say it.
+    warnings: list[str] = field(default_factory=list)
 
     def entry(self, method: str, column: str) -> Entry | None:
         return next((e for e in self.entries if e.method == method and e.column == column), None)
@@ -167,6 +170,7 @@ def from_comparison(doc: Mapping[str, Any]) -> PaperTable:
         [""],
         metrics,
         _caption(entries, metrics, doc.get("bootstrap") or {}, "Comparison"),
+        warnings=[str(text) for text in doc.get("warnings") or ()],
     )
     _mark_best(table)
     return table
@@ -202,6 +206,7 @@ def from_group(doc: Mapping[str, Any], bootstrap: Mapping[str, Any]) -> PaperTab
         list(doc["columns"]),
         metrics,
         _caption(entries, metrics, bootstrap, f"Group {doc['group']}"),
+        warnings=[str(text) for text in doc.get("warnings") or ()],
     )
     _mark_best(table)
     return table
@@ -288,7 +293,13 @@ def render_latex(table: PaperTable) -> str:
                     text + (r" {\scriptsize " + _interval(interval) + "}" if interval else "")
                 )
         lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\hline", r"\end{tabular}"]
+    # Under the table, inside its float: the warning travels with the figures it is about.
+    lines += [
+        r"\par\smallskip{\footnotesize\textbf{Warning:} " + latex_escape(redact(text) or "") + "}"
+        for text in table.warnings
+    ]
+    lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
 
 
@@ -337,6 +348,11 @@ def render_markdown(table: PaperTable) -> str:
                 cells.append(text + (f" {_interval(interval)}" if interval else ""))
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Table: " + markdown_escape(redact(table.caption) or "")]
+    lines += [
+        line
+        for text in table.warnings
+        for line in ("", "**Warning:** " + markdown_escape(redact(text) or ""))
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -356,12 +372,13 @@ CSV_COLUMNS = (
 
 def render_csv(table: PaperTable) -> str:
     """One row per (method, dataset), numbers as numbers, the best metrics of a row in
-    ``best`` (``srcc;plcc``); the caption first, as a ``#`` comment line (skipped by
+    ``best`` (``srcc;plcc``); the caption and each warning first, as ``#`` comment lines (skipped by
     ``comment="#"`` readers), where no comma is followed by a formula's first character, so
     that no cell a spreadsheet splits it into starts a formula.  Text cells never start one."""
     buffer = io.StringIO()
-    caption = " ".join((redact(table.caption) or "").replace('"', "'").split())
-    buffer.write(f"# {_RISKY_COMMA.sub(';', caption)}\r\n")
+    for line in (table.caption, *(f"warning: {text}" for text in table.warnings)):
+        comment = " ".join((redact(line) or "").replace('"', "'").split())
+        buffer.write(f"# {_RISKY_COMMA.sub(';', comment)}\r\n")
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     for method in table.methods:

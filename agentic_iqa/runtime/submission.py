@@ -112,9 +112,19 @@ class Tally:
 
     items: int = 0
     bad: int = 0
+    #: Rows left out because their image is one the builtin was fitted on
+    #: (``exclude_in_sample``), and rows whose image could not be read to tell.
+    in_sample: int = 0
+    in_sample_unreadable: int = 0
 
 
-def submit(engine: Engine, spec: JobSpec, *, stored: Callable[[str], None] | None = None) -> str:
+def submit(
+    engine: Engine,
+    spec: JobSpec,
+    *,
+    stored: Callable[[str], None] | None = None,
+    tally: Tally | None = None,
+) -> str:
     """Create the job ``spec`` describes and its items (bad rows as failed items); returns its
     id.  ``spec`` is stored as the job's record.
 
@@ -132,7 +142,7 @@ def submit(engine: Engine, spec: JobSpec, *, stored: Callable[[str], None] | Non
             f"submit() takes a JobSpec, not {type(spec).__name__}: "
             "JobSpec.build(manifest=..., ...) describes the job"
         )
-    return _submit(engine, spec, stored, threading.Event(), Tally())
+    return _submit(engine, spec, stored, threading.Event(), tally if tally is not None else Tally())
 
 
 class Submission:
@@ -256,6 +266,8 @@ def _submit(
             subset=spec.subset,
         )
         source, confine = str(manifest.resolve()), root
+    if spec.exclude_in_sample:
+        entries = _without_in_sample(entries, tally)
     fr_tools: list[str] = []
     if metric_tools:
         fr_tools = full_reference(metric_tools, tool_settings)
@@ -324,6 +336,25 @@ def _submit(
     if not rows.ended:
         _store_rest(engine, job_id, rows)
     return job_id
+
+
+def _without_in_sample(entries: Iterator[ManifestEntry], tally: Tally) -> Iterator[ManifestEntry]:
+    """``entries`` less the items whose image the builtin backend was fitted on (by the SHA-256
+    recorded when the row was checked, else the file's bytes), counted in ``tally``; an image
+    that cannot be read to tell (an object in a store) is kept, and counted too."""
+    from ..reports.in_sample import fitted_images, image_sha256
+
+    fitted = fitted_images()
+    for entry in entries:
+        if isinstance(entry, ManifestItem):
+            recorded = entry.image_digest
+            digest = image_sha256(str(entry.image), recorded)
+            if digest is None:
+                tally.in_sample_unreadable += 1
+            elif digest in fitted:
+                tally.in_sample += 1
+                continue
+        yield entry
 
 
 def _scorable(entry: ManifestEntry, fr_tools: list[str]) -> bool:

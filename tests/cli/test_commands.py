@@ -461,7 +461,8 @@ def test_assess_output_says_plan_and_distortions_once_and_never_wraps_in_a_pipe(
     )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert "Plan: IQA, scope Global, distortions: Blurs, Noise (explicit), No-Reference" in lines
+    plan = "Plan: IQA, scope whole image, distortions: Blurs, Noise (explicit), No-Reference"
+    assert plan in lines
     blur = next(line for line in lines if line.startswith("  Blurs:"))
     assert re.fullmatch(
         r"  Blurs: extreme - edges and fine texture are smeared \(edge width "
@@ -506,7 +507,7 @@ def test_plan_line_names_distortions_readably():
         plan=flags,
     )
     assert plan_line(inferred) == (
-        "IQA, scope Global, distortions inferred from the image, No-Reference"
+        "IQA, scope whole image, distortions inferred from the image, No-Reference"
     )
     objects = PlannerOutput(
         query_type="IQA",

@@ -138,7 +138,10 @@ def test_report_and_export_default_to_the_latest_job_and_take_its_short_id(store
     assert html.exit_code == 0, html.output
     text = page.read_text(encoding="utf-8")
     assert f"<title>Evaluation job report: two &lt;photos&gt; ({job_id[:8]})</title>" in text
-    assert f'<td class="text">{job_id}</td>' in text and "<photos>" not in text
+    assert (
+        f'<td class="text"><span class="long">{job_id}</span></td>' in text
+        and "<photos>" not in text
+    )
     assert html.stdout.startswith(f"Job:        {job_id}\nName:       two <photos>\n")
 
 
@@ -217,7 +220,7 @@ def test_runs_show_prints_plan_steps_tools_and_answer(stored):
     lines = text.splitlines()
     assert lines[0] == f"Run {stored['run_id']}: succeeded"
     assert "  query      Is the image blurry?" in lines
-    assert "Plan: IQA, scope Global, distortions: Blurs (explicit), No-Reference" in lines
+    assert "Plan: IQA, scope whole image, distortions: Blurs (explicit), No-Reference" in lines
     assert any(re.fullmatch(r"  Blurs: (severe|extreme) - edges .*", line) for line in lines)
     steps = [
         line
@@ -243,7 +246,7 @@ def test_runs_show_prints_plan_steps_tools_and_answer(stored):
         ), line
     tool = next(line for line in lines if "│ PIQE" in line)
     assert re.search(
-        r"│ 0\s+│ whole image\s+│ the image\s+│ Blurs\s+│ PIQE\s+│\s+[\d.]+\s+│ "
+        r"│ 0\s+│ whole image\s+│ whole image\s+│ Blurs\s+│ PIQE\s+│\s+[\d.]+\s+│ "
         r"[1-5]\.\d\d",
         tool,
     )
@@ -267,6 +270,16 @@ def test_runs_show_json_has_every_part(stored):
     assert step["duration_s"] >= 0 and step["started_at"] <= step["finished_at"]
     (log,) = document["tool_logs"]
     assert log["tool"] == "PIQE" and 1 <= log["normalized_score"] <= 5
+    # The database keeps the paper's key; what is shown says it in words, as the text does.
+    assert log["object"] == "whole image"
+    assert {entry["object"] for entry in document["distortions"]} <= {"whole image"}
+    from agentic_iqa.db.models import ToolLog
+
+    with _session(stored["url"]) as session:
+        stored_object = session.query(ToolLog.object_name).filter_by(run_id=document["id"]).one()
+    assert stored_object == ("Global",)
+    text = runner.invoke(app, ["runs", "show", stored["run_id"]]).stdout
+    assert "Global" not in text and "whole image" in text
     assert log["raw_score"] is not None and log["load_time_s"] is not None
     assert document["final_answer"].startswith("Yes") and document["quality_reasoning"]
     assert document["replans"] == []

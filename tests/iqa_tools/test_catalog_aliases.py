@@ -93,3 +93,35 @@ def _write(tmp_path, mutate):
 def test_an_alias_that_names_two_tools_or_nothing_is_refused(tmp_path, mutate, message):
     with pytest.raises(MetadataError, match=message):
         load_catalog(_write(tmp_path, mutate))
+
+
+@pytest.mark.parametrize(
+    ("typed", "suggested"),
+    [("BRISQE", ["BRISQUE"]), ("niqee", ["NIQE"]), ("lpip", ["LPIPS"]), ("Qalighn", ["QAlign"])],
+)
+def test_a_near_miss_names_the_closest_tool_first(typed, suggested):
+    catalog = load_catalog()
+    assert catalog.suggest(typed) == suggested
+    with pytest.raises(UnknownToolError) as caught:
+        catalog.get(typed)
+    message = str(caught.value)
+    assert message.startswith(f"unknown tool {typed!r}; did you mean {suggested[0]}? Known tools: ")
+
+
+def test_a_name_near_nothing_gets_no_suggestion():
+    catalog = load_catalog()
+    assert catalog.suggest("xyzzy") == []
+    with pytest.raises(UnknownToolError, match=r"^unknown tool 'xyzzy'; known tools: "):
+        catalog.get("xyzzy")
+
+
+def test_submit_with_a_misspelt_tool_suggests_it_before_the_list(tmp_path):
+    from typer.testing import CliRunner
+
+    from agentic_iqa.cli import app
+
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("image\na.png\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["eval", "submit", str(manifest), "--tools", "PIQE,BRISQE"])
+    assert result.exit_code == 2
+    assert "unknown tool 'BRISQE' (did you mean BRISQUE?). Known tools: " in result.output

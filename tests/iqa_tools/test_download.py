@@ -475,3 +475,69 @@ def test_a_download_that_does_not_fit_on_the_disk_is_refused_before_writing(
     with pytest.raises(download.DownloadError, match="only 0 MiB free"):
         download.fetch(f"{server.url}/{NIQE}", tmp_path / "out" / NIQE)
     assert not (tmp_path / "out" / (NIQE + ".part")).exists()
+
+
+# -- offline: the host cannot be reached ---------------------------------------------------------
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed): connecting is refused."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_cli_unreachable_host_names_the_folder_and_the_install_command(
+    tmp_path, weights_dir, monkeypatch
+):
+    """Offline for real (a refused loopback port): the output says why, where copies are and
+    which command installs them; nothing is installed by itself, and that command then works."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    host = f"127.0.0.1:{_closed_port()}"
+    data = tmp_path / "data"
+    shutil.copytree(weights_dir, data / "pyiqa-weights")
+    env = cli_env(
+        tmp_path,
+        mirror(Served(tmp_path, url=f"http://{host}"), tmp_path),
+        AGENTIC_IQA_DATA_DIR=str(data),
+    )
+    result = runner.invoke(app, ["tools", "download", "NIQE", "BRISQUE"], env=env)
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    errors = [x for x in lines if x.startswith("error:")]
+    assert len(errors) == 2
+    for line, name in zip(errors, (NIQE, BRISQUE), strict=True):
+        assert line.startswith(f"error: {name}: download from http://{host}/{name} failed: ")
+        assert f"the host {host} cannot be reached (" in line
+    folder = (data / "pyiqa-weights").resolve()
+    assert (
+        f"The download failed because {host} cannot be reached from this machine" in result.output
+    )
+    assert "nothing was installed in its place" in result.output
+    assert (
+        f"{NIQE} and {BRISQUE}: copies are in {folder}; install them with "
+        f"`agentic-iqa tools install-weights {folder}`." in result.output
+    )
+    assert not pyiqa_cache(tmp_path).exists() or not any(pyiqa_cache(tmp_path).iterdir())
+    # The command the message names does the job.
+    installed = runner.invoke(app, ["tools", "install-weights", str(folder)], env=env)
+    assert installed.exit_code == 0, installed.output
+    assert (pyiqa_cache(tmp_path) / NIQE).read_bytes() == (weights_dir / NIQE).read_bytes()
+    assert (pyiqa_cache(tmp_path) / BRISQUE).read_bytes() == (weights_dir / BRISQUE).read_bytes()
+
+
+def test_the_offline_hint_without_a_copy_names_the_repository_folder_and_the_command(tmp_path):
+    from agentic_iqa.cli.offline_weights import holding, unreachable_hint
+
+    assert holding([NIQE], cwd=tmp_path) is not None  # the checkout's tests/data has it
+    assert holding(["no_such_file.pth"], cwd=tmp_path) is None
+    hint = unreachable_hint(["example.org", "example.org"], ["no_such_file.pth"], cwd=tmp_path)
+    assert hint.splitlines() == [
+        "The download failed because example.org cannot be reached from this machine (offline, "
+        "or a proxy or firewall in the way); nothing was installed in its place.",
+        "no_such_file.pth: download on a machine with network, copy the files into a folder DIR "
+        "here and run `agentic-iqa tools install-weights DIR`.",
+    ]

@@ -26,6 +26,7 @@ from ...datasets.bounded import (
     text_lines,
 )
 from ..subset import RawRow
+from .dataset_files import dataset_hint
 
 #: File extensions taken as images when a plain folder is given as the manifest.
 IMAGE_EXTENSIONS = frozenset({".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp"})
@@ -162,6 +163,7 @@ def _header_of(source: Path, reader: Any) -> list[str]:
     if "image" not in known:
         raise ManifestFormatError(
             f"manifest {source}: the header ({', '.join(names)}) has no 'image' column"
+            + dataset_hint(names)
         )
     repeated = sorted(
         {name for name in names if names.count(name) > 1}

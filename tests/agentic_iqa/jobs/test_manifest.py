@@ -212,6 +212,46 @@ def test_a_malformed_file_raises_when_opened(
         read_manifest(path)  # no iteration needed: the whole file is refused up front
 
 
+@pytest.mark.parametrize(
+    ("header", "hint"),
+    [
+        (
+            "image_name,c1,c2,c3,c4,c5,c_total,MOS,SD,MOS_zscore",
+            "this looks like KonIQ-10k's score file (koniq10k_scores_and_distributions.csv): "
+            "use `--dataset koniq10k --root DIR` instead of a manifest",
+        ),
+        (
+            "image_name,c1,c2,c3,c4,c5,c_total,MOS,SD,set",
+            "this looks like KonIQ-10k's score file (koniq10k_distributions_sets.csv): "
+            "use `--dataset koniq10k --root DIR`",
+        ),
+        ("dist_img,ref_img,dmos,var", "KADID-10k's score file (dmos.csv): use `--dataset kadid10k"),
+        (
+            "name,prompt,adj1,adj2,style,mos_quality,std_quality,mos_align,std_align",
+            "AGIQA-3K's score file (data.csv): use `--dataset agiqa3k --root DIR`",
+        ),
+    ],
+)
+def test_a_datasets_own_score_file_names_the_dataset_flags(
+    tmp_path: Path, header: str, hint: str
+) -> None:
+    path = tmp_path / "scores.csv"
+    path.write_text(header + "\nx.jpg,1,2,3,4,5,6,7,8,9\n", encoding="utf-8")
+    with pytest.raises(ManifestFormatError) as caught:
+        read_manifest(path)
+    message = str(caught.value)
+    assert "has no 'image' column; " in message
+    assert hint in message
+
+
+def test_an_unknown_header_gets_no_dataset_hint(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text("path,MOS\na.png,1\n", encoding="utf-8")
+    with pytest.raises(ManifestFormatError) as caught:
+        read_manifest(path)
+    assert str(caught.value).endswith("the header (path, MOS) has no 'image' column")
+
+
 def test_a_missing_manifest_raises(tmp_path: Path) -> None:
     with pytest.raises(ManifestFormatError, match="not found"):
         read_manifest(tmp_path / "absent.csv")

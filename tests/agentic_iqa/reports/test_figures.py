@@ -17,7 +17,7 @@ from agentic_iqa.reports.breakdown import breakdown, distortion_of
 from agentic_iqa.reports.compare import build_comparison
 from agentic_iqa.reports.compare_html import render_html as compare_html
 from agentic_iqa.reports.export import export_columns, write_rows
-from agentic_iqa.reports.figures import comparison_figures, report_figures, write_figures
+from agentic_iqa.reports.figures import comparison_figures, report_figures, svg, write_figures
 from agentic_iqa.reports.report import build_report
 from agentic_iqa.reports.report_html import render_html
 from agentic_iqa.reports.report_text import render_text
@@ -330,10 +330,51 @@ def test_the_paired_differences_figure_has_a_marker_per_line_and_difference(tmp_
     texts = {node.text for node in root.iter(f"{SVG}text")}
     # Lines by their jobs' names (the tools job's escaped as text), not by ids.
     assert {"<b>tools</b>: BRISQUE", "<b>tools</b>: NIQE", "ΔSRCC"} <= texts
-    assert "Difference from the baseline a-very-long-job-name-a-very-lo…" in texts
+    # The long name wraps onto a second line and ends in an ellipsis, inside the figure.
+    assert "Difference from the baseline a-very-long-job-name-a-very-long-job-" in texts
+    assert any(text and text.endswith("…") and "a-very-long" in text for text in texts)
     # No difference to show (every line the baseline's): no figure.
     single = {**doc, "lines": doc["lines"][:1]}
     assert comparison_figures(single) == []
+
+
+def _title_inside(named: Any) -> tuple[str, bool]:
+    """The figure's title and whether its drawn extent lies inside the figure."""
+    figure = named.figure
+    title = figure.axes[0].title
+    box = title.get_window_extent(figure.canvas.get_renderer())
+    edge = figure.bbox
+    return title.get_text(), (
+        edge.x0 - 1 <= box.x0 and box.x1 <= edge.x1 + 1 and box.y1 <= edge.y1 + 1
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "livec-all-tools-BRISQUE+NIQE+PIQE+MUSIQ+CLIPIQA+HyperIQA+DBCNN",  # a default name
+        "koniq10k-test-agent-gpt-4o-2024-08-06+claude-3-5-sonnet-20241022",
+        "x" * 150,
+        "short",
+    ],
+)
+def test_the_differences_title_stays_inside_the_figure(name: str) -> None:
+    """A default job name ran off the figure ("...BRISQUE+NIQE+F"): the title wraps, and is cut
+    to an ellipsis only when two lines cannot hold it."""
+    from agentic_iqa.reports.names import line_names
+
+    doc = comparison(bootstrap=0)
+    doc["jobs"][0]["name"] = name
+    (named,) = comparison_figures(line_names(doc))
+    svg(named)  # drawn as written
+    title, inside = _title_inside(named)
+    assert inside, title
+    assert title.count("\n") <= 1
+    if len(name) < 80:  # two lines hold it: every character is shown
+        full = f"Difference from the baseline {name}"
+        assert full in (title.replace("\n", ""), title.replace("\n", " "))
+    else:
+        assert title.endswith("…")
 
 
 def test_the_compare_page_fits_a_1280_pixel_window_and_embeds_the_figure(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
-"""The HTML pages as a reader sees them: laid out by headless Chromium at 1280 and 1920 pixels
-(:mod:`tests.browser`), nothing past the window's edge or cut off in a cell, every confidence
-interval on one line, every row label a few words wide, every table inside the page."""
+"""The HTML pages as a reader sees them: laid out by headless Chromium at 800, 1280 and 1920
+pixels (:mod:`tests.browser`), nothing past the window's edge or cut off in a cell, every
+confidence interval on one line, every row label a few words wide, every table inside the page
+and the window (no sideways scrolling, KRCC in view), and no word broken inside itself
+("5-paramet er")."""
 
 from __future__ import annotations
 
@@ -35,9 +37,11 @@ def assert_readable(facts: dict[str, Any], *, cis: int) -> None:
         assert cell["lines"] == 1 or len(cell["text"]) / cell["lines"] >= 12, cell
     for table in facts["tables"]:
         assert table["wrapper_scroll"] <= table["wrapper_client"], table  # all of it shows
+        assert table["right"] <= facts["width"], table  # its last column in the window
+    assert facts["broken_words"] == []  # words wrap between words, or after a hyphen
 
 
-@pytest.mark.parametrize("width", [1280, 1920])
+@pytest.mark.parametrize("width", [800, 1280, 1920])
 def test_the_compare_page_is_readable(tmp_path: Path, width: int) -> None:
     doc = comparison()  # a 250-character job name, a tools job with two tools, intervals
     page = compare_html(line_names(doc, {"bbbbbbbb-2": "pyiqa metrics"}), tmp_path / "compare.html")
@@ -50,7 +54,7 @@ def test_the_compare_page_is_readable(tmp_path: Path, width: int) -> None:
     assert {"jobs", "lines", "differences"} == {t["table"].split("#")[1] for t in facts["tables"]}
 
 
-@pytest.mark.parametrize("width", [1280, 1920])
+@pytest.mark.parametrize("width", [800, 1280, 1920])
 def test_the_report_and_group_pages_are_readable(tmp_path: Path, width: int) -> None:
     rows = [
         {**row, "raw:NIQE": row["raw:BRISQUE"] / 7.0, "tool:NIQE": 3.0} for row in metric_rows()
