@@ -36,6 +36,7 @@ from .progress import (
     follow_job,
 )
 from .results import export, report, status
+from .traces import show
 
 eval_app = typer.Typer(
     help="Dataset evaluation jobs: submit, watch, resume, export, report.", no_args_is_help=True
@@ -557,5 +558,6 @@ eval_app.command("estimate")(estimate)
 eval_app.command("status")(status)
 eval_app.command("resume")(resume)
 eval_app.command("cancel")(cancel)
+eval_app.command("show")(show)
 eval_app.command("export")(export)
 eval_app.command("report")(report)
