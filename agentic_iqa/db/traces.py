@@ -191,7 +191,8 @@ def close_item_ids(session: Session, job_id: str, wanted: str, limit: int = CLOS
             )
         )
         return candidates
-    return difflib.get_close_matches(wanted, candidates, n=limit, cutoff=0.0)
+    likeness = {key: difflib.SequenceMatcher(None, wanted, key).ratio() for key in candidates}
+    return sorted(candidates, key=lambda key: (-likeness[key], key))[:limit]
 
 
 def _find(session: Session, job_id: str, item: str | None, line: int | None) -> Any:
