@@ -89,10 +89,12 @@ class Ranking:
     (item row id, score, MOS) triples, some 24 bytes an item, looked up by row id."""
 
     def __init__(self, triples: Iterable[tuple[int, float, float]]) -> None:
+        from itertools import chain
+
         import numpy as np
         from scipy.stats import rankdata
 
-        rows = np.array(list(triples), dtype=float).reshape(-1, 3)
+        rows = np.fromiter(chain.from_iterable(triples), dtype=float).reshape(-1, 3)
         order = np.argsort(rows[:, 0], kind="stable")
         self._ids: np.ndarray = rows[order, 0].astype(np.int64)
         self._score: np.ndarray = rankdata(rows[order, 1]) if rows.size else np.empty(0)
