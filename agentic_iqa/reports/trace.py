@@ -103,6 +103,17 @@ class Ranking:
     def __len__(self) -> int:
         return int(self._ids.size)
 
+    def by_disagreement(self, count: int, *, worst: bool = True) -> list[int]:
+        """Return the row ids of the ``count`` items whose score and MOS disagree most
+        (``worst``) or least, by absolute rank error; ties by row id."""
+        import numpy as np
+
+        if count < 1 or not self._ids.size:
+            return []
+        error = np.abs(self._score - self._mos)
+        order = np.lexsort((self._ids, -error if worst else error))
+        return [int(row_id) for row_id in self._ids[order[:count]]]
+
     def rank(self, row_id: int) -> Rank | None:
         """Return the item's rank, or None when it has no score or no MOS."""
         import numpy as np

@@ -309,3 +309,25 @@ def test_ranks_average_ties_and_agree_with_counts():
     assert ranking.rank(11).rank_error == pytest.approx((3 - 4) / 3)
     assert rank_from_counts(0, 0, 0, 0, 0) is None
     assert Ranking(iter([])).rank(1) is None
+
+
+def test_the_worst_and_best_items_by_rank_error_and_their_traces(traced):
+    from agentic_iqa.db.traces import job_ranking, traces_of_items
+
+    traces = traces_of(traced)
+    with read_scope(make_engine(traced.url)) as session:
+        ranking = job_ranking(session, traced.job_id)
+        worst = ranking.by_disagreement(3)
+        best = ranking.by_disagreement(1, worst=False)
+        chosen = traces_of_items(session, traced.job_id, worst, ranking=ranking)
+        keys = {
+            row.id: row.item_key
+            for row in session.execute(
+                select(JobItem.id, JobItem.item_key).where(JobItem.job_id == traced.job_id)
+            )
+        }
+    errors = [abs(traces[keys[row_id]]["truth"]["rank_error"]) for row_id in worst]
+    assert len(worst) == 3 and errors == sorted(errors, reverse=True) and errors[0] > 0
+    assert [trace["item"]["id"] for trace in chosen] == [keys[row_id] for row_id in worst]
+    assert chosen == [traces[keys[row_id]] for row_id in worst]
+    assert abs(traces[keys[best[0]]]["truth"]["rank_error"]) == min(errors)
