@@ -360,7 +360,12 @@ def _export_hf(engine: Any, job_id: str, output: str | None, embed_images: bool)
         columns, rows = export_rows(engine, job_id)
     except JobNotFound as exc:
         fail(str(exc))
-    count = write_hf(traced_rows(engine, job_id, rows), path, columns, embed_images=embed_images)
+    try:
+        count = write_hf(
+            traced_rows(engine, job_id, rows), path, columns, embed_images=embed_images
+        )
+    except FileExistsError as exc:
+        fail(str(exc), code=2)
     note = "" if output else " (no -o given: the default name)"
     err.print(
         f"wrote {count} rows to {escape(str(path.resolve()))}{note}; read it with "

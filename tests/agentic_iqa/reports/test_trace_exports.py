@@ -165,6 +165,15 @@ def test_hf_dataset_round_trips_rows_and_traces_with_images_by_path(traced, trac
         assert record == row
     assert dataset[0]["image"] == traces["rate-a"]["item"]["image"]
     assert not list(tmp_path.glob(".hf.*"))  # nothing staged left behind
+    again = invoke("eval", "export", traced.job_id, "--format", "hf", "-o", str(folder))
+    assert again.exit_code == 0 and len(datasets.load_from_disk(str(folder))) == 6
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    refused = invoke(
+        "eval", "export", traced.job_id, "--format", "hf", "-o", str(tmp_path / "mine")
+    )
+    assert refused.exit_code == 2 and "is not a dataset folder" in refused.output
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
 def test_hf_dataset_embeds_the_images(traced, traces, tmp_path):
