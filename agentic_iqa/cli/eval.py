@@ -36,6 +36,7 @@ from .progress import (
     follow_job,
 )
 from .results import export, export_rows, report, report_document, status
+from .traces import show
 from .tracking import check_trackers, later, log_job
 
 eval_app = typer.Typer(
@@ -609,5 +610,6 @@ eval_app.command("estimate")(estimate)
 eval_app.command("status")(status)
 eval_app.command("resume")(resume)
 eval_app.command("cancel")(cancel)
+eval_app.command("show")(show)
 eval_app.command("export")(export)
 eval_app.command("report")(report)

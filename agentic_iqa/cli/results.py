@@ -227,7 +227,14 @@ def export(
     job: Annotated[
         str | None, typer.Argument(help="job id or a unique prefix of one (default: the latest)")
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet")] = "csv",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="csv, jsonl, parquet, or hf (a Hugging Face `datasets` folder, with each "
+            "item's trace; the `hf` extra)",
+        ),
+    ] = "csv",
     output: Annotated[
         str | None,
         typer.Option(
@@ -238,9 +245,26 @@ def export(
             "and its name is printed)",
         ),
     ] = None,
+    trace: Annotated[
+        bool,
+        typer.Option(
+            "--trace",
+            help="jsonl: each row carries the item's whole trace (plan, distortions, tool "
+            "calls, answer, replans, model calls) under `trace`, as `eval show --json` gives it",
+        ),
+    ] = False,
+    embed_images: Annotated[
+        bool,
+        typer.Option(
+            "--embed-images",
+            help="hf: the images' bytes in the dataset (image_file, reference_file), not only "
+            "their paths",
+        ),
+    ] = False,
 ) -> None:
     """One row per item: answer, score, reasoning, level probabilities, the model that
-    answered, per-tool normalized and raw scores, severities, errors."""
+    answered, per-tool normalized and raw scores, severities, errors; with ``--trace`` (jsonl)
+    or as a Hugging Face dataset (``--format hf``), each item's whole trace too."""
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display
 
@@ -249,15 +273,25 @@ def export(
     from ..reports.export import ExportFormat, write_rows
     from .faults import disk_full
 
-    if fmt not in {"csv", "jsonl", "parquet"}:
-        fail(f"unknown format {fmt!r}: use csv, jsonl or parquet")
-    chosen = cast(ExportFormat, fmt)
+    if fmt not in {"csv", "jsonl", "parquet", "hf"}:
+        fail(f"unknown format {fmt!r}: use csv, jsonl, parquet or hf")
+    if trace and fmt not in {"jsonl", "hf"}:
+        fail("--trace goes with --format jsonl (a dataset, --format hf, has it always)", code=2)
+    if embed_images and fmt != "hf":
+        fail("--embed-images goes with --format hf", code=2)
     engine = open_engine()
     job_id = resolve_job(engine, job)
+    if fmt == "hf":
+        _export_hf(engine, job_id, output, embed_images)
+        return
+    chosen = cast(ExportFormat, fmt)
     try:
         columns, rows = export_rows(engine, job_id)
     except JobNotFound as exc:
         fail(str(exc))
+    if trace:
+        columns = [*columns, "trace"]
+        rows = _with_traces(engine, job_id, rows)
     if output == "-":
         try:
             write_rows(rows, "-", chosen, columns)
@@ -280,6 +314,70 @@ def export(
     shown = display(path) if isinstance(path, str) else str(path.resolve())
     note = "" if output else " (no -o given: the default name; -o - writes to standard output)"
     err.print(f"wrote {count} rows to {shown}{note}", highlight=False, soft_wrap=True)
+
+
+def traced_rows(
+    engine: Any, job_id: str, rows: Iterator[dict[str, Any]]
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pair each exported row with its item's trace (:func:`agentic_iqa.db.traces.job_traces`),
+    both streamed in the job's order, a page at a time; matched by item id, so an item stored
+    between the two reads (a job still being submitted) gets an empty trace, not another's."""
+    from ..db.engine import read_scope
+    from ..db.traces import job_traces
+    from ..redact import redact
+
+    with read_scope(engine) as session:
+        traces = (trace for _, trace in job_traces(session, job_id))
+        pending: dict[str, Any] | None = next(traces, None)
+        for row in rows:
+            wanted = redact(row["item_id"])
+            while pending is not None and pending["item"]["id"] != wanted:
+                pending = next(traces, None)
+            if pending is None:
+                yield row, {}
+                continue
+            yield row, pending
+            pending = next(traces, None)
+
+
+def _with_traces(
+    engine: Any, job_id: str, rows: Iterator[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    for row, trace in traced_rows(engine, job_id, rows):
+        row["trace"] = trace
+        yield row
+
+
+def _export_hf(engine: Any, job_id: str, output: str | None, embed_images: bool) -> None:
+    """Write the job as a Hugging Face ``datasets`` folder (:mod:`agentic_iqa.reports.hf`)."""
+    from ..db.jobs import JobNotFound
+    from ..jobs.spec import place
+    from ..reports.hf import MissingExtra, write_hf
+
+    if output == "-" or (output and "://" in output):
+        fail("--format hf writes a folder: give -o FOLDER on this machine", code=2)
+    try:
+        import datasets  # noqa: F401  (the extra, checked before anything is read)
+    except ImportError:
+        fail(str(MissingExtra()), code=2)
+    path = Path(place(output) or f"job-{job_id[:8]}-hf")
+    try:
+        columns, rows = export_rows(engine, job_id)
+    except JobNotFound as exc:
+        fail(str(exc))
+    try:
+        count = write_hf(
+            traced_rows(engine, job_id, rows), path, columns, embed_images=embed_images
+        )
+    except FileExistsError as exc:
+        fail(str(exc), code=2)
+    note = "" if output else " (no -o given: the default name)"
+    err.print(
+        f"wrote {count} rows to {escape(str(path.resolve()))}{note}; read it with "
+        "datasets.load_from_disk",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def report_document(
