@@ -25,10 +25,12 @@ import numpy as np
 from ...evidence import missing_evidence, whole_image_objects
 from ...query import categories_in, options_in
 from ...vocabulary import level_name
+from . import damage
 from .opinion import OpinionModel, OpinionModels, as_models
 from .opinion_features import opinion_features
 from .severity import SEVERITIES
 from .vision import dominance_for, presence_for, scores_for
+from .vision import scores as measured_scores
 from .yes_no import (
     BAD_WORDS,
     GOOD_WORDS,
@@ -120,10 +122,12 @@ def tool_mean(context: Mapping[str, Any]) -> float | None:
 def quality_estimate(
     context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None
 ) -> float:
-    """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores."""
+    """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores, at
+    most what the worst blur, noise or compression measured on it allows (:mod:`.damage`)."""
     chosen = as_models(model).for_tools([tool for tool, _ in _tool_pairs(context)])
     features = opinion_features(context["image_path"])
-    return chosen.predict(features, tool_mean(context))
+    opinion = chosen.predict(features, tool_mean(context))
+    return damage.bounded(opinion, measured_scores(context["image_path"]))
 
 
 def level_probabilities(
