@@ -25,10 +25,12 @@ import numpy as np
 from ...evidence import missing_evidence, whole_image_objects
 from ...query import categories_in, options_in
 from ...vocabulary import level_name
+from . import damage
 from .opinion import OpinionModel, OpinionModels, as_models
 from .opinion_features import opinion_features
 from .severity import SEVERITIES
 from .vision import dominance_for, presence_for, scores_for
+from .vision import scores as measured_scores
 from .yes_no import (
     BAD_WORDS,
     GOOD_WORDS,
@@ -120,10 +122,12 @@ def tool_mean(context: Mapping[str, Any]) -> float | None:
 def quality_estimate(
     context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None
 ) -> float:
-    """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores."""
+    """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores, at
+    most what the worst blur, noise or compression measured on it allows (:mod:`.damage`)."""
     chosen = as_models(model).for_tools([tool for tool, _ in _tool_pairs(context)])
     features = opinion_features(context["image_path"])
-    return chosen.predict(features, tool_mean(context))
+    opinion = chosen.predict(features, tool_mean(context))
+    return damage.bounded(opinion, measured_scores(context["image_path"]))
 
 
 def level_probabilities(
@@ -221,35 +225,16 @@ def _choose_option(
 ) -> tuple[str, str]:
     """The option the evidence supports.  ``present``: per category how far it is above the
     point from which it counts as present (yes/no questions; else severity minus
-    ``detection``).  ``dominant``: per category the probability that it is the image's
-    distortion (which distortion is most severe; else the largest severity)."""
+    ``detection``).  "Which distortion is most severe?" picks the option the analysis rates
+    most severe (:func:`_most_severe`); ``dominant``, per category the probability that it is
+    the image's distortion, only breaks an exact tie."""
     detection = detection or {}
     stem = query.split("A.")[0] if "A." in query else query
     asked = categories_in(stem)
     by_category = {letter: categories_in(text) for letter, text in options.items()}
     if all(by_category.values()):
         least = re.search(r"\b(least|mildest|smallest)\b", stem, re.I) is not None
-        if (
-            dominant
-            and not least
-            and all(c in dominant for cats in by_category.values() for c in cats)
-        ):
-            likely = {
-                letter: sum(dominant[c] for c in set(cats)) for letter, cats in by_category.items()
-            }
-            pick = max(likely, key=likely.__getitem__)
-            return pick, (
-                f"Option {pick} ({options[pick]}) is the most likely distortion "
-                f"(probability {likely[pick]:.2f} from the measurements together)."
-            )
-        value = {
-            letter: max(severity.get(c, 0.0) for c in cats) for letter, cats in by_category.items()
-        }
-        pick = (min if least else max)(value, key=value.__getitem__)
-        return pick, (
-            f"Option {pick} ({options[pick]}) is the "
-            f"{'least' if least else 'most'} severe distortion measured."
-        )
+        return _most_severe(options, by_category, severity, dominant, least)
     severity_options = {
         letter: text.lower().strip(" .")
         for letter, text in options.items()
@@ -287,6 +272,44 @@ def _choose_option(
         "None of the options is something the offline backend can "
         "measure (a level, a severity, yes/no or a distortion), so "
         "it does not pick one."
+    )
+
+
+def _most_severe(
+    options: Mapping[str, str],
+    by_category: Mapping[str, Sequence[str]],
+    severity: Mapping[str, float],
+    dominant: Mapping[str, float] | None,
+    least: bool,
+) -> tuple[str, str]:
+    """The option whose distortion the analysis rates most (``least``: least) severe, with why.
+
+    ``severity`` (:func:`category_severity`) is the analysis's word refined by the measured
+    score, its integer part the word's level: so the word decides first ("moderate" blur over
+    "slight" compression), and between two options of the same word the larger measured
+    severity.  Only an exact tie (both unanalysed, or the same categories) goes to ``dominant``
+    (the probability of each category being the image's distortion), then to the first option.
+    An option naming several categories counts its most severe one."""
+    value = {
+        letter: max(severity.get(c, 0.0) for c in cats) for letter, cats in by_category.items()
+    }
+    likely = {
+        letter: sum((dominant or {}).get(c, 0.0) for c in set(cats))
+        for letter, cats in by_category.items()
+    }
+    sign = -1.0 if least else 1.0
+    order = list(options)
+    pick = max(order, key=lambda k: (sign * value[k], sign * likely[k], -order.index(k)))
+    word = SEVERITIES[min(4, int(value[pick]))]
+    others = ", ".join(
+        f"{options[k]} {SEVERITIES[min(4, int(value[k]))]} ({value[k]:.2f})"
+        for k in order
+        if k != pick
+    )
+    return pick, (
+        f"Option {pick} ({options[pick]}) is the {'least' if least else 'most'} severe "
+        f"distortion in the analysis: {word} ({value[pick]:.2f} measured)"
+        + (f", against {others}." if others else ".")
     )
 
 

@@ -129,8 +129,15 @@ def noise_sigma(y: np.ndarray) -> float:
     return float(np.median(np.abs(response[flat])) / 0.6745 / 6.0)
 
 
+#: The largest blockiness reported: steps on the block grid and none inside the blocks (every
+#: block flat, as JPEG at quality 3 leaves them) would otherwise divide by zero.
+BLOCKINESS_MAX = 50.0
+_FLAT_STEP = 1e-6
+
+
 def blockiness(y: np.ndarray, block: int = 8) -> float:
-    """Mean |step| on the strongest 8-pixel grid over the median grid (1.0 = no blocking)."""
+    """Mean |step| on the strongest 8-pixel grid over the median grid (1.0 = no blocking; at
+    most :data:`BLOCKINESS_MAX`, where the blocks are flat and only their edges step)."""
     ratios = []
     for axis in (0, 1):
         steps = np.abs(np.diff(y, axis=axis)).mean(axis=1 - axis)
@@ -138,9 +145,10 @@ def blockiness(y: np.ndarray, block: int = 8) -> float:
             continue
         positions = np.arange(steps.size)
         per_offset = np.array([steps[positions % block == o].mean() for o in range(block)])
-        typical = float(np.median(per_offset))
-        if typical > 1e-6:
-            ratios.append(float(per_offset.max()) / typical)
+        strongest = float(per_offset.max())
+        if strongest > _FLAT_STEP:  # a flat image has no grid to read
+            typical = max(float(np.median(per_offset)), _FLAT_STEP)
+            ratios.append(min(strongest / typical, BLOCKINESS_MAX))
     return float(np.mean(ratios)) if ratios else 1.0
 
 

@@ -193,7 +193,9 @@ def test_an_extreme_reading_is_present_whatever_the_detector_says():
     assert presence(measure(pixels(photo)), None, table)["Blurs"] < 0.0
 
 
-def test_which_distortion_follows_the_model_and_least_follows_severity():
+def test_which_distortion_follows_the_analysis_and_the_model_only_breaks_a_tie():
+    """The option picked is the one the analysis rates most severe, even where the "which"
+    model finds another more likely; that model decides only between equal severities."""
     question = (
         "Which distortion is most severe in this image? A. Blur B. Noise C. Colour distortion"
     )
@@ -201,7 +203,10 @@ def test_which_distortion_follows_the_model_and_least_follows_severity():
     severity = {"Blurs": 1.2, "Noise": 0.3, "Color distortions": 1.0}
     likely = {"Blurs": 0.2, "Noise": 0.1, "Color distortions": 0.7}
     assert answer._choose_option(question, options, severity, 3.0)[0] == "A"
-    assert answer._choose_option(question, options, severity, 3.0, dominant=likely)[0] == "C"
+    assert answer._choose_option(question, options, severity, 3.0, dominant=likely)[0] == "A"
+    tied = {"Blurs": 1.2, "Noise": 0.3, "Color distortions": 1.2}
+    assert answer._choose_option(question, options, tied, 3.0, dominant=likely)[0] == "C"
+    assert answer._choose_option(question, options, tied, 3.0)[0] == "A"  # then the first
     least = question.replace("most", "least")
     assert answer._choose_option(least, options, severity, 3.0, dominant=likely)[0] == "B"
     yes_no = "Is this image blurry? A. Yes B. No"
