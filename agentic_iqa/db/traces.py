@@ -328,3 +328,32 @@ def job_traces(
         for row in rows:
             rank = ranking.rank(row.row_id) if row.status == "done" else None
             yield row.row_id, context.build(row, logs, replans, calls, rank)
+
+
+def traces_of_rows(
+    session: Session,
+    job_id: str,
+    row_ids: Sequence[int],
+    *,
+    ranking: Ranking,
+    prices: PriceTable | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield the traces of these items of the job (their ``job_items`` row ids) as (row id,
+    trace), in ascending row id, :data:`TRACE_PAGE` items a statement: the few items a page
+    shows out of a big job, without reading the others."""
+    context = _Context(session, job_id, prices)
+    wanted = sorted(set(row_ids))
+    for start in range(0, len(wanted), TRACE_PAGE):
+        chunk = wanted[start : start + TRACE_PAGE]
+        rows = session.execute(
+            _WITH_RUNS.where(_ITEMS.c.job_id == context.job_id, _ITEMS.c.id.in_(chunk)).order_by(
+                _ITEMS.c.id
+            )
+        ).all()
+        runs = [row.run_id for row in rows if row.run_ran is not None]
+        logs = _by_run(session, _LOGS_OF, runs)
+        replans = _by_run(session, _REPLANS_OF, runs)
+        calls = _by_run(session, _CALLS_OF, runs)
+        for row in rows:
+            rank = ranking.rank(row.row_id) if row.status == "done" else None
+            yield row.row_id, context.build(row, logs, replans, calls, rank)
