@@ -24,9 +24,13 @@ from .item_pages import ALL, BEST, FAILED, SAMPLE, WORST, ItemPages
 #: a word is wider than its cell; only ids and paths (``.token``) break anywhere.
 ITEMS_STYLE = """
 #items-section td.text, #trace td.text, #trace th.text { overflow-wrap: break-word;
-  min-width: 4em; }
-#items-section td.token, #trace .token { overflow-wrap: anywhere; }
-#items td.id { min-width: 7em; max-width: 18em; }
+  min-width: 0; }
+#trace td.text { min-width: 4em; }
+/* An id shows whole up to 11em (its column no narrower), a longer one breaks at the edge. */
+#trace .token { overflow-wrap: anywhere; }
+#items { width: 100%; font-size: 0.9em; }
+#items th, #items td { padding: 0.2em 0.35em; }
+#items td.id .key { display: block; max-width: 11em; overflow-wrap: break-word; }
 #items td.id .why { display: block; }
 #items tbody tr { cursor: pointer; }
 #items tbody tr:hover, #items tbody tr:focus { background: #f8f8ff; }
@@ -34,7 +38,7 @@ ITEMS_STYLE = """
 #items th[aria-sort="ascending"]::after { content: " \\2191"; }
 #items th[aria-sort="descending"]::after { content: " \\2193"; }
 #items td.thumb { padding: 2px; text-align: center; }
-img.small { max-width: 64px; max-height: 64px; display: block; margin: auto; }
+img.small { max-width: 56px; max-height: 56px; display: block; margin: auto; }
 .placeholder { display: inline-block; max-width: 10em; white-space: normal; font-size: 0.8em;
   color: #666; background: #f2f2f2; padding: 0.3em; text-align: left; }
 .filters { display: flex; flex-wrap: wrap; gap: 0.5em 1.5em; align-items: center;

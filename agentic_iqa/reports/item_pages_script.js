@@ -89,8 +89,8 @@
       const tr = el("tr");
       tr.dataset.id = row.id;
       tr.tabIndex = 0;
-      const name = cell(tr, null, "text token id");
-      name.appendChild(el("span", row.id));
+      const name = cell(tr, null, "text id");
+      name.appendChild(el("span", row.id, "key token"));
       name.appendChild(el("span", "line " + row.line + " · " + row.why, "note why"));
       const thumb = cell(tr, null, "thumb");
       thumb.appendChild(picture(row.image, "small"));
@@ -176,8 +176,8 @@
       ["score rank / MOS rank", truth.score_rank ? truth.score_rank + " / " + truth.mos_rank
         + " of " + truth.ranked_items : null],
       ["right", truth.kind === "mcq" ? row.verdict : null],
-      ["run", run.id ? run.status + ", " + run.iterations + " iteration(s), "
-        + num(run.duration_s, 1) + " s, " + (run.backend || "") : "never ran"],
+      ["run", run.id ? [run.status, run.iterations + " iteration(s)",
+        num(run.duration_s, 1) + " s", run.backend].filter(Boolean).join(", ") : "never ran"],
       ["run notes", (run.notes || []).join("; ")],
     ]));
     const plan = trace.plan;
@@ -219,13 +219,14 @@
       : none("No replan."));
     const usage = trace.usage || {};
     section("Model calls", trace.model_calls.length ? table(
-      [["step", "text"], ["role", "text"], ["model", "text"], ["input tokens"],
-       ["cached tokens"], ["output tokens"], ["cost"], ["cached"], ["latency (s)"],
-       ["error", "text"]],
-      trace.model_calls.map((c) => [c.step || c.task || "-", c.role || "-",
-        c.backend + "/" + c.model, num(c.input_tokens, 0), num(c.cached_tokens, 0),
-        num(c.output_tokens, 0), cost(c.cost_usd), c.cached ? "yes" : "no",
-        num(c.latency_s, 2), c.error || "-"]))
+      [["call", "text"], ["model", "text"], ["tokens in (cached) / out", "text"], ["cost"],
+       ["latency (s)"], ["error", "text"]],
+      trace.model_calls.map((c) => [
+        [c.role, c.step || c.task].filter(Boolean).join(": ") || "-",
+        c.backend + "/" + c.model,
+        num(c.input_tokens, 0) + " (" + num(c.cached_tokens, 0) + ") / "
+          + num(c.output_tokens, 0),
+        c.cached ? "cached" : cost(c.cost_usd), num(c.latency_s, 2), c.error || "-"]))
       : none("No model call recorded."));
     content.appendChild(el("p", usage.calls + " call(s), " + usage.cache_hits
       + " cache hit(s), " + usage.input_tokens + " input and " + usage.output_tokens
@@ -250,7 +251,8 @@
     }
   };
   const show = (id) => {
-    window.location.hash = "item=" + encodeURIComponent(id);
+    history.pushState(null, "", "#item=" + encodeURIComponent(id));
+    open(id);
   };
 
   for (const th of document.querySelectorAll("#items th[data-key]")) {

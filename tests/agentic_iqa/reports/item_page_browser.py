@@ -36,31 +36,42 @@ window.addEventListener("load", () => {
   facts.panel_text = panel.hidden ? "" : panel.innerText;
   facts.panel_width = panel.hidden ? 0 : panel.querySelector(".panel").scrollWidth;
   facts.panel_client = panel.hidden ? 0 : panel.querySelector(".panel").clientWidth;
+  const within = panel.hidden ? document.querySelector(__SCOPE__) || document.body : panel;
+  facts.past_right_edge = [...within.querySelectorAll("*")]
+    .filter((node) => !node.closest("#trace[hidden]"))
+    .map((node) => ({node: node.tagName + "." + node.className,
+                     right: node.getBoundingClientRect().right}))
+    .filter((found) => found.right > window.innerWidth + 0.5);
   facts.row_ids = [...document.querySelectorAll("#items tbody tr")].map((tr) => tr.dataset.id);
   const visible = (img) => img.getClientRects().length > 0;
   facts.images = [...document.querySelectorAll("img")].filter(visible)
     .map((img) => ({alt: img.alt, natural: img.naturalWidth, width: img.width}));
   facts.split_words = [];
-  const scope = panel.hidden ? document.body : panel;
-  const walker = document.createTreeWalker(scope, NodeFilter.SHOW_TEXT);
+  const walker = document.createTreeWalker(within, NodeFilter.SHOW_TEXT);
   const range = document.createRange();
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     const parent = node.parentElement;
     if (!parent || parent.closest("script, style, svg, noscript, pre#item-facts")) continue;
-    if (!panel.hidden && !parent.closest("#trace")) continue;
+    if (parent.closest("#trace[hidden]")) continue;
     const text = node.textContent;
     for (const found of text.matchAll(/\S+/g)) {
-      if (found[0].length < 2) continue;
+      const box = parent.closest("td, th, p, li, h1, h2, h3, figcaption, div");
       range.setStart(node, found.index);
       range.setEnd(node, found.index + found[0].length);
-      const rects = [...range.getClientRects()].filter((r) => r.width > 0);
-      const tops = new Set(rects.map((r) => Math.round(r.top)));
-      if (tops.size < 2) continue;
-      const box = parent.closest("td, th, p, li, h1, h2, h3, figcaption, div");
-      const wide = rects.reduce((sum, r) => sum + r.width, 0);
+      const wide = [...range.getClientRects()].reduce((sum, r) => sum + r.width, 0);
       // An id or a path wider than its box may break anywhere: nothing else may.
-      const long = parent.closest(".token") !== null && wide > box.clientWidth;
-      if (!long) facts.split_words.push({word: found[0], in: parent.tagName, lines: tops.size});
+      const token = parent.closest(".token") !== null || /[\/\\_.:]/.test(found[0]);
+      if (token && wide > box.clientWidth) continue;
+      // A word: letters and digits; a line may end after a hyphen or a slash between words.
+      for (const word of found[0].matchAll(/[\p{L}\p{N}]{2,}/gu)) {
+        range.setStart(node, found.index + word.index);
+        range.setEnd(node, found.index + word.index + word[0].length);
+        const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0)
+          .map((r) => Math.round(r.top)));
+        if (tops.size > 1) {
+          facts.split_words.push({word: word[0], in: found[0], tag: parent.tagName});
+        }
+      }
     }
   }
   const out = document.createElement("pre");
@@ -99,13 +110,17 @@ def browse(
     actions: str = "",
     screenshot: Path | None = None,
     height: int = 900,
+    scope: str = "body",
 ) -> dict[str, Any]:
     """What the script finds on ``page`` at ``width`` pixels, ``#fragment`` opened, after
-    ``actions``; with ``screenshot``, a PNG of the window there too."""
+    ``actions``; with ``screenshot``, a PNG of the window there too.  Words and elements past
+    the window's edge are looked for in the open trace, else in ``scope`` (a CSS selector)."""
     browser = require_chromium()
     text = page.read_text(encoding="utf-8")
     assert "</body>" in text
-    measure = _MEASURE.replace("__ACTIONS__", json.dumps(actions))
+    measure = _MEASURE.replace("__ACTIONS__", json.dumps(actions)).replace(
+        "__SCOPE__", json.dumps(scope)
+    )
     with tempfile.TemporaryDirectory(prefix="items-") as name:
         folder = Path(name)
         copy = folder / "page.html"
