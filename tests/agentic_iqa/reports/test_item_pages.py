@@ -23,11 +23,14 @@ from agentic_iqa.db.traces import job_traces
 from agentic_iqa.reports.item_pages import (
     BEST,
     FAILED,
+    LIST_LIMIT,
     SAMPLE,
     THUMBNAIL_PX,
     WORST,
+    Choice,
     Thumbnails,
     choose_items,
+    item_pages,
     thumbnail,
 )
 from agentic_iqa.reports.item_pages_html import script_json
@@ -212,3 +215,27 @@ def test_read_item_pages_reads_only_the_chosen_traces(traced):
     assert pages.choice.total == 6 and len(pages.rows) == pages.choice.shown == 3
     assert {row["why"] for row in pages.rows} <= {WORST, BEST, FAILED, SAMPLE}
     assert pages.rows[0]["why"] == WORST
+
+
+def test_a_reference_shared_by_items_is_one_thumbnail(traced, example_images):
+    """Full-reference items show their reference beside the image, a reference shared by
+    several items embedded once; a long text and a long list are cut, and say so."""
+    with read_scope(make_engine(traced.url)) as session:
+        traces = [trace for _, trace in job_traces(session, traced.job_id)][:3]
+    reference = str(example_images["original"])
+    for index, trace in enumerate(traces):
+        trace["item"]["reference"] = reference
+        trace["item"]["image"] = str(example_images[("blur3", "noise3", "jpeg4")[index]])
+    traces[0]["answer"]["reasoning"] = "why " * 1000
+    calls = len(traces[0]["tools"])
+    traces[0]["tools"] = traces[0]["tools"] * 50
+    choice = Choice({row: "all" for row in range(3)}, 3, 500)
+    pages = item_pages(list(enumerate(traces)), choice, traced.job_id)
+    assert set(pages.thumbnails.images) == {reference, *(t["item"]["image"] for t in traces)}
+    assert len(pages.thumbnails.images) == 4 and pages.thumbnails.missing == {}
+    shown = next(row for row in pages.rows if row["id"] == traces[0]["item"]["id"])
+    assert shown["reference"] == reference
+    assert len(shown["trace"]["answer"]["reasoning"]) < 2100
+    assert shown["trace"]["answer"]["reasoning"].endswith("… (cut)")
+    assert len(shown["trace"]["tools"]) == LIST_LIMIT
+    assert shown["trace"]["cut"] == {"tools": 50 * calls}
