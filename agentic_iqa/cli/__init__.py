@@ -3,7 +3,8 @@
 - :mod:`.assess`: one image assessed; :mod:`.runs`: stored runs listed and shown.
 - :mod:`.eval`: the ``eval`` group, and the commands that submit, resume and cancel a job;
   :mod:`.estimate` prices a job first, :mod:`.results` shows and exports what it gave,
-  :mod:`.listing` and :mod:`.compare` list jobs and put them side by side.
+  :mod:`.traces` shows one item's trace (``eval show``), :mod:`.listing` and
+  :mod:`.compare` list jobs and put them side by side.
 - :mod:`.local_run`: a job run in this process (Ctrl-C, SIGTERM, a full disk);
   :mod:`.progress`: a followed job's bar, lines, rate and ETA.
 - :mod:`.tools` and :mod:`.tool_runs`: the IQA tools listed, fetched and run on images.

@@ -316,14 +316,24 @@ def traced_rows(
     engine: Any, job_id: str, rows: Iterator[dict[str, Any]]
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """Pair each exported row with its item's trace (:func:`agentic_iqa.db.traces.job_traces`),
-    both streamed in the job's order, a page at a time."""
+    both streamed in the job's order, a page at a time; matched by item id, so an item stored
+    between the two reads (a job still being submitted) gets an empty trace, not another's."""
     from ..db.engine import read_scope
     from ..db.traces import job_traces
+    from ..redact import redact
 
     with read_scope(engine) as session:
-        traces = job_traces(session, job_id)
-        for row, (_, trace) in zip(rows, traces, strict=True):
-            yield row, trace
+        traces = (trace for _, trace in job_traces(session, job_id))
+        pending: dict[str, Any] | None = next(traces, None)
+        for row in rows:
+            wanted = redact(row["item_id"])
+            while pending is not None and pending["item"]["id"] != wanted:
+                pending = next(traces, None)
+            if pending is None:
+                yield row, {}
+                continue
+            yield row, pending
+            pending = next(traces, None)
 
 
 def _with_traces(
@@ -351,7 +361,12 @@ def _export_hf(engine: Any, job_id: str, output: str | None, embed_images: bool)
         columns, rows = export_rows(engine, job_id)
     except JobNotFound as exc:
         fail(str(exc))
-    count = write_hf(traced_rows(engine, job_id, rows), path, columns, embed_images=embed_images)
+    try:
+        count = write_hf(
+            traced_rows(engine, job_id, rows), path, columns, embed_images=embed_images
+        )
+    except FileExistsError as exc:
+        fail(str(exc), code=2)
     note = "" if output else " (no -o given: the default name)"
     err.print(
         f"wrote {count} rows to {escape(str(path.resolve()))}{note}; read it with "

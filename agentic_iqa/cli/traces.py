@@ -97,7 +97,11 @@ def render_trace(trace: dict[str, Any], console: Console) -> None:
     if why:
         head.append(f"[bold red]failed[/]     {_text(why)}")
     console.print(
-        Panel("\n".join(head), title=f"item {_text(item['id'])} of job {trace['job_id'][:8]}"),
+        Panel(
+            "\n".join(head),
+            title=f"item {_text(item['id'])} of job {trace['job_id'][:8]}",
+            expand=False,
+        ),
         highlight=False,
     )
     plan = trace["plan"]
@@ -114,7 +118,7 @@ def render_trace(trace: dict[str, Any], console: Console) -> None:
             lines.append(f"uncatalogued tools: {_text(', '.join(plan['uncatalogued_tools']))}")
         if plan["excluded_tools"]:
             lines.append(f"excluded tools: {_text(', '.join(plan['excluded_tools']))}")
-        console.print(Panel("\n".join(lines), title="Plan"), highlight=False)
+        console.print(Panel("\n".join(lines), title="Plan", expand=False), highlight=False)
     if trace["distortions"]:
         table = Table(title="Distortions")
         for column in ("object", "distortion", "severity", "explanation"):
@@ -172,7 +176,7 @@ def render_trace(trace: dict[str, Any], console: Console) -> None:
         if answer["answer_unparseable"]:
             lines.append(f"[yellow]unparseable:[/] {_text(answer['unparseable_reason'])}")
         lines += [f"[yellow]note:[/] {_text(note)}" for note in answer["notes"]]
-        console.print(Panel("\n".join(lines), title="Answer"), highlight=False)
+        console.print(Panel("\n".join(lines), title="Answer", expand=False), highlight=False)
     if trace["model_calls"]:
         table = Table(title="Model calls")
         for column in (

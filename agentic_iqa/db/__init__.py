@@ -10,7 +10,8 @@ row: created, leased, ended, described), :mod:`.steps` (a run's steps, tool call
 cancelled, reopened, found), :mod:`.about` (what a job is, for listings and reports),
 :mod:`.items` (a job's items: stored, closed, counted), :mod:`.batch_requests` (a batch job's
 requests and parked runs), :mod:`.batches` (the batches they are sent in),
-:mod:`.exports` (a job's rows and report columns, a page at a time).  :mod:`.queries` holds the
+:mod:`.exports` (a job's rows and report columns, a page at a time), :mod:`.traces` (an
+item's trace, one or a page at a time).  :mod:`.queries` holds the
 statement helpers they share.  The writers are idempotent under Celery's redelivery.
 
 The names below load on first use (PEP 562): ``from agentic_iqa.db.engine import ...``

@@ -191,7 +191,8 @@ def close_item_ids(session: Session, job_id: str, wanted: str, limit: int = CLOS
             )
         )
         return candidates
-    return difflib.get_close_matches(wanted, candidates, n=limit, cutoff=0.0)
+    likeness = {key: difflib.SequenceMatcher(None, wanted, key).ratio() for key in candidates}
+    return sorted(candidates, key=lambda key: (-likeness[key], key))[:limit]
 
 
 def _find(session: Session, job_id: str, item: str | None, line: int | None) -> Any:
@@ -299,6 +300,38 @@ def item_trace(
         _by_run(session, _CALLS_OF, runs),
         rank if row.status == "done" else None,
     )
+
+
+def traces_of_items(
+    session: Session,
+    job_id: str,
+    row_ids: Sequence[int],
+    *,
+    prices: PriceTable | None = None,
+    ranking: Ranking | None = None,
+) -> list[dict[str, Any]]:
+    """Return the traces of chosen items of the job (their ``job_items.id``, as
+    :meth:`~agentic_iqa.reports.trace.Ranking.by_disagreement` gives them), in the order
+    given, in pages of :data:`TRACE_PAGE`: a report's worst, best or sampled items."""
+    context = _Context(session, job_id, prices)
+    ranking = ranking if ranking is not None else job_ranking(session, context.job_id)
+    found: dict[int, dict[str, Any]] = {}
+    wanted = list(dict.fromkeys(row_ids))
+    for start in range(0, len(wanted), TRACE_PAGE):
+        chosen = wanted[start : start + TRACE_PAGE]
+        rows = session.execute(
+            _WITH_RUNS.where(_ITEMS.c.job_id == context.job_id, _ITEMS.c.id.in_(chosen)).order_by(
+                _ITEMS.c.id
+            )
+        ).all()
+        runs = [row.run_id for row in rows if row.run_ran is not None]
+        logs = _by_run(session, _LOGS_OF, runs)
+        replans = _by_run(session, _REPLANS_OF, runs)
+        calls = _by_run(session, _CALLS_OF, runs)
+        for row in rows:
+            rank = ranking.rank(row.row_id) if row.status == "done" else None
+            found[row.row_id] = context.build(row, logs, replans, calls, rank)
+    return [found[row_id] for row_id in wanted if row_id in found]
 
 
 def job_traces(

@@ -5,7 +5,10 @@ database) and needs no database or queue itself, so the CLI, the workers and off
 share it (what goes into a job is :mod:`agentic_iqa.jobs`):
 
 - :mod:`.export` writes a job's rows to CSV, JSONL or Parquet as a stream, and :mod:`.columns`
-  reads them back as typed columns (:mod:`.cells` reads one cell);
+  reads them back as typed columns (:mod:`.cells` reads one cell); :mod:`.hf` writes them,
+  with their traces, as a Hugging Face ``datasets`` folder;
+- :mod:`.trace` assembles one item's trace (plan, distortions, tool calls, answer, replans,
+  model calls, rank error) from its stored rows;
 - :mod:`.metrics` computes SRCC, PLCC (raw and after a logistic fit), KRCC with bootstrap
   intervals, and MCQ accuracy;
 - :mod:`.report` builds a job's report, :mod:`.report_text` and :mod:`.report_html` render it,

@@ -120,9 +120,15 @@ def write_hf(
     embed_images: bool = False,
 ) -> int:
     """Write (export row, trace) pairs as a ``datasets`` folder at ``path``; return the rows
-    written.  An existing folder there is replaced only once the new one is complete."""
+    written.  An earlier dataset folder there is replaced only once the new one is complete;
+    anything else there is left alone (:class:`FileExistsError`)."""
     datasets = _datasets()
     target = Path(path)
+    if target.exists() and not (target / "state.json").is_file():
+        raise FileExistsError(
+            f"{target} exists and is not a dataset folder this export wrote: give another -o "
+            "(an earlier export's folder is replaced)"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     iterator = iter(rows)

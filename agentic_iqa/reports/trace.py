@@ -89,10 +89,12 @@ class Ranking:
     (item row id, score, MOS) triples, some 24 bytes an item, looked up by row id."""
 
     def __init__(self, triples: Iterable[tuple[int, float, float]]) -> None:
+        from itertools import chain
+
         import numpy as np
         from scipy.stats import rankdata
 
-        rows = np.array(list(triples), dtype=float).reshape(-1, 3)
+        rows = np.fromiter(chain.from_iterable(triples), dtype=float).reshape(-1, 3)
         order = np.argsort(rows[:, 0], kind="stable")
         self._ids: np.ndarray = rows[order, 0].astype(np.int64)
         self._score: np.ndarray = rankdata(rows[order, 1]) if rows.size else np.empty(0)
@@ -100,6 +102,17 @@ class Ranking:
 
     def __len__(self) -> int:
         return int(self._ids.size)
+
+    def by_disagreement(self, count: int, *, worst: bool = True) -> list[int]:
+        """Return the row ids of the ``count`` items whose score and MOS disagree most
+        (``worst``) or least, by absolute rank error; ties by row id."""
+        import numpy as np
+
+        if count < 1 or not self._ids.size:
+            return []
+        error = np.abs(self._score - self._mos)
+        order = np.lexsort((self._ids, -error if worst else error))
+        return [int(row_id) for row_id in self._ids[order[:count]]]
 
     def rank_errors(self) -> tuple[np.ndarray, np.ndarray]:
         """Return every ranked item's row id (ascending) and its rank error, as arrays."""

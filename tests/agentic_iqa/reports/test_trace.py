@@ -282,3 +282,52 @@ def test_every_text_is_redacted(traced):
         set_error(None)
     assert "hunter2" not in json.dumps(trace) and "abc" not in trace["item"]["error"]
     assert "example.com" in trace["item"]["error"]
+
+
+def test_ranks_average_ties_and_agree_with_counts():
+    """A stream's ranking (ranked once) and one item's (counted by SQL) give the same rank, ties
+    sharing their mean rank; the rank error is the percentile difference."""
+    from agentic_iqa.reports.trace import Ranking, rank_from_counts
+
+    triples = [(10, 2.0, 1.0), (11, 3.0, 5.0), (12, 2.0, 3.0), (13, 4.0, 3.0)]
+    ranking = Ranking(iter(triples))
+    assert len(ranking) == 4 and ranking.rank(99) is None
+    scores, moses = [s for _, s, _ in triples], [m for _, _, m in triples]
+    for row_id, score, mos in triples:
+        rank = ranking.rank(row_id)
+        counted = rank_from_counts(
+            4,
+            sum(s < score for s in scores),
+            sum(s == score for s in scores),
+            sum(m < mos for m in moses),
+            sum(m == mos for m in moses),
+        )
+        assert rank == counted
+    twelve = ranking.rank(12)
+    assert (twelve.score_rank, twelve.mos_rank) == (1.5, 2.5)
+    assert twelve.rank_error == pytest.approx(-1 / 3)
+    assert ranking.rank(11).rank_error == pytest.approx((3 - 4) / 3)
+    assert rank_from_counts(0, 0, 0, 0, 0) is None
+    assert Ranking(iter([])).rank(1) is None
+
+
+def test_the_worst_and_best_items_by_rank_error_and_their_traces(traced):
+    from agentic_iqa.db.traces import job_ranking, traces_of_items
+
+    traces = traces_of(traced)
+    with read_scope(make_engine(traced.url)) as session:
+        ranking = job_ranking(session, traced.job_id)
+        worst = ranking.by_disagreement(3)
+        best = ranking.by_disagreement(1, worst=False)
+        chosen = traces_of_items(session, traced.job_id, worst, ranking=ranking)
+        keys = {
+            row.id: row.item_key
+            for row in session.execute(
+                select(JobItem.id, JobItem.item_key).where(JobItem.job_id == traced.job_id)
+            )
+        }
+    errors = [abs(traces[keys[row_id]]["truth"]["rank_error"]) for row_id in worst]
+    assert len(worst) == 3 and errors == sorted(errors, reverse=True) and errors[0] > 0
+    assert [trace["item"]["id"] for trace in chosen] == [keys[row_id] for row_id in worst]
+    assert chosen == [traces[keys[row_id]] for row_id in worst]
+    assert abs(traces[keys[best[0]]]["truth"]["rank_error"]) == min(errors)
