@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from .exports import ITEMS_BY_ID
 from .models import Job, JobItem, Run
+from .traces import RUNS_BY_ID
 
 if TYPE_CHECKING:
     from ..reports.item_pages import ItemPages
@@ -35,6 +36,7 @@ _OUTLINE = (
     )
     .select_from(_ITEMS.outerjoin(_RUNS, _RUNS.c.id == _ITEMS.c.run_id))
     .with_hint(_ITEMS, f"INDEXED BY {ITEMS_BY_ID}", dialect_name="sqlite")
+    .with_hint(_RUNS, f"INDEXED BY {RUNS_BY_ID}", dialect_name="sqlite")
     .where(_ITEMS.c.job_id == bindparam("job"), _ITEMS.c.id > bindparam("after"))
     .order_by(_ITEMS.c.id)
     .limit(bindparam("limit"))
@@ -87,10 +89,12 @@ def read_item_pages(session: Session, job_id: str, *, limit: int, seed: int = 0)
     chosen items' traces, only theirs read."""
     from ..reports.item_pages import choose_items, item_pages
     from .jobs import get_job
-    from .traces import job_ranking, traces_of_rows
+    from .traces import job_ranking, traces_of_items
 
     job_id = get_job(session, job_id).id
     ranking = job_ranking(session, job_id)
     choice = choose_items(item_outline(session, job_id), ranking, limit, seed)
-    traces = traces_of_rows(session, job_id, list(choice.why), ranking=ranking)
-    return item_pages(traces, choice, job_id, seed=seed)
+    chosen = sorted(choice.why)
+    # One read scope: every chosen item is there, its trace in the order asked.
+    traces = traces_of_items(session, job_id, chosen, ranking=ranking)
+    return item_pages(zip(chosen, traces, strict=True), choice, job_id, seed=seed)

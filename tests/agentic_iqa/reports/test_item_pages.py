@@ -239,3 +239,20 @@ def test_a_reference_shared_by_items_is_one_thumbnail(traced, example_images):
     assert shown["trace"]["answer"]["reasoning"].endswith("… (cut)")
     assert len(shown["trace"]["tools"]) == LIST_LIMIT
     assert shown["trace"]["cut"] == {"tools": 50 * calls}
+
+
+def test_sqlite_finds_each_run_by_its_id(traced):
+    """The statements the page reads name SQLite's indexes, and SQLite gets them: statistics
+    taken while the tables were small once made it scan ``runs`` for every item."""
+    from agentic_iqa.db import item_outline, traces
+
+    engine = make_engine(traced.url)
+    with engine.connect() as connection:
+        for statement in (traces._RANKED_PAGE, traces._PAGE, item_outline._OUTLINE):
+            sql = str(statement.compile(engine))
+            assert f"runs INDEXED BY {traces.RUNS_BY_ID}" in sql
+            plan = connection.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {sql}", ("job", "done", 0, 10, 0)[: sql.count("?")]
+            ).all()
+            steps = " | ".join(str(row[-1]) for row in plan)
+            assert "SCAN runs" not in steps and "runs USING INDEX" in steps, steps
