@@ -90,7 +90,7 @@ def choose_items(outline: Outline, ranking: Ranking, limit: int, seed: int = 0) 
     values = disagreements(outline, ranking)
     scored = np.flatnonzero(~np.isnan(values))
     by_worst = scored[np.argsort(-values[scored], kind="stable")]
-    for index in by_worst[: int(limit * WORST_SHARE)]:
+    for index in by_worst[: math.ceil(limit * WORST_SHARE)]:  # the worst one at least
         why[int(ids[index])] = WORST
     best = [index for index in by_worst[::-1] if int(ids[index]) not in why]
     for index in best[: int(limit * BEST_SHARE)]:

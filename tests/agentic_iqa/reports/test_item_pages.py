@@ -256,3 +256,24 @@ def test_sqlite_finds_each_run_by_its_id(traced):
             ).all()
             steps = " | ".join(str(row[-1]) for row in plan)
             assert "SCAN runs" not in steps and "runs USING INDEX" in steps, steps
+
+
+def test_items_on_page_bounds_the_section_or_leaves_it_out(traced, report_page):
+    few = traced.folder / "few.html"
+    cli("eval", "report", traced.job_id, "--html", str(few), "--items-on-page", "2")
+    shown = page_data(few)["rows"]
+    assert [row["why"] for row in shown] == ["worst", "sample"]
+    assert shown[0]["disagreement"] == max(
+        row["disagreement"] or 0 for row in page_data(report_page)["rows"]
+    )
+    text = few.read_text(encoding="utf-8")
+    assert "2 of 6 items (at most 2, --items-on-page)" in text
+    assert f"eval show {traced.job_id[:8]} ITEM" in text
+    none = traced.folder / "none.html"
+    cli("eval", "report", traced.job_id, "--html", str(none), "--items-on-page", "0")
+    assert 'id="items-section"' not in none.read_text(encoding="utf-8")
+    from agentic_iqa.cli import app
+    from tests.agentic_iqa.reports.test_reports_read_columns import runner
+
+    refused = runner.invoke(app, ["eval", "report", traced.job_id, "--items-on-page", "-1"])
+    assert refused.exit_code == 2 and "--items-on-page" in refused.output
