@@ -245,7 +245,9 @@
   const fromHash = () => {
     const found = /^#item=(.*)$/.exec(window.location.hash);
     if (found) {
-      open(decodeURIComponent(found[1]));
+      let id = found[1];
+      try { id = decodeURIComponent(id); } catch (error) { /* a bare "%": the id as written */ }
+      open(id);
     } else {
       panel.hidden = true;
     }

@@ -111,6 +111,9 @@ def test_a_header_sorts_and_the_filter_hides_rows(report_page: Path) -> None:
           facts.failed = ids();
           document.querySelector("#items tbody tr").click();
           facts.hash = decodeURIComponent(window.location.hash);
+          page.open("no-such-item");
+          facts.unknown = document.getElementById("trace-content").innerText;
+          page.open("broken");
         """,
     )
     assert facts.get("action_error") is None, facts["action_error"]
@@ -123,6 +126,7 @@ def test_a_header_sorts_and_the_filter_hides_rows(report_page: Path) -> None:
     assert facts["filtered"] == [key for key in ids if "rate" in key]
     assert facts["failed"] == ["broken"]
     assert facts["hash"] == "#item=broken" and facts["panel_open"]
+    assert facts["unknown"].startswith("No item no-such-item on this page: agentic-iqa eval show")
 
 
 def _natural(key: str) -> str:
