@@ -84,7 +84,10 @@ window.addEventListener("load", () => {
 _FACTS = re.compile(r'<pre id="item-facts">(.*?)</pre>', re.DOTALL)
 
 
-def _chromium(browser: str, folder: Path, width: int, height: int) -> list[str]:
+def _chromium(
+    browser: str, folder: Path, width: int, height: int, *, virtual_time: bool = True
+) -> list[str]:
+    budget = ["--virtual-time-budget=5000"] if virtual_time else []
     return [
         browser,
         "--headless",
@@ -98,7 +101,7 @@ def _chromium(browser: str, folder: Path, width: int, height: int) -> list[str]:
         f"--user-data-dir={folder / 'profile'}",
         "--force-device-scale-factor=1",
         f"--window-size={width},{height}",
-        "--virtual-time-budget=5000",
+        *budget,
     ]
 
 
@@ -111,10 +114,13 @@ def browse(
     screenshot: Path | None = None,
     height: int = 900,
     scope: str = "body",
+    virtual_time: bool = True,
 ) -> dict[str, Any]:
     """What the script finds on ``page`` at ``width`` pixels, ``#fragment`` opened, after
     ``actions``; with ``screenshot``, a PNG of the window there too.  Words and elements past
-    the window's edge are looked for in the open trace, else in ``scope`` (a CSS selector)."""
+    the window's edge are looked for in the open trace, else in ``scope`` (a CSS selector).
+    ``virtual_time``: Chromium waits 5 s of virtual time for the page to settle (images
+    decoded), and the page's clock is virtual too; off, a timing is the wall clock's."""
     browser = require_chromium()
     text = page.read_text(encoding="utf-8")
     assert "</body>" in text
@@ -127,7 +133,11 @@ def browse(
         copy.write_text(text.replace("</body>", measure + "</body>", 1), encoding="utf-8")
         url = copy.as_uri() + (f"#{fragment}" if fragment else "")
         done = subprocess.run(
-            [*_chromium(browser, folder, width, height), "--dump-dom", url],
+            [
+                *_chromium(browser, folder, width, height, virtual_time=virtual_time),
+                "--dump-dom",
+                url,
+            ],
             capture_output=True,
             text=True,
             timeout=120,
