@@ -15,6 +15,7 @@ from typing import Annotated, Any, cast
 import typer
 from rich.markup import escape
 
+from ..reports.item_pages import ITEMS_ON_PAGE
 from .common import (
     err,
     explain_not_found,
@@ -470,12 +471,24 @@ def report(
             "was fitted on (the report says how many it left out)",
         ),
     ] = False,
+    items_on_page: Annotated[
+        int,
+        typer.Option(
+            "--items-on-page",
+            min=0,
+            help="with --html: at most this many items shown one by one with their traces "
+            "(the worst disagreements, the best, failures, a seeded sample; 0: none)",
+        ),
+    ] = ITEMS_ON_PAGE,
     mlflow: MlflowOption = None,
     wandb: WandbOption = None,
 ) -> None:
     """SRCC, PLCC (raw and logistic), KRCC with bootstrap CIs; MCQ accuracy; per-tool table;
     the same per distortion type and level where the items give them.  ``--figures DIR``: the
     scatter plots and the breakdown as SVG and PDF, the figures the HTML report shows.
+
+    ``--html``: the page also shows items one by one (``--items-on-page``), each with its
+    trace; ``eval show JOB ITEM`` gives any other.
 
     ``--mlflow URI`` / ``--wandb PROJECT``: log the report to an experiment tracker too (its
     figures as metrics, the job's spec as params, the report and the per-item CSV as
@@ -500,7 +513,16 @@ def report(
     if figures is not None:
         save_figures(drawn, figures, "no item has both a score and a MOS")
     if html is not None:
-        save_page(lambda local: render_html(document, columns, local, figures=drawn), html)
+        items = None
+        if items_on_page:
+            from ..db.engine import read_scope
+            from ..db.item_outline import read_item_pages
+
+            with read_scope(engine) as session:
+                items = read_item_pages(session, job_id, limit=items_on_page, seed=seed)
+        save_page(
+            lambda local: render_html(document, columns, local, figures=drawn, items=items), html
+        )
     if tracked:
         table = export_rows(engine, job_id)
         log_job(job_id, document, columns, drawn, table, mlflow=mlflow, wandb=wandb)

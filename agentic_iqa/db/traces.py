@@ -31,6 +31,8 @@ _LOGS = ToolLog.__table__
 _REPLANS = ReplanRow.__table__
 _CALLS = VlmCall.__table__
 
+#: SQLite's index of ``runs.id``: a run is found by its id, never by scanning ``runs``.
+RUNS_BY_ID = "sqlite_autoindex_runs_1"
 #: Items per page of a stream of traces (each page reads four statements).
 TRACE_PAGE = 500
 #: How many near item ids an unknown one's error names.
@@ -65,8 +67,10 @@ _RUN_COLUMNS = (
     _RUNS.c.state_json.label("run_state_json"),
 )
 #: An item with its run (found by its unique key or its line: no index named).
-_WITH_RUNS = select(*_ITEM_COLUMNS, *_RUN_COLUMNS).select_from(
-    _ITEMS.outerjoin(_RUNS, _RUNS.c.id == _ITEMS.c.run_id)
+_WITH_RUNS = (
+    select(*_ITEM_COLUMNS, *_RUN_COLUMNS)
+    .select_from(_ITEMS.outerjoin(_RUNS, _RUNS.c.id == _ITEMS.c.run_id))
+    .with_hint(_RUNS, f"INDEXED BY {RUNS_BY_ID}", dialect_name="sqlite")
 )
 #: A page of a job's items with their runs, walked by id (SQLite told the index, as
 #: :mod:`.exports` does: its statistics may date from before any run existed).
@@ -102,6 +106,7 @@ _RANKED_PAGE = (
     select(_ITEMS.c.id, _RUNS.c.quality_score, _ITEMS.c.mos)
     .select_from(_ITEMS.join(_RUNS, _RUNS.c.id == _ITEMS.c.run_id))
     .with_hint(_ITEMS, f"INDEXED BY {ITEMS_BY_ID}", dialect_name="sqlite")
+    .with_hint(_RUNS, f"INDEXED BY {RUNS_BY_ID}", dialect_name="sqlite")
     .where(_RANKED, _ITEMS.c.id > bindparam("after"))
     .order_by(_ITEMS.c.id)
     .limit(bindparam("limit"))
@@ -121,6 +126,7 @@ _RANK_COUNTS = (
         _count(_ITEMS.c.mos == bindparam("mos")),
     )
     .select_from(_ITEMS.join(_RUNS, _RUNS.c.id == _ITEMS.c.run_id))
+    .with_hint(_RUNS, f"INDEXED BY {RUNS_BY_ID}", dialect_name="sqlite")
     .where(_RANKED)
 )
 

@@ -21,6 +21,7 @@ from .report_text import describe_fit, format_ci, format_value, job_lines, mcq_l
 if TYPE_CHECKING:
     from .columns import JobColumns
     from .figures import NamedFigure
+    from .item_pages import ItemPages
 
 
 #: The pages' style.  Numbers and intervals never wrap (a line break inside "[0.451, 0.726]"
@@ -227,6 +228,7 @@ def render_html(
     *,
     title: str | None = None,
     figures: Sequence[NamedFigure] | None = None,
+    items: ItemPages | None = None,
 ) -> Path:
     """Write one self-contained HTML page (inline CSS, figures as inline SVG) and return its
     path.
@@ -235,11 +237,14 @@ def render_html(
     ``figures`` are given: those ``eval report --figures`` writes); everything else comes
     from ``report``.  The title and the header name the job (``report["job"]``: id,
     name, dates, query, backend, model) when the report has one; every value is HTML-escaped.
+    ``items``: the items shown one by one, with their traces (:mod:`.item_pages_html`).
     """
     from .breakdown import html_tables
     from .figures import html_figure, report_figures
+    from .item_pages_html import ITEMS_STYLE, items_html
 
     title = title or report_title(report)
+    items_style = ITEMS_STYLE if items is not None else ""
     drawn = {
         named.name: named
         for named in (
@@ -251,7 +256,7 @@ def render_html(
     counts = report["counts"]
     parts = [
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<title>{html.escape(title)}</title><style>{STYLE}{items_style}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]
     if report.get("job"):
@@ -450,6 +455,8 @@ def render_html(
         parts.append("</table>")
     if report.get("vlm"):
         parts.append(_vlm_html(report["vlm"]))
+    if items is not None:
+        parts.append(items_html(items))
     parts.append("</body></html>\n")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)  # --html out/report.html on a fresh machine

@@ -114,6 +114,14 @@ class Ranking:
         order = np.lexsort((self._ids, -error if worst else error))
         return [int(row_id) for row_id in self._ids[order[:count]]]
 
+    def rank_errors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return every ranked item's row id (ascending) and its rank error, as arrays."""
+        import numpy as np
+
+        if len(self) < 2:
+            return self._ids, np.zeros(self._ids.size)
+        return self._ids, (self._score - self._mos) / (len(self) - 1)
+
     def rank(self, row_id: int) -> Rank | None:
         """Return the item's rank, or None when it has no score or no MOS."""
         import numpy as np
