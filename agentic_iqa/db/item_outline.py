@@ -7,13 +7,13 @@ items' rank errors come from :func:`agentic_iqa.db.traces.job_ranking`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import bindparam, case, select
 from sqlalchemy.orm import Session
 
+from ..reports.item_pages import Outline
 from .exports import ITEMS_BY_ID
 from .models import Job, JobItem, Run
 from .traces import RUNS_BY_ID
@@ -41,20 +41,6 @@ _OUTLINE = (
     .order_by(_ITEMS.c.id)
     .limit(bindparam("limit"))
 )
-
-
-@dataclass(frozen=True)
-class Outline:
-    """A job's items as columns, in row id order: ``row_id``; ``failed``; ``wrong``: 1.0 for a
-    done multiple-choice item answered wrong (or with no letter), 0.0 answered right, NaN for
-    any other item."""
-
-    row_id: np.ndarray
-    failed: np.ndarray
-    wrong: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.row_id.size)
 
 
 def item_outline(session: Session, job_id: str, page: int = OUTLINE_PAGE) -> Outline:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..db.item_outline import Outline
     from .trace import Ranking
 
 #: At most this many items on a report's page, unless ``--items-on-page`` says otherwise.
@@ -43,6 +42,20 @@ LIST_LIMIT = 40
 
 #: Why an item is on the page.
 WORST, BEST, FAILED, SAMPLE, ALL = "worst", "best", "failed", "sample", "all"
+
+
+@dataclass(frozen=True)
+class Outline:
+    """A job's items as columns, in row id order: ``row_id``; ``failed``; ``wrong``: 1.0 for a
+    done multiple-choice item answered wrong (or with no letter), 0.0 answered right, NaN for
+    any other item."""
+
+    row_id: np.ndarray
+    failed: np.ndarray
+    wrong: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.row_id.size)
 
 
 @dataclass(frozen=True)
