@@ -330,14 +330,22 @@ def traces_of_items(
                 _ITEMS.c.id
             )
         ).all()
-        runs = [row.run_id for row in rows if row.run_ran is not None]
-        logs = _by_run(session, _LOGS_OF, runs)
-        replans = _by_run(session, _REPLANS_OF, runs)
-        calls = _by_run(session, _CALLS_OF, runs)
-        for row in rows:
-            rank = ranking.rank(row.row_id) if row.status == "done" else None
-            found[row.row_id] = context.build(row, logs, replans, calls, rank)
+        found.update(_built(session, context, rows, ranking))
     return [found[row_id] for row_id in wanted if row_id in found]
+
+
+def _built(
+    session: Session, context: _Context, rows: Sequence[Any], ranking: Ranking
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (row id, trace) for a page of item rows: their runs' tool calls, replans and model
+    calls read in three statements, each item ranked where it is done."""
+    runs = [row.run_id for row in rows if row.run_ran is not None]
+    logs = _by_run(session, _LOGS_OF, runs)
+    replans = _by_run(session, _REPLANS_OF, runs)
+    calls = _by_run(session, _CALLS_OF, runs)
+    for row in rows:
+        rank = ranking.rank(row.row_id) if row.status == "done" else None
+        yield row.row_id, context.build(row, logs, replans, calls, rank)
 
 
 def job_traces(
@@ -360,10 +368,4 @@ def job_traces(
         _PAGE, {"job": context.job_id, "after": after, "limit": page}
     ).all():
         after = rows[-1].row_id
-        runs = [row.run_id for row in rows if row.run_ran is not None]
-        logs = _by_run(session, _LOGS_OF, runs)
-        replans = _by_run(session, _REPLANS_OF, runs)
-        calls = _by_run(session, _CALLS_OF, runs)
-        for row in rows:
-            rank = ranking.rank(row.row_id) if row.status == "done" else None
-            yield row.row_id, context.build(row, logs, replans, calls, rank)
+        yield from _built(session, context, rows, ranking)
