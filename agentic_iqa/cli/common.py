@@ -324,7 +324,7 @@ def save_figures(drawn: list[Any], folder: str, nothing: str) -> None:
     from iqa_tools.errors import StorageError
     from iqa_tools.storage import display, is_url, join_under, output_folder
 
-    from ..reports.figures import write_figures
+    from ..reports.figure_files import write_figures
 
     try:
         with output_folder(folder) as local:

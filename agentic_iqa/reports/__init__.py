@@ -18,5 +18,6 @@ share it (what goes into a job is :mod:`agentic_iqa.jobs`):
 - :mod:`.compare` sets jobs side by side (:mod:`.pairing` matches their items and bootstraps
   the paired differences; :mod:`.compare_text` and :mod:`.compare_html` render it),
   :mod:`.sweeps` groups a sweep's jobs, :mod:`.tables` writes tables for papers,
-  :mod:`.figures` draws the figures and :mod:`.names` names their lines.
+  :mod:`.figures` draws the figures, :mod:`.figure_files` writes them (SVG, PDF, inline), and
+  :mod:`.names` names their lines.
 """

@@ -31,7 +31,8 @@ def render_html(
     1280-pixel window: agreement and differences are two tables narrow enough to fit, numbers
     and intervals never wrap, a row label keeps a few words' width; a wider table (many
     jobs' names) scrolls in its own box, and figures shrink to the page."""
-    from .figures import comparison_figures, html_figure
+    from .figure_files import html_figure
+    from .figures import comparison_figures
     from .names import with_line_names
 
     doc = with_line_names(doc)

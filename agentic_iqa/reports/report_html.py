@@ -240,7 +240,8 @@ def render_html(
     ``items``: the items shown one by one, with their traces (:mod:`.item_pages_html`).
     """
     from .breakdown import html_tables
-    from .figures import html_figure, report_figures
+    from .figure_files import html_figure
+    from .figures import report_figures
     from .item_pages_html import ITEMS_STYLE, items_html
 
     title = title or report_title(report)

@@ -206,7 +206,8 @@ def render_group_html(
     """The sweep's table as one self-contained page, every name escaped, with its figures
     inline (``figures``, or :func:`.figures.group_figures`).  A cell's figures wrap between
     words, never inside a number."""
-    from .figures import group_figures, html_figure
+    from .figure_files import html_figure
+    from .figures import group_figures
     from .report_html import STYLE, render_header, render_label_cell
 
     title = f"Group {document['group']}"

@@ -17,7 +17,8 @@ from agentic_iqa.reports.breakdown import breakdown, distortion_of
 from agentic_iqa.reports.compare import build_comparison
 from agentic_iqa.reports.compare_html import render_html as compare_html
 from agentic_iqa.reports.export import export_columns, write_rows
-from agentic_iqa.reports.figures import comparison_figures, report_figures, svg, write_figures
+from agentic_iqa.reports.figure_files import svg, write_figures
+from agentic_iqa.reports.figures import comparison_figures, report_figures
 from agentic_iqa.reports.report import build_report
 from agentic_iqa.reports.report_html import render_html
 from agentic_iqa.reports.report_text import render_text

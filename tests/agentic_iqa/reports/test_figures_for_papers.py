@@ -17,6 +17,7 @@ from scipy import stats
 
 from agentic_iqa.reports.compare import build_comparison
 from agentic_iqa.reports.compare_html import render_html as compare_html
+from agentic_iqa.reports.figure_files import svg, write_figures
 from agentic_iqa.reports.figures import (
     OKABE_ITO,
     NamedFigure,
@@ -24,8 +25,6 @@ from agentic_iqa.reports.figures import (
     group_figures,
     report_figures,
     scatter,
-    svg,
-    write_figures,
 )
 from agentic_iqa.reports.names import line_names
 from agentic_iqa.reports.report import build_report
