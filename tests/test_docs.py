@@ -96,7 +96,12 @@ def test_the_docs_home_gives_the_readmes_two_commands():
     assert [c for c in commands if f"```bash\n{c}\n```" not in home] == []
 
 
-STUDIES = ("opinion_selection.py", "question_models_keep_or_revert.py", "letter_reading.py")
+STUDIES = (
+    "opinion_selection.py",
+    "question_models_keep_or_revert.py",
+    "letter_reading.py",
+    "monotone_opinion.py",
+)
 
 
 def test_one_off_studies_live_apart_from_the_benchmarks_and_nothing_points_at_the_old_paths():
