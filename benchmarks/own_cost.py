@@ -43,7 +43,6 @@ import argparse
 import contextlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -55,11 +54,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import footprint  # noqa: E402
 import proc_cpu  # noqa: E402
 import scale  # noqa: E402
 
 REPO = scale.REPO
-OBSERVER = "own_cost_observer"
 
 
 def job_spec(case: str, manifest: Path) -> Any:
@@ -76,24 +75,6 @@ def loadavg() -> str:
 # -- local: one child process, embedded SQLite -------------------------------------------------
 
 
-def sqlite_footprint(path: Path) -> dict[str, Any]:
-    """Rows of every table and the bytes of the database file with its write-ahead log."""
-    with contextlib.closing(sqlite3.connect(path)) as connection:
-        tables = [
-            name
-            for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
-        rows = {t: connection.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
-    size = sum(
-        Path(f"{path}{suffix}").stat().st_size
-        for suffix in ("", "-wal")
-        if Path(f"{path}{suffix}").exists()
-    )
-    return {"rows": rows, "bytes": size}
-
-
 def child_local(case: str, url: str, manifest: str, warm: str, threads: int) -> dict[str, Any]:
     """In a child: a warm-up job, then the measured one: submit and ``run_local`` on SQLite,
     this process's CPU read from /proc before, between and after."""
@@ -108,7 +89,7 @@ def child_local(case: str, url: str, manifest: str, warm: str, threads: int) -> 
     run_local(engine, submit(engine, job_spec(case, Path(warm))), agents, workers=threads)
     dispose_engines(url)  # the last connection checkpoints the log: the file holds the rows
     path = Path(url.removeprefix("sqlite:///"))
-    before = sqlite_footprint(path)
+    before = footprint.sqlite_footprint(path)
     engine = make_engine(url)
     me = os.getpid()
     cpu0, wall0 = proc_cpu.read_stat(me), time.perf_counter()
@@ -118,7 +99,7 @@ def child_local(case: str, url: str, manifest: str, warm: str, threads: int) -> 
     cpu2, wall2 = proc_cpu.read_stat(me), time.perf_counter()
     final = progress(engine, job_id)
     dispose_engines(url)
-    after = sqlite_footprint(path)
+    after = footprint.sqlite_footprint(path)
     assert cpu0 and cpu1 and cpu2
     return {
         "items": final.total,
@@ -191,75 +172,6 @@ def redis_server(args: argparse.Namespace, folder: Path) -> Iterator[str]:
         server.stop()
 
 
-class Observer:
-    """This benchmark's view of a distributed job: its own PostgreSQL connection (left out
-    of the backends it meters), the scratch database's backends, Redis's process and counters."""
-
-    def __init__(self, url: str, redis_url: str) -> None:
-        import redis
-        from sqlalchemy import create_engine
-        from sqlalchemy.engine import make_url
-
-        self.database = make_url(url).database
-        self.engine = create_engine(url, connect_args={"application_name": OBSERVER})
-        self.redis = redis.Redis.from_url(redis_url)
-        self.redis_pid = int(self.redis.info("server")["process_id"])
-
-    def backends(self) -> list[int]:
-        """Pids of the scratch database's backends, less the observer's own."""
-        from sqlalchemy import text
-
-        with self.engine.connect() as connection:
-            return [
-                int(pid)
-                for (pid,) in connection.execute(
-                    text(
-                        "SELECT pid FROM pg_stat_activity WHERE datname = :db "
-                        "AND coalesce(application_name, '') <> :me"
-                    ),
-                    {"db": self.database, "me": OBSERVER},
-                )
-            ]
-
-    def pg_writes(self) -> dict[str, int]:
-        """Tuples written to the user tables, commits and the database's size, now."""
-        from sqlalchemy import text
-
-        with self.engine.connect() as connection:
-            connection.execute(text("SELECT pg_stat_clear_snapshot()"))
-            ins, upd, dele = connection.execute(
-                text(
-                    "SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd), 0), "
-                    "coalesce(sum(n_tup_del), 0) FROM pg_stat_user_tables"
-                )
-            ).one()
-            commits, size = connection.execute(
-                text(
-                    "SELECT xact_commit, pg_database_size(datname) FROM pg_stat_database "
-                    "WHERE datname = :db"
-                ),
-                {"db": self.database},
-            ).one()
-        return {
-            "inserted": int(ins),
-            "updated": int(upd),
-            "deleted": int(dele),
-            "commits": int(commits),
-            "bytes": int(size),
-        }
-
-    def redis_counters(self) -> dict[str, int]:
-        stats = self.redis.info("stats")
-        return {
-            "commands": int(stats["total_commands_processed"]),
-            "bytes in": int(stats["total_net_input_bytes"]),
-        }
-
-    def close(self) -> None:
-        self.engine.dispose()
-        self.redis.close()
-
-
 def worker_env(args: argparse.Namespace, folder: Path, extra: dict[str, str]) -> dict[str, str]:
     """The product's defaults (the test cluster's short leases and ticks undone), one shared
     tool-score cache file."""
@@ -287,7 +199,7 @@ def hand_to_workers(engine: Any, job_id: str, client: Any) -> None:
 def run_job_metered(
     engine: Any,
     client: Any,
-    observer: Observer,
+    observer: footprint.Observer,
     groups: dict[str, int],
     case: str,
     manifest: Path,
@@ -359,7 +271,7 @@ def run_distributed_case(
     redis_client.Redis.from_url(redis_url).flushdb()
     with scale.fresh_database("postgres", folder, args.postgres_url, REPO) as url:
         cluster = Cluster(redis_url, url, folder, worker_env(args, folder, {}))
-        observer = Observer(url, redis_url)
+        observer = footprint.Observer(url, redis_url)
         try:
             names = {
                 "coordinator (default worker)": cluster.start("default", "default", cli=True),
@@ -376,18 +288,14 @@ def run_distributed_case(
             )
             cluster.stop()  # exiting backends flush their statistics
             time.sleep(1.5)
-            measured["writes"] = delta(observer.pg_writes(), measured.pop("writes0"))
-            measured["redis"] = delta(observer.redis_counters(), measured.pop("redis0"))
+            measured["writes"] = footprint.delta(observer.pg_writes(), measured.pop("writes0"))
+            measured["redis"] = footprint.delta(observer.redis_counters(), measured.pop("redis0"))
         finally:
             cluster.stop()
             observer.close()
             dispose_engines(url)
     measured.update(case=case, mode="distributed (Celery, Redis, PostgreSQL)")
     return measured
-
-
-def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {key: after[key] - before[key] for key in after}
 
 
 # -- the ceiling of one Redis and one PostgreSQL ----------------------------------------------
@@ -404,7 +312,7 @@ def run_ceiling(args: argparse.Namespace, folder: Path, redis_url: str) -> dict[
     cores = os.cpu_count() or 1
     rows: list[dict[str, Any]] = []
     with scale.fresh_database("postgres", folder, args.postgres_url, REPO) as url:
-        observer = Observer(url, redis_url)
+        observer = footprint.Observer(url, redis_url)
         engine = make_engine(url)
         extra = {"AGENTIC_IQA_JOB_WINDOW": str(args.ceiling_window)}
         try:
