@@ -42,7 +42,7 @@ from tenacity import (
 
 from iqa_tools import ToolRegistry
 from iqa_tools.errors import InputError, ToolError
-from iqa_tools.images import check_min_size, probe_image
+from iqa_tools.images import LoadedImage, check_min_size, probe_image
 
 from .agents import executor, summarizer
 from .agents.planner import PlanningFailed, make_plan, no_plan
@@ -482,14 +482,19 @@ def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str,
     done = _done(state, step)
     try:  # decoded once here, and the tools reuse these pixels
         image_data, reference_data = executor.load_inputs(image, reference)
-        image_data.check_size()
+        # These very bytes were decoded and scored before when every score is cached: then
+        # their sizes come from the headers (a re-run of a job decodes nothing).
+        cached = _metrics_cached(agents.registry, tools, image_data, reference_data)
+        image_size = image_data.header_size if cached else image_data.size
+        check_min_size(image_data.path, image_size)
         if reference_data is not None:
-            reference_data.check_size()
-            if reference_data.size != image_data.size:
+            reference_size = reference_data.header_size if cached else reference_data.size
+            check_min_size(reference_data.path, reference_size)
+            if reference_size != image_size:
                 raise InputError(
-                    f"the reference {reference!r} is {reference_data.size[0]}x"
-                    f"{reference_data.size[1]} pixels but the image {image!r} is "
-                    f"{image_data.size[0]}x{image_data.size[1]}; full-reference tools never "
+                    f"the reference {reference!r} is {reference_size[0]}x"
+                    f"{reference_size[1]} pixels but the image {image!r} is "
+                    f"{image_size[0]}x{image_size[1]}; full-reference tools never "
                     "resize: give a reference of the same size"
                 )
     except ToolError as bad:
@@ -506,6 +511,22 @@ def _run_metrics(step: str, state: AgenticIQAState, agents: Agents) -> dict[str,
             f"{entry.tool_name}: {entry.error}" for entry in logs
         )
     return update
+
+
+def _metrics_cached(
+    registry: ToolRegistry, tools: list[str], image: LoadedImage, reference: LoadedImage | None
+) -> bool:
+    """Tell whether every one of ``tools`` has a cached score for these files."""
+    try:
+        return all(
+            registry.cached_score(
+                tool, image, reference if registry.get(tool).is_full_reference else None
+            )
+            is not None
+            for tool in tools
+        )
+    except ToolError:
+        return False
 
 
 def run_inprocess(

@@ -54,6 +54,12 @@ _CLOSE_ITEM = (
     )
 )
 
+_CLOSE_DONE_ITEMS = (
+    update(_ITEMS)
+    .where(_ITEMS.c.run_id.in_(bindparam("b_runs", expanding=True)), _ITEMS.c.status == "queued")
+    .values(status="done", error=None, finished_at=bindparam("b_now", type_=UtcDateTime()))
+)
+
 _OPEN_ITEM = (
     select(_ITEMS.c.id)
     .where(_ITEMS.c.job_id == bindparam("b_job"), _ITEMS.c.status.in_(("pending", "queued")))
@@ -146,6 +152,29 @@ def close_item(
     values = moved({("queued", status): closed})
     if cannot_see and status == "done" and closed:
         values["items_cannot_see"] = _JOBS.c.items_cannot_see + closed
+    _count_closed(session, job_id, job, closed, values)
+
+
+def close_done_items(session: Session, *, job_id: str, run_ids: list[str]) -> None:
+    """Close the items of ``run_ids``, runs of ``job_id`` that succeeded (their model saw the
+    image), as done: one UPDATE for them all and one of the job's counts, as :func:`close_item`
+    does for one (the job's row locked first, the job done when they were its last)."""
+    if not run_ids:
+        return
+    session.flush()
+    job = session.execute(_LOCK_JOB, {"b_job": job_id}).first()
+    closed = changed_rows(
+        session.execute(_CLOSE_DONE_ITEMS, {"b_runs": run_ids, "b_now": utc_now()})
+    )
+    if job is not None:
+        _count_closed(session, job_id, job, closed, moved({("queued", "done"): closed}))
+
+
+def _count_closed(
+    session: Session, job_id: str, job: Any, closed: int, values: dict[str, object]
+) -> None:
+    """Move the job's counts by ``values`` for ``closed`` items just closed (its row ``job``,
+    locked), lift its waiting note, and mark it done when nothing is left open."""
     # An item ran: whoever could not, someone could.  A run stopped here (Ctrl-C, a full disk)
     # stays stopped while its last items end: only a resume lifts that note.
     if job.waiting is not None and not job.waiting.startswith(_STOPPED_HERE):

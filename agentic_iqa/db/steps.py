@@ -301,7 +301,7 @@ _SAVE_STATE = (
 )
 
 
-def _update_json(update: Mapping[str, Any]) -> str:
+def update_json(update: Mapping[str, Any]) -> str:
     """Return a step's update as JSON (NaN as ``"NaN"``)."""
     return _UPDATE.dump_json(dict(update)).decode()
 
@@ -327,7 +327,7 @@ def complete_step(
     # Plain UPDATEs by key, built once: a step that just ran need not be read back first; a
     # step never begun (a direct call) gets its row the ORM way.
     now = utc_now()
-    output = redact(_update_json(update))
+    output = redact(update_json(update))
     parameters = {
         "b_run": run_id,
         "b_step": step,

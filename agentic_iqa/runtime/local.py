@@ -86,7 +86,10 @@ def run_local(
         )
         return
     batch_size = tool_batch_size or local_batch_size(engine, job_id, agents)
-    window = window or max(8, 4 * workers, batch_size * workers if batch_size > 1 else 0)
+    chunk = METRIC_CHUNK if batch_size == 1 and _metric_job(engine, job_id) else 1
+    window = window or max(
+        8, 4 * workers, batch_size * workers if batch_size > 1 else 0, 2 * chunk * workers
+    )
     with session_scope(engine) as session:
         store.set_dispatch(session, job_id, "local", holder=Holder.here().to_json())
 
@@ -97,6 +100,8 @@ def run_local(
     def walk(run_ids: list[str]) -> int:
         if batch_size > 1:
             embedded.walk_batch(engine, agents, run_ids, max_batch=batch_size, firsts=firsts)
+        elif len(run_ids) > 1:
+            embedded.walk_chunk(engine, agents, run_ids, firsts=firsts)
         else:
             embedded.walk_embedded(engine, agents, run_ids[0], first=firsts.pop(run_ids[0], None))
         return len(run_ids)
@@ -128,7 +133,13 @@ def run_local(
 
         if workers > 1 and batch_size == 1:
             _keep_busy(
-                pool, walk, claimed, lambda: _submitting(engine, job_id), window, on_progress
+                pool,
+                walk,
+                claimed,
+                lambda: _submitting(engine, job_id),
+                window,
+                on_progress,
+                chunk=chunk,
             )
         else:  # one thread, or batches: a window at a time
             while True:
@@ -142,7 +153,7 @@ def run_local(
                 shares = (
                     [batch[index::workers] for index in range(workers)]
                     if batch_size > 1
-                    else [[run_id] for run_id in batch]
+                    else chunks(batch, chunk)
                 )
                 for ended in work(walk, [share for share in shares if share]):
                     if on_progress is not None:
@@ -157,14 +168,16 @@ def _keep_busy(
     submitting: Callable[[], bool],
     window: int,
     on_progress: Callable[[int], None] | None,
+    *,
+    chunk: int = 1,
 ) -> None:
-    """Walk the job's runs on the pool's threads, one run each as threads come free, claiming
-    more whenever half the window has ended: no thread waits for the slowest item of a window
-    before the next one is claimed."""
+    """Walk the job's runs on the pool's threads, ``chunk`` runs each as threads come free,
+    claiming more whenever half the window has ended: no thread waits for the slowest item of
+    a window before the next one is claimed."""
     running: set[Future[int]] = set()
     while True:
-        if len(running) <= window // 2:
-            running |= {pool.submit(walk, [run_id]) for run_id in claimed()}
+        if len(running) * chunk <= window // 2:
+            running |= {pool.submit(walk, share) for share in chunks(claimed(), chunk)}
         if not running:
             if not submitting():
                 return
@@ -175,6 +188,25 @@ def _keep_busy(
             count = future.result()
             if on_progress is not None:
                 on_progress(count)
+
+
+#: How many runs of a metric job (on the CPU: one image at a time) a thread walks before their
+#: ends are written, in one transaction (:func:`.embedded.walk_chunk`): the job's own cost per
+#: item falls from ten statements and a commit to a few statements per chunk; an item shows as
+#: done at most a chunk later, and a process killed loses at most a chunk of scores computed
+#: (cached: a resume does not compute them again).
+METRIC_CHUNK = 32
+
+
+def chunks(run_ids: Sequence[str], size: int) -> list[list[str]]:
+    """Return ``run_ids`` cut into lists of at most ``size``, in order."""
+    return [list(run_ids[start : start + size]) for start in range(0, len(run_ids), size)]
+
+
+def _metric_job(engine: Engine, job_id: str) -> bool:
+    """Tell whether the job scores tools alone (a metric job: each run one step)."""
+    with read_scope(engine) as session:
+        return bool(store.get_job(session, job_id).tools)
 
 
 #: How often a local runner that ran out of items asks whether the submit stored more.

@@ -25,10 +25,18 @@ from iqa_tools.storage.access import AccessPolicy, reading
 from ..agents.team import Agents
 from ..db import jobs, steps
 from ..db.batch_requests import answers_for, park
+from ..db.endings import ends_alone
 from ..db.engine import session_scope
 from ..db.jobs import job_cancelled
 from ..db.models import utc_now
-from ..db.runs import RunContext, extend_lease, fail_run, finish_run, load_state, run_context
+from ..db.runs import (
+    RunContext,
+    extend_lease,
+    fail_run,
+    finish_run,
+    load_state,
+    run_context,
+)
 from ..db.runs import create_run as create_run_row
 from ..db.vlm_calls import store_vlm_calls, vlm_keys_asked
 from ..pipeline import abandoned, next_step, run_step
@@ -98,6 +106,22 @@ class NextStep:
     #: Set when the caller asked to go on with this step in its own process (``chain``): the
     #: step was begun in the transaction that decided on it; pass it to :func:`execute_step`.
     begun: Begun | None = None
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A run's one step, done, whose outcome waits to be written with others' in one
+    transaction (:func:`.embedded.end_deferred`): a chunk of a metric job's items."""
+
+    run_id: str
+    step: str
+    iteration: int
+    begun: Begun
+    new_state: AgenticIQAState
+    update: dict[str, Any]
+    worker: str | None
+    queue: str | None
+    begun_at: datetime
 
 
 #: What :func:`execute_step` did: ran the step, or skipped a duplicate or stale delivery.
@@ -242,6 +266,7 @@ def execute_step(
     chain: Chain | None = None,
     own_attempt: int | None = None,
     time_limit: TimeLimit | None = None,
+    endings: list[Deferred] | None = None,
 ) -> StepResult:
     """Run one step of one run, persist it and decide the next one (:class:`StepResult`);
     :data:`SKIPPED` when the step was already done or is no longer the run's next step (a
@@ -266,6 +291,10 @@ def execute_step(
     ``time_limit``: the step's own time limit, around its work alone (a worker's: a tool step
     gets the tool limit whichever task runs it); what it raises fails the step and the run with
     its sentence, as any error does, and never interrupts the writing of an outcome.
+
+    ``endings``: where a metric run's one step, begun with no record, ends the run, its outcome
+    is added there instead of written, for the caller to write with others'
+    (:func:`.embedded.end_deferred`).
     """
     if begun is None:
         begun_here = _begin(
@@ -363,7 +392,7 @@ def execute_step(
     }
     new_state = merge_state(state, update)
     try:
-        return _complete(
+        return store_outcome(
             engine,
             run_id,
             step,
@@ -377,6 +406,7 @@ def execute_step(
             lease_seconds=lease_seconds,
             chain=chain,
             begun_at=begun_at,
+            endings=endings,
         )
     except steps.StaleAttempt as stale:
         return _discarded(engine, stale, run_id, step, iteration, attempt, collector)
@@ -467,7 +497,7 @@ def _record(
         raise steps.StaleAttempt(run_id, step, iteration, begun.attempt)
 
 
-def _complete(
+def store_outcome(
     engine: Engine,
     run_id: str,
     step: str,
@@ -482,10 +512,34 @@ def _complete(
     lease_seconds: float | None,
     chain: Chain | None,
     begun_at: datetime | None = None,
+    endings: list[Deferred] | None = None,
 ) -> StepResult:
     """Record the step's outcome, decide the run's next step and, when chained, begin it: one
-    transaction, fenced on the attempt (:class:`steps.StaleAttempt`)."""
+    transaction, fenced on the attempt (:class:`steps.StaleAttempt`).  With ``endings``, a
+    run's one step that ends it is added there instead (:func:`end_deferred` writes it)."""
     attempt = begun.attempt
+    if (
+        endings is not None
+        and not begun.recorded
+        and begun.job_id is not None
+        and not collector.records
+        and next_step(new_state) is None
+        and not ends_alone(new_state)
+    ):
+        endings.append(
+            Deferred(
+                run_id,
+                step,
+                iteration,
+                begun,
+                new_state,
+                update,
+                worker,
+                queue,
+                begun_at or utc_now(),
+            )
+        )
+        return StepResult(RAN)
     with session_scope(engine) as session:
         _record(session, begun, run_id, step, iteration, worker, queue, begun_at or utc_now())
         steps.complete_step(

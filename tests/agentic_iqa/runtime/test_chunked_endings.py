@@ -1,0 +1,183 @@
+"""A metric job's items end a chunk at a time: one transaction of a few statements for many runs,
+and still exactly what one-at-a-time writing records (fenced, cancelled, counted)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from sqlalchemy import event, select, text
+
+from agentic_iqa.db import jobs as store
+from agentic_iqa.db import steps, upgrade
+from agentic_iqa.db.engine import dispose_engines, make_engine, read_scope, session_scope
+from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog
+from agentic_iqa.jobs.spec import JobSpec
+from agentic_iqa.runtime import lifecycle
+from agentic_iqa.runtime.embedded import end_deferred, first_steps, walk_embedded
+from agentic_iqa.runtime.local import METRIC_CHUNK, chunks, run_local
+from agentic_iqa.runtime.service import Deferred
+from agentic_iqa.runtime.submission import submit
+from tests.agentic_iqa.db.conftest import TABLES
+from tests.conftest import natural_image
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path):
+    """An engine on a migrated, empty results database, of each dialect."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
+        upgrade(url)
+        yield make_engine(url)
+        dispose_engines(url)
+        return
+    engine = make_engine(request.getfixturevalue("postgres_url"))
+    with engine.begin() as connection:
+        connection.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+    yield engine
+
+
+def manifest(folder: Path, count: int, *, photos: int = 3) -> Path:
+    """``count`` rows over ``photos`` distinct photos (scores cached after each one's first)."""
+    for index in range(photos):
+        Image.fromarray(natural_image(index, (96, 72))).save(folder / f"p{index}.png")
+    path = folder / "rows.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "id"])
+        writer.writerows([f"p{index % photos}.png", f"i{index}"] for index in range(count))
+    return path
+
+
+def counting(engine) -> list[str]:
+    """Every statement ``engine`` executes from now on (one entry per execute call)."""
+    seen: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: seen.append(args[2]))
+    return seen
+
+
+def test_chunks_cut_in_order_and_keep_every_run():
+    ids = [f"r{index}" for index in range(70)]
+    cut = chunks(ids, 32)
+    assert [len(part) for part in cut] == [32, 32, 6]
+    assert [run_id for part in cut for run_id in part] == ids
+    assert chunks([], 32) == [] and chunks(ids[:1], 32) == [["r0"]]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_local_metric_job_ends_its_items_in_chunks_and_records_each_as_alone(
+    engine, agents, tmp_path, workers
+):
+    count = 2 * METRIC_CHUNK + 6
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, count), tools=["PIQE"]))
+    statements = counting(engine)
+    run_local(engine, job_id, agents, workers=workers)
+    with read_scope(engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.status == "done" and job.finished_at is not None
+        assert (job.items_done, job.items_queued, job.items_pending) == (count, 0, 0)
+        items = session.scalars(select(JobItem).where(JobItem.job_id == job_id)).all()
+        assert {item.status for item in items} == {"done"}
+        assert all(item.finished_at is not None and item.error is None for item in items)
+        runs = session.scalars(select(Run).where(Run.job_id == job_id)).all()
+        assert len(runs) == count and {run.status for run in runs} == {"succeeded"}
+        assert all(run.started_at and run.finished_at and run.lease_until is None for run in runs)
+        assert all('"steps_done"' in run.state_json for run in runs)
+        records = session.scalars(select(StepRecord)).all()
+        assert len(records) == count
+        assert {(r.status, r.attempts, r.worker, r.lease_until) for r in records} == {
+            ("succeeded", 1, "embedded", None)
+        }
+        assert all(r.output_json and r.started_at <= r.finished_at for r in records)
+        logs = session.scalars(select(ToolLog)).all()
+        assert len(logs) == count and {log.tool_name for log in logs} == {"PIQE"}
+        assert len({log.run_id for log in logs}) == count
+        scores = {run.image_path: set() for run in runs}
+        by_run = {run.id: run.image_path for run in runs}
+        for log in logs:
+            scores[by_run[log.run_id]].add(log.raw_score)
+        assert all(len(values) == 1 for values in scores.values())  # one score per photo
+    # one at a time, an item cost ten statements; in chunks, a handful for many
+    assert len(statements) < 2 * count, len(statements)
+
+
+def _deferred_ends(engine, agents, job_id: str) -> tuple[list[Deferred], list[str]]:
+    """Claim the job's runs and walk each one's step, their ends held back, not written."""
+    claim = lifecycle.claim_runs(engine, job_id, 10, 30.0)
+    firsts = first_steps(
+        agents, job_id, claim.runs, config_json=claim.config_json, vlm_cache=claim.vlm_cache
+    )
+    endings: list[Deferred] = []
+    for run in claim.runs:
+        walk_embedded(engine, agents, run.run_id, first=firsts.pop(run.run_id), endings=endings)
+    return endings, [run.run_id for run in claim.runs]
+
+
+def test_held_ends_are_written_only_together_and_a_taken_over_one_is_discarded(
+    engine, agents, tmp_path
+):
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, 3), tools=["PIQE"]))
+    endings, run_ids = _deferred_ends(engine, agents, job_id)
+    assert [ending.run_id for ending in endings] == run_ids
+    with read_scope(engine) as session:  # nothing written yet: still in flight
+        assert session.scalars(select(StepRecord)).all() == []
+        assert {item.status for item in session.scalars(select(JobItem)).all()} == {"queued"}
+    taken = run_ids[1]
+    with session_scope(engine) as session:  # another holder took that run over meanwhile
+        steps.first_attempt(session, taken, endings[1].step, 0, worker="elsewhere")
+    end_deferred(engine, endings)
+    assert endings == []  # emptied: written once
+    with read_scope(engine) as session:
+        runs = {run.id: run for run in session.scalars(select(Run)).all()}
+        items = {item.run_id: item for item in session.scalars(select(JobItem)).all()}
+        record = session.scalars(select(StepRecord).where(StepRecord.run_id == taken)).one()
+        assert (record.status, record.worker) == ("running", "elsewhere")  # its, untouched
+        assert runs[taken].status == "running" and items[taken].status == "queued"
+        assert session.scalars(select(ToolLog).where(ToolLog.run_id == taken)).all() == []
+        for run_id in set(run_ids) - {taken}:
+            assert runs[run_id].status == "succeeded" and items[run_id].status == "done"
+        job = session.get(Job, job_id)
+        assert job is not None and (job.items_done, job.items_queued) == (2, 1)
+        assert job.status == "running"  # one item still open
+
+
+def test_held_ends_of_a_job_cancelled_meanwhile_end_as_cancelled(engine, agents, tmp_path):
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, 3), tools=["PIQE"]))
+    endings, run_ids = _deferred_ends(engine, agents, job_id)
+    with session_scope(engine) as session:
+        store.cancel(session, job_id)
+    end_deferred(engine, endings)
+    with read_scope(engine) as session:
+        runs = session.scalars(select(Run)).all()
+        assert {run.status for run in runs} == {"failed"}
+        assert {run.error for run in runs} == {"cancelled with its job"}
+        items = session.scalars(select(JobItem)).all()
+        assert {item.status for item in items} == {"cancelled"}
+        job = session.get(Job, job_id)
+        assert job is not None and job.items_done == 0
+        assert job.items_cancelled == len(run_ids)
+
+
+def test_when_the_chunk_cannot_be_written_together_each_end_is_written_alone(
+    engine, agents, tmp_path, caplog
+):
+    """A run deleted meanwhile (``eval delete`` of its job's run) breaks the chunk's one
+    transaction: the others are then written one at a time, the deleted one said lost."""
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, 3), tools=["PIQE"]))
+    endings, run_ids = _deferred_ends(engine, agents, job_id)
+    gone = run_ids[0]
+    with session_scope(engine) as session:
+        session.execute(
+            JobItem.__table__.update().where(JobItem.run_id == gone).values(run_id=None)
+        )
+        session.execute(Run.__table__.delete().where(Run.id == gone))
+    end_deferred(engine, endings)
+    assert "ending each alone" in caplog.text and gone in caplog.text
+    with read_scope(engine) as session:
+        runs = {run.id: run.status for run in session.scalars(select(Run)).all()}
+        assert runs == {run_id: "succeeded" for run_id in run_ids[1:]}
+        assert {r.run_id for r in session.scalars(select(StepRecord)).all()} == set(run_ids[1:])
+        job = session.get(Job, job_id)
+        assert job is not None and job.items_done == 2
