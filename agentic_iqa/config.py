@@ -130,6 +130,11 @@ class PipelineSettings(BaseSettings):
     max_replan_iterations: int = Field(default=2, ge=0)
     #: Items of a dataset job in flight at once on the workers (the feeder tops up to this).
     job_window: int = Field(default=200, ge=1)
+    #: Runs of a metric job walked together, locally by a thread or on the workers as one
+    #: message to the tool queue, their ends written in one transaction; 1 = one at a time.
+    #: An item shows as done at most a chunk later; a process killed loses at most a chunk of
+    #: scores computed (cached: a resume does not compute them again).
+    metric_chunk_size: int = Field(default=32, ge=1)
     #: Seconds between two top-ups of a job's window (also the supervisor's tick).
     feed_interval: float = Field(default=2.0, gt=0)
     #: Seconds a run may go without progress (a step beginning, beating or ending) before the

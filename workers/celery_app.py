@@ -51,6 +51,8 @@ FEED_JOB = "agentic_iqa.feed_job"
 STEP_TASK_PREFIX = "agentic_iqa.step."
 #: The tool step's batched form (``tool_batch_size`` > 1): same arguments, grouped by the worker.
 TOOL_BATCH_TASK = STEP_TASK_PREFIX + "tool_execution.batch"
+#: A chunk of a metric job's runs in one message, walked on a tool worker (``metric_chunk``).
+METRIC_CHUNK_TASK = "agentic_iqa.metric_chunk"
 
 
 def task_limits(settings: PipelineSettings, *, tool_task: bool) -> tuple[float, float]:
@@ -89,6 +91,7 @@ def make_app(settings: PipelineSettings | None = None) -> PipelineApp:
     }
     routes[tool_task] = {"queue": settings.tool_queue}
     routes[TOOL_BATCH_TASK] = {"queue": settings.tool_queue}
+    routes[METRIC_CHUNK_TASK] = {"queue": settings.tool_queue}
     tool_soft, tool_hard = task_limits(settings, tool_task=True)
     soft, hard = task_limits(settings, tool_task=False)
     tool_limits = {"soft_time_limit": tool_soft, "time_limit": tool_hard}
@@ -112,7 +115,15 @@ def make_app(settings: PipelineSettings | None = None) -> PipelineApp:
         task_soft_time_limit=soft,
         task_time_limit=hard,
         # A batch's limit is one tool step's: size batches so that a batch fits in it.
-        task_annotations={tool_task: tool_limits, TOOL_BATCH_TASK: tool_limits},
+        # A chunk's limits are a tool step's for each of its runs (each step keeps its own).
+        task_annotations={
+            tool_task: tool_limits,
+            TOOL_BATCH_TASK: tool_limits,
+            METRIC_CHUNK_TASK: {
+                "soft_time_limit": tool_soft * settings.metric_chunk_size,
+                "time_limit": tool_hard * settings.metric_chunk_size,
+            },
+        },
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout,
             "unacked_restore_interval": settings.unacked_restore_interval,

@@ -37,6 +37,7 @@ from agentic_iqa.agents.team import Agents, AgentsCache
 from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db import jobs as job_store
 from agentic_iqa.db import steps
+from agentic_iqa.db.endings import hold_leases
 from agentic_iqa.db.engine import make_engine, session_scope
 from agentic_iqa.db.runs import extend_lease, run_context
 from agentic_iqa.pipeline import EXECUTE, STEPS, TOOL_STEPS, tool_step_cached
@@ -53,6 +54,7 @@ from agentic_iqa.vlm.deadline import StepOverrun, step_deadline
 from .celery_app import (
     COORDINATE,
     FEED_JOB,
+    METRIC_CHUNK_TASK,
     STEP_TASK_PREFIX,
     TOOL_BATCH_TASK,
     app,
@@ -482,9 +484,62 @@ def tool_batch(requests: Sequence[SimpleRequest]) -> None:
             built.registry.clear_batch()
 
 
+@app.task(name=METRIC_CHUNK_TASK, bind=True, acks_late=True, **DB_RETRY)
+def metric_chunk(self: Task, run_ids: list[str]) -> int:
+    """Walk a chunk of a metric job's new runs here, each one step (its tools), their ends
+    written in one transaction (:func:`embedded.walk_chunk`): one message and a handful of
+    statements for many items instead of a coordinator's message and two transactions each.
+
+    The chunk's leases are pushed ahead as its runs are walked; a run that cannot be begun
+    from one read of them all (a re-send whose step is recorded, a run that ended, a
+    configuration this worker cannot honour) is sent the one-at-a-time way, which says why.
+    Returns the runs walked here."""
+    hostname = self.request.hostname or socket.gethostname()
+    lease = settings().lease_seconds
+    source = agents_source()
+    renewed = [float("-inf")]
+
+    def renew() -> None:
+        now = time.monotonic()
+        if now - renewed[0] >= lease / 4:
+            with session_scope(engine()) as session:
+                hold_leases(session, run_ids, lease)
+            renewed[0] = now
+
+    renew()
+    begun, left = embedded.begin_new_runs(engine(), source, run_ids)
+    for run_id in left:
+        submit(run_id)
+    where = embedded.Where(
+        worker=hostname,
+        queue=(self.request.delivery_info or {}).get("routing_key") or settings().tool_queue,
+        time_limit=step_time_limit,
+        between=renew,
+    )
+    walked = [run_id for run_id in run_ids if run_id in begun]
+    job_ids = {first.begun.job_id for first in begun.values() if first.begun is not None}
+    size = settings().tool_batch_size
+    if size > 1:
+        embedded.walk_batch(engine(), source, walked, max_batch=size, firsts=begun, where=where)
+    else:
+        embedded.walk_chunk(engine(), source, walked, firsts=begun, where=where)
+    for job_id in job_ids:  # the chunk's items left the window: top it up now, not a tick later
+        try:
+            if job_id is not None:
+                feed_job(job_id)
+        except Exception as exc:  # the supervisor tops it up at its next tick
+            log.warning("job %s: topping up after a chunk failed: %s", job_id, exc)
+    return len(walked)
+
+
 def submit(run_id: str) -> None:
     """Start a stored run on the workers."""
     coordinate.apply_async((run_id,), queue=settings().default_queue)
+
+
+def submit_chunk(run_ids: list[str]) -> None:
+    """Start a chunk of a metric job's stored runs on a tool worker (:func:`metric_chunk`)."""
+    metric_chunk.apply_async((run_ids,), queue=settings().tool_queue)
 
 
 @app.task(name=FEED_JOB, acks_late=True, **DB_RETRY)
@@ -497,7 +552,13 @@ def feed_job(job_id: str) -> int:
     on if this message, the submitter or the broker's contents are lost.
     """
     return feed(
-        engine(), job_id, settings().job_window, submit, lease_seconds=settings().lease_seconds
+        engine(),
+        job_id,
+        settings().job_window,
+        submit,
+        lease_seconds=settings().lease_seconds,
+        dispatch_chunk=submit_chunk,
+        chunk_size=settings().metric_chunk_size,
     )
 
 
@@ -547,6 +608,8 @@ def _start_supervisor(sender: Any = None, **_: Any) -> None:
         lease_seconds=settings().lease_seconds,
         interval=settings().feed_interval,
         dispatch=submit,
+        dispatch_chunk=submit_chunk,
+        chunk_size=settings().metric_chunk_size,
         watch=QueueWatch(app.conf.broker_url, settings().queues),
     )
     _supervisor.start()

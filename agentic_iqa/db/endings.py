@@ -26,18 +26,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ..redact import redact
 from ..state import AgenticIQAState, ExecutorOutput, state_to_json
+from .engine import changed_rows
 from .items import close_done_items
 from .jobs import job_cancelled
 from .models import Run, StepRecord, ToolLog, UtcDateTime, utc_now
 from .queries import dialect_insert, insert_missing
+from .runs import lease_deadline
 from .steps import update_json
 
-__all__ = ["RunEnding", "end_runs", "ending_of", "ends_alone"]
+__all__ = ["RunEnding", "end_runs", "ending_of", "ends_alone", "hold_leases", "recorded_steps"]
 
 _RUNS = Run.__table__
 _STEPS = StepRecord.__table__
@@ -194,3 +196,28 @@ def _insert_steps(session: Session, endings: Sequence[RunEnding]) -> set[str]:
         ],
     )
     return set(inserted.scalars().all())
+
+
+def recorded_steps(session: Session, run_ids: Sequence[str]) -> set[str]:
+    """Return those of ``run_ids`` that have a step recorded (begun or ended) already."""
+    if not run_ids:
+        return set()
+    return set(
+        session.scalars(
+            select(_STEPS.c.run_id).where(_STEPS.c.run_id.in_(list(run_ids))).distinct()
+        )
+    )
+
+
+def hold_leases(session: Session, run_ids: Sequence[str], seconds: float) -> int:
+    """Push the leases of those of ``run_ids`` that have not ended ``seconds`` ahead (a chunk's
+    runs, walked one after the other on a worker); return how many moved."""
+    if not run_ids:
+        return 0
+    return changed_rows(
+        session.execute(
+            update(_RUNS)
+            .where(_RUNS.c.id.in_(list(run_ids)), _RUNS.c.status.in_(("pending", "running")))
+            .values(lease_until=lease_deadline(seconds))
+        )
+    )

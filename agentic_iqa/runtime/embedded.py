@@ -8,7 +8,8 @@ scored ahead of a batch of runs, the workers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from iqa_tools.storage.access import reading
 
 from ..db import jobs
-from ..db.endings import end_runs, ending_of
+from ..db.endings import end_runs, ending_of, recorded_steps
 from ..db.engine import session_scope
 from ..db.runs import RunNotFound, job_config, run_context
 from ..db.steps import StaleAttempt
@@ -41,6 +42,7 @@ from .service import (
     NextStep,
     ReadingSpec,
     StepResult,
+    TimeLimit,
     advance,
     execute_step,
     give_up,
@@ -174,12 +176,14 @@ def walk_batch(
     *,
     max_batch: int,
     firsts: dict[str, NextStep] | None = None,
+    where: Where | None = None,
 ) -> None:
     """Walk new runs to their end in this thread (:func:`walk_embedded`), their first tool
     steps scored together ahead (a local metric job on a GPU: one forward pass per tool and
     image size instead of one per image).  Scoring ahead is an optimisation: if it fails,
     each step computes its own scores as usual.  ``firsts``: their first steps, begun from
-    their claim (:func:`first_steps`), each taken by its run's walk."""
+    their claim (:func:`first_steps`), each taken by its run's walk.  ``where``: as for
+    :func:`walk_chunk`."""
     registries: dict[int, Any] = {}
     known = firsts or {}
     try:
@@ -194,7 +198,7 @@ def walk_batch(
             )
         except Exception:
             log.exception("scoring %d runs' tool steps ahead failed", len(run_ids))
-        walk_chunk(engine, agents, run_ids, firsts=known)
+        walk_chunk(engine, agents, run_ids, firsts=known, where=where)
     finally:  # a score no step took (a run that failed before it) must not outlive the batch
         for registry in registries.values():
             registry.clear_batch()
@@ -206,19 +210,88 @@ def walk_chunk(
     run_ids: list[str],
     *,
     firsts: dict[str, NextStep] | None = None,
+    where: Where | None = None,
 ) -> None:
     """Walk runs to their end in this thread (:func:`walk_embedded`), the ends of those that a
     metric job's one step ends written together, in one transaction after the last
     (:func:`end_deferred`): a chunk of a metric job's items costs a handful of
     statements, not ten each.  Those computed before an interrupt are still written.
-    ``firsts``: as for :func:`walk_batch`."""
+    ``firsts``: as for :func:`walk_batch`.  ``where``: the worker, queue and time limit the
+    steps run under, and what keeps the chunk's leases (a worker's); default in-process."""
     known = firsts if firsts is not None else {}
     endings: list[Deferred] = []
+    where = where or Where()
     try:
         for run_id in run_ids:
-            walk_embedded(engine, agents, run_id, first=known.pop(run_id, None), endings=endings)
+            if where.between is not None:
+                where.between()
+            walk_embedded(
+                engine,
+                agents,
+                run_id,
+                first=known.pop(run_id, None),
+                endings=endings,
+                where=where,
+            )
     finally:
         end_deferred(engine, endings)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a chunk's steps run: the worker and queue their records name, the time limit
+    around each (:data:`.service.TimeLimit`), and what runs before each run of the chunk (a
+    worker's: renew the chunk's leases)."""
+
+    worker: str = "embedded"
+    queue: str = "in-process"
+    time_limit: TimeLimit | None = None
+    between: Callable[[], None] | None = None
+
+
+def begin_new_runs(
+    engine: Engine, agents: AgentsSource, run_ids: Sequence[str]
+) -> tuple[dict[str, NextStep], list[str]]:
+    """Begin the first steps of runs just dispatched as a chunk (a metric job's, on a worker),
+    from one read of them all, writing nothing (:attr:`.service.Begun.recorded` False, as
+    :func:`first_steps` does from a claim); return those begun, and the runs left for the
+    one-at-a-time path (a step recorded already: a re-send; a run ended, missing, or whose
+    configuration this process cannot honour: that path says why)."""
+    begun: dict[str, NextStep] = {}
+    left: list[str] = []
+    with session_scope(engine) as session:
+        recorded = recorded_steps(session, run_ids)
+        for run_id in run_ids:
+            try:
+                run = run_context(session, run_id)
+                resolved = resolve_agents(agents, run.config)
+            except (RunNotFound, CannotHonour):
+                left.append(run_id)
+                continue
+            step = next_step(run.state)
+            if (
+                run_id in recorded
+                or run.status not in ("pending", "running")
+                or step is None
+                or run.state.get("iteration_count", 0) != 0
+            ):
+                left.append(run_id)
+                continue
+            begun[run_id] = NextStep(
+                step,
+                0,
+                Begun(
+                    run.state,
+                    1,
+                    run.job_id,
+                    run.vlm_cache,
+                    frozenset(),
+                    resolved,
+                    reading_of(run),
+                    recorded=False,
+                ),
+            )
+    return begun, left
 
 
 def run_embedded(
@@ -244,6 +317,7 @@ def walk_embedded(
     lease_seconds: float | None = None,
     first: NextStep | None = None,
     endings: list[Deferred] | None = None,
+    where: Where | None = None,
 ) -> None:
     """Walk a stored run to its end in this process (the embedded default: no broker).
 
@@ -254,8 +328,9 @@ def walk_embedded(
     A job's items end here: nothing reads their state back (one transaction less each).
     ``first``: the run's first step, begun from its claim (:func:`first_steps`): no
     transaction before it.  ``endings``: where its end waits to be written with others'
-    (:func:`walk_chunk`).
+    (:func:`walk_chunk`).  ``where``: as for :func:`walk_chunk`.
     """
+    where = where or Where()
     if first is not None and first.begun is not None and first.begun.job_id in STOPPED_HERE:
         first = None  # its job was stopped here since the claim: read it, end as cancelled
     upcoming = (
@@ -265,7 +340,7 @@ def walk_embedded(
             engine,
             run_id,
             chain=_in_process,
-            worker="embedded",
+            worker=where.worker,
             agents=agents,
             lease_seconds=lease_seconds,
         )
@@ -283,6 +358,7 @@ def walk_embedded(
                     [upcoming.begun],
                     lease_seconds,
                     endings,
+                    where,
                 ),
             )
         except TransientVLMError as exc:
@@ -305,21 +381,24 @@ def _attempt(
     handed: list[Begun | None],
     lease_seconds: float | None = None,
     endings: list[Deferred] | None = None,
+    where: Where | None = None,
 ) -> StepResult:
     """Run one attempt of an embedded step: a step begun ahead is for the first attempt only (a
     retry after a transient error begins it again, as one more attempt)."""
+    where = where or Where()
     return execute_step(
         engine,
         agents,
         run_id,
         upcoming.step,
         upcoming.iteration,
-        worker="embedded",
-        queue="in-process",
+        worker=where.worker,
+        queue=where.queue,
         lease_seconds=lease_seconds,
         begun=handed.pop() if handed else None,
         chain=_in_process,
         endings=endings,
+        time_limit=where.time_limit,
     )
 
 

@@ -10,7 +10,7 @@ not finish; :func:`cancel` stops it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,16 +43,34 @@ def feed(
     dispatch: Callable[[str], None],
     *,
     lease_seconds: float | None = None,
+    dispatch_chunk: Callable[[list[str]], None] | None = None,
+    chunk_size: int = 1,
 ) -> int:
     """Top the job up to ``window`` items in flight; returns how many runs were dispatched.
 
     The job's row is locked while counting and claiming, so two feeders (two supervisors) never
     both fill the same gap.  ``lease_seconds``: the runs are supervised (workers).
+    ``dispatch_chunk``: a metric job's runs are sent ``chunk_size`` at a time through it (one
+    message for many), a lone one through ``dispatch``.
     """
-    claimed = claim_runs(engine, job_id, window, lease_seconds).runs
-    for run in claimed:  # after the commit, so a worker always finds its run
-        dispatch(run.run_id)
-    return len(claimed)
+    claim = claim_runs(engine, job_id, window, lease_seconds)
+    run_ids = [run.run_id for run in claim.runs]
+    # after the commit, so a worker always finds its run
+    if dispatch_chunk is not None and claim.metric and chunk_size > 1:
+        for part in chunks(run_ids, chunk_size):
+            if len(part) > 1:
+                dispatch_chunk(part)
+            else:
+                dispatch(part[0])
+    else:
+        for run_id in run_ids:
+            dispatch(run_id)
+    return len(run_ids)
+
+
+def chunks(run_ids: Sequence[str], size: int) -> list[list[str]]:
+    """Return ``run_ids`` cut into lists of at most ``size``, in order."""
+    return [list(run_ids[start : start + size]) for start in range(0, len(run_ids), size)]
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,8 @@ class Claim:
     runs: list[store.Claimed]
     config_json: str | None
     vlm_cache: bool
+    #: A metric job's: each run one step, its tools.
+    metric: bool = False
 
 
 def claim_runs(engine: Engine, job_id: str, window: int, lease_seconds: float | None) -> Claim:
@@ -73,7 +93,7 @@ def claim_runs(engine: Engine, job_id: str, window: int, lease_seconds: float | 
             window = max(window, PipelineSettings.load().batch_window)
         in_flight = item_counts(session, job_id).get("queued", 0)
         runs = store.claim_items(session, job, window - in_flight, lease_seconds=lease_seconds)
-        return Claim(runs, job.config_json, job.vlm_cache)
+        return Claim(runs, job.config_json, job.vlm_cache, bool(job.tools))
 
 
 def job_ended(engine: Engine, job_id: str) -> bool:

@@ -27,7 +27,7 @@ from ..db.engine import read_scope, session_scope
 from ..db.models import aware
 from ..runconfig import RunConfig
 from .heartbeat import Holder
-from .lifecycle import claim_runs, feed, job_ended
+from .lifecycle import chunks, claim_runs, feed, job_ended
 from .progress import DISK_FULL, INTERRUPTED, is_batch, progress
 from .space import megabytes
 
@@ -86,7 +86,11 @@ def run_local(
         )
         return
     batch_size = tool_batch_size or local_batch_size(engine, job_id, agents)
-    chunk = METRIC_CHUNK if batch_size == 1 and _metric_job(engine, job_id) else 1
+    chunk = (
+        PipelineSettings.load().metric_chunk_size
+        if batch_size == 1 and _metric_job(engine, job_id)
+        else 1
+    )
     window = window or max(
         8, 4 * workers, batch_size * workers if batch_size > 1 else 0, 2 * chunk * workers
     )
@@ -188,19 +192,6 @@ def _keep_busy(
             count = future.result()
             if on_progress is not None:
                 on_progress(count)
-
-
-#: How many runs of a metric job (on the CPU: one image at a time) a thread walks before their
-#: ends are written, in one transaction (:func:`.embedded.walk_chunk`): the job's own cost per
-#: item falls from ten statements and a commit to a few statements per chunk; an item shows as
-#: done at most a chunk later, and a process killed loses at most a chunk of scores computed
-#: (cached: a resume does not compute them again).
-METRIC_CHUNK = 32
-
-
-def chunks(run_ids: Sequence[str], size: int) -> list[list[str]]:
-    """Return ``run_ids`` cut into lists of at most ``size``, in order."""
-    return [list(run_ids[start : start + size]) for start in range(0, len(run_ids), size)]
 
 
 def _metric_job(engine: Engine, job_id: str) -> bool:

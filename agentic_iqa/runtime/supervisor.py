@@ -63,9 +63,17 @@ class Tick:
 
 
 def supervise_once(
-    engine: Engine, *, window: int, lease_seconds: float, dispatch: Callable[[str], None]
+    engine: Engine,
+    *,
+    window: int,
+    lease_seconds: float,
+    dispatch: Callable[[str], None],
+    dispatch_chunk: Callable[[list[str]], None] | None = None,
+    chunk_size: int = 1,
 ) -> Tick:
     """Run one round: close orphans, feed jobs, re-send stalled runs.  Never raises.
+    ``dispatch_chunk``, ``chunk_size``: a metric job's runs are fed in chunks
+    (:func:`.lifecycle.feed`); a stalled run is always re-sent alone.
 
     A failure of one part (the broker away while re-sending) is recorded and the rest goes on;
     whatever could not be sent keeps its fresh lease and is re-sent a lease later.
@@ -82,7 +90,13 @@ def supervise_once(
     for job_id in job_ids:
         try:
             tick.fed[job_id] = lifecycle.feed(
-                engine, job_id, window, dispatch, lease_seconds=lease_seconds
+                engine,
+                job_id,
+                window,
+                dispatch,
+                lease_seconds=lease_seconds,
+                dispatch_chunk=dispatch_chunk,
+                chunk_size=chunk_size,
             )
         except Exception as exc:
             tick.errors.append(f"feeding job {job_id}: {redact(str(exc))}")
@@ -162,6 +176,8 @@ class SupervisorThread(threading.Thread):
         lease_seconds: float,
         interval: float,
         dispatch: Callable[[str], None],
+        dispatch_chunk: Callable[[list[str]], None] | None = None,
+        chunk_size: int = 1,
         watch: Callable[[], list[Unconsumed]] | None = None,
     ) -> None:
         """``watch`` returns the queues holding work that no worker consumes (see
@@ -174,6 +190,8 @@ class SupervisorThread(threading.Thread):
         self._lease = lease_seconds
         self._interval = interval
         self._dispatch = dispatch
+        self._dispatch_chunk = dispatch_chunk
+        self._chunk_size = chunk_size
         self._stopped = threading.Event()
 
     def run(self) -> None:
@@ -185,6 +203,8 @@ class SupervisorThread(threading.Thread):
                     window=self._window,
                     lease_seconds=self._lease,
                     dispatch=self._dispatch,
+                    dispatch_chunk=self._dispatch_chunk,
+                    chunk_size=self._chunk_size,
                 )
             except Exception as exc:  # the engine itself could not be made; try next time
                 log.warning("supervisor: %s", redact(str(exc)))

@@ -4,20 +4,29 @@ and still exactly what one-at-a-time writing records (fenced, cancelled, counted
 from __future__ import annotations
 
 import csv
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from sqlalchemy import event, select, text
 
+from agentic_iqa.config import PipelineSettings
 from agentic_iqa.db import jobs as store
 from agentic_iqa.db import steps, upgrade
+from agentic_iqa.db.endings import hold_leases
 from agentic_iqa.db.engine import dispose_engines, make_engine, read_scope, session_scope
 from agentic_iqa.db.models import Job, JobItem, Run, StepRecord, ToolLog
 from agentic_iqa.jobs.spec import JobSpec
 from agentic_iqa.runtime import lifecycle
-from agentic_iqa.runtime.embedded import end_deferred, first_steps, walk_embedded
-from agentic_iqa.runtime.local import METRIC_CHUNK, chunks, run_local
+from agentic_iqa.runtime.embedded import (
+    begin_new_runs,
+    end_deferred,
+    first_steps,
+    walk_embedded,
+)
+from agentic_iqa.runtime.lifecycle import chunks
+from agentic_iqa.runtime.local import run_local
 from agentic_iqa.runtime.service import Deferred
 from agentic_iqa.runtime.submission import submit
 from tests.agentic_iqa.db.conftest import TABLES
@@ -70,7 +79,7 @@ def test_chunks_cut_in_order_and_keep_every_run():
 def test_a_local_metric_job_ends_its_items_in_chunks_and_records_each_as_alone(
     engine, agents, tmp_path, workers
 ):
-    count = 2 * METRIC_CHUNK + 6
+    count = 2 * PipelineSettings().metric_chunk_size + 6
     job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, count), tools=["PIQE"]))
     statements = counting(engine)
     run_local(engine, job_id, agents, workers=workers)
@@ -181,3 +190,55 @@ def test_when_the_chunk_cannot_be_written_together_each_end_is_written_alone(
         assert {r.run_id for r in session.scalars(select(StepRecord)).all()} == set(run_ids[1:])
         job = session.get(Job, job_id)
         assert job is not None and job.items_done == 2
+
+
+def test_a_chunk_begins_only_new_runs_and_leaves_the_others_to_the_one_at_a_time_path(
+    engine, agents, tmp_path
+):
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, 4), tools=["PIQE"]))
+    claim = lifecycle.claim_runs(engine, job_id, 10, 30.0)
+    fresh, resent, ended = (run.run_id for run in claim.runs[:3])
+    with session_scope(engine) as session:
+        steps.first_attempt(session, resent, "tool_execution", 0, worker="elsewhere")
+        session.execute(Run.__table__.update().where(Run.id == ended).values(status="failed"))
+    begun, left = begin_new_runs(engine, agents, [fresh, resent, ended, "no-such-run"])
+    assert list(begun) == [fresh] and left == [resent, ended, "no-such-run"]
+    first = begun[fresh]
+    assert first.step == "tool_execution" and first.iteration == 0
+    assert first.begun is not None and not first.begun.recorded and first.begun.job_id == job_id
+    with read_scope(engine) as session:  # nothing written by beginning
+        assert session.scalars(select(StepRecord.run_id)).all() == [resent]
+
+
+def test_a_chunks_leases_move_for_its_runs_that_have_not_ended(engine, tmp_path):
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, 3), tools=["PIQE"]))
+    claim = lifecycle.claim_runs(engine, job_id, 10, 1.0)
+    live, ended, _other = (run.run_id for run in claim.runs)
+    with session_scope(engine) as session:
+        session.execute(Run.__table__.update().where(Run.id == ended).values(status="succeeded"))
+    with session_scope(engine) as session:
+        assert hold_leases(session, [live, ended], 600.0) == 1
+    with read_scope(engine) as session:
+        leases = {run.id: run.lease_until for run in session.scalars(select(Run)).all()}
+    assert leases[live] > leases[_other] + timedelta(seconds=500)
+    assert leases[ended] < leases[live] - timedelta(seconds=500)  # ended: left as it was
+
+
+@pytest.mark.parametrize(("tools", "expected"), [(["PIQE"], "chunks"), (None, "runs")])
+def test_a_feeder_sends_a_metric_jobs_runs_in_chunks_and_an_agent_jobs_one_by_one(
+    engine, tmp_path, tools, expected
+):
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, 9), tools=tools))
+    one: list[str] = []
+    many: list[list[str]] = []
+    fed = lifecycle.feed(
+        engine, job_id, 9, one.append, lease_seconds=30.0, dispatch_chunk=many.append, chunk_size=4
+    )
+    assert fed == 9
+    if expected == "chunks":  # 4 + 4, and the ninth alone (a chunk of one is a plain run)
+        assert [len(part) for part in many] == [4, 4] and len(one) == 1
+    else:
+        assert many == [] and len(one) == 9
+    sent = [run_id for part in many for run_id in part] + one
+    with read_scope(engine) as session:
+        assert sorted(sent) == sorted(session.scalars(select(Run.id)).all())
