@@ -29,14 +29,7 @@ from ..db.endings import ends_alone
 from ..db.engine import session_scope
 from ..db.jobs import job_cancelled
 from ..db.models import utc_now
-from ..db.runs import (
-    RunContext,
-    extend_lease,
-    fail_run,
-    finish_run,
-    load_state,
-    run_context,
-)
+from ..db.runs import RunContext, extend_lease, fail_run, finish_run, load_state, run_context
 from ..db.runs import create_run as create_run_row
 from ..db.vlm_calls import store_vlm_calls, vlm_keys_asked
 from ..pipeline import abandoned, next_step, run_step
@@ -516,7 +509,8 @@ def store_outcome(
 ) -> StepResult:
     """Record the step's outcome, decide the run's next step and, when chained, begin it: one
     transaction, fenced on the attempt (:class:`steps.StaleAttempt`).  With ``endings``, a
-    run's one step that ends it is added there instead (:func:`end_deferred` writes it)."""
+    run's one step that ends it is added there instead (:func:`.embedded.end_deferred` writes
+    it)."""
     attempt = begun.attempt
     if (
         endings is not None
