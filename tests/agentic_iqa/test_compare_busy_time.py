@@ -46,7 +46,10 @@ def _manifest(folder: Path, count: int) -> Path:
     return path
 
 
-def test_an_interrupted_jobs_wait_is_not_wall_time(tmp_path, results):
+def test_an_interrupted_jobs_wait_is_not_wall_time(tmp_path, results, monkeypatch):
+    # One item a chunk: the progress hook that stops the job is told as each chunk ends, and
+    # the job must still have items left to run when it is stopped.
+    monkeypatch.setenv("AGENTIC_IQA_METRIC_CHUNK_SIZE", "1")
     upgrade(results)
     engine = make_engine(results)
     manifest = _manifest(tmp_path / "photos", 8)
