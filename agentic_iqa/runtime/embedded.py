@@ -211,18 +211,25 @@ def walk_chunk(
     *,
     firsts: dict[str, NextStep] | None = None,
     where: Where | None = None,
-) -> None:
+    stop: Callable[[], bool] | None = None,
+) -> int:
     """Walk runs to their end in this thread (:func:`walk_embedded`), the ends of those that a
     metric job's one step ends written together, in one transaction after the last
     (:func:`end_deferred`): a chunk of a metric job's items costs a handful of
     statements, not ten each.  Those computed before an interrupt are still written.
     ``firsts``: as for :func:`walk_batch`.  ``where``: the worker, queue and time limit the
-    steps run under, and what keeps the chunk's leases (a worker's); default in-process."""
+    steps run under, and what keeps the chunk's leases (a worker's); default in-process.
+    ``stop``: asked before each run; once it says so (a Ctrl-C) the rest of the chunk is left
+    as claimed, for a resume.  Returns how many runs were walked."""
     known = firsts if firsts is not None else {}
     endings: list[Deferred] = []
     where = where or Where()
+    walked = 0
     try:
         for run_id in run_ids:
+            if stop is not None and stop():
+                break
+            walked += 1
             if where.between is not None:
                 where.between()
             walk_embedded(
@@ -235,6 +242,7 @@ def walk_chunk(
             )
     finally:
         end_deferred(engine, endings)
+    return walked
 
 
 @dataclass(frozen=True)

@@ -101,11 +101,17 @@ def run_local(
     firsts: dict[str, service.NextStep] = {}
     service.STOPPED_HERE.discard(job_id)  # it runs again (a resume): its runs may begin ahead
 
+    # Set on a Ctrl-C: the runs not yet begun are left for a resume, not walked while the
+    # pool winds down (a chunk stops before its next run).
+    stopping = threading.Event()
+
     def walk(run_ids: list[str]) -> int:
+        if stopping.is_set():
+            return 0
         if batch_size > 1:
             embedded.walk_batch(engine, agents, run_ids, max_batch=batch_size, firsts=firsts)
         elif len(run_ids) > 1:
-            embedded.walk_chunk(engine, agents, run_ids, firsts=firsts)
+            return embedded.walk_chunk(engine, agents, run_ids, firsts=firsts, stop=stopping.is_set)
         else:
             embedded.walk_embedded(engine, agents, run_ids[0], first=firsts.pop(run_ids[0], None))
         return len(run_ids)
@@ -114,7 +120,7 @@ def run_local(
         _renewing_leases(engine, job_id, LOCAL_LEASE_SECONDS),
         _watching_for_a_cancel(engine, job_id, service.STOPPED_HERE),
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iqa-job") as pool,
-        _interruptible(engine, job_id, on_interrupt),
+        _interruptible(engine, job_id, on_interrupt, stopping),
     ):
         # One worker walks the runs in this thread (no hand-over to a pool thread per item).
         work = map if workers == 1 else pool.map
@@ -144,6 +150,7 @@ def run_local(
                 window,
                 on_progress,
                 chunk=chunk,
+                threads=workers,
             )
         else:  # one thread, or batches: a window at a time
             while True:
@@ -157,7 +164,7 @@ def run_local(
                 shares = (
                     [batch[index::workers] for index in range(workers)]
                     if batch_size > 1
-                    else chunks(batch, chunk)
+                    else chunks(batch, spread(len(batch), chunk, workers))
                 )
                 for ended in work(walk, [share for share in shares if share]):
                     if on_progress is not None:
@@ -174,6 +181,7 @@ def _keep_busy(
     on_progress: Callable[[int], None] | None,
     *,
     chunk: int = 1,
+    threads: int = 1,
 ) -> None:
     """Walk the job's runs on the pool's threads, ``chunk`` runs each as threads come free,
     claiming more whenever half the window has ended: no thread waits for the slowest item of
@@ -181,7 +189,9 @@ def _keep_busy(
     running: set[Future[int]] = set()
     while True:
         if len(running) * chunk <= window // 2:
-            running |= {pool.submit(walk, share) for share in chunks(claimed(), chunk)}
+            batch = claimed()
+            shares = chunks(batch, spread(len(batch), chunk, threads))
+            running |= {pool.submit(walk, share) for share in shares}
         if not running:
             if not submitting():
                 return
@@ -192,6 +202,12 @@ def _keep_busy(
             count = future.result()
             if on_progress is not None:
                 on_progress(count)
+
+
+def spread(count: int, chunk: int, workers: int) -> int:
+    """Return the chunk size for ``count`` claimed runs on ``workers`` threads: at most
+    ``chunk``, and small enough that every thread gets a share of a small claim."""
+    return max(1, min(chunk, -(-count // max(1, workers))))
 
 
 def _metric_job(engine: Engine, job_id: str) -> bool:
@@ -297,15 +313,21 @@ def local_batch_size(engine: Engine, job_id: str, agents: AgentsSource) -> int:
 
 @contextmanager
 def _interruptible(
-    engine: Engine, job_id: str, on_interrupt: Callable[[], None] | None
+    engine: Engine,
+    job_id: str,
+    on_interrupt: Callable[[], None] | None,
+    stopping: threading.Event | None = None,
 ) -> Iterator[None]:
     """Mark the job on a Ctrl-C (or SIGTERM, :class:`Terminated`) while the block runs: it is marked
     interrupted (:func:`note_interrupted`) and ``on_interrupt`` told before the pool around the
     block waits for the items in flight, so that ``eval status`` says so at once, not
-    "running, ETA" until they end."""
+    "running, ETA" until they end.  ``stopping`` is set first: the pool's threads then begin
+    no other run."""
     try:
         yield
     except KeyboardInterrupt as interrupt:
+        if stopping is not None:
+            stopping.set()
         note_interrupted(engine, job_id, signal_name(interrupt))
         if on_interrupt is not None:
             on_interrupt()

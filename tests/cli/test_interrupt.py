@@ -77,7 +77,9 @@ def test_ctrl_c_marks_the_job_interrupted_at_once_and_says_how_to_resume(
             "2",
         ],
         cwd=REPO,
-        env=os.environ.copy(),
+        # Chunks of 4: the first items show as done while most are still to come (in chunks
+        # of 32, 20 a thread for 40 items, the job would end before it is interrupted).
+        env={**os.environ, "AGENTIC_IQA_METRIC_CHUNK_SIZE": "4"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -4,7 +4,7 @@ and still exactly what one-at-a-time writing records (fenced, cancelled, counted
 from __future__ import annotations
 
 import csv
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -110,6 +110,52 @@ def test_a_local_metric_job_ends_its_items_in_chunks_and_records_each_as_alone(
         assert all(len(values) == 1 for values in scores.values())  # one score per photo
     # one at a time, an item cost ten statements; in chunks, a handful for many
     assert len(statements) < 2 * count, len(statements)
+
+
+def test_a_ctrl_c_stops_the_chunks_in_flight_and_a_resume_ends_the_rest(
+    engine, agents, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("AGENTIC_IQA_METRIC_CHUNK_SIZE", "8")
+    count = 64  # a claim of 32 (2 threads, chunks of 8): 4 chunks, 2 of them in flight
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, count), tools=["PIQE"]))
+    ended: list[tuple[int, datetime]] = []
+
+    def interrupt(done: int) -> None:  # the first chunk ends, then Ctrl-C
+        ended.append((done, datetime.now(UTC)))
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_local(engine, job_id, agents, workers=2, on_progress=interrupt)
+    with read_scope(engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.status == "running"
+        assert [done for done, _ in ended] == [8] and 8 <= job.items_done < 32
+        done_before = job.items_done
+        # No run was begun after the Ctrl-C (one a thread may have been, in the instant
+        # before the pool was told): the claimed runs left are not walked while it winds down.
+        moment = ended[0][1]
+        begun = [
+            started if started.tzinfo else started.replace(tzinfo=UTC)
+            for started in session.scalars(select(StepRecord.started_at))
+        ]
+        assert len(begun) == done_before
+        assert sum(started > moment for started in begun) <= 2, (begun, moment)
+    _, unfinished = lifecycle.resume(engine, job_id)
+    run_local(engine, job_id, agents, workers=2, restart=unfinished)
+    with read_scope(engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None and (job.status, job.items_done) == ("done", count)
+        runs = session.scalars(select(Run).where(Run.job_id == job_id)).all()
+        assert {run.status for run in runs} == {"succeeded"} and len(runs) == count
+        assert len(session.scalars(select(ToolLog)).all()) == count  # none scored twice
+    assert done_before < count
+
+
+def test_a_small_claim_is_spread_over_the_threads():
+    from agentic_iqa.runtime.local import spread
+
+    assert spread(40, 32, 2) == 20 and spread(128, 32, 2) == 32
+    assert spread(3, 32, 4) == 1 and spread(0, 32, 2) == 1 and spread(7, 32, 1) == 7
 
 
 def _deferred_ends(engine, agents, job_id: str) -> tuple[list[Deferred], list[str]]:
