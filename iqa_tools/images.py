@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import ImageLoadError, ImageTooLargeError, ImageTooSmallError
 from .memory import DECODE_CEILING
@@ -81,6 +81,12 @@ class LoadedImage:
     def pixels(self) -> np.ndarray:
         """H x W x 3, float32, [0, 1]; raises :class:`ImageLoadError` if the data is corrupt."""
         return to_float(self.stored)
+
+    @cached_property
+    def derived(self) -> dict[Any, Any]:
+        """What tools compute from these pixels and share (:mod:`iqa_tools.nss`: the luma),
+        kept as long as the image is."""
+        return {}
 
     @property
     def size(self) -> tuple[int, int]:

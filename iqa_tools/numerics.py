@@ -83,21 +83,14 @@ def normalize_padded(padded: Any, kernel_size: int = 7, sigma: float = 7.0 / 6, 
         raise ValueError(f"an odd kernel size is needed, got {kernel_size}")
     half = kernel_size // 2
     taps = _gaussian_1d(kernel_size, sigma, padded)
-    if padded.device.type == "cpu":  # scipy's 1-D filters: half torch's float64 time on a CPU
-        from scipy.ndimage import correlate1d
+    if padded.device.type == "cpu":  # scipy's 1-D filters and numpy in place: no torch copies
+        return torch.from_numpy(_normalize_padded_numpy(padded.numpy(), taps.numpy(), half, C))
+    vertical = taps.view(1, 1, kernel_size, 1).repeat(padded.shape[1], 1, 1, 1)
+    horizontal = taps.view(1, 1, 1, kernel_size).repeat(padded.shape[1], 1, 1, 1)
 
-        weights = taps.numpy()
-
-        def blur(values: Any) -> Any:
-            passed = correlate1d(correlate1d(values.numpy(), weights, axis=-2), weights, axis=-1)
-            return torch.from_numpy(passed[..., half:-half, half:-half].copy())
-    else:
-        vertical = taps.view(1, 1, kernel_size, 1).repeat(padded.shape[1], 1, 1, 1)
-        horizontal = taps.view(1, 1, 1, kernel_size).repeat(padded.shape[1], 1, 1, 1)
-
-        def blur(values: Any) -> Any:
-            passed = F.conv2d(values, vertical, groups=values.shape[1])
-            return F.conv2d(passed, horizontal, groups=values.shape[1])
+    def blur(values: Any) -> Any:
+        passed = F.conv2d(values, vertical, groups=values.shape[1])
+        return F.conv2d(passed, horizontal, groups=values.shape[1])
 
     x = padded[..., half:-half, half:-half]
     mu = blur(padded)
@@ -106,25 +99,60 @@ def normalize_padded(padded: Any, kernel_size: int = 7, sigma: float = 7.0 / 6, 
     return (x - mu) / (deviation + C)
 
 
-def _when_active(step: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(step)
-    def normalize_img_with_gauss(img: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _ACTIVE.get():
-            return step(img, *args, **kwargs)
-        return normalize_in_float64(img, *args, **kwargs)
+def _normalize_padded_numpy(padded: Any, weights: Any, half: int, C: float) -> Any:
+    """Compute :func:`normalize_padded` on a CPU: the same operations in the same order (so the
+    same bits), each filter pass computing only the rows or columns kept, the arithmetic in
+    place."""
+    import numpy as np
+    import torch
+    from scipy.ndimage import correlate1d
 
-    setattr(normalize_img_with_gauss, _MARK, True)
-    return normalize_img_with_gauss
+    def blur(values: Any) -> Any:
+        rows = correlate1d(values, weights, axis=-2)[..., half:-half, :]
+        return correlate1d(rows, weights, axis=-1)[..., half:-half]
+
+    mu = blur(padded)
+    variance = blur(padded * padded)
+    variance -= mu * mu
+    np.abs(variance, out=variance)
+    variance += np.finfo(np.float64).eps
+    torch.from_numpy(variance).sqrt_()  # torch's square root, which numpy's differs from by an ulp
+    variance += C
+    normalised = np.subtract(padded[..., half:-half, half:-half], mu)
+    normalised /= variance
+    return normalised
+
+
+def _when_active(step: Callable[..., Any], replacement: Callable[..., Any]) -> Callable[..., Any]:
+    """Return ``step`` computing as ``replacement`` inside :func:`separable_normalisation`."""
+
+    @functools.wraps(step)
+    def when_active(*args: Any, **kwargs: Any) -> Any:
+        if not _ACTIVE.get():
+            return step(*args, **kwargs)
+        return replacement(*args, **kwargs)
+
+    setattr(when_active, _MARK, True)
+    return when_active
 
 
 def install() -> None:
-    """Put the replacement in pyiqa's modules (once per process; idempotent)."""
+    """Put the replacements in pyiqa's modules (once per process; idempotent): this module's
+    normalisation and :mod:`iqa_tools.nss`'s statistics."""
+    from . import nss
+
+    replacements = [
+        (name, "normalize_img_with_gauss", normalize_in_float64) for name in NORMALISING_MODULES
+    ]
+    replacements += [
+        (name, attribute, getattr(nss, own)) for name, attribute, own in nss.REPLACEMENTS
+    ]
     with _INSTALL_LOCK:
-        for name in NORMALISING_MODULES:
+        for name, attribute, replacement in replacements:
             module: Any = importlib.import_module(name)  # pyiqa's, untyped
-            step = module.normalize_img_with_gauss
+            step = getattr(module, attribute)
             if not getattr(step, _MARK, False):
-                module.normalize_img_with_gauss = _when_active(step)
+                setattr(module, attribute, _when_active(step, replacement))
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import memory, numerics
+from . import memory, nss, numerics
 from . import weights as weight_files
 from .cache import ScoreCache, cache_key, open_store
 from .catalog import Catalog, ToolSpec, load_catalog
@@ -363,11 +363,12 @@ class ToolRegistry:
                 output = self._tiled(spec, metric, target, ref, device)
                 if output is None:
                     x = to_tensor(target, device, spec.precision)
-                    output = (
-                        metric(x, to_tensor(ref, device, spec.precision))
-                        if ref is not None
-                        else metric(x)
-                    )
+                    with nss.sharing_luma(x, target.derived):
+                        output = (
+                            metric(x, to_tensor(ref, device, spec.precision))
+                            if ref is not None
+                            else metric(x)
+                        )
             raw = (
                 float(output.detach().reshape(-1)[0].cpu())
                 if torch.is_tensor(output)
