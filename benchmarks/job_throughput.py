@@ -111,7 +111,7 @@ def mode_local(args: argparse.Namespace) -> dict:
     from agentic_iqa.runtime.progress import progress
     from agentic_iqa.runtime.submission import submit
 
-    engine = open_engine()
+    engine = open_engine(create=True)
     agents = metric_agents() if args.job_tools else default_agents()
     # Warm-up (not timed): models built and torch started, as for the bare loop's metrics.
     warm = submit(
@@ -176,7 +176,7 @@ def mode_distributed(args: argparse.Namespace) -> dict:
     from agentic_iqa.runtime.submission import submit
 
     redis.Redis.from_url(args.broker).flushdb()
-    engine = open_engine()
+    engine = open_engine(create=True)
     workers = []
     # --workers N: N workers on both queues; --tool-workers T: T on the tool queue alone and
     # N on the default queue (a GPU box: one CUDA tool worker, CPU workers for the rest).
