@@ -262,6 +262,9 @@ def changed_rows(result: Result[Any]) -> int:
 SQLITE_ANALYSIS_LIMIT = 1000
 #: The tables whose statistics steer the hot queries (claim, counts, export pages).
 ANALYZED_TABLES = ("job_items", "runs")
+#: The tables a running job fills, refreshed as it grows
+#: (:func:`.items.refresh_statistics_as_grown`).
+GROWING_TABLES = ("job_items", "runs", "step_records", "tool_logs")
 
 
 def analyze(session: Session, tables: tuple[str, ...] = ANALYZED_TABLES) -> None:

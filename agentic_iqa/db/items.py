@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from ..reports.errors import readable
 from ..reports.unread import CANNOT_SEE
-from .engine import changed_rows
+from .engine import GROWING_TABLES, analyze, changed_rows
 from .models import (
     ITEM_COUNTERS,
     ITEM_STATUSES,
@@ -185,10 +185,38 @@ def _count_closed(
         update(_JOBS)
         .where(_JOBS.c.id == job_id)
         .values(values)
-        .returning(_JOBS.c.items_pending, _JOBS.c.items_queued)
+        .returning(_JOBS.c.items_pending, _JOBS.c.items_queued, _JOBS.c.items_done)
     ).first()
+    if closed and left is not None and left.items_done is not None:
+        refresh_statistics_as_grown(session, left.items_done - closed, left.items_done)
     if closed and job.status == "running" and not job.submitting and left is not None:
         _finish_if_nothing_open(session, job_id, left.items_pending, left.items_queued)
+
+
+#: A running job's tables get fresh planner statistics each time its done items pass one of
+#: these (1,000 then each doubling): :func:`refresh_statistics_as_grown`.
+FIRST_STATISTICS_AT = 1000
+
+
+def statistics_milestone(done: int) -> int:
+    """Return how many doublings past :data:`FIRST_STATISTICS_AT` ``done`` items are (-1
+    before it)."""
+    return (done // FIRST_STATISTICS_AT).bit_length() - 1
+
+
+def refresh_statistics_as_grown(session: Session, before: int, after: int) -> bool:
+    """Refresh the planner's statistics of the tables a running job fills when its done items
+    went from ``before`` to ``after`` past a milestone; return whether it did.
+
+    Without them a PostgreSQL whose autovacuum is off (or behind) plans the chunk's look-ups
+    in ``step_records`` as scans of a table it believes empty: each chunk read every step
+    recorded so far, and a 100,000-item job's database CPU grew from 0.5 to 2.2 ms an item.
+    ANALYZE samples (30,000 rows on PostgreSQL, ``SQLITE_ANALYSIS_LIMIT`` on SQLite), so
+    the few refreshes of a job of millions cost milliseconds each."""
+    if statistics_milestone(after) <= statistics_milestone(before):
+        return False
+    analyze(session, GROWING_TABLES)
+    return True
 
 
 def _finish_if_nothing_open(

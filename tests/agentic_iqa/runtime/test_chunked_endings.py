@@ -151,6 +151,44 @@ def test_a_ctrl_c_stops_the_chunks_in_flight_and_a_resume_ends_the_rest(
     assert done_before < count
 
 
+def _planner_rows(engine, table: str) -> float | None:
+    """The row count the planner believes ``table`` has (None: never analysed)."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            rows = connection.execute(
+                text("SELECT reltuples FROM pg_class WHERE relname = :t"), {"t": table}
+            ).scalar()
+            return None if rows is None or rows < 0 else float(rows)
+        stats = connection.execute(
+            text("SELECT name FROM sqlite_master WHERE name = 'sqlite_stat1'")
+        ).scalar()
+        if stats is None:
+            return None
+        row = connection.execute(
+            text("SELECT stat FROM sqlite_stat1 WHERE tbl = :t LIMIT 1"), {"t": table}
+        ).scalar()
+        return None if row is None else float(str(row).split()[0])
+
+
+def test_a_growing_job_refreshes_the_planners_statistics_of_its_tables(engine, agents, tmp_path):
+    from agentic_iqa.db.items import FIRST_STATISTICS_AT, statistics_milestone
+
+    assert [statistics_milestone(n) for n in (0, 999, 1000, 1999, 2000, 4000, 100_000)] == [
+        -1, -1, 0, 0, 1, 2, 6,
+    ]  # fmt: skip
+    before = _planner_rows(engine, "step_records")
+    assert before is None or before < FIRST_STATISTICS_AT / 4
+    count = FIRST_STATISTICS_AT + 40
+    job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, count), tools=["PIQE"]))
+    run_local(engine, job_id, agents, workers=2)
+    # analysed as the job passed 1,000 done items: it then held 1,000 steps and tool calls
+    # (PostgreSQL counts them; SQLite estimates from its sample of an index, roughly)
+    low = FIRST_STATISTICS_AT * (0.9 if engine.dialect.name == "postgresql" else 0.25)
+    for table in ("step_records", "tool_logs"):
+        rows = _planner_rows(engine, table)
+        assert rows is not None and low <= rows <= count, (table, rows)
+
+
 def test_a_small_claim_is_spread_over_the_threads():
     from agentic_iqa.runtime.local import spread
 
