@@ -109,7 +109,9 @@ def test_a_local_job_logs_progress_lines_with_counts_and_eta(
             stderr=stderr,
             text=True,
             timeout=300,
-            env={**os.environ, **_environment(tmp_path)},
+            # Chunks of 4: items end (and an ETA shows) while the job runs; one thread would
+            # walk all 24 as one chunk, ending them together at the end.
+            env={**os.environ, **_environment(tmp_path), "AGENTIC_IQA_METRIC_CHUNK_SIZE": "4"},
             cwd=tmp_path,
         )
     text = log.read_text()
