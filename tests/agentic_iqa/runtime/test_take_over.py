@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -126,20 +127,26 @@ def test_an_unknown_holder_is_waited_for_with_a_countdown_then_taken_over(job) -
 def test_an_unknown_holder_whose_leases_are_renewed_is_alive(job) -> None:
     engine, job_id = job
     _in_flight(engine, job_id, None, seconds=2)
+    answered = threading.Event()
 
-    def renew() -> None:  # what a process on another machine does every quarter lease
-        time.sleep(1.0)
-        with session_scope(engine) as session:
-            store.extend_leases(session, job_id, 30)
-
-    import threading
+    def renew() -> None:
+        """Renew the leases every quarter lease, as a process on another machine does, until
+        the resume has answered: however late the resume first looks, it sees a lease that
+        then moves on."""
+        while not answered.wait(0.5):
+            with session_scope(engine) as session:
+                store.extend_leases(session, job_id, 2)
 
     renewer = threading.Thread(target=renew)
     renewer.start()
-    refused = runner.invoke(app, ["eval", "resume", job_id[:8]])
-    renewer.join()
+    try:
+        refused = runner.invoke(app, ["eval", "resume", job_id[:8]])
+    finally:
+        answered.set()
+        renewer.join()
     assert refused.exit_code == 1, refused.output
     assert "they are being renewed" in " ".join(refused.output.split())
+    assert progress(engine, job_id).counts.get("done", 0) == 0  # nothing ran beside it
 
 
 @pytest.mark.faults  # kills a process; about a minute on two busy cores
