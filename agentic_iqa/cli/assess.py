@@ -125,7 +125,13 @@ def assess(
         max_replans = PipelineSettings.load().max_replan_iterations
     if distributed:
         state, run_id = _assess_distributed(
-            query, image_path, reference_path, max_replans, timeout, vlm_cache=vlm_cache
+            query,
+            image_path,
+            reference_path,
+            max_replans,
+            timeout,
+            vlm_cache=vlm_cache,
+            roles=roles,
         )
         usage = _run_vlm_usage(open_engine(), run_id)
     elif store:
@@ -230,10 +236,15 @@ def _assess_distributed(
     timeout: float,
     *,
     vlm_cache: bool = True,
+    roles: dict[Role, BackendConfig] | None = None,
 ):  # noqa: ANN202
+    """Hand the run to the workers, stored with what shapes it (the backend, model, base URL
+    and follow-up flags of each role, as ``eval submit`` stores a job's; never a key), and wait
+    for its end."""
     import time
 
     from ..config import PipelineSettings
+    from ..runconfig import capture
     from ..runtime import service
 
     settings = PipelineSettings.load()
@@ -250,6 +261,9 @@ def _assess_distributed(
         reference_path,
         max_replan_iterations=max_replans,
         lease_seconds=settings.lease_seconds,
+        config_json=capture(
+            max_replan_iterations=max_replans, vlm_cache=vlm_cache, roles=roles
+        ).to_json(),
     )
     if not vlm_cache:  # the workers read it from the run
         _disable_run_vlm_cache(engine, run_id)

@@ -151,6 +151,10 @@ class Run(Base):
     resends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     #: False: this run's VLM requests bypass the response cache (``--no-vlm-cache``).
     vlm_cache: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    #: What shapes a run of no job (``assess --distributed``): a
+    #: :class:`~agentic_iqa.runconfig.RunConfig` as JSON, never a key; None for a job's runs,
+    #: which run as their job's ``config_json`` says.
+    config_json: Mapped[str | None] = mapped_column(Text)
     #: True while the run waits for a model answer from a provider batch (``--batch``): no
     #: lease, nothing to re-send; the round that reads the answer sends it on.
     awaiting_batch: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

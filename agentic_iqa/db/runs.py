@@ -17,7 +17,7 @@ from dataclasses import field as dataclass_field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..evidence import object_label
@@ -104,13 +104,15 @@ def create_run(
     lease_seconds: float | None = None,
     metric_tools: Sequence[str] | None = None,
     mode: Literal["agent", "vlm"] = "agent",
+    config_json: str | None = None,
 ) -> str:
     """Create a 'pending' run with its initial state; returns its id.
 
     With ``lease_seconds`` the run is handed to workers and supervised from now on: if nothing
     happens to it within the lease (the message was lost), it is re-sent.  ``metric_tools``:
     a metric job's run, which only runs these tools (no plan, no VLM).  ``mode="vlm"``: the
-    VLM answers alone (no plan, no tools).
+    VLM answers alone (no plan, no tools).  ``config_json``: what shapes a run of no job
+    (:class:`~agentic_iqa.runconfig.RunConfig`), as a job's configuration shapes its runs.
     """
     state = initial_state(
         query,
@@ -132,6 +134,7 @@ def create_run(
         job_id=job_id,
         created_at=utc_now(),
         lease_until=lease_deadline(lease_seconds),
+        config_json=config_json,
     )
     session.add(run)
     session.flush()
@@ -208,7 +211,9 @@ _RUN_CONTEXT = (
         _RUNS.c.state_json,
         _RUNS.c.vlm_cache,
         _JOBS.c.vlm_cache.label("job_vlm_cache"),
-        _JOBS.c.config_json,
+        # A job's runs run as their job says; a run of no job (``assess --distributed``) as
+        # it says itself.
+        func.coalesce(_JOBS.c.config_json, _RUNS.c.config_json).label("config_json"),
         _ITEMS.c.image,
         _ITEMS.c.image_digest,
         _ITEMS.c.reference,

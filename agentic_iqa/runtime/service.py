@@ -146,8 +146,10 @@ def create_run(
     backend: str | None = None,
     job_id: str | None = None,
     lease_seconds: float | None = None,
+    config_json: str | None = None,
 ) -> str:
-    """Return a stored run; with ``lease_seconds`` it is supervised (for runs handed to workers)."""
+    """Return a stored run; with ``lease_seconds`` it is supervised (for runs handed to workers);
+    ``config_json``: what shapes it, where it belongs to no job (the workers honour it)."""
     with session_scope(engine) as session:
         return create_run_row(
             session,
@@ -158,6 +160,7 @@ def create_run(
             backend=backend,
             job_id=job_id,
             lease_seconds=lease_seconds,
+            config_json=config_json,
         )
 
 

@@ -316,3 +316,70 @@ def test_cli_assess_distributed_prints_the_same_answer_as_in_process(make_cluste
     assert remote_doc["final_answer"] == local_doc["final_answer"] == "B"
     assert remote_doc["plan"] == local_doc["plan"]
     assert remote_doc["steps_done"] == local_doc["steps_done"]
+
+
+@pytest.mark.parametrize(("flags", "asked"), [([], 1), (["--no-follow-up"], 0)])
+def test_cli_assess_distributed_runs_with_its_own_flags_not_the_workers(
+    make_cluster, sqlite_url, tmp_path, flags, asked
+):
+    """``assess --distributed --backend openai --model M --base-url U [--no-follow-up]`` on
+    workers whose own configuration is the builtin: the run is stored with its flags, so every
+    step asks that model (the workers hold only its key), and the follow-up is asked or not as
+    the command said."""
+    import os
+    import subprocess
+    import sys
+
+    from sqlalchemy import select
+
+    from agentic_iqa.db.models import Run, VlmCall
+    from tests.conformance.harness import simulated
+    from tests.conformance.items import images, multiple_choice
+    from tests.conformance.simulated_model import Behaviour
+
+    (item,) = multiple_choice(images(tmp_path / "images", 1), 1, seed=5)
+    with simulated(Behaviour.VAGUE, [item]) as (server, model):
+        cluster = make_cluster(sqlite_url, OPENAI_API_KEY="sk-sim-key")
+        cluster.start("both", "default,gpu", cli=True)
+        command = [
+            sys.executable,
+            "-m",
+            "agentic_iqa",
+            "assess",
+            str(item.image),
+            "-q",
+            item.truth.query,
+            "--json",
+            "--distributed",
+            "--timeout",
+            "120",
+            "--backend",
+            "openai",
+            "--model",
+            "sim-vl",
+            "--base-url",
+            f"{server.url}/v1",
+            *flags,
+        ]
+        assessed = subprocess.run(
+            command,
+            env={**os.environ, **cluster.env},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert assessed.returncode == 0, assessed.stderr[-2000:]
+        follow_ups = model.calls.get("follow_up", 0)
+    document = json.loads(assessed.stdout)
+    assert follow_ups == asked
+    assert document["answered_in_follow_up"] is bool(asked)
+    assert document["final_answer"] == (item.truth.answer if asked else document["final_answer"])
+    with session_scope(make_engine(sqlite_url)) as session:
+        (run,) = session.scalars(select(Run))
+        answered = set(session.execute(select(VlmCall.backend, VlmCall.model)).all())
+        stored = json.loads(run.config_json)
+    assert answered == {("openai", "sim-vl")}
+    assert {config["follow_up"] for config in stored["roles"].values()} == (
+        {None} if asked else {False}
+    )
+    assert "sk-sim-key" not in run.config_json

@@ -18,12 +18,14 @@ def test_0015_adds_submitting_false_for_jobs_before_and_downgrades_to_0014(empty
     try:
         _insert_job(engine)
         command.upgrade(alembic_config(empty_url), "0015")
-        # The models are two revisions on (0016: a replan's failure; 0017: unread answers).
+        # The models are three revisions on (0016: a replan's failure; 0017: unread answers;
+        # 0018: a run's own configuration).
         assert sorted(
             (kind, table, column.name) for kind, _schema, table, column in check_schema(engine)
         ) == [
             ("add_column", "jobs", "items_cannot_see"),
             ("add_column", "replan_history", "failure"),
+            ("add_column", "runs", "config_json"),
             ("add_column", "runs", "unread"),
         ]
         with engine.begin() as connection:
