@@ -15,7 +15,7 @@ from tests.agentic_iqa.db.test_migrations import _insert_job
 _RUN = (
     "INSERT INTO runs (id, query, image_path, status, state_json, iteration_count, "
     "max_replan_iterations, job_id, created_at) VALUES ('{id}', 'q', 'a.png', 'pending', "
-    "'{{\"query\": \"q\", \"image_path\": \"a.png\"}}', 0, 2, {job}, CURRENT_TIMESTAMP)"
+    '\'{{"query": "q", "image_path": "a.png"}}\', 0, 2, {job}, CURRENT_TIMESTAMP)'
 )
 
 
