@@ -182,11 +182,13 @@ def test_a_growing_job_refreshes_the_planners_statistics_of_its_tables(engine, a
     job_id = submit(engine, JobSpec.build(manifest=manifest(tmp_path, count), tools=["PIQE"]))
     run_local(engine, job_id, agents, workers=2)
     # analysed as the job passed 1,000 done items: it then held 1,000 steps and tool calls
-    # (PostgreSQL counts them; SQLite estimates from its sample of an index, roughly)
-    low = FIRST_STATISTICS_AT * (0.9 if engine.dialect.name == "postgresql" else 0.25)
+    # (PostgreSQL counts them; SQLite estimates from its sample of an index, roughly, and may
+    # overshoot: 1,071 of 1,040 was seen)
+    exact = engine.dialect.name == "postgresql"
+    low, high = FIRST_STATISTICS_AT * (0.9 if exact else 0.25), count * (1.0 if exact else 2.0)
     for table in ("step_records", "tool_logs"):
         rows = _planner_rows(engine, table)
-        assert rows is not None and low <= rows <= count, (table, rows)
+        assert rows is not None and low <= rows <= high, (table, rows)
 
 
 def test_a_small_claim_is_spread_over_the_threads():
