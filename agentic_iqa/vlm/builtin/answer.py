@@ -26,6 +26,7 @@ from ...evidence import missing_evidence, whole_image_objects
 from ...query import categories_in, options_in
 from ...vocabulary import level_name
 from . import damage
+from .encoding import jpeg_quality
 from .opinion import OpinionModel, OpinionModels, as_models
 from .opinion_features import opinion_features
 from .severity import SEVERITIES
@@ -123,11 +124,19 @@ def quality_estimate(
     context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None
 ) -> float:
     """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores, at
-    most what the worst blur, noise or compression measured on it allows (:mod:`.damage`)."""
+    most what the worst blur, noise or compression measured on it allows, and charged for the
+    damage it does not see (the file's JPEG quality, heavy blur and noise: :mod:`.damage`)."""
     chosen = as_models(model).for_tools([tool for tool, _ in _tool_pairs(context)])
-    features = opinion_features(context["image_path"])
+    path = context["image_path"]
+    features = opinion_features(path)
     opinion = chosen.predict(features, tool_mean(context))
-    return damage.bounded(opinion, measured_scores(context["image_path"]))
+    scores = measured_scores(path)
+    return damage.charged(
+        damage.bounded(opinion, scores),
+        scores,
+        jpeg_quality(path),
+        features.get("s1_gradient_mean"),
+    )
 
 
 def level_probabilities(
