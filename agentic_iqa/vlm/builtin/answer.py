@@ -123,20 +123,13 @@ def tool_mean(context: Mapping[str, Any]) -> float | None:
 def quality_estimate(
     context: Mapping[str, Any], model: OpinionModel | OpinionModels | None = None
 ) -> float:
-    """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores, at
-    most what the worst blur, noise or compression measured on it allows, and charged for the
-    damage it does not see (the file's JPEG quality, heavy blur and noise: :mod:`.damage`)."""
+    """The builtin's own opinion (see :mod:`.opinion`), from the image and the tool scores, under
+    the ceiling of the damage measured on it, charged for what it does not see (:mod:`.damage`)."""
     chosen = as_models(model).for_tools([tool for tool, _ in _tool_pairs(context)])
     path = context["image_path"]
-    features = opinion_features(path)
-    opinion = chosen.predict(features, tool_mean(context))
-    scores = measured_scores(path)
-    return damage.charged(
-        damage.bounded(opinion, scores),
-        scores,
-        jpeg_quality(path),
-        features.get("s1_gradient_mean"),
-    )
+    features, scores = opinion_features(path), measured_scores(path)
+    opinion = damage.bounded(chosen.predict(features, tool_mean(context)), scores)
+    return damage.charged(opinion, scores, jpeg_quality(path), features.get("s1_gradient_mean"))
 
 
 def level_probabilities(
